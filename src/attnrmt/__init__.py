@@ -1,0 +1,26 @@
+"""attnrmt: random-matrix theory of attention pooling.
+
+Rooms (each a subpackage with a narrow public interface):
+
+- :mod:`attnrmt.model`    — the exact generative model and one simulation cell.
+- :mod:`attnrmt.theory`   — bulk law, spikes, thresholds (``paper`` and ``finite_vocab``).
+- :mod:`attnrmt.sweep`    — config, planning, Dask cluster, Zarr stores.
+- :mod:`attnrmt.analysis` — thresholds, comparisons, figures, report tables.
+"""
+
+from importlib.metadata import PackageNotFoundError, version
+
+try:
+    __version__ = version("attnrmt")
+except PackageNotFoundError:  # pragma: no cover - running from a source tree
+    __version__ = "0.0.0"
+
+
+def open_results(run_dir):  # noqa: ANN001, ANN201 - thin lazy re-export
+    """Open ``results/<run>`` as an :class:`xarray.DataTree` (one group per sweep)."""
+    from attnrmt.sweep.store import open_results as _open_results
+
+    return _open_results(run_dir)
+
+
+__all__ = ["__version__", "open_results"]

@@ -1,0 +1,68 @@
+"""Boundary checks shared by every public function.
+
+Each check raises :class:`ValueError` whose message names the argument and the value,
+so a bad input never turns into a NaN result or a hang.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from numbers import Integral, Real
+from typing import Any
+
+import numpy as np
+
+
+def _fail(name: str, value: Any, requirement: str) -> ValueError:
+    return ValueError(f"{name}={value!r}: {requirement}")
+
+
+def check_finite_array(name: str, value: Any) -> np.ndarray:
+    """Return ``value`` as a float64 array, rejecting NaN and infinities."""
+    try:
+        array = np.asarray(value, dtype=np.float64)
+    except (TypeError, ValueError) as error:
+        raise _fail(name, value, "must be numeric") from error
+    if not np.all(np.isfinite(array)):
+        raise _fail(name, value, "must be finite (no NaN or inf)")
+    return array
+
+
+def check_positive(name: str, value: Any, *, allow_zero: bool = False) -> np.ndarray:
+    """Array of ``value``; every entry must be > 0 (>= 0 with ``allow_zero``)."""
+    array = check_finite_array(name, value)
+    bad = array < 0 if allow_zero else array <= 0
+    if np.any(bad):
+        bound = ">= 0" if allow_zero else "> 0"
+        raise _fail(name, value, f"must be {bound}")
+    return array
+
+
+def check_open_interval(name: str, value: Any, low: float, high: float) -> np.ndarray:
+    """Array of ``value``; every entry must lie strictly between ``low`` and ``high``."""
+    array = check_finite_array(name, value)
+    if np.any((array <= low) | (array >= high)):
+        raise _fail(name, value, f"must lie strictly between {low} and {high}")
+    return array
+
+
+def check_int(name: str, value: Any, *, minimum: int | None = None) -> int:
+    """``value`` as a Python int (bools rejected), at least ``minimum``."""
+    if isinstance(value, bool) or not isinstance(value, Integral | Real):
+        raise _fail(name, value, "must be an integer")
+    if isinstance(value, Real) and not isinstance(value, Integral):
+        if not math.isfinite(value) or value != int(value):
+            raise _fail(name, value, "must be an integer")
+    integer = int(value)
+    if minimum is not None and integer < minimum:
+        raise _fail(name, value, f"must be >= {minimum}")
+    return integer
+
+
+def check_choice(name: str, value: Any, choices: Iterable[str]) -> str:
+    """``value`` must be one of ``choices``."""
+    options = tuple(choices)
+    if value not in options:
+        raise _fail(name, value, f"must be one of {', '.join(map(repr, options))}")
+    return value
