@@ -1,0 +1,93 @@
+"""Asymptotic predictions: the bulk law and rank-one spikes (spec §4–5, §7).
+
+All functions broadcast over numpy arrays; bulk functions are in mean-1 units
+(``kappa = 1``), spike eigenvalues in units of ``S``.
+
+The pooling-weight formulas (``optimal_weights``, ``harmonic_weights``,
+``causal_limit_weights``) live in :mod:`attnrmt.model.weights` and are re-exported here
+lazily, so importing :mod:`attnrmt.theory` never requires the simulator.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+from attnrmt._validation import check_finite_array
+from attnrmt.theory.bulk import (
+    bulk_atom,
+    bulk_cdf,
+    bulk_density,
+    bulk_edges,
+    bulk_moments,
+    critical_u,
+)
+from attnrmt.theory.spike import (
+    VARIANTS,
+    SpikeOutliers,
+    SpikePrediction,
+    mean_spike,
+    spike,
+    spike_outliers,
+)
+
+_WEIGHT_FORMULAS = ("optimal_weights", "harmonic_weights", "causal_limit_weights")
+
+
+def pooling_ratio(w: ArrayLike, R: ArrayLike) -> np.float64 | np.ndarray:
+    """Signal-to-noise gain of pooling, ``alpha / kappa = w^T R w / ||w||^2`` (spec §3).
+
+    Parameters
+    ----------
+    w : array_like, shape (..., T)
+        Pooling weights (not all zero); leading axes broadcast.
+    R : array_like, shape (T, T)
+        Sign correlation matrix.
+
+    Returns
+    -------
+    numpy.ndarray or numpy.float64
+        ``alpha / kappa`` with the leading shape of ``w``.
+    """
+    weights = check_finite_array("w", w)
+    correlation = check_finite_array("R", R)
+    if weights.ndim < 1 or correlation.shape != (weights.shape[-1],) * 2:
+        raise ValueError(
+            f"R={R!r}: must have shape (T, T) matching w's last axis (T={weights.shape[-1:]})"
+        )
+    kappa = np.einsum("...t,...t->...", weights, weights)
+    if np.any(kappa <= 0.0):
+        raise ValueError(f"w={w!r}: must not be all zero")
+    alpha = np.einsum("...s,st,...t->...", weights, correlation, weights)
+    ratio = alpha / kappa
+    return ratio[()] if np.ndim(ratio) == 0 else ratio
+
+
+def __getattr__(name: str) -> Any:
+    if name in _WEIGHT_FORMULAS:
+        from attnrmt.model import weights as _weights
+
+        return getattr(_weights, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+__all__ = [
+    "VARIANTS",
+    "SpikeOutliers",
+    "SpikePrediction",
+    "bulk_atom",
+    "bulk_cdf",
+    "bulk_density",
+    "bulk_edges",
+    "bulk_moments",
+    "causal_limit_weights",
+    "critical_u",
+    "harmonic_weights",
+    "mean_spike",
+    "optimal_weights",
+    "pooling_ratio",
+    "spike",
+    "spike_outliers",
+]
