@@ -1,0 +1,408 @@
+"""One simulation cell of the exact generative model (spec §1, §5).
+
+:func:`simulate_cell` draws a table, signs and tokens, pools, forms ``S`` and measures its
+spectrum, top eigenpairs (as overlaps, never raw eigenvectors) and the same for the
+population matrix given the table.
+
+Population matrix (spec §5). Conditional on ``E``, the pooled vector has mean
+``sigma mbar`` and covariance
+``Sigma_E = kappa (1/V) E E^T - kappa mbar mbar^T + (alpha - kappa) Dlt Dlt^T``.
+``pop_*`` fields describe the population version of whichever matrix ``S`` is: ``Sigma_E``
+for centred ``S``, and the second moment ``Sigma_E + sigma^2 mbar mbar^T`` for uncentred
+``S``. For ``causal_attention`` the pooled vectors are the real attention outputs and
+alpha/kappa/sigma (hence ``pop_*``) use the measured mean effective weights, which makes
+``pop_*`` the population of the linear pooling with those weights (exact in the large-d
+limit, approximate at finite d).
+
+Linear algebra: ``S`` is one symmetric rank-update product; its full spectrum comes from a
+single Householder tridiagonalisation (LAPACK ``dsytrd`` + ``dsterf``, what ``eigvalsh``
+does) and the top-k eigenvectors are obtained from the same tridiagonal form (``stebz`` +
+``stein``) and back-transformed with the stored reflectors, so they cost O(d^2 k) extra.
+The population top-k eigenpairs come from a Krylov solver (ARPACK) on the dense matrix
+with a deterministic, seeded start vector.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, fields
+from numbers import Integral
+from typing import Any
+
+import numpy as np
+import scipy.linalg
+import scipy.sparse
+import scipy.sparse.linalg
+from scipy.linalg import lapack
+
+from attnrmt._validation import check_int, check_positive
+from attnrmt.model.positional import positional_correlation, sample_signs, validate_positional
+from attnrmt.model.readout import ridge_readout_accuracy
+from attnrmt.model.table import realised_sizes, sample_table, sample_tokens
+from attnrmt.model.weights import (
+    causal_attention_weights,
+    pooling_scalars,
+    pooling_weights,
+    validate_weights,
+)
+
+# Below this dimension (or when k is a sizeable fraction of d) the population eigenpairs
+# come from a dense eigh: cheap there, and ARPACK needs k < d.
+_DENSE_POPULATION_MAX_D = 300
+# ARPACK relative tolerance for the population eigenpairs: eigenvalues to ~1e-12 relative,
+# eigenvector overlaps to well below any statistical resolution.
+_ARPACK_TOL = 1e-12
+
+
+@dataclass(frozen=True, eq=False)
+class CellResult:
+    """Measurements of one cell (field names fixed by docs/architecture.md).
+
+    Attributes
+    ----------
+    eigenvalues : ndarray (d,)
+        All eigenvalues of ``S``, ascending (as computed; rounding can leave zero
+        eigenvalues slightly negative).
+    top_eigenvalues : ndarray (k,)
+        The ``k = top_k`` largest, descending.
+    overlap_signal, overlap_class_mean, overlap_table_mean : ndarray (k,)
+        Squared overlaps of the top-k unit eigenvectors of ``S`` with ``u = mu/||mu||``,
+        with ``Dlt/||Dlt||`` and with ``mbar/||mbar||``; each in [0, 1].
+    pop_top_eigenvalues, pop_overlap_signal : ndarray (k,)
+        The same (eigenvalues, overlap with ``u``) for the population matrix (module
+        docstring).
+    alpha, kappa, sigma : float
+        ``w^T R w``, ``||w||^2``, ``sum(w)`` of ``effective_weights`` (spec §3).
+    V, N : int
+        Realised vocabulary size and number of samples.
+    effective_weights : ndarray (T,)
+        The weights used; for ``causal_attention`` the mean over sequences of the measured
+        per-sequence effective weights.
+    downstream_accuracy : float
+        Test accuracy of the ridge readout of ``y`` (``label`` models), NaN otherwise.
+    compute_seconds : float
+        Wall time of the cell.
+    """
+
+    eigenvalues: np.ndarray
+    top_eigenvalues: np.ndarray
+    overlap_signal: np.ndarray
+    overlap_class_mean: np.ndarray
+    overlap_table_mean: np.ndarray
+    pop_top_eigenvalues: np.ndarray
+    pop_overlap_signal: np.ndarray
+    alpha: float
+    kappa: float
+    sigma: float
+    V: int
+    N: int
+    effective_weights: np.ndarray
+    downstream_accuracy: float
+    compute_seconds: float
+
+    def to_dict(self) -> dict[str, Any]:
+        """Fields as a dict: arrays as (read-only) float64 ndarrays, scalars as Python
+        ``float``/``int``. Use ``{k: np.asarray(v).tolist() ...}`` for JSON."""
+        return {field.name: getattr(self, field.name) for field in fields(self)}
+
+
+# --------------------------------------------------------------------------- validation
+
+
+def _check_seed(seed: Any) -> int | list[int]:
+    def _word(value: Any) -> int:
+        if isinstance(value, bool) or not isinstance(value, Integral) or value < 0:
+            raise ValueError(
+                f"seed={seed!r}: must be a non-negative int or a sequence of them"
+            )
+        return int(value)
+
+    if isinstance(seed, Sequence | np.ndarray) and not isinstance(seed, str | bytes):
+        words = [_word(value) for value in seed]
+        if not words:
+            raise ValueError(f"seed={seed!r}: an empty sequence is not a seed")
+        return words
+    return _word(seed)
+
+
+def _check_cell_arguments(
+    d: Any, delta: Any, gamma: Any, T: Any, snr: Any, centered: Any, top_k: Any
+) -> tuple[int, float, float, int, float, bool, int, int, int]:
+    d = check_int("d", d, minimum=2)
+    delta = float(check_positive("delta", delta))
+    gamma = float(check_positive("gamma", gamma))
+    T = check_int("T", T, minimum=1)
+    snr = float(check_positive("snr", snr, allow_zero=True))
+    if not isinstance(centered, bool | np.bool_):
+        raise ValueError(f"centered={centered!r}: must be a bool")
+    top_k = check_int("top_k", top_k, minimum=1)
+    if top_k > d:
+        raise ValueError(f"top_k={top_k!r}: must be <= d={d}")
+    V, N = realised_sizes(d, delta, gamma)
+    if V < 2:
+        raise ValueError(f"delta={delta!r}: gives V = 2 round(d/(2 delta)) = {V} < 2 (d={d})")
+    if N < 2:
+        raise ValueError(f"gamma={gamma!r}: gives N = round(d/gamma) = {N} < 2 (d={d})")
+    return d, delta, gamma, T, snr, bool(centered), top_k, V, N
+
+
+# ------------------------------------------------------------------------------ pooling
+
+
+def token_incidence(
+    tokens: np.ndarray, token_weights: np.ndarray, V: int
+) -> scipy.sparse.csr_array:
+    """Sparse ``N x V`` matrix ``W`` with ``W[n, v] = sum_{t: v_{n,t} = v} w_{n,t}``.
+
+    ``W @ embeddings`` is the matrix of pooled vectors ``c_n = sum_t w_t e_{v_{n,t}}``
+    (spec §1.5) as rows. Repeated tokens within a row are stored as duplicate entries,
+    which the product sums.
+    """
+    n_sequences, T = tokens.shape
+    indptr = np.arange(0, n_sequences * T + 1, T, dtype=np.int64)
+    data = np.broadcast_to(token_weights, tokens.shape).ravel().astype(np.float64)
+    return scipy.sparse.csr_array(
+        (data, tokens.ravel().astype(np.int64), indptr), shape=(n_sequences, V)
+    )
+
+
+# ------------------------------------------------------------------------ linear algebra
+
+
+def spectrum_and_top_eigenvectors(
+    matrix: np.ndarray, k: int, *, overwrite: bool = False
+) -> tuple[np.ndarray, np.ndarray]:
+    """All eigenvalues (ascending) and the top-``k`` eigenvectors of a symmetric matrix.
+
+    One Householder tridiagonalisation ``A = Q T Q^T`` (``dsytrd``), all eigenvalues of
+    ``T`` (``dsterf``, as ``eigvalsh``), the top-``k`` eigenvectors of ``T`` (bisection +
+    inverse iteration, ``stebz`` + ``stein``) and ``Q z`` applied reflector by reflector
+    (O(d^2 k)).
+
+    Returns
+    -------
+    eigenvalues : ndarray (d,), ascending
+    vectors : ndarray (d, k), unit columns, column ``j`` for the ``j``-th largest.
+    """
+    n = matrix.shape[0]
+    # The matrix is symmetric, so its transpose (Fortran order, no copy) is the same matrix.
+    factored, diagonal, offdiagonal, tau, info = lapack.dsytrd(
+        matrix.T, lower=1, overwrite_a=int(overwrite)
+    )
+    if info != 0:  # pragma: no cover - LAPACK failure
+        raise np.linalg.LinAlgError(f"dsytrd failed with info={info}")
+    eigenvalues, info = lapack.dsterf(diagonal.copy(), offdiagonal.copy())
+    if info != 0:  # pragma: no cover
+        raise np.linalg.LinAlgError(f"dsterf failed with info={info}")
+    if n == 1:
+        return eigenvalues, np.ones((1, 1))
+    _, tri_vectors = scipy.linalg.eigh_tridiagonal(
+        diagonal, offdiagonal, select="i", select_range=(n - k, n - 1), lapack_driver="stebz"
+    )
+    vectors = np.ascontiguousarray(tri_vectors[:, ::-1])
+    # Q = H(1) ... H(n-1), H(i) = I - tau_i v_i v_i^T, v_i = (0_i, 1, factored[i+2:, i]).
+    for i in range(n - 2, -1, -1):
+        if tau[i] == 0.0:
+            continue
+        factored[i + 1, i] = 1.0
+        reflector = factored[i + 1 :, i]
+        block = vectors[i + 1 :]
+        block -= np.outer(tau[i] * reflector, reflector @ block)
+    return eigenvalues, vectors
+
+
+def top_eigenpairs(
+    matrix: np.ndarray, k: int, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray]:
+    """Top-``k`` eigenvalues (descending) and unit eigenvectors (d, k) of a symmetric matrix.
+
+    ARPACK (``eigsh``, ``which="LA"``) with a start vector drawn from ``rng`` (so results
+    are reproducible); dense ``eigh`` for small ``d`` or large ``k``.
+    """
+    n = matrix.shape[0]
+    if n <= _DENSE_POPULATION_MAX_D or 4 * k >= n:
+        values, vectors = scipy.linalg.eigh(matrix, subset_by_index=(n - k, n - 1))
+    else:
+        start = rng.standard_normal(n)
+        values, vectors = scipy.sparse.linalg.eigsh(
+            matrix, k=k, which="LA", v0=start, tol=_ARPACK_TOL
+        )
+        order = np.argsort(values)
+        values, vectors = values[order], vectors[:, order]
+    return values[::-1].copy(), np.ascontiguousarray(vectors[:, ::-1])
+
+
+def population_matrix(
+    table_gram: np.ndarray,
+    table_mean: np.ndarray,
+    class_mean_difference: np.ndarray,
+    alpha: float,
+    kappa: float,
+    sigma: float,
+    centered: bool,
+) -> np.ndarray:
+    """Population version of ``S`` given the table (spec §5), built in place.
+
+    ``kappa G - kappa mbar mbar^T + (alpha - kappa) Dlt Dlt^T`` (``Sigma_E``), plus
+    ``sigma^2 mbar mbar^T`` when ``S`` is uncentred; ``G = (1/V) E E^T`` is overwritten.
+    """
+    matrix = table_gram
+    matrix *= kappa
+    mean_coefficient = -kappa + (0.0 if centered else sigma**2)
+    matrix += mean_coefficient * np.outer(table_mean, table_mean)
+    matrix += (alpha - kappa) * np.outer(class_mean_difference, class_mean_difference)
+    return matrix
+
+
+def squared_overlaps(vectors: np.ndarray, direction: np.ndarray) -> np.ndarray:
+    """``(v_j . direction/||direction||)^2`` for unit columns ``v_j``; NaN if direction = 0."""
+    norm = np.linalg.norm(direction)
+    if norm == 0:
+        return np.full(vectors.shape[1], np.nan)
+    return np.clip((direction @ vectors / norm) ** 2, 0.0, 1.0)
+
+
+def _readonly(array: np.ndarray) -> np.ndarray:
+    array = np.ascontiguousarray(array, dtype=np.float64)
+    array.setflags(write=False)
+    return array
+
+
+# --------------------------------------------------------------------------------- cell
+
+
+def simulate_cell(
+    d: int,
+    delta: float,
+    gamma: float,
+    T: int,
+    positional: Mapping[str, Any] | str,
+    weights: Mapping[str, Any] | str,
+    snr: float,
+    centered: bool = True,
+    top_k: int = 3,
+    seed: int | Sequence[int] = 0,
+) -> CellResult:
+    """Simulate one cell of the generative model (spec §1) and measure it (spec §1, §5).
+
+    Parameters
+    ----------
+    d : int >= 2
+        Dimension.
+    delta, gamma : float > 0
+        ``d/V`` and ``d/N``; realised ``V = 2 round(d/(2 delta))``, ``N = round(d/gamma)``
+        (both must be >= 2).
+    T : int >= 1
+        Sequence length.
+    positional : dict or str
+        Sign model (:func:`attnrmt.model.validate_positional`).
+    weights : str or dict
+        Pooling weights (:func:`attnrmt.model.validate_weights`).
+    snr : float >= 0
+        ``||mu||^2``.
+    centered : bool
+        Centre the pooled vectors before forming ``S``.
+    top_k : int in [1, d]
+        Number of top eigenpairs measured.
+    seed : int or sequence of int (non-negative)
+        Entropy of a :class:`numpy.random.SeedSequence` (what ``numpy.random.default_rng``
+        takes). Independent child streams draw the table, the signs, the tokens and the
+        solver start vector, so two cells with the same seed share their table and
+        tokens whatever their weights (common random numbers).
+
+    Returns
+    -------
+    CellResult
+
+    Raises
+    ------
+    ValueError
+        Naming the argument and value, for any invalid argument.
+    """
+    start_time = time.perf_counter()
+    d, delta, gamma, T, snr, centered, top_k, V, N = _check_cell_arguments(
+        d, delta, gamma, T, snr, centered, top_k
+    )
+    positional_spec = validate_positional(positional, T)
+    weights_spec = validate_weights(weights, T)
+    seed_words = _check_seed(seed)
+    table_stream, sign_stream, token_stream, solver_stream = (
+        np.random.default_rng(child) for child in np.random.SeedSequence(seed_words).spawn(4)
+    )
+
+    R = positional_correlation(positional_spec, T)
+    table = sample_table(d, V, snr, table_stream)
+    signs, labels = sample_signs(positional_spec, T, N, sign_stream)
+    tokens = sample_tokens(signs, V, token_stream)
+    del signs
+
+    if weights_spec["kind"] == "causal_attention":
+        per_sequence = causal_attention_weights(table.embeddings, tokens, weights_spec["tau"])
+        effective_weights = per_sequence.mean(axis=0)
+        token_weights = per_sequence
+    else:
+        effective_weights = pooling_weights(weights_spec, T, R)
+        token_weights = effective_weights
+    alpha, kappa, sigma = pooling_scalars(effective_weights, R)
+    pooled = token_incidence(tokens, token_weights, V) @ table.embeddings  # (N, d)
+    del tokens, token_weights
+
+    downstream_accuracy = (
+        ridge_readout_accuracy(pooled, labels.astype(np.float64))
+        if labels is not None
+        else float("nan")
+    )
+    if centered:
+        pooled -= pooled.mean(axis=0)
+    sample_matrix = pooled.T @ pooled
+    sample_matrix /= N
+    del pooled
+    eigenvalues, top_vectors = spectrum_and_top_eigenvectors(
+        sample_matrix, top_k, overwrite=True
+    )
+    del sample_matrix
+
+    table_gram = table.embeddings.T @ table.embeddings
+    table_gram /= V
+    population = population_matrix(
+        table_gram,
+        table.table_mean,
+        table.class_mean_difference,
+        alpha,
+        kappa,
+        sigma,
+        centered,
+    )
+    pop_top_eigenvalues, pop_vectors = top_eigenpairs(population, top_k, solver_stream)
+
+    return CellResult(
+        eigenvalues=_readonly(eigenvalues),
+        top_eigenvalues=_readonly(eigenvalues[::-1][:top_k]),
+        overlap_signal=_readonly(squared_overlaps(top_vectors, table.signal_direction)),
+        overlap_class_mean=_readonly(
+            squared_overlaps(top_vectors, table.class_mean_difference)
+        ),
+        overlap_table_mean=_readonly(squared_overlaps(top_vectors, table.table_mean)),
+        pop_top_eigenvalues=_readonly(pop_top_eigenvalues),
+        pop_overlap_signal=_readonly(squared_overlaps(pop_vectors, table.signal_direction)),
+        alpha=alpha,
+        kappa=kappa,
+        sigma=sigma,
+        V=int(V),
+        N=int(N),
+        effective_weights=_readonly(effective_weights),
+        downstream_accuracy=float(downstream_accuracy),
+        compute_seconds=time.perf_counter() - start_time,
+    )
+
+
+__all__ = [
+    "CellResult",
+    "population_matrix",
+    "simulate_cell",
+    "spectrum_and_top_eigenvectors",
+    "squared_overlaps",
+    "token_incidence",
+    "top_eigenpairs",
+]

@@ -1,0 +1,292 @@
+"""Pooling weights and the pooling scalars alpha, kappa, sigma (spec §2–3).
+
+A weights spec is a built-in name (``"mean"``, ``"last"``, ``"optimal"``, ``"harmonic"``)
+or a dict ``{"kind": "causal_limit", "tau": 1.0}``, ``{"kind": "causal_attention",
+"tau": 1.0}``, ``{"kind": "custom", "values": [...]}``.
+
+Normalisations (the overall scale of ``w`` cancels in alpha/kappa but sets kappa, i.e. the
+units of S):
+
+- ``mean``, ``harmonic``, ``causal_limit`` (and the measured ``causal_attention`` weights):
+  ``sum(w) = 1``;
+- ``last``: ``w = e_T`` (``sum = 1`` too);
+- ``optimal``: unit norm ``||w|| = 1`` (an eigenvector), sign chosen so that ``sum(w) > 0``;
+- ``custom``: used exactly as given.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from attnrmt._validation import check_choice, check_finite_array, check_int
+
+BUILTIN_WEIGHTS = ("mean", "last", "optimal", "harmonic")
+WEIGHT_KINDS = (*BUILTIN_WEIGHTS, "causal_limit", "causal_attention", "custom")
+
+_PARAMS = {
+    "mean": (),
+    "last": (),
+    "optimal": (),
+    "harmonic": (),
+    "causal_limit": ("tau",),
+    "causal_attention": ("tau",),
+    "custom": ("values",),
+}
+
+# Two top eigenvalues of R closer than this (relative to the largest) are treated as one
+# degenerate eigenspace in optimal_weights, so that e.g. iid (R = I) gives a deterministic
+# answer (the mean direction) instead of whatever LAPACK returns.
+_DEGENERACY_RTOL = 1e-10
+
+
+def _check_T(T: Any) -> int:
+    return check_int("T", T, minimum=1)
+
+
+def _check_tau(value: Any) -> float:
+    tau = check_finite_array("weights.tau", value)
+    if tau.ndim != 0:
+        raise ValueError(f"weights.tau={value!r}: must be a number")
+    return float(tau) + 0.0
+
+
+def validate_weights(spec: Mapping[str, Any] | str, T: int) -> dict[str, Any]:
+    """Check a pooling-weights spec and return its canonical dict.
+
+    Parameters
+    ----------
+    spec : str or dict
+        A built-in name or ``{"kind": ..., **params}`` (module docstring).
+    T : int
+        Sequence length (>= 1).
+
+    Returns
+    -------
+    dict
+        Keys sorted; built-in names become ``{"kind": name}``; ``tau`` of ``causal_limit``
+        and ``causal_attention`` is always present (default ``0.0``) as a ``float``;
+        ``custom`` values are a list of ``float``.
+
+    Raises
+    ------
+    ValueError
+        Unknown kind, unexpected parameter, non-finite ``tau``, ``custom`` values not of
+        length ``T``, not finite, or all zero (kappa = 0).
+    """
+    T = _check_T(T)
+    if isinstance(spec, str):
+        spec = {"kind": spec}
+    if not isinstance(spec, Mapping):
+        raise ValueError(f"weights={spec!r}: must be a name or a dict with a 'kind' key")
+    if "kind" not in spec:
+        raise ValueError(f"weights={dict(spec)!r}: missing 'kind'")
+    kind = check_choice("weights.kind", spec["kind"], WEIGHT_KINDS)
+    params = {key: value for key, value in spec.items() if key != "kind"}
+    unexpected = sorted(set(params) - set(_PARAMS[kind]))
+    if unexpected:
+        raise ValueError(
+            f"weights={dict(spec)!r}: unexpected parameter(s) {unexpected} for kind "
+            f"{kind!r} (allowed: {list(_PARAMS[kind])})"
+        )
+    canonical: dict[str, Any] = {"kind": kind}
+    if kind in ("causal_limit", "causal_attention"):
+        canonical["tau"] = _check_tau(params.get("tau", 0.0))
+    elif kind == "custom":
+        if "values" not in params:
+            raise ValueError(f"weights={dict(spec)!r}: custom needs 'values'")
+        values = check_finite_array("weights.values", params["values"])
+        if values.shape != (T,):
+            raise ValueError(
+                f"weights.values={params['values']!r}: must be a list of length T={T}"
+            )
+        if not np.any(values):
+            raise ValueError(f"weights.values={params['values']!r}: must not be all zero")
+        canonical["values"] = [float(x) + 0.0 for x in values]
+    return dict(sorted(canonical.items()))
+
+
+def harmonic_weights(T: int) -> np.ndarray:
+    """The seed's harmonic weights ``w_t ∝ H_{T-1} - H_{t-1}``, ``t = 1..T`` (spec §2).
+
+    Normalised to ``sum(w) = 1``: since ``sum_{j=0}^{T-1} H_j = T H_{T-1} - (T - 1)``, the
+    unnormalised weights sum to ``T - 1``, so ``w_t = (H_{T-1} - H_{t-1}) / (T - 1)``.
+    The last token gets zero weight. ``T = 1`` (where the formula is 0/0) gives the mean
+    weight ``w = [1]``.
+    """
+    T = _check_T(T)
+    if T == 1:
+        return np.ones(1)
+    harmonic = np.concatenate([[0.0], np.cumsum(1.0 / np.arange(1, T))])  # H_0..H_{T-1}
+    return (harmonic[-1] - harmonic) / (T - 1)
+
+
+def causal_limit_weights(T: int, tau: float = 0.0) -> np.ndarray:
+    """Deterministic limit of causal self-attention pooling (spec §2).
+
+    With ``c = e^tau - 1``,
+    ``w_s = (1/T) [ c/(c+s) + sum_{t=s}^{T} 1/(c+t) ]``, ``s = 1..T``; at ``tau = 0``,
+    ``w_s = (H_T - H_{s-1}) / T``. Row ``t`` of the limiting attention matrix puts
+    ``(1+c)/(c+t)`` on itself and ``1/(c+t)`` on each earlier token; every row sums to 1, so
+    ``sum(w) = 1`` exactly (no extra normalisation).
+
+    For ``tau >= 0`` the terms are evaluated through ``q = e^{-tau}`` (``c/(c+s) =
+    (1-q)/(1-q+sq)``, ``1/(c+t) = q/(1-q+tq)``) so that large ``tau`` does not overflow;
+    ``tau -> inf`` gives the mean weights.
+    """
+    T = _check_T(T)
+    tau = _check_tau(tau)
+    positions = np.arange(1, T + 1, dtype=np.float64)
+    if tau >= 0:
+        q = np.exp(-tau)
+        self_term = (1.0 - q) / (1.0 - q + positions * q)
+        row_share = q / (1.0 - q + positions * q)
+    else:
+        c = np.expm1(tau)
+        self_term = c / (c + positions)
+        row_share = 1.0 / (c + positions)
+    tail_sums = np.cumsum(row_share[::-1])[::-1]  # sum_{t=s}^{T} 1/(c+t)
+    return (self_term + tail_sums) / T
+
+
+def optimal_weights(R: np.ndarray) -> np.ndarray:
+    """Top eigenvector of ``R`` (unit norm), sign chosen so that ``sum(w) > 0`` (spec §2).
+
+    It maximises the Rayleigh quotient ``alpha/kappa = w^T R w / ||w||^2`` (value
+    ``lambda_max(R)``). If the top eigenvalue is degenerate (e.g. ``R = I``), the answer is
+    made deterministic by projecting the all-ones vector onto the top eigenspace (for
+    ``R = I``: the mean direction); if that projection vanishes, the first basis vector
+    of the eigenspace is used, with its largest entry made positive.
+    """
+    R = _check_correlation(R)
+    eigenvalues, eigenvectors = np.linalg.eigh(R)
+    top = eigenvalues[-1]
+    in_top = eigenvalues >= top - _DEGENERACY_RTOL * max(abs(top), 1.0)
+    basis = eigenvectors[:, in_top]
+    ones = np.ones(R.shape[0])
+    projection = basis @ (basis.T @ ones)
+    norm = np.linalg.norm(projection)
+    if norm > 1e-8 * np.sqrt(R.shape[0]):
+        return projection / norm
+    vector = basis[:, -1]
+    if abs(vector.sum()) > 1e-12:
+        return vector * np.sign(vector.sum())
+    return vector * np.sign(vector[np.argmax(np.abs(vector))])
+
+
+def _check_correlation(R: Any) -> np.ndarray:
+    R = check_finite_array("R", R)
+    if R.ndim != 2 or R.shape[0] != R.shape[1] or R.shape[0] < 1:
+        raise ValueError(f"R={R!r}: must be a square T x T matrix")
+    return R
+
+
+def pooling_weights(
+    weights: Mapping[str, Any] | str, T: int, R: np.ndarray | None = None
+) -> np.ndarray:
+    """The pooling weight vector ``w`` (T,) of a weights spec (spec §2).
+
+    Parameters
+    ----------
+    weights : str or dict
+        See :func:`validate_weights`.
+    T : int
+        Sequence length.
+    R : ndarray (T, T), optional
+        Sign correlation; required for ``optimal``.
+
+    Returns
+    -------
+    ndarray (T,)
+        For ``causal_attention`` (whose weights are random and data-dependent) this is its
+        deterministic limit ``causal_limit(tau)``; :func:`attnrmt.model.simulate_cell`
+        reports the measured weights instead.
+    """
+    spec = validate_weights(weights, T)
+    kind = spec["kind"]
+    if kind == "mean":
+        return np.full(T, 1.0 / T)
+    if kind == "last":
+        w = np.zeros(T)
+        w[-1] = 1.0
+        return w
+    if kind == "harmonic":
+        return harmonic_weights(T)
+    if kind in ("causal_limit", "causal_attention"):
+        return causal_limit_weights(T, spec["tau"])
+    if kind == "custom":
+        return np.asarray(spec["values"], dtype=np.float64)
+    if R is None:
+        raise ValueError("R=None: 'optimal' weights need the sign correlation R")
+    R = _check_correlation(R)
+    if R.shape != (T, T):
+        raise ValueError(f"R shape {R.shape}: must be ({T}, {T}) for T={T}")
+    return optimal_weights(R)
+
+
+def pooling_scalars(w: np.ndarray, R: np.ndarray) -> tuple[float, float, float]:
+    """``alpha = w^T R w``, ``kappa = ||w||^2``, ``sigma = sum_t w_t`` (spec §3)."""
+    w = check_finite_array("w", w)
+    R = _check_correlation(R)
+    if w.ndim != 1 or R.shape != (w.size, w.size):
+        raise ValueError(f"w shape {w.shape}, R shape {R.shape}: need w (T,) and R (T, T)")
+    return float(w @ R @ w), float(w @ w), float(w.sum())
+
+
+def causal_attention_weights(
+    embeddings: np.ndarray, tokens: np.ndarray, tau: float, *, chunk_bytes: int = 2**25
+) -> np.ndarray:
+    """Per-sequence effective weights of real causal softmax self-attention (spec §2).
+
+    For sequence ``n`` with token embeddings ``x_1..x_T`` (queries = keys = values), the
+    attention matrix is ``A_ts = softmax_{s <= t}(tau x_t.x_s / d)`` and the pooled output
+    is the mean of the ``T`` outputs, ``(1/T) sum_t sum_{s<=t} A_ts x_s = sum_s W_ns x_s``
+    with effective weights ``W_ns = (1/T) sum_{t >= s} A_ts`` (each row sums to 1).
+
+    Parameters
+    ----------
+    embeddings : ndarray (V, d)
+        Row ``v`` is the embedding ``e_v``.
+    tokens : ndarray of int (N, T)
+        Token indices ``v_{n,t}``.
+    tau : float
+        Inverse temperature of the scores.
+    chunk_bytes : int
+        Memory bound for the gathered ``(chunk, T, d)`` embeddings; sequences are processed
+        in vectorised blocks of that size (no per-sequence loop).
+
+    Returns
+    -------
+    ndarray (N, T)
+        ``W_ns``.
+    """
+    tau = _check_tau(tau)
+    n_sequences, T = tokens.shape
+    d = embeddings.shape[1]
+    causal = np.tril(np.ones((T, T), dtype=bool))
+    chunk = max(1, chunk_bytes // (8 * T * d))
+    effective = np.empty((n_sequences, T))
+    for start in range(0, n_sequences, chunk):
+        x = embeddings[tokens[start : start + chunk]]  # (b, T, d)
+        scores = (tau / d) * (x @ x.transpose(0, 2, 1))  # (b, T, T)
+        scores = np.where(causal, scores, -np.inf)
+        scores -= scores.max(axis=2, keepdims=True)
+        attention = np.exp(scores)
+        attention /= attention.sum(axis=2, keepdims=True)
+        effective[start : start + chunk] = attention.sum(axis=1) / T
+    return effective
+
+
+__all__ = [
+    "BUILTIN_WEIGHTS",
+    "WEIGHT_KINDS",
+    "causal_attention_weights",
+    "causal_limit_weights",
+    "harmonic_weights",
+    "optimal_weights",
+    "pooling_scalars",
+    "pooling_weights",
+    "validate_weights",
+]
