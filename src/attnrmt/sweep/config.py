@@ -1,0 +1,545 @@
+"""Load and validate a sweep config: JSON schema (with defaults), then semantic checks.
+
+The schema (``config.schema.yaml`` next to this module; ``workflow/schemas/`` links to it)
+is the authority on keys, types and defaults. It is applied with the same default-filling
+validator as :func:`snakemake.utils.validate`, so the Snakefile and :func:`load_config`
+see the same filled config. The semantic checks (:func:`check_config`) then resolve every
+model name a sweep uses and validate the model against every ``T`` of that sweep through
+:func:`attnrmt.model.validate_positional` / :func:`attnrmt.model.validate_weights`.
+
+Every problem raises :class:`ConfigError` (a :class:`ValueError`) whose message names the
+key path and the value, e.g.
+``sweeps.transition.positional[0]='prefix9': no positional model named 'prefix9' (known:
+iid, prefix4)``.
+"""
+
+from __future__ import annotations
+
+import copy
+import difflib
+import functools
+import math
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from numbers import Integral, Real
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+SCHEMA_PATH = Path(__file__).with_name("config.schema.yaml")
+
+#: Axis order everywhere (plan, stores, analysis).
+AXES = ("d", "delta", "gamma", "T", "positional", "weights", "snr", "centered")
+#: Positional models that need no entry in ``positional_models``.
+BUILTIN_POSITIONAL = ("iid",)
+#: Weight models that need no entry in ``weight_models``.
+BUILTIN_WEIGHTS = ("mean", "last", "optimal", "harmonic")
+#: Significant digits kept by :func:`normalise_real` (``0.1`` from linspace == typed ``0.1``).
+SIGNIFICANT_DIGITS = 12
+
+_REAL_AXES = ("delta", "gamma", "snr")
+_INT_AXES = ("d", "T")
+_SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
+_MAX_REPR = 160
+
+
+class ConfigError(ValueError):
+    """A config problem; the message names the key path, the value and what is wrong."""
+
+
+# --------------------------------------------------------------------------- numbers
+
+
+def normalise_real(value: Real) -> float:
+    """``value`` rounded to 12 significant digits, as a plain float (``-0.0`` -> ``0.0``).
+
+    ``normalise_real(numpy.linspace(0, 0.3, 4)[1]) == normalise_real(0.1) == 0.1``, so a
+    grid point hashes the same whether it came from a linspace or was typed.
+    """
+    return float(f"{float(value):.{SIGNIFICANT_DIGITS}g}") + 0.0
+
+
+def snr_values(snr: Any) -> list[float]:
+    """The ``snr`` axis as a list: a scalar, a list, or ``{start, stop, num}`` (linspace).
+
+    ``{start, stop, num}`` follows :func:`numpy.linspace` (endpoint included), computed in
+    pure Python: ``start + i * (stop - start) / (num - 1)``.
+    """
+    if isinstance(snr, Mapping):
+        start, stop, num = float(snr["start"]), float(snr["stop"]), int(snr["num"])
+        if num == 1:
+            return [start]
+        step = (stop - start) / (num - 1)
+        return [start + i * step for i in range(num - 1)] + [stop]
+    return list(snr) if isinstance(snr, list | tuple) else [snr]
+
+
+def normalise_axis(axis: str, raw: Any) -> list:
+    """One axis of a sweep as a list of normalised coordinate values.
+
+    Scalars become 1-lists; ``d`` and ``T`` become ``int``; ``delta``, ``gamma``, ``snr``
+    become floats rounded by :func:`normalise_real`; ``snr`` may be ``{start, stop, num}``.
+    """
+    values = snr_values(raw) if axis == "snr" else (
+        list(raw) if isinstance(raw, list | tuple) else [raw]
+    )
+    if axis in _INT_AXES:
+        return [int(value) for value in values]
+    if axis in _REAL_AXES:
+        return [normalise_real(value) for value in values]
+    if axis == "centered":
+        return [bool(value) for value in values]
+    return [str(value) for value in values]
+
+
+# --------------------------------------------------------------------------- schema
+
+
+@functools.cache
+def load_schema() -> dict[str, Any]:
+    """The config schema (parsed once; treat the returned dict as read-only)."""
+    with SCHEMA_PATH.open(encoding="utf-8") as handle:
+        return yaml.safe_load(handle)
+
+
+@functools.cache
+def _default_filling_validator_class() -> type:
+    """Draft 2020-12 validator that fills ``default`` values of ``properties``.
+
+    Same approach as :func:`snakemake.utils.validate` (the jsonschema FAQ recipe), except
+    that defaults are deep-copied (no shared mutable defaults) and only filled into
+    objects.
+    """
+    from jsonschema import Draft202012Validator, validators
+
+    validate_properties = Draft202012Validator.VALIDATORS["properties"]
+
+    def set_defaults(validator, properties, instance, schema):
+        if validator.is_type(instance, "object"):
+            for name, subschema in properties.items():
+                if isinstance(subschema, Mapping) and "default" in subschema:
+                    instance.setdefault(name, copy.deepcopy(subschema["default"]))
+        yield from validate_properties(validator, properties, instance, schema)
+
+    return validators.extend(Draft202012Validator, {"properties": set_defaults})
+
+
+def apply_schema(config: Mapping[str, Any]) -> dict[str, Any]:
+    """Validate ``config`` against the schema and return a copy with defaults filled.
+
+    Raises
+    ------
+    ConfigError
+        For the first problem (in key order), with a readable message; the count of
+        further problems is appended.
+    """
+    if not isinstance(config, Mapping):
+        raise ConfigError(f"config={_short_repr(config)}: must be a mapping of keys to values")
+    filled = copy.deepcopy(dict(config))
+    validator = _default_filling_validator_class()(load_schema())
+    errors = sorted(validator.iter_errors(filled), key=_error_sort_key)
+    if errors:
+        message = describe_schema_error(errors[0])
+        if len(errors) > 1:
+            message += f" (and {len(errors) - 1} more problem(s))"
+        raise ConfigError(message)
+    return filled
+
+
+def _error_sort_key(error: Any) -> tuple:
+    return (tuple(str(part) for part in error.absolute_path), str(error.message))
+
+
+def format_key_path(parts: Iterable[Any]) -> str:
+    """``["sweeps", "t", "d", 0]`` -> ``"sweeps.t.d[0]"`` (``"config"`` for the root)."""
+    text = ""
+    for part in parts:
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+    return text or "config"
+
+
+def _short_repr(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= _MAX_REPR else text[: _MAX_REPR - 5] + " ...]"
+
+
+def _most_specific(error: Any) -> Any:
+    """Descend into anyOf/oneOf alternatives when exactly one of them fits the value's type.
+
+    An alternative whose only complaint is the value's type (at the same path) does not
+    fit; when exactly one alternative fits, its error is the informative one. Otherwise
+    the anyOf/oneOf error itself is described (with the schema's ``x-expected``).
+    """
+    while error.validator in ("anyOf", "oneOf") and error.context:
+        fitting = [
+            sub
+            for sub in error.context
+            if sub.validator != "type" or len(sub.absolute_path) > len(error.absolute_path)
+        ]
+        branches = {sub.relative_schema_path[0] for sub in fitting}
+        if len(branches) != 1:
+            return error
+        error = min(fitting, key=_error_sort_key)
+    return error
+
+
+_TYPE_PHRASES = {
+    "integer": "an integer",
+    "number": "a number",
+    "string": "a string",
+    "boolean": "true or false",
+    "array": "a list",
+    "object": "a mapping",
+    "null": "null",
+}
+
+
+def _type_phrase(expected: Any) -> str:
+    names = [expected] if isinstance(expected, str) else list(expected)
+    return " or ".join(_TYPE_PHRASES.get(name, name) for name in names)
+
+
+def _yaml_number_hint(value: Any) -> str:
+    if isinstance(value, str):
+        try:
+            float(value)
+        except ValueError:
+            return ""
+        return " (YAML reads this as a string: write exponents with a dot, e.g. 1.0e-3)"
+    return ""
+
+
+def describe_schema_error(error: Any) -> str:
+    """One-line message for a jsonschema ``ValidationError``: key path, value, problem."""
+    error = _most_specific(error)
+    path = format_key_path(error.absolute_path)
+    value = error.instance
+    shown = f"{path}={_short_repr(value)}"
+    kind, expected = error.validator, error.validator_value
+    schema = error.schema if isinstance(error.schema, Mapping) else {}
+    if kind in ("anyOf", "oneOf"):
+        phrase = schema.get("x-expected", "a value matching the schema")
+        return f"{shown}: must be {phrase}{_yaml_number_hint(value)}"
+    if kind == "type":
+        return f"{shown}: must be {_type_phrase(expected)}{_yaml_number_hint(value)}"
+    if kind == "minimum":
+        return f"{shown}: must be >= {expected}"
+    if kind == "exclusiveMinimum":
+        return f"{shown}: must be > {expected}"
+    if kind == "maximum":
+        return f"{shown}: must be <= {expected}"
+    if kind == "exclusiveMaximum":
+        return f"{shown}: must be < {expected}"
+    if kind == "enum":
+        return f"{shown}: must be one of {', '.join(map(str, expected))}"
+    if kind == "const":
+        return f"{shown}: must be {expected!r}"
+    if kind == "required":
+        missing = [name for name in expected if name not in value]
+        return f"{path}: missing required key {', '.join(map(repr, missing))}"
+    if kind == "additionalProperties":
+        return _describe_unknown_keys(path, value, schema)
+    if kind == "propertyNames":
+        return (
+            f"{path}: name {value!r} is not allowed: use letters, digits, '_', '.', '-' "
+            "(starting with a letter or digit, at most 100 characters)"
+        )
+    if kind == "pattern":
+        return (
+            f"{shown}: must be safe in a file path: letters, digits, '_', '.', '-', "
+            "starting with a letter or digit, at most 100 characters"
+        )
+    if kind in ("minItems", "minProperties"):
+        return f"{shown}: must have at least {expected} entr{'y' if expected == 1 else 'ies'}"
+    return f"{shown}: {error.message}"
+
+
+def _describe_unknown_keys(path: str, value: Mapping, schema: Mapping) -> str:
+    allowed = list(schema.get("properties", {}))
+    unknown = [key for key in value if key not in allowed]
+    hints = []
+    for key in unknown:
+        close = difflib.get_close_matches(str(key), allowed, n=1)
+        hints.append(f"{key!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
+    where = f"{path}: unknown key" if path != "config" else "config: unknown top-level key"
+    plural = "s" if len(unknown) > 1 else ""
+    return f"{where}{plural} {', '.join(hints)} (allowed: {', '.join(allowed)})"
+
+
+# --------------------------------------------------------------------------- semantics
+
+
+@dataclass(frozen=True)
+class ResolvedSweep:
+    """A sweep after the semantic checks: normalised axes and canonical model specs.
+
+    Attributes
+    ----------
+    name : str
+        Sweep name (``results/<run>/<name>/``).
+    axes : dict[str, list]
+        Coordinate values per axis, in :data:`AXES` order, normalised (see
+        :func:`normalise_axis`), duplicates rejected.
+    replicates, top_k : int
+    positional_specs, weights_specs : dict[tuple[str, int], dict]
+        Canonical spec (from :mod:`attnrmt.model`) per ``(model name, T)``; one dict
+        object per pair, shared by every cell that uses it.
+    """
+
+    name: str
+    axes: dict[str, list]
+    replicates: int
+    top_k: int
+    positional_specs: dict[tuple[str, int], dict[str, Any]]
+    weights_specs: dict[tuple[str, int], dict[str, Any]]
+
+
+def _check_run_name(run: Any) -> None:
+    if not isinstance(run, str) or not _SAFE_NAME.match(run):
+        raise ConfigError(
+            f"run={_short_repr(run)}: must be safe in a file path: letters, digits, '_', "
+            "'.', '-', starting with a letter or digit, at most 100 characters"
+        )
+
+
+def _check_no_duplicates(key_path: str, raw_values: Sequence, values: Sequence) -> None:
+    first_index: dict[Any, int] = {}
+    for index, value in enumerate(values):
+        marker = (type(value) is bool, value)
+        if marker in first_index:
+            earlier = first_index[marker]
+            raw = raw_values[index] if index < len(raw_values) else value
+            raise ConfigError(
+                f"{key_path}[{index}]={raw!r}: duplicate of {key_path}[{earlier}] "
+                f"(both are {value!r} after normalisation to {SIGNIFICANT_DIGITS} "
+                "significant digits)"
+            )
+        first_index[marker] = index
+
+
+def _check_axis_bounds(prefix: str, axes: Mapping[str, list], raw: Mapping[str, Any]) -> None:
+    bounds = {
+        "d": (lambda v: v >= 2, "must be an integer >= 2"),
+        "T": (lambda v: v >= 1, "must be an integer >= 1"),
+        "delta": (lambda v: math.isfinite(v) and v > 0, "must be a finite number > 0"),
+        "gamma": (lambda v: math.isfinite(v) and v > 0, "must be a finite number > 0"),
+        "snr": (lambda v: math.isfinite(v) and v >= 0, "must be a finite number >= 0"),
+    }
+    for axis, (is_valid, requirement) in bounds.items():
+        for index, value in enumerate(axes[axis]):
+            if not is_valid(value):
+                raise ConfigError(f"{prefix}.{axis}[{index}]={value!r}: {requirement}")
+    snr = raw.get("snr")
+    if isinstance(snr, Mapping) and int(snr["num"]) < 1:
+        raise ConfigError(f"{prefix}.snr.num={snr['num']!r}: must be >= 1")
+
+
+def _sweep_axes(prefix: str, sweep: Mapping[str, Any]) -> dict[str, list]:
+    axes: dict[str, list] = {}
+    for axis in AXES:
+        if axis not in sweep:
+            raise ConfigError(f"{prefix}: missing axis {axis!r} (load the config with load_config)")
+        raw = sweep[axis]
+        try:
+            axes[axis] = normalise_axis(axis, raw)
+        except (TypeError, ValueError, KeyError) as error:
+            raise ConfigError(f"{prefix}.{axis}={_short_repr(raw)}: {error}") from error
+        raw_list = raw if isinstance(raw, list | tuple) else [raw]
+        _check_no_duplicates(f"{prefix}.{axis}", raw_list, axes[axis])
+    _check_axis_bounds(prefix, axes, sweep)
+    return axes
+
+
+def _check_count(key_path: str, value: Any, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, Integral) or value < minimum:
+        raise ConfigError(f"{key_path}={value!r}: must be an integer >= {minimum}")
+    return int(value)
+
+
+def _model_table(config: Mapping[str, Any], section: str, builtins: Sequence[str]) -> dict:
+    declared = dict(config.get(section) or {})
+    for name in declared:
+        if name in builtins:
+            raise ConfigError(
+                f"{section}.{name}: {name!r} is a built-in model name; choose another name"
+            )
+    table: dict[str, Any] = {name: {"kind": name} for name in builtins}
+    table.update(declared)
+    return table
+
+
+def _check_prefix_length(section: str, name: str, spec: Any, T: int, where: str) -> None:
+    """Own L <= T check so the message points at the model's key (the model checks too)."""
+    if isinstance(spec, Mapping) and isinstance(spec.get("L"), Integral) and spec["L"] > T:
+        raise ConfigError(
+            f"{section}.{name}.L={spec['L']!r}: must be <= T={T} ({where} has T={T})"
+        )
+
+
+def _resolve_models(
+    config: Mapping[str, Any],
+    prefix: str,
+    axes: Mapping[str, list],
+    kind: str,
+) -> dict[tuple[str, int], dict[str, Any]]:
+    """Canonical spec per (name, T) for the models a sweep uses on axis ``kind``."""
+    from attnrmt import model
+
+    if kind == "positional":
+        section, builtins = "positional_models", BUILTIN_POSITIONAL
+        validate = model.validate_positional
+    else:
+        section, builtins = "weight_models", BUILTIN_WEIGHTS
+        validate = model.validate_weights
+    table = _model_table(config, section, builtins)
+    specs: dict[tuple[str, int], dict[str, Any]] = {}
+    for index, name in enumerate(axes[kind]):
+        if name not in table:
+            known = ", ".join(table)
+            raise ConfigError(
+                f"{prefix}.{kind}[{index}]={name!r}: no {kind} model named {name!r} "
+                f"(known: {known})"
+            )
+        where = f"{prefix}.T"
+        for T in axes["T"]:
+            _check_prefix_length(section, name, table[name], T, where)
+            try:
+                specs[(name, T)] = validate(table[name], T)
+            except ValueError as error:
+                key = f"{section}.{name}" if name not in builtins else f"{prefix}.{kind}[{index}]"
+                raise ConfigError(
+                    f"{key}={_short_repr(table[name])}: {error} (used by {prefix} with T={T})"
+                ) from error
+    return specs
+
+
+def resolve_sweep(config: Mapping[str, Any], name: str) -> ResolvedSweep:
+    """Semantic checks of one sweep of a schema-valid config; its axes and model specs.
+
+    Raises
+    ------
+    ConfigError
+        Naming the key path and the value.
+    """
+    prefix = f"sweeps.{name}"
+    if not isinstance(name, str) or not _SAFE_NAME.match(name):
+        raise ConfigError(f"sweeps: name {name!r} is not safe in a file path")
+    sweep = config["sweeps"][name]
+    axes = _sweep_axes(prefix, sweep)
+    replicates = _check_count(f"{prefix}.replicates", sweep.get("replicates", 1), 1)
+    top_k = _check_count(f"{prefix}.top_k", sweep.get("top_k", 3), 1)
+    if top_k > min(axes["d"]):
+        raise ConfigError(f"{prefix}.top_k={top_k!r}: must be <= min(d)={min(axes['d'])}")
+    return ResolvedSweep(
+        name=name,
+        axes=axes,
+        replicates=replicates,
+        top_k=top_k,
+        positional_specs=_resolve_models(config, prefix, axes, "positional"),
+        weights_specs=_resolve_models(config, prefix, axes, "weights"),
+    )
+
+
+def resolve_sweeps(config: Mapping[str, Any]) -> dict[str, ResolvedSweep]:
+    """:func:`resolve_sweep` for every sweep, in config order (also checks run and seed)."""
+    _check_run_name(config.get("run", "default"))
+    _check_count("seed", config.get("seed", 2026), 0)
+    sweeps = config.get("sweeps")
+    if not isinstance(sweeps, Mapping) or not sweeps:
+        raise ConfigError(f"sweeps={_short_repr(sweeps)}: must define at least one sweep")
+    return {name: resolve_sweep(config, name) for name in sweeps}
+
+
+def check_config(config: Mapping[str, Any]) -> None:
+    """Semantic checks of a schema-valid config (defaults filled).
+
+    Checks that every model name a sweep uses exists (or is a built-in), validates each
+    named model against every ``T`` of every sweep that uses it (``L <= T``, ``|r| < 1``,
+    custom weights of length ``T``, a realisable custom ``R``, ...), ``d >= 2``,
+    ``delta, gamma > 0``, ``snr >= 0``, ``replicates >= 1``, ``1 <= top_k <= min(d)``,
+    a path-safe run name, and no duplicate axis values after normalisation.
+
+    Raises
+    ------
+    ConfigError
+        Naming the key path and the value.
+    """
+    resolve_sweeps(config)
+
+
+# --------------------------------------------------------------------------- loading
+
+
+def read_config_source(source: str | Path | Mapping[str, Any]) -> dict[str, Any]:
+    """The raw config: a mapping as given, or a YAML file parsed with ``yaml.safe_load``."""
+    if isinstance(source, Mapping):
+        return dict(source)
+    path = Path(source)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError as error:
+        raise ConfigError(f"config file {str(path)!r}: not found") from error
+    except OSError as error:
+        raise ConfigError(f"config file {str(path)!r}: cannot be read ({error})") from error
+    try:
+        loaded = yaml.safe_load(text)
+    except yaml.YAMLError as error:
+        detail = " ".join(str(error).split())
+        raise ConfigError(f"config file {str(path)!r}: not valid YAML: {detail}") from error
+    if not isinstance(loaded, Mapping):
+        raise ConfigError(
+            f"config file {str(path)!r}: must hold a mapping of keys to values, "
+            f"got {_short_repr(loaded)}"
+        )
+    return dict(loaded)
+
+
+def load_config(source: str | Path | Mapping[str, Any]) -> dict[str, Any]:
+    """Load a config: schema (filling defaults), then the semantic checks.
+
+    Parameters
+    ----------
+    source : str, Path or Mapping
+        Path of a YAML file, or an already-parsed mapping (not modified).
+
+    Returns
+    -------
+    dict
+        The config with every default filled and every sweep axis normalised to a list
+        of coordinate values (:func:`normalise_axis`; ``snr: {start, stop, num}`` is
+        expanded).
+
+    Raises
+    ------
+    ConfigError
+        Naming the key path, the value and what is wrong.
+    """
+    config = apply_schema(read_config_source(source))
+    resolved = resolve_sweeps(config)
+    for name, sweep in resolved.items():
+        config["sweeps"][name].update(sweep.axes)
+    return config
+
+
+__all__ = [
+    "AXES",
+    "BUILTIN_POSITIONAL",
+    "BUILTIN_WEIGHTS",
+    "SCHEMA_PATH",
+    "ConfigError",
+    "ResolvedSweep",
+    "apply_schema",
+    "check_config",
+    "describe_schema_error",
+    "format_key_path",
+    "load_config",
+    "load_schema",
+    "normalise_axis",
+    "normalise_real",
+    "read_config_source",
+    "resolve_sweep",
+    "resolve_sweeps",
+    "snr_values",
+]
