@@ -15,11 +15,13 @@ leaves every block whose membership did not change (and its fragment) intact.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import itertools
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from numbers import Integral, Real
 from typing import Any
 
 from attnrmt.sweep.config import AXES, ResolvedSweep, resolve_sweeps
@@ -42,12 +44,20 @@ def canonical_number(value: Any) -> Any:
     Booleans stay booleans; ``4``, ``4.0`` -> ``4``; ``0.30000000000000004`` -> ``0.3``
     (12 significant digits).
     """
-    if isinstance(value, bool) or not isinstance(value, int | float):
+    if isinstance(value, bool) or not isinstance(value, Real):
         return value
+    if isinstance(value, Integral):
+        return int(value)
     as_float = float(value)
     if as_float.is_integer():
         return int(as_float)
     return float(f"{as_float:.12g}") + 0.0
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _number_json(value: int | float) -> str:
+    """JSON text of :func:`canonical_number` (cached: grid values repeat across cells)."""
+    return json.dumps(canonical_number(value), allow_nan=False)
 
 
 def _canonical_tree(value: Any) -> Any:
@@ -55,8 +65,6 @@ def _canonical_tree(value: Any) -> Any:
         return {str(key): _canonical_tree(item) for key, item in value.items()}
     if isinstance(value, list | tuple):
         return [_canonical_tree(item) for item in value]
-    if hasattr(value, "item") and hasattr(value, "dtype"):  # numpy scalar
-        return canonical_number(value.item())
     return canonical_number(value)
 
 
@@ -112,13 +120,13 @@ def cell_key(
     model_version, positional, replicate, snr, top_k, weights`` (numbers by
     :func:`canonical_number`; specs by :func:`canonical_json`).
     """
-    number = canonical_number
+    number = _number_json
     text = (
         f'{{"T":{number(T)},"centered":{"true" if centered else "false"},'
-        f'"d":{number(d)},"delta":{json.dumps(number(delta))},'
-        f'"gamma":{json.dumps(number(gamma))},"model_version":{MODEL_VERSION},'
+        f'"d":{number(d)},"delta":{number(delta)},'
+        f'"gamma":{number(gamma)},"model_version":{MODEL_VERSION},'
         f'"positional":{_spec_json(positional_spec)},"replicate":{number(replicate)},'
-        f'"snr":{json.dumps(number(snr))},"top_k":{number(top_k)},'
+        f'"snr":{number(snr)},"top_k":{number(top_k)},'
         f'"weights":{_spec_json(weights_spec)}}}'
     )
     return hashlib.sha256(text.encode("ascii")).hexdigest()
