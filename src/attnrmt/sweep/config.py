@@ -41,6 +41,11 @@ SIGNIFICANT_DIGITS = 12
 
 _REAL_AXES = ("delta", "gamma", "snr")
 _INT_AXES = ("d", "T")
+_MODEL_SECTIONS = {
+    "positional": ("positional_models", BUILTIN_POSITIONAL),
+    "weights": ("weight_models", BUILTIN_WEIGHTS),
+}
+_MODEL_NOUN = {"positional": "positional model", "weights": "weight model"}
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
 _MAX_REPR = 160
 
@@ -219,6 +224,11 @@ def describe_schema_error(error: Any) -> str:
     shown = f"{path}={_short_repr(value)}"
     kind, expected = error.validator, error.validator_value
     schema = error.schema if isinstance(error.schema, Mapping) else {}
+    if "propertyNames" in error.schema_path:
+        return (
+            f"{path}: name {value!r} is not allowed: use letters, digits, '_', '.', '-' "
+            "(starting with a letter or digit, at most 100 characters)"
+        )
     if kind in ("anyOf", "oneOf"):
         phrase = schema.get("x-expected", "a value matching the schema")
         return f"{shown}: must be {phrase}{_yaml_number_hint(value)}"
@@ -241,11 +251,6 @@ def describe_schema_error(error: Any) -> str:
         return f"{path}: missing required key {', '.join(map(repr, missing))}"
     if kind == "additionalProperties":
         return _describe_unknown_keys(path, value, schema)
-    if kind == "propertyNames":
-        return (
-            f"{path}: name {value!r} is not allowed: use letters, digits, '_', '.', '-' "
-            "(starting with a letter or digit, at most 100 characters)"
-        )
     if kind == "pattern":
         return (
             f"{shown}: must be safe in a file path: letters, digits, '_', '.', '-', "
@@ -370,12 +375,29 @@ def _model_table(config: Mapping[str, Any], section: str, builtins: Sequence[str
     return table
 
 
-def _check_prefix_length(section: str, name: str, spec: Any, T: int, where: str) -> None:
+def _check_prefix_length(section: str, name: str, spec: Any, T: int, used_by: str) -> None:
     """Own L <= T check so the message points at the model's key (the model checks too)."""
     if isinstance(spec, Mapping) and isinstance(spec.get("L"), Integral) and spec["L"] > T:
-        raise ConfigError(
-            f"{section}.{name}.L={spec['L']!r}: must be <= T={T} ({where} has T={T})"
-        )
+        raise ConfigError(f"{section}.{name}.L={spec['L']!r}: must be <= T={T} ({used_by})")
+
+
+def _model_error(key_path: str, spec: Any, error: ValueError, used_by: str) -> ConfigError:
+    """Re-raise a model's ValueError with the config key path in place of its argument name.
+
+    The model names the argument (``positional.R=...: ...``, ``weights={...}: ...``);
+    that prefix is replaced by the config key path (``positional_models.cust.R=...``).
+    """
+    text = str(error)
+    for argument in ("positional", "weights"):
+        if text.startswith((f"{argument}.", f"{argument}=")):
+            return ConfigError(f"{key_path}{text[len(argument):]} ({used_by})")
+    return ConfigError(f"{key_path}={_short_repr(spec)}: {text} ({used_by})")
+
+
+def _model_validator(kind: str) -> Any:
+    from attnrmt import model
+
+    return model.validate_positional if kind == "positional" else model.validate_weights
 
 
 def _resolve_models(
@@ -385,34 +407,43 @@ def _resolve_models(
     kind: str,
 ) -> dict[tuple[str, int], dict[str, Any]]:
     """Canonical spec per (name, T) for the models a sweep uses on axis ``kind``."""
-    from attnrmt import model
-
-    if kind == "positional":
-        section, builtins = "positional_models", BUILTIN_POSITIONAL
-        validate = model.validate_positional
-    else:
-        section, builtins = "weight_models", BUILTIN_WEIGHTS
-        validate = model.validate_weights
+    section, builtins = _MODEL_SECTIONS[kind]
+    validate = _model_validator(kind)
     table = _model_table(config, section, builtins)
     specs: dict[tuple[str, int], dict[str, Any]] = {}
     for index, name in enumerate(axes[kind]):
         if name not in table:
-            known = ", ".join(table)
             raise ConfigError(
-                f"{prefix}.{kind}[{index}]={name!r}: no {kind} model named {name!r} "
-                f"(known: {known})"
+                f"{prefix}.{kind}[{index}]={name!r}: no {_MODEL_NOUN[kind]} named {name!r} "
+                f"(known: {', '.join(table)})"
             )
-        where = f"{prefix}.T"
+        key_path = f"{section}.{name}" if name not in builtins else f"{prefix}.{kind}[{index}]"
         for T in axes["T"]:
-            _check_prefix_length(section, name, table[name], T, where)
+            used_by = f"used by {prefix} with T={T}"
+            _check_prefix_length(section, name, table[name], T, used_by)
             try:
                 specs[(name, T)] = validate(table[name], T)
             except ValueError as error:
-                key = f"{section}.{name}" if name not in builtins else f"{prefix}.{kind}[{index}]"
-                raise ConfigError(
-                    f"{key}={_short_repr(table[name])}: {error} (used by {prefix} with T={T})"
-                ) from error
+                raise _model_error(key_path, table[name], error, used_by) from error
     return specs
+
+
+def _check_sized_models(config: Mapping[str, Any]) -> None:
+    """Validate custom models at their own size (T = len(R), len(values)), used or not."""
+    for kind, size_key in (("positional", "R"), ("weights", "values")):
+        section, _ = _MODEL_SECTIONS[kind]
+        validate = _model_validator(kind)
+        for name, spec in (config.get(section) or {}).items():
+            if not isinstance(spec, Mapping) or spec.get("kind") != "custom":
+                continue
+            size = len(spec.get(size_key) or [])
+            if size < 1:
+                continue  # the schema reports the missing or empty entry
+            try:
+                validate(spec, size)
+            except ValueError as error:
+                used_by = f"checked with T={size}, its own size"
+                raise _model_error(f"{section}.{name}", spec, error, used_by) from error
 
 
 def resolve_sweep(config: Mapping[str, Any], name: str) -> ResolvedSweep:
@@ -449,6 +480,7 @@ def resolve_sweeps(config: Mapping[str, Any]) -> dict[str, ResolvedSweep]:
     sweeps = config.get("sweeps")
     if not isinstance(sweeps, Mapping) or not sweeps:
         raise ConfigError(f"sweeps={_short_repr(sweeps)}: must define at least one sweep")
+    _check_sized_models(config)
     return {name: resolve_sweep(config, name) for name in sweeps}
 
 
