@@ -1,0 +1,401 @@
+"""Command line: ``attnrmt validate|plan|theory``.
+
+- ``attnrmt validate CONFIG``: schema + semantic checks; prints a one-line summary.
+- ``attnrmt plan CONFIG [--results DIR]``: per sweep, cells, blocks, how many are already
+  done (from the fragments on disk) and an estimated compute cost.
+- ``attnrmt theory --delta .. --gamma .. --snr .. --T .. --positional .. --weights ..``:
+  pooling scalars, bulk edges, outliers, overlaps and thresholds for both variants.
+
+Errors (a bad config or argument) go to stderr as one line; the exit code is then 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+EXIT_OK = 0
+EXIT_USAGE = 2
+
+#: Seconds per unit of :func:`cell_work` used when the constant is not measured
+#: (``--no-calibrate``); measured on a 2-core development VM with d = 400, one BLAS thread.
+DEFAULT_SECONDS_PER_WORK = 4e-10
+
+
+# --------------------------------------------------------------------------- cost model
+
+
+def cell_work(cell: Any) -> float:
+    """Work units of one cell: ``d^3 + (N + V) d^2 + N T d`` (+ ``N T^2 d`` for attention).
+
+    ``d^3``: the eigendecompositions of ``S`` and ``Sigma_E``; ``(N + V) d^2``: forming
+    ``S`` and the table's Gram matrix; ``N T d``: pooling; ``causal_attention`` adds its
+    ``T x T`` score matrices per sequence. A rough operation count, not a flop count.
+    """
+    d, T = cell.d, cell.T
+    n_samples = round(d / cell.gamma)
+    vocabulary = 2 * round(d / (2 * cell.delta))
+    work = d**3 + (n_samples + vocabulary) * d**2 + n_samples * T * d
+    if cell.weights_spec.get("kind") == "causal_attention":
+        work += n_samples * T * T * d
+    return float(work)
+
+
+def calibrate_seconds_per_work(d: int = 192, repeats: int = 2) -> float:
+    """Seconds per work unit, from timing one small cell (best of ``repeats``)."""
+    from attnrmt.sweep.plan import Cell
+
+    cell = Cell(d, 0.5, 0.5, 8, "iid", "mean", 1.0, True, 0, 3, {"kind": "iid"}, {"kind": "mean"})
+    from attnrmt.model import simulate_cell
+
+    best = math.inf
+    for _ in range(repeats):
+        start = time.perf_counter()
+        simulate_cell(**cell.simulate_kwargs(), seed=cell.seed_words(0))
+        best = min(best, time.perf_counter() - start)
+    return best / cell_work(cell)
+
+
+def _format_seconds(seconds: float) -> str:
+    if seconds < 10:
+        return f"{seconds:.2g} s"
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.1f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+# --------------------------------------------------------------------------- plan
+
+
+def finished_keys(sweep_dir: Path) -> tuple[set[str], bool]:
+    """Keys of finished cells under ``sweep_dir`` and whether the store could tell.
+
+    Uses :func:`attnrmt.sweep.store.finished_cell_keys` when it exists; otherwise nothing
+    counts as done.
+    """
+    try:
+        from attnrmt.sweep.store import finished_cell_keys
+    except ImportError:
+        return set(), False
+    if not sweep_dir.exists():
+        return set(), True
+    return set(finished_cell_keys(sweep_dir)), True
+
+
+def sweep_summary(sweep: Any, done: set[str], seconds_per_work: float) -> dict[str, Any]:
+    """Counts and estimated seconds (total and remaining) of one planned sweep."""
+    total_work = remaining_work = 0.0
+    for cell in sweep.cells:
+        work = cell_work(cell)
+        total_work += work
+        if cell.key not in done:
+            remaining_work += work
+    done_blocks = sum(all(cell.key in done for cell in block.cells) for block in sweep.blocks)
+    return {
+        "sweep": sweep.name,
+        "cells": len(sweep.cells),
+        "blocks": len(sweep.blocks),
+        "done_cells": sum(cell.key in done for cell in sweep.cells),
+        "done_blocks": done_blocks,
+        "estimated_seconds": total_work * seconds_per_work,
+        "estimated_remaining_seconds": remaining_work * seconds_per_work,
+        "config_sha256": sweep.config_sha256,
+    }
+
+
+def _print_plan_table(rows: list[dict[str, Any]]) -> None:
+    header = ("sweep", "cells", "blocks", "done cells", "done blocks", "est. total", "est. left")
+    lines = [header]
+    for row in rows:
+        lines.append(
+            (
+                row["sweep"],
+                str(row["cells"]),
+                str(row["blocks"]),
+                str(row["done_cells"]),
+                str(row["done_blocks"]),
+                _format_seconds(row["estimated_seconds"]),
+                _format_seconds(row["estimated_remaining_seconds"]),
+            )
+        )
+    widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
+    for line in lines:
+        numbers = [value.rjust(width) for value, width in zip(line[1:], widths[1:], strict=True)]
+        print("  ".join([line[0].ljust(widths[0]), *numbers]))
+
+
+def command_plan(args: argparse.Namespace) -> int:
+    """``attnrmt plan``: cells, blocks, done counts and an estimated cost per sweep."""
+    from attnrmt.sweep import load_config, plan_run
+
+    config = load_config(args.config)
+    run_plan = plan_run(config)
+    run_dir = Path(args.results) / run_plan.run
+    if args.no_calibrate:
+        seconds_per_work, source = DEFAULT_SECONDS_PER_WORK, "built-in constant"
+    else:
+        seconds_per_work, source = calibrate_seconds_per_work(), "measured on this machine"
+    rows, store_available = [], True
+    for sweep in run_plan.sweeps.values():
+        done, store_available = finished_keys(run_dir / sweep.name)
+        rows.append(sweep_summary(sweep, done, seconds_per_work))
+    if args.json:
+        print(json.dumps({"run": run_plan.run, "seed": run_plan.seed, "sweeps": rows}, indent=2))
+        return EXIT_OK
+    print(f"run {run_plan.run!r} (seed {run_plan.seed}) -> {run_dir}")
+    _print_plan_table(rows)
+    if not store_available:
+        print("note: attnrmt.sweep.store is not available; no cell counted as done")
+    print(
+        "cost: ESTIMATE in single-core compute time, work = d^3 + (N+V) d^2 + N T d "
+        f"(+ N T^2 d for causal_attention) x {seconds_per_work:.2e} s ({source}); "
+        "expect a factor ~2 either way"
+    )
+    return EXIT_OK
+
+
+def command_validate(args: argparse.Namespace) -> int:
+    """``attnrmt validate``: schema + semantic checks, one-line summary."""
+    from attnrmt.sweep import load_config, plan_run
+
+    config = load_config(args.config)
+    run_plan = plan_run(config)
+    n_cells = sum(len(sweep.cells) for sweep in run_plan.sweeps.values())
+    names = ", ".join(run_plan.sweeps)
+    print(f"{args.config}: valid (run {run_plan.run!r}; sweeps {names}; {n_cells} cells)")
+    return EXIT_OK
+
+
+# --------------------------------------------------------------------------- theory
+
+
+def parse_model_argument(text: str) -> str | dict[str, Any]:
+    """A model given on the command line: JSON (``'{"kind": "prefix", "L": 4}'``) or a name."""
+    stripped = text.strip()
+    if stripped.startswith("{"):
+        try:
+            value = json.loads(stripped)
+        except json.JSONDecodeError as error:
+            raise ValueError(f"{text!r}: not valid JSON ({error.msg})") from error
+        if not isinstance(value, dict):
+            raise ValueError(f"{text!r}: must be a JSON object")
+        return value
+    return stripped
+
+
+def theory_report(
+    delta: float,
+    gamma: float,
+    snr: float,
+    T: int,
+    positional: str | dict[str, Any],
+    weights: str | dict[str, Any],
+    variants: Sequence[str],
+) -> dict[str, Any]:
+    """Pooling scalars, bulk edges and spike predictions for one parameter point (spec §3-5).
+
+    Eigenvalue-like quantities are in the units of ``S`` (``kappa`` included).
+    """
+    from attnrmt import model, theory
+
+    positional_spec = _validated("positional", model.validate_positional, positional, T)
+    weights_spec = _validated("weights", model.validate_weights, weights, T)
+    R = model.positional_correlation(positional_spec, T)
+    w = model.pooling_weights(weights_spec, T, R)
+    alpha, kappa, sigma = model.pooling_scalars(w, R)
+    lower, upper = theory.bulk_edges(delta, gamma)
+    report: dict[str, Any] = {
+        "inputs": {
+            "delta": delta,
+            "gamma": gamma,
+            "snr": snr,
+            "T": T,
+            "positional": positional_spec,
+            "weights": weights_spec,
+        },
+        "weights_vector": [float(x) for x in w],
+        "alpha": alpha,
+        "kappa": kappa,
+        "sigma": sigma,
+        "alpha_over_kappa": alpha / kappa,
+        "bulk": {
+            "lower_edge": float(lower) * kappa,
+            "upper_edge": float(upper) * kappa,
+            "atom": float(theory.bulk_atom(delta, gamma)),
+        },
+        "variants": {},
+    }
+    for variant in variants:
+        prediction = theory.spike(delta, gamma, snr, alpha, kappa, variant=variant)
+        report["variants"][variant] = {
+            name: float(getattr(prediction, name))
+            for name in (
+                "theta",
+                "population_outlier",
+                "sample_outlier",
+                "population_overlap",
+                "sample_overlap",
+                "threshold_snr_population",
+                "threshold_snr_sample",
+            )
+        }
+    mean = theory.mean_spike(delta, gamma, sigma, kappa)
+    report["mean_spike_uncentred"] = {
+        name: float(getattr(mean, name))
+        for name in ("population_outlier", "sample_outlier", "population_overlap", "sample_overlap")
+    }
+    return report
+
+
+def _validated(name: str, validate: Any, spec: Any, T: int) -> dict[str, Any]:
+    try:
+        return validate(spec, T)
+    except ValueError as error:
+        raise ValueError(f"--{name}: {error}") from error
+
+
+def _json_safe(value: Any) -> Any:
+    """NaN and infinities -> null (strict JSON), recursively."""
+    if isinstance(value, dict):
+        return {key: _json_safe(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_json_safe(item) for item in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def _print_theory(report: dict[str, Any]) -> None:
+    inputs = report["inputs"]
+    print(
+        f"delta={inputs['delta']:g} gamma={inputs['gamma']:g} snr={inputs['snr']:g} "
+        f"T={inputs['T']} positional={json.dumps(inputs['positional'])} "
+        f"weights={json.dumps(inputs['weights'])}"
+    )
+    print("w = [" + ", ".join(f"{x:.4g}" for x in report["weights_vector"]) + "]")
+    print(
+        f"alpha={report['alpha']:.6g} kappa={report['kappa']:.6g} sigma={report['sigma']:.6g} "
+        f"alpha/kappa={report['alpha_over_kappa']:.6g}"
+    )
+    bulk = report["bulk"]
+    print(
+        f"bulk (units of S): lower edge {bulk['lower_edge']:.6g}, upper edge "
+        f"{bulk['upper_edge']:.6g}, atom at 0 of mass {bulk['atom']:.6g}"
+    )
+    names = list(next(iter(report["variants"].values())))
+    variants = list(report["variants"])
+    width = max(len(name) for name in names)
+    print(f"{'':{width}}  " + "  ".join(f"{variant:>14}" for variant in variants))
+    for name in names:
+        values = "  ".join(f"{report['variants'][v][name]:>14.6g}" for v in variants)
+        print(f"{name:{width}}  {values}")
+    mean = report["mean_spike_uncentred"]
+    print(
+        "mean spike (uncentred S only): "
+        + ", ".join(f"{name} {value:.6g}" for name, value in mean.items())
+    )
+    print("below a threshold there is no outlier: outlier NaN, overlap 0")
+
+
+def command_theory(args: argparse.Namespace) -> int:
+    """``attnrmt theory``: predictions for one parameter point, both variants by default."""
+    from attnrmt.theory import VARIANTS
+
+    variants = VARIANTS if args.variant == "both" else (args.variant,)
+    report = theory_report(
+        args.delta,
+        args.gamma,
+        args.snr,
+        args.T,
+        parse_model_argument(args.positional),
+        parse_model_argument(args.weights),
+        variants,
+    )
+    if args.json:
+        print(json.dumps(_json_safe(report), indent=2, allow_nan=False))
+    else:
+        _print_theory(report)
+    return EXIT_OK
+
+
+# --------------------------------------------------------------------------- entry point
+
+
+class _ArgumentParser(argparse.ArgumentParser):
+    """argparse with one-line errors on stderr and exit code 2."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(EXIT_USAGE, f"attnrmt: error: {message}\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``attnrmt`` argument parser."""
+    parser = _ArgumentParser(prog="attnrmt", description=__doc__.splitlines()[0])
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=_ArgumentParser)
+
+    validate = commands.add_parser("validate", help="check a config (schema + semantics)")
+    validate.add_argument("config", help="YAML config file")
+    validate.set_defaults(handler=command_validate)
+
+    plan = commands.add_parser("plan", help="cells, blocks, progress and estimated cost")
+    plan.add_argument("config", help="YAML config file")
+    plan.add_argument("--results", default="results", help="results directory (default: results)")
+    plan.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    plan.add_argument(
+        "--no-calibrate",
+        action="store_true",
+        help="use a built-in cost constant instead of timing one small cell",
+    )
+    plan.set_defaults(handler=command_plan)
+
+    theory = commands.add_parser("theory", help="theory predictions for one parameter point")
+    theory.add_argument("--delta", type=float, default=0.5, help="d/V (default 0.5)")
+    theory.add_argument("--gamma", type=float, default=0.5, help="d/N (default 0.5)")
+    theory.add_argument("--snr", type=float, default=1.0, help="||mu||^2 (default 1)")
+    theory.add_argument("--T", type=int, default=8, help="sequence length (default 8)")
+    theory.add_argument(
+        "--positional",
+        default="iid",
+        help='positional model: a name (iid) or JSON, e.g. \'{"kind": "prefix", "L": 4}\'',
+    )
+    theory.add_argument(
+        "--weights",
+        default="mean",
+        help="weights: mean, last, optimal, harmonic or JSON, e.g. "
+        '\'{"kind": "causal_limit", "tau": 1.0}\'',
+    )
+    theory.add_argument(
+        "--variant",
+        choices=("both", "paper", "finite_vocab"),
+        default="both",
+        help="which theta (default: both)",
+    )
+    theory.add_argument("--json", action="store_true", help="print JSON")
+    theory.set_defaults(handler=command_theory)
+    return parser
+
+
+def _one_line(message: str) -> str:
+    return " ".join(str(message).split())
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``attnrmt`` console script; returns the exit code."""
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.handler(args))
+    except ValueError as error:  # ConfigError is a ValueError
+        print(f"attnrmt {args.command}: error: {_one_line(error)}", file=sys.stderr)
+        return EXIT_USAGE
+
+
+if __name__ == "__main__":
+    sys.exit(main())
