@@ -44,6 +44,8 @@ then, so their free product is too (support within ``[(1-√δ)²(1-√γ)², (1
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
@@ -59,6 +61,8 @@ __all__ = [
 ]
 
 _BISECTION_STEPS = 64
+_POLISH_STEPS = 6
+_HARD_EDGE_SWITCH = 1e-4  # |w| below which the hard-edge asymptote seeds Newton
 _NEWTON_MAX_STEPS = 100
 _EDGE_BISECTION_STEPS = 130  # the (z2, z1) bracket can be ~1/delta wide when delta -> 0
 
@@ -122,19 +126,32 @@ def _lower_edge(delta: NDArray, gamma: NDArray) -> NDArray:
     return np.maximum(edge, 0.0)
 
 
-def _complex_root(x: NDArray, delta: NDArray, gamma: NDArray) -> tuple[NDArray, NDArray]:
-    """``(Re u, Im u)`` of the root of (C) with ``Im u >= 0``; ``Im u = 0`` if all real.
+def _complex_root(x: NDArray, delta: NDArray, gamma: NDArray) -> _ShiftedRoot:
+    """Root of (C) with ``Im u >= 0`` (``Im u = 0`` where all roots are real).
 
-    Inputs are broadcast float arrays with ``x > 0``.  The real root ``r`` of (P) in
-    ``(-m, 0)`` is bracketed and bisected; deflation leaves
-    ``v^2 + (B + r) v - delta gamma / r`` with ``B = 1 + delta + gamma - x``, whose
-    complex pair ``v`` gives ``u = 1/v``: ``|v|^2 = c1 = -delta gamma/r`` and
-    ``Im u = sqrt(4 c1 - b1^2) / (2 c1)``, ``Re u = -b1 / (2 c1)``.
+    Inputs are 1-d float arrays with ``x > 0``.  Returned as ``u = z1 + w`` with
+    ``z1 = -1/max(1, delta, gamma)`` (the zero of ``f`` closest to 0) so that the factors
+    ``1 + a u = (1 - a/M) + a w`` are exact where they vanish at a hard edge.
+
+    1. Initial guess: the real root ``r`` of (P) in ``(-m, 0)`` is bisected; deflation
+       leaves ``v^2 + (B + r) v - delta gamma / r`` (``B = 1 + delta + gamma - x``), whose
+       complex pair gives ``u = 1/v``: ``|v|^2 = c1 = -delta gamma/r``,
+       ``Im u = sqrt(4 c1 - b1^2) / (2 c1)``, ``Re u = -b1 / (2 c1)``.  Its relative error
+       is ~eps/x near a hard edge at 0, so there the leading-order root
+       ``w = (x / (M K))^{1/k} e^{i pi/k}`` is used instead (``k`` = multiplicity of the
+       zero ``z1``, ``K = M^k prod_{a != M} (1 - a/M)``).
+    2. Newton on the factored cubic ``Q = prod_a ((1 - a/M) + a w) - x (z1 + w)``,
+       keeping a step only where it lowers ``|Q|``.
     """
+    scales = (np.ones_like(x), delta, gamma)
+    largest = np.maximum(np.maximum(delta, gamma), 1.0)
+    offsets = tuple(1.0 - a / largest for a in scales)  # exactly 0 where a == largest
+    shift = -1.0 / largest
+
     b_coef = 1.0 + delta + gamma - x
     c_coef = delta + gamma + delta * gamma
     d_coef = delta * gamma
-    low = -np.minimum(np.minimum(delta, gamma), 1.0) + np.zeros_like(x)
+    low = -np.minimum(np.minimum(delta, gamma), 1.0)
     high = np.zeros_like(low)
     for _ in range(_BISECTION_STEPS):
         mid = 0.5 * (low + high)
@@ -146,9 +163,51 @@ def _complex_root(x: NDArray, delta: NDArray, gamma: NDArray) -> tuple[NDArray, 
     b1 = b_coef + real_root
     c1 = -d_coef / real_root
     gap = 4.0 * c1 - b1 * b1
-    imag_u = np.sqrt(np.maximum(gap, 0.0)) / (2.0 * c1)
-    real_u = -b1 / (2.0 * c1)
-    return real_u, imag_u
+    u_guess = -b1 / (2.0 * c1) + 1j * np.sqrt(np.maximum(gap, 0.0)) / (2.0 * c1)
+    w = u_guess - shift
+
+    vanishing = [offset == 0.0 for offset in offsets]
+    multiplicity = sum(v.astype(int) for v in vanishing)
+    hard_edge = multiplicity >= 2
+    if np.any(hard_edge):
+        k = np.where(hard_edge, multiplicity, 2)
+        strength = np.ones_like(x)
+        for a, offset, zero in zip(scales, offsets, vanishing, strict=True):
+            strength = strength * np.where(zero, a, offset)
+        radius = (x / (largest * strength)) ** (1.0 / k)
+        asymptotic = radius * np.exp(1j * np.pi / k)
+        w = np.where(hard_edge & (radius < _HARD_EDGE_SWITCH), asymptotic, w)
+
+    def cubic(w: NDArray) -> tuple[NDArray, NDArray]:
+        f1, f2, f3 = (offset + a * w for a, offset in zip(scales, offsets, strict=True))
+        value = f1 * f2 * f3 - x * (shift + w)
+        slope = f2 * f3 + delta * f1 * f3 + gamma * f1 * f2 - x
+        return value, slope
+
+    value, slope = cubic(w)
+    residual = np.abs(value)
+    for _ in range(_POLISH_STEPS):
+        with np.errstate(all="ignore"):  # a non-finite step is simply rejected below
+            candidate = w - value / slope
+            candidate_value, candidate_slope = cubic(candidate)
+            candidate_residual = np.abs(candidate_value)
+        better = np.isfinite(candidate) & (candidate_residual < residual)
+        w = np.where(better, candidate, w)
+        value = np.where(better, candidate_value, value)
+        slope = np.where(better, candidate_slope, slope)
+        residual = np.where(better, candidate_residual, residual)
+    w = w.real + 1j * np.abs(w.imag)
+    return _ShiftedRoot(w=w, shift=shift, scales=scales, offsets=offsets)
+
+
+@dataclass(frozen=True)
+class _ShiftedRoot:
+    """``u = shift + w``; ``offsets[i] + scales[i] * w == 1 + scales[i] * u``."""
+
+    w: NDArray
+    shift: NDArray
+    scales: tuple[NDArray, NDArray, NDArray]
+    offsets: tuple[NDArray, NDArray, NDArray]
 
 
 def critical_u(delta: ArrayLike, gamma: ArrayLike) -> np.float64 | NDArray[np.float64]:
@@ -273,8 +332,8 @@ def bulk_density(
     density = np.zeros(inside.shape)
     if np.any(inside):
         xs, ds, gs = x_b[inside], delta_b[inside], gamma_b[inside]
-        _, imag_u = _complex_root(xs, ds, gs)
-        density[inside] = imag_u / (np.pi * xs)
+        root = _complex_root(xs, ds, gs)
+        density[inside] = root.w.imag / (np.pi * xs)
     return _scalar_or_array(density)
 
 
@@ -308,11 +367,12 @@ def bulk_cdf(
     cdf = np.where(x_b < 0.0, 0.0, np.where(x_b >= upper, 1.0, atom))
     if np.any(inside):
         xs, ds, gs = x_b[inside], delta_b[inside], gamma_b[inside]
-        real_u, imag_u = _complex_root(xs, ds, gs)
-
-        def arg(scale: NDArray) -> NDArray:
-            return np.arctan2(scale * imag_u, 1.0 + scale * real_u)
-
-        inner = 1.0 + (2.0 * imag_u - arg(1.0) - arg(ds) / ds - arg(gs) / gs) / np.pi
+        root = _complex_root(xs, ds, gs)
+        imag_u = root.w.imag
+        args = [
+            np.arctan2(a * imag_u, offset + a * root.w.real) / a  # arg(1 + a u) / a
+            for a, offset in zip(root.scales, root.offsets, strict=True)
+        ]
+        inner = 1.0 + (2.0 * imag_u - args[0] - args[1] - args[2]) / np.pi
         cdf[inside] = np.clip(inner, atom[inside], 1.0)
     return _scalar_or_array(cdf)
