@@ -1,0 +1,259 @@
+"""Config loading: schema defaults, normalisation, readable errors (key path + value)."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from attnrmt.sweep import ConfigError, check_config, load_config
+from attnrmt.sweep.config import SCHEMA_PATH, apply_schema, normalise_real, snr_values
+
+REPO = Path(__file__).resolve().parents[1]
+CONFIGS = Path(__file__).with_name("configs")
+SMALL = CONFIGS / "small.yaml"
+
+
+def small_config() -> dict[str, Any]:
+    with SMALL.open(encoding="utf-8") as handle:
+        return yaml.safe_load(handle)
+
+
+def minimal_config(**sweep: Any) -> dict[str, Any]:
+    return {"sweeps": {"s": dict(sweep)}}
+
+
+# --------------------------------------------------------------------------- good configs
+
+
+def test_minimal_config_gets_every_default() -> None:
+    config = load_config(minimal_config())
+    assert config["run"] == "default"
+    assert config["seed"] == 2026
+    assert config["positional_models"] == {} and config["weight_models"] == {}
+    assert config["execution"] == {"block_size": 16}
+    assert config["analysis"] == {}
+    assert config["dask"]["mode"] == "local"
+    assert config["dask"]["threads_per_worker"] == 1
+    assert config["dask"]["slurm"]["walltime"] == "01:00:00"
+    assert config["dask"]["slurm"]["job_extra_directives"] == []
+    assert config["sweeps"]["s"] == {
+        "d": [400],
+        "delta": [0.5],
+        "gamma": [0.5],
+        "T": [8],
+        "positional": ["iid"],
+        "weights": ["mean"],
+        "snr": [1.0],
+        "centered": [True],
+        "replicates": 1,
+        "top_k": 3,
+    }
+
+
+def test_scalars_become_lists_and_linspace_is_expanded() -> None:
+    config = load_config(minimal_config(d=50, delta=1, snr={"start": 0, "stop": 0.3, "num": 4}))
+    sweep = config["sweeps"]["s"]
+    assert sweep["d"] == [50]
+    assert sweep["delta"] == [1.0] and isinstance(sweep["delta"][0], float)
+    assert sweep["snr"] == [0.0, 0.1, 0.2, 0.3]
+
+
+def test_linspace_and_typed_list_give_identical_axes() -> None:
+    from_linspace = load_config(minimal_config(snr={"start": 0.0, "stop": 3.0, "num": 31}))
+    typed = [round(0.1 * i, 10) for i in range(31)]
+    from_list = load_config(minimal_config(snr=typed))
+    assert from_linspace["sweeps"]["s"]["snr"] == from_list["sweeps"]["s"]["snr"]
+
+
+def test_snr_values_matches_numpy_linspace() -> None:
+    np = pytest.importorskip("numpy")
+    values = snr_values({"start": 0.0, "stop": 3.0, "num": 16})
+    expected = np.linspace(0.0, 3.0, 16)
+    assert [normalise_real(v) for v in values] == [normalise_real(v) for v in expected]
+    assert snr_values({"start": 2.0, "stop": 5.0, "num": 1}) == [2.0]
+
+
+def test_load_config_accepts_path_str_and_mapping_without_mutating() -> None:
+    raw = small_config()
+    snapshot = copy.deepcopy(raw)
+    from_mapping = load_config(raw)
+    assert raw == snapshot
+    assert load_config(SMALL) == from_mapping == load_config(str(SMALL))
+
+
+def test_check_config_passes_on_loaded_config() -> None:
+    check_config(load_config(SMALL))
+
+
+def test_custom_models_that_are_valid_are_accepted() -> None:
+    r = 0.5
+    markov_R = [[r ** abs(i - j) for j in range(3)] for i in range(3)]
+    config = load_config(
+        {
+            "positional_models": {"cust": {"kind": "custom", "R": markov_R}},
+            "weight_models": {"w3": {"kind": "custom", "values": [1, 2, 3]}},
+            "sweeps": {"s": {"d": 20, "T": 3, "positional": "cust", "weights": ["w3", "last"]}},
+        }
+    )
+    assert config["sweeps"]["s"]["weights"] == ["w3", "last"]
+
+
+def test_snakemake_validate_fills_the_same_defaults() -> None:
+    from snakemake.utils import validate
+
+    linked = REPO / "workflow" / "schemas" / "config.schema.yaml"
+    assert linked.is_symlink() and linked.resolve() == SCHEMA_PATH.resolve()
+    raw = small_config()
+    by_snakemake = copy.deepcopy(raw)
+    validate(by_snakemake, str(linked))
+    assert by_snakemake == apply_schema(raw)
+
+
+def test_config_yaml_at_repo_root_is_valid_when_present() -> None:
+    root_config = REPO / "config.yaml"
+    if not root_config.exists():
+        pytest.skip("config.yaml not written yet")
+    load_config(root_config)
+
+
+# --------------------------------------------------------------------------- bad configs
+
+
+def _set(config: dict, path: tuple, value: Any) -> dict:
+    node = config
+    for key in path[:-1]:
+        node = node.setdefault(key, {})
+    node[path[-1]] = value
+    return config
+
+
+BAD_SWEEP_VALUES = [
+    # (path under the small config, value, substrings the message must contain)
+    (("sweeps", "transition", "positional"), ["prefix9"],
+     ["sweeps.transition.positional[0]='prefix9'", "no positional model named 'prefix9'",
+      "known: iid, prefix4"]),
+    (("sweeps", "transition", "weights"), ["mean", "nope"],
+     ["sweeps.transition.weights[1]='nope'", "no weight model named 'nope'", "harmonic"]),
+    (("sweeps", "transition", "d"), [1, 40], ["sweeps.transition.d[0]=1", ">= 2"]),
+    (("sweeps", "transition", "d"), "abc",
+     ["sweeps.transition.d='abc'", "an integer >= 2 or a non-empty list"]),
+    (("sweeps", "transition", "d"), [], ["sweeps.transition.d=[]"]),
+    (("sweeps", "transition", "delta"), [0.5, 0.0], ["sweeps.transition.delta[1]=0.0", "> 0"]),
+    (("sweeps", "transition", "gamma"), -1, ["sweeps.transition.gamma=-1", "> 0"]),
+    (("sweeps", "transition", "snr"), [-0.5], ["sweeps.transition.snr[0]=-0.5", ">= 0"]),
+    (("sweeps", "transition", "snr"), {"start": 0, "stop": 1},
+     ["sweeps.transition.snr", "'num'"]),
+    (("sweeps", "transition", "snr"), {"start": 0, "stop": 1, "num": 0},
+     ["sweeps.transition.snr.num=0", ">= 1"]),
+    (("sweeps", "transition", "snr"), "1e-3", ["sweeps.transition.snr='1e-3'", "1.0e-3"]),
+    (("sweeps", "transition", "snr"), [0.1, 0.10000000000001],
+     ["sweeps.transition.snr[1]=0.10000000000001", "duplicate of sweeps.transition.snr[0]"]),
+    (("sweeps", "transition", "d"), [40, 40.0], ["sweeps.transition.d[1]=40.0", "duplicate"]),
+    (("sweeps", "transition", "weights"), ["mean", "mean"],
+     ["sweeps.transition.weights[1]='mean'", "duplicate"]),
+    (("sweeps", "transition", "replicates"), 0, ["sweeps.transition.replicates=0", ">= 1"]),
+    (("sweeps", "transition", "top_k"), 41, ["sweeps.transition.top_k=41", "min(d)=40"]),
+    (("sweeps", "transition", "top_k"), 0, ["sweeps.transition.top_k=0", ">= 1"]),
+    (("sweeps", "transition", "T"), [2], ["positional_models.prefix4.L=4", "T=2"]),
+    (("sweeps", "transition", "centered"), ["yes please"],
+     ["sweeps.transition.centered[0]='yes please'", "true or false"]),
+    (("sweeps", "transition", "dd"), [3],
+     ["sweeps.transition", "unknown key 'dd'", "did you mean 'd'"]),
+    (("positional_models", "mk", "r"), 1.0, ["positional_models.mk.r=1.0", "< 1"]),
+    (("positional_models", "mk", "kind"), "markow",
+     ["positional_models.mk.kind='markow'", "markov"]),
+    (("positional_models", "lab"), {"kind": "label", "rho0": 0.5},
+     ["positional_models.lab=", "'rho0' and 'L'"]),
+    (("positional_models", "prefix4", "r"), 0.5,
+     ["positional_models.prefix4", "unknown key 'r'"]),
+    (("positional_models", "cust"),
+     {"kind": "custom", "R": [[1, -1, -1], [-1, 1, -1], [-1, -1, 1]]},
+     ["positional_models.cust.R=[[1, -1, -1]", "not realisable"]),
+    (("weight_models", "w3"), {"kind": "custom", "values": [1, 2, 3]},
+     ["weight_models.w3.values=[1, 2, 3]", "length T=3"]),  # then used with T=8 below
+    (("weight_models", "mean"), {"kind": "causal_limit", "tau": 1},
+     ["weight_models.mean", "built-in"]),
+    (("weight_models", "bad"), {"kind": "causal_limit", "tau": "hot"},
+     ["weight_models.bad.tau='hot'", "a number"]),
+    (("run",), "../evil", ["run='../evil'", "safe in a file path"]),
+    (("run",), "a/b", ["run='a/b'", "safe in a file path"]),
+    (("seed",), -1, ["seed=-1", ">= 0"]),
+    (("seed",), 1.5, ["seed=1.5", "an integer"]),
+    (("execution", "block_size"), 0, ["execution.block_size=0", ">= 1"]),
+    (("execution", "workers"), 4, ["execution", "unknown key 'workers'"]),
+    (("dask", "mode"), "cloud", ["dask.mode='cloud'", "local, address, slurm, job"]),
+    (("sweeps",), {}, ["sweeps={}"]),
+    (("sweeps", "bad/name"), {}, ["sweeps: name 'bad/name'"]),
+    (("positional_models", "9 x"), {"kind": "iid"}, ["positional_models: name '9 x'"]),
+    (("foo",), 1, ["unknown top-level key 'foo'"]),
+]
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "expected"),
+    BAD_SWEEP_VALUES,
+    ids=[".".join(map(str, case[0])) + f"={case[1]!r}"[:40] for case in BAD_SWEEP_VALUES],
+)
+def test_bad_config_message_names_key_and_value(path: tuple, value: Any, expected: list) -> None:
+    config = _set(small_config(), path, value)
+    if path == ("weight_models", "w3"):
+        config["sweeps"]["transition"]["weights"] = ["w3"]
+        expected = ["weight_models.w3.values=[1, 2, 3]", "length T=8", "T=8"]
+    with pytest.raises(ConfigError) as caught:
+        load_config(config)
+    message = str(caught.value)
+    assert "\n" not in message
+    for fragment in expected:
+        assert fragment in message, message
+
+
+def test_custom_R_for_another_T_names_the_sweep() -> None:
+    config = small_config()
+    config["positional_models"]["cust"] = {"kind": "custom", "R": [[1.0, 0.2], [0.2, 1.0]]}
+    config["sweeps"]["transition"]["positional"] = ["cust"]
+    expected = r"positional_models\.cust\.R=.*used by sweeps\.transition with T=8"
+    with pytest.raises(ConfigError, match=expected):
+        load_config(config)
+
+
+def test_unused_custom_model_is_still_checked_at_its_own_size() -> None:
+    config = small_config()
+    config["weight_models"]["zero"] = {"kind": "custom", "values": [0, 0]}
+    expected = r"weight_models\.zero\.values=\[0, 0\]: must not be all zero"
+    with pytest.raises(ConfigError, match=expected):
+        load_config(config)
+
+
+def test_config_error_is_a_value_error() -> None:
+    assert issubclass(ConfigError, ValueError)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("sweeps: [unclosed", "not valid YAML"),
+        ("- a\n- b\n", "must hold a mapping"),
+        ("", "must hold a mapping"),
+    ],
+)
+def test_unreadable_files_raise_config_error(tmp_path: Path, text: str, expected: str) -> None:
+    path = tmp_path / "config.yaml"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(ConfigError, match=expected):
+        load_config(path)
+
+
+def test_missing_file_raises_config_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="not found"):
+        load_config(tmp_path / "nope.yaml")
+
+
+def test_several_problems_are_counted() -> None:
+    config = _set(small_config(), ("seed",), -1)
+    config["run"] = "a/b"
+    with pytest.raises(ConfigError, match=r"and 1 more problem"):
+        load_config(config)
