@@ -1,0 +1,1 @@
+"""Analysis of sweep results: bulk fit, thresholds, comparisons, figures (spec §6)."""

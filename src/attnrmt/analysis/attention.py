@@ -1,0 +1,104 @@
+"""Real causal attention against its two candidate limits (spec §2, §6.5).
+
+For cells pooled with ``causal_attention(tau)`` the simulator stores the measured mean
+effective weights ``effective_weights`` (dim ``position``). We compare them, after
+normalising to ``sum = 1``, with the seed's ``harmonic`` weights and with
+``causal_limit(tau)`` through the relative distance
+``||w_eff - w_ref||_2 / ||w_ref||_2``, as a function of ``d``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import xarray as xr
+
+from attnrmt.analysis._common import AXES, mean_ci
+from attnrmt.model import causal_limit_weights, harmonic_weights
+
+
+def relative_distance(w: np.ndarray, reference: np.ndarray) -> float:
+    """``||w/sum(w) - r/sum(r)|| / ||r/sum(r)||`` (scale-free distance of weight vectors)."""
+    w = np.asarray(w, dtype=float)
+    r = np.asarray(reference, dtype=float)
+    w = w / w.sum()
+    r = r / r.sum()
+    return float(np.linalg.norm(w - r) / np.linalg.norm(r))
+
+
+def attention_weight_models(weight_models: Mapping[str, Any]) -> dict[str, float]:
+    """Names of ``causal_attention`` weight models mapped to their ``tau`` (default 0)."""
+    out = {}
+    for name, spec in (weight_models or {}).items():
+        if isinstance(spec, Mapping) and spec.get("kind") == "causal_attention":
+            out[str(name)] = float(spec.get("tau", 0.0))
+    return out
+
+
+def causal_weights_table(
+    sweep: str, cells: xr.Dataset, weight_models: Mapping[str, Any], *, level: float = 0.95
+) -> pd.DataFrame:
+    """Distance of measured attention weights to ``harmonic`` and ``causal_limit(tau)``.
+
+    Parameters
+    ----------
+    sweep : str
+    cells : xarray.Dataset
+        With ``effective_weights`` (..., replicate, position).
+    weight_models : mapping
+        The config's ``weight_models`` (to find ``causal_attention`` entries and their tau).
+    level : float
+
+    Returns
+    -------
+    pandas.DataFrame
+        ``sweep``, axes, ``tau``, ``reference`` (``harmonic`` / ``causal_limit``),
+        ``distance`` (replicate mean), ``ci_low``, ``ci_high``; empty when no cell uses
+        ``causal_attention``.
+    """
+    models = attention_weight_models(weight_models)
+    present = [w for w in models if "weights" in cells.dims and w in cells["weights"].values]
+    if not present or "effective_weights" not in cells:
+        return pd.DataFrame()
+    eff = cells["effective_weights"].sel(weights=present)
+    dims = [a for a in AXES if a in eff.dims]
+    eff = eff.transpose(*dims, "replicate", "position")
+    rows = []
+    for index in np.ndindex(*(eff.sizes[d] for d in dims)):
+        point = {d: eff[d].values[i].item() for d, i in zip(dims, index, strict=True)}
+        T = int(point.get("T", eff.sizes["position"]))
+        tau = models[str(point["weights"])]
+        refs = {"harmonic": harmonic_weights(T), "causal_limit": causal_limit_weights(T, tau)}
+        block = eff.values[index][:, :T]
+        for ref_name, ref in refs.items():
+            dist = np.array([relative_distance(w, ref) if np.all(np.isfinite(w)) else np.nan
+                             for w in block])
+            mean, low, high = mean_ci(dist, level=level)
+            rows.append({"sweep": sweep, **point, "tau": tau, "reference": ref_name,
+                         "distance": mean, "ci_low": low, "ci_high": high})
+    return pd.DataFrame(rows)
+
+
+def causal_verdict(table: pd.DataFrame) -> pd.DataFrame:
+    """Which reference real attention approaches: per (weights, T, tau) the distance at the
+    largest ``d`` for each reference and its log-log slope in ``d`` (negative = converging).
+    """
+    if table.empty:
+        return pd.DataFrame()
+    rows = []
+    keys = [c for c in ("sweep", "weights", "T", "tau", "reference") if c in table]
+    for key, frame in table.groupby(keys):
+        by_d = frame.groupby("d")["distance"].mean()
+        slope = np.nan
+        if by_d.size >= 2 and np.all(by_d.to_numpy() > 0):
+            slope = float(np.polyfit(np.log(by_d.index.to_numpy(float)),
+                                     np.log(by_d.to_numpy()), 1)[0])
+        rows.append({**dict(zip(keys, key, strict=True)), "d_max": float(by_d.index.max()),
+                     "distance_at_d_max": float(by_d.iloc[-1]), "loglog_slope_in_d": slope})
+    out = pd.DataFrame(rows)
+    group = [k for k in keys if k != "reference"]
+    best = out.loc[out.groupby(group)["distance_at_d_max"].idxmin(), [*group, "reference"]]
+    return out.merge(best.rename(columns={"reference": "closest_reference"}), on=group)

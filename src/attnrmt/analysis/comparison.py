@@ -1,0 +1,286 @@
+"""Measured quantities against both theory variants in one tidy table (spec §5, §6.3).
+
+Every row is one (sweep, quantity, variant, grid point): ``empirical`` (replicate mean),
+``empirical_sem``, ``theory``, ``abs_error = |empirical - theory|``,
+``rel_error = abs_error / |theory|`` (NaN when theory is 0), ``regime`` (``outlier`` when the
+variant predicts a separated outlier, ``bulk`` otherwise: then the theory of the top
+eigenvalue is the bulk edge and its overlap is 0) and the parameter columns.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import xarray as xr
+
+from attnrmt.analysis._common import AXES, VARIANTS, at_signal, effective_ratios
+from attnrmt.theory import bulk_atom, bulk_edges, mean_spike, spike
+
+#: Columns of comparison.csv in order (parameter columns last).
+COMPARISON_COLUMNS = ("sweep", "quantity", "variant", "empirical", "empirical_sem", "theory",
+                      "abs_error", "rel_error", "regime", *AXES)
+#: Columns of thresholds.csv.
+THRESHOLD_COLUMNS = ("sweep", "transition", "estimate", "ci_low", "ci_high", "bound",
+                     "extrapolated", "theory_paper", "theory_finite_vocab",
+                     "consistent_paper", "consistent_finite_vocab", "n_detected",
+                     "theta_offset", "finite_size", *[a for a in AXES if a != "snr"])
+
+
+def theory_from_cells(cells: xr.Dataset) -> xr.Dataset:
+    """Theory predictions on the cells' axes for both variants (spec §4–5).
+
+    Uses the cells' realised ratios ``d/V``, ``d/N`` and replicate-mean ``alpha``, ``kappa``,
+    ``sigma`` (exact for deterministic weights). Produces the contract variables of
+    ``theory.zarr`` plus the uncentred mean spike (``mean_spike_outlier``,
+    ``mean_spike_overlap``, from :func:`attnrmt.theory.mean_spike`). Used as the fallback for
+    any variable missing from ``theory.zarr`` and by the synthetic fixtures.
+    """
+    delta, gamma = effective_ratios(cells)
+    scal = {}
+    for name in ("alpha", "kappa", "sigma"):
+        v = cells[name]
+        scal[name] = v.mean("replicate") if "replicate" in v.dims else v
+    snr = cells["snr"].astype(float)
+    delta, gamma, snr, alpha, kappa, sigma = xr.broadcast(delta, gamma, snr, scal["alpha"],
+                                                          scal["kappa"], scal["sigma"])
+    dims = list(alpha.dims)
+    arrays = [np.asarray(a.transpose(*dims).values, dtype=float)
+              for a in (delta, gamma, snr, alpha, kappa, sigma)]
+    ok = np.all([np.isfinite(a) for a in arrays], axis=0) & (arrays[4] > 0)
+    dv, gv, sv, av, kv, sg = (np.where(ok, a, 1.0) for a in arrays)
+    av = np.maximum(av, 0.0)
+    data: dict[str, list[np.ndarray]] = {}
+    for variant in VARIANTS:
+        pred = spike(dv, gv, sv, av, kv, variant=variant)
+        fields = {
+            "pop_outlier": pred.population_outlier, "sample_outlier": pred.sample_outlier,
+            "pop_overlap_signal": pred.population_overlap,
+            "sample_overlap_signal": pred.sample_overlap,
+            "threshold_snr_population": pred.threshold_snr_population,
+            "threshold_snr_sample": pred.threshold_snr_sample,
+        }
+        for name, value in fields.items():
+            data.setdefault(name, []).append(np.where(ok, np.asarray(value, float), np.nan))
+    lower, upper = bulk_edges(dv, gv)
+    ms = mean_spike(dv, gv, sg, kv)
+    common = {
+        "bulk_lower_edge": kv * np.asarray(lower), "bulk_upper_edge": kv * np.asarray(upper),
+        "bulk_atom": np.asarray(bulk_atom(dv, gv)) * np.ones_like(kv),
+        "mean_spike_outlier": np.asarray(ms.sample_outlier, float),
+        "mean_spike_overlap": np.asarray(ms.sample_overlap, float),
+        "pop_bulk_edge": kv * (1.0 + np.sqrt(dv)) ** 2,
+    }
+    coords = {d: cells[d] for d in dims}
+    out = xr.Dataset(coords={**coords, "variant": list(VARIANTS)})
+    for name, values in data.items():
+        out[name] = (["variant", *dims], np.stack(values))
+    for name, value in common.items():
+        value = np.where(ok, value, np.nan)
+        out[name] = (["variant", *dims], np.stack([value] * len(VARIANTS)))
+    return out.transpose(*dims, "variant")
+
+
+def complete_theory(theory: xr.Dataset | None, cells: xr.Dataset) -> xr.Dataset:
+    """``theory`` with every variable of :func:`theory_from_cells` it lacks filled in."""
+    fallback = theory_from_cells(cells)
+    if theory is None:
+        return fallback
+    out = theory.copy()
+    for name in fallback.data_vars:
+        if name not in out:
+            out[name] = fallback[name]
+    return out
+
+
+def _mean_sem(da: xr.DataArray) -> tuple[xr.DataArray, xr.DataArray]:
+    if "replicate" not in da.dims:
+        return da, xr.zeros_like(da) * np.nan
+    n = da.notnull().sum("replicate")
+    mean = da.mean("replicate")
+    sem = da.std("replicate", ddof=1) / np.sqrt(n.where(n > 0))
+    return mean, sem.where(n > 1)
+
+
+def _rows(sweep: str, quantity: str, emp: xr.DataArray, sem: xr.DataArray,
+          theory: xr.DataArray, regime: xr.DataArray | None = None) -> pd.DataFrame:
+    emp, sem, theory = xr.broadcast(emp, sem, theory)
+    ds = xr.Dataset({"empirical": emp, "empirical_sem": sem, "theory": theory})
+    if regime is not None:
+        ds["regime"] = regime.broadcast_like(theory)
+    for coord in list(ds.coords):
+        if coord not in ds.dims:
+            ds = ds.drop_vars(coord)
+    frame = ds.to_dataframe().reset_index()
+    frame.insert(0, "quantity", quantity)
+    frame.insert(0, "sweep", sweep)
+    if "regime" not in frame:
+        frame["regime"] = ""
+    return frame
+
+
+def _finalise(frame: pd.DataFrame, columns: tuple[str, ...]) -> pd.DataFrame:
+    for col in columns:
+        if col not in frame:
+            frame[col] = np.nan
+    return frame.loc[:, list(columns)]
+
+
+def comparison_table(
+    sweep: str, cells: xr.Dataset, theory: xr.Dataset, analysis: xr.Dataset
+) -> pd.DataFrame:
+    """Tidy comparison of every measured quantity with both variants (spec §6.3).
+
+    Quantities: ``population_outlier``, ``sample_outlier`` (signal eigenvector; theory falls
+    back to the bulk edge where the variant predicts no outlier), ``population_overlap``,
+    ``sample_overlap`` (squared overlap with ``u``), ``bulk_upper_edge``,
+    ``bulk_lower_edge``, ``bulk_atom`` (zero fraction), ``mean_spike_outlier`` and
+    ``mean_spike_overlap`` (uncentred cells), ``threshold_population``,
+    ``threshold_sample`` (point estimates only), ``theta_slope`` (theory ``alpha/kappa``) and
+    ``theta_offset`` (theory 0 for paper, ``delta`` for finite_vocab).
+
+    Parameters
+    ----------
+    sweep : str
+    cells, theory, analysis : xarray.Dataset
+        ``analysis`` from :func:`attnrmt.analysis.analyze_sweep`.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Columns :data:`COMPARISON_COLUMNS`.
+    """
+    theory = complete_theory(theory, cells)
+    frames = []
+    pop_sig = at_signal(cells, "pop_top_eigenvalues", population=True)
+    sam_sig = at_signal(cells, "top_eigenvalues")
+    pop_ov = at_signal(cells, "pop_overlap_signal", population=True)
+    sam_ov = at_signal(cells, "overlap_signal")
+    pop_th = theory["pop_outlier"]
+    sam_th = theory["sample_outlier"]
+    pop_regime = xr.where(pop_th.notnull(), "outlier", "bulk")
+    sam_regime = xr.where(sam_th.notnull(), "outlier", "bulk")
+    pairs = [
+        ("population_outlier", pop_sig, pop_th.fillna(theory["pop_bulk_edge"]), pop_regime),
+        ("sample_outlier", sam_sig, sam_th.fillna(theory["bulk_upper_edge"]), sam_regime),
+        ("population_overlap", pop_ov, theory["pop_overlap_signal"], pop_regime),
+        ("sample_overlap", sam_ov, theory["sample_overlap_signal"], sam_regime),
+        ("bulk_upper_edge", analysis["bulk_upper_edge_emp"], theory["bulk_upper_edge"], None),
+        ("bulk_lower_edge", analysis["bulk_lower_edge_emp"], theory["bulk_lower_edge"], None),
+        ("bulk_atom", analysis["bulk_zero_fraction"], theory["bulk_atom"], None),
+    ]
+    if "centered" in cells.dims and (~cells["centered"].astype(bool)).any():
+        unc = cells.sel(centered=[False])
+        idx = unc["overlap_table_mean"].fillna(-1).argmax("k")
+        ms_th = theory["mean_spike_outlier"].sel(centered=[False])
+        pairs += [
+            ("mean_spike_outlier", unc["top_eigenvalues"].isel(k=idx),
+             ms_th.fillna(theory["bulk_upper_edge"].sel(centered=[False])),
+             xr.where(ms_th.notnull(), "outlier", "bulk")),
+            ("mean_spike_overlap", unc["overlap_table_mean"].isel(k=idx),
+             theory["mean_spike_overlap"].sel(centered=[False]),
+             xr.where(ms_th.notnull(), "outlier", "bulk")),
+        ]
+    for name, emp, th, regime in pairs:
+        emp = emp.drop_vars("k", errors="ignore")
+        mean, sem = _mean_sem(emp)
+        frames.append(_rows(sweep, name, mean, sem, th, regime))
+
+    # thresholds and the theta line (no snr axis)
+    tr_theory = {"population": theory["threshold_snr_population"],
+                 "sample": theory["threshold_snr_sample"]}
+    delta_eff, _ = effective_ratios(cells)
+    ratio = (cells["alpha"] / cells["kappa"])
+    ratio = ratio.mean([d for d in ratio.dims if d in ("snr", "replicate")])
+    for transition, th in tr_theory.items():
+        th_curve = th.mean("snr") if "snr" in th.dims else th
+        a = analysis.sel(transition=transition)
+        nan_sem = xr.full_like(a["threshold_estimate"], np.nan)
+        frames.append(_rows(sweep, f"threshold_{transition}", a["threshold_estimate"], nan_sem,
+                            th_curve))
+        frames.append(_rows(sweep, f"theta_slope_{transition}", a["theta_slope"], nan_sem,
+                            ratio.broadcast_like(th_curve)))
+        dcurve = delta_eff.mean([d for d in delta_eff.dims if d in ("snr", "replicate")])
+        offset_th = xr.concat([xr.zeros_like(dcurve), dcurve], dim="variant",
+                              join="outer").assign_coords(variant=list(VARIANTS))
+        frames.append(_rows(sweep, f"theta_offset_{transition}", a["theta_offset"], nan_sem,
+                            offset_th.broadcast_like(th_curve)))
+    frame = pd.concat(frames, ignore_index=True)
+    frame["abs_error"] = (frame["empirical"] - frame["theory"]).abs()
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rel = frame["abs_error"] / frame["theory"].abs()
+    frame["rel_error"] = rel.where(frame["theory"].abs() > 0)
+    return _finalise(frame, COMPARISON_COLUMNS)
+
+
+def thresholds_table(
+    sweep: str, cells: xr.Dataset, theory: xr.Dataset, analysis: xr.Dataset
+) -> pd.DataFrame:
+    """Empirical thresholds with CIs or bounds against both variants (spec §6.2).
+
+    One row per curve and transition, plus (when the sweep has several ``d``) a row with
+    ``finite_size = "d->inf"`` and ``d = inf`` carrying the finite-size extrapolation.
+    ``consistent_<variant>`` is True when the variant's threshold lies in
+    ``[ci_low, ci_high]``.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Columns :data:`THRESHOLD_COLUMNS`.
+    """
+    theory = complete_theory(theory, cells)
+    rows = []
+    for transition, name in (("population", "threshold_snr_population"),
+                             ("sample", "threshold_snr_sample")):
+        th = theory[name]
+        th = th.mean("snr") if "snr" in th.dims else th
+        a = analysis.sel(transition=transition)
+        ds = xr.Dataset({
+            "estimate": a["threshold_estimate"], "ci_low": a["threshold_ci_low"],
+            "ci_high": a["threshold_ci_high"], "bound": a["threshold_bound"],
+            "extrapolated": a["threshold_extrapolated"],
+            "n_detected": a["threshold_n_detected"], "theta_offset": a["theta_offset"],
+            "theory_paper": th.sel(variant="paper", drop=True),
+            "theory_finite_vocab": th.sel(variant="finite_vocab", drop=True),
+        })
+        ds = ds.drop_vars([c for c in ds.coords if c not in ds.dims])
+        frame = ds.to_dataframe().reset_index()
+        frame["finite_size"] = "none"
+        rows.append(frame.assign(transition=transition))
+        if "fss_limit" in analysis:
+            f = analysis[["fss_limit", "fss_ci_low", "fss_ci_high"]].sel(transition=transition)
+            thd = th.mean("d") if "d" in th.dims else th
+            fs = xr.Dataset({
+                "estimate": f["fss_limit"], "ci_low": f["fss_ci_low"],
+                "ci_high": f["fss_ci_high"],
+                "theory_paper": thd.sel(variant="paper", drop=True),
+                "theory_finite_vocab": thd.sel(variant="finite_vocab", drop=True),
+            })
+            fs = fs.drop_vars([c for c in fs.coords if c not in fs.dims])
+            fframe = fs.to_dataframe().reset_index()
+            fframe["d"] = np.inf
+            fframe["bound"] = "none"
+            fframe["extrapolated"] = fframe["estimate"]
+            fframe["finite_size"] = "d->inf (a + b d^-1/3)"
+            rows.append(fframe.assign(transition=transition))
+    frame = pd.concat(rows, ignore_index=True)
+    frame.insert(0, "sweep", sweep)
+    for variant in VARIANTS:
+        th = frame[f"theory_{variant}"]
+        frame[f"consistent_{variant}"] = (th >= frame["ci_low"]) & (th <= frame["ci_high"])
+    return _finalise(frame, THRESHOLD_COLUMNS)
+
+
+def variant_summary(comparison: pd.DataFrame) -> pd.DataFrame:
+    """Median relative error per (sweep, quantity, variant), outlier regime only.
+
+    The one-line verdict of spec §5: which variant fits the outlier locations and overlaps.
+    """
+    keep = comparison["quantity"].isin(
+        ["population_outlier", "sample_outlier", "population_overlap", "sample_overlap",
+         "threshold_population", "threshold_sample"])
+    outl = comparison[keep & ((comparison["regime"] == "outlier")
+                              | comparison["quantity"].str.startswith("threshold"))]
+    outl = outl[np.isfinite(outl["rel_error"])]
+    grouped = outl.groupby(["sweep", "quantity", "variant"])["rel_error"]
+    return grouped.agg(median_rel_error="median", mean_rel_error="mean",
+                       n="count").reset_index()

@@ -1,0 +1,87 @@
+"""Downstream task: ridge readout accuracy of the label ``y`` by weights (spec §6.6)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import xarray as xr
+
+from attnrmt.analysis._common import AXES, mean_ci
+
+GROUP = tuple(a for a in AXES if a != "weights")
+
+
+def downstream_table(sweep: str, cells: xr.Dataset, *, level: float = 0.95) -> pd.DataFrame:
+    """Replicate-mean ``downstream_accuracy`` with bootstrap CI and alpha/kappa per grid point.
+
+    Only grid points with a finite accuracy (``label`` positional models) appear.
+
+    Returns
+    -------
+    pandas.DataFrame
+        ``sweep``, axes, ``alpha_over_kappa``, ``accuracy``, ``ci_low``, ``ci_high``, ``n``.
+    """
+    if "downstream_accuracy" not in cells:
+        return pd.DataFrame()
+    acc = cells["downstream_accuracy"]
+    dims = [a for a in AXES if a in acc.dims]
+    acc = acc.transpose(*dims, "replicate")
+    ratio = cells["alpha"] / cells["kappa"]
+    if "replicate" in ratio.dims:
+        ratio = ratio.mean("replicate")
+    ratio = ratio.broadcast_like(acc.isel(replicate=0, drop=True)).transpose(*dims)
+    rows = []
+    for index in np.ndindex(*(acc.sizes[d] for d in dims)):
+        values = acc.values[index]
+        if not np.isfinite(values).any():
+            continue
+        point = {d: acc[d].values[i].item() for d, i in zip(dims, index, strict=True)}
+        mean, low, high = mean_ci(values, level=level)
+        rows.append({"sweep": sweep, **point, "alpha_over_kappa": float(ratio.values[index]),
+                     "accuracy": mean, "ci_low": low, "ci_high": high,
+                     "n": int(np.isfinite(values).sum())})
+    return pd.DataFrame(rows)
+
+
+def _ranks(x: np.ndarray) -> np.ndarray:
+    order = np.argsort(x, kind="stable")
+    ranks = np.empty(len(x))
+    ranks[order] = np.arange(len(x))
+    # average ties
+    for value in np.unique(x):
+        tie = x == value
+        ranks[tie] = ranks[tie].mean()
+    return ranks
+
+
+def spearman(x: np.ndarray, y: np.ndarray) -> float:
+    """Spearman rank correlation (NaN with fewer than 2 points or a constant input)."""
+    x = np.asarray(x, dtype=float)
+    y = np.asarray(y, dtype=float)
+    ok = np.isfinite(x) & np.isfinite(y)
+    x, y = x[ok], y[ok]
+    if x.size < 2:
+        return float("nan")
+    rx, ry = _ranks(x), _ranks(y)
+    sx, sy = rx.std(), ry.std()
+    if sx == 0 or sy == 0:
+        return float("nan")
+    return float(np.mean((rx - rx.mean()) * (ry - ry.mean())) / (sx * sy))
+
+
+def downstream_ranking(table: pd.DataFrame) -> pd.DataFrame:
+    """Per group (all axes but ``weights``): accuracy and alpha/kappa rankings of the weights
+    and their Spearman correlation (1 = accuracy ordered exactly as alpha/kappa)."""
+    if table.empty:
+        return pd.DataFrame()
+    group_cols = ["sweep", *[c for c in GROUP if c in table]]
+    rows = []
+    for key, frame in table.groupby(group_cols, sort=False):
+        record = dict(zip(group_cols, key, strict=True))
+        record["ranking_accuracy"] = " > ".join(
+            frame.sort_values("accuracy", ascending=False)["weights"].astype(str))
+        record["ranking_alpha_kappa"] = " > ".join(
+            frame.sort_values("alpha_over_kappa", ascending=False)["weights"].astype(str))
+        record["spearman"] = spearman(frame["alpha_over_kappa"], frame["accuracy"])
+        rows.append(record)
+    return pd.DataFrame(rows)

@@ -1,0 +1,446 @@
+"""Empirical BBP thresholds along ``snr`` (spec §5, §6.2); the estimator is in docs/thresholds.md.
+
+Estimator ("theta inversion + linear extrapolation"):
+
+1. Invert the bulk's spike map (spec §5; it depends only on ``delta``, ``gamma``, not on the
+   variant): a measured outlier ``ell`` of ``Sigma_E`` gives
+   ``theta_hat = delta + [(x-1-delta) + sqrt((x-1-delta)^2 - 4 delta)]/2``, ``x = ell/kappa``
+   (the root ``u < 1/sqrt(delta)`` of ``x = (1+u)(1+delta u)/u``); a measured outlier
+   ``lambda`` of ``S`` gives ``theta_hat = delta + 1/u`` with ``u in (0, u*)`` the root of
+   ``lambda/kappa = (1+u)(1+delta u)(1+gamma u)/u``. Eigenvalues at or inside the edge give
+   the critical value ``theta_c`` (``delta + sqrt(delta)`` resp. ``delta + 1/u*``).
+2. Both variants say ``theta`` is *affine* in ``snr`` (paper: ``(alpha/kappa) snr``;
+   finite_vocab: ``(alpha/kappa)(snr + delta)``), so above the threshold the replicate
+   mean of ``theta_hat`` is a straight line in ``snr`` with no curvature to bias a linear
+   fit. Points are "detected" when the mean exceeds ``theta_c (1 + margin)`` (default
+   margin 0.1, which keeps the fit out of the finite-d critical window); a least-squares
+   line through the detected points is extrapolated to ``theta_c``; the crossing is the
+   threshold. Its intercept/slope (``snr`` offset) discriminates the variants: 0 (paper)
+   versus ``delta`` (finite_vocab).
+3. CIs: percentile bootstrap, resampling replicates independently at every ``snr``.
+4. Out of range: when every swept point is detected the estimate is a bound
+   (``threshold < min snr``), when fewer than two are detected it is ``> max snr`` (or an
+   interval between the last undetected and the single detected point); the model-based
+   extrapolation is still reported in ``extrapolated``.
+5. Finite size: with several ``d``, fit ``estimate(d) = a + b d^(-1/3)`` (the BBP critical
+   window is ``theta - theta_c ~ d^(-1/3)``; edge fluctuations are ``d^(-2/3)`` in eigenvalue
+   and the outlier map is quadratic at the edge) and report ``a`` with a bootstrap CI.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import xarray as xr
+
+from attnrmt.analysis._common import (
+    CURVE_AXES,
+    TRANSITIONS,
+    at_signal,
+    effective_ratios,
+)
+from attnrmt.theory import critical_u
+
+DEFAULT_MARGIN = 0.1
+DEFAULT_N_BOOT = 200
+DEFAULT_LEVEL = 0.95
+DEFAULT_EXPONENT = 1.0 / 3.0
+_BISECTION_STEPS = 100
+
+
+def critical_theta(delta: np.ndarray, gamma: np.ndarray, transition: str) -> np.ndarray:
+    """Critical spike strength (units of kappa): ``delta + sqrt(delta)`` (population) or
+    ``delta + 1/u*`` (sample), spec §5."""
+    delta = np.asarray(delta, dtype=float)
+    if transition == "population":
+        return delta + np.sqrt(delta)
+    if transition == "sample":
+        return delta + 1.0 / np.asarray(critical_u(delta, gamma), dtype=float)
+    raise ValueError(f"transition={transition!r}: must be 'population' or 'sample'")
+
+
+def theta_from_population(ell: np.ndarray, delta: np.ndarray, kappa: np.ndarray) -> np.ndarray:
+    """Invert the population outlier map ``ell = kappa (1+u)(1+delta u)/u`` (spec §5).
+
+    With ``u = 1/(theta - delta)`` and ``x = ell/kappa``:
+    ``theta = delta + [(x-1-delta) + sqrt((x-1-delta)^2 - 4 delta)]/2``;
+    ``x <= (1+sqrt(delta))^2`` (inside the MP_delta bulk) gives the
+    critical ``delta + sqrt(delta)``. NaN input stays NaN.
+    """
+    ell, delta, kappa = np.broadcast_arrays(*(np.asarray(a, dtype=float) for a in (ell, delta,
+                                                                                 kappa)))
+    x = ell / kappa
+    b = x - 1.0 - delta
+    disc = np.maximum(b * b - 4.0 * delta, 0.0)
+    edge = (1.0 + np.sqrt(delta)) ** 2
+    theta = np.where(x > edge, delta + 0.5 * (b + np.sqrt(disc)), delta + np.sqrt(delta))
+    return np.where(np.isfinite(x), theta, np.nan)
+
+
+def theta_from_sample(
+    lam: np.ndarray, delta: np.ndarray, gamma: np.ndarray, kappa: np.ndarray
+) -> np.ndarray:
+    """Invert the sample outlier map ``lambda = kappa (1+u)(1+delta u)(1+gamma u)/u`` (spec §5).
+
+    With ``v = 1/u = theta - delta`` the map ``g(v) = (v+1)(v+delta)(v+gamma)/v^2`` is
+    increasing on ``v >= 1/u*`` and ``g(v) >= v``; the root of ``g(v) = lambda/kappa`` is
+    found by vectorised bisection on ``[1/u*, max(x, 1/u*)]``. At or below the bulk edge
+    ``g(1/u*)`` the result is the critical ``delta + 1/u*``.
+    """
+    lam, delta, gamma, kappa = np.broadcast_arrays(
+        *(np.asarray(a, dtype=float) for a in (lam, delta, gamma, kappa))
+    )
+    x = lam / kappa
+    ok = np.isfinite(x) & np.isfinite(delta) & np.isfinite(gamma)
+    d_ = np.where(ok, delta, 1.0)
+    g_ = np.where(ok, gamma, 1.0)
+    v_star = 1.0 / np.asarray(critical_u(d_, g_), dtype=float)
+
+    def g(v: np.ndarray) -> np.ndarray:
+        return (v + 1.0) * (v + d_) * (v + g_) / (v * v)
+
+    xs = np.where(ok, x, 0.0)
+    low = v_star.copy()
+    high = np.maximum(xs, v_star)
+    for _ in range(_BISECTION_STEPS):
+        mid = 0.5 * (low + high)
+        too_small = g(mid) < xs
+        low = np.where(too_small, mid, low)
+        high = np.where(too_small, high, mid)
+    v = np.where(xs > g(v_star), 0.5 * (low + high), v_star)
+    return np.where(ok, d_ + v, np.nan)
+
+
+def theta_hat(cells: xr.Dataset) -> xr.DataArray:
+    """Per-replicate ``theta_hat`` for both transitions (step 1 of the module's estimator).
+
+    Population: ``pop_top_eigenvalues`` at the signal index; sample: ``top_eigenvalues`` at
+    the signal index (:func:`attnrmt.analysis._common.signal_index`).
+
+    Returns
+    -------
+    xarray.DataArray
+        Dims of the cells' ``top_eigenvalues`` minus ``k``, plus ``transition``.
+    """
+    delta, gamma = effective_ratios(cells)
+    kappa = cells["kappa"]
+    pop = at_signal(cells, "pop_top_eigenvalues", population=True)
+    sam = at_signal(cells, "top_eigenvalues")
+    pop_theta = xr.apply_ufunc(theta_from_population, pop, delta, kappa)
+    sam_theta = xr.apply_ufunc(theta_from_sample, sam, delta, gamma, kappa)
+    out = xr.concat([pop_theta, sam_theta], dim="transition", join="outer")
+    out = out.assign_coords(transition=list(TRANSITIONS))
+    out.attrs = {"long_name": "spike strength inferred from the outlier", "units": "kappa"}
+    return out.drop_vars("k", errors="ignore")
+
+
+def _masked_line(s: np.ndarray, y: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Least-squares line ``y = a + b s`` over ``mask`` along the last axis (vectorised)."""
+    m = mask.astype(float)
+    ys = np.where(mask, y, 0.0)
+    n = m.sum(-1)
+    sx = (m * s).sum(-1)
+    sy = ys.sum(-1)
+    sxx = (m * s * s).sum(-1)
+    sxy = (ys * s).sum(-1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        denom = n * sxx - sx * sx
+        slope = np.where((n >= 2) & (denom > 0), (n * sxy - sx * sy) / denom, np.nan)
+        intercept = (sy - slope * sx) / n
+    return intercept, slope, n
+
+
+def fit_threshold(
+    snr: np.ndarray,
+    theta_reps: np.ndarray,
+    theta_c: float,
+    *,
+    margin: float = DEFAULT_MARGIN,
+    n_boot: int = DEFAULT_N_BOOT,
+    level: float = DEFAULT_LEVEL,
+    rng: np.random.Generator | None = None,
+) -> dict[str, object]:
+    """Threshold in ``snr`` from ``theta_hat`` replicates along one snr curve (steps 2–4).
+
+    Parameters
+    ----------
+    snr : ndarray (S,)
+        Swept signal strengths.
+    theta_reps : ndarray (S, R)
+        ``theta_hat`` per snr and replicate (NaN = missing).
+    theta_c : float
+        Critical spike strength of the transition (spec §5).
+    margin : float
+        Detection margin: a point is detected when its replicate mean exceeds
+        ``theta_c (1 + margin)``.
+    n_boot : int
+        Bootstrap resamples (replicates resampled independently at each snr).
+    level : float
+        CI level.
+    rng : numpy.random.Generator, optional
+        Resampling generator (default: seeded with 0).
+
+    Returns
+    -------
+    dict
+        ``estimate`` (NaN when a bound), ``ci_low``, ``ci_high``, ``bound`` (``"none"``,
+        ``"below"`` = threshold < min snr, ``"above"`` = > max snr, ``"interval"``,
+        ``"failed"``), ``extrapolated`` (line crossing regardless of range), ``slope``,
+        ``intercept`` (theta = intercept + slope snr), ``offset`` (= intercept/slope),
+        ``n_detected``, ``boot`` (ndarray (n_boot,) of bootstrap crossings).
+    """
+    rng = np.random.default_rng(0) if rng is None else rng
+    s = np.asarray(snr, dtype=float)
+    y = np.asarray(theta_reps, dtype=float).reshape(s.size, -1)
+    order = np.argsort(s)
+    s, y = s[order], y[order]
+    level_c = theta_c * (1.0 + margin)
+    with np.errstate(invalid="ignore"), _quiet():
+        mean = np.nanmean(y, axis=1)
+    detected = np.isfinite(mean) & (mean > level_c)
+    intercept, slope, _n = _masked_line(s, mean, detected)
+    intercept, slope = float(intercept), float(slope)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        crossing = (theta_c - intercept) / slope if slope > 0 else np.nan
+        offset = intercept / slope if slope > 0 else np.nan
+
+    # bootstrap: resample replicates at each snr independently
+    n_rep = y.shape[1]
+    idx = rng.integers(0, n_rep, size=(n_boot, s.size, n_rep))
+    samples = np.take_along_axis(np.broadcast_to(y, (n_boot, *y.shape)), idx, axis=2)
+    with np.errstate(invalid="ignore"), _quiet():
+        boot_mean = np.nanmean(samples, axis=2)
+    boot_det = np.isfinite(boot_mean) & (boot_mean > level_c)
+    b_int, b_slope, _ = _masked_line(s, boot_mean, boot_det)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        boot = np.where(b_slope > 0, (theta_c - b_int) / b_slope, np.nan)
+    tail = (1.0 - level) / 2.0
+    if np.isfinite(boot).sum() >= max(2, n_boot // 2):
+        ci = np.nanquantile(boot, [tail, 1.0 - tail])
+    else:
+        ci = np.array([np.nan, np.nan])
+
+    result: dict[str, object] = {
+        "extrapolated": float(crossing), "slope": slope, "intercept": intercept,
+        "offset": float(offset), "n_detected": int(detected.sum()), "boot": boot,
+    }
+    n_det = int(detected.sum())
+    if n_det == 0:
+        return {**result, "estimate": np.nan, "ci_low": float(s[-1]), "ci_high": np.inf,
+                "bound": "above"}
+    if n_det == 1:
+        first = int(np.argmax(detected))
+        below = s[:first][~detected[:first]]
+        return {**result, "estimate": np.nan,
+                "ci_low": float(below[-1]) if below.size else -np.inf,
+                "ci_high": float(s[first]), "bound": "interval"}
+    if not np.isfinite(crossing):
+        return {**result, "estimate": np.nan, "ci_low": np.nan, "ci_high": np.nan,
+                "bound": "failed"}
+    if detected[0] or crossing < s[0]:
+        return {**result, "estimate": np.nan, "ci_low": -np.inf, "ci_high": float(s[0]),
+                "bound": "below"}
+    if crossing > s[-1]:
+        return {**result, "estimate": np.nan, "ci_low": float(s[-1]), "ci_high": np.inf,
+                "bound": "above"}
+    return {**result, "estimate": float(crossing), "ci_low": float(ci[0]),
+            "ci_high": float(ci[1]), "bound": "none"}
+
+
+class _quiet:
+    """Silence numpy's 'Mean of empty slice' RuntimeWarning (all-NaN rows stay NaN)."""
+
+    def __enter__(self) -> None:
+        import warnings
+
+        self._ctx = warnings.catch_warnings()
+        self._ctx.__enter__()
+        warnings.simplefilter("ignore", RuntimeWarning)
+
+    def __exit__(self, *exc: object) -> None:
+        self._ctx.__exit__(*exc)
+
+
+_SCALARS = ("estimate", "ci_low", "ci_high", "extrapolated", "slope", "intercept", "offset",
+            "n_detected")
+
+
+def estimate_thresholds(
+    cells: xr.Dataset,
+    *,
+    margin: float = DEFAULT_MARGIN,
+    n_boot: int = DEFAULT_N_BOOT,
+    level: float = DEFAULT_LEVEL,
+    seed: int = 0,
+) -> xr.Dataset:
+    """Both empirical thresholds for every snr curve of a sweep (module estimator).
+
+    Parameters
+    ----------
+    cells : xarray.Dataset
+        Contract-shaped ``cells.zarr`` dataset.
+    margin, n_boot, level : see :func:`fit_threshold`.
+    seed : int
+        Seed of the bootstrap generator (one generator per curve, derived from ``seed``).
+
+    Returns
+    -------
+    xarray.Dataset
+        On the curve axes (all axes but ``snr``) and ``transition``: ``threshold_estimate``,
+        ``threshold_ci_low``, ``threshold_ci_high``, ``threshold_extrapolated``,
+        ``threshold_bound`` (str), ``theta_slope``, ``theta_intercept``, ``theta_offset``,
+        ``threshold_n_detected``, ``theta_critical``; ``threshold_boot`` (+ ``boot``); and
+        ``theta_hat`` (with ``snr`` and ``replicate``).
+    """
+    th = theta_hat(cells)
+    delta, gamma = effective_ratios(cells)
+    curve_dims = [d for d in CURVE_AXES if d in th.dims]
+    th = th.transpose(*curve_dims, "transition", "snr", "replicate")
+    snr = np.asarray(th["snr"].values, dtype=float)
+    shape = tuple(th.sizes[d] for d in curve_dims)
+    n_tr = th.sizes["transition"]
+    out = {name: np.full((*shape, n_tr), np.nan) for name in _SCALARS}
+    bound = np.full((*shape, n_tr), "", dtype=object)
+    boot = np.full((*shape, n_tr, n_boot), np.nan)
+    theta_c = np.full((*shape, n_tr), np.nan)
+    # effective ratios per curve (constant along snr; take the mean over what is there)
+    dmean = delta.mean([d for d in delta.dims if d not in curve_dims]) if delta.dims else delta
+    gmean = gamma.mean([d for d in gamma.dims if d not in curve_dims]) if gamma.dims else gamma
+    dmean = dmean.broadcast_like(th.isel(transition=0, snr=0, replicate=0, drop=True))
+    gmean = gmean.broadcast_like(th.isel(transition=0, snr=0, replicate=0, drop=True))
+    dvals = np.asarray(dmean.transpose(*curve_dims).values, dtype=float)
+    gvals = np.asarray(gmean.transpose(*curve_dims).values, dtype=float)
+    values = np.asarray(th.values, dtype=float)
+    root = np.random.default_rng(seed)
+    for index in np.ndindex(*shape):
+        for t, transition in enumerate(th["transition"].values):
+            rng = np.random.default_rng(root.integers(2**63))
+            if not (np.isfinite(dvals[index]) and np.isfinite(gvals[index])):
+                continue
+            tc = float(critical_theta(dvals[index], gvals[index], str(transition)))
+            theta_c[(*index, t)] = tc
+            if not np.isfinite(values[(*index, t)]).any():
+                continue
+            fit = fit_threshold(snr, values[(*index, t)], tc, margin=margin, n_boot=n_boot,
+                                level=level, rng=rng)
+            for name in _SCALARS:
+                out[name][(*index, t)] = fit[name]
+            bound[(*index, t)] = fit["bound"]
+            boot[(*index, t)] = fit["boot"]
+    dims = [*curve_dims, "transition"]
+    coords = {d: th[d] for d in dims}
+
+    def da(values: np.ndarray, long_name: str, units: str = "snr") -> xr.DataArray:
+        return xr.DataArray(values, dims=dims, coords=coords,
+                            attrs={"long_name": long_name, "units": units})
+
+    ds = xr.Dataset({
+        "threshold_estimate": da(out["estimate"], "empirical threshold (NaN when a bound)"),
+        "threshold_ci_low": da(out["ci_low"], "lower end of CI or bound"),
+        "threshold_ci_high": da(out["ci_high"], "upper end of CI or bound"),
+        "threshold_extrapolated": da(out["extrapolated"], "line crossing theta_c"),
+        "threshold_bound": da(bound.astype(str), "none | below | above | interval | failed",
+                              "1"),
+        "theta_slope": da(out["slope"], "d theta_hat / d snr", "kappa per snr"),
+        "theta_intercept": da(out["intercept"], "theta_hat at snr = 0", "kappa"),
+        "theta_offset": da(out["offset"], "intercept / slope (paper 0, finite_vocab delta)"),
+        "threshold_n_detected": da(out["n_detected"], "detected snr points", "count"),
+        "theta_critical": da(theta_c, "critical theta", "kappa"),
+        "threshold_boot": xr.DataArray(boot, dims=[*dims, "boot"], coords=coords,
+                                       attrs={"long_name": "bootstrap crossings",
+                                              "units": "snr"}),
+        "theta_hat": th,
+    }, attrs={"threshold_margin": margin, "n_boot": n_boot, "ci_level": level})
+    return ds
+
+
+def finite_size_fit(
+    d: np.ndarray,
+    estimates: np.ndarray,
+    boot: np.ndarray | None = None,
+    *,
+    exponent: float = DEFAULT_EXPONENT,
+    level: float = DEFAULT_LEVEL,
+) -> dict[str, float]:
+    """Fit ``estimate(d) = a + b d^(-exponent)`` and extrapolate to ``d -> inf`` (spec §6.2).
+
+    Parameters
+    ----------
+    d : ndarray (n,)
+        Dimensions (at least two distinct finite estimates are needed).
+    estimates : ndarray (n,)
+        Threshold estimates (use the extrapolated crossings so bounds still carry a value).
+    boot : ndarray (n, B), optional
+        Bootstrap samples per d; the same fit on each column gives the CI of ``a``.
+    exponent : float
+        Scaling exponent (default 1/3: the BBP critical window).
+    level : float
+        CI level.
+
+    Returns
+    -------
+    dict
+        ``a`` (d -> inf limit), ``b``, ``ci_low``, ``ci_high`` (NaN without ``boot``),
+        ``n_d``.
+    """
+    d = np.asarray(d, dtype=float)
+    y = np.asarray(estimates, dtype=float)
+    x = d ** (-exponent)
+    ok = np.isfinite(y) & np.isfinite(x)
+    nan = float("nan")
+    if np.unique(x[ok]).size < 2:
+        return {"a": nan, "b": nan, "ci_low": nan, "ci_high": nan, "n_d": float(ok.sum())}
+    a, b, _ = _masked_line(x, y, ok)
+    result = {"a": float(a), "b": float(b), "ci_low": nan, "ci_high": nan,
+              "n_d": float(ok.sum())}
+    if boot is not None:
+        bt = np.asarray(boot, dtype=float).T  # (B, n)
+        mask = np.isfinite(bt) & np.isfinite(x)
+        ab, _, nb = _masked_line(x, bt, mask)
+        ab = ab[nb == ok.sum()]
+        ab = ab[np.isfinite(ab)]
+        if ab.size >= 2:
+            tail = (1.0 - level) / 2.0
+            low, high = np.quantile(ab, [tail, 1.0 - tail])
+            result.update(ci_low=float(low), ci_high=float(high))
+    return result
+
+
+def finite_size_thresholds(
+    thresholds: xr.Dataset, *, exponent: float = DEFAULT_EXPONENT, level: float = DEFAULT_LEVEL
+) -> xr.Dataset | None:
+    """Apply :func:`finite_size_fit` along ``d`` to every curve of :func:`estimate_thresholds`.
+
+    Returns
+    -------
+    xarray.Dataset or None
+        ``fss_limit``, ``fss_slope``, ``fss_ci_low``, ``fss_ci_high`` on the curve axes
+        without ``d`` (plus ``transition``); None when the sweep has a single ``d``.
+    """
+    if "d" not in thresholds.dims or thresholds.sizes["d"] < 2:
+        return None
+    est = thresholds["threshold_extrapolated"]
+    other = [dim for dim in est.dims if dim != "d"]
+    est = est.transpose("d", *other)
+    boot = thresholds["threshold_boot"].transpose("d", *other, "boot")
+    d = np.asarray(est["d"].values, dtype=float)
+    shape = tuple(est.sizes[o] for o in other)
+    fields = ("a", "b", "ci_low", "ci_high")
+    out = {f: np.full(shape, np.nan) for f in fields}
+    for index in np.ndindex(*shape):
+        sel = (slice(None), *index)
+        fit = finite_size_fit(d, est.values[sel], boot.values[sel], exponent=exponent,
+                              level=level)
+        for f in fields:
+            out[f][index] = fit[f]
+    coords = {o: est[o] for o in other}
+
+    def da(values: np.ndarray, long_name: str) -> xr.DataArray:
+        return xr.DataArray(values, dims=other, coords=coords,
+                            attrs={"long_name": long_name, "units": "snr"})
+
+    return xr.Dataset({
+        "fss_limit": da(out["a"], "threshold extrapolated to d -> inf"),
+        "fss_slope": da(out["b"], "coefficient of d^(-exponent)"),
+        "fss_ci_low": da(out["ci_low"], "CI low of the d -> inf limit"),
+        "fss_ci_high": da(out["ci_high"], "CI high of the d -> inf limit"),
+    }, attrs={"fss_exponent": exponent})
