@@ -1,0 +1,48 @@
+# attnrmt sweep pipeline (pipeline.md). Thin: config, validation, includes, rule all.
+#
+#   snakemake --cores all --workflow-profile profiles/default [--configfile my.yaml]
+#
+# A --configfile given on the command line REPLACES config.yaml (a config file is a
+# complete experiment); --config key=value entries (e.g. the profiles' dask settings)
+# are merged on top.
+import sys
+
+from snakemake.utils import min_version, validate
+
+min_version("9.0")
+
+if not workflow.overwrite_configfiles:
+
+    configfile: "config.yaml"
+
+
+validate(config, "workflow/schemas/config.schema.yaml")
+
+from attnrmt.sweep.config import ConfigError, check_config
+
+try:
+    check_config(config)
+except ConfigError as config_error:
+    print(f"attnrmt: invalid configuration: {config_error}", file=sys.stderr)
+    sys.exit(1)
+
+
+include: "workflow/rules/common.smk"
+include: "workflow/rules/simulate.smk"
+include: "workflow/rules/theory.smk"
+include: "workflow/rules/analyze.smk"
+include: "workflow/rules/report.smk"
+
+
+rule all:
+    input:
+        ALL_TARGETS,
+    default_target: True
+
+
+onsuccess:
+    shutdown_run_cluster(RESULTS)
+
+
+onerror:
+    shutdown_run_cluster(RESULTS)

@@ -1,0 +1,252 @@
+"""Run one block: reuse finished cells, compute the rest on the run's Dask cluster, write
+the fragment atomically.
+
+A block job is a Dask client. Cells already finished in any fragment of the sweep
+(current, orphaned by a change of block membership, or salvaged from a failed block) are
+copied bit for bit; only the missing cells are submitted, one task per cell
+(``simulate_cell(**kwargs, seed=seed_words).to_dict()``; task keys are content keys, so
+tasks are idempotent and concurrent jobs asking for the same cell share one task).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from attnrmt.sweep import store
+
+LOGGER = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class BlockCell:
+    """What one cell of a block depends on: its key, seed words and simulate kwargs."""
+
+    key: str
+    seed: tuple[int, ...]
+    kwargs: dict[str, Any]
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, Any]) -> BlockCell:
+        """From a ``{"key", "seed", "kwargs"}`` mapping (the block rule's ``params``)."""
+        return cls(
+            key=str(params["key"]),
+            seed=tuple(int(word) for word in params["seed"]),
+            kwargs=dict(params["kwargs"]),
+        )
+
+    @property
+    def cell_id(self) -> tuple[str, str]:
+        """``(key, seed token)``: what a finished result must match to be reused."""
+        return self.key, store.seed_token(self.seed)
+
+    @property
+    def task_key(self) -> str:
+        """Dask task key: content-derived, identical for identical cells in any job."""
+        digest = hashlib.sha256(f"{self.key}|{store.seed_token(self.seed)}".encode())
+        return f"attnrmt-cell-{digest.hexdigest()[:32]}"
+
+
+@dataclass(frozen=True)
+class BlockSummary:
+    """What a block job did."""
+
+    fragment: Path
+    n_cells: int
+    n_computed: int
+    n_reused: int
+    seconds: float
+
+    def describe(self) -> str:
+        """One progress line."""
+        return (
+            f"block {self.fragment.stem[:12]}: {self.n_cells} cells, "
+            f"{self.n_computed} computed, {self.n_reused} reused, {self.seconds:.2f} s"
+        )
+
+
+def compute_cell(kwargs: Mapping[str, Any], seed: Sequence[int]) -> dict[str, Any]:
+    """Dask task: simulate one cell and return its ``CellResult.to_dict()``.
+
+    Pure function of its arguments (idempotent; safe to retry).
+    """
+    from attnrmt.model import simulate_cell
+
+    result = simulate_cell(**kwargs, seed=list(seed))
+    return {
+        name: (np.array(value) if isinstance(value, np.ndarray) else value)
+        for name, value in result.to_dict().items()
+    }
+
+
+def sweep_dir_of(fragment_path: str | os.PathLike[str]) -> Path:
+    """``results/<run>/<sweep>`` of ``results/<run>/<sweep>/fragments/<block>.npz``."""
+    return Path(fragment_path).resolve().parent.parent
+
+
+def unique_cells(cells: Sequence[BlockCell]) -> list[BlockCell]:
+    """Cells with distinct ``cell_id``, first occurrence kept, order preserved."""
+    seen: dict[tuple[str, str], BlockCell] = {}
+    for cell in cells:
+        seen.setdefault(cell.cell_id, cell)
+    return list(seen.values())
+
+
+def compute_missing(
+    cells: Sequence[BlockCell], client: Any, retries: int
+) -> tuple[dict[tuple[str, str], dict[str, Any]], list[tuple[BlockCell, BaseException]]]:
+    """Submit cells to Dask, wait for all; return finished records and failures."""
+    from distributed import as_completed
+
+    futures = {
+        client.submit(
+            compute_cell, cell.kwargs, list(cell.seed), key=cell.task_key, retries=retries
+        ): cell
+        for cell in cells
+    }
+    finished: dict[tuple[str, str], dict[str, Any]] = {}
+    failures: list[tuple[BlockCell, BaseException]] = []
+    for future in as_completed(list(futures), loop=client.loop):
+        cell = futures[future]
+        try:
+            finished[cell.cell_id] = future.result()
+        except Exception as exc:
+            failures.append((cell, exc))
+        future.release()
+    return finished, failures
+
+
+def _block_logger(log_path: str | os.PathLike[str] | None) -> tuple[logging.Logger, Any]:
+    logger = logging.getLogger(f"{__name__}.{os.getpid()}.{id(log_path)}.{time.time_ns()}")
+    logger.setLevel(logging.INFO)
+    logger.propagate = False
+    handler: logging.Handler
+    if log_path is not None:
+        Path(log_path).parent.mkdir(parents=True, exist_ok=True)
+        handler = logging.FileHandler(log_path, mode="w")
+    else:
+        handler = logging.NullHandler()
+    handler.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
+    logger.addHandler(handler)
+    return logger, handler
+
+
+def run_block(
+    cells: Sequence[Mapping[str, Any]],
+    fragment_path: str | os.PathLike[str],
+    run_dir: str | os.PathLike[str],
+    dask_config: Mapping[str, Any] | None = None,
+    log_path: str | os.PathLike[str] | None = None,
+) -> BlockSummary:
+    """Produce one block's fragment (the body of rule ``simulate_block``).
+
+    Parameters
+    ----------
+    cells : sequence of mapping
+        The block's cells in canonical order, each ``{"key", "seed", "kwargs"}``:
+        content key, seed words (``Cell.seed_words(root_seed)``) and
+        ``Cell.simulate_kwargs()``.
+    fragment_path : path
+        ``results/<run>/<sweep>/fragments/<block>.npz`` (written atomically).
+    run_dir : path
+        ``results/<run>`` (holds the run's Dask scheduler file).
+    dask_config : mapping, optional
+        The config's ``dask:`` block (:class:`attnrmt.sweep.cluster.ClusterSettings`).
+    log_path : path, optional
+        Per-block log file.
+
+    Returns
+    -------
+    BlockSummary
+
+    Raises
+    ------
+    RuntimeError
+        If some cells failed after Dask's retries; their finished siblings are kept in
+        ``<sweep>/salvage/<block>.npz`` for the rerun.
+    """
+    from attnrmt.sweep.cluster import ClusterSettings, run_client
+
+    started = time.perf_counter()
+    logger, handler = _block_logger(log_path)
+    try:
+        block_cells = [BlockCell.from_params(params) for params in cells]
+        fragment = Path(fragment_path)
+        sweep_dir = sweep_dir_of(fragment)
+        index = store.fragment_index(sweep_dir, exclude=[fragment])
+        wanted = unique_cells(block_cells)
+        reused = store.load_cell_records((cell.cell_id for cell in wanted), index)
+        missing = [cell for cell in wanted if cell.cell_id not in reused]
+        logger.info(
+            "%s: %d cells, %d reusable, %d to compute",
+            fragment.name,
+            len(block_cells),
+            len(reused),
+            len(missing),
+        )
+        computed: dict[tuple[str, str], dict[str, Any]] = {}
+        if missing:
+            settings = ClusterSettings.from_config(dask_config)
+            with run_client(run_dir, settings) as client:
+                logger.info("Dask scheduler %s, dashboard %s", client.scheduler.address,
+                            client.dashboard_link)
+                computed, failures = compute_missing(missing, client, settings.task_retries)
+            if failures:
+                salvage = _salvage(block_cells, computed, reused, sweep_dir, fragment)
+                for cell, exc in failures:
+                    logger.error("cell %s failed: %r", cell.key, exc)
+                raise RuntimeError(
+                    f"{len(failures)} of {len(missing)} cells of {fragment.name} failed "
+                    f"(first: {failures[0][1]!r}); finished cells kept in {salvage}"
+                )
+        arrays = store.encode_fragment(
+            cell_keys=[cell.key for cell in block_cells],
+            cell_seeds=[cell.cell_id[1] for cell in block_cells],
+            computed=[cell.cell_id in computed for cell in block_cells],
+            records=[
+                computed.get(cell.cell_id) or reused[cell.cell_id] for cell in block_cells
+            ],
+        )
+        store.write_fragment(fragment, arrays)
+        summary = BlockSummary(
+            fragment=fragment,
+            n_cells=len(block_cells),
+            n_computed=len(computed),
+            n_reused=len(block_cells) - len(computed),
+            seconds=time.perf_counter() - started,
+        )
+        logger.info(summary.describe())
+        print(f"attnrmt: {sweep_dir.name} {summary.describe()}", flush=True)
+        return summary
+    finally:
+        handler.close()
+        logger.removeHandler(handler)
+
+
+def _salvage(
+    block_cells: Sequence[BlockCell],
+    computed: Mapping[tuple[str, str], Mapping[str, Any]],
+    reused: Mapping[tuple[str, str], Mapping[str, Any]],
+    sweep_dir: Path,
+    fragment: Path,
+) -> Path | None:
+    """Keep a failed block's newly computed cells for reuse; return the salvage file."""
+    kept = [cell for cell in unique_cells(block_cells) if cell.cell_id in computed]
+    if not kept:
+        return None
+    arrays = store.encode_fragment(
+        cell_keys=[cell.key for cell in kept],
+        cell_seeds=[cell.cell_id[1] for cell in kept],
+        computed=[True] * len(kept),
+        records=[computed[cell.cell_id] for cell in kept],
+    )
+    del reused  # reused cells already live in another fragment
+    return store.write_fragment(sweep_dir / store.SALVAGE_DIRNAME / fragment.name, arrays)

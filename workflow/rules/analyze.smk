@@ -1,0 +1,1 @@
+# Placeholder: the analysis engineer replaces this file (analyze stage).

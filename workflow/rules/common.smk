@@ -1,0 +1,47 @@
+# Shared helpers: the run plan (built once, at DAG time), paths and input functions.
+# Rule files extend ALL_TARGETS with their final outputs.
+import re
+
+from attnrmt.sweep.cluster import shutdown_run_cluster
+from attnrmt.sweep.plan import plan_run
+
+PLAN = plan_run(config)
+RUN = PLAN.run
+RESULTS = f"results/{RUN}"
+SWEEPS = list(PLAN.sweeps)
+BLOCKS = {name: sweep.block_index() for name, sweep in PLAN.sweeps.items()}
+ALL_TARGETS = []
+
+
+wildcard_constraints:
+    sweep="|".join(re.escape(name) for name in SWEEPS),
+    block="[0-9a-f]+",
+
+
+def sweep_path(sweep, name):
+    """results/<run>/<sweep>/<name>."""
+    return f"{RESULTS}/{sweep}/{name}"
+
+
+def fragment_path(sweep, block_key):
+    """Fragment of one block: results/<run>/<sweep>/fragments/<block>.npz."""
+    return f"{RESULTS}/{sweep}/fragments/{block_key}.npz"
+
+
+def sweep_fragments(wildcards):
+    """Fragments of the current blocks of a sweep (input of gather_cells)."""
+    return [fragment_path(wildcards.sweep, block.key) for block in PLAN.sweeps[wildcards.sweep].blocks]
+
+
+def block_cells(wildcards):
+    """What a block's cells depend on, in block order: key, seed words, simulate kwargs."""
+    block = BLOCKS[wildcards.sweep][wildcards.block]
+    return [
+        {"key": cell.key, "seed": cell.seed_words(PLAN.seed), "kwargs": cell.simulate_kwargs()}
+        for cell in block.cells
+    ]
+
+
+def sweep_config_sha256(wildcards):
+    """sha256 of the sweep's canonical config (reruns gather/theory when it changes)."""
+    return PLAN.sweeps[wildcards.sweep].config_sha256

@@ -1,0 +1,35 @@
+# Simulation: one job per block (a Dask client), then one gather per sweep.
+import attnrmt.sweep.blocks
+import attnrmt.sweep.store
+
+
+rule simulate_block:
+    output:
+        f"{RESULTS}/{{sweep}}/fragments/{{block}}.npz",
+    params:
+        cells=block_cells,
+    log:
+        f"{RESULTS}/logs/simulate_block/{{sweep}}/{{block}}.log",
+    threads: 1
+    run:
+        attnrmt.sweep.blocks.run_block(
+            params.cells, output[0], RESULTS, config.get("dask"), log[0]
+        )
+
+
+rule gather_cells:
+    input:
+        sweep_fragments,
+    output:
+        directory(f"{RESULTS}/{{sweep}}/cells.zarr"),
+    params:
+        config_sha256=sweep_config_sha256,
+    log:
+        f"{RESULTS}/logs/gather_cells/{{sweep}}.log",
+    run:
+        attnrmt.sweep.store.gather_cells(
+            PLAN.sweeps[wildcards.sweep], input, output[0], PLAN.seed, log[0]
+        )
+
+
+ALL_TARGETS.extend(sweep_path(sweep, "cells.zarr") for sweep in SWEEPS)
