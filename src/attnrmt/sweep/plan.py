@@ -48,10 +48,10 @@ def canonical_number(value: Any) -> Any:
         return value
     if isinstance(value, Integral):
         return int(value)
-    as_float = float(value)
-    if as_float.is_integer():
-        return int(as_float)
-    return float(f"{as_float:.12g}") + 0.0
+    rounded = float(f"{float(value):.12g}") + 0.0
+    if rounded.is_integer():
+        return int(rounded)
+    return rounded
 
 
 @functools.lru_cache(maxsize=1 << 16)

@@ -1,0 +1,265 @@
+"""Planning: content keys, seeds, blocks, config hashes, speed."""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import inspect
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from attnrmt.sweep import AXES, Cell, load_config, plan_run
+from attnrmt.sweep.plan import MODEL_VERSION, make_blocks
+
+CONFIGS = Path(__file__).with_name("configs")
+
+# The canonical JSON of KNOWN_CELL, spelled out: if this test fails, every cell key (and so
+# every stored fragment) has changed; bump MODEL_VERSION on purpose, never by accident.
+KNOWN_CELL_JSON = (
+    '{"T":8,"centered":true,"d":400,"delta":0.5,"gamma":0.5,"model_version":1,'
+    '"positional":{"L":4,"kind":"prefix"},"replicate":0,"snr":1,"top_k":3,'
+    '"weights":{"kind":"mean"}}'
+)
+KNOWN_CELL_KEY = "fbcff87a37bc40cbafde16bd03eb4e034b7dd1e84ba3afab54c78c75cbbd9591"
+
+
+def known_cell(**changes: Any) -> Cell:
+    fields = {
+        "d": 400,
+        "delta": 0.5,
+        "gamma": 0.5,
+        "T": 8,
+        "positional": "prefix4",
+        "weights": "mean",
+        "snr": 1.0,
+        "centered": True,
+        "replicate": 0,
+        "top_k": 3,
+        "positional_spec": {"kind": "prefix", "L": 4},
+        "weights_spec": {"kind": "mean"},
+    }
+    fields.update(changes)
+    return Cell(**fields)
+
+
+def sweep_config(**sweep: Any) -> dict[str, Any]:
+    base = {
+        "seed": 5,
+        "positional_models": {"p2": {"kind": "prefix", "L": 2}},
+        "weight_models": {"c1": {"kind": "causal_limit", "tau": 1.0}},
+        "sweeps": {"s": {"d": [20], "T": [4], "positional": ["p2"], "weights": ["mean", "c1"]}},
+        "execution": {"block_size": 4},
+    }
+    base["sweeps"]["s"].update(sweep)
+    return base
+
+
+def plan_of(config: dict[str, Any], sweep: str = "s") -> Any:
+    return plan_run(load_config(config)).sweeps[sweep]
+
+
+# --------------------------------------------------------------------------- keys
+
+
+def test_known_cell_key_is_the_sha256_of_its_canonical_json() -> None:
+    assert MODEL_VERSION == 1
+    assert hashlib.sha256(KNOWN_CELL_JSON.encode()).hexdigest() == KNOWN_CELL_KEY
+    assert known_cell().key == KNOWN_CELL_KEY
+
+
+def test_key_is_stable_across_processes() -> None:
+    code = (
+        "from attnrmt.sweep import Cell; "
+        "print(Cell(400, 0.5, 0.5, 8, 'x', 'y', 1.0, True, 0, 3, "
+        "{'L': 4, 'kind': 'prefix'}, {'kind': 'mean'}).key)"
+    )
+    keys = {
+        subprocess.run(
+            [sys.executable, "-c", code],
+            check=True,
+            capture_output=True,
+            text=True,
+            env={"PYTHONHASHSEED": seed, "PATH": ""},
+        ).stdout.strip()
+        for seed in ("1", "2")
+    }
+    assert keys == {KNOWN_CELL_KEY}
+
+
+def test_key_excludes_names_and_includes_specs() -> None:
+    renamed = known_cell(positional="other", weights="another")
+    assert renamed.key == KNOWN_CELL_KEY
+    assert known_cell(positional_spec={"kind": "prefix", "L": 3}).key != KNOWN_CELL_KEY
+    assert known_cell(snr=1.0 + 1e-15).key == KNOWN_CELL_KEY  # normalised
+    assert known_cell(snr=np.float64(1.0)).key == KNOWN_CELL_KEY
+    for change in ({"replicate": 1}, {"top_k": 2}, {"centered": False}, {"d": 401}):
+        assert known_cell(**change).key != KNOWN_CELL_KEY
+
+
+def test_keys_do_not_depend_on_model_names_or_grid_position() -> None:
+    small = plan_of(sweep_config(snr=[1.0]))
+    config = sweep_config(d=[10, 20], snr=[0.5, 1.0], weights=["harmonic", "mean", "causal"])
+    config["weight_models"] = {"causal": {"kind": "causal_limit", "tau": 1.0}}
+    config["positional_models"] = {"first2": {"kind": "prefix", "L": 2}}
+    config["sweeps"]["s"]["positional"] = ["first2"]
+    big = plan_of(config)
+    assert {cell.key for cell in small.cells} <= {cell.key for cell in big.cells}
+
+
+def test_linspace_and_list_snr_give_the_same_keys() -> None:
+    by_linspace = plan_of(sweep_config(snr={"start": 0.0, "stop": 0.3, "num": 4}))
+    by_list = plan_of(sweep_config(snr=[0.0, 0.1, 0.2, 0.3]))
+    assert [cell.key for cell in by_linspace.cells] == [cell.key for cell in by_list.cells]
+    assert [block.key for block in by_linspace.blocks] == [b.key for b in by_list.blocks]
+
+
+def test_seed_words_feed_default_rng() -> None:
+    words = known_cell().seed_words(2026)
+    assert len(words) == 5 and words[-1] == 2026
+    assert all(0 <= word < 2**32 for word in words[:4])
+    assert words[:4] == [
+        int.from_bytes(bytes.fromhex(KNOWN_CELL_KEY)[i : i + 4], "little") for i in (0, 4, 8, 12)
+    ]
+    first = np.random.default_rng(words).standard_normal(3)
+    again = np.random.default_rng(known_cell().seed_words(2026)).standard_normal(3)
+    np.testing.assert_array_equal(first, again)
+    assert known_cell().seed_words(1) != words
+
+
+def test_simulate_kwargs_bind_to_simulate_cell() -> None:
+    from attnrmt.model import simulate_cell
+
+    kwargs = known_cell().simulate_kwargs()
+    inspect.signature(simulate_cell).bind(**kwargs, seed=[1, 2])
+    assert kwargs["positional"] == {"kind": "prefix", "L": 4}
+    assert kwargs["weights"] == {"kind": "mean"}
+
+
+# --------------------------------------------------------------------------- plan shape
+
+
+def test_plan_counts_axes_and_models() -> None:
+    plan = plan_run(load_config(CONFIGS / "small.yaml"))
+    assert (plan.run, plan.seed) == ("test-small", 7)
+    transition = plan.sweeps["transition"]
+    assert list(transition.axes) == list(AXES)
+    assert transition.axes["snr"] == [0.0, 1.0, 2.0, 3.0]
+    assert len(transition.cells) == 2 * 1 * 1 * 1 * 2 * 4 * 4 * 1 * 2
+    assert transition.models["weights"]["causal1"] == {"kind": "causal_limit", "tau": 1.0}
+    assert set(transition.models["positional"]) == {"prefix4", "iid"}
+    markov = plan.sweeps["markov"]
+    assert markov.axes["T"] == [4, 8] and len(markov.cells) == 2 * 2 * 2
+    assert len({cell.key for cell in transition.cells}) == len(transition.cells)
+
+
+def test_cells_share_spec_objects() -> None:
+    sweep = plan_of(sweep_config(snr=[0.0, 1.0], replicates=3))
+    specs = {id(cell.positional_spec) for cell in sweep.cells}
+    assert len(specs) == 1
+
+
+def test_blocks_never_mix_lines_and_are_sorted() -> None:
+    sweep = plan_of(sweep_config(d=[10, 20], snr=[2.0, 0.0, 1.0], replicates=3))
+    assert sum(len(block.cells) for block in sweep.blocks) == len(sweep.cells)
+    for block in sweep.blocks:
+        assert len({cell.line for cell in block.cells}) == 1
+        order = [(cell.snr, cell.replicate) for cell in block.cells]
+        assert order == sorted(order)
+        assert 1 <= len(block.cells) <= 4
+
+
+def test_block_size_does_not_change_the_cells() -> None:
+    config = sweep_config(d=[10, 20], snr=[0.0, 1.0, 2.0], replicates=3)
+    by_block_size = {}
+    for size in (1, 16):
+        config["execution"]["block_size"] = size
+        sweep = plan_of(config)
+        by_block_size[size] = sweep
+        assert {key for block in sweep.blocks for key in block.cell_keys} == {
+            cell.key for cell in sweep.cells
+        }
+    one, sixteen = by_block_size[1], by_block_size[16]
+    assert [cell.key for cell in one.cells] == [cell.key for cell in sixteen.cells]
+    assert len(one.blocks) == len(one.cells)
+    assert one.config_sha256 == sixteen.config_sha256
+
+
+def test_extending_an_axis_keeps_old_block_keys() -> None:
+    before = plan_of(sweep_config(d=[20], snr=[0.0, 1.0], replicates=2))
+    after = plan_of(sweep_config(d=[20, 30], snr=[0.0, 1.0], replicates=2))
+    old, new = {b.key for b in before.blocks}, {b.key for b in after.blocks}
+    assert old < new
+    longer = plan_of(sweep_config(d=[20], snr=[0.0, 1.0, 2.0], replicates=2))
+    assert old <= {b.key for b in longer.blocks}  # full blocks of the old snr prefix survive
+
+
+def test_block_keys_depend_on_root_seed_cell_keys_do_not() -> None:
+    config = sweep_config(snr=[0.0, 1.0])
+    first = plan_of(config)
+    config["seed"] = 6
+    second = plan_of(config)
+    assert [c.key for c in first.cells] == [c.key for c in second.cells]
+    assert not {b.key for b in first.blocks} & {b.key for b in second.blocks}
+    assert first.config_sha256 != second.config_sha256
+
+
+def test_config_sha256_ignores_site_and_analysis_settings() -> None:
+    config = sweep_config()
+    reference = plan_of(config).config_sha256
+    site = copy.deepcopy(config)
+    site["dask"] = {"mode": "slurm", "slurm": {"cores": 8}}
+    site["execution"] = {"block_size": 1}
+    site["analysis"] = {}
+    assert plan_of(site).config_sha256 == reference
+    assert plan_of(sweep_config(replicates=2)).config_sha256 != reference
+    assert plan_of(sweep_config(snr=[1.0, 2.0])).config_sha256 != reference
+
+
+def test_make_blocks_rejects_bad_block_size() -> None:
+    with pytest.raises(ValueError, match="block_size=0"):
+        make_blocks([known_cell()], 1, 0)
+
+
+def test_plan_run_accepts_a_config_validated_only_by_snakemake() -> None:
+    import yaml
+    from snakemake.utils import validate
+
+    with (CONFIGS / "small.yaml").open(encoding="utf-8") as handle:
+        raw = yaml.safe_load(handle)
+    validate(raw, str(Path(__file__).resolve().parents[1] / "workflow/schemas/config.schema.yaml"))
+    by_snakemake = plan_run(raw)
+    by_attnrmt = plan_run(load_config(CONFIGS / "small.yaml"))
+    for name, sweep in by_attnrmt.sweeps.items():
+        assert [b.key for b in by_snakemake.sweeps[name].blocks] == [b.key for b in sweep.blocks]
+        assert by_snakemake.sweeps[name].config_sha256 == sweep.config_sha256
+
+
+def test_plan_of_100k_cells_is_fast() -> None:
+    config = {
+        "positional_models": {"p4": {"kind": "prefix", "L": 4}},
+        "weight_models": {"c1": {"kind": "causal_limit", "tau": 1.0}},
+        "sweeps": {
+            "big": {
+                "d": [100, 200, 400, 800, 1600],
+                "delta": [0.25, 0.5, 1.0, 2.0],
+                "gamma": [0.5, 1.0],
+                "T": [8, 16],
+                "positional": ["p4", "iid"],
+                "weights": ["mean", "harmonic", "optimal", "c1", "last"],
+                "snr": {"start": 0.0, "stop": 3.0, "num": 25},
+                "replicates": 5,
+            }
+        },
+    }
+    start = time.perf_counter()
+    sweep = plan_run(load_config(config)).sweeps["big"]
+    elapsed = time.perf_counter() - start
+    assert len(sweep.cells) == 100_000
+    assert len(sweep.blocks) == 5 * 4 * 2 * 2 * 2 * 5 * 8  # 125 cells per line, 16 per block
+    assert elapsed < 15.0, f"planning 1e5 cells took {elapsed:.1f} s"
