@@ -1,0 +1,166 @@
+"""The ``attnrmt`` command line: exit codes, one-line errors, plan and theory output."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from attnrmt import cli
+
+CONFIGS = Path(__file__).with_name("configs")
+SMALL = CONFIGS / "small.yaml"
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "attnrmt.cli", *args],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+
+
+# --------------------------------------------------------------------------- subprocess
+
+
+def test_validate_good_config_exits_0() -> None:
+    result = run_cli("validate", str(SMALL))
+    assert result.returncode == 0, result.stderr
+    assert "valid" in result.stdout and "136 cells" in result.stdout
+
+
+def test_bad_config_exits_2_with_one_line_naming_the_key(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(
+        SMALL.read_text(encoding="utf-8").replace("[prefix4, iid]", "[prefix9, iid]"),
+        encoding="utf-8",
+    )
+    for command in ("validate", "plan"):
+        result = run_cli(command, str(bad))
+        assert result.returncode == 2
+        assert result.stdout == ""
+        lines = result.stderr.strip().splitlines()
+        assert len(lines) == 1
+        assert "sweeps.transition.positional[0]='prefix9'" in lines[0]
+
+
+def test_theory_bad_model_exits_2() -> None:
+    result = run_cli("theory", "--T", "8", "--positional", '{"kind": "prefix", "L": 9}')
+    assert result.returncode == 2
+    assert (
+        result.stderr.strip()
+        == "attnrmt theory: error: --positional: positional.L=9: must be <= T=8"
+    )
+
+
+def test_unknown_command_exits_2() -> None:
+    result = run_cli("frobnicate")
+    assert result.returncode == 2
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+# --------------------------------------------------------------------------- in process
+
+
+def test_missing_config_file(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["validate", "no/such/config.yaml"]) == 2
+    assert "not found" in capsys.readouterr().err
+
+
+def test_plan_table_lists_every_sweep(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    assert cli.main(["plan", str(SMALL), "--results", str(tmp_path), "--no-calibrate"]) == 0
+    out = capsys.readouterr().out
+    assert "transition" in out and "markov" in out
+    assert "ESTIMATE" in out
+
+
+def test_plan_json_counts_done_cells(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from attnrmt.sweep import load_config, plan_run
+
+    sweep = plan_run(load_config(SMALL)).sweeps["transition"]
+    first_block = sweep.blocks[0]
+    done = {*first_block.cell_keys, sweep.blocks[1].cells[0].key}
+
+    def fake_finished(sweep_dir: Path) -> tuple[set[str], bool]:
+        return (done if sweep_dir.name == "transition" else set()), True
+
+    monkeypatch.setattr(cli, "finished_keys", fake_finished)
+    assert (
+        cli.main(["plan", str(SMALL), "--results", str(tmp_path), "--json", "--no-calibrate"]) == 0
+    )
+    report = json.loads(capsys.readouterr().out)
+    rows = {row["sweep"]: row for row in report["sweeps"]}
+    assert rows["transition"]["cells"] == 128 and rows["transition"]["blocks"] == 32
+    assert rows["transition"]["done_cells"] == len(done)
+    assert rows["transition"]["done_blocks"] == 1
+    assert rows["markov"]["done_cells"] == 0
+    total, left = (
+        rows["transition"][k] for k in ("estimated_seconds", "estimated_remaining_seconds")
+    )
+    assert 0 < left < total
+
+
+def test_finished_keys_without_results_is_empty(tmp_path: Path) -> None:
+    done, _ = cli.finished_keys(tmp_path / "run" / "sweep")
+    assert done == set()
+
+
+def test_cell_work_grows_with_d() -> None:
+    from attnrmt.sweep import Cell
+
+    def cell(d: int) -> Cell:
+        return Cell(
+            d, 0.5, 0.5, 8, "iid", "mean", 1.0, True, 0, 3, {"kind": "iid"}, {"kind": "mean"}
+        )
+
+    assert cli.cell_work(cell(200)) / cli.cell_work(cell(100)) == pytest.approx(8.0, rel=0.05)
+
+
+def test_theory_prints_both_variants(capsys: pytest.CaptureFixture[str]) -> None:
+    args = [
+        "theory",
+        "--delta",
+        "0.5",
+        "--gamma",
+        "0.5",
+        "--snr",
+        "2",
+        "--T",
+        "8",
+        "--positional",
+        '{"kind":"prefix","L":4}',
+        "--weights",
+        "mean",
+    ]
+    assert cli.main(args) == 0
+    out = capsys.readouterr().out
+    assert "alpha=0.3125 kappa=0.125" in out
+    assert "paper" in out and "finite_vocab" in out
+    assert "threshold_snr_sample" in out
+
+
+def test_theory_json_is_strict_and_consistent(capsys: pytest.CaptureFixture[str]) -> None:
+    args = [
+        "theory",
+        "--snr",
+        "0.05",
+        "--weights",
+        '{"kind": "causal_limit", "tau": 1.0}',
+        "--variant",
+        "paper",
+        "--json",
+    ]
+    assert cli.main(args) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert list(report["variants"]) == ["paper"]
+    paper = report["variants"]["paper"]
+    assert paper["sample_outlier"] is None  # below threshold: NaN -> null
+    assert report["alpha"] == pytest.approx(report["kappa"])  # iid: alpha = kappa
+    assert report["bulk"]["upper_edge"] == pytest.approx(4.409 * report["kappa"], rel=1e-3)
