@@ -1,0 +1,442 @@
+"""Bad inputs everywhere a user can give them: config, command line, Python API.
+
+One table (:data:`CASES`) drives one parametrised test: every bad input must fail with an
+error that names the culprit (the config key path or argument, and the value), and leave
+nothing behind (no ``results/`` directory). Config cases go through
+:func:`attnrmt.sweep.load_config`, a handful through a real ``snakemake -n`` of the
+Snakefile; CLI cases run the ``attnrmt`` console script; API cases call the library.
+
+``docs/bad-inputs.md`` is generated from the same table: regenerate it with
+``python tests/test_bad_inputs.py`` (``test_docs_in_sync`` fails when it is stale).
+"""
+
+from __future__ import annotations
+
+import copy
+import importlib
+import os
+import subprocess
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+DOCS = REPO / "docs" / "bad-inputs.md"
+
+#: A small valid config; each config case changes one thing in a copy of it.
+BASE_CONFIG: dict[str, Any] = {
+    "run": "bad-inputs",
+    "seed": 3,
+    "positional_models": {
+        "prefix4": {"kind": "prefix", "L": 4},
+        "mk": {"kind": "markov", "r": 0.5},
+    },
+    "weight_models": {"causal1": {"kind": "causal_limit", "tau": 1.0}},
+    "sweeps": {
+        "main": {
+            "d": [20, 30],
+            "delta": 0.5,
+            "gamma": 0.5,
+            "T": 8,
+            "positional": ["iid", "prefix4", "mk"],
+            "weights": ["mean", "causal1"],
+            "snr": [0.0, 1.0],
+            "replicates": 1,
+            "top_k": 2,
+        }
+    },
+    "execution": {"block_size": 4},
+}
+
+_DELETE = object()
+
+
+@dataclass(frozen=True)
+class Case:
+    """One bad input.
+
+    Attributes
+    ----------
+    id : str
+        Test id (also the row name in docs/bad-inputs.md).
+    surface : str
+        ``config`` (load_config), ``snakemake`` (real ``snakemake -n``), ``cli`` or ``api``.
+    bad : str
+        What is wrong, for the docs.
+    culprit : tuple of str
+        Substrings the error message must contain (the key path or argument, and the
+        offending value).
+    patch : mapping
+        Config cases: ``{"key.path": new value}`` (``_DELETE`` removes the key); a key
+        path ``"<file>"`` replaces the whole file text.
+    argv : sequence of str
+        CLI cases: arguments after ``attnrmt``. ``{config}`` is replaced by the path of a
+        config file written from ``patch`` (a valid one when ``patch`` is empty).
+    call : tuple
+        API cases: ``(module, function, kwargs)``.
+    error : str
+        API cases: expected exception type name.
+    """
+
+    id: str
+    surface: str
+    bad: str
+    culprit: tuple[str, ...]
+    patch: Mapping[str, Any] = field(default_factory=dict)
+    argv: Sequence[str] = ()
+    call: tuple[str, str, Mapping[str, Any]] | None = None
+    error: str = "ValueError"
+    xfail: str = ""
+
+
+CELL = {
+    "d": 20,
+    "delta": 0.5,
+    "gamma": 0.5,
+    "T": 4,
+    "positional": {"kind": "iid"},
+    "weights": "mean",
+    "snr": 1.0,
+}
+SPIKE = {"delta": 0.5, "gamma": 0.5, "snr": 1.0, "alpha": 1.0, "kappa": 1.0}
+
+
+def _cell(**changes: Any) -> tuple[str, str, dict[str, Any]]:
+    return ("attnrmt.model", "simulate_cell", {**CELL, **changes})
+
+
+def _spike(**changes: Any) -> tuple[str, str, dict[str, Any]]:
+    return ("attnrmt.theory", "spike", {**SPIKE, **changes})
+
+
+CASES: tuple[Case, ...] = (
+    # ----------------------------------------------------------------- config: schema
+    Case("config-d-below-2", "config", "`d` below 2 in a sweep",
+         ("sweeps.main.d", "1"), {"sweeps.main.d": [1, 20]}),
+    Case("config-d-not-a-number", "config", "`d` given as text",
+         ("sweeps.main.d", "'abc'"), {"sweeps.main.d": "abc"}),
+    Case("config-delta-negative", "config", "negative vocabulary ratio `delta`",
+         ("sweeps.main.delta", "-0.5"), {"sweeps.main.delta": -0.5}),
+    Case("config-gamma-zero", "config", "`gamma` = 0 (infinitely many samples)",
+         ("sweeps.main.gamma", "0"), {"sweeps.main.gamma": 0}),
+    Case("config-T-zero", "config", "sequence length `T` = 0",
+         ("sweeps.main.T", "0"), {"sweeps.main.T": [0]}),
+    Case("config-snr-negative", "config", "negative `snr`",
+         ("sweeps.main.snr", "-1"), {"sweeps.main.snr": -1}),
+    Case("config-snr-range-incomplete", "config", "`snr: {start, stop}` without `num`",
+         ("sweeps.main.snr", "num"), {"sweeps.main.snr": {"start": 0, "stop": 1}}),
+    Case("config-replicates-zero", "config", "`replicates: 0`",
+         ("sweeps.main.replicates", "0"), {"sweeps.main.replicates": 0}),
+    Case("config-unknown-key-typo", "config", "a misspelt sweep key (`dd` for `d`)",
+         ("sweeps.main", "dd"), {"sweeps.main.dd": 3}),
+    Case("config-no-sweeps", "config", "`sweeps: {}` (nothing to run)",
+         ("sweeps", "{}"), {"sweeps": {}}),
+    Case("config-seed-negative", "config", "negative root `seed`",
+         ("seed", "-1"), {"seed": -1}),
+    Case("config-run-path-traversal", "config", "a run name that escapes results/",
+         ("run", "'../evil'"), {"run": "../evil"}),
+    Case("config-centered-string", "config", "`centered: yes-please` (not a boolean)",
+         ("sweeps.main.centered", "yes-please"), {"sweeps.main.centered": "yes-please"}),
+    Case("config-block-size-zero", "config", "`execution.block_size: 0`",
+         ("execution.block_size", "0"), {"execution.block_size": 0}),
+    Case("config-dask-mode-unknown", "config", "unknown `dask.mode`",
+         ("dask.mode", "kubernetes"), {"dask.mode": "kubernetes"}),
+    Case("config-markov-r-one", "config", "Markov correlation `r` = 1.5",
+         ("positional_models.mk.r", "1.5"), {"positional_models.mk.r": 1.5}),
+    Case("config-label-missing-L", "config", "label model with `rho0` but no `L`",
+         ("positional_models.lab", "rho0"),
+         {"positional_models.lab": {"kind": "label", "rho0": 0.6},
+          "sweeps.main.positional": ["lab"]}),
+    # ----------------------------------------------------------------- config: semantics
+    Case("config-top-k-above-d", "config", "`top_k` larger than the smallest `d`",
+         ("sweeps.main.top_k", "100"), {"sweeps.main.top_k": 100}),
+    Case("config-unknown-positional", "config", "a sweep naming an undefined positional model",
+         ("sweeps.main.positional", "'nosuch'"), {"sweeps.main.positional": ["iid", "nosuch"]}),
+    Case("config-unknown-weights", "config", "a sweep naming an undefined weight model",
+         ("sweeps.main.weights", "'nosuchw'"), {"sweeps.main.weights": ["nosuchw"]}),
+    Case("config-prefix-longer-than-T", "config", "prefix length `L` > `T`",
+         ("positional_models.prefix4.L", "100"), {"positional_models.prefix4.L": 100}),
+    Case("config-duplicate-axis-value", "config", "the same `d` twice",
+         ("sweeps.main.d", "40"), {"sweeps.main.d": [40, 40]}),
+    Case("config-custom-weights-wrong-length", "config",
+         "custom weights whose length is not `T`",
+         ("weight_models.w2", "values"),
+         {"weight_models.w2": {"kind": "custom", "values": [1.0, 2.0]},
+          "sweeps.main.weights": ["w2"]}),
+    Case("config-custom-R-not-realisable", "config",
+         "a custom sign correlation `R` that no Gaussian sign model realises",
+         ("positional_models.bad3", "R"),
+         {"positional_models.bad3": {"kind": "custom",
+                                     "R": [[1, -1, -1], [-1, 1, -1], [-1, -1, 1]]},
+          "sweeps.main.positional": ["bad3"], "sweeps.main.T": 3}),
+    Case("config-delta-too-large-for-d", "config",
+         "`delta` so large that the vocabulary has fewer than 2 tokens",
+         ("delta", "100"), {"sweeps.main.delta": 100},
+         xfail="load_config does not yet check V = 2 round(d / (2 delta)) >= 2 "
+               "(simulate_cell does); reported to the config owner"),
+    # ----------------------------------------------------------------- real snakemake -n
+    Case("snakemake-sweeps-not-a-mapping", "snakemake", "`sweeps` given as a list",
+         ("sweeps", "['a', 'b']"), {"sweeps": ["a", "b"]}),
+    Case("snakemake-d-below-2", "snakemake", "`d` below 2, through the Snakefile",
+         ("d", "1"), {"sweeps.main.d": [1]}),
+    Case("snakemake-unknown-weights", "snakemake",
+         "an undefined weight model, through the Snakefile",
+         ("weights", "nosuchw"), {"sweeps.main.weights": ["nosuchw"]}),
+    Case("snakemake-unknown-key", "snakemake", "a misspelt top-level key (`sweep`)",
+         ("sweep",), {"sweep": {"x": {}}}),
+    Case("snakemake-top-k-above-d", "snakemake", "`top_k` > `d`, through the Snakefile",
+         ("top_k", "100"), {"sweeps.main.top_k": 100}),
+    # ----------------------------------------------------------------- command line
+    Case("cli-validate-missing-file", "cli", "`attnrmt validate` of a missing file",
+         ("nosuch.yaml", "not found"), argv=("validate", "nosuch.yaml")),
+    Case("cli-validate-bad-d", "cli", "`attnrmt validate` of a config with `d: [1]`",
+         ("sweeps.main.d", "1"), {"sweeps.main.d": [1]}, argv=("validate", "{config}")),
+    Case("cli-validate-not-yaml", "cli", "`attnrmt validate` of a file that is not YAML",
+         ("config.yaml", "not valid YAML"), {"<file>": "sweeps: {main: [unclosed\n"},
+         argv=("validate", "{config}")),
+    Case("cli-plan-unknown-weights", "cli", "`attnrmt plan` of a config naming an undefined model",
+         ("sweeps.main.weights", "'nosuchw'"), {"sweeps.main.weights": ["nosuchw"]},
+         argv=("plan", "--no-calibrate", "{config}")),
+    Case("cli-plan-no-config", "cli", "`attnrmt plan` without a config", ("config", "required"),
+         argv=("plan",)),
+    Case("cli-theory-delta-negative", "cli", "`attnrmt theory --delta -1`", ("delta=-1",),
+         argv=("theory", "--delta", "-1")),
+    Case("cli-theory-gamma-text", "cli", "`attnrmt theory --gamma abc`", ("--gamma", "'abc'"),
+         argv=("theory", "--gamma", "abc")),
+    Case("cli-theory-T-zero", "cli", "`attnrmt theory --T 0`", ("T=0",),
+         argv=("theory", "--T", "0")),
+    Case("cli-theory-positional-bad-json", "cli", "`--positional` that is broken JSON",
+         ("{bad", "JSON"), argv=("theory", "--positional", "{bad")),
+    Case("cli-theory-prefix-longer-than-T", "cli", "`--positional` prefix with `L` > `T`",
+         ("positional.L=20", "T=8"),
+         argv=("theory", "--positional", '{"kind": "prefix", "L": 20}')),
+    Case("cli-theory-weights-unknown", "cli", "`attnrmt theory --weights nosuch`",
+         ("weights", "'nosuch'"), argv=("theory", "--weights", "nosuch")),
+    Case("cli-theory-variant-unknown", "cli", "`attnrmt theory --variant bogus`",
+         ("--variant", "'bogus'"), argv=("theory", "--variant", "bogus")),
+    Case("cli-unknown-command", "cli", "`attnrmt frobnicate`", ("'frobnicate'",),
+         argv=("frobnicate",)),
+    # ----------------------------------------------------------------- Python API
+    Case("api-simulate-d-1", "api", "`simulate_cell(d=1)`", ("d=1",), call=_cell(d=1)),
+    Case("api-simulate-d-float", "api", "`simulate_cell(d=2.5)`", ("d=2.5",),
+         call=_cell(d=2.5)),
+    Case("api-simulate-gamma-nan", "api", "`simulate_cell(gamma=nan)`", ("gamma=nan",),
+         call=_cell(gamma=float("nan"))),
+    Case("api-simulate-markov-r-1", "api", "Markov model with `r=1`", ("positional.r=1",),
+         call=_cell(positional={"kind": "markov", "r": 1})),
+    Case("api-simulate-unknown-weights", "api", "`weights='nosuch'`",
+         ("weights", "'nosuch'"), call=_cell(weights="nosuch")),
+    Case("api-simulate-custom-weights-length", "api", "custom weights of the wrong length",
+         ("weights.values", "T=4"), call=_cell(weights={"kind": "custom", "values": [1, 2]})),
+    Case("api-simulate-top-k", "api", "`top_k` > `d`", ("top_k=50",), call=_cell(top_k=50)),
+    Case("api-simulate-seed-negative", "api", "negative seed", ("seed=-3",),
+         call=_cell(seed=-3)),
+    Case("api-simulate-centered-string", "api", "`centered='yes'`", ("centered='yes'",),
+         call=_cell(centered="yes")),
+    Case("api-spike-delta-0", "api", "`theory.spike(delta=0, ...)`", ("delta=0",),
+         call=_spike(delta=0)),
+    Case("api-spike-variant", "api", "`theory.spike(..., variant='bogus')`",
+         ("variant='bogus'",), call=_spike(variant="bogus")),
+    Case("api-spike-kappa-0", "api", "`theory.spike(kappa=0)`", ("kappa=0",),
+         call=_spike(kappa=0.0)),
+    Case("api-bulk-density-delta", "api", "`bulk_density(x, delta=-1, gamma)`",
+         ("delta=-1",), call=("attnrmt.theory", "bulk_density",
+                              {"x": [0.5, 1.0], "delta": -1, "gamma": 0.5})),
+    Case("api-bulk-density-x-nan", "api", "`bulk_density` at x = NaN", ("x=", "nan"),
+         call=("attnrmt.theory", "bulk_density",
+               {"x": [float("nan")], "delta": 0.5, "gamma": 0.5})),
+    Case("api-bulk-edges-gamma-inf", "api", "`bulk_edges(gamma=inf)`", ("gamma=inf",),
+         call=("attnrmt.theory", "bulk_edges", {"delta": 0.5, "gamma": float("inf")})),
+    Case("api-load-config-missing-file", "api", "`load_config` of a file that does not exist",
+         ("no-such-config.yaml", "not found"),
+         call=("attnrmt.sweep", "load_config", {"source": "no-such-config.yaml"}),
+         error="ConfigError"),
+)
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def patched_config(patch: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy of :data:`BASE_CONFIG` with ``patch`` applied (dotted key paths)."""
+    config = copy.deepcopy(BASE_CONFIG)
+    for dotted, value in patch.items():
+        *parents, last = dotted.split(".")
+        node = config
+        for key in parents:
+            node = node.setdefault(key, {})
+        if value is _DELETE:
+            node.pop(last, None)
+        else:
+            node[last] = copy.deepcopy(value)
+    return config
+
+
+def write_config(directory: Path, patch: Mapping[str, Any]) -> Path:
+    """Write the patched config (or the raw ``<file>`` text) to ``directory/config.yaml``."""
+    path = directory / "config.yaml"
+    if "<file>" in patch:
+        path.write_text(patch["<file>"])
+    else:
+        path.write_text(yaml.safe_dump(patched_config(patch), sort_keys=False))
+    return path
+
+
+def run_config_case(case: Case, tmp: Path) -> str:
+    """Message of the :class:`ConfigError` raised by ``load_config`` (fails if none)."""
+    from attnrmt.sweep import ConfigError, load_config
+
+    with pytest.raises(ConfigError) as info:
+        load_config(patched_config(case.patch))
+    return str(info.value)
+
+
+def run_snakemake_case(case: Case, tmp: Path) -> str:
+    """Output of a failing ``snakemake -n`` on the bad config (fails if it succeeds)."""
+    config = write_config(tmp, case.patch)
+    proc = subprocess.run(
+        [
+            str(BIN / "snakemake"), "-n", "--cores", "1",
+            "--snakefile", str(REPO / "Snakefile"),
+            "--directory", str(tmp), "--configfile", str(config),
+        ],
+        capture_output=True, text=True, timeout=300, cwd=tmp,
+    )
+    output = proc.stdout + proc.stderr
+    assert proc.returncode != 0, f"snakemake -n accepted a bad config:\n{output[-2000:]}"
+    return output
+
+
+def run_cli_case(case: Case, tmp: Path) -> str:
+    """stderr of a failing ``attnrmt`` command (fails on success or on a traceback)."""
+    config = write_config(tmp, case.patch)
+    argv = [arg.replace("{config}", str(config)) for arg in case.argv]
+    proc = subprocess.run(
+        [str(BIN / "attnrmt"), *argv], capture_output=True, text=True, timeout=120, cwd=tmp
+    )
+    assert proc.returncode != 0, f"attnrmt {argv} accepted bad input:\n{proc.stdout[-2000:]}"
+    assert "Traceback" not in proc.stderr, f"a traceback instead of a clear error:\n{proc.stderr}"
+    return proc.stdout + proc.stderr
+
+
+def run_api_case(case: Case, tmp: Path) -> str:
+    """Message of the exception raised by the API call (fails if none or wrong type)."""
+    assert case.call is not None
+    module, name, kwargs = case.call
+    function: Callable[..., Any] = getattr(importlib.import_module(module), name)
+    with pytest.raises(Exception) as info:
+        function(**kwargs)
+    assert type(info.value).__name__ == case.error, f"{type(info.value).__name__}: {info.value}"
+    return str(info.value)
+
+
+RUNNERS: dict[str, Callable[[Case, Path], str]] = {
+    "config": run_config_case,
+    "snakemake": run_snakemake_case,
+    "cli": run_cli_case,
+    "api": run_api_case,
+}
+
+
+def _files(directory: Path) -> set[Path]:
+    return {p.relative_to(directory) for p in directory.rglob("*")}
+
+
+# --------------------------------------------------------------------------- tests
+
+
+def _params() -> list[Any]:
+    return [
+        pytest.param(
+            case,
+            id=case.id,
+            marks=[pytest.mark.xfail(reason=case.xfail, strict=True)] if case.xfail else [],
+        )
+        for case in CASES
+    ]
+
+
+@pytest.mark.parametrize("case", _params())
+def test_bad_input_fails_clearly_and_writes_nothing(
+    case: Case, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each bad input raises an error naming the culprit and writes no results."""
+    monkeypatch.chdir(tmp_path)
+    before = _files(tmp_path)
+    message = RUNNERS[case.surface](case, tmp_path)
+    for needle in case.culprit:
+        assert needle in message, f"error does not name {needle!r}:\n{message[-3000:]}"
+    assert not (tmp_path / "results").exists(), "a bad input created results/"
+    created = {
+        p for p in _files(tmp_path) - before
+        if p.parts[0] not in (".snakemake", "config.yaml")
+    }
+    assert not created, f"a bad input wrote files: {sorted(map(str, created))}"
+
+
+def test_table_is_large_and_ids_unique() -> None:
+    """At least 25 bad inputs, across every surface, ids unique."""
+    assert len(CASES) >= 25
+    assert len({case.id for case in CASES}) == len(CASES)
+    assert {case.surface for case in CASES} == set(RUNNERS)
+
+
+SURFACE_TITLES = {
+    "config": "Config file, checked by `attnrmt.sweep.load_config` (schema and semantics)",
+    "snakemake": "Config file, through a real `snakemake -n` of the Snakefile",
+    "cli": "Command line (`attnrmt ...`)",
+    "api": "Python API",
+}
+
+
+def _example_error(case: Case) -> str:
+    return " ".join(f"`{c}`" for c in case.culprit)
+
+
+def render_docs() -> str:
+    """docs/bad-inputs.md, generated from :data:`CASES`."""
+    lines = [
+        "# Bad inputs and the errors they give",
+        "",
+        "<!-- Generated from tests/test_bad_inputs.py (CASES) by"
+        " `python tests/test_bad_inputs.py`; do not edit by hand. -->",
+        "",
+        "Every input below is rejected **before anything is computed or written** (no",
+        "`results/` directory appears) with an error that names the culprit: the config key",
+        "path (e.g. `sweeps.main.d[0]`) or the argument, and the offending value. Each row",
+        "is a case of the parametrised test `tests/test_bad_inputs.py`, which checks exactly",
+        "that; the last column lists the pieces the message must contain.",
+        "",
+        "Config errors come from `attnrmt.sweep.load_config` (raising `ConfigError`): the",
+        "Snakefile validates the config with the same schema and semantic checks, so",
+        "`snakemake -n` reports the same message; `attnrmt validate CONFIG` prints it",
+        "without Snakemake. Python API errors are `ValueError` naming `argument=value`.",
+        "",
+    ]
+    for surface, title in SURFACE_TITLES.items():
+        rows = [case for case in CASES if case.surface == surface]
+        if not rows:
+            continue
+        lines += [f"## {title}", "", "| case | bad input | error names |", "|---|---|---|"]
+        for case in rows:
+            lines.append(f"| `{case.id}` | {case.bad} | {_example_error(case)} |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def test_docs_in_sync() -> None:
+    """docs/bad-inputs.md is the rendering of :data:`CASES`."""
+    assert DOCS.read_text() == render_docs(), (
+        "docs/bad-inputs.md is stale: run `python tests/test_bad_inputs.py`"
+    )
+
+
+if __name__ == "__main__":
+    DOCS.write_text(render_docs())
+    print(f"wrote {os.path.relpath(DOCS)} ({len(CASES)} cases)")
