@@ -341,6 +341,27 @@ def _check_axis_bounds(prefix: str, axes: Mapping[str, list], raw: Mapping[str, 
         raise ConfigError(f"{prefix}.snr.num={snr['num']!r}: must be >= 1")
 
 
+def _check_realised_sizes(prefix: str, axes: Mapping[str, list]) -> None:
+    """Every (d, delta) gives V >= 2 tokens and every (d, gamma) N >= 2 samples (spec §1.1)."""
+    from attnrmt.model import realised_sizes
+
+    for d_index, d in enumerate(axes["d"]):
+        for index, delta in enumerate(axes["delta"]):
+            vocabulary, _ = realised_sizes(d, delta, 1.0)
+            if vocabulary < 2:
+                raise ConfigError(
+                    f"{prefix}.delta[{index}]={delta!r}: gives V = 2 round(d/(2 delta)) = "
+                    f"{vocabulary} < 2 tokens for d={d} ({prefix}.d[{d_index}])"
+                )
+        for index, gamma in enumerate(axes["gamma"]):
+            _, n_samples = realised_sizes(d, 1.0, gamma)
+            if n_samples < 2:
+                raise ConfigError(
+                    f"{prefix}.gamma[{index}]={gamma!r}: gives N = round(d/gamma) = "
+                    f"{n_samples} < 2 samples for d={d} ({prefix}.d[{d_index}])"
+                )
+
+
 def _sweep_axes(prefix: str, sweep: Mapping[str, Any]) -> dict[str, list]:
     axes: dict[str, list] = {}
     for axis in AXES:
@@ -354,6 +375,7 @@ def _sweep_axes(prefix: str, sweep: Mapping[str, Any]) -> dict[str, list]:
         raw_list = raw if isinstance(raw, list | tuple) else [raw]
         _check_no_duplicates(f"{prefix}.{axis}", raw_list, axes[axis])
     _check_axis_bounds(prefix, axes, sweep)
+    _check_realised_sizes(prefix, axes)
     return axes
 
 
@@ -490,7 +512,8 @@ def check_config(config: Mapping[str, Any]) -> None:
     Checks that every model name a sweep uses exists (or is a built-in), validates each
     named model against every ``T`` of every sweep that uses it (``L <= T``, ``|r| < 1``,
     custom weights of length ``T``, a realisable custom ``R``, ...), ``d >= 2``,
-    ``delta, gamma > 0``, ``snr >= 0``, ``replicates >= 1``, ``1 <= top_k <= min(d)``,
+    ``delta, gamma > 0`` with at least 2 tokens ``V`` and 2 samples ``N`` for every ``d``,
+    ``snr >= 0``, ``replicates >= 1``, ``1 <= top_k <= min(d)``,
     a path-safe run name, and no duplicate axis values after normalisation.
 
     Raises
