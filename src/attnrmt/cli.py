@@ -24,8 +24,11 @@ EXIT_OK = 0
 EXIT_USAGE = 2
 
 #: Seconds per unit of :func:`cell_work` used when the constant is not measured
-#: (``--no-calibrate``); measured on a 2-core development VM with d = 400, one BLAS thread.
-DEFAULT_SECONDS_PER_WORK = 4e-10
+#: (``--no-calibrate``); measured on a 2-core development VM (d = 400-800, one BLAS thread).
+DEFAULT_SECONDS_PER_WORK = 2e-10
+#: Relative cost of one unit of causal-attention work (exp, softmax, per-sequence T x T
+#: products) against one unit of BLAS work; measured 2-20 at d = 400, T = 16 (noisy).
+ATTENTION_WORK_FACTOR = 8.0
 
 
 # --------------------------------------------------------------------------- cost model
@@ -36,18 +39,19 @@ def cell_work(cell: Any) -> float:
 
     ``d^3``: the eigendecompositions of ``S`` and ``Sigma_E``; ``(N + V) d^2``: forming
     ``S`` and the table's Gram matrix; ``N T d``: pooling; ``causal_attention`` adds its
-    ``T x T`` score matrices per sequence. A rough operation count, not a flop count.
+    ``T x T`` score matrices per sequence (weighted by :data:`ATTENTION_WORK_FACTOR`).
+    A rough operation count, not a flop count.
     """
     d, T = cell.d, cell.T
     n_samples = round(d / cell.gamma)
     vocabulary = 2 * round(d / (2 * cell.delta))
     work = d**3 + (n_samples + vocabulary) * d**2 + n_samples * T * d
     if cell.weights_spec.get("kind") == "causal_attention":
-        work += n_samples * T * T * d
+        work += ATTENTION_WORK_FACTOR * n_samples * T * T * d
     return float(work)
 
 
-def calibrate_seconds_per_work(d: int = 192, repeats: int = 2) -> float:
+def calibrate_seconds_per_work(d: int = 256, repeats: int = 3) -> float:
     """Seconds per work unit, from timing one small cell (best of ``repeats``)."""
     from attnrmt.sweep.plan import Cell
 
@@ -156,8 +160,9 @@ def command_plan(args: argparse.Namespace) -> int:
         print("note: attnrmt.sweep.store is not available; no cell counted as done")
     print(
         "cost: ESTIMATE in single-core compute time, work = d^3 + (N+V) d^2 + N T d "
-        f"(+ N T^2 d for causal_attention) x {seconds_per_work:.2e} s ({source}); "
-        "expect a factor ~2 either way"
+        f"(+ {ATTENTION_WORK_FACTOR:g} N T^2 d for causal_attention) x {seconds_per_work:.2e} s "
+        f"({source}); "
+        "a rough estimate: expect a factor 2-3 either way"
     )
     return EXIT_OK
 
