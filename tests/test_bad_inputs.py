@@ -177,9 +177,7 @@ CASES: tuple[Case, ...] = (
           "sweeps.main.positional": ["bad3"], "sweeps.main.T": 3}),
     Case("config-delta-too-large-for-d", "config",
          "`delta` so large that the vocabulary has fewer than 2 tokens",
-         ("delta", "100"), {"sweeps.main.delta": 100},
-         xfail="load_config does not yet check V = 2 round(d / (2 delta)) >= 2 "
-               "(simulate_cell does); reported to the config owner"),
+         ("delta", "100"), {"sweeps.main.delta": 100}),
     # ----------------------------------------------------------------- real snakemake -n
     Case("snakemake-sweeps-not-a-mapping", "snakemake", "`sweeps` given as a list",
          ("sweeps", "['a', 'b']"), {"sweeps": ["a", "b"]}),
