@@ -29,6 +29,9 @@ DEFAULT_SECONDS_PER_WORK = 2e-10
 #: Relative cost of one unit of causal-attention work (exp, softmax, per-sequence T x T
 #: products) against one unit of BLAS work; measured 2-20 at d = 400, T = 16 (noisy).
 ATTENTION_WORK_FACTOR = 8.0
+#: Fixed seconds per cell (Python and numpy overhead; dominates below d ~ 100), measured at
+#: d = 20.
+CELL_OVERHEAD_SECONDS = 2e-3
 
 
 # --------------------------------------------------------------------------- cost model
@@ -95,13 +98,16 @@ def finished_keys(sweep_dir: Path) -> tuple[set[str], bool]:
 
 
 def sweep_summary(sweep: Any, done: set[str], seconds_per_work: float) -> dict[str, Any]:
-    """Counts and estimated seconds (total and remaining) of one planned sweep."""
-    total_work = remaining_work = 0.0
+    """Counts and estimated seconds (total and remaining) of one planned sweep.
+
+    A cell is estimated at ``CELL_OVERHEAD_SECONDS + cell_work(cell) * seconds_per_work``.
+    """
+    total_seconds = remaining_seconds = 0.0
     for cell in sweep.cells:
-        work = cell_work(cell)
-        total_work += work
+        seconds = CELL_OVERHEAD_SECONDS + cell_work(cell) * seconds_per_work
+        total_seconds += seconds
         if cell.key not in done:
-            remaining_work += work
+            remaining_seconds += seconds
     done_blocks = sum(all(cell.key in done for cell in block.cells) for block in sweep.blocks)
     return {
         "sweep": sweep.name,
@@ -109,8 +115,8 @@ def sweep_summary(sweep: Any, done: set[str], seconds_per_work: float) -> dict[s
         "blocks": len(sweep.blocks),
         "done_cells": sum(cell.key in done for cell in sweep.cells),
         "done_blocks": done_blocks,
-        "estimated_seconds": total_work * seconds_per_work,
-        "estimated_remaining_seconds": remaining_work * seconds_per_work,
+        "estimated_seconds": total_seconds,
+        "estimated_remaining_seconds": remaining_seconds,
         "config_sha256": sweep.config_sha256,
     }
 
@@ -159,9 +165,10 @@ def command_plan(args: argparse.Namespace) -> int:
     if not store_available:
         print("note: attnrmt.sweep.store is not available; no cell counted as done")
     print(
-        "cost: ESTIMATE in single-core compute time, work = d^3 + (N+V) d^2 + N T d "
-        f"(+ {ATTENTION_WORK_FACTOR:g} N T^2 d for causal_attention) x {seconds_per_work:.2e} s "
-        f"({source}); "
+        "cost: ESTIMATE in single-core compute time per cell, "
+        f"{CELL_OVERHEAD_SECONDS:g} s + work x {seconds_per_work:.2e} s ({source}), "
+        "work = d^3 + (N+V) d^2 + N T d "
+        f"(+ {ATTENTION_WORK_FACTOR:g} N T^2 d for causal_attention); "
         "a rough estimate: expect a factor 2-3 either way"
     )
     return EXIT_OK
