@@ -297,7 +297,9 @@ def read_scheduler_file(path: str | os.PathLike[str]) -> dict[str, Any] | None:
 
 
 def pid_is_alive(pid: int) -> bool:
-    """Whether a process with this pid exists on this host."""
+    """Whether a live (non-zombie) process with this pid exists on this host."""
+    if int(pid) <= 0:
+        return False
     try:
         os.kill(int(pid), 0)
     except ProcessLookupError:
@@ -306,7 +308,7 @@ def pid_is_alive(pid: int) -> bool:
         return True
     except OSError as exc:  # pragma: no cover - defensive
         return exc.errno != errno.ESRCH
-    return True
+    return not _is_zombie(int(pid))
 
 
 def address_is_reachable(address: str, timeout: float = 2.0) -> bool:
@@ -472,7 +474,7 @@ def _stop_daemon(info: Mapping[str, Any], timeout: float = 20.0) -> bool:
         os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if not pid_is_alive(pid) or _is_zombie(pid):
+        if not pid_is_alive(pid):
             break
         time.sleep(0.1)
     # The daemon leads its own session: its group holds the worker processes it spawned.

@@ -1,0 +1,340 @@
+"""Helpers for end-to-end tests: real Snakemake (subprocess), real Dask, real Zarr.
+
+A :class:`Workdir` is a scratch directory holding a ``config.yaml``; Snakemake runs the
+repository's Snakefile in it (``--directory``), so outputs land in ``<workdir>/results``.
+:meth:`Workdir.run` returns a :class:`RunResult` with the exit code, output and how many
+cells the run computed or reused (read from the fragments the run wrote).
+:meth:`Workdir.close` stops the run's Dask daemon; use it in fixture finalizers so no test
+leaves Dask processes behind.
+
+Typical use::
+
+    workdir = Workdir.create(tmp_path, tiny_config(run="t"))
+    try:
+        first = workdir.run()
+        assert first.computed == first.n_cells
+        assert workdir.run("-n").nothing_to_do
+    finally:
+        workdir.close()
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+SNAKEFILE = REPO_ROOT / "Snakefile"
+DEFAULT_PROFILE = REPO_ROOT / "profiles" / "default"
+SNAKEMAKE = Path(sys.executable).with_name("snakemake")
+NOTHING_TO_DO = "Nothing to be done"
+DEFAULT_TIMEOUT_SECONDS = 300.0
+
+
+def tiny_config(run: str = "e2e", **overrides: Any) -> dict[str, Any]:
+    """A config of one small sweep (d = 20: each cell takes milliseconds).
+
+    Sweep ``grid``: 2 weights x 3 snr x 2 replicates = 12 cells; ``block_size`` 4, so
+    each weights line of 6 cells makes 2 blocks (4 blocks in all). Top-level keys in
+    ``overrides`` replace the defaults (deep-copied); use :func:`with_sweep` to edit the
+    sweep.
+    """
+    config: dict[str, Any] = {
+        "run": run,
+        "seed": 11,
+        "positional_models": {"prefix2": {"kind": "prefix", "L": 2}},
+        "weight_models": {"causal1": {"kind": "causal_limit", "tau": 1.0}},
+        "sweeps": {
+            "grid": {
+                "d": [20],
+                "delta": [0.5],
+                "gamma": [0.5],
+                "T": [4],
+                "positional": ["prefix2"],
+                "weights": ["mean", "causal1"],
+                "snr": [0.0, 1.0, 2.0],
+                "centered": [True],
+                "replicates": 2,
+                "top_k": 2,
+            }
+        },
+        "execution": {"block_size": 4},
+    }
+    config.update(copy.deepcopy(overrides))
+    return config
+
+
+def with_sweep(config: Mapping[str, Any], sweep: str = "grid", **changes: Any) -> dict[str, Any]:
+    """A deep copy of ``config`` with keys of one sweep replaced."""
+    changed = copy.deepcopy(dict(config))
+    changed["sweeps"][sweep].update(copy.deepcopy(changes))
+    return changed
+
+
+@dataclass(frozen=True)
+class CellCounts:
+    """Cells in fragments written by one run: computed there, or copied from older ones."""
+
+    computed: int
+    reused: int
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """Outcome of one Snakemake invocation."""
+
+    args: tuple[str, ...]
+    returncode: int
+    stdout: str
+    stderr: str
+    seconds: float
+    counts: CellCounts
+
+    @property
+    def output(self) -> str:
+        """stdout and stderr together (Snakemake logs to stderr)."""
+        return self.stdout + self.stderr
+
+    @property
+    def computed(self) -> int:
+        """Cells computed by this run."""
+        return self.counts.computed
+
+    @property
+    def reused(self) -> int:
+        """Cells copied bit for bit from earlier fragments by this run."""
+        return self.counts.reused
+
+    @property
+    def nothing_to_do(self) -> bool:
+        """Whether Snakemake reported that nothing had to be done."""
+        return NOTHING_TO_DO in self.output
+
+
+def fragment_files(workdir: str | os.PathLike[str]) -> dict[Path, int]:
+    """Every fragment (current, orphaned, salvaged) under ``workdir/results`` -> mtime_ns."""
+    root = Path(workdir) / "results"
+    found: dict[Path, int] = {}
+    for pattern in ("*/*/fragments/*.npz", "*/*/salvage/*.npz"):
+        for path in root.glob(pattern):
+            if not path.name.startswith("."):
+                found[path] = path.stat().st_mtime_ns
+    return found
+
+
+def count_cells(paths: Iterable[str | os.PathLike[str]]) -> CellCounts:
+    """Sum the per-cell ``computed`` flags of fragment files."""
+    computed = reused = 0
+    for path in paths:
+        with np.load(path, allow_pickle=False) as npz:
+            flags = np.asarray(npz["computed"], dtype=bool)
+        computed += int(flags.sum())
+        reused += int((~flags).sum())
+    return CellCounts(computed=computed, reused=reused)
+
+
+def written_since(before: Mapping[Path, int], after: Mapping[Path, int]) -> list[Path]:
+    """Fragments created or rewritten between two :func:`fragment_files` snapshots."""
+    return sorted(path for path, mtime in after.items() if before.get(path) != mtime)
+
+
+def snakemake_command(workdir: Path, args: Iterable[str], cores: int = 2) -> list[str]:
+    """Command line running the repository's Snakefile in ``workdir`` with the default profile."""
+    return [
+        str(SNAKEMAKE),
+        "--snakefile",
+        str(SNAKEFILE),
+        "--directory",
+        str(workdir),
+        "--workflow-profile",
+        str(DEFAULT_PROFILE),
+        "--cores",
+        str(cores),
+        *args,
+    ]
+
+
+def subprocess_environment() -> dict[str, str]:
+    """Environment for Snakemake subprocesses: this interpreter's bin first on PATH."""
+    env = dict(os.environ)
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    env.pop("PYTHONWARNINGS", None)
+    return env
+
+
+@dataclass
+class Workdir:
+    """A scratch directory with a ``config.yaml`` in which Snakemake runs the pipeline."""
+
+    path: Path
+    config: dict[str, Any]
+    _processes: list[subprocess.Popen] = field(default_factory=list, repr=False)
+
+    @classmethod
+    def create(cls, path: str | os.PathLike[str], config: Mapping[str, Any]) -> Workdir:
+        """Make ``path`` (if needed) and write ``config`` as its ``config.yaml``."""
+        workdir = cls(Path(path), {})
+        workdir.path.mkdir(parents=True, exist_ok=True)
+        workdir.write_config(config)
+        return workdir
+
+    def copy_to(self, path: str | os.PathLike[str]) -> Workdir:
+        """A copy of this workdir (results and Snakemake metadata, mtimes preserved)."""
+        target = Path(path)
+        shutil.copytree(
+            self.path,
+            target,
+            symlinks=True,
+            ignore=shutil.ignore_patterns(".dask", "incomplete", "locks"),
+        )
+        return Workdir(target, copy.deepcopy(self.config))
+
+    @property
+    def run_name(self) -> str:
+        """The config's run name."""
+        return str(self.config.get("run", "default"))
+
+    @property
+    def run_dir(self) -> Path:
+        """``<workdir>/results/<run>``."""
+        return self.path / "results" / self.run_name
+
+    def sweep_dir(self, sweep: str = "grid") -> Path:
+        """``<workdir>/results/<run>/<sweep>``."""
+        return self.run_dir / sweep
+
+    def write_config(self, config: Mapping[str, Any]) -> None:
+        """Replace ``config.yaml``."""
+        self.config = copy.deepcopy(dict(config))
+        (self.path / "config.yaml").write_text(yaml.safe_dump(self.config, sort_keys=False))
+
+    def run(
+        self,
+        *args: str,
+        cores: int = 2,
+        check: bool = True,
+        timeout: float = DEFAULT_TIMEOUT_SECONDS,
+    ) -> RunResult:
+        """Run Snakemake to completion; count the cells computed/reused by this run.
+
+        Raises
+        ------
+        AssertionError
+            When ``check`` and Snakemake fails (its output is in the message).
+        """
+        before = fragment_files(self.path)
+        started = time.perf_counter()
+        completed = subprocess.run(
+            snakemake_command(self.path, args, cores),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env=subprocess_environment(),
+            check=False,
+        )
+        seconds = time.perf_counter() - started
+        counts = count_cells(written_since(before, fragment_files(self.path)))
+        result = RunResult(
+            args=tuple(args),
+            returncode=completed.returncode,
+            stdout=completed.stdout,
+            stderr=completed.stderr,
+            seconds=seconds,
+            counts=counts,
+        )
+        if check and completed.returncode != 0:
+            raise AssertionError(
+                f"snakemake {' '.join(args)} failed ({completed.returncode}):\n{result.output}"
+            )
+        return result
+
+    def start(self, *args: str, cores: int = 2) -> subprocess.Popen:
+        """Start Snakemake in the background, in its own process group (see :meth:`kill`)."""
+        log = open(self.path / "snakemake-background.log", "ab")  # noqa: SIM115 - closed in kill
+        process = subprocess.Popen(
+            snakemake_command(self.path, args, cores),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=subprocess_environment(),
+            start_new_session=True,
+        )
+        log.close()
+        self._processes.append(process)
+        return process
+
+    def kill(self, process: subprocess.Popen) -> None:
+        """SIGKILL a background Snakemake's process group and the run's Dask daemon group."""
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait(timeout=60)
+        self.kill_cluster()
+
+    def kill_cluster(self) -> None:
+        """SIGKILL the run's Dask daemon and its workers (as a crash would), if running."""
+        from attnrmt.sweep.cluster import pid_is_alive, read_scheduler_file, scheduler_file_path
+
+        info = read_scheduler_file(scheduler_file_path(self.run_dir))
+        if info is None:
+            return
+        pid = int(info["pid"])
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pid, signal.SIGKILL)
+        deadline = time.monotonic() + 30
+        while pid_is_alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+
+    def wait_for_fragments(self, count: int, process: subprocess.Popen, timeout: float) -> int:
+        """Wait until at least ``count`` fragments exist; return how many there are."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            n_found = len(fragment_files(self.path))
+            if n_found >= count:
+                return n_found
+            if process.poll() is not None:
+                raise AssertionError(f"snakemake exited ({process.returncode}) too early")
+            time.sleep(0.02)
+        raise AssertionError(f"fewer than {count} fragments after {timeout} s")
+
+    def close(self) -> None:
+        """Kill background Snakemake runs we started and stop the run's Dask daemon."""
+        from attnrmt.sweep.cluster import shutdown_run_cluster
+
+        for process in self._processes:
+            if process.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(process.pid, signal.SIGKILL)
+                process.wait(timeout=60)
+        self._processes.clear()
+        shutdown_run_cluster(self.run_dir)
+
+    def open_cells(self, sweep: str = "grid") -> Any:
+        """``cells.zarr`` of a sweep, loaded into memory."""
+        import xarray as xr
+
+        with xr.open_zarr(self.sweep_dir(sweep) / "cells.zarr") as dataset:
+            return dataset.load()
+
+    def open_theory(self, sweep: str = "grid") -> Any:
+        """``theory.zarr`` of a sweep, loaded into memory."""
+        import xarray as xr
+
+        with xr.open_zarr(self.sweep_dir(sweep) / "theory.zarr") as dataset:
+            return dataset.load()
+
+
+def numeric_variables(dataset: Any, exclude: Iterable[str] = ("compute_seconds",)) -> Any:
+    """The dataset without timing variables (which differ between identical runs)."""
+    return dataset.drop_vars([name for name in exclude if name in dataset.variables])

@@ -1,0 +1,244 @@
+"""End-to-end: real Snakemake, real Dask, real Zarr, tiny cells (d = 20..40).
+
+One base run (session fixture) is copied into a fresh directory by every test that
+changes something, so tests are independent and the expensive first run happens once.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+import xarray as xr
+import zarr
+from e2e_helpers import Workdir, fragment_files, numeric_variables, tiny_config, with_sweep
+
+from attnrmt.sweep import store
+from attnrmt.sweep.cluster import (
+    ClusterSettings,
+    ensure_run_cluster,
+    pid_is_alive,
+    read_scheduler_file,
+    scheduler_file_path,
+    shutdown_run_cluster,
+)
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+
+N_BASE_CELLS = 12
+CONTRACT_AXES = ("d", "delta", "gamma", "T", "positional", "weights", "snr", "centered")
+CONTRACT_VARIABLES = {
+    "eigenvalues": (*CONTRACT_AXES, "replicate", "eig"),
+    "top_eigenvalues": (*CONTRACT_AXES, "replicate", "k"),
+    "overlap_signal": (*CONTRACT_AXES, "replicate", "k"),
+    "overlap_class_mean": (*CONTRACT_AXES, "replicate", "k"),
+    "overlap_table_mean": (*CONTRACT_AXES, "replicate", "k"),
+    "pop_top_eigenvalues": (*CONTRACT_AXES, "replicate", "k"),
+    "pop_overlap_signal": (*CONTRACT_AXES, "replicate", "k"),
+    "alpha": CONTRACT_AXES,
+    "kappa": CONTRACT_AXES,
+    "sigma": CONTRACT_AXES,
+    "V": CONTRACT_AXES,
+    "N": CONTRACT_AXES,
+    "compute_seconds": (*CONTRACT_AXES, "replicate"),
+    "effective_weights": (*CONTRACT_AXES, "replicate", "position"),
+    "downstream_accuracy": (*CONTRACT_AXES, "replicate"),
+    "cell_key": (*CONTRACT_AXES, "replicate"),
+}
+THEORY_VARIABLES = (
+    "bulk_lower_edge",
+    "bulk_upper_edge",
+    "bulk_atom",
+    "pop_outlier",
+    "sample_outlier",
+    "pop_overlap_signal",
+    "sample_overlap_signal",
+    "threshold_snr_population",
+    "threshold_snr_sample",
+)
+
+
+@pytest.fixture(scope="session")
+def base_run(tmp_path_factory: pytest.TempPathFactory):
+    """The tiny config run once (12 cells, 4 blocks); the Dask daemon stopped afterwards."""
+    workdir = Workdir.create(tmp_path_factory.mktemp("base"), tiny_config(run="e2e"))
+    try:
+        result = workdir.run()
+    finally:
+        workdir.close()
+    return workdir, result
+
+
+@pytest.fixture
+def copy_of_base(base_run, tmp_path: Path):
+    """A private copy of the base run's directory; its Dask daemon stopped at teardown."""
+    workdir = base_run[0].copy_to(tmp_path / "work")
+    yield workdir
+    workdir.close()
+
+
+def test_first_run_computes_every_cell_once(base_run) -> None:
+    workdir, result = base_run
+    assert (result.computed, result.reused) == (N_BASE_CELLS, 0)
+    assert not (workdir.run_dir / ".dask" / "scheduler.json").exists(), "cluster not shut down"
+
+
+def test_unchanged_rerun_schedules_nothing(copy_of_base: Workdir) -> None:
+    dry = copy_of_base.run("-n")
+    assert dry.nothing_to_do, dry.output
+    again = copy_of_base.run()
+    assert again.computed == 0 and again.nothing_to_do
+
+
+def test_store_matches_data_contract(base_run) -> None:
+    workdir, _ = base_run
+    cells_path = workdir.sweep_dir() / "cells.zarr"
+    group = zarr.open_group(cells_path, mode="r")
+    assert group.metadata.zarr_format == 3
+    assert group.metadata.consolidated_metadata is not None, "metadata not consolidated"
+    cells = workdir.open_cells()
+    for name, dims in CONTRACT_VARIABLES.items():
+        assert cells[name].dims == dims, name
+    for axis in CONTRACT_AXES:
+        assert axis in cells.coords
+    assert cells.positional.values.tolist() == ["prefix2"]
+    assert cells.weights.values.tolist() == ["mean", "causal1"]
+    assert cells.centered.dtype == bool
+    assert cells.sizes["eig"] == 20 and cells.sizes["k"] == 2 and cells.sizes["replicate"] == 2
+    assert cells.attrs["root_seed"] == 11
+    assert len(cells.attrs["config_sha256"]) == 64
+    assert "causal1" in cells.attrs["model_summary"] and cells.attrs["attnrmt_version"]
+    assert cells.eigenvalues.attrs["units"] == "S" and "long_name" in cells.eigenvalues.attrs
+    assert group["eigenvalues"].metadata.fill_value is not None
+    assert np.isnan(group["eigenvalues"].metadata.fill_value)
+    assert group["eigenvalues"].chunks[-1] == 20  # eig chunked whole
+    assert np.isfinite(cells.eigenvalues).all()
+    assert (cells.cell_key != "").all()
+    assert (cells.V == 40).all() and (cells.N == 40).all()
+    # ascending spectrum, descending top-k that matches its tail
+    assert (cells.eigenvalues.diff("eig") >= 0).all()
+    top = cells.eigenvalues.isel(eig=slice(None, -3, -1)).values
+    np.testing.assert_array_equal(top, cells.top_eigenvalues.values)
+
+    theory = workdir.open_theory()
+    for name in THEORY_VARIABLES:
+        assert theory[name].dims == (*CONTRACT_AXES, "variant"), name
+    assert theory.variant.values.tolist() == ["paper", "finite_vocab"]
+    assert "replicate" not in theory.dims
+
+    tree = store.open_results(workdir.run_dir)
+    assert set(tree.children) == {"grid"}
+    assert set(tree["grid"].children) == {"cells", "theory"}
+
+
+def test_extending_an_axis_computes_only_new_cells(copy_of_base: Workdir) -> None:
+    old = copy_of_base.open_cells()
+    config = with_sweep(copy_of_base.config, snr=[0.0, 1.0, 2.0, 3.0])
+    copy_of_base.write_config(config)
+    result = copy_of_base.run()
+    assert result.computed == 4  # 2 weights x 1 new snr x 2 replicates
+    new = copy_of_base.open_cells()
+    xr.testing.assert_identical(
+        new.sel(snr=old.snr).drop_attrs(), old.drop_attrs()
+    )
+
+
+def test_changing_one_named_model_recomputes_only_its_cells(copy_of_base: Workdir) -> None:
+    old = copy_of_base.open_cells()
+    config = dict(copy_of_base.config)
+    config["weight_models"] = {"causal1": {"kind": "causal_limit", "tau": 2.0}}
+    copy_of_base.write_config(config)
+    result = copy_of_base.run()
+    assert result.computed == 6  # the causal1 line: 3 snr x 2 replicates
+    new = copy_of_base.open_cells()
+    xr.testing.assert_identical(
+        new.sel(weights=["mean"]).drop_attrs(), old.sel(weights=["mean"]).drop_attrs()
+    )
+    assert not np.array_equal(
+        new.effective_weights.sel(weights="causal1"), old.effective_weights.sel(weights="causal1")
+    )
+
+
+def test_analysis_dask_and_block_settings_recompute_no_cell(copy_of_base: Workdir) -> None:
+    old = copy_of_base.open_cells()
+    config = dict(copy_of_base.config)
+    config["analysis"] = {"some_setting": 3}
+    config["dask"] = {"n_workers": 1, "threads_per_worker": 1, "dashboard": False}
+    copy_of_base.write_config(config)
+    simulate_jobs = copy_of_base.run("-n")
+    assert "simulate_block" not in simulate_jobs.output
+    config["execution"] = {"block_size": 3}
+    copy_of_base.write_config(config)
+    result = copy_of_base.run()
+    assert result.computed == 0 and result.reused == N_BASE_CELLS
+    assert not (copy_of_base.run_dir / ".dask" / "scheduler.json").exists()
+    xr.testing.assert_identical(copy_of_base.open_cells().drop_attrs(), old.drop_attrs())
+
+
+def test_block_size_and_worker_count_do_not_change_numbers(base_run, tmp_path: Path) -> None:
+    reference = base_run[0].open_cells()  # block_size 4, 2 workers
+    layouts = {"bs1_w1": (1, 1), "bs16_w2": (16, 2)}
+    for name, (block_size, n_workers) in layouts.items():
+        config = tiny_config(run="e2e", execution={"block_size": block_size})
+        config["dask"] = {"n_workers": n_workers}
+        workdir = Workdir.create(tmp_path / name, config)
+        try:
+            result = workdir.run()
+            assert result.computed == N_BASE_CELLS
+            cells = workdir.open_cells()
+        finally:
+            workdir.close()
+        xr.testing.assert_identical(numeric_variables(cells), numeric_variables(reference))
+
+
+def test_killed_run_resumes_without_recomputing_finished_blocks(tmp_path: Path) -> None:
+    config = tiny_config(run="killed", execution={"block_size": 2})
+    config["sweeps"]["grid"].update(d=[40], snr=[0.0, 0.5, 1.0, 1.5, 2.0, 2.5])
+    total = 2 * 6 * 2  # 24 cells in 12 blocks
+    workdir = Workdir.create(tmp_path / "killed", config)
+    try:
+        process = workdir.start(cores=1)
+        workdir.wait_for_fragments(1, process, timeout=120)
+        workdir.kill(process)
+        finished = fragment_files(workdir.path)
+        assert 1 <= len(finished) < 12, "kill came too late to test resumption"
+        for path in finished:  # every visible fragment is complete and readable
+            assert len(store.read_fragment(path).cell_keys) == 2
+        workdir.run("--unlock")  # a SIGKILLed Snakemake leaves its directory lock behind
+        resumed = workdir.run()
+        assert resumed.computed == total - 2 * len(finished)
+        after = fragment_files(workdir.path)
+        assert all(after[path] == mtime for path, mtime in finished.items())
+        cells = workdir.open_cells()
+        assert cells.attrs["cells_present"] == total
+    finally:
+        workdir.close()
+
+
+def test_cluster_daemon_is_shared_restarted_when_stale_and_shut_down(tmp_path: Path) -> None:
+    run_dir = tmp_path / "results" / "lifecycle"
+    settings = ClusterSettings.from_config({"n_workers": 1, "dashboard": False})
+    found: list[dict] = []
+    try:
+        threads = [
+            threading.Thread(target=lambda: found.append(ensure_run_cluster(run_dir, settings)))
+            for _ in range(3)
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert len({info["pid"] for info in found}) == 1, "concurrent callers started >1 daemon"
+        first = found[0]
+        # a killed run leaves a stale scheduler file: detected and replaced
+        Workdir(tmp_path, {"run": "lifecycle"}).kill_cluster()
+        assert read_scheduler_file(scheduler_file_path(run_dir)) == first
+        second = ensure_run_cluster(run_dir, settings)
+        assert second["pid"] != first["pid"] and pid_is_alive(second["pid"])
+        assert shutdown_run_cluster(run_dir)
+        assert not pid_is_alive(second["pid"])
+        assert not scheduler_file_path(run_dir).exists()
+    finally:
+        shutdown_run_cluster(run_dir)
