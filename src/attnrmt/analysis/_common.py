@@ -37,9 +37,17 @@ def effective_ratios(cells: xr.Dataset) -> tuple[xr.DataArray, xr.DataArray]:
     delta_eff, gamma_eff : xarray.DataArray
     """
     d = cells["d"].astype(float)
-    delta = d / cells["V"] if "V" in cells else cells["delta"].astype(float)
-    gamma = d / cells["N"] if "N" in cells else cells["gamma"].astype(float)
+    if "V" in cells:  # absent cells carry V = N = -1
+        delta = d / cells["V"].where(cells["V"] > 0)
+    else:
+        delta = cells["delta"].astype(float)
+    gamma = d / cells["N"].where(cells["N"] > 0) if "N" in cells else cells["gamma"].astype(float)
     return delta, gamma
+
+
+def drop_variant(da: xr.DataArray) -> xr.DataArray:
+    """``da`` without a ``variant`` dimension (first variant; for variant-free quantities)."""
+    return da.isel(variant=0, drop=True) if "variant" in da.dims else da
 
 
 def signal_index(cells: xr.Dataset, *, population: bool = False) -> xr.DataArray:
@@ -119,11 +127,11 @@ def coord_records(da: xr.DataArray | xr.Dataset, dims: Sequence[Hashable]) -> li
 
     values = [np.asarray(da[dim].values) for dim in dims]
     return [
-        {str(dim): _plain(v) for dim, v in zip(dims, combo, strict=True)}
+        {str(dim): plain(v) for dim, v in zip(dims, combo, strict=True)}
         for combo in itertools.product(*values)
     ]
 
 
-def _plain(value: object) -> object:
+def plain(value: object) -> object:
     """Numpy scalar -> Python scalar (for tidy tables)."""
     return value.item() if isinstance(value, np.generic) else value

@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from attnrmt.analysis._common import AXES, mean_ci
+from attnrmt.analysis._common import AXES, mean_ci, plain
 from attnrmt.model import causal_limit_weights, harmonic_weights
 
 
@@ -68,7 +68,7 @@ def causal_weights_table(
     eff = eff.transpose(*dims, "replicate", "position")
     rows = []
     for index in np.ndindex(*(eff.sizes[d] for d in dims)):
-        point = {d: eff[d].values[i].item() for d, i in zip(dims, index, strict=True)}
+        point = {d: plain(eff[d].values[i]) for d, i in zip(dims, index, strict=True)}
         T = int(point.get("T", eff.sizes["position"]))
         tau = models[str(point["weights"])]
         refs = {"harmonic": harmonic_weights(T), "causal_limit": causal_limit_weights(T, tau)}

@@ -11,7 +11,7 @@ from __future__ import annotations
 import pandas as pd
 import xarray as xr
 
-from attnrmt.analysis._common import AXES
+from attnrmt.analysis._common import AXES, drop_variant
 
 
 def centring_table(sweep: str, cells: xr.Dataset, theory: xr.Dataset) -> pd.DataFrame:
@@ -38,8 +38,8 @@ def centring_table(sweep: str, cells: xr.Dataset, theory: xr.Dataset) -> pd.Data
     """
     if "centered" not in cells.dims or cells.sizes["centered"] < 2:
         return pd.DataFrame()
-    cen = cells.sel(centered=True)
-    unc = cells.sel(centered=False)
+    cen = cells.sel(centered=True, drop=True)
+    unc = cells.sel(centered=False, drop=True)
     data = xr.Dataset({
         "top_eigenvalue_uncentred": unc["top_eigenvalues"].isel(k=0).mean("replicate"),
         "top_eigenvalue_centred": cen["top_eigenvalues"].isel(k=0).mean("replicate"),
@@ -51,10 +51,10 @@ def centring_table(sweep: str, cells: xr.Dataset, theory: xr.Dataset) -> pd.Data
         "signal_k_uncentred": unc["overlap_signal"].fillna(-1).argmax("k").median("replicate"),
         "top_is_mean_fraction": (unc["overlap_table_mean"].isel(k=0)
                                  > unc["overlap_signal"].isel(k=0)).mean("replicate"),
-        "mean_spike_theory": theory["mean_spike_outlier"].sel(centered=False)
-        .isel(variant=0, drop=True),
-        "mean_spike_overlap_theory": theory["mean_spike_overlap"].sel(centered=False)
-        .isel(variant=0, drop=True),
+        "mean_spike_theory":
+            drop_variant(theory["mean_spike_outlier"]).sel(centered=False, drop=True),
+        "mean_spike_overlap_theory":
+            drop_variant(theory["mean_spike_overlap"]).sel(centered=False, drop=True),
     })
     data = data.drop_vars([c for c in data.coords if c not in data.dims])
     frame = data.to_dataframe().reset_index()

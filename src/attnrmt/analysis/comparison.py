@@ -169,15 +169,16 @@ def comparison_table(
         ("bulk_atom", analysis["bulk_zero_fraction"], theory["bulk_atom"], None),
     ]
     if "centered" in cells.dims and (~cells["centered"].astype(bool)).any():
-        unc = cells.sel(centered=[False])
+        where = {"centered": np.flatnonzero(~cells["centered"].values.astype(bool))}
+        unc = cells.isel(where)
         idx = unc["overlap_table_mean"].fillna(-1).argmax("k")
-        ms_th = theory["mean_spike_outlier"].sel(centered=[False])
+        ms_th = theory["mean_spike_outlier"].isel(where)
         pairs += [
             ("mean_spike_outlier", unc["top_eigenvalues"].isel(k=idx),
-             ms_th.fillna(theory["bulk_upper_edge"].sel(centered=[False])),
+             ms_th.fillna(theory["bulk_upper_edge"].isel(where)),
              xr.where(ms_th.notnull(), "outlier", "bulk")),
             ("mean_spike_overlap", unc["overlap_table_mean"].isel(k=idx),
-             theory["mean_spike_overlap"].sel(centered=[False]),
+             theory["mean_spike_overlap"].isel(where),
              xr.where(ms_th.notnull(), "outlier", "bulk")),
         ]
     for name, emp, th, regime in pairs:

@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from attnrmt.analysis._common import AXES, mean_ci
+from attnrmt.analysis._common import AXES, mean_ci, plain
 
 GROUP = tuple(a for a in AXES if a != "weights")
 
@@ -35,7 +35,7 @@ def downstream_table(sweep: str, cells: xr.Dataset, *, level: float = 0.95) -> p
         values = acc.values[index]
         if not np.isfinite(values).any():
             continue
-        point = {d: acc[d].values[i].item() for d, i in zip(dims, index, strict=True)}
+        point = {d: plain(acc[d].values[i]) for d, i in zip(dims, index, strict=True)}
         mean, low, high = mean_ci(values, level=level)
         rows.append({"sweep": sweep, **point, "alpha_over_kappa": float(ratio.values[index]),
                      "accuracy": mean, "ci_low": low, "ci_high": high,

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from attnrmt.analysis._common import AXES, at_signal, mean_ci
+from attnrmt.analysis._common import AXES, at_signal, mean_ci, plain
 
 GROUP = tuple(a for a in AXES if a != "weights")
 
@@ -45,7 +45,7 @@ def pooling_table(sweep: str, cells: xr.Dataset, *, level: float = 0.95) -> pd.D
     ratio = ratio.broadcast_like(overlap.isel(replicate=0, drop=True)).transpose(*dims)
     rows = []
     for index in np.ndindex(*(overlap.sizes[d] for d in dims)):
-        point = {d: overlap[d].values[i].item() for d, i in zip(dims, index, strict=True)}
+        point = {d: plain(overlap[d].values[i]) for d, i in zip(dims, index, strict=True)}
         values = overlap.values[index]
         mean, low, high = mean_ci(values, level=level)
         rows.append({"sweep": sweep, **point, "alpha_over_kappa": float(ratio.values[index]),

@@ -8,6 +8,7 @@ plus Gaussian noise, so an estimator must recover the planted thresholds.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -30,6 +31,7 @@ from attnrmt.theory import (
 )
 
 
+@functools.lru_cache(maxsize=64)
 def bulk_quantiles(n: int, delta: float, gamma: float) -> np.ndarray:
     """``n`` mid-quantiles of ``MP_delta ⊠ MP_gamma`` (mean-1 units, ascending, atom as 0).
 
@@ -124,7 +126,7 @@ def make_synthetic(
             scal[name][index] = value
         pred = spike(de, ge, p["snr"], alpha, kappa, variant=variant)
         _lower, upper = (float(e) for e in bulk_edges(de, ge))
-        bulk = kappa * bulk_quantiles(dd, de, ge)
+        bulk = kappa * bulk_quantiles(dd, float(de), float(ge))
         pop_edge = kappa * (1 + np.sqrt(de)) ** 2
         mean_pred = mean_spike(de, ge, sigma, kappa)
         for r in range(replicates):
@@ -187,7 +189,9 @@ def make_synthetic(
                 "eig": np.arange(n_eig), "position": np.arange(max_t)},
         attrs={"synthetic_variant": variant},
     )
-    return ds, theory_from_cells(ds)
+    from attnrmt.analysis.pipeline import objectify_strings
+
+    return objectify_strings(ds), objectify_strings(theory_from_cells(ds))
 
 
 __all__ = ["bulk_quantiles", "make_synthetic"]

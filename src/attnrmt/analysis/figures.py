@@ -1,0 +1,471 @@
+"""Figures of the analysis (matplotlib, Agg backend; PNG and PDF).
+
+Conventions: theory as lines (``finite_vocab`` solid, ``paper`` dashed), data as points with
+error bars (replicate mean ± 1.96 standard errors, or bootstrap CIs), every axis labelled
+with its units. Each ``figure_*`` function is a pure function of the datasets/tables that
+returns a :class:`matplotlib.figure.Figure`; :func:`make_figures` writes them all. A figure
+whose data the run lacks is still written, with a note saying so, so that the report and
+the rule outputs stay fixed.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+import xarray as xr
+from matplotlib.figure import Figure
+
+from attnrmt.analysis._common import at_signal, drop_variant, effective_ratios
+from attnrmt.analysis.attention import attention_weight_models
+from attnrmt.analysis.comparison import complete_theory
+from attnrmt.analysis.thresholds import critical_theta
+from attnrmt.model import causal_limit_weights, harmonic_weights
+from attnrmt.theory import bulk_density
+
+FIGURES = ("spectra", "outlier_vs_snr", "phase_diagram", "pooling", "causal_weights",
+           "downstream", "finite_size", "centring")
+STYLE = {"finite_vocab": {"ls": "-", "color": "C3"}, "paper": {"ls": "--", "color": "C0"}}
+SNR_LABEL = r"snr $=\|\mu\|^2$ (dimensionless)"
+Data = Mapping[str, tuple[xr.Dataset, xr.Dataset, xr.Dataset]]
+
+
+def _empty(title: str, note: str) -> Figure:
+    fig, ax = plt.subplots(figsize=(5, 3))
+    ax.text(0.5, 0.5, note, ha="center", va="center", wrap=True)
+    ax.set_title(title)
+    ax.set_axis_off()
+    return fig
+
+
+def _pick(ds: xr.Dataset | xr.DataArray, prefer: Mapping[str, Any] | None = None) -> Any:
+    """Select one value of every axis except those in ``keep`` (largest d, centred, first)."""
+    sel: dict[str, Any] = {}
+    for dim in ("d", "delta", "gamma", "T", "positional", "weights", "snr", "centered"):
+        if dim not in ds.dims or (prefer and dim in prefer and prefer[dim] is None):
+            continue
+        if prefer and dim in prefer:
+            sel[dim] = prefer[dim]
+        elif dim == "d":
+            sel[dim] = ds[dim].values.max()
+        elif dim == "centered":
+            sel[dim] = bool(ds[dim].values.max())
+        else:
+            sel[dim] = ds[dim].values[0]
+    return ds.sel(sel)
+
+
+def _mean_err(da: xr.DataArray) -> tuple[np.ndarray, np.ndarray]:
+    n = da.notnull().sum("replicate")
+    mean = da.mean("replicate")
+    err = 1.96 * da.std("replicate", ddof=1) / np.sqrt(n.where(n > 1))
+    return np.asarray(mean.values, float), np.nan_to_num(np.asarray(err.values, float))
+
+
+def figure_spectra(data: Data, max_panels: int = 6) -> Figure:
+    """Histograms of ``S/kappa`` against the density of ``MP_delta ⊠ MP_gamma`` (spec §4)."""
+    panels = []
+    for sweep, (cells, _theory, _analysis) in data.items():
+        for delta in cells["delta"].values:
+            for gamma in cells["gamma"].values:
+                if any(np.isclose(p[1], delta) and np.isclose(p[2], gamma) for p in panels):
+                    continue
+                panels.append((sweep, float(delta), float(gamma)))
+    panels = panels[:max_panels]
+    if not panels:
+        return _empty("Spectra", "no spectra in this run")
+    ncol = min(3, len(panels))
+    nrow = int(np.ceil(len(panels) / ncol))
+    fig, axes = plt.subplots(nrow, ncol, figsize=(4.2 * ncol, 3.3 * nrow), squeeze=False)
+    for ax, (sweep, delta, gamma) in zip(axes.flat, panels, strict=False):
+        cells, _, analysis = data[sweep]
+        prefer = {"delta": delta, "gamma": gamma, "snr": cells["snr"].values.min()}
+        c = _pick(cells, prefer)
+        a = _pick(analysis, prefer)
+        kappa = float(c["kappa"])
+        de, ge = (float(x) for x in effective_ratios(c))
+        lam = np.asarray(c["eigenvalues"].values, float).ravel() / kappa
+        lam = lam[np.isfinite(lam)]
+        scale = np.abs(lam).max()
+        nonzero = lam[lam > 1e-9 * scale]
+        upper = float(a["bulk_upper_edge_th"].mean()) / kappa
+        lower = float(a["bulk_lower_edge_th"].mean()) / kappa
+        bins = np.linspace(0, upper * 1.15, 60)
+        weights = np.full(nonzero.size, 1.0 / lam.size)
+        ax.hist(nonzero, bins=bins, weights=weights / np.diff(bins)[0], color="0.7",
+                label=f"simulated (d={int(c['d'])}, {int(c.sizes['replicate'])} reps)")
+        x = np.linspace(1e-4, upper * 1.15, 600)
+        ax.plot(x, bulk_density(x, de, ge), color="C3", label="theory density")
+        for edge in (lower, upper):
+            ax.axvline(edge, color="C3", ls=":", lw=1)
+        ks = float(a["bulk_ks"].mean())
+        ax.set_title(rf"$\delta$={delta:g}, $\gamma$={gamma:g}  (KS={ks:.3f})", fontsize=9)
+        ax.set_xlabel(r"eigenvalue of $S/\kappa$ (units of $\kappa$)")
+        ax.set_ylabel("density (per unit eigenvalue)")
+        ax.legend(fontsize=7)
+    for ax in axes.flat[len(panels):]:
+        ax.set_axis_off()
+    fig.suptitle(r"Bulk of $S$: simulation vs $\kappa\,(MP_\delta\boxtimes MP_\gamma)$; "
+                 "dotted: theory edges")
+    fig.tight_layout()
+    return fig
+
+
+def _curve_sweep(data: Data) -> str | None:
+    best, size = None, 0
+    for sweep, (cells, _, _) in data.items():
+        if cells.sizes.get("snr", 0) > size:
+            best, size = sweep, cells.sizes["snr"]
+    return best if size >= 3 else None
+
+
+def figure_outlier_vs_snr(data: Data, max_columns: int = 4) -> Figure:
+    """Top eigenvalues (sample and population) and overlaps vs snr with both variants."""
+    sweep = _curve_sweep(data)
+    if sweep is None:
+        return _empty("Outliers vs snr", "no sweep with >= 3 snr values")
+    cells, theory, analysis = data[sweep]
+    theory = complete_theory(theory, cells)
+    names = list(cells["weights"].values)[:max_columns]
+    fig, axes = plt.subplots(2, len(names), figsize=(4.2 * len(names), 6.4), squeeze=False)
+    for j, wname in enumerate(names):
+        prefer = {"weights": wname, "snr": None}
+        c = _pick(cells, prefer)
+        t = _pick(theory, prefer)
+        a = _pick(analysis, {"weights": wname})
+        snr = np.asarray(c["snr"].values, float)
+        ax_e, ax_o = axes[0, j], axes[1, j]
+        for label, var, pop, color in (("sample $S$", "top_eigenvalues", False, "k"),
+                                       (r"population $\Sigma_E$", "pop_top_eigenvalues", True,
+                                        "C2")):
+            mean, err = _mean_err(at_signal(c, var, population=pop))
+            ax_e.errorbar(snr, mean, yerr=err, fmt="o", ms=3, color=color, label=label)
+        mean, err = _mean_err(at_signal(c, "overlap_signal"))
+        ax_o.errorbar(snr, mean, yerr=err, fmt="o", ms=3, color="k", label="sample")
+        mean, err = _mean_err(at_signal(c, "pop_overlap_signal", population=True))
+        ax_o.errorbar(snr, mean, yerr=err, fmt="s", ms=3, color="C2", mfc="none",
+                      label="population")
+        for variant, style in STYLE.items():
+            tv = t.sel(variant=variant)
+            ax_e.plot(snr, tv["sample_outlier"].fillna(tv["bulk_upper_edge"]), **style,
+                      label=f"{variant} (sample)")
+            ax_e.plot(snr, tv["pop_outlier"].fillna(tv["pop_bulk_edge"]), **style, lw=0.8)
+            ax_o.plot(snr, tv["sample_overlap_signal"], **style, label=variant)
+            ax_o.plot(snr, tv["pop_overlap_signal"], **style, lw=0.8)
+            for name, ls in (("threshold_snr_population", ":"), ("threshold_snr_sample",
+                                                                 "-.")):
+                value = float(np.nanmean(tv[name]))
+                if snr.min() <= value <= snr.max():
+                    for ax in (ax_e, ax_o):
+                        ax.axvline(value, color=style["color"], ls=ls, lw=0.8)
+        for tr, marker in (("population", "v"), ("sample", "^")):
+            est = float(a["threshold_estimate"].sel(transition=tr))
+            if np.isfinite(est):
+                lo = float(a["threshold_ci_low"].sel(transition=tr))
+                hi = float(a["threshold_ci_high"].sel(transition=tr))
+                ax_o.errorbar([est], [0.02], xerr=[[est - lo], [hi - est]], fmt=marker,
+                              color="m", ms=6, label=f"empirical {tr} threshold")
+        ax_e.set_title(f"{sweep}: weights={wname}, d={int(c['d'])}", fontsize=9)
+        ax_e.set_ylabel("top eigenvalue (units of S)")
+        ax_o.set_ylabel(r"squared overlap with $u$ (1)")
+        ax_o.set_xlabel(SNR_LABEL)
+        ax_e.set_xlabel(SNR_LABEL)
+        if j == 0:
+            ax_e.legend(fontsize=6)
+            ax_o.legend(fontsize=6)
+    fig.suptitle("Outliers and overlaps; lines: theory (solid finite_vocab, dashed paper), "
+                 "vertical: thresholds (dotted population, dash-dot sample)", fontsize=9)
+    fig.tight_layout()
+    return fig
+
+
+def figure_phase_diagram(data: Data) -> Figure:
+    """Thresholds in the (alpha/kappa, snr) plane: theory curves and empirical estimates."""
+    if _curve_sweep(data) is None:
+        return _empty("Phase diagram", "no sweep with >= 3 snr values")
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4.2))
+    drawn = False
+    for cells, _theory, analysis in data.values():
+        if cells.sizes.get("snr", 0) < 3:
+            continue
+        c = _pick(cells, {"weights": None, "positional": None, "snr": None})
+        a = _pick(analysis, {"weights": None, "positional": None})
+        de, ge = (float(np.nanmean(x)) for x in effective_ratios(c))
+        ratio = c["alpha"] / c["kappa"]
+        ratio = ratio.mean("snr") if "snr" in ratio.dims else ratio
+        for ax, tr in zip(axes, ("population", "sample"), strict=True):
+            tc = float(critical_theta(de, ge, tr))
+            x = np.linspace(0.3, max(8.0, float(ratio.max()) * 1.2), 200)
+            ax.plot(x, tc / x, **STYLE["paper"], label="paper" if not drawn else None)
+            ax.plot(x, tc / x - de, **STYLE["finite_vocab"],
+                    label="finite_vocab" if not drawn else None)
+            est = a["threshold_estimate"].sel(transition=tr)
+            lo = a["threshold_ci_low"].sel(transition=tr)
+            hi = a["threshold_ci_high"].sel(transition=tr)
+            xs = np.asarray(ratio.broadcast_like(est).values, float).ravel()
+            e, lo_, hi_ = (np.asarray(v.values, float).ravel() for v in (est, lo, hi))
+            ok = np.isfinite(e)
+            ax.errorbar(xs[ok], e[ok], yerr=[e[ok] - lo_[ok], hi_[ok] - e[ok]], fmt="o",
+                        color="k", ms=4, label="empirical" if not drawn else None)
+            below = ~ok & np.isfinite(hi_) & ~np.isfinite(lo_)
+            ax.plot(xs[below], hi_[below], "v", color="0.4", ms=6,
+                    label="bound: below range" if not drawn else None)
+            above = ~ok & np.isfinite(lo_) & ~np.isfinite(hi_)
+            ax.plot(xs[above], lo_[above], "^", color="0.4", ms=6,
+                    label="bound: above range" if not drawn else None)
+            ax.set_title(f"{tr} transition (delta={de:.2f}, gamma={ge:.2f})", fontsize=9)
+            ax.set_xlabel(r"$\alpha/\kappa$ (dimensionless)")
+            ax.set_ylabel("threshold " + SNR_LABEL)
+            ax.axhline(0, color="0.8", lw=0.5)
+        drawn = True
+    axes[0].legend(fontsize=7)
+    fig.suptitle("Phase diagram: outlier present above the curves", fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def figure_pooling(pooling: pd.DataFrame) -> Figure:
+    """alpha/kappa by weights and recovery vs snr by weights, per positional model."""
+    if pooling.empty or "alpha_over_kappa" not in pooling:
+        return _empty("Pooling", "no pooling data")
+    frame = pooling[pooling["d"] == pooling["d"].max()]
+    if "centered" in frame:
+        frame = frame[frame["centered"].astype(str).isin(["True", "true", "1"])]
+    positionals = list(dict.fromkeys(frame["positional"]))[:4]
+    fig, axes = plt.subplots(2, len(positionals), figsize=(4.4 * len(positionals), 6.4),
+                             squeeze=False)
+    for j, pos in enumerate(positionals):
+        f = frame[frame["positional"] == pos]
+        ak = f.groupby("weights", sort=False)["alpha_over_kappa"].mean()
+        axes[0, j].bar(range(len(ak)), ak.to_numpy(), color="C0")
+        axes[0, j].set_xticks(range(len(ak)), ak.index, rotation=30, fontsize=7)
+        axes[0, j].set_ylabel(r"$\alpha/\kappa$ (dimensionless)")
+        axes[0, j].set_title(f"{pos} (d={int(frame['d'].max())})", fontsize=9)
+        for k, (wname, g) in enumerate(f.groupby("weights", sort=False)):
+            g = g.groupby("snr").mean(numeric_only=True).reset_index()
+            axes[1, j].errorbar(g["snr"], g["recovery"],
+                                yerr=[g["recovery"] - g["recovery_ci_low"],
+                                      g["recovery_ci_high"] - g["recovery"]],
+                                fmt="o-", ms=3, lw=0.8, color=f"C{k}", label=str(wname))
+        axes[1, j].set_xlabel(SNR_LABEL)
+        axes[1, j].set_ylabel(r"recovery: squared overlap with $u$ (1)")
+        axes[1, j].legend(fontsize=7)
+    fig.suptitle("Pooling strategies: alpha/kappa (top) and measured recovery (bottom)",
+                 fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def figure_causal_weights(data: Data, causal: pd.DataFrame,
+                          weight_models: Mapping[str, Any]) -> Figure:
+    """Measured causal-attention weights vs harmonic and causal_limit(tau), and distance vs d."""
+    models = attention_weight_models(weight_models)
+    found = [(s, w) for s, (cells, _, _) in data.items() for w in models
+             if w in cells["weights"].values]
+    if not found or causal.empty:
+        return _empty("Causal attention", "no causal_attention cells in this run")
+    sweep, wname = found[0]
+    cells = data[sweep][0]
+    c = _pick(cells, {"weights": wname, "d": None})
+    T = int(c["T"])
+    tau = models[wname]
+    fig, (ax_w, ax_d) = plt.subplots(1, 2, figsize=(10, 4))
+    pos = np.arange(1, T + 1)
+    for k, d in enumerate(c["d"].values):
+        w = np.asarray(c["effective_weights"].sel(d=d).mean("replicate").values, float)[:T]
+        ax_w.plot(pos, w / w.sum(), "o", ms=4, color=f"C{k}", label=f"attention, d={int(d)}")
+    ax_w.plot(pos, harmonic_weights(T), "k--", label="harmonic (seed)")
+    ax_w.plot(pos, causal_limit_weights(T, tau), "k-", label=f"causal_limit(tau={tau:g})")
+    ax_w.set_xlabel("position t (1..T)")
+    ax_w.set_ylabel(r"effective weight $w_t$ (sum = 1)")
+    ax_w.legend(fontsize=7)
+    sub = causal[(causal["weights"] == wname) & (causal["sweep"] == sweep)]
+    for k, (ref, g) in enumerate(sub.groupby("reference")):
+        g = g.groupby("d").mean(numeric_only=True).reset_index()
+        ax_d.errorbar(g["d"], g["distance"], yerr=[g["distance"] - g["ci_low"],
+                                                    g["ci_high"] - g["distance"]],
+                      fmt="o-", color=f"C{k + 3}", label=f"to {ref}")
+    ax_d.set_xscale("log")
+    ax_d.set_yscale("log")
+    ax_d.set_xlabel("dimension d")
+    ax_d.set_ylabel(r"relative distance $\|w-w_{ref}\|/\|w_{ref}\|$ (1)")
+    ax_d.legend(fontsize=7)
+    fig.suptitle(f"Real causal attention ({wname}, T={T}) as d grows", fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def figure_downstream(downstream: pd.DataFrame) -> Figure:
+    """Downstream accuracy (with CI) against alpha/kappa, one series per snr."""
+    if downstream.empty or "accuracy" not in downstream:
+        return _empty("Downstream", "no label-model cells in this run")
+    frame = downstream[downstream["d"] == downstream["d"].max()]
+    fig, ax = plt.subplots(figsize=(6, 4.2))
+    for k, (snr, g) in enumerate(frame.groupby("snr")):
+        g = g.groupby("weights").mean(numeric_only=True).reset_index()
+        ax.errorbar(g["alpha_over_kappa"], g["accuracy"],
+                    yerr=[g["accuracy"] - g["ci_low"], g["ci_high"] - g["accuracy"]],
+                    fmt="o", color=f"C{k}", label=f"snr={snr:g}")
+        for _, row in g.iterrows():
+            ax.annotate(str(row["weights"]), (row["alpha_over_kappa"], row["accuracy"]),
+                        fontsize=6, xytext=(3, 3), textcoords="offset points")
+    ax.set_xlabel(r"$\alpha/\kappa$ (dimensionless)")
+    ax.set_ylabel("test accuracy of the ridge readout of y (fraction)")
+    ax.set_title(f"Downstream task by pooling weights (d={int(frame['d'].max())})", fontsize=10)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    return fig
+
+
+def figure_finite_size(thresholds: pd.DataFrame, exponent: float = 1.0 / 3.0) -> Figure:
+    """Threshold estimates against ``d^(-exponent)`` with the fitted extrapolation."""
+    if thresholds.empty or "finite_size" not in thresholds:
+        return _empty("Finite size", "no thresholds")
+    fss = thresholds[thresholds["finite_size"] != "none"]
+    if fss.empty:
+        return _empty("Finite size", "no sweep with several d")
+    per_d = thresholds[thresholds["finite_size"] == "none"]
+    keys = [c for c in ("sweep", "delta", "gamma", "T", "positional", "weights", "centered")
+            if c in thresholds]
+    groups = list(fss.groupby(keys, sort=False))[:4]
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4.2))
+    for ax, tr in zip(axes, ("population", "sample"), strict=True):
+        for k, (key, frow) in enumerate(groups):
+            frow = frow[frow["transition"] == tr]
+            mask = np.ones(len(per_d), bool)
+            for col, val in zip(keys, key, strict=True):
+                mask &= (per_d[col] == val).to_numpy()
+            pts = per_d[mask & (per_d["transition"] == tr).to_numpy()]
+            x = pts["d"].to_numpy(float) ** (-exponent)
+            y = pts["extrapolated"].to_numpy(float)
+            color = f"C{k}"
+            est = pts["estimate"].to_numpy(float)
+            lo = np.where(np.isfinite(est), pts["ci_low"], np.nan)
+            hi = np.where(np.isfinite(est), pts["ci_high"], np.nan)
+            ax.errorbar(x, y, yerr=[np.nan_to_num(y - lo), np.nan_to_num(hi - y)], fmt="o",
+                        color=color, label=f"{key[5] if len(key) > 5 else key}")
+            if not frow.empty:
+                a = float(frow["estimate"].iloc[0])
+                xs = np.linspace(0, x.max() * 1.05 if x.size else 1, 20)
+                if x.size >= 2 and np.isfinite(a):
+                    b = np.polyfit(x, y, 1)[0] if np.all(np.isfinite(y)) else np.nan
+                    ax.plot(xs, a + b * xs, color=color, lw=0.8)
+                    ax.errorbar([0], [a], yerr=[[a - float(frow["ci_low"].iloc[0])],
+                                               [float(frow["ci_high"].iloc[0]) - a]],
+                                fmt="*", ms=9, color=color)
+                for variant, style in STYLE.items():
+                    ax.axhline(float(frow[f"theory_{variant}"].iloc[0]), color=color,
+                               ls=style["ls"], lw=0.6)
+        ax.set_xlabel(rf"$d^{{-{exponent:.3g}}}$ (d = dimension)")
+        ax.set_ylabel("threshold " + SNR_LABEL)
+        ax.set_title(f"{tr}: stars = d->inf fit; solid finite_vocab, dashed paper",
+                     fontsize=9)
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    return fig
+
+
+def figure_centring(data: Data) -> Figure:
+    """Uncentred mean spike vs theory, and signal recovery with and without centring."""
+    found = [s for s, (cells, _, _) in data.items()
+             if "centered" in cells.dims and cells.sizes["centered"] >= 2]
+    if not found:
+        return _empty("Centring", "no sweep with centered = [true, false]")
+    cells, theory, _ = data[found[0]]
+    theory = complete_theory(theory, cells)
+    prefer = {"weights": None, "snr": None, "centered": None}
+    c = _pick(cells, prefer)
+    t = drop_variant(_pick(theory, prefer)["mean_spike_outlier"])
+    snr = np.asarray(c["snr"].values, float)
+    fig, (ax_e, ax_o) = plt.subplots(1, 2, figsize=(10, 4))
+    for k, wname in enumerate(c["weights"].values[:4]):
+        unc = c.sel(weights=wname, centered=False)
+        cen = c.sel(weights=wname, centered=True)
+        mean, err = _mean_err(unc["top_eigenvalues"].isel(k=0))
+        ax_e.errorbar(snr, mean, yerr=err, fmt="o", ms=3, color=f"C{k}",
+                      label=f"{wname}: top eig, uncentred")
+        ax_e.plot(snr, np.broadcast_to(t.sel(weights=wname, centered=False).values, snr.shape),
+                  "-", color=f"C{k}", lw=0.8)
+        for cc, marker, label in ((unc, "o", "uncentred"), (cen, "s", "centred")):
+            mean, err = _mean_err(cc["overlap_signal"].isel(k=0))
+            ax_o.errorbar(snr, mean, yerr=err, fmt=marker, ms=3, color=f"C{k}",
+                          mfc="none" if label == "centred" else None,
+                          label=f"{wname}, {label}")
+    ax_e.set_xlabel(SNR_LABEL)
+    ax_e.set_ylabel("top eigenvalue of uncentred S (units of S)")
+    ax_e.set_title("mean spike: points simulation, lines theory", fontsize=9)
+    ax_o.set_xlabel(SNR_LABEL)
+    ax_o.set_ylabel(r"squared overlap of top eigenvector with $u$ (1)")
+    ax_o.set_title("signal in the TOP eigenvector: centred vs uncentred", fontsize=9)
+    ax_e.legend(fontsize=6)
+    ax_o.legend(fontsize=6)
+    fig.tight_layout()
+    return fig
+
+
+def save(fig: Figure, stem: str | os.PathLike[str], formats: Sequence[str]) -> list[Path]:
+    """Write ``fig`` as ``stem.<fmt>`` for every format and close it."""
+    paths = []
+    for fmt in formats:
+        path = Path(f"{stem}.{fmt}")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(path, dpi=110)
+        paths.append(path)
+    plt.close(fig)
+    return paths
+
+
+def make_figures(
+    run_dir: str | os.PathLike[str],
+    sweeps: Sequence[str],
+    figure_dir: str | os.PathLike[str],
+    settings: Mapping[str, Any] | None = None,
+    weight_models: Mapping[str, Any] | None = None,
+) -> list[Path]:
+    """Rule ``figures``: every figure of :data:`FIGURES` under ``figure_dir`` (PNG and PDF).
+
+    Reads ``<run_dir>/<sweep>/{cells,theory,analysis}.zarr`` and the tables written by
+    :func:`attnrmt.analysis.pipeline.write_tables` (``pooling.csv``, ``causal.csv``,
+    ``downstream.csv``, ``thresholds.csv``).
+    """
+    from attnrmt.analysis.pipeline import decode_bounds, open_store, settings_with_defaults
+
+    s = settings_with_defaults(settings)
+    root = Path(run_dir)
+    data = {}
+    for sweep in sweeps:
+        theory_path = root / sweep / "theory.zarr"
+        cells = open_store(root / sweep / "cells.zarr")
+        theory = open_store(theory_path) if theory_path.exists() else None
+        data[sweep] = (cells, complete_theory(theory, cells),
+                       decode_bounds(open_store(root / sweep / "analysis.zarr")))
+
+    def table(name: str) -> pd.DataFrame:
+        path = root / f"{name}.csv"
+        frame = pd.read_csv(path) if path.exists() else pd.DataFrame()
+        return pd.DataFrame() if "note" in frame else frame
+
+    builders = {
+        "spectra": lambda: figure_spectra(data),
+        "outlier_vs_snr": lambda: figure_outlier_vs_snr(data),
+        "phase_diagram": lambda: figure_phase_diagram(data),
+        "pooling": lambda: figure_pooling(table("pooling")),
+        "causal_weights": lambda: figure_causal_weights(data, table("causal"),
+                                                        weight_models or {}),
+        "downstream": lambda: figure_downstream(table("downstream")),
+        "finite_size": lambda: figure_finite_size(table("thresholds"),
+                                                  float(s["finite_size_exponent"])),
+        "centring": lambda: figure_centring(data),
+    }
+    paths: list[Path] = []
+    for name in FIGURES:
+        paths += save(builders[name](), Path(figure_dir) / name, s["figure_formats"])
+    return paths

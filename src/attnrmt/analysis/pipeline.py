@@ -1,0 +1,258 @@
+"""Entry points of the analysis rules (each rule body is one call to one of these).
+
+* :func:`analyze_sweep` — ``cells.zarr`` + ``theory.zarr`` -> ``analysis.zarr`` (bulk fit,
+  thresholds, finite-size extrapolation).
+* :func:`write_tables` — every sweep -> ``results/<run>/*.csv`` (comparison, thresholds, …).
+* :func:`attnrmt.analysis.figures.make_figures` — tables + stores -> ``figures/``.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import xarray as xr
+
+from attnrmt.analysis.attention import causal_verdict, causal_weights_table
+from attnrmt.analysis.bulk_fit import DEFAULT_MARGIN, bulk_fit
+from attnrmt.analysis.centring import centring_table
+from attnrmt.analysis.comparison import (
+    comparison_table,
+    complete_theory,
+    thresholds_table,
+    variant_summary,
+)
+from attnrmt.analysis.downstream import downstream_ranking, downstream_table
+from attnrmt.analysis.pooling import ordering_table, pooling_table
+from attnrmt.analysis.thresholds import (
+    DEFAULT_EXPONENT,
+    DEFAULT_LEVEL,
+    DEFAULT_N_BOOT,
+    estimate_thresholds,
+    finite_size_thresholds,
+)
+from attnrmt.analysis.thresholds import DEFAULT_MARGIN as DEFAULT_THRESHOLD_MARGIN
+
+#: Defaults of the config's ``analysis:`` block (the schema fills the same values).
+DEFAULT_SETTINGS: dict[str, Any] = {
+    "bulk_margin": DEFAULT_MARGIN,
+    "threshold_margin": DEFAULT_THRESHOLD_MARGIN,
+    "bootstrap": DEFAULT_N_BOOT,
+    "ci_level": DEFAULT_LEVEL,
+    "finite_size_exponent": DEFAULT_EXPONENT,
+    "pooling_order": ["optimal", "harmonic", "mean"],
+    "seed": 0,
+    "figure_formats": ["png", "pdf"],
+}
+
+#: Bound codes of ``threshold_bound`` in analysis.zarr (CF flag_values / flag_meanings).
+BOUND_CODES = ("none", "below", "above", "interval", "failed")
+
+#: Table files written by :func:`write_tables` (name -> description).
+TABLES = {
+    "comparison": "every measured quantity against both variants",
+    "thresholds": "empirical thresholds (CI or bound) against both variants",
+    "summary": "median relative error per quantity and variant",
+    "bulk": "bulk KS distance and edges per grid point",
+    "pooling": "alpha/kappa and recovery per weights",
+    "pooling_order": "does the claimed order of weights hold",
+    "causal": "distance of real attention weights to harmonic and causal_limit",
+    "causal_verdict": "which limit real attention approaches",
+    "downstream": "downstream accuracy per weights",
+    "downstream_ranking": "accuracy ranking against alpha/kappa ranking",
+    "centring": "uncentred mean spike and centred vs uncentred recovery",
+}
+
+
+def settings_with_defaults(settings: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The ``analysis:`` config block with :data:`DEFAULT_SETTINGS` filled in."""
+    return {**DEFAULT_SETTINGS, **dict(settings or {})}
+
+
+def open_store(path: str | os.PathLike[str]) -> xr.Dataset:
+    """Open a Zarr store eagerly (they are small) with consolidated metadata when present."""
+    return xr.open_zarr(path, consolidated=None).load()
+
+
+def analysis_dataset(
+    cells: xr.Dataset, theory: xr.Dataset | None, settings: Mapping[str, Any] | None = None
+) -> xr.Dataset:
+    """Bulk fit + thresholds + finite-size fit of one sweep (the ``analysis`` group).
+
+    Parameters
+    ----------
+    cells, theory : xarray.Dataset
+        The sweep's stores (``theory`` may be None: predictions are then computed from the
+        cells).
+    settings : mapping, optional
+        The config's ``analysis:`` block.
+
+    Returns
+    -------
+    xarray.Dataset
+        Variables of :func:`attnrmt.analysis.bulk_fit.bulk_fit`,
+        :func:`attnrmt.analysis.thresholds.estimate_thresholds` (``threshold_bound`` coded
+        as int8 flags, :data:`BOUND_CODES`) and, with several ``d``,
+        :func:`attnrmt.analysis.thresholds.finite_size_thresholds` (``fss_*``).
+    """
+    s = settings_with_defaults(settings)
+    bulk = bulk_fit(cells, margin=float(s["bulk_margin"]))
+    thr = estimate_thresholds(cells, margin=float(s["threshold_margin"]),
+                              n_boot=int(s["bootstrap"]), level=float(s["ci_level"]),
+                              seed=int(s["seed"]))
+    fss = finite_size_thresholds(thr, exponent=float(s["finite_size_exponent"]),
+                                 level=float(s["ci_level"]))
+    bound = thr["threshold_bound"]
+    codes = np.zeros(bound.shape, dtype=np.int8)
+    for code, name in enumerate(BOUND_CODES):
+        codes[np.asarray(bound.values) == name] = code
+    thr["threshold_bound"] = bound.copy(data=codes)
+    thr["threshold_bound"].attrs = {
+        "long_name": "is the threshold a bound", "flag_values": list(range(len(BOUND_CODES))),
+        "flag_meanings": " ".join(BOUND_CODES)}
+    parts = [bulk, thr] if fss is None else [bulk, thr, fss]
+    out = xr.merge(parts, combine_attrs="drop_conflicts", join="outer")
+    out.attrs.update({
+        "title": "attnrmt analysis", "bulk_margin": float(s["bulk_margin"]),
+        "threshold_margin": float(s["threshold_margin"]), "bootstrap": int(s["bootstrap"]),
+        "ci_level": float(s["ci_level"]),
+        "finite_size_exponent": float(s["finite_size_exponent"]),
+        "estimator": "theta inversion + linear extrapolation (docs/thresholds.md)",
+    })
+    for key in ("config_sha256", "root_seed", "package_version"):
+        if key in cells.attrs:
+            out.attrs[key] = cells.attrs[key]
+    return objectify_strings(out)
+
+
+def objectify_strings(ds: xr.Dataset) -> xr.Dataset:
+    """Fixed-width unicode coordinates/variables -> object dtype (Zarr v3 variable strings,
+    as in ``cells.zarr``; fixed-width UTF-32 has no stable Zarr v3 spec)."""
+    updates = {name: ds[name].astype(object) for name in ds.variables
+               if ds[name].dtype.kind == "U"}
+    return ds.assign_coords({k: v for k, v in updates.items() if k in ds.coords}).assign(
+        {k: v for k, v in updates.items() if k not in ds.coords})
+
+
+def decode_bounds(analysis: xr.Dataset) -> xr.Dataset:
+    """``threshold_bound`` back to strings (inverse of the int8 coding)."""
+    bound = analysis["threshold_bound"]
+    if np.issubdtype(bound.dtype, np.integer):
+        names = np.asarray(BOUND_CODES, dtype=object)[np.asarray(bound.values, dtype=int)]
+        analysis = analysis.assign(threshold_bound=bound.copy(data=names.astype(str)))
+    return analysis
+
+
+def _log(log_path: str | os.PathLike[str] | None, line: str) -> None:
+    if log_path is None:
+        return
+    Path(log_path).parent.mkdir(parents=True, exist_ok=True)
+    with open(log_path, "a", encoding="utf-8") as handle:
+        handle.write(line + "\n")
+
+
+def analyze_sweep(
+    cells_path: str | os.PathLike[str],
+    theory_path: str | os.PathLike[str],
+    output_path: str | os.PathLike[str],
+    settings: Mapping[str, Any] | None = None,
+    log_path: str | os.PathLike[str] | None = None,
+) -> Path:
+    """Rule ``analyze_sweep``: write ``analysis.zarr`` of one sweep (single writer, atomic)."""
+    from attnrmt.sweep.store import write_zarr_atomically
+
+    started = time.perf_counter()
+    cells = open_store(cells_path)
+    theory = open_store(theory_path)
+    analysis = analysis_dataset(cells, theory, settings)
+    target = write_zarr_atomically(analysis, output_path)
+    _log(log_path, f"{target}: analysed in {time.perf_counter() - started:.2f} s")
+    return target
+
+
+def bulk_table(sweep: str, analysis: xr.Dataset) -> pd.DataFrame:
+    """Replicate-mean bulk fit per grid point (``bulk.csv``)."""
+    names = [n for n in analysis.data_vars if str(n).startswith("bulk_")]
+    ds = analysis[names]
+    ds = ds.mean("replicate") if "replicate" in ds.dims else ds
+    ds = ds.drop_vars([c for c in ds.coords if c not in ds.dims])
+    frame = ds.to_dataframe().reset_index()
+    frame.insert(0, "sweep", sweep)
+    return frame
+
+
+def sweep_tables(
+    sweep: str, cells: xr.Dataset, theory: xr.Dataset | None, analysis: xr.Dataset,
+    settings: Mapping[str, Any] | None = None, weight_models: Mapping[str, Any] | None = None,
+) -> dict[str, pd.DataFrame]:
+    """All tables of :data:`TABLES` for one sweep (pure function of the three datasets)."""
+    s = settings_with_defaults(settings)
+    level = float(s["ci_level"])
+    theory = complete_theory(theory, cells)
+    analysis = decode_bounds(analysis)
+    comparison = comparison_table(sweep, cells, theory, analysis)
+    pool = pooling_table(sweep, cells, level=level)
+    causal = causal_weights_table(sweep, cells, weight_models or {}, level=level)
+    down = downstream_table(sweep, cells, level=level)
+    return {
+        "comparison": comparison,
+        "thresholds": thresholds_table(sweep, cells, theory, analysis),
+        "summary": variant_summary(comparison),
+        "bulk": bulk_table(sweep, analysis),
+        "pooling": pool,
+        "pooling_order": ordering_table(pool, list(s["pooling_order"])),
+        "causal": causal,
+        "causal_verdict": causal_verdict(causal),
+        "downstream": down,
+        "downstream_ranking": downstream_ranking(down),
+        "centring": centring_table(sweep, cells, theory),
+    }
+
+
+def write_tables(
+    run_dir: str | os.PathLike[str],
+    sweeps: Sequence[str],
+    outputs: Mapping[str, str | os.PathLike[str]],
+    settings: Mapping[str, Any] | None = None,
+    weight_models: Mapping[str, Any] | None = None,
+    log_path: str | os.PathLike[str] | None = None,
+) -> dict[str, pd.DataFrame]:
+    """Rule ``analysis_tables``: concatenate every sweep's tables into ``outputs`` (CSV).
+
+    Parameters
+    ----------
+    run_dir : path
+        ``results/<run>``; sweep ``s`` has ``s/cells.zarr``, ``s/theory.zarr``,
+        ``s/analysis.zarr``.
+    sweeps : sequence of str
+    outputs : mapping table name -> CSV path
+        Keys from :data:`TABLES` (an empty table is written with a header-free note column).
+    settings, weight_models : mapping
+        The config's ``analysis:`` and ``weight_models:`` blocks.
+    """
+    started = time.perf_counter()
+    root = Path(run_dir)
+    collected: dict[str, list[pd.DataFrame]] = {name: [] for name in outputs}
+    for sweep in sweeps:
+        cells = open_store(root / sweep / "cells.zarr")
+        theory_path = root / sweep / "theory.zarr"
+        theory = open_store(theory_path) if theory_path.exists() else None
+        analysis = open_store(root / sweep / "analysis.zarr")
+        tables = sweep_tables(sweep, cells, theory, analysis, settings, weight_models)
+        for name in outputs:
+            if not tables[name].empty:
+                collected[name].append(tables[name])
+    result = {}
+    for name, path in outputs.items():
+        frame = (pd.concat(collected[name], ignore_index=True) if collected[name]
+                 else pd.DataFrame({"note": [f"no {name} data in this run"]}))
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        frame.to_csv(path, index=False, float_format="%.6g")
+        result[name] = frame
+    _log(log_path, f"tables for {len(sweeps)} sweeps in {time.perf_counter() - started:.2f} s")
+    return result
