@@ -1,1 +1,104 @@
-# Placeholder: the analysis engineer replaces this file (analyze stage).
+# Analysis: per sweep analysis.zarr (bulk fit, thresholds, finite size), then the run's
+# tables (comparison.csv, thresholds.csv, ...). Each rule body is one library call.
+import attnrmt.analysis.pipeline
+
+ANALYSIS_TABLES = list(attnrmt.analysis.pipeline.TABLES)
+
+
+def analysis_settings():
+    """The config's analysis block (schema-filled); params: so a change reruns the rules."""
+    return config.get("analysis", {})
+
+
+rule analyze_sweep:
+    input:
+        cells=f"{RESULTS}/{{sweep}}/cells.zarr",
+        theory=f"{RESULTS}/{{sweep}}/theory.zarr",
+    output:
+        directory(f"{RESULTS}/{{sweep}}/analysis.zarr"),
+    params:
+        settings=analysis_settings(),
+    log:
+        f"{RESULTS}/logs/analyze_sweep/{{sweep}}.log",
+    run:
+        attnrmt.analysis.pipeline.analyze_sweep(
+            input.cells, input.theory, output[0], params.settings, log[0]
+        )
+
+
+rule analysis_tables:
+    input:
+        cells=expand(f"{RESULTS}/{{sweep}}/cells.zarr", sweep=SWEEPS),
+        theory=expand(f"{RESULTS}/{{sweep}}/theory.zarr", sweep=SWEEPS),
+        analysis=expand(f"{RESULTS}/{{sweep}}/analysis.zarr", sweep=SWEEPS),
+    output:
+        comparison=report(
+            f"{RESULTS}/comparison.csv",
+            caption="../report/comparison.rst",
+            category="Tables",
+            labels={"table": "comparison"},
+        ),
+        thresholds=report(
+            f"{RESULTS}/thresholds.csv",
+            caption="../report/thresholds.rst",
+            category="Tables",
+            labels={"table": "thresholds"},
+        ),
+        summary=report(
+            f"{RESULTS}/summary.csv",
+            caption="../report/summary.rst",
+            category="Tables",
+            labels={"table": "summary"},
+        ),
+        bulk=report(
+            f"{RESULTS}/bulk.csv",
+            caption="../report/bulk.rst",
+            category="Tables",
+            labels={"table": "bulk"},
+        ),
+        pooling=f"{RESULTS}/pooling.csv",
+        pooling_order=report(
+            f"{RESULTS}/pooling_order.csv",
+            caption="../report/pooling_order.rst",
+            category="Tables",
+            labels={"table": "pooling_order"},
+        ),
+        causal=f"{RESULTS}/causal.csv",
+        causal_verdict=report(
+            f"{RESULTS}/causal_verdict.csv",
+            caption="../report/causal_verdict.rst",
+            category="Tables",
+            labels={"table": "causal_verdict"},
+        ),
+        downstream=f"{RESULTS}/downstream.csv",
+        downstream_ranking=report(
+            f"{RESULTS}/downstream_ranking.csv",
+            caption="../report/downstream_ranking.rst",
+            category="Tables",
+            labels={"table": "downstream_ranking"},
+        ),
+        centring=report(
+            f"{RESULTS}/centring.csv",
+            caption="../report/centring_table.rst",
+            category="Tables",
+            labels={"table": "centring"},
+        ),
+    params:
+        settings=analysis_settings(),
+        weight_models=config.get("weight_models", {}),
+        sweeps=SWEEPS,
+    log:
+        f"{RESULTS}/logs/analysis_tables/tables.log",
+    run:
+        attnrmt.analysis.pipeline.write_tables(
+            RESULTS,
+            params.sweeps,
+            {name: output[name] for name in ANALYSIS_TABLES},
+            params.settings,
+            params.weight_models,
+            log[0],
+        )
+
+
+ALL_TARGETS.extend(sweep_path(sweep, "analysis.zarr") for sweep in SWEEPS)
+ALL_TARGETS.extend(f"{RESULTS}/{name}.csv" for name in ANALYSIS_TABLES)

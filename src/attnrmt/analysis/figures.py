@@ -11,6 +11,7 @@ the rule outputs stay fixed.
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -429,8 +430,12 @@ def make_figures(
     figure_dir: str | os.PathLike[str],
     settings: Mapping[str, Any] | None = None,
     weight_models: Mapping[str, Any] | None = None,
+    log_path: str | os.PathLike[str] | None = None,
 ) -> list[Path]:
     """Rule ``figures``: every figure of :data:`FIGURES` under ``figure_dir`` (PNG and PDF).
+
+    PNG is always written (the report shows it), plus every format in the settings'
+    ``figure_formats``.
 
     Reads ``<run_dir>/<sweep>/{cells,theory,analysis}.zarr`` and the tables written by
     :func:`attnrmt.analysis.pipeline.write_tables` (``pooling.csv``, ``causal.csv``,
@@ -465,7 +470,13 @@ def make_figures(
                                                   float(s["finite_size_exponent"])),
         "centring": lambda: figure_centring(data),
     }
+    formats = list(dict.fromkeys(["png", *s["figure_formats"]]))
     paths: list[Path] = []
     for name in FIGURES:
-        paths += save(builders[name](), Path(figure_dir) / name, s["figure_formats"])
+        started = time.perf_counter()
+        paths += save(builders[name](), Path(figure_dir) / name, formats)
+        if log_path is not None:
+            Path(log_path).parent.mkdir(parents=True, exist_ok=True)
+            with open(log_path, "a", encoding="utf-8") as handle:
+                handle.write(f"{name}: {time.perf_counter() - started:.2f} s\n")
     return paths
