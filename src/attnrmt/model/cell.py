@@ -18,8 +18,10 @@ Linear algebra: ``S`` is one symmetric rank-update product; its full spectrum co
 single Householder tridiagonalisation (LAPACK ``dsytrd`` + ``dsterf``, what ``eigvalsh``
 does) and the top-k eigenvectors are obtained from the same tridiagonal form (``stebz`` +
 ``stein``) and back-transformed with the stored reflectors, so they cost O(d^2 k) extra.
-The population top-k eigenpairs come from a Krylov solver (ARPACK) on the dense matrix
-with a deterministic, seeded start vector.
+The population matrix is formed the same way (one ``dsyrk`` of the table plus two rank-one
+updates) and its top-k eigenpairs come from a second reduction (only k eigenpairs of the
+tridiagonal matrix are computed). All symmetric matrices live as the lower triangle of a
+Fortran-ordered array and are updated in place.
 """
 
 from __future__ import annotations
@@ -33,8 +35,7 @@ from typing import Any
 import numpy as np
 import scipy.linalg
 import scipy.sparse
-import scipy.sparse.linalg
-from scipy.linalg import lapack
+from scipy.linalg import blas, lapack
 
 from attnrmt._validation import check_int, check_positive
 from attnrmt.model.positional import positional_correlation, sample_signs, validate_positional
@@ -46,13 +47,6 @@ from attnrmt.model.weights import (
     pooling_weights,
     validate_weights,
 )
-
-# Below this dimension (or when k is a sizeable fraction of d) the population eigenpairs
-# come from a dense eigh: cheap there, and ARPACK needs k < d.
-_DENSE_POPULATION_MAX_D = 300
-# ARPACK relative tolerance for the population eigenpairs: eigenvalues to ~1e-12 relative,
-# eigenvector overlaps to well below any statistical resolution.
-_ARPACK_TOL = 1e-12
 
 
 @dataclass(frozen=True, eq=False)
@@ -170,67 +164,122 @@ def token_incidence(
 # ------------------------------------------------------------------------ linear algebra
 
 
-def spectrum_and_top_eigenvectors(
-    matrix: np.ndarray, k: int, *, overwrite: bool = False
-) -> tuple[np.ndarray, np.ndarray]:
+def lower_gram(rows: np.ndarray, scale: float) -> np.ndarray:
+    """``scale * rows^T rows`` (d x d) by one BLAS ``dsyrk``; only the lower triangle is set.
+
+    ``rows`` is C-ordered (n, d); the result is Fortran-ordered, the layout the symmetric
+    LAPACK/BLAS routines below read and update in place (the upper triangle is ignored).
+    """
+    return blas.dsyrk(scale, np.ascontiguousarray(rows, dtype=np.float64).T, trans=0, lower=1)
+
+
+def add_rank_one(lower: np.ndarray, coefficient: float, vector: np.ndarray) -> None:
+    """``lower += coefficient * vector vector^T`` on the lower triangle, in place (``dsyr``)."""
+    if coefficient != 0.0:
+        blas.dsyr(coefficient, vector, a=lower, lower=1, overwrite_a=1)
+
+
+def _tridiagonalize(lower: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Householder reduction ``A = Q T Q^T`` of the lower triangle of ``lower`` (destroyed)."""
+    n = lower.shape[0]
+    # Blocked reduction needs the optimal workspace: scipy's default lwork is the minimum,
+    # which silently selects the unblocked (BLAS-2 only, ~2x slower) algorithm.
+    workspace, info = lapack.dsytrd_lwork(n, lower=1)
+    factored, diagonal, offdiagonal, tau, info = lapack.dsytrd(
+        lower, lower=1, lwork=max(int(workspace), 1), overwrite_a=1
+    )
+    if info != 0:  # pragma: no cover - LAPACK failure
+        raise np.linalg.LinAlgError(f"dsytrd failed with info={info}")
+    return factored, diagonal, offdiagonal, tau
+
+
+def _apply_householder(
+    factored: np.ndarray, tau: np.ndarray, vectors: np.ndarray, block_size: int = 64
+) -> np.ndarray:
+    """``Q @ vectors`` for ``Q = H(1) ... H(n-1)`` stored by ``dsytrd(lower=1)``.
+
+    ``H(i) = I - tau_i v_i v_i^T`` with ``v_i = (0_{i}, 1, factored[i+2:, i])`` (1-based
+    ``i``). Reflectors are applied in blocks through the compact-WY ("UT") form
+    ``H(j0) ... H(j1-1) = I - Vb Tb Vb^T`` with
+    ``Tb^{-1} = diag(1/tau) + striu(Vb^T Vb)``: O(n^2 k) BLAS-3 work for k vectors.
+    """
+    n = factored.shape[0]
+    result = np.array(vectors, dtype=np.float64, order="C", copy=True)
+    n_reflectors = n - 1
+    for block_start in range(((n_reflectors - 1) // block_size) * block_size, -1, -block_size):
+        block_stop = min(block_start + block_size, n_reflectors)
+        width = block_stop - block_start
+        rows = slice(block_start + 1, n)
+        basis = np.tril(factored[rows, block_start:block_stop], -1)
+        basis[np.arange(width), np.arange(width)] = 1.0
+        block_tau = tau[block_start:block_stop].copy()
+        inactive = block_tau == 0.0
+        basis[:, inactive] = 0.0
+        block_tau[inactive] = 1.0
+        inverse_t = np.triu(basis.T @ basis, 1)
+        inverse_t[np.arange(width), np.arange(width)] = 1.0 / block_tau
+        coefficients = scipy.linalg.solve_triangular(inverse_t, basis.T @ result[rows])
+        result[rows] -= basis @ coefficients
+    return result
+
+
+def spectrum_and_top_eigenvectors(lower: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     """All eigenvalues (ascending) and the top-``k`` eigenvectors of a symmetric matrix.
 
-    One Householder tridiagonalisation ``A = Q T Q^T`` (``dsytrd``), all eigenvalues of
-    ``T`` (``dsterf``, as ``eigvalsh``), the top-``k`` eigenvectors of ``T`` (bisection +
-    inverse iteration, ``stebz`` + ``stein``) and ``Q z`` applied reflector by reflector
-    (O(d^2 k)).
+    One Householder tridiagonalisation ``A = Q T Q^T`` (``dsytrd``, blocked), all
+    eigenvalues of ``T`` (``dsterf``; together exactly what ``eigvalsh`` does), the
+    top-``k`` eigenvectors of ``T`` (bisection + inverse iteration, ``stebz`` + ``stein``)
+    and ``Q z`` by blocked reflectors (O(d^2 k)).
+
+    Parameters
+    ----------
+    lower : ndarray (d, d), Fortran order
+        Lower triangle holds the matrix (e.g. from :func:`lower_gram`); overwritten.
+    k : int
 
     Returns
     -------
     eigenvalues : ndarray (d,), ascending
     vectors : ndarray (d, k), unit columns, column ``j`` for the ``j``-th largest.
     """
-    n = matrix.shape[0]
-    # The matrix is symmetric, so its transpose (Fortran order, no copy) is the same matrix.
-    factored, diagonal, offdiagonal, tau, info = lapack.dsytrd(
-        matrix.T, lower=1, overwrite_a=int(overwrite)
-    )
-    if info != 0:  # pragma: no cover - LAPACK failure
-        raise np.linalg.LinAlgError(f"dsytrd failed with info={info}")
+    factored, diagonal, offdiagonal, tau = _tridiagonalize(lower)
     eigenvalues, info = lapack.dsterf(diagonal.copy(), offdiagonal.copy())
     if info != 0:  # pragma: no cover
         raise np.linalg.LinAlgError(f"dsterf failed with info={info}")
+    _, vectors = _top_tridiagonal_eigenpairs(diagonal, offdiagonal, k)
+    return eigenvalues, _apply_householder(factored, tau, vectors)
+
+
+def _top_tridiagonal_eigenpairs(
+    diagonal: np.ndarray, offdiagonal: np.ndarray, k: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Top-``k`` eigenpairs of a symmetric tridiagonal matrix, descending."""
+    n = diagonal.size
     if n == 1:
-        return eigenvalues, np.ones((1, 1))
-    _, tri_vectors = scipy.linalg.eigh_tridiagonal(
+        return diagonal.copy(), np.ones((1, 1))
+    values, vectors = scipy.linalg.eigh_tridiagonal(
         diagonal, offdiagonal, select="i", select_range=(n - k, n - 1), lapack_driver="stebz"
     )
-    vectors = np.ascontiguousarray(tri_vectors[:, ::-1])
-    # Q = H(1) ... H(n-1), H(i) = I - tau_i v_i v_i^T, v_i = (0_i, 1, factored[i+2:, i]).
-    for i in range(n - 2, -1, -1):
-        if tau[i] == 0.0:
-            continue
-        factored[i + 1, i] = 1.0
-        reflector = factored[i + 1 :, i]
-        block = vectors[i + 1 :]
-        block -= np.outer(tau[i] * reflector, reflector @ block)
-    return eigenvalues, vectors
+    return values[::-1].copy(), np.ascontiguousarray(vectors[:, ::-1])
 
 
-def top_eigenpairs(
-    matrix: np.ndarray, k: int, rng: np.random.Generator
-) -> tuple[np.ndarray, np.ndarray]:
+def top_eigenpairs(lower: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     """Top-``k`` eigenvalues (descending) and unit eigenvectors (d, k) of a symmetric matrix.
 
-    ARPACK (``eigsh``, ``which="LA"``) with a start vector drawn from ``rng`` (so results
-    are reproducible); dense ``eigh`` for small ``d`` or large ``k``.
+    Tridiagonalisation + ``stebz``/``stein`` for the k selected eigenpairs only + blocked
+    back-transformation: exact (LAPACK accuracy) and deterministic, at the cost of one
+    ``dsytrd``. (Krylov solvers - ARPACK, LOBPCG - need 100-200 products here, because
+    the eigenvalues below a spike sit at the bulk edge with gaps ~ d^{-2/3}, and are
+    slower than the reduction for every d measured.)
+
+    Parameters
+    ----------
+    lower : ndarray (d, d), Fortran order
+        Lower triangle holds the matrix; overwritten.
     """
-    n = matrix.shape[0]
-    if n <= _DENSE_POPULATION_MAX_D or 4 * k >= n:
-        values, vectors = scipy.linalg.eigh(matrix, subset_by_index=(n - k, n - 1))
-    else:
-        start = rng.standard_normal(n)
-        values, vectors = scipy.sparse.linalg.eigsh(
-            matrix, k=k, which="LA", v0=start, tol=_ARPACK_TOL
-        )
-        order = np.argsort(values)
-        values, vectors = values[order], vectors[:, order]
-    return values[::-1].copy(), np.ascontiguousarray(vectors[:, ::-1])
+    factored, diagonal, offdiagonal, tau = _tridiagonalize(lower)
+    values, vectors = _top_tridiagonal_eigenpairs(diagonal, offdiagonal, k)
+    return values, _apply_householder(factored, tau, vectors)
 
 
 def population_matrix(
@@ -242,17 +291,16 @@ def population_matrix(
     sigma: float,
     centered: bool,
 ) -> np.ndarray:
-    """Population version of ``S`` given the table (spec §5), built in place.
+    """Population version of ``S`` given the table (spec §5), on the lower triangle.
 
     ``kappa G - kappa mbar mbar^T + (alpha - kappa) Dlt Dlt^T`` (``Sigma_E``), plus
-    ``sigma^2 mbar mbar^T`` when ``S`` is uncentred; ``G = (1/V) E E^T`` is overwritten.
+    ``sigma^2 mbar mbar^T`` when ``S`` is uncentred. ``table_gram`` holds the lower
+    triangle of ``kappa G = (kappa/V) E E^T`` (Fortran order, see :func:`lower_gram`) and
+    is updated in place and returned.
     """
-    matrix = table_gram
-    matrix *= kappa
-    mean_coefficient = -kappa + (0.0 if centered else sigma**2)
-    matrix += mean_coefficient * np.outer(table_mean, table_mean)
-    matrix += (alpha - kappa) * np.outer(class_mean_difference, class_mean_difference)
-    return matrix
+    add_rank_one(table_gram, -kappa + (0.0 if centered else sigma**2), table_mean)
+    add_rank_one(table_gram, alpha - kappa, class_mean_difference)
+    return table_gram
 
 
 def squared_overlaps(vectors: np.ndarray, direction: np.ndarray) -> np.ndarray:
@@ -307,8 +355,8 @@ def simulate_cell(
         Number of top eigenpairs measured.
     seed : int or sequence of int (non-negative)
         Entropy of a :class:`numpy.random.SeedSequence` (what ``numpy.random.default_rng``
-        takes). Independent child streams draw the table, the signs, the tokens and the
-        solver start vector, so two cells with the same seed share their table and
+        takes). Independent child streams draw the table, the signs and the tokens, so
+        two cells with the same seed share their table and
         tokens whatever their weights (common random numbers).
 
     Returns
@@ -327,8 +375,8 @@ def simulate_cell(
     positional_spec = validate_positional(positional, T)
     weights_spec = validate_weights(weights, T)
     seed_words = _check_seed(seed)
-    table_stream, sign_stream, token_stream, solver_stream = (
-        np.random.default_rng(child) for child in np.random.SeedSequence(seed_words).spawn(4)
+    table_stream, sign_stream, token_stream = (
+        np.random.default_rng(child) for child in np.random.SeedSequence(seed_words).spawn(3)
     )
 
     R = positional_correlation(positional_spec, T)
@@ -353,20 +401,17 @@ def simulate_cell(
         if labels is not None
         else float("nan")
     )
+    # S = (1/N) sum_n c_n c_n^T, minus the outer product of the mean when centred
+    # (algebraically the same as centring the rows first, without another pass over them).
+    sample_lower = lower_gram(pooled, 1.0 / N)
     if centered:
-        pooled -= pooled.mean(axis=0)
-    sample_matrix = pooled.T @ pooled
-    sample_matrix /= N
+        add_rank_one(sample_lower, -1.0, pooled.mean(axis=0))
     del pooled
-    eigenvalues, top_vectors = spectrum_and_top_eigenvectors(
-        sample_matrix, top_k, overwrite=True
-    )
-    del sample_matrix
+    eigenvalues, top_vectors = spectrum_and_top_eigenvectors(sample_lower, top_k)
+    del sample_lower
 
-    table_gram = table.embeddings.T @ table.embeddings
-    table_gram /= V
     population = population_matrix(
-        table_gram,
+        lower_gram(table.embeddings, kappa / V),
         table.table_mean,
         table.class_mean_difference,
         alpha,
@@ -374,7 +419,8 @@ def simulate_cell(
         sigma,
         centered,
     )
-    pop_top_eigenvalues, pop_vectors = top_eigenpairs(population, top_k, solver_stream)
+    pop_top_eigenvalues, pop_vectors = top_eigenpairs(population, top_k)
+    del population
 
     return CellResult(
         eigenvalues=_readonly(eigenvalues),

@@ -9,6 +9,9 @@ is rotation invariant, so any fixed direction gives the same law.
 
 from __future__ import annotations
 
+import itertools
+import os
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -66,8 +69,35 @@ def class_means(embeddings: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return 0.5 * (mean_plus + mean_minus), 0.5 * (mean_plus - mean_minus)
 
 
+# The table is drawn in a fixed number of row blocks, each from its own child generator,
+# so the numbers do not depend on how many threads fill them.
+_TABLE_BLOCKS_PER_CLASS = 2
+
+
+def helper_threads() -> int:
+    """Threads for the embarrassingly parallel fills: at most 2, at most the CPUs this
+    process may use, and at most ``OMP_NUM_THREADS`` / ``OPENBLAS_NUM_THREADS`` /
+    ``MKL_NUM_THREADS`` when set (a sweep worker pinned to one BLAS thread stays on one).
+    """
+    try:
+        available = len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        available = os.cpu_count() or 1
+    limits = [2, available]
+    for variable in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        value = os.environ.get(variable, "")
+        if value.isdigit() and int(value) > 0:
+            limits.append(int(value))
+    return max(1, min(limits))
+
+
 def sample_table(d: int, V: int, snr: float, rng: np.random.Generator) -> EmbeddingTable:
     """Draw ``E``: ``e_v = s_v mu + z_v`` with ``mu = sqrt(snr) e_1`` (spec §1.2).
+
+    The ``V x d`` Gaussian noise is filled in ``2 * _TABLE_BLOCKS_PER_CLASS`` row blocks,
+    each from its own child of ``rng`` (``rng.spawn``), in parallel threads
+    (:func:`helper_threads`); the result does not depend on the thread count. The class
+    sums are accumulated per block while it is hot in cache.
 
     Parameters
     ----------
@@ -77,18 +107,39 @@ def sample_table(d: int, V: int, snr: float, rng: np.random.Generator) -> Embedd
         ``||mu||^2``.
     rng : numpy.random.Generator
     """
-    embeddings = rng.standard_normal((V, d))
-    token_class = np.repeat(np.array([1, -1], dtype=np.int8), V // 2)
-    embeddings[:, 0] += np.sqrt(snr) * token_class
+    half = V // 2
+    embeddings = np.empty((V, d))
+    token_class = np.repeat(np.array([1, -1], dtype=np.int8), half)
+    edges = np.linspace(0, half, _TABLE_BLOCKS_PER_CLASS + 1).round().astype(int)
+    blocks = [(start, stop) for start, stop in itertools.pairwise(edges) if stop > start]
+    blocks += [(start + half, stop + half) for start, stop in blocks]
+    generators = rng.spawn(len(blocks))
+    amplitude = np.sqrt(snr)
+
+    def fill(index: int) -> np.ndarray:
+        start, stop = blocks[index]
+        rows = embeddings[start:stop]
+        generators[index].standard_normal(out=rows)
+        rows[:, 0] += amplitude * token_class[start]
+        return rows.sum(axis=0)
+
+    threads = min(helper_threads(), len(blocks))
+    if threads > 1:
+        with ThreadPoolExecutor(threads) as pool:
+            block_sums = list(pool.map(fill, range(len(blocks))))
+    else:
+        block_sums = [fill(index) for index in range(len(blocks))]
+    n_plus = len(blocks) // 2
+    mean_plus = np.sum(block_sums[:n_plus], axis=0) / half
+    mean_minus = np.sum(block_sums[n_plus:], axis=0) / half
     signal_direction = np.zeros(d)
     signal_direction[0] = 1.0
-    table_mean, class_mean_difference = class_means(embeddings)
     return EmbeddingTable(
         embeddings=embeddings,
         token_class=token_class,
         signal_direction=signal_direction,
-        table_mean=table_mean,
-        class_mean_difference=class_mean_difference,
+        table_mean=0.5 * (mean_plus + mean_minus),
+        class_mean_difference=0.5 * (mean_plus - mean_minus),
     )
 
 
@@ -102,4 +153,11 @@ def sample_tokens(signs: np.ndarray, V: int, rng: np.random.Generator) -> np.nda
     return np.where(signs > 0, within_class, within_class + half)
 
 
-__all__ = ["EmbeddingTable", "class_means", "realised_sizes", "sample_table", "sample_tokens"]
+__all__ = [
+    "EmbeddingTable",
+    "class_means",
+    "helper_threads",
+    "realised_sizes",
+    "sample_table",
+    "sample_tokens",
+]
