@@ -28,14 +28,14 @@ from attnrmt.theory import (
 TINY = 1e-12
 GRID = (0.05, 0.3, 0.5, 1.0, 2.0, 4.0)
 PAIRS = [(d, g) for d in GRID for g in GRID]
+NODES, WEIGHTS = np.polynomial.legendre.leggauss(600)  # computed once: an eigenproblem
 
 
-def integrate_density(delta: float, gamma: float, power: int, nodes: int = 600) -> float:
+def integrate_density(delta: float, gamma: float, power: int) -> float:
     """``∫ x^power rho(x) dx`` over the support, by substitution + Gauss–Legendre."""
     lower, upper = bulk_edges(delta, gamma)
-    s, weights = np.polynomial.legendre.leggauss(nodes)
-    s = 0.5 * (s + 1.0)
-    weights = 0.5 * weights
+    s = 0.5 * (NODES + 1.0)
+    weights = 0.5 * WEIGHTS
     half = 0.5 * (1.0 - np.cos(np.pi * s))
     x = lower + (upper - lower) * half**3
     dx_ds = (upper - lower) * 3.0 * half**2 * 0.5 * np.pi * np.sin(np.pi * s)
@@ -174,7 +174,7 @@ def test_cdf_matches_integrated_density(delta: float, gamma: float) -> None:
     (quadrature error with 600 nodes is below 1e-10)."""
     lower, upper = bulk_edges(delta, gamma)
     atom = bulk_atom(delta, gamma)
-    s, weights = np.polynomial.legendre.leggauss(600)
+    s, weights = NODES, WEIGHTS
     for fraction in (0.01, 0.2, 0.5, 0.9, 0.999):
         end = lower + fraction * (upper - lower)
         t = 0.5 * (s + 1.0)
@@ -237,3 +237,29 @@ def test_scalar_in_scalar_out() -> None:
 def test_invalid_inputs_raise_naming_argument(call, name: str) -> None:
     with pytest.raises(ValueError, match=rf"^{name}="):
         call()
+
+
+@pytest.mark.parametrize(("delta", "gamma"), [(1.0, 0.3), (2.0, 2.0), (0.5, 0.5)])
+def test_continuous_across_hard_edge_degeneracy(delta: float, gamma: float) -> None:
+    """The hard-edge branch (two largest of {1, delta, gamma} equal) joins the generic
+    one continuously: perturbing delta by 1e-9 moves density and cdf by O(1e-9) at x >= 1e-6
+    (relative 1e-6 allowed)."""
+    x = np.array([1e-6, 1e-3, 0.1, 1.0, 3.0])
+    for nearby in (delta * (1 - 1e-9), delta * (1 + 1e-9)):
+        np.testing.assert_allclose(bulk_density(x, nearby, gamma), bulk_density(x, delta, gamma),
+                                   rtol=1e-6)
+        np.testing.assert_allclose(bulk_cdf(x, nearby, gamma), bulk_cdf(x, delta, gamma),
+                                   rtol=1e-6, atol=1e-8)
+
+
+@pytest.mark.parametrize(("delta", "gamma", "k"), [(1.0, 0.3, 2), (2.0, 2.0, 2), (1.0, 1.0, 3)])
+def test_hard_edge_power_law(delta: float, gamma: float, k: int) -> None:
+    """At a hard edge u -> z1 = -1/M as a k-fold zero of f: rho ~ C x^{1/k - 1} with
+    C = sin(pi/k) / (pi (M K)^{1/k}), K = M^k prod_{a != M} (1 - a/M); relative 1e-6 at
+    x = 1e-30 (the correction is O(x^{1/k}))."""
+    scales = np.array([1.0, delta, gamma])
+    largest = scales.max()
+    strength = largest**k * np.prod(1 - scales[scales != largest] / largest)
+    constant = np.sin(np.pi / k) / (np.pi * (largest * strength) ** (1 / k))
+    x = 1e-30
+    assert bulk_density(x, delta, gamma) == pytest.approx(constant * x ** (1 / k - 1), rel=1e-6)

@@ -235,3 +235,13 @@ def test_spike_rejects_bad_input(kwargs: dict, name: str) -> None:
 def test_outlier_functions_reject_bad_input(call, name: str) -> None:
     with pytest.raises(ValueError, match=rf"^{name}="):
         call()
+
+
+def test_weight_formulas_reexported() -> None:
+    import attnrmt.theory as theory
+    from attnrmt.model import weights
+
+    for name in ("optimal_weights", "harmonic_weights", "causal_limit_weights"):
+        assert getattr(theory, name) is getattr(weights, name)
+    with pytest.raises(AttributeError):
+        _ = theory.no_such_formula

@@ -297,9 +297,11 @@ def bulk_moments(
 
 def _inside(x: NDArray, delta: NDArray, gamma: NDArray) -> tuple[NDArray, NDArray, NDArray]:
     """Broadcast ``x, delta, gamma`` and flag ``lower < x < upper`` (and ``x > 0``)."""
-    x, delta, gamma = np.broadcast_arrays(x, delta, gamma)
+    # edges on the (delta, gamma) shape only, then broadcast against x
+    delta, gamma = np.broadcast_arrays(delta, gamma)
     lower = _lower_edge(delta, gamma)
     upper = _f(_critical_u(delta, gamma), delta, gamma)
+    x, lower, upper = np.broadcast_arrays(x, lower, upper)
     inside = (x > lower) & (x < upper) & (x > 0.0)
     return inside, lower, upper
 
