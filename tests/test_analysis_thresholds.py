@@ -1,0 +1,126 @@
+"""Threshold estimator (docs/thresholds.md) recovers planted thresholds."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from attnrmt.analysis.synthetic import make_synthetic
+from attnrmt.analysis.thresholds import (
+    critical_theta,
+    estimate_thresholds,
+    finite_size_fit,
+    finite_size_thresholds,
+    fit_threshold,
+    theta_from_population,
+    theta_from_sample,
+)
+from attnrmt.theory import critical_u, spike, spike_outliers
+
+
+@pytest.mark.parametrize(("delta", "gamma"), [(0.5, 0.5), (0.2, 1.5), (2.0, 0.3)])
+def test_outlier_maps_invert_spec_formulas(delta: float, gamma: float) -> None:
+    theta = np.linspace(0.1, 12.0, 60)
+    out = spike_outliers(theta, delta, gamma, kappa=0.7)
+    pop = np.asarray(out.population_outlier)
+    sam = np.asarray(out.sample_outlier)
+    have_pop = np.isfinite(pop)
+    have_sam = np.isfinite(sam)
+    np.testing.assert_allclose(theta_from_population(pop[have_pop], delta, 0.7),
+                               theta[have_pop], rtol=1e-9)
+    np.testing.assert_allclose(theta_from_sample(sam[have_sam], delta, gamma, 0.7),
+                               theta[have_sam], rtol=1e-8)
+    # at or below the edge: the critical value
+    assert theta_from_population(0.7 * (1 + np.sqrt(delta)) ** 2 * 0.99, delta, 0.7) == \
+        pytest.approx(critical_theta(delta, gamma, "population"))
+    tc = delta + 1 / float(critical_u(delta, gamma))
+    assert theta_from_sample(0.01, delta, gamma, 0.7) == pytest.approx(tc)
+    assert np.isnan(theta_from_sample(np.nan, delta, gamma, 0.7))
+
+
+def test_fit_threshold_recovers_a_planted_line() -> None:
+    rng = np.random.default_rng(1)
+    snr = np.linspace(0, 3, 13)
+    theta_c, slope, s_c = 1.2, 2.0, 1.1
+    truth = np.maximum(theta_c, theta_c + slope * (snr - s_c))
+    reps = truth[:, None] + rng.normal(0, 0.01, (snr.size, 8))
+    fit = fit_threshold(snr, reps, theta_c)
+    assert fit["bound"] == "none"
+    assert fit["estimate"] == pytest.approx(s_c, abs=0.02)
+    assert fit["ci_low"] <= s_c <= fit["ci_high"]
+    assert fit["slope"] == pytest.approx(slope, rel=0.02)
+
+
+def test_fit_threshold_reports_bounds_outside_the_range() -> None:
+    snr = np.linspace(1, 3, 9)
+    theta_c = 1.0
+    below = (theta_c + 1.0 * (snr - 0.5))[:, None] * np.ones((1, 4))
+    fit = fit_threshold(snr, below, theta_c)
+    assert fit["bound"] == "below"
+    assert np.isnan(fit["estimate"])
+    assert fit["ci_high"] == 1.0 and fit["ci_low"] == -np.inf
+    assert fit["extrapolated"] == pytest.approx(0.5)
+    above = np.full((snr.size, 4), theta_c)
+    fit = fit_threshold(snr, above, theta_c)
+    assert fit["bound"] == "above"
+    assert fit["ci_low"] == 3.0 and fit["ci_high"] == np.inf
+    one = np.full((snr.size, 4), theta_c)
+    one[-1] = 2.0
+    fit = fit_threshold(snr, one, theta_c)
+    assert fit["bound"] == "interval"
+    assert (fit["ci_low"], fit["ci_high"]) == (snr[-2], snr[-1])
+
+
+@pytest.mark.parametrize("variant", ["paper", "finite_vocab"])
+def test_estimate_thresholds_recovers_planted_variant(variant: str) -> None:
+    cells, theory = make_synthetic(
+        d=(300,), snr=tuple(np.linspace(0.0, 3.0, 13)),
+        positional={"iid": {"kind": "iid"}}, weights={"mean": "mean"}, replicates=6,
+        variant=variant, noise=0.005, seed=3)
+    est = estimate_thresholds(cells, n_boot=100)
+    for transition, name in (("population", "threshold_snr_population"),
+                             ("sample", "threshold_snr_sample")):
+        planted = float(theory[name].sel(variant=variant).isel(snr=0).squeeze())
+        got = est.sel(transition=transition).squeeze()
+        assert str(got["threshold_bound"].values) == "none"
+        assert float(got["threshold_estimate"]) == pytest.approx(planted, abs=0.05)
+        offset = 0.0 if variant == "paper" else 0.5  # d/V = 300/600
+        # the variants differ by delta = 0.5 in this offset
+        assert float(got["theta_offset"]) == pytest.approx(offset, abs=0.1)
+    assert "theta_hat" in est and "threshold_boot" in est
+
+
+def test_negative_planted_threshold_is_a_bound_below() -> None:
+    # optimal pooling of prefix(4), T = 8: alpha/kappa = 4, finite_vocab thresholds < 0
+    cells, theory = make_synthetic(
+        d=(300,), snr=tuple(np.linspace(0.0, 3.0, 13)),
+        positional={"p4": {"kind": "prefix", "L": 4}}, weights={"optimal": "optimal"},
+        replicates=4, variant="finite_vocab", noise=0.005)
+    est = estimate_thresholds(cells, n_boot=50).sel(transition="population").squeeze()
+    assert float(spike(0.5, 0.5, 1.0, 4.0, 1.0).threshold_snr_population) < 0
+    assert str(est["threshold_bound"].values) == "below"
+    assert np.isnan(float(est["threshold_estimate"]))
+    planted = float(theory["threshold_snr_population"].sel(variant="finite_vocab").max())
+    assert float(est["threshold_extrapolated"]) == pytest.approx(planted, abs=0.05)
+
+
+def test_finite_size_fit_recovers_the_limit() -> None:
+    d = np.array([100.0, 200.0, 400.0, 800.0])
+    a, b = 0.7, 1.5
+    y = a + b * d ** (-1 / 3)
+    rng = np.random.default_rng(0)
+    boot = y[:, None] + rng.normal(0, 0.01, (4, 200))
+    fit = finite_size_fit(d, y, boot)
+    assert fit["a"] == pytest.approx(a, abs=1e-9)
+    assert fit["b"] == pytest.approx(b, abs=1e-9)
+    assert fit["ci_low"] < a < fit["ci_high"]
+    assert np.isnan(finite_size_fit(d[:1], y[:1])["a"])
+
+
+def test_finite_size_thresholds_only_with_several_d() -> None:
+    cells, _ = make_synthetic(d=(80,), snr=(0.0, 1.5, 3.0), replicates=2)
+    assert finite_size_thresholds(estimate_thresholds(cells, n_boot=20)) is None
+    cells, _ = make_synthetic(d=(80, 160), snr=(0.0, 1.0, 2.0, 3.0), replicates=2)
+    fss = finite_size_thresholds(estimate_thresholds(cells, n_boot=20))
+    assert fss is not None and "d" not in fss.dims
+    assert {"fss_limit", "fss_ci_low", "fss_ci_high"} <= set(fss.data_vars)
