@@ -1,0 +1,85 @@
+"""Comparison tables against both variants (spec §6.3) on synthetic stores."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import xarray as xr
+
+from attnrmt.analysis.comparison import (
+    COMPARISON_COLUMNS,
+    THRESHOLD_COLUMNS,
+    comparison_table,
+    complete_theory,
+    theory_from_cells,
+    thresholds_table,
+    variant_summary,
+)
+from attnrmt.analysis.pipeline import analysis_dataset, decode_bounds
+from attnrmt.analysis.synthetic import make_synthetic
+from attnrmt.theory import spike
+
+SNR = tuple(np.linspace(0.0, 3.0, 9))
+
+
+@pytest.fixture(scope="module", params=["paper", "finite_vocab"])
+def planted(request: pytest.FixtureRequest) -> tuple[str, xr.Dataset, xr.Dataset, xr.Dataset]:
+    cells, theory = make_synthetic(
+        d=(120, 240), snr=SNR, positional={"p4": {"kind": "prefix", "L": 4},
+                                          "iid": {"kind": "iid"}},
+        weights={"mean": "mean"}, replicates=3, variant=request.param, noise=0.005)
+    analysis = decode_bounds(analysis_dataset(cells, theory, {"bootstrap": 30}))
+    return request.param, cells, theory, analysis
+
+
+def test_theory_from_cells_matches_spike() -> None:
+    cells, _ = make_synthetic(d=(100,), snr=(0.5, 2.0), replicates=1)
+    theory = theory_from_cells(cells)
+    point = dict(d=100, snr=2.0, variant="paper")
+    got = theory.sel(point).squeeze()
+    alpha, kappa = float(cells["alpha"].max()), float(cells["kappa"].max())
+    want = spike(0.5, 0.5, 2.0, alpha, kappa, variant="paper")
+    assert float(got["sample_outlier"]) == pytest.approx(float(want.sample_outlier))
+    assert float(got["threshold_snr_sample"]) == pytest.approx(
+        float(want.threshold_snr_sample))
+
+
+def test_complete_theory_only_fills_missing_variables() -> None:
+    cells, theory = make_synthetic(d=(100,), snr=(0.5, 2.0), replicates=1)
+    partial = theory.drop_vars(["mean_spike_outlier", "pop_bulk_edge"])
+    partial["sample_outlier"] = partial["sample_outlier"] * 2.0
+    completed = complete_theory(partial, cells)
+    xr.testing.assert_allclose(completed["mean_spike_outlier"], theory["mean_spike_outlier"])
+    xr.testing.assert_identical(completed["sample_outlier"], partial["sample_outlier"])
+
+
+def test_comparison_table_is_tidy_and_names_the_planted_variant(planted) -> None:
+    variant, cells, theory, analysis = planted
+    table = comparison_table("s", cells, theory, analysis)
+    assert tuple(table.columns) == COMPARISON_COLUMNS
+    assert set(table["variant"]) == {"paper", "finite_vocab"}
+    for quantity in ("population_outlier", "sample_outlier", "population_overlap",
+                     "sample_overlap", "bulk_upper_edge", "threshold_population",
+                     "theta_offset_sample"):
+        assert quantity in set(table["quantity"])
+    np.testing.assert_allclose(table["abs_error"],
+                               (table["empirical"] - table["theory"]).abs())
+    summary = variant_summary(table)
+    outl = summary[summary["quantity"] == "sample_outlier"].set_index("variant")
+    other = "paper" if variant == "finite_vocab" else "finite_vocab"
+    assert outl.loc[variant, "median_rel_error"] < 0.02
+    assert outl.loc[variant, "median_rel_error"] < outl.loc[other, "median_rel_error"]
+
+
+def test_thresholds_table_contains_both_variants_and_finite_size(planted) -> None:
+    variant, cells, theory, analysis = planted
+    table = thresholds_table("s", cells, theory, analysis)
+    assert tuple(table.columns) == THRESHOLD_COLUMNS
+    assert set(table["transition"]) == {"population", "sample"}
+    fss = table[table["finite_size"] != "none"]
+    assert len(fss) == 4 and np.all(np.isinf(fss["d"]))
+    iid = table[(table["positional"] == "iid") & (table["finite_size"] == "none")]
+    # iid pooling: alpha/kappa = 1, all thresholds inside [0, 3], estimates not bounds
+    assert (iid["bound"] == "none").all()
+    assert iid[f"consistent_{variant}"].mean() >= 0.5
+    np.testing.assert_allclose(iid["estimate"], iid[f"theory_{variant}"], atol=0.08)
