@@ -1,0 +1,296 @@
+"""simulate_cell: reproducibility, shapes, validation, and agreement with a direct
+(slow, obviously-correct) computation of the same cell (spec §1, §5)."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+import pytest
+
+from attnrmt.model import (
+    CellResult,
+    causal_limit_weights,
+    pooling_scalars,
+    pooling_weights,
+    positional_correlation,
+    realised_sizes,
+    ridge_readout_accuracy,
+    sample_signs,
+    simulate_cell,
+)
+from attnrmt.model.table import sample_table, sample_tokens
+
+BASE = {
+    "d": 60,
+    "delta": 0.5,
+    "gamma": 0.5,
+    "T": 6,
+    "positional": {"kind": "prefix", "L": 3},
+    "weights": "mean",
+    "snr": 2.0,
+}
+ARRAY_FIELDS = (
+    "eigenvalues",
+    "top_eigenvalues",
+    "overlap_signal",
+    "overlap_class_mean",
+    "overlap_table_mean",
+    "pop_top_eigenvalues",
+    "pop_overlap_signal",
+    "effective_weights",
+)
+# Agreement with the direct computation: both are exact linear algebra in float64 on
+# matrices with entries O(1) and d = 60, so eigenvalues agree to ~1e-13; eigenvector
+# overlaps agree to rounding divided by the eigenvalue gap (>= 1e-3 here), so 1e-9 is safe.
+LINALG_TOL = 1e-9
+
+
+def direct_cell(seed: int, centered: bool, positional: dict, weights: str, top_k: int = 3):
+    """The same cell computed naively from the documented random streams (cell.py):
+    SeedSequence(seed).spawn(3) -> table, signs, tokens."""
+    d, T = BASE["d"], BASE["T"]
+    V, N = realised_sizes(d, BASE["delta"], BASE["gamma"])
+    table_rng, sign_rng, token_rng = (
+        np.random.default_rng(child) for child in np.random.SeedSequence(seed).spawn(3)
+    )
+    table = sample_table(d, V, BASE["snr"], table_rng)
+    signs, labels = sample_signs(positional, T, N, sign_rng)
+    tokens = sample_tokens(signs, V, token_rng)
+    R = positional_correlation(positional, T)
+    w = pooling_weights(weights, T, R)
+    E = table.embeddings.T  # spec's d x V
+    pooled = sum(w[t] * E[:, tokens[:, t]] for t in range(T))  # d x N, c_n as columns
+    assert np.all(table.token_class[tokens] == signs)  # tokens are of the sign's class
+    vectors = pooled - pooled.mean(axis=1, keepdims=True) if centered else pooled
+    S = vectors @ vectors.T / N
+    eigenvalues, eigenvectors = np.linalg.eigh(S)
+    top = eigenvectors[:, ::-1][:, :top_k]
+    m_plus = E[:, table.token_class == 1].mean(axis=1)
+    m_minus = E[:, table.token_class == -1].mean(axis=1)
+    mbar, dlt = (m_plus + m_minus) / 2, (m_plus - m_minus) / 2
+    alpha, kappa, sigma = w @ R @ w, w @ w, w.sum()
+    population = (
+        kappa * E @ E.T / V - kappa * np.outer(mbar, mbar) + (alpha - kappa) * np.outer(dlt, dlt)
+    )
+    if not centered:
+        population += sigma**2 * np.outer(mbar, mbar)
+    pop_values, pop_vectors = np.linalg.eigh(population)
+    u = np.zeros(d)
+    u[0] = 1.0
+
+    def overlaps(basis: np.ndarray, direction: np.ndarray) -> np.ndarray:
+        return (direction @ basis / np.linalg.norm(direction)) ** 2
+
+    return {
+        "eigenvalues": eigenvalues,
+        "top_eigenvalues": eigenvalues[::-1][:top_k],
+        "overlap_signal": overlaps(top, u),
+        "overlap_class_mean": overlaps(top, dlt),
+        "overlap_table_mean": overlaps(top, mbar),
+        "pop_top_eigenvalues": pop_values[::-1][:top_k],
+        "pop_overlap_signal": overlaps(pop_vectors[:, ::-1][:, :top_k], u),
+        "effective_weights": w,
+        "alpha": alpha,
+        "kappa": kappa,
+        "sigma": sigma,
+        "pooled": pooled.T,
+        "labels": labels,
+    }
+
+
+@pytest.mark.parametrize("centered", [True, False])
+@pytest.mark.parametrize(
+    ("positional", "weights"),
+    [
+        ({"kind": "prefix", "L": 3}, "mean"),
+        ({"kind": "markov", "r": 0.6}, "optimal"),
+        ({"kind": "label", "rho0": 0.9, "L": 2}, "harmonic"),
+    ],
+)
+def test_matches_direct_computation(centered: bool, positional: dict, weights: str) -> None:
+    result = simulate_cell(
+        **{**BASE, "positional": positional, "weights": weights}, centered=centered, seed=11
+    )
+    expected = direct_cell(11, centered, positional, weights)
+    for name in ARRAY_FIELDS:
+        np.testing.assert_allclose(getattr(result, name), expected[name], rtol=0, atol=LINALG_TOL)
+    for name in ("alpha", "kappa", "sigma"):
+        assert getattr(result, name) == pytest.approx(expected[name], abs=1e-14)
+    if expected["labels"] is None:
+        assert math.isnan(result.downstream_accuracy)
+    else:
+        accuracy = ridge_readout_accuracy(expected["pooled"], expected["labels"].astype(float))
+        assert result.downstream_accuracy == accuracy
+
+
+def test_same_seed_is_bit_identical_and_seeds_matter() -> None:
+    for weights in ("mean", {"kind": "causal_attention", "tau": 1.0}):
+        kwargs = {**BASE, "positional": {"kind": "label", "rho0": 0.8, "L": 3}, "weights": weights}
+        first, second = simulate_cell(**kwargs, seed=3), simulate_cell(**kwargs, seed=3)
+        other = simulate_cell(**kwargs, seed=4)
+        words = simulate_cell(**kwargs, seed=[3, 1])
+        for field in dataclasses.fields(CellResult):
+            if field.name == "compute_seconds":
+                continue
+            np.testing.assert_array_equal(getattr(first, field.name), getattr(second, field.name))
+        assert not np.array_equal(first.eigenvalues, other.eigenvalues)
+        assert not np.array_equal(first.eigenvalues, words.eigenvalues)
+        np.testing.assert_array_equal(
+            simulate_cell(**kwargs, seed=np.array([3, 1])).eigenvalues, words.eigenvalues
+        )
+
+
+def test_common_random_numbers_across_weights() -> None:
+    # Same seed, different weights: same table, signs and tokens. Doubling the weights
+    # must then scale S and the population matrix by exactly 4 (up to rounding, 1e-12
+    # relative) and leave every overlap unchanged.
+    T = BASE["T"]
+    kwargs = {key: value for key, value in BASE.items() if key != "weights"}
+    mean = simulate_cell(**kwargs, weights="mean", seed=2)
+    double = simulate_cell(**kwargs, weights={"kind": "custom", "values": [2 / T] * T}, seed=2)
+    np.testing.assert_allclose(double.top_eigenvalues, 4 * mean.top_eigenvalues, rtol=1e-12)
+    np.testing.assert_allclose(double.pop_top_eigenvalues, 4 * mean.pop_top_eigenvalues, rtol=1e-12)
+    np.testing.assert_allclose(double.overlap_signal, mean.overlap_signal, atol=1e-10)
+    assert double.kappa == pytest.approx(4 * mean.kappa)
+
+
+def test_shapes_orderings_and_ranges() -> None:
+    result = simulate_cell(**BASE, top_k=4, seed=0)
+    d, k = BASE["d"], 4
+    assert result.eigenvalues.shape == (d,)
+    for name in ARRAY_FIELDS[1:7]:
+        assert getattr(result, name).shape == (k,), name
+    assert result.effective_weights.shape == (BASE["T"],)
+    assert np.all(np.diff(result.eigenvalues) >= 0)
+    assert np.all(np.diff(result.top_eigenvalues) <= 0)
+    assert np.all(np.diff(result.pop_top_eigenvalues) <= 0)
+    np.testing.assert_array_equal(result.top_eigenvalues, result.eigenvalues[::-1][:k])
+    for name in (
+        "overlap_signal",
+        "overlap_class_mean",
+        "overlap_table_mean",
+        "pop_overlap_signal",
+    ):
+        values = getattr(result, name)
+        assert np.all((values >= 0) & (values <= 1)), name
+    assert isinstance(result.V, int) and isinstance(result.N, int)
+    assert isinstance(result.alpha, float) and result.compute_seconds > 0
+    assert math.isnan(result.downstream_accuracy)
+    as_dict = result.to_dict()
+    assert list(as_dict) == [field.name for field in dataclasses.fields(CellResult)]
+    with pytest.raises(ValueError, match="read-only"):
+        result.eigenvalues[0] = 1.0
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        result.alpha = 2.0  # type: ignore[misc]
+
+
+@pytest.mark.parametrize(
+    ("d", "delta", "gamma", "V", "N"),
+    [
+        (100, 0.3, 0.7, 334, 143),  # V = 2 round(166.7) ; N = round(142.9)
+        (60, 0.5, 0.5, 120, 120),
+        (10, 2.0, 4.0, 4, 2),  # d/(2 delta) = 2.5 rounds half to even -> 2; 10/4 = 2.5 -> 2
+        (7, 0.25, 2.0, 28, 4),  # N = round(3.5) = 4
+    ],
+)
+def test_realised_sizes(d: int, delta: float, gamma: float, V: int, N: int) -> None:
+    assert realised_sizes(d, delta, gamma) == (V, N)
+    result = simulate_cell(d, delta, gamma, 3, {"kind": "iid"}, "mean", 1.0, top_k=2)
+    assert (result.V, result.N) == (V, N)
+
+
+def test_tiny_cells() -> None:
+    result = simulate_cell(2, 0.5, 0.5, 1, {"kind": "iid"}, "optimal", 0.0, top_k=2, seed=1)
+    assert result.eigenvalues.shape == (2,) and result.top_eigenvalues.shape == (2,)
+    assert result.alpha == pytest.approx(result.kappa)
+    for weights in ("mean", "last", "harmonic", {"kind": "causal_limit", "tau": 1.0}):
+        single = simulate_cell(5, 1.0, 1.0, 1, "iid", weights, 1.0, top_k=5)
+        np.testing.assert_allclose(single.effective_weights, [1.0], atol=1e-15)
+
+
+def test_causal_attention_cell() -> None:
+    # The pooled vectors are the real attention outputs; their mean effective weights sum to
+    # 1 and at d = 200 sit within 2e-3 of causal_limit(tau) (per-sequence fluctuations
+    # ~ tau/sqrt(d) * w ~ 0.012, averaged over N = 400 sequences -> ~6e-4; 2e-3 is ~3.5 SE).
+    kwargs = {**BASE, "d": 200, "T": 6, "weights": {"kind": "causal_attention", "tau": 1.0}}
+    result = simulate_cell(**kwargs, seed=5)
+    assert result.effective_weights.sum() == pytest.approx(1.0, abs=1e-12)
+    np.testing.assert_allclose(
+        result.effective_weights, causal_limit_weights(6, 1.0), rtol=0, atol=2e-3
+    )
+    R = positional_correlation(BASE["positional"], 6)
+    alpha, kappa, sigma = pooling_scalars(result.effective_weights, R)
+    assert (result.alpha, result.kappa, result.sigma) == pytest.approx((alpha, kappa, sigma))
+    limit = simulate_cell(**{**kwargs, "weights": {"kind": "causal_limit", "tau": 1.0}}, seed=5)
+    # Same table and tokens: the spectra of real attention and of its limit are close
+    # (relative 2%: weights differ by ~1% per sequence).
+    np.testing.assert_allclose(result.top_eigenvalues, limit.top_eigenvalues, rtol=0.02)
+
+
+def test_downstream_accuracy_of_a_strong_label_model() -> None:
+    # rho0 = 0.95 on 4 of 6 positions with snr = 4: the label is nearly a linear function
+    # of the pooled class-mean coordinate, so a readout must beat chance by far. With
+    # N/2 = 100 test rows a 0.75 floor is > 5 binomial SE above 0.5.
+    result = simulate_cell(
+        100, 0.5, 0.5, 6, {"kind": "label", "rho0": 0.95, "L": 4}, "optimal", 4.0, seed=0
+    )
+    assert 0.75 < result.downstream_accuracy <= 1.0
+
+
+def test_ridge_readout() -> None:
+    rng = np.random.default_rng(0)
+    labels = np.where(rng.random(200) < 0.5, 1.0, -1.0)
+    features = rng.standard_normal((200, 30))
+    features[:, 3] += 3 * labels  # Bayes accuracy Phi(3) = 0.999 along one coordinate
+    # Fitting 30 coefficients from 100 training rows adds noise of ~sqrt(29/100) per unit of
+    # signal in the 29 null coordinates (measured accuracy 0.95); 0.9 leaves room for it.
+    assert ridge_readout_accuracy(features, labels) > 0.9
+    # A useless feature set gives chance level (100 test rows: 0.5 +- 0.05 SE; 4 SE band).
+    assert abs(ridge_readout_accuracy(rng.standard_normal((200, 30)), labels) - 0.5) < 0.2
+    with pytest.raises(ValueError, match=r"train_fraction=1\.5"):
+        ridge_readout_accuracy(features, labels, train_fraction=1.5)
+    with pytest.raises(ValueError, match="ridge=0"):
+        ridge_readout_accuracy(features, labels, ridge=0)
+    with pytest.raises(ValueError, match="labels shape"):
+        ridge_readout_accuracy(features, labels[:10])
+
+
+BAD_ARGUMENTS = [
+    ({"d": 1}, "d=1"),
+    ({"d": 2.5}, "d=2.5"),
+    ({"d": True}, "d=True"),
+    ({"delta": 0}, "delta=0"),
+    ({"delta": -0.5}, "delta=-0.5"),
+    ({"delta": 1e9}, "delta=1000000000.0"),  # V = 0 tokens
+    ({"gamma": float("nan")}, "gamma=nan"),
+    ({"gamma": 0.0}, "gamma=0.0"),
+    ({"gamma": 100.0}, "gamma=100.0"),  # N = round(0.6) = 1 sample
+    ({"T": 0}, "T=0"),
+    ({"snr": -1.0}, "snr=-1.0"),
+    ({"snr": float("inf")}, "snr=inf"),
+    ({"centered": "yes"}, "centered='yes'"),
+    ({"top_k": 0}, "top_k=0"),
+    ({"top_k": 61}, "top_k=61"),
+    ({"seed": -3}, "seed=-3"),
+    ({"seed": 1.5}, "seed=1.5"),
+    ({"seed": [1, -2]}, "seed=[1, -2]"),
+    ({"seed": []}, "seed=[]"),
+    ({"positional": {"kind": "nosuch"}}, "positional.kind='nosuch'"),
+    ({"positional": {"kind": "prefix", "L": 7}}, "positional.L=7"),
+    ({"positional": {"kind": "markov", "r": 1}}, "positional.r=1"),
+    ({"positional": {"kind": "label", "rho": [0.5] * 5}}, "positional.rho="),
+    ({"positional": {"kind": "custom", "R": np.eye(3).tolist()}}, "positional.R="),
+    ({"weights": "nosuch"}, "weights.kind='nosuch'"),
+    ({"weights": {"kind": "custom", "values": [1, 2]}}, "weights.values=[1, 2]"),
+    ({"weights": {"kind": "causal_limit", "tau": float("nan")}}, "weights.tau=nan"),
+]
+
+
+@pytest.mark.parametrize(("changes", "fragment"), BAD_ARGUMENTS)
+def test_bad_arguments_raise_value_error_naming_them(changes: dict, fragment: str) -> None:
+    kwargs = {**BASE, "seed": 0, **changes}
+    with pytest.raises(ValueError) as error:
+        simulate_cell(**kwargs)
+    assert fragment in str(error.value)
