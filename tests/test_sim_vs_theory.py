@@ -15,12 +15,16 @@ Tolerances and why (d = 800, V = N = 1600 unless stated):
   above ``edge * (1 + 2.5 d^{-2/3})``.
 * Outliers well above threshold fluctuate O(d^{-1/2}): the table's class means give
   ``||Dlt||^2 = snr + delta + 2<mu, eta>`` with ``<mu, eta> ~ N(0, snr/V)`` (2.8% of theta
-  at snr = 2), and the N samples add ~2%.  Measured per-seed sd: 2.4% for the top
-  eigenvalue, 0.02 for the squared overlap.  We average 4 seeds (sd ~1.2%, ~0.01) and
-  allow 4% relative on eigenvalues and 0.04 absolute on overlaps (>3 sd).
+  at snr = 2), and the N samples add ~2%.  Measured per-seed sd: 1.3–3.5% for the top
+  eigenvalues, 0.008–0.015 for squared overlaps well above threshold and ~0.035 near a
+  threshold (where overlap fluctuations grow like d^{-1/3}).  Every check averages 4 seeds
+  (sd <= 1.8% and <= 0.018) and allows 5% relative on eigenvalues (~3 sd), 0.04 absolute
+  on overlaps well above threshold (~5 sd) and 0.08 near a threshold (~4.5 sd).
 * The uncentred mean spike: ``||mbar||^2 ~ chi^2_d / V`` has relative sd sqrt(2/d) = 5%,
-  so the spike strength itself fluctuates ~5% per table; measured per-seed sd 3.4%;
-  mean of 4 seeds compared with 5% relative tolerance, overlap with 0.05.
+  so the spike strength itself fluctuates ~5% per table; measured per-seed sd 3.3%
+  (sample) and 4.3% (population), 0.011 for the overlap; the mean of 4 seeds is compared
+  with 7% relative tolerance (~3 sd) and 0.05 on the overlap.  Measured: 5.980 kappa vs
+  5.878 (+1.7%), population 5.217 vs 5.143 (+1.4%), overlap 0.788 vs 0.776.
 
 Hypothesis of spec §5 (d = 800, delta = gamma = 0.5, T = 8, prefix L = 4, mean weights,
 centred, snr = 2; seeds 0–3).  Measured when this file was written:
@@ -28,15 +32,16 @@ centred, snr = 2; seeds 0–3).  Measured when this file was written:
 =====================  ========  ============  =====================
 quantity               sim mean  finite_vocab  paper
 =====================  ========  ============  =====================
-top eigenvalue / kappa  7.920    7.975 (-0.7%)  6.790 (sim -14.3% off)
-overlap with u          0.704    0.706          0.840 (+0.135)
-population top / kappa  7.290    7.337 (-0.6%)  6.111 (-16%)
-population overlap      0.792    0.788          0.975 (+0.18)
+top eigenvalue / kappa  7.970    7.975 (-0.1%)  6.790 (-14.8%)
+overlap with u          0.720    0.706          0.840 (+0.12)
+population top / kappa  7.404    7.337 (+0.9%)  6.111 (-17.5%)
+population overlap      0.795    0.788          0.975 (+0.18)
 =====================  ========  ============  =====================
 
-At snr = 4 (not asserted): sim 12.77 vs 12.87 (finite_vocab) vs 11.63 (paper, -9%);
-overlap 0.839 vs 0.840 vs 0.936.  The hypothesis holds: ``finite_vocab`` within ~1%,
-``paper`` 9–19% off, and at snr = 0.5 ``paper`` misses the sample transition altogether.
+At snr = 4 (not asserted): sim 12.887 vs 12.868 (finite_vocab) vs 11.634 (paper, -9.7%);
+overlap 0.850 vs 0.840 vs 0.936; population 12.411 vs 12.297 vs 11.053 (-10.9%).
+The hypothesis holds: ``finite_vocab`` within ~1%, ``paper`` 10–18% off on eigenvalues
+(0.1–0.2 on overlaps), and at snr = 0.5 ``paper`` misses the sample transition altogether.
 """
 
 from __future__ import annotations
@@ -64,8 +69,9 @@ POSITIONAL = {"prefix": {"kind": "prefix", "L": 4}, "iid": {"kind": "iid"}}
 EDGE_TOL = 4 * D ** (-2 / 3)
 SEPARATION = 2.5 * D ** (-2 / 3)
 KS_TOL = 0.015
-EIGENVALUE_RTOL = 0.04
+EIGENVALUE_RTOL = 0.05
 OVERLAP_ATOL = 0.04
+NEAR_THRESHOLD_OVERLAP_ATOL = 0.08
 SEEDS = (0, 1, 2, 3)
 
 # (positional, delta, gamma, snr, centered) of the cells used below
@@ -190,11 +196,11 @@ def test_below_both_transitions_top_eigenvalues_stick_to_edges() -> None:
 
 
 def test_between_transitions_population_outlier_only() -> None:
-    """iid, delta = 0.5, gamma = 2, snr = 1.5 (seeds 0, 1): the first transition is crossed
-    (population outlier, finite_vocab within 4%), the second is not (sample top eigenvalue
-    stuck at the bulk edge, sample overlap near 0)."""
+    """iid, delta = 0.5, gamma = 2, snr = 1.5: the first transition is crossed (population
+    outlier; measured 3.363 kappa vs finite_vocab 3.333, paper 3.000), the second is not
+    (sample top eigenvalue stuck at the bulk edge, sample overlap near 0)."""
     snr = BETWEEN[3]
-    seeds = (0, 1)
+    seeds = SEEDS
     result = cell(*BETWEEN, 0)
     delta, gamma = ratios(result)
     finite = predict(result, snr, "finite_vocab")
@@ -204,7 +210,7 @@ def test_between_transitions_population_outlier_only() -> None:
     assert population_top > population_edge * (1 + SEPARATION)
     assert population_top == pytest.approx(finite.population_outlier, rel=EIGENVALUE_RTOL)
     assert mean_over_seeds(BETWEEN, "pop_overlap_signal", seeds) == pytest.approx(
-        finite.population_overlap, abs=2 * OVERLAP_ATOL)  # 2 seeds only, nearer threshold
+        finite.population_overlap, abs=NEAR_THRESHOLD_OVERLAP_ATOL)
     sample_edge = result.kappa * bulk_edges(delta, gamma)[1]
     for seed in seeds:
         measured = cell(*BETWEEN, seed)
@@ -213,11 +219,12 @@ def test_between_transitions_population_outlier_only() -> None:
 
 
 def test_sample_transition_crossed_as_finite_vocab_predicts() -> None:
-    """prefix L = 4, snr = 0.5 (seeds 0, 1): finite_vocab has theta = 2.5 > delta + 1/u*
-    (outlier 6% above the edge, overlap 0.25); paper has theta = 1.25, below it (no
-    outlier, overlap 0).  The simulation separates, as finite_vocab says."""
+    """prefix L = 4, snr = 0.5: finite_vocab has theta = 2.5 > delta + 1/u* (outlier 6%
+    above the edge, overlap 0.25); paper has theta = 1.25, below it (no outlier, overlap
+    0).  The simulation separates, as finite_vocab says (measured 4.692 kappa vs 4.6875,
+    overlap 0.251 vs 0.25)."""
     snr = NEAR_SAMPLE_THRESHOLD[3]
-    seeds = (0, 1)
+    seeds = SEEDS
     result = cell(*NEAR_SAMPLE_THRESHOLD, 0)
     delta, gamma = ratios(result)
     finite = predict(result, snr, "finite_vocab")
@@ -230,7 +237,7 @@ def test_sample_transition_crossed_as_finite_vocab_predicts() -> None:
     top = mean_over_seeds(NEAR_SAMPLE_THRESHOLD, "top_eigenvalues", seeds)
     assert top == pytest.approx(finite.sample_outlier, rel=EIGENVALUE_RTOL)
     overlap = mean_over_seeds(NEAR_SAMPLE_THRESHOLD, "overlap_signal", seeds)
-    assert overlap == pytest.approx(finite.sample_overlap, abs=0.1)  # O(d^{-1/3}) near it
+    assert overlap == pytest.approx(finite.sample_overlap, abs=NEAR_THRESHOLD_OVERLAP_ATOL)
     assert overlap > 0.1  # paper predicts 0
 
 
@@ -244,9 +251,9 @@ def test_uncentred_mean_spike() -> None:
     delta, gamma = ratios(reference)
     predicted = mean_spike(delta, gamma, reference.sigma, reference.kappa)
     assert mean_over_seeds(UNCENTRED, "top_eigenvalues") == pytest.approx(
-        predicted.sample_outlier, rel=0.05)
+        predicted.sample_outlier, rel=0.07)
     assert mean_over_seeds(UNCENTRED, "pop_top_eigenvalues") == pytest.approx(
-        predicted.population_outlier, rel=0.05)
+        predicted.population_outlier, rel=0.07)
     assert mean_over_seeds(UNCENTRED, "overlap_table_mean") == pytest.approx(
         predicted.sample_overlap, abs=0.05)
     assert mean_over_seeds(UNCENTRED, "overlap_signal") < 0.05
