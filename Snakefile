@@ -40,6 +40,12 @@ rule all:
     default_target: True
 
 
+# Simulation and theory stores only (no analysis): `snakemake stores`.
+rule stores:
+    input:
+        STORE_TARGETS,
+
+
 onsuccess:
     shutdown_run_cluster(RESULTS)
 

@@ -28,7 +28,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -41,6 +41,8 @@ SNAKEFILE = REPO_ROOT / "Snakefile"
 DEFAULT_PROFILE = REPO_ROOT / "profiles" / "default"
 SNAKEMAKE = Path(sys.executable).with_name("snakemake")
 NOTHING_TO_DO = "Nothing to be done"
+STORES_TARGET = "stores"
+"""Snakemake target of the simulation and theory stores only (no analysis, no report)."""
 DEFAULT_TIMEOUT_SECONDS = 300.0
 
 
@@ -151,8 +153,16 @@ def written_since(before: Mapping[Path, int], after: Mapping[Path, int]) -> list
     return sorted(path for path, mtime in after.items() if before.get(path) != mtime)
 
 
-def snakemake_command(workdir: Path, args: Iterable[str], cores: int = 2) -> list[str]:
-    """Command line running the repository's Snakefile in ``workdir`` with the default profile."""
+def snakemake_command(
+    workdir: Path,
+    args: Iterable[str],
+    cores: int = 2,
+    targets: Sequence[str] = (STORES_TARGET,),
+) -> list[str]:
+    """Command line running the repository's Snakefile in ``workdir`` with the default profile.
+
+    ``targets`` default to the stores only; pass ``()`` for the whole pipeline (rule all).
+    """
     return [
         str(SNAKEMAKE),
         "--snakefile",
@@ -164,6 +174,7 @@ def snakemake_command(workdir: Path, args: Iterable[str], cores: int = 2) -> lis
         "--cores",
         str(cores),
         *args,
+        *targets,
     ]
 
 
@@ -225,10 +236,14 @@ class Workdir:
         self,
         *args: str,
         cores: int = 2,
+        targets: Sequence[str] = (STORES_TARGET,),
         check: bool = True,
         timeout: float = DEFAULT_TIMEOUT_SECONDS,
     ) -> RunResult:
         """Run Snakemake to completion; count the cells computed/reused by this run.
+
+        ``args`` are extra command-line arguments; ``targets`` default to the stores only
+        (``()``: the whole pipeline).
 
         Raises
         ------
@@ -238,7 +253,7 @@ class Workdir:
         before = fragment_files(self.path)
         started = time.perf_counter()
         completed = subprocess.run(
-            snakemake_command(self.path, args, cores),
+            snakemake_command(self.path, args, cores, targets),
             capture_output=True,
             text=True,
             timeout=timeout,
@@ -261,11 +276,13 @@ class Workdir:
             )
         return result
 
-    def start(self, *args: str, cores: int = 2) -> subprocess.Popen:
+    def start(
+        self, *args: str, cores: int = 2, targets: Sequence[str] = (STORES_TARGET,)
+    ) -> subprocess.Popen:
         """Start Snakemake in the background, in its own process group (see :meth:`kill`)."""
-        log = open(self.path / "snakemake-background.log", "ab")  # noqa: SIM115 - closed in kill
+        log = open(self.path / "snakemake-background.log", "ab")
         process = subprocess.Popen(
-            snakemake_command(self.path, args, cores),
+            snakemake_command(self.path, args, cores, targets),
             stdout=log,
             stderr=subprocess.STDOUT,
             env=subprocess_environment(),

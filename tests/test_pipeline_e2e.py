@@ -13,7 +13,6 @@ import numpy as np
 import pytest
 import xarray as xr
 import zarr
-from e2e_helpers import Workdir, fragment_files, numeric_variables, tiny_config, with_sweep
 
 from attnrmt.sweep import store
 from attnrmt.sweep.cluster import (
@@ -24,6 +23,7 @@ from attnrmt.sweep.cluster import (
     scheduler_file_path,
     shutdown_run_cluster,
 )
+from e2e_helpers import Workdir, fragment_files, numeric_variables, tiny_config, with_sweep
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -164,7 +164,7 @@ def test_changing_one_named_model_recomputes_only_its_cells(copy_of_base: Workdi
 def test_analysis_dask_and_block_settings_recompute_no_cell(copy_of_base: Workdir) -> None:
     old = copy_of_base.open_cells()
     config = dict(copy_of_base.config)
-    config["analysis"] = {"some_setting": 3}
+    config["analysis"] = {"bootstrap": 17, "ci_level": 0.9}
     config["dask"] = {"n_workers": 1, "threads_per_worker": 1, "dashboard": False}
     copy_of_base.write_config(config)
     simulate_jobs = copy_of_base.run("-n")
@@ -206,7 +206,8 @@ def test_killed_run_resumes_without_recomputing_finished_blocks(tmp_path: Path) 
         assert 1 <= len(finished) < 12, "kill came too late to test resumption"
         for path in finished:  # every visible fragment is complete and readable
             assert len(store.read_fragment(path).cell_keys) == 2
-        workdir.run("--unlock")  # a SIGKILLed Snakemake leaves its directory lock behind
+        # a SIGKILLed Snakemake leaves its directory lock behind
+        workdir.run("--unlock", targets=())
         resumed = workdir.run()
         assert resumed.computed == total - 2 * len(finished)
         after = fragment_files(workdir.path)

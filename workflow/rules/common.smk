@@ -10,7 +10,8 @@ RUN = PLAN.run
 RESULTS = f"results/{RUN}"
 SWEEPS = list(PLAN.sweeps)
 BLOCKS = {name: sweep.block_index() for name, sweep in PLAN.sweeps.items()}
-ALL_TARGETS = []
+ALL_TARGETS = []  # final outputs of every stage (rule all)
+STORE_TARGETS = []  # cells.zarr and theory.zarr of every sweep (rule stores)
 
 
 wildcard_constraints:

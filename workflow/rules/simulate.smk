@@ -32,4 +32,5 @@ rule gather_cells:
         )
 
 
+STORE_TARGETS.extend(sweep_path(sweep, "cells.zarr") for sweep in SWEEPS)
 ALL_TARGETS.extend(sweep_path(sweep, "cells.zarr") for sweep in SWEEPS)

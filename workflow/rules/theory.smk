@@ -15,4 +15,5 @@ rule theory:
         )
 
 
+STORE_TARGETS.extend(sweep_path(sweep, "theory.zarr") for sweep in SWEEPS)
 ALL_TARGETS.extend(sweep_path(sweep, "theory.zarr") for sweep in SWEEPS)
