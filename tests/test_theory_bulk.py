@@ -263,3 +263,19 @@ def test_hard_edge_power_law(delta: float, gamma: float, k: int) -> None:
     constant = np.sin(np.pi / k) / (np.pi * (largest * strength) ** (1 / k))
     x = 1e-30
     assert bulk_density(x, delta, gamma) == pytest.approx(constant * x ** (1 / k - 1), rel=1e-6)
+
+
+def test_broadcast_views_match_materialised_grids() -> None:
+    """Edges are solved once per distinct (delta, gamma) along broadcast axes; results must
+    equal those on materialised arrays and be writeable."""
+    shape = (3, 4, 50)
+    delta = np.broadcast_to(np.array([0.25, 1.0, 2.0]).reshape(3, 1, 1), shape)
+    gamma = np.broadcast_to(np.array([0.5, 1.0, 2.0, 4.0]).reshape(1, 4, 1), shape)
+    lower, upper = bulk_edges(delta, gamma)
+    lower_ref, upper_ref = bulk_edges(delta.copy(), gamma.copy())
+    np.testing.assert_array_equal(lower, lower_ref)
+    np.testing.assert_array_equal(upper, upper_ref)
+    assert lower.flags.writeable and upper.flags.writeable
+    assert critical_u(delta, gamma).flags.writeable
+    x = np.linspace(0.01, 10, 50)
+    np.testing.assert_array_equal(bulk_cdf(x, delta, gamma), bulk_cdf(x, delta.copy(), gamma))

@@ -44,6 +44,7 @@ then, so their free product is too (support within ``[(1-√δ)²(1-√γ)², (1
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -76,6 +77,28 @@ def _ratios(delta: ArrayLike, gamma: ArrayLike) -> tuple[NDArray, NDArray]:
     return check_positive("delta", delta), check_positive("gamma", gamma)
 
 
+def _on_varying_axes(solver: Callable[[NDArray, NDArray], NDArray]) -> Callable:
+    """Run an iterative per-(delta, gamma) ``solver`` only along axes where they vary.
+
+    Grids often broadcast ``(delta, gamma)`` against many other axes (``x``, ``snr``, ...);
+    axes along which neither varies (stride 0 after broadcasting, or length 1) are
+    evaluated once and broadcast back.  The result is a read-only broadcast view.
+    """
+
+    def solve(delta: NDArray, gamma: NDArray) -> NDArray:
+        delta, gamma = np.broadcast_arrays(delta, gamma)
+        index = tuple(
+            slice(0, 1) if (delta.strides[axis] == 0 and gamma.strides[axis] == 0) else slice(None)
+            for axis in range(delta.ndim)
+        )
+        compact = solver(np.array(delta[index], dtype=float), np.array(gamma[index], dtype=float))
+        return np.broadcast_to(compact, delta.shape)
+
+    solve.__doc__ = solver.__doc__
+    return solve
+
+
+@_on_varying_axes
 def _critical_u(delta: NDArray, gamma: NDArray) -> NDArray:
     """Positive root ``u*`` of (H) by Newton from the right (validated float arrays).
 
@@ -102,6 +125,7 @@ def _f(u: NDArray, delta: NDArray, gamma: NDArray) -> NDArray:
     return (1.0 + u) * (1.0 + delta * u) * (1.0 + gamma * u) / u
 
 
+@_on_varying_axes
 def _lower_edge(delta: NDArray, gamma: NDArray) -> NDArray:
     """Lower edge of the continuous part: max of ``f`` on ``(z2, z1)``, 0 if empty."""
     delta, gamma = np.broadcast_arrays(delta, gamma)
@@ -227,7 +251,7 @@ def critical_u(delta: ArrayLike, gamma: ArrayLike) -> np.float64 | NDArray[np.fl
         ``u*`` with the broadcast shape.
     """
     delta_arr, gamma_arr = _ratios(delta, gamma)
-    return _scalar_or_array(_critical_u(delta_arr, gamma_arr))
+    return _scalar_or_array(_critical_u(delta_arr, gamma_arr).copy())
 
 
 def bulk_edges(
@@ -258,7 +282,7 @@ def bulk_edges(
     delta_arr, gamma_arr = _ratios(delta, gamma)
     delta_arr, gamma_arr = np.broadcast_arrays(delta_arr, gamma_arr)
     upper = _f(_critical_u(delta_arr, gamma_arr), delta_arr, gamma_arr)
-    lower = _lower_edge(delta_arr, gamma_arr)
+    lower = _lower_edge(delta_arr, gamma_arr).copy()
     return _scalar_or_array(lower), _scalar_or_array(upper)
 
 
