@@ -92,6 +92,7 @@ def test_tables_have_the_contract_columns(run_dir: Path) -> None:
     assert not pd.read_csv(run_dir / "centring.csv").empty
 
 
+@pytest.mark.slow
 def test_make_figures_writes_every_figure(run_dir: Path) -> None:
     paths = make_figures(run_dir, ["transition", "bulk", "causal"], run_dir / "figures",
                          SETTINGS, WEIGHT_MODELS, run_dir / "logs" / "figures.log")
