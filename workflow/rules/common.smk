@@ -2,6 +2,7 @@
 # Rule files extend ALL_TARGETS with their final outputs.
 import re
 
+from attnrmt.sweep.blocks import block_params
 from attnrmt.sweep.cluster import shutdown_run_cluster
 from attnrmt.sweep.plan import plan_run
 
@@ -36,11 +37,7 @@ def sweep_fragments(wildcards):
 
 def block_cells(wildcards):
     """What a block's cells depend on, in block order: key, seed words, simulate kwargs."""
-    block = BLOCKS[wildcards.sweep][wildcards.block]
-    return [
-        {"key": cell.key, "seed": cell.seed_words(PLAN.seed), "kwargs": cell.simulate_kwargs()}
-        for cell in block.cells
-    ]
+    return block_params(BLOCKS[wildcards.sweep][wildcards.block].cells, PLAN.seed)
 
 
 def sweep_config_sha256(wildcards):

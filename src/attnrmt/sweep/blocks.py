@@ -73,6 +73,28 @@ class BlockSummary:
         )
 
 
+def block_params(cells: Sequence[Any], root_seed: int) -> list[dict[str, Any]]:
+    """What a block's cells depend on (the ``params`` of rule ``simulate_block``).
+
+    Parameters
+    ----------
+    cells : sequence of Cell
+        The block's plan cells, in block order.
+    root_seed : int
+        The run's root seed.
+
+    Returns
+    -------
+    list of dict
+        ``{"key", "seed", "kwargs"}`` per cell: content key, ``Cell.seed_words(root_seed)``
+        and ``Cell.simulate_kwargs()`` (model specs, never names).
+    """
+    return [
+        {"key": cell.key, "seed": cell.seed_words(root_seed), "kwargs": cell.simulate_kwargs()}
+        for cell in cells
+    ]
+
+
 def compute_cell(kwargs: Mapping[str, Any], seed: Sequence[int]) -> dict[str, Any]:
     """Dask task: simulate one cell and return its ``CellResult.to_dict()``.
 

@@ -28,6 +28,7 @@ import shutil
 import time
 import uuid
 import warnings
+import zipfile
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -225,13 +226,13 @@ def write_fragment(path: str | os.PathLike[str], arrays: Mapping[str, np.ndarray
 
 def read_fragment(path: str | os.PathLike[str]) -> Fragment:
     """Read a fragment written by :func:`write_fragment`."""
-    with np.load(path, allow_pickle=False) as npz:
+    with open(path, "rb") as handle, np.load(handle, allow_pickle=False) as npz:
         return decode_fragment({name: npz[name] for name in npz.files})
 
 
 def read_fragment_cell_ids(path: str | os.PathLike[str]) -> list[tuple[str, str]]:
     """``(cell_key, cell_seed)`` of each cell of a fragment, reading only those members."""
-    with np.load(path, allow_pickle=False) as npz:
+    with open(path, "rb") as handle, np.load(handle, allow_pickle=False) as npz:
         return list(zip(npz["cell_key"].tolist(), npz["cell_seed"].tolist(), strict=True))
 
 
@@ -264,7 +265,7 @@ def fragment_index(
             continue
         try:
             ids = read_fragment_cell_ids(path)
-        except (OSError, ValueError, KeyError, EOFError):
+        except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile):
             continue
         for cell_id in ids:
             index.setdefault(cell_id, path)
@@ -288,7 +289,7 @@ def load_cell_records(
     for path, ids in by_path.items():
         try:
             fragment = read_fragment(path)
-        except (OSError, ValueError, KeyError, EOFError):
+        except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile):
             continue
         for key, seed, record in zip(
             fragment.cell_keys, fragment.cell_seeds, fragment.records, strict=True
@@ -784,7 +785,21 @@ def open_results(run_dir: str | os.PathLike[str]) -> Any:
     groups: dict[str, Any] = {"/": xr.Dataset(attrs={"run_dir": str(root)})}
     for sweep_dir in sorted(path for path in root.iterdir() if path.is_dir()):
         for name in STORE_NAMES:
-            store = sweep_dir / f"{name}.zarr"
-            if store.is_dir():
-                groups[f"/{sweep_dir.name}/{name}"] = xr.open_zarr(store, consolidated=None)
+            path = sweep_dir / f"{name}.zarr"
+            if path.is_dir():
+                groups[f"/{sweep_dir.name}/{name}"] = xr.open_zarr(
+                    path, consolidated=has_consolidated_metadata(path)
+                )
     return xr.DataTree.from_dict(groups)
+
+
+def has_consolidated_metadata(path: str | os.PathLike[str]) -> bool:
+    """Whether a Zarr store (v3 ``zarr.json`` or v2 ``.zmetadata``) has consolidated metadata."""
+    root = Path(path)
+    if (root / ".zmetadata").is_file():
+        return True
+    try:
+        metadata = json.loads((root / "zarr.json").read_text())
+    except (OSError, ValueError):
+        return False
+    return bool(metadata.get("consolidated_metadata"))

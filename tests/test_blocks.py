@@ -1,0 +1,237 @@
+"""Block jobs (reuse, compute, salvage) and the cluster's pure helpers (sizing, walltime,
+stale scheduler files). Computing tests use an in-process Dask cluster."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from attnrmt.sweep import blocks, cluster, store
+from attnrmt.sweep.config import load_config
+from attnrmt.sweep.plan import plan_run
+
+
+@pytest.fixture(scope="module")
+def plan() -> Any:
+    config = {
+        "run": "unit",
+        "seed": 3,
+        "positional_models": {"prefix2": {"kind": "prefix", "L": 2}},
+        "sweeps": {
+            "grid": {
+                "d": [12],
+                "delta": [0.5],
+                "gamma": [0.5],
+                "T": [3],
+                "positional": ["prefix2"],
+                "weights": ["mean"],
+                "snr": [0.0, 1.0],
+                "replicates": 2,
+                "top_k": 2,
+            }
+        },
+        "execution": {"block_size": 4},
+    }
+    return plan_run(load_config(config))
+
+
+@pytest.fixture(scope="module")
+def scheduler_address() -> Any:
+    """An in-process Dask cluster (threads), closed after the module."""
+    from distributed import LocalCluster
+
+    with LocalCluster(
+        n_workers=1,
+        threads_per_worker=2,
+        processes=False,
+        protocol="tcp",
+        host="127.0.0.1",
+        dashboard_address=None,
+    ) as local:
+        yield local.scheduler_address
+
+
+def params_of(plan: Any) -> list[dict[str, Any]]:
+    return blocks.block_params(plan.sweeps["grid"].cells, plan.seed)
+
+
+def fragment_in(tmp_path: Path, name: str) -> Path:
+    return tmp_path / "results" / "unit" / "grid" / "fragments" / f"{name}.npz"
+
+
+UNREACHABLE = {"mode": "address", "address": "tcp://127.0.0.1:9"}
+
+
+def test_block_params_carry_specs_and_seed_words(plan: Any) -> None:
+    params = params_of(plan)
+    cell = plan.sweeps["grid"].cells[0]
+    assert params[0]["key"] == cell.key
+    assert params[0]["seed"] == cell.seed_words(3)
+    assert params[0]["kwargs"]["positional"] == {"kind": "prefix", "L": 2}
+    json.dumps(params)  # plain data: safe as Snakemake params
+    first = blocks.BlockCell.from_params(params[0])
+    assert first.task_key == blocks.BlockCell.from_params(params[0]).task_key
+    assert first.task_key != blocks.BlockCell.from_params(params[1]).task_key
+
+
+def test_block_computes_cells_like_a_direct_call(
+    plan: Any, tmp_path: Path, scheduler_address: str
+) -> None:
+    params = params_of(plan)
+    path = fragment_in(tmp_path, "a")
+    summary = blocks.run_block(
+        params,
+        path,
+        tmp_path / "results" / "unit",
+        {"mode": "address", "address": scheduler_address},
+        tmp_path / "a.log",
+    )
+    assert (summary.n_computed, summary.n_reused) == (4, 0)
+    fragment = store.read_fragment(path)
+    assert fragment.computed.all()
+    direct = blocks.compute_cell(params[2]["kwargs"], params[2]["seed"])
+    for name, value in direct.items():
+        if name != "compute_seconds":
+            np.testing.assert_array_equal(fragment.records[2][name], value)
+    assert "4 computed, 0 reused" in (tmp_path / "a.log").read_text()
+
+
+def test_reusable_block_copies_bits_without_contacting_dask(plan: Any, tmp_path: Path) -> None:
+    params = params_of(plan)
+    cells = plan.sweeps["grid"].cells
+    old = fragment_in(tmp_path, "old")
+    records = [blocks.compute_cell(p["kwargs"], p["seed"]) for p in params]
+    store.write_fragment(
+        old,
+        store.encode_fragment(
+            [p["key"] for p in params],
+            [store.seed_token(p["seed"]) for p in params],
+            [True] * len(params),
+            records,
+        ),
+    )
+    new = fragment_in(tmp_path, "new")
+    # reversed order and an unreachable scheduler: everything must come from "old"
+    summary = blocks.run_block(params[::-1], new, tmp_path / "results" / "unit", UNREACHABLE)
+    assert (summary.n_computed, summary.n_reused) == (0, len(cells))
+    fragment = store.read_fragment(new)
+    assert not fragment.computed.any()
+    for record, expected in zip(fragment.records, records[::-1], strict=True):
+        for name in expected:
+            np.testing.assert_array_equal(record[name], expected[name], strict=True)
+
+
+def test_changed_root_seed_is_not_reused(
+    plan: Any, tmp_path: Path, scheduler_address: str
+) -> None:
+    params = params_of(plan)[:1]
+    run_dir = tmp_path / "results" / "unit"
+    blocks.run_block(params, fragment_in(tmp_path, "a"), run_dir, UNREACHABLE | {
+        "address": scheduler_address
+    })
+    reseeded = [dict(params[0], seed=[*params[0]["seed"][:-1], 99])]
+    summary = blocks.run_block(
+        reseeded, fragment_in(tmp_path, "b"), run_dir, {"mode": "address",
+                                                         "address": scheduler_address}
+    )
+    assert summary.n_computed == 1
+
+
+def test_failed_cells_fail_the_block_and_salvage_the_others(
+    plan: Any, tmp_path: Path, scheduler_address: str
+) -> None:
+    params = params_of(plan)[:2]
+    broken = dict(params[1], key="f" * 64, kwargs=dict(params[1]["kwargs"], d=1))
+    path = fragment_in(tmp_path, "bad")
+    run_dir = tmp_path / "results" / "unit"
+    settings = {"mode": "address", "address": scheduler_address}
+    with pytest.raises(RuntimeError, match="1 of 2 cells"):
+        blocks.run_block([params[0], broken], path, run_dir, settings)
+    assert not path.exists()
+    assert store.finished_cell_keys(run_dir / "grid") == {params[0]["key"]}
+    # the rerun (with the cell fixed) reuses the salvaged cell
+    summary = blocks.run_block(params, path, run_dir, settings)
+    assert (summary.n_computed, summary.n_reused) == (1, 1)
+
+
+# --------------------------------------------------------------------------- cluster helpers
+
+
+@pytest.mark.parametrize(
+    ("cores", "n_workers", "threads", "expected"),
+    [
+        (2, None, 1, (2, 1, 1)),
+        (2, 1, 1, (1, 1, 2)),
+        (8, None, 2, (4, 2, 1)),
+        (8, 2, 1, (2, 1, 4)),
+        (1, 4, 1, (4, 1, 1)),
+    ],
+)
+def test_worker_layout_never_oversubscribes(cores, n_workers, threads, expected) -> None:
+    layout = cluster.worker_layout(cores, n_workers, threads)
+    assert (layout.n_workers, layout.threads_per_worker, layout.blas_threads) == expected
+    if layout.n_workers * layout.threads_per_worker <= cores:
+        assert layout.n_workers * layout.threads_per_worker * layout.blas_threads <= cores
+
+
+def test_allocation_cores_prefers_slurm() -> None:
+    assert cluster.allocation_cores({"SLURM_CPUS_PER_TASK": "6"}) == 6
+    assert cluster.allocation_cores({}) == cluster.usable_cores()
+
+
+@pytest.mark.parametrize(
+    ("walltime", "seconds"),
+    [("30", 1800), ("10:00", 600), ("01:00:00", 3600), ("1-02", 93600), ("2-00:30:00", 174600)],
+)
+def test_parse_walltime(walltime: str, seconds: int) -> None:
+    assert cluster.parse_walltime(walltime) == seconds
+
+
+@pytest.mark.parametrize("walltime", [600, 3600, 86400])
+def test_worker_lifetime_ends_before_the_walltime(walltime: int) -> None:
+    lifetime, stagger = cluster.worker_lifetime(walltime)
+    assert 0 < lifetime and lifetime + stagger < walltime
+
+
+def test_slurm_kwargs_pass_lifetime_and_blas_pinning() -> None:
+    kwargs, n_jobs = cluster.slurm_cluster_kwargs(
+        {"n_workers": 3, "cores": 4, "memory": "8GB", "walltime": "01:00:00", "queue": "debug",
+         "account": None, "job_extra_directives": [], "processes": None}
+    )
+    assert n_jobs == 3
+    assert kwargs["queue"] == "debug" and "account" not in kwargs and "processes" not in kwargs
+    lifetime = int(kwargs["worker_extra_args"][1].rstrip("s"))
+    assert kwargs["worker_extra_args"][0] == "--lifetime" and lifetime < 3600
+    assert "export OMP_NUM_THREADS=1" in kwargs["job_script_prologue"]
+
+
+def test_settings_from_config_defaults_and_errors() -> None:
+    settings = cluster.ClusterSettings.from_config({})
+    assert (settings.mode, settings.n_workers, settings.threads_per_worker) == ("local", None, 1)
+    assert settings.dashboard == ":0"
+    assert cluster.ClusterSettings.from_config({"dashboard": False}).dashboard is None
+    with pytest.raises(ValueError, match=r"dask\.mode"):
+        cluster.ClusterSettings.from_config({"mode": "cloud"})
+
+
+def test_stale_scheduler_files_are_detected(tmp_path: Path) -> None:
+    assert not cluster.scheduler_is_alive(None)
+    dead = {"address": "tcp://127.0.0.1:9", "pid": 2**22 + 12345, "host": socket.gethostname()}
+    assert not cluster.scheduler_is_alive(dead)
+    unreachable = dict(dead, pid=os.getpid())
+    assert not cluster.scheduler_is_alive(unreachable)
+    path = tmp_path / "scheduler.json"
+    path.write_text('{"addr')  # a torn write is no scheduler file
+    assert cluster.read_scheduler_file(path) is None
+    assert not cluster.shutdown_run_cluster(tmp_path)  # nothing running: nothing to do
+
+
+def test_live_scheduler_is_detected(scheduler_address: str) -> None:
+    info = {"address": scheduler_address, "pid": os.getpid(), "host": socket.gethostname()}
+    assert cluster.scheduler_is_alive(info)
