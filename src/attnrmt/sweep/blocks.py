@@ -11,7 +11,6 @@ tasks are idempotent and concurrent jobs asking for the same cell share one task
 from __future__ import annotations
 
 import hashlib
-import logging
 import os
 import time
 from collections.abc import Mapping, Sequence
@@ -22,8 +21,6 @@ from typing import Any
 import numpy as np
 
 from attnrmt.sweep import store
-
-LOGGER = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -146,19 +143,20 @@ def compute_missing(
     return finished, failures
 
 
-def _block_logger(log_path: str | os.PathLike[str] | None) -> tuple[logging.Logger, Any]:
-    logger = logging.getLogger(f"{__name__}.{os.getpid()}.{id(log_path)}.{time.time_ns()}")
-    logger.setLevel(logging.INFO)
-    logger.propagate = False
-    handler: logging.Handler
-    if log_path is not None:
-        Path(log_path).parent.mkdir(parents=True, exist_ok=True)
-        handler = logging.FileHandler(log_path, mode="w")
-    else:
-        handler = logging.NullHandler()
-    handler.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
-    logger.addHandler(handler)
-    return logger, handler
+class BlockLog:
+    """Timestamped lines appended to a block's log file (or dropped when there is none)."""
+
+    def __init__(self, path: str | os.PathLike[str] | None) -> None:
+        self.path = None if path is None else Path(path)
+        if self.path is not None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self.path.write_text("")
+
+    def info(self, message: str) -> None:
+        """Append one line."""
+        if self.path is not None:
+            with open(self.path, "a") as handle:
+                handle.write(f"{time.strftime('%Y-%m-%d %H:%M:%S')} {message}\n")
 
 
 def run_block(
@@ -198,65 +196,55 @@ def run_block(
     from attnrmt.sweep.cluster import ClusterSettings, run_client
 
     started = time.perf_counter()
-    logger, handler = _block_logger(log_path)
-    try:
-        block_cells = [BlockCell.from_params(params) for params in cells]
-        fragment = Path(fragment_path)
-        sweep_dir = sweep_dir_of(fragment)
-        index = store.fragment_index(sweep_dir, exclude=[fragment])
-        wanted = unique_cells(block_cells)
-        reused = store.load_cell_records((cell.cell_id for cell in wanted), index)
-        missing = [cell for cell in wanted if cell.cell_id not in reused]
-        logger.info(
-            "%s: %d cells, %d reusable, %d to compute",
-            fragment.name,
-            len(block_cells),
-            len(reused),
-            len(missing),
-        )
-        computed: dict[tuple[str, str], dict[str, Any]] = {}
-        if missing:
-            settings = ClusterSettings.from_config(dask_config)
-            with run_client(run_dir, settings) as client:
-                logger.info("Dask scheduler %s, dashboard %s", client.scheduler.address,
-                            client.dashboard_link)
-                computed, failures = compute_missing(missing, client, settings.task_retries)
-            if failures:
-                salvage = _salvage(block_cells, computed, reused, sweep_dir, fragment)
-                for cell, exc in failures:
-                    logger.error("cell %s failed: %r", cell.key, exc)
-                raise RuntimeError(
-                    f"{len(failures)} of {len(missing)} cells of {fragment.name} failed "
-                    f"(first: {failures[0][1]!r}); finished cells kept in {salvage}"
-                )
-        arrays = store.encode_fragment(
-            cell_keys=[cell.key for cell in block_cells],
-            cell_seeds=[cell.cell_id[1] for cell in block_cells],
-            computed=[cell.cell_id in computed for cell in block_cells],
-            records=[
-                computed.get(cell.cell_id) or reused[cell.cell_id] for cell in block_cells
-            ],
-        )
-        store.write_fragment(fragment, arrays)
-        summary = BlockSummary(
-            fragment=fragment,
-            n_cells=len(block_cells),
-            n_computed=len(computed),
-            n_reused=len(block_cells) - len(computed),
-            seconds=time.perf_counter() - started,
-        )
-        logger.info(summary.describe())
-        print(f"attnrmt: {sweep_dir.name} {summary.describe()}", flush=True)
-        return summary
-    finally:
-        handler.close()
-        logger.removeHandler(handler)
+    log = BlockLog(log_path)
+    block_cells = [BlockCell.from_params(params) for params in cells]
+    fragment = Path(fragment_path)
+    sweep_dir = sweep_dir_of(fragment)
+    index = store.fragment_index(sweep_dir, exclude=[fragment])
+    wanted = unique_cells(block_cells)
+    reused = store.load_cell_records((cell.cell_id for cell in wanted), index)
+    missing = [cell for cell in wanted if cell.cell_id not in reused]
+    log.info(
+        f"{fragment.name}: {len(block_cells)} cells, {len(reused)} reusable, "
+        f"{len(missing)} to compute"
+    )
+    computed: dict[tuple[str, str], dict[str, Any]] = {}
+    if missing:
+        settings = ClusterSettings.from_config(dask_config)
+        with run_client(run_dir, settings) as client:
+            log.info(f"Dask scheduler {client.scheduler.address}")
+            log.info(f"Dask dashboard {client.dashboard_link}")
+            computed, failures = compute_missing(missing, client, settings.task_retries)
+        if failures:
+            salvage = _salvage(block_cells, computed, sweep_dir, fragment)
+            for cell, exc in failures:
+                log.info(f"cell {cell.key} failed: {exc!r}")
+            raise RuntimeError(
+                f"{len(failures)} of {len(missing)} cells of {fragment.name} failed "
+                f"(first: {failures[0][1]!r}); finished cells kept in {salvage}"
+            )
+    arrays = store.encode_fragment(
+        cell_keys=[cell.key for cell in block_cells],
+        cell_seeds=[cell.cell_id[1] for cell in block_cells],
+        computed=[cell.cell_id in computed for cell in block_cells],
+        records=[computed.get(cell.cell_id) or reused[cell.cell_id] for cell in block_cells],
+    )
+    store.write_fragment(fragment, arrays)
+    summary = BlockSummary(
+        fragment=fragment,
+        n_cells=len(block_cells),
+        n_computed=len(computed),
+        n_reused=len(block_cells) - len(computed),
+        seconds=time.perf_counter() - started,
+    )
+    log.info(summary.describe())
+    print(f"attnrmt: {sweep_dir.name} {summary.describe()}", flush=True)
+    return summary
 
 
 def _salvage(
     block_cells: Sequence[BlockCell],
     computed: Mapping[tuple[str, str], Mapping[str, Any]],
-    reused: Mapping[tuple[str, str], Mapping[str, Any]],
     sweep_dir: Path,
     fragment: Path,
 ) -> Path | None:
@@ -270,5 +258,4 @@ def _salvage(
         computed=[True] * len(kept),
         records=[computed[cell.cell_id] for cell in kept],
     )
-    del reused  # reused cells already live in another fragment
     return store.write_fragment(sweep_dir / store.SALVAGE_DIRNAME / fragment.name, arrays)

@@ -420,11 +420,12 @@ def ensure_run_cluster(
         while time.monotonic() < deadline:
             info = read_scheduler_file(sched_file)
             if info is not None and info.get("pid") == daemon_pid:
-                LOGGER.info(
-                    "started Dask cluster %s (dashboard %s), daemon pid %d",
-                    info["address"],
-                    info.get("dashboard"),
-                    daemon_pid,
+                print(
+                    f"attnrmt: started Dask cluster {info['address']} "
+                    f"(dashboard {info.get('dashboard') or 'off'}; daemon pid {daemon_pid}, "
+                    f"log {log_path})",
+                    file=sys.stderr,
+                    flush=True,
                 )
                 return info
             if not pid_is_alive(daemon_pid):
