@@ -13,7 +13,8 @@
 # script did not write is moved aside to slurm.conf.attnrmt-backup.
 #
 # The node is this machine with its real CPU count and memory (from `slurmd -C`), one
-# partition `debug` (the default), cons_tres with CR_Core_Memory, no cgroups
+# partition `debug` (the default; OverSubscribe=FORCE:2, two jobs per core), cons_tres
+# with CR_Core_Memory, no cgroups
 # (proctrack/linuxproc, task/none), no accounting storage (so `sacct` is unavailable:
 # clients must use squeue; MinJobAge=300 keeps finished jobs visible to `squeue
 # --states=all` for five minutes), and fast scheduling.
@@ -157,7 +158,9 @@ SelectType=select/cons_tres
 SelectTypeParameters=CR_Core_Memory
 DefMemPerCPU=$defmem
 NodeName=$host NodeAddr=127.0.0.1 CPUs=$cpus Boards=$boards SocketsPerBoard=$sockets CoresPerSocket=$cores ThreadsPerCore=$threads RealMemory=$mem State=UNKNOWN
-PartitionName=$PARTITION Nodes=$host Default=YES MaxTime=INFINITE State=UP OverSubscribe=NO
+# Short test jobs mostly wait on Python start-up: let two jobs share a core so that a
+# 2-core test machine runs 4 of them at once instead of queueing them.
+PartitionName=$PARTITION Nodes=$host Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE:2
 CONF
     mv "$tmp" "$CONF"
     chmod 0644 "$CONF"

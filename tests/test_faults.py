@@ -1,0 +1,333 @@
+"""Faults a real sweep meets: lost workers, a lost cluster, a failing cell, a full or
+read-only results directory. Real Snakemake, Dask and filesystems; nothing monkeypatched.
+
+* A Dask worker SIGKILLed while a block runs: Dask recomputes its task elsewhere, the
+  block completes without Snakemake noticing, the numbers are identical.
+* The whole Dask cluster (daemon + workers) SIGKILLed while a block runs and Snakemake
+  keeps going: the in-flight block fails, Snakemake retries it, the retry finds the stale
+  scheduler file and starts a new cluster; finished blocks are not recomputed and the
+  numbers are identical. (Killing Snakemake *and* the cluster, then resuming, is covered
+  by tests/test_pipeline_e2e.py.)
+* A cell that fails for a real reason: ``d = 5,000,000`` passes validation but no machine
+  can allocate its 364 TiB embedding table, so ``simulate_cell`` raises ``MemoryError``
+  at once. With ``--keep-going`` its block fails with a log naming the cell and the
+  error, every other sweep finishes, and ``attnrmt plan`` shows what is missing.
+* A full filesystem (a small tmpfs mounted on ``results/``) and a read-only one (a
+  read-only bind mount; root ignores file permissions, so ``chmod`` would prove nothing):
+  a clear error, no partial fragment, nothing already there modified; once the space is
+  back (or the mount writable) a rerun completes the sweep with identical numbers.
+
+The mount tests need root (CI runs as root); elsewhere they are skipped, but under
+``CI=true`` they fail instead.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import xarray as xr
+
+from attnrmt.sweep import store
+from attnrmt.sweep.cluster import pid_is_alive, read_scheduler_file, scheduler_file_path
+from e2e_helpers import (
+    Workdir,
+    count_cells,
+    fragment_files,
+    numeric_variables,
+    tiny_config,
+    written_since,
+)
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+
+N_CELLS = 12  # 2 weights x 3 snr x 2 replicates
+POISON_D = 5_000_000
+
+
+def fault_config(run: str = "faults", **sweeps: dict[str, Any]) -> dict[str, Any]:
+    """The tiny sweep at d = 400 (cells of a few tenths of a second) in 6 blocks of 2."""
+    config = tiny_config(run=run, execution={"block_size": 2})
+    config["sweeps"]["grid"].update(d=[400])
+    config["sweeps"].update(sweeps)
+    return config
+
+
+def background_log(workdir: Workdir) -> str:
+    """Output of the Snakemake runs started with :meth:`Workdir.start`."""
+    return (workdir.path / "snakemake-background.log").read_text(errors="replace")
+
+
+def wait_for(process: subprocess.Popen, workdir: Workdir, timeout: float = 300) -> int:
+    """Wait for a background Snakemake; its return code."""
+    try:
+        return process.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"snakemake did not finish in {timeout} s:\n{background_log(workdir)[-4000:]}")
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory: pytest.TempPathFactory) -> tuple[Workdir, xr.Dataset]:
+    """The fault config run without faults: its workdir (daemon stopped) and its cells."""
+    workdir = Workdir.create(tmp_path_factory.mktemp("reference"), fault_config())
+    try:
+        result = workdir.run()
+        assert result.computed == N_CELLS
+        return workdir, numeric_variables(workdir.open_cells())
+    finally:
+        workdir.close()
+
+
+# --------------------------------------------------------------------------- Dask faults
+
+
+def busy_worker(workdir: Workdir, process: subprocess.Popen, timeout: float = 120) -> int:
+    """Pid of a Dask worker of the run's cluster that is computing a cell right now.
+
+    Connects a client to the run's scheduler (once its file appears), waits until some
+    worker has a task in progress, closes the client and returns that worker's pid.
+    """
+    from distributed import Client
+
+    deadline = time.monotonic() + timeout
+    sched_file = scheduler_file_path(workdir.run_dir)
+    while (info := read_scheduler_file(sched_file)) is None:
+        if process.poll() is not None or time.monotonic() > deadline:
+            pytest.fail(f"no Dask cluster appeared:\n{background_log(workdir)[-4000:]}")
+        time.sleep(0.02)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        client = Client(info["address"], timeout="30s", set_as_default=False)
+        try:
+            pids: dict[str, int] = {}
+            while time.monotonic() < deadline and process.poll() is None:
+                busy = [worker for worker, keys in client.processing().items() if keys]
+                if busy:
+                    if busy[0] not in pids:
+                        pids = client.run(os.getpid)
+                    if busy[0] in pids:
+                        return int(pids[busy[0]])
+                time.sleep(0.01)
+        finally:
+            client.close()
+    pytest.fail(f"never saw a busy worker:\n{background_log(workdir)[-4000:]}")
+
+
+def test_killed_worker_block_completes_with_identical_numbers(
+    reference: tuple[Workdir, xr.Dataset], tmp_path: Path
+) -> None:
+    """SIGKILL a worker mid-task: Dask reruns the task, the block and the run complete."""
+    workdir = Workdir.create(tmp_path / "work", fault_config())
+    try:
+        process = workdir.start(cores=2)
+        victim = busy_worker(workdir, process)
+        os.kill(victim, signal.SIGKILL)
+        assert wait_for(process, workdir) == 0, background_log(workdir)[-6000:]
+        output = background_log(workdir)
+        # Dask absorbed the loss: no block failed, no Snakemake retry
+        assert "Error in rule" not in output and "Trying to restart" not in output, output
+        assert not pid_is_alive(victim)
+        cluster_log = (workdir.run_dir / ".dask" / "cluster.log").read_text()
+        assert "Remove worker" in cluster_log or "removed" in cluster_log.lower()
+        assert count_cells(fragment_files(workdir.path)).computed == N_CELLS
+        xr.testing.assert_identical(numeric_variables(workdir.open_cells()), reference[1])
+    finally:
+        workdir.close()
+
+
+def test_killed_cluster_mid_block_is_replaced_and_finished_blocks_kept(
+    reference: tuple[Workdir, xr.Dataset], tmp_path: Path
+) -> None:
+    """SIGKILL the run's whole Dask cluster mid-block while Snakemake keeps running."""
+    workdir = Workdir.create(tmp_path / "work", fault_config())
+    try:
+        process = workdir.start(cores=2)
+        busy_worker(workdir, process)  # a block is computing on the cluster right now
+        first = read_scheduler_file(scheduler_file_path(workdir.run_dir))
+        assert first is not None
+        finished = fragment_files(workdir.path)
+        workdir.kill_cluster()
+        assert not pid_is_alive(first["pid"])
+        assert wait_for(process, workdir) == 0, background_log(workdir)[-6000:]
+        output = background_log(workdir)
+        # the in-flight block failed, was retried by Snakemake on a new cluster
+        assert "Trying to restart" in output, output[-6000:]
+        assert "stale scheduler file" in output, output[-6000:]
+        after = fragment_files(workdir.path)
+        assert all(after[path] == mtime for path, mtime in finished.items())
+        for path in after:  # every fragment is complete and readable
+            assert len(store.read_fragment(path).cell_keys) >= 1
+        assert count_cells(after).computed == N_CELLS  # no cell computed twice
+        xr.testing.assert_identical(numeric_variables(workdir.open_cells()), reference[1])
+    finally:
+        workdir.close()
+
+
+# --------------------------------------------------------------------------- failing cell
+
+
+def _plan(workdir: Workdir) -> Any:
+    from attnrmt.sweep import load_config, plan_run
+
+    return plan_run(load_config(workdir.config))
+
+
+def test_failing_cell_fails_its_block_clearly_and_others_finish(
+    reference: tuple[Workdir, xr.Dataset], tmp_path: Path
+) -> None:
+    """A cell that cannot be allocated fails its block; --keep-going finishes the rest."""
+    poison = {
+        "d": [POISON_D],
+        "T": [4],
+        "positional": ["iid"],
+        "weights": ["mean"],
+        "snr": [1.0],
+        "replicates": 1,
+        "top_k": 2,
+    }
+    workdir = Workdir.create(tmp_path / "work", fault_config(poison=poison))
+    try:
+        result = workdir.run("--keep-going", check=False)
+        assert result.returncode != 0
+        output = result.output
+        # Snakemake names the failed rule and its log; the log names the cell and the error
+        assert "Error in rule simulate_block" in output
+        logs = sorted((workdir.run_dir / "logs" / "simulate_block" / "poison").glob("*.log"))
+        assert len(logs) == 1, logs
+        log_text = logs[0].read_text()
+        poison_keys = [block.cells[0].key for block in _plan(workdir).sweeps["poison"].blocks]
+        assert f"cell {poison_keys[0]} failed" in log_text and "MemoryError" in log_text, log_text
+        assert str(logs[0].relative_to(workdir.path)) in output
+        # the failed block left no fragment; the healthy sweep is complete and correct
+        assert not list((workdir.sweep_dir("poison") / "fragments").glob("*.npz"))
+        assert not (workdir.sweep_dir("poison") / "cells.zarr").exists()
+        assert result.computed == N_CELLS
+        xr.testing.assert_identical(numeric_variables(workdir.open_cells()), reference[1])
+        # `attnrmt plan` shows what is missing
+        plan = subprocess.run(
+            [str(Path(sys.executable).with_name("attnrmt")), "plan", "--json", "--no-calibrate",
+             "config.yaml"],
+            capture_output=True, text=True, cwd=workdir.path, timeout=120, check=True,
+        )
+        rows = {row["sweep"]: row for row in json.loads(plan.stdout)["sweeps"]}
+        assert rows["grid"]["done_cells"] == rows["grid"]["cells"] == N_CELLS, rows
+        assert rows["poison"]["done_cells"] == 0 and rows["poison"]["cells"] == 1, rows
+    finally:
+        workdir.close()
+
+
+# --------------------------------------------------------------------------- filesystems
+
+
+def _need_root() -> None:
+    if os.geteuid() != 0:
+        reason = "mounting a tmpfs / read-only bind mount needs root"
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(f"{reason} (CI must run as root)")
+        pytest.skip(reason)
+
+
+@contextlib.contextmanager
+def mounted(*mount_args: str, target: Path) -> Iterator[Path]:
+    """``mount ... target`` for the duration of the block; always unmounted after."""
+    _need_root()
+    target.mkdir(parents=True, exist_ok=True)
+    done = subprocess.run(["mount", *mount_args, str(target)], capture_output=True, text=True)
+    if done.returncode != 0:
+        message = f"mount {' '.join(mount_args)} failed: {done.stderr.strip()}"
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(message)
+        pytest.skip(message)
+    try:
+        yield target
+    finally:
+        if subprocess.run(["umount", str(target)], capture_output=True).returncode != 0:
+            subprocess.run(["umount", "-l", str(target)], capture_output=True)
+
+
+def tree_digest(root: Path) -> dict[str, str]:
+    """sha256 of every file under ``root`` (relative path -> digest)."""
+    return {
+        str(path.relative_to(root)): hashlib.sha256(path.read_bytes()).hexdigest()
+        for path in sorted(root.rglob("*"))
+        if path.is_file()
+    }
+
+
+def test_full_disk_fails_clearly_and_a_rerun_completes(
+    reference: tuple[Workdir, xr.Dataset], tmp_path: Path
+) -> None:
+    """results/ on a 4 MiB tmpfs with 40 KiB free: ENOSPC, nothing corrupt, then resume."""
+    workdir = Workdir.create(tmp_path / "work", fault_config())
+    results = workdir.path / "results"
+    with mounted("-t", "tmpfs", "-o", "size=4m", "tmpfs", target=results):
+        filler = results / ".filler"
+        subprocess.run(
+            ["dd", "if=/dev/zero", f"of={filler}", "bs=1k", f"count={4096 - 40}"],
+            capture_output=True, check=True,
+        )
+        try:
+            failed = workdir.run(check=False)
+            assert failed.returncode != 0, "the run fitted in 40 KiB: the disk was not full"
+            assert "No space left on device" in failed.output, failed.output[-4000:]
+            kept = fragment_files(workdir.path)
+            for path in kept:  # whatever was written at a final path is a whole fragment
+                assert len(store.read_fragment(path).cell_keys) == 2
+            assert not (workdir.sweep_dir() / "cells.zarr").exists()
+            workdir.close()
+            # space comes back: the rerun computes only what is missing
+            filler.unlink()
+            resumed = workdir.run()
+            assert resumed.computed == N_CELLS - 2 * len(kept)
+            after = fragment_files(workdir.path)
+            assert all(after[path] == mtime for path, mtime in kept.items())
+            xr.testing.assert_identical(numeric_variables(workdir.open_cells()), reference[1])
+        finally:
+            workdir.close()
+
+
+def test_read_only_results_fail_clearly_and_change_nothing(
+    reference: tuple[Workdir, xr.Dataset], tmp_path: Path
+) -> None:
+    """Extending a finished sweep whose results are read-only: a clear error, no change."""
+    workdir = reference[0].copy_to(tmp_path / "work")
+    extended = fault_config()
+    extended["sweeps"]["grid"]["snr"] = [0.0, 1.0, 2.0, 3.0]
+    workdir.write_config(extended)
+    results = workdir.path / "results"
+    before = tree_digest(results)
+    try:
+        with mounted("--bind", str(results), target=results):
+            remount = ["mount", "-o", "remount,bind,ro", str(results)]
+            subprocess.run(remount, check=True, capture_output=True)
+            failed = workdir.run(check=False)
+            workdir.close()
+            assert failed.returncode != 0
+            # Snakemake sees the outputs are not writable before running anything (or the
+            # first write fails); either way the message names the path
+            output = failed.output
+            assert "Write-protected output" in output or "Read-only file system" in output, (
+                output[-4000:]
+            )
+            assert "results/faults/grid" in output, output[-4000:]
+        assert tree_digest(results) == before, "a failed run on read-only results changed them"
+        finished = fragment_files(workdir.path)
+        resumed = workdir.run()
+        assert resumed.computed == 4  # only the new snr value: 2 weights x 2 replicates
+        after = fragment_files(workdir.path)
+        assert not written_since(finished, after) or all(
+            after[path] == mtime for path, mtime in finished.items()
+        )
+    finally:
+        workdir.close()

@@ -1,0 +1,199 @@
+"""Both SLURM profiles end to end on a real single-node SLURM (tests/harness/slurm.sh).
+
+* ``profiles/slurm-dask``: Snakemake runs locally, the cells run on Dask workers that are
+  SLURM jobs (dask-jobqueue).
+* ``profiles/slurm``: Snakemake's SLURM executor; every block is its own SLURM job that
+  computes its cells with an in-process Dask cluster sized to the allocation.
+
+Each runs the same tiny sweep as a local run and must give numerically identical cells.
+The shipped profiles are used as they are, except for the site settings that a user edits
+for their cluster (partition, sizes, walltime, the network interface) and the polling
+intervals (shortened so the test does not wait on defaults made for real clusters).
+
+SLURM is started with ``tests/harness/slurm.sh start`` when it is not up. If it cannot be
+started the tests are skipped on a developer machine, but fail under ``CI=true``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import xarray as xr
+import yaml
+
+from e2e_helpers import REPO_ROOT, Workdir, numeric_variables, tiny_config
+
+pytestmark = [pytest.mark.slurm, pytest.mark.e2e, pytest.mark.slow]
+
+HARNESS = REPO_ROOT / "tests" / "harness" / "slurm.sh"
+PROFILES = REPO_ROOT / "profiles"
+N_CELLS = 12  # tiny_config: 2 weights x 3 snr x 2 replicates
+BLOCK_SIZE = 6  # one block per weights line: 2 blocks
+USABLE_STATES = ("idle", "mixed", "allocated", "completing")
+
+
+# --------------------------------------------------------------------------- SLURM
+
+
+def slurm_state() -> str:
+    """State of the first node per ``sinfo`` ('' when SLURM does not answer)."""
+    if shutil.which("sinfo") is None:
+        return ""
+    try:
+        out = subprocess.run(
+            ["sinfo", "-h", "-N", "-o", "%T"], capture_output=True, text=True, timeout=20
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    lines = out.stdout.split()
+    return lines[0].strip("*~#!%$@^-") if out.returncode == 0 and lines else ""
+
+
+def default_partition() -> str:
+    """Name of the default partition (``sinfo`` marks it with ``*``)."""
+    out = subprocess.run(["sinfo", "-h", "-o", "%P"], capture_output=True, text=True, timeout=20)
+    names = out.stdout.split()
+    for name in names:
+        if name.endswith("*"):
+            return name.rstrip("*")
+    return names[0]
+
+
+def _unavailable(reason: str) -> None:
+    if os.environ.get("CI", "").lower() == "true":
+        pytest.fail(f"SLURM is required under CI=true but unavailable: {reason}")
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="module")
+def slurm() -> str:
+    """A usable single-node SLURM (started through the harness if needed); its partition."""
+    if slurm_state() not in USABLE_STATES:
+        if shutil.which("slurmctld") is None and not Path("/usr/sbin/slurmctld").exists():
+            _unavailable("SLURM is not installed (run tests/harness/system-deps.sh)")
+        try:
+            started = subprocess.run(
+                ["bash", str(HARNESS), "start"], capture_output=True, text=True, timeout=180
+            )
+        except subprocess.TimeoutExpired:
+            _unavailable("tests/harness/slurm.sh start timed out")
+        if started.returncode != 0 or slurm_state() not in USABLE_STATES:
+            _unavailable(
+                f"tests/harness/slurm.sh start failed ({started.returncode}): "
+                f"{(started.stdout + started.stderr)[-1500:]}"
+            )
+    return default_partition()
+
+
+# --------------------------------------------------------------------------- profiles
+
+
+def slurm_dask_profile(directory: Path) -> Path:
+    """profiles/slurm-dask with this machine's site settings (small workers, loopback)."""
+    profile = yaml.safe_load((PROFILES / "slurm-dask" / "config.yaml").read_text())
+    assert profile["config"]["dask"]["mode"] == "slurm"
+    profile["cores"] = 2
+    profile["config"]["dask"]["slurm"].update(
+        cores=1, memory="1GB", walltime="00:15:00", n_workers=2, interface="lo"
+    )
+    return _write_profile(directory, profile)
+
+
+def slurm_executor_profile(directory: Path, partition: str) -> Path:
+    """profiles/slurm with this cluster's partition, small jobs and fast status polling."""
+    profile = yaml.safe_load((PROFILES / "slurm" / "config.yaml").read_text())
+    assert profile["executor"] == "slurm"
+    assert profile["config"]["dask"]["mode"] == "job"
+    assert profile["slurm-status-command"] == "squeue"
+    profile["default-resources"].update(slurm_partition=partition, mem_mb=500, runtime=10)
+    profile["set-resources"]["simulate_block"].update(cpus_per_task=1, mem_mb=1000, runtime=10)
+    profile["jobs"] = 4
+    # the defaults (20 s) suit a real cluster, not a test; no accounting on this cluster
+    profile["slurm-init-seconds-before-status-checks"] = 1
+    profile["seconds-between-status-checks"] = 1
+    profile["slurm-no-account"] = True
+    return _write_profile(directory, profile)
+
+
+def _write_profile(directory: Path, profile: dict[str, Any]) -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "config.yaml").write_text(yaml.safe_dump(profile, sort_keys=False))
+    return directory
+
+
+@contextlib.contextmanager
+def cancel_on_exit(job_ids: set[str]) -> Iterator[set[str]]:
+    """Cancel SLURM jobs whose ids are collected in ``job_ids`` (left by a failed test)."""
+    try:
+        yield job_ids
+    finally:
+        if job_ids:
+            subprocess.run(["scancel", *sorted(job_ids)], capture_output=True, timeout=30)
+
+
+# --------------------------------------------------------------------------- tests
+
+
+def sweep_config(run: str) -> dict[str, Any]:
+    """The tiny sweep in 2 blocks of 6 cells."""
+    return tiny_config(run=run, execution={"block_size": BLOCK_SIZE})
+
+
+@pytest.fixture(scope="module")
+def local_cells(tmp_path_factory: pytest.TempPathFactory) -> xr.Dataset:
+    """The sweep computed locally (default profile): the reference numbers."""
+    workdir = Workdir.create(tmp_path_factory.mktemp("local"), sweep_config("slurmtest"))
+    try:
+        result = workdir.run()
+        assert result.computed == N_CELLS
+        return numeric_variables(workdir.open_cells())
+    finally:
+        workdir.close()
+
+
+def test_slurm_dask_profile_matches_local_run(
+    slurm: str, local_cells: xr.Dataset, tmp_path: Path
+) -> None:
+    """Local Snakemake + Dask workers as SLURM jobs: same cells as a local run."""
+    profile = slurm_dask_profile(tmp_path / "profile")
+    workdir = Workdir.create(tmp_path / "work", sweep_config("slurmtest"))
+    try:
+        result = workdir.run("--workflow-profile", str(profile), timeout=240)
+        assert result.computed == N_CELLS
+        xr.testing.assert_identical(numeric_variables(workdir.open_cells()), local_cells)
+        # the cells really ran on dask-jobqueue workers submitted to SLURM
+        dask_dir = workdir.run_dir / ".dask"
+        worker_logs = list((dask_dir / "slurm-logs").glob("dask-worker-*.err"))
+        assert worker_logs, f"no SLURM worker job logs in {dask_dir}"
+        assert "SLURMCluster" in (dask_dir / "cluster.log").read_text()
+    finally:
+        workdir.close()
+
+
+def test_slurm_executor_profile_matches_local_run(
+    slurm: str, local_cells: xr.Dataset, tmp_path: Path
+) -> None:
+    """Snakemake's SLURM executor, one SLURM job per block: same cells as a local run."""
+    profile = slurm_executor_profile(tmp_path / "profile", slurm)
+    workdir = Workdir.create(tmp_path / "work", sweep_config("slurmtest"))
+    with cancel_on_exit(set()) as job_ids:
+        try:
+            result = workdir.run("--workflow-profile", str(profile), timeout=300, check=False)
+            job_ids.update(re.findall(r"submitted with SLURM jobid (\d+)", result.output))
+            assert result.returncode == 0, result.output[-6000:]
+            assert result.computed == N_CELLS
+            xr.testing.assert_identical(numeric_variables(workdir.open_cells()), local_cells)
+            # every block (2), the theory and the gather ran as SLURM jobs
+            block_jobs = re.findall(r"rule simulate_block:", result.output)
+            assert len(block_jobs) == N_CELLS // BLOCK_SIZE
+            assert len(job_ids) >= len(block_jobs) + 2, result.output[-4000:]
+        finally:
+            workdir.close()
