@@ -124,3 +124,13 @@ def test_finite_size_thresholds_only_with_several_d() -> None:
     fss = finite_size_thresholds(estimate_thresholds(cells, n_boot=20))
     assert fss is not None and "d" not in fss.dims
     assert {"fss_limit", "fss_ci_low", "fss_ci_high"} <= set(fss.data_vars)
+
+
+def test_isolated_low_snr_detection_is_ignored() -> None:
+    snr = np.linspace(0, 3, 13)
+    theta_c, s_c = 1.0, 1.5
+    truth = np.maximum(theta_c, theta_c + 1.0 * (snr - s_c))
+    truth[1] = 1.5  # a sub-threshold fluctuation above the detection level
+    fit = fit_threshold(snr, np.repeat(truth[:, None], 3, axis=1), theta_c)
+    assert fit["bound"] == "none"
+    assert fit["estimate"] == pytest.approx(s_c)

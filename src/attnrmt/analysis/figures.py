@@ -35,6 +35,7 @@ from attnrmt.theory import bulk_density
 FIGURES = ("spectra", "outlier_vs_snr", "phase_diagram", "pooling", "causal_weights",
            "downstream", "finite_size", "centring")
 STYLE = {"finite_vocab": {"ls": "-", "color": "C3"}, "paper": {"ls": "--", "color": "C0"}}
+PHASE_MIN_SNR = 5  # thresholds from fewer snr points are mostly bounds: not drawn
 SNR_LABEL = r"snr $=\|\mu\|^2$ (dimensionless)"
 Data = Mapping[str, tuple[xr.Dataset, xr.Dataset, xr.Dataset]]
 
@@ -71,7 +72,7 @@ def _mean_err(da: xr.DataArray) -> tuple[np.ndarray, np.ndarray]:
     return np.asarray(mean.values, float), np.nan_to_num(np.asarray(err.values, float))
 
 
-def figure_spectra(data: Data, max_panels: int = 6) -> Figure:
+def figure_spectra(data: Data, max_panels: int = 9) -> Figure:
     """Histograms of ``S/kappa`` against the density of ``MP_delta ⊠ MP_gamma`` (spec §4)."""
     panels = []
     for sweep, (cells, _theory, _analysis) in data.items():
@@ -108,7 +109,12 @@ def figure_spectra(data: Data, max_panels: int = 6) -> Figure:
         for edge in (lower, upper):
             ax.axvline(edge, color="C3", ls=":", lw=1)
         ks = float(a["bulk_ks"].mean())
-        ax.set_title(rf"$\delta$={delta:g}, $\gamma$={gamma:g}  (KS={ks:.3f})", fontsize=9)
+        title = rf"$\delta$={delta:g}, $\gamma$={gamma:g}  (KS={ks:.3f})"
+        atom = float(a["bulk_atom_th"].mean())
+        if atom > 0:
+            zeros = float(a["bulk_zero_fraction"].mean())
+            title += f"\nzeros {zeros:.3f} (atom {atom:.3f})"
+        ax.set_title(title, fontsize=9)
         ax.set_xlabel(r"eigenvalue of $S/\kappa$ (units of $\kappa$)")
         ax.set_ylabel("density (per unit eigenvalue)")
         ax.legend(fontsize=7)
@@ -120,12 +126,12 @@ def figure_spectra(data: Data, max_panels: int = 6) -> Figure:
     return fig
 
 
-def _curve_sweep(data: Data) -> str | None:
+def _curve_sweep(data: Data, min_snr: int = 3) -> str | None:
     best, size = None, 0
     for sweep, (cells, _, _) in data.items():
         if cells.sizes.get("snr", 0) > size:
             best, size = sweep, cells.sizes["snr"]
-    return best if size >= 3 else None
+    return best if size >= min_snr else None
 
 
 def figure_outlier_vs_snr(data: Data, max_columns: int = 4) -> Figure:
@@ -182,20 +188,21 @@ def figure_outlier_vs_snr(data: Data, max_columns: int = 4) -> Figure:
         if j == 0:
             ax_e.legend(fontsize=6)
             ax_o.legend(fontsize=6)
-    fig.suptitle("Outliers and overlaps; lines: theory (solid finite_vocab, dashed paper), "
-                 "vertical: thresholds (dotted population, dash-dot sample)", fontsize=9)
+    fig.suptitle("Outliers and overlaps; lines: theory (solid finite_vocab, dashed paper; thick "
+                 "sample, thin population), vertical: thresholds (dotted population, dash-dot "
+                 "sample)", fontsize=9)
     fig.tight_layout()
     return fig
 
 
 def figure_phase_diagram(data: Data) -> Figure:
     """Thresholds in the (alpha/kappa, snr) plane: theory curves and empirical estimates."""
-    if _curve_sweep(data) is None:
-        return _empty("Phase diagram", "no sweep with >= 3 snr values")
+    if _curve_sweep(data, PHASE_MIN_SNR) is None:
+        return _empty("Phase diagram", f"no sweep with >= {PHASE_MIN_SNR} snr values")
     fig, axes = plt.subplots(1, 2, figsize=(10, 4.2))
     drawn = False
     for cells, _theory, analysis in data.values():
-        if cells.sizes.get("snr", 0) < 3:
+        if cells.sizes.get("snr", 0) < PHASE_MIN_SNR:
             continue
         c = _pick(cells, {"weights": None, "positional": None, "snr": None})
         a = _pick(analysis, {"weights": None, "positional": None})
@@ -237,7 +244,9 @@ def figure_pooling(pooling: pd.DataFrame) -> Figure:
     """alpha/kappa by weights and recovery vs snr by weights, per positional model."""
     if pooling.empty or "alpha_over_kappa" not in pooling:
         return _empty("Pooling", "no pooling data")
-    frame = pooling[pooling["d"] == pooling["d"].max()]
+    combos = pooling.groupby("sweep")[["positional", "weights"]].nunique().prod(axis=1)
+    frame = pooling[pooling["sweep"] == combos.idxmax()]
+    frame = frame[frame["d"] == frame["d"].max()]
     if "centered" in frame:
         frame = frame[frame["centered"].astype(str).isin(["True", "true", "1"])]
     positionals = list(dict.fromkeys(frame["positional"]))[:4]
@@ -249,7 +258,8 @@ def figure_pooling(pooling: pd.DataFrame) -> Figure:
         axes[0, j].bar(range(len(ak)), ak.to_numpy(), color="C0")
         axes[0, j].set_xticks(range(len(ak)), ak.index, rotation=30, fontsize=7)
         axes[0, j].set_ylabel(r"$\alpha/\kappa$ (dimensionless)")
-        axes[0, j].set_title(f"{pos} (d={int(frame['d'].max())})", fontsize=9)
+        axes[0, j].set_title(f"{combos.idxmax()}: {pos} (d={int(frame['d'].max())})",
+                             fontsize=9)
         for k, (wname, g) in enumerate(f.groupby("weights", sort=False)):
             g = g.groupby("snr").mean(numeric_only=True).reset_index()
             axes[1, j].errorbar(g["snr"], g["recovery"],
@@ -336,7 +346,7 @@ def figure_finite_size(thresholds: pd.DataFrame, exponent: float = 1.0 / 3.0) ->
     per_d = thresholds[thresholds["finite_size"] == "none"]
     keys = [c for c in ("sweep", "delta", "gamma", "T", "positional", "weights", "centered")
             if c in thresholds]
-    groups = list(fss.groupby(keys, sort=False))[:4]
+    groups = list(fss.groupby(keys, sort=False))[:6]
     fig, axes = plt.subplots(1, 2, figsize=(10, 4.2))
     for ax, tr in zip(axes, ("population", "sample"), strict=True):
         for k, (key, frow) in enumerate(groups):
@@ -352,7 +362,7 @@ def figure_finite_size(thresholds: pd.DataFrame, exponent: float = 1.0 / 3.0) ->
             lo = np.where(np.isfinite(est), pts["ci_low"], np.nan)
             hi = np.where(np.isfinite(est), pts["ci_high"], np.nan)
             ax.errorbar(x, y, yerr=[np.nan_to_num(y - lo), np.nan_to_num(hi - y)], fmt="o",
-                        color=color, label=f"{key[5] if len(key) > 5 else key}")
+                        color=color, label="/".join(str(k) for k in key[4:6]))
             if not frow.empty:
                 a = float(frow["estimate"].iloc[0])
                 xs = np.linspace(0, x.max() * 1.05 if x.size else 1, 20)
@@ -390,9 +400,10 @@ def figure_centring(data: Data) -> Figure:
     for k, wname in enumerate(c["weights"].values[:4]):
         unc = c.sel(weights=wname, centered=False)
         cen = c.sel(weights=wname, centered=True)
-        mean, err = _mean_err(unc["top_eigenvalues"].isel(k=0))
+        mean_k = unc["overlap_table_mean"].fillna(-1).argmax("k")
+        mean, err = _mean_err(unc["top_eigenvalues"].isel(k=mean_k))
         ax_e.errorbar(snr, mean, yerr=err, fmt="o", ms=3, color=f"C{k}",
-                      label=f"{wname}: top eig, uncentred")
+                      label=f"{wname}: eigenvalue along mbar, uncentred")
         ax_e.plot(snr, np.broadcast_to(t.sel(weights=wname, centered=False).values, snr.shape),
                   "-", color=f"C{k}", lw=0.8)
         for cc, marker, label in ((unc, "o", "uncentred"), (cen, "s", "centred")):
@@ -401,8 +412,8 @@ def figure_centring(data: Data) -> Figure:
                           mfc="none" if label == "centred" else None,
                           label=f"{wname}, {label}")
     ax_e.set_xlabel(SNR_LABEL)
-    ax_e.set_ylabel("top eigenvalue of uncentred S (units of S)")
-    ax_e.set_title("mean spike: points simulation, lines theory", fontsize=9)
+    ax_e.set_ylabel("eigenvalue along mbar (units of S)")
+    ax_e.set_title("uncentred mean spike: points simulation, lines theory", fontsize=9)
     ax_o.set_xlabel(SNR_LABEL)
     ax_o.set_ylabel(r"squared overlap of top eigenvector with $u$ (1)")
     ax_o.set_title("signal in the TOP eigenvector: centred vs uncentred", fontsize=9)

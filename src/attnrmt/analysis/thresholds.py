@@ -149,6 +149,17 @@ def _masked_line(s: np.ndarray, y: np.ndarray, mask: np.ndarray) -> tuple[np.nda
     return intercept, slope, n
 
 
+def _contiguous_from_top(detected: np.ndarray) -> np.ndarray:
+    """Keep only the run of detected points that ends at the largest snr (last axis).
+
+    ``theta`` increases with ``snr`` in both variants, so a true detection is monotone: an
+    isolated "detection" below an undetected snr is a sub-threshold fluctuation and is
+    dropped.
+    """
+    undetected_above = np.flip(np.cumsum(np.flip(~detected, axis=-1), axis=-1), axis=-1)
+    return detected & (undetected_above == 0)
+
+
 def fit_threshold(
     snr: np.ndarray,
     theta_reps: np.ndarray,
@@ -196,7 +207,7 @@ def fit_threshold(
     level_c = theta_c * (1.0 + margin)
     with np.errstate(invalid="ignore"), _quiet():
         mean = np.nanmean(y, axis=1)
-    detected = np.isfinite(mean) & (mean > level_c)
+    detected = _contiguous_from_top(np.isfinite(mean) & (mean > level_c))
     intercept, slope, _n = _masked_line(s, mean, detected)
     intercept, slope = float(intercept), float(slope)
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -209,7 +220,7 @@ def fit_threshold(
     samples = np.take_along_axis(np.broadcast_to(y, (n_boot, *y.shape)), idx, axis=2)
     with np.errstate(invalid="ignore"), _quiet():
         boot_mean = np.nanmean(samples, axis=2)
-    boot_det = np.isfinite(boot_mean) & (boot_mean > level_c)
+    boot_det = _contiguous_from_top(np.isfinite(boot_mean) & (boot_mean > level_c))
     b_int, b_slope, _ = _masked_line(s, boot_mean, boot_det)
     with np.errstate(divide="ignore", invalid="ignore"):
         boot = np.where(b_slope > 0, (theta_c - b_int) / b_slope, np.nan)
