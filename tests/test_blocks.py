@@ -235,3 +235,18 @@ def test_stale_scheduler_files_are_detected(tmp_path: Path) -> None:
 def test_live_scheduler_is_detected(scheduler_address: str) -> None:
     info = {"address": scheduler_address, "pid": os.getpid(), "host": socket.gethostname()}
     assert cluster.scheduler_is_alive(info)
+
+
+def test_job_mode_runs_an_in_process_cluster_sized_to_the_allocation(
+    plan: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SLURM_CPUS_PER_TASK", "1")
+    params = params_of(plan)[:2]
+    summary = blocks.run_block(
+        params,
+        fragment_in(tmp_path, "job"),
+        tmp_path / "results" / "unit",
+        {"mode": "job", "dashboard": False},
+    )
+    assert summary.n_computed == 2
+    assert not cluster.scheduler_file_path(tmp_path / "results" / "unit").exists()
