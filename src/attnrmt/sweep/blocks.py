@@ -10,6 +10,7 @@ tasks are idempotent and concurrent jobs asking for the same cell share one task
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import os
 import time
@@ -137,7 +138,7 @@ def compute_missing(
         cell = futures[future]
         try:
             finished[cell.cell_id] = future.result()
-        except Exception as exc:
+        except (Exception, asyncio.CancelledError) as exc:  # lost cluster: cancelled futures
             failures.append((cell, exc))
         future.release()
     return finished, failures

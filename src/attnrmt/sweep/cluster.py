@@ -410,7 +410,12 @@ def ensure_run_cluster(
         if scheduler_is_alive(info):
             return info  # type: ignore[return-value]
         if info is not None:
-            LOGGER.warning("removing stale scheduler file %s (%s)", sched_file, info["address"])
+            print(
+                f"attnrmt: removing stale scheduler file {sched_file} ({info['address']}); "
+                "starting a new Dask cluster",
+                file=sys.stderr,
+                flush=True,
+            )
             _stop_daemon(info)
         with contextlib.suppress(FileNotFoundError):
             sched_file.unlink()
