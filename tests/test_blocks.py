@@ -52,7 +52,7 @@ def scheduler_address() -> Any:
         processes=False,
         protocol="tcp",
         host="127.0.0.1",
-        dashboard_address=None,
+        dashboard_address=":0",
     ) as local:
         yield local.scheduler_address
 

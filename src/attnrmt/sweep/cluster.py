@@ -574,10 +574,14 @@ def local_cluster(
         threads_per_worker=layout.threads_per_worker,
         processes=True,
         host="127.0.0.1",
-        dashboard_address=settings.dashboard,
+        # the scheduler's HTTP server always listens (metrics); ":0" avoids port clashes
+        dashboard_address=settings.dashboard or ":0",
         local_directory=str(workdir),
         memory_limit=settings.memory_limit or "auto",
-        scheduler_kwargs={"idle_timeout": f"{settings.idle_timeout}s"},
+        scheduler_kwargs={
+            "idle_timeout": f"{settings.idle_timeout}s",
+            "dashboard": settings.dashboard is not None,
+        },
     )
     LOGGER.info(
         "Dask LocalCluster %s: %d workers x %d threads, %d BLAS threads; dashboard %s",
@@ -686,7 +690,8 @@ def serve(
             kwargs.setdefault("log_directory", str(cluster_dir(run_dir) / "slurm-logs"))
             cluster = SLURMCluster(
                 scheduler_options={
-                    "dashboard_address": dashboard,
+                    "dashboard_address": dashboard or ":0",
+                    "dashboard": dashboard is not None,
                     "idle_timeout": f"{idle_timeout}s",
                 },
                 **kwargs,

@@ -25,6 +25,7 @@ import contextlib
 import json
 import os
 import shutil
+import threading
 import time
 import uuid
 import warnings
@@ -251,6 +252,29 @@ def fragment_paths(sweep_dir: str | os.PathLike[str]) -> list[Path]:
     return sorted(found)
 
 
+_CELL_ID_CACHE: dict[Path, tuple[tuple[int, int, int], list[tuple[str, str]]]] = {}
+_CELL_ID_CACHE_LOCK = threading.Lock()
+
+
+def cached_fragment_cell_ids(path: Path) -> list[tuple[str, str]]:
+    """:func:`read_fragment_cell_ids`, cached in-process by (inode, size, mtime).
+
+    Block jobs run as threads of one Snakemake process, so each fragment's keys are read
+    once per run instead of once per job (thousands of fragments stay cheap: a ``stat``
+    each). Fragments are replaced atomically, so a changed file has a new inode/mtime.
+    """
+    stat = path.stat()
+    signature = (stat.st_ino, stat.st_size, stat.st_mtime_ns)
+    with _CELL_ID_CACHE_LOCK:
+        cached = _CELL_ID_CACHE.get(path)
+    if cached is not None and cached[0] == signature:
+        return cached[1]
+    ids = read_fragment_cell_ids(path)
+    with _CELL_ID_CACHE_LOCK:
+        _CELL_ID_CACHE[path] = (signature, ids)
+    return ids
+
+
 def fragment_index(
     sweep_dir: str | os.PathLike[str], exclude: Iterable[str | os.PathLike[str]] = ()
 ) -> dict[tuple[str, str], Path]:
@@ -260,11 +284,11 @@ def fragment_index(
     """
     excluded = {Path(path).resolve() for path in exclude}
     index: dict[tuple[str, str], Path] = {}
-    for path in fragment_paths(sweep_dir):
-        if path.resolve() in excluded:
+    for path in fragment_paths(Path(sweep_dir).resolve()):
+        if path in excluded:
             continue
         try:
-            ids = read_fragment_cell_ids(path)
+            ids = cached_fragment_cell_ids(path)
         except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile):
             continue
         for cell_id in ids:
