@@ -26,8 +26,10 @@ Fortran-ordered array and are updated in place.
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, fields
 from numbers import Integral
 from typing import Any
@@ -40,7 +42,7 @@ from scipy.linalg import blas, lapack
 from attnrmt._validation import check_int, check_positive
 from attnrmt.model.positional import positional_correlation, sample_signs, validate_positional
 from attnrmt.model.readout import ridge_readout_accuracy
-from attnrmt.model.table import realised_sizes, sample_table, sample_tokens
+from attnrmt.model.table import helper_threads, realised_sizes, sample_table, sample_tokens
 from attnrmt.model.weights import (
     causal_attention_weights,
     pooling_scalars,
@@ -159,6 +161,38 @@ def token_incidence(
     return scipy.sparse.csr_array(
         (data, tokens.ravel().astype(np.int64), indptr), shape=(n_sequences, V)
     )
+
+
+# Rows of the pooled matrix are computed in this many fixed blocks (each row is an
+# independent sum, so the result does not depend on the block count or thread count).
+_POOLING_BLOCKS = 4
+
+
+def pool(tokens: np.ndarray, token_weights: np.ndarray, embeddings: np.ndarray) -> np.ndarray:
+    """Pooled vectors as rows, ``c_n = sum_t w_{n,t} e_{v_{n,t}}`` (spec §1.5), (N, d).
+
+    One sparse token-incidence product (:func:`token_incidence`), split into row blocks
+    that run in parallel threads (:func:`attnrmt.model.table.helper_threads`).
+    """
+    n_sequences = tokens.shape[0]
+    weights = np.broadcast_to(token_weights, tokens.shape)
+    pooled = np.empty((n_sequences, embeddings.shape[1]))
+    edges = np.linspace(0, n_sequences, _POOLING_BLOCKS + 1).round().astype(int)
+    blocks = list(itertools.pairwise(edges))
+
+    def fill(block: tuple[int, int]) -> None:
+        start, stop = block
+        incidence = token_incidence(tokens[start:stop], weights[start:stop], embeddings.shape[0])
+        pooled[start:stop] = incidence @ embeddings
+
+    threads = helper_threads()
+    if threads > 1 and n_sequences >= 256:
+        with ThreadPoolExecutor(threads) as executor:
+            list(executor.map(fill, blocks))
+    else:
+        for block in blocks:
+            fill(block)
+    return pooled
 
 
 # ------------------------------------------------------------------------ linear algebra
@@ -393,7 +427,7 @@ def simulate_cell(
         effective_weights = pooling_weights(weights_spec, T, R)
         token_weights = effective_weights
     alpha, kappa, sigma = pooling_scalars(effective_weights, R)
-    pooled = token_incidence(tokens, token_weights, V) @ table.embeddings  # (N, d)
+    pooled = pool(tokens, token_weights, table.embeddings)  # (N, d)
     del tokens, token_weights
 
     downstream_accuracy = (
@@ -445,6 +479,7 @@ def simulate_cell(
 
 __all__ = [
     "CellResult",
+    "pool",
     "population_matrix",
     "simulate_cell",
     "spectrum_and_top_eigenvectors",
