@@ -271,17 +271,41 @@ def thresholds_table(
     return _finalise(frame, THRESHOLD_COLUMNS)
 
 
-def variant_summary(comparison: pd.DataFrame) -> pd.DataFrame:
-    """Median relative error per (sweep, quantity, variant), outlier regime only.
+def variant_summary(comparison: pd.DataFrame,
+                    thresholds: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Per (sweep, quantity, variant): median/mean relative and median absolute error.
 
-    The one-line verdict of spec §5: which variant fits the outlier locations and overlaps.
+    The one-line verdict of spec §5 (which variant fits). Outlier locations and overlaps
+    are summarised over the grid points where the variant predicts an outlier; threshold
+    point estimates over all curves with an in-range estimate. With ``thresholds``
+    (:func:`thresholds_table`), rows ``threshold_<transition>`` also get
+    ``consistent_fraction``: the fraction of curves (finite ``d``, bounds included) whose
+    CI or bound contains the variant's threshold. Thresholds close to 0 make relative
+    errors meaningless: read ``median_abs_error`` (snr units) for them.
     """
     keep = comparison["quantity"].isin(
         ["population_outlier", "sample_outlier", "population_overlap", "sample_overlap",
          "threshold_population", "threshold_sample"])
     outl = comparison[keep & ((comparison["regime"] == "outlier")
                               | comparison["quantity"].str.startswith("threshold"))]
-    outl = outl[np.isfinite(outl["rel_error"])]
-    grouped = outl.groupby(["sweep", "quantity", "variant"])["rel_error"]
-    return grouped.agg(median_rel_error="median", mean_rel_error="mean",
-                       n="count").reset_index()
+    outl = outl[np.isfinite(outl["abs_error"])]
+    grouped = outl.groupby(["sweep", "quantity", "variant"])
+    summary = grouped.agg(median_rel_error=("rel_error", "median"),
+                          mean_rel_error=("rel_error", "mean"),
+                          median_abs_error=("abs_error", "median"),
+                          n=("abs_error", "count")).reset_index()
+    summary["consistent_fraction"] = np.nan
+    if thresholds is not None and not thresholds.empty:
+        finite = thresholds[thresholds["finite_size"] == "none"]
+        rows = []
+        for (sweep, transition), frame in finite.groupby(["sweep", "transition"]):
+            for variant in VARIANTS:
+                rows.append({"sweep": sweep, "quantity": f"threshold_{transition}",
+                             "variant": variant,
+                             "fraction": float(frame[f"consistent_{variant}"].mean())})
+        frac = pd.DataFrame(rows)
+        summary = summary.merge(frac, on=["sweep", "quantity", "variant"], how="outer")
+        summary["consistent_fraction"] = summary["fraction"]
+        summary = summary.drop(columns="fraction")
+    summary["n"] = summary["n"].fillna(0).astype(int)
+    return summary

@@ -196,13 +196,14 @@ def sweep_tables(
     theory = complete_theory(theory, cells)
     analysis = decode_bounds(analysis)
     comparison = comparison_table(sweep, cells, theory, analysis)
+    thresholds = thresholds_table(sweep, cells, theory, analysis)
     pool = pooling_table(sweep, cells, level=level)
     causal = causal_weights_table(sweep, cells, weight_models or {}, level=level)
     down = downstream_table(sweep, cells, level=level)
     return {
         "comparison": comparison,
-        "thresholds": thresholds_table(sweep, cells, theory, analysis),
-        "summary": variant_summary(comparison),
+        "thresholds": thresholds,
+        "summary": variant_summary(comparison, thresholds),
         "bulk": bulk_table(sweep, analysis),
         "pooling": pool,
         "pooling_order": ordering_table(pool, list(s["pooling_order"])),
