@@ -166,8 +166,10 @@ def test_analysis_dask_and_block_settings_recompute_no_cell(copy_of_base: Workdi
     config["analysis"] = {"bootstrap": 17, "ci_level": 0.9}
     config["dask"] = {"n_workers": 1, "threads_per_worker": 1, "dashboard": False}
     copy_of_base.write_config(config)
-    simulate_jobs = copy_of_base.run("-n")
-    assert "simulate_block" not in simulate_jobs.output
+    whole_pipeline = copy_of_base.run("-n", targets=())  # analysis jobs only, no cell
+    assert "analyze_sweep" in whole_pipeline.output
+    assert "simulate_block" not in whole_pipeline.output
+    assert "gather_cells" not in whole_pipeline.output
     config["execution"] = {"block_size": 3}
     copy_of_base.write_config(config)
     result = copy_of_base.run()
