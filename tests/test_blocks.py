@@ -218,6 +218,10 @@ def test_settings_from_config_defaults_and_errors() -> None:
     assert cluster.ClusterSettings.from_config({"dashboard": False}).dashboard is None
     with pytest.raises(ValueError, match=r"dask\.mode"):
         cluster.ClusterSettings.from_config({"mode": "cloud"})
+    capped = cluster.ClusterSettings.from_config({"n_workers": None}, max_cores=1)
+    command = cluster.daemon_command("results/r", capped)
+    assert command[command.index("--max-cores") + 1] == "1"
+    assert command[command.index("--scheduler-file") + 1] == "results/r/.dask/scheduler.json"
 
 
 def test_stale_scheduler_files_are_detected(tmp_path: Path) -> None:

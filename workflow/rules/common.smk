@@ -43,3 +43,11 @@ def block_cells(wildcards):
 def sweep_config_sha256(wildcards):
     """sha256 of the sweep's canonical config (reruns gather/theory when it changes)."""
     return PLAN.sweeps[wildcards.sweep].config_sha256
+
+
+def granted_cores():
+    """Snakemake's --cores (caps the run's local Dask cluster); None when not set."""
+    try:
+        return workflow.cores
+    except Exception:  # no --cores (e.g. a cluster executor with --jobs)
+        return None

@@ -13,7 +13,7 @@ rule simulate_block:
     threads: 1
     run:
         attnrmt.sweep.blocks.run_block(
-            params.cells, output[0], RESULTS, config.get("dask"), log[0]
+            params.cells, output[0], RESULTS, config.get("dask"), log[0], granted_cores()
         )
 
 

@@ -166,6 +166,7 @@ def run_block(
     run_dir: str | os.PathLike[str],
     dask_config: Mapping[str, Any] | None = None,
     log_path: str | os.PathLike[str] | None = None,
+    max_cores: int | None = None,
 ) -> BlockSummary:
     """Produce one block's fragment (the body of rule ``simulate_block``).
 
@@ -183,6 +184,8 @@ def run_block(
         The config's ``dask:`` block (:class:`attnrmt.sweep.cluster.ClusterSettings`).
     log_path : path, optional
         Per-block log file.
+    max_cores : int, optional
+        Cores granted to the run (Snakemake's ``--cores``): caps a ``local`` cluster.
 
     Returns
     -------
@@ -211,7 +214,7 @@ def run_block(
     )
     computed: dict[tuple[str, str], dict[str, Any]] = {}
     if missing:
-        settings = ClusterSettings.from_config(dask_config)
+        settings = ClusterSettings.from_config(dask_config, max_cores=max_cores)
         with run_client(run_dir, settings) as client:
             log.info(f"Dask scheduler {client.scheduler.address}")
             log.info(f"Dask dashboard {client.dashboard_link}")

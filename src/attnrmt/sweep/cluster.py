@@ -93,6 +93,8 @@ class ClusterSettings:
         Seconds without work after which a daemon-run scheduler closes itself.
     task_retries : int
         Dask retries per cell task (transient failures, lost workers).
+    max_cores : int or None
+        Cap on the cores a ``local`` cluster uses (Snakemake's ``--cores``); ``None``: all.
     slurm : dict
         ``dask_jobqueue.SLURMCluster`` settings for ``mode: slurm``.
     """
@@ -108,15 +110,20 @@ class ClusterSettings:
     idle_timeout: float = DEFAULT_IDLE_TIMEOUT_SECONDS
     task_retries: int = 2
     slurm: dict[str, Any] = field(default_factory=dict)
+    max_cores: int | None = None
 
     @classmethod
-    def from_config(cls, dask_config: Mapping[str, Any] | None) -> ClusterSettings:
+    def from_config(
+        cls, dask_config: Mapping[str, Any] | None, max_cores: int | None = None
+    ) -> ClusterSettings:
         """Build settings from the config's ``dask`` mapping (missing keys take defaults).
 
         Parameters
         ----------
         dask_config : mapping or None
             The ``dask:`` block of a validated config.
+        max_cores : int, optional
+            Cores granted to the run (Snakemake's ``--cores``); caps a ``local`` cluster.
 
         Returns
         -------
@@ -144,6 +151,7 @@ class ClusterSettings:
             idle_timeout=float(cfg.get("idle_timeout") or DEFAULT_IDLE_TIMEOUT_SECONDS),
             task_retries=int(cfg.get("task_retries", 2)),
             slurm=dict(cfg.get("slurm") or {}),
+            max_cores=None if not max_cores else max(1, int(max_cores)),
         )
 
 
@@ -375,6 +383,8 @@ def daemon_command(run_dir: str | os.PathLike[str], settings: ClusterSettings) -
         cmd += ["--memory-limit", settings.memory_limit]
     if settings.local_directory:
         cmd += ["--local-directory", settings.local_directory]
+    if settings.max_cores:
+        cmd += ["--max-cores", str(settings.max_cores)]
     return cmd
 
 
@@ -657,6 +667,7 @@ def serve(
     slurm: Mapping[str, Any] | None = None,
     memory_limit: str | None = None,
     local_directory: str | None = None,
+    max_cores: int | None = None,
 ) -> None:
     """Run a cluster until its scheduler goes idle, it is told to stop (SIGTERM/SIGINT).
 
@@ -682,7 +693,8 @@ def serve(
     )
     with contextlib.ExitStack() as stack:
         if mode == "local":
-            cluster = stack.enter_context(local_cluster(usable_cores(), settings, run_dir))
+            cores = min(usable_cores(), max_cores or usable_cores())
+            cluster = stack.enter_context(local_cluster(cores, settings, run_dir))
         elif mode == "slurm":
             from dask_jobqueue import SLURMCluster
 
@@ -739,6 +751,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     serve_parser.add_argument("--slurm", default="{}", help="dask.slurm settings as JSON")
     serve_parser.add_argument("--memory-limit", default=None)
     serve_parser.add_argument("--local-directory", default=None)
+    serve_parser.add_argument("--max-cores", type=int, default=None)
     stop_parser = sub.add_parser("shutdown", help="stop the daemon of a run directory")
     stop_parser.add_argument("run_dir")
     launch_parser = sub.add_parser("launch", help="start COMMAND detached, print its pid")
@@ -760,6 +773,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             slurm=json.loads(args.slurm),
             memory_limit=args.memory_limit,
             local_directory=args.local_directory,
+            max_cores=args.max_cores,
         )
     else:
         shutdown_run_cluster(args.run_dir)
