@@ -19,6 +19,7 @@ import os
 import re
 import shutil
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -26,7 +27,7 @@ import pytest
 from attnrmt.analysis.figures import FIGURES
 from e2e_helpers import Workdir, tiny_config, with_sweep
 
-pytestmark = [pytest.mark.e2e, pytest.mark.browser, pytest.mark.slow]
+REPORT_MARKS = (pytest.mark.e2e, pytest.mark.browser, pytest.mark.slow)
 
 CHROMIUM_FLAGS = (
     "--headless",
@@ -75,6 +76,13 @@ PROBE = r"""
   window.addEventListener("load", function () { setTimeout(function () { visit(0); }, 300); });
 })();
 """
+
+
+def report_test(func: Callable[..., None]) -> Callable[..., None]:
+    """Mark a test that needs the tiny run's report (e2e, browser, slow)."""
+    for mark in REPORT_MARKS:
+        func = mark(func)
+    return func
 
 
 def find_chromium() -> str | None:
@@ -132,6 +140,7 @@ def report(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
+@report_test
 def test_report_is_a_self_contained_html(report: Path) -> None:
     assert report.suffix == ".html"
     head = report.read_bytes()[:512].lstrip().lower()
@@ -141,6 +150,7 @@ def test_report_is_a_self_contained_html(report: Path) -> None:
         assert f"{name}.png" in text
 
 
+@report_test
 def test_report_renders_every_figure_in_chromium(report: Path, tmp_path: Path) -> None:
     browser = require_chromium()
     seen = probe_report(browser, report, tmp_path)
@@ -151,3 +161,16 @@ def test_report_renders_every_figure_in_chromium(report: Path, tmp_path: Path) -
         sizes = labels[name]
         assert sizes, f"{name}: no PNG shown"
         assert all(width > 100 and height > 100 for width, height in sizes), (name, sizes)
+
+
+def test_missing_browser_skips_locally_and_fails_in_ci(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    module = sys.modules[__name__]
+    monkeypatch.setattr(module, "find_chromium", lambda: None)
+    monkeypatch.delenv("CI", raising=False)
+    with pytest.raises(pytest.skip.Exception, match="Chromium not installed"):
+        require_chromium()
+    monkeypatch.setenv("CI", "true")
+    with pytest.raises(pytest.fail.Exception, match="CI=true"):
+        require_chromium()
