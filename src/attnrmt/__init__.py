@@ -8,7 +8,14 @@ Rooms (each a subpackage with a narrow public interface):
 - :mod:`attnrmt.analysis` — thresholds, comparisons, figures, report tables.
 """
 
+from __future__ import annotations
+
 from importlib.metadata import PackageNotFoundError, version
+from os import PathLike
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import xarray
 
 try:
     __version__ = version("attnrmt")
@@ -16,7 +23,7 @@ except PackageNotFoundError:  # pragma: no cover - running from a source tree
     __version__ = "0.0.0"
 
 
-def open_results(run_dir):  # noqa: ANN001, ANN201 - thin lazy re-export
+def open_results(run_dir: str | PathLike[str]) -> xarray.DataTree:
     """Open ``results/<run>`` as an :class:`xarray.DataTree` (one group per sweep)."""
     from attnrmt.sweep.store import open_results as _open_results
 
