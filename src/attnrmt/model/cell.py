@@ -238,22 +238,25 @@ def _apply_householder(
     ``Tb^{-1} = diag(1/tau) + striu(Vb^T Vb)``: O(n^2 k) BLAS-3 work for k vectors.
     """
     n = factored.shape[0]
-    result = np.array(vectors, dtype=np.float64, order="C", copy=True)
+    result = np.array(vectors, dtype=np.float64, order="F", copy=True)
     n_reflectors = n - 1
+    # All products go through scipy's BLAS, the library of the reductions: mixing in numpy's
+    # (a separate OpenBLAS with its own spinning thread pool) costs more than these products.
     for block_start in range(((n_reflectors - 1) // block_size) * block_size, -1, -block_size):
         block_stop = min(block_start + block_size, n_reflectors)
         width = block_stop - block_start
         rows = slice(block_start + 1, n)
-        basis = np.tril(factored[rows, block_start:block_stop], -1)
+        basis = np.asfortranarray(np.tril(factored[rows, block_start:block_stop], -1))
         basis[np.arange(width), np.arange(width)] = 1.0
         block_tau = tau[block_start:block_stop].copy()
         inactive = block_tau == 0.0
         basis[:, inactive] = 0.0
         block_tau[inactive] = 1.0
-        inverse_t = np.triu(basis.T @ basis, 1)
+        inverse_t = np.triu(blas.dsyrk(1.0, basis, trans=1, lower=0), 1)
         inverse_t[np.arange(width), np.arange(width)] = 1.0 / block_tau
-        coefficients = scipy.linalg.solve_triangular(inverse_t, basis.T @ result[rows])
-        result[rows] -= basis @ coefficients
+        projections = blas.dgemm(1.0, basis, result[rows], trans_a=1)
+        coefficients = scipy.linalg.solve_triangular(inverse_t, projections)
+        result[rows] = blas.dgemm(-1.0, basis, coefficients, beta=1.0, c=result[rows])
     return result
 
 
@@ -339,10 +342,10 @@ def population_matrix(
 
 def squared_overlaps(vectors: np.ndarray, direction: np.ndarray) -> np.ndarray:
     """``(v_j . direction/||direction||)^2`` for unit columns ``v_j``; NaN if direction = 0."""
-    norm = np.linalg.norm(direction)
+    norm = np.sqrt(np.sum(direction**2))
     if norm == 0:
         return np.full(vectors.shape[1], np.nan)
-    return np.clip((direction @ vectors / norm) ** 2, 0.0, 1.0)
+    return np.clip(((direction[:, None] * vectors).sum(axis=0) / norm) ** 2, 0.0, 1.0)
 
 
 def _readonly(array: np.ndarray) -> np.ndarray:
