@@ -254,3 +254,21 @@ def test_job_mode_runs_an_in_process_cluster_sized_to_the_allocation(
     )
     assert summary.n_computed == 2
     assert not cluster.scheduler_file_path(tmp_path / "results" / "unit").exists()
+
+
+def test_cells_survive_snakemake_deleting_the_fragment_before_a_rerun(
+    plan: Any, tmp_path: Path, scheduler_address: str
+) -> None:
+    params = params_of(plan)
+    run_dir = tmp_path / "results" / "unit"
+    path = fragment_in(tmp_path, "same")
+    blocks.run_block(params, path, run_dir, {"mode": "address", "address": scheduler_address})
+    cached = run_dir / "grid" / store.CACHE_DIRNAME / path.name
+    assert cached.stat().st_ino == path.stat().st_ino  # a hard link, no extra space
+    path.unlink()  # what Snakemake does before rerunning a job (forced, code changed)
+    summary = blocks.run_block(params, path, run_dir, UNREACHABLE)
+    assert (summary.n_computed, summary.n_reused) == (0, len(params))
+    np.testing.assert_array_equal(
+        store.read_fragment(path).records[0]["eigenvalues"],
+        store.read_fragment(cached).records[0]["eigenvalues"],
+    )

@@ -132,6 +132,13 @@ def test_store_matches_data_contract(base_run) -> None:
     assert set(tree["grid"].children) == {"cells", "theory"}
 
 
+def test_forced_rerun_reuses_every_cell(copy_of_base: Workdir) -> None:
+    old = copy_of_base.open_cells()
+    result = copy_of_base.run("--forcerun", "simulate_block")
+    assert (result.computed, result.reused) == (0, N_BASE_CELLS)
+    xr.testing.assert_identical(copy_of_base.open_cells(), old)
+
+
 def test_extending_an_axis_computes_only_new_cells(copy_of_base: Workdir) -> None:
     old = copy_of_base.open_cells()
     config = with_sweep(copy_of_base.config, snr=[0.0, 1.0, 2.0, 3.0])

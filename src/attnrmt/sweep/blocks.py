@@ -234,6 +234,7 @@ def run_block(
         records=[computed.get(cell.cell_id) or reused[cell.cell_id] for cell in block_cells],
     )
     store.write_fragment(fragment, arrays)
+    store.cache_fragment(fragment)  # survives Snakemake deleting the output before a rerun
     summary = BlockSummary(
         fragment=fragment,
         n_cells=len(block_cells),

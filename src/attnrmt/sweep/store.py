@@ -12,6 +12,11 @@ field: scalars as ``(n,)`` arrays, arrays ragged as ``<field>__values`` (concate
 cells in ``<sweep>/salvage/<block>.npz`` (same format; never a Snakemake output) so that a
 rerun reuses them.
 
+Snakemake deletes a job's output before rerunning it (forced rerun, changed rule code),
+so every fragment also gets a hard link (a copy where links are unsupported) in
+``<sweep>/cache/``, which no rule owns: finished cells survive any rerun and are reused
+bit for bit. Remove a sweep's directory to recompute it from scratch.
+
 Stores
 ------
 ``cells.zarr`` and ``theory.zarr`` follow the data contract of ``pipeline.md`` (Zarr v3,
@@ -40,6 +45,7 @@ import numpy as np
 FRAGMENT_FORMAT_VERSION = 1
 FRAGMENTS_DIRNAME = "fragments"
 SALVAGE_DIRNAME = "salvage"
+CACHE_DIRNAME = "cache"
 FRAGMENT_SUFFIX = ".npz"
 
 AXES = ("d", "delta", "gamma", "T", "positional", "weights", "snr", "centered")
@@ -225,6 +231,31 @@ def write_fragment(path: str | os.PathLike[str], arrays: Mapping[str, np.ndarray
     return target
 
 
+def cache_fragment(fragment: str | os.PathLike[str]) -> Path | None:
+    """Keep a fragment's cells beyond Snakemake's reach: hard link it into ``cache/``.
+
+    ``<sweep>/fragments/<block>.npz`` -> ``<sweep>/cache/<block>.npz`` (atomically; a copy
+    where hard links are unsupported). Best effort: returns ``None`` when even the copy
+    fails (e.g. a full disk), since the fragment itself is complete.
+    """
+    source = Path(fragment)
+    target = source.parent.parent / CACHE_DIRNAME / source.name
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            os.link(source, tmp)
+        except OSError:
+            shutil.copyfile(source, tmp)
+        os.replace(tmp, target)
+    except OSError:
+        return None
+    finally:
+        with contextlib.suppress(FileNotFoundError, OSError):
+            tmp.unlink()
+    return target
+
+
 def read_fragment(path: str | os.PathLike[str]) -> Fragment:
     """Read a fragment written by :func:`write_fragment`."""
     with open(path, "rb") as handle, np.load(handle, allow_pickle=False) as npz:
@@ -238,10 +269,10 @@ def read_fragment_cell_ids(path: str | os.PathLike[str]) -> list[tuple[str, str]
 
 
 def fragment_paths(sweep_dir: str | os.PathLike[str]) -> list[Path]:
-    """All complete fragment files of a sweep (current, orphaned and salvaged), sorted."""
+    """All complete fragment files of a sweep (current, orphaned, salvaged, cached), sorted."""
     sweep = Path(sweep_dir)
     found: list[Path] = []
-    for sub in (FRAGMENTS_DIRNAME, SALVAGE_DIRNAME):
+    for sub in (FRAGMENTS_DIRNAME, SALVAGE_DIRNAME, CACHE_DIRNAME):
         directory = sweep / sub
         if directory.is_dir():
             found.extend(
@@ -252,26 +283,27 @@ def fragment_paths(sweep_dir: str | os.PathLike[str]) -> list[Path]:
     return sorted(found)
 
 
-_CELL_ID_CACHE: dict[Path, tuple[tuple[int, int, int], list[tuple[str, str]]]] = {}
+_CELL_ID_CACHE: dict[tuple[int, int, int, int], list[tuple[str, str]]] = {}
 _CELL_ID_CACHE_LOCK = threading.Lock()
 
 
 def cached_fragment_cell_ids(path: Path) -> list[tuple[str, str]]:
-    """:func:`read_fragment_cell_ids`, cached in-process by (inode, size, mtime).
+    """:func:`read_fragment_cell_ids`, cached in-process by (device, inode, size, mtime).
 
     Block jobs run as threads of one Snakemake process, so each fragment's keys are read
     once per run instead of once per job (thousands of fragments stay cheap: a ``stat``
-    each). Fragments are replaced atomically, so a changed file has a new inode/mtime.
+    each; a fragment and its hard link in ``cache/`` are read once). Fragments are replaced
+    atomically, so a changed file has a new inode/mtime.
     """
     stat = path.stat()
-    signature = (stat.st_ino, stat.st_size, stat.st_mtime_ns)
+    signature = (stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns)
     with _CELL_ID_CACHE_LOCK:
-        cached = _CELL_ID_CACHE.get(path)
-    if cached is not None and cached[0] == signature:
-        return cached[1]
+        cached = _CELL_ID_CACHE.get(signature)
+    if cached is not None:
+        return cached
     ids = read_fragment_cell_ids(path)
     with _CELL_ID_CACHE_LOCK:
-        _CELL_ID_CACHE[path] = (signature, ids)
+        _CELL_ID_CACHE[signature] = ids
     return ids
 
 
