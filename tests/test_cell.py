@@ -47,10 +47,12 @@ ARRAY_FIELDS = (
 LINALG_TOL = 1e-9
 
 
-def direct_cell(seed: int, centered: bool, positional: dict, weights: str, top_k: int = 3):
+def direct_cell(
+    seed: int, centered: bool, positional: dict, weights: str, top_k: int = 3, d: int = BASE["d"]
+):
     """The same cell computed naively from the documented random streams (cell.py):
     SeedSequence(seed).spawn(3) -> table, signs, tokens."""
-    d, T = BASE["d"], BASE["T"]
+    T = BASE["T"]
     V, N = realised_sizes(d, BASE["delta"], BASE["gamma"])
     table_rng, sign_rng, token_rng = (
         np.random.default_rng(child) for child in np.random.SeedSequence(seed).spawn(3)
@@ -123,6 +125,22 @@ def test_matches_direct_computation(centered: bool, positional: dict, weights: s
     else:
         accuracy = ridge_readout_accuracy(expected["pooled"], expected["labels"].astype(float))
         assert result.downstream_accuracy == accuracy
+
+
+def test_matches_direct_computation_with_lanczos_population() -> None:
+    # d = 320 >= _LANCZOS_MIN_D: the population eigenpairs come from Lanczos, accurate to
+    # 1e-12 relative in eigenvalues and ~1e-6 in overlaps (see the Lanczos test below).
+    positional = {"kind": "markov", "r": 0.6}
+    result = simulate_cell(**{**BASE, "d": 320, "positional": positional}, seed=4)
+    expected = direct_cell(4, True, positional, "mean", d=320)
+    for name in ARRAY_FIELDS[:5]:
+        np.testing.assert_allclose(getattr(result, name), expected[name], rtol=0, atol=LINALG_TOL)
+    np.testing.assert_allclose(
+        result.pop_top_eigenvalues, expected["pop_top_eigenvalues"], rtol=1e-12
+    )
+    np.testing.assert_allclose(
+        result.pop_overlap_signal, expected["pop_overlap_signal"], rtol=0, atol=1e-6
+    )
 
 
 def test_same_seed_is_bit_identical_and_seeds_matter() -> None:
@@ -294,3 +312,29 @@ def test_bad_arguments_raise_value_error_naming_them(changes: dict, fragment: st
     with pytest.raises(ValueError) as error:
         simulate_cell(**kwargs)
     assert fragment in str(error.value)
+
+
+@pytest.mark.parametrize("snr", [0.0, 2.0])
+def test_lanczos_population_eigenpairs_match_exact_reduction(snr: float) -> None:
+    # d = 400 >= _LANCZOS_MIN_D, so simulate_cell uses Lanczos for the population matrix.
+    # The stop rule (relative residual <= 1e-9) bounds eigenvalue errors by residual^2/gap
+    # (< 1e-12 relative) and eigenvector errors by residual/gap; with bulk-edge gaps of
+    # ~1e-3 relative that is < 1e-6, hence the tolerances below.
+    from attnrmt.model import cell
+
+    d, V = 400, 800
+    table = sample_table(d, V, snr, np.random.default_rng(0))
+    lower = cell.lower_gram(table.embeddings, 1 / (16 * V))
+    cell.add_rank_one(lower, -1 / 16, table.table_mean)
+    cell.add_rank_one(lower, 0.05, table.class_mean_difference)
+    dense = np.tril(lower) + np.tril(lower, -1).T
+    exact_values, exact_vectors = np.linalg.eigh(dense)
+    start = np.random.default_rng(1).standard_normal(d)
+    values, vectors = cell.lanczos_top_eigenpairs(lower, 3, start)
+    np.testing.assert_allclose(values, exact_values[::-1][:3], rtol=1e-12)
+    alignment = np.abs(np.sum(vectors * exact_vectors[:, ::-1][:, :3], axis=0))
+    np.testing.assert_allclose(alignment, 1.0, atol=1e-6)
+    # Not converged within the step budget -> None (the caller falls back to the reduction).
+    assert cell.lanczos_top_eigenpairs(lower, 3, start, max_steps=5) is None
+    fallback_values, _ = cell.top_eigenpairs(np.asfortranarray(lower.copy()), 3, None)
+    np.testing.assert_allclose(fallback_values, exact_values[::-1][:3], rtol=1e-12)
