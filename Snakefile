@@ -16,9 +16,12 @@ if not workflow.overwrite_configfiles:
     configfile: "config.yaml"
 
 
-validate(config, "workflow/schemas/config.schema.yaml")
+from attnrmt.sweep.cli_types import restore_scalar_types
+from attnrmt.sweep.config import ConfigError, check_config, load_schema
 
-from attnrmt.sweep.config import ConfigError, check_config
+# --config / profile `config:` values arrive as strings (YAML BaseLoader): retype them.
+restore_scalar_types(config, load_schema())
+validate(config, "workflow/schemas/config.schema.yaml")
 
 try:
     check_config(config)

@@ -281,3 +281,34 @@ def test_open_results_has_one_group_per_sweep(tmp_path: Path) -> None:
     assert tree["grid/cells"].dataset.attrs["root_seed"] == 5
     with pytest.raises(FileNotFoundError):
         store.open_results(tmp_path / "nope")
+
+
+# --------------------------------------------------------------------------- CLI types
+
+
+def test_command_line_strings_get_their_schema_types_back() -> None:
+    from attnrmt.sweep.cli_types import restore_scalar_types
+    from attnrmt.sweep.config import load_schema
+
+    # what Snakemake makes of a profile's `config: {dask: {...}}` (YAML BaseLoader)
+    config = {
+        "run": "2026",  # a string in the schema: stays a string
+        "dask": {
+            "mode": "slurm",
+            "n_workers": "null",
+            "dashboard": "false",
+            "slurm": {"cores": "4", "memory": "16GB", "walltime": "02:00:00", "queue": "null"},
+        },
+        "positional_models": {"m": {"kind": "markov", "r": "0.5"}},
+        "sweeps": {"a": {"d": ["20", "40"], "centered": ["true"], "replicates": "2"}},
+    }
+    same_object = config["dask"]
+    restored = restore_scalar_types(config, load_schema())
+    assert restored is config and config["dask"] is same_object  # updated in place
+    assert config["run"] == "2026"
+    assert config["dask"]["n_workers"] is None and config["dask"]["dashboard"] is False
+    assert config["dask"]["slurm"] == {
+        "cores": 4, "memory": "16GB", "walltime": "02:00:00", "queue": None
+    }
+    assert config["positional_models"]["m"]["r"] == 0.5
+    assert config["sweeps"]["a"] == {"d": [20, 40], "centered": [True], "replicates": 2}

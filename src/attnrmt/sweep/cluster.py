@@ -161,6 +161,13 @@ def dashboard_address(setting: bool | str | int | None) -> str | None:
     ``True`` means any free port (``":0"``, so several runs on one machine never collide);
     an int is a port; a string is used as given.
     """
+    if isinstance(setting, str):  # as written on a command line
+        text = setting.strip()
+        if text.lower() in ("", "false", "no", "off", "none", "null"):
+            return None
+        if text.lower() in ("true", "yes", "on"):
+            return ":0"
+        setting = int(text) if text.isdigit() else text
     if setting is None or setting is False:
         return None
     if setting is True:
