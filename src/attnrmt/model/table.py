@@ -95,7 +95,8 @@ def sample_table(d: int, V: int, snr: float, rng: np.random.Generator) -> Embedd
     """Draw ``E``: ``e_v = s_v mu + z_v`` with ``mu = sqrt(snr) e_1`` (spec §1.2).
 
     The ``V x d`` Gaussian noise is filled in ``2 * _TABLE_BLOCKS_PER_CLASS`` row blocks,
-    each from its own child of ``rng`` (``rng.spawn``), in parallel threads
+    each from its own SFC64 generator seeded by a child of ``rng``'s seed sequence, in
+    parallel threads
     (:func:`helper_threads`); the result does not depend on the thread count. The class
     sums are accumulated per block while it is hot in cache.
 
@@ -113,7 +114,12 @@ def sample_table(d: int, V: int, snr: float, rng: np.random.Generator) -> Embedd
     edges = np.linspace(0, half, _TABLE_BLOCKS_PER_CLASS + 1).round().astype(int)
     blocks = [(start, stop) for start, stop in itertools.pairwise(edges) if stop > start]
     blocks += [(start + half, stop + half) for start, stop in blocks]
-    generators = rng.spawn(len(blocks))
+    # SFC64 (a small chaotic counter generator that passes BigCrush and PractRand) fills
+    # normals ~20% faster than PCG64; each block gets its own child seed of ``rng``.
+    generators = [
+        np.random.Generator(np.random.SFC64(child))
+        for child in rng.bit_generator.seed_seq.spawn(len(blocks))
+    ]
     amplitude = np.sqrt(snr)
 
     def fill(index: int) -> np.ndarray:
