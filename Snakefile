@@ -50,8 +50,8 @@ rule stores:
 
 
 onsuccess:
-    shutdown_run_cluster(RESULTS)
+    shutdown_run_cluster(RESULTS, wait=False)
 
 
 onerror:
-    shutdown_run_cluster(RESULTS)
+    shutdown_run_cluster(RESULTS, wait=False)

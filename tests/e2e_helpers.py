@@ -301,10 +301,15 @@ class Workdir:
 
     def kill_cluster(self) -> None:
         """SIGKILL the run's Dask daemon and its workers (as a crash would), if running."""
-        from attnrmt.sweep.cluster import pid_is_alive, read_scheduler_file, scheduler_file_path
+        from attnrmt.sweep.cluster import (
+            is_cluster_daemon,
+            pid_is_alive,
+            read_scheduler_file,
+            scheduler_file_path,
+        )
 
         info = read_scheduler_file(scheduler_file_path(self.run_dir))
-        if info is None:
+        if info is None or not is_cluster_daemon(int(info["pid"])):
             return
         pid = int(info["pid"])
         with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -326,7 +331,8 @@ class Workdir:
         raise AssertionError(f"fewer than {count} fragments after {timeout} s")
 
     def close(self) -> None:
-        """Kill background Snakemake runs we started and stop the run's Dask daemon."""
+        """Kill background Snakemake runs we started; stop the run's Dask daemon and wait
+        for it (also one that a finished run told to stop) to exit."""
         from attnrmt.sweep.cluster import shutdown_run_cluster
 
         for process in self._processes:

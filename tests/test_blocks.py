@@ -234,6 +234,13 @@ def test_stale_scheduler_files_are_detected(tmp_path: Path) -> None:
     path.write_text('{"addr')  # a torn write is no scheduler file
     assert cluster.read_scheduler_file(path) is None
     assert not cluster.shutdown_run_cluster(tmp_path)  # nothing running: nothing to do
+    # a scheduler file naming a live pid that is no cluster daemon (pid reuse) is stale
+    # and that process is never signalled
+    assert not cluster.is_cluster_daemon(os.getpid())
+    cluster.cluster_dir(tmp_path).mkdir(parents=True, exist_ok=True)
+    cluster.write_json_atomically(cluster.scheduler_file_path(tmp_path), unreachable)
+    assert not cluster.shutdown_run_cluster(tmp_path)
+    assert not cluster.scheduler_file_path(tmp_path).exists()
 
 
 def test_live_scheduler_is_detected(scheduler_address: str) -> None:

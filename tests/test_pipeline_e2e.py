@@ -250,8 +250,10 @@ def test_cluster_daemon_is_shared_restarted_when_stale_and_shut_down(tmp_path: P
         assert read_scheduler_file(scheduler_file_path(run_dir)) == first
         second = ensure_run_cluster(run_dir, settings)
         assert second["pid"] != first["pid"] and pid_is_alive(second["pid"])
-        assert shutdown_run_cluster(run_dir)
-        assert not pid_is_alive(second["pid"])
+        # Snakemake's hooks do not wait: the file goes at once, the daemon winds down
+        assert shutdown_run_cluster(run_dir, wait=False)
         assert not scheduler_file_path(run_dir).exists()
+        assert not shutdown_run_cluster(run_dir)  # waits for the stopping daemon
+        assert not pid_is_alive(second["pid"])
     finally:
         shutdown_run_cluster(run_dir)

@@ -50,6 +50,7 @@ LOGGER = logging.getLogger(__name__)
 DASK_DIRNAME = ".dask"
 SCHEDULER_FILENAME = "scheduler.json"
 LOCK_FILENAME = "cluster.lock"
+STOPPING_FILENAME = "stopping.json"
 DAEMON_LOG_FILENAME = "cluster.log"
 DAEMON_MODES = ("local", "slurm")
 MODES = ("local", "address", "slurm", "job")
@@ -62,6 +63,8 @@ BLAS_THREAD_VARIABLES = (
 )
 DEFAULT_IDLE_TIMEOUT_SECONDS = 300.0
 DEFAULT_START_TIMEOUT_SECONDS = 180.0
+DAEMON_EXIT_GRACE_SECONDS = 30.0
+"""Seconds a stopping daemon may take to close its cluster before it kills its group."""
 
 
 # --------------------------------------------------------------------------- settings
@@ -490,11 +493,9 @@ def _launch_and_exit(log_path: str, command: Sequence[str]) -> None:
 
 def _stop_daemon(info: Mapping[str, Any], timeout: float = 20.0) -> bool:
     """SIGTERM the daemon of a scheduler file (this host only), SIGKILL its group if needed."""
-    pid = int(info.get("pid", -1))
-    if pid <= 0 or info.get("host") != socket.gethostname() or not pid_is_alive(pid):
+    if not _signal_daemon(info, signal.SIGTERM):
         return False
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(pid, signal.SIGTERM)
+    pid = int(info["pid"])
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if not pid_is_alive(pid):
@@ -506,6 +507,17 @@ def _stop_daemon(info: Mapping[str, Any], timeout: float = 20.0) -> bool:
     return True
 
 
+def is_cluster_daemon(pid: int) -> bool:
+    """Whether ``pid`` is a live ``attnrmt.sweep.cluster`` daemon (never signal a reused pid)."""
+    if not pid_is_alive(pid):
+        return False
+    try:
+        command = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:  # no /proc: trust the pid
+        return True
+    return b"attnrmt.sweep.cluster" in command
+
+
 def _is_zombie(pid: int) -> bool:
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
@@ -514,26 +526,62 @@ def _is_zombie(pid: int) -> bool:
     return stat.rsplit(")", 1)[-1].split()[0] == "Z"
 
 
-def shutdown_run_cluster(run_dir: str | os.PathLike[str], timeout: float = 20.0) -> bool:
+def shutdown_run_cluster(
+    run_dir: str | os.PathLike[str], timeout: float = 20.0, wait: bool = True
+) -> bool:
     """Stop the run's cluster daemon if one is running; remove its scheduler file.
 
-    Safe to call when no cluster was started (does nothing). Called by the Snakefile's
-    ``onsuccess``/``onerror`` hooks.
+    Safe to call when no cluster was started (does nothing). The Snakefile's
+    ``onsuccess``/``onerror`` hooks call it with ``wait=False``: the daemon is told to
+    stop (SIGTERM) and its scheduler file removed at once, so Snakemake exits without
+    waiting for the workers to wind down (the daemon force-exits after
+    :data:`DAEMON_EXIT_GRACE_SECONDS` at most).
+
+    Parameters
+    ----------
+    run_dir : path
+        ``results/<run>``.
+    timeout : float
+        With ``wait``: seconds to wait for a graceful exit before SIGKILLing the daemon's
+        process group (daemon and workers).
+    wait : bool
+        Wait for the daemon to exit.
 
     Returns
     -------
     bool
-        Whether a live daemon was stopped.
+        Whether a live daemon was told to stop.
     """
     sched_file = scheduler_file_path(run_dir)
+    stopping_file = cluster_dir(run_dir) / STOPPING_FILENAME
     info = read_scheduler_file(sched_file)
-    if info is None:
-        return False
-    stopped = _stop_daemon(info, timeout=timeout)
-    if read_scheduler_file(sched_file) == info:
-        with contextlib.suppress(FileNotFoundError):
-            sched_file.unlink()
+    stopped = False
+    if info is not None:
+        if wait:
+            stopped = _stop_daemon(info, timeout=timeout)
+        else:
+            stopped = _signal_daemon(info, signal.SIGTERM)
+            write_json_atomically(stopping_file, info)  # for a later wait=True call
+        if read_scheduler_file(sched_file) == info:
+            with contextlib.suppress(FileNotFoundError):
+                sched_file.unlink()
+    if wait:
+        previous = read_scheduler_file(stopping_file)
+        if previous is not None:
+            _stop_daemon(previous, timeout=timeout)
+            with contextlib.suppress(FileNotFoundError):
+                stopping_file.unlink()
     return stopped
+
+
+def _signal_daemon(info: Mapping[str, Any], signum: int) -> bool:
+    """Send ``signum`` to the daemon of a scheduler file if it runs on this host."""
+    pid = int(info.get("pid", -1))
+    if pid <= 0 or info.get("host") != socket.gethostname() or not is_cluster_daemon(pid):
+        return False
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signum)
+    return True
 
 
 @contextlib.contextmanager
@@ -732,10 +780,18 @@ def serve(
         print(f"attnrmt: Dask dashboard {info['dashboard']}", flush=True)
         stack.callback(_remove_if_ours, sched_path, info)
         closed = (Status.closing, Status.closed, Status.failed)
-        while not stop.wait(0.5):
+        while not stop.wait(0.1):
             if cluster.scheduler is not None and cluster.scheduler.status in closed:
                 LOGGER.info("scheduler closed (idle timeout); daemon exiting")
                 break
+        # whatever happens while closing, the daemon and its workers are gone soon
+        watchdog = threading.Timer(DAEMON_EXIT_GRACE_SECONDS, _kill_own_group)
+        watchdog.daemon = True
+        watchdog.start()
+
+
+def _kill_own_group() -> None:
+    os.killpg(os.getpgid(0), signal.SIGKILL)
 
 
 def _remove_if_ours(path: Path, info: Mapping[str, Any]) -> None:
