@@ -20,9 +20,9 @@ does) and the top-k eigenvectors are obtained from the same tridiagonal form (``
 ``stein``) and back-transformed with the stored reflectors, so they cost O(d^2 k) extra.
 The population matrix is formed the same way (one ``dsyrk`` of the table plus two rank-one
 updates); its top-k eigenpairs come from Lanczos with full reorthogonalisation and a
-residual-based stop (relative residual 1e-9; see :func:`lanczos_top_eigenpairs`), with the
-exact reduction as fallback and for small d. All symmetric matrices live as the lower triangle of a
-Fortran-ordered array and are updated in place.
+residual-based stop (relative residual 1e-9; see :func:`lanczos_top_eigenpairs`), with
+the exact reduction as fallback and for small d. All symmetric matrices live as the lower
+triangle of a Fortran-ordered array and are updated in place.
 """
 
 from __future__ import annotations
@@ -164,35 +164,28 @@ def token_incidence(
     )
 
 
-# Rows of the pooled matrix are computed in this many fixed blocks (each row is an
-# independent sum, so the result does not depend on the block count or thread count).
-_POOLING_BLOCKS = 4
-
-
 def pool(tokens: np.ndarray, token_weights: np.ndarray, embeddings: np.ndarray) -> np.ndarray:
     """Pooled vectors as rows, ``c_n = sum_t w_{n,t} e_{v_{n,t}}`` (spec §1.5), (N, d).
 
-    One sparse token-incidence product (:func:`token_incidence`), split into row blocks
-    that run in parallel threads (:func:`attnrmt.model.table.helper_threads`).
+    One sparse token-incidence product (:func:`token_incidence`); with several helper
+    threads (:func:`attnrmt.model.table.helper_threads`) the rows are split into one block
+    per thread. Each row is an independent sum, so the result does not depend on the split.
     """
-    n_sequences = tokens.shape[0]
+    n_sequences, V = tokens.shape[0], embeddings.shape[0]
+    threads = helper_threads() if n_sequences >= 256 else 1
+    if threads == 1:
+        return token_incidence(tokens, token_weights, V) @ embeddings
     weights = np.broadcast_to(token_weights, tokens.shape)
     pooled = np.empty((n_sequences, embeddings.shape[1]))
-    edges = np.linspace(0, n_sequences, _POOLING_BLOCKS + 1).round().astype(int)
-    blocks = list(itertools.pairwise(edges))
+    edges = np.linspace(0, n_sequences, threads + 1).round().astype(int)
 
     def fill(block: tuple[int, int]) -> None:
         start, stop = block
-        incidence = token_incidence(tokens[start:stop], weights[start:stop], embeddings.shape[0])
+        incidence = token_incidence(tokens[start:stop], weights[start:stop], V)
         pooled[start:stop] = incidence @ embeddings
 
-    threads = helper_threads()
-    if threads > 1 and n_sequences >= 256:
-        with ThreadPoolExecutor(threads) as executor:
-            list(executor.map(fill, blocks))
-    else:
-        for block in blocks:
-            fill(block)
+    with ThreadPoolExecutor(threads) as executor:
+        list(executor.map(fill, itertools.pairwise(edges)))
     return pooled
 
 
@@ -291,14 +284,27 @@ def spectrum_and_top_eigenvectors(lower: np.ndarray, k: int) -> tuple[np.ndarray
 def _top_tridiagonal_eigenpairs(
     diagonal: np.ndarray, offdiagonal: np.ndarray, k: int
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Top-``k`` eigenpairs of a symmetric tridiagonal matrix, descending."""
+    """Top-``k`` eigenpairs of a symmetric tridiagonal matrix, descending.
+
+    Bisection for the eigenvalues with indices ``n-k+1 .. n`` (``dstebz``, block order)
+    and inverse iteration for their vectors (``dstein``), called directly: this runs
+    inside the Lanczos loop, where ``scipy.linalg.eigh_tridiagonal``'s checks would cost
+    more than the LAPACK work.
+    """
     n = diagonal.size
     if n == 1:
         return diagonal.copy(), np.ones((1, 1))
-    values, vectors = scipy.linalg.eigh_tridiagonal(
-        diagonal, offdiagonal, select="i", select_range=(n - k, n - 1), lapack_driver="stebz"
+    found, values, blocks, splits, info = lapack.dstebz(
+        diagonal, offdiagonal, 2, 0.0, 0.0, n - k + 1, n, 0.0, "B"
     )
-    return values[::-1].copy(), np.ascontiguousarray(vectors[:, ::-1])
+    if info != 0:  # pragma: no cover - LAPACK failure
+        raise np.linalg.LinAlgError(f"dstebz failed with info={info}")
+    values = values[:found]
+    vectors, info = lapack.dstein(diagonal, offdiagonal, values, blocks, splits)
+    if info != 0:  # pragma: no cover
+        raise np.linalg.LinAlgError(f"dstein failed with info={info}")
+    order = np.argsort(values)[::-1]
+    return values[order], np.ascontiguousarray(vectors[:, order])
 
 
 # Population eigenpairs: Lanczos for d >= this (below it the exact reduction is as cheap).
