@@ -38,8 +38,6 @@ PROFILES = REPO_ROOT / "profiles"
 N_CELLS = 12  # tiny_config: 2 weights x 3 snr x 2 replicates
 BLOCK_SIZE = 6  # one block per weights line: 2 blocks
 USABLE_STATES = ("idle", "mixed", "allocated", "completing")
-#: How the Snakefile currently rejects a profile's integer dask settings (see the xfail).
-PROFILE_TYPES_BUG = "is not of type 'integer'"
 
 
 # --------------------------------------------------------------------------- SLURM
@@ -169,13 +167,6 @@ def test_slurm_dask_profile_matches_local_run(
     workdir = Workdir.create(tmp_path / "work", sweep_config("slurmtest"))
     try:
         result = workdir.run("--workflow-profile", str(profile), timeout=240, check=False)
-        if result.returncode != 0 and PROFILE_TYPES_BUG in result.output:
-            pytest.xfail(
-                "Snakemake passes a profile's nested `config:` values as strings (YAML "
-                "BaseLoader) and the Snakefile validates them against the schema as they "
-                "are: dask.slurm.cores='1' is rejected. Needs a fix in the Snakefile "
-                "(restore the dask block's types by schema before validating)."
-            )
         assert result.returncode == 0, result.output[-6000:]
         assert result.computed == N_CELLS
         xr.testing.assert_identical(numeric_variables(workdir.open_cells()), local_cells)
