@@ -123,6 +123,7 @@ def test_canonical_specs() -> None:
         ({"kind": "iid", "L": 2}, 4, "unexpected parameter"),
         ({"kind": "markov", "r": 1}, 4, "positional.r=1"),
         ({"kind": "markov", "r": -1.5}, 4, "positional.r=-1.5"),
+        ({"kind": "markov", "r": "0.5"}, 4, "positional.r='0.5': must be numeric"),
         ({"kind": "label", "rho": [0.5, 0.5]}, 4, "positional.rho="),
         ({"kind": "label", "rho": [0.5, 0.5, 2.0, 0]}, 4, "positional.rho="),
         ({"kind": "label", "rho0": 0.5}, 4, "label needs"),

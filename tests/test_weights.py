@@ -142,6 +142,7 @@ def test_canonical_specs() -> None:
         ({"tau": 1}, "missing 'kind'"),
         ({"kind": "causal_limit", "tau": float("inf")}, "weights.tau=inf"),
         ({"kind": "causal_limit", "tau": "hot"}, "weights.tau='hot'"),
+        ({"kind": "causal_limit", "tau": "1"}, "weights.tau='1': must be numeric"),
         (
             {"kind": "custom", "values": [1, 2]},
             "weights.values=[1, 2]: must be a list of length T=3",
