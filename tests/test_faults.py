@@ -326,8 +326,7 @@ def test_read_only_results_fail_clearly_and_change_nothing(
         resumed = workdir.run()
         assert resumed.computed == 4  # only the new snr value: 2 weights x 2 replicates
         after = fragment_files(workdir.path)
-        assert not written_since(finished, after) or all(
-            after[path] == mtime for path, mtime in finished.items()
-        )
+        assert all(after[path] == mtime for path, mtime in finished.items())
+        assert len(written_since(finished, after)) == 2  # the two new blocks (one per weights)
     finally:
         workdir.close()
