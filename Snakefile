@@ -17,14 +17,15 @@ if not workflow.overwrite_configfiles:
 
 
 from attnrmt.sweep.cli_types import restore_scalar_types
-from attnrmt.sweep.config import ConfigError, check_config, load_schema
+from attnrmt.sweep.config import ConfigError, apply_schema, check_config, load_schema
 
 # --config / profile `config:` values arrive as strings (YAML BaseLoader): retype them.
 restore_scalar_types(config, load_schema())
-validate(config, "workflow/schemas/config.schema.yaml")
 
 try:
-    check_config(config)
+    apply_schema(config)  # one readable line naming the key and value on a schema error
+    validate(config, "workflow/schemas/config.schema.yaml")  # fills defaults in place
+    check_config(config)  # semantics: names exist, L <= T, |r| < 1, realisable R, ...
 except ConfigError as config_error:
     print(f"attnrmt: invalid configuration: {config_error}", file=sys.stderr)
     sys.exit(1)
