@@ -10,7 +10,13 @@ rule simulate_block:
         cells=block_cells,
     log:
         f"{RESULTS}/logs/simulate_block/{{sweep}}/{{block}}.log",
-    threads: 1
+    # A block job is a Dask client that waits on the run's cluster: it holds no core
+    # (threads: 0), so the next blocks are already queued on the cluster while one is
+    # writing its fragment. `dask_clients` (set in the profiles) bounds how many blocks
+    # are in flight at once.
+    threads: 0
+    resources:
+        dask_clients=1,
     run:
         attnrmt.sweep.blocks.run_block(
             params.cells, output[0], RESULTS, config.get("dask"), log[0], granted_cores()
