@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from attnrmt.sweep import blocks, cluster, store
+from attnrmt.sweep import blocks, cluster, cost, store
 from attnrmt.sweep.config import load_config
 from attnrmt.sweep.plan import plan_run
 
@@ -279,3 +279,20 @@ def test_cells_survive_snakemake_deleting_the_fragment_before_a_rerun(
         store.read_fragment(path).records[0]["eigenvalues"],
         store.read_fragment(cached).records[0]["eigenvalues"],
     )
+
+
+def test_bundled_cells_equal_cells_computed_one_by_one(
+    plan: Any, tmp_path: Path, scheduler_address: str
+) -> None:
+    from distributed import Client
+
+    cells = [blocks.BlockCell.from_params(p) for p in params_of(plan)]
+    assert len(cost.bundle_by_cost([cost.estimated_cell_seconds(c.kwargs) for c in cells])) == 1
+    with Client(scheduler_address, set_as_default=False) as client:
+        finished, failures = blocks.compute_missing(cells, client, retries=0)
+    assert failures == []
+    for cell in cells:
+        direct = blocks.compute_cell(cell.kwargs, cell.seed)
+        for name, value in direct.items():
+            if name != "compute_seconds":
+                np.testing.assert_array_equal(finished[cell.cell_id][name], value)

@@ -20,38 +20,20 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from attnrmt.sweep.cost import (
+    ATTENTION_WORK_FACTOR,
+    CELL_OVERHEAD_SECONDS,
+    DEFAULT_SECONDS_PER_WORK,
+)
+from attnrmt.sweep.cost import cell_work as _cell_work
+
 EXIT_OK = 0
 EXIT_USAGE = 2
 
-#: Seconds per unit of :func:`cell_work` used when the constant is not measured
-#: (``--no-calibrate``); measured on a 2-core development VM (d = 400-800, one BLAS thread).
-DEFAULT_SECONDS_PER_WORK = 2e-10
-#: Relative cost of one unit of causal-attention work (exp, softmax, per-sequence T x T
-#: products) against one unit of BLAS work; measured 2-20 at d = 400, T = 16 (noisy).
-ATTENTION_WORK_FACTOR = 8.0
-#: Fixed seconds per cell (Python and numpy overhead; dominates below d ~ 100), measured at
-#: d = 20.
-CELL_OVERHEAD_SECONDS = 2e-3
-
-
-# --------------------------------------------------------------------------- cost model
-
 
 def cell_work(cell: Any) -> float:
-    """Work units of one cell: ``d^3 + (N + V) d^2 + N T d`` (+ ``N T^2 d`` for attention).
-
-    ``d^3``: the eigendecompositions of ``S`` and ``Sigma_E``; ``(N + V) d^2``: forming
-    ``S`` and the table's Gram matrix; ``N T d``: pooling; ``causal_attention`` adds its
-    ``T x T`` score matrices per sequence (weighted by :data:`ATTENTION_WORK_FACTOR`).
-    A rough operation count, not a flop count.
-    """
-    d, T = cell.d, cell.T
-    n_samples = round(d / cell.gamma)
-    vocabulary = 2 * round(d / (2 * cell.delta))
-    work = d**3 + (n_samples + vocabulary) * d**2 + n_samples * T * d
-    if cell.weights_spec.get("kind") == "causal_attention":
-        work += ATTENTION_WORK_FACTOR * n_samples * T * T * d
-    return float(work)
+    """Work units of a planned cell (:func:`attnrmt.sweep.cost.cell_work`)."""
+    return _cell_work(cell.d, cell.delta, cell.gamma, cell.T, cell.weights_spec)
 
 
 def calibrate_seconds_per_work(d: int = 256, repeats: int = 3) -> float:

@@ -3,9 +3,10 @@ the fragment atomically.
 
 A block job is a Dask client. Cells already finished in any fragment of the sweep
 (current, orphaned by a change of block membership, or salvaged from a failed block) are
-copied bit for bit; only the missing cells are submitted, one task per cell
-(``simulate_cell(**kwargs, seed=seed_words).to_dict()``; task keys are content keys, so
-tasks are idempotent and concurrent jobs asking for the same cell share one task).
+copied bit for bit; only the missing cells are submitted, cheap ones bundled a few to a
+task (``simulate_cell(**kwargs, seed=seed_words).to_dict()`` per cell; task keys are
+content keys, so tasks are idempotent and concurrent jobs asking for the same cells share
+one task).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from attnrmt.sweep import store
+from attnrmt.sweep.cost import bundle_by_cost, estimated_cell_seconds
 
 
 @dataclass(frozen=True)
@@ -120,26 +122,68 @@ def unique_cells(cells: Sequence[BlockCell]) -> list[BlockCell]:
     return list(seen.values())
 
 
+def compute_bundle(
+    jobs: Sequence[tuple[Mapping[str, Any], Sequence[int]]],
+) -> list[tuple[dict[str, Any] | None, Exception | None]]:
+    """Dask task: :func:`compute_cell` for each ``(kwargs, seed)``, in order.
+
+    A failing cell does not lose its siblings: each entry is ``(record, None)`` or
+    ``(None, exception)``. Pure function of its arguments (idempotent; safe to retry).
+    """
+    outcomes: list[tuple[dict[str, Any] | None, Exception | None]] = []
+    for kwargs, seed in jobs:
+        try:
+            outcomes.append((compute_cell(kwargs, seed), None))
+        except Exception as exc:  # reported per cell by compute_missing
+            outcomes.append((None, exc))
+    return outcomes
+
+
+def bundle_key(cells: Sequence[BlockCell]) -> str:
+    """Dask key of a bundle: content-derived from its cells' task keys."""
+    if len(cells) == 1:
+        return cells[0].task_key
+    digest = hashlib.sha256("|".join(cell.task_key for cell in cells).encode())
+    return f"attnrmt-cells-{digest.hexdigest()[:32]}"
+
+
 def compute_missing(
     cells: Sequence[BlockCell], client: Any, retries: int
 ) -> tuple[dict[tuple[str, str], dict[str, Any]], list[tuple[BlockCell, BaseException]]]:
-    """Submit cells to Dask, wait for all; return finished records and failures."""
+    """Submit cells to Dask, wait for all; return finished records and failures.
+
+    Cheap cells travel together: consecutive cells are bundled into one task of about
+    :data:`attnrmt.sweep.cost.TASK_TARGET_SECONDS` estimated work
+    (:func:`attnrmt.sweep.cost.bundle_by_cost`), so Dask's per-task cost stays small
+    against tiny cells while expensive cells remain one task each.
+    """
     from distributed import as_completed
 
+    costs = [estimated_cell_seconds(cell.kwargs) for cell in cells]
+    bundles = [[cells[i] for i in positions] for positions in bundle_by_cost(costs)]
     futures = {
         client.submit(
-            compute_cell, cell.kwargs, list(cell.seed), key=cell.task_key, retries=retries
-        ): cell
-        for cell in cells
+            compute_bundle,
+            [(cell.kwargs, list(cell.seed)) for cell in bundle],
+            key=bundle_key(bundle),
+            retries=retries,
+        ): bundle
+        for bundle in bundles
     }
     finished: dict[tuple[str, str], dict[str, Any]] = {}
     failures: list[tuple[BlockCell, BaseException]] = []
     for future in as_completed(list(futures), loop=client.loop):
-        cell = futures[future]
+        bundle = futures[future]
         try:
-            finished[cell.cell_id] = future.result()
+            outcomes = future.result()
         except (Exception, asyncio.CancelledError) as exc:  # lost cluster: cancelled futures
-            failures.append((cell, exc))
+            failures.extend((cell, exc) for cell in bundle)
+        else:
+            for cell, (record, error) in zip(bundle, outcomes, strict=True):
+                if error is None:
+                    finished[cell.cell_id] = record
+                else:
+                    failures.append((cell, error))
         future.release()
     return finished, failures
 

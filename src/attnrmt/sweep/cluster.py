@@ -248,7 +248,17 @@ def configure_worker_environment(blas_threads: int) -> None:
 
     environ = dict(dask.config.get("distributed.nanny.pre-spawn-environ", default={}) or {})
     environ.update(blas_environment(blas_threads))
-    dask.config.set({"distributed.nanny.pre-spawn-environ": environ})
+    # A cell allocates and frees arrays of tens of MB; trimming the heap after each free
+    # (Dask's default threshold, 64 KiB) makes every cell fault its memory in again.
+    environ.pop("MALLOC_TRIM_THRESHOLD_", None)
+    dask.config.set(
+        {
+            "distributed.nanny.pre-spawn-environ": environ,
+            # the statistical profiler samples every worker thread every 10 ms: CPU taken
+            # from the cells, for a dashboard panel nobody needs for a sweep
+            "distributed.worker.profile.enabled": False,
+        }
+    )
 
 
 def parse_walltime(walltime: str) -> int:

@@ -1,0 +1,76 @@
+"""Cost model of one cell, and bundling of cheap cells into one Dask task.
+
+A cell costs about ``CELL_OVERHEAD_SECONDS + work * seconds_per_work`` with
+``work = d^3 + (N + V) d^2 + N T d`` (+ ``N T^2 d`` for real causal attention); the
+exponents are measured in docs/scaling.md. ``attnrmt plan`` prints estimates from it, and
+block jobs use it to put many cheap cells into one task so that Dask's per-task cost
+(a few milliseconds of scheduler and worker time) stays small against the work.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+#: Seconds per unit of :func:`cell_work` when the constant is not measured
+#: (``--no-calibrate``); measured on a 2-core development VM (d = 400-800, one BLAS thread).
+DEFAULT_SECONDS_PER_WORK = 2e-10
+#: Relative cost of one unit of causal-attention work (exp, softmax, per-sequence T x T
+#: products) against one unit of BLAS work; measured 2-20 at d = 400, T = 16 (noisy).
+ATTENTION_WORK_FACTOR = 8.0
+#: Fixed seconds per cell (Python and numpy overhead; dominates below d ~ 100), measured at
+#: d = 20.
+CELL_OVERHEAD_SECONDS = 2e-3
+#: Estimated seconds of work per Dask task that block jobs aim for: cheaper cells are
+#: bundled until a task reaches it (a cell that costs more is a task of its own).
+TASK_TARGET_SECONDS = 0.2
+
+
+def cell_work(
+    d: int, delta: float, gamma: float, T: int, weights: Mapping[str, Any] | str
+) -> float:
+    """Work units of one cell: ``d^3 + (N + V) d^2 + N T d`` (+ ``N T^2 d`` for attention).
+
+    ``d^3``: the eigendecompositions of ``S`` and ``Sigma_E``; ``(N + V) d^2``: forming
+    ``S`` and the table's Gram matrix; ``N T d``: pooling; ``causal_attention`` adds its
+    ``T x T`` score matrices per sequence (weighted by :data:`ATTENTION_WORK_FACTOR`).
+    ``N = round(d / gamma)``, ``V = 2 round(d / (2 delta))`` (model §1). A rough operation
+    count, not a flop count.
+    """
+    n_samples = round(d / gamma)
+    vocabulary = 2 * round(d / (2 * delta))
+    work = d**3 + (n_samples + vocabulary) * d**2 + n_samples * T * d
+    kind = weights if isinstance(weights, str) else weights.get("kind")
+    if kind == "causal_attention":
+        work += ATTENTION_WORK_FACTOR * n_samples * T * T * d
+    return float(work)
+
+
+def estimated_cell_seconds(
+    kwargs: Mapping[str, Any], seconds_per_work: float = DEFAULT_SECONDS_PER_WORK
+) -> float:
+    """Estimated single-core seconds of ``simulate_cell(**kwargs)``."""
+    work = cell_work(kwargs["d"], kwargs["delta"], kwargs["gamma"], kwargs["T"], kwargs["weights"])
+    return CELL_OVERHEAD_SECONDS + work * seconds_per_work
+
+
+def bundle_by_cost(
+    costs: Sequence[float], target: float = TASK_TARGET_SECONDS
+) -> list[list[int]]:
+    """Split positions ``0..len(costs)-1`` into consecutive bundles of about ``target`` cost.
+
+    A bundle closes as soon as its summed cost reaches ``target``; every position is in
+    exactly one bundle, in order.
+    """
+    bundles: list[list[int]] = []
+    current: list[int] = []
+    total = 0.0
+    for position, cost in enumerate(costs):
+        current.append(position)
+        total += cost
+        if total >= target:
+            bundles.append(current)
+            current, total = [], 0.0
+    if current:
+        bundles.append(current)
+    return bundles
