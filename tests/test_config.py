@@ -10,7 +10,13 @@ import pytest
 import yaml
 
 from attnrmt.sweep import ConfigError, check_config, load_config
-from attnrmt.sweep.config import SCHEMA_PATH, apply_schema, normalise_real, snr_values
+from attnrmt.sweep.config import (
+    SCHEMA_PATH,
+    apply_schema,
+    load_schema,
+    normalise_real,
+    snr_values,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 CONFIGS = Path(__file__).with_name("configs")
@@ -35,7 +41,10 @@ def test_minimal_config_gets_every_default() -> None:
     assert config["seed"] == 2026
     assert config["positional_models"] == {} and config["weight_models"] == {}
     assert config["execution"] == {"block_size": 16}
-    assert config["analysis"] == {}
+    analysis_schema = load_schema()["properties"]["analysis"]["properties"]
+    assert config["analysis"] == {
+        name: entry["default"] for name, entry in analysis_schema.items() if "default" in entry
+    }
     assert config["dask"]["mode"] == "local"
     assert config["dask"]["threads_per_worker"] == 1
     assert config["dask"]["slurm"]["walltime"] == "01:00:00"

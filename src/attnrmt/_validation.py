@@ -7,7 +7,7 @@ so a bad input never turns into a NaN result or a hang.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from numbers import Integral, Real
 from typing import Any
 
@@ -66,3 +66,31 @@ def check_choice(name: str, value: Any, choices: Iterable[str]) -> str:
     if value not in options:
         raise _fail(name, value, f"must be one of {', '.join(map(repr, options))}")
     return value
+
+
+def split_model_spec(
+    argument: str, spec: Any, allowed: Mapping[str, Sequence[str]]
+) -> tuple[str, dict[str, Any]]:
+    """``(kind, parameters)`` of a model spec such as ``{"kind": "prefix", "L": 4}``.
+
+    A bare string is a kind without parameters. ``allowed`` maps every kind to the names of
+    its parameters; an unknown kind or an unexpected parameter raises ValueError naming
+    ``argument`` and the spec.
+    """
+    if isinstance(spec, str):
+        spec = {"kind": spec}
+    if not isinstance(spec, Mapping):
+        raise _fail(argument, spec, "must be a name or a dict with a 'kind' key")
+    if "kind" not in spec:
+        raise _fail(argument, dict(spec), "missing 'kind'")
+    kind = check_choice(f"{argument}.kind", spec["kind"], allowed)
+    params = {key: value for key, value in spec.items() if key != "kind"}
+    unexpected = sorted(set(params) - set(allowed[kind]))
+    if unexpected:
+        raise _fail(
+            argument,
+            dict(spec),
+            f"unexpected parameter(s) {unexpected} for kind {kind!r} "
+            f"(allowed: {list(allowed[kind])})",
+        )
+    return kind, params

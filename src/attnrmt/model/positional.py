@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from attnrmt._validation import check_choice, check_finite_array, check_int
+from attnrmt._validation import check_finite_array, check_int, split_model_spec
 
 
 def _numeric(name: str, value: Any) -> np.ndarray:
@@ -136,20 +136,7 @@ def validate_positional(spec: Mapping[str, Any] | str, T: int) -> dict[str, Any]
         whose arcsine covariance ``sin(pi R / 2)`` is positive semidefinite.
     """
     T = _check_T(T)
-    if isinstance(spec, str):
-        spec = {"kind": spec}
-    if not isinstance(spec, Mapping):
-        raise ValueError(f"positional={spec!r}: must be a dict with a 'kind' key")
-    if "kind" not in spec:
-        raise ValueError(f"positional={dict(spec)!r}: missing 'kind'")
-    kind = check_choice("positional.kind", spec["kind"], POSITIONAL_KINDS)
-    params = {key: value for key, value in spec.items() if key != "kind"}
-    unexpected = sorted(set(params) - set(_PARAMS[kind]))
-    if unexpected:
-        raise ValueError(
-            f"positional={dict(spec)!r}: unexpected parameter(s) {unexpected} for kind "
-            f"{kind!r} (allowed: {list(_PARAMS[kind])})"
-        )
+    kind, params = split_model_spec("positional", spec, _PARAMS)
     canonical: dict[str, Any] = {"kind": kind}
     if kind == "prefix":
         if "L" not in params:

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from attnrmt._validation import check_choice, check_finite_array, check_int
+from attnrmt._validation import check_finite_array, check_int, split_model_spec
 
 
 def _numeric(name: str, value: Any) -> np.ndarray:
@@ -89,20 +89,7 @@ def validate_weights(spec: Mapping[str, Any] | str, T: int) -> dict[str, Any]:
         length ``T``, not finite, or all zero (kappa = 0).
     """
     T = _check_T(T)
-    if isinstance(spec, str):
-        spec = {"kind": spec}
-    if not isinstance(spec, Mapping):
-        raise ValueError(f"weights={spec!r}: must be a name or a dict with a 'kind' key")
-    if "kind" not in spec:
-        raise ValueError(f"weights={dict(spec)!r}: missing 'kind'")
-    kind = check_choice("weights.kind", spec["kind"], WEIGHT_KINDS)
-    params = {key: value for key, value in spec.items() if key != "kind"}
-    unexpected = sorted(set(params) - set(_PARAMS[kind]))
-    if unexpected:
-        raise ValueError(
-            f"weights={dict(spec)!r}: unexpected parameter(s) {unexpected} for kind "
-            f"{kind!r} (allowed: {list(_PARAMS[kind])})"
-        )
+    kind, params = split_model_spec("weights", spec, _PARAMS)
     canonical: dict[str, Any] = {"kind": kind}
     if kind in ("causal_limit", "causal_attention"):
         canonical["tau"] = _check_tau(params.get("tau", 0.0))
