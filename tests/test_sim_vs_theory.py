@@ -68,6 +68,13 @@ T = 8
 POSITIONAL = {"prefix": {"kind": "prefix", "L": 4}, "iid": {"kind": "iid"}}
 EDGE_TOL = 4 * D ** (-2 / 3)
 SEPARATION = 2.5 * D ** (-2 / 3)
+# Without an outlier the top eigenvalue sits at the edge with a Tracy-Widom fluctuation of
+# relative scale ~ d^{-2/3} (1.2% at d = 800; TW1 mean -1.2, sd 1.3 in that unit), so the
+# mean of 4 seeds of (top / edge - 1) is about -1.4% +- 0.8% when there is none. A mean
+# above 1.5 d^{-2/3} (1.75%) rejects "no outlier" by more than 4 sd. Near a threshold a
+# single seed can dip to the edge (the outlier's own O(d^{-1/2}) spread is ~3% there), so
+# the criterion is on the mean, never on every seed.
+MEAN_SEPARATION = 1.5 * D ** (-2 / 3)
 KS_TOL = 0.015
 EIGENVALUE_RTOL = 0.05
 OVERLAP_ATOL = 0.04
@@ -231,10 +238,8 @@ def test_sample_transition_crossed_as_finite_vocab_predicts() -> None:
     paper = predict(result, snr, "paper")
     assert np.isfinite(finite.sample_outlier) and np.isnan(paper.sample_outlier)
     sample_edge = result.kappa * bulk_edges(delta, gamma)[1]
-    for seed in seeds:
-        assert cell(*NEAR_SAMPLE_THRESHOLD, seed).top_eigenvalues[0] > sample_edge * (
-            1 + SEPARATION)
     top = mean_over_seeds(NEAR_SAMPLE_THRESHOLD, "top_eigenvalues", seeds)
+    assert top > sample_edge * (1 + MEAN_SEPARATION)
     assert top == pytest.approx(finite.sample_outlier, rel=EIGENVALUE_RTOL)
     overlap = mean_over_seeds(NEAR_SAMPLE_THRESHOLD, "overlap_signal", seeds)
     assert overlap == pytest.approx(finite.sample_overlap, abs=NEAR_THRESHOLD_OVERLAP_ATOL)

@@ -277,8 +277,7 @@ def run_block(
         computed=[cell.cell_id in computed for cell in block_cells],
         records=[computed.get(cell.cell_id) or reused[cell.cell_id] for cell in block_cells],
     )
-    store.write_fragment(fragment, arrays)
-    store.cache_fragment(fragment)  # survives Snakemake deleting the output before a rerun
+    store.publish_fragment(fragment, arrays)  # cache entry first, then the output
     summary = BlockSummary(
         fragment=fragment,
         n_cells=len(block_cells),

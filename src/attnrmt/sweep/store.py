@@ -231,29 +231,35 @@ def write_fragment(path: str | os.PathLike[str], arrays: Mapping[str, np.ndarray
     return target
 
 
-def cache_fragment(fragment: str | os.PathLike[str]) -> Path | None:
-    """Keep a fragment's cells beyond Snakemake's reach: hard link it into ``cache/``.
-
-    ``<sweep>/fragments/<block>.npz`` -> ``<sweep>/cache/<block>.npz`` (atomically; a copy
-    where hard links are unsupported). Best effort: returns ``None`` when even the copy
-    fails (e.g. a full disk), since the fragment itself is complete.
-    """
-    source = Path(fragment)
-    target = source.parent.parent / CACHE_DIRNAME / source.name
+def _link_or_copy(source: Path, target: Path) -> None:
+    """Atomically make ``target`` a hard link of ``source`` (a copy where links fail)."""
     tmp = target.with_name(f".{target.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
+    target.parent.mkdir(parents=True, exist_ok=True)
     try:
-        target.parent.mkdir(parents=True, exist_ok=True)
         try:
             os.link(source, tmp)
         except OSError:
             shutil.copyfile(source, tmp)
         os.replace(tmp, target)
-    except OSError:
-        return None
     finally:
         with contextlib.suppress(FileNotFoundError, OSError):
             tmp.unlink()
-    return target
+
+
+def publish_fragment(path: str | os.PathLike[str], arrays: Mapping[str, np.ndarray]) -> Path:
+    """Write a block's fragment so that its cells outlive Snakemake's output handling.
+
+    The arrays go atomically to ``<sweep>/cache/<block>.npz`` first, which no rule owns,
+    then that file is hard-linked (atomically; copied where links fail) to
+    ``<sweep>/fragments/<block>.npz``. A visible fragment therefore always has its cache
+    entry, so a rerun of the job (forced, code-triggered, or marked incomplete because
+    Snakemake was killed between the write and its bookkeeping), which deletes the output
+    first, reuses every cell instead of recomputing it.
+    """
+    fragment = Path(path)
+    cached = write_fragment(fragment.parent.parent / CACHE_DIRNAME / fragment.name, arrays)
+    _link_or_copy(cached, fragment)
+    return fragment
 
 
 def read_fragment(path: str | os.PathLike[str]) -> Fragment:
