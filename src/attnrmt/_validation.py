@@ -94,3 +94,14 @@ def split_model_spec(
             f"(allowed: {list(allowed[kind])})",
         )
     return kind, params
+
+
+def check_numeric(name: str, value: Any) -> np.ndarray:
+    """``value`` as a finite float64 array; text and booleans are rejected, not parsed."""
+    try:
+        kind = np.asarray(value).dtype.kind
+    except (TypeError, ValueError):  # ragged nesting
+        kind = "O"
+    if kind not in "iuf":
+        raise _fail(name, value, "must be numeric")
+    return check_finite_array(name, value)

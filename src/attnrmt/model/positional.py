@@ -27,19 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from attnrmt._validation import check_finite_array, check_int, split_model_spec
-
-
-def _numeric(name: str, value: Any) -> np.ndarray:
-    """``value`` as a finite float64 array; text and booleans are rejected, not parsed."""
-    try:
-        kind = np.asarray(value).dtype.kind
-    except (TypeError, ValueError):  # ragged nesting
-        kind = "O"
-    if kind not in "iuf":
-        raise ValueError(f"{name}={value!r}: must be numeric")
-    return check_finite_array(name, value)
-
+from attnrmt._validation import check_int, check_numeric, split_model_spec
 
 POSITIONAL_KINDS = ("iid", "prefix", "markov", "label", "custom")
 
@@ -76,7 +64,7 @@ def _check_L(value: Any, T: int, name: str) -> int:
 
 
 def _check_signed_unit(name: str, value: Any) -> np.ndarray:
-    array = _numeric(name, value)
+    array = check_numeric(name, value)
     if np.any(np.abs(array) > 1):
         raise ValueError(f"{name}={value!r}: every entry must lie in [-1, 1]")
     return array
@@ -88,7 +76,7 @@ def _arcsine_covariance(R: np.ndarray) -> np.ndarray:
 
 
 def _check_custom_R(value: Any, T: int) -> np.ndarray:
-    R = _numeric("positional.R", value)
+    R = check_numeric("positional.R", value)
     if R.shape != (T, T):
         raise ValueError(f"positional.R={value!r}: must be a {T} x {T} matrix (T={T})")
     if not np.allclose(R, R.T, rtol=0.0, atol=_SYMMETRY_ATOL):
@@ -145,7 +133,7 @@ def validate_positional(spec: Mapping[str, Any] | str, T: int) -> dict[str, Any]
     elif kind == "markov":
         if "r" not in params:
             raise ValueError(f"positional={dict(spec)!r}: markov needs 'r'")
-        r = _numeric("positional.r", params["r"])
+        r = check_numeric("positional.r", params["r"])
         if r.ndim != 0 or not abs(float(r)) < 1:
             raise ValueError(f"positional.r={params['r']!r}: must be a number with |r| < 1")
         canonical["r"] = _float(r)

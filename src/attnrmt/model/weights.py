@@ -21,19 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from attnrmt._validation import check_finite_array, check_int, split_model_spec
-
-
-def _numeric(name: str, value: Any) -> np.ndarray:
-    """``value`` as a finite float64 array; text and booleans are rejected, not parsed."""
-    try:
-        kind = np.asarray(value).dtype.kind
-    except (TypeError, ValueError):  # ragged nesting
-        kind = "O"
-    if kind not in "iuf":
-        raise ValueError(f"{name}={value!r}: must be numeric")
-    return check_finite_array(name, value)
-
+from attnrmt._validation import check_finite_array, check_int, check_numeric, split_model_spec
 
 BUILTIN_WEIGHTS = ("mean", "last", "optimal", "harmonic")
 WEIGHT_KINDS = (*BUILTIN_WEIGHTS, "causal_limit", "causal_attention", "custom")
@@ -59,7 +47,7 @@ def _check_T(T: Any) -> int:
 
 
 def _check_tau(value: Any) -> float:
-    tau = _numeric("weights.tau", value)
+    tau = check_numeric("weights.tau", value)
     if tau.ndim != 0:
         raise ValueError(f"weights.tau={value!r}: must be a number")
     return float(tau) + 0.0
@@ -96,7 +84,7 @@ def validate_weights(spec: Mapping[str, Any] | str, T: int) -> dict[str, Any]:
     elif kind == "custom":
         if "values" not in params:
             raise ValueError(f"weights={dict(spec)!r}: custom needs 'values'")
-        values = _numeric("weights.values", params["values"])
+        values = check_numeric("weights.values", params["values"])
         if values.shape != (T,):
             raise ValueError(
                 f"weights.values={params['values']!r}: must be a list of length T={T}"
