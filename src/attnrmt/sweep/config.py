@@ -216,6 +216,15 @@ def _yaml_number_hint(value: Any) -> str:
     return ""
 
 
+#: JSON-schema bound keywords and the comparison each one demands.
+_BOUND_SYMBOLS = {
+    "minimum": ">=",
+    "exclusiveMinimum": ">",
+    "maximum": "<=",
+    "exclusiveMaximum": "<",
+}
+
+
 def describe_schema_error(error: Any) -> str:
     """One-line message for a jsonschema ``ValidationError``: key path, value, problem."""
     error = _most_specific(error)
@@ -234,14 +243,8 @@ def describe_schema_error(error: Any) -> str:
         return f"{shown}: must be {phrase}{_yaml_number_hint(value)}"
     if kind == "type":
         return f"{shown}: must be {_type_phrase(expected)}{_yaml_number_hint(value)}"
-    if kind == "minimum":
-        return f"{shown}: must be >= {expected}"
-    if kind == "exclusiveMinimum":
-        return f"{shown}: must be > {expected}"
-    if kind == "maximum":
-        return f"{shown}: must be <= {expected}"
-    if kind == "exclusiveMaximum":
-        return f"{shown}: must be < {expected}"
+    if kind in _BOUND_SYMBOLS:
+        return f"{shown}: must be {_BOUND_SYMBOLS[kind]} {expected}"
     if kind == "enum":
         return f"{shown}: must be one of {', '.join(map(str, expected))}"
     if kind == "const":
