@@ -7,6 +7,7 @@ changes something, so tests are independent and the expensive first run happens 
 from __future__ import annotations
 
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -267,5 +268,31 @@ def test_cluster_daemon_is_shared_restarted_when_stale_and_shut_down(tmp_path: P
         assert not scheduler_file_path(run_dir).exists()
         assert not shutdown_run_cluster(run_dir)  # waits for the stopping daemon
         assert not pid_is_alive(second["pid"])
+    finally:
+        shutdown_run_cluster(run_dir)
+
+
+def test_cluster_daemon_restarts_for_changed_settings_only_when_idle(tmp_path: Path) -> None:
+    from distributed import Client
+
+    run_dir = tmp_path / "results" / "settings"
+    one_worker = ClusterSettings.from_config({"n_workers": 1, "dashboard": False})
+    two_workers = ClusterSettings.from_config({"n_workers": 2, "dashboard": False})
+    try:
+        first = ensure_run_cluster(run_dir, one_worker)
+        assert ensure_run_cluster(run_dir, one_worker)["pid"] == first["pid"]
+        # a client still at work on it (say, a block of another run): used as it is
+        with Client(first["address"], set_as_default=False):
+            assert ensure_run_cluster(run_dir, two_workers)["pid"] == first["pid"]
+        # once idle (the scheduler drops the closed client asynchronously): restarted
+        deadline = time.monotonic() + 30
+        second = ensure_run_cluster(run_dir, two_workers)
+        while second["pid"] == first["pid"] and time.monotonic() < deadline:
+            time.sleep(0.2)
+            second = ensure_run_cluster(run_dir, two_workers)
+        assert second["pid"] != first["pid"] and not pid_is_alive(first["pid"])
+        with Client(second["address"], set_as_default=False) as client:
+            client.wait_for_workers(2, timeout=60)
+            assert len(client.scheduler_info()["workers"]) == 2
     finally:
         shutdown_run_cluster(run_dir)

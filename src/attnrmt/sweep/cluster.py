@@ -408,6 +408,60 @@ def daemon_command(run_dir: str | os.PathLike[str], settings: ClusterSettings) -
     return cmd
 
 
+def daemon_arguments(command: Sequence[str]) -> list[str]:
+    """The arguments of a :func:`daemon_command` after the module name (``serve ...``).
+
+    The daemon publishes its own (``sys.argv[1:]``) in the scheduler file, so a caller can
+    tell whether a running daemon was started with the settings it wants.
+    """
+    return list(command[list(command).index("attnrmt.sweep.cluster") + 1 :])
+
+
+def scheduler_is_idle(info: Mapping[str, Any], timeout: float = 10.0) -> bool:
+    """Whether a scheduler has no tasks and no client but the one asking."""
+    from distributed import Client
+
+    def load(dask_scheduler: Any) -> tuple[int, int]:
+        clients = [key for key in dask_scheduler.clients if key != "fire-and-forget"]
+        return len(clients), len(dask_scheduler.tasks)
+
+    try:
+        with Client(info["address"], timeout=timeout, set_as_default=False) as client:
+            n_clients, n_tasks = client.run_on_scheduler(load)
+    except (OSError, TimeoutError):
+        return False
+    return n_clients <= 1 and n_tasks == 0
+
+
+def _keep_running_daemon(info: Mapping[str, Any], arguments: Sequence[str]) -> bool:
+    """Whether to use a live daemon as it is rather than restart it.
+
+    Yes when it was started with ``arguments``, and also when it was not but runs on
+    another host (we cannot stop it) or is in use (never pull a cluster from under running
+    work): the new settings then apply once it idles out. An idle daemon of this host with
+    other settings (left by a killed run whose ``dask:`` settings have since changed) is
+    restarted.
+    """
+    if info.get("arguments") == list(arguments) or info.get("host") != socket.gethostname():
+        return True
+    if not scheduler_is_idle(info):
+        print(
+            f"attnrmt: the Dask cluster {info['address']} was started with other dask "
+            "settings and is in use; using it as it is (the new settings apply once it "
+            "idles out or the run ends)",
+            file=sys.stderr,
+            flush=True,
+        )
+        return True
+    print(
+        f"attnrmt: dask settings changed since the idle Dask cluster {info['address']} "
+        "started; restarting it",
+        file=sys.stderr,
+        flush=True,
+    )
+    return False
+
+
 def ensure_run_cluster(
     run_dir: str | os.PathLike[str],
     settings: ClusterSettings,
@@ -416,7 +470,9 @@ def ensure_run_cluster(
     """Return the run's live scheduler info, starting the daemon if there is none.
 
     Concurrent callers serialise on an ``fcntl`` lock, so exactly one daemon is started;
-    a stale scheduler file (killed run) is removed and the daemon restarted.
+    a stale scheduler file (killed run) is removed and the daemon restarted. A live daemon
+    started with other settings (a killed run's, since changed) is restarted when it is
+    idle, and used as it is, with a warning, when it is busy (:func:`_keep_running_daemon`).
 
     Parameters
     ----------
@@ -435,11 +491,14 @@ def ensure_run_cluster(
     if settings.mode not in DAEMON_MODES:
         raise ValueError(f"mode {settings.mode!r} does not use a run daemon")
     sched_file = scheduler_file_path(run_dir)
+    command = daemon_command(run_dir, settings)
     with _exclusive_lock(cluster_dir(run_dir) / LOCK_FILENAME):
         info = read_scheduler_file(sched_file)
-        if scheduler_is_alive(info):
-            return info  # type: ignore[return-value]
-        if info is not None:
+        if info is not None and scheduler_is_alive(info):
+            if _keep_running_daemon(info, daemon_arguments(command)):
+                return info
+            _stop_daemon(info)
+        elif info is not None:
             print(
                 f"attnrmt: removing stale scheduler file {sched_file} ({info['address']}); "
                 "starting a new Dask cluster",
@@ -450,7 +509,7 @@ def ensure_run_cluster(
         with contextlib.suppress(FileNotFoundError):
             sched_file.unlink()
         log_path = cluster_dir(run_dir) / DAEMON_LOG_FILENAME
-        daemon_pid = launch_detached(daemon_command(run_dir, settings), log_path)
+        daemon_pid = launch_detached(command, log_path)
         deadline = time.monotonic() + start_timeout
         while time.monotonic() < deadline:
             info = read_scheduler_file(sched_file)
@@ -733,11 +792,14 @@ def serve(
     memory_limit: str | None = None,
     local_directory: str | None = None,
     max_cores: int | None = None,
+    arguments: Sequence[str] = (),
 ) -> None:
     """Run a cluster until its scheduler goes idle, it is told to stop (SIGTERM/SIGINT).
 
-    Publishes ``{address, dashboard, pid, host, mode, started}`` atomically in
-    ``scheduler_file`` once the scheduler listens, and removes it on exit.
+    Publishes ``{address, dashboard, pid, host, mode, started, arguments}`` atomically in
+    ``scheduler_file`` once the scheduler listens, and removes it on exit; ``arguments``
+    are the daemon's command-line arguments (:func:`daemon_arguments`), which identify its
+    settings.
     """
     from distributed.core import Status
 
@@ -785,6 +847,7 @@ def serve(
             "host": socket.gethostname(),
             "mode": mode,
             "started": time.time(),
+            "arguments": list(arguments),
         }
         write_json_atomically(sched_path, info)
         print(f"attnrmt: Dask dashboard {info['dashboard']}", flush=True)
@@ -847,6 +910,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             memory_limit=args.memory_limit,
             local_directory=args.local_directory,
             max_cores=args.max_cores,
+            arguments=list(sys.argv[1:] if argv is None else argv),
         )
     else:
         shutdown_run_cluster(args.run_dir)
