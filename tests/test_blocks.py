@@ -155,9 +155,15 @@ def test_failed_cells_fail_the_block_and_salvage_the_others(
         blocks.run_block([params[0], broken], path, run_dir, settings)
     assert not path.exists()
     assert store.finished_cell_keys(run_dir / "grid") == {params[0]["key"]}
-    # the rerun (with the cell fixed) reuses the salvaged cell
+    # what failed is recorded: the cell, its parameters and the error
+    (failure,) = store.read_failures(run_dir / "grid")
+    assert failure["key"] == "f" * 64 and failure["block"] == path.stem
+    assert failure["params"]["d"] == 1 and "ValueError" in failure["error"]
+    assert "d=1" in failure["error"]
+    # the rerun (with the cell fixed) reuses the salvaged cell and clears the record
     summary = blocks.run_block(params, path, run_dir, settings)
     assert (summary.n_computed, summary.n_reused) == (1, 1)
+    assert store.read_failures(run_dir / "grid") == []
 
 
 # --------------------------------------------------------------------------- cluster helpers

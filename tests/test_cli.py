@@ -88,8 +88,8 @@ def test_plan_json_counts_done_cells(
     first_block = sweep.blocks[0]
     done = {*first_block.cell_keys, sweep.blocks[1].cells[0].key}
 
-    def fake_finished(sweep_dir: Path) -> tuple[set[str], bool]:
-        return (done if sweep_dir.name == "transition" else set()), True
+    def fake_finished(sweep_dir: Path) -> set[str]:
+        return done if sweep_dir.name == "transition" else set()
 
     monkeypatch.setattr(cli, "finished_keys", fake_finished)
     assert (
@@ -108,8 +108,35 @@ def test_plan_json_counts_done_cells(
 
 
 def test_finished_keys_without_results_is_empty(tmp_path: Path) -> None:
-    done, _ = cli.finished_keys(tmp_path / "run" / "sweep")
-    assert done == set()
+    assert cli.finished_keys(tmp_path / "run" / "sweep") == set()
+
+
+def test_plan_lists_recorded_failures_of_cells_still_planned(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    from attnrmt.sweep import load_config, plan_run, store
+
+    config = load_config(SMALL)
+    sweep = plan_run(config).sweeps["transition"]
+    block = sweep.blocks[0]
+    fragment = tmp_path / config["run"] / "transition" / "fragments" / f"{block.key}.npz"
+    failed = {"key": block.cells[0].key, "seed": "[1]", "params": {"d": 100, "snr": 0.5},
+              "error": "MemoryError('Unable to allocate 1.8 TiB')"}
+    gone = dict(failed, key="0" * 64)  # a cell no longer in the config
+    store.record_block_failures(fragment, [failed, gone])
+    arguments = ["plan", str(SMALL), "--results", str(tmp_path), "--no-calibrate"]
+    assert cli.main([*arguments, "--json"]) == 0
+    rows = {row["sweep"]: row for row in json.loads(capsys.readouterr().out)["sweeps"]}
+    assert [cell["key"] for cell in rows["transition"]["failed_cells"]] == [failed["key"]]
+    assert rows["transition"]["failed_cells"][0]["block"] == block.key
+    assert rows["markov"]["failed_cells"] == []
+    assert cli.main(arguments) == 0
+    text = capsys.readouterr().out
+    assert "failed cells (1;" in text
+    assert f"block {block.key}  cell {failed['key'][:12]}  d=100, snr=0.5: MemoryError" in text
+    store.clear_block_failures(fragment)
+    assert cli.main(arguments) == 0
+    assert "failed cells" not in capsys.readouterr().out
 
 
 def test_cell_work_of_a_planned_cell_uses_the_cost_model() -> None:

@@ -214,15 +214,21 @@ def test_failing_cell_fails_its_block_clearly_and_others_finish(
         assert not (workdir.sweep_dir("poison") / "cells.zarr").exists()
         assert result.computed == N_CELLS
         xr.testing.assert_identical(numeric_variables(workdir.open_cells()), reference[1])
-        # `attnrmt plan` shows what is missing
-        plan = subprocess.run(
-            [str(Path(sys.executable).with_name("attnrmt")), "plan", "--json", "--no-calibrate",
-             "config.yaml"],
-            capture_output=True, text=True, cwd=workdir.path, timeout=120, check=True,
-        )
-        rows = {row["sweep"]: row for row in json.loads(plan.stdout)["sweeps"]}
+        # `attnrmt plan` shows what is missing and lists what failed, with the error
+        def plan(*options: str) -> str:
+            return subprocess.run(
+                [str(Path(sys.executable).with_name("attnrmt")), "plan", "--no-calibrate",
+                 *options, "config.yaml"],
+                capture_output=True, text=True, cwd=workdir.path, timeout=120, check=True,
+            ).stdout
+
+        rows = {row["sweep"]: row for row in json.loads(plan("--json"))["sweeps"]}
         assert rows["grid"]["done_cells"] == rows["grid"]["cells"] == N_CELLS, rows
         assert rows["poison"]["done_cells"] == 0 and rows["poison"]["cells"] == 1, rows
+        assert rows["grid"]["failed_cells"] == []
+        (failure,) = rows["poison"]["failed_cells"]
+        assert failure["key"] == poison_keys[0] and "MemoryError" in failure["error"]
+        assert f"cell {poison_keys[0][:12]}  d={POISON_D}" in plan()
     finally:
         workdir.close()
 

@@ -16,7 +16,7 @@ import json
 import math
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -64,23 +64,28 @@ def _format_seconds(seconds: float) -> str:
 # --------------------------------------------------------------------------- plan
 
 
-def finished_keys(sweep_dir: Path) -> tuple[set[str], bool]:
-    """Keys of finished cells under ``sweep_dir`` and whether the store could tell.
+def finished_keys(sweep_dir: Path) -> set[str]:
+    """Keys of the finished cells under ``sweep_dir`` (none when it does not exist)."""
+    from attnrmt.sweep.store import finished_cell_keys
 
-    Uses :func:`attnrmt.sweep.store.finished_cell_keys` when it exists; otherwise nothing
-    counts as done.
-    """
-    try:
-        from attnrmt.sweep.store import finished_cell_keys
-    except ImportError:
-        return set(), False
-    if not sweep_dir.exists():
-        return set(), True
-    return set(finished_cell_keys(sweep_dir)), True
+    return set(finished_cell_keys(sweep_dir)) if sweep_dir.exists() else set()
 
 
-def sweep_summary(sweep: Any, done: set[str], seconds_per_work: float) -> dict[str, Any]:
-    """Counts and estimated seconds (total and remaining) of one planned sweep.
+def unresolved_failures(sweep_dir: Path, done: set[str]) -> list[dict[str, Any]]:
+    """Recorded cell failures of a sweep (``attnrmt.sweep.store.read_failures``) whose cell
+    has not been finished since, each ``{"key", "block", "error", "params", ...}``."""
+    from attnrmt.sweep.store import read_failures
+
+    return [cell for cell in read_failures(sweep_dir) if cell.get("key") not in done]
+
+
+def sweep_summary(
+    sweep: Any, done: set[str], seconds_per_work: float, failed: Sequence[Mapping[str, Any]] = ()
+) -> dict[str, Any]:
+    """Counts, estimated seconds (total and remaining) and failed cells of one planned sweep.
+
+    ``failed``: the sweep's unresolved failures (:func:`unresolved_failures`); those of
+    cells the sweep no longer holds (config changed since) are left out.
 
     A cell is estimated at ``CELL_OVERHEAD_SECONDS + cell_work(cell) * seconds_per_work``.
     """
@@ -91,6 +96,7 @@ def sweep_summary(sweep: Any, done: set[str], seconds_per_work: float) -> dict[s
         if cell.key not in done:
             remaining_seconds += seconds
     done_blocks = sum(all(cell.key in done for cell in block.cells) for block in sweep.blocks)
+    planned_keys = {cell.key for cell in sweep.cells}
     return {
         "sweep": sweep.name,
         "cells": len(sweep.cells),
@@ -100,6 +106,7 @@ def sweep_summary(sweep: Any, done: set[str], seconds_per_work: float) -> dict[s
         "estimated_seconds": total_seconds,
         "estimated_remaining_seconds": remaining_seconds,
         "config_sha256": sweep.config_sha256,
+        "failed_cells": [cell for cell in failed if cell.get("key") in planned_keys],
     }
 
 
@@ -124,6 +131,22 @@ def _print_plan_table(rows: list[dict[str, Any]]) -> None:
         print("  ".join([line[0].ljust(widths[0]), *numbers]))
 
 
+def _print_failures(rows: Sequence[Mapping[str, Any]], run_dir: Path) -> None:
+    """One line per failed cell: sweep, block, key, main parameters and the error."""
+    failed = [(row["sweep"], cell) for row in rows for cell in row["failed_cells"]]
+    if not failed:
+        return
+    print(f"failed cells ({len(failed)}; the next run retries them):")
+    for sweep, cell in failed:
+        params = cell.get("params") or {}
+        names = [name for name in ("d", "delta", "gamma", "T", "snr") if name in params]
+        shown = ", ".join(f"{name}={params[name]}" for name in names)
+        error = " ".join(str(cell.get("error", "")).split())
+        error = error if len(error) <= 160 else error[:157] + "..."
+        print(f"  {sweep}  block {cell['block']}  cell {str(cell['key'])[:12]}  {shown}: {error}")
+    print(f"  logs: {run_dir}/logs/simulate_block/<sweep>/<block>.log")
+
+
 def command_plan(args: argparse.Namespace) -> int:
     """``attnrmt plan``: cells, blocks, done counts and an estimated cost per sweep."""
     from attnrmt.sweep import load_config, plan_run
@@ -135,17 +158,17 @@ def command_plan(args: argparse.Namespace) -> int:
         seconds_per_work, source = DEFAULT_SECONDS_PER_WORK, "built-in constant"
     else:
         seconds_per_work, source = calibrate_seconds_per_work(), "measured on this machine"
-    rows, store_available = [], True
+    rows = []
     for sweep in run_plan.sweeps.values():
-        done, store_available = finished_keys(run_dir / sweep.name)
-        rows.append(sweep_summary(sweep, done, seconds_per_work))
+        done = finished_keys(run_dir / sweep.name)
+        failed = unresolved_failures(run_dir / sweep.name, done)
+        rows.append(sweep_summary(sweep, done, seconds_per_work, failed))
     if args.json:
         print(json.dumps({"run": run_plan.run, "seed": run_plan.seed, "sweeps": rows}, indent=2))
         return EXIT_OK
     print(f"run {run_plan.run!r} (seed {run_plan.seed}) -> {run_dir}")
     _print_plan_table(rows)
-    if not store_available:
-        print("note: attnrmt.sweep.store is not available; no cell counted as done")
+    _print_failures(rows, run_dir)
     print(
         "cost: ESTIMATE in single-core compute time per cell, "
         f"{CELL_OVERHEAD_SECONDS:g} s + work x {seconds_per_work:.2e} s ({source}), "

@@ -239,7 +239,8 @@ def run_block(
     ------
     RuntimeError
         If some cells failed after Dask's retries; their finished siblings are kept in
-        ``<sweep>/salvage/<block>.npz`` for the rerun.
+        ``<sweep>/salvage/<block>.npz`` for the rerun, and the failures (cell, parameters,
+        error) recorded in ``<sweep>/failures/<block>.json``.
     """
     from attnrmt.sweep.cluster import ClusterSettings, run_client
 
@@ -267,6 +268,14 @@ def run_block(
             salvage = _salvage(block_cells, computed, sweep_dir, fragment)
             for cell, exc in failures:
                 log.info(f"cell {cell.key} failed: {exc!r}")
+            store.record_block_failures(
+                fragment,
+                [
+                    {"key": cell.key, "seed": cell.cell_id[1], "params": dict(cell.kwargs),
+                     "error": repr(exc)}
+                    for cell, exc in failures
+                ],
+            )
             raise RuntimeError(
                 f"{len(failures)} of {len(missing)} cells of {fragment.name} failed "
                 f"(first: {failures[0][1]!r}); finished cells kept in {salvage}"
@@ -278,6 +287,7 @@ def run_block(
         records=[computed.get(cell.cell_id) or reused[cell.cell_id] for cell in block_cells],
     )
     store.publish_fragment(fragment, arrays)  # cache entry first, then the output
+    store.clear_block_failures(fragment)
     summary = BlockSummary(
         fragment=fragment,
         n_cells=len(block_cells),

@@ -10,7 +10,8 @@ False when copied from an earlier fragment), and every :class:`attnrmt.model.Cel
 field: scalars as ``(n,)`` arrays, arrays ragged as ``<field>__values`` (concatenated) and
 ``<field>__offsets`` (``(n+1,)``). A block whose cells partly failed leaves its finished
 cells in ``<sweep>/salvage/<block>.npz`` (same format; never a Snakemake output) so that a
-rerun reuses them.
+rerun reuses them, and what failed in ``<sweep>/failures/<block>.json`` (cell key, seed,
+parameters, error; removed when the block later succeeds), which ``attnrmt plan`` lists.
 
 Snakemake deletes a job's output before rerunning it (forced rerun, changed rule code),
 so every fragment also gets a hard link (a copy where links are unsupported) in
@@ -46,6 +47,7 @@ FRAGMENT_FORMAT_VERSION = 1
 FRAGMENTS_DIRNAME = "fragments"
 SALVAGE_DIRNAME = "salvage"
 CACHE_DIRNAME = "cache"
+FAILURES_DIRNAME = "failures"
 FRAGMENT_SUFFIX = ".npz"
 
 AXES = ("d", "delta", "gamma", "T", "positional", "weights", "snr", "centered")
@@ -332,6 +334,60 @@ def fragment_index(
         for cell_id in ids:
             index.setdefault(cell_id, path)
     return index
+
+
+def failure_record_path(fragment_path: str | os.PathLike[str]) -> Path:
+    """``<sweep>/failures/<block>.json`` of the block whose fragment is ``fragment_path``."""
+    fragment = Path(fragment_path)
+    return fragment.parent.parent / FAILURES_DIRNAME / f"{fragment.stem}.json"
+
+
+def record_block_failures(
+    fragment_path: str | os.PathLike[str], failed_cells: Sequence[Mapping[str, Any]]
+) -> Path:
+    """Write what failed in a block (atomically), replacing an earlier record.
+
+    ``failed_cells``: one mapping per failed cell, ``{"key", "seed", "params", "error"}``
+    (JSON-serialisable). The record also names the block and the time of the attempt.
+    """
+    path = failure_record_path(fragment_path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    payload = {
+        "block": Path(fragment_path).stem,
+        "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "cells": [dict(cell) for cell in failed_cells],
+    }
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
+    try:
+        tmp.write_text(json.dumps(payload, indent=1, sort_keys=True, default=str))
+        os.replace(tmp, path)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()
+    return path
+
+
+def clear_block_failures(fragment_path: str | os.PathLike[str]) -> None:
+    """Remove a block's failure record (it has now succeeded)."""
+    with contextlib.suppress(FileNotFoundError):
+        failure_record_path(fragment_path).unlink()
+
+
+def read_failures(sweep_dir: str | os.PathLike[str]) -> list[dict[str, Any]]:
+    """Every failed cell recorded under ``sweep_dir``, each with its ``block`` and ``time``.
+
+    Sorted by block, then cell key. Unreadable records are skipped.
+    """
+    directory = Path(sweep_dir) / FAILURES_DIRNAME
+    failed: list[dict[str, Any]] = []
+    for path in sorted(directory.glob("*.json")) if directory.is_dir() else []:
+        try:
+            record = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        for cell in record.get("cells", []):
+            failed.append({**cell, "block": record.get("block"), "time": record.get("time")})
+    return sorted(failed, key=lambda cell: (str(cell["block"]), str(cell.get("key"))))
 
 
 def finished_cell_keys(sweep_dir: str | os.PathLike[str]) -> set[str]:
