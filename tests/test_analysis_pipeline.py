@@ -27,29 +27,73 @@ WEIGHT_MODELS = {"att": {"kind": "causal_attention", "tau": 1.0},
 SETTINGS = {"bootstrap": 30, "pooling_order": ["optimal", "c1", "mean"]}
 
 
-@pytest.fixture(scope="module")
-def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A synthetic results/<run> with sweeps covering every analysis item."""
-    root = tmp_path_factory.mktemp("results") / "synthetic"
-    specs = {
-        "transition": dict(d=(60, 120), snr=tuple(np.linspace(0, 3, 7)),
-                           positional={"p4": {"kind": "prefix", "L": 4}},
-                           weights={"mean": "mean", "optimal": "optimal",
-                                    "c1": WEIGHT_MODELS["c1"]}),
-        "bulk": dict(d=(80,), delta=(0.5, 2.0), gamma=(0.5, 2.0), snr=(1.0,)),
-        "causal": dict(d=(40, 80), weights={"att": WEIGHT_MODELS["att"]},
-                       positional={"lab": {"kind": "label", "rho0": 0.8, "L": 4}},
-                       snr=(1.0,), centered=(True, False)),
-    }
-    for name, spec in specs.items():
+SPECS = {
+    "transition": dict(d=(60, 120), snr=tuple(np.linspace(0, 3, 7)),
+                       positional={"p4": {"kind": "prefix", "L": 4}},
+                       weights={"mean": "mean", "optimal": "optimal", "c1": WEIGHT_MODELS["c1"]}),
+    "bulk": dict(d=(80,), delta=(0.5, 2.0), gamma=(0.5, 2.0), snr=(1.0,)),
+    "causal": dict(d=(40, 80), weights={"att": WEIGHT_MODELS["att"]},
+                   positional={"lab": {"kind": "label", "rho0": 0.8, "L": 4}},
+                   snr=(1.0,), centered=(True, False)),
+}
+
+
+def fail_cells(cells: xr.Dataset, where: dict[str, int]) -> xr.Dataset:
+    """``cells`` with the cells at ``where`` (positions) as gather leaves failed ones:
+    NaN floats, -1 ints, empty keys, in every variable that has all of ``where``'s dims."""
+    cells = cells.copy(deep=True)
+    for variable in cells.data_vars.values():
+        if not set(where) <= set(variable.dims):
+            continue
+        absent = {"f": np.nan, "i": -1}.get(variable.dtype.kind, "")
+        variable[{dim: where[dim] for dim in where}] = absent
+    return cells
+
+
+def write_synthetic_run(root: Path, holes: dict[str, int] | None = None) -> Path:
+    """Synthetic cells/theory of :data:`SPECS` under ``root`` (with failed cells at
+    ``holes`` in every sweep that has those dims), analysed and tabulated as the rules do."""
+    for name, spec in SPECS.items():
         cells, theory = make_synthetic(replicates=2, **spec)
+        if holes and set(holes) <= set(cells.dims):
+            cells = fail_cells(cells, holes)
         write_zarr_atomically(cells, root / name / "cells.zarr")
         write_zarr_atomically(theory, root / name / "theory.zarr")
         analyze_sweep(root / name / "cells.zarr", root / name / "theory.zarr",
                       root / name / "analysis.zarr", SETTINGS, root / "logs" / f"{name}.log")
-    write_tables(root, list(specs), {n: root / f"{n}.csv" for n in TABLES}, SETTINGS,
+    write_tables(root, list(SPECS), {n: root / f"{n}.csv" for n in TABLES}, SETTINGS,
                  WEIGHT_MODELS)
     return root
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A synthetic results/<run> with sweeps covering every analysis item."""
+    return write_synthetic_run(tmp_path_factory.mktemp("results") / "synthetic")
+
+
+@pytest.mark.parametrize(
+    "holes",
+    [
+        {"d": 0, "snr": -1},  # the highest snr of the smallest d (a failed block)
+        {"d": 0, "replicate": 0},  # one replicate of every cell at the smallest d
+        {"weights": 0},  # every cell of one weights model (the whole causal sweep)
+    ],
+    ids=["block", "replicate", "model"],
+)
+def test_failed_cells_leave_holes_not_errors(tmp_path: Path, holes: dict[str, int]) -> None:
+    """What a ``skip_failed`` run analyses: every table and figure is still made."""
+    root = write_synthetic_run(tmp_path / "holes", holes)
+    cells = xr.open_zarr(root / "transition" / "cells.zarr")
+    assert cells["eigenvalues"].isnull().all("eig").any()  # the holes are there
+    for name in TABLES:
+        assert (root / f"{name}.csv").is_file(), name
+    paths = make_figures(root, list(SPECS), root / "figures", SETTINGS, WEIGHT_MODELS,
+                         root / "logs" / "figures.log")
+    assert {path.stem for path in paths} == set(FIGURES)
+    # the transition thresholds still come from the lines that finished
+    thresholds = pd.read_csv(root / "thresholds.csv")
+    assert thresholds.loc[thresholds["sweep"] == "transition", "estimate"].notna().any()
 
 
 def test_settings_defaults_match_the_schema() -> None:

@@ -115,9 +115,11 @@ def test_plan_lists_recorded_failures_of_cells_still_planned(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     from attnrmt.sweep import load_config, plan_run, store
+    from attnrmt.sweep.failures import failed_blocks, failed_cells_table
 
     config = load_config(SMALL)
-    sweep = plan_run(config).sweeps["transition"]
+    run_plan = plan_run(config)
+    sweep = run_plan.sweeps["transition"]
     block = sweep.blocks[0]
     fragment = tmp_path / config["run"] / "transition" / "fragments" / f"{block.key}.npz"
     failed = {"key": block.cells[0].key, "seed": "[1]", "params": {"d": 100, "snr": 0.5},
@@ -134,9 +136,19 @@ def test_plan_lists_recorded_failures_of_cells_still_planned(
     text = capsys.readouterr().out
     assert "failed cells (1;" in text
     assert f"block {block.key}  cell {failed['key'][:12]}  d=100, snr=0.5: MemoryError" in text
+    # what skip_failed leaves out, and the report's table (cells described as configured)
+    run_dir = tmp_path / config["run"]
+    assert failed_blocks(run_plan, run_dir) == {"transition": {block.key}, "markov": set()}
+    table = failed_cells_table(run_plan, run_dir)
+    assert table["cell_key"].tolist() == [failed["key"]]
+    cell = block.cells[0]
+    assert table.iloc[0][["sweep", "d", "positional", "snr"]].tolist() == [
+        "transition", cell.d, cell.positional, cell.snr]
     store.clear_block_failures(fragment)
     assert cli.main(arguments) == 0
     assert "failed cells" not in capsys.readouterr().out
+    assert failed_blocks(run_plan, run_dir)["transition"] == set()
+    assert failed_cells_table(run_plan, run_dir).empty
 
 
 def test_cell_work_of_a_planned_cell_uses_the_cost_model() -> None:

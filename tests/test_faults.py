@@ -36,6 +36,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import pytest
 import xarray as xr
 
@@ -229,6 +230,18 @@ def test_failing_cell_fails_its_block_clearly_and_others_finish(
         (failure,) = rows["poison"]["failed_cells"]
         assert failure["key"] == poison_keys[0] and "MemoryError" in failure["error"]
         assert f"cell {poison_keys[0][:12]}  d={POISON_D}" in plan()
+        # skip_failed: what finished is analysed and reported, the failure listed beside it
+        partial = workdir.run("--config", "skip_failed=true", targets=())
+        assert partial.computed == 0
+        assert "leaving out blocks whose last attempt failed (poison: 1)" in partial.output
+        failed = pd.read_csv(workdir.run_dir / "failed_cells.csv")
+        assert failed["cell_key"].tolist() == poison_keys and failed["d"].tolist() == [POISON_D]
+        assert failed["sweep"].tolist() == ["poison"] and "MemoryError" in failed["error"][0]
+        assert not (workdir.sweep_dir("poison") / "cells.zarr").exists()
+        assert (workdir.run_dir / "figures" / "spectra.png").is_file()
+        report = workdir.run_dir / "report.html"
+        workdir.run("--config", "skip_failed=true", "--report", str(report), targets=())
+        assert "failed_cells.csv" in report.read_text(encoding="utf-8")
     finally:
         workdir.close()
 

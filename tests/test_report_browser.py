@@ -148,6 +148,7 @@ def test_report_is_a_self_contained_html(report: Path) -> None:
     text = report.read_text(encoding="utf-8")
     for name in FIGURES:
         assert f"{name}.png" in text
+    assert "failed_cells.csv" in text  # the table of failed cells (empty here)
 
 
 @report_test

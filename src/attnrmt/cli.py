@@ -71,21 +71,14 @@ def finished_keys(sweep_dir: Path) -> set[str]:
     return set(finished_cell_keys(sweep_dir)) if sweep_dir.exists() else set()
 
 
-def unresolved_failures(sweep_dir: Path, done: set[str]) -> list[dict[str, Any]]:
-    """Recorded cell failures of a sweep (``attnrmt.sweep.store.read_failures``) whose cell
-    has not been finished since, each ``{"key", "block", "error", "params", ...}``."""
-    from attnrmt.sweep.store import read_failures
-
-    return [cell for cell in read_failures(sweep_dir) if cell.get("key") not in done]
-
-
 def sweep_summary(
     sweep: Any, done: set[str], seconds_per_work: float, failed: Sequence[Mapping[str, Any]] = ()
 ) -> dict[str, Any]:
     """Counts, estimated seconds (total and remaining) and failed cells of one planned sweep.
 
-    ``failed``: the sweep's unresolved failures (:func:`unresolved_failures`); those of
-    cells the sweep no longer holds (config changed since) are left out.
+    ``failed``: the sweep's unresolved failures
+    (:func:`attnrmt.sweep.failures.unresolved_failures`); those of cells the sweep no
+    longer holds (config changed since) are left out.
 
     A cell is estimated at ``CELL_OVERHEAD_SECONDS + cell_work(cell) * seconds_per_work``.
     """
@@ -148,8 +141,9 @@ def _print_failures(rows: Sequence[Mapping[str, Any]], run_dir: Path) -> None:
 
 
 def command_plan(args: argparse.Namespace) -> int:
-    """``attnrmt plan``: cells, blocks, done counts and an estimated cost per sweep."""
+    """``attnrmt plan``: cells, blocks, done and failed cells, estimated cost per sweep."""
     from attnrmt.sweep import load_config, plan_run
+    from attnrmt.sweep.failures import unresolved_failures
 
     config = load_config(args.config)
     run_plan = plan_run(config)

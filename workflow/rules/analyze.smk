@@ -28,9 +28,9 @@ rule analyze_sweep:
 
 rule analysis_tables:
     input:
-        cells=expand(f"{RESULTS}/{{sweep}}/cells.zarr", sweep=SWEEPS),
-        theory=expand(f"{RESULTS}/{{sweep}}/theory.zarr", sweep=SWEEPS),
-        analysis=expand(f"{RESULTS}/{{sweep}}/analysis.zarr", sweep=SWEEPS),
+        cells=expand(f"{RESULTS}/{{sweep}}/cells.zarr", sweep=GATHERED_SWEEPS),
+        theory=expand(f"{RESULTS}/{{sweep}}/theory.zarr", sweep=GATHERED_SWEEPS),
+        analysis=expand(f"{RESULTS}/{{sweep}}/analysis.zarr", sweep=GATHERED_SWEEPS),
     output:
         comparison=report(
             f"{RESULTS}/comparison.csv",
@@ -86,7 +86,7 @@ rule analysis_tables:
     params:
         settings=analysis_settings(),
         weight_models=config.get("weight_models", {}),
-        sweeps=SWEEPS,
+        sweeps=GATHERED_SWEEPS,
     log:
         f"{RESULTS}/logs/analysis_tables/tables.log",
     run:
@@ -100,5 +100,5 @@ rule analysis_tables:
         )
 
 
-ALL_TARGETS.extend(sweep_path(sweep, "analysis.zarr") for sweep in SWEEPS)
+ALL_TARGETS.extend(sweep_path(sweep, "analysis.zarr") for sweep in GATHERED_SWEEPS)
 ALL_TARGETS.extend(f"{RESULTS}/{name}.csv" for name in ANALYSIS_TABLES)

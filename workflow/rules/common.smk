@@ -1,9 +1,11 @@
 # Shared helpers: the run plan (built once, at DAG time), paths and input functions.
 # Rule files extend ALL_TARGETS with their final outputs.
 import re
+import sys
 
 from attnrmt.sweep.blocks import block_params
 from attnrmt.sweep.cluster import shutdown_run_cluster
+from attnrmt.sweep.failures import describe_skipped, failed_blocks
 from attnrmt.sweep.plan import plan_run
 
 PLAN = plan_run(config)
@@ -11,6 +13,14 @@ RUN = PLAN.run
 RESULTS = f"results/{RUN}"
 SWEEPS = list(PLAN.sweeps)
 BLOCKS = {name: sweep.block_index() for name, sweep in PLAN.sweeps.items()}
+# skip_failed: blocks whose last attempt failed are left out of the DAG, not retried
+SKIPPED_BLOCKS = (
+    failed_blocks(PLAN, RESULTS) if config["skip_failed"] else {name: set() for name in SWEEPS}
+)
+if describe_skipped(SKIPPED_BLOCKS):
+    print(describe_skipped(SKIPPED_BLOCKS), file=sys.stderr)
+# sweeps with a block to gather: the ones stored, analysed and reported
+GATHERED_SWEEPS = [name for name in SWEEPS if len(BLOCKS[name]) > len(SKIPPED_BLOCKS[name])]
 ALL_TARGETS = []  # final outputs of every stage (rule all)
 STORE_TARGETS = []  # cells.zarr and theory.zarr of every sweep (rule stores)
 
@@ -30,9 +40,21 @@ def fragment_path(sweep, block_key):
     return f"{RESULTS}/{sweep}/fragments/{block_key}.npz"
 
 
+def fragments_to_gather(sweep):
+    """Fragments of the current blocks of a sweep, less the skipped ones."""
+    skipped = SKIPPED_BLOCKS[sweep]
+    blocks = PLAN.sweeps[sweep].blocks
+    return [fragment_path(sweep, block.key) for block in blocks if block.key not in skipped]
+
+
 def sweep_fragments(wildcards):
-    """Fragments of the current blocks of a sweep (input of gather_cells)."""
-    return [fragment_path(wildcards.sweep, block.key) for block in PLAN.sweeps[wildcards.sweep].blocks]
+    """Input of gather_cells: :func:`fragments_to_gather` of the sweep."""
+    return fragments_to_gather(wildcards.sweep)
+
+
+def gathered_fragments(wildcards):
+    """Fragments of every gathered sweep (input of failed_cells: it runs after them)."""
+    return [path for sweep in GATHERED_SWEEPS for path in fragments_to_gather(sweep)]
 
 
 def block_cells(wildcards):

@@ -25,13 +25,13 @@ def figure_outputs():
 rule figures:
     input:
         tables=expand(f"{RESULTS}/{{name}}.csv", name=ANALYSIS_TABLES),
-        analysis=expand(f"{RESULTS}/{{sweep}}/analysis.zarr", sweep=SWEEPS),
+        analysis=expand(f"{RESULTS}/{{sweep}}/analysis.zarr", sweep=GATHERED_SWEEPS),
     output:
         **figure_outputs(),
     params:
         settings=config.get("analysis", {}),
         weight_models=config.get("weight_models", {}),
-        sweeps=SWEEPS,
+        sweeps=GATHERED_SWEEPS,
     log:
         f"{RESULTS}/logs/figures/figures.log",
     run:

@@ -1,5 +1,6 @@
 # Simulation: one job per block (a Dask client), then one gather per sweep.
 import attnrmt.sweep.blocks
+import attnrmt.sweep.failures
 import attnrmt.sweep.store
 
 
@@ -38,5 +39,27 @@ rule gather_cells:
         )
 
 
-STORE_TARGETS.extend(sweep_path(sweep, "cells.zarr") for sweep in SWEEPS)
-ALL_TARGETS.extend(sweep_path(sweep, "cells.zarr") for sweep in SWEEPS)
+STORE_TARGETS.extend(sweep_path(sweep, "cells.zarr") for sweep in GATHERED_SWEEPS)
+ALL_TARGETS.extend(sweep_path(sweep, "cells.zarr") for sweep in GATHERED_SWEEPS)
+
+
+# Cells whose last attempt failed (empty when all finished). It runs after every block it
+# waits for; with skip_failed the skipped blocks are not among them, so the table lists
+# them beside the results of everything that finished.
+rule failed_cells:
+    input:
+        gathered_fragments,
+    output:
+        report(
+            f"{RESULTS}/failed_cells.csv",
+            caption="../report/failed_cells.rst",
+            category="Tables",
+            labels={"table": "failed_cells"},
+        ),
+    params:
+        skipped={sweep: sorted(keys) for sweep, keys in SKIPPED_BLOCKS.items()},
+    run:
+        attnrmt.sweep.failures.write_failed_cells_table(PLAN, RESULTS, output[0])
+
+
+ALL_TARGETS.append(f"{RESULTS}/failed_cells.csv")

@@ -91,7 +91,9 @@ def causal_verdict(table: pd.DataFrame) -> pd.DataFrame:
     rows = []
     keys = [c for c in ("sweep", "weights", "T", "tau", "reference") if c in table]
     for key, frame in table.groupby(keys):
-        by_d = frame.groupby("d")["distance"].mean()
+        by_d = frame.groupby("d")["distance"].mean().dropna()  # d without a finished cell out
+        if by_d.empty:
+            continue
         slope = np.nan
         if by_d.size >= 2 and np.all(by_d.to_numpy() > 0):
             slope = float(np.polyfit(np.log(by_d.index.to_numpy(float)),
@@ -99,6 +101,8 @@ def causal_verdict(table: pd.DataFrame) -> pd.DataFrame:
         rows.append({**dict(zip(keys, key, strict=True)), "d_max": float(by_d.index.max()),
                      "distance_at_d_max": float(by_d.iloc[-1]), "loglog_slope_in_d": slope})
     out = pd.DataFrame(rows)
+    if out.empty:
+        return out
     group = [k for k in keys if k != "reference"]
     best = out.loc[out.groupby(group)["distance_at_d_max"].idxmin(), [*group, "reference"]]
     return out.merge(best.rename(columns={"reference": "closest_reference"}), on=group)

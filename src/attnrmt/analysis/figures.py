@@ -72,6 +72,15 @@ def _mean_err(da: xr.DataArray) -> tuple[np.ndarray, np.ndarray]:
     return np.asarray(mean.values, float), np.nan_to_num(np.asarray(err.values, float))
 
 
+def _lowest_finished_snr(cells: xr.Dataset, delta: float, gamma: float) -> float | None:
+    """The lowest snr whose :func:`_pick`-ed cell (at this delta, gamma) has a spectrum."""
+    for snr in np.sort(cells["snr"].values):
+        picked = _pick(cells, {"delta": delta, "gamma": gamma, "snr": snr})
+        if np.isfinite(np.asarray(picked["eigenvalues"].values, float)).any():
+            return float(snr)
+    return None
+
+
 def figure_spectra(data: Data, max_panels: int = 9) -> Figure:
     """Histograms of ``S/kappa`` against the density of ``MP_delta ⊠ MP_gamma`` (spec §4)."""
     panels = []
@@ -89,7 +98,11 @@ def figure_spectra(data: Data, max_panels: int = 9) -> Figure:
     fig, axes = plt.subplots(nrow, ncol, figsize=(4.2 * ncol, 3.3 * nrow), squeeze=False)
     for ax, (sweep, delta, gamma) in zip(axes.flat, panels, strict=False):
         cells, _, analysis = data[sweep]
-        prefer = {"delta": delta, "gamma": gamma, "snr": cells["snr"].values.min()}
+        prefer = {"delta": delta, "gamma": gamma, "snr": _lowest_finished_snr(cells, delta, gamma)}
+        if prefer["snr"] is None:  # every cell of the panel failed (skip_failed)
+            ax.set_axis_off()
+            ax.set_title(rf"$\delta$={delta:g}, $\gamma$={gamma:g}: no finished cell", fontsize=9)
+            continue
         c = _pick(cells, prefer)
         a = _pick(analysis, prefer)
         kappa = float(c["kappa"])
@@ -282,8 +295,9 @@ def figure_causal_weights(data: Data, causal: pd.DataFrame,
                           weight_models: Mapping[str, Any]) -> Figure:
     """Measured causal-attention weights vs harmonic and causal_limit(tau), and distance vs d."""
     models = attention_weight_models(weight_models)
+    causal = causal.dropna(subset=["distance"]) if "distance" in causal else causal
     found = [(s, w) for s, (cells, _, _) in data.items() for w in models
-             if w in cells["weights"].values]
+             if w in cells["weights"].values and w in set(causal.get("weights", []))]
     if not found or causal.empty:
         return _empty("Causal attention", "no causal_attention cells in this run")
     sweep, wname = found[0]
