@@ -4,7 +4,8 @@
 #
 #   bash tests/harness/slurm.sh start    # munged + slurmctld + slurmd; waits for an idle node
 #   bash tests/harness/slurm.sh status   # exit 0 when the node answers and is usable
-#   bash tests/harness/slurm.sh stop     # stops only the daemons this script started
+#   bash tests/harness/slurm.sh stop     # stops only the daemons this script started and
+#                                        # removes its slurm.conf (restoring an earlier one)
 #
 # Runs as root (CI and the dev machines do). Idempotent: `start` on a running cluster
 # returns at once; `stop` without a running cluster does nothing. The configuration is
@@ -271,6 +272,24 @@ cmd_stop() {
     stop_one slurmd slurmd
     stop_one slurmctld slurmctld
     stop_one munged munged
+    remove_conf
+}
+
+# Leave the machine as found: without our slurm.conf, SLURM clients fail at once instead
+# of waiting MessageTimeout for a controller that is gone (the Snakemake SLURM executor
+# plugin runs `scontrol show config` on import, which would add ~10 s to every
+# `snakemake` call on this machine).
+remove_conf() {
+    if daemon_up slurmctld || ! grep -qsF "$MARKER" "$CONF"; then
+        return 0
+    fi
+    rm -f "$CONF"
+    if [[ -e "$CONF.attnrmt-backup" ]]; then
+        mv "$CONF.attnrmt-backup" "$CONF"
+        log "restored the earlier $CONF"
+    else
+        log "removed $CONF"
+    fi
 }
 
 cmd_status() {
