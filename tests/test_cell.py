@@ -338,3 +338,17 @@ def test_lanczos_population_eigenpairs_match_exact_reduction(snr: float) -> None
     assert cell.lanczos_top_eigenpairs(lower, 3, start, max_steps=5) is None
     fallback_values, _ = cell.top_eigenpairs(np.asfortranarray(lower.copy()), 3, None)
     np.testing.assert_allclose(fallback_values, exact_values[::-1][:3], rtol=1e-12)
+
+
+def test_largest_allowed_snr_still_simulates_finite_numbers() -> None:
+    """MAX_SNR (the config's ceiling too) is safely below where float64 overflows."""
+    from attnrmt.model.cell import MAX_SNR
+
+    for d in (20, 400):  # exact route and Lanczos route for the population pairs
+        result = simulate_cell(d, 0.5, 0.5, 4, "iid", "mean", MAX_SNR, seed=1)
+        for name, value in result.to_dict().items():
+            if name != "downstream_accuracy":  # NaN by definition without labels
+                assert np.all(np.isfinite(value)), name
+        # the signal dominates: the top eigenvector is u, the outlier ~ (alpha/kappa) snr
+        assert result.overlap_signal[0] == pytest.approx(1.0, abs=1e-9)
+        assert result.pop_overlap_signal[0] == pytest.approx(1.0, abs=1e-9)

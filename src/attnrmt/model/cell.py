@@ -106,6 +106,10 @@ class CellResult:
 
 # --------------------------------------------------------------------------- validation
 
+MAX_SNR = 1e100
+"""Largest ``snr`` simulated: from about 1e130 on, sums of squares of the embeddings
+overflow float64 (the transitions are at snr of order 1)."""
+
 
 def _check_seed(seed: Any) -> int | list[int]:
     def _word(value: Any) -> int:
@@ -131,6 +135,10 @@ def _check_cell_arguments(
     gamma = float(check_positive("gamma", gamma))
     T = check_int("T", T, minimum=1)
     snr = float(check_positive("snr", snr, allow_zero=True))
+    if snr > MAX_SNR:
+        raise ValueError(
+            f"snr={snr!r}: must be <= {MAX_SNR:g} (larger values overflow float64 in S)"
+        )
     if not isinstance(centered, bool | np.bool_):
         raise ValueError(f"centered={centered!r}: must be a bool")
     top_k = check_int("top_k", top_k, minimum=1)
@@ -483,7 +491,7 @@ def simulate_cell(
         Sign model (:func:`attnrmt.model.validate_positional`).
     weights : str or dict
         Pooling weights (:func:`attnrmt.model.validate_weights`).
-    snr : float >= 0
+    snr : float in [0, MAX_SNR]
         ``||mu||^2``.
     centered : bool
         Centre the pooled vectors before forming ``S``.
