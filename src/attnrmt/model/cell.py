@@ -229,36 +229,26 @@ def _tridiagonalize(lower: np.ndarray) -> tuple[np.ndarray, ...]:
     return factored, diagonal, offdiagonal, tau
 
 
-def _apply_householder(
-    factored: np.ndarray, tau: np.ndarray, vectors: np.ndarray, block_size: int = 64
-) -> np.ndarray:
+def _apply_householder(factored: np.ndarray, tau: np.ndarray, vectors: np.ndarray) -> np.ndarray:
     """``Q @ vectors`` for ``Q = H(1) ... H(n-1)`` stored by ``dsytrd(lower=1)``.
 
     ``H(i) = I - tau_i v_i v_i^T`` with ``v_i = (0_{i}, 1, factored[i+2:, i])`` (1-based
-    ``i``). Reflectors are applied in blocks through the compact-WY ("UT") form
-    ``H(j0) ... H(j1-1) = I - Vb Tb Vb^T`` with
-    ``Tb^{-1} = diag(1/tau) + striu(Vb^T Vb)``: O(n^2 k) BLAS-3 work for k vectors.
+    ``i``): on rows ``2..n`` these are the reflectors of a QR factorisation stored in
+    ``factored[1:, :-1]``, so LAPACK ``dormqr`` applies them (blocked, O(n^2 k) for k
+    vectors) to ``vectors[1:]``; row 1 is unchanged. This is what LAPACK's ``dormtr`` does
+    for ``uplo = 'L'`` (scipy does not wrap ``dormtr``).
     """
-    n = factored.shape[0]
     result = np.array(vectors, dtype=np.float64, order="F", copy=True)
-    n_reflectors = n - 1
-    # All products go through scipy's BLAS, the library of the reductions: mixing in numpy's
-    # (a separate OpenBLAS with its own spinning thread pool) costs more than these products.
-    for block_start in range(((n_reflectors - 1) // block_size) * block_size, -1, -block_size):
-        block_stop = min(block_start + block_size, n_reflectors)
-        width = block_stop - block_start
-        rows = slice(block_start + 1, n)
-        basis = np.asfortranarray(np.tril(factored[rows, block_start:block_stop], -1))
-        basis[np.arange(width), np.arange(width)] = 1.0
-        block_tau = tau[block_start:block_stop].copy()
-        inactive = block_tau == 0.0
-        basis[:, inactive] = 0.0
-        block_tau[inactive] = 1.0
-        inverse_t = np.triu(blas.dsyrk(1.0, basis, trans=1, lower=0), 1)
-        inverse_t[np.arange(width), np.arange(width)] = 1.0 / block_tau
-        projections = blas.dgemm(1.0, basis, result[rows], trans_a=1)
-        coefficients = scipy.linalg.solve_triangular(inverse_t, projections)
-        result[rows] = blas.dgemm(-1.0, basis, coefficients, beta=1.0, c=result[rows])
+    n, k = result.shape
+    if n < 2:
+        return result
+    reflectors = np.asfortranarray(factored[1:, :-1])
+    applied, _, info = lapack.dormqr(
+        "L", "N", reflectors, tau, result[1:], lwork=max(1, 64 * k), overwrite_c=1
+    )
+    if info != 0:  # pragma: no cover - LAPACK failure
+        raise np.linalg.LinAlgError(f"dormqr failed with info={info}")
+    result[1:] = applied
     return result
 
 
