@@ -61,8 +61,11 @@ def unresolved_failures(
         ``{"key", "seed", "params", "error", "block", "time"}`` per failed cell.
     """
     sweep = Path(sweep_dir)
+    failed = read_failures(sweep)
+    if not failed:  # the common case: no need to read every fragment's cell keys
+        return []
     finished = set(done) if done is not None else set(finished_cell_keys(sweep))
-    return [cell for cell in read_failures(sweep) if cell.get("key") not in finished]
+    return [cell for cell in failed if cell.get("key") not in finished]
 
 
 def failed_blocks(run_plan: Any, run_dir: str | os.PathLike[str]) -> dict[str, set[str]]:
