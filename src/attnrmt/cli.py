@@ -129,7 +129,10 @@ def _print_failures(rows: Sequence[Mapping[str, Any]], run_dir: Path) -> None:
     failed = [(row["sweep"], cell) for row in rows for cell in row["failed_cells"]]
     if not failed:
         return
-    print(f"failed cells ({len(failed)}; the next run retries them):")
+    print(
+        f"failed cells ({len(failed)}; the next run retries them, "
+        "skip_failed: true leaves them out):"
+    )
     for sweep, cell in failed:
         params = cell.get("params") or {}
         names = [name for name in ("d", "delta", "gamma", "T", "snr") if name in params]
