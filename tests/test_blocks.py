@@ -244,7 +244,7 @@ def test_stale_scheduler_files_are_detected(tmp_path: Path) -> None:
     # and that process is never signalled
     assert not cluster.is_cluster_daemon(os.getpid())
     cluster.cluster_dir(tmp_path).mkdir(parents=True, exist_ok=True)
-    cluster.write_json_atomically(cluster.scheduler_file_path(tmp_path), unreachable)
+    store.write_json_atomically(cluster.scheduler_file_path(tmp_path), unreachable)
     assert not cluster.shutdown_run_cluster(tmp_path)
     assert not cluster.scheduler_file_path(tmp_path).exists()
 

@@ -45,6 +45,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from attnrmt.sweep.store import write_json_atomically
+
 LOGGER = logging.getLogger(__name__)
 
 DASK_DIRNAME = ".dask"
@@ -306,13 +308,6 @@ def cluster_dir(run_dir: str | os.PathLike[str]) -> Path:
 def scheduler_file_path(run_dir: str | os.PathLike[str]) -> Path:
     """Path of the run's scheduler file (``results/<run>/.dask/scheduler.json``)."""
     return cluster_dir(run_dir) / SCHEDULER_FILENAME
-
-
-def write_json_atomically(path: Path, payload: Mapping[str, Any]) -> None:
-    """Write JSON to ``path`` via a temporary file in the same directory and ``os.replace``."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(dict(payload), indent=1, sort_keys=True))
-    os.replace(tmp, path)
 
 
 def read_scheduler_file(path: str | os.PathLike[str]) -> dict[str, Any] | None:

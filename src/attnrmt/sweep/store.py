@@ -357,14 +357,22 @@ def record_block_failures(
         "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "cells": [dict(cell) for cell in failed_cells],
     }
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
+    write_json_atomically(path, payload)
+    return path
+
+
+def write_json_atomically(path: str | os.PathLike[str], payload: Mapping[str, Any]) -> Path:
+    """Write JSON to ``path`` via a temporary file in the same directory and ``os.replace``
+    (readers see the old file or the new one, never a partial one)."""
+    target = Path(path)
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
     try:
-        tmp.write_text(json.dumps(payload, indent=1, sort_keys=True, default=str))
-        os.replace(tmp, path)
+        tmp.write_text(json.dumps(dict(payload), indent=1, sort_keys=True, default=str))
+        os.replace(tmp, target)
     finally:
         with contextlib.suppress(FileNotFoundError):
             tmp.unlink()
-    return path
+    return target
 
 
 def clear_block_failures(fragment_path: str | os.PathLike[str]) -> None:
