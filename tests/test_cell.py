@@ -21,6 +21,7 @@ from attnrmt.model import (
     simulate_cell,
 )
 from attnrmt.model.table import sample_table, sample_tokens
+from attnrmt.sweep.store import TOP_K_FIELDS
 
 BASE = {
     "d": 60,
@@ -31,16 +32,7 @@ BASE = {
     "weights": "mean",
     "snr": 2.0,
 }
-ARRAY_FIELDS = (
-    "eigenvalues",
-    "top_eigenvalues",
-    "overlap_signal",
-    "overlap_class_mean",
-    "overlap_table_mean",
-    "pop_top_eigenvalues",
-    "pop_overlap_signal",
-    "effective_weights",
-)
+ARRAY_FIELDS = ("eigenvalues", *TOP_K_FIELDS, "effective_weights")
 # Agreement with the direct computation: both are exact linear algebra in float64 on
 # matrices with entries O(1) and d = 60, so eigenvalues agree to ~1e-13; eigenvector
 # overlaps agree to rounding divided by the eigenvalue gap (>= 1e-3 here), so 1e-9 is safe.
@@ -178,7 +170,7 @@ def test_shapes_orderings_and_ranges() -> None:
     result = simulate_cell(**BASE, top_k=4, seed=0)
     d, k = BASE["d"], 4
     assert result.eigenvalues.shape == (d,)
-    for name in ARRAY_FIELDS[1:7]:
+    for name in TOP_K_FIELDS:
         assert getattr(result, name).shape == (k,), name
     assert result.effective_weights.shape == (BASE["T"],)
     assert np.all(np.diff(result.eigenvalues) >= 0)

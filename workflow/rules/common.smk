@@ -17,8 +17,9 @@ BLOCKS = {name: sweep.block_index() for name, sweep in PLAN.sweeps.items()}
 SKIPPED_BLOCKS = (
     failed_blocks(PLAN, RESULTS) if config["skip_failed"] else {name: set() for name in SWEEPS}
 )
-if describe_skipped(SKIPPED_BLOCKS):
-    print(describe_skipped(SKIPPED_BLOCKS), file=sys.stderr)
+SKIPPED_MESSAGE = describe_skipped(SKIPPED_BLOCKS)
+if SKIPPED_MESSAGE:
+    print(SKIPPED_MESSAGE, file=sys.stderr)
 # sweeps with a block to gather: the ones stored, analysed and reported
 GATHERED_SWEEPS = [name for name in SWEEPS if len(BLOCKS[name]) > len(SKIPPED_BLOCKS[name])]
 ALL_TARGETS = []  # final outputs of every stage (rule all)
