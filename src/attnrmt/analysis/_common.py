@@ -11,12 +11,7 @@ from collections.abc import Hashable, Sequence
 import numpy as np
 import xarray as xr
 
-#: Grid axes of every sweep store, in contract order.
-AXES: tuple[str, ...] = ("d", "delta", "gamma", "T", "positional", "weights", "snr", "centered")
-#: Axes that define one snr curve (everything but snr).
-CURVE_AXES: tuple[str, ...] = tuple(a for a in AXES if a != "snr")
-TRANSITIONS: tuple[str, ...] = ("population", "sample")
-VARIANTS: tuple[str, ...] = ("paper", "finite_vocab")
+from attnrmt.contract import AXES
 
 
 def present_axes(ds: xr.Dataset | xr.DataArray, axes: Sequence[str] = AXES) -> list[str]:

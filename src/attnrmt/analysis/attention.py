@@ -16,7 +16,8 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from attnrmt.analysis._common import AXES, mean_ci, plain
+from attnrmt.analysis._common import mean_ci, plain
+from attnrmt.contract import AXES
 from attnrmt.model import causal_limit_weights, harmonic_weights
 
 

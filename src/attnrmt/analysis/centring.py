@@ -11,7 +11,8 @@ from __future__ import annotations
 import pandas as pd
 import xarray as xr
 
-from attnrmt.analysis._common import AXES, drop_variant
+from attnrmt.analysis._common import drop_variant
+from attnrmt.contract import AXES
 
 
 def centring_table(sweep: str, cells: xr.Dataset, theory: xr.Dataset) -> pd.DataFrame:

@@ -13,7 +13,8 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from attnrmt.analysis._common import AXES, VARIANTS, at_signal, effective_ratios
+from attnrmt.analysis._common import at_signal, effective_ratios
+from attnrmt.contract import AXES, VARIANTS
 from attnrmt.theory import bulk_atom, bulk_edges, mean_spike, spike
 
 #: Columns of comparison.csv in order (parameter columns last).

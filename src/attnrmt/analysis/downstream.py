@@ -6,7 +6,8 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from attnrmt.analysis._common import AXES, mean_ci, plain
+from attnrmt.analysis._common import mean_ci, plain
+from attnrmt.contract import AXES
 
 GROUP = tuple(a for a in AXES if a != "weights")
 

@@ -29,6 +29,7 @@ from attnrmt.analysis._common import at_signal, drop_variant, effective_ratios
 from attnrmt.analysis.attention import attention_weight_models
 from attnrmt.analysis.comparison import complete_theory
 from attnrmt.analysis.thresholds import critical_theta
+from attnrmt.contract import AXES
 from attnrmt.model import causal_limit_weights, harmonic_weights
 from attnrmt.theory import bulk_density
 
@@ -51,7 +52,7 @@ def _empty(title: str, note: str) -> Figure:
 def _pick(ds: xr.Dataset | xr.DataArray, prefer: Mapping[str, Any] | None = None) -> Any:
     """Select one value of every axis except those in ``keep`` (largest d, centred, first)."""
     sel: dict[str, Any] = {}
-    for dim in ("d", "delta", "gamma", "T", "positional", "weights", "snr", "centered"):
+    for dim in AXES:
         if dim not in ds.dims or (prefer and dim in prefer and prefer[dim] is None):
             continue
         if prefer and dim in prefer:

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from attnrmt.analysis._common import AXES
+from attnrmt.contract import AXES
 from attnrmt.model import (
     causal_limit_weights,
     pooling_scalars,

@@ -32,12 +32,8 @@ from __future__ import annotations
 import numpy as np
 import xarray as xr
 
-from attnrmt.analysis._common import (
-    CURVE_AXES,
-    TRANSITIONS,
-    at_signal,
-    effective_ratios,
-)
+from attnrmt.analysis._common import at_signal, effective_ratios
+from attnrmt.contract import CURVE_AXES, TRANSITIONS
 from attnrmt.theory import critical_u
 
 DEFAULT_MARGIN = 0.1

@@ -22,8 +22,8 @@ from typing import Any
 import numpy as np
 
 from attnrmt._validation import check_finite_array, check_int, check_numeric, split_model_spec
+from attnrmt.contract import BUILTIN_WEIGHTS
 
-BUILTIN_WEIGHTS = ("mean", "last", "optimal", "harmonic")
 WEIGHT_KINDS = (*BUILTIN_WEIGHTS, "causal_limit", "causal_attention", "custom")
 
 _PARAMS = {

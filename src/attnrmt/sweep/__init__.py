@@ -7,7 +7,8 @@ their modules because they pull in Dask and Zarr):
 - :func:`plan_run`, :class:`RunPlan`, :class:`SweepPlan`, :class:`Cell`, :class:`Block`.
 """
 
-from attnrmt.sweep.config import AXES, ConfigError, check_config, load_config
+from attnrmt.contract import AXES
+from attnrmt.sweep.config import ConfigError, check_config, load_config
 from attnrmt.sweep.plan import MODEL_VERSION, Block, Cell, RunPlan, SweepPlan, plan_run
 
 __all__ = [

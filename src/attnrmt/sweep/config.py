@@ -28,16 +28,16 @@ from typing import Any
 
 import yaml
 
+from attnrmt.contract import (
+    AXES,
+    BUILTIN_POSITIONAL,
+    BUILTIN_WEIGHTS,
+    SIGNIFICANT_DIGITS,
+    round_significant,
+)
+
 SCHEMA_PATH = Path(__file__).with_name("config.schema.yaml")
 
-#: Axis order everywhere (plan, stores, analysis).
-AXES = ("d", "delta", "gamma", "T", "positional", "weights", "snr", "centered")
-#: Positional models that need no entry in ``positional_models``.
-BUILTIN_POSITIONAL = ("iid",)
-#: Weight models that need no entry in ``weight_models``.
-BUILTIN_WEIGHTS = ("mean", "last", "optimal", "harmonic")
-#: Significant digits kept by :func:`normalise_real` (``0.1`` from linspace == typed ``0.1``).
-SIGNIFICANT_DIGITS = 12
 
 _REAL_AXES = ("delta", "gamma", "snr")
 _INT_AXES = ("d", "T")
@@ -63,7 +63,7 @@ def normalise_real(value: Real) -> float:
     ``normalise_real(numpy.linspace(0, 0.3, 4)[1]) == normalise_real(0.1) == 0.1``, so a
     grid point hashes the same whether it came from a linspace or was typed.
     """
-    return float(f"{float(value):.{SIGNIFICANT_DIGITS}g}") + 0.0
+    return round_significant(value)
 
 
 def snr_values(snr: Any) -> list[float]:

@@ -24,7 +24,8 @@ from dataclasses import dataclass, field
 from numbers import Integral, Real
 from typing import Any
 
-from attnrmt.sweep.config import AXES, ResolvedSweep, resolve_sweeps
+from attnrmt.contract import AXES, round_significant
+from attnrmt.sweep.config import ResolvedSweep, resolve_sweeps
 
 #: Bump when :func:`attnrmt.model.simulate_cell` changes its output for the same inputs;
 #: every cell key (and so every fragment) changes with it.
@@ -48,7 +49,7 @@ def canonical_number(value: Any) -> Any:
         return value
     if isinstance(value, Integral):
         return int(value)
-    rounded = float(f"{float(value):.12g}") + 0.0
+    rounded = round_significant(value)
     if rounded.is_integer():
         return int(rounded)
     return rounded

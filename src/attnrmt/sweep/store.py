@@ -43,6 +43,15 @@ from typing import Any
 
 import numpy as np
 
+from attnrmt.contract import (
+    ABSENT_INT,
+    AXES,
+    POOLING_FIELDS,
+    SIZE_FIELDS,
+    TOP_K_FIELDS,
+    VARIANTS,
+)
+
 FRAGMENT_FORMAT_VERSION = 1
 FRAGMENTS_DIRNAME = "fragments"
 SALVAGE_DIRNAME = "salvage"
@@ -50,24 +59,6 @@ CACHE_DIRNAME = "cache"
 FAILURES_DIRNAME = "failures"
 FRAGMENT_SUFFIX = ".npz"
 
-AXES = ("d", "delta", "gamma", "T", "positional", "weights", "snr", "centered")
-"""Sweep axes in their fixed order (docs/architecture.md)."""
-
-VARIANTS = ("paper", "finite_vocab")
-
-#: CellResult fields with a top-k dimension.
-TOP_K_FIELDS = (
-    "top_eigenvalues",
-    "overlap_signal",
-    "overlap_class_mean",
-    "overlap_table_mean",
-    "pop_top_eigenvalues",
-    "pop_overlap_signal",
-)
-#: Pooling scalars: measured per replicate (random for ``causal_attention``).
-POOLING_FIELDS = ("alpha", "kappa", "sigma")
-SIZE_FIELDS = ("V", "N")
-ABSENT_INT = -1
 """Value of integer variables (``V``, ``N``) at grid points whose cell is absent."""
 
 CELL_ATTRS: dict[str, dict[str, str]] = {

@@ -30,6 +30,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from attnrmt._validation import check_choice, check_finite_array, check_positive
+from attnrmt.contract import VARIANTS
 from attnrmt.theory.bulk import _critical_u, _scalar_or_array
 
 __all__ = [
@@ -41,7 +42,6 @@ __all__ = [
     "spike_outliers",
 ]
 
-VARIANTS = ("paper", "finite_vocab")
 
 Float = np.float64 | NDArray[np.float64]
 

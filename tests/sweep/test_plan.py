@@ -17,7 +17,7 @@ import pytest
 from attnrmt.sweep import AXES, Cell, load_config, plan_run
 from attnrmt.sweep.plan import MODEL_VERSION, make_blocks
 
-CONFIGS = Path(__file__).with_name("configs")
+CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 
 # The canonical JSON of KNOWN_CELL, spelled out: if this test fails, every cell key (and so
 # every stored fragment) has changed; bump MODEL_VERSION on purpose, never by accident.
@@ -232,7 +232,7 @@ def test_plan_run_accepts_a_config_validated_only_by_snakemake() -> None:
 
     with (CONFIGS / "small.yaml").open(encoding="utf-8") as handle:
         raw = yaml.safe_load(handle)
-    validate(raw, str(Path(__file__).resolve().parents[1] / "workflow/schemas/config.schema.yaml"))
+    validate(raw, str(Path(__file__).resolve().parents[2] / "workflow/schemas/config.schema.yaml"))
     by_snakemake = plan_run(raw)
     by_attnrmt = plan_run(load_config(CONFIGS / "small.yaml"))
     for name, sweep in by_attnrmt.sweeps.items():

@@ -29,7 +29,7 @@ import pytest
 import xarray as xr
 import yaml
 
-from e2e_helpers import REPO_ROOT, Workdir, numeric_variables, tiny_config
+from tests.e2e.helpers import REPO_ROOT, Workdir, numeric_variables, tiny_config
 
 pytestmark = [pytest.mark.slurm, pytest.mark.e2e, pytest.mark.slow]
 

@@ -7,7 +7,7 @@ nothing behind (no ``results/`` directory). Config cases go through
 Snakefile; CLI cases run the ``attnrmt`` console script; API cases call the library.
 
 ``docs/bad-inputs.md`` is generated from the same table: regenerate it with
-``python tests/test_bad_inputs.py`` (``test_docs_in_sync`` fails when it is stale).
+``python tests/e2e/test_bad_inputs.py`` (``test_docs_in_sync`` fails when it is stale).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 import yaml
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 DOCS = REPO / "docs" / "bad-inputs.md"
 
@@ -406,13 +406,13 @@ def render_docs() -> str:
     lines = [
         "# Bad inputs and the errors they give",
         "",
-        "<!-- Generated from tests/test_bad_inputs.py (CASES) by"
-        " `python tests/test_bad_inputs.py`; do not edit by hand. -->",
+        "<!-- Generated from tests/e2e/test_bad_inputs.py (CASES) by"
+        " `python tests/e2e/test_bad_inputs.py`; do not edit by hand. -->",
         "",
         "Every input below is rejected **before anything is computed or written** (no",
         "`results/` directory appears) with an error that names the culprit: the config key",
         "path (e.g. `sweeps.main.d[0]`) or the argument, and the offending value. Each row",
-        "is a case of the parametrised test `tests/test_bad_inputs.py`, which checks exactly",
+        "is a case of the parametrised test `tests/e2e/test_bad_inputs.py`, which checks exactly",
         "that; the last column lists the pieces the message must contain.",
         "",
         "Config errors come from `attnrmt.sweep.load_config` (raising `ConfigError`): the",
@@ -435,7 +435,7 @@ def render_docs() -> str:
 def test_docs_in_sync() -> None:
     """docs/bad-inputs.md is the rendering of :data:`CASES`."""
     assert DOCS.read_text() == render_docs(), (
-        "docs/bad-inputs.md is stale: run `python tests/test_bad_inputs.py`"
+        "docs/bad-inputs.md is stale: run `python tests/e2e/test_bad_inputs.py`"
     )
 
 

@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 import yaml
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 SNAKEFILE = REPO_ROOT / "Snakefile"
 DEFAULT_PROFILE = REPO_ROOT / "profiles" / "default"
 SNAKEMAKE = Path(sys.executable).with_name("snakemake")

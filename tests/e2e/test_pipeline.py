@@ -25,7 +25,7 @@ from attnrmt.sweep.cluster import (
     scheduler_file_path,
     shutdown_run_cluster,
 )
-from e2e_helpers import Workdir, fragment_files, numeric_variables, tiny_config, with_sweep
+from tests.e2e.helpers import Workdir, fragment_files, numeric_variables, tiny_config, with_sweep
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 

@@ -18,8 +18,8 @@ from attnrmt.sweep.config import (
     snr_values,
 )
 
-REPO = Path(__file__).resolve().parents[1]
-CONFIGS = Path(__file__).with_name("configs")
+REPO = Path(__file__).resolve().parents[2]
+CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 SMALL = CONFIGS / "small.yaml"
 
 

@@ -9,6 +9,7 @@ import math
 import numpy as np
 import pytest
 
+from attnrmt.contract import TOP_K_FIELDS
 from attnrmt.model import (
     CellResult,
     causal_limit_weights,
@@ -21,7 +22,6 @@ from attnrmt.model import (
     simulate_cell,
 )
 from attnrmt.model.table import sample_table, sample_tokens
-from attnrmt.sweep.store import TOP_K_FIELDS
 
 BASE = {
     "d": 60,

@@ -42,7 +42,7 @@ import xarray as xr
 
 from attnrmt.sweep import store
 from attnrmt.sweep.cluster import pid_is_alive, read_scheduler_file, scheduler_file_path
-from e2e_helpers import (
+from tests.e2e.helpers import (
     Workdir,
     count_cells,
     fragment_files,

@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 
 from attnrmt.analysis.figures import FIGURES
-from e2e_helpers import Workdir, tiny_config, with_sweep
+from tests.e2e.helpers import Workdir, tiny_config, with_sweep
 
 REPORT_MARKS = (pytest.mark.e2e, pytest.mark.browser, pytest.mark.slow)
 
