@@ -15,7 +15,7 @@ import xarray as xr
 
 from attnrmt.analysis._common import at_signal, effective_ratios
 from attnrmt.contract import AXES, VARIANTS
-from attnrmt.theory import bulk_atom, bulk_edges, mean_spike, spike
+from attnrmt.theory import predict
 
 #: Columns of comparison.csv in order (parameter columns last).
 COMPARISON_COLUMNS = ("sweep", "quantity", "variant", "empirical", "empirical_sem", "theory",
@@ -28,57 +28,20 @@ THRESHOLD_COLUMNS = ("sweep", "transition", "estimate", "ci_low", "ci_high", "bo
 
 
 def theory_from_cells(cells: xr.Dataset) -> xr.Dataset:
-    """Theory predictions on the cells' axes for both variants (spec §4–5).
+    """Theory predictions on the cells' axes for both variants: :func:`attnrmt.theory.predict`
+    fed with what the cells measured.
 
-    Uses the cells' realised ratios ``d/V``, ``d/N`` and replicate-mean ``alpha``, ``kappa``,
-    ``sigma`` (exact for deterministic weights). Produces the contract variables of
-    ``theory.zarr`` plus the uncentred mean spike (``mean_spike_outlier``,
-    ``mean_spike_overlap``, from :func:`attnrmt.theory.mean_spike`). Used as the fallback for
-    any variable missing from ``theory.zarr`` and by the synthetic fixtures.
+    Inputs: the cells' realised ratios ``d/V``, ``d/N`` and replicate-mean ``alpha``,
+    ``kappa``, ``sigma`` (exact for deterministic weights). Produces every variable of
+    ``theory.zarr`` (``docs/data-contract.md``, "theory.zarr"). Used as the fallback for any
+    variable missing from ``theory.zarr`` and by the synthetic fixtures. O(grid points x
+    variants).
     """
     delta, gamma = effective_ratios(cells)
-    scal = {}
-    for name in ("alpha", "kappa", "sigma"):
-        v = cells[name]
-        scal[name] = v.mean("replicate") if "replicate" in v.dims else v
-    snr = cells["snr"].astype(float)
-    delta, gamma, snr, alpha, kappa, sigma = xr.broadcast(delta, gamma, snr, scal["alpha"],
-                                                          scal["kappa"], scal["sigma"])
-    dims = list(alpha.dims)
-    arrays = [np.asarray(a.transpose(*dims).values, dtype=float)
-              for a in (delta, gamma, snr, alpha, kappa, sigma)]
-    ok = np.all([np.isfinite(a) for a in arrays], axis=0) & (arrays[4] > 0)
-    dv, gv, sv, av, kv, sg = (np.where(ok, a, 1.0) for a in arrays)
-    av = np.maximum(av, 0.0)
-    data: dict[str, list[np.ndarray]] = {}
-    for variant in VARIANTS:
-        pred = spike(dv, gv, sv, av, kv, variant=variant)
-        fields = {
-            "pop_outlier": pred.population_outlier, "sample_outlier": pred.sample_outlier,
-            "pop_overlap_signal": pred.population_overlap,
-            "sample_overlap_signal": pred.sample_overlap,
-            "threshold_snr_population": pred.threshold_snr_population,
-            "threshold_snr_sample": pred.threshold_snr_sample,
-        }
-        for name, value in fields.items():
-            data.setdefault(name, []).append(np.where(ok, np.asarray(value, float), np.nan))
-    lower, upper = bulk_edges(dv, gv)
-    ms = mean_spike(dv, gv, sg, kv)
-    common = {
-        "bulk_lower_edge": kv * np.asarray(lower), "bulk_upper_edge": kv * np.asarray(upper),
-        "bulk_atom": np.asarray(bulk_atom(dv, gv)) * np.ones_like(kv),
-        "mean_spike_outlier": np.asarray(ms.sample_outlier, float),
-        "mean_spike_overlap": np.asarray(ms.sample_overlap, float),
-        "pop_bulk_edge": kv * (1.0 + np.sqrt(dv)) ** 2,
-    }
-    coords = {d: cells[d] for d in dims}
-    out = xr.Dataset(coords={**coords, "variant": list(VARIANTS)})
-    for name, values in data.items():
-        out[name] = (["variant", *dims], np.stack(values))
-    for name, value in common.items():
-        value = np.where(ok, value, np.nan)
-        out[name] = (["variant", *dims], np.stack([value] * len(VARIANTS)))
-    return out.transpose(*dims, "variant")
+    scalars = {name: cells[name].mean("replicate") if "replicate" in cells[name].dims
+               else cells[name] for name in ("alpha", "kappa", "sigma")}
+    return predict(delta, gamma, cells["snr"].astype(float), scalars["alpha"],
+                   scalars["kappa"], scalars["sigma"], cells["centered"].astype(bool))
 
 
 def complete_theory(theory: xr.Dataset | None, cells: xr.Dataset) -> xr.Dataset:

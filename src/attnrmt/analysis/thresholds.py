@@ -34,76 +34,12 @@ import xarray as xr
 
 from attnrmt.analysis._common import at_signal, effective_ratios
 from attnrmt.contract import CURVE_AXES, TRANSITIONS
-from attnrmt.theory import critical_u
+from attnrmt.theory.spike import critical_theta, theta_from_population, theta_from_sample
 
 DEFAULT_MARGIN = 0.1
 DEFAULT_N_BOOT = 200
 DEFAULT_LEVEL = 0.95
 DEFAULT_EXPONENT = 1.0 / 3.0
-_BISECTION_STEPS = 100
-
-
-def critical_theta(delta: np.ndarray, gamma: np.ndarray, transition: str) -> np.ndarray:
-    """Critical spike strength (units of kappa): ``delta + sqrt(delta)`` (population) or
-    ``delta + 1/u*`` (sample), spec §5."""
-    delta = np.asarray(delta, dtype=float)
-    if transition == "population":
-        return delta + np.sqrt(delta)
-    if transition == "sample":
-        return delta + 1.0 / np.asarray(critical_u(delta, gamma), dtype=float)
-    raise ValueError(f"transition={transition!r}: must be 'population' or 'sample'")
-
-
-def theta_from_population(ell: np.ndarray, delta: np.ndarray, kappa: np.ndarray) -> np.ndarray:
-    """Invert the population outlier map ``ell = kappa (1+u)(1+delta u)/u`` (spec §5).
-
-    With ``u = 1/(theta - delta)`` and ``x = ell/kappa``:
-    ``theta = delta + [(x-1-delta) + sqrt((x-1-delta)^2 - 4 delta)]/2``;
-    ``x <= (1+sqrt(delta))^2`` (inside the MP_delta bulk) gives the
-    critical ``delta + sqrt(delta)``. NaN input stays NaN.
-    """
-    ell, delta, kappa = np.broadcast_arrays(*(np.asarray(a, dtype=float) for a in (ell, delta,
-                                                                                 kappa)))
-    x = ell / kappa
-    b = x - 1.0 - delta
-    disc = np.maximum(b * b - 4.0 * delta, 0.0)
-    edge = (1.0 + np.sqrt(delta)) ** 2
-    theta = np.where(x > edge, delta + 0.5 * (b + np.sqrt(disc)), delta + np.sqrt(delta))
-    return np.where(np.isfinite(x), theta, np.nan)
-
-
-def theta_from_sample(
-    lam: np.ndarray, delta: np.ndarray, gamma: np.ndarray, kappa: np.ndarray
-) -> np.ndarray:
-    """Invert the sample outlier map ``lambda = kappa (1+u)(1+delta u)(1+gamma u)/u`` (spec §5).
-
-    With ``v = 1/u = theta - delta`` the map ``g(v) = (v+1)(v+delta)(v+gamma)/v^2`` is
-    increasing on ``v >= 1/u*`` and ``g(v) >= v``; the root of ``g(v) = lambda/kappa`` is
-    found by vectorised bisection on ``[1/u*, max(x, 1/u*)]``. At or below the bulk edge
-    ``g(1/u*)`` the result is the critical ``delta + 1/u*``.
-    """
-    lam, delta, gamma, kappa = np.broadcast_arrays(
-        *(np.asarray(a, dtype=float) for a in (lam, delta, gamma, kappa))
-    )
-    x = lam / kappa
-    ok = np.isfinite(x) & np.isfinite(delta) & np.isfinite(gamma)
-    d_ = np.where(ok, delta, 1.0)
-    g_ = np.where(ok, gamma, 1.0)
-    v_star = 1.0 / np.asarray(critical_u(d_, g_), dtype=float)
-
-    def g(v: np.ndarray) -> np.ndarray:
-        return (v + 1.0) * (v + d_) * (v + g_) / (v * v)
-
-    xs = np.where(ok, x, 0.0)
-    low = v_star.copy()
-    high = np.maximum(xs, v_star)
-    for _ in range(_BISECTION_STEPS):
-        mid = 0.5 * (low + high)
-        too_small = g(mid) < xs
-        low = np.where(too_small, mid, low)
-        high = np.where(too_small, high, mid)
-    v = np.where(xs > g(v_star), 0.5 * (low + high), v_star)
-    return np.where(ok, d_ + v, np.nan)
 
 
 def theta_hat(cells: xr.Dataset) -> xr.DataArray:

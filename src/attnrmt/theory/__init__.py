@@ -24,13 +24,24 @@ from attnrmt.theory.bulk import (
     bulk_moments,
     critical_u,
 )
+from attnrmt.theory.predict import (
+    THEORY_VARIABLES,
+    pooling_inputs,
+    predict,
+    predict_grid,
+    predict_point,
+    ratio_inputs,
+)
 from attnrmt.theory.spike import (
     VARIANTS,
     SpikeOutliers,
     SpikePrediction,
+    critical_theta,
     mean_spike,
     spike,
     spike_outliers,
+    theta_from_population,
+    theta_from_sample,
 )
 
 _WEIGHT_FORMULAS = ("optimal_weights", "harmonic_weights", "causal_limit_weights")
@@ -74,6 +85,7 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "THEORY_VARIABLES",
     "VARIANTS",
     "SpikeOutliers",
     "SpikePrediction",
@@ -83,11 +95,19 @@ __all__ = [
     "bulk_edges",
     "bulk_moments",
     "causal_limit_weights",
+    "critical_theta",
     "critical_u",
     "harmonic_weights",
     "mean_spike",
     "optimal_weights",
+    "pooling_inputs",
     "pooling_ratio",
+    "predict",
+    "predict_grid",
+    "predict_point",
+    "ratio_inputs",
     "spike",
     "spike_outliers",
+    "theta_from_population",
+    "theta_from_sample",
 ]

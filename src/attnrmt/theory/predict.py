@@ -1,0 +1,365 @@
+"""One theory engine: every prediction of ``theory.zarr`` on named dimensions.
+
+:func:`predict` is the only place where the theory's formulas are assembled into the
+variables of the theory store (``docs/data-contract.md``, "theory.zarr"); the theory rule,
+the analysis fallback (:func:`attnrmt.analysis.comparison.theory_from_cells`) and the
+``attnrmt theory`` command are thin adapters that only build its inputs:
+
+* :func:`predict` — inputs already known (effective ratios, pooling scalars) as xarray
+  objects or numbers; the outputs broadcast over the inputs' named dimensions;
+* :func:`pooling_inputs` and :func:`ratio_inputs` — those inputs from named models and
+  nominal ratios, through the simulator's own definitions (``attnrmt.model``);
+* :func:`predict_point` — one parameter point from model specs (what ``attnrmt theory``
+  prints).
+
+The formulas are those of ``docs/model.md``: "Bulk law" (edges, atom), "Spikes: two BBP
+transitions" (outliers, overlaps), "Two variants of the theory" (``theta``), "Thresholds",
+and "Uncentred mean spike".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import xarray as xr
+from numpy.typing import ArrayLike
+
+from attnrmt.contract import AXES, VARIANTS, with_variable_attrs
+from attnrmt.theory.bulk import bulk_atom, bulk_edges
+from attnrmt.theory.spike import mean_spike, spike
+
+#: Variables of :func:`predict` that carry the ``variant`` dimension, in store order.
+VARIANT_VARIABLES: tuple[str, ...] = (
+    "bulk_lower_edge",
+    "bulk_upper_edge",
+    "bulk_atom",
+    "pop_outlier",
+    "sample_outlier",
+    "pop_overlap_signal",
+    "sample_overlap_signal",
+    "threshold_snr_population",
+    "threshold_snr_sample",
+    "theta",
+    "pop_top_eigenvalue",
+    "sample_top_eigenvalue",
+)
+
+#: Variables of :func:`predict` without a ``variant`` dimension (the uncentred mean spike,
+#: the population bulk edge, and the inputs as given).
+COMMON_VARIABLES: tuple[str, ...] = (
+    "pop_bulk_edge",
+    "mean_spike_outlier",
+    "mean_spike_pop_outlier",
+    "mean_spike_overlap",
+    "alpha",
+    "kappa",
+    "sigma",
+    "delta_effective",
+    "gamma_effective",
+)
+
+#: Every variable of :func:`predict` (the data variables of ``theory.zarr``).
+THEORY_VARIABLES: tuple[str, ...] = VARIANT_VARIABLES + COMMON_VARIABLES
+
+
+def _as_dataarray(value: ArrayLike | xr.DataArray) -> xr.DataArray:
+    return value if isinstance(value, xr.DataArray) else xr.DataArray(np.asarray(value))
+
+
+def _spike_fields(prediction: Any) -> dict[str, Any]:
+    return {
+        "pop_outlier": prediction.population_outlier,
+        "sample_outlier": prediction.sample_outlier,
+        "pop_overlap_signal": prediction.population_overlap,
+        "sample_overlap_signal": prediction.sample_overlap,
+        "threshold_snr_population": prediction.threshold_snr_population,
+        "threshold_snr_sample": prediction.threshold_snr_sample,
+        "theta": prediction.theta,
+    }
+
+
+def predict(
+    delta: ArrayLike | xr.DataArray,
+    gamma: ArrayLike | xr.DataArray,
+    snr: ArrayLike | xr.DataArray,
+    alpha: ArrayLike | xr.DataArray,
+    kappa: ArrayLike | xr.DataArray,
+    sigma: ArrayLike | xr.DataArray,
+    centered: ArrayLike | xr.DataArray = True,
+    variants: Sequence[str] = VARIANTS,
+) -> xr.Dataset:
+    """Every theory prediction of ``theory.zarr``, broadcast over the inputs' dimensions.
+
+    With ``theta`` from the variant (``paper``: ``(alpha/kappa) snr``; ``finite_vocab``:
+    ``(alpha/kappa)(snr + delta)``) and ``u = 1/(theta - delta)``:
+
+    * ``bulk_lower_edge``, ``bulk_upper_edge`` = ``kappa`` times the edges of
+      ``MP_delta ⊠ MP_gamma``; ``bulk_atom = max(0, 1 - 1/delta, 1 - 1/gamma)``;
+    * ``pop_outlier = kappa (1+u)(1+delta u)/u`` and ``pop_overlap_signal = 1 - delta u^2``
+      above ``theta = delta + sqrt(delta)``; ``sample_outlier`` and
+      ``sample_overlap_signal`` from the sample formulas above ``theta = delta + 1/u*``
+      (outliers NaN and overlaps 0 below; ``finite_vocab`` overlaps times
+      ``snr/(snr + delta)``);
+    * ``sample_top_eigenvalue`` = ``sample_outlier`` above the threshold and
+      ``bulk_upper_edge`` below: the quantity to compare with a measured top eigenvalue at
+      every snr; ``pop_top_eigenvalue`` likewise with
+      ``pop_bulk_edge = kappa (1 + sqrt(delta))^2``;
+    * ``threshold_snr_population``, ``threshold_snr_sample``: the snr solving the
+      threshold conditions (may be negative; ``inf`` when ``alpha = 0``);
+    * ``mean_spike_*``: the uncentred mean spike ``theta_mean = sigma^2 delta / kappa``, NaN
+      where ``centered`` is true.
+
+    (``docs/model.md``, "Bulk law", "Spikes: two BBP transitions", "Two variants of the
+    theory", "Thresholds", "Uncentred mean spike".)
+
+    Parameters
+    ----------
+    delta, gamma : DataArray or array_like
+        Ratios ``d/V``, ``d/N`` (the *effective* ratios of the realised sizes when comparing
+        with simulations); > 0 where a prediction is wanted.
+    snr : DataArray or array_like
+        ``||mu||^2 >= 0``.
+    alpha, kappa, sigma : DataArray or array_like
+        Pooling scalars ``w^T R w``, ``||w||^2`` (> 0), ``sum_t w_t``.
+    centered : DataArray or array_like of bool, default True
+        Whether ``S`` is formed from centred vectors (the mean spike exists only when not).
+    variants : sequence of str, default :data:`attnrmt.contract.VARIANTS`
+
+    Returns
+    -------
+    xarray.Dataset
+        :data:`THEORY_VARIABLES` with ``units``/``long_name`` from
+        :data:`attnrmt.contract.VARIABLE_ATTRS`. Predictions carry the union of the inputs'
+        dimensions (``variant`` last for :data:`VARIANT_VARIABLES`); ``alpha``, ``kappa``,
+        ``sigma``, ``delta_effective``, ``gamma_effective`` keep their own. A point with a
+        non-finite input or ``kappa <= 0`` (an absent cell) is NaN in every prediction.
+        Plain numbers give a dataset with only the ``variant`` dimension.
+
+    Notes
+    -----
+    Time and memory O(grid points x variants), the size of the output; no replicate
+    dimension is involved.
+    """
+    given = {
+        name: _as_dataarray(value)
+        for name, value in (("delta", delta), ("gamma", gamma), ("snr", snr), ("alpha", alpha),
+                            ("kappa", kappa), ("sigma", sigma))
+    }
+    *numeric, centred = xr.broadcast(*given.values(), _as_dataarray(centered).astype(bool))
+    dims = centred.dims
+    coords = centred.coords
+    arrays = {name: np.asarray(value.transpose(*dims).values, dtype=float)
+              for name, value in zip(given, numeric, strict=True)}
+    uncentred = ~np.asarray(centred.transpose(*dims).values, dtype=bool)
+    valid = np.all([np.isfinite(a) for a in arrays.values()], axis=0) & (arrays["kappa"] > 0)
+    valid &= (arrays["delta"] > 0) & (arrays["gamma"] > 0) & (arrays["snr"] >= 0)
+    safe = {name: np.where(valid, a, 1.0) for name, a in arrays.items()}
+    safe["alpha"] = np.maximum(safe["alpha"], 0.0)
+    d_, g_, k_ = safe["delta"], safe["gamma"], safe["kappa"]
+
+    def on_grid(values: Any) -> xr.DataArray:
+        data = np.where(valid, np.broadcast_to(np.asarray(values, dtype=float), valid.shape),
+                        np.nan)
+        return xr.DataArray(data, dims=dims, coords=coords)
+
+    lower, upper = bulk_edges(d_, g_)
+    common = {
+        "bulk_lower_edge": on_grid(k_ * np.asarray(lower)),
+        "bulk_upper_edge": on_grid(k_ * np.asarray(upper)),
+        "bulk_atom": on_grid(bulk_atom(d_, g_)),
+    }
+    pop_bulk_edge = on_grid(k_ * (1.0 + np.sqrt(d_)) ** 2)
+    per_variant: dict[str, list[xr.DataArray]] = {name: [] for name in VARIANT_VARIABLES}
+    for variant in variants:
+        fields = {name: on_grid(value) for name, value in _spike_fields(
+            spike(d_, g_, safe["snr"], safe["alpha"], k_, variant=variant)).items()}
+        fields["pop_top_eigenvalue"] = fields["pop_outlier"].fillna(pop_bulk_edge)
+        fields["sample_top_eigenvalue"] = fields["sample_outlier"].fillna(
+            common["bulk_upper_edge"])
+        for name in VARIANT_VARIABLES:
+            per_variant[name].append(common[name] if name in common else fields[name])
+    variant_index = xr.DataArray(list(variants), dims="variant")
+    data_vars: dict[str, xr.DataArray] = {
+        name: xr.concat(values, dim=variant_index, coords="minimal", join="exact")
+        .transpose(*dims, "variant")
+        for name, values in per_variant.items()
+    }
+    mean = mean_spike(d_, g_, safe["sigma"], k_)
+    data_vars.update({
+        "pop_bulk_edge": pop_bulk_edge,
+        "mean_spike_outlier": on_grid(np.where(uncentred, mean.sample_outlier, np.nan)),
+        "mean_spike_pop_outlier": on_grid(np.where(uncentred, mean.population_outlier,
+                                                   np.nan)),
+        "mean_spike_overlap": on_grid(np.where(uncentred, mean.sample_overlap, np.nan)),
+        "alpha": given["alpha"],
+        "kappa": given["kappa"],
+        "sigma": given["sigma"],
+        "delta_effective": given["delta"],
+        "gamma_effective": given["gamma"],
+    })
+    out = xr.Dataset(data_vars).assign_coords(variant=("variant", list(variants)))
+    return with_variable_attrs(out)
+
+
+# --------------------------------------------------------------------------- inputs
+
+
+def pooling_inputs(
+    T: Sequence[int],
+    positional: Mapping[tuple[str, int], Any],
+    weights: Mapping[tuple[str, int], Any],
+) -> dict[str, xr.DataArray]:
+    """``alpha``, ``kappa``, ``sigma`` of the deterministic weights on ``(T, positional,
+    weights)`` (``docs/model.md``, "Pooling scalars").
+
+    ``positional`` and ``weights`` map ``(name, T)`` to a model spec (canonical or raw; a
+    spec may depend on ``T``, e.g. a label model's ``rho``). ``causal_attention`` gets its
+    deterministic limit ``causal_limit(tau)``. Names keep the mappings' first-seen order.
+    O(len(T) x models x T^3) (one eigendecomposition of ``R`` per positional model for
+    ``optimal``).
+    """
+    from attnrmt.model import pooling_scalars, pooling_weights, positional_correlation
+
+    positional_names = list(dict.fromkeys(name for name, _ in positional))
+    weights_names = list(dict.fromkeys(name for name, _ in weights))
+    scalars = np.full((len(T), len(positional_names), len(weights_names), 3), np.nan)
+    for i, length in enumerate(T):
+        for j, positional_name in enumerate(positional_names):
+            R = positional_correlation(positional[(positional_name, int(length))], int(length))
+            for m, weights_name in enumerate(weights_names):
+                w = pooling_weights(weights[(weights_name, int(length))], int(length), R)
+                scalars[i, j, m] = pooling_scalars(w, R)
+    coords = {"T": list(T), "positional": positional_names, "weights": weights_names}
+    return {
+        name: xr.DataArray(scalars[..., index], dims=("T", "positional", "weights"),
+                           coords=coords)
+        for index, name in enumerate(("alpha", "kappa", "sigma"))
+    }
+
+
+def ratio_inputs(
+    d: Sequence[int], delta: Sequence[float], gamma: Sequence[float]
+) -> dict[str, xr.DataArray]:
+    """Effective ratios ``d/V``, ``d/N`` of the realised sizes on ``(d, delta, gamma)``.
+
+    ``V = 2 round(d/(2 delta))``, ``N = round(d/gamma)`` (``docs/model.md``, "Sizes and
+    ratios"), so theory and simulation share them at finite ``d``; the coordinates are the
+    nominal values. O(len(d) x len(delta) x len(gamma)).
+    """
+    from attnrmt.model import realised_sizes
+
+    shape = (len(d), len(delta), len(gamma))
+    delta_effective, gamma_effective = np.empty(shape), np.empty(shape)
+    for index in np.ndindex(*shape):
+        dimension = int(d[index[0]])
+        V, N = realised_sizes(dimension, float(delta[index[1]]), float(gamma[index[2]]))
+        delta_effective[index] = dimension / V
+        gamma_effective[index] = dimension / N
+    coords = {"d": list(d), "delta": list(delta), "gamma": list(gamma)}
+    return {
+        "delta": xr.DataArray(delta_effective, dims=("d", "delta", "gamma"), coords=coords),
+        "gamma": xr.DataArray(gamma_effective, dims=("d", "delta", "gamma"), coords=coords),
+    }
+
+
+def predict_grid(
+    axes: Mapping[str, Sequence[Any]],
+    positional: Mapping[tuple[str, int], Any],
+    weights: Mapping[tuple[str, int], Any],
+    variants: Sequence[str] = VARIANTS,
+) -> xr.Dataset:
+    """:func:`predict` on a sweep's axes (the content of ``theory.zarr``).
+
+    Parameters
+    ----------
+    axes : mapping axis -> coordinate values
+        Every axis of :data:`attnrmt.contract.AXES` (``positional``/``weights`` by name).
+    positional, weights : mapping ``(name, T)`` -> spec
+        As in :func:`pooling_inputs`.
+
+    Returns
+    -------
+    xarray.Dataset
+        Predictions on ``(*AXES, "variant")``; ``alpha``, ``kappa``, ``sigma`` on
+        ``(T, positional, weights)``; ``delta_effective``, ``gamma_effective`` on
+        ``(d, delta, gamma)``. O(grid points x variants) time and memory.
+    """
+    ratios = ratio_inputs(axes["d"], axes["delta"], axes["gamma"])
+    scalars = pooling_inputs(axes["T"], positional, weights)
+    snr = xr.DataArray(np.asarray(axes["snr"], dtype=float), dims="snr",
+                       coords={"snr": list(axes["snr"])})
+    centered = xr.DataArray(np.asarray(axes["centered"], dtype=bool), dims="centered",
+                            coords={"centered": list(axes["centered"])})
+    out = predict(ratios["delta"], ratios["gamma"], snr, scalars["alpha"], scalars["kappa"],
+                  scalars["sigma"], centered, variants)
+    ordered = {name: [d for d in (*AXES, "variant") if d in out[name].dims]
+               for name in out.data_vars}
+    return out.assign({name: out[name].transpose(*dims) for name, dims in ordered.items()})
+
+
+def predict_point(
+    delta: float,
+    gamma: float,
+    snr: float,
+    T: int,
+    positional: Any,
+    weights: Any,
+    centered: bool = True,
+    variants: Sequence[str] = VARIANTS,
+) -> xr.Dataset:
+    """:func:`predict` at one parameter point from model specs (``attnrmt theory``).
+
+    ``positional`` and ``weights`` are specs or built-in names, validated by
+    :func:`attnrmt.model.validate_positional` / :func:`attnrmt.model.validate_weights`
+    (ValueError naming the spec). ``causal_attention`` is predicted with its deterministic
+    limit ``causal_limit(tau)``: the dataset's ``weights_substituted`` attribute then names
+    the substitution (empty otherwise). The weight vector used is the ``pooling_weights``
+    variable (dimension ``position``, 1-based). ``delta``, ``gamma`` are used as given (no
+    realised sizes: there is no ``d``).
+    """
+    from attnrmt.model import (
+        pooling_weights,
+        positional_correlation,
+        validate_positional,
+        validate_weights,
+    )
+
+    positional_spec = validate_positional(positional, int(T))
+    weights_spec = validate_weights(weights, int(T))
+    scalars = pooling_inputs([int(T)], {("positional", int(T)): positional_spec},
+                             {("weights", int(T)): weights_spec})
+    point = {name: float(value.squeeze()) for name, value in scalars.items()}
+    out = predict(delta, gamma, snr, point["alpha"], point["kappa"], point["sigma"], centered,
+                  variants)
+    R = positional_correlation(positional_spec, int(T))
+    w = pooling_weights(weights_spec, int(T), R)
+    out["pooling_weights"] = xr.DataArray(
+        np.asarray(w, dtype=float), dims="position",
+        attrs={"long_name": "pooling weights w_t used by the theory (dimensionless)",
+               "units": "1"})
+    out = out.assign_coords(position=np.arange(1, int(T) + 1))
+    out["position"].attrs = {"long_name": "sequence position t (1-based)", "units": "1"}
+    substituted = weights_spec.get("kind") == "causal_attention"
+    out.attrs = {
+        "positional": positional_spec,
+        "weights": weights_spec,
+        "weights_substituted": (
+            f"causal_attention(tau={weights_spec.get('tau')}) predicted with its "
+            "deterministic limit causal_limit(tau)" if substituted else ""
+        ),
+    }
+    return out
+
+
+__all__ = [
+    "COMMON_VARIABLES",
+    "THEORY_VARIABLES",
+    "VARIANT_VARIABLES",
+    "pooling_inputs",
+    "predict",
+    "predict_grid",
+    "predict_point",
+    "ratio_inputs",
+]
