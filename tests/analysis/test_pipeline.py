@@ -17,6 +17,7 @@ from attnrmt.analysis.pipeline import (
     analyze_sweep,
     decode_bounds,
     settings_with_defaults,
+    sweep_tables,
     write_tables,
 )
 from attnrmt.analysis.synthetic import make_synthetic
@@ -151,3 +152,41 @@ def test_figures_without_data_are_placeholders(tmp_path: Path) -> None:
     fig = figure_pooling(pd.DataFrame())
     fig.savefig(tmp_path / "empty.png")
     assert (tmp_path / "empty.png").stat().st_size > 0
+
+
+#: Every confidence interval the analysis reports: (table or "analysis", columns).
+CI_COLUMNS = {
+    "pooling": ("recovery_ci_low", "recovery_ci_high"),
+    "downstream": ("ci_low", "ci_high"),
+    "causal": ("ci_low", "ci_high"),
+    "thresholds": ("ci_low", "ci_high"),
+}
+
+
+@pytest.mark.slow
+def test_bootstrap_and_seed_reach_every_ci() -> None:
+    """``analysis.bootstrap`` and ``analysis.seed`` apply to every CI (the schema says so):
+    pooling, downstream, causal-attention and threshold CIs (finite d and d -> inf) all move
+    when either changes. Four replicates, so that every CI is a resampling one."""
+    spec = dict(d=(40, 80), snr=tuple(np.linspace(0, 3, 6)),
+                positional={"lab": {"kind": "label", "rho0": 0.8, "L": 4}},
+                weights={"mean": "mean", "att": WEIGHT_MODELS["att"]})
+    cells, theory = make_synthetic(replicates=4, noise=0.02, **spec)
+    runs = {}
+    for label, settings in {"base": {"bootstrap": 40, "seed": 0},
+                            "seed": {"bootstrap": 40, "seed": 1},
+                            "bootstrap": {"bootstrap": 41, "seed": 0}}.items():
+        analysis = analysis_dataset(cells, theory, settings)
+        tables = sweep_tables("s", cells, theory, analysis, settings, WEIGHT_MODELS)
+        tables["analysis"] = analysis[["threshold_ci_low", "threshold_ci_high", "fss_ci_low",
+                                       "fss_ci_high"]].to_dataframe().reset_index()
+        runs[label] = tables
+    columns = {**CI_COLUMNS, "analysis": ("threshold_ci_low", "threshold_ci_high",
+                                          "fss_ci_low", "fss_ci_high")}
+    for changed in ("seed", "bootstrap"):
+        for table, names in columns.items():
+            for name in names:
+                base = runs["base"][table][name].to_numpy(float)
+                other = runs[changed][table][name].to_numpy(float)
+                assert np.isfinite(base).any(), (table, name)
+                assert not np.allclose(base, other, equal_nan=True), (changed, table, name)

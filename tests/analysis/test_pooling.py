@@ -22,10 +22,10 @@ P4 = {"p4": {"kind": "prefix", "L": 4}}
 WEIGHTS = {"optimal": "optimal", "c1": {"kind": "causal_limit", "tau": 1.0}, "mean": "mean"}
 
 
-def test_pooling_order_follows_alpha_over_kappa_for_prefix() -> None:
+def test_pooling_order_follows_alpha_over_kappa_for_prefix(ci) -> None:
     cells, _ = make_synthetic(d=(200,), snr=(1.0, 2.0), positional=P4, weights=WEIGHTS,
                               replicates=4, variant="finite_vocab", noise=0.002)
-    pool = pooling_table("s", cells)
+    pool = pooling_table("s", cells, **ci)
     assert {"alpha_over_kappa", "recovery", "recovery_ci_low", "recovery_ci_high"} <= set(pool)
     ak = pool.groupby("weights")["alpha_over_kappa"].mean()
     assert ak["optimal"] == pytest.approx(4.0)  # lambda_max of prefix(4) R
@@ -52,12 +52,12 @@ def test_relative_distance_is_scale_free() -> None:
     assert relative_distance(harmonic_weights(8), w) > 0.05
 
 
-def test_causal_attention_converges_to_causal_limit_in_synthetic_data() -> None:
+def test_causal_attention_converges_to_causal_limit_in_synthetic_data(ci) -> None:
     models = {"att": {"kind": "causal_attention", "tau": 1.0}}
     assert attention_weight_models({**models, "c": {"kind": "causal_limit"}}) == {"att": 1.0}
     cells, _ = make_synthetic(d=(50, 200, 800), snr=(1.0,), positional=P4, weights=models,
                               replicates=4)
-    table = causal_weights_table("s", cells, models)
+    table = causal_weights_table("s", cells, models, **ci)
     assert set(table["reference"]) == {"harmonic", "causal_limit"}
     limit = table[table["reference"] == "causal_limit"].sort_values("d")
     assert limit["distance"].is_monotonic_decreasing
@@ -65,7 +65,7 @@ def test_causal_attention_converges_to_causal_limit_in_synthetic_data() -> None:
     assert set(verdict["closest_reference"]) == {"causal_limit"}
     slope = verdict.set_index("reference").loc["causal_limit", "loglog_slope_in_d"]
     assert slope == pytest.approx(-0.5, abs=0.15)  # synthetic jitter ~ d^(-1/2)
-    assert causal_weights_table("s", cells, {}).empty
+    assert causal_weights_table("s", cells, {}, **ci).empty
 
 
 def test_spearman_known_values() -> None:
@@ -75,11 +75,11 @@ def test_spearman_known_values() -> None:
     assert np.isnan(spearman([1], [2]))
 
 
-def test_downstream_accuracy_ranks_like_alpha_over_kappa() -> None:
+def test_downstream_accuracy_ranks_like_alpha_over_kappa(ci) -> None:
     label = {"lab": {"kind": "label", "rho0": 0.8, "L": 4}}
     cells, _ = make_synthetic(d=(100,), snr=(0.5,), positional={**label, "iid": {"kind": "iid"}},
                               weights=WEIGHTS, replicates=4)
-    table = downstream_table("s", cells)
+    table = downstream_table("s", cells, **ci)
     assert set(table["positional"]) == {"lab"}  # only label models have an accuracy
     assert ((table["ci_low"] <= table["accuracy"]) & (table["accuracy"] <= table["ci_high"])).all()
     ranking = downstream_ranking(table)

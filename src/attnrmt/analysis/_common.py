@@ -82,25 +82,51 @@ def bootstrap_indices(
 
 
 def mean_ci(
-    values: np.ndarray, *, level: float = 0.95, n_boot: int = 400, seed: int = 0
+    values: np.ndarray, *, level: float, n_boot: int, seed: int
 ) -> tuple[float, float, float]:
-    """Mean and percentile-bootstrap CI of finite ``values`` (NaN-safe).
+    """Mean and studentized-bootstrap (bootstrap-t) CI of finite ``values`` (NaN-safe).
+
+    Resample the replicates ``n_boot`` times, form ``t* = (mean* - mean) / se*`` (``se`` the
+    standard error with ``ddof=1``), and return ``[mean - q_hi(t*) se, mean - q_lo(t*) se]``
+    (Efron & Tibshirani 1993, ch. 12.5). Resamples with ``se* = 0`` are left out. With two
+    values every non-degenerate resample has ``t* = 0``, so the Student-t interval
+    ``mean +- t_{n-1} se`` is returned instead (no resampling).
+
+    Why not the percentile bootstrap or BCa: the replicate counts of a sweep are 2 to 10, and
+    there both under-cover. Coverage of a nominal 95% interval measured on 2000 synthetic
+    data sets per row (seed 1, 200 resamples; percentile / ``scipy.stats.bootstrap`` BCa /
+    this bootstrap-t), tested in ``tests/analysis/test_common.py``:
+
+    ============ ===== ======================== =========================
+    data         n     percentile / BCa          bootstrap-t
+    ============ ===== ======================== =========================
+    normal       4     0.80 / 0.80               0.92
+    normal       10    0.90 / 0.90               0.94
+    exponential  4     0.74 / 0.77               0.93
+    exponential  10    0.84 / 0.84               0.95
+    beta(2, 8)   4     0.79 / 0.81               0.93
+    beta(2, 8)   10    0.87 / 0.87               0.94
+    ============ ===== ======================== =========================
+
+    (at n = 3: 0.64-0.76 / 0.67-0.73 against 0.81-0.85). The price is width: at n = 4 the
+    median bootstrap-t interval is 1.5 (normal) to 2.3 (exponential) times the Student-t one.
 
     Parameters
     ----------
     values : array_like
         Replicate measurements (NaN entries are dropped).
     level : float
-        Confidence level.
+        Confidence level (the config's ``analysis.ci_level``).
     n_boot : int
-        Bootstrap resamples.
+        Bootstrap resamples (``analysis.bootstrap``).
     seed : int
-        Seed of the resampling generator (results are reproducible).
+        Seed of the resampling generator (``analysis.seed``; results are reproducible).
 
     Returns
     -------
     mean, low, high : float
-        NaN when there is no finite value; ``low == high == mean`` with one value.
+        NaN when there is no finite value; ``low == high == mean`` with one value (no
+        interval can be formed). O(n_boot x n) time and memory.
     """
     x = np.asarray(values, dtype=float).ravel()
     x = x[np.isfinite(x)]
@@ -109,11 +135,21 @@ def mean_ci(
     mean = float(x.mean())
     if x.size == 1:
         return (mean, mean, mean)
-    rng = np.random.default_rng(seed)
-    boots = x[bootstrap_indices(x.size, n_boot, rng)].mean(axis=1)
+    se = float(x.std(ddof=1)) / np.sqrt(x.size)
     tail = (1.0 - level) / 2.0
-    low, high = np.quantile(boots, [tail, 1.0 - tail])
-    return (mean, float(low), float(high))
+    if x.size == 2 or se == 0.0:
+        from scipy.stats import t as student_t
+
+        half = float(student_t.ppf(1.0 - tail, x.size - 1)) * se
+        return (mean, mean - half, mean + half)
+    resampled = x[bootstrap_indices(x.size, n_boot, np.random.default_rng(seed))]
+    se_star = resampled.std(axis=1, ddof=1) / np.sqrt(x.size)
+    usable = se_star > 0.0
+    t_star = (resampled.mean(axis=1)[usable] - mean) / se_star[usable]
+    if t_star.size == 0:
+        return (mean, np.nan, np.nan)
+    q_low, q_high = np.quantile(t_star, [tail, 1.0 - tail])
+    return (mean, float(mean - q_high * se), float(mean - q_low * se))
 
 
 def coord_records(da: xr.DataArray | xr.Dataset, dims: Sequence[Hashable]) -> list[dict]:

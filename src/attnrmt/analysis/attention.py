@@ -40,7 +40,8 @@ def attention_weight_models(weight_models: Mapping[str, Any]) -> dict[str, float
 
 
 def causal_weights_table(
-    sweep: str, cells: xr.Dataset, weight_models: Mapping[str, Any], *, level: float = 0.95
+    sweep: str, cells: xr.Dataset, weight_models: Mapping[str, Any], *, level: float,
+    n_boot: int, seed: int,
 ) -> pd.DataFrame:
     """Distance of measured attention weights to ``harmonic`` and ``causal_limit(tau)``.
 
@@ -51,7 +52,8 @@ def causal_weights_table(
         With ``effective_weights`` (..., replicate, position).
     weight_models : mapping
         The config's ``weight_models`` (to find ``causal_attention`` entries and their tau).
-    level : float
+    level, n_boot, seed : float, int, int
+        CI settings of the distance (:func:`attnrmt.analysis._common.mean_ci`).
 
     Returns
     -------
@@ -77,7 +79,7 @@ def causal_weights_table(
         for ref_name, ref in refs.items():
             dist = np.array([relative_distance(w, ref) if np.all(np.isfinite(w)) else np.nan
                              for w in block])
-            mean, low, high = mean_ci(dist, level=level)
+            mean, low, high = mean_ci(dist, level=level, n_boot=n_boot, seed=seed)
             rows.append({"sweep": sweep, **point, "tau": tau, "reference": ref_name,
                          "distance": mean, "ci_low": low, "ci_high": high})
     return pd.DataFrame(rows)

@@ -12,10 +12,13 @@ from attnrmt.contract import AXES
 GROUP = tuple(a for a in AXES if a != "weights")
 
 
-def downstream_table(sweep: str, cells: xr.Dataset, *, level: float = 0.95) -> pd.DataFrame:
+def downstream_table(
+    sweep: str, cells: xr.Dataset, *, level: float, n_boot: int, seed: int
+) -> pd.DataFrame:
     """Replicate-mean ``downstream_accuracy`` with bootstrap CI and alpha/kappa per grid point.
 
-    Only grid points with a finite accuracy (``label`` positional models) appear.
+    Only grid points with a finite accuracy (``label`` positional models) appear. ``level``,
+    ``n_boot``, ``seed``: the CI's settings (:func:`attnrmt.analysis._common.mean_ci`).
 
     Returns
     -------
@@ -37,7 +40,7 @@ def downstream_table(sweep: str, cells: xr.Dataset, *, level: float = 0.95) -> p
         if not np.isfinite(values).any():
             continue
         point = {d: plain(acc[d].values[i]) for d, i in zip(dims, index, strict=True)}
-        mean, low, high = mean_ci(values, level=level)
+        mean, low, high = mean_ci(values, level=level, n_boot=n_boot, seed=seed)
         rows.append({"sweep": sweep, **point, "alpha_over_kappa": float(ratio.values[index]),
                      "accuracy": mean, "ci_low": low, "ci_high": high,
                      "n": int(np.isfinite(values).sum())})

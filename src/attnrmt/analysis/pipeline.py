@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import copy
 import os
 import time
 from collections.abc import Mapping, Sequence
@@ -19,7 +20,7 @@ import pandas as pd
 import xarray as xr
 
 from attnrmt.analysis.attention import causal_verdict, causal_weights_table
-from attnrmt.analysis.bulk_fit import DEFAULT_MARGIN, bulk_fit
+from attnrmt.analysis.bulk_fit import bulk_fit
 from attnrmt.analysis.centring import centring_table
 from attnrmt.analysis.comparison import (
     comparison_table,
@@ -29,26 +30,8 @@ from attnrmt.analysis.comparison import (
 )
 from attnrmt.analysis.downstream import downstream_ranking, downstream_table
 from attnrmt.analysis.pooling import ordering_table, pooling_table
-from attnrmt.analysis.thresholds import (
-    DEFAULT_EXPONENT,
-    DEFAULT_LEVEL,
-    DEFAULT_N_BOOT,
-    estimate_thresholds,
-    finite_size_thresholds,
-)
-from attnrmt.analysis.thresholds import DEFAULT_MARGIN as DEFAULT_THRESHOLD_MARGIN
-
-#: Defaults of the config's ``analysis:`` block (the schema fills the same values).
-DEFAULT_SETTINGS: dict[str, Any] = {
-    "bulk_margin": DEFAULT_MARGIN,
-    "threshold_margin": DEFAULT_THRESHOLD_MARGIN,
-    "bootstrap": DEFAULT_N_BOOT,
-    "ci_level": DEFAULT_LEVEL,
-    "finite_size_exponent": DEFAULT_EXPONENT,
-    "pooling_order": ["optimal", "harmonic", "mean"],
-    "seed": 0,
-    "figure_formats": ["png", "pdf"],
-}
+from attnrmt.analysis.thresholds import estimate_thresholds, finite_size_thresholds
+from attnrmt.contract import with_variable_attrs
 
 #: Bound codes of ``threshold_bound`` in analysis.zarr (CF flag_values / flag_meanings).
 BOUND_CODES = ("none", "below", "above", "interval", "failed")
@@ -70,13 +53,38 @@ TABLES = {
 
 
 def settings_with_defaults(settings: Mapping[str, Any] | None) -> dict[str, Any]:
-    """The ``analysis:`` config block with :data:`DEFAULT_SETTINGS` filled in."""
-    return {**DEFAULT_SETTINGS, **dict(settings or {})}
+    """The ``analysis:`` config block with the schema's defaults filled in.
+
+    The config schema (``attnrmt/sweep/config.schema.yaml``, ``analysis.properties``) is
+    the only place the defaults are written; a config loaded by
+    :func:`attnrmt.sweep.load_config` already has them, so this matters only for direct
+    library calls with a partial block.
+    """
+    from attnrmt.sweep.config import load_schema
+
+    properties = load_schema()["properties"]["analysis"]["properties"]
+    defaults = {name: copy.deepcopy(spec["default"]) for name, spec in properties.items()
+                if "default" in spec}
+    return {**defaults, **dict(settings or {})}
+
+
+def ci_settings(settings: Mapping[str, Any]) -> dict[str, Any]:
+    """Keyword arguments of every replicate CI (:func:`attnrmt.analysis._common.mean_ci`)
+    from a complete ``analysis:`` block: ``level``, ``n_boot``, ``seed``."""
+    return {"level": float(settings["ci_level"]), "n_boot": int(settings["bootstrap"]),
+            "seed": int(settings["seed"])}
 
 
 def open_store(path: str | os.PathLike[str]) -> xr.Dataset:
-    """Open a Zarr store eagerly (they are small) with consolidated metadata when present."""
-    return xr.open_zarr(path, consolidated=None).load()
+    """Open a Zarr store eagerly (they are small) with consolidated metadata when present.
+
+    The store is inspected (:func:`attnrmt.sweep.store.has_consolidated_metadata`) rather
+    than opened with ``consolidated=None``, which warns (an error under the tests' warning
+    filter) on a store without consolidated metadata and then reads it anyway.
+    """
+    from attnrmt.sweep.store import has_consolidated_metadata
+
+    return xr.open_zarr(path, consolidated=has_consolidated_metadata(path)).load()
 
 
 def analysis_dataset(
@@ -120,14 +128,14 @@ def analysis_dataset(
     out.attrs.update({
         "title": "attnrmt analysis", "bulk_margin": float(s["bulk_margin"]),
         "threshold_margin": float(s["threshold_margin"]), "bootstrap": int(s["bootstrap"]),
-        "ci_level": float(s["ci_level"]),
+        "ci_level": float(s["ci_level"]), "bootstrap_seed": int(s["seed"]),
         "finite_size_exponent": float(s["finite_size_exponent"]),
         "estimator": "theta inversion + linear extrapolation (docs/thresholds.md)",
     })
-    for key in ("config_sha256", "root_seed", "package_version"):
+    for key in ("config_sha256", "root_seed", "attnrmt_version"):
         if key in cells.attrs:
             out.attrs[key] = cells.attrs[key]
-    return objectify_strings(out)
+    return with_variable_attrs(objectify_strings(out))
 
 
 def objectify_strings(ds: xr.Dataset) -> xr.Dataset:
@@ -192,14 +200,14 @@ def sweep_tables(
 ) -> dict[str, pd.DataFrame]:
     """All tables of :data:`TABLES` for one sweep (pure function of the three datasets)."""
     s = settings_with_defaults(settings)
-    level = float(s["ci_level"])
+    ci = ci_settings(s)
     theory = complete_theory(theory, cells)
     analysis = decode_bounds(analysis)
     comparison = comparison_table(sweep, cells, theory, analysis)
     thresholds = thresholds_table(sweep, cells, theory, analysis)
-    pool = pooling_table(sweep, cells, level=level)
-    causal = causal_weights_table(sweep, cells, weight_models or {}, level=level)
-    down = downstream_table(sweep, cells, level=level)
+    pool = pooling_table(sweep, cells, **ci)
+    causal = causal_weights_table(sweep, cells, weight_models or {}, **ci)
+    down = downstream_table(sweep, cells, **ci)
     return {
         "comparison": comparison,
         "thresholds": thresholds,

@@ -20,7 +20,9 @@ from attnrmt.contract import AXES
 GROUP = tuple(a for a in AXES if a != "weights")
 
 
-def pooling_table(sweep: str, cells: xr.Dataset, *, level: float = 0.95) -> pd.DataFrame:
+def pooling_table(
+    sweep: str, cells: xr.Dataset, *, level: float, n_boot: int, seed: int
+) -> pd.DataFrame:
     """alpha/kappa and recovery (mean overlap with ``u`` and bootstrap CI) per grid point.
 
     Parameters
@@ -28,8 +30,9 @@ def pooling_table(sweep: str, cells: xr.Dataset, *, level: float = 0.95) -> pd.D
     sweep : str
     cells : xarray.Dataset
         Contract-shaped cells.
-    level : float
-        CI level of the recovery.
+    level, n_boot, seed : float, int, int
+        CI level, bootstrap resamples and seed of the recovery's CI
+        (:func:`attnrmt.analysis._common.mean_ci`; the config's ``analysis:`` block).
 
     Returns
     -------
@@ -48,7 +51,7 @@ def pooling_table(sweep: str, cells: xr.Dataset, *, level: float = 0.95) -> pd.D
     for index in np.ndindex(*(overlap.sizes[d] for d in dims)):
         point = {d: plain(overlap[d].values[i]) for d, i in zip(dims, index, strict=True)}
         values = overlap.values[index]
-        mean, low, high = mean_ci(values, level=level)
+        mean, low, high = mean_ci(values, level=level, n_boot=n_boot, seed=seed)
         rows.append({"sweep": sweep, **point, "alpha_over_kappa": float(ratio.values[index]),
                      "recovery": mean, "recovery_ci_low": low, "recovery_ci_high": high,
                      "n": int(np.isfinite(values).sum())})
