@@ -1,4 +1,4 @@
-# attnrmt sweep pipeline (pipeline.md). Thin: config, validation, includes, rule all.
+# attnrmt sweep pipeline (docs/architecture.md). Thin: config, validation, includes, rule all.
 #
 #   snakemake --cores all --workflow-profile profiles/default [--configfile my.yaml]
 #
@@ -16,7 +16,7 @@ if not workflow.overwrite_configfiles:
     configfile: "config.yaml"
 
 
-from attnrmt.sweep.cli_types import restore_scalar_types
+from attnrmt.sweep.config_types import restore_scalar_types
 from attnrmt.sweep.config import ConfigError, apply_schema, check_config, load_schema
 
 # --config / profile `config:` values arrive as strings (YAML BaseLoader): retype them.

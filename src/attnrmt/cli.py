@@ -214,7 +214,8 @@ def theory_report(
     weights: str | dict[str, Any],
     variants: Sequence[str],
 ) -> dict[str, Any]:
-    """Pooling scalars, bulk edges and spike predictions for one parameter point (spec §3-5).
+    """Pooling scalars, bulk edges and spike predictions for one parameter point
+    (docs/model.md, "Pooling scalars", "Bulk law", "Spikes").
 
     Eigenvalue-like quantities are in the units of ``S`` (``kappa`` included).
     """

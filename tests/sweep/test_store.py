@@ -287,8 +287,8 @@ def test_open_results_has_one_group_per_sweep(tmp_path: Path) -> None:
 
 
 def test_command_line_strings_get_their_schema_types_back() -> None:
-    from attnrmt.sweep.cli_types import restore_scalar_types
     from attnrmt.sweep.config import load_schema
+    from attnrmt.sweep.config_types import restore_scalar_types
 
     # what Snakemake makes of a profile's `config: {dask: {...}}` (YAML BaseLoader)
     config = {

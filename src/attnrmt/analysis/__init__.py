@@ -1,4 +1,5 @@
-"""Analysis of sweep results: does the theory hold, which variant, where it breaks (spec §6).
+"""Analysis of sweep results: does the theory hold, which variant, where it breaks
+(docs/model.md, "What the pipeline tests").
 
 Every function is a small pure function over xarray/numpy objects shaped like the data
 contract of ``cells.zarr`` / ``theory.zarr``; the workflow rules call the entry points of

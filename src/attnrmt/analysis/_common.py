@@ -1,7 +1,7 @@
 """Shared helpers of the analysis stage: axis names, effective ratios, bootstrap.
 
 Everything here is a small pure function over xarray/numpy objects shaped like the data
-contract of ``cells.zarr`` / ``theory.zarr`` (``docs/architecture.md``, spec pipeline.md).
+contract of ``cells.zarr`` / ``theory.zarr`` (``docs/data-contract.md``).
 """
 
 from __future__ import annotations
@@ -20,7 +20,8 @@ def present_axes(ds: xr.Dataset | xr.DataArray, axes: Sequence[str] = AXES) -> l
 
 
 def effective_ratios(cells: xr.Dataset) -> tuple[xr.DataArray, xr.DataArray]:
-    """Realised ratios ``d/V`` and ``d/N`` (spec §1.1), falling back to nominal values.
+    """Realised ratios ``d/V`` and ``d/N``
+    (docs/model.md, "Sizes and ratios"), falling back to nominal values.
 
     Parameters
     ----------
@@ -48,8 +49,10 @@ def drop_variant(da: xr.DataArray) -> xr.DataArray:
 def signal_index(cells: xr.Dataset, *, population: bool = False) -> xr.DataArray:
     """Index ``k`` of the top-k eigenvector that carries the signal spike.
 
-    Centred cells: ``k = 0`` (the largest eigenvalue; spec §5). Uncentred cells: the mean
-    spike along ``mbar`` may outrank the signal (spec §5), so the signal eigenvector is the
+    Centred cells: ``k = 0`` (the largest eigenvalue; docs/model.md, "Spikes"). Uncentred cells: the
+    mean
+    spike along ``mbar`` may outrank the signal
+    (docs/model.md, "Spikes"), so the signal eigenvector is the
     one with the largest squared overlap with the class-mean difference ``Dlt`` (sample)
     or with ``u`` (population; only that overlap is stored).
 

@@ -1,4 +1,5 @@
-"""Real causal attention against its two candidate limits (spec §2, §6.5).
+"""Real causal attention against its two candidate limits
+(docs/model.md, "Weights", "What the pipeline tests").
 
 For cells pooled with ``causal_attention(tau)`` the simulator stores the measured mean
 effective weights ``effective_weights`` (dim ``position``). We compare them, after

@@ -1,4 +1,5 @@
-"""Bulk fit: empirical spectra of ``S`` against ``kappa (MP_delta ⊠ MP_gamma)`` (spec §4, §6.1).
+"""Bulk fit: empirical spectra of ``S`` against ``kappa (MP_delta ⊠ MP_gamma)``
+(docs/model.md, "Bulk law", "What the pipeline tests").
 
 Outlier rule (documented in ``docs/thresholds.md``): an eigenvalue is excluded from the bulk
 when it exceeds the theoretical upper edge by a relative margin,
@@ -6,7 +7,8 @@ when it exceeds the theoretical upper edge by a relative margin,
 no knowledge of how many spikes the cell has (signal, uncentred mean spike, neither), and
 at most a handful of the ``d`` eigenvalues are ever removed, an ``O(1/d)`` change of the
 empirical distribution. Eigenvalues at or below ``zero_tol * max|lambda|`` are counted as
-the atom at 0 (spec §4: mass ``max(0, 1-1/delta, 1-1/gamma)``); the KS distance compares
+the atom at 0
+(docs/model.md, "Bulk law": mass ``max(0, 1-1/delta, 1-1/gamma)``); the KS distance compares
 the remaining eigenvalues with the continuous part of the law,
 ``F_c(x) = (F(x/kappa) - atom) / (1 - atom)`` (``F`` = :func:`attnrmt.theory.bulk_cdf`).
 """
@@ -34,7 +36,8 @@ def ks_distance(
 ) -> dict[str, float]:
     """KS distance of one spectrum from the continuous part of ``kappa MP_delta ⊠ MP_gamma``.
 
-    Implements spec §4: ``F`` is the closed-form CDF of ``MP_delta ⊠ MP_gamma`` including
+    Implements docs/model.md, "Bulk law": ``F`` is the closed-form CDF of ``MP_delta ⊠ MP_gamma``
+    including
     the atom ``max(0, 1-1/delta, 1-1/gamma)`` at 0; the statistic is
     ``sup_x |F_n(x) - F_c(x)|`` over the non-zero, non-outlier eigenvalues.
 
@@ -93,7 +96,8 @@ _FIELDS = ("ks", "n_outliers", "zero_fraction", "lower_edge", "upper_edge", "n_b
 def bulk_fit(
     cells: xr.Dataset, *, margin: float = DEFAULT_MARGIN, zero_tol: float = DEFAULT_ZERO_TOL
 ) -> xr.Dataset:
-    """Per-cell bulk fit over a whole ``cells.zarr`` dataset (spec §6.1).
+    """Per-cell bulk fit over a whole ``cells.zarr`` dataset
+    (docs/model.md, "What the pipeline tests").
 
     Applies :func:`ks_distance` to ``eigenvalues`` of every cell and replicate with the
     realised ratios ``d/V``, ``d/N`` and the cell's ``kappa``, and adds the theoretical edges

@@ -1,4 +1,5 @@
-"""Centring: the uncentred mean spike and what centring changes (spec §5, §6.7).
+"""Centring: the uncentred mean spike and what centring changes
+(docs/model.md, "Spikes", "What the pipeline tests").
 
 Uncentred ``S`` carries an extra spike ``sigma^2 mbar mbar^T`` with
 ``theta_mean = sigma^2 delta / kappa`` (:func:`attnrmt.theory.mean_spike`); it can outrank

@@ -1,4 +1,5 @@
-"""Measured quantities against both theory variants in one tidy table (spec §5, §6.3).
+"""Measured quantities against both theory variants in one tidy table
+(docs/model.md, "Spikes", "What the pipeline tests").
 
 Every row is one (sweep, quantity, variant, grid point): ``empirical`` (replicate mean),
 ``empirical_sem``, ``theory``, ``abs_error = |empirical - theory|``,
@@ -92,7 +93,8 @@ def _finalise(frame: pd.DataFrame, columns: tuple[str, ...]) -> pd.DataFrame:
 def comparison_table(
     sweep: str, cells: xr.Dataset, theory: xr.Dataset, analysis: xr.Dataset
 ) -> pd.DataFrame:
-    """Tidy comparison of every measured quantity with both variants (spec §6.3).
+    """Tidy comparison of every measured quantity with both variants
+    (docs/model.md, "What the pipeline tests").
 
     Quantities: ``population_outlier``, ``sample_outlier`` (signal eigenvector; theory falls
     back to the bulk edge where the variant predicts no outlier), ``population_overlap``,
@@ -180,7 +182,8 @@ def comparison_table(
 def thresholds_table(
     sweep: str, cells: xr.Dataset, theory: xr.Dataset, analysis: xr.Dataset
 ) -> pd.DataFrame:
-    """Empirical thresholds with CIs or bounds against both variants (spec §6.2).
+    """Empirical thresholds with CIs or bounds against both variants
+    (docs/model.md, "What the pipeline tests").
 
     One row per curve and transition, plus (when the sweep has several ``d``) a row with
     ``finite_size = "d->inf"`` and ``d = inf`` carrying the finite-size extrapolation.
@@ -239,7 +242,8 @@ def variant_summary(comparison: pd.DataFrame,
                     thresholds: pd.DataFrame | None = None) -> pd.DataFrame:
     """Per (sweep, quantity, variant): median/mean relative and median absolute error.
 
-    The one-line verdict of spec §5 (which variant fits). Outlier locations and overlaps
+    The one-line verdict (which variant fits; docs/model.md, "Two variants of the theory").
+    Outlier locations and overlaps
     are summarised over the grid points where the variant predicts an outlier; threshold
     point estimates over all curves with an in-range estimate. With ``thresholds``
     (:func:`thresholds_table`), rows ``threshold_<transition>`` also get

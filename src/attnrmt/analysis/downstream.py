@@ -1,4 +1,5 @@
-"""Downstream task: ridge readout accuracy of the label ``y`` by weights (spec §6.6)."""
+"""Downstream task: ridge readout accuracy of the label ``y`` by weights
+(docs/model.md, "What the pipeline tests")."""
 
 from __future__ import annotations
 

@@ -1,4 +1,8 @@
-"""Figures of the analysis (matplotlib, Agg backend; PNG and PDF).
+"""Figures of the analysis (matplotlib; PNG and PDF).
+
+Figures are built with matplotlib's object API (:class:`matplotlib.figure.Figure`, never
+``pyplot``): no global figure registry and no backend switch at import, so figures can be
+made from Snakemake's rule threads and from a notebook alike.
 
 Conventions: theory as lines (``finite_vocab`` solid, ``paper`` dashed), data as points with
 error bars (replicate mean ± 1.96 standard errors, or bootstrap CIs), every axis labelled
@@ -16,10 +20,6 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import xarray as xr
@@ -28,10 +28,9 @@ from matplotlib.figure import Figure
 from attnrmt.analysis._common import at_signal, drop_variant, effective_ratios
 from attnrmt.analysis.attention import attention_weight_models
 from attnrmt.analysis.comparison import complete_theory
-from attnrmt.analysis.thresholds import critical_theta
 from attnrmt.contract import AXES
 from attnrmt.model import causal_limit_weights, harmonic_weights
-from attnrmt.theory import bulk_density
+from attnrmt.theory import bulk_density, critical_theta
 
 FIGURES = ("spectra", "outlier_vs_snr", "phase_diagram", "pooling", "causal_weights",
            "downstream", "finite_size", "centring")
@@ -41,8 +40,15 @@ SNR_LABEL = r"snr $=\|\mu\|^2$ (dimensionless)"
 Data = Mapping[str, tuple[xr.Dataset, xr.Dataset, xr.Dataset]]
 
 
+def _subplots(nrows: int = 1, ncols: int = 1, *, figsize: tuple[float, float],
+              **kwargs: Any) -> tuple[Figure, Any]:
+    """A new :class:`~matplotlib.figure.Figure` and its axes (``Figure.subplots``)."""
+    fig = Figure(figsize=figsize)
+    return fig, fig.subplots(nrows, ncols, **kwargs)
+
+
 def _empty(title: str, note: str) -> Figure:
-    fig, ax = plt.subplots(figsize=(5, 3))
+    fig, ax = _subplots(figsize=(5, 3))
     ax.text(0.5, 0.5, note, ha="center", va="center", wrap=True)
     ax.set_title(title)
     ax.set_axis_off()
@@ -50,7 +56,8 @@ def _empty(title: str, note: str) -> Figure:
 
 
 def _pick(ds: xr.Dataset | xr.DataArray, prefer: Mapping[str, Any] | None = None) -> Any:
-    """Select one value of every axis except those in ``keep`` (largest d, centred, first)."""
+    """Select one value of every axis: ``prefer[axis]`` when given (``None`` keeps the whole
+    axis), else the largest ``d``, centred, and the first value of the others."""
     sel: dict[str, Any] = {}
     for dim in AXES:
         if dim not in ds.dims or (prefer and dim in prefer and prefer[dim] is None):
@@ -83,7 +90,8 @@ def _lowest_finished_snr(cells: xr.Dataset, delta: float, gamma: float) -> float
 
 
 def figure_spectra(data: Data, max_panels: int = 9) -> Figure:
-    """Histograms of ``S/kappa`` against the density of ``MP_delta ⊠ MP_gamma`` (spec §4)."""
+    """Histograms of ``S/kappa`` against the density of ``MP_delta ⊠ MP_gamma``
+    (docs/model.md, "Bulk law")."""
     panels = []
     for sweep, (cells, _theory, _analysis) in data.items():
         for delta in cells["delta"].values:
@@ -96,7 +104,7 @@ def figure_spectra(data: Data, max_panels: int = 9) -> Figure:
         return _empty("Spectra", "no spectra in this run")
     ncol = min(3, len(panels))
     nrow = int(np.ceil(len(panels) / ncol))
-    fig, axes = plt.subplots(nrow, ncol, figsize=(4.2 * ncol, 3.3 * nrow), squeeze=False)
+    fig, axes = _subplots(nrow, ncol, figsize=(4.2 * ncol, 3.3 * nrow), squeeze=False)
     for ax, (sweep, delta, gamma) in zip(axes.flat, panels, strict=False):
         cells, _, analysis = data[sweep]
         prefer = {"delta": delta, "gamma": gamma, "snr": _lowest_finished_snr(cells, delta, gamma)}
@@ -151,22 +159,40 @@ def _curve_sweep(data: Data, min_snr: int = 3) -> str | None:
     return best if size >= min_snr else None
 
 
+def outlier_panels(cells: xr.Dataset) -> list[tuple[str, str]]:
+    """The ``(positional, weights)`` lines of a sweep, one panel column each: every pair of
+    the sweep's coordinates, in coordinate order."""
+    return [(str(positional), str(weights)) for positional in cells["positional"].values
+            for weights in cells["weights"].values]
+
+
 def figure_outlier_vs_snr(data: Data, max_columns: int = 4) -> Figure:
-    """Top eigenvalues (sample and population) and overlaps vs snr with both variants."""
+    """Top eigenvalues (sample and population) and overlaps vs snr with both variants.
+
+    One pair of panels (eigenvalue above, overlap below) per ``(positional, weights)`` line
+    of the sweep with the most snr values (:func:`outlier_panels`), at its largest ``d`` and
+    the first value of the other axes; each title names the sweep, both models and ``d``.
+    Lines wrap after ``max_columns`` columns. The theory's top eigenvalue is
+    ``sample_top_eigenvalue`` / ``pop_top_eigenvalue`` (outlier above the threshold, bulk
+    edge below; :func:`attnrmt.theory.predict`).
+    """
     sweep = _curve_sweep(data)
     if sweep is None:
         return _empty("Outliers vs snr", "no sweep with >= 3 snr values")
     cells, theory, analysis = data[sweep]
     theory = complete_theory(theory, cells)
-    names = list(cells["weights"].values)[:max_columns]
-    fig, axes = plt.subplots(2, len(names), figsize=(4.2 * len(names), 6.4), squeeze=False)
-    for j, wname in enumerate(names):
-        prefer = {"weights": wname, "snr": None}
+    panels = outlier_panels(cells)
+    ncol = min(max_columns, len(panels))
+    nrow = int(np.ceil(len(panels) / ncol))
+    fig, axes = _subplots(2 * nrow, ncol, figsize=(4.2 * ncol, 3.2 * 2 * nrow), squeeze=False)
+    for index, (positional, wname) in enumerate(panels):
+        row, j = divmod(index, ncol)
+        prefer = {"positional": positional, "weights": wname, "snr": None}
         c = _pick(cells, prefer)
         t = _pick(theory, prefer)
-        a = _pick(analysis, {"weights": wname})
+        a = _pick(analysis, {"positional": positional, "weights": wname})
         snr = np.asarray(c["snr"].values, float)
-        ax_e, ax_o = axes[0, j], axes[1, j]
+        ax_e, ax_o = axes[2 * row, j], axes[2 * row + 1, j]
         for label, var, pop, color in (("sample $S$", "top_eigenvalues", False, "k"),
                                        (r"population $\Sigma_E$", "pop_top_eigenvalues", True,
                                         "C2")):
@@ -179,9 +205,8 @@ def figure_outlier_vs_snr(data: Data, max_columns: int = 4) -> Figure:
                       label="population")
         for variant, style in STYLE.items():
             tv = t.sel(variant=variant)
-            ax_e.plot(snr, tv["sample_outlier"].fillna(tv["bulk_upper_edge"]), **style,
-                      label=f"{variant} (sample)")
-            ax_e.plot(snr, tv["pop_outlier"].fillna(tv["pop_bulk_edge"]), **style, lw=0.8)
+            ax_e.plot(snr, tv["sample_top_eigenvalue"], **style, label=f"{variant} (sample)")
+            ax_e.plot(snr, tv["pop_top_eigenvalue"], **style, lw=0.8)
             ax_o.plot(snr, tv["sample_overlap_signal"], **style, label=variant)
             ax_o.plot(snr, tv["pop_overlap_signal"], **style, lw=0.8)
             for name, ls in (("threshold_snr_population", ":"), ("threshold_snr_sample",
@@ -197,14 +222,19 @@ def figure_outlier_vs_snr(data: Data, max_columns: int = 4) -> Figure:
                 hi = float(a["threshold_ci_high"].sel(transition=tr))
                 ax_o.errorbar([est], [0.02], xerr=[[est - lo], [hi - est]], fmt=marker,
                               color="m", ms=6, label=f"empirical {tr} threshold")
-        ax_e.set_title(f"{sweep}: weights={wname}, d={int(c['d'])}", fontsize=9)
+        ax_e.set_title(f"{sweep}: positional={positional}, weights={wname}, d={int(c['d'])}",
+                       fontsize=8)
         ax_e.set_ylabel("top eigenvalue (units of S)")
         ax_o.set_ylabel(r"squared overlap with $u$ (1)")
         ax_o.set_xlabel(SNR_LABEL)
         ax_e.set_xlabel(SNR_LABEL)
-        if j == 0:
+        if index == 0:
             ax_e.legend(fontsize=6)
             ax_o.legend(fontsize=6)
+    for index in range(len(panels), nrow * ncol):
+        row, j = divmod(index, ncol)
+        axes[2 * row, j].set_axis_off()
+        axes[2 * row + 1, j].set_axis_off()
     fig.suptitle("Outliers and overlaps; lines: theory (solid finite_vocab, dashed paper; thick "
                  "sample, thin population), vertical: thresholds (dotted population, dash-dot "
                  "sample)", fontsize=9)
@@ -216,7 +246,7 @@ def figure_phase_diagram(data: Data) -> Figure:
     """Thresholds in the (alpha/kappa, snr) plane: theory curves and empirical estimates."""
     if _curve_sweep(data, PHASE_MIN_SNR) is None:
         return _empty("Phase diagram", f"no sweep with >= {PHASE_MIN_SNR} snr values")
-    fig, axes = plt.subplots(1, 2, figsize=(10, 4.2))
+    fig, axes = _subplots(1, 2, figsize=(10, 4.2))
     drawn = False
     for cells, _theory, analysis in data.values():
         if cells.sizes.get("snr", 0) < PHASE_MIN_SNR:
@@ -267,7 +297,7 @@ def figure_pooling(pooling: pd.DataFrame) -> Figure:
     if "centered" in frame:
         frame = frame[frame["centered"].astype(str).isin(["True", "true", "1"])]
     positionals = list(dict.fromkeys(frame["positional"]))[:4]
-    fig, axes = plt.subplots(2, len(positionals), figsize=(4.4 * len(positionals), 6.4),
+    fig, axes = _subplots(2, len(positionals), figsize=(4.4 * len(positionals), 6.4),
                              squeeze=False)
     for j, pos in enumerate(positionals):
         f = frame[frame["positional"] == pos]
@@ -306,7 +336,7 @@ def figure_causal_weights(data: Data, causal: pd.DataFrame,
     c = _pick(cells, {"weights": wname, "d": None})
     T = int(c["T"])
     tau = models[wname]
-    fig, (ax_w, ax_d) = plt.subplots(1, 2, figsize=(10, 4))
+    fig, (ax_w, ax_d) = _subplots(1, 2, figsize=(10, 4))
     pos = np.arange(1, T + 1)
     for k, d in enumerate(c["d"].values):
         w = np.asarray(c["effective_weights"].sel(d=d).mean("replicate").values, float)[:T]
@@ -337,7 +367,7 @@ def figure_downstream(downstream: pd.DataFrame) -> Figure:
     if downstream.empty or "accuracy" not in downstream:
         return _empty("Downstream", "no label-model cells in this run")
     frame = downstream[downstream["d"] == downstream["d"].max()]
-    fig, ax = plt.subplots(figsize=(6, 4.2))
+    fig, ax = _subplots(figsize=(6, 4.2))
     for k, (snr, g) in enumerate(frame.groupby("snr")):
         g = g.groupby("weights").mean(numeric_only=True).reset_index()
         ax.errorbar(g["alpha_over_kappa"], g["accuracy"],
@@ -365,7 +395,7 @@ def figure_finite_size(thresholds: pd.DataFrame, exponent: float = 1.0 / 3.0) ->
     keys = [c for c in ("sweep", "delta", "gamma", "T", "positional", "weights", "centered")
             if c in thresholds]
     groups = list(fss.groupby(keys, sort=False))[:6]
-    fig, axes = plt.subplots(1, 2, figsize=(10, 4.2))
+    fig, axes = _subplots(1, 2, figsize=(10, 4.2))
     for ax, tr in zip(axes, ("population", "sample"), strict=True):
         for k, (key, frow) in enumerate(groups):
             frow = frow[frow["transition"] == tr]
@@ -414,7 +444,7 @@ def figure_centring(data: Data) -> Figure:
     c = _pick(cells, prefer)
     t = drop_variant(_pick(theory, prefer)["mean_spike_outlier"])
     snr = np.asarray(c["snr"].values, float)
-    fig, (ax_e, ax_o) = plt.subplots(1, 2, figsize=(10, 4))
+    fig, (ax_e, ax_o) = _subplots(1, 2, figsize=(10, 4))
     for k, wname in enumerate(c["weights"].values[:4]):
         unc = c.sel(weights=wname, centered=False)
         cen = c.sel(weights=wname, centered=True)
@@ -442,14 +472,13 @@ def figure_centring(data: Data) -> Figure:
 
 
 def save(fig: Figure, stem: str | os.PathLike[str], formats: Sequence[str]) -> list[Path]:
-    """Write ``fig`` as ``stem.<fmt>`` for every format and close it."""
+    """Write ``fig`` as ``stem.<fmt>`` for every format."""
     paths = []
     for fmt in formats:
         path = Path(f"{stem}.{fmt}")
         path.parent.mkdir(parents=True, exist_ok=True)
         fig.savefig(path, dpi=110)
         paths.append(path)
-    plt.close(fig)
     return paths
 
 

@@ -1,6 +1,8 @@
-"""Pooling strategies: alpha/kappa and measured recovery by weights (spec §3, §6.4).
+"""Pooling strategies: alpha/kappa and measured recovery by weights
+(docs/model.md, "Pooling scalars", "What the pipeline tests").
 
-The theory (spec §5) says only ``alpha/kappa = w^T R w / ||w||^2`` sets the signal spike,
+The theory
+(docs/model.md, "Spikes") says only ``alpha/kappa = w^T R w / ||w||^2`` sets the signal spike,
 so the ordering of weights by alpha/kappa should be the ordering of recovery (squared
 overlap of the signal eigenvector with ``u``): ``optimal > causal > mean`` for early-signal
 ``R`` (prefix, label), possibly reversed for stationary ``R`` (markov).

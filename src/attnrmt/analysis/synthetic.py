@@ -2,8 +2,9 @@
 
 Used by the analysis tests and for developing the analysis without running the simulator.
 The spectra are deterministic quantiles of the bulk law (so the bulk KS distance is known to
-be ``~1/(2n)``), and the outliers/overlaps follow spec §5 for a chosen planted ``theta(snr)``
-plus Gaussian noise, so an estimator must recover the planted thresholds.
+be ``~1/(2n)``), and the outliers/overlaps follow the spike formulas (docs/model.md,
+"Spikes") for a chosen planted ``theta(snr)`` plus Gaussian noise, so an estimator must
+recover the planted thresholds.
 """
 
 from __future__ import annotations
@@ -78,7 +79,9 @@ def make_synthetic(
         Named models (defaults ``{"iid": {"kind": "iid"}}`` and ``{"mean": "mean"}``).
     replicates, top_k : int
     variant : {"paper", "finite_vocab"}
-        Which §5 variant generates the outliers and overlaps (the planted truth).
+        Which theory variant
+        (docs/model.md, "Two variants of the theory") generates the outliers and overlaps (the
+        planted truth).
     noise : float
         Relative Gaussian noise on outliers and absolute noise on overlaps.
     seed : int

@@ -1,8 +1,10 @@
-"""Empirical BBP thresholds along ``snr`` (spec §5, §6.2); the estimator is in docs/thresholds.md.
+"""Empirical BBP thresholds along ``snr``
+(docs/model.md, "Spikes", "What the pipeline tests"); the estimator is in docs/thresholds.md.
 
 Estimator ("theta inversion + linear extrapolation"):
 
-1. Invert the bulk's spike map (spec §5; it depends only on ``delta``, ``gamma``, not on the
+1. Invert the bulk's spike map
+(docs/model.md, "Spikes"; it depends only on ``delta``, ``gamma``, not on the
    variant): a measured outlier ``ell`` of ``Sigma_E`` gives
    ``theta_hat = delta + [(x-1-delta) + sqrt((x-1-delta)^2 - 4 delta)]/2``, ``x = ell/kappa``
    (the root ``u < 1/sqrt(delta)`` of ``x = (1+u)(1+delta u)/u``); a measured outlier
@@ -28,6 +30,8 @@ Estimator ("theta inversion + linear extrapolation"):
 """
 
 from __future__ import annotations
+
+import warnings
 
 import numpy as np
 import xarray as xr
@@ -111,7 +115,7 @@ def fit_threshold(
     theta_reps : ndarray (S, R)
         ``theta_hat`` per snr and replicate (NaN = missing).
     theta_c : float
-        Critical spike strength of the transition (spec §5).
+        Critical spike strength of the transition (docs/model.md, "Spikes").
     margin : float
         Detection margin: a point is detected when its replicate mean exceeds
         ``theta_c (1 + margin)``.
@@ -137,7 +141,7 @@ def fit_threshold(
     order = np.argsort(s)
     s, y = s[order], y[order]
     level_c = theta_c * (1.0 + margin)
-    with np.errstate(invalid="ignore"), _quiet():
+    with np.errstate(invalid="ignore"), _all_nan_rows_stay_nan():
         mean = np.nanmean(y, axis=1)
     detected = _contiguous_from_top(np.isfinite(mean) & (mean > level_c))
     intercept, slope, _n = _masked_line(s, mean, detected)
@@ -150,7 +154,7 @@ def fit_threshold(
     n_rep = y.shape[1]
     idx = rng.integers(0, n_rep, size=(n_boot, s.size, n_rep))
     samples = np.take_along_axis(np.broadcast_to(y, (n_boot, *y.shape)), idx, axis=2)
-    with np.errstate(invalid="ignore"), _quiet():
+    with np.errstate(invalid="ignore"), _all_nan_rows_stay_nan():
         boot_mean = np.nanmean(samples, axis=2)
     boot_det = _contiguous_from_top(np.isfinite(boot_mean) & (boot_mean > level_c))
     b_int, b_slope, _ = _masked_line(s, boot_mean, boot_det)
@@ -189,18 +193,9 @@ def fit_threshold(
             "ci_high": float(ci[1]), "bound": "none"}
 
 
-class _quiet:
+def _all_nan_rows_stay_nan() -> warnings.catch_warnings:
     """Silence numpy's 'Mean of empty slice' RuntimeWarning (all-NaN rows stay NaN)."""
-
-    def __enter__(self) -> None:
-        import warnings
-
-        self._ctx = warnings.catch_warnings()
-        self._ctx.__enter__()
-        warnings.simplefilter("ignore", RuntimeWarning)
-
-    def __exit__(self, *exc: object) -> None:
-        self._ctx.__exit__(*exc)
+    return warnings.catch_warnings(action="ignore", category=RuntimeWarning)
 
 
 _SCALARS = ("estimate", "ci_low", "ci_high", "extrapolated", "slope", "intercept", "offset",
@@ -304,7 +299,8 @@ def finite_size_fit(
     exponent: float = DEFAULT_EXPONENT,
     level: float = DEFAULT_LEVEL,
 ) -> dict[str, float]:
-    """Fit ``estimate(d) = a + b d^(-exponent)`` and extrapolate to ``d -> inf`` (spec §6.2).
+    """Fit ``estimate(d) = a + b d^(-exponent)`` and extrapolate to ``d -> inf``
+    (docs/model.md, "What the pipeline tests").
 
     Parameters
     ----------

@@ -1,4 +1,7 @@
-"""The exact generative model and one simulation cell (spec model-and-theory.md §1–3, §5).
+"""The exact generative model and one simulation cell.
+
+The model is specified in docs/model.md ("The generative model", "Weights", "Pooling
+scalars", and "Spikes" for the population covariance given the table).
 
 Public interface (names fixed by docs/architecture.md):
 

@@ -1,4 +1,5 @@
-"""Positional sign models: exact correlation ``R`` and a vectorised sampler (spec §1.3).
+"""Positional sign models: exact correlation ``R`` and a vectorised sampler
+(docs/model.md, "Positional models").
 
 A positional model is a dict ``{"kind": ..., **params}``:
 
@@ -168,7 +169,8 @@ def validate_positional(spec: Mapping[str, Any] | str, T: int) -> dict[str, Any]
 
 
 def label_correlations(positional: Mapping[str, Any], T: int) -> np.ndarray:
-    """``rho`` (T,) of a ``label`` model: ``rho_t = E[xi_t y]`` (spec §1.3)."""
+    """``rho`` (T,) of a ``label`` model: ``rho_t = E[xi_t y]``
+    (docs/model.md, "Positional models")."""
     spec = validate_positional(positional, T)
     if spec["kind"] != "label":
         raise ValueError(f"positional={positional!r}: not a label model")
@@ -180,7 +182,7 @@ def label_correlations(positional: Mapping[str, Any], T: int) -> np.ndarray:
 def positional_correlation(positional: Mapping[str, Any] | str, T: int) -> np.ndarray:
     """Exact sign correlation ``R = E[xi xi^T]`` (T x T, float64) of a positional model.
 
-    Implements the ``R`` column of spec §1.3 (see the module docstring).
+    Implements the ``R`` column of docs/model.md, "Positional models" (see the module docstring).
     """
     spec = validate_positional(positional, T)
     kind = spec["kind"]
@@ -216,7 +218,8 @@ def _signs_with_probability(
 def sample_signs(
     positional: Mapping[str, Any] | str, T: int, n: int, rng: np.random.Generator
 ) -> tuple[np.ndarray, np.ndarray | None]:
-    """Draw ``n`` sign sequences of length ``T`` (spec §1.3), vectorised over ``n``.
+    """Draw ``n`` sign sequences of length ``T``
+    (docs/model.md, "Positional models"), vectorised over ``n``.
 
     Parameters
     ----------
@@ -259,7 +262,7 @@ def sample_signs(
         labels = _random_signs(rng, (n,))
         agree = _signs_with_probability(rng, 0.5 * (1.0 + rho), (n, T))
         signs = (agree * labels[:, None]).astype(np.int8)
-    else:  # custom: sign of a Gaussian with the arcsine covariance (spec §1.3)
+    else:  # custom: sign of a Gaussian, arcsine covariance (docs/model.md, "Positional models")
         covariance = _arcsine_covariance(np.asarray(spec["R"], dtype=np.float64))
         eigenvalues, eigenvectors = np.linalg.eigh(covariance)
         factor = eigenvectors * np.sqrt(np.clip(eigenvalues, 0.0, None))

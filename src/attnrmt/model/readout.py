@@ -1,4 +1,5 @@
-"""Downstream task: ridge-regression readout of the sequence label y (spec §6.6).
+"""Downstream task: ridge-regression readout of the sequence label y
+(docs/model.md, "What the pipeline tests").
 
 Pure function of arrays; used by :func:`attnrmt.model.simulate_cell` for ``label`` models.
 """

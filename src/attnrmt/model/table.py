@@ -1,7 +1,7 @@
-"""The embedding table ``E`` and its class means (spec §1.2, §5).
+"""The embedding table ``E`` and its class means (docs/model.md, "Embedding table", "Spikes").
 
 Storage convention: ``embeddings`` has shape ``(V, d)`` and row ``v`` is ``e_v``, i.e. it is
-the spec's ``E`` (d x V) transposed, so that gathering tokens reads contiguous rows.
+the model's ``E`` (d x V) transposed, so that gathering tokens reads contiguous rows.
 Tokens ``0 .. V/2 - 1`` have class ``s_v = +1`` and tokens ``V/2 .. V - 1`` class ``-1``.
 The signal direction is ``u = e_1`` (first coordinate axis): the noise ``z_v ~ N(0, I_d)``
 is rotation invariant, so any fixed direction gives the same law.
@@ -19,7 +19,8 @@ import numpy as np
 
 @dataclass(frozen=True, eq=False)
 class EmbeddingTable:
-    """One draw of the table (spec §1.2) with the derived class means (spec §5).
+    """One draw of the table
+    (docs/model.md, "Embedding table") with the derived class means (docs/model.md, "Spikes").
 
     Attributes
     ----------
@@ -53,7 +54,8 @@ class EmbeddingTable:
 
 
 def realised_sizes(d: int, delta: float, gamma: float) -> tuple[int, int]:
-    """``V = 2 round(d / (2 delta))`` and ``N = round(d / gamma)`` (spec §1.1).
+    """``V = 2 round(d / (2 delta))`` and ``N = round(d / gamma)``
+    (docs/model.md, "Sizes and ratios").
 
     ``round`` is Python's (half to even). No validation here: see
     :func:`attnrmt.model.simulate_cell`.
@@ -62,7 +64,7 @@ def realised_sizes(d: int, delta: float, gamma: float) -> tuple[int, int]:
 
 
 def class_means(embeddings: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``(mbar, Dlt)`` of a table whose first half is class +1 (spec §5)."""
+    """``(mbar, Dlt)`` of a table whose first half is class +1 (docs/model.md, "Spikes")."""
     half = embeddings.shape[0] // 2
     mean_plus = embeddings[:half].mean(axis=0)
     mean_minus = embeddings[half:].mean(axis=0)
@@ -92,7 +94,8 @@ def helper_threads() -> int:
 
 
 def sample_table(d: int, V: int, snr: float, rng: np.random.Generator) -> EmbeddingTable:
-    """Draw ``E``: ``e_v = s_v mu + z_v`` with ``mu = sqrt(snr) e_1`` (spec §1.2).
+    """Draw ``E``: ``e_v = s_v mu + z_v`` with ``mu = sqrt(snr) e_1``
+    (docs/model.md, "Embedding table").
 
     The ``V x d`` Gaussian noise is filled in ``2 * _TABLE_BLOCKS_PER_CLASS`` row blocks,
     each from its own SFC64 generator seeded by a child of ``rng``'s seed sequence, in
@@ -152,7 +155,7 @@ def sample_table(d: int, V: int, snr: float, rng: np.random.Generator) -> Embedd
 def sample_tokens(signs: np.ndarray, V: int, rng: np.random.Generator) -> np.ndarray:
     """Token indices ``v_{n,t}``, uniform among the ``V/2`` tokens of class ``xi_{n,t}``.
 
-    Returns an int64 array of the shape of ``signs`` (spec §1.4).
+    Returns an int64 array of the shape of ``signs`` (docs/model.md, "Tokens, pooling and S").
     """
     half = V // 2
     within_class = rng.integers(0, half, size=signs.shape, dtype=np.int64)

@@ -1,4 +1,5 @@
-"""Pooling weights and the pooling scalars alpha, kappa, sigma (spec §2–3).
+"""Pooling weights and the pooling scalars alpha, kappa, sigma
+(docs/model.md, "Weights", "Pooling scalars").
 
 A weights spec is a built-in name (``"mean"``, ``"last"``, ``"optimal"``, ``"harmonic"``)
 or a dict ``{"kind": "causal_limit", "tau": 1.0}``, ``{"kind": "causal_attention",
@@ -96,7 +97,8 @@ def validate_weights(spec: Mapping[str, Any] | str, T: int) -> dict[str, Any]:
 
 
 def harmonic_weights(T: int) -> np.ndarray:
-    """The seed's harmonic weights ``w_t ∝ H_{T-1} - H_{t-1}``, ``t = 1..T`` (spec §2).
+    """The seed's harmonic weights ``w_t ∝ H_{T-1} - H_{t-1}``, ``t = 1..T``
+    (docs/model.md, "Weights").
 
     Normalised to ``sum(w) = 1``: since ``sum_{j=0}^{T-1} H_j = T H_{T-1} - (T - 1)``, the
     unnormalised weights sum to ``T - 1``, so ``w_t = (H_{T-1} - H_{t-1}) / (T - 1)``.
@@ -111,7 +113,7 @@ def harmonic_weights(T: int) -> np.ndarray:
 
 
 def causal_limit_weights(T: int, tau: float = 0.0) -> np.ndarray:
-    """Deterministic limit of causal self-attention pooling (spec §2).
+    """Deterministic limit of causal self-attention pooling (docs/model.md, "Weights").
 
     With ``c = e^tau - 1``,
     ``w_s = (1/T) [ c/(c+s) + sum_{t=s}^{T} 1/(c+t) ]``, ``s = 1..T``; at ``tau = 0``,
@@ -139,7 +141,8 @@ def causal_limit_weights(T: int, tau: float = 0.0) -> np.ndarray:
 
 
 def optimal_weights(R: np.ndarray) -> np.ndarray:
-    """Top eigenvector of ``R`` (unit norm), sign chosen so that ``sum(w) > 0`` (spec §2).
+    """Top eigenvector of ``R`` (unit norm), sign chosen so that ``sum(w) > 0``
+    (docs/model.md, "Weights").
 
     It maximises the Rayleigh quotient ``alpha/kappa = w^T R w / ||w||^2`` (value
     ``lambda_max(R)``). If the top eigenvalue is degenerate (e.g. ``R = I``), the answer is
@@ -173,7 +176,7 @@ def _check_correlation(R: Any) -> np.ndarray:
 def pooling_weights(
     weights: Mapping[str, Any] | str, T: int, R: np.ndarray | None = None
 ) -> np.ndarray:
-    """The pooling weight vector ``w`` (T,) of a weights spec (spec §2).
+    """The pooling weight vector ``w`` (T,) of a weights spec (docs/model.md, "Weights").
 
     Parameters
     ----------
@@ -214,7 +217,8 @@ def pooling_weights(
 
 
 def pooling_scalars(w: np.ndarray, R: np.ndarray) -> tuple[float, float, float]:
-    """``alpha = w^T R w``, ``kappa = ||w||^2``, ``sigma = sum_t w_t`` (spec §3)."""
+    """``alpha = w^T R w``, ``kappa = ||w||^2``, ``sigma = sum_t w_t``
+    (docs/model.md, "Pooling scalars")."""
     w = check_finite_array("w", w)
     R = _check_correlation(R)
     if w.ndim != 1 or R.shape != (w.size, w.size):
@@ -225,7 +229,8 @@ def pooling_scalars(w: np.ndarray, R: np.ndarray) -> tuple[float, float, float]:
 def causal_attention_weights(
     embeddings: np.ndarray, tokens: np.ndarray, tau: float, *, chunk_bytes: int = 2**25
 ) -> np.ndarray:
-    """Per-sequence effective weights of real causal softmax self-attention (spec §2).
+    """Per-sequence effective weights of real causal softmax self-attention
+    (docs/model.md, "Weights").
 
     For sequence ``n`` with token embeddings ``x_1..x_T`` (queries = keys = values), the
     attention matrix is ``A_ts = softmax_{s <= t}(tau x_t.x_s / d)`` and the pooled output

@@ -1,4 +1,6 @@
-"""The sweep machinery: config, plan, Dask cluster, blocks, Zarr stores (pipeline.md).
+"""The sweep machinery: config, plan, Dask cluster, blocks, Zarr stores.
+
+Design in docs/architecture.md; what the stores hold in docs/data-contract.md.
 
 Public here (light imports only; ``cluster``, ``blocks`` and ``store`` are imported from
 their modules because they pull in Dask and Zarr):

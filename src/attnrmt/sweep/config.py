@@ -345,7 +345,8 @@ def _check_axis_bounds(prefix: str, axes: Mapping[str, list], raw: Mapping[str, 
 
 
 def _check_realised_sizes(prefix: str, axes: Mapping[str, list]) -> None:
-    """Every (d, delta) gives V >= 2 tokens and every (d, gamma) N >= 2 samples (spec §1.1)."""
+    """Every (d, delta) gives V >= 2 tokens and every (d, gamma) N >= 2 samples
+    (docs/model.md, "Sizes and ratios")."""
     from attnrmt.model import realised_sizes
 
     for d_index, d in enumerate(axes["d"]):

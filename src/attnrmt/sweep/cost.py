@@ -34,7 +34,8 @@ def cell_work(
     ``d^3``: the eigendecompositions of ``S`` and ``Sigma_E``; ``(N + V) d^2``: forming
     ``S`` and the table's Gram matrix; ``N T d``: pooling; ``causal_attention`` adds its
     ``T x T`` score matrices per sequence (weighted by :data:`ATTENTION_WORK_FACTOR`).
-    ``N = round(d / gamma)``, ``V = 2 round(d / (2 delta))`` (model §1). A rough operation
+    ``N = round(d / gamma)``, ``V = 2 round(d / (2 delta))``
+    (docs/model.md, "Sizes and ratios"). A rough operation
     count, not a flop count.
     """
     n_samples = round(d / gamma)

@@ -1,4 +1,5 @@
-"""Asymptotic predictions: the bulk law and rank-one spikes (spec §4–5, §7).
+"""Asymptotic predictions: the bulk law and rank-one spikes
+(docs/model.md, "Bulk law", "Spikes", "Textbook limits").
 
 All functions broadcast over numpy arrays; bulk functions are in mean-1 units
 (``kappa = 1``), spike eigenvalues in units of ``S``.
@@ -48,7 +49,8 @@ _WEIGHT_FORMULAS = ("optimal_weights", "harmonic_weights", "causal_limit_weights
 
 
 def pooling_ratio(w: ArrayLike, R: ArrayLike) -> np.float64 | np.ndarray:
-    """Signal-to-noise gain of pooling, ``alpha / kappa = w^T R w / ||w||^2`` (spec §3).
+    """Signal-to-noise gain of pooling, ``alpha / kappa = w^T R w / ||w||^2``
+    (docs/model.md, "Pooling scalars").
 
     Parameters
     ----------

@@ -1,4 +1,4 @@
-"""The bulk law ``MP_delta ⊠ MP_gamma`` (spec ``model-and-theory.md`` §4).
+"""The bulk law ``MP_delta ⊠ MP_gamma`` (docs/model.md, "Bulk law").
 
 Everything is in mean-1 units (``kappa = 1``): the eigenvalues of ``S / kappa``.
 
@@ -38,8 +38,9 @@ largest of ``{1, delta, gamma}`` coincide (``delta == gamma >= 1``, ``delta == 1
 or ``gamma == 1 >= delta``) — the lower edge is 0 and the density is singular there.
 
 Note: for ``delta == gamma < 1`` the lower edge is *positive* (e.g. 0.02835 at 0.5), not 0
-as the spec's §4 sentence says; ``MP_delta`` and ``MP_gamma`` are both supported away from 0
-then, so their free product is too (support within ``[(1-√δ)²(1-√γ)², (1+√δ)²(1+√γ)²]``).
+as the source summary of the model states; ``MP_delta`` and ``MP_gamma`` are both
+supported away from 0 then, so their free product is too (support within
+``[(1-√δ)²(1-√γ)², (1+√δ)²(1+√γ)²]``).
 """
 
 from __future__ import annotations
@@ -235,7 +236,7 @@ class _ShiftedRoot:
 
 
 def critical_u(delta: ArrayLike, gamma: ArrayLike) -> np.float64 | NDArray[np.float64]:
-    """Positive critical point ``u*`` of ``f`` (spec §4).
+    """Positive critical point ``u*`` of ``f`` (docs/model.md, "Bulk law").
 
     The unique positive root of ``2 delta gamma u^3 + (delta+gamma+delta gamma) u^2 - 1 = 0``.
     The sample spike separates from the bulk iff ``u = 1/(theta - delta) < u*``.
@@ -257,7 +258,8 @@ def critical_u(delta: ArrayLike, gamma: ArrayLike) -> np.float64 | NDArray[np.fl
 def bulk_edges(
     delta: ArrayLike, gamma: ArrayLike
 ) -> tuple[np.float64 | NDArray[np.float64], np.float64 | NDArray[np.float64]]:
-    """Edges ``(lower, upper)`` of the continuous part of ``MP_delta ⊠ MP_gamma`` (spec §4).
+    """Edges ``(lower, upper)`` of the continuous part of ``MP_delta ⊠ MP_gamma``
+    (docs/model.md, "Bulk law").
 
     ``upper = f(u*)`` with ``u*`` from :func:`critical_u`; ``lower`` is ``f`` at the negative
     critical point with ``f > 0`` (the maximum of ``f`` between its two zeros closest to 0),
@@ -287,7 +289,7 @@ def bulk_edges(
 
 
 def bulk_atom(delta: ArrayLike, gamma: ArrayLike) -> np.float64 | NDArray[np.float64]:
-    """Mass of the atom at 0: ``max(0, 1 - 1/delta, 1 - 1/gamma)`` (spec §4)."""
+    """Mass of the atom at 0: ``max(0, 1 - 1/delta, 1 - 1/gamma)`` (docs/model.md, "Bulk law")."""
     delta_arr, gamma_arr = _ratios(delta, gamma)
     atom = np.maximum(np.maximum(1.0 - 1.0 / delta_arr, 1.0 - 1.0 / gamma_arr), 0.0)
     return _scalar_or_array(atom)
@@ -300,7 +302,7 @@ def bulk_moments(
     np.float64 | NDArray[np.float64],
     np.float64 | NDArray[np.float64],
 ]:
-    """First three moments of ``MP_delta ⊠ MP_gamma`` (spec §4).
+    """First three moments of ``MP_delta ⊠ MP_gamma`` (docs/model.md, "Bulk law").
 
     ``m1 = 1``, ``m2 = 1 + delta + gamma``,
     ``m3 = 1 + 3 (delta + gamma) + delta^2 + gamma^2 + 3 delta gamma``.
@@ -333,7 +335,8 @@ def _inside(x: NDArray, delta: NDArray, gamma: NDArray) -> tuple[NDArray, NDArra
 def bulk_density(
     x: ArrayLike, delta: ArrayLike, gamma: ArrayLike
 ) -> np.float64 | NDArray[np.float64]:
-    """Density of the continuous part of ``MP_delta ⊠ MP_gamma`` at ``x`` (spec §4).
+    """Density of the continuous part of ``MP_delta ⊠ MP_gamma`` at ``x``
+    (docs/model.md, "Bulk law").
 
     ``rho(x) = |Im u(x)| / (pi x)`` with ``u`` the complex root of the cubic (C) in the
     module docstring; 0 outside ``(lower, upper)`` and for ``x <= 0``.  The atom at 0
@@ -366,7 +369,8 @@ def bulk_density(
 def bulk_cdf(
     x: ArrayLike, delta: ArrayLike, gamma: ArrayLike
 ) -> np.float64 | NDArray[np.float64]:
-    """Cumulative distribution of ``MP_delta ⊠ MP_gamma`` including the atom (spec §4).
+    """Cumulative distribution of ``MP_delta ⊠ MP_gamma`` including the atom
+    (docs/model.md, "Bulk law").
 
     Closed form (F) of the module docstring inside the support; 0 for ``x < 0``,
     the atom ``max(0, 1-1/delta, 1-1/gamma)`` on ``[0, lower]``, 1 from ``upper`` on.

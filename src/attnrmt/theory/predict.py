@@ -111,7 +111,7 @@ def predict(
     * ``mean_spike_*``: the uncentred mean spike ``theta_mean = sigma^2 delta / kappa``, NaN
       where ``centered`` is true.
 
-    (``docs/model.md``, "Bulk law", "Spikes: two BBP transitions", "Two variants of the
+    (``docs/model.md``, "Bulk law", "Spikes", "Two variants of the
     theory", "Thresholds", "Uncentred mean spike".)
 
     Parameters

@@ -1,4 +1,4 @@
-"""Rank-one spikes on the bulk: two successive BBP transitions (spec §5).
+"""Rank-one spikes on the bulk: two successive BBP transitions (docs/model.md, "Spikes").
 
 A spike of strength ``theta`` (units of ``kappa``) on the ``MP_delta`` population bulk, seen
 through ``N = d/gamma`` samples.  With ``u = 1/(theta - delta)``:
@@ -54,7 +54,7 @@ Float = np.float64 | NDArray[np.float64]
 
 @dataclass(frozen=True)
 class SpikeOutliers:
-    """Outliers of one rank-one spike of strength ``theta`` (spec §5).
+    """Outliers of one rank-one spike of strength ``theta`` (docs/model.md, "Spikes").
 
     Attributes
     ----------
@@ -79,7 +79,7 @@ class SpikeOutliers:
 
 @dataclass(frozen=True)
 class SpikePrediction:
-    """Signal-spike prediction for one variant (spec §5).
+    """Signal-spike prediction for one variant (docs/model.md, "Spikes").
 
     Attributes
     ----------
@@ -106,7 +106,8 @@ class SpikePrediction:
 
 
 def _outliers(theta: NDArray, delta: NDArray, gamma: NDArray, kappa: NDArray) -> dict:
-    """§5 outlier formulas on validated, broadcastable float arrays (no scalar unwrapping)."""
+    """Spike formulas
+    (docs/model.md, "Spikes") on validated, broadcastable float arrays (no scalar unwrapping)."""
     theta, delta, gamma, kappa = np.broadcast_arrays(theta, delta, gamma, kappa)
     excess = theta - delta
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -137,7 +138,7 @@ def _as_outliers(fields: dict) -> SpikeOutliers:
 def spike_outliers(
     theta: ArrayLike, delta: ArrayLike, gamma: ArrayLike, kappa: ArrayLike = 1.0
 ) -> SpikeOutliers:
-    """Outliers and overlaps of a rank-one spike of strength ``theta`` (spec §5).
+    """Outliers and overlaps of a rank-one spike of strength ``theta`` (docs/model.md, "Spikes").
 
     With ``u = 1/(theta - delta)``: population outlier ``kappa (1+u)(1+delta u)/u`` and
     overlap ``1 - delta u^2`` iff ``u < 1/sqrt(delta)``; sample outlier
@@ -174,7 +175,7 @@ def spike(
     kappa: ArrayLike,
     variant: str = "finite_vocab",
 ) -> SpikePrediction:
-    """Signal-spike prediction for ``variant`` in ``VARIANTS`` (spec §5).
+    """Signal-spike prediction for ``variant`` in ``VARIANTS`` (docs/model.md, "Spikes").
 
     ``paper``: ``theta = (alpha/kappa) snr``.  ``finite_vocab``:
     ``theta = (alpha/kappa)(snr + delta)`` and overlaps with ``mu/||mu||`` are the overlaps
@@ -249,7 +250,7 @@ def spike(
 def mean_spike(
     delta: ArrayLike, gamma: ArrayLike, sigma: ArrayLike, kappa: ArrayLike
 ) -> SpikeOutliers:
-    """Uncentred mean spike along the table mean ``mbar`` (spec §5).
+    """Uncentred mean spike along the table mean ``mbar`` (docs/model.md, "Spikes").
 
     ``theta_mean = sigma^2 delta / kappa`` (mean pooling: ``T delta``) fed to
     :func:`spike_outliers`; overlaps are with ``mbar / ||mbar||``.
