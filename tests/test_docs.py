@@ -15,7 +15,7 @@ CITATION = re.compile(r'docs/model\.md[`]*,\s*((?:"[^"]+"(?:,\s*|\s+and\s+)?)+)'
 
 
 def source_files() -> list[Path]:
-    files = [ROOT / "Snakefile"]
+    files = [ROOT / "Snakefile", ROOT / "README.md", *(ROOT / "docs").glob("*.md")]
     for folder in ("src", "workflow"):
         files += [p for p in (ROOT / folder).rglob("*") if p.is_file()
                   and p.suffix in {".py", ".smk", ".yaml", ".rst", ".md", ".html"}]
