@@ -1,4 +1,4 @@
-"""Bulk fit (spec §4, §6.1) on synthetic spectra with known answers."""
+"""Bulk fit (docs/model.md, "Bulk law") on synthetic spectra with known answers."""
 
 from __future__ import annotations
 
@@ -9,13 +9,16 @@ from attnrmt.analysis.bulk_fit import bulk_fit, ks_distance
 from attnrmt.analysis.synthetic import bulk_quantiles, make_synthetic
 from attnrmt.theory import bulk_atom, bulk_edges
 
+#: The schema's default ``analysis.bulk_margin`` is 0.05; these tests fix their own.
+MARGIN = 0.05
+
 
 @pytest.mark.parametrize(("delta", "gamma"), [(0.5, 0.5), (0.25, 2.0), (2.0, 0.5), (2.0, 2.0)])
 def test_ks_of_exact_quantiles_is_half_a_step(delta: float, gamma: float) -> None:
     n = 400
     kappa = 0.3
     spectrum = kappa * bulk_quantiles(n, delta, gamma)
-    fit = ks_distance(spectrum, delta, gamma, kappa)
+    fit = ks_distance(spectrum, delta, gamma, kappa, margin=MARGIN)
     n_bulk = n * (1 - float(bulk_atom(delta, gamma)))
     # mid-quantiles: the empirical CDF is within half a step of the law (plus bisection slack)
     assert fit["ks"] <= 0.5 / n_bulk + 2e-3
@@ -33,27 +36,28 @@ def test_outliers_above_the_edge_margin_are_excluded() -> None:
     _, upper = bulk_edges(0.5, 0.5)
     spiked = spectrum.copy()
     spiked[-2:] = [1.2 * float(upper), 2.0 * float(upper)]
-    fit = ks_distance(spiked, 0.5, 0.5, 1.0, margin=0.05)
+    fit = ks_distance(spiked, 0.5, 0.5, 1.0, margin=MARGIN)
     assert fit["n_outliers"] == 2
     assert fit["upper_edge"] < float(upper) * 1.05
 
 
 def test_wrong_scale_gives_a_large_distance() -> None:
     spectrum = bulk_quantiles(300, 0.5, 0.5)
-    assert ks_distance(1.3 * spectrum, 0.5, 0.5, 1.0)["ks"] > 0.04
-    assert ks_distance(spectrum, 0.5, 0.5, 1.0)["ks"] < 0.01
+    assert ks_distance(1.3 * spectrum, 0.5, 0.5, 1.0, margin=MARGIN)["ks"] > 0.04
+    assert ks_distance(spectrum, 0.5, 0.5, 1.0, margin=MARGIN)["ks"] < 0.01
 
 
 def test_nan_padding_is_ignored() -> None:
     spectrum = bulk_quantiles(200, 0.5, 0.5)
     padded = np.concatenate([spectrum, np.full(50, np.nan)])
-    assert ks_distance(padded, 0.5, 0.5, 1.0) == ks_distance(spectrum, 0.5, 0.5, 1.0)
+    assert ks_distance(padded, 0.5, 0.5, 1.0, margin=MARGIN) == ks_distance(
+        spectrum, 0.5, 0.5, 1.0, margin=MARGIN)
 
 
 def test_bulk_fit_on_contract_shaped_cells() -> None:
     cells, _ = make_synthetic(d=(200, 240), delta=(0.5, 2.0), gamma=(0.5,), snr=(0.0, 3.0),
                               replicates=2)
-    fit = bulk_fit(cells)
+    fit = bulk_fit(cells, margin=MARGIN)
     assert set(fit["bulk_ks"].dims) == {"d", "delta", "gamma", "T", "positional", "weights",
                                         "snr", "centered", "replicate"}
     # the synthetic top-k replace the largest bulk quantiles: at most 3 of >= 100 bulk values

@@ -21,7 +21,7 @@ import xarray as xr
 from attnrmt.analysis._common import effective_ratios
 from attnrmt.theory import bulk_atom, bulk_cdf, bulk_edges
 
-DEFAULT_MARGIN = 0.05
+#: Relative size below which an eigenvalue counts as zero (numerics, not a setting).
 DEFAULT_ZERO_TOL = 1e-9
 
 
@@ -31,7 +31,7 @@ def ks_distance(
     gamma: float,
     kappa: float,
     *,
-    margin: float = DEFAULT_MARGIN,
+    margin: float,
     zero_tol: float = DEFAULT_ZERO_TOL,
 ) -> dict[str, float]:
     """KS distance of one spectrum from the continuous part of ``kappa MP_delta ⊠ MP_gamma``.
@@ -94,7 +94,7 @@ _FIELDS = ("ks", "n_outliers", "zero_fraction", "lower_edge", "upper_edge", "n_b
 
 
 def bulk_fit(
-    cells: xr.Dataset, *, margin: float = DEFAULT_MARGIN, zero_tol: float = DEFAULT_ZERO_TOL
+    cells: xr.Dataset, *, margin: float, zero_tol: float = DEFAULT_ZERO_TOL
 ) -> xr.Dataset:
     """Per-cell bulk fit over a whole ``cells.zarr`` dataset
     (docs/model.md, "What the pipeline tests").

@@ -384,7 +384,7 @@ def figure_downstream(downstream: pd.DataFrame) -> Figure:
     return fig
 
 
-def figure_finite_size(thresholds: pd.DataFrame, exponent: float = 1.0 / 3.0) -> Figure:
+def figure_finite_size(thresholds: pd.DataFrame, exponent: float) -> Figure:
     """Threshold estimates against ``d^(-exponent)`` with the fitted extrapolation."""
     if thresholds.empty or "finite_size" not in thresholds:
         return _empty("Finite size", "no thresholds")
