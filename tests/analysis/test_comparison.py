@@ -1,4 +1,5 @@
-"""Comparison tables against both variants (spec §6.3) on synthetic stores."""
+"""Comparison tables against both variants
+(docs/model.md, "What the pipeline tests") on synthetic stores."""
 
 from __future__ import annotations
 

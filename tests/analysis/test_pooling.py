@@ -1,4 +1,5 @@
-"""Pooling ordering, real causal attention, downstream task and centring (spec §6.4–6.7)."""
+"""Pooling ordering, real causal attention, downstream task and centring
+(docs/model.md, "What the pipeline tests")."""
 
 from __future__ import annotations
 

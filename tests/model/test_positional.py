@@ -1,4 +1,5 @@
-"""Positional sign models: exact R, vectorised sampler, canonical specs (spec §1.3)."""
+"""Positional sign models: exact R, vectorised sampler, canonical specs
+(docs/model.md, "Positional models")."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Pooling weights and scalars (spec §2–3)."""
+"""Pooling weights and scalars (docs/model.md, "Weights", "Pooling scalars")."""
 
 from __future__ import annotations
 
@@ -26,7 +26,8 @@ def harmonic_number(n: int) -> float:
 
 
 def causal_limit_brute_force(T: int, tau: float) -> np.ndarray:
-    """Spec §2 limit built from its definition: the limiting attention matrix, averaged."""
+    """causal_limit (docs/model.md, "Weights") built from its definition: the limiting
+    attention matrix, averaged."""
     attention = np.zeros((T, T))
     for t in range(T):
         scores = np.where(np.arange(T) == t, tau, 0.0)[: t + 1]
@@ -64,7 +65,8 @@ def test_harmonic_form() -> None:
 
 @pytest.mark.parametrize("tau", [0.0, 1e-9])
 def test_causal_limit_at_tau_zero(tau: float) -> None:
-    # At tau -> 0 the limit is w_s = (H_T - H_{s-1}) / T (spec §2); tau = 1e-9 changes it
+    # At tau -> 0 the limit is w_s = (H_T - H_{s-1}) / T
+    # (docs/model.md, "Weights"); tau = 1e-9 changes it
     # by O(tau) = 1e-9 relative, hence the 1e-8 tolerance.
     T = 9
     expected = [(harmonic_number(T) - harmonic_number(s - 1)) / T for s in range(1, T + 1)]
@@ -182,7 +184,8 @@ def test_causal_attention_rows_and_tau_zero() -> None:
 
 
 def test_causal_attention_approaches_causal_limit_as_d_grows() -> None:
-    """Measured mean effective weights -> causal_limit(tau) (spec §2, §6.5).
+    """Measured mean effective weights -> causal_limit(tau)
+    (docs/model.md, "Weights", "What the pipeline tests").
 
     Scores tau x_t.x_s/d fluctuate by ~tau/sqrt(d) around their limits (tau on the
     diagonal, 0 off it), so one sequence's weights deviate by ~(tau/sqrt(d)) w ~ 3e-3 at

@@ -1,10 +1,10 @@
-"""Tests of the bulk law MP_delta ⊠ MP_gamma (spec §4, §7).
+"""Tests of the bulk law MP_delta ⊠ MP_gamma (docs/model.md, "Bulk law", "Textbook limits").
 
 Tolerances:
 
-* Textbook limits (spec §7) are evaluated at ratio 1e-12, where the exact answer differs
-  from the limit by O(1e-12); the solvers are converged to machine precision, so 1e-8 is
-  a comfortable bound that still catches any formula slip.
+* Textbook limits (docs/model.md, "Textbook limits") are evaluated at ratio 1e-12, where
+  the exact answer differs from the limit by O(1e-12); the solvers are converged to machine
+  precision, so 1e-8 is a comfortable bound that still catches any formula slip.
 * Moment checks integrate the density with Gauss–Legendre after a substitution
   ``x = lower + (upper - lower) * ((1 - cos(pi s))/2)^3`` that turns the square-root edges
   and the ``x^{-1/2}`` / ``x^{-2/3}`` hard edges at 0 into smooth integrands; with 600 nodes
@@ -62,8 +62,8 @@ def test_example_right_edge_half_half() -> None:
 
 
 def test_lower_edge_equal_ratios_below_one_is_positive() -> None:
-    """delta == gamma < 1: both factors avoid 0, so the product does (spec §4 says 0; it
-    is 0 only when the two largest of {1, delta, gamma} coincide)."""
+    """delta == gamma < 1: both factors avoid 0, so the product does
+    (a common statement says 0; it is 0 only when the two largest of {1, delta, gamma} coincide)."""
     lower, _ = bulk_edges(0.5, 0.5)
     u_lower = (-0.5 - np.sqrt(4.25)) / 2  # the negative root of 0.5u^2+0.25u-0.5 (÷0.5)
     exact = (1 + u_lower) * (1 + 0.5 * u_lower) ** 2 / u_lower
@@ -88,7 +88,8 @@ def test_fuss_catalan_edge() -> None:
 
 @pytest.mark.parametrize("delta", [0.05, 0.3, 0.5, 0.9, 2.0, 4.0])
 def test_gamma_to_zero_gives_marchenko_pastur_edges(delta: float) -> None:
-    """Spec §7: gamma -> 0, bulk MP_delta with edges (1 ± sqrt(delta))^2."""
+    """docs/model.md, "Textbook limits": gamma -> 0, bulk MP_delta with edges (1 ±
+    sqrt(delta))^2."""
     for a, b in [(delta, TINY), (TINY, delta)]:  # symmetric in the two ratios
         lower, upper = bulk_edges(a, b)
         assert upper == pytest.approx((1 + np.sqrt(delta)) ** 2, abs=1e-8)

@@ -1,4 +1,5 @@
-"""Simulation against theory at d = 800 (spec §4–6).
+"""Simulation against theory at d = 800
+(docs/model.md, "Bulk law", "Spikes", "What the pipeline tests").
 
 Every check compares :func:`attnrmt.model.simulate_cell` with :mod:`attnrmt.theory` on
 fixed seeds.  Predictions use the *realised* ratios ``d/V`` and ``d/N``.
@@ -26,8 +27,9 @@ Tolerances and why (d = 800, V = N = 1600 unless stated):
   with 7% relative tolerance (~3 sd) and 0.05 on the overlap.  Measured: 5.980 kappa vs
   5.878 (+1.7%), population 5.217 vs 5.143 (+1.4%), overlap 0.788 vs 0.776.
 
-Hypothesis of spec §5 (d = 800, delta = gamma = 0.5, T = 8, prefix L = 4, mean weights,
-centred, snr = 2; seeds 0–3).  Measured when this file was written:
+Hypothesis of docs/model.md, "Two variants of the theory" (d = 800, delta = gamma = 0.5,
+T = 8, prefix L = 4, mean weights, centred, snr = 2; seeds 0–3).  Measured when this file
+was written:
 
 =====================  ========  ============  =====================
 quantity               sim mean  finite_vocab  paper
@@ -150,7 +152,8 @@ def test_bulk_kolmogorov_smirnov(params: tuple) -> None:
 
 
 def test_outliers_match_finite_vocab_and_reject_paper() -> None:
-    """Spec §5 hypothesis at snr = 2 (4 seeds): finite_vocab within a few percent; the
+    """The hypothesis of docs/model.md, "Two variants of the theory", at snr = 2 (4 seeds):
+    finite_vocab within a few percent; the
     paper variant misses eigenvalues by >8% and overlaps by >0.08 (measured 14–16% and
     0.13–0.18, see the module docstring)."""
     snr = HYPOTHESIS[3]

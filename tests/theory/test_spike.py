@@ -1,4 +1,4 @@
-"""Tests of the spike predictions (spec §5, §7).
+"""Tests of the spike predictions (docs/model.md, "Spikes", "Textbook limits").
 
 Tolerances: textbook limits are evaluated at ratio 1e-12 (the exact answer differs from
 the limit by O(1e-12)) and compared to 1e-8; algebraic identities (thresholds plugged
@@ -25,7 +25,7 @@ from attnrmt.theory import (
 TINY = 1e-12
 
 
-# --- textbook limits (spec §7) ----------------------------------------------------------
+# --- textbook limits (docs/model.md, "Textbook limits") -----------------------------------
 
 
 @pytest.mark.parametrize("gamma", [0.1, 0.5, 2.0])
@@ -113,7 +113,7 @@ def test_thresholds_plug_back(variant: str) -> None:
 
 
 def test_finite_vocab_threshold_can_be_negative() -> None:
-    """Large alpha/kappa: the class-mean structure alone is detectable (spec §5)."""
+    """Large alpha/kappa: the class-mean structure alone is detectable (docs/model.md, "Spikes")."""
     p = spike(0.5, 0.5, 0.0, alpha=2.5, kappa=1.0, variant="finite_vocab")
     assert p.threshold_snr_population < 0
     assert p.theta == pytest.approx(1.25)
