@@ -190,3 +190,19 @@ def test_bootstrap_and_seed_reach_every_ci() -> None:
                 other = runs[changed][table][name].to_numpy(float)
                 assert np.isfinite(base).any(), (table, name)
                 assert not np.allclose(base, other, equal_nan=True), (changed, table, name)
+
+
+@pytest.mark.parametrize("consolidated", [True, False])
+def test_open_store_reads_with_and_without_consolidated_metadata(
+    tmp_path: Path, consolidated: bool
+) -> None:
+    """``open_zarr(consolidated=None)`` warns on a store without consolidated metadata (an
+    error under this suite's warning filter); ``open_store`` inspects the store instead."""
+    import warnings
+
+    from attnrmt.analysis.pipeline import open_store
+
+    cells, _ = make_synthetic(d=(40,), snr=(1.0,), replicates=2)
+    with warnings.catch_warnings(action="ignore"):  # zarr: consolidation is not in the v3 spec
+        cells.to_zarr(tmp_path / "s.zarr", zarr_format=3, consolidated=consolidated)
+    xr.testing.assert_identical(open_store(tmp_path / "s.zarr"), cells)
