@@ -1,7 +1,15 @@
 """Benchmark of the theory engine (targets: >= 1e5 spike predictions per second).
 
-``main()`` returns ``{"theory_predictions_per_second": ..., "bulk_density_2000_seconds": ...}``
-and prints it; ``python -m benchmarks`` calls every ``bench_*.py``'s ``main()``.
+``main()`` returns ``{"theory_predictions_per_second": ..., "bulk_density_2000_seconds": ...,
+"predict_over_spike_floor": ...}`` and prints it; ``python -m benchmarks`` calls every
+``bench_*.py``'s ``main()``.
+
+``predict_over_spike_floor``: the median time of :func:`attnrmt.theory.predict` (every
+variable of ``theory.zarr``, both variants, as an xarray Dataset on named dimensions) on a
+theory.zarr-shaped grid (:data:`PREDICT_GRID`) divided by the median time of its floor, the
+two bare ``spike`` calls (one per variant) on the same broadcast numpy arrays, measured in the
+same run. It is what the single engine costs over the
+formulas it assembles (bulk edges, mean spike, top eigenvalues, xarray wrapping).
 """
 
 from __future__ import annotations
@@ -11,8 +19,10 @@ import time
 from collections.abc import Callable
 
 import numpy as np
+import xarray as xr
 
-from attnrmt.theory import bulk_density, bulk_edges, spike
+from attnrmt.contract import VARIANTS
+from attnrmt.theory import bulk_density, bulk_edges, predict, spike
 
 N_POINTS = 100_000
 GRID_POINTS = 2000
@@ -48,11 +58,50 @@ def bench_bulk_density(n_grid: int = GRID_POINTS, delta: float = 0.5, gamma: flo
     return _best_seconds(lambda: bulk_density(x, delta, gamma))
 
 
+def _median_seconds(call: Callable[[], object], repeats: int = REPEATS) -> float:
+    """Median wall time of ``repeats`` calls."""
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        call()
+        times.append(time.perf_counter() - start)
+    return float(np.median(times))
+
+
+#: Shape of a theory.zarr-like grid: ratios on (d, delta, gamma), pooling scalars on weights,
+#: then snr and centered (100,000 points).
+PREDICT_GRID = {"d": 4, "delta": 5, "gamma": 5, "weights": 10, "snr": 50, "centered": 2}
+
+
+def bench_predict(seed: int = 0) -> dict[str, float]:
+    """Median seconds of ``predict`` on a :data:`PREDICT_GRID` grid and of its floor (bare
+    ``spike`` per variant on the same broadcast numpy arrays), and their ratio."""
+    rng = np.random.default_rng(seed)
+    ratio_dims = ("d", "delta", "gamma")
+    ratio_shape = tuple(PREDICT_GRID[d] for d in ratio_dims)
+    named = {
+        "delta": xr.DataArray(rng.uniform(0.05, 4.0, ratio_shape), dims=ratio_dims),
+        "gamma": xr.DataArray(rng.uniform(0.05, 4.0, ratio_shape), dims=ratio_dims),
+        "snr": xr.DataArray(np.linspace(0.0, 10.0, PREDICT_GRID["snr"]), dims="snr"),
+        "alpha": xr.DataArray(rng.uniform(0.0, 4.0, PREDICT_GRID["weights"]), dims="weights"),
+        "kappa": xr.DataArray(rng.uniform(0.05, 1.0, PREDICT_GRID["weights"]), dims="weights"),
+        "sigma": xr.DataArray(rng.uniform(-1.0, 1.0, PREDICT_GRID["weights"]), dims="weights"),
+    }
+    centered = xr.DataArray([True, False], dims="centered")
+    arrays = [a.values for a in xr.broadcast(*named.values(), centered)[:5]]
+    floor = _median_seconds(lambda: [spike(*arrays, variant=v) for v in VARIANTS])
+    engine = _median_seconds(lambda: predict(**named, centered=centered))
+    return {"predict_grid_points": float(np.prod(list(PREDICT_GRID.values()))),
+            "predict_seconds": engine, "spike_floor_seconds": floor,
+            "predict_over_spike_floor": engine / floor}
+
+
 def main() -> dict[str, float]:
-    """Run both benchmarks, print and return the results."""
+    """Run the benchmarks, print and return the results."""
     results = {
         "theory_predictions_per_second": bench_spike(),
         "bulk_density_2000_seconds": bench_bulk_density(),
+        **bench_predict(),
     }
     print(json.dumps(results))
     return results

@@ -155,44 +155,52 @@ def predict(
     uncentred = ~np.asarray(centred.transpose(*dims).values, dtype=bool)
     valid = np.all([np.isfinite(a) for a in arrays.values()], axis=0) & (arrays["kappa"] > 0)
     valid &= (arrays["delta"] > 0) & (arrays["gamma"] > 0) & (arrays["snr"] >= 0)
-    safe = {name: np.where(valid, a, 1.0) for name, a in arrays.items()}
+    all_valid = bool(valid.all())
+    # broadcast views stay views when every point is valid, so the bulk solvers (which
+    # skip axes along which delta and gamma do not vary) run once per (delta, gamma)
+    safe = {name: a if all_valid else np.where(valid, a, 1.0) for name, a in arrays.items()}
     safe["alpha"] = np.maximum(safe["alpha"], 0.0)
     d_, g_, k_ = safe["delta"], safe["gamma"], safe["kappa"]
 
-    def on_grid(values: Any) -> xr.DataArray:
-        data = np.where(valid, np.broadcast_to(np.asarray(values, dtype=float), valid.shape),
-                        np.nan)
-        return xr.DataArray(data, dims=dims, coords=coords)
+    def masked(values: Any) -> np.ndarray:
+        full = np.broadcast_to(np.asarray(values, dtype=float), valid.shape)
+        return np.array(full) if all_valid else np.where(valid, full, np.nan)
+
+    def on_grid(values: np.ndarray) -> xr.DataArray:
+        return xr.DataArray(values, dims=dims, coords=coords)
 
     lower, upper = bulk_edges(d_, g_)
     common = {
-        "bulk_lower_edge": on_grid(k_ * np.asarray(lower)),
-        "bulk_upper_edge": on_grid(k_ * np.asarray(upper)),
-        "bulk_atom": on_grid(bulk_atom(d_, g_)),
+        "bulk_lower_edge": masked(k_ * np.asarray(lower)),
+        "bulk_upper_edge": masked(k_ * np.asarray(upper)),
+        "bulk_atom": masked(bulk_atom(d_, g_)),
     }
-    pop_bulk_edge = on_grid(k_ * (1.0 + np.sqrt(d_)) ** 2)
-    per_variant: dict[str, list[xr.DataArray]] = {name: [] for name in VARIANT_VARIABLES}
+    pop_bulk_edge = masked(k_ * (1.0 + np.sqrt(d_)) ** 2)
+    per_variant: dict[str, list[np.ndarray]] = {name: [] for name in VARIANT_VARIABLES}
     for variant in variants:
-        fields = {name: on_grid(value) for name, value in _spike_fields(
+        fields = {name: masked(value) for name, value in _spike_fields(
             spike(d_, g_, safe["snr"], safe["alpha"], k_, variant=variant)).items()}
-        fields["pop_top_eigenvalue"] = fields["pop_outlier"].fillna(pop_bulk_edge)
-        fields["sample_top_eigenvalue"] = fields["sample_outlier"].fillna(
-            common["bulk_upper_edge"])
+        fields["pop_top_eigenvalue"] = np.where(np.isnan(fields["pop_outlier"]),
+                                                pop_bulk_edge, fields["pop_outlier"])
+        fields["sample_top_eigenvalue"] = np.where(np.isnan(fields["sample_outlier"]),
+                                                   common["bulk_upper_edge"],
+                                                   fields["sample_outlier"])
         for name in VARIANT_VARIABLES:
             per_variant[name].append(common[name] if name in common else fields[name])
-    variant_index = xr.DataArray(list(variants), dims="variant")
     data_vars: dict[str, xr.DataArray] = {
-        name: xr.concat(values, dim=variant_index, coords="minimal", join="exact")
-        .transpose(*dims, "variant")
+        name: xr.DataArray(np.stack(values, axis=-1), dims=(*dims, "variant"), coords=coords)
         for name, values in per_variant.items()
     }
+    pop_bulk_edge = on_grid(pop_bulk_edge)
     mean = mean_spike(d_, g_, safe["sigma"], k_)
     data_vars.update({
         "pop_bulk_edge": pop_bulk_edge,
-        "mean_spike_outlier": on_grid(np.where(uncentred, mean.sample_outlier, np.nan)),
-        "mean_spike_pop_outlier": on_grid(np.where(uncentred, mean.population_outlier,
-                                                   np.nan)),
-        "mean_spike_overlap": on_grid(np.where(uncentred, mean.sample_overlap, np.nan)),
+        "mean_spike_outlier": on_grid(masked(np.where(uncentred, mean.sample_outlier,
+                                                      np.nan))),
+        "mean_spike_pop_outlier": on_grid(masked(np.where(uncentred, mean.population_outlier,
+                                                          np.nan))),
+        "mean_spike_overlap": on_grid(masked(np.where(uncentred, mean.sample_overlap,
+                                                      np.nan))),
         "alpha": given["alpha"],
         "kappa": given["kappa"],
         "sigma": given["sigma"],
