@@ -499,7 +499,12 @@ def make_figures(
     :func:`attnrmt.analysis.pipeline.write_tables` (``pooling.csv``, ``causal.csv``,
     ``downstream.csv``, ``thresholds.csv``).
     """
-    from attnrmt.analysis.pipeline import decode_bounds, open_store, settings_with_defaults
+    from attnrmt.analysis.pipeline import (
+        append_log,
+        decode_bounds,
+        open_store,
+        settings_with_defaults,
+    )
 
     s = settings_with_defaults(settings)
     root = Path(run_dir)
@@ -533,8 +538,5 @@ def make_figures(
     for name in FIGURES:
         started = time.perf_counter()
         paths += save(builders[name](), Path(figure_dir) / name, formats)
-        if log_path is not None:
-            Path(log_path).parent.mkdir(parents=True, exist_ok=True)
-            with open(log_path, "a", encoding="utf-8") as handle:
-                handle.write(f"{name}: {time.perf_counter() - started:.2f} s\n")
+        append_log(log_path, f"{name}: {time.perf_counter() - started:.2f} s")
     return paths

@@ -156,7 +156,8 @@ def decode_bounds(analysis: xr.Dataset) -> xr.Dataset:
     return analysis
 
 
-def _log(log_path: str | os.PathLike[str] | None, line: str) -> None:
+def append_log(log_path: str | os.PathLike[str] | None, line: str) -> None:
+    """Append ``line`` to the rule's log file (nothing when ``log_path`` is None)."""
     if log_path is None:
         return
     Path(log_path).parent.mkdir(parents=True, exist_ok=True)
@@ -179,7 +180,7 @@ def analyze_sweep(
     theory = open_store(theory_path)
     analysis = analysis_dataset(cells, theory, settings)
     target = write_zarr_atomically(analysis, output_path)
-    _log(log_path, f"{target}: analysed in {time.perf_counter() - started:.2f} s")
+    append_log(log_path, f"{target}: analysed in {time.perf_counter() - started:.2f} s")
     return target
 
 
@@ -263,5 +264,6 @@ def write_tables(
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         frame.to_csv(path, index=False, float_format="%.6g")
         result[name] = frame
-    _log(log_path, f"tables for {len(sweeps)} sweeps in {time.perf_counter() - started:.2f} s")
+    seconds = time.perf_counter() - started
+    append_log(log_path, f"tables for {len(sweeps)} sweeps in {seconds:.2f} s")
     return result
