@@ -98,7 +98,3 @@ rule analysis_tables:
             params.weight_models,
             log[0],
         )
-
-
-ALL_TARGETS.extend(sweep_path(sweep, "analysis.zarr") for sweep in GATHERED_SWEEPS)
-ALL_TARGETS.extend(f"{RESULTS}/{name}.csv" for name in ANALYSIS_TABLES)

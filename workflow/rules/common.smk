@@ -1,14 +1,16 @@
-# Shared helpers: the run plan (built once, at DAG time), paths and input functions.
-# Rule files extend ALL_TARGETS with their final outputs.
+# Shared helpers: the run plan (built once, at DAG time, from the config the Snakefile
+# validated: VALID), paths, input functions and the final targets (get_final_output).
 import re
 import sys
 
+from attnrmt.analysis.figures import FIGURES
+from attnrmt.analysis.pipeline import TABLES
 from attnrmt.sweep.blocks import block_params
 from attnrmt.sweep.cluster import shutdown_run_cluster
 from attnrmt.sweep.failures import describe_skipped, failed_blocks
 from attnrmt.sweep.plan import plan_run
 
-PLAN = plan_run(config)
+PLAN = plan_run(config, VALID.sweeps)  # no second round of semantic checks
 RUN = PLAN.run
 RESULTS = f"results/{RUN}"
 SWEEPS = list(PLAN.sweeps)
@@ -22,8 +24,6 @@ if SKIPPED_MESSAGE:
     print(SKIPPED_MESSAGE, file=sys.stderr)
 # sweeps with a block to gather: the ones stored, analysed and reported
 GATHERED_SWEEPS = [name for name in SWEEPS if len(BLOCKS[name]) > len(SKIPPED_BLOCKS[name])]
-ALL_TARGETS = []  # final outputs of every stage (rule all)
-STORE_TARGETS = []  # cells.zarr and theory.zarr of every sweep (rule stores)
 
 
 wildcard_constraints:
@@ -74,3 +74,22 @@ def granted_cores():
         return workflow.cores
     except Exception:  # no --cores (e.g. a cluster executor with --jobs)
         return None
+
+
+def get_store_output():
+    """Input of rule stores: theory.zarr of every sweep, cells.zarr of every gathered one."""
+    return [sweep_path(sweep, "theory.zarr") for sweep in SWEEPS] + [
+        sweep_path(sweep, "cells.zarr") for sweep in GATHERED_SWEEPS
+    ]
+
+
+def get_final_output():
+    """Input of rule all: the stores, analysis stores, tables, figures and failed cells."""
+    formats = list(dict.fromkeys(["png", *config["analysis"]["figure_formats"]]))
+    return [
+        *get_store_output(),
+        *(sweep_path(sweep, "analysis.zarr") for sweep in GATHERED_SWEEPS),
+        *(f"{RESULTS}/{name}.csv" for name in TABLES),
+        f"{RESULTS}/failed_cells.csv",
+        *(f"{RESULTS}/figures/{name}.{fmt}" for name in FIGURES for fmt in formats),
+    ]

@@ -43,8 +43,3 @@ rule figures:
             params.weight_models,
             log[0],
         )
-
-
-ALL_TARGETS.extend(
-    f"{RESULTS}/figures/{name}.{fmt}" for name in REPORT_FIGURES for fmt in FIGURE_FORMATS
-)
