@@ -3,6 +3,7 @@
 - ``attnrmt validate CONFIG``: schema + semantic checks; prints a one-line summary.
 - ``attnrmt plan CONFIG [--results DIR]``: per sweep, cells, blocks, how many are already
   done (from the fragments on disk) and an estimated compute cost.
+- ``attnrmt summary CONFIG [--since EPOCH]``: the end-of-run summary (``make run``).
 - ``attnrmt run-name CONFIG``: the run name (results/<run>/) of a config (for scripts).
 - ``attnrmt theory --delta .. --gamma .. --snr .. --T .. --positional .. --weights ..``:
   pooling scalars, bulk edges, outliers, overlaps and thresholds for both variants;
@@ -203,6 +204,18 @@ def _load(args: argparse.Namespace) -> Any:
     for warning in valid.warnings:
         print(f"attnrmt {args.command}: warning: {warning}", file=sys.stderr)
     return valid
+
+
+def command_summary(args: argparse.Namespace) -> int:
+    """``attnrmt summary``: where the results are, cells, wall time, headline verdicts."""
+    from attnrmt.summary import run_summary
+    from attnrmt.sweep import plan_run
+
+    valid = _load(args)
+    run_plan = plan_run(valid.config, valid.sweeps)
+    for line in run_summary(valid.config, run_plan, args.results, args.since, args.config):
+        print(line)
+    return EXIT_OK
 
 
 def command_run_name(args: argparse.Namespace) -> int:
@@ -435,6 +448,20 @@ def build_parser() -> argparse.ArgumentParser:
         help="use a built-in cost constant instead of timing one small cell",
     )
     plan.set_defaults(handler=command_plan)
+
+    summary = commands.add_parser(
+        "summary", help="end-of-run summary: results, cells, wall time, verdicts"
+    )
+    summary.add_argument("config", help="YAML config file")
+    summary.add_argument("--results", default="results", help="results directory")
+    summary.add_argument(
+        "--since",
+        type=float,
+        default=None,
+        help="start of the run (seconds since the epoch, e.g. from date +%%s): cells "
+        "written since then count as computed by this run, and the wall time is shown",
+    )
+    summary.set_defaults(handler=command_summary)
 
     run_name = commands.add_parser(
         "run-name", help="print the run name of a config (results/<run>/)"

@@ -1,0 +1,194 @@
+"""The end-of-run summary a person reads: where things are, what ran, what the data say.
+
+``attnrmt summary CONFIG [--since EPOCH]`` (printed by ``make run`` after the report)::
+
+    run 'default' (config.yaml): results in results/default/, report results/default/report.html
+    cells: 2578 in 6 sweeps; 2578 computed by this run, 0 reused, 0 failed
+    wall time: 1 min 32 s
+    theory: finite_vocab fits (median relative error 1.1% over 24 outlier/overlap rows; paper 18%)
+    thresholds (CI contains the variant's threshold; d -> inf rows excluded):
+      transition_iid  population  finite_vocab 4/4  paper 0/4  e.g. d=800: 0.68 [0.65, 0.73] ...
+
+Everything comes from files the run wrote: the fragments (``computed`` flag per cell,
+modification time against ``--since``), the failure records, and ``summary.csv`` /
+``thresholds.csv`` of the analysis (docs/thresholds.md describes the estimator). Memory and
+time O(fragments + table rows); no cell data are loaded.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from attnrmt.contract import VARIANTS
+
+#: Quantities whose relative error decides which theory variant the data support.
+VERDICT_QUANTITIES = ("population_outlier", "sample_outlier", "population_overlap",
+                      "sample_overlap")
+
+
+@dataclass(frozen=True)
+class CellTally:
+    """Cells of the planned blocks: computed by this run, reused, not finished, failed."""
+
+    planned: int
+    computed: int
+    reused: int
+    missing: int
+    failed: int
+
+
+def tally_cells(run_plan: Any, run_dir: Path, since: float | None) -> CellTally:
+    """Count the planned cells by what happened to them (O(blocks) fragment reads).
+
+    A cell is *computed by this run* when its block's fragment was written at or after
+    ``since`` (epoch seconds) and flags it computed; every other finished cell is
+    *reused* (copied from an earlier fragment, or its fragment predates ``since``).
+    Without ``since`` every finished cell counts as reused.
+    """
+    from attnrmt.sweep.failures import unresolved_failures
+    from attnrmt.sweep.store import finished_cell_keys
+
+    planned = computed = reused = missing = failed = 0
+    for sweep in run_plan.sweeps.values():
+        sweep_dir = run_dir / sweep.name
+        for block in sweep.blocks:
+            planned += len(block.cells)
+            fragment = sweep_dir / "fragments" / f"{block.key}.npz"
+            if not fragment.exists():
+                missing += len(block.cells)
+                continue
+            fresh = since is not None and fragment.stat().st_mtime >= since
+            flags = _computed_flags(fragment) if fresh else np.zeros(len(block.cells), bool)
+            computed += int(flags.sum())
+            reused += len(block.cells) - int(flags.sum())
+        if sweep_dir.exists():
+            failed += len(unresolved_failures(sweep_dir, finished_cell_keys(sweep_dir)))
+    return CellTally(planned, computed, reused, missing, failed)
+
+
+def _computed_flags(fragment: Path) -> np.ndarray:
+    with np.load(fragment, allow_pickle=False) as npz:
+        return np.asarray(npz["computed"], dtype=bool)
+
+
+def variant_verdict(summary: pd.DataFrame) -> str:
+    """Which variant the outlier and overlap rows of ``summary.csv`` support.
+
+    The variant with the smaller median (over sweeps and quantities of
+    :data:`VERDICT_QUANTITIES`) of the per-row median relative error.
+    """
+    rows = summary[summary["quantity"].isin(VERDICT_QUANTITIES)]
+    rows = rows[np.isfinite(rows["median_rel_error"])]
+    if rows.empty:
+        return "theory: no outlier or overlap to compare (no snr above a threshold?)"
+    errors = {v: float(rows[rows["variant"] == v]["median_rel_error"].median()) for v in VARIANTS}
+    errors = {v: e for v, e in errors.items() if math.isfinite(e)}
+    best = min(errors, key=errors.__getitem__)
+    others = "; ".join(f"{v} {_percent(e)}" for v, e in errors.items() if v != best)
+    count = int((rows["variant"] == best).sum())
+    return (
+        f"theory: {best} fits best (median relative error {_percent(errors[best])} over "
+        f"{count} outlier/overlap rows" + (f"; {others})" if others else ")")
+    )
+
+
+def threshold_lines(thresholds: pd.DataFrame) -> list[str]:
+    """Per (sweep, transition): how many curves' CI or bound contains each variant's value.
+
+    Finite-``d`` rows only (the d -> inf extrapolation is in thresholds.csv), with the
+    estimate at the largest ``d`` as an example.
+    """
+    if thresholds.empty or "finite_size" not in thresholds:
+        return []
+    finite = thresholds[thresholds["finite_size"] == "none"]
+    lines = []
+    for (sweep, transition), frame in finite.groupby(["sweep", "transition"], sort=False):
+        counts = "  ".join(
+            f"{v} {int(frame[f'consistent_{v}'].astype(bool).sum())}/{len(frame)}"
+            for v in VARIANTS
+        )
+        lines.append(f"  {sweep:<16} {transition:<10}  {counts}  {_example(frame)}")
+    return lines
+
+
+def _example(frame: pd.DataFrame) -> str:
+    estimated = frame[(frame["bound"] == "none") & np.isfinite(frame["estimate"])]
+    if estimated.empty:
+        return "(bounds only: no crossing inside the swept snr)"
+    row = estimated.loc[estimated["d"].astype(float).idxmax()]
+    theory = ", ".join(f"{v} {float(row[f'theory_{v}']):.3g}" for v in VARIANTS)
+    return (
+        f"e.g. d={int(row['d'])}: {float(row['estimate']):.3g} "
+        f"[{float(row['ci_low']):.3g}, {float(row['ci_high']):.3g}] ({theory})"
+    )
+
+
+def _percent(value: float) -> str:
+    return f"{100 * value:.2g}%" if value < 0.1 else f"{100 * value:.0f}%"
+
+
+def format_seconds(seconds: float) -> str:
+    """``92`` -> ``1 min 32 s``."""
+    minutes, rest = divmod(round(seconds), 60)
+    return f"{minutes} min {rest} s" if minutes else f"{rest} s"
+
+
+def _read_table(path: Path) -> pd.DataFrame:
+    try:
+        return pd.read_csv(path)
+    except (FileNotFoundError, pd.errors.EmptyDataError):
+        return pd.DataFrame()
+
+
+def run_summary(
+    config: Mapping[str, Any],
+    run_plan: Any,
+    results: str | os.PathLike[str] = "results",
+    since: float | None = None,
+    config_file: str | None = None,
+) -> list[str]:
+    """Lines of the end-of-run summary of a validated config and its plan."""
+    run_dir = Path(results) / run_plan.run
+    report = run_dir / "report.html"
+    source = f" ({config_file})" if config_file else ""
+    lines = [
+        f"run {run_plan.run!r}{source}: results in {run_dir}/, report "
+        + (str(report) if report.exists() else "not built (make report)")
+    ]
+    tally = tally_cells(run_plan, run_dir, since)
+    counts = f"{tally.computed} computed by this run, {tally.reused} reused, {tally.failed} failed"
+    if tally.missing - tally.failed > 0:
+        counts += f", {tally.missing - tally.failed} not run yet"
+    lines.append(f"cells: {tally.planned} in {len(run_plan.sweeps)} sweeps; {counts}")
+    if since is not None:
+        lines.append(f"wall time: {format_seconds(time.time() - since)}")
+    summary = _read_table(run_dir / "summary.csv")
+    if not summary.empty:
+        lines.append(variant_verdict(summary))
+    thresholds = threshold_lines(_read_table(run_dir / "thresholds.csv"))
+    if thresholds:
+        lines.append("thresholds (curves whose CI or bound contains the variant's threshold):")
+        lines.extend(thresholds)
+    if tally.failed:
+        lines.append(f"failed cells: attnrmt plan {config_file or 'CONFIG'} lists them")
+    return lines
+
+
+__all__ = [
+    "VERDICT_QUANTITIES",
+    "CellTally",
+    "format_seconds",
+    "run_summary",
+    "tally_cells",
+    "threshold_lines",
+    "variant_verdict",
+]
