@@ -86,19 +86,24 @@ def variant_verdict(summary: pd.DataFrame) -> str:
     The variant with the smaller median (over sweeps and quantities of
     :data:`VERDICT_QUANTITIES`) of the per-row median relative error.
     """
-    rows = summary[summary["quantity"].isin(VERDICT_QUANTITIES)]
-    rows = rows[np.isfinite(rows["median_rel_error"])]
-    if rows.empty:
+    errors = variant_errors(summary)
+    if not errors:
         return "theory: no outlier or overlap to compare (no snr above a threshold?)"
-    errors = {v: float(rows[rows["variant"] == v]["median_rel_error"].median()) for v in VARIANTS}
-    errors = {v: e for v, e in errors.items() if math.isfinite(e)}
     best = min(errors, key=errors.__getitem__)
     others = "; ".join(f"{v} {_percent(e)}" for v, e in errors.items() if v != best)
-    count = int((rows["variant"] == best).sum())
     return (
-        f"theory: {best} fits best (median relative error {_percent(errors[best])} over "
-        f"{count} outlier/overlap rows" + (f"; {others})" if others else ")")
+        f"theory: {best} fits best (median relative error of outliers and overlaps "
+        f"{_percent(errors[best])}" + (f"; {others})" if others else ")")
     )
+
+
+def variant_errors(summary: pd.DataFrame) -> dict[str, float]:
+    """Per variant, the median over ``summary.csv`` rows of :data:`VERDICT_QUANTITIES` of
+    the median relative error (variants without a finite one are left out)."""
+    rows = summary[summary["quantity"].isin(VERDICT_QUANTITIES)]
+    rows = rows[np.isfinite(rows["median_rel_error"])]
+    errors = {v: float(rows[rows["variant"] == v]["median_rel_error"].median()) for v in VARIANTS}
+    return {v: e for v, e in errors.items() if math.isfinite(e)}
 
 
 def threshold_lines(thresholds: pd.DataFrame) -> list[str]:
@@ -120,11 +125,18 @@ def threshold_lines(thresholds: pd.DataFrame) -> list[str]:
     return lines
 
 
-def _example(frame: pd.DataFrame) -> str:
+def _example_row(frame: pd.DataFrame) -> pd.Series | None:
+    """The threshold estimate (not a bound) at the largest ``d`` of one curve family."""
     estimated = frame[(frame["bound"] == "none") & np.isfinite(frame["estimate"])]
     if estimated.empty:
+        return None
+    return estimated.loc[estimated["d"].astype(float).idxmax()]
+
+
+def _example(frame: pd.DataFrame) -> str:
+    row = _example_row(frame)
+    if row is None:
         return "(bounds only: no crossing inside the swept snr)"
-    row = estimated.loc[estimated["d"].astype(float).idxmax()]
     theory = ", ".join(f"{v} {float(row[f'theory_{v}']):.3g}" for v in VARIANTS)
     return (
         f"e.g. d={int(row['d'])}: {float(row['estimate']):.3g} "
@@ -183,12 +195,59 @@ def run_summary(
     return lines
 
 
+#: Environment variable through which workflow/rules/report.smk tells the report's landing
+#: page (profiles/default/report-metadata.yaml, a yte template) which run it describes.
+RUN_DIR_VARIABLE = "ATTNRMT_RUN_DIR"
+
+
+def report_overview(
+    run_dir: str | os.PathLike[str] | None = None,
+) -> dict[str, int | float]:
+    """The report's landing-page entries: headline numbers, each under a heading saying
+    what it is (the verdict per variant, the thresholds at the largest ``d``).
+
+    ``run_dir`` defaults to :data:`RUN_DIR_VARIABLE` (set by workflow/rules/report.smk).
+    Values are numbers because Snakemake 9.27 renders string values of
+    ``--report-metadata`` as docutils parts rather than HTML; the headings carry the text.
+    O(rows of summary.csv and thresholds.csv).
+    """
+    run_dir = Path(run_dir or os.environ.get(RUN_DIR_VARIABLE, "results"))
+    overview: dict[str, int | float] = {}
+    summary = _read_table(run_dir / "summary.csv")
+    if not summary.empty and "quantity" in summary:
+        errors = variant_errors(summary)
+        best = min(errors, key=errors.__getitem__) if errors else None
+        for variant, error in errors.items():
+            verdict = " (fits best)" if variant == best else ""
+            overview[
+                f"{variant}{verdict}: median relative error of outliers and overlaps"
+            ] = round(error, 4)
+    thresholds = _read_table(run_dir / "thresholds.csv")
+    if not thresholds.empty and "finite_size" in thresholds:
+        finite = thresholds[thresholds["finite_size"] == "none"]
+        for (sweep, transition), frame in finite.groupby(["sweep", "transition"], sort=False):
+            example = _example_row(frame)
+            if example is None:
+                continue
+            theory = ", ".join(f"{v} {float(example[f'theory_{v}']):.3g}" for v in VARIANTS)
+            heading = (
+                f"{sweep}: {transition} threshold (snr) at d={int(example['d'])}, CI "
+                f"[{float(example['ci_low']):.3g}, {float(example['ci_high']):.3g}]; "
+                f"theory {theory}"
+            )
+            overview[heading] = round(float(example["estimate"]), 3)
+    return overview
+
+
 __all__ = [
+    "RUN_DIR_VARIABLE",
     "VERDICT_QUANTITIES",
     "CellTally",
     "format_seconds",
+    "report_overview",
     "run_summary",
     "tally_cells",
     "threshold_lines",
+    "variant_errors",
     "variant_verdict",
 ]

@@ -93,3 +93,24 @@ def get_final_output():
         f"{RESULTS}/failed_cells.csv",
         *(f"{RESULTS}/figures/{name}.{fmt}" for name in FIGURES for fmt in formats),
     ]
+
+
+def table_has_data(path):
+    """False for a table written without data: a header only, or the analysis's
+    placeholder (a single `note` column). True when the file does not exist yet (during a
+    run; the report is made afterwards). Reads two lines."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            header, first_row = handle.readline().strip(), handle.readline().strip()
+    except FileNotFoundError:
+        return True
+    return header != "note" and bool(first_row)
+
+
+def report_if_data(path, table=None, **report_kwargs):
+    """report(path, ...) when `table` (default: path itself) has data, else plain path:
+    the report leaves out analyses the run has no data for instead of showing
+    placeholder tables and figures (decided when `--report` parses the workflow)."""
+    if table_has_data(table or path):
+        return report(path, **report_kwargs)
+    return path

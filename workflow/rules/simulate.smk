@@ -48,7 +48,7 @@ rule failed_cells:
     input:
         gathered_fragments,
     output:
-        report(
+        report_if_data(
             f"{RESULTS}/failed_cells.csv",
             caption="../report/failed_cells.rst",
             category="Tables",
