@@ -177,7 +177,13 @@ def run_summary(
         + (str(report) if report.exists() else "not built (make report)")
     ]
     tally = tally_cells(run_plan, run_dir, since)
-    counts = f"{tally.computed} computed by this run, {tally.reused} reused, {tally.failed} failed"
+    if since is None:
+        counts = f"{tally.computed + tally.reused} finished, {tally.failed} failed"
+    else:
+        counts = (
+            f"{tally.computed} computed by this run, {tally.reused} reused, "
+            f"{tally.failed} failed"
+        )
     if tally.missing - tally.failed > 0:
         counts += f", {tally.missing - tally.failed} not run yet"
     lines.append(f"cells: {tally.planned} in {len(run_plan.sweeps)} sweeps; {counts}")
