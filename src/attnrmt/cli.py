@@ -213,7 +213,7 @@ def command_summary(args: argparse.Namespace) -> int:
 
     valid = _load(args)
     run_plan = plan_run(valid.config, valid.sweeps)
-    for line in run_summary(valid.config, run_plan, args.results, args.since, args.config):
+    for line in run_summary(run_plan, args.results, args.since, args.config):
         print(line)
     return EXIT_OK
 

@@ -20,7 +20,6 @@ from __future__ import annotations
 import math
 import os
 import time
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -162,13 +161,12 @@ def _read_table(path: Path) -> pd.DataFrame:
 
 
 def run_summary(
-    config: Mapping[str, Any],
     run_plan: Any,
     results: str | os.PathLike[str] = "results",
     since: float | None = None,
     config_file: str | None = None,
 ) -> list[str]:
-    """Lines of the end-of-run summary of a validated config and its plan."""
+    """Lines of the end-of-run summary of a run's plan (:func:`attnrmt.sweep.plan_run`)."""
     run_dir = Path(results) / run_plan.run
     report = run_dir / "report.html"
     source = f" ({config_file})" if config_file else ""

@@ -23,6 +23,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -173,6 +174,7 @@ def documented_run(tmp_path_factory: pytest.TempPathFactory) -> dict:
     (workdir / "my-sweep.yaml").write_text(yaml.safe_dump(unnamed), encoding="utf-8")
     env = subprocess_environment()
     outputs = {}
+    started = time.time()
     try:
         for document, command in commands_to_run():
             completed = subprocess.run(
@@ -184,7 +186,8 @@ def documented_run(tmp_path_factory: pytest.TempPathFactory) -> dict:
                 f"{document}: `{command}` failed ({completed.returncode}):\n"
                 f"{(completed.stdout + completed.stderr)[-3000:]}"
             )
-        yield {"workdir": workdir, "config": config, "outputs": outputs, "env": env}
+        yield {"workdir": workdir, "config": config, "outputs": outputs, "env": env,
+               "started": started}
     finally:
         from attnrmt.sweep.cluster import shutdown_run_cluster
 
@@ -214,6 +217,22 @@ def test_end_summary_names_results_cells_and_verdicts(documented_run: dict) -> N
     assert lines[1] == f"cells: {n_cells} in 1 sweeps; {n_cells} finished, 0 failed"
     assert re.match(r"theory: (paper|finite_vocab) fits best \(median relative error", lines[2])
     assert lines[3].startswith("thresholds (")
+
+
+def test_end_summary_tells_computed_from_reused(documented_run: dict) -> None:
+    """``--since`` (``make run`` passes its start): the run's cells count as computed by
+    it; a later start finds every cell reused, and the wall time is shown."""
+    n_cells = 1 * 4 * 4 * 2
+    for since, counts in ((documented_run["started"], f"{n_cells} computed by this run, 0"),
+                          (time.time(), f"0 computed by this run, {n_cells}")):
+        completed = subprocess.run(
+            [str(BIN / "attnrmt"), "summary", "my.yaml", "--since", str(since)],
+            cwd=documented_run["workdir"], env=documented_run["env"], capture_output=True,
+            text=True, timeout=120, check=True,
+        )
+        lines = completed.stdout.splitlines()
+        assert lines[1] == f"cells: {n_cells} in 1 sweeps; {counts} reused, 0 failed"
+        assert re.fullmatch(r"wall time: (\d+ min )?\d+ s", lines[2])
 
 
 def _report_variable(html: str, name: str) -> object:

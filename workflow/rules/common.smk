@@ -2,6 +2,7 @@
 # validated: VALID), paths, input functions and the final targets (get_final_output).
 import re
 import sys
+import time
 
 from attnrmt.analysis.figures import FIGURES
 from attnrmt.analysis.pipeline import TABLES
@@ -9,6 +10,9 @@ from attnrmt.sweep.blocks import block_params
 from attnrmt.sweep.cluster import shutdown_run_cluster
 from attnrmt.sweep.failures import describe_skipped, failed_blocks
 from attnrmt.sweep.plan import plan_run
+from attnrmt.summary import run_summary
+
+RUN_STARTED = time.time()  # parse time of the main Snakemake process: the run's start
 
 PLAN = plan_run(config, VALID.sweeps)  # no second round of semantic checks
 RUN = PLAN.run
@@ -114,3 +118,10 @@ def report_if_data(path, table=None, **report_kwargs):
     if table_has_data(table or path):
         return report(path, **report_kwargs)
     return path
+
+
+def print_end_summary():
+    """The end-of-run summary (attnrmt.summary.run_summary: results, report, cells
+    computed / reused / failed, wall time, verdicts), for the Snakefile's onsuccess."""
+    for line in run_summary(PLAN, "results", RUN_STARTED, str(CONFIG_FILE)):
+        print(line, file=sys.stderr)
