@@ -393,8 +393,14 @@ def test_run_dir_belongs_to_one_config_file(
     claim_run_dir(run_dir, "a.yaml", write=False)
     assert not run_dir.exists()  # a check writes nothing
     claim_run_dir(run_dir, "a.yaml")
-    assert json.loads((run_dir / RUN_RECORD).read_text()) == {"config_file": "a.yaml"}
+    assert json.loads((run_dir / RUN_RECORD).read_text()) == {
+        "config_file": "a.yaml", "config_path": str(tmp_path / "a.yaml")}
     claim_run_dir(run_dir, tmp_path / "a.yaml")  # same file, given absolute
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    claim_run_dir(run_dir, "../a.yaml", write=False)  # same file from another directory
+    monkeypatch.chdir(tmp_path)
     with pytest.raises(RunDirConflict) as caught:
         claim_run_dir(run_dir, "b.yaml", write=False)
     message = str(caught.value)
@@ -403,7 +409,7 @@ def test_run_dir_belongs_to_one_config_file(
     legacy = tmp_path / "results" / "old"
     legacy.mkdir()
     claim_run_dir(legacy, "b.yaml")  # made before records existed: adopted
-    assert json.loads((legacy / RUN_RECORD).read_text()) == {"config_file": "b.yaml"}
+    assert json.loads((legacy / RUN_RECORD).read_text())["config_file"] == "b.yaml"
 
 
 # --------------------------------------------------------------------------- Snakemake

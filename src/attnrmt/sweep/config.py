@@ -887,10 +887,13 @@ def _config_file_label(config_file: str | Path) -> str:
 def claim_run_dir(run_dir: str | Path, config_file: str | Path, write: bool = True) -> None:
     """Make sure ``results/<run>/`` belongs to ``config_file``; record it when new.
 
-    The first run of a config writes ``<run_dir>/.attnrmt-run.json`` (``{"config_file":
-    ...}``); a later run of ANOTHER config file with the same run name is refused, so no
-    run silently writes into another config's results. A folder without the record (made
-    before the record existed) is adopted. ``write=False`` only checks (``attnrmt plan``).
+    The first run of a config writes ``<run_dir>/.attnrmt-run.json`` (``config_file``:
+    the path relative to the working directory, ``config_path``: the absolute path); a
+    later run of ANOTHER config file with the same run name is refused, so no run silently
+    writes into another config's results. The same file is recognised by either path (a
+    copied project keeps its relative path; ``attnrmt plan`` from elsewhere gives the
+    absolute one). A folder without the record (made before records existed) is adopted.
+    ``write=False`` only checks (``attnrmt plan``).
 
     Raises
     ------
@@ -899,25 +902,28 @@ def claim_run_dir(run_dir: str | Path, config_file: str | Path, write: bool = Tr
     """
     run_dir = Path(run_dir)
     record = run_dir / RUN_RECORD
-    mine = _config_file_label(config_file)
+    mine = {"config_file": _config_file_label(config_file),
+            "config_path": str(Path(config_file).resolve())}
     if record.exists():
         try:
-            owner = str(json.loads(record.read_text(encoding="utf-8"))["config_file"])
+            owner = json.loads(record.read_text(encoding="utf-8"))
+            owner_name = str(owner["config_file"])
         except (ValueError, KeyError, TypeError):
-            owner = None
-        if owner is not None and owner != mine:
+            owner, owner_name = {}, None
+        if owner_name is not None and not any(owner.get(k) == v for k, v in mine.items()):
+            label = mine["config_file"]
             raise RunDirConflict(
                 f"run {run_dir.name!r}: {run_dir}/ holds the results of the config file "
-                f"{owner!r} (recorded in {record}), not of {mine!r}. Give {mine!r} its own "
-                f"run name (set run: in it, or remove run: to use {Path(mine).stem!r}), or "
-                f"delete {run_dir}/ to replace those results"
+                f"{owner_name!r} (recorded in {record}), not of {label!r}. Give {label!r} "
+                f"its own run name (set run: in it, or remove run: to use "
+                f"{Path(label).stem!r}), or delete {run_dir}/ to replace those results"
             )
-        if owner is not None:
+        if owner_name is not None:
             return
     if write:
         run_dir.mkdir(parents=True, exist_ok=True)
         temporary = run_dir / f".{RUN_RECORD}.{os.getpid()}.tmp"
-        temporary.write_text(json.dumps({"config_file": mine}, indent=2) + "\n", "utf-8")
+        temporary.write_text(json.dumps(mine, indent=2) + "\n", "utf-8")
         os.replace(temporary, record)
 
 
