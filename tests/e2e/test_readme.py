@@ -268,7 +268,8 @@ def test_report_opens_on_an_overview_and_leaves_out_analyses_without_data(
 def test_run_folder_refuses_another_config_file(documented_run: dict) -> None:
     workdir = documented_run["workdir"]
     record = json.loads((workdir / "results" / "mysweep" / ".attnrmt-run.json").read_text())
-    assert record == {"config_file": "my.yaml", "config_path": str((workdir / "my.yaml").resolve())}
+    mine = workdir / "my.yaml"
+    assert record == {"config_file": "my.yaml", "config_path": str(mine.resolve())}
     other = workdir / "other.yaml"
     other.write_text(yaml.safe_dump(documented_run["config"]), encoding="utf-8")  # run: mysweep
     completed = subprocess.run(
