@@ -1,4 +1,4 @@
-# attnrmt sweep pipeline (pipeline.md). Thin: config, validation, includes, rule all.
+# attnrmt sweep pipeline (docs/architecture.md). Thin: config, validation, includes, rule all.
 #
 #   snakemake [TARGET] --cores all [--configfile my.yaml]   (targets before --configfile)
 #

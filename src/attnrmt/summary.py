@@ -1,13 +1,15 @@
 """The end-of-run summary a person reads: where things are, what ran, what the data say.
 
-``attnrmt summary CONFIG [--since EPOCH]`` (printed by ``make run`` after the report)::
+``attnrmt summary CONFIG [--since EPOCH]`` (printed by ``make run`` after the report), e.g.
+for the default run::
 
     run 'default' (config.yaml): results in results/default/, report results/default/report.html
     cells: 2578 in 6 sweeps; 2578 computed by this run, 0 reused, 0 failed
-    wall time: 1 min 32 s
-    theory: finite_vocab fits (median relative error 1.1% over 24 outlier/overlap rows; paper 18%)
-    thresholds (CI contains the variant's threshold; d -> inf rows excluded):
-      transition_iid  population  finite_vocab 4/4  paper 0/4  e.g. d=800: 0.68 [0.65, 0.73] ...
+    wall time: 6 min 10 s
+    theory: finite_vocab fits best (median relative error of outliers and overlaps 1.3%; paper 20%)
+    thresholds (curves whose CI or bound contains the variant's threshold):
+      transition_iid   sample      paper 0/4  finite_vocab 4/4  e.g. d=800: 1.24 [1.12, 1.34] ...
+      ...
 
 Everything comes from files the run wrote: the fragments (``computed`` flag per cell,
 modification time against ``--since``), the failure records, and ``summary.csv`` /
