@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 import yaml
 
@@ -86,7 +87,6 @@ def test_linspace_and_typed_list_give_identical_axes() -> None:
 
 
 def test_snr_values_matches_numpy_linspace() -> None:
-    np = pytest.importorskip("numpy")
     values = snr_values({"start": 0.0, "stop": 3.0, "num": 16})
     expected = np.linspace(0.0, 3.0, 16)
     assert [normalise_real(v) for v in values] == [normalise_real(v) for v in expected]
