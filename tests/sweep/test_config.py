@@ -288,6 +288,10 @@ def test_every_problem_is_listed_not_the_first_and_a_count() -> None:
         load_config(config)
     assert [p.split("=")[0] for p in caught.value.problems] == [
         "sweeps.transition.top_k", "sweeps.transition.weights[0]"]
+    with pytest.raises(ConfigError) as caught:  # every axis of a sweep is checked
+        load_config(minimal_config(d=[40, 40], weights=["mean", "mean"]))
+    assert [p.split("=")[0] for p in caught.value.problems] == ["sweeps.s.d[1]",
+                                                                 "sweeps.s.weights[1]"]
 
 
 @pytest.mark.parametrize(

@@ -423,17 +423,27 @@ def _check_realised_sizes(prefix: str, axes: Mapping[str, list]) -> None:
 
 
 def _sweep_axes(prefix: str, sweep: Mapping[str, Any]) -> dict[str, list]:
+    """Normalised axes of one sweep; every axis is checked (all problems reported)."""
     axes: dict[str, list] = {}
-    for axis in AXES:
-        if axis not in sweep:
-            raise ConfigError(f"{prefix}: missing axis {axis!r} (load the config with load_config)")
-        raw = sweep[axis]
-        try:
-            axes[axis] = normalise_axis(axis, raw)
-        except (TypeError, ValueError, KeyError) as error:
-            raise ConfigError(f"{prefix}.{axis}={_short_repr(raw)}: {error}") from error
-        raw_list = raw if isinstance(raw, list | tuple) else [raw]
-        _check_no_duplicates(f"{prefix}.{axis}", raw_list, axes[axis])
+
+    def normalise(axis: str) -> Any:
+        def check() -> None:
+            if axis not in sweep:
+                raise ConfigError(
+                    f"{prefix}: missing axis {axis!r} (load the config with load_config)"
+                )
+            raw = sweep[axis]
+            try:
+                values = normalise_axis(axis, raw)
+            except (TypeError, ValueError, KeyError) as error:
+                raise ConfigError(f"{prefix}.{axis}={_short_repr(raw)}: {error}") from error
+            raw_list = raw if isinstance(raw, list | tuple) else [raw]
+            _check_no_duplicates(f"{prefix}.{axis}", raw_list, values)
+            axes[axis] = values
+
+        return check
+
+    collect_problems(normalise(axis) for axis in AXES)
     _check_axis_bounds(prefix, axes, sweep)
     _check_realised_sizes(prefix, axes)
     return axes
