@@ -520,7 +520,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help(sys.stderr)
         return EXIT_USAGE
     try:
-        return int(args.handler(args))
+        code = int(args.handler(args))
+        sys.stdout.flush()  # a closed pipe fails here, inside the handler below
+        return code
     except ConfigError as error:
         for problem in error.problems:
             print(f"attnrmt {args.command}: error: {_one_line(problem)}", file=sys.stderr)
