@@ -81,3 +81,24 @@ def test_report_overview_is_flat_numbers_under_readable_headings(tmp_path) -> No
 def test_format_seconds() -> None:
     assert [format_seconds(s) for s in (0.4, 59.6, 92, 3600)] == [
         "0 s", "1 min 0 s", "1 min 32 s", "60 min 0 s"]
+
+
+def test_summary_names_sweep_folders_the_config_no_longer_has(tmp_path) -> None:
+    from pathlib import Path
+
+    from attnrmt.summary import run_summary
+    from attnrmt.sweep import load_config, plan_run
+
+    small = Path(__file__).with_name("configs") / "small.yaml"
+    run_plan = plan_run(load_config(small))
+    run_dir = tmp_path / run_plan.run
+    (run_dir / "transition" / "fragments").mkdir(parents=True)  # a sweep of the config
+    (run_dir / "old_sweep" / "fragments").mkdir(parents=True)  # removed from it since
+    (run_dir / "logs").mkdir()  # not a sweep folder
+    lines = run_summary(run_plan, tmp_path)
+    assert lines[2] == (
+        "not in this config (left by an earlier version of it; not in the tables or report; "
+        f"delete to tidy): {run_dir / 'old_sweep'}/"
+    )
+    planned = sum(len(sweep.cells) for sweep in run_plan.sweeps.values())
+    assert lines[1].endswith(f"0 finished, 0 failed, {planned} not run yet")

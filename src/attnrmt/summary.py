@@ -76,6 +76,23 @@ def tally_cells(run_plan: Any, run_dir: Path, since: float | None) -> CellTally:
     return CellTally(planned, computed, reused, missing, failed)
 
 
+def stale_sweep_dirs(run_plan: Any, run_dir: Path) -> list[Path]:
+    """Sweep folders under ``run_dir`` that the config no longer has (O(entries of run_dir)).
+
+    A sweep removed from (or renamed in) a config leaves its folder; the run's tables,
+    figures and report no longer include it, so the summary names it.
+    """
+    if not run_dir.is_dir():
+        return []
+    return sorted(
+        path
+        for path in run_dir.iterdir()
+        if path.is_dir()
+        and path.name not in run_plan.sweeps
+        and ((path / "fragments").is_dir() or (path / "cells.zarr").is_dir())
+    )
+
+
 def _computed_flags(fragment: Path) -> np.ndarray:
     with np.load(fragment, allow_pickle=False) as npz:
         return np.asarray(npz["computed"], dtype=bool)
@@ -187,6 +204,12 @@ def run_summary(
     if tally.missing - tally.failed > 0:
         counts += f", {tally.missing - tally.failed} not run yet"
     lines.append(f"cells: {tally.planned} in {len(run_plan.sweeps)} sweeps; {counts}")
+    stale = stale_sweep_dirs(run_plan, run_dir)
+    if stale:
+        lines.append(
+            "not in this config (left by an earlier version of it; not in the tables or "
+            f"report; delete to tidy): {', '.join(f'{path}/' for path in stale)}"
+        )
     if since is not None:
         lines.append(f"wall time: {format_seconds(time.time() - since)}")
     summary = _read_table(run_dir / "summary.csv")
@@ -252,6 +275,7 @@ __all__ = [
     "format_seconds",
     "report_overview",
     "run_summary",
+    "stale_sweep_dirs",
     "tally_cells",
     "threshold_lines",
     "variant_errors",
