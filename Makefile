@@ -5,7 +5,10 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.attnrmt-installed
 CORES  ?= $(shell nproc)
 CONFIG ?= config.yaml
-RUN    ?= default
+# The run name comes from the config (`run:`, else the file's stem): `make run CONFIG=my.yaml`
+# writes results/<its run>/. Expanded when a recipe runs, after .venv exists.
+RUN_NAME = $(shell $(BIN)/attnrmt run-name $(CONFIG))
+SNAKEMAKE = $(BIN)/snakemake --cores $(CORES) --configfile $(CONFIG) --workflow-profile profiles/default
 
 .PHONY: run test report bench lint clean-results venv
 
@@ -17,14 +20,18 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[test]'
 	touch $(STAMP)
 
+# validate first: a YAML syntax error is named with file, line and column (Snakemake's own
+# reader of --configfile does not say where); then the run, the report, the summary.
 run: $(STAMP)
-	$(BIN)/snakemake --cores $(CORES) --configfile $(CONFIG) --workflow-profile profiles/default
-	$(BIN)/snakemake --cores $(CORES) --configfile $(CONFIG) --workflow-profile profiles/default \
-		--report results/$(RUN)/report.html
+	@$(BIN)/attnrmt validate $(CONFIG)
+	@started=$$(date +%s) && \
+	$(SNAKEMAKE) && \
+	$(SNAKEMAKE) --report results/$(RUN_NAME)/report.html && \
+	$(BIN)/attnrmt summary $(CONFIG) --since $$started
 
 report: $(STAMP)
-	$(BIN)/snakemake --cores $(CORES) --configfile $(CONFIG) --workflow-profile profiles/default \
-		--report results/$(RUN)/report.html
+	@$(BIN)/attnrmt validate $(CONFIG)
+	$(SNAKEMAKE) --report results/$(RUN_NAME)/report.html
 
 test: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks

@@ -1,13 +1,13 @@
 # attnrmt sweep pipeline (docs/architecture.md). Thin: config, validation, includes, rule all.
 #
-#   snakemake --cores all --workflow-profile profiles/default [--configfile my.yaml]
+#   snakemake [TARGET] --cores all [--configfile my.yaml]   (targets before --configfile)
 #
 # A --configfile given on the command line REPLACES config.yaml (a config file is a
 # complete experiment); --config key=value entries (e.g. the profiles' dask settings)
 # are merged on top.
 import sys
 
-from snakemake.utils import min_version, validate
+from snakemake.utils import min_version
 
 min_version("9.0")
 
@@ -16,19 +16,23 @@ if not workflow.overwrite_configfiles:
     configfile: "config.yaml"
 
 
-from attnrmt.sweep.config_types import restore_scalar_types
-from attnrmt.sweep.config import ConfigError, apply_schema, check_config, load_schema
+from attnrmt.sweep.config import ConfigError, RunDirConflict, claim_run_dir, snakemake_config
 
-# --config / profile `config:` values arrive as strings (YAML BaseLoader): retype them.
-restore_scalar_types(config, load_schema())
-
+# The one validation (schema + defaults + semantics; attnrmt.sweep.config): every problem
+# on its own line, `config` replaced by the filled config, VALID.sweeps reused by the plan.
 try:
-    apply_schema(config)  # one readable line naming the key and value on a schema error
-    validate(config, "workflow/schemas/config.schema.yaml")  # fills defaults in place
-    check_config(config)  # semantics: names exist, L <= T, |r| < 1, realisable R, ...
-except ConfigError as config_error:
-    print(f"attnrmt: invalid configuration: {config_error}", file=sys.stderr)
+    VALID = snakemake_config(config, workflow.configfiles)
+    CONFIG_FILE = workflow.configfiles[-1] if workflow.configfiles else "config.yaml"
+    claim_run_dir(f"results/{config['run']}", CONFIG_FILE, write=False)
+except RunDirConflict as conflict:
+    print(f"attnrmt: {conflict}", file=sys.stderr)
     sys.exit(1)
+except ConfigError as config_error:
+    for problem in config_error.problems:
+        print(f"attnrmt: invalid configuration: {problem}", file=sys.stderr)
+    sys.exit(1)
+for warning in VALID.warnings:
+    print(f"attnrmt: warning: {warning}", file=sys.stderr)
 
 
 include: "workflow/rules/common.smk"
@@ -40,14 +44,21 @@ include: "workflow/rules/report.smk"
 
 rule all:
     input:
-        ALL_TARGETS,
+        get_final_output(),
     default_target: True
 
 
 # Simulation and theory stores only (no analysis): `snakemake stores`.
 rule stores:
     input:
-        STORE_TARGETS,
+        get_store_output(),
+
+
+# The run folder records its config file (results/<run>/.attnrmt-run.json) when a run
+# starts (not on -n or --report); a run of another config file with the same run name is
+# refused above.
+onstart:
+    claim_run_dir(RESULTS, CONFIG_FILE)
 
 
 onsuccess:

@@ -199,3 +199,96 @@ def test_theory_json_is_strict_and_consistent(capsys: pytest.CaptureFixture[str]
     assert paper["sample_outlier"] is None  # below threshold: NaN -> null
     assert report["alpha"] == pytest.approx(report["kappa"])  # iid: alpha = kappa
     assert report["bulk"]["upper_edge"] == pytest.approx(4.409 * report["kappa"], rel=1e-3)
+
+
+# --------------------------------------------------------------------------- first hour
+
+
+def test_version_and_bare_usage() -> None:
+    from attnrmt import __version__
+
+    version = run_cli("--version")
+    assert version.returncode == 0 and version.stdout.strip() == f"attnrmt {__version__}"
+    bare = run_cli()
+    assert bare.returncode == 2
+    assert bare.stderr.startswith("usage: attnrmt")
+    for command in ("validate", "plan", "run-name", "theory"):
+        assert command in bare.stderr
+
+
+@pytest.mark.parametrize("command", [(), ("validate",), ("plan",), ("theory",), ("run-name",)])
+def test_help_is_plain_text(command: tuple[str, ...]) -> None:
+    result = run_cli(*command, "--help")
+    assert result.returncode == 0
+    assert "usage: attnrmt" in result.stdout
+    assert "``" not in result.stdout and ":func:" not in result.stdout
+
+
+def test_closed_pipe_ends_quietly() -> None:
+    """``attnrmt plan ... | head``: the reader is gone before the table is printed."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "attnrmt.cli", "plan", "--no-calibrate", str(SMALL)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    process.stdout.close()  # as `head` does once it has its lines
+    _, stderr = process.communicate(timeout=120)
+    assert b"Traceback" not in stderr and b"BrokenPipe" not in stderr, stderr.decode()
+    assert process.returncode == cli.EXIT_BROKEN_PIPE
+
+
+def test_every_config_problem_on_its_own_line(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("seed: -1\nsweps:\n  s: {d: 40}\n", encoding="utf-8")
+    result = run_cli("validate", str(bad))
+    assert result.returncode == 2
+    assert result.stderr.splitlines() == [
+        "attnrmt validate: error: config: unknown top-level key 'sweps' (did you mean "
+        "'sweeps'?) (allowed: run, seed, skip_failed, positional_models, weight_models, "
+        "sweeps, execution, dask, analysis)",
+        "attnrmt validate: error: seed=-1: must be >= 0",
+    ]
+
+
+def test_unused_model_warning_and_run_name_from_the_file_stem(tmp_path: Path) -> None:
+    config = tmp_path / "my-sweep.yaml"
+    config.write_text(
+        "positional_models:\n  mk: {kind: markov, r: 0.5}\nsweeps:\n  s: {d: 40}\n",
+        encoding="utf-8",
+    )
+    result = run_cli("validate", str(config))
+    assert result.returncode == 0
+    assert "run 'my-sweep'" in result.stdout
+    assert result.stderr == (
+        "attnrmt validate: warning: positional_models.mk: defined but used by no sweep "
+        "(sweeps use: iid)\n"
+    )
+    name = run_cli("run-name", str(config))
+    assert (name.returncode, name.stdout) == (0, "my-sweep\n")
+
+
+def test_plan_refuses_a_run_folder_of_another_config(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from attnrmt.sweep.config import claim_run_dir
+
+    monkeypatch.chdir(tmp_path)
+    claim_run_dir(tmp_path / "results" / "test-small", "other.yaml")
+    assert cli.main(["plan", "--no-calibrate", str(SMALL)]) == 2
+    assert "holds the results of the config file 'other.yaml'" in capsys.readouterr().err
+
+
+def test_theory_takes_model_names_from_a_config(capsys: pytest.CaptureFixture[str]) -> None:
+    repo_config = Path(__file__).resolve().parents[1] / "config.yaml"
+    named = ["theory", "--config", str(repo_config), "--positional", "prefix4", "--json"]
+    spelled = ["theory", "--positional", '{"kind": "prefix", "L": 4}', "--json"]
+    assert cli.main([*named, "--weights", "causal1"]) == 0
+    by_name = json.loads(capsys.readouterr().out)
+    assert cli.main([*spelled, "--weights", '{"kind": "causal_limit", "tau": 1.0}']) == 0
+    assert json.loads(capsys.readouterr().out) == by_name
+    assert by_name["notes"] == []
+    assert cli.main(["theory", "--config", str(repo_config), "--weights", "att1"]) == 0
+    assert (
+        "note: causal_attention(tau=1) has data-dependent weights: the theory uses their "
+        "d -> infinity limit causal_limit(tau=1)" in capsys.readouterr().out
+    )

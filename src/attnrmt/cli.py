@@ -1,12 +1,16 @@
-"""Command line: ``attnrmt validate|plan|theory``.
+"""Command line of attnrmt: check a sweep config, see its plan, ask the theory.
 
 - ``attnrmt validate CONFIG``: schema + semantic checks; prints a one-line summary.
 - ``attnrmt plan CONFIG [--results DIR]``: per sweep, cells, blocks, how many are already
   done (from the fragments on disk) and an estimated compute cost.
+- ``attnrmt summary CONFIG [--since EPOCH]``: the end-of-run summary (``make run``).
+- ``attnrmt run-name CONFIG``: the run name (results/<run>/) of a config (for scripts).
 - ``attnrmt theory --delta .. --gamma .. --snr .. --T .. --positional .. --weights ..``:
-  pooling scalars, bulk edges, outliers, overlaps and thresholds for both variants.
+  pooling scalars, bulk edges, outliers, overlaps and thresholds for both variants;
+  ``--config FILE`` lets ``--positional``/``--weights`` name that file's models.
 
-Errors (a bad config or argument) go to stderr as one line; the exit code is then 2.
+Errors (a bad config or argument) go to stderr, one line per problem; the exit code is
+then 2. Warnings (e.g. a model no sweep uses) go to stderr and do not fail.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sys
 import time
 from collections.abc import Mapping, Sequence
@@ -29,6 +34,7 @@ from attnrmt.sweep.cost import cell_work as _cell_work
 
 EXIT_OK = 0
 EXIT_USAGE = 2
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a tool killed by the pipe
 
 
 def cell_work(cell: Any) -> float:
@@ -145,12 +151,14 @@ def _print_failures(rows: Sequence[Mapping[str, Any]], run_dir: Path) -> None:
 
 def command_plan(args: argparse.Namespace) -> int:
     """``attnrmt plan``: cells, blocks, done and failed cells, estimated cost per sweep."""
-    from attnrmt.sweep import load_config, plan_run
+    from attnrmt.sweep import plan_run
+    from attnrmt.sweep.config import claim_run_dir
     from attnrmt.sweep.failures import unresolved_failures
 
-    config = load_config(args.config)
-    run_plan = plan_run(config)
+    valid = _load(args)
+    run_plan = plan_run(valid.config, valid.sweeps)
     run_dir = Path(args.results) / run_plan.run
+    claim_run_dir(run_dir, args.config, write=False)
     if args.no_calibrate:
         seconds_per_work, source = DEFAULT_SECONDS_PER_WORK, "built-in constant"
     else:
@@ -178,21 +186,58 @@ def command_plan(args: argparse.Namespace) -> int:
 
 def command_validate(args: argparse.Namespace) -> int:
     """``attnrmt validate``: schema + semantic checks, one-line summary."""
-    from attnrmt.sweep import load_config, plan_run
+    from attnrmt.sweep import plan_run
 
-    config = load_config(args.config)
-    run_plan = plan_run(config)
+    valid = _load(args)
+    run_plan = plan_run(valid.config, valid.sweeps)
     n_cells = sum(len(sweep.cells) for sweep in run_plan.sweeps.values())
     names = ", ".join(run_plan.sweeps)
     print(f"{args.config}: valid (run {run_plan.run!r}; sweeps {names}; {n_cells} cells)")
     return EXIT_OK
 
 
+def _load(args: argparse.Namespace) -> Any:
+    """The config of ``args.config``, validated once; its warnings printed to stderr."""
+    from attnrmt.sweep.config import load_valid_config
+
+    valid = load_valid_config(args.config)
+    for warning in valid.warnings:
+        print(f"attnrmt {args.command}: warning: {warning}", file=sys.stderr)
+    return valid
+
+
+def command_summary(args: argparse.Namespace) -> int:
+    """``attnrmt summary``: where the results are, cells, wall time, headline verdicts."""
+    from attnrmt.summary import run_summary
+    from attnrmt.sweep import plan_run
+
+    valid = _load(args)
+    run_plan = plan_run(valid.config, valid.sweeps)
+    for line in run_summary(run_plan, args.results, args.since, args.config):
+        print(line)
+    return EXIT_OK
+
+
+def command_run_name(args: argparse.Namespace) -> int:
+    """``attnrmt run-name``: the config's run name (``run:``, else the file's stem)."""
+    from attnrmt.sweep.config import load_valid_config
+
+    print(load_valid_config(args.config).config["run"])
+    return EXIT_OK
+
+
 # --------------------------------------------------------------------------- theory
 
 
-def parse_model_argument(text: str) -> str | dict[str, Any]:
-    """A model given on the command line: JSON (``'{"kind": "prefix", "L": 4}'``) or a name."""
+def parse_model_argument(
+    text: str, named: Mapping[str, Any] | None = None
+) -> str | dict[str, Any]:
+    """A model given on the command line: JSON (``'{"kind": "prefix", "L": 4}'``) or a name.
+
+    ``named``: models of a config file (its ``positional_models`` or ``weight_models``);
+    a name found there is replaced by its spec. Other names are left to the model's
+    validation (built-ins such as ``iid`` or ``mean``).
+    """
     stripped = text.strip()
     if stripped.startswith("{"):
         try:
@@ -202,7 +247,20 @@ def parse_model_argument(text: str) -> str | dict[str, Any]:
         if not isinstance(value, dict):
             raise ValueError(f"{text!r}: must be a JSON object")
         return value
+    if named and stripped in named:
+        return dict(named[stripped])
     return stripped
+
+
+def substitution_notes(weights_spec: Mapping[str, Any]) -> list[str]:
+    """What the theory uses in place of a model it has no closed form for."""
+    if weights_spec.get("kind") == "causal_attention":
+        tau = weights_spec.get("tau", 0.0)
+        return [
+            f"causal_attention(tau={tau:g}) has data-dependent weights: the theory uses "
+            f"their d -> infinity limit causal_limit(tau={tau:g})"
+        ]
+    return []
 
 
 def theory_report(
@@ -247,6 +305,7 @@ def theory_report(
             "atom": float(theory.bulk_atom(delta, gamma)),
         },
         "variants": {},
+        "notes": substitution_notes(weights_spec),
     }
     for variant in variants:
         prediction = theory.spike(delta, gamma, snr, alpha, kappa, variant=variant)
@@ -318,6 +377,8 @@ def _print_theory(report: dict[str, Any]) -> None:
         + ", ".join(f"{name} {value:.6g}" for name, value in mean.items())
     )
     print("below a threshold there is no outlier: outlier NaN, overlap 0")
+    for note in report["notes"]:
+        print(f"note: {note}")
 
 
 def command_theory(args: argparse.Namespace) -> int:
@@ -325,13 +386,16 @@ def command_theory(args: argparse.Namespace) -> int:
     from attnrmt.theory import VARIANTS
 
     variants = VARIANTS if args.variant == "both" else (args.variant,)
+    named: Mapping[str, Any] = {}
+    if args.config is not None:
+        named = _load(args).config
     report = theory_report(
         args.delta,
         args.gamma,
         args.snr,
         args.T,
-        parse_model_argument(args.positional),
-        parse_model_argument(args.weights),
+        parse_model_argument(args.positional, named.get("positional_models")),
+        parse_model_argument(args.weights, named.get("weight_models")),
         variants,
     )
     if args.json:
@@ -351,10 +415,25 @@ class _ArgumentParser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"attnrmt: error: {message}\n")
 
 
+DESCRIPTION = (
+    "Random-matrix theory of attention pooling: check a sweep config, see its plan, "
+    "ask the theory for one parameter point."
+)
+EPILOG = (
+    "Run a sweep with Snakemake: snakemake --cores 2 --configfile my.yaml "
+    "(see README.md). 'attnrmt COMMAND --help' describes a command."
+)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    """The ``attnrmt`` argument parser."""
-    parser = _ArgumentParser(prog="attnrmt", description=__doc__.splitlines()[0])
-    commands = parser.add_subparsers(dest="command", required=True, parser_class=_ArgumentParser)
+    """The ``attnrmt`` argument parser (plain-text help)."""
+    from attnrmt import __version__
+
+    parser = _ArgumentParser(prog="attnrmt", description=DESCRIPTION, epilog=EPILOG)
+    parser.add_argument("--version", action="version", version=f"attnrmt {__version__}")
+    commands = parser.add_subparsers(
+        dest="command", metavar="COMMAND", parser_class=_ArgumentParser
+    )
 
     validate = commands.add_parser("validate", help="check a config (schema + semantics)")
     validate.add_argument("config", help="YAML config file")
@@ -370,6 +449,26 @@ def build_parser() -> argparse.ArgumentParser:
         help="use a built-in cost constant instead of timing one small cell",
     )
     plan.set_defaults(handler=command_plan)
+
+    summary = commands.add_parser(
+        "summary", help="end-of-run summary: results, cells, wall time, verdicts"
+    )
+    summary.add_argument("config", help="YAML config file")
+    summary.add_argument("--results", default="results", help="results directory")
+    summary.add_argument(
+        "--since",
+        type=float,
+        default=None,
+        help="start of the run (seconds since the epoch, e.g. from date +%%s): cells "
+        "written since then count as computed by this run, and the wall time is shown",
+    )
+    summary.set_defaults(handler=command_summary)
+
+    run_name = commands.add_parser(
+        "run-name", help="print the run name of a config (results/<run>/)"
+    )
+    run_name.add_argument("config", help="YAML config file")
+    run_name.set_defaults(handler=command_run_name)
 
     theory = commands.add_parser("theory", help="theory predictions for one parameter point")
     theory.add_argument("--delta", type=float, default=0.5, help="d/V (default 0.5)")
@@ -393,6 +492,12 @@ def build_parser() -> argparse.ArgumentParser:
         default="both",
         help="which theta (default: both)",
     )
+    theory.add_argument(
+        "--config",
+        default=None,
+        help="a sweep config whose positional_models and weight_models --positional and "
+        "--weights may name (e.g. --config my.yaml --positional prefix4)",
+    )
     theory.add_argument("--json", action="store_true", help="print JSON")
     theory.set_defaults(handler=command_theory)
     return parser
@@ -403,13 +508,34 @@ def _one_line(message: str) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``attnrmt`` console script; returns the exit code."""
-    args = build_parser().parse_args(argv)
+    """Entry point of the ``attnrmt`` console script; returns the exit code.
+
+    Bare ``attnrmt`` prints the usage (exit 2). A closed pipe (``attnrmt plan ... | head``)
+    ends the command quietly, as for other Unix tools.
+    """
+    from attnrmt.sweep.config import ConfigError
+
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help(sys.stderr)
+        return EXIT_USAGE
     try:
-        return int(args.handler(args))
-    except ValueError as error:  # ConfigError is a ValueError
+        code = int(args.handler(args))
+        sys.stdout.flush()  # a closed pipe fails here, inside the handler below
+        return code
+    except ConfigError as error:
+        for problem in error.problems:
+            print(f"attnrmt {args.command}: error: {_one_line(problem)}", file=sys.stderr)
+        return EXIT_USAGE
+    except ValueError as error:
         print(f"attnrmt {args.command}: error: {_one_line(error)}", file=sys.stderr)
         return EXIT_USAGE
+    except BrokenPipeError:
+        # Python's recipe: point stdout at devnull so the flush at exit does not fail again
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return EXIT_BROKEN_PIPE
 
 
 if __name__ == "__main__":

@@ -180,18 +180,50 @@ CASES: tuple[Case, ...] = (
     Case("config-delta-too-large-for-d", "config",
          "`delta` so large that the vocabulary has fewer than 2 tokens",
          ("delta", "100"), {"sweeps.main.delta": 100}),
+    Case("config-misspelt-top-level-key", "config", "`sweps:` for `sweeps:`",
+         ("config: unknown top-level key 'sweps' (did you mean 'sweeps'?)",),
+         {"sweeps": _DELETE, "sweps": BASE_CONFIG["sweeps"]}),
+    Case("config-misspelt-model-key", "config", "`{kind: markov, rr: 0.5}` (`rr` for `r`)",
+         ("positional_models.mk: unknown key 'rr' (did you mean 'r'?)",),
+         {"positional_models.mk": {"kind": "markov", "rr": 0.5}}),
+    Case("config-several-problems", "config", "two mistakes at once: both are named",
+         ("seed=-1: must be >= 0", "execution.block_size=0: must be >= 1"),
+         {"seed": -1, "execution.block_size": 0}),
+    Case("config-quoted-number", "config", "a quoted number (`snr: \"1.5\"`)",
+         ("sweeps.main.snr='1.5'", "a quoted number is text: write it without quotes"),
+         {"sweeps.main.snr": "1.5"}),
+    Case("config-default-top-k-above-d", "config",
+         "`d: [2, 30]` without `top_k`: the default top_k = 3 is too large",
+         ("sweeps.main.top_k=3: must be <= min(d)=2", "not set in the config: this is its default"),
+         {"sweeps.main.top_k": _DELETE, "sweeps.main.d": [2, 30]}),
     # ----------------------------------------------------------------- real snakemake -n
     Case("snakemake-sweeps-not-a-mapping", "snakemake", "`sweeps` given as a list",
-         ("sweeps", "['a', 'b']"), {"sweeps": ["a", "b"]}),
+         ("sweeps=['a', 'b']: must be a mapping",), {"sweeps": ["a", "b"]}),
     Case("snakemake-d-below-2", "snakemake", "`d` below 2, through the Snakefile",
-         ("d", "1"), {"sweeps.main.d": [1]}),
+         ("sweeps.main.d[0]=1: must be >= 2",), {"sweeps.main.d": [1]}),
     Case("snakemake-unknown-weights", "snakemake",
          "an undefined weight model, through the Snakefile",
-         ("weights", "nosuchw"), {"sweeps.main.weights": ["nosuchw"]}),
+         ("sweeps.main.weights[0]='nosuchw': no weight model named 'nosuchw'",),
+         {"sweeps.main.weights": ["nosuchw"]}),
     Case("snakemake-unknown-key", "snakemake", "a misspelt top-level key (`sweep`)",
-         ("sweep",), {"sweep": {"x": {}}}),
+         ("config: unknown top-level key 'sweep' (did you mean 'sweeps'?)",),
+         {"sweep": {"x": {}}}),
     Case("snakemake-top-k-above-d", "snakemake", "`top_k` > `d`, through the Snakefile",
-         ("top_k", "100"), {"sweeps.main.top_k": 100}),
+         ("sweeps.main.top_k=100: must be <= min(d)=20",), {"sweeps.main.top_k": 100}),
+    Case("snakemake-misspelt-model-key", "snakemake", "`rr` for `r`, through the Snakefile",
+         ("positional_models.mk: unknown key 'rr' (did you mean 'r'?)",),
+         {"positional_models.mk": {"kind": "markov", "rr": 0.5}}),
+    Case("snakemake-several-problems", "snakemake", "two mistakes, through the Snakefile",
+         ("seed=-1: must be >= 0", "execution.block_size=0: must be >= 1"),
+         {"seed": -1, "execution.block_size": 0}),
+    Case("snakemake-quoted-number", "snakemake",
+         "a quoted number in the config file: rejected as by `attnrmt validate`",
+         ("sweeps.main.snr='1.5'", "a quoted number is text: write it without quotes"),
+         {"sweeps.main.snr": "1.5"}),
+    Case("snakemake-default-top-k-above-d", "snakemake",
+         "the default `top_k` too large for `d`, through the Snakefile",
+         ("sweeps.main.top_k=3: must be <= min(d)=2", "not set in the config: this is its default"),
+         {"sweeps.main.top_k": _DELETE, "sweeps.main.d": [2, 30]}),
     # ----------------------------------------------------------------- command line
     Case("cli-validate-missing-file", "cli", "`attnrmt validate` of a missing file",
          ("nosuch.yaml", "not found"), argv=("validate", "nosuch.yaml")),
@@ -200,6 +232,20 @@ CASES: tuple[Case, ...] = (
     Case("cli-validate-not-yaml", "cli", "`attnrmt validate` of a file that is not YAML",
          ("config.yaml", "not valid YAML"), {"<file>": "sweeps: {main: [unclosed\n"},
          argv=("validate", "{config}")),
+    Case("cli-validate-yaml-line-column", "cli", "a YAML syntax error: file, line and column",
+         ("config.yaml', line 3, column 15: not valid YAML",),
+         {"<file>": "run: x\nsweeps:\n  a: {d: [2, 3}\n"}, argv=("validate", "{config}")),
+    Case("cli-validate-quoted-number", "cli", "a quoted number, as Snakemake reports it",
+         ("sweeps.main.snr='1.5'", "a quoted number is text: write it without quotes"),
+         {"sweeps.main.snr": "1.5"}, argv=("validate", "{config}")),
+    Case("cli-validate-several-problems", "cli", "two mistakes: one line each",
+         ("validate: error: seed=-1: must be >= 0",
+          "validate: error: execution.block_size=0: must be >= 1"),
+         {"seed": -1, "execution.block_size": 0}, argv=("validate", "{config}")),
+    Case("cli-theory-config-unknown-model", "cli",
+         "`attnrmt theory --config FILE --positional` naming a model the file lacks",
+         ("--positional", "'nosuch'"),
+         argv=("theory", "--config", "{config}", "--positional", "nosuch")),
     Case("cli-plan-unknown-weights", "cli", "`attnrmt plan` of a config naming an undefined model",
          ("sweeps.main.weights", "'nosuchw'"), {"sweeps.main.weights": ["nosuchw"]},
          argv=("plan", "--no-calibrate", "{config}")),
@@ -299,8 +345,17 @@ def run_config_case(case: Case, tmp: Path) -> str:
     return str(info.value)
 
 
+#: Prefix of every config problem the Snakefile reports (one line per problem).
+SNAKEMAKE_PREFIX = "attnrmt: invalid configuration: "
+
+
 def run_snakemake_case(case: Case, tmp: Path) -> str:
-    """Output of a failing ``snakemake -n`` on the bad config (fails if it succeeds)."""
+    """The ``attnrmt: invalid configuration:`` lines of a failing ``snakemake -n``.
+
+    Fails when Snakemake accepts the config, prints a traceback, or reports the problem
+    without the prefix (the culprit must be named in a prefixed line, with its full key
+    path, not found anywhere in Snakemake's output).
+    """
     config = write_config(tmp, case.patch)
     proc = subprocess.run(
         [
@@ -312,7 +367,10 @@ def run_snakemake_case(case: Case, tmp: Path) -> str:
     )
     output = proc.stdout + proc.stderr
     assert proc.returncode != 0, f"snakemake -n accepted a bad config:\n{output[-2000:]}"
-    return output
+    assert "Traceback" not in output, f"a traceback instead of a clear error:\n{output[-3000:]}"
+    problems = [line for line in output.splitlines() if line.startswith(SNAKEMAKE_PREFIX)]
+    assert problems, f"no {SNAKEMAKE_PREFIX!r} line:\n{output[-3000:]}"
+    return "\n".join(problems)
 
 
 def run_cli_case(case: Case, tmp: Path) -> str:
@@ -415,10 +473,21 @@ def render_docs() -> str:
         "is a case of the parametrised test `tests/e2e/test_bad_inputs.py`, which checks exactly",
         "that; the last column lists the pieces the message must contain.",
         "",
-        "Config errors come from `attnrmt.sweep.load_config` (raising `ConfigError`): the",
-        "Snakefile validates the config with the same schema and semantic checks, so",
-        "`snakemake -n` reports the same message; `attnrmt validate CONFIG` prints it",
-        "without Snakemake. Python API errors are `ValueError` naming `argument=value`.",
+        "Config errors come from `attnrmt.sweep.config.validate_config` (raising",
+        "`ConfigError`, which lists **every** problem, one line each): the Snakefile calls",
+        "the same function once, so `snakemake -n` prints each problem on a line starting",
+        "`attnrmt: invalid configuration:` (no traceback), and `attnrmt validate CONFIG`",
+        "prints the same messages without Snakemake. A misspelt key is named with a",
+        "suggestion at every level; a problem with a value the config does not set says it",
+        "is the default. Python API errors are `ValueError` naming `argument=value`.",
+        "",
+        "One rule for values that look like numbers, everywhere: in a config FILE a quoted",
+        "number or boolean (`snr: \"1.5\"`, `centered: \"true\"`) is text, as YAML means it,",
+        "and is rejected; values from Snakemake's command line (`--config key=value`, a",
+        "profile's `config:`) arrive as strings whatever was meant, so the Snakefile gives",
+        "them the schema's type back. A YAML syntax error is named with file, line and",
+        "column by `attnrmt validate` (and `make run`, which validates first); Snakemake's",
+        "own reader of `--configfile` only says the file is not valid YAML.",
         "",
     ]
     for surface, title in SURFACE_TITLES.items():

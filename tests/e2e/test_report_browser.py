@@ -124,11 +124,17 @@ def probe_report(browser: str, report: Path, tmp_path: Path) -> list[dict]:
 
 @pytest.fixture(scope="module")
 def report(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """report.html of a tiny run covering thresholds, finite size and causal attention."""
-    config = tiny_config(run="report", weight_models={
-        "causal1": {"kind": "causal_limit", "tau": 1.0},
-        "att1": {"kind": "causal_attention", "tau": 1.0}})
+    """report.html of a tiny run with data for every figure: thresholds, finite size, causal
+    attention, a label model (downstream) and both centrings (the report leaves out
+    figures of analyses without data)."""
+    config = tiny_config(
+        run="report",
+        positional_models={"prefix2": {"kind": "prefix", "L": 2},
+                           "lab": {"kind": "label", "rho0": 0.8, "L": 2}},
+        weight_models={"causal1": {"kind": "causal_limit", "tau": 1.0},
+                       "att1": {"kind": "causal_attention", "tau": 1.0}})
     config = with_sweep(config, "grid", d=[20, 30], weights=["mean", "causal1", "att1"],
+                        positional=["prefix2", "lab"], centered=[True, False],
                         snr=[0.0, 1.0, 2.0, 3.0])
     workdir = Workdir.create(tmp_path_factory.mktemp("report-run"), config)
     try:

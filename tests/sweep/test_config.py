@@ -3,19 +3,27 @@
 from __future__ import annotations
 
 import copy
+import json
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 import yaml
 
 from attnrmt.sweep import ConfigError, check_config, load_config
 from attnrmt.sweep.config import (
+    RUN_RECORD,
     SCHEMA_PATH,
+    RunDirConflict,
     apply_schema,
+    claim_run_dir,
     load_schema,
+    load_valid_config,
     normalise_real,
+    snakemake_config,
     snr_values,
+    validate_config,
 )
 
 REPO = Path(__file__).resolve().parents[2]
@@ -79,7 +87,6 @@ def test_linspace_and_typed_list_give_identical_axes() -> None:
 
 
 def test_snr_values_matches_numpy_linspace() -> None:
-    np = pytest.importorskip("numpy")
     values = snr_values({"start": 0.0, "stop": 3.0, "num": 16})
     expected = np.linspace(0.0, 3.0, 16)
     assert [normalise_real(v) for v in values] == [normalise_real(v) for v in expected]
@@ -122,11 +129,10 @@ def test_snakemake_validate_fills_the_same_defaults() -> None:
     assert by_snakemake == apply_schema(raw)
 
 
-def test_config_yaml_at_repo_root_is_valid_when_present() -> None:
-    root_config = REPO / "config.yaml"
-    if not root_config.exists():
-        pytest.skip("config.yaml not written yet")
-    load_config(root_config)
+def test_config_yaml_at_repo_root_is_valid_and_uses_every_model() -> None:
+    valid = load_valid_config(REPO / "config.yaml")
+    assert valid.config["run"] == "default"
+    assert valid.warnings == ()
 
 
 # --------------------------------------------------------------------------- bad configs
@@ -265,8 +271,179 @@ def test_missing_file_raises_config_error(tmp_path: Path) -> None:
         load_config(tmp_path / "nope.yaml")
 
 
-def test_several_problems_are_counted() -> None:
+def test_every_problem_is_listed_not_the_first_and_a_count() -> None:
     config = _set(small_config(), ("seed",), -1)
     config["run"] = "a/b"
-    with pytest.raises(ConfigError, match=r"and 1 more problem"):
+    config["sweeps"]["transition"]["weights"] = ["nope"]
+    config["sweeps"]["markov"]["d"] = [1]
+    with pytest.raises(ConfigError) as caught:
         load_config(config)
+    problems = caught.value.problems
+    assert len(problems) == 3, problems  # schema problems first; semantics need a valid schema
+    assert [p.split("=")[0] for p in problems] == ["run", "seed", "sweeps.markov.d[0]"]
+    assert str(caught.value).startswith("3 problems: (1) run='a/b'")
+    config["run"], config["seed"], config["sweeps"]["markov"]["d"] = "ok", 1, [40]
+    config["sweeps"]["transition"]["top_k"] = 99
+    with pytest.raises(ConfigError) as caught:
+        load_config(config)
+    assert [p.split("=")[0] for p in caught.value.problems] == [
+        "sweeps.transition.top_k", "sweeps.transition.weights[0]"]
+    with pytest.raises(ConfigError) as caught:  # every axis of a sweep is checked
+        load_config(minimal_config(d=[40, 40], weights=["mean", "mean"]))
+    assert [p.split("=")[0] for p in caught.value.problems] == ["sweeps.s.d[1]",
+                                                                 "sweeps.s.weights[1]"]
+
+
+@pytest.mark.parametrize(
+    ("patch", "expected"),
+    [
+        ({"sweps": "<sweeps>"}, "config: unknown top-level key 'sweps' (did you mean 'sweeps'?)"),
+        ({"positional_models": {"mk": {"kind": "markov", "rr": 0.5}}},
+         "positional_models.mk: unknown key 'rr' (did you mean 'r'?)"),
+        ({"weight_models": {"c": {"kind": "causal_limit", "tua": 1.0}}},
+         "weight_models.c: unknown key 'tua' (did you mean 'tau'?)"),
+        ({"analysis": {"bootstap": 10}}, "analysis: unknown key 'bootstap' (did you mean"),
+        ({"dask": {"slurm": {"walltme": "1:00"}}}, "dask.slurm: unknown key 'walltme' (did you"),
+    ],
+    ids=["top", "positional-model", "weight-model", "analysis", "dask-slurm"],
+)
+def test_misspelt_key_is_named_with_a_suggestion_at_every_level(
+    patch: dict, expected: str
+) -> None:
+    config = small_config()
+    for key, value in patch.items():
+        config[key] = config.pop("sweeps") if value == "<sweeps>" else value
+    with pytest.raises(ConfigError) as caught:
+        load_config(config)
+    assert caught.value.problems[0].startswith(expected), caught.value.problems
+    assert not any("missing required key" in p for p in caught.value.problems)
+
+
+@pytest.mark.parametrize(
+    ("line", "expected"),
+    [
+        ('snr: "1.5"', "sweeps.s.snr='1.5'"),
+        ('d: "200"', "sweeps.s.d='200'"),
+        ('centered: "true"', "sweeps.s.centered='true'"),
+    ],
+)
+def test_quoted_numbers_in_a_file_are_text_and_rejected(
+    tmp_path: Path, line: str, expected: str
+) -> None:
+    path = tmp_path / "q.yaml"
+    path.write_text(f"sweeps:\n  s:\n    {line}\n", encoding="utf-8")
+    with pytest.raises(ConfigError) as caught:
+        load_config(path)
+    (problem,) = caught.value.problems
+    assert problem.startswith(expected) and "write it without quotes" in problem
+
+
+def test_an_error_about_a_default_says_it_is_the_default() -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_config(minimal_config(d=[2, 50]))
+    (problem,) = caught.value.problems
+    assert problem == (
+        "sweeps.s.top_k=3: must be <= min(d)=2 "
+        "(sweeps.s.top_k is not set in the config: this is its default)"
+    )
+    with pytest.raises(ConfigError) as caught:
+        load_config(minimal_config(d=[2, 50], top_k=3))
+    assert "default" not in str(caught.value)
+
+
+def test_defined_but_unused_models_are_warned_about() -> None:
+    config = small_config()  # defines positional model `lab`, which no sweep uses
+    config["weight_models"]["spare"] = {"kind": "causal_limit", "tau": 2.0}
+    warnings = validate_config(config).warnings
+    assert [w.split(":")[0] for w in warnings] == ["positional_models.lab", "weight_models.spare"]
+    assert all("defined but used by no sweep (sweeps use: " in w for w in warnings)
+    config["sweeps"]["transition"]["positional"].append("lab")
+    del config["weight_models"]["spare"]
+    assert validate_config(config).warnings == ()
+
+
+def test_yaml_syntax_error_names_file_line_and_column(tmp_path: Path) -> None:
+    path = tmp_path / "broken.yaml"
+    path.write_text("run: x\nsweeps:\n  s: {d: [2, 3}\n", encoding="utf-8")
+    with pytest.raises(ConfigError) as caught:
+        load_config(path)
+    assert str(caught.value).startswith(f"config file {str(path)!r}, line 3, column 15:")
+
+
+# --------------------------------------------------------------------------- run folders
+
+
+def test_run_name_is_the_file_stem_when_run_is_absent(tmp_path: Path) -> None:
+    config = small_config()
+    del config["run"]
+    path = tmp_path / "my-sweep.yaml"
+    path.write_text(yaml.safe_dump(config), encoding="utf-8")
+    assert load_config(path)["run"] == "my-sweep"
+    assert load_config(config)["run"] == "default"  # a mapping has no file: schema default
+    unsafe = tmp_path / "my sweep.yaml"
+    unsafe.write_text(yaml.safe_dump(config), encoding="utf-8")
+    with pytest.raises(ConfigError, match="run: not set, and the config file's name 'my sweep'"):
+        load_config(unsafe)
+    config["run"] = "explicit"
+    path.write_text(yaml.safe_dump(config), encoding="utf-8")
+    assert load_config(path)["run"] == "explicit"
+
+
+def test_run_dir_belongs_to_one_config_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    run_dir = tmp_path / "results" / "r"
+    claim_run_dir(run_dir, "a.yaml", write=False)
+    assert not run_dir.exists()  # a check writes nothing
+    claim_run_dir(run_dir, "a.yaml")
+    assert json.loads((run_dir / RUN_RECORD).read_text()) == {
+        "config_file": "a.yaml", "config_path": str(tmp_path / "a.yaml")}
+    claim_run_dir(run_dir, tmp_path / "a.yaml")  # same file, given absolute
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    claim_run_dir(run_dir, "../a.yaml", write=False)  # same file from another directory
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(RunDirConflict) as caught:
+        claim_run_dir(run_dir, "b.yaml", write=False)
+    message = str(caught.value)
+    for needle in ("'a.yaml'", "'b.yaml'", RUN_RECORD, "run name", "delete"):
+        assert needle in message, message
+    legacy = tmp_path / "results" / "old"
+    legacy.mkdir()
+    claim_run_dir(legacy, "b.yaml")  # made before records existed: adopted
+    assert json.loads((legacy / RUN_RECORD).read_text())["config_file"] == "b.yaml"
+
+
+# --------------------------------------------------------------------------- Snakemake
+
+
+def test_snakemake_config_restores_command_line_strings_only(tmp_path: Path) -> None:
+    path = tmp_path / "exp.yaml"
+    path.write_text(yaml.safe_dump(small_config()), encoding="utf-8")
+    merged = small_config()  # as Snakemake hands it over: files, then --config strings
+    merged["seed"] = "7"
+    merged["dask"] = {"slurm": {"cores": "4"}, "dashboard": "false"}
+    valid = snakemake_config(merged, [path])
+    assert merged is not valid.config and merged == valid.config  # replaced in place
+    assert merged["seed"] == 7 and merged["dask"]["slurm"]["cores"] == 4
+    assert merged["dask"]["dashboard"] is False
+    quoted = small_config()
+    quoted["sweeps"]["transition"]["snr"] = "1.5"  # quoted in the FILE: text, rejected
+    path.write_text(yaml.safe_dump(quoted), encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"sweeps\.transition\.snr='1\.5'.*without quotes"):
+        snakemake_config(copy.deepcopy(quoted), [path])
+    del quoted["run"]
+    quoted["sweeps"]["transition"]["snr"] = 1.5
+    path.write_text(yaml.safe_dump(quoted), encoding="utf-8")
+    assert snakemake_config(copy.deepcopy(quoted), [path]).config["run"] == "exp"
+
+
+def test_plan_run_reuses_the_resolved_sweeps() -> None:
+    from attnrmt.sweep import plan_run
+
+    valid = validate_config(small_config())
+    planned = plan_run(valid.config, valid.sweeps)
+    assert [c.key for c in planned.sweeps["transition"].cells] == [
+        c.key for c in plan_run(valid.config).sweeps["transition"].cells]

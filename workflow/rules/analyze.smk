@@ -32,52 +32,52 @@ rule analysis_tables:
         theory=expand(f"{RESULTS}/{{sweep}}/theory.zarr", sweep=GATHERED_SWEEPS),
         analysis=expand(f"{RESULTS}/{{sweep}}/analysis.zarr", sweep=GATHERED_SWEEPS),
     output:
-        comparison=report(
+        comparison=report_if_data(
             f"{RESULTS}/comparison.csv",
             caption="../report/comparison.rst",
             category="Tables",
             labels={"table": "comparison"},
         ),
-        thresholds=report(
+        thresholds=report_if_data(
             f"{RESULTS}/thresholds.csv",
             caption="../report/thresholds.rst",
             category="Tables",
             labels={"table": "thresholds"},
         ),
-        summary=report(
+        summary=report_if_data(
             f"{RESULTS}/summary.csv",
             caption="../report/summary.rst",
             category="Tables",
             labels={"table": "summary"},
         ),
-        bulk=report(
+        bulk=report_if_data(
             f"{RESULTS}/bulk.csv",
             caption="../report/bulk.rst",
             category="Tables",
             labels={"table": "bulk"},
         ),
         pooling=f"{RESULTS}/pooling.csv",
-        pooling_order=report(
+        pooling_order=report_if_data(
             f"{RESULTS}/pooling_order.csv",
             caption="../report/pooling_order.rst",
             category="Tables",
             labels={"table": "pooling_order"},
         ),
         causal=f"{RESULTS}/causal.csv",
-        causal_verdict=report(
+        causal_verdict=report_if_data(
             f"{RESULTS}/causal_verdict.csv",
             caption="../report/causal_verdict.rst",
             category="Tables",
             labels={"table": "causal_verdict"},
         ),
         downstream=f"{RESULTS}/downstream.csv",
-        downstream_ranking=report(
+        downstream_ranking=report_if_data(
             f"{RESULTS}/downstream_ranking.csv",
             caption="../report/downstream_ranking.rst",
             category="Tables",
             labels={"table": "downstream_ranking"},
         ),
-        centring=report(
+        centring=report_if_data(
             f"{RESULTS}/centring.csv",
             caption="../report/centring_table.rst",
             category="Tables",
@@ -98,7 +98,3 @@ rule analysis_tables:
             params.weight_models,
             log[0],
         )
-
-
-ALL_TARGETS.extend(sweep_path(sweep, "analysis.zarr") for sweep in GATHERED_SWEEPS)
-ALL_TARGETS.extend(f"{RESULTS}/{name}.csv" for name in ANALYSIS_TABLES)

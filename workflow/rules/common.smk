@@ -1,14 +1,20 @@
-# Shared helpers: the run plan (built once, at DAG time), paths and input functions.
-# Rule files extend ALL_TARGETS with their final outputs.
+# Shared helpers: the run plan (built once, at DAG time, from the config the Snakefile
+# validated: VALID), paths, input functions and the final targets (get_final_output).
 import re
 import sys
+import time
 
+from attnrmt.analysis.figures import FIGURES
+from attnrmt.analysis.pipeline import TABLES
 from attnrmt.sweep.blocks import block_params
 from attnrmt.sweep.cluster import shutdown_run_cluster
 from attnrmt.sweep.failures import describe_skipped, failed_blocks
 from attnrmt.sweep.plan import plan_run
+from attnrmt.summary import run_summary
 
-PLAN = plan_run(config)
+RUN_STARTED = time.time()  # parse time of the main Snakemake process: the run's start
+
+PLAN = plan_run(config, VALID.sweeps)  # no second round of semantic checks
 RUN = PLAN.run
 RESULTS = f"results/{RUN}"
 SWEEPS = list(PLAN.sweeps)
@@ -22,8 +28,6 @@ if SKIPPED_MESSAGE:
     print(SKIPPED_MESSAGE, file=sys.stderr)
 # sweeps with a block to gather: the ones stored, analysed and reported
 GATHERED_SWEEPS = [name for name in SWEEPS if len(BLOCKS[name]) > len(SKIPPED_BLOCKS[name])]
-ALL_TARGETS = []  # final outputs of every stage (rule all)
-STORE_TARGETS = []  # cells.zarr and theory.zarr of every sweep (rule stores)
 
 
 wildcard_constraints:
@@ -74,3 +78,50 @@ def granted_cores():
         return workflow.cores
     except Exception:  # no --cores (e.g. a cluster executor with --jobs)
         return None
+
+
+def get_store_output():
+    """Input of rule stores: theory.zarr of every sweep, cells.zarr of every gathered one."""
+    return [sweep_path(sweep, "theory.zarr") for sweep in SWEEPS] + [
+        sweep_path(sweep, "cells.zarr") for sweep in GATHERED_SWEEPS
+    ]
+
+
+def get_final_output():
+    """Input of rule all: the stores, analysis stores, tables, figures and failed cells."""
+    formats = list(dict.fromkeys(["png", *config["analysis"]["figure_formats"]]))
+    return [
+        *get_store_output(),
+        *(sweep_path(sweep, "analysis.zarr") for sweep in GATHERED_SWEEPS),
+        *(f"{RESULTS}/{name}.csv" for name in TABLES),
+        f"{RESULTS}/failed_cells.csv",
+        *(f"{RESULTS}/figures/{name}.{fmt}" for name in FIGURES for fmt in formats),
+    ]
+
+
+def table_has_data(path):
+    """False for a table written without data: a header only, or the analysis's
+    placeholder (a single `note` column). True when the file does not exist yet (during a
+    run; the report is made afterwards). Reads two lines."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            header, first_row = handle.readline().strip(), handle.readline().strip()
+    except FileNotFoundError:
+        return True
+    return header != "note" and bool(first_row)
+
+
+def report_if_data(path, table=None, **report_kwargs):
+    """report(path, ...) when `table` (default: path itself) has data, else plain path:
+    the report leaves out analyses the run has no data for instead of showing
+    placeholder tables and figures (decided when `--report` parses the workflow)."""
+    if table_has_data(table or path):
+        return report(path, **report_kwargs)
+    return path
+
+
+def print_end_summary():
+    """The end-of-run summary (attnrmt.summary.run_summary: results, report, cells
+    computed / reused / failed, wall time, verdicts), for the Snakefile's onsuccess."""
+    for line in run_summary(PLAN, "results", RUN_STARTED, str(CONFIG_FILE)):
+        print(line, file=sys.stderr)

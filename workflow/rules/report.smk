@@ -1,17 +1,37 @@
 # Report: figures declared with report() and captioned in workflow/report/*.rst, so that
 # `snakemake --report results/<run>/report.html` collects them. One library call.
+# The report opens on an overview (workflow/report/workflow.rst, plus the landing-page
+# entries of attnrmt.summary.report_overview via profiles/default/report-metadata.yaml).
+import os
+
 import attnrmt.analysis.figures
+import attnrmt.summary
 
 REPORT_FIGURES = list(attnrmt.analysis.figures.FIGURES)
-FIGURE_FORMATS = list(config.get("analysis", {}).get("figure_formats", ["png", "pdf"]))
+FIGURE_FORMATS = list(config["analysis"]["figure_formats"])
+# The table each figure draws: a figure whose table has no data is a placeholder, left out.
+FIGURE_TABLES = {
+    "spectra": "bulk",
+    "outlier_vs_snr": "comparison",
+    "phase_diagram": "thresholds",
+    "pooling": "pooling",
+    "causal_weights": "causal",
+    "downstream": "downstream",
+    "finite_size": "thresholds",
+    "centring": "centring",
+}
+os.environ[attnrmt.summary.RUN_DIR_VARIABLE] = RESULTS
+
+report: "../report/workflow.rst"
 
 
 def figure_outputs():
     """One report() output per figure (PNG, shown in the report) plus the other formats."""
     outputs = {}
     for name in REPORT_FIGURES:
-        outputs[name] = report(
+        outputs[name] = report_if_data(
             f"{RESULTS}/figures/{name}.png",
+            f"{RESULTS}/{FIGURE_TABLES[name]}.csv",
             caption=f"../report/{name}.rst",
             category="Figures",
             labels={"figure": name},
@@ -43,8 +63,3 @@ rule figures:
             params.weight_models,
             log[0],
         )
-
-
-ALL_TARGETS.extend(
-    f"{RESULTS}/figures/{name}.{fmt}" for name in REPORT_FIGURES for fmt in FIGURE_FORMATS
-)

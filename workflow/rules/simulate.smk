@@ -39,8 +39,6 @@ rule gather_cells:
         )
 
 
-STORE_TARGETS.extend(sweep_path(sweep, "cells.zarr") for sweep in GATHERED_SWEEPS)
-ALL_TARGETS.extend(sweep_path(sweep, "cells.zarr") for sweep in GATHERED_SWEEPS)
 
 
 # Cells whose last attempt failed (empty when all finished). It runs after every block it
@@ -50,7 +48,7 @@ rule failed_cells:
     input:
         gathered_fragments,
     output:
-        report(
+        report_if_data(
             f"{RESULTS}/failed_cells.csv",
             caption="../report/failed_cells.rst",
             category="Tables",
@@ -60,6 +58,3 @@ rule failed_cells:
         skipped={sweep: sorted(keys) for sweep, keys in SKIPPED_BLOCKS.items()},
     run:
         attnrmt.sweep.failures.write_failed_cells_table(PLAN, RESULTS, output[0])
-
-
-ALL_TARGETS.append(f"{RESULTS}/failed_cells.csv")

@@ -13,7 +13,3 @@ rule theory:
         attnrmt.sweep.store.write_theory(
             PLAN.sweeps[wildcards.sweep], output[0], PLAN.seed, log[0]
         )
-
-
-STORE_TARGETS.extend(sweep_path(sweep, "theory.zarr") for sweep in SWEEPS)
-ALL_TARGETS.extend(sweep_path(sweep, "theory.zarr") for sweep in SWEEPS)

@@ -18,7 +18,9 @@ from __future__ import annotations
 import copy
 import difflib
 import functools
+import json
 import math
+import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -51,7 +53,41 @@ _MAX_REPR = 160
 
 
 class ConfigError(ValueError):
-    """A config problem; the message names the key path, the value and what is wrong."""
+    """Config problems; each message names the key path, the value and what is wrong.
+
+    ``ConfigError("one problem")`` or ``ConfigError("first", "second", ...)``: every
+    problem of a config is reported, not the first one and a count. :attr:`problems`
+    holds them in order; ``str(error)`` is the single problem, or a numbered list.
+    """
+
+    def __init__(self, *problems: str) -> None:
+        self.problems: tuple[str, ...] = tuple(str(problem) for problem in problems)
+        super().__init__(*self.problems)
+
+    def __str__(self) -> str:
+        if len(self.problems) == 1:
+            return self.problems[0]
+        listed = "; ".join(f"({i}) {p}" for i, p in enumerate(self.problems, start=1))
+        return f"{len(self.problems)} problems: {listed}"
+
+
+class RunDirConflict(ConfigError):
+    """``results/<run>/`` belongs to another config file (see :func:`claim_run_dir`)."""
+
+
+def collect_problems(checks: Iterable[Any]) -> None:
+    """Call every zero-argument check; raise one :class:`ConfigError` with all problems.
+
+    O(number of checks): a check that raises stops only itself, not the ones after it.
+    """
+    problems: list[str] = []
+    for check in checks:
+        try:
+            check()
+        except ConfigError as error:
+            problems.extend(error.problems)
+    if problems:
+        raise ConfigError(*problems)
 
 
 # --------------------------------------------------------------------------- numbers
@@ -137,20 +173,36 @@ def apply_schema(config: Mapping[str, Any]) -> dict[str, Any]:
     Raises
     ------
     ConfigError
-        For the first problem (in key order), with a readable message; the count of
-        further problems is appended.
+        With every problem (in key order), each a readable message. A required key that
+        is missing because it is misspelt is reported once, as the unknown key with a
+        "did you mean" suggestion (``sweps`` -> ``'sweeps'``; ``rr`` -> ``'r'``), at
+        every nesting level.
     """
     if not isinstance(config, Mapping):
         raise ConfigError(f"config={_short_repr(config)}: must be a mapping of keys to values")
     filled = copy.deepcopy(dict(config))
     validator = _default_filling_validator_class()(load_schema())
     errors = sorted(validator.iter_errors(filled), key=_error_sort_key)
+    errors = [error for error in errors if not _missing_because_misspelt(error, errors)]
     if errors:
-        message = describe_schema_error(errors[0])
-        if len(errors) > 1:
-            message += f" (and {len(errors) - 1} more problem(s))"
-        raise ConfigError(message)
+        messages = [describe_schema_error(error) for error in errors]
+        raise ConfigError(*dict.fromkeys(messages))  # dict: drop repeats, keep order
     return filled
+
+
+def _missing_because_misspelt(error: Any, errors: Sequence[Any]) -> bool:
+    """Whether ``error`` is a missing required key that an unknown key beside it misspells."""
+    if error.validator != "required" or not isinstance(error.instance, Mapping):
+        return False
+    missing = [name for name in error.validator_value if name not in error.instance]
+    for other in errors:
+        if other.validator != "additionalProperties" or other.instance is not error.instance:
+            continue
+        unknown = [str(key) for key in other.instance if key not in other.schema.get(
+            "properties", {})]
+        if any(difflib.get_close_matches(name, unknown, n=1) for name in missing):
+            return True
+    return False
 
 
 def _error_sort_key(error: Any) -> tuple:
@@ -207,13 +259,18 @@ def _type_phrase(expected: Any) -> str:
 
 
 def _yaml_number_hint(value: Any) -> str:
-    if isinstance(value, str):
-        try:
-            float(value)
-        except ValueError:
-            return ""
+    """Why a string that looks like a number or boolean is not one (YAML's typing rules)."""
+    if not isinstance(value, str):
+        return ""
+    if value.strip().lower() in ("true", "false"):
+        return " (a quoted true/false is text: write it without quotes)"
+    try:
+        float(value)
+    except ValueError:
+        return ""
+    if re.fullmatch(r"\s*[-+]?[0-9]+[eE][-+]?[0-9]+\s*", value):
         return " (YAML reads this as a string: write exponents with a dot, e.g. 1.0e-3)"
-    return ""
+    return " (a quoted number is text: write it without quotes)"
 
 
 #: JSON-schema bound keywords and the comparison each one demands.
@@ -367,17 +424,27 @@ def _check_realised_sizes(prefix: str, axes: Mapping[str, list]) -> None:
 
 
 def _sweep_axes(prefix: str, sweep: Mapping[str, Any]) -> dict[str, list]:
+    """Normalised axes of one sweep; every axis is checked (all problems reported)."""
     axes: dict[str, list] = {}
-    for axis in AXES:
-        if axis not in sweep:
-            raise ConfigError(f"{prefix}: missing axis {axis!r} (load the config with load_config)")
-        raw = sweep[axis]
-        try:
-            axes[axis] = normalise_axis(axis, raw)
-        except (TypeError, ValueError, KeyError) as error:
-            raise ConfigError(f"{prefix}.{axis}={_short_repr(raw)}: {error}") from error
-        raw_list = raw if isinstance(raw, list | tuple) else [raw]
-        _check_no_duplicates(f"{prefix}.{axis}", raw_list, axes[axis])
+
+    def normalise(axis: str) -> Any:
+        def check() -> None:
+            if axis not in sweep:
+                raise ConfigError(
+                    f"{prefix}: missing axis {axis!r} (load the config with load_config)"
+                )
+            raw = sweep[axis]
+            try:
+                values = normalise_axis(axis, raw)
+            except (TypeError, ValueError, KeyError) as error:
+                raise ConfigError(f"{prefix}.{axis}={_short_repr(raw)}: {error}") from error
+            raw_list = raw if isinstance(raw, list | tuple) else [raw]
+            _check_no_duplicates(f"{prefix}.{axis}", raw_list, values)
+            axes[axis] = values
+
+        return check
+
+    collect_problems(normalise(axis) for axis in AXES)
     _check_axis_bounds(prefix, axes, sweep)
     _check_realised_sizes(prefix, axes)
     return axes
@@ -478,7 +545,8 @@ def resolve_sweep(config: Mapping[str, Any], name: str) -> ResolvedSweep:
     Raises
     ------
     ConfigError
-        Naming the key path and the value.
+        Naming the key path and the value (the axes' problems first; the models are
+        checked once the axes are valid).
     """
     prefix = f"sweeps.{name}"
     if not isinstance(name, str) or not _SAFE_NAME.match(name):
@@ -487,27 +555,54 @@ def resolve_sweep(config: Mapping[str, Any], name: str) -> ResolvedSweep:
     axes = _sweep_axes(prefix, sweep)
     replicates = _check_count(f"{prefix}.replicates", sweep.get("replicates", 1), 1)
     top_k = _check_count(f"{prefix}.top_k", sweep.get("top_k", 3), 1)
-    if top_k > min(axes["d"]):
-        raise ConfigError(f"{prefix}.top_k={top_k!r}: must be <= min(d)={min(axes['d'])}")
+    specs: dict[str, dict[tuple[str, int], dict[str, Any]]] = {}
+
+    def check_top_k() -> None:
+        if top_k > min(axes["d"]):
+            raise ConfigError(f"{prefix}.top_k={top_k!r}: must be <= min(d)={min(axes['d'])}")
+
+    def resolve(kind: str) -> Any:
+        return lambda: specs.__setitem__(kind, _resolve_models(config, prefix, axes, kind))
+
+    collect_problems([check_top_k, resolve("positional"), resolve("weights")])
     return ResolvedSweep(
         name=name,
         axes=axes,
         replicates=replicates,
         top_k=top_k,
-        positional_specs=_resolve_models(config, prefix, axes, "positional"),
-        weights_specs=_resolve_models(config, prefix, axes, "weights"),
+        positional_specs=specs["positional"],
+        weights_specs=specs["weights"],
     )
 
 
 def resolve_sweeps(config: Mapping[str, Any]) -> dict[str, ResolvedSweep]:
-    """:func:`resolve_sweep` for every sweep, in config order (also checks run and seed)."""
-    _check_run_name(config.get("run", "default"))
-    _check_count("seed", config.get("seed", 2026), 0)
+    """:func:`resolve_sweep` for every sweep, in config order (also checks run and seed).
+
+    Raises
+    ------
+    ConfigError
+        With the problems of every sweep (each sweep's first problems; O(sweeps) checks).
+    """
+    resolved: dict[str, ResolvedSweep] = {}
     sweeps = config.get("sweeps")
-    if not isinstance(sweeps, Mapping) or not sweeps:
-        raise ConfigError(f"sweeps={_short_repr(sweeps)}: must define at least one sweep")
-    _check_sized_models(config)
-    return {name: resolve_sweep(config, name) for name in sweeps}
+
+    def check_sweeps() -> None:
+        if not isinstance(sweeps, Mapping) or not sweeps:
+            raise ConfigError(f"sweeps={_short_repr(sweeps)}: must define at least one sweep")
+
+    def resolve(name: str) -> Any:
+        return lambda: resolved.__setitem__(name, resolve_sweep(config, name))
+
+    collect_problems(
+        [
+            lambda: _check_run_name(config.get("run", "default")),
+            lambda: _check_count("seed", config.get("seed", 2026), 0),
+            check_sweeps,
+            lambda: _check_sized_models(config),
+            *(resolve(name) for name in (sweeps if isinstance(sweeps, Mapping) else {})),
+        ]
+    )
+    return resolved
 
 
 def check_config(config: Mapping[str, Any]) -> None:
@@ -528,11 +623,148 @@ def check_config(config: Mapping[str, Any]) -> None:
     resolve_sweeps(config)
 
 
+def unused_models(config: Mapping[str, Any], sweeps: Mapping[str, ResolvedSweep]) -> list[str]:
+    """Warnings for models defined in the config that no sweep uses (O(models + sweeps)).
+
+    ``positional_models.mk: defined but used by no sweep (sweeps use: iid, prefix4)``.
+    """
+    warnings = []
+    for kind, (section, _) in _MODEL_SECTIONS.items():
+        used = list(dict.fromkeys(name for sweep in sweeps.values() for name in sweep.axes[kind]))
+        for name in config.get(section) or {}:
+            if name not in used:
+                warnings.append(
+                    f"{section}.{name}: defined but used by no sweep "
+                    f"(sweeps use: {', '.join(used)})"
+                )
+    return warnings
+
+
+def defaulted_key_paths(raw: Any, filled: Any, prefix: str = "") -> set[str]:
+    """Key paths that ``filled`` has and ``raw`` lacks: the values the schema defaulted.
+
+    ``defaulted_key_paths({"sweeps": {"s": {}}}, load_config(...))`` contains
+    ``"sweeps.s.top_k"``. O(size of the config).
+    """
+    found: set[str] = set()
+    if not isinstance(filled, Mapping):
+        return found
+    raw_map = raw if isinstance(raw, Mapping) else {}
+    for key, value in filled.items():
+        path = f"{prefix}.{key}" if prefix else str(key)
+        if key not in raw_map:
+            found.add(path)
+        else:
+            found |= defaulted_key_paths(raw_map[key], value, path)
+    return found
+
+
+_KEY_PATH = re.compile(r"^([A-Za-z0-9_.-]+)")
+
+
+def note_defaults(error: ConfigError, defaulted: set[str]) -> ConfigError:
+    """``error`` with "(not in the config: the default)" after problems about a default.
+
+    A problem names its key path first (``sweeps.s.top_k=3: must be <= min(d)=2``); when
+    that key was filled from the schema, the user never wrote it, and the message says so.
+    """
+    problems = []
+    for problem in error.problems:
+        match = _KEY_PATH.match(problem)
+        if match and match.group(1) in defaulted:
+            problem += f" ({match.group(1)} is not set in the config: this is its default)"
+        problems.append(problem)
+    return type(error)(*problems)
+
+
+# --------------------------------------------------------------------------- validated config
+
+
+@dataclass(frozen=True)
+class ValidConfig:
+    """A config after the one validation: schema, defaults, semantics, warnings.
+
+    Attributes
+    ----------
+    config : dict
+        Every default filled, every sweep axis normalised to a list of coordinates.
+    sweeps : dict[str, ResolvedSweep]
+        The resolved sweeps (:func:`attnrmt.sweep.plan.plan_run` takes them, so the
+        semantic checks run once).
+    warnings : tuple of str
+        Things that are legal but probably not meant (defined-but-unused models).
+    source : str or None
+        The config file the config came from (None for a mapping).
+    """
+
+    config: dict[str, Any]
+    sweeps: dict[str, ResolvedSweep]
+    warnings: tuple[str, ...] = ()
+    source: str | None = None
+
+
+def run_name_from_file(path: str | Path) -> str:
+    """The run name of a config file that does not set ``run:``: the file's stem.
+
+    ``my-sweep.yaml`` -> ``my-sweep``, so two config files never share ``results/<run>/``
+    by accident. Raises :class:`ConfigError` when the stem is not a safe run name.
+    """
+    stem = Path(path).stem
+    if not _SAFE_NAME.match(stem):
+        raise ConfigError(
+            f"run: not set, and the config file's name {stem!r} is not a safe run name "
+            "(letters, digits, '_', '.', '-'): set run: in the config"
+        )
+    return stem
+
+
+def validate_config(
+    raw: Mapping[str, Any], source: str | Path | None = None
+) -> ValidConfig:
+    """The one validation of a config: schema (filling defaults), then the semantic checks.
+
+    Parameters
+    ----------
+    raw : mapping
+        The config as written (not modified).
+    source : str or Path, optional
+        The config file it came from; when ``run:`` is absent, the run name is the file's
+        stem (:func:`run_name_from_file`); without a file it is the schema's default.
+
+    Raises
+    ------
+    ConfigError
+        With every problem found; a problem about a value the user did not write says it
+        is the default (:func:`note_defaults`).
+    """
+    if not isinstance(raw, Mapping):
+        raise ConfigError(f"config={_short_repr(raw)}: must be a mapping of keys to values")
+    raw = dict(raw)
+    if source is not None and "run" not in raw:
+        raw = {"run": run_name_from_file(source), **raw}
+    config = apply_schema(raw)
+    try:
+        sweeps = resolve_sweeps(config)
+    except ConfigError as error:
+        raise note_defaults(error, defaulted_key_paths(raw, config)) from None
+    for name, sweep in sweeps.items():
+        config["sweeps"][name].update(sweep.axes)
+    return ValidConfig(
+        config=config,
+        sweeps=sweeps,
+        warnings=tuple(unused_models(config, sweeps)),
+        source=None if source is None else str(source),
+    )
+
+
 # --------------------------------------------------------------------------- loading
 
 
 def read_config_source(source: str | Path | Mapping[str, Any]) -> dict[str, Any]:
-    """The raw config: a mapping as given, or a YAML file parsed with ``yaml.safe_load``."""
+    """The raw config: a mapping as given, or a YAML file parsed with ``yaml.safe_load``.
+
+    A YAML syntax error names the file, line and column.
+    """
     if isinstance(source, Mapping):
         return dict(source)
     path = Path(source)
@@ -545,8 +777,7 @@ def read_config_source(source: str | Path | Mapping[str, Any]) -> dict[str, Any]
     try:
         loaded = yaml.safe_load(text)
     except yaml.YAMLError as error:
-        detail = " ".join(str(error).split())
-        raise ConfigError(f"config file {str(path)!r}: not valid YAML: {detail}") from error
+        raise ConfigError(describe_yaml_error(path, error)) from error
     if not isinstance(loaded, Mapping):
         raise ConfigError(
             f"config file {str(path)!r}: must hold a mapping of keys to values, "
@@ -555,13 +786,30 @@ def read_config_source(source: str | Path | Mapping[str, Any]) -> dict[str, Any]
     return dict(loaded)
 
 
+def describe_yaml_error(path: str | Path, error: Exception) -> str:
+    """``config file 'my.yaml', line 3, column 7: not valid YAML: <problem>`` (1-based)."""
+    mark = getattr(error, "problem_mark", None)
+    where = f", line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+    problem = getattr(error, "problem", None) or " ".join(str(error).split())
+    context = getattr(error, "context", None)
+    detail = f"{problem} ({context})" if context else problem
+    return f"config file {str(path)!r}{where}: not valid YAML: {detail}"
+
+
+def load_valid_config(source: str | Path | Mapping[str, Any]) -> ValidConfig:
+    """Read and validate a config once (:func:`validate_config`); file or mapping."""
+    raw = read_config_source(source)
+    return validate_config(raw, None if isinstance(source, Mapping) else source)
+
+
 def load_config(source: str | Path | Mapping[str, Any]) -> dict[str, Any]:
     """Load a config: schema (filling defaults), then the semantic checks.
 
     Parameters
     ----------
     source : str, Path or Mapping
-        Path of a YAML file, or an already-parsed mapping (not modified).
+        Path of a YAML file, or an already-parsed mapping (not modified). A file without
+        ``run:`` runs as the file's stem (``my.yaml`` -> ``results/my/``).
 
     Returns
     -------
@@ -573,32 +821,151 @@ def load_config(source: str | Path | Mapping[str, Any]) -> dict[str, Any]:
     Raises
     ------
     ConfigError
-        Naming the key path, the value and what is wrong.
+        Naming the key path, the value and what is wrong, for every problem.
     """
-    config = apply_schema(read_config_source(source))
-    resolved = resolve_sweeps(config)
-    for name, sweep in resolved.items():
-        config["sweeps"][name].update(sweep.axes)
-    return config
+    return load_valid_config(source).config
+
+
+# --------------------------------------------------------------------------- Snakemake
+
+
+def command_line_values(merged: Any, from_files: Any) -> Any:
+    """The part of Snakemake's ``config`` that did not come from the config files.
+
+    Snakemake merges ``--config`` entries (and a profile's ``config:``) over the config
+    files; a leaf (scalar or list) whose value differs from the files' one came from the
+    command line. Returns a nested dict of those leaves (``None`` when there is none).
+    O(size of the config).
+    """
+    if isinstance(merged, Mapping):
+        files = from_files if isinstance(from_files, Mapping) else {}
+        found = {}
+        for key, value in merged.items():
+            part = command_line_values(value, files.get(key, _ABSENT))
+            if part is not None:
+                found[key] = part
+        return found or None
+    return None if merged == from_files else merged
+
+
+_ABSENT = object()
+
+
+def snakemake_config(config: dict[str, Any], config_files: Sequence[str | Path]) -> ValidConfig:
+    """Validate Snakemake's ``config`` once and replace its contents by the filled config.
+
+    The rule for values that look like numbers (shared with ``attnrmt validate``): in a
+    config FILE a quoted number (``snr: "1.5"``) or boolean (``centered: "true"``) is text
+    and rejected, as YAML means it; values from Snakemake's command line (``--config``
+    and profiles' ``config:``, which Snakemake hands over as strings) get the schema's
+    type back (:func:`attnrmt.sweep.config_types.restore_scalar_types`), since a shell
+    cannot type them. The run name defaults to the stem of the last config file.
+
+    O(size of the config) besides the semantic checks.
+    """
+    from snakemake.utils import update_config
+
+    from attnrmt.sweep.config_types import restore_scalar_types
+
+    from_files: dict[str, Any] = {}
+    for path in config_files:
+        update_config(from_files, read_config_source(path))
+    typed = command_line_values(config, from_files)
+    if typed:
+        update_config(config, restore_scalar_types(typed, load_schema()))
+    source = Path(config_files[-1]) if config_files else None
+    valid = validate_config(config, source)
+    config.clear()
+    config.update(valid.config)
+    return valid
+
+
+# --------------------------------------------------------------------------- run folder
+
+#: File in ``results/<run>/`` naming the config file the folder belongs to.
+RUN_RECORD = ".attnrmt-run.json"
+
+
+def _config_file_label(config_file: str | Path) -> str:
+    """The config file as recorded: relative to the working directory when inside it."""
+    absolute = Path(config_file).absolute()
+    try:
+        return str(absolute.relative_to(Path.cwd()))
+    except ValueError:
+        return str(absolute)
+
+
+def claim_run_dir(run_dir: str | Path, config_file: str | Path, write: bool = True) -> None:
+    """Make sure ``results/<run>/`` belongs to ``config_file``; record it when new.
+
+    The first run of a config writes ``<run_dir>/.attnrmt-run.json`` (``config_file``:
+    the path relative to the working directory, ``config_path``: the absolute path); a
+    later run of ANOTHER config file with the same run name is refused, so no run silently
+    writes into another config's results. The same file is recognised by either path (a
+    copied project keeps its relative path; ``attnrmt plan`` from elsewhere gives the
+    absolute one). A folder without the record (made before records existed) is adopted.
+    ``write=False`` only checks (``attnrmt plan``).
+
+    Raises
+    ------
+    RunDirConflict
+        Naming both config files and the two ways out.
+    """
+    run_dir = Path(run_dir)
+    record = run_dir / RUN_RECORD
+    mine = {"config_file": _config_file_label(config_file),
+            "config_path": str(Path(config_file).resolve())}
+    if record.exists():
+        try:
+            owner = json.loads(record.read_text(encoding="utf-8"))
+            owner_name = str(owner["config_file"])
+        except (ValueError, KeyError, TypeError):
+            owner, owner_name = {}, None
+        if owner_name is not None and not any(owner.get(k) == v for k, v in mine.items()):
+            label = mine["config_file"]
+            raise RunDirConflict(
+                f"run {run_dir.name!r}: {run_dir}/ holds the results of the config file "
+                f"{owner_name!r} (recorded in {record}), not of {label!r}. Give {label!r} "
+                f"its own run name (set run: in it, or remove run: to use "
+                f"{Path(label).stem!r}), or delete {run_dir}/ to replace those results"
+            )
+        if owner_name is not None:
+            return
+    if write:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        temporary = run_dir / f".{RUN_RECORD}.{os.getpid()}.tmp"
+        temporary.write_text(json.dumps(mine, indent=2) + "\n", "utf-8")
+        os.replace(temporary, record)
 
 
 __all__ = [
     "AXES",
     "BUILTIN_POSITIONAL",
     "BUILTIN_WEIGHTS",
+    "RUN_RECORD",
     "SCHEMA_PATH",
     "ConfigError",
     "ResolvedSweep",
+    "RunDirConflict",
+    "ValidConfig",
     "apply_schema",
     "check_config",
+    "claim_run_dir",
+    "command_line_values",
     "describe_schema_error",
+    "describe_yaml_error",
     "format_key_path",
     "load_config",
     "load_schema",
+    "load_valid_config",
     "normalise_axis",
     "normalise_real",
     "read_config_source",
     "resolve_sweep",
     "resolve_sweeps",
+    "run_name_from_file",
+    "snakemake_config",
     "snr_values",
+    "unused_models",
+    "validate_config",
 ]

@@ -396,14 +396,17 @@ def plan_sweep(resolved: ResolvedSweep, root_seed: int, block_size: int) -> Swee
     )
 
 
-def plan_run(config: Mapping[str, Any]) -> RunPlan:
+def plan_run(
+    config: Mapping[str, Any], resolved: Mapping[str, ResolvedSweep] | None = None
+) -> RunPlan:
     """Plan every sweep of a schema-valid config (e.g. from :func:`load_config`).
 
-    Runs the semantic checks itself (so a config validated only by
-    :func:`snakemake.utils.validate` is fine) and raises
+    ``resolved``: the sweeps the one validation already resolved
+    (:attr:`attnrmt.sweep.config.ValidConfig.sweeps`), so the semantic checks are not
+    repeated; without it they run here and raise
     :class:`~attnrmt.sweep.config.ConfigError` on a problem.
     """
-    resolved = resolve_sweeps(config)
+    resolved = resolve_sweeps(config) if resolved is None else resolved
     root_seed = int(config.get("seed", 2026))
     block_size = int((config.get("execution") or {}).get("block_size", 16))
     return RunPlan(
