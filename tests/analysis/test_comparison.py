@@ -32,8 +32,8 @@ def planted(request: pytest.FixtureRequest) -> tuple[str, xr.Dataset, xr.Dataset
     return request.param, cells, theory, analysis
 
 
-def test_theory_from_cells_matches_spike() -> None:
-    cells, _ = make_synthetic(d=(100,), snr=(0.5, 2.0), replicates=1)
+def test_theory_from_cells_matches_spike(small_synthetic) -> None:
+    cells, _ = small_synthetic
     theory = theory_from_cells(cells)
     point = dict(d=100, snr=2.0, variant="paper")
     got = theory.sel(point).squeeze()
@@ -44,8 +44,8 @@ def test_theory_from_cells_matches_spike() -> None:
         float(want.threshold_snr_sample))
 
 
-def test_complete_theory_only_fills_missing_variables() -> None:
-    cells, theory = make_synthetic(d=(100,), snr=(0.5, 2.0), replicates=1)
+def test_complete_theory_only_fills_missing_variables(small_synthetic) -> None:
+    cells, theory = small_synthetic
     partial = theory.drop_vars(["mean_spike_outlier", "pop_bulk_edge"])
     partial["sample_outlier"] = partial["sample_outlier"] * 2.0
     completed = complete_theory(partial, cells)

@@ -86,7 +86,7 @@ def test_downstream_accuracy_ranks_like_alpha_over_kappa() -> None:
     assert ranking["spearman"].iloc[0] == pytest.approx(1.0)
 
 
-def test_centring_table_finds_the_mean_spike_on_top() -> None:
+def test_centring_table_finds_the_mean_spike_on_top(small_synthetic) -> None:
     cells, theory = make_synthetic(d=(200,), snr=(0.5, 1.0), positional=P4,
                                    weights={"mean": "mean"}, centered=(True, False),
                                    replicates=2, noise=0.001)
@@ -97,5 +97,5 @@ def test_centring_table_finds_the_mean_spike_on_top() -> None:
     np.testing.assert_allclose(table["top_eigenvalue_uncentred"], table["mean_spike_theory"],
                                rtol=0.01)
     assert (table["top_overlap_signal_centred"] > table["top_overlap_signal_uncentred"]).all()
-    only_centred, th = make_synthetic(d=(50,), snr=(1.0,), replicates=1)
+    only_centred, th = small_synthetic
     assert centring_table("s", only_centred, th).empty

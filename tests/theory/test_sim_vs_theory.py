@@ -179,6 +179,15 @@ def reference_cell(params: tuple, seeds: Seeds) -> CellResult:
     return reference
 
 
+def reference_and_predictions(
+    params: tuple, seeds: Seeds
+) -> tuple[CellResult, SpikePrediction, SpikePrediction]:
+    """The group's reference cell and its ``finite_vocab`` and ``paper`` predictions."""
+    reference = reference_cell(params, seeds)
+    snr = params[3]
+    return reference, predict(reference, snr, "finite_vocab"), predict(reference, snr, "paper")
+
+
 def bulk_ks(params: tuple, seed: int) -> float:
     """KS distance of eigenvalues / kappa, minus the predicted outliers, to the bulk law."""
     result = cell(*params, seed)
@@ -202,10 +211,7 @@ def check_bulk_kolmogorov_smirnov(params: tuple, seeds: Seeds) -> None:
 
 
 def check_outliers_match_finite_vocab_and_reject_paper(seeds: Seeds) -> None:
-    snr = HYPOTHESIS[3]
-    reference = reference_cell(HYPOTHESIS, seeds)
-    finite = predict(reference, snr, "finite_vocab")
-    paper = predict(reference, snr, "paper")
+    reference, finite, paper = reference_and_predictions(HYPOTHESIS, seeds)
     measured = {
         "sample_outlier": mean_over_seeds(HYPOTHESIS, "top_eigenvalues", seeds),
         "population_outlier": mean_over_seeds(HYPOTHESIS, "pop_top_eigenvalues", seeds),
@@ -228,10 +234,8 @@ def check_outliers_match_finite_vocab_and_reject_paper(seeds: Seeds) -> None:
 
 
 def check_below_both_transitions(seeds: Seeds) -> None:
-    snr = BELOW_BOTH[3]
-    result = reference_cell(BELOW_BOTH, seeds)
-    for variant in ("finite_vocab", "paper"):
-        prediction = predict(result, snr, variant)
+    result, *predictions = reference_and_predictions(BELOW_BOTH, seeds)
+    for prediction in predictions:
         assert np.isnan(prediction.population_outlier) and np.isnan(prediction.sample_outlier)
     for field, edge in (("top_eigenvalues", sample_edge(result)),
                         ("pop_top_eigenvalues", population_edge(result))):
@@ -243,10 +247,7 @@ def check_below_both_transitions(seeds: Seeds) -> None:
 
 
 def check_between_transitions(seeds: Seeds) -> None:
-    snr = BETWEEN[3]
-    result = reference_cell(BETWEEN, seeds)
-    finite = predict(result, snr, "finite_vocab")
-    paper = predict(result, snr, "paper")
+    result, finite, paper = reference_and_predictions(BETWEEN, seeds)
     assert np.isfinite(finite.population_outlier) and np.isnan(finite.sample_outlier)
     population_top = mean_over_seeds(BETWEEN, "pop_top_eigenvalues", seeds)
     assert population_top > population_edge(result) * (1 + SEPARATION)
@@ -261,10 +262,7 @@ def check_between_transitions(seeds: Seeds) -> None:
 
 
 def check_sample_transition_crossed(seeds: Seeds) -> None:
-    snr = NEAR_SAMPLE_THRESHOLD[3]
-    result = reference_cell(NEAR_SAMPLE_THRESHOLD, seeds)
-    finite = predict(result, snr, "finite_vocab")
-    paper = predict(result, snr, "paper")
+    result, finite, paper = reference_and_predictions(NEAR_SAMPLE_THRESHOLD, seeds)
     assert np.isfinite(finite.sample_outlier) and np.isnan(paper.sample_outlier)
     edge = sample_edge(result)
     top = mean_over_seeds(NEAR_SAMPLE_THRESHOLD, "top_eigenvalues", seeds)
