@@ -22,6 +22,7 @@ import argparse
 import importlib
 import json
 import time
+import traceback
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -38,6 +39,13 @@ def disjoint_groups(seeds: Sequence[int], groups: int) -> list[tuple[int, ...]]:
     return [tuple(seed + g * span for seed in seeds) for g in range(groups)]
 
 
+def describe(error: AssertionError) -> str:
+    """The failed assertion's source line and the first line of its message."""
+    where = traceback.extract_tb(error.__traceback__)[-1]
+    message = next((line for line in str(error).splitlines() if line.strip()), "")
+    return f"line {where.lineno}: {where.line} {message}"[:300]
+
+
 def pass_rate(check: Check, seeds: Sequence[int], groups: int) -> dict[str, Any]:
     """Run ``check`` on each disjoint group; count passes, keep the failures' messages."""
     failures = {}
@@ -46,7 +54,7 @@ def pass_rate(check: Check, seeds: Sequence[int], groups: int) -> dict[str, Any]
         try:
             check(group)
         except AssertionError as error:
-            failures[f"{group[0]}-{group[-1]}"] = str(error).splitlines()[0][:200]
+            failures[f"{group[0]}-{group[-1]}"] = describe(error)
     return {
         "passed": groups - len(failures),
         "groups": groups,
