@@ -61,9 +61,9 @@ of the between-transitions check this file had before failed in 3 of 40 groups o
 
 Breaking the code on purpose (scratch edits, restored; cells of seeds as in the tests):
 
-* sample outlier of ``theory.spike`` 2% too high: the hypothesis check fails (the former
-  4-seed, 5% check passed: -5.1%), the edge distance falls to 0.69; 1.5% too high: edge
-  distance 0.74, fails (the former check: -4.3%, passed).
+* sample outlier of ``theory.spike`` 1.5% too high: the hypothesis check fails and the
+  edge distance falls to 0.74 and fails; the former 4-seed checks with 5% tolerance passed
+  it (-4.6% at snr = 2, -4.3% at snr = 0.5). 2% too high: edge distance 0.69, fails.
 * population outlier 2% too high: the hypothesis and between-transitions checks fail.
 * ``S`` rescaled by 5% in ``simulate_cell``: KS 4-seed means 0.010-0.016, every case fails
   (the former 0.015 bound passed between and wide-vocab).
