@@ -277,14 +277,16 @@ def theory_report(
 
     Eigenvalue-like quantities are in the units of ``S`` (``kappa`` included).
     """
-    from attnrmt import model, theory
+    from attnrmt import model
+    from attnrmt.theory import predict_point
 
     positional_spec = _validated("positional", model.validate_positional, positional, T)
     weights_spec = _validated("weights", model.validate_weights, weights, T)
-    R = model.positional_correlation(positional_spec, T)
-    w = model.pooling_weights(weights_spec, T, R)
-    alpha, kappa, sigma = model.pooling_scalars(w, R)
-    lower, upper = theory.bulk_edges(delta, gamma)
+    point = predict_point(delta, gamma, snr, T, positional_spec, weights_spec,
+                          centered=False, variants=variants)
+    alpha, kappa, sigma = (float(point[name]) for name in ("alpha", "kappa", "sigma"))
+    # predict() broadcasts the bulk over variants; it is the same law in both.
+    first = point.isel(variant=0)
     report: dict[str, Any] = {
         "inputs": {
             "delta": delta,
@@ -294,39 +296,42 @@ def theory_report(
             "positional": positional_spec,
             "weights": weights_spec,
         },
-        "weights_vector": [float(x) for x in w],
+        "weights_vector": [float(x) for x in point["pooling_weights"].values],
         "alpha": alpha,
         "kappa": kappa,
         "sigma": sigma,
         "alpha_over_kappa": alpha / kappa,
         "bulk": {
-            "lower_edge": float(lower) * kappa,
-            "upper_edge": float(upper) * kappa,
-            "atom": float(theory.bulk_atom(delta, gamma)),
+            "lower_edge": float(first["bulk_lower_edge"]),
+            "upper_edge": float(first["bulk_upper_edge"]),
+            "atom": float(first["bulk_atom"]),
         },
         "variants": {},
         "notes": substitution_notes(weights_spec),
     }
     for variant in variants:
-        prediction = theory.spike(delta, gamma, snr, alpha, kappa, variant=variant)
+        at = point.sel(variant=variant)
         report["variants"][variant] = {
-            name: float(getattr(prediction, name))
-            for name in (
-                "theta",
-                "population_outlier",
-                "sample_outlier",
-                "population_overlap",
-                "sample_overlap",
-                "threshold_snr_population",
-                "threshold_snr_sample",
-            )
+            name: float(at[stored]) for name, stored in _REPORTED_SPIKE_FIELDS.items()
         }
-    mean = theory.mean_spike(delta, gamma, sigma, kappa)
     report["mean_spike_uncentred"] = {
-        name: float(getattr(mean, name))
-        for name in ("population_outlier", "sample_outlier", "population_overlap", "sample_overlap")
+        "population_outlier": float(point["mean_spike_pop_outlier"]),
+        "sample_outlier": float(point["mean_spike_outlier"]),
+        "sample_overlap": float(point["mean_spike_overlap"]),
     }
     return report
+
+
+#: JSON names of `attnrmt theory` -> variables of attnrmt.theory.predict.
+_REPORTED_SPIKE_FIELDS = {
+    "theta": "theta",
+    "population_outlier": "pop_outlier",
+    "sample_outlier": "sample_outlier",
+    "population_overlap": "pop_overlap_signal",
+    "sample_overlap": "sample_overlap_signal",
+    "threshold_snr_population": "threshold_snr_population",
+    "threshold_snr_sample": "threshold_snr_sample",
+}
 
 
 def _validated(name: str, validate: Any, spec: Any, T: int) -> dict[str, Any]:
