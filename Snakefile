@@ -17,6 +17,7 @@ if not workflow.overwrite_configfiles:
 
 
 from attnrmt.sweep.cli_types import restore_scalar_types
+from attnrmt.sweep.runlock import claim_directory
 from attnrmt.sweep.config import ConfigError, apply_schema, check_config, load_schema
 
 # --config / profile `config:` values arrive as strings (YAML BaseLoader): retype them.
@@ -29,6 +30,11 @@ try:
 except ConfigError as config_error:
     print(f"attnrmt: invalid configuration: {config_error}", file=sys.stderr)
     sys.exit(1)
+
+
+# A SIGKILLed run's Snakemake lock is removed when no live Snakemake works here.
+if workflow.is_main_process:
+    claim_directory()
 
 
 include: "workflow/rules/common.smk"
@@ -48,6 +54,10 @@ rule all:
 rule stores:
     input:
         STORE_TARGETS,
+
+
+onstart:
+    stop_on_signals()  # SIGINT/SIGTERM stop the run's cluster work within seconds
 
 
 onsuccess:

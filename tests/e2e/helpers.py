@@ -4,8 +4,8 @@ A :class:`Workdir` is a scratch directory holding a ``config.yaml``; Snakemake r
 repository's Snakefile in it (``--directory``), so outputs land in ``<workdir>/results``.
 :meth:`Workdir.run` returns a :class:`RunResult` with the exit code, output and how many
 cells the run computed or reused (read from the fragments the run wrote).
-:meth:`Workdir.close` stops the run's Dask daemon; use it in fixture finalizers so no test
-leaves Dask processes behind.
+:meth:`Workdir.close` kills background runs (their Dask clusters live in the Snakemake
+process); use it in fixture finalizers so no test leaves Dask processes behind.
 
 Typical use::
 
@@ -293,30 +293,19 @@ class Workdir:
         return process
 
     def kill(self, process: subprocess.Popen) -> None:
-        """SIGKILL a background Snakemake's process group and the run's Dask daemon group."""
+        """SIGKILL a background Snakemake's process group (its in-process Dask cluster and
+        the worker processes go with it)."""
         with contextlib.suppress(ProcessLookupError):
             os.killpg(process.pid, signal.SIGKILL)
         process.wait(timeout=60)
-        self.kill_cluster()
 
-    def kill_cluster(self) -> None:
-        """SIGKILL the run's Dask daemon and its workers (as a crash would), if running."""
-        from attnrmt.sweep.cluster import (
-            is_cluster_daemon,
-            pid_is_alive,
-            read_scheduler_file,
-            scheduler_file_path,
-        )
+    def worker_pids(self, timeout: float = 120) -> dict[str, int]:
+        """Worker address -> pid of the run's live cluster (connects with the run's TLS
+        credentials, as the owner of the run)."""
+        from attnrmt.sweep.cluster import connect
 
-        info = read_scheduler_file(scheduler_file_path(self.run_dir))
-        if info is None or not is_cluster_daemon(int(info["pid"])):
-            return
-        pid = int(info["pid"])
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(pid, signal.SIGKILL)
-        deadline = time.monotonic() + 30
-        while pid_is_alive(pid) and time.monotonic() < deadline:
-            time.sleep(0.05)
+        with connect(self.run_dir, timeout=f"{timeout}s") as client:
+            return {address: int(pid) for address, pid in client.run(os.getpid).items()}
 
     def wait_for_fragments(self, count: int, process: subprocess.Popen, timeout: float) -> int:
         """Wait until at least ``count`` fragments exist; return how many there are."""
@@ -331,8 +320,8 @@ class Workdir:
         raise AssertionError(f"fewer than {count} fragments after {timeout} s")
 
     def close(self) -> None:
-        """Kill background Snakemake runs we started; stop the run's Dask daemon and wait
-        for it (also one that a finished run told to stop) to exit."""
+        """Kill background Snakemake runs we started (with their Dask clusters); remove the
+        run's scheduler file and credentials if a killed run left them."""
         from attnrmt.sweep.cluster import shutdown_run_cluster
 
         for process in self._processes:

@@ -4,7 +4,7 @@ import re
 import sys
 
 from attnrmt.sweep.blocks import block_params
-from attnrmt.sweep.cluster import shutdown_run_cluster
+from attnrmt.sweep.cluster import shutdown_run_cluster, stop_on_signals
 from attnrmt.sweep.failures import describe_skipped, failed_blocks
 from attnrmt.sweep.plan import plan_run
 
