@@ -101,6 +101,7 @@ def cluster_kwargs(
     kwargs["security"] = security
     kwargs["protocol"] = "tls://"
     kwargs["shared_temp_directory"] = str(tls_dir)
+    kwargs["silence_logs"] = False  # INFO to .dask/cluster.log
     return kwargs
 
 

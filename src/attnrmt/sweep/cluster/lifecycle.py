@@ -151,6 +151,7 @@ def local_cluster_kwargs(cores: int, settings: ClusterSettings, workdir: Path) -
         "local_directory": str(workdir),
         "memory_limit": settings.memory_limit or "auto",
         "scheduler_kwargs": scheduler_kwargs,
+        "silence_logs": False,  # INFO to .dask/cluster.log (worker deaths, restarts)
     }
 
 
@@ -162,9 +163,13 @@ def _attach_cluster_log(run_dir: Path) -> logging.Handler:
     handler = logging.FileHandler(path)
     handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s %(message)s"))
     handler.setLevel(logging.INFO)
-    logging.getLogger("attnrmt").setLevel(logging.INFO)
     for name in LOGGED:
-        logging.getLogger(name).addHandler(handler)
+        logger = logging.getLogger(name)
+        for console in logger.handlers:  # the terminal keeps showing warnings only
+            if console.level == logging.NOTSET:
+                console.setLevel(logging.WARNING)
+        logger.setLevel(logging.INFO)
+        logger.addHandler(handler)
     return handler
 
 
@@ -412,11 +417,13 @@ def stop_on_signals() -> None:
 
 
 def _close(run: RunCluster) -> None:
+    """Close a cluster, then delete its credentials (restarting nannies still read them)."""
     if run.watch is not None:
         run.watch.stop()
     with contextlib.suppress(Exception):
         run.cluster.close(timeout=CLOSE_TIMEOUT_SECONDS)
     _detach_cluster_log(run.log_handler)
+    _remove_credentials(run.run_dir)
 
 
 def shutdown_run_cluster(run_dir: str | os.PathLike[str], wait: bool = True) -> bool:
@@ -433,8 +440,10 @@ def shutdown_run_cluster(run_dir: str | os.PathLike[str], wait: bool = True) -> 
     """
     with _REGISTRY_LOCK:
         run = _RUNS.pop(_key(run_dir), None)
-    _remove_run_files(run_dir)
+    with contextlib.suppress(FileNotFoundError):
+        scheduler_file_path(run_dir).unlink()
     if run is None:
+        _remove_credentials(run_dir)
         return False
     if wait:
         _close(run)
@@ -443,8 +452,7 @@ def shutdown_run_cluster(run_dir: str | os.PathLike[str], wait: bool = True) -> 
     return True
 
 
-def _remove_run_files(run_dir: str | os.PathLike[str]) -> None:
-    dask_dir = cluster_dir(run_dir)
-    for path in (scheduler_file_path(run_dir), *security.credential_paths(dask_dir)):
+def _remove_credentials(run_dir: str | os.PathLike[str]) -> None:
+    for path in security.credential_paths(cluster_dir(run_dir)):
         with contextlib.suppress(FileNotFoundError):
             path.unlink()
