@@ -254,6 +254,7 @@ def get_run_cluster(run_dir: str | os.PathLike[str], settings: ClusterSettings) 
             run = start_run_cluster(run_dir, settings)
         except RunStopped as stopped:
             _STOPPED[key] = str(stopped)
+            say(f"stopping the run: {stopped}")
             raise
         _RUNS[key] = run
         return run
@@ -401,7 +402,15 @@ def stop_on_signals() -> None:
     Call in the main thread after Snakemake installed its handlers (the Snakefile's
     ``onstart``). The previous handler still runs: Snakemake then finds its block jobs
     ending (their clients closed), removes their incomplete outputs and releases its lock.
+
+    dask-jobqueue is imported here too: it sets a SIGINT handler when imported
+    (``dask_jobqueue.runner``), which fails outside the main thread (block jobs are
+    threads) and would replace Snakemake's; the handler it sets is undone.
     """
+    before = signal.getsignal(signal.SIGINT)
+    with contextlib.suppress(ImportError):
+        import dask_jobqueue  # noqa: F401
+    signal.signal(signal.SIGINT, before)
     for signum in (signal.SIGINT, signal.SIGTERM):
         previous = signal.getsignal(signum)
 
