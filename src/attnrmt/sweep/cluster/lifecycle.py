@@ -94,6 +94,7 @@ class RunCluster:
 
 _RUNS: dict[Path, RunCluster] = {}
 _STOPPED: dict[Path, str] = {}
+_DASHBOARDS: dict[Path, str] = {}
 _REGISTRY_LOCK = threading.RLock()
 
 
@@ -257,7 +258,16 @@ def get_run_cluster(run_dir: str | os.PathLike[str], settings: ClusterSettings) 
             say(f"stopping the run: {stopped}")
             raise
         _RUNS[key] = run
+        if settings.dashboard is not None:
+            _DASHBOARDS[key] = run.cluster.dashboard_link
         return run
+
+
+def dashboard_link(run_dir: str | os.PathLike[str]) -> str | None:
+    """The dashboard link of the run's cluster in this process (also after it closed), for
+    the run's final summary; ``None`` when no cluster with a dashboard ran."""
+    with _REGISTRY_LOCK:
+        return _DASHBOARDS.get(_key(run_dir))
 
 
 def _is_running(cluster: Any) -> bool:
@@ -454,6 +464,8 @@ def shutdown_run_cluster(run_dir: str | os.PathLike[str], wait: bool = True) -> 
     if run is None:
         _remove_credentials(run_dir)
         return False
+    link = dashboard_link(run_dir)
+    say(f"Dask cluster closed (its dashboard was {link})" if link else "Dask cluster closed")
     if wait:
         _close(run)
     else:

@@ -83,7 +83,10 @@ class ClusterSettings:
         ValueError
             Unknown mode.
         """
-        cfg = {**schema_defaults(), **dict(dask_config or {})}
+        defaults = schema_defaults()
+        given = dict(dask_config or {})
+        cfg = {**defaults, **given}
+        cfg["jobqueue"] = {**defaults["jobqueue"], **dict(given.get("jobqueue") or {})}
         mode = str(cfg["mode"])
         if mode not in MODES:
             raise ValueError(f"dask.mode must be one of {MODES}, got {mode!r}")
@@ -116,8 +119,15 @@ def schema_defaults() -> dict[str, Any]:
     """Defaults of the ``dask:`` block, read from the config schema (their one home)."""
     from attnrmt.sweep.config import load_schema
 
-    properties = load_schema()["properties"]["dask"]["properties"]
-    return {key: spec.get("default") for key, spec in properties.items()}
+    return _default_of(load_schema()["properties"]["dask"])
+
+
+def _default_of(spec: Mapping[str, Any]) -> Any:
+    """A schema node's default; an object's defaults filled in from its properties'."""
+    if "properties" in spec:
+        nested = {key: _default_of(child) for key, child in spec["properties"].items()}
+        return {**dict(spec.get("default") or {}), **nested}
+    return spec.get("default")
 
 
 def dashboard_address(setting: bool | str | int | None) -> str | None:
