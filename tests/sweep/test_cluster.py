@@ -271,3 +271,46 @@ def test_no_locks_nothing_to_do(tmp_path: Path) -> None:
     assert not runlock.remove_stale_locks(tmp_path)
     held: Any = runlock.hold_liveness_token(tmp_path)
     assert held.is_file()
+
+
+# --------------------------------------------------------------------------- stopping
+
+
+def test_stop_run_ends_a_block_waiting_for_workers_that_never_come(tmp_path: Path) -> None:
+    """A block job's client waits on a cluster without workers; stop_run (what SIGINT and
+    SIGTERM call) ends the wait and refuses new block jobs of that run."""
+    import threading
+
+    from distributed import LocalCluster
+
+    from attnrmt.sweep.cluster import RunStopped, run_client, run_stop_reason, stop_run
+
+    run_dir = tmp_path / "results" / "stopped"
+    outcome: dict[str, BaseException] = {}
+    with LocalCluster(n_workers=0, processes=False, host="127.0.0.1", protocol="tcp://",
+                      dashboard_address="127.0.0.1:0") as cluster:
+        settings = ClusterSettings.from_config(
+            {"mode": "address", "address": cluster.scheduler_address}
+        )
+
+        def block() -> None:
+            with run_client(run_dir, settings) as client:
+                try:
+                    client.submit(sum, [1, 2]).result()
+                except BaseException as exc:  # the cancelled future
+                    outcome["error"] = exc
+
+        waiting = threading.Thread(target=block)
+        waiting.start()
+        for _ in range(600):  # until the task reached the scheduler (it can never run)
+            if cluster.scheduler.tasks:
+                break
+            waiting.join(0.05)
+        assert cluster.scheduler.tasks, "the block never submitted"
+        stop_run(run_dir, "test stop")
+        waiting.join(timeout=60)
+        assert not waiting.is_alive(), "the block kept waiting after stop_run"
+        assert "error" in outcome
+        assert run_stop_reason(run_dir) == "test stop"
+        with pytest.raises(RunStopped, match="test stop"), run_client(run_dir, settings):
+            pass

@@ -36,7 +36,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -72,8 +72,6 @@ class RunCluster:
     settings: ClusterSettings
     cluster: Any
     security: Any
-    clients: set[Any] = field(default_factory=set)
-    stop_reason: str | None = None
     watch: jobqueue.PendingWatch | None = None
     log_handler: logging.Handler | None = None
 
@@ -93,6 +91,8 @@ class RunCluster:
 
 
 _RUNS: dict[Path, RunCluster] = {}
+_CLIENTS: dict[Path, set[Any]] = {}
+"""Clients of running block jobs, by run (every mode): closed when the run is stopped."""
 _STOPPED: dict[Path, str] = {}
 _DASHBOARDS: dict[Path, str] = {}
 _REGISTRY_LOCK = threading.RLock()
@@ -291,7 +291,7 @@ def run_client(run_dir: str | os.PathLike[str], settings: ClusterSettings) -> It
     from distributed import Client, LocalCluster
 
     if settings.mode == "address":
-        with _address_client(settings) as client:
+        with _address_client(settings) as client, _registered(run_dir, client):
             yield client
     elif settings.mode == "job":
         workdir = Path(settings.local_directory or cluster_dir(run_dir) / "workers")
@@ -301,24 +301,36 @@ def run_client(run_dir: str | os.PathLike[str], settings: ClusterSettings) -> It
         with (
             LocalCluster(security=job_security, **kwargs) as cluster,
             Client(cluster, security=job_security, set_as_default=False) as client,
+            _registered(run_dir, client),
         ):
             yield client
     else:
         run = get_run_cluster(run_dir, settings)
-        client = Client(
-            run.cluster.scheduler_address,
-            security=run.security,
-            set_as_default=False,
-            timeout=CLIENT_TIMEOUT,
-        )
-        with _REGISTRY_LOCK:
-            run.clients.add(client)
-        try:
+        with (
+            Client(
+                run.cluster.scheduler_address,
+                security=run.security,
+                set_as_default=False,
+                timeout=CLIENT_TIMEOUT,
+            ) as client,
+            _registered(run_dir, client),
+        ):
             yield client
-        finally:
-            with _REGISTRY_LOCK:
-                run.clients.discard(client)
-            client.close()
+
+
+@contextlib.contextmanager
+def _registered(run_dir: str | os.PathLike[str], client: Any) -> Iterator[Any]:
+    """Book a block job's client under its run while it works (see :func:`stop_run`)."""
+    key = _key(run_dir)
+    with _REGISTRY_LOCK:
+        if key in _STOPPED:
+            raise RunStopped(_STOPPED[key])
+        _CLIENTS.setdefault(key, set()).add(client)
+    try:
+        yield client
+    finally:
+        with _REGISTRY_LOCK:
+            _CLIENTS.get(key, set()).discard(client)
 
 
 @contextlib.contextmanager
@@ -383,8 +395,7 @@ def stop_run(run_dir: str | os.PathLike[str], reason: str) -> None:
         if key in _STOPPED:
             return
         _STOPPED[key] = reason
-        run = _RUNS.get(key)
-        clients = list(run.clients) if run is not None else []
+        clients = list(_CLIENTS.get(key, ()))
     say(f"stopping the run: {reason}")
     threading.Thread(
         target=_close_clients_then_cluster, args=(run_dir, clients), daemon=True
@@ -399,10 +410,10 @@ def _close_clients_then_cluster(run_dir: str | os.PathLike[str], clients: list[A
 
 
 def stop_all_runs(reason: str) -> None:
-    """:func:`stop_run` for every run with a cluster in this process."""
+    """:func:`stop_run` for every run with a cluster or a working client in this process."""
     with _REGISTRY_LOCK:
-        run_dirs = [run.run_dir for run in _RUNS.values()]
-    for run_dir in run_dirs:
+        run_dirs = set(_RUNS) | {key for key, clients in _CLIENTS.items() if clients}
+    for run_dir in sorted(run_dirs):
         stop_run(run_dir, reason)
 
 
