@@ -12,8 +12,8 @@ lock files exist and no token is held, their owner is dead and they are removed 
 ``LockException`` stands. A Snakemake of *another* workflow in the same directory holds
 no token: do not share a working directory between workflows.
 
-Cost: O(tokens) file opens, one per Snakemake process ever started here (tokens of dead
-processes are removed as they are found).
+Cost: O(tokens) file opens per Snakemake start; tokens of dead processes are deleted at
+every start, so there are about as many as live Snakemake processes.
 """
 
 from __future__ import annotations
@@ -58,29 +58,45 @@ def remove_stale_locks(workdir: str | os.PathLike[str] = ".") -> bool:
     locks = snakemake_dir / LOCKS_DIRNAME
     if not locks.is_dir() or not any(locks.glob("*.lock")):
         return False
-    own = None if _held_token is None else Path(_held_token.name).resolve()
+    own = None if _held_token is None else _own_token_name()
     for token in sorted((snakemake_dir / LIVE_DIRNAME).glob("*.token")):
-        if own is not None and token.resolve() == own:
-            continue
-        if _token_is_held(token):
+        if token.name != own and _token_is_held(token):
             return False
-        with contextlib.suppress(FileNotFoundError):
-            token.unlink()
     shutil.rmtree(locks, ignore_errors=True)
     return True
+
+
+def _own_token_name() -> str:
+    return f"{socket.gethostname()}-{os.getpid()}.token"
 
 
 def hold_liveness_token(workdir: str | os.PathLike[str] = ".") -> Path:
     """Lock this process's token file for the rest of its life; return its path."""
     global _held_token
-    if _held_token is not None:
-        return Path(_held_token.name)
     live = Path(workdir) / SNAKEMAKE_DIRNAME / LIVE_DIRNAME
+    if _held_token is not None:
+        return live / _own_token_name()
     live.mkdir(parents=True, exist_ok=True)
-    handle = open(live / f"{socket.gethostname()}-{os.getpid()}.token", "w")
+    name = f"{socket.gethostname()}-{os.getpid()}"
+    handle = open(live / f".{name}.tmp", "w")
     fcntl.lockf(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    # visible under its final name only once locked: a prober never sees it unlocked
+    token = live / f"{name}.token"
+    os.replace(live / f".{name}.tmp", token)
     _held_token = handle
-    return live / Path(handle.name).name
+    return token
+
+
+def prune_dead_tokens(workdir: str | os.PathLike[str] = ".") -> int:
+    """Delete the tokens no live process holds (O(tokens)); return how many."""
+    own = None if _held_token is None else _own_token_name()
+    removed = 0
+    for token in sorted((Path(workdir) / SNAKEMAKE_DIRNAME / LIVE_DIRNAME).glob("*.token")):
+        if token.name != own and not _token_is_held(token):
+            with contextlib.suppress(FileNotFoundError):
+                token.unlink()
+                removed += 1
+    return removed
 
 
 def claim_directory(workdir: str | os.PathLike[str] = ".") -> bool:
@@ -89,6 +105,7 @@ def claim_directory(workdir: str | os.PathLike[str] = ".") -> bool:
     Returns whether stale locks were removed.
     """
     removed = remove_stale_locks(workdir)
+    prune_dead_tokens(workdir)
     if removed:
         print(
             "attnrmt: removed the Snakemake lock of a killed run (no live Snakemake of this "
