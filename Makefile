@@ -25,7 +25,7 @@ $(STAMP): pyproject.toml
 run: $(STAMP)
 	@$(BIN)/attnrmt validate $(CONFIG)
 	@started=$$(date +%s) && \
-	$(SNAKEMAKE) && \
+	ATTNRMT_END_SUMMARY=later $(SNAKEMAKE) && \
 	$(SNAKEMAKE) --report results/$(RUN_NAME)/report.html && \
 	$(BIN)/attnrmt summary $(CONFIG) --since $$started
 

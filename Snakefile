@@ -17,6 +17,7 @@ if not workflow.overwrite_configfiles:
 
 
 from attnrmt.sweep.config import ConfigError, RunDirConflict, claim_run_dir, snakemake_config
+from attnrmt.sweep.runlock import claim_directory
 
 # The one validation (schema + defaults + semantics; attnrmt.sweep.config): every problem
 # on its own line, `config` replaced by the filled config, VALID.sweeps reused by the plan.
@@ -33,6 +34,11 @@ except ConfigError as config_error:
     sys.exit(1)
 for warning in VALID.warnings:
     print(f"attnrmt: warning: {warning}", file=sys.stderr)
+
+
+# A SIGKILLed run's Snakemake lock is removed when no live Snakemake works here.
+if workflow.is_main_process:
+    claim_directory()
 
 
 include: "workflow/rules/common.smk"
@@ -59,10 +65,12 @@ rule stores:
 # refused above.
 onstart:
     claim_run_dir(RESULTS, CONFIG_FILE)
+    stop_on_signals()  # SIGINT/SIGTERM stop the run's cluster work within seconds
 
 
 onsuccess:
     shutdown_run_cluster(RESULTS, wait=False)
+    print_end_summary()
 
 
 onerror:

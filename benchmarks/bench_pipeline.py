@@ -9,7 +9,7 @@
     ``concurrent.futures.ProcessPoolExecutor(C)`` calling ``simulate_cell`` on the same
     cells (results returned to the parent, nothing written), with the same cores and one
     BLAS thread per process in both. Runs alternate (pipeline, loop, pipeline, ...) so load
-    drift hits both alike; the metric is the median of the paired ratios. Target <= 1.3.
+    drift hits both alike; the metric is the median of the paired ratios. Target <= 1.2.
 ``cell_seconds_*`` and ``exponent_*``
     Single-core cost of one cell as d, N (through gamma = d/N), T grow, and the measured
     log-log slopes (docs/scaling.md). ``pipeline_seconds_per_block`` is the fixed cost of
@@ -44,7 +44,7 @@ SNAKEMAKE = Path(sys.executable).with_name("snakemake")
 #: means all of them (the default-sized run: 2578 cells, ~80 s of compute on 2 cores).
 SWEEPS: tuple[str, ...] | None = None
 RUNS = 3
-RATIO_TARGET = 1.3
+RATIO_TARGET = 1.2
 BLAS_VARIABLES = (
     "OMP_NUM_THREADS",
     "OPENBLAS_NUM_THREADS",
@@ -103,10 +103,7 @@ def run_pipeline(config: dict[str, Any], n_cores: int) -> float:
         if done.returncode != 0:
             raise RuntimeError(f"pipeline failed:\n{(done.stdout + done.stderr)[-3000:]}")
         return seconds
-    finally:
-        from attnrmt.sweep.cluster import shutdown_run_cluster
-
-        shutdown_run_cluster(workdir / "results" / config["run"])
+    finally:  # the run's Dask cluster lived and ended in the Snakemake process
         shutil.rmtree(workdir, ignore_errors=True)
 
 

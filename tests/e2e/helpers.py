@@ -4,8 +4,8 @@ A :class:`Workdir` is a scratch directory holding a ``config.yaml``; Snakemake r
 repository's Snakefile in it (``--directory``), so outputs land in ``<workdir>/results``.
 :meth:`Workdir.run` returns a :class:`RunResult` with the exit code, output and how many
 cells the run computed or reused (read from the fragments the run wrote).
-:meth:`Workdir.close` stops the run's Dask daemon; use it in fixture finalizers so no test
-leaves Dask processes behind.
+:meth:`Workdir.close` kills background runs (their Dask clusters live in the Snakemake
+process); use it in fixture finalizers so no test leaves Dask processes behind.
 
 Typical use::
 
@@ -293,30 +293,19 @@ class Workdir:
         return process
 
     def kill(self, process: subprocess.Popen) -> None:
-        """SIGKILL a background Snakemake's process group and the run's Dask daemon group."""
+        """SIGKILL a background Snakemake's process group (its in-process Dask cluster and
+        the worker processes go with it)."""
         with contextlib.suppress(ProcessLookupError):
             os.killpg(process.pid, signal.SIGKILL)
         process.wait(timeout=60)
-        self.kill_cluster()
 
-    def kill_cluster(self) -> None:
-        """SIGKILL the run's Dask daemon and its workers (as a crash would), if running."""
-        from attnrmt.sweep.cluster import (
-            is_cluster_daemon,
-            pid_is_alive,
-            read_scheduler_file,
-            scheduler_file_path,
-        )
+    def worker_pids(self, timeout: float = 120) -> dict[str, int]:
+        """Worker address -> pid of the run's live cluster (connects with the run's TLS
+        credentials, as the owner of the run)."""
+        from attnrmt.sweep.cluster import connect
 
-        info = read_scheduler_file(scheduler_file_path(self.run_dir))
-        if info is None or not is_cluster_daemon(int(info["pid"])):
-            return
-        pid = int(info["pid"])
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(pid, signal.SIGKILL)
-        deadline = time.monotonic() + 30
-        while pid_is_alive(pid) and time.monotonic() < deadline:
-            time.sleep(0.05)
+        with connect(self.run_dir, timeout=f"{timeout}s") as client:
+            return {address: int(pid) for address, pid in client.run(os.getpid).items()}
 
     def wait_for_fragments(self, count: int, process: subprocess.Popen, timeout: float) -> int:
         """Wait until at least ``count`` fragments exist; return how many there are."""
@@ -331,8 +320,8 @@ class Workdir:
         raise AssertionError(f"fewer than {count} fragments after {timeout} s")
 
     def close(self) -> None:
-        """Kill background Snakemake runs we started; stop the run's Dask daemon and wait
-        for it (also one that a finished run told to stop) to exit."""
+        """Kill background Snakemake runs we started (with their Dask clusters); remove the
+        run's scheduler file and credentials if a killed run left them."""
         from attnrmt.sweep.cluster import shutdown_run_cluster
 
         for process in self._processes:
@@ -361,3 +350,117 @@ class Workdir:
 def numeric_variables(dataset: Any, exclude: Iterable[str] = ("compute_seconds",)) -> Any:
     """The dataset without timing variables (which differ between identical runs)."""
     return dataset.drop_vars([name for name in exclude if name in dataset.variables])
+
+
+# --------------------------------------------------------------------------- security
+
+OTHER_USER = "attnrmt-other"
+"""A second Unix user (tests/harness/other-user.sh, run by .ci/run)."""
+INTRUDER = REPO_ROOT / "tests" / "harness" / "intruder.py"
+WILDCARD_HOSTS = ("0.0.0.0", "*", "[::]", "::")
+
+
+def require_other_user() -> None:
+    """Skip (fail under ``CI=true``) unless we are root and :data:`OTHER_USER` exists."""
+    import pwd
+
+    import pytest
+
+    reason = None
+    if os.geteuid() != 0:
+        reason = "acting as another user needs root"
+    else:
+        try:
+            pwd.getpwnam(OTHER_USER)
+        except KeyError:
+            reason = f"user {OTHER_USER} missing: run tests/harness/other-user.sh"
+    if reason is not None:
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(f"{reason} (required under CI=true)")
+        pytest.skip(reason)
+
+
+def wait_for_scheduler_file(
+    workdir: Workdir, process: subprocess.Popen, timeout: float = 180
+) -> dict[str, Any]:
+    """Contents of the run's scheduler file once its cluster is up."""
+    from attnrmt.sweep.cluster import read_scheduler_file, scheduler_file_path
+
+    deadline = time.monotonic() + timeout
+    path = scheduler_file_path(workdir.run_dir)
+    while (info := read_scheduler_file(path)) is None:
+        if process.poll() is not None or time.monotonic() > deadline:
+            log = (workdir.path / "snakemake-background.log").read_text(errors="replace")
+            raise AssertionError(f"no Dask cluster appeared:\n{log[-4000:]}")
+        time.sleep(0.05)
+    return info
+
+
+def credential_files(run_dir: Path) -> list[Path]:
+    """The run's secret files: TLS certificate and key, scheduler file."""
+    from attnrmt.sweep.cluster import cluster_dir, scheduler_file_path
+    from attnrmt.sweep.cluster.security import credential_paths
+
+    return [*credential_paths(cluster_dir(run_dir)), scheduler_file_path(run_dir)]
+
+
+def intruder_report(address: str, files: Iterable[Path]) -> dict[str, Any]:
+    """What :data:`OTHER_USER` achieves against a scheduler and files
+    (tests/harness/intruder.py)."""
+    import json
+
+    done = subprocess.run(
+        [sys.executable, str(INTRUDER), OTHER_USER, address, *map(str, files)],
+        capture_output=True, text=True, timeout=120, env=subprocess_environment(),
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def assert_locked_out(report: Mapping[str, Any]) -> None:
+    """The other user read no credential file and ran no code on the scheduler."""
+    assert report["uid"] != 0, report
+    assert report["files"] and set(report["files"].values()) == {"PermissionError"}, report
+    assert report["plain_tcp"] != "ran", report
+    assert report["own_tls"] != "ran", report
+    assert report["anonymous_tls"] != "connected", report
+
+
+def assert_private_modes(run_dir: Path) -> None:
+    """.dask/ and tls/ are 0700; credentials, scheduler file and cluster log 0600."""
+    from attnrmt.sweep.cluster import cluster_dir
+
+    dask_dir = cluster_dir(run_dir)
+    for directory in (dask_dir, dask_dir / "tls"):
+        assert directory.stat().st_mode & 0o777 == 0o700, directory
+    for path in [*credential_files(run_dir), dask_dir / "cluster.log"]:
+        assert path.stat().st_mode & 0o777 == 0o600, path
+
+
+def process_group(pgid: int) -> set[int]:
+    """Pids of a process group (a background Snakemake and the worker processes it spawned)."""
+    done = subprocess.run(["ps", "-o", "pid=", "-g", str(pgid)], capture_output=True, text=True)
+    return {int(pid) for pid in done.stdout.split()}
+
+
+def tcp_listeners(pids: Iterable[int]) -> list[tuple[str, int]]:
+    """(local address, pid) of every TCP listener of these processes (``ss -ltnp``)."""
+    import re
+
+    wanted = set(pids)
+    done = subprocess.run(["ss", "-ltnpH"], capture_output=True, text=True, check=True)
+    found = []
+    for line in done.stdout.splitlines():
+        fields = line.split()
+        if len(fields) < 4:
+            continue
+        for pid in map(int, re.findall(r"pid=(\d+)", line)):
+            if pid in wanted:
+                found.append((fields[3], pid))
+    return found
+
+
+def is_wildcard(address: str) -> bool:
+    """Whether an ``ss`` local address (``host:port``) listens on every interface."""
+    host = address.rsplit(":", 1)[0]
+    return host in WILDCARD_HOSTS or host.endswith("%*")

@@ -1,13 +1,14 @@
 """Faults a real sweep meets: lost workers, a lost cluster, a failing cell, a full or
 read-only results directory. Real Snakemake, Dask and filesystems; nothing monkeypatched.
 
-* A Dask worker SIGKILLed while a block runs: Dask recomputes its task elsewhere, the
-  block completes without Snakemake noticing, the numbers are identical.
-* The whole Dask cluster (daemon + workers) SIGKILLed while a block runs and Snakemake
-  keeps going: the in-flight block fails, Snakemake retries it, the retry finds the stale
-  scheduler file and starts a new cluster; finished blocks are not recomputed and the
-  numbers are identical. (Killing Snakemake *and* the cluster, then resuming, is covered
-  by tests/test_pipeline_e2e.py.)
+* A Dask worker SIGKILLed while it computes a cell (proved: the nanny logs "killed by
+  signal 9" and the scheduler sends that task to a worker a second time): the nanny
+  restarts the worker, Dask recomputes the task, the block completes without Snakemake
+  noticing, the numbers are identical.
+* Every worker process of the run's cluster SIGKILLed at once while a block runs: the
+  same, and finished blocks are not recomputed. (The scheduler lives in the Snakemake
+  process: killing it is killing Snakemake, then resuming, covered by
+  tests/e2e/test_pipeline.py.)
 * A cell that fails for a real reason: ``d = 5,000,000`` passes validation but no machine
   can allocate its 364 TiB embedding table, so ``simulate_cell`` raises ``MemoryError``
   at once. With ``--keep-going`` its block fails with a log naming the cell and the
@@ -41,13 +42,14 @@ import pytest
 import xarray as xr
 
 from attnrmt.sweep import store
-from attnrmt.sweep.cluster import pid_is_alive, read_scheduler_file, scheduler_file_path
+from attnrmt.sweep.cluster import connect
 from tests.e2e.helpers import (
     Workdir,
     count_cells,
     fragment_files,
     numeric_variables,
     tiny_config,
+    wait_for_scheduler_file,
     written_since,
 )
 
@@ -93,83 +95,120 @@ def reference(tmp_path_factory: pytest.TempPathFactory) -> tuple[Workdir, xr.Dat
 # --------------------------------------------------------------------------- Dask faults
 
 
-def busy_worker(workdir: Workdir, process: subprocess.Popen, timeout: float = 120) -> int:
-    """Pid of a Dask worker of the run's cluster that is computing a cell right now.
+def processing_starts(client: Any, keys: list[str]) -> list[tuple]:
+    """(key, timestamp) of every time the scheduler sent one of ``keys`` to a worker."""
 
-    Connects a client to the run's scheduler (once its file appears), waits until some
-    worker has a task in progress, closes the client and returns that worker's pid.
+    def story(dask_scheduler: Any) -> list[tuple]:
+        return [
+            (entry[0], entry[-1]) for entry in dask_scheduler.story(*keys)
+            if entry[2] == "processing"
+        ]
+
+    return client.run_on_scheduler(story)
+
+
+def finished_before(client: Any, keys: list[str], moment: float) -> bool:
+    """Whether one of ``keys`` reached memory (finished) before ``moment`` (scheduler time)."""
+
+    def story(dask_scheduler: Any) -> bool:
+        return any(
+            entry[2] == "memory" and entry[-1] < moment for entry in dask_scheduler.story(*keys)
+        )
+
+    return client.run_on_scheduler(story)
+
+
+def kill_busy_worker(workdir: Workdir, process: subprocess.Popen, attempts: int = 5) -> int:
+    """SIGKILL a worker of the run's cluster while it computes a cell; return its pid.
+
+    Proof that the kill hit work in flight: the task the worker was computing is sent to
+    a worker a second time. If it finished between our look and the kill (a miss), the
+    next busy worker is tried.
     """
-    from distributed import Client
-
-    deadline = time.monotonic() + timeout
-    sched_file = scheduler_file_path(workdir.run_dir)
-    while (info := read_scheduler_file(sched_file)) is None:
-        if process.poll() is not None or time.monotonic() > deadline:
-            pytest.fail(f"no Dask cluster appeared:\n{background_log(workdir)[-4000:]}")
-        time.sleep(0.02)
+    wait_for_scheduler_file(workdir, process)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        client = Client(info["address"], timeout="30s", set_as_default=False)
-        try:
-            pids: dict[str, int] = {}
+        client = connect(workdir.run_dir, timeout="30s")
+    try:
+        for _ in range(attempts):
+            victim, keys = busy_worker(client, process, workdir)
+            moment = client.run_on_scheduler(time.time)
+            os.kill(victim, signal.SIGKILL)
+            deadline = time.monotonic() + 120
             while time.monotonic() < deadline and process.poll() is None:
-                busy = [worker for worker, keys in client.processing().items() if keys]
-                if busy:
-                    if busy[0] not in pids:
-                        pids = client.run(os.getpid)
-                    if busy[0] in pids:
-                        return int(pids[busy[0]])
-                time.sleep(0.01)
-        finally:
-            client.close()
+                if len(processing_starts(client, keys)) >= 2:
+                    return victim  # the lost task went to a worker again
+                if finished_before(client, keys, moment):
+                    break  # a miss: the cell had finished before the kill
+                time.sleep(0.05)
+        pytest.fail(f"no kill hit a task in flight:\n{background_log(workdir)[-4000:]}")
+    finally:
+        client.close()
+
+
+def busy_worker(
+    client: Any, process: subprocess.Popen, workdir: Workdir, timeout: float = 120
+) -> tuple[int, list[str]]:
+    """Pid of a Dask worker computing a cell right now, and the keys it is computing."""
+    deadline = time.monotonic() + timeout
+    pids: dict[str, int] = {}
+    while time.monotonic() < deadline and process.poll() is None:
+        busy = {worker: keys for worker, keys in client.processing().items() if keys}
+        for worker, keys in busy.items():
+            if worker not in pids:
+                pids = client.run(os.getpid)
+            if worker in pids:
+                return int(pids[worker]), [str(key) for key in keys]
+        time.sleep(0.01)
     pytest.fail(f"never saw a busy worker:\n{background_log(workdir)[-4000:]}")
 
 
 def test_killed_worker_block_completes_with_identical_numbers(
     reference: tuple[Workdir, xr.Dataset], tmp_path: Path
 ) -> None:
-    """SIGKILL a worker mid-task: Dask reruns the task, the block and the run complete."""
+    """SIGKILL a worker mid-task: its nanny restarts it, Dask reruns the task elsewhere,
+    the block and the run complete with the same numbers."""
     workdir = Workdir.create(tmp_path / "work", fault_config())
     try:
         process = workdir.start(cores=2)
-        victim = busy_worker(workdir, process)
-        os.kill(victim, signal.SIGKILL)
+        victim = kill_busy_worker(workdir, process)
         assert wait_for(process, workdir) == 0, background_log(workdir)[-6000:]
         output = background_log(workdir)
+        # the nanny saw its worker die of our signal
+        cluster_log = (workdir.run_dir / ".dask" / "cluster.log").read_text()
+        assert f"Worker process {victim} was killed by signal 9" in cluster_log, cluster_log
         # Dask absorbed the loss: no block failed, no Snakemake retry
         assert "Error in rule" not in output and "Trying to restart" not in output, output
-        assert not pid_is_alive(victim)
-        cluster_log = (workdir.run_dir / ".dask" / "cluster.log").read_text()
-        assert "Remove worker" in cluster_log or "removed" in cluster_log.lower()
         assert count_cells(fragment_files(workdir.path)).computed == N_CELLS
         xr.testing.assert_identical(numeric_variables(workdir.open_cells()), reference[1])
     finally:
         workdir.close()
 
 
-def test_killed_cluster_mid_block_is_replaced_and_finished_blocks_kept(
+def test_every_worker_killed_mid_block_finished_blocks_kept(
     reference: tuple[Workdir, xr.Dataset], tmp_path: Path
 ) -> None:
-    """SIGKILL the run's whole Dask cluster mid-block while Snakemake keeps running."""
+    """SIGKILL every worker process of the run's cluster at once, mid-block: the nannies
+    start new ones, the lost tasks are recomputed, finished blocks are not."""
     workdir = Workdir.create(tmp_path / "work", fault_config())
     try:
         process = workdir.start(cores=2)
-        busy_worker(workdir, process)  # a block is computing on the cluster right now
-        first = read_scheduler_file(scheduler_file_path(workdir.run_dir))
-        assert first is not None
+        wait_for_scheduler_file(workdir, process)
+        with connect(workdir.run_dir, timeout="30s") as client:
+            busy_worker(client, process, workdir)  # a block is computing right now
         finished = fragment_files(workdir.path)
-        workdir.kill_cluster()
-        assert not pid_is_alive(first["pid"])
+        victims = workdir.worker_pids()
+        for pid in victims.values():
+            os.kill(pid, signal.SIGKILL)
         assert wait_for(process, workdir) == 0, background_log(workdir)[-6000:]
-        output = background_log(workdir)
-        # the in-flight block failed, was retried by Snakemake on a new cluster
-        assert "Trying to restart" in output, output[-6000:]
-        assert "stale scheduler file" in output, output[-6000:]
+        cluster_log = (workdir.run_dir / ".dask" / "cluster.log").read_text()
+        for pid in victims.values():
+            assert f"Worker process {pid} was killed by signal 9" in cluster_log, cluster_log
         after = fragment_files(workdir.path)
         assert all(after[path] == mtime for path, mtime in finished.items())
         for path in after:  # every fragment is complete and readable
             assert len(store.read_fragment(path).cell_keys) >= 1
-        assert count_cells(after).computed == N_CELLS  # no cell computed twice
+        assert count_cells(after).computed == N_CELLS  # no finished cell computed twice
         xr.testing.assert_identical(numeric_variables(workdir.open_cells()), reference[1])
     finally:
         workdir.close()

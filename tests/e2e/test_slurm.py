@@ -20,6 +20,7 @@ import contextlib
 import os
 import re
 import shutil
+import signal
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -29,7 +30,19 @@ import pytest
 import xarray as xr
 import yaml
 
-from tests.e2e.helpers import REPO_ROOT, Workdir, numeric_variables, tiny_config
+from attnrmt.sweep.cluster import connect
+from tests.e2e.helpers import (
+    REPO_ROOT,
+    Workdir,
+    assert_locked_out,
+    assert_private_modes,
+    credential_files,
+    intruder_report,
+    numeric_variables,
+    require_other_user,
+    tiny_config,
+    wait_for_scheduler_file,
+)
 
 pytestmark = [pytest.mark.slurm, pytest.mark.e2e, pytest.mark.slow]
 
@@ -38,6 +51,10 @@ PROFILES = REPO_ROOT / "profiles"
 N_CELLS = 12  # tiny_config: 2 weights x 3 snr x 2 replicates
 BLOCK_SIZE = 6  # one block per weights line: 2 blocks
 USABLE_STATES = ("idle", "mixed", "allocated", "completing")
+SITE_WALLTIME = "00:14:00"  # in the test's jobqueue.yaml, not in the profile
+SCHEDULER_DASHBOARD_PREFIX = "http://127.0.0.1:"
+STOP_BOUND_SECONDS = 60
+"""A stopped or failing run must have exited by then (seconds; this only catches a hang)."""
 
 
 # --------------------------------------------------------------------------- SLURM
@@ -96,14 +113,17 @@ def slurm() -> str:
 # --------------------------------------------------------------------------- profiles
 
 
-def slurm_dask_profile(directory: Path) -> Path:
-    """profiles/slurm-dask with this machine's site settings (small workers, loopback)."""
+def slurm_dask_profile(directory: Path, **jobqueue: Any) -> Path:
+    """profiles/slurm-dask with this machine's site settings (small workers, loopback);
+    ``jobqueue`` entries replace (``None``: remove) the profile's ``dask.jobqueue`` keys."""
     profile = yaml.safe_load((PROFILES / "slurm-dask" / "config.yaml").read_text())
     assert profile["config"]["dask"]["mode"] == "slurm"
     profile["cores"] = 2
-    profile["config"]["dask"]["slurm"].update(
-        cores=1, memory="1GB", walltime="00:15:00", n_workers=2, interface="lo"
-    )
+    settings = profile["config"]["dask"]["jobqueue"]
+    settings.update(cores=1, memory="1GB", walltime="00:15:00", n_workers=2, interface="lo")
+    settings.update(jobqueue)
+    for key in [key for key, value in settings.items() if value is None]:
+        del settings[key]
     return _write_profile(directory, profile)
 
 
@@ -160,10 +180,17 @@ def local_cells(tmp_path_factory: pytest.TempPathFactory) -> xr.Dataset:
 
 
 def test_slurm_dask_profile_matches_local_run(
-    slurm: str, local_cells: xr.Dataset, tmp_path: Path
+    slurm: str, local_cells: xr.Dataset, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Local Snakemake + Dask workers as SLURM jobs: same cells as a local run."""
-    profile = slurm_dask_profile(tmp_path / "profile")
+    """Local Snakemake + Dask workers as SLURM jobs: same cells as a local run. The
+    profile sets no walltime: the site's jobqueue.yaml decides it."""
+    profile = slurm_dask_profile(tmp_path / "profile", walltime=None)
+    site = tmp_path / "dask-config"
+    site.mkdir()
+    (site / "jobqueue.yaml").write_text(
+        yaml.safe_dump({"jobqueue": {"slurm": {"walltime": SITE_WALLTIME}}})
+    )
+    monkeypatch.setenv("DASK_CONFIG", str(site))
     workdir = Workdir.create(tmp_path / "work", sweep_config("slurmtest"))
     try:
         result = workdir.run("--workflow-profile", str(profile), timeout=240, check=False)
@@ -174,7 +201,10 @@ def test_slurm_dask_profile_matches_local_run(
         dask_dir = workdir.run_dir / ".dask"
         worker_logs = list((dask_dir / "slurm-logs").glob("dask-worker-*.err"))
         assert worker_logs, f"no SLURM worker job logs in {dask_dir}"
-        assert "SLURMCluster" in (dask_dir / "cluster.log").read_text()
+        cluster_log = (dask_dir / "cluster.log").read_text()
+        assert f"#SBATCH -t {SITE_WALLTIME}" in cluster_log, cluster_log[-3000:]
+        assert "--tls-key" in cluster_log  # workers speak TLS with the run's credentials
+        assert f"dashboard {SCHEDULER_DASHBOARD_PREFIX}" in result.output
     finally:
         workdir.close()
 
@@ -198,3 +228,113 @@ def test_slurm_executor_profile_matches_local_run(
             assert len(job_ids) >= len(block_jobs), result.output[-4000:]
         finally:
             workdir.close()
+
+
+# --------------------------------------------------------------------------- fail fast, stop
+
+
+def node_cores() -> int:
+    """Cores of the (single) test node."""
+    out = subprocess.run(["sinfo", "-h", "-N", "-o", "%c"], capture_output=True, text=True)
+    return int(out.stdout.split()[0])
+
+
+def test_unsatisfiable_worker_request_stops_the_run_fast(slurm: str, tmp_path: Path) -> None:
+    """Worker jobs asking more cores than any node has: one message naming the request
+    and SLURM's reason, the run ends (before, it waited forever with PartitionConfig)."""
+    too_many = node_cores() * 2
+    profile = slurm_dask_profile(tmp_path / "profile", cores=too_many)
+    workdir = Workdir.create(tmp_path / "work", sweep_config("unsat"))
+    try:
+        result = workdir.run(
+            "--workflow-profile", str(profile), timeout=STOP_BOUND_SECONDS * 2, check=False
+        )
+        assert result.returncode != 0
+        message = (
+            f"SLURM cannot run the Dask worker jobs (cores={too_many}, memory=1GB, "
+            "walltime=00:15:00"
+        )
+        assert message in result.output, result.output[-4000:]
+        assert "Requested node configuration is not available" in result.output
+        assert result.computed == 0
+        # nothing was queued: no worker job ever wrote a log
+        assert not list((workdir.run_dir / ".dask" / "slurm-logs").glob("*")), "jobs queued"
+    finally:
+        workdir.close()
+
+
+def test_pending_reason_that_never_clears_is_recognised(slurm: str, tmp_path: Path) -> None:
+    """A real job pending with PartitionConfig (more cores than the node): the watch of a
+    running cluster names it as fatal; a job held for later is only reported."""
+    from attnrmt.sweep.cluster import ClusterSettings
+    from attnrmt.sweep.cluster.jobqueue import PendingWatch
+    from attnrmt.sweep.cluster.slurm import job_states
+
+    script = tmp_path / "job.sh"
+    script.write_text("#!/bin/bash\nsleep 1\n")
+    settings = ClusterSettings.from_config({"mode": "slurm", "jobqueue": {"cores": 64}})
+    watch = PendingWatch(settings, cluster=None, on_fatal=lambda message: None)
+    with cancel_on_exit(set()) as job_ids:
+        for extra in ([f"-c{node_cores() * 2}"], ["-c1", "--begin=now+1hour"]):
+            submitted = subprocess.run(
+                ["sbatch", "--parsable", "-o", "/dev/null", *extra, str(script)],
+                capture_output=True, text=True, check=True,
+            )
+            job_ids.add(submitted.stdout.strip().split(";")[0])
+        unsatisfiable, held = sorted(job_ids, key=int)
+        states: dict = {}
+        for _ in range(60):  # SLURM sets the reason at its next scheduling pass
+            states = job_states(job_ids)
+            if states.get(unsatisfiable) and states[unsatisfiable].reason != "None":
+                break
+            subprocess.run(["sleep", "1"])
+        assert states[unsatisfiable].reason == "PartitionConfig", states
+        message = watch.fatal_message(states)
+        assert message is not None and f"worker job {unsatisfiable}" in message
+        assert "cores=64" in message and "PartitionConfig" in message
+        assert watch.fatal_message({held: states[held]}) is None, states[held]
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_run_whose_workers_never_come_is_private_and_stops_on_signal(
+    slurm: str, tmp_path: Path, signum: int
+) -> None:
+    """Worker jobs that cannot start for an hour (--begin): the scheduler is up and the
+    run waits. Another user cannot read its credentials or run code on its scheduler; a
+    signal stops the run within the bound, its worker jobs are cancelled and no lock is
+    left for the rerun."""
+    require_other_user()
+    profile = slurm_dask_profile(
+        tmp_path / "profile", job_extra_directives=["--begin=now+1hour"]
+    )
+    workdir = Workdir.create(tmp_path / "work", sweep_config("never"))
+    with cancel_on_exit(set()) as job_ids:
+        try:
+            process = workdir.start("--workflow-profile", str(profile))
+            info = wait_for_scheduler_file(workdir, process)
+            assert info["address"].startswith("tls://127.0.0.1:"), info
+            assert_private_modes(workdir.run_dir)
+            assert_locked_out(
+                intruder_report(info["address"], credential_files(workdir.run_dir))
+            )
+            with connect(workdir.run_dir) as client:  # the owner gets in
+                assert client.run_on_scheduler(os.getpid) == process.pid
+            job_ids.update(worker_jobs(workdir))
+            assert job_ids, "no worker job was queued"
+            os.kill(process.pid, signum)
+            returncode = process.wait(timeout=STOP_BOUND_SECONDS)
+            log = (workdir.path / "snakemake-background.log").read_text()
+            assert returncode != 0, log[-4000:]
+            assert f"stopping the run: {signal.Signals(signum).name} received" in log
+            assert not worker_jobs(workdir) & job_ids, "worker jobs left in the queue"
+            locks = workdir.path / ".snakemake" / "locks"
+            assert not locks.exists() or not list(locks.iterdir()), "stale lock left"
+        finally:
+            workdir.close()
+
+
+def worker_jobs(workdir: Workdir) -> set[str]:
+    """Ids of queued or running jobs submitted from the run's directory (its workers)."""
+    out = subprocess.run(["squeue", "-h", "-o", "%i|%Z"], capture_output=True, text=True)
+    lines = [line.split("|", 1) for line in out.stdout.splitlines() if "|" in line]
+    return {job for job, directory in lines if Path(directory) == workdir.path}

@@ -1,11 +1,8 @@
-"""Block jobs (reuse, compute, salvage) and the cluster's pure helpers (sizing, walltime,
-stale scheduler files). Computing tests use an in-process Dask cluster."""
+"""Block jobs (reuse, compute, salvage). Computing tests use an in-process Dask cluster."""
 
 from __future__ import annotations
 
 import json
-import os
-import socket
 from pathlib import Path
 from typing import Any
 
@@ -164,94 +161,6 @@ def test_failed_cells_fail_the_block_and_salvage_the_others(
     summary = blocks.run_block(params, path, run_dir, settings)
     assert (summary.n_computed, summary.n_reused) == (1, 1)
     assert store.read_failures(run_dir / "grid") == []
-
-
-# --------------------------------------------------------------------------- cluster helpers
-
-
-@pytest.mark.parametrize(
-    ("cores", "n_workers", "threads", "expected"),
-    [
-        (2, None, 1, (2, 1, 1)),
-        (2, 1, 1, (1, 1, 2)),
-        (8, None, 2, (4, 2, 1)),
-        (8, 2, 1, (2, 1, 4)),
-        (1, 4, 1, (4, 1, 1)),
-    ],
-)
-def test_worker_layout_never_oversubscribes(cores, n_workers, threads, expected) -> None:
-    layout = cluster.worker_layout(cores, n_workers, threads)
-    assert (layout.n_workers, layout.threads_per_worker, layout.blas_threads) == expected
-    if layout.n_workers * layout.threads_per_worker <= cores:
-        assert layout.n_workers * layout.threads_per_worker * layout.blas_threads <= cores
-
-
-def test_allocation_cores_prefers_slurm() -> None:
-    assert cluster.allocation_cores({"SLURM_CPUS_PER_TASK": "6"}) == 6
-    assert cluster.allocation_cores({}) == cluster.usable_cores()
-
-
-@pytest.mark.parametrize(
-    ("walltime", "seconds"),
-    [("30", 1800), ("10:00", 600), ("01:00:00", 3600), ("1-02", 93600), ("2-00:30:00", 174600)],
-)
-def test_parse_walltime(walltime: str, seconds: int) -> None:
-    assert cluster.parse_walltime(walltime) == seconds
-
-
-@pytest.mark.parametrize("walltime", [600, 3600, 86400])
-def test_worker_lifetime_ends_before_the_walltime(walltime: int) -> None:
-    lifetime, stagger = cluster.worker_lifetime(walltime)
-    assert 0 < lifetime and lifetime + stagger < walltime
-
-
-def test_slurm_kwargs_pass_lifetime_and_blas_pinning() -> None:
-    kwargs, n_jobs = cluster.slurm_cluster_kwargs(
-        {"n_workers": 3, "cores": 4, "memory": "8GB", "walltime": "01:00:00", "queue": "debug",
-         "account": None, "job_extra_directives": [], "processes": None}
-    )
-    assert n_jobs == 3
-    assert kwargs["queue"] == "debug" and "account" not in kwargs and "processes" not in kwargs
-    lifetime = int(kwargs["worker_extra_args"][1].rstrip("s"))
-    assert kwargs["worker_extra_args"][0] == "--lifetime" and lifetime < 3600
-    assert "export OMP_NUM_THREADS=1" in kwargs["job_script_prologue"]
-
-
-def test_settings_from_config_defaults_and_errors() -> None:
-    settings = cluster.ClusterSettings.from_config({})
-    assert (settings.mode, settings.n_workers, settings.threads_per_worker) == ("local", None, 1)
-    assert settings.dashboard == ":0"
-    assert cluster.ClusterSettings.from_config({"dashboard": False}).dashboard is None
-    with pytest.raises(ValueError, match=r"dask\.mode"):
-        cluster.ClusterSettings.from_config({"mode": "cloud"})
-    capped = cluster.ClusterSettings.from_config({"n_workers": None}, max_cores=1)
-    command = cluster.daemon_command("results/r", capped)
-    assert command[command.index("--max-cores") + 1] == "1"
-    assert command[command.index("--scheduler-file") + 1] == "results/r/.dask/scheduler.json"
-
-
-def test_stale_scheduler_files_are_detected(tmp_path: Path) -> None:
-    assert not cluster.scheduler_is_alive(None)
-    dead = {"address": "tcp://127.0.0.1:9", "pid": 2**22 + 12345, "host": socket.gethostname()}
-    assert not cluster.scheduler_is_alive(dead)
-    unreachable = dict(dead, pid=os.getpid())
-    assert not cluster.scheduler_is_alive(unreachable)
-    path = tmp_path / "scheduler.json"
-    path.write_text('{"addr')  # a torn write is no scheduler file
-    assert cluster.read_scheduler_file(path) is None
-    assert not cluster.shutdown_run_cluster(tmp_path)  # nothing running: nothing to do
-    # a scheduler file naming a live pid that is no cluster daemon (pid reuse) is stale
-    # and that process is never signalled
-    assert not cluster.is_cluster_daemon(os.getpid())
-    cluster.cluster_dir(tmp_path).mkdir(parents=True, exist_ok=True)
-    store.write_json_atomically(cluster.scheduler_file_path(tmp_path), unreachable)
-    assert not cluster.shutdown_run_cluster(tmp_path)
-    assert not cluster.scheduler_file_path(tmp_path).exists()
-
-
-def test_live_scheduler_is_detected(scheduler_address: str) -> None:
-    info = {"address": scheduler_address, "pid": os.getpid(), "host": socket.gethostname()}
-    assert cluster.scheduler_is_alive(info)
 
 
 def test_job_mode_runs_an_in_process_cluster_sized_to_the_allocation(

@@ -55,8 +55,9 @@ def test_minimal_config_gets_every_default() -> None:
     }
     assert config["dask"]["mode"] == "local"
     assert config["dask"]["threads_per_worker"] == 1
-    assert config["dask"]["slurm"]["walltime"] == "01:00:00"
-    assert config["dask"]["slurm"]["job_extra_directives"] == []
+    # worker-job settings default to null: dask-jobqueue's site configuration decides
+    assert config["dask"]["jobqueue"]["walltime"] is None
+    assert config["dask"]["jobqueue"]["n_workers"] == 2
     assert config["sweeps"]["s"] == {
         "d": [400],
         "delta": [0.5],
@@ -204,7 +205,7 @@ BAD_SWEEP_VALUES = [
     (("seed",), 1.5, ["seed=1.5", "an integer"]),
     (("execution", "block_size"), 0, ["execution.block_size=0", ">= 1"]),
     (("execution", "workers"), 4, ["execution", "unknown key 'workers'"]),
-    (("dask", "mode"), "cloud", ["dask.mode='cloud'", "local, address, slurm, job"]),
+    (("dask", "mode"), "cloud", ["dask.mode='cloud'", "local, address, job, slurm"]),
     (("sweeps",), {}, ["sweeps={}"]),
     (("sweeps", "bad/name"), {}, ["sweeps: name 'bad/name'"]),
     (("positional_models", "9 x"), {"kind": "iid"}, ["positional_models: name '9 x'"]),

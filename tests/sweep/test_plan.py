@@ -213,7 +213,7 @@ def test_config_sha256_ignores_site_and_analysis_settings() -> None:
     config = sweep_config()
     reference = plan_of(config).config_sha256
     site = copy.deepcopy(config)
-    site["dask"] = {"mode": "slurm", "slurm": {"cores": 8}}
+    site["dask"] = {"mode": "slurm", "jobqueue": {"cores": 8}}
     site["execution"] = {"block_size": 1}
     site["analysis"] = {}
     assert plan_of(site).config_sha256 == reference

@@ -297,7 +297,7 @@ def test_command_line_strings_get_their_schema_types_back() -> None:
             "mode": "slurm",
             "n_workers": "null",
             "dashboard": "false",
-            "slurm": {"cores": "4", "memory": "16GB", "walltime": "02:00:00", "queue": "null"},
+            "jobqueue": {"cores": "4", "memory": "16GB", "walltime": "02:00:00", "queue": "null"},
         },
         "positional_models": {"m": {"kind": "markov", "r": "0.5"}},
         "sweeps": {"a": {"d": ["20", "40"], "centered": ["true"], "replicates": "2"}},
@@ -307,7 +307,7 @@ def test_command_line_strings_get_their_schema_types_back() -> None:
     assert restored is config and config["dask"] is same_object  # updated in place
     assert config["run"] == "2026"
     assert config["dask"]["n_workers"] is None and config["dask"]["dashboard"] is False
-    assert config["dask"]["slurm"] == {
+    assert config["dask"]["jobqueue"] == {
         "cores": 4, "memory": "16GB", "walltime": "02:00:00", "queue": None
     }
     assert config["positional_models"]["m"]["r"] == 0.5

@@ -1,5 +1,6 @@
 # Shared helpers: the run plan (built once, at DAG time, from the config the Snakefile
 # validated: VALID), paths, input functions and the final targets (get_final_output).
+import os
 import re
 import sys
 import time
@@ -7,7 +8,7 @@ import time
 from attnrmt.analysis.figures import FIGURES
 from attnrmt.analysis.pipeline import TABLES
 from attnrmt.sweep.blocks import block_params
-from attnrmt.sweep.cluster import shutdown_run_cluster
+from attnrmt.sweep.cluster import dashboard_link, shutdown_run_cluster, stop_on_signals
 from attnrmt.sweep.failures import describe_skipped, failed_blocks
 from attnrmt.sweep.plan import plan_run
 from attnrmt.summary import run_summary
@@ -123,5 +124,10 @@ def report_if_data(path, table=None, **report_kwargs):
 def print_end_summary():
     """The end-of-run summary (attnrmt.summary.run_summary: results, report, cells
     computed / reused / failed, wall time, verdicts), for the Snakefile's onsuccess."""
+    if os.environ.get("ATTNRMT_END_SUMMARY") == "later":  # `make run` prints it after the report
+        return
     for line in run_summary(PLAN, "results", RUN_STARTED, str(CONFIG_FILE)):
         print(line, file=sys.stderr)
+    link = dashboard_link(RESULTS)
+    if link:
+        print(f"Dask dashboard (while the run lasted): {link}", file=sys.stderr)

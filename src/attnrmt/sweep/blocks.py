@@ -242,7 +242,7 @@ def run_block(
         ``<sweep>/salvage/<block>.npz`` for the rerun, and the failures (cell, parameters,
         error) recorded in ``<sweep>/failures/<block>.json``.
     """
-    from attnrmt.sweep.cluster import ClusterSettings, run_client
+    from attnrmt.sweep.cluster import ClusterSettings, run_client, run_stop_reason
 
     started = time.perf_counter()
     log = BlockLog(log_path)
@@ -266,6 +266,13 @@ def run_block(
             computed, failures = compute_missing(missing, client, settings.task_retries)
         if failures:
             salvage = _salvage(block_cells, computed, sweep_dir, fragment)
+            stop_reason = run_stop_reason(run_dir)
+            if stop_reason is not None:  # interrupted, not failed: nothing to record
+                log.info(f"stopped: {stop_reason}; {len(computed)} finished cells kept")
+                raise RuntimeError(
+                    f"{fragment.name}: run stopped ({stop_reason}); "
+                    f"{len(computed)} finished cells kept in {salvage}"
+                )
             for cell, exc in failures:
                 log.info(f"cell {cell.key} failed: {exc!r}")
             store.record_block_failures(

@@ -2,7 +2,7 @@
 
 Snakemake parses ``--config key=value`` entries (and a profile's ``config:`` entries, which
 become ``--config``) with PyYAML's ``BaseLoader`` for anything that is not a plain number:
-every scalar of a nested mapping arrives as a string (``dask: {slurm: {cores: 4}}`` gives
+every scalar of a nested mapping arrives as a string (``dask: {jobqueue: {cores: 4}}`` gives
 ``cores: '4'``). :func:`restore_scalar_types` walks the config alongside the JSON schema and
 turns such strings back into the integer, number, boolean or null the schema asks for, so
 that schema validation sees what the user wrote. Strings where the schema allows a string

@@ -1,0 +1,317 @@
+"""The run's Dask cluster: sizing, settings, credentials, batch-system job scripts, pending
+reasons, stale Snakemake locks. Real distributed and dask-jobqueue objects (in-process
+schedulers on loopback); nothing is submitted here (tests/e2e/test_slurm.py submits)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import dask
+import pytest
+
+from attnrmt.sweep import runlock
+from attnrmt.sweep.cluster import (
+    ClusterSettings,
+    allocation_cores,
+    dashboard_address,
+    jobqueue,
+    parse_walltime,
+    security,
+    slurm,
+    usable_cores,
+    worker_layout,
+    worker_lifetime,
+)
+from tests.e2e.helpers import assert_locked_out, intruder_report, require_other_user
+
+# --------------------------------------------------------------------------- sizing
+
+
+@pytest.mark.parametrize(
+    ("cores", "n_workers", "threads", "expected"),
+    [
+        (2, None, 1, (2, 1, 1)),
+        (2, 1, 1, (1, 1, 2)),
+        (8, None, 2, (4, 2, 1)),
+        (8, 2, 1, (2, 1, 4)),
+        (1, 4, 1, (4, 1, 1)),
+    ],
+)
+def test_worker_layout_never_oversubscribes(cores, n_workers, threads, expected) -> None:
+    layout = worker_layout(cores, n_workers, threads)
+    assert (layout.n_workers, layout.threads_per_worker, layout.blas_threads) == expected
+    if layout.n_workers * layout.threads_per_worker <= cores:
+        assert layout.n_workers * layout.threads_per_worker * layout.blas_threads <= cores
+
+
+def test_allocation_cores_prefers_slurm() -> None:
+    assert allocation_cores({"SLURM_CPUS_PER_TASK": "6"}) == 6
+    assert allocation_cores({}) == usable_cores()
+
+
+@pytest.mark.parametrize(
+    ("walltime", "seconds"),
+    [("30", 1800), ("10:00", 600), ("01:00:00", 3600), ("1-02", 93600), ("2-00:30:00", 174600)],
+)
+def test_parse_walltime(walltime: str, seconds: int) -> None:
+    assert parse_walltime(walltime) == seconds
+
+
+@pytest.mark.parametrize("walltime", [600, 3600, 86400])
+def test_worker_lifetime_ends_before_the_walltime(walltime: int) -> None:
+    lifetime, stagger = worker_lifetime(walltime)
+    assert 0 < lifetime and lifetime + stagger < walltime
+
+
+# --------------------------------------------------------------------------- settings
+
+
+def test_settings_defaults_come_from_the_schema_and_bind_to_loopback() -> None:
+    settings = ClusterSettings.from_config({})
+    assert (settings.mode, settings.n_workers, settings.threads_per_worker) == ("local", None, 1)
+    assert settings.dashboard == "127.0.0.1:0"
+    assert settings.jobqueue == {"n_workers": 2}  # the schema's only jobqueue default
+    assert ClusterSettings.from_config({"dashboard": False}).dashboard is None
+    with pytest.raises(ValueError, match=r"dask\.mode"):
+        ClusterSettings.from_config({"mode": "cloud"})
+
+
+@pytest.mark.parametrize(
+    ("setting", "address"),
+    [(True, "127.0.0.1:0"), (8787, "127.0.0.1:8787"), ("8787", "127.0.0.1:8787"),
+     (":8787", "127.0.0.1:8787"), ("0.0.0.0:8787", "0.0.0.0:8787"), ("off", None),
+     (False, None)],
+)
+def test_dashboard_address_is_loopback_unless_an_address_is_given(setting, address) -> None:
+    assert dashboard_address(setting) == address
+
+
+# --------------------------------------------------------------------------- credentials
+
+
+def test_credentials_are_private_files_in_a_private_directory(tmp_path: Path) -> None:
+    dask_dir = tmp_path / ".dask"
+    run_security = security.new_run_credentials(dask_dir)
+    cert, key = security.credential_paths(dask_dir)
+    assert dask_dir.stat().st_mode & 0o777 == 0o700
+    assert cert.parent.stat().st_mode & 0o777 == 0o700
+    assert cert.stat().st_mode & 0o777 == 0o600 and key.stat().st_mode & 0o777 == 0o600
+    assert "PRIVATE KEY" in key.read_text() and "CERTIFICATE" in cert.read_text()
+    assert run_security.require_encryption
+    assert run_security.tls_client_key == str(key)  # paths, never the key in a log line
+    assert str(security.run_security(dask_dir).tls_ca_file) == str(cert)
+    again = security.new_run_credentials(dask_dir)  # a new cluster: new key
+    assert key.read_text() != "" and again.tls_client_cert == str(cert)
+
+
+def test_owner_connects_and_another_user_cannot(tmp_path: Path) -> None:
+    """Against a TLS LocalCluster with the run's credentials the owner runs code, the other
+    user gets nowhere; against the same cluster without TLS the other user runs code (the
+    check bites when TLS is off)."""
+    from distributed import Client, LocalCluster
+
+    require_other_user()
+    dask_dir = tmp_path / ".dask"
+    run_security = security.new_run_credentials(dask_dir)
+    common = {"n_workers": 1, "processes": False, "host": "127.0.0.1",
+              "dashboard_address": "127.0.0.1:0"}
+    with LocalCluster(protocol="tls://", security=run_security, **common) as cluster:
+        with Client(cluster.scheduler_address, security=run_security) as client:
+            assert client.run_on_scheduler(os.getpid) == os.getpid()
+        files = security.credential_paths(dask_dir)
+        assert_locked_out(intruder_report(cluster.scheduler_address, files))
+    with LocalCluster(protocol="tcp://", **common) as exposed:
+        report = intruder_report(exposed.scheduler_address, [])
+    assert report["plain_tcp"] == "ran", report
+
+
+# --------------------------------------------------------------------------- batch systems
+
+
+@pytest.fixture(scope="module", autouse=True)
+def jobqueue_defaults() -> None:
+    """dask-jobqueue's configuration registered before any dask.config.set of it (its
+    import also sets a SIGINT handler: undone)."""
+    before = signal.getsignal(signal.SIGINT)
+    import dask_jobqueue  # noqa: F401
+
+    signal.signal(signal.SIGINT, before)
+
+
+SYSTEM_DIRECTIVES = {
+    "slurm": ("#SBATCH --cpus-per-task=2", "#SBATCH -t 00:20:00"),
+    "pbs": ("#PBS -l select=1:ncpus=2", "#PBS -l walltime=00:20:00"),
+    "lsf": ("#BSUB -n 2", "#BSUB -W 00:20"),
+    "sge": ("#$ -l h_rt=00:20:00",),
+    "htcondor": ("RequestCpus = MY.DaskWorkerCores",),
+    "oar": ("#OAR -l /nodes=1/core=2,walltime=00:20:00",),
+}
+
+
+@pytest.mark.parametrize("system", sorted(SYSTEM_DIRECTIVES))
+def test_generated_job_scripts_use_tls_lifetime_and_site_walltime(
+    system: str, tmp_path: Path
+) -> None:
+    """Every batch system's worker job script (real dask-jobqueue class): the profile's
+    cores and memory, the site configuration's walltime (the profile sets none), TLS
+    with the run's credential files, a lifetime below the walltime, one BLAS thread."""
+    settings = ClusterSettings.from_config(
+        {"mode": system, "dashboard": False,
+         "jobqueue": {"cores": 2, "memory": "2GB", "interface": "lo", "n_workers": 1}}
+    )
+    run_security = security.new_run_credentials(tmp_path)
+    cert, key = security.credential_paths(tmp_path)
+    site = {  # what a site's jobqueue.yaml says (htcondor and oar need a word more)
+        f"jobqueue.{system}.walltime": "00:20:00",
+        "jobqueue.htcondor.disk": "1GB",
+        "jobqueue.oar.memory-per-core-property-name": "memcore",
+    }
+    with dask.config.set(site):
+        kwargs = jobqueue.cluster_kwargs(settings, run_security, cert.parent, tmp_path / "logs")
+        cluster = jobqueue.new_jobqueue_cluster(settings, kwargs)
+        try:
+            script = cluster.job_script()
+            assert cluster.scheduler_address.startswith("tls://127.0.0.1:")
+        finally:
+            cluster.close()
+    for directive in SYSTEM_DIRECTIVES[system]:
+        assert directive in script, script
+    assert f"--tls-key {key}" in script and f"--tls-ca-file {cert}" in script, script
+    lifetime, stagger = worker_lifetime(parse_walltime("00:20:00"))
+    assert f"--lifetime {lifetime}s --lifetime-stagger {stagger}s" in script, script
+    assert "export OMP_NUM_THREADS=1" in script
+    assert "PRIVATE KEY" not in script
+
+
+def test_profile_values_win_over_site_values(tmp_path: Path) -> None:
+    settings = ClusterSettings.from_config(
+        {"mode": "slurm", "jobqueue": {"walltime": "01:00:00", "queue": "debug"}}
+    )
+    with dask.config.set({"jobqueue.slurm.walltime": "00:20:00",
+                          "jobqueue.slurm.job-script-prologue": ["module load site"]}):
+        kwargs = jobqueue.cluster_kwargs(settings, None, tmp_path, tmp_path / "logs")
+        described = jobqueue.describe_request(settings)
+    assert kwargs["walltime"] == "01:00:00" and kwargs["queue"] == "debug"
+    assert kwargs["job_script_prologue"][0] == "module load site"  # site's, extended
+    assert "cores" not in kwargs and "memory" not in kwargs  # left to dask-jobqueue's config
+    assert kwargs["protocol"] == "tls://"
+    assert "walltime=01:00:00" in described and "partition/queue=debug" in described
+
+
+# --------------------------------------------------------------------------- SLURM reasons
+
+
+def test_squeue_output_and_reasons_that_never_clear() -> None:
+    states = slurm.parse_squeue(
+        "12|PENDING|PartitionConfig\n13|PENDING|Resources\n14|RUNNING|None\n"
+        "15|PENDING|ReqNodeNotAvail, UnavailableNodes:ghost\n"
+    )
+    assert states["12"].reason == "PartitionConfig" and states["14"].state == "RUNNING"
+    assert slurm.pending_summary(states) == {
+        "PartitionConfig": 1, "Resources": 1, "ReqNodeNotAvail, UnavailableNodes:ghost": 1
+    }
+    nodes = {"vm"}
+    assert slurm.is_unsatisfiable("PartitionConfig", nodes)
+    assert slurm.is_unsatisfiable("InvalidAccount", nodes)
+    assert not slurm.is_unsatisfiable("Resources", nodes)
+    assert not slurm.is_unsatisfiable("Priority", nodes)
+    assert slurm.is_unsatisfiable("ReqNodeNotAvail, UnavailableNodes:ghost", nodes)
+    assert not slurm.is_unsatisfiable("ReqNodeNotAvail, UnavailableNodes:vm", nodes)
+
+
+# --------------------------------------------------------------------------- stale locks
+
+HOLDER = textwrap.dedent(
+    """
+    import sys, time
+    from attnrmt.sweep import runlock
+    runlock.hold_liveness_token(sys.argv[1])
+    print("holding", flush=True)
+    time.sleep(600)
+    """
+)
+
+
+def make_locks(workdir: Path) -> Path:
+    """Snakemake's lock files as a run leaves them."""
+    locks = workdir / ".snakemake" / "locks"
+    locks.mkdir(parents=True, exist_ok=True)
+    (locks / "0.input.lock").write_text("config.yaml\n")
+    (locks / "0.output.lock").write_text("results/run/x\n")
+    return locks
+
+
+def test_locks_of_a_live_snakemake_stay_and_of_a_killed_one_go(tmp_path: Path) -> None:
+    locks = make_locks(tmp_path)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(tmp_path)], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "holding"
+        assert not runlock.remove_stale_locks(tmp_path)  # a live holder: untouched
+        assert (locks / "0.input.lock").exists()
+    finally:
+        holder.send_signal(signal.SIGKILL)
+        holder.wait(timeout=30)
+        if holder.stdout is not None:
+            holder.stdout.close()
+    assert runlock.remove_stale_locks(tmp_path)  # its owner died: removed
+    assert not locks.exists()
+    assert runlock.prune_dead_tokens(tmp_path) == 1  # the dead holder's token
+    assert not list((tmp_path / ".snakemake" / runlock.LIVE_DIRNAME).glob("*"))
+    assert not runlock.remove_stale_locks(tmp_path)  # nothing left to remove
+
+
+def test_no_locks_nothing_to_do(tmp_path: Path) -> None:
+    assert not runlock.remove_stale_locks(tmp_path)
+    held: Any = runlock.hold_liveness_token(tmp_path)
+    assert held.is_file()
+
+
+# --------------------------------------------------------------------------- stopping
+
+
+def test_stop_run_ends_a_block_waiting_for_workers_that_never_come(tmp_path: Path) -> None:
+    """A block job's client waits on a cluster without workers; stop_run (what SIGINT and
+    SIGTERM call) ends the wait and refuses new block jobs of that run."""
+    import threading
+
+    from distributed import LocalCluster
+
+    from attnrmt.sweep.cluster import RunStopped, run_client, run_stop_reason, stop_run
+
+    run_dir = tmp_path / "results" / "stopped"
+    outcome: dict[str, BaseException] = {}
+    with LocalCluster(n_workers=0, processes=False, host="127.0.0.1", protocol="tcp://",
+                      dashboard_address="127.0.0.1:0") as cluster:
+        settings = ClusterSettings.from_config(
+            {"mode": "address", "address": cluster.scheduler_address}
+        )
+
+        def block() -> None:
+            with run_client(run_dir, settings) as client:
+                try:
+                    client.submit(sum, [1, 2]).result()
+                except BaseException as exc:  # the cancelled future
+                    outcome["error"] = exc
+
+        waiting = threading.Thread(target=block)
+        waiting.start()
+        for _ in range(600):  # until the task reached the scheduler (it can never run)
+            if cluster.scheduler.tasks:
+                break
+            waiting.join(0.05)
+        assert cluster.scheduler.tasks, "the block never submitted"
+        stop_run(run_dir, "test stop")
+        waiting.join(timeout=60)
+        assert not waiting.is_alive(), "the block kept waiting after stop_run"
+        assert "error" in outcome
+        assert run_stop_reason(run_dir) == "test stop"
+        with pytest.raises(RunStopped, match="test stop"), run_client(run_dir, settings):
+            pass
