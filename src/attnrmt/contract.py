@@ -57,3 +57,7 @@ def round_significant(value: float) -> float:
     so a grid point hashes the same whether it came from a linspace or was typed.
     """
     return float(f"{float(value):.{SIGNIFICANT_DIGITS}g}") + 0.0
+
+#: How a cell measures the spectrum of S (``docs/data-contract.md``, "cells.zarr"):
+#: ``full`` (all d eigenvalues, forms S) or ``top`` (matrix-free, the 2 top_k largest).
+SPECTRA: tuple[str, ...] = ("full", "top")

@@ -306,32 +306,6 @@ def test_bad_arguments_raise_value_error_naming_them(changes: dict, fragment: st
     assert fragment in str(error.value)
 
 
-@pytest.mark.parametrize("snr", [0.0, 2.0])
-def test_lanczos_population_eigenpairs_match_exact_reduction(snr: float) -> None:
-    # d = 400 >= _LANCZOS_MIN_D, so simulate_cell uses Lanczos for the population matrix.
-    # The stop rule (relative residual <= 1e-9) bounds eigenvalue errors by residual^2/gap
-    # (< 1e-12 relative) and eigenvector errors by residual/gap; with bulk-edge gaps of
-    # ~1e-3 relative that is < 1e-6, hence the tolerances below.
-    from attnrmt.model import cell
-
-    d, V = 400, 800
-    table = sample_table(d, V, snr, np.random.default_rng(0))
-    lower = cell.lower_gram(table.embeddings, 1 / (16 * V))
-    cell.add_rank_one(lower, -1 / 16, table.table_mean)
-    cell.add_rank_one(lower, 0.05, table.class_mean_difference)
-    dense = np.tril(lower) + np.tril(lower, -1).T
-    exact_values, exact_vectors = np.linalg.eigh(dense)
-    start = np.random.default_rng(1).standard_normal(d)
-    values, vectors = cell.lanczos_top_eigenpairs(lower, 3, start)
-    np.testing.assert_allclose(values, exact_values[::-1][:3], rtol=1e-12)
-    alignment = np.abs(np.sum(vectors * exact_vectors[:, ::-1][:, :3], axis=0))
-    np.testing.assert_allclose(alignment, 1.0, atol=1e-6)
-    # Not converged within the step budget -> None (the caller falls back to the reduction).
-    assert cell.lanczos_top_eigenpairs(lower, 3, start, max_steps=5) is None
-    fallback_values, _ = cell.top_eigenpairs(np.asfortranarray(lower.copy()), 3, None)
-    np.testing.assert_allclose(fallback_values, exact_values[::-1][:3], rtol=1e-12)
-
-
 def test_largest_allowed_snr_still_simulates_finite_numbers() -> None:
     """MAX_SNR (the config's ceiling too) is safely below where float64 overflows."""
     from attnrmt.model.cell import MAX_SNR

@@ -29,21 +29,33 @@ from __future__ import annotations
 
 import itertools
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, fields
 from numbers import Integral
 from typing import Any
 
 import numpy as np
-import scipy.linalg
 import scipy.sparse
-from scipy.linalg import blas, lapack
 
 from attnrmt._validation import check_int, check_positive
+from attnrmt.contract import SPECTRA
+from attnrmt.model._linalg import (
+    add_rank_one,
+    lower_gram,
+    operator_top_eigenpairs,
+    spectrum_and_top_eigenvectors,
+    top_eigenpairs,
+)
 from attnrmt.model.positional import positional_correlation, sample_signs, validate_positional
 from attnrmt.model.readout import ridge_readout_accuracy
-from attnrmt.model.table import helper_threads, realised_sizes, sample_table, sample_tokens
+from attnrmt.model.table import (
+    EmbeddingTable,
+    helper_threads,
+    realised_sizes,
+    sample_table,
+    sample_tokens,
+)
 from attnrmt.model.weights import (
     causal_attention_weights,
     pooling_scalars,
@@ -197,223 +209,22 @@ def pool(tokens: np.ndarray, token_weights: np.ndarray, embeddings: np.ndarray) 
     return pooled
 
 
-# ------------------------------------------------------------------------ linear algebra
-
-
-def lower_gram(rows: np.ndarray, scale: float) -> np.ndarray:
-    """``scale * rows^T rows`` (d x d) by one BLAS ``dsyrk``; only the lower triangle is set.
-
-    ``rows`` is C-ordered (n, d); the result is Fortran-ordered, the layout the symmetric
-    LAPACK/BLAS routines below read and update in place (the upper triangle is ignored).
-    """
-    return blas.dsyrk(scale, np.ascontiguousarray(rows, dtype=np.float64).T, trans=0, lower=1)
-
-
-def add_rank_one(lower: np.ndarray, coefficient: float, vector: np.ndarray) -> None:
-    """``lower += coefficient * vector vector^T`` on the lower triangle, in place (``dsyr``)."""
-    if coefficient != 0.0:
-        blas.dsyr(coefficient, vector, a=lower, lower=1, overwrite_a=1)
-
-
-def _tridiagonalize(lower: np.ndarray) -> tuple[np.ndarray, ...]:
-    """Householder reduction ``A = Q T Q^T`` of the lower triangle of ``lower`` (destroyed)."""
-    n = lower.shape[0]
-    # Blocked reduction needs the optimal workspace: scipy's default lwork is the minimum,
-    # which silently selects the unblocked (BLAS-2 only, ~2x slower) algorithm.
-    workspace, info = lapack.dsytrd_lwork(n, lower=1)
-    factored, diagonal, offdiagonal, tau, info = lapack.dsytrd(
-        lower, lower=1, lwork=max(int(workspace), 1), overwrite_a=1
+def population_rank_one_terms(
+    table_mean: np.ndarray,
+    class_mean_difference: np.ndarray,
+    alpha: float,
+    kappa: float,
+    sigma: float,
+    centered: bool,
+) -> tuple[tuple[float, np.ndarray], ...]:
+    """The rank-one part of the population matrix (module docstring; ``docs/model.md``,
+    "Population matrix"): ``((coefficient, vector), ...)`` such that the matrix is
+    ``(kappa/V) E E^T + sum coefficient vector vector^T``, i.e.
+    ``(sigma^2 [uncentred] - kappa) mbar mbar^T + (alpha - kappa) Dlt Dlt^T``."""
+    return (
+        (-kappa + (0.0 if centered else sigma**2), table_mean),
+        (alpha - kappa, class_mean_difference),
     )
-    if info != 0:  # pragma: no cover - LAPACK failure
-        raise np.linalg.LinAlgError(f"dsytrd failed with info={info}")
-    return factored, diagonal, offdiagonal, tau
-
-
-def _apply_householder(factored: np.ndarray, tau: np.ndarray, vectors: np.ndarray) -> np.ndarray:
-    """``Q @ vectors`` for ``Q = H(1) ... H(n-1)`` stored by ``dsytrd(lower=1)``.
-
-    ``H(i) = I - tau_i v_i v_i^T`` with ``v_i = (0_{i}, 1, factored[i+2:, i])`` (1-based
-    ``i``): on rows ``2..n`` these are the reflectors of a QR factorisation stored in
-    ``factored[1:, :-1]``, so LAPACK ``dormqr`` applies them (blocked, O(n^2 k) for k
-    vectors) to ``vectors[1:]``; row 1 is unchanged. This is what LAPACK's ``dormtr`` does
-    for ``uplo = 'L'`` (scipy does not wrap ``dormtr``).
-    """
-    result = np.array(vectors, dtype=np.float64, order="F", copy=True)
-    n, k = result.shape
-    if n < 2:
-        return result
-    reflectors = np.asfortranarray(factored[1:, :-1])
-    applied, _, info = lapack.dormqr(
-        "L", "N", reflectors, tau, result[1:], lwork=max(1, 64 * k), overwrite_c=1
-    )
-    if info != 0:  # pragma: no cover - LAPACK failure
-        raise np.linalg.LinAlgError(f"dormqr failed with info={info}")
-    result[1:] = applied
-    return result
-
-
-def spectrum_and_top_eigenvectors(lower: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """All eigenvalues (ascending) and the top-``k`` eigenvectors of a symmetric matrix.
-
-    One Householder tridiagonalisation ``A = Q T Q^T`` (``dsytrd``, blocked), all
-    eigenvalues of ``T`` (``dsterf``; together exactly what ``eigvalsh`` does), the
-    top-``k`` eigenvectors of ``T`` (bisection + inverse iteration, ``stebz`` + ``stein``)
-    and ``Q z`` by blocked reflectors (O(d^2 k)).
-
-    Parameters
-    ----------
-    lower : ndarray (d, d), Fortran order
-        Lower triangle holds the matrix (e.g. from :func:`lower_gram`); overwritten.
-    k : int
-
-    Returns
-    -------
-    eigenvalues : ndarray (d,), ascending
-    vectors : ndarray (d, k), unit columns, column ``j`` for the ``j``-th largest.
-    """
-    factored, diagonal, offdiagonal, tau = _tridiagonalize(lower)
-    eigenvalues, info = lapack.dsterf(diagonal.copy(), offdiagonal.copy())
-    if info != 0:  # pragma: no cover
-        raise np.linalg.LinAlgError(f"dsterf failed with info={info}")
-    _, vectors = _top_tridiagonal_eigenpairs(diagonal, offdiagonal, k)
-    return eigenvalues, _apply_householder(factored, tau, vectors)
-
-
-def _top_tridiagonal_eigenpairs(
-    diagonal: np.ndarray, offdiagonal: np.ndarray, k: int
-) -> tuple[np.ndarray, np.ndarray]:
-    """Top-``k`` eigenpairs of a symmetric tridiagonal matrix, descending.
-
-    Bisection for the eigenvalues with indices ``n-k+1 .. n`` (``dstebz``, block order)
-    and inverse iteration for their vectors (``dstein``), called directly: this runs
-    inside the Lanczos loop, where ``scipy.linalg.eigh_tridiagonal``'s checks would cost
-    more than the LAPACK work.
-    """
-    n = diagonal.size
-    if n == 1:
-        return diagonal.copy(), np.ones((1, 1))
-    found, values, blocks, splits, info = lapack.dstebz(
-        diagonal, offdiagonal, 2, 0.0, 0.0, n - k + 1, n, 0.0, "B"
-    )
-    if info != 0:  # pragma: no cover - LAPACK failure
-        raise np.linalg.LinAlgError(f"dstebz failed with info={info}")
-    values = values[:found]
-    vectors, info = lapack.dstein(diagonal, offdiagonal, values, blocks, splits)
-    if info != 0:  # pragma: no cover
-        raise np.linalg.LinAlgError(f"dstein failed with info={info}")
-    order = np.argsort(values)[::-1]
-    return values[order], np.ascontiguousarray(vectors[:, order])
-
-
-# Population eigenpairs: Lanczos for d >= this (below it the exact reduction is as cheap).
-_LANCZOS_MIN_D = 300
-# Lanczos stops when every top-k Ritz pair has residual ||P v - theta v|| <= this times the
-# largest Ritz value. Eigenvalue errors are then <= residual^2 / gap (far below 1e-12
-# relative) and eigenvector errors <= residual / gap, ~1e-7 for the bulk-edge gaps
-# (~1e-3 relative) at d = 2000: overlaps are exact to ~1e-6 or better.
-_LANCZOS_TOL = 1e-9
-_LANCZOS_CHECK_EVERY = 8
-
-
-def lanczos_top_eigenpairs(
-    lower: np.ndarray,
-    k: int,
-    start: np.ndarray,
-    *,
-    tol: float = _LANCZOS_TOL,
-    max_steps: int | None = None,
-) -> tuple[np.ndarray, np.ndarray] | None:
-    """Top-``k`` eigenpairs by Lanczos with full reorthogonalisation, or ``None``.
-
-    Each step is one symmetric matrix-vector product on the lower triangle (``dsymv``,
-    reads d^2/2 numbers), the three-term recurrence, and a classical Gram-Schmidt pass
-    against all previous Lanczos vectors (a second one when the first removed more than
-    30% of the norm). Every ``_LANCZOS_CHECK_EVERY`` steps the top-k Ritz pairs of the
-    tridiagonal matrix are formed and the run stops once every residual
-    ``|beta_m y_{m,i}|`` (exactly ``||A v_i - theta_i v_i||``) is at most
-    ``tol * |theta_1|``.
-
-    Parameters
-    ----------
-    lower : ndarray (d, d), Fortran order
-        Lower triangle holds the matrix; not modified.
-    k : int
-    start : ndarray (d,)
-        Start vector (should have a random component, so that no eigenvector is missed).
-    tol : float
-        Relative residual tolerance.
-    max_steps : int, optional
-        At most this many steps (default ``min(d, max(400, 10 k))``).
-
-    Returns
-    -------
-    (values descending (k,), unit vectors (d, k)) or ``None`` when not converged within
-    ``max_steps`` or the Krylov space is exhausted before k pairs converge (the caller then
-    uses the exact reduction).
-    """
-    n = lower.shape[0]
-    max_steps = min(n, max_steps or max(400, 10 * k))
-    basis = np.empty((max_steps + 1, n))  # Lanczos vectors as rows
-    diagonal = np.empty(max_steps)
-    offdiagonal = np.empty(max_steps)
-    basis[0] = start / np.sqrt(np.sum(start**2))
-    for step in range(max_steps):
-        previous = basis[: step + 1].T  # (n, step+1), Fortran-contiguous view
-        vector = blas.dsymv(1.0, lower, basis[step], lower=1)
-        if step > 0:  # three-term recurrence first ...
-            vector -= offdiagonal[step - 1] * basis[step - 1]
-        diagonal[step] = np.dot(basis[step], vector)
-        vector -= diagonal[step] * basis[step]
-        # ... then full reorthogonalisation by classical Gram-Schmidt, repeated only when a
-        # pass removes a sizeable part (DGKS criterion, "twice is enough").
-        for _ in range(2):
-            before = np.sqrt(np.sum(vector**2))
-            coefficients = blas.dgemv(1.0, previous, vector, trans=1)
-            vector = blas.dgemv(-1.0, previous, coefficients, beta=1.0, y=vector, overwrite_y=1)
-            offdiagonal[step] = np.sqrt(np.sum(vector**2))
-            if offdiagonal[step] > 0.7 * before:
-                break
-        size = step + 1
-        exhausted = offdiagonal[step] <= 1e-14 * max(np.abs(diagonal[:size]).max(), 1e-300)
-        if size >= k and (exhausted or size % _LANCZOS_CHECK_EVERY == 0 or size == max_steps):
-            values, ritz = _top_tridiagonal_eigenpairs(
-                diagonal[:size], offdiagonal[: size - 1], k
-            )
-            residuals = np.abs(offdiagonal[step] * ritz[-1])
-            if np.all(residuals <= tol * max(abs(values[0]), 1e-300)):
-                vectors = blas.dgemm(1.0, basis[:size].T, ritz)
-                return values, vectors / np.sqrt(np.sum(vectors**2, axis=0))
-        if exhausted:
-            return None
-        basis[step + 1] = vector / offdiagonal[step]
-    return None
-
-
-def top_eigenpairs(
-    lower: np.ndarray, k: int, start: np.ndarray | None = None
-) -> tuple[np.ndarray, np.ndarray]:
-    """Top-``k`` eigenvalues (descending) and unit eigenvectors (d, k) of a symmetric matrix.
-
-    For ``d >= _LANCZOS_MIN_D`` with a ``start`` vector: :func:`lanczos_top_eigenpairs`
-    (typically 60-120 matrix-vector products, 3-5x cheaper than a reduction on one core).
-    Otherwise, or if Lanczos does not converge: the exact route, tridiagonalisation +
-    ``stebz``/``stein`` for the k selected eigenpairs + blocked back-transformation.
-
-    Parameters
-    ----------
-    lower : ndarray (d, d), Fortran order
-        Lower triangle holds the matrix; overwritten by the exact route.
-    k : int
-    start : ndarray (d,), optional
-        Lanczos start vector.
-    """
-    if start is not None and lower.shape[0] >= _LANCZOS_MIN_D:
-        found = lanczos_top_eigenpairs(lower, k, start)
-        if found is not None:
-            return found
-    factored, diagonal, offdiagonal, tau = _tridiagonalize(lower)
-    values, vectors = _top_tridiagonal_eigenpairs(diagonal, offdiagonal, k)
-    return values, _apply_householder(factored, tau, vectors)
 
 
 def population_matrix(
@@ -428,13 +239,82 @@ def population_matrix(
     """Population version of ``S`` given the table (spec §5), on the lower triangle.
 
     ``kappa G - kappa mbar mbar^T + (alpha - kappa) Dlt Dlt^T`` (``Sigma_E``), plus
-    ``sigma^2 mbar mbar^T`` when ``S`` is uncentred. ``table_gram`` holds the lower
-    triangle of ``kappa G = (kappa/V) E E^T`` (Fortran order, see :func:`lower_gram`) and
-    is updated in place and returned.
+    ``sigma^2 mbar mbar^T`` when ``S`` is uncentred (:func:`population_rank_one_terms`).
+    ``table_gram`` holds the lower triangle of ``kappa G = (kappa/V) E E^T`` (Fortran
+    order, see :func:`attnrmt.model._linalg.lower_gram`) and is updated in place and
+    returned.
     """
-    add_rank_one(table_gram, -kappa + (0.0 if centered else sigma**2), table_mean)
-    add_rank_one(table_gram, alpha - kappa, class_mean_difference)
+    terms = population_rank_one_terms(
+        table_mean, class_mean_difference, alpha, kappa, sigma, centered
+    )
+    for coefficient, vector in terms:
+        add_rank_one(table_gram, coefficient, vector)
     return table_gram
+
+
+Operator = Callable[[np.ndarray], np.ndarray]
+
+
+def _with_rank_one(
+    apply: Operator, terms: Sequence[tuple[float, np.ndarray]]
+) -> Operator:
+    """``X -> apply(X) + sum_i c_i v_i (v_i^T X)`` (O(d b) extra per block of b vectors)."""
+    terms = [(coefficient, vector) for coefficient, vector in terms if coefficient != 0.0]
+
+    def corrected(block: np.ndarray) -> np.ndarray:
+        product = apply(block)
+        for coefficient, vector in terms:
+            product += np.outer(coefficient * vector, vector @ block)
+        return product
+
+    return corrected
+
+
+def sample_operator(
+    incidence: scipy.sparse.csr_array, embeddings: np.ndarray, centered: bool
+) -> Operator:
+    """``X -> S X`` without forming ``S`` (``docs/model.md``, "Sample matrix").
+
+    ``S = C^T C / N - [centred] cbar cbar^T`` with ``C = W E`` (``W`` the sparse N x V
+    token incidence of :func:`token_incidence`, T nonzeros a row) and ``cbar = 1^T C / N``
+    (centring as a rank-one correction). Working in the smaller of N and V: for ``N < V``
+    the pooled matrix ``C`` (N x d, no larger than ``E``) is formed once and
+    ``X -> C^T (C X) / N`` costs O(N d b); otherwise ``X -> E^T W^T W E X / N`` costs
+    O(V d b + N T b) for a block of b vectors. Memory: O(min(N, V) d).
+    """
+    n_samples = incidence.shape[0]
+    pooled_mean = (incidence.sum(axis=0) @ embeddings) / n_samples
+    if n_samples < incidence.shape[1]:
+        pooled = incidence @ embeddings
+
+        def gram(block: np.ndarray) -> np.ndarray:
+            product = pooled.T @ (pooled @ block)
+            product /= n_samples
+            return product
+    else:
+        transposed = incidence.T.tocsr()
+
+        def gram(block: np.ndarray) -> np.ndarray:
+            product = embeddings.T @ (transposed @ (incidence @ (embeddings @ block)))
+            product /= n_samples
+            return product
+
+    return _with_rank_one(gram, [(-1.0, pooled_mean)] if centered else [])
+
+
+def population_operator(
+    embeddings: np.ndarray, terms: Sequence[tuple[float, np.ndarray]], kappa: float
+) -> Operator:
+    """``X -> P X`` for the population matrix ``P = (kappa/V) E E^T + rank-one terms``
+    (:func:`population_rank_one_terms`) without forming it: O(V d b) per block of b."""
+    scale = kappa / embeddings.shape[0]
+
+    def gram(block: np.ndarray) -> np.ndarray:
+        product = embeddings.T @ (embeddings @ block)
+        product *= scale
+        return product
+
+    return _with_rank_one(gram, terms)
 
 
 def squared_overlaps(vectors: np.ndarray, direction: np.ndarray) -> np.ndarray:
@@ -465,6 +345,7 @@ def simulate_cell(
     centered: bool = True,
     top_k: int = 3,
     seed: int | Sequence[int] = 0,
+    spectrum: str = "full",
 ) -> CellResult:
     """Simulate one cell of the generative model (spec §1) and measure it (spec §1, §5).
 
@@ -491,7 +372,15 @@ def simulate_cell(
         Entropy of a :class:`numpy.random.SeedSequence` (what ``numpy.random.default_rng``
         takes). Independent child streams draw the table, the signs, the tokens and the
         Lanczos start vector, so two cells with the same seed share their table and
-        tokens whatever their weights (common random numbers).
+        tokens whatever their weights (common random numbers), and whatever their
+        ``spectrum``.
+    spectrum : {"full", "top"}
+        ``"full"``: form ``S`` and the population matrix, all ``d`` eigenvalues of ``S``
+        (O(d^3) time, O(d^2) memory). ``"top"``: matrix-free block Lanczos, no d x d
+        matrix; ``eigenvalues`` then holds the ``min(2 top_k, d)`` largest eigenvalues,
+        ascending, and all other fields are the same as the full route's to 1e-10 relative
+        (eigenvalues) and ~1e-7 (overlaps) (O((V d + N T) m) time for m Krylov vectors,
+        O(V d) memory).
 
     Returns
     -------
@@ -506,6 +395,8 @@ def simulate_cell(
     d, delta, gamma, T, snr, centered, top_k, V, N = _check_cell_arguments(
         d, delta, gamma, T, snr, centered, top_k
     )
+    if spectrum not in SPECTRA:
+        raise ValueError(f"spectrum={spectrum!r}: must be one of {list(SPECTRA)}")
     positional_spec = validate_positional(positional, T)
     weights_spec = validate_weights(weights, T)
     seed_words = _check_seed(seed)
@@ -527,39 +418,14 @@ def simulate_cell(
         effective_weights = pooling_weights(weights_spec, T, R)
         token_weights = effective_weights
     alpha, kappa, sigma = pooling_scalars(effective_weights, R)
-    pooled = pool(tokens, token_weights, table.embeddings)  # (N, d)
-    del tokens, token_weights
-
-    downstream_accuracy = (
-        ridge_readout_accuracy(pooled, labels.astype(np.float64))
-        if labels is not None
-        else float("nan")
+    population_terms = population_rank_one_terms(
+        table.table_mean, table.class_mean_difference, alpha, kappa, sigma, centered
     )
-    # S = (1/N) sum_n c_n c_n^T, minus the outer product of the mean when centred
-    # (algebraically the same as centring the rows first, without another pass over them).
-    sample_lower = lower_gram(pooled, 1.0 / N)
-    if centered:
-        add_rank_one(sample_lower, -1.0, pooled.mean(axis=0))
-    del pooled
-    eigenvalues, top_vectors = spectrum_and_top_eigenvectors(sample_lower, top_k)
-    del sample_lower
-
-    population = population_matrix(
-        lower_gram(table.embeddings, kappa / V),
-        table.table_mean,
-        table.class_mean_difference,
-        alpha,
-        kappa,
-        sigma,
-        centered,
+    measure = _measure_top if spectrum == "top" else _measure_full
+    eigenvalues, top_vectors, pop_top_eigenvalues, pop_vectors, downstream_accuracy = measure(
+        table, tokens, token_weights, labels, population_terms, kappa, centered, top_k,
+        solver_stream,
     )
-    # Lanczos start: the spike directions plus an equal-weight random part (so that no
-    # eigenvector is orthogonal to it), drawn from the cell's own stream.
-    start = solver_stream.standard_normal(d)
-    for direction in (table.class_mean_difference, table.table_mean):
-        start += np.sqrt(d) * direction / max(np.sqrt(np.sum(direction**2)), 1e-300)
-    pop_top_eigenvalues, pop_vectors = top_eigenpairs(population, top_k, start)
-    del population
 
     return CellResult(
         eigenvalues=_readonly(eigenvalues),
@@ -580,6 +446,110 @@ def simulate_cell(
         downstream_accuracy=float(downstream_accuracy),
         compute_seconds=time.perf_counter() - start_time,
     )
+
+
+def _readout(pooled: np.ndarray, labels: np.ndarray | None) -> float:
+    """Downstream accuracy of the ridge readout of ``y`` (NaN without labels)."""
+    if labels is None:
+        return float("nan")
+    return ridge_readout_accuracy(pooled, labels.astype(np.float64))
+
+
+def _spike_start(d: int, table: EmbeddingTable, rng: np.random.Generator, width: int) -> np.ndarray:
+    """Krylov start: random Gaussian columns, the first two plus the spike directions
+    ``Dlt``, ``mbar`` at equal weight (so the outliers are found in the first blocks and no
+    eigenvector is orthogonal to the start). (d, width); width 1 gives the full route's
+    start vector."""
+    start = rng.standard_normal((d, width)) if width > 1 else rng.standard_normal(d)[:, None]
+    for column, direction in enumerate((table.class_mean_difference, table.table_mean)):
+        norm = max(np.sqrt(np.sum(direction**2)), 1e-300)
+        start[:, column if width > 1 else 0] += np.sqrt(d) * direction / norm
+    return start
+
+
+_Measured = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, float]
+
+
+def _measure_full(
+    table: EmbeddingTable,
+    tokens: np.ndarray,
+    token_weights: np.ndarray,
+    labels: np.ndarray | None,
+    population_terms: tuple[tuple[float, np.ndarray], ...],
+    kappa: float,
+    centered: bool,
+    top_k: int,
+    solver_stream: np.random.Generator,
+) -> _Measured:
+    """The full route: form ``S`` and the population matrix, all eigenvalues of ``S``.
+
+    O(N d^2 + V d^2 + d^3) time, O(d^2 + (N + V) d) memory (module docstring).
+    Returns (eigenvalues ascending (d,), top vectors of S (d, k), population values
+    descending (k,), population vectors (d, k), downstream accuracy).
+    """
+    n_samples, V = tokens.shape[0], table.vocabulary_size
+    pooled = pool(tokens, token_weights, table.embeddings)  # (N, d)
+    downstream_accuracy = _readout(pooled, labels)
+    # S = (1/N) sum_n c_n c_n^T, minus the outer product of the mean when centred
+    # (algebraically the same as centring the rows first, without another pass over them).
+    sample_lower = lower_gram(pooled, 1.0 / n_samples)
+    if centered:
+        add_rank_one(sample_lower, -1.0, pooled.mean(axis=0))
+    del pooled
+    eigenvalues, top_vectors = spectrum_and_top_eigenvectors(sample_lower, top_k)
+    del sample_lower
+
+    population = lower_gram(table.embeddings, kappa / V)
+    for coefficient, vector in population_terms:
+        add_rank_one(population, coefficient, vector)
+    # Lanczos start: the spike directions plus an equal-weight random part, drawn from the
+    # cell's own stream.
+    start = _spike_start(table.dimension, table, solver_stream, 1)[:, 0]
+    pop_values, pop_vectors = top_eigenpairs(population, top_k, start)
+    return eigenvalues, top_vectors, pop_values, pop_vectors, downstream_accuracy
+
+
+# Block width of the top route's Krylov solver (benchmark ``krylov_methods``).
+TOP_BLOCK_WIDTH = 8
+
+
+def _measure_top(
+    table: EmbeddingTable,
+    tokens: np.ndarray,
+    token_weights: np.ndarray,
+    labels: np.ndarray | None,
+    population_terms: tuple[tuple[float, np.ndarray], ...],
+    kappa: float,
+    centered: bool,
+    top_k: int,
+    solver_stream: np.random.Generator,
+) -> _Measured:
+    """The top route: the ``2 top_k`` largest eigenvalues of ``S`` and the ``top_k`` largest
+    eigenpairs of both matrices, matrix-free (:func:`sample_operator`,
+    :func:`population_operator`, :func:`attnrmt.model._linalg.operator_top_eigenpairs`).
+
+    O(m (V d + N T)) time for a Krylov basis of m columns (typically 100-300), O(V d + m d)
+    memory: no d x d matrix is formed (for d > ``DENSE_TOP_MAX_N``). ``label`` models
+    also form the pooled matrix (N x d) for the readout.
+    Returns (the ``min(2 top_k, d)`` largest eigenvalues ascending, ...) as
+    :func:`_measure_full`.
+    """
+    d, V = table.dimension, table.vocabulary_size
+    incidence = token_incidence(tokens, token_weights, V)
+    downstream_accuracy = (
+        _readout(incidence @ table.embeddings, labels) if labels is not None else float("nan")
+    )
+    n_values = min(2 * top_k, d)
+    width = min(TOP_BLOCK_WIDTH, d)
+    values, top_vectors = operator_top_eigenpairs(
+        sample_operator(incidence, table.embeddings, centered),
+        _spike_start(d, table, solver_stream, width), n_values, top_k, solver_stream,
+    )
+    pop_values, pop_vectors = operator_top_eigenpairs(
+        population_operator(table.embeddings, population_terms, kappa),
+        _spike_start(d, table, solver_stream, width), min(top_k + 1, d), top_k, solver_stream,
+    )
+    return values[::-1].copy(), top_vectors, pop_values[:top_k], pop_vectors, downstream_accuracy
 
 
 __all__ = [
