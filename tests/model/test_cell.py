@@ -318,3 +318,78 @@ def test_largest_allowed_snr_still_simulates_finite_numbers() -> None:
         # the signal dominates: the top eigenvector is u, the outlier ~ (alpha/kappa) snr
         assert result.overlap_signal[0] == pytest.approx(1.0, abs=1e-9)
         assert result.pop_overlap_signal[0] == pytest.approx(1.0, abs=1e-9)
+
+
+# ------------------------------------------------------------------ spectrum="top" route
+
+# Top route against full route, same seed (same table and tokens). Both are float64 linear
+# algebra; the top route's stop rule bounds its eigenvalue errors by 1e-10 relative and its
+# eigenvector angles by 5e-7 (model/_linalg.py), so the contract tolerances 1e-8 and 1e-6
+# hold with margin (measured: <= 2e-14 and <= 1e-12 at d = 1000-2000).
+TOP_VALUE_RTOL = 1e-8
+TOP_OVERLAP_ATOL = 1e-6
+TOP_CASES = [
+    # (positional, weights, centered, delta, gamma, snr)
+    ({"kind": "iid"}, "mean", True, 0.5, 0.5, 2.0),
+    ({"kind": "prefix", "L": 3}, "harmonic", False, 2.0, 0.5, 1.0),
+    ({"kind": "markov", "r": 0.5}, "optimal", True, 0.5, 2.0, 3.0),
+    ({"kind": "label", "rho0": 0.6, "L": 3}, {"kind": "causal_attention", "tau": 1.0}, True,
+     1.5, 1.5, 1.5),
+    ({"kind": "custom", "R": np.eye(6).tolist()}, {"kind": "custom", "values": [1, 0, 0, 0, 0, 1]},
+     False, 0.8, 1.2, 0.5),
+]
+
+
+def assert_top_matches_full(top: CellResult, full: CellResult, top_k: int) -> None:
+    """Every field of the top cell equals the full cell's (eigenvalues: the top 2k)."""
+    n_values = min(2 * top_k, full.eigenvalues.size)
+    assert top.eigenvalues.shape == (n_values,)
+    assert np.all(np.diff(top.eigenvalues) >= 0)  # ascending
+    np.testing.assert_allclose(top.eigenvalues, full.eigenvalues[-n_values:],
+                               rtol=TOP_VALUE_RTOL)
+    for name in ("top_eigenvalues", "pop_top_eigenvalues"):
+        np.testing.assert_allclose(getattr(top, name), getattr(full, name), rtol=TOP_VALUE_RTOL)
+    for name in ("overlap_signal", "overlap_class_mean", "overlap_table_mean",
+                 "pop_overlap_signal"):
+        np.testing.assert_allclose(getattr(top, name), getattr(full, name),
+                                   atol=TOP_OVERLAP_ATOL, err_msg=name)
+    for name in ("alpha", "kappa", "sigma", "V", "N"):
+        assert getattr(top, name) == getattr(full, name)
+    np.testing.assert_array_equal(top.effective_weights, full.effective_weights)
+    np.testing.assert_equal(top.downstream_accuracy, full.downstream_accuracy)
+
+
+@pytest.mark.parametrize(("positional", "weights", "centered", "delta", "gamma", "snr"),
+                         TOP_CASES)
+def test_top_route_matches_full_route(
+    positional: dict, weights, centered: bool, delta: float, gamma: float, snr: float
+) -> None:
+    """d = 400 > DENSE_TOP_MAX_N: the block Lanczos route, over R models, weights,
+    centring and delta, gamma on both sides of 1."""
+    cell = {"d": 400, "delta": delta, "gamma": gamma, "T": 6, "positional": positional,
+            "weights": weights, "snr": snr, "centered": centered, "top_k": 3, "seed": 11}
+    assert_top_matches_full(simulate_cell(**cell, spectrum="top"), simulate_cell(**cell), 3)
+
+
+def test_top_route_matches_full_route_at_the_sample_threshold() -> None:
+    """At the finite_vocab sample threshold (iid, mean, delta = gamma = 0.5: snr 1.28) the
+    outlier touches the bulk edge: the top pairs are separated by bulk-edge spacings, the
+    hard case for the Krylov stop rule (tests/model/test_linalg.py checks a 1e-5 gap).
+    d = 1000 (the contract promises equality up to d = 2000)."""
+    cell = {"d": 1000, "delta": 0.5, "gamma": 0.5, "T": 8, "positional": "iid",
+            "weights": "mean", "snr": 1.28, "top_k": 3, "seed": 2}
+    top, full = simulate_cell(**cell, spectrum="top"), simulate_cell(**cell)
+    gaps = -np.diff(full.eigenvalues[::-1][:4]) / full.eigenvalues[-1]
+    assert gaps.min() < 0.02  # really next to the edge: relative gaps of bulk-edge size
+    assert_top_matches_full(top, full, 3)
+
+
+def test_top_route_small_d_uses_the_dense_route_and_validates() -> None:
+    """d <= DENSE_TOP_MAX_N forms the matrix (same answer); top_k = d keeps all d values;
+    a bad spectrum is named."""
+    cell = {**BASE, "seed": 4, "top_k": 2}
+    assert_top_matches_full(simulate_cell(**cell, spectrum="top"), simulate_cell(**cell), 2)
+    tiny = {**BASE, "d": 4, "seed": 4, "top_k": 4}
+    assert_top_matches_full(simulate_cell(**tiny, spectrum="top"), simulate_cell(**tiny), 4)
+    with pytest.raises(ValueError, match="spectrum='partial'"):
+        simulate_cell(**BASE, spectrum="partial")

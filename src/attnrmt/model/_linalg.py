@@ -19,7 +19,7 @@ process measured it faster than the library route it replaces (``benchmarks/benc
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 
 import numpy as np
 import scipy.linalg
@@ -264,7 +264,7 @@ BLOCK_VECTOR_TOL = 1e-7  # r <= this * gap: squared overlaps to ~2e-7
 # individual eigenvectors are not determined by any float64 route.
 BLOCK_FLOOR_TOL = 1e-13
 _BLOCK_CHECK_EVERY = 2
-_BLOCK_MAX_COLUMNS = 1200
+_BLOCK_MAX_COLUMNS = 2000
 
 
 def _orthonormal_block(
@@ -315,8 +315,8 @@ def block_lanczos_top(
     - every value: ``r_i <= value_tol |theta_i|`` (``|theta_i - lambda_i| <= r_i``);
     - every vector: ``r_i <= vector_tol gap_i``, ``gap_i`` the distance from ``theta_i`` to
       the nearest other Ritz value, so the angle to the eigenvector is at most
-      ``vector_tol``. A residual-only rule would stop next to the threshold, where the
-      outlier is within ~1e-5 of the bulk edge, with vectors off by ``r/gap``;
+      ``vector_tol`` (a residual alone bounds it only by ``r/gap``, large next to a BBP
+      threshold where the outlier is close to the bulk edge);
     - or ``r_i <= BLOCK_FLOOR_TOL |theta_1|`` (rounding floor, module constants).
 
     Parameters
@@ -343,14 +343,61 @@ def block_lanczos_top(
     Cost: O(m (cost of A on one vector) + n m^2) time for a basis of m columns, O(n m)
     memory.
     """
+    options = {"value_tol": value_tol, "vector_tol": vector_tol, "max_columns": max_columns}
+    (found,) = run_lanczos_together(
+        lambda blocks: [apply(blocks[0])],
+        [_block_lanczos_steps(start, n_values, n_vectors, rng, **options)],
+    )
+    return found
+
+
+LanczosSteps = Generator[np.ndarray, np.ndarray, "tuple[np.ndarray, np.ndarray] | None"]
+
+
+def run_lanczos_together(
+    apply_all: Callable[[list[np.ndarray | None]], list[np.ndarray | None]],
+    runs: list[LanczosSteps],
+) -> list[tuple[np.ndarray, np.ndarray] | None]:
+    """Drive several block Lanczos iterations in lockstep.
+
+    Every round hands the pending block of each unfinished run to one call of
+    ``apply_all`` (``None`` where a run has finished), so operators that share a costly
+    factor (the top route's ``S`` and population matrix both multiply by the table ``E``)
+    pay for it once per round. Returns each run's result (see :func:`block_lanczos_top`).
+    """
+    results: list[tuple[np.ndarray, np.ndarray] | None] = [None] * len(runs)
+    pending: list[np.ndarray | None] = [next(run) for run in runs]
+    while any(block is not None for block in pending):
+        products = apply_all(pending)
+        for index, run in enumerate(runs):
+            if pending[index] is None:
+                continue
+            try:
+                pending[index] = run.send(products[index])
+            except StopIteration as finished:
+                results[index], pending[index] = finished.value, None
+    return results
+
+
+def _block_lanczos_steps(
+    start: np.ndarray,
+    n_values: int,
+    n_vectors: int,
+    rng: np.random.Generator,
+    *,
+    value_tol: float = BLOCK_VALUE_TOL,
+    vector_tol: float = BLOCK_VECTOR_TOL,
+    max_columns: int = _BLOCK_MAX_COLUMNS,
+) -> LanczosSteps:
+    """The iteration of :func:`block_lanczos_top` as a generator: yields each block to be
+    multiplied by the operator, receives the product, returns the result."""
     n, width = start.shape
     capacity = min(max_columns, n) // width * width
     basis = np.empty((n, capacity), order="F")
     projected = np.zeros((capacity, capacity))
-    empty = basis[:, :0]
-    block, _ = _orthonormal_block(start, empty, 1.0, rng)
+    block, _ = _orthonormal_block(start, basis[:, :0], 1.0, rng)
     basis[:, :width] = block
-    product = apply(block)
+    product = yield block
     end, steps, scale = width, 0, 0.0
     wanted = n_values + 1  # one more Ritz value than needed: the gap below the last vector
     while True:
@@ -386,7 +433,7 @@ def block_lanczos_top(
         projected[end : end + width, low:end] = coupling
         projected[low:end, end : end + width] = coupling.T
         end += width
-        product = apply(block)
+        product = yield block
 
 
 def _converged(
@@ -429,20 +476,36 @@ def dense_top_eigenpairs(
 DENSE_TOP_MAX_N = 200
 
 
-def operator_top_eigenpairs(
-    apply: Callable[[np.ndarray], np.ndarray],
-    start: np.ndarray,
-    n_values: int,
-    n_vectors: int,
+def shared_operator_top_eigenpairs(
+    apply_all: Callable[[list[np.ndarray | None]], list[np.ndarray | None]],
+    starts: list[np.ndarray],
+    n_values: list[int],
+    n_vectors: list[int],
     rng: np.random.Generator,
-) -> tuple[np.ndarray, np.ndarray]:
-    """Top eigenpairs of a symmetric operator: :func:`block_lanczos_top`, or
-    :func:`dense_top_eigenpairs` for ``n <= DENSE_TOP_MAX_N`` or when Lanczos stops short.
-
-    Returns ``(values descending (n_values,), unit vectors (n, n_vectors))``.
+) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Top eigenpairs of several symmetric operators applied together (``apply_all``, as
+    in :func:`run_lanczos_together`): block Lanczos in lockstep, or
+    :func:`dense_top_eigenpairs` for ``n <= DENSE_TOP_MAX_N`` or an operator whose Lanczos
+    stopped short. Returns ``[(values descending, unit vectors (n, n_vectors)), ...]``.
     """
-    n = start.shape[0]
-    found = None
+    n = starts[0].shape[0]
+
+    def alone(index: int) -> Callable[[np.ndarray], np.ndarray]:
+        def apply(block: np.ndarray) -> np.ndarray:
+            blocks: list[np.ndarray | None] = [None] * len(starts)
+            blocks[index] = block
+            return apply_all(blocks)[index]
+
+        return apply
+
+    found: list[tuple[np.ndarray, np.ndarray] | None] = [None] * len(starts)
     if n > DENSE_TOP_MAX_N:
-        found = block_lanczos_top(apply, start, n_values, n_vectors, rng=rng)
-    return found if found is not None else dense_top_eigenpairs(apply, n, n_values, n_vectors)
+        found = run_lanczos_together(apply_all, [
+            _block_lanczos_steps(start, values, vectors, rng)
+            for start, values, vectors in zip(starts, n_values, n_vectors, strict=True)
+        ])
+    return [
+        pair if pair is not None
+        else dense_top_eigenpairs(alone(index), n, n_values[index], n_vectors[index])
+        for index, pair in enumerate(found)
+    ]

@@ -43,7 +43,7 @@ from attnrmt.contract import SPECTRA
 from attnrmt.model._linalg import (
     add_rank_one,
     lower_gram,
-    operator_top_eigenpairs,
+    shared_operator_top_eigenpairs,
     spectrum_and_top_eigenvectors,
     top_eigenpairs,
 )
@@ -252,69 +252,70 @@ def population_matrix(
     return table_gram
 
 
-Operator = Callable[[np.ndarray], np.ndarray]
+Blocks = list[np.ndarray | None]
 
 
-def _with_rank_one(
-    apply: Operator, terms: Sequence[tuple[float, np.ndarray]]
-) -> Operator:
-    """``X -> apply(X) + sum_i c_i v_i (v_i^T X)`` (O(d b) extra per block of b vectors)."""
-    terms = [(coefficient, vector) for coefficient, vector in terms if coefficient != 0.0]
-
-    def corrected(block: np.ndarray) -> np.ndarray:
-        product = apply(block)
-        for coefficient, vector in terms:
+def _add_rank_one_terms(
+    product: np.ndarray, block: np.ndarray, terms: Sequence[tuple[float, np.ndarray]]
+) -> np.ndarray:
+    """``product += sum_i c_i v_i (v_i^T block)`` in place (O(d b) per term)."""
+    for coefficient, vector in terms:
+        if coefficient != 0.0:
             product += np.outer(coefficient * vector, vector @ block)
-        return product
-
-    return corrected
+    return product
 
 
-def sample_operator(
-    incidence: scipy.sparse.csr_array, embeddings: np.ndarray, centered: bool
-) -> Operator:
-    """``X -> S X`` without forming ``S`` (``docs/model.md``, "Sample matrix").
+def table_operators(
+    incidence: scipy.sparse.csr_array,
+    embeddings: np.ndarray,
+    centered: bool,
+    population_terms: Sequence[tuple[float, np.ndarray]],
+    kappa: float,
+) -> Callable[[Blocks], Blocks]:
+    """``[X_S, X_P] -> [S X_S, P X_P]`` without forming ``S`` or ``P`` (either may be None).
 
     ``S = C^T C / N - [centred] cbar cbar^T`` with ``C = W E`` (``W`` the sparse N x V
-    token incidence of :func:`token_incidence`, T nonzeros a row) and ``cbar = 1^T C / N``
-    (centring as a rank-one correction). Working in the smaller of N and V: for ``N < V``
-    the pooled matrix ``C`` (N x d, no larger than ``E``) is formed once and
-    ``X -> C^T (C X) / N`` costs O(N d b); otherwise ``X -> E^T W^T W E X / N`` costs
-    O(V d b + N T b) for a block of b vectors. Memory: O(min(N, V) d).
+    token incidence of :func:`token_incidence`, T nonzeros a row; ``cbar = 1^T C / N``, so
+    centring is a rank-one correction) and ``P = (kappa/V) E^T E + rank-one terms``
+    (:func:`population_rank_one_terms`; ``docs/model.md``, "Population matrix"). Both
+    products go through the table: ``Z = E [X_S, X_P]`` in one pass over ``E``, then
+    ``W^T W Z_S / N`` (sparse, O(N T b)) and ``kappa Z_P / V``, then one pass of ``E^T``.
+    So a round costs two passes over ``E`` (O(V d b)) for both matrices; the block
+    Lanczos runs of the two matrices advance in lockstep
+    (:func:`attnrmt.model._linalg.run_lanczos_together`). Memory: ``E`` and O(V b).
     """
-    n_samples = incidence.shape[0]
-    pooled_mean = (incidence.sum(axis=0) @ embeddings) / n_samples
-    if n_samples < incidence.shape[1]:
-        pooled = incidence @ embeddings
+    n_samples, V = incidence.shape
+    transposed = incidence.T.tocsr()
+    sample_terms = [(-1.0, (incidence.sum(axis=0) @ embeddings) / n_samples)] if centered else []
+    population_scale = kappa / V
 
-        def gram(block: np.ndarray) -> np.ndarray:
-            product = pooled.T @ (pooled @ block)
-            product /= n_samples
-            return product
-    else:
-        transposed = incidence.T.tocsr()
+    def apply_all(blocks: Blocks) -> Blocks:
+        present = [block for block in blocks if block is not None]
+        table_products = embeddings @ np.hstack(present)  # (V, sum of widths)
+        column, mixed = 0, []
+        for index, block in enumerate(blocks):
+            if block is None:
+                continue
+            part = table_products[:, column : column + block.shape[1]]
+            column += block.shape[1]
+            if index == 0:
+                mixed.append(transposed @ (incidence @ part) / n_samples)
+            else:
+                mixed.append(part * population_scale)
+        products = embeddings.T @ np.hstack(mixed)
+        results: Blocks = []
+        column = 0
+        for index, block in enumerate(blocks):
+            if block is None:
+                results.append(None)
+                continue
+            product = np.array(products[:, column : column + block.shape[1]])
+            column += block.shape[1]
+            terms = sample_terms if index == 0 else population_terms
+            results.append(_add_rank_one_terms(product, block, terms))
+        return results
 
-        def gram(block: np.ndarray) -> np.ndarray:
-            product = embeddings.T @ (transposed @ (incidence @ (embeddings @ block)))
-            product /= n_samples
-            return product
-
-    return _with_rank_one(gram, [(-1.0, pooled_mean)] if centered else [])
-
-
-def population_operator(
-    embeddings: np.ndarray, terms: Sequence[tuple[float, np.ndarray]], kappa: float
-) -> Operator:
-    """``X -> P X`` for the population matrix ``P = (kappa/V) E E^T + rank-one terms``
-    (:func:`population_rank_one_terms`) without forming it: O(V d b) per block of b."""
-    scale = kappa / embeddings.shape[0]
-
-    def gram(block: np.ndarray) -> np.ndarray:
-        product = embeddings.T @ (embeddings @ block)
-        product *= scale
-        return product
-
-    return _with_rank_one(gram, terms)
+    return apply_all
 
 
 def squared_overlaps(vectors: np.ndarray, direction: np.ndarray) -> np.ndarray:
@@ -510,7 +511,7 @@ def _measure_full(
 
 
 # Block width of the top route's Krylov solver (benchmark ``krylov_methods``).
-TOP_BLOCK_WIDTH = 8
+TOP_BLOCK_WIDTH = 16
 
 
 def _measure_top(
@@ -528,8 +529,8 @@ def _measure_top(
     eigenpairs of both matrices, matrix-free (:func:`sample_operator`,
     :func:`population_operator`, :func:`attnrmt.model._linalg.operator_top_eigenpairs`).
 
-    O(m (V d + N T)) time for a Krylov basis of m columns (typically 100-300), O(V d + m d)
-    memory: no d x d matrix is formed (for d > ``DENSE_TOP_MAX_N``). ``label`` models
+    O(m (V d + N T) + d m^2) time for a Krylov basis of m columns (typically 300-600),
+    O(V d + m d) memory: no d x d matrix is formed (for d > ``DENSE_TOP_MAX_N``). ``label`` models
     also form the pooled matrix (N x d) for the readout.
     Returns (the ``min(2 top_k, d)`` largest eigenvalues ascending, ...) as
     :func:`_measure_full`.
@@ -541,13 +542,10 @@ def _measure_top(
     )
     n_values = min(2 * top_k, d)
     width = min(TOP_BLOCK_WIDTH, d)
-    values, top_vectors = operator_top_eigenpairs(
-        sample_operator(incidence, table.embeddings, centered),
-        _spike_start(d, table, solver_stream, width), n_values, top_k, solver_stream,
-    )
-    pop_values, pop_vectors = operator_top_eigenpairs(
-        population_operator(table.embeddings, population_terms, kappa),
-        _spike_start(d, table, solver_stream, width), min(top_k + 1, d), top_k, solver_stream,
+    (values, top_vectors), (pop_values, pop_vectors) = shared_operator_top_eigenpairs(
+        table_operators(incidence, table.embeddings, centered, population_terms, kappa),
+        [_spike_start(d, table, solver_stream, width) for _ in range(2)],
+        [n_values, min(top_k + 1, d)], [top_k, top_k], solver_stream,
     )
     return values[::-1].copy(), top_vectors, pop_values[:top_k], pop_vectors, downstream_accuracy
 
