@@ -85,7 +85,9 @@ def _lowest_finished_snr(cells: xr.Dataset, delta: float, gamma: float) -> float
 def figure_spectra(data: Data, max_panels: int = 9) -> Figure:
     """Histograms of ``S/kappa`` against the density of ``MP_delta ⊠ MP_gamma`` (spec §4)."""
     panels = []
-    for sweep, (cells, _theory, _analysis) in data.items():
+    for sweep, (cells, _theory, analysis) in data.items():
+        if "bulk_skipped" in analysis.attrs:  # spectrum: top, no bulk to show
+            continue
         for delta in cells["delta"].values:
             for gamma in cells["gamma"].values:
                 if any(np.isclose(p[1], delta) and np.isclose(p[2], gamma) for p in panels):

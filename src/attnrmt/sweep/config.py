@@ -294,6 +294,8 @@ class ResolvedSweep:
     positional_specs, weights_specs : dict[tuple[str, int], dict]
         Canonical spec (from :mod:`attnrmt.model`) per ``(model name, T)``; one dict
         object per pair, shared by every cell that uses it.
+    spectrum : str
+        ``"full"`` or ``"top"`` (:data:`attnrmt.contract.SPECTRA`).
     """
 
     name: str
@@ -302,6 +304,7 @@ class ResolvedSweep:
     top_k: int
     positional_specs: dict[tuple[str, int], dict[str, Any]]
     weights_specs: dict[tuple[str, int], dict[str, Any]]
+    spectrum: str = "full"
 
 
 def _check_run_name(run: Any) -> None:
@@ -495,6 +498,7 @@ def resolve_sweep(config: Mapping[str, Any], name: str) -> ResolvedSweep:
         top_k=top_k,
         positional_specs=_resolve_models(config, prefix, axes, "positional"),
         weights_specs=_resolve_models(config, prefix, axes, "weights"),
+        spectrum=sweep["spectrum"],
     )
 
 
