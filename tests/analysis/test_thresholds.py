@@ -134,3 +134,33 @@ def test_isolated_low_snr_detection_is_ignored() -> None:
     fit = fit_threshold(snr, np.repeat(truth[:, None], 3, axis=1), theta_c)
     assert fit["bound"] == "none"
     assert fit["estimate"] == pytest.approx(s_c)
+
+
+@pytest.mark.slow
+def test_threshold_estimator_is_unbiased_and_its_ci_covers() -> None:
+    """Planted finite_vocab thresholds (iid, mean, d = 300, 13 snr points, 3 replicates,
+    0.5% outlier noise), 80 disjoint seeds: the estimate is unbiased within 3 standard
+    errors of the seed mean (measured: population +0.0004 +- 0.0013, sample -0.005 +-
+    0.0025), and the 95% CI covers the planted value in at least 88% of the seeds
+    (measured 91% and 94%; the plain percentile bootstrap of 3 replicates covered 86% and
+    84% on the same seeds, which this bound rejects). At noise 2% and 6 replicates (150
+    seeds, not run here) the bias is -1.0% (population) and +0.5% (sample), coverage
+    95% and 98% (docs/thresholds.md, "Bias")."""
+    estimates: dict[str, list[tuple[float, float, float, float]]] = {
+        "population": [], "sample": []}
+    for seed in range(100, 180):
+        cells, theory = make_synthetic(
+            d=(300,), snr=tuple(np.linspace(0.0, 3.0, 13)), replicates=3, noise=0.005,
+            seed=seed)
+        est = estimate_thresholds(cells, n_boot=100, seed=seed)
+        for transition, rows in estimates.items():
+            planted = float(theory[f"threshold_snr_{transition}"]
+                            .sel(variant="finite_vocab").isel(snr=0).squeeze())
+            got = est.sel(transition=transition).squeeze()
+            rows.append((float(got["threshold_estimate"]), float(got["threshold_ci_low"]),
+                         float(got["threshold_ci_high"]), planted))
+    for transition, rows in estimates.items():
+        estimate, low, high, planted = np.array(rows).T
+        standard_error = estimate.std(ddof=1) / np.sqrt(estimate.size)
+        assert abs(estimate.mean() - planted[0]) <= 3 * standard_error, transition
+        assert np.mean((low <= planted) & (planted <= high)) >= 0.88, transition
