@@ -393,3 +393,21 @@ def test_top_route_small_d_uses_the_dense_route_and_validates() -> None:
     assert_top_matches_full(simulate_cell(**tiny, spectrum="top"), simulate_cell(**tiny), 4)
     with pytest.raises(ValueError, match="spectrum='partial'"):
         simulate_cell(**BASE, spectrum="partial")
+
+
+def test_column_blocked_pooling_is_bit_identical(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Column blocks (used for tables beyond 32 MiB) give exactly the plain product, for a
+    width that is not a multiple of the block, with and without helper threads."""
+    from attnrmt.model import cell
+
+    rng = np.random.default_rng(2)
+    d, V, T = 150, 300, 5
+    embeddings = rng.standard_normal((V, d))
+    signs, _ = sample_signs({"kind": "iid"}, T, 400, rng)
+    tokens = sample_tokens(signs, V, rng)
+    weights = rng.uniform(0.1, 1.0, T)
+    plain = cell.token_incidence(tokens, weights, V) @ embeddings
+    monkeypatch.setattr(cell, "_POOL_BLOCKED_ABOVE_BYTES", 0)
+    np.testing.assert_array_equal(cell.pool(tokens, weights, embeddings), plain)
+    monkeypatch.setattr(cell, "helper_threads", lambda: 1)
+    np.testing.assert_array_equal(cell.pool(tokens, weights, embeddings), plain)

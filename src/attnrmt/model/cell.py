@@ -184,17 +184,39 @@ def token_incidence(
     )
 
 
+# Column blocks of the pooling product once the table no longer fits in a core's L2 cache
+# (4 MiB here): the gathered table rows then come from a V x 64 block that stays in cache.
+# Measured (one thread): 0.095 s instead of 0.13-0.155 s at d = 2000 (64 MB table), no
+# change at d = 1000 (16 MB).
+_POOL_BLOCK_COLUMNS = 64
+_POOL_BLOCKED_ABOVE_BYTES = 32 * 2**20
+
+
+def _incidence_product(incidence: scipy.sparse.csr_array, embeddings: np.ndarray) -> np.ndarray:
+    """``incidence @ embeddings``, by column blocks for a large table (bit-identical: every
+    output element is the same ordered sum of its row's nonzeros)."""
+    if embeddings.nbytes <= _POOL_BLOCKED_ABOVE_BYTES:
+        return incidence @ embeddings
+    product = np.empty((incidence.shape[0], embeddings.shape[1]))
+    for start in range(0, embeddings.shape[1], _POOL_BLOCK_COLUMNS):
+        columns = slice(start, start + _POOL_BLOCK_COLUMNS)
+        product[:, columns] = incidence @ np.ascontiguousarray(embeddings[:, columns])
+    return product
+
+
 def pool(tokens: np.ndarray, token_weights: np.ndarray, embeddings: np.ndarray) -> np.ndarray:
     """Pooled vectors as rows, ``c_n = sum_t w_{n,t} e_{v_{n,t}}`` (spec §1.5), (N, d).
 
-    One sparse token-incidence product (:func:`token_incidence`); with several helper
-    threads (:func:`attnrmt.model.table.helper_threads`) the rows are split into one block
-    per thread. Each row is an independent sum, so the result does not depend on the split.
+    One sparse token-incidence product (:func:`token_incidence`), column-blocked for a
+    large table (:func:`_incidence_product`); with several helper threads
+    (:func:`attnrmt.model.table.helper_threads`) the rows are split into one block per
+    thread. Each row is an independent sum, so the result does not depend on the split.
+    O(N T d) time, O(N d) memory.
     """
     n_sequences, V = tokens.shape[0], embeddings.shape[0]
     threads = helper_threads() if n_sequences >= 256 else 1
     if threads == 1:
-        return token_incidence(tokens, token_weights, V) @ embeddings
+        return _incidence_product(token_incidence(tokens, token_weights, V), embeddings)
     weights = np.broadcast_to(token_weights, tokens.shape)
     pooled = np.empty((n_sequences, embeddings.shape[1]))
     edges = np.linspace(0, n_sequences, threads + 1).round().astype(int)
@@ -202,7 +224,7 @@ def pool(tokens: np.ndarray, token_weights: np.ndarray, embeddings: np.ndarray) 
     def fill(block: tuple[int, int]) -> None:
         start, stop = block
         incidence = token_incidence(tokens[start:stop], weights[start:stop], V)
-        pooled[start:stop] = incidence @ embeddings
+        pooled[start:stop] = _incidence_product(incidence, embeddings)
 
     with ThreadPoolExecutor(threads) as executor:
         list(executor.map(fill, itertools.pairwise(edges)))
