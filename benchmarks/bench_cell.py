@@ -159,16 +159,19 @@ def _single_thread(repeats: int, dimensions: tuple[int, ...]) -> dict[str, dict]
 
 
 def main(repeats: int = 7, dimensions: tuple[int, ...] = DIMENSIONS) -> dict:
-    """Every run: ``cell_vs_floor`` (default threads and single thread), ``krylov_methods``,
+    """Every run: ``cell_vs_floor`` (default threads and single thread), ``linalg_kernels``,
+    ``krylov_methods``,
     ``cell_top_vs_full``, ``cell_top_seconds_d1e4``, ``cell_top_peak_rss_mb_d1e4``."""
     default = measure(repeats, dimensions, "default BLAS threads")
     single = _single_thread(repeats, dimensions)
+    kernels = linalg_kernels()
     krylov = krylov_methods()
     top = top_vs_full()
     large = top_large_d()
     return {
         "cell_vs_floor": default,
         "cell_vs_floor_single_thread": single,
+        "linalg_kernels": kernels,
         "krylov_methods": krylov,
         "cell_top_vs_full": top,
         "cell_top_seconds_d1e4": large["wall_s"],
@@ -285,8 +288,67 @@ def krylov_methods(d: int = 2000) -> dict:
     return rows
 
 
+
+def _kernel_routes(lower: np.ndarray, start: np.ndarray) -> dict[str, Callable[[], object]]:
+    """The routes :func:`linalg_kernels` times on one matrix (lower triangle ``lower``)."""
+    import scipy.sparse.linalg
+
+    from attnrmt.model import _linalg
+
+    d = lower.shape[0]
+    dense = np.tril(lower) + np.tril(lower, -1).T
+    top3 = [d - 3, d - 1]
+    return {
+        "ours_spectrum_and_top3": lambda: _linalg.spectrum_and_top_eigenvectors(
+            np.asfortranarray(lower.copy()), 3),
+        "scipy_evr_values_then_subset_vectors": lambda: (
+            scipy.linalg.eigh(dense, eigvals_only=True, driver="evr"),
+            scipy.linalg.eigh(dense, subset_by_index=top3, driver="evr")),
+        "scipy_evd_everything": lambda: scipy.linalg.eigh(dense, driver="evd"),
+        "ours_lanczos_top3": lambda: _linalg.lanczos_top_eigenpairs(lower, 3, start),
+        "scipy_evr_subset_top3": lambda: scipy.linalg.eigh(
+            dense, subset_by_index=top3, driver="evr"),
+        "scipy_eigsh_top3": lambda: scipy.sparse.linalg.eigsh(
+            dense, k=3, which="LA", tol=1e-12, v0=start),
+    }
+
+
+def linalg_kernels(dimensions: tuple[int, ...] = (1000, 2000), repeats: int = 3) -> dict:
+    """``linalg_kernels``: each hand-written kernel of ``model/_linalg.py`` against the
+    library route on the same matrices (one BLAS thread, CPU seconds, median of
+    ``repeats``), with the full cell's shapes (S of a top cell's table, d x d):
+
+    - all eigenvalues + top-3 vectors: :func:`spectrum_and_top_eigenvectors` (one
+      reduction) against ``scipy.linalg.eigh(driver="evr")`` for the values plus
+      ``eigh(subset_by_index=..., driver="evr")`` for the vectors (two reductions), and
+      against one ``eigh(driver="evd")`` of everything;
+    - top-3 pairs of the formed population matrix: :func:`lanczos_top_eigenpairs` against
+      ``eigh(subset_by_index=..., driver="evr")`` and ``scipy.sparse.linalg.eigsh``.
+    """
+    from threadpoolctl import threadpool_limits
+
+    from attnrmt.model import _linalg
+
+    rows = {}
+    rng = np.random.default_rng(0)
+    with threadpool_limits(1):
+        for d in dimensions:
+            rows_matrix = rng.standard_normal((2 * d, d))
+            rows_matrix[:, 0] += 1.5  # one outlier above the bulk
+            lower = _linalg.lower_gram(rows_matrix, 1.0 / (2 * d))
+            start = rng.standard_normal(d)
+            routes = _kernel_routes(lower, start)
+            row = {name: round(float(np.median([_cpu_seconds(route) for _ in range(repeats)])),
+                               3) for name, route in routes.items()}
+            rows[f"d={d}"] = row
+            print(f"linalg kernels d={d}: {row}", flush=True)
+    return rows
+
+
 if __name__ == "__main__":
-    if len(sys.argv) > 1 and sys.argv[1] == "--top":  # only the top-route benchmarks
+    if len(sys.argv) > 1 and sys.argv[1] == "--kernels":
+        print(json.dumps({"linalg_kernels": linalg_kernels()}))
+    elif len(sys.argv) > 1 and sys.argv[1] == "--top":  # only the top-route benchmarks
         print(json.dumps({"krylov_methods": krylov_methods(), "cell_top_vs_full": top_vs_full(),
                           "large_d": top_large_d()}))
     elif len(sys.argv) > 2 and sys.argv[1] == "--json":
