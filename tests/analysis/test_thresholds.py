@@ -197,7 +197,8 @@ def test_finite_size_exponent_fit_recovers_a_planted_limit_and_exponent() -> Non
 
 def test_two_d_values_give_no_finite_size_verdict() -> None:
     """A d -> inf limit from two d values always fits a line: thresholds.csv marks it
-    'no verdict' and leaves consistent_* empty; from three on it is a verdict."""
+    'no verdict' and leaves consistent_* empty; from three on it is a verdict (and the
+    fitted exponent columns stay empty below four d)."""
     from attnrmt.analysis.comparison import thresholds_table
     from attnrmt.analysis.pipeline import analysis_dataset, decode_bounds
 
@@ -211,3 +212,4 @@ def test_two_d_values_give_no_finite_size_verdict() -> None:
         assert len(limits) == 2
         assert limits["finite_size"].str.contains("no verdict").all() != verdict
         assert limits["consistent_finite_vocab"].isna().all() != verdict
+        assert limits["fss_exponent"].isna().all()  # the free exponent needs four d

@@ -25,7 +25,12 @@ COMPARISON_COLUMNS = ("sweep", "quantity", "variant", "empirical", "empirical_se
 THRESHOLD_COLUMNS = ("sweep", "transition", "estimate", "ci_low", "ci_high", "bound",
                      "extrapolated", "theory_paper", "theory_finite_vocab",
                      "consistent_paper", "consistent_finite_vocab", "n_detected",
-                     "theta_offset", "finite_size", *[a for a in AXES if a != "snr"])
+                     "theta_offset", "finite_size", "fss_exponent", "fss_exponent_ci_low",
+                     "fss_exponent_ci_high", *[a for a in AXES if a != "snr"])
+#: analysis.zarr variables of the free-exponent finite-size fit -> thresholds.csv columns.
+_EXPONENT_COLUMNS = {"fss_exponent_fit": "fss_exponent",
+                     "fss_exponent_ci_low": "fss_exponent_ci_low",
+                     "fss_exponent_ci_high": "fss_exponent_ci_high"}
 
 
 def theory_from_cells(cells: xr.Dataset) -> xr.Dataset:
@@ -259,6 +264,8 @@ def thresholds_table(
                 "ci_high": f["fss_ci_high"],
                 "fss_n_d": (analysis["fss_n_d"].sel(transition=transition) if "fss_n_d"
                             in analysis else xr.full_like(f["fss_limit"], np.inf)),
+                **{column: analysis[name].sel(transition=transition)
+                   for name, column in _EXPONENT_COLUMNS.items() if name in analysis},
                 "theory_paper": thd.sel(variant="paper", drop=True),
                 "theory_finite_vocab": thd.sel(variant="finite_vocab", drop=True),
             })
