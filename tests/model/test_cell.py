@@ -411,3 +411,24 @@ def test_column_blocked_pooling_is_bit_identical(monkeypatch: pytest.MonkeyPatch
     np.testing.assert_array_equal(cell.pool(tokens, weights, embeddings), plain)
     monkeypatch.setattr(cell, "helper_threads", lambda: 1)
     np.testing.assert_array_equal(cell.pool(tokens, weights, embeddings), plain)
+
+
+@pytest.mark.parametrize("centered", [True, False])
+def test_sample_spectrum_in_the_smaller_dimension_matches_the_d_route(centered: bool) -> None:
+    """For N < d the full route diagonalises the N x N Gram of the pooled rows: the same d
+    eigenvalues (the extra ones exact zeros; the d route gives rounding-level values) and
+    the same top eigenvectors up to sign."""
+    from attnrmt.model import _linalg, cell
+
+    rng = np.random.default_rng(8)
+    pooled = rng.standard_normal((70, 120))
+    pooled[:, 0] += 2.0 * np.sign(rng.standard_normal(70))  # one outlier
+    values, vectors = cell._sample_spectrum_from_samples(pooled, centered, 3)
+    lower = _linalg.lower_gram(pooled, 1 / 70)
+    if centered:
+        _linalg.add_rank_one(lower, -1.0, pooled.mean(axis=0))
+    expected_values, expected_vectors = _linalg.spectrum_and_top_eigenvectors(lower, 3)
+    assert values.shape == (120,) and np.all(np.diff(values) >= 0)
+    np.testing.assert_allclose(values, expected_values, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(np.abs(np.sum(vectors * expected_vectors, axis=0)), 1.0,
+                               atol=1e-10)
