@@ -23,8 +23,8 @@ process measured it faster than the library route it replaces (``benchmarks/benc
   population matrix in lockstep, sharing every pass over ``E``
   (:func:`run_lanczos_together`), which ARPACK's reverse communication of one vector at a
   time cannot: the fused top cell took 8.9 s at d = 4000 against 14 s for the two block
-  iterations run one after the other. ``lobpcg`` was not competitive at the 1e-10
-  residuals needed next to the bulk edge.
+  iterations run one after the other. ``lobpcg`` (block of 8, no preconditioner, tolerance
+  1e-10 of the top eigenvalue) needed 3.8 s and ~700 products for the same 6 values.
 """
 
 from __future__ import annotations
