@@ -310,8 +310,11 @@ def test_largest_allowed_snr_still_simulates_finite_numbers() -> None:
     """MAX_SNR (the config's ceiling too) is safely below where float64 overflows."""
     from attnrmt.model.cell import MAX_SNR
 
-    for d in (20, 400):  # exact route and Lanczos route for the population pairs
-        result = simulate_cell(d, 0.5, 0.5, 4, "iid", "mean", MAX_SNR, seed=1)
+    # exact route and Lanczos route for the population pairs; the top route (dense below
+    # d = 200, block Lanczos above)
+    for d, spectrum in ((20, "full"), (400, "full"), (20, "top"), (400, "top")):
+        result = simulate_cell(d, 0.5, 0.5, 4, "iid", "mean", MAX_SNR, seed=1,
+                               spectrum=spectrum)
         for name, value in result.to_dict().items():
             if name != "downstream_accuracy":  # NaN by definition without labels
                 assert np.all(np.isfinite(value)), name
