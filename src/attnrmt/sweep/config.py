@@ -474,6 +474,12 @@ def _check_sized_models(config: Mapping[str, Any]) -> None:
                 raise _model_error(f"{section}.{name}", spec, error, used_by) from error
 
 
+def _sweep_default(key: str) -> Any:
+    """The schema's default of a sweep key (for configs planned without
+    :func:`apply_schema`, as :func:`attnrmt.sweep.plan_run` allows)."""
+    return load_schema()["$defs"]["sweep"]["properties"][key]["default"]
+
+
 def resolve_sweep(config: Mapping[str, Any], name: str) -> ResolvedSweep:
     """Semantic checks of one sweep of a schema-valid config; its axes and model specs.
 
@@ -498,7 +504,7 @@ def resolve_sweep(config: Mapping[str, Any], name: str) -> ResolvedSweep:
         top_k=top_k,
         positional_specs=_resolve_models(config, prefix, axes, "positional"),
         weights_specs=_resolve_models(config, prefix, axes, "weights"),
-        spectrum=sweep["spectrum"],
+        spectrum=sweep.get("spectrum", _sweep_default("spectrum")),
     )
 
 
