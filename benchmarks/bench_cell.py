@@ -159,19 +159,213 @@ def _single_thread(repeats: int, dimensions: tuple[int, ...]) -> dict[str, dict]
 
 
 def main(repeats: int = 7, dimensions: tuple[int, ...] = DIMENSIONS) -> dict:
-    """Both runs; returns ``{"cell_vs_floor": ..., "cell_vs_floor_single_thread": ...}``."""
+    """Every run: ``cell_vs_floor`` (default threads and single thread), ``linalg_kernels``,
+    ``krylov_methods``,
+    ``cell_top_vs_full``, ``cell_top_seconds_d1e4``, ``cell_top_peak_rss_mb_d1e4``."""
     default = measure(repeats, dimensions, "default BLAS threads")
     single = _single_thread(repeats, dimensions)
+    kernels = linalg_kernels()
+    krylov = krylov_methods()
+    top = top_vs_full()
+    large = top_large_d()
     return {
         "cell_vs_floor": default,
         "cell_vs_floor_single_thread": single,
+        "linalg_kernels": kernels,
+        "krylov_methods": krylov,
+        "cell_top_vs_full": top,
+        "cell_top_seconds_d1e4": large["wall_s"],
+        "cell_top_cpu_seconds_d1e4": large["cpu_s"],
+        "cell_top_peak_rss_mb_d1e4": large["peak_rss_mb"],
         "setting": {**CELL, "centered": True, "top_k": 3, "pause_s": PAUSE_S},
         "load_average_1min_after": round(os.getloadavg()[0], 2),
     }
 
 
+# ----------------------------------------------------------------- the top (matrix-free) route
+
+TOP_CELL = {**CELL, "T": 8, "positional": {"kind": "iid"}}
+TOP_DIMENSIONS = (2000, 4000, 8000)
+TOP_TARGET_D = 10_000
+
+
+def _cpu_seconds(work: Callable[[], object]) -> float:
+    """Process CPU seconds of ``work()`` (waiting for a core on a loaded machine is not
+    counted, so this is the figure least disturbed by other jobs)."""
+    time.sleep(PAUSE_S)
+    start = time.process_time()
+    work()
+    return time.process_time() - start
+
+
+def top_vs_full(dimensions: tuple[int, ...] = TOP_DIMENSIONS, repeats: int = 1) -> dict:
+    """``cell_top_vs_full``: CPU seconds of ``spectrum="top"`` against ``"full"`` on the
+    same cell (same seed), one BLAS thread (threadpoolctl), median over ``repeats`` paired
+    runs; ``speedup`` = full / top (target >= 5 at d = 8000)."""
+    from threadpoolctl import threadpool_limits
+
+    rows = {}
+    with threadpool_limits(1):
+        for d in dimensions:
+            tops, fulls = [], []
+            for seed in range(repeats):
+                top = lambda d=d, seed=seed: simulate_cell(d, seed=seed, spectrum="top", **TOP_CELL)  # noqa: E731
+                full = lambda d=d, seed=seed: simulate_cell(d, seed=seed, **TOP_CELL)  # noqa: E731
+                tops.append(_cpu_seconds(top))
+                fulls.append(_cpu_seconds(full))
+            row = {
+                "top_cpu_s": round(float(np.median(tops)), 2),
+                "full_cpu_s": round(float(np.median(fulls)), 2),
+                "speedup": round(float(np.median(np.asarray(fulls) / np.asarray(tops))), 2),
+                "repeats": repeats,
+            }
+            rows[f"d={d}"] = row
+            print(f"top vs full d={d}: {row}", flush=True)
+    return rows
+
+
+def top_large_d(d: int = TOP_TARGET_D) -> dict:
+    """``cell_top_seconds_d1e4`` and ``cell_top_peak_rss_mb_d1e4``: one top cell at ``d`` in a
+    fresh subprocess with one BLAS thread; wall and CPU seconds, and the child's peak RSS
+    (``ru_maxrss``, the high-water mark of the whole process, interpreter included)."""
+    code = (
+        "import json, resource, time; from attnrmt.model import simulate_cell; "
+        f"kw = {TOP_CELL!r}; t = time.perf_counter(); c = time.process_time(); "
+        f"simulate_cell({d}, seed=0, spectrum='top', **kw); "
+        "print(json.dumps({'wall_s': time.perf_counter() - t, "
+        "'cpu_s': time.process_time() - c, "
+        "'peak_rss_mb': resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))"
+    )
+    output = subprocess.run(
+        [sys.executable, "-c", code], env={**os.environ, **SINGLE_THREAD_ENV}, check=True,
+        capture_output=True, text=True,
+    ).stdout
+    measured = json.loads(output.splitlines()[-1])
+    return {key: round(value, 1) for key, value in measured.items()}
+
+
+def krylov_methods(d: int = 2000) -> dict:
+    """``krylov_methods``: the top route's solver against the library routes on the same
+    operator (the sample matrix S of a top cell, its 6 largest eigenpairs, one BLAS
+    thread, CPU seconds and products with S): ``scipy.sparse.linalg.eigsh`` (ARPACK,
+    one vector per product) at ``tol=1e-12``, ``lobpcg`` (block of 8, no preconditioner,
+    ``tol`` 1e-10 of the scale of S), and our block Lanczos at widths 1, 8, 16
+    (stop rule of :func:`attnrmt.model._linalg.block_lanczos_top`)."""
+    import scipy.sparse.linalg
+    from threadpoolctl import threadpool_limits
+
+    from attnrmt.model import _linalg, cell, table
+
+    V, N = realised_sizes(d, TOP_CELL["delta"], TOP_CELL["gamma"])
+    rng = np.random.default_rng(0)
+    embeddings = table.sample_table(d, V, TOP_CELL["snr"], rng).embeddings
+    tokens = rng.integers(0, V, size=(N, TOP_CELL["T"]))
+    incidence = cell.token_incidence(tokens, np.full(TOP_CELL["T"], 1 / TOP_CELL["T"]), V)
+    operator = cell.table_operators(incidence, embeddings, True, (), 1.0)
+    rows = {}
+    with threadpool_limits(1):
+        for width in (1, 8, 16):
+            calls: list[int] = []
+
+            def apply(block: np.ndarray, calls: list[int] = calls) -> np.ndarray:
+                calls.append(block.shape[1])
+                return operator([block, None])[0]
+
+            start = np.random.default_rng(1).standard_normal((d, width))
+            seconds = _cpu_seconds(lambda: _linalg.block_lanczos_top(
+                apply, start, 6, 3, rng=np.random.default_rng(2)))  # noqa: B023 (called at once)
+            rows[f"block_lanczos_width_{width}"] = {"cpu_s": round(seconds, 2),
+                                                   "products": int(sum(calls))}
+        calls = []
+        linear = scipy.sparse.linalg.LinearOperator(
+            (d, d), matvec=lambda v: (calls.append(1), operator([v.reshape(d, 1), None])[0])[1],
+            dtype=np.float64,
+        )
+        seconds = _cpu_seconds(lambda: scipy.sparse.linalg.eigsh(linear, k=6, which="LA",
+                                                                 tol=1e-12))
+        rows["eigsh_arpack"] = {"cpu_s": round(seconds, 2), "products": len(calls)}
+        counted: list[int] = []
+
+        def block_product(block: np.ndarray) -> np.ndarray:
+            block = np.asfortranarray(np.asarray(block).reshape(d, -1))
+            counted.append(block.shape[1])
+            return operator([block, None])[0]
+
+        linear = scipy.sparse.linalg.LinearOperator(
+            (d, d), matvec=block_product, matmat=block_product, dtype=np.float64)
+        start = np.random.default_rng(1).standard_normal((d, 8))
+        seconds = _cpu_seconds(lambda: scipy.sparse.linalg.lobpcg(
+            linear, start, largest=True, tol=1e-10 * TOP_CELL["snr"], maxiter=1000))
+        rows["lobpcg_block_8"] = {"cpu_s": round(seconds, 2), "products": int(sum(counted))}
+    for name, row in rows.items():
+        print(f"krylov d={d} {name}: {row}", flush=True)
+    return rows
+
+
+
+def _kernel_routes(lower: np.ndarray, start: np.ndarray) -> dict[str, Callable[[], object]]:
+    """The routes :func:`linalg_kernels` times on one matrix (lower triangle ``lower``)."""
+    import scipy.sparse.linalg
+
+    from attnrmt.model import _linalg
+
+    d = lower.shape[0]
+    dense = np.tril(lower) + np.tril(lower, -1).T
+    top3 = [d - 3, d - 1]
+    return {
+        "ours_spectrum_and_top3": lambda: _linalg.spectrum_and_top_eigenvectors(
+            np.asfortranarray(lower.copy()), 3),
+        "scipy_evr_values_then_subset_vectors": lambda: (
+            scipy.linalg.eigh(dense, eigvals_only=True, driver="evr"),
+            scipy.linalg.eigh(dense, subset_by_index=top3, driver="evr")),
+        "scipy_evd_everything": lambda: scipy.linalg.eigh(dense, driver="evd"),
+        "ours_lanczos_top3": lambda: _linalg.lanczos_top_eigenpairs(lower, 3, start),
+        "scipy_evr_subset_top3": lambda: scipy.linalg.eigh(
+            dense, subset_by_index=top3, driver="evr"),
+        "scipy_eigsh_top3": lambda: scipy.sparse.linalg.eigsh(
+            dense, k=3, which="LA", tol=1e-12, v0=start),
+    }
+
+
+def linalg_kernels(dimensions: tuple[int, ...] = (1000, 2000), repeats: int = 3) -> dict:
+    """``linalg_kernels``: each hand-written kernel of ``model/_linalg.py`` against the
+    library route on the same matrices (one BLAS thread, CPU seconds, median of
+    ``repeats``), with the full cell's shapes (S of a top cell's table, d x d):
+
+    - all eigenvalues + top-3 vectors: :func:`spectrum_and_top_eigenvectors` (one
+      reduction) against ``scipy.linalg.eigh(driver="evr")`` for the values plus
+      ``eigh(subset_by_index=..., driver="evr")`` for the vectors (two reductions), and
+      against one ``eigh(driver="evd")`` of everything;
+    - top-3 pairs of the formed population matrix: :func:`lanczos_top_eigenpairs` against
+      ``eigh(subset_by_index=..., driver="evr")`` and ``scipy.sparse.linalg.eigsh``.
+    """
+    from threadpoolctl import threadpool_limits
+
+    from attnrmt.model import _linalg
+
+    rows = {}
+    rng = np.random.default_rng(0)
+    with threadpool_limits(1):
+        for d in dimensions:
+            rows_matrix = rng.standard_normal((2 * d, d))
+            rows_matrix[:, 0] += 1.5  # one outlier above the bulk
+            lower = _linalg.lower_gram(rows_matrix, 1.0 / (2 * d))
+            start = rng.standard_normal(d)
+            routes = _kernel_routes(lower, start)
+            row = {name: round(float(np.median([_cpu_seconds(route) for _ in range(repeats)])),
+                               3) for name, route in routes.items()}
+            rows[f"d={d}"] = row
+            print(f"linalg kernels d={d}: {row}", flush=True)
+    return rows
+
+
 if __name__ == "__main__":
-    if len(sys.argv) > 2 and sys.argv[1] == "--json":
+    if len(sys.argv) > 1 and sys.argv[1] == "--kernels":
+        print(json.dumps({"linalg_kernels": linalg_kernels()}))
+    elif len(sys.argv) > 1 and sys.argv[1] == "--top":  # only the top-route benchmarks
+        print(json.dumps({"krylov_methods": krylov_methods(), "cell_top_vs_full": top_vs_full(),
+                          "large_d": top_large_d()}))
+    elif len(sys.argv) > 2 and sys.argv[1] == "--json":
         repeats_arg = int(sys.argv[2])
         dims = tuple(int(value) for value in sys.argv[3:]) or DIMENSIONS
         print(json.dumps(measure(repeats_arg, dims, "single BLAS thread")))

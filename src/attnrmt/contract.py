@@ -205,3 +205,6 @@ def with_variable_attrs(dataset: Any) -> Any:
             **VARIABLE_ATTRS[str(name)],
         }
     return out
+#: How a cell measures the spectrum of S (``docs/data-contract.md``, "cells.zarr"):
+#: ``full`` (all d eigenvalues, forms S) or ``top`` (matrix-free, the 2 top_k largest).
+SPECTRA: tuple[str, ...] = ("full", "top")

@@ -206,3 +206,39 @@ def test_open_store_reads_with_and_without_consolidated_metadata(
     with warnings.catch_warnings(action="ignore"):  # zarr: consolidation is not in the v3 spec
         cells.to_zarr(tmp_path / "s.zarr", zarr_format=3, consolidated=consolidated)
     xr.testing.assert_identical(open_store(tmp_path / "s.zarr"), cells)
+def as_top_sweep(cells: xr.Dataset) -> xr.Dataset:
+    """``cells`` as a ``spectrum: top`` sweep stores them: only the 2 top_k largest
+    eigenvalues of each cell, the rest of the eig axis NaN (store.py pads to max d)."""
+    n_values = 2 * cells.sizes["k"]
+    eigenvalues = cells["eigenvalues"].transpose(..., "eig")
+    values = np.sort(eigenvalues.values, axis=-1)  # ascending, NaN last
+    finite = np.isfinite(values).sum(axis=-1, keepdims=True)
+    position = np.arange(values.shape[-1])
+    kept = (position >= finite - n_values) & (position < finite)
+    top = np.where(kept, values, np.nan)
+    return cells.assign(eigenvalues=eigenvalues.copy(data=top))
+
+
+def test_top_sweeps_skip_the_bulk_with_a_note_and_keep_thresholds() -> None:
+    """A top sweep: no bulk fit (NaN, a note in the attrs and in bulk.csv, no spectra
+    panel), the same thresholds as the full sweep (they use only the top eigenvalues), and
+    every table still builds."""
+    from attnrmt.analysis._common import stored_spectrum
+    from attnrmt.analysis.figures import figure_spectra
+    from attnrmt.analysis.pipeline import sweep_tables
+
+    cells, theory = make_synthetic(replicates=2, **SPECS["transition"])
+    top_cells = as_top_sweep(cells)
+    assert (stored_spectrum(cells), stored_spectrum(top_cells)) == ("full", "top")
+    full = analysis_dataset(cells, theory, SETTINGS)
+    top = analysis_dataset(top_cells, theory, SETTINGS)
+    assert top.attrs["spectrum"] == "top" and "bulk_skipped" not in full.attrs
+    assert "spectrum: top" in top.attrs["bulk_skipped"]
+    assert top["bulk_ks"].isnull().all() and full["bulk_ks"].notnull().any()
+    xr.testing.assert_identical(top["threshold_estimate"], full["threshold_estimate"])
+    tables = sweep_tables("transition", top_cells, theory, top, SETTINGS, WEIGHT_MODELS)
+    assert list(tables["bulk"].columns) == ["sweep", "note"]
+    assert "bulk fit skipped" in tables["bulk"]["note"].iloc[0]
+    assert not tables["thresholds"].empty and not tables["comparison"].empty
+    figure = figure_spectra({"transition": (top_cells, theory, top)})
+    assert "no spectra" in figure.axes[0].get_title() or not figure.axes[0].patches

@@ -306,41 +306,132 @@ def test_bad_arguments_raise_value_error_naming_them(changes: dict, fragment: st
     assert fragment in str(error.value)
 
 
-@pytest.mark.parametrize("snr", [0.0, 2.0])
-def test_lanczos_population_eigenpairs_match_exact_reduction(snr: float) -> None:
-    # d = 400 >= _LANCZOS_MIN_D, so simulate_cell uses Lanczos for the population matrix.
-    # The stop rule (relative residual <= 1e-9) bounds eigenvalue errors by residual^2/gap
-    # (< 1e-12 relative) and eigenvector errors by residual/gap; with bulk-edge gaps of
-    # ~1e-3 relative that is < 1e-6, hence the tolerances below.
-    from attnrmt.model import cell
-
-    d, V = 400, 800
-    table = sample_table(d, V, snr, np.random.default_rng(0))
-    lower = cell.lower_gram(table.embeddings, 1 / (16 * V))
-    cell.add_rank_one(lower, -1 / 16, table.table_mean)
-    cell.add_rank_one(lower, 0.05, table.class_mean_difference)
-    dense = np.tril(lower) + np.tril(lower, -1).T
-    exact_values, exact_vectors = np.linalg.eigh(dense)
-    start = np.random.default_rng(1).standard_normal(d)
-    values, vectors = cell.lanczos_top_eigenpairs(lower, 3, start)
-    np.testing.assert_allclose(values, exact_values[::-1][:3], rtol=1e-12)
-    alignment = np.abs(np.sum(vectors * exact_vectors[:, ::-1][:, :3], axis=0))
-    np.testing.assert_allclose(alignment, 1.0, atol=1e-6)
-    # Not converged within the step budget -> None (the caller falls back to the reduction).
-    assert cell.lanczos_top_eigenpairs(lower, 3, start, max_steps=5) is None
-    fallback_values, _ = cell.top_eigenpairs(np.asfortranarray(lower.copy()), 3, None)
-    np.testing.assert_allclose(fallback_values, exact_values[::-1][:3], rtol=1e-12)
-
-
 def test_largest_allowed_snr_still_simulates_finite_numbers() -> None:
     """MAX_SNR (the config's ceiling too) is safely below where float64 overflows."""
     from attnrmt.model.cell import MAX_SNR
 
-    for d in (20, 400):  # exact route and Lanczos route for the population pairs
-        result = simulate_cell(d, 0.5, 0.5, 4, "iid", "mean", MAX_SNR, seed=1)
+    # exact route and Lanczos route for the population pairs; the top route (dense below
+    # d = 200, block Lanczos above)
+    for d, spectrum in ((20, "full"), (400, "full"), (20, "top"), (400, "top")):
+        result = simulate_cell(d, 0.5, 0.5, 4, "iid", "mean", MAX_SNR, seed=1,
+                               spectrum=spectrum)
         for name, value in result.to_dict().items():
             if name != "downstream_accuracy":  # NaN by definition without labels
                 assert np.all(np.isfinite(value)), name
         # the signal dominates: the top eigenvector is u, the outlier ~ (alpha/kappa) snr
         assert result.overlap_signal[0] == pytest.approx(1.0, abs=1e-9)
         assert result.pop_overlap_signal[0] == pytest.approx(1.0, abs=1e-9)
+
+
+# ------------------------------------------------------------------ spectrum="top" route
+
+# Top route against full route, same seed (same table and tokens). Both are float64 linear
+# algebra; the top route's stop rule bounds its eigenvalue errors by 1e-10 relative and its
+# eigenvector angles by 5e-7 (model/_linalg.py), so the contract tolerances 1e-8 and 1e-6
+# hold with margin (measured: <= 2e-14 and <= 1e-12 at d = 1000-2000).
+TOP_VALUE_RTOL = 1e-8
+TOP_OVERLAP_ATOL = 1e-6
+TOP_CASES = [
+    # (positional, weights, centered, delta, gamma, snr)
+    ({"kind": "iid"}, "mean", True, 0.5, 0.5, 2.0),
+    ({"kind": "prefix", "L": 3}, "harmonic", False, 2.0, 0.5, 1.0),
+    ({"kind": "markov", "r": 0.5}, "optimal", True, 0.5, 2.0, 3.0),
+    ({"kind": "label", "rho0": 0.6, "L": 3}, {"kind": "causal_attention", "tau": 1.0}, True,
+     1.5, 1.5, 1.5),
+    ({"kind": "custom", "R": np.eye(6).tolist()}, {"kind": "custom", "values": [1, 0, 0, 0, 0, 1]},
+     False, 0.8, 1.2, 0.5),
+]
+
+
+def assert_top_matches_full(top: CellResult, full: CellResult, top_k: int) -> None:
+    """Every field of the top cell equals the full cell's (eigenvalues: the top 2k)."""
+    n_values = min(2 * top_k, full.eigenvalues.size)
+    assert top.eigenvalues.shape == (n_values,)
+    assert np.all(np.diff(top.eigenvalues) >= 0)  # ascending
+    np.testing.assert_allclose(top.eigenvalues, full.eigenvalues[-n_values:],
+                               rtol=TOP_VALUE_RTOL)
+    for name in ("top_eigenvalues", "pop_top_eigenvalues"):
+        np.testing.assert_allclose(getattr(top, name), getattr(full, name), rtol=TOP_VALUE_RTOL)
+    for name in ("overlap_signal", "overlap_class_mean", "overlap_table_mean",
+                 "pop_overlap_signal"):
+        np.testing.assert_allclose(getattr(top, name), getattr(full, name),
+                                   atol=TOP_OVERLAP_ATOL, err_msg=name)
+    for name in ("alpha", "kappa", "sigma", "V", "N"):
+        assert getattr(top, name) == getattr(full, name)
+    np.testing.assert_array_equal(top.effective_weights, full.effective_weights)
+    np.testing.assert_equal(top.downstream_accuracy, full.downstream_accuracy)
+
+
+@pytest.mark.parametrize(("positional", "weights", "centered", "delta", "gamma", "snr"),
+                         TOP_CASES)
+def test_top_route_matches_full_route(
+    positional: dict, weights, centered: bool, delta: float, gamma: float, snr: float
+) -> None:
+    """d = 400 > DENSE_TOP_MAX_N: the block Lanczos route, over R models, weights,
+    centring and delta, gamma on both sides of 1."""
+    cell = {"d": 400, "delta": delta, "gamma": gamma, "T": 6, "positional": positional,
+            "weights": weights, "snr": snr, "centered": centered, "top_k": 3, "seed": 11}
+    assert_top_matches_full(simulate_cell(**cell, spectrum="top"), simulate_cell(**cell), 3)
+
+
+def test_top_route_matches_full_route_at_the_sample_threshold() -> None:
+    """At the finite_vocab sample threshold (iid, mean, delta = gamma = 0.5: snr 1.28) the
+    outlier touches the bulk edge: the top pairs are separated by bulk-edge spacings, the
+    hard case for the Krylov stop rule (tests/model/test_linalg.py checks a 1e-5 gap).
+    d = 1000 (the contract promises equality up to d = 2000)."""
+    cell = {"d": 1000, "delta": 0.5, "gamma": 0.5, "T": 8, "positional": "iid",
+            "weights": "mean", "snr": 1.28, "top_k": 3, "seed": 2}
+    top, full = simulate_cell(**cell, spectrum="top"), simulate_cell(**cell)
+    gaps = -np.diff(full.eigenvalues[::-1][:4]) / full.eigenvalues[-1]
+    assert gaps.min() < 0.02  # really next to the edge: relative gaps of bulk-edge size
+    assert_top_matches_full(top, full, 3)
+
+
+def test_top_route_small_d_uses_the_dense_route_and_validates() -> None:
+    """d <= DENSE_TOP_MAX_N forms the matrix (same answer); top_k = d keeps all d values;
+    a bad spectrum is named."""
+    cell = {**BASE, "seed": 4, "top_k": 2}
+    assert_top_matches_full(simulate_cell(**cell, spectrum="top"), simulate_cell(**cell), 2)
+    tiny = {**BASE, "d": 4, "seed": 4, "top_k": 4}
+    assert_top_matches_full(simulate_cell(**tiny, spectrum="top"), simulate_cell(**tiny), 4)
+    with pytest.raises(ValueError, match="spectrum='partial'"):
+        simulate_cell(**BASE, spectrum="partial")
+
+
+def test_column_blocked_pooling_is_bit_identical(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Column blocks (used for tables beyond 32 MiB) give exactly the plain product, for a
+    width that is not a multiple of the block, with and without helper threads."""
+    from attnrmt.model import cell
+
+    rng = np.random.default_rng(2)
+    d, V, T = 150, 300, 5
+    embeddings = rng.standard_normal((V, d))
+    signs, _ = sample_signs({"kind": "iid"}, T, 400, rng)
+    tokens = sample_tokens(signs, V, rng)
+    weights = rng.uniform(0.1, 1.0, T)
+    plain = cell.token_incidence(tokens, weights, V) @ embeddings
+    monkeypatch.setattr(cell, "_POOL_BLOCKED_ABOVE_BYTES", 0)
+    np.testing.assert_array_equal(cell.pool(tokens, weights, embeddings), plain)
+    monkeypatch.setattr(cell, "helper_threads", lambda: 1)
+    np.testing.assert_array_equal(cell.pool(tokens, weights, embeddings), plain)
+
+
+@pytest.mark.parametrize("centered", [True, False])
+def test_sample_spectrum_in_the_smaller_dimension_matches_the_d_route(centered: bool) -> None:
+    """For N < d the full route diagonalises the N x N Gram of the pooled rows: the same d
+    eigenvalues (the extra ones exact zeros; the d route gives rounding-level values) and
+    the same top eigenvectors up to sign."""
+    from attnrmt.model import _linalg, cell
+
+    rng = np.random.default_rng(8)
+    pooled = rng.standard_normal((70, 120))
+    pooled[:, 0] += 2.0 * np.sign(rng.standard_normal(70))  # one outlier
+    values, vectors = cell._sample_spectrum_from_samples(pooled, centered, 3)
+    lower = _linalg.lower_gram(pooled, 1 / 70)
+    if centered:
+        _linalg.add_rank_one(lower, -1.0, pooled.mean(axis=0))
+    expected_values, expected_vectors = _linalg.spectrum_and_top_eigenvectors(lower, 3)
+    assert values.shape == (120,) and np.all(np.diff(values) >= 0)
+    np.testing.assert_allclose(values, expected_values, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(np.abs(np.sum(vectors * expected_vectors, axis=0)), 1.0,
+                               atol=1e-10)

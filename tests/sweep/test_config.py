@@ -69,6 +69,7 @@ def test_minimal_config_gets_every_default() -> None:
         "centered": [True],
         "replicates": 1,
         "top_k": 3,
+        "spectrum": "full",
     }
 
 

@@ -73,6 +73,22 @@ def test_known_cell_key_is_the_sha256_of_its_canonical_json() -> None:
     assert known_cell().key == KNOWN_CELL_KEY
 
 
+def test_spectrum_enters_the_key_only_when_top() -> None:
+    """A full cell keeps the key it had before ``spectrum`` existed (KNOWN_CELL_JSON has no
+    spectrum entry); a top cell stores other data, so it has its own key, from the same
+    canonical JSON with ``"spectrum":"top"`` in sorted position; the sweep's config hash
+    follows the same rule, and the spectrum reaches simulate_cell."""
+    assert known_cell(spectrum="full").key == KNOWN_CELL_KEY
+    top_json = KNOWN_CELL_JSON.replace('"snr":1,', '"snr":1,"spectrum":"top",')
+    assert known_cell(spectrum="top").key == hashlib.sha256(top_json.encode()).hexdigest()
+    full_plan, top_plan = plan_of(sweep_config()), plan_of(sweep_config(spectrum="top"))
+    assert full_plan.config_sha256 == plan_of(sweep_config(spectrum="full")).config_sha256
+    assert top_plan.config_sha256 != full_plan.config_sha256
+    assert (full_plan.spectrum, top_plan.spectrum) == ("full", "top")
+    assert {cell.simulate_kwargs()["spectrum"] for cell in top_plan.cells} == {"top"}
+    assert not {cell.key for cell in top_plan.cells} & {cell.key for cell in full_plan.cells}
+
+
 def test_key_is_stable_across_processes() -> None:
     code = (
         "from attnrmt.sweep import Cell; "

@@ -171,3 +171,28 @@ def coord_records(da: xr.DataArray | xr.Dataset, dims: Sequence[Hashable]) -> li
 def plain(value: object) -> object:
     """Numpy scalar -> Python scalar (for tidy tables)."""
     return value.item() if isinstance(value, np.generic) else value
+
+
+#: Why the bulk analyses skip a ``spectrum: top`` sweep (bulk.csv, analysis.zarr attrs).
+BULK_SKIPPED_NOTE = (
+    "bulk fit skipped: a spectrum: top sweep stores only the 2 top_k largest eigenvalues "
+    "of S, and the bulk law is fitted to the whole spectrum (run the sweep with "
+    "spectrum: full for the bulk)"
+)
+
+
+def stored_spectrum(cells: xr.Dataset) -> str:
+    """``"full"`` or ``"top"``: what ``eigenvalues`` of a ``cells.zarr`` holds.
+
+    The store's ``spectrum`` attribute when it has one; otherwise inferred: a top sweep
+    stores at most ``2 top_k`` finite eigenvalues per cell although its largest ``d`` is
+    larger (with ``d <= 2 top_k`` both routes store all ``d`` and are the same). O(cells x
+    eig) time.
+    """
+    if "spectrum" in cells.attrs:
+        return str(cells.attrs["spectrum"])
+    eigenvalues = cells["eigenvalues"]
+    finite = np.isfinite(eigenvalues).sum("eig")
+    top_k = cells.sizes.get("k", 1)
+    stored = int(finite.max()) if finite.size else 0
+    return "top" if 0 < stored <= 2 * top_k < int(np.max(cells["d"].values)) else "full"

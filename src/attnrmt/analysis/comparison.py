@@ -15,6 +15,7 @@ import pandas as pd
 import xarray as xr
 
 from attnrmt.analysis._common import at_signal, effective_ratios
+from attnrmt.analysis.thresholds import MIN_FSS_D
 from attnrmt.contract import AXES, VARIANTS
 from attnrmt.theory import predict
 
@@ -25,7 +26,12 @@ COMPARISON_COLUMNS = ("sweep", "quantity", "variant", "empirical", "empirical_se
 THRESHOLD_COLUMNS = ("sweep", "transition", "estimate", "ci_low", "ci_high", "bound",
                      "extrapolated", "theory_paper", "theory_finite_vocab",
                      "consistent_paper", "consistent_finite_vocab", "n_detected",
-                     "theta_offset", "finite_size", *[a for a in AXES if a != "snr"])
+                     "theta_offset", "finite_size", "fss_exponent", "fss_exponent_ci_low",
+                     "fss_exponent_ci_high", *[a for a in AXES if a != "snr"])
+#: analysis.zarr variables of the free-exponent finite-size fit -> thresholds.csv columns.
+_EXPONENT_COLUMNS = {"fss_exponent_fit": "fss_exponent",
+                     "fss_exponent_ci_low": "fss_exponent_ci_low",
+                     "fss_exponent_ci_high": "fss_exponent_ci_high"}
 
 
 def theory_from_cells(cells: xr.Dataset) -> xr.Dataset:
@@ -188,7 +194,9 @@ def thresholds_table(
     One row per curve and transition, plus (when the sweep has several ``d``) a row with
     ``finite_size = "d->inf"`` and ``d = inf`` carrying the finite-size extrapolation.
     ``consistent_<variant>`` is True when the variant's threshold lies in
-    ``[ci_low, ci_high]``.
+    ``[ci_low, ci_high]``; empty for a d -> inf row fitted to fewer than
+    :data:`attnrmt.analysis.thresholds.MIN_FSS_D` values of ``d``, whose ``finite_size``
+    says "no verdict".
 
     Returns
     -------
@@ -220,6 +228,10 @@ def thresholds_table(
             fs = xr.Dataset({
                 "estimate": f["fss_limit"], "ci_low": f["fss_ci_low"],
                 "ci_high": f["fss_ci_high"],
+                "fss_n_d": (analysis["fss_n_d"].sel(transition=transition) if "fss_n_d"
+                            in analysis else xr.full_like(f["fss_limit"], np.inf)),
+                **{column: analysis[name].sel(transition=transition)
+                   for name, column in _EXPONENT_COLUMNS.items() if name in analysis},
                 "theory_paper": thd.sel(variant="paper", drop=True),
                 "theory_finite_vocab": thd.sel(variant="finite_vocab", drop=True),
             })
@@ -228,13 +240,19 @@ def thresholds_table(
             fframe["d"] = np.inf
             fframe["bound"] = "none"
             fframe["extrapolated"] = fframe["estimate"]
-            fframe["finite_size"] = "d->inf (a + b d^-1/3)"
+            counts = fframe.pop("fss_n_d").to_numpy(dtype=float)
+            fframe["finite_size"] = np.where(
+                counts >= MIN_FSS_D, "d->inf (a + b d^-1/3)",
+                [f"d->inf from {count:.0f} d values: no verdict (needs >= {MIN_FSS_D})"
+                 for count in counts])
             rows.append(fframe.assign(transition=transition))
     frame = pd.concat(rows, ignore_index=True)
     frame.insert(0, "sweep", sweep)
+    no_verdict = frame["finite_size"].str.contains("no verdict")
     for variant in VARIANTS:
         th = frame[f"theory_{variant}"]
-        frame[f"consistent_{variant}"] = (th >= frame["ci_low"]) & (th <= frame["ci_high"])
+        consistent = (th >= frame["ci_low"]) & (th <= frame["ci_high"])
+        frame[f"consistent_{variant}"] = consistent.astype(object).where(~no_verdict, None)
     return _finalise(frame, THRESHOLD_COLUMNS)
 
 

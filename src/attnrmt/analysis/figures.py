@@ -93,7 +93,9 @@ def figure_spectra(data: Data, max_panels: int = 9) -> Figure:
     """Histograms of ``S/kappa`` against the density of ``MP_delta ⊠ MP_gamma``
     (docs/model.md, "Bulk law")."""
     panels = []
-    for sweep, (cells, _theory, _analysis) in data.items():
+    for sweep, (cells, _theory, analysis) in data.items():
+        if "bulk_skipped" in analysis.attrs:  # spectrum: top, no bulk to show
+            continue
         for delta in cells["delta"].values:
             for gamma in cells["gamma"].values:
                 if any(np.isclose(p[1], delta) and np.isclose(p[2], gamma) for p in panels):
@@ -423,10 +425,17 @@ def figure_finite_size(thresholds: pd.DataFrame, exponent: float) -> Figure:
                 for variant, style in STYLE.items():
                     ax.axhline(float(frow[f"theory_{variant}"].iloc[0]), color=color,
                                ls=style["ls"], lw=0.6)
+                fitted = frow.get("fss_exponent", pd.Series([np.nan])).iloc[0]
+                if np.isfinite(fitted):  # the measured exponent, with its CI
+                    ax.annotate(
+                        f"w = {fitted:.2f} [{frow['fss_exponent_ci_low'].iloc[0]:.2f}, "
+                        f"{frow['fss_exponent_ci_high'].iloc[0]:.2f}]",
+                        (0, a), fontsize=6, color=color, xytext=(4, -10 - 8 * k),
+                        textcoords="offset points")
         ax.set_xlabel(rf"$d^{{-{exponent:.3g}}}$ (d = dimension)")
         ax.set_ylabel("threshold " + SNR_LABEL)
-        ax.set_title(f"{tr}: stars = d->inf fit; solid finite_vocab, dashed paper",
-                     fontsize=9)
+        ax.set_title(f"{tr}: stars = d->inf fit, w = fitted exponent [95% CI]\n"
+                     "solid finite_vocab, dashed paper", fontsize=8)
         ax.legend(fontsize=7)
     fig.tight_layout()
     return fig

@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
+from attnrmt.analysis._common import BULK_SKIPPED_NOTE, stored_spectrum
 from attnrmt.analysis.attention import causal_verdict, causal_weights_table
 from attnrmt.analysis.bulk_fit import bulk_fit
 from attnrmt.analysis.centring import centring_table
@@ -109,7 +110,12 @@ def analysis_dataset(
         :func:`attnrmt.analysis.thresholds.finite_size_thresholds` (``fss_*``).
     """
     s = settings_with_defaults(settings)
-    bulk = bulk_fit(cells, margin=float(s["bulk_margin"]))
+    spectrum = stored_spectrum(cells)
+    # A top sweep has no bulk: the bulk variables stay (NaN) so that every reader finds
+    # them, and the note says why.
+    bulk_input = cells if spectrum == "full" else cells.assign(
+        eigenvalues=cells["eigenvalues"].where(False))
+    bulk = bulk_fit(bulk_input, margin=float(s["bulk_margin"]))
     thr = estimate_thresholds(cells, margin=float(s["threshold_margin"]),
                               n_boot=int(s["bootstrap"]), level=float(s["ci_level"]),
                               seed=int(s["seed"]))
@@ -131,7 +137,10 @@ def analysis_dataset(
         "ci_level": float(s["ci_level"]), "bootstrap_seed": int(s["seed"]),
         "finite_size_exponent": float(s["finite_size_exponent"]),
         "estimator": "theta inversion + linear extrapolation (docs/thresholds.md)",
+        "spectrum": spectrum,
     })
+    if spectrum == "top":
+        out.attrs["bulk_skipped"] = BULK_SKIPPED_NOTE
     for key in ("config_sha256", "root_seed", "attnrmt_version"):
         if key in cells.attrs:
             out.attrs[key] = cells.attrs[key]
@@ -185,7 +194,10 @@ def analyze_sweep(
 
 
 def bulk_table(sweep: str, analysis: xr.Dataset) -> pd.DataFrame:
-    """Replicate-mean bulk fit per grid point (``bulk.csv``)."""
+    """Replicate-mean bulk fit per grid point (``bulk.csv``); for a ``spectrum: top``
+    sweep one row with the note why it has none."""
+    if "bulk_skipped" in analysis.attrs:
+        return pd.DataFrame({"sweep": [sweep], "note": [analysis.attrs["bulk_skipped"]]})
     names = [n for n in analysis.data_vars if str(n).startswith("bulk_")]
     ds = analysis[names]
     ds = ds.mean("replicate") if "replicate" in ds.dims else ds

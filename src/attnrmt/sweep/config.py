@@ -351,6 +351,8 @@ class ResolvedSweep:
     positional_specs, weights_specs : dict[tuple[str, int], dict]
         Canonical spec (from :mod:`attnrmt.model`) per ``(model name, T)``; one dict
         object per pair, shared by every cell that uses it.
+    spectrum : str
+        ``"full"`` or ``"top"`` (:data:`attnrmt.contract.SPECTRA`).
     """
 
     name: str
@@ -359,6 +361,7 @@ class ResolvedSweep:
     top_k: int
     positional_specs: dict[tuple[str, int], dict[str, Any]]
     weights_specs: dict[tuple[str, int], dict[str, Any]]
+    spectrum: str = "full"
 
 
 def _check_run_name(run: Any) -> None:
@@ -539,6 +542,12 @@ def _check_sized_models(config: Mapping[str, Any]) -> None:
                 raise _model_error(f"{section}.{name}", spec, error, used_by) from error
 
 
+def _sweep_default(key: str) -> Any:
+    """The schema's default of a sweep key (for configs planned without
+    :func:`apply_schema`, as :func:`attnrmt.sweep.plan_run` allows)."""
+    return load_schema()["$defs"]["sweep"]["properties"][key]["default"]
+
+
 def resolve_sweep(config: Mapping[str, Any], name: str) -> ResolvedSweep:
     """Semantic checks of one sweep of a schema-valid config; its axes and model specs.
 
@@ -572,6 +581,7 @@ def resolve_sweep(config: Mapping[str, Any], name: str) -> ResolvedSweep:
         top_k=top_k,
         positional_specs=specs["positional"],
         weights_specs=specs["weights"],
+        spectrum=sweep.get("spectrum", _sweep_default("spectrum")),
     )
 
 

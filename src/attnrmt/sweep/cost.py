@@ -26,21 +26,36 @@ CELL_OVERHEAD_SECONDS = 2e-3
 TASK_TARGET_SECONDS = 0.2
 
 
+#: Effective Krylov columns of a ``spectrum: top`` cell per ``d^(1/3)``: the columns (S and
+#: the population matrix together, ~1000 at d = 2000 and ~1600 at d = 4000) times the cost
+#: of a thin, memory-bound product against the BLAS-3 work of the full route (~3x); fitted to
+#: the measured top/full times (benchmarks ``cell_top_vs_full``: 1.9 s / 1.4 s at d = 2000,
+#: 8.7 s / 11.2 s at d = 4000, one BLAS thread).
+TOP_COLUMNS_PER_CUBE_ROOT_D = 260.0
+
+
 def cell_work(
-    d: int, delta: float, gamma: float, T: int, weights: Mapping[str, Any] | str
+    d: int, delta: float, gamma: float, T: int, weights: Mapping[str, Any] | str,
+    spectrum: str = "full",
 ) -> float:
     """Work units of one cell: ``d^3 + (N + V) d^2 + N T d`` (+ ``N T^2 d`` for attention).
 
     ``d^3``: the eigendecompositions of ``S`` and ``Sigma_E``; ``(N + V) d^2``: forming
     ``S`` and the table's Gram matrix; ``N T d``: pooling; ``causal_attention`` adds its
     ``T x T`` score matrices per sequence (weighted by :data:`ATTENTION_WORK_FACTOR`).
-    ``N = round(d / gamma)``, ``V = 2 round(d / (2 delta))``
-    (docs/model.md, "Sizes and ratios"). A rough operation
-    count, not a flop count.
+    ``N = round(d / gamma)``, ``V = 2 round(d / (2 delta))`` (docs/model.md, "Sizes and
+    ratios"). A rough operation count, not a flop count. A ``spectrum="top"`` cell forms no
+    d x d matrix: its work is ``2 m (V d + N T)`` for ``m = TOP_COLUMNS_PER_CUBE_ROOT_D
+    d^(1/3)`` Krylov columns (two passes over the table per column), instead of the first
+    two terms.
     """
     n_samples = round(d / gamma)
     vocabulary = 2 * round(d / (2 * delta))
-    work = d**3 + (n_samples + vocabulary) * d**2 + n_samples * T * d
+    if spectrum == "top":
+        columns = TOP_COLUMNS_PER_CUBE_ROOT_D * d ** (1.0 / 3.0)
+        work = 2 * columns * (vocabulary * d + n_samples * T) + n_samples * T * d
+    else:
+        work = d**3 + (n_samples + vocabulary) * d**2 + n_samples * T * d
     kind = weights if isinstance(weights, str) else weights.get("kind")
     if kind == "causal_attention":
         work += ATTENTION_WORK_FACTOR * n_samples * T * T * d
@@ -51,7 +66,8 @@ def estimated_cell_seconds(
     kwargs: Mapping[str, Any], seconds_per_work: float = DEFAULT_SECONDS_PER_WORK
 ) -> float:
     """Estimated single-core seconds of ``simulate_cell(**kwargs)``."""
-    work = cell_work(kwargs["d"], kwargs["delta"], kwargs["gamma"], kwargs["T"], kwargs["weights"])
+    work = cell_work(kwargs["d"], kwargs["delta"], kwargs["gamma"], kwargs["T"], kwargs["weights"],
+                     kwargs.get("spectrum", "full"))
     return CELL_OVERHEAD_SECONDS + work * seconds_per_work
 
 

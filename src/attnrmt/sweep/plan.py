@@ -102,6 +102,10 @@ class _SpecJsonCache:
 _spec_json = _SpecJsonCache()
 
 
+# The key's spectrum entry: none for the default (full) route, see :func:`cell_key`.
+_SPECTRUM_JSON = {"full": "", "top": '"spectrum":"top",'}
+
+
 def cell_key(
     *,
     d: int,
@@ -114,12 +118,15 @@ def cell_key(
     centered: bool,
     replicate: int,
     top_k: int,
+    spectrum: str = "full",
 ) -> str:
     """sha256 hex of a cell's canonical parameters (model names excluded, specs included).
 
     The canonical JSON is, with keys sorted: ``T, centered, d, delta, gamma,
-    model_version, positional, replicate, snr, top_k, weights`` (numbers by
-    :func:`canonical_number`; specs by :func:`canonical_json`).
+    model_version, positional, replicate, snr, [spectrum,] top_k, weights`` (numbers by
+    :func:`canonical_number`; specs by :func:`canonical_json`). ``spectrum`` enters only
+    when it is ``"top"`` (a top cell stores other data), so full cells keep the keys they
+    had before the key existed.
     """
     number = _number_json
     text = (
@@ -127,7 +134,7 @@ def cell_key(
         f'"d":{number(d)},"delta":{number(delta)},'
         f'"gamma":{number(gamma)},"model_version":{MODEL_VERSION},'
         f'"positional":{_spec_json(positional_spec)},"replicate":{number(replicate)},'
-        f'"snr":{number(snr)},"top_k":{number(top_k)},'
+        f'"snr":{number(snr)},{_SPECTRUM_JSON[spectrum]}"top_k":{number(top_k)},'
         f'"weights":{_spec_json(weights_spec)}}}'
     )
     return hashlib.sha256(text.encode("ascii")).hexdigest()
@@ -152,6 +159,9 @@ class Cell:
         Number of top eigenpairs measured.
     positional_spec, weights_spec : dict
         Canonical specs (shared between cells; do not mutate).
+    spectrum : str
+        ``"full"`` or ``"top"`` (:func:`attnrmt.model.simulate_cell`); part of the key only
+        when ``"top"``.
     key : str
         sha256 hex of the canonical parameters (:func:`cell_key`), computed on creation.
     """
@@ -168,6 +178,7 @@ class Cell:
     top_k: int
     positional_spec: dict[str, Any] = field(repr=False)
     weights_spec: dict[str, Any] = field(repr=False)
+    spectrum: str = "full"
     key: str = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -182,6 +193,7 @@ class Cell:
             centered=self.centered,
             replicate=self.replicate,
             top_k=self.top_k,
+            spectrum=self.spectrum,
         )
         object.__setattr__(self, "key", key)
 
@@ -227,6 +239,7 @@ class Cell:
             "snr": self.snr,
             "centered": self.centered,
             "top_k": self.top_k,
+            "spectrum": self.spectrum,
         }
 
 
@@ -279,6 +292,8 @@ class SweepPlan:
     models : dict
         ``{"positional": {name: canonical spec}, "weights": {name: canonical spec}}``
         for the models this sweep uses (canonical specs do not depend on ``T``).
+    spectrum : str
+        ``"full"`` or ``"top"`` (config key ``spectrum``): what ``eigenvalues`` holds.
     """
 
     name: str
@@ -289,6 +304,7 @@ class SweepPlan:
     blocks: list[Block] = field(repr=False)
     config_sha256: str
     models: dict[str, dict[str, dict[str, Any]]] = field(repr=False)
+    spectrum: str = "full"
 
     @property
     def n_cells(self) -> int:
@@ -323,7 +339,7 @@ def _grid_cells(resolved: ResolvedSweep) -> list[Cell]:
             cells.append(
                 Cell(
                     d, delta, gamma, T, positional, weights, snr, centered,
-                    replicate, top_k, positional_spec, weights_spec,
+                    replicate, top_k, positional_spec, weights_spec, resolved.spectrum,
                 )
             )
     return cells
@@ -378,6 +394,8 @@ def sweep_config_sha256(resolved: ResolvedSweep, root_seed: int) -> str:
         "seed": int(root_seed),
         "model_version": MODEL_VERSION,
     }
+    if resolved.spectrum != "full":  # full sweeps keep their hash
+        payload["spectrum"] = resolved.spectrum
     return hashlib.sha256(canonical_json(payload).encode("ascii")).hexdigest()
 
 
@@ -393,6 +411,7 @@ def plan_sweep(resolved: ResolvedSweep, root_seed: int, block_size: int) -> Swee
         blocks=make_blocks(cells, root_seed, block_size),
         config_sha256=sweep_config_sha256(resolved, root_seed),
         models=_models_used(resolved),
+        spectrum=resolved.spectrum,
     )
 
 

@@ -1,0 +1,521 @@
+"""Dense and Krylov symmetric eigensolvers of :mod:`attnrmt.model.cell` (the numerics room).
+
+Everything here is a pure function of arrays (or of a linear operator); the model lives in
+``cell.py``. Symmetric matrices live as the lower triangle of a Fortran-ordered array and
+are updated in place. Each hand-written kernel is kept because a benchmark in the same
+process measured it faster than the library route it replaces (``benchmarks/bench_cell.py``,
+``python -m benchmarks bench_cell``; one BLAS thread, CPU seconds on a loaded 2-core VM,
+``benchmarks/results.md``):
+
+- :func:`spectrum_and_top_eigenvectors` (``dsytrd`` + ``dsterf`` + ``stebz``/``stein`` +
+  ``dormqr``: one reduction) against ``scipy.linalg.eigh(driver="evr")`` for the values
+  plus ``eigh(subset_by_index=..., driver="evr")`` for the vectors (two reductions) and one
+  ``eigh(driver="evd")``: 0.81 s against 1.45 s and 1.40 s at d = 2000 (0.13 against 0.22
+  and 0.20 at d = 1000) (``linalg_kernels``).
+- :func:`lanczos_top_eigenpairs` (top-3 pairs of the formed population matrix) against
+  ``eigh(subset_by_index=..., driver="evr")`` and ``scipy.sparse.linalg.eigsh``: 0.12 s
+  against 0.71 s and 0.30 s at d = 2000 (``linalg_kernels``).
+- :func:`block_lanczos_top` (the matrix-free top route) against ``eigsh`` (ARPACK) on the
+  same operator: for ``S`` alone at d = 2000, width 16 takes 1.03 s and 512 products,
+  width 1 0.88 s and 126, ``eigsh`` 0.79 s and 164 (``krylov_methods``): each product is
+  a pass over the table ``E`` and single-vector passes are memory-bound, so the counts
+  do not translate into time. What decides is that the block form runs ``S`` and the
+  population matrix in lockstep, sharing every pass over ``E``
+  (:func:`run_lanczos_together`), which ARPACK's reverse communication of one vector at a
+  time cannot: the fused top cell took 8.9 s at d = 4000 against 14 s for the two block
+  iterations run one after the other. ``lobpcg`` (block of 8, no preconditioner, tolerance
+  1e-10 of the top eigenvalue) needed 3.8 s and ~700 products for the same 6 values.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Generator
+
+import numpy as np
+import scipy.linalg
+from scipy.linalg import blas, lapack
+
+
+def lower_gram(rows: np.ndarray, scale: float) -> np.ndarray:
+    """``scale * rows^T rows`` (d x d) by one BLAS ``dsyrk``; only the lower triangle is set.
+
+    ``rows`` is C-ordered (n, d); the result is Fortran-ordered, the layout the symmetric
+    LAPACK/BLAS routines below read and update in place (the upper triangle is ignored).
+    """
+    return blas.dsyrk(scale, np.ascontiguousarray(rows, dtype=np.float64).T, trans=0, lower=1)
+
+
+def add_rank_one(lower: np.ndarray, coefficient: float, vector: np.ndarray) -> None:
+    """``lower += coefficient * vector vector^T`` on the lower triangle, in place (``dsyr``).
+
+    ``dsyr`` updates its argument in place only when it is Fortran-ordered float64; for any
+    other layout f2py hands LAPACK a copy and returns it, so the result is written back
+    (O(d^2), once). ``lower`` must be a writeable (d, d) float64 array.
+    """
+    if coefficient == 0.0:
+        return
+    updated = blas.dsyr(coefficient, vector, a=lower, lower=1, overwrite_a=1)
+    if updated is not lower:
+        lower[...] = updated
+
+
+def _tridiagonalize(lower: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Householder reduction ``A = Q T Q^T`` of the lower triangle of ``lower`` (destroyed)."""
+    n = lower.shape[0]
+    # Blocked reduction needs the optimal workspace: scipy's default lwork is the minimum,
+    # which silently selects the unblocked (BLAS-2 only, ~2x slower) algorithm.
+    workspace, info = lapack.dsytrd_lwork(n, lower=1)
+    factored, diagonal, offdiagonal, tau, info = lapack.dsytrd(
+        lower, lower=1, lwork=max(int(workspace), 1), overwrite_a=1
+    )
+    if info != 0:  # pragma: no cover - LAPACK failure
+        raise np.linalg.LinAlgError(f"dsytrd failed with info={info}")
+    return factored, diagonal, offdiagonal, tau
+
+
+def _apply_householder(factored: np.ndarray, tau: np.ndarray, vectors: np.ndarray) -> np.ndarray:
+    """``Q @ vectors`` for ``Q = H(1) ... H(n-1)`` stored by ``dsytrd(lower=1)``.
+
+    ``H(i) = I - tau_i v_i v_i^T`` with ``v_i = (0_{i}, 1, factored[i+2:, i])`` (1-based
+    ``i``): on rows ``2..n`` these are the reflectors of a QR factorisation stored in
+    ``factored[1:, :-1]``, so LAPACK ``dormqr`` applies them (blocked, O(n^2 k) for k
+    vectors) to ``vectors[1:]``; row 1 is unchanged. This is what LAPACK's ``dormtr`` does
+    for ``uplo = 'L'`` (scipy does not wrap ``dormtr``).
+    """
+    result = np.array(vectors, dtype=np.float64, order="F", copy=True)
+    n, k = result.shape
+    if n < 2:
+        return result
+    reflectors = np.asfortranarray(factored[1:, :-1])
+    applied, _, info = lapack.dormqr(
+        "L", "N", reflectors, tau, result[1:], lwork=max(1, 64 * k), overwrite_c=1
+    )
+    if info != 0:  # pragma: no cover - LAPACK failure
+        raise np.linalg.LinAlgError(f"dormqr failed with info={info}")
+    result[1:] = applied
+    return result
+
+
+def spectrum_and_top_eigenvectors(lower: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """All eigenvalues (ascending) and the top-``k`` eigenvectors of a symmetric matrix.
+
+    One Householder tridiagonalisation ``A = Q T Q^T`` (``dsytrd``, blocked), all
+    eigenvalues of ``T`` (``dsterf``; together exactly what ``eigvalsh`` does), the
+    top-``k`` eigenvectors of ``T`` (bisection + inverse iteration, ``stebz`` + ``stein``)
+    and ``Q z`` by blocked reflectors (O(d^2 k)).
+
+    Parameters
+    ----------
+    lower : ndarray (d, d), Fortran order
+        Lower triangle holds the matrix (e.g. from :func:`lower_gram`); overwritten.
+    k : int
+
+    Returns
+    -------
+    eigenvalues : ndarray (d,), ascending
+    vectors : ndarray (d, k), unit columns, column ``j`` for the ``j``-th largest.
+    """
+    factored, diagonal, offdiagonal, tau = _tridiagonalize(lower)
+    eigenvalues, info = lapack.dsterf(diagonal.copy(), offdiagonal.copy())
+    if info != 0:  # pragma: no cover
+        raise np.linalg.LinAlgError(f"dsterf failed with info={info}")
+    _, vectors = _top_tridiagonal_eigenpairs(diagonal, offdiagonal, k)
+    return eigenvalues, _apply_householder(factored, tau, vectors)
+
+
+def _top_tridiagonal_eigenpairs(
+    diagonal: np.ndarray, offdiagonal: np.ndarray, k: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Top-``k`` eigenpairs of a symmetric tridiagonal matrix, descending.
+
+    Bisection for the eigenvalues with indices ``n-k+1 .. n`` (``dstebz``, block order)
+    and inverse iteration for their vectors (``dstein``), called directly: this runs
+    inside the Lanczos loop, where ``scipy.linalg.eigh_tridiagonal``'s checks would cost
+    more than the LAPACK work.
+    """
+    n = diagonal.size
+    if n == 1:
+        return diagonal.copy(), np.ones((1, 1))
+    found, values, blocks, splits, info = lapack.dstebz(
+        diagonal, offdiagonal, 2, 0.0, 0.0, n - k + 1, n, 0.0, "B"
+    )
+    if info != 0:  # pragma: no cover - LAPACK failure
+        raise np.linalg.LinAlgError(f"dstebz failed with info={info}")
+    values = values[:found]
+    vectors, info = lapack.dstein(diagonal, offdiagonal, values, blocks, splits)
+    if info != 0:  # pragma: no cover
+        raise np.linalg.LinAlgError(f"dstein failed with info={info}")
+    order = np.argsort(values)[::-1]
+    return values[order], np.ascontiguousarray(vectors[:, order])
+
+
+# Population eigenpairs: Lanczos for d >= this (below it the exact reduction is as cheap).
+_LANCZOS_MIN_D = 300
+# Lanczos stops when every top-k Ritz pair has residual ||P v - theta v|| <= this times the
+# largest Ritz value. Eigenvalue errors are then <= residual^2 / gap (far below 1e-12
+# relative) and eigenvector errors <= residual / gap, ~1e-7 for the bulk-edge gaps
+# (~1e-3 relative) at d = 2000: overlaps are exact to ~1e-6 or better.
+_LANCZOS_TOL = 1e-9
+_LANCZOS_CHECK_EVERY = 8
+
+
+def lanczos_top_eigenpairs(
+    lower: np.ndarray,
+    k: int,
+    start: np.ndarray,
+    *,
+    tol: float = _LANCZOS_TOL,
+    max_steps: int | None = None,
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """Top-``k`` eigenpairs by Lanczos with full reorthogonalisation, or ``None``.
+
+    Each step is one symmetric matrix-vector product on the lower triangle (``dsymv``,
+    reads d^2/2 numbers), the three-term recurrence, and a classical Gram-Schmidt pass
+    against all previous Lanczos vectors (a second one when the first removed more than
+    30% of the norm). Every ``_LANCZOS_CHECK_EVERY`` steps the top-k Ritz pairs of the
+    tridiagonal matrix are formed and the run stops once every residual
+    ``|beta_m y_{m,i}|`` (exactly ``||A v_i - theta_i v_i||``) is at most
+    ``tol * |theta_1|``.
+
+    Parameters
+    ----------
+    lower : ndarray (d, d), Fortran order
+        Lower triangle holds the matrix; not modified.
+    k : int
+    start : ndarray (d,)
+        Start vector (should have a random component, so that no eigenvector is missed).
+    tol : float
+        Relative residual tolerance.
+    max_steps : int, optional
+        At most this many steps (default ``min(d, max(400, 10 k))``).
+
+    Returns
+    -------
+    (values descending (k,), unit vectors (d, k)) or ``None`` when not converged within
+    ``max_steps`` or the Krylov space is exhausted before k pairs converge (the caller then
+    uses the exact reduction).
+    """
+    n = lower.shape[0]
+    max_steps = min(n, max_steps or max(400, 10 * k))
+    basis = np.empty((max_steps + 1, n))  # Lanczos vectors as rows
+    diagonal = np.empty(max_steps)
+    offdiagonal = np.empty(max_steps)
+    basis[0] = start / np.sqrt(np.sum(start**2))
+    for step in range(max_steps):
+        previous = basis[: step + 1].T  # (n, step+1), Fortran-contiguous view
+        vector = blas.dsymv(1.0, lower, basis[step], lower=1)
+        if step > 0:  # three-term recurrence first ...
+            vector -= offdiagonal[step - 1] * basis[step - 1]
+        diagonal[step] = np.dot(basis[step], vector)
+        vector -= diagonal[step] * basis[step]
+        # ... then full reorthogonalisation by classical Gram-Schmidt, repeated only when a
+        # pass removes a sizeable part (DGKS criterion, "twice is enough").
+        for _ in range(2):
+            before = np.sqrt(np.sum(vector**2))
+            coefficients = blas.dgemv(1.0, previous, vector, trans=1)
+            vector = blas.dgemv(-1.0, previous, coefficients, beta=1.0, y=vector, overwrite_y=1)
+            offdiagonal[step] = np.sqrt(np.sum(vector**2))
+            if offdiagonal[step] > 0.7 * before:
+                break
+        size = step + 1
+        exhausted = offdiagonal[step] <= 1e-14 * max(np.abs(diagonal[:size]).max(), 1e-300)
+        if size >= k and (exhausted or size % _LANCZOS_CHECK_EVERY == 0 or size == max_steps):
+            values, ritz = _top_tridiagonal_eigenpairs(
+                diagonal[:size], offdiagonal[: size - 1], k
+            )
+            residuals = np.abs(offdiagonal[step] * ritz[-1])
+            if np.all(residuals <= tol * max(abs(values[0]), 1e-300)):
+                vectors = blas.dgemm(1.0, basis[:size].T, ritz)
+                return values, vectors / np.sqrt(np.sum(vectors**2, axis=0))
+        if exhausted:
+            return None
+        basis[step + 1] = vector / offdiagonal[step]
+    return None
+
+
+def top_eigenpairs(
+    lower: np.ndarray, k: int, start: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """Top-``k`` eigenvalues (descending) and unit eigenvectors (d, k) of a symmetric matrix.
+
+    For ``d >= _LANCZOS_MIN_D`` with a ``start`` vector: :func:`lanczos_top_eigenpairs`
+    (typically 60-120 matrix-vector products, 3-5x cheaper than a reduction on one core).
+    Otherwise, or if Lanczos does not converge: the exact route, tridiagonalisation +
+    ``stebz``/``stein`` for the k selected eigenpairs + blocked back-transformation.
+
+    Parameters
+    ----------
+    lower : ndarray (d, d), Fortran order
+        Lower triangle holds the matrix; overwritten by the exact route.
+    k : int
+    start : ndarray (d,), optional
+        Lanczos start vector.
+    """
+    if start is not None and lower.shape[0] >= _LANCZOS_MIN_D:
+        found = lanczos_top_eigenpairs(lower, k, start)
+        if found is not None:
+            return found
+    factored, diagonal, offdiagonal, tau = _tridiagonalize(lower)
+    values, vectors = _top_tridiagonal_eigenpairs(diagonal, offdiagonal, k)
+    return values, _apply_householder(factored, tau, vectors)
+
+
+
+# ------------------------------------------------------------- matrix-free top eigenpairs
+
+# Block Lanczos stop rule (see :func:`block_lanczos_top`). An eigenvalue whose Ritz
+# residual is r is within r of an eigenvalue; a unit Ritz vector is within r/gap of the
+# eigenvector (Davis-Kahan), gap = distance to the nearest other eigenvalue.
+BLOCK_VALUE_TOL = 1e-10  # r <= this * |theta|: eigenvalues to 1e-10 relative
+BLOCK_VECTOR_TOL = 1e-7  # r <= this * gap: squared overlaps to ~2e-7
+# Residuals below this times |theta_1| are at the rounding floor of the operator (the dense
+# route is no more accurate there), so they count as converged whatever the gap: only then
+# can a pair of eigenvalues closer than ~1e-8 |theta_1| end the iteration, and their
+# individual eigenvectors are not determined by any float64 route.
+BLOCK_FLOOR_TOL = 1e-13
+_BLOCK_CHECK_EVERY = 2
+_BLOCK_MAX_COLUMNS = 2000
+
+
+def _orthonormal_block(
+    block: np.ndarray, basis: np.ndarray, scale: float, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray]:
+    """``block = Q B`` with orthonormal ``Q`` (n, b) orthogonal to ``basis`` (thin SVD).
+
+    Columns whose singular value is below ``1e-12 scale`` (the Krylov space lost a
+    dimension) are replaced by random unit vectors orthogonal to ``basis`` and to the
+    other columns, with a zero row in ``B``: the block recurrence stays exact.
+    """
+    left, singular, right = np.linalg.svd(block, full_matrices=False)
+    coupling = singular[:, None] * right
+    lost = singular <= 1e-12 * max(scale, 1e-300)
+    if lost.any():
+        fresh = rng.standard_normal((block.shape[0], int(lost.sum())))
+        for _ in range(2):
+            fresh -= basis @ (basis.T @ fresh)
+            fresh -= left[:, ~lost] @ (left[:, ~lost].T @ fresh)
+        left[:, lost] = np.linalg.qr(fresh)[0]
+        coupling[lost] = 0.0
+    return left, coupling
+
+
+def block_lanczos_top(
+    apply: Callable[[np.ndarray], np.ndarray],
+    start: np.ndarray,
+    n_values: int,
+    n_vectors: int,
+    *,
+    rng: np.random.Generator,
+    value_tol: float = BLOCK_VALUE_TOL,
+    vector_tol: float = BLOCK_VECTOR_TOL,
+    max_columns: int = _BLOCK_MAX_COLUMNS,
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """Largest eigenpairs of a symmetric operator by block Lanczos, or ``None``.
+
+    Block Lanczos with full reorthogonalisation (Golub & Van Loan, *Matrix Computations*,
+    4th ed., §10.3.6): ``A Q_j = Q_{j-1} B_{j-1}^T + Q_j A_j + Q_{j+1} B_j``; the projected
+    block-tridiagonal matrix ``T_m`` gives Ritz pairs ``(theta_i, Q y_i)`` whose residual
+    is exactly ``r_i = ||B_m y_i[last block]||``. Each step applies the operator to ``b``
+    vectors at once (BLAS-3), then twice Gram-Schmidt against the whole basis.
+
+    Stop rule (checked every ``_BLOCK_CHECK_EVERY`` blocks), for the ``n_values`` largest
+    Ritz values and the ``n_vectors`` largest Ritz vectors (``n_values > n_vectors``, so
+    that each vector's nearest neighbours are converged values, not underestimates):
+
+    - every value: ``r_i <= value_tol |theta_i|`` (``|theta_i - lambda_i| <= r_i``);
+    - every vector: ``r_i <= vector_tol gap_i``, ``gap_i`` the distance from ``theta_i`` to
+      the nearest other Ritz value, so the angle to the eigenvector is at most
+      ``vector_tol`` (a residual alone bounds it only by ``r/gap``, large next to a BBP
+      threshold where the outlier is close to the bulk edge);
+    - or ``r_i <= BLOCK_FLOOR_TOL |theta_1|`` (rounding floor, module constants).
+
+    Parameters
+    ----------
+    apply : callable
+        ``X (n, b) -> A X (n, b)`` for a symmetric ``A``.
+    start : ndarray (n, b)
+        Start block (random components, so that no eigenvector is orthogonal to it).
+    n_values, n_vectors : int
+        How many largest eigenvalues / eigenvectors must converge (``n_vectors <=
+        n_values``).
+    rng : numpy.random.Generator
+        Replaces lost Krylov directions (deflation); unused otherwise.
+    value_tol, vector_tol : float
+        See the stop rule.
+    max_columns : int
+        Largest basis (memory ``8 n max_columns`` bytes).
+
+    Returns
+    -------
+    (values descending (n_values,), unit vectors (n, n_vectors)), or ``None`` when
+    ``max_columns`` (or ``n``) columns did not suffice.
+
+    Cost: O(m (cost of A on one vector) + n m^2) time for a basis of m columns, O(n m)
+    memory.
+    """
+    options = {"value_tol": value_tol, "vector_tol": vector_tol, "max_columns": max_columns}
+    (found,) = run_lanczos_together(
+        lambda blocks: [apply(blocks[0])],
+        [_block_lanczos_steps(start, n_values, n_vectors, rng, **options)],
+    )
+    return found
+
+
+LanczosSteps = Generator[np.ndarray, np.ndarray, "tuple[np.ndarray, np.ndarray] | None"]
+
+
+def run_lanczos_together(
+    apply_all: Callable[[list[np.ndarray | None]], list[np.ndarray | None]],
+    runs: list[LanczosSteps],
+) -> list[tuple[np.ndarray, np.ndarray] | None]:
+    """Drive several block Lanczos iterations in lockstep.
+
+    Every round hands the pending block of each unfinished run to one call of
+    ``apply_all`` (``None`` where a run has finished), so operators that share a costly
+    factor (the top route's ``S`` and population matrix both multiply by the table ``E``)
+    pay for it once per round. Returns each run's result (see :func:`block_lanczos_top`).
+    """
+    results: list[tuple[np.ndarray, np.ndarray] | None] = [None] * len(runs)
+    pending: list[np.ndarray | None] = [next(run) for run in runs]
+    while any(block is not None for block in pending):
+        products = apply_all(pending)
+        for index, run in enumerate(runs):
+            if pending[index] is None:
+                continue
+            try:
+                pending[index] = run.send(products[index])
+            except StopIteration as finished:
+                results[index], pending[index] = finished.value, None
+    return results
+
+
+def _block_lanczos_steps(
+    start: np.ndarray,
+    n_values: int,
+    n_vectors: int,
+    rng: np.random.Generator,
+    *,
+    value_tol: float = BLOCK_VALUE_TOL,
+    vector_tol: float = BLOCK_VECTOR_TOL,
+    max_columns: int = _BLOCK_MAX_COLUMNS,
+) -> LanczosSteps:
+    """The iteration of :func:`block_lanczos_top` as a generator: yields each block to be
+    multiplied by the operator, receives the product, returns the result."""
+    n, width = start.shape
+    capacity = min(max_columns, n) // width * width
+    basis = np.empty((n, capacity), order="F")
+    projected = np.zeros((capacity, capacity))
+    block, _ = _orthonormal_block(start, basis[:, :0], 1.0, rng)
+    basis[:, :width] = block
+    product = yield block
+    end, steps, scale = width, 0, 0.0
+    wanted = n_values + 1  # one more Ritz value than needed: the gap below the last vector
+    while True:
+        low = end - width
+        current = basis[:, low:end]
+        diagonal = current.T @ product
+        diagonal = 0.5 * (diagonal + diagonal.T)
+        projected[low:end, low:end] = diagonal
+        scale = max(scale, float(np.abs(diagonal).max()))
+        product -= current @ diagonal
+        if low > 0:
+            product -= basis[:, low - width : low] @ projected[low - width : low, low:end]
+        for _ in range(2):  # full reorthogonalisation, twice is enough
+            product -= basis[:, :end] @ (basis[:, :end].T @ product)
+        steps += 1
+        last = end + width > capacity
+        block, coupling = _orthonormal_block(product, basis[:, :end], scale, rng)
+        if end >= wanted and (last or steps % _BLOCK_CHECK_EVERY == 0):
+            count = min(wanted, end)
+            values, ritz = scipy.linalg.eigh(
+                projected[:end, :end], subset_by_index=[end - count, end - 1],
+                driver="evr", check_finite=False,
+            )
+            values, ritz = values[::-1], ritz[:, ::-1]
+            residuals = np.sqrt(np.sum((coupling @ ritz[low:end]) ** 2, axis=0))
+            if _converged(values, residuals, n_values, n_vectors, value_tol, vector_tol):
+                vectors = basis[:, :end] @ ritz[:, :n_vectors]
+                vectors /= np.sqrt(np.sum(vectors**2, axis=0))
+                return values[:n_values].copy(), vectors
+        if last:
+            return None
+        basis[:, end : end + width] = block
+        projected[end : end + width, low:end] = coupling
+        projected[low:end, end : end + width] = coupling.T
+        end += width
+        product = yield block
+
+
+def _converged(
+    values: np.ndarray,
+    residuals: np.ndarray,
+    n_values: int,
+    n_vectors: int,
+    value_tol: float,
+    vector_tol: float,
+) -> bool:
+    """The stop rule of :func:`block_lanczos_top` on Ritz values (descending)."""
+    floor = residuals <= BLOCK_FLOOR_TOL * max(abs(values[0]), 1e-300)
+    values_ok = residuals[:n_values] <= value_tol * np.maximum(np.abs(values[:n_values]), 1e-300)
+    if not np.all(values_ok | floor[:n_values]):
+        return False
+    distance = np.abs(values[:, None] - values[None, :])
+    np.fill_diagonal(distance, np.inf)
+    gaps = distance.min(axis=1)[:n_vectors]
+    return bool(np.all((residuals[:n_vectors] <= vector_tol * gaps) | floor[:n_vectors]))
+
+
+def dense_top_eigenpairs(
+    apply: Callable[[np.ndarray], np.ndarray], n: int, n_values: int, n_vectors: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """The same as :func:`block_lanczos_top` by forming ``A = apply(I)`` (O(n^2) memory).
+
+    The route for small ``n`` (where the Krylov basis would be most of ``R^n``) and the
+    fallback when the Krylov iteration does not converge.
+    """
+    matrix = apply(np.eye(n))
+    matrix = 0.5 * (matrix + matrix.T)
+    values, vectors = scipy.linalg.eigh(
+        matrix, subset_by_index=[n - n_values, n - 1], driver="evr", overwrite_a=True,
+        check_finite=False,
+    )
+    return values[::-1].copy(), np.ascontiguousarray(vectors[:, ::-1][:, :n_vectors])
+
+
+# Below this n the top route forms the matrix (the basis would be a large part of R^n).
+DENSE_TOP_MAX_N = 200
+
+
+def shared_operator_top_eigenpairs(
+    apply_all: Callable[[list[np.ndarray | None]], list[np.ndarray | None]],
+    starts: list[np.ndarray],
+    n_values: list[int],
+    n_vectors: list[int],
+    rng: np.random.Generator,
+) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Top eigenpairs of several symmetric operators applied together (``apply_all``, as
+    in :func:`run_lanczos_together`): block Lanczos in lockstep, or
+    :func:`dense_top_eigenpairs` for ``n <= DENSE_TOP_MAX_N`` or an operator whose Lanczos
+    stopped short. Returns ``[(values descending, unit vectors (n, n_vectors)), ...]``.
+    """
+    n = starts[0].shape[0]
+
+    def alone(index: int) -> Callable[[np.ndarray], np.ndarray]:
+        def apply(block: np.ndarray) -> np.ndarray:
+            blocks: list[np.ndarray | None] = [None] * len(starts)
+            blocks[index] = block
+            return apply_all(blocks)[index]
+
+        return apply
+
+    found: list[tuple[np.ndarray, np.ndarray] | None] = [None] * len(starts)
+    if n > DENSE_TOP_MAX_N:
+        found = run_lanczos_together(apply_all, [
+            _block_lanczos_steps(start, values, vectors, rng)
+            for start, values, vectors in zip(starts, n_values, n_vectors, strict=True)
+        ])
+    return [
+        pair if pair is not None
+        else dense_top_eigenpairs(alone(index), n, n_values[index], n_vectors[index])
+        for index, pair in enumerate(found)
+    ]

@@ -1,0 +1,128 @@
+"""attnrmt.model._linalg: the dense kernels against numpy, the Krylov solvers against a
+dense eigendecomposition, including the stop rule next to a near-degenerate pair."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from attnrmt.model import _linalg
+from attnrmt.model.table import sample_table
+
+
+def dense_from_lower(lower: np.ndarray) -> np.ndarray:
+    """The symmetric matrix whose lower triangle ``lower`` holds."""
+    return np.tril(lower) + np.tril(lower, -1).T
+
+
+@pytest.mark.parametrize("order", ["F", "C"])
+def test_add_rank_one_updates_in_place_whatever_the_layout(order: str) -> None:
+    """dsyr returns a copy for a C-ordered input; the update must still land in ``lower``
+    (the old code dropped the return value and left a C-ordered matrix unchanged)."""
+    rng = np.random.default_rng(0)
+    rows = rng.standard_normal((30, 6))
+    lower = np.array(_linalg.lower_gram(rows, 1.0), order=order)
+    before = dense_from_lower(lower)
+    vector = rng.standard_normal(6)
+    _linalg.add_rank_one(lower, -0.5, vector)
+    np.testing.assert_allclose(
+        dense_from_lower(lower), before - 0.5 * np.outer(vector, vector), rtol=1e-13, atol=1e-13
+    )
+
+
+def random_symmetric(values: np.ndarray, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """``Q diag(values) Q^T`` with a Haar-random ``Q``; returns (matrix, Q)."""
+    rng = np.random.default_rng(seed)
+    q, r = np.linalg.qr(rng.standard_normal((values.size, values.size)))
+    q *= np.sign(np.diag(r))
+    return (q * values) @ q.T, q
+
+
+def test_block_lanczos_matches_dense_eigh_on_a_bulk_with_outliers() -> None:
+    """An MP-like bulk with two outliers: values to 1e-10 relative (the stop rule's bound),
+    vectors to 1e-7 in angle, hence |cos| = 1 to 1e-12."""
+    rng = np.random.default_rng(3)
+    values = np.concatenate([edge_bulk(400), [1.3, 2.0]])
+    matrix, q = random_symmetric(values, 4)
+    found_values, vectors = _linalg.block_lanczos_top(
+        lambda block: matrix @ block, rng.standard_normal((values.size, 8)), 6, 3, rng=rng
+    )
+    expected = np.sort(values)[::-1][:6]
+    np.testing.assert_allclose(found_values, expected, rtol=1e-10)
+    top_vectors = q[:, np.argsort(values)[::-1][:3]]
+    np.testing.assert_allclose(np.abs(np.sum(vectors * top_vectors, axis=0)), 1.0, atol=1e-12)
+
+
+def edge_bulk(n: int) -> np.ndarray:
+    """n quantiles of a density with a square-root upper edge at 1 (as MP at its edge):
+    the top spacings are ~n^(-2/3), the slow case for Krylov methods."""
+    quantiles = (np.arange(n) + 0.5) / n
+    return 1.0 - (1.0 - quantiles) ** (2.0 / 3.0)
+
+
+@pytest.mark.parametrize("width", [1, 8])
+def test_block_lanczos_stop_rule_resolves_a_near_degenerate_top_pair(width: int) -> None:
+    """Next to a BBP threshold the outlier sits just above the bulk edge: here 1e-5
+    (relative) above the next eigenvalue. The gap-aware rule must give each of the two top
+    vectors to 1e-7 in angle (sin^2 <= 1e-14, overlaps to ~1e-7 as the top route promises),
+    where a residual alone only bounds the angle by r/gap (1e-4 at r = 1e-9)."""
+    rng = np.random.default_rng(5)
+    gap = 1e-5
+    values = np.concatenate([edge_bulk(399)[:-1], [1.0, 1.0 + gap]])
+    matrix, q = random_symmetric(values, 6)
+    found_values, vectors = _linalg.block_lanczos_top(
+        lambda block: matrix @ block, rng.standard_normal((values.size, width)), 4, 2, rng=rng
+    )
+    np.testing.assert_allclose(found_values, np.sort(values)[::-1][:4], rtol=1e-10)
+    top_vectors = q[:, np.argsort(values)[::-1][:2]]
+    cosines = np.abs(np.sum(vectors * top_vectors, axis=0))
+    assert np.all(1.0 - cosines**2 <= 1e-14), 1.0 - cosines**2
+
+
+def test_block_lanczos_exhausted_krylov_space_and_budget() -> None:
+    """A rank-2 operator loses Krylov directions at once (deflation with fresh random
+    vectors keeps the recurrence exact); a basis budget too small returns None, and
+    operator_top_eigenpairs then falls back to the dense route."""
+    rng = np.random.default_rng(7)
+    n = 300
+    spikes = rng.standard_normal((n, 2))
+    matrix = spikes @ spikes.T
+    apply = lambda block: matrix @ block  # noqa: E731
+    expected = np.sort(np.linalg.eigvalsh(matrix))[::-1][:4]
+    values, _ = _linalg.block_lanczos_top(apply, rng.standard_normal((n, 8)), 4, 2, rng=rng)
+    np.testing.assert_allclose(values[:2], expected[:2], rtol=1e-10)
+    np.testing.assert_allclose(values[2:], 0.0, atol=1e-10 * expected[0])
+    bulk_matrix, _ = random_symmetric(np.linspace(0, 1, n), 8)
+    bulk_apply = lambda block: bulk_matrix @ block  # noqa: E731
+    start = rng.standard_normal((n, 4))
+    assert _linalg.block_lanczos_top(bulk_apply, start, 4, 2, rng=rng, max_columns=16) is None
+    dense_values, _ = _linalg.dense_top_eigenpairs(bulk_apply, n, 4, 2)
+    np.testing.assert_allclose(dense_values, np.linspace(0, 1, n)[::-1][:4], rtol=1e-12)
+
+
+@pytest.mark.parametrize("snr", [0.0, 2.0])
+def test_lanczos_population_eigenpairs_match_exact_reduction(snr: float) -> None:
+    # d = 400 >= _LANCZOS_MIN_D, so simulate_cell uses Lanczos for the population matrix.
+    # The stop rule (relative residual <= 1e-9) bounds eigenvalue errors by residual^2/gap
+    # (< 1e-12 relative) and eigenvector errors by residual/gap; with bulk-edge gaps of
+    # ~1e-3 relative that is < 1e-6, hence the tolerances below.
+
+
+    d, V = 400, 800
+    table = sample_table(d, V, snr, np.random.default_rng(0))
+    lower = _linalg.lower_gram(table.embeddings, 1 / (16 * V))
+    _linalg.add_rank_one(lower, -1 / 16, table.table_mean)
+    _linalg.add_rank_one(lower, 0.05, table.class_mean_difference)
+    dense = np.tril(lower) + np.tril(lower, -1).T
+    exact_values, exact_vectors = np.linalg.eigh(dense)
+    start = np.random.default_rng(1).standard_normal(d)
+    values, vectors = _linalg.lanczos_top_eigenpairs(lower, 3, start)
+    np.testing.assert_allclose(values, exact_values[::-1][:3], rtol=1e-12)
+    alignment = np.abs(np.sum(vectors * exact_vectors[:, ::-1][:, :3], axis=0))
+    np.testing.assert_allclose(alignment, 1.0, atol=1e-6)
+    # Not converged within the step budget -> None (the caller falls back to the reduction).
+    assert _linalg.lanczos_top_eigenpairs(lower, 3, start, max_steps=5) is None
+    fallback_values, _ = _linalg.top_eigenpairs(np.asfortranarray(lower.copy()), 3, None)
+    np.testing.assert_allclose(fallback_values, exact_values[::-1][:3], rtol=1e-12)
+
+
