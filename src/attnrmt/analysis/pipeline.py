@@ -75,7 +75,12 @@ def settings_with_defaults(settings: Mapping[str, Any] | None) -> dict[str, Any]
 
 
 def open_store(path: str | os.PathLike[str]) -> xr.Dataset:
-    """Open a Zarr store eagerly (they are small) with consolidated metadata when present."""
+    """Open a store eagerly with consolidated metadata when present; a ``cells.zarr``
+    through :func:`attnrmt.sweep.table_reader.open_cells` (cell table or dense store)."""
+    if Path(path).name == "cells.zarr":
+        from attnrmt.sweep.table_reader import open_cells
+
+        return open_cells(path).load()
     return xr.open_zarr(path, consolidated=None).load()
 
 
