@@ -387,31 +387,30 @@ def update_cell_table(
         if new_segment is not None:
             segments.append(new_segment)
             table_ids = np.concatenate([table_ids, read_table_ids(directory, [new_segment])])
-        manifest = _publish_version(directory, sweep_plan, root_seed, segments, table_ids,
-                                    positions, plan_ids, shape)
+        rows = grid_rows(table_ids, positions, plan_ids, shape)
+        attrs = grid_attrs(sweep_plan, root_seed, rows, shape)
+        if new_segment is None and old is not None and _same_grid(directory, old, rows, attrs):
+            return old  # nothing changed: readers keep the current version
+        manifest = _publish_version(directory, segments, rows, attrs)
         _collect_garbage(directory, manifest)
     return manifest
 
 
-def _publish_version(
-    directory: Path, sweep_plan: Any, root_seed: int, segments: list[dict[str, Any]],
-    table_ids: np.ndarray, positions: np.ndarray, plan_ids: np.ndarray, shape: tuple[int, ...],
-) -> dict[str, Any]:
-    """Write the grid index of the plan and swap the manifest to it."""
-    import zarr
-
+def grid_rows(
+    table_ids: np.ndarray, positions: np.ndarray, plan_ids: np.ndarray, shape: tuple[int, ...]
+) -> np.ndarray:
+    """Flat grid index: the table row of each grid point's cell, ``-1`` where absent."""
     order = np.argsort(table_ids, kind="stable")
     rows = np.full(int(np.prod(shape)), -1, dtype=np.int64)
     rows[positions] = lookup_rows(table_ids[order], order.astype(np.int64), plan_ids)
-    present = int(np.count_nonzero(rows >= 0))
-    version = f"{time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:8]}"
-    grids = directory / GRIDS_DIRNAME
-    grids.mkdir(parents=True, exist_ok=True)
-    tmp = grids / f".{version}.tmp"
-    group = zarr.open_group(str(tmp), mode="w", zarr_format=3)
-    group.create_array(ROW_ARRAY, data=rows, chunks=(min(rows.size, 1 << 20) or 1,),
-                       compressors=compressors(), fill_value=-1)
-    group.attrs.update({
+    return rows
+
+
+def grid_attrs(
+    sweep_plan: Any, root_seed: int, rows: np.ndarray, shape: tuple[int, ...]
+) -> dict[str, Any]:
+    """Attributes of a grid version: axes, sizes and the dataset attributes of the view."""
+    return json.loads(json.dumps({
         "format_version": STORE_FORMAT_VERSION,
         "shape": list(shape),
         "axes": {axis: list(sweep_plan.axes[axis]) for axis in AXES},
@@ -419,20 +418,48 @@ def _publish_version(
         "top_k": int(sweep_plan.top_k),
         "dataset_attrs": {
             **dataset_attrs(sweep_plan, root_seed, "attnrmt simulated cells"),
-            "cells_present": present,
+            "cells_present": int(np.count_nonzero(rows >= 0)),
             "cells_total": int(rows.size),
         },
-    })
+    }, default=str))
+
+
+def _same_grid(directory: Path, manifest: Mapping[str, Any], rows: np.ndarray,
+               attrs: Mapping[str, Any]) -> bool:
+    """Whether the current version already has this grid index and these attributes."""
+    import zarr
+
+    try:
+        group = zarr.open_group(str(directory / manifest["grid"]), mode="r")
+        return dict(group.attrs) == dict(attrs) and np.array_equal(group[ROW_ARRAY][:], rows)
+    except (OSError, KeyError, ValueError, FileNotFoundError):
+        return False
+
+
+def _publish_version(directory: Path, segments: list[dict[str, Any]], rows: np.ndarray,
+                     attrs: Mapping[str, Any]) -> dict[str, Any]:
+    """Write a new grid version (immutable) and swap the manifest to it."""
+    import zarr
+
+    version = f"{time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:8]}"
+    grids = directory / GRIDS_DIRNAME
+    grids.mkdir(parents=True, exist_ok=True)
+    tmp = grids / f".{version}.tmp"
+    group = zarr.open_group(str(tmp), mode="w", zarr_format=3)
+    group.create_array(ROW_ARRAY, data=rows, chunks=(min(rows.size, 1 << 20) or 1,),
+                       compressors=compressors(), fill_value=-1)
+    group.attrs.update(dict(attrs))
     _fsync_tree(tmp)
     os.replace(tmp, grids / version)
+    counts = attrs["dataset_attrs"]
     manifest = {
         "format_version": STORE_FORMAT_VERSION,
         "version": version,
         "grid": f"{GRIDS_DIRNAME}/{version}",
         "segments": segments,
         "rows": int(sum(segment["rows"] for segment in segments)),
-        "cells_present": present,
-        "cells_total": int(rows.size),
+        "cells_present": counts["cells_present"],
+        "cells_total": counts["cells_total"],
         "written": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }
     write_json_atomically(directory / MANIFEST_NAME, manifest)
