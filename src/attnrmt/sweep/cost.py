@@ -74,3 +74,17 @@ def bundle_by_cost(
     if current:
         bundles.append(current)
     return bundles
+
+
+def cells_per_block(cell_seconds: float, target_seconds: float, line_length: int) -> int:
+    """Cells of one line per block so that a block holds about ``target_seconds`` of work.
+
+    ``round(target_seconds / cell_seconds)`` clamped to ``1 .. line_length``: a line of
+    cheap cells is one block (a job of less work than the target), an expensive cell is a
+    block of its own. Uses only the fixed constants of this module (never a calibration),
+    so block keys are identical between calls. O(1).
+    """
+    if line_length < 1:
+        return 1
+    wanted = round(target_seconds / max(cell_seconds, 1e-12))
+    return int(min(max(wanted, 1), line_length))
