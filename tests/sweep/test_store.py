@@ -278,8 +278,8 @@ def _reference(plan: Any) -> xr.Dataset:
 
 
 def _without_store_attrs(dataset: xr.Dataset) -> xr.Dataset:
-    """The view minus the attributes only the table has (format and version)."""
-    extra = ("store_format_version", "store_version", "spectrum_storage")
+    """The view minus the attributes only the table has (format, spectrum storage)."""
+    extra = ("store_format_version", "spectrum_storage")
     trimmed = dataset.copy()
     trimmed.attrs = {k: v for k, v in dataset.attrs.items() if k not in extra}
     return trimmed

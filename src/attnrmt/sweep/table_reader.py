@@ -235,7 +235,6 @@ def open_cell_table(table: str | os.PathLike[str], manifest: Mapping[str, Any]) 
                 "grid points without a result: NaN (floats), -1 (V, N), '' (cell_key)"
             ),
             "store_format_version": STORE_FORMAT_VERSION,
-            "store_version": str(manifest["version"]),
             "spectrum_storage": (
                 "eigenvalues stored ragged per cell (any length: full or top spectra, any "
                 "d); NaN-padded to max(d) only in this view"
