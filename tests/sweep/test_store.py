@@ -473,6 +473,20 @@ def test_partial_fragments_give_the_finished_cells(tmp_path: Path) -> None:
     assert_bit_identical(view, store.cells_dataset(sweep, records, plan.seed))
 
 
+def test_a_failed_run_stores_its_finished_cells(tmp_path: Path) -> None:
+    from attnrmt.sweep.table_writer import store_finished_cells
+
+    plan = tiny_plan()
+    run_dir = tmp_path / "results" / "unit"
+    first = plan.sweeps["grid"].blocks[0]
+    write_block(plan, run_dir / "grid" / "fragments" / f"{first.key}.npz", list(first.cells))
+    (lines,) = store_finished_cells(plan, run_dir)
+    assert f"{len(first.cells)}/" in lines
+    assert not (run_dir / "grid" / "cells.zarr").exists()  # the rule's output: untouched
+    cells = store.open_results(run_dir)["grid/cells"].to_dataset()
+    assert int((cells.cell_key != "").sum()) == len(first.cells)
+
+
 def test_open_results_names_a_sweep_directory_and_an_empty_run(tmp_path: Path) -> None:
     plan = tiny_plan()
     run_dir = tmp_path / "results" / "unit"

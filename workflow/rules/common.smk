@@ -7,6 +7,7 @@ from attnrmt.sweep.blocks import block_params
 from attnrmt.sweep.cluster import shutdown_run_cluster
 from attnrmt.sweep.failures import describe_skipped, failed_blocks
 from attnrmt.sweep.plan import plan_run
+from attnrmt.sweep.table_writer import store_finished_cells
 
 PLAN = plan_run(config)
 RUN = PLAN.run

@@ -515,4 +515,27 @@ def gather_cells(
     return target
 
 
-__all__ = ["FRAGMENT_SUFFIX", "gather_cells", "update_cell_table"]
+def store_finished_cells(run_plan: Any, results_dir: str | os.PathLike[str]) -> list[str]:
+    """Best effort after a failed or interrupted run: store every sweep's finished cells.
+
+    Called by the Snakefile's ``onerror``: each sweep with fragments gets a table version
+    holding whatever cells finished (``cells.zarr``, the rule's output, is left alone), so
+    :func:`attnrmt.open_results` shows them. Returns one line per sweep stored; problems
+    are reported in the lines, never raised. O(fragments) reads.
+    """
+    lines = []
+    for name, sweep_plan in run_plan.sweeps.items():
+        sweep_dir = Path(results_dir) / name
+        if not fragment_paths(sweep_dir):
+            continue
+        try:
+            manifest = update_cell_table(sweep_plan, [], sweep_dir, run_plan.seed)
+        except Exception as exc:  # reported, never raised: the run has failed already
+            lines.append(f"{name}: finished cells not stored ({exc!r})")
+            continue
+        lines.append(f"{name}: {manifest['cells_present']}/{manifest['cells_total']} "
+                     f"finished cells stored (open_results shows them)")
+    return lines
+
+
+__all__ = ["FRAGMENT_SUFFIX", "gather_cells", "store_finished_cells", "update_cell_table"]
