@@ -45,3 +45,18 @@ def test_tiny_cells_share_tasks() -> None:
     tiny = cost.estimated_cell_seconds(kwargs_of(20))
     bundles = cost.bundle_by_cost([tiny] * 64)
     assert len(bundles) < 64 / 4
+
+
+def test_calibration_is_kept_so_identical_plans_estimate_identically(tmp_path) -> None:
+    import json
+
+    from attnrmt.sweep.cost import cached_seconds_per_work
+
+    path = tmp_path / "run" / ".calibration.json"
+    first = cached_seconds_per_work(path)
+    assert first > 0 and cached_seconds_per_work(path) == first  # read back, not re-measured
+    stored = json.loads(path.read_text())
+    stored["identity"]["host"] = "another-machine"
+    stored["seconds_per_work"] = 123.0
+    path.write_text(json.dumps(stored))
+    assert cached_seconds_per_work(path) != 123.0  # another machine's number is re-measured
