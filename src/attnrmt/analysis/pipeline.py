@@ -75,12 +75,15 @@ def settings_with_defaults(settings: Mapping[str, Any] | None) -> dict[str, Any]
 
 
 def open_store(path: str | os.PathLike[str]) -> xr.Dataset:
-    """Open a store eagerly with consolidated metadata when present; a ``cells.zarr``
-    through :func:`attnrmt.sweep.table_reader.open_cells` (cell table or dense store)."""
+    """Open a store eagerly, with consolidated metadata when present. ``cells.zarr`` opens
+    through :func:`attnrmt.sweep.table_reader.open_cells` (cell table or dense store) and
+    keeps ``eigenvalues`` (O(cells x d), the only large variable) lazy: it is read chunk
+    by chunk where an analysis uses it."""
     if Path(path).name == "cells.zarr":
         from attnrmt.sweep.table_reader import open_cells
 
-        return open_cells(path).load()
+        cells = open_cells(path)
+        return cells.drop_vars("eigenvalues").load().assign(eigenvalues=cells.eigenvalues)
     return xr.open_zarr(path, consolidated=None).load()
 
 
