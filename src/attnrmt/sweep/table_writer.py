@@ -366,6 +366,7 @@ def update_cell_table(
                     break
                 if path.name in done:
                     continue
+                done.add(path.name)  # its hard link in cache/ holds the same cells
                 arrays = _read_fragment_arrays(path)
                 if arrays is None or "cell_key" not in arrays:
                     continue
