@@ -19,6 +19,7 @@ See ``docs/scaling.md`` for the measured numbers.
 
 from __future__ import annotations
 
+import binascii
 import contextlib
 import fcntl
 import json
@@ -70,8 +71,11 @@ KEEP_OLD_GRIDS = 2
 
 
 def key_bytes(keys: Sequence[str]) -> np.ndarray:
-    """``(n,)`` ``S32`` array of hex cell keys as raw bytes. O(n)."""
-    return np.array([bytes.fromhex(str(key)) for key in keys], dtype=f"S{KEY_BYTES}")
+    """``(n,)`` ``S32`` array of hex cell keys as raw bytes. O(n), one C-level decode."""
+    if len(keys) == 0:
+        return np.empty(0, dtype=f"S{KEY_BYTES}")
+    raw = binascii.unhexlify("".join(str(key) for key in keys))
+    return np.frombuffer(raw, dtype=f"S{KEY_BYTES}")
 
 
 def root_seeds_of(seed_tokens: Sequence[str]) -> np.ndarray:
@@ -295,17 +299,38 @@ def ingested_fragments(directory: Path, segments: Sequence[Mapping[str, Any]]) -
 
 
 def plan_grid(sweep_plan: Any, root_seed: int) -> tuple[np.ndarray, np.ndarray, tuple[int, ...]]:
-    """Flat grid position, id and the grid shape of every plan cell. O(cells)."""
+    """Flat grid position, id and the grid shape of every plan cell. O(cells).
+
+    Plan cells come in grid order of the config's axis order (``SweepPlan.cells``): their
+    positions follow from per-axis permutations to the sorted coordinates, vectorised; any
+    other cell list falls back to :func:`attnrmt.sweep.grid.cell_grid_index` per cell.
+    """
     coords = axis_coordinates(sweep_plan.axes)
     lookups = grid_lookups(coords)
     shape = (*(len(coords[axis]) for axis in AXES), int(sweep_plan.replicates))
     cells = sweep_plan.cells
+    ids = cell_ids(key_bytes([cell.key for cell in cells]),
+                   np.full(len(cells), int(root_seed), dtype=np.int64))
+    config_order = [np.array([lookups[axis][_coordinate(axis, value)]
+                              for value in sweep_plan.axes[axis]], dtype=np.int64)
+                    for axis in AXES]
+    if len(cells) == int(np.prod(shape)) and len(cells) > 0:
+        index = np.unravel_index(np.arange(len(cells)), shape)
+        sorted_index = [config_order[axis][index[axis]] for axis in range(len(AXES))]
+        positions = np.ravel_multi_index((*sorted_index, index[-1]), shape)
+        probes = (0, len(cells) // 3, len(cells) // 2, len(cells) - 1)
+        if all(np.ravel_multi_index(cell_grid_index(cells[i], lookups), shape) == positions[i]
+               for i in probes):
+            return positions, ids, shape
     positions = np.ravel_multi_index(
         np.array([cell_grid_index(cell, lookups) for cell in cells], dtype=np.int64).T.reshape(
             len(shape), -1), shape)
-    ids = cell_ids(key_bytes([cell.key for cell in cells]),
-                   np.full(len(cells), int(root_seed), dtype=np.int64))
     return positions, ids, shape
+
+
+def _coordinate(axis: str, value: Any) -> Any:
+    """A config axis value as the key of :func:`attnrmt.sweep.grid.grid_lookups`."""
+    return axis_coordinates({**{a: [] for a in AXES}, axis: [value]})[axis].tolist()[0]
 
 
 def _read_fragment_arrays(path: Path) -> dict[str, np.ndarray] | None:
