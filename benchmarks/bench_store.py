@@ -15,6 +15,10 @@ is ``resource.getrusage(RUSAGE_SELF).ru_maxrss``, the plan of the sweep included
     over the bytes of the full write. Target <= 0.05.
 ``store_update_seconds_1pct`` / ``store_update_seconds_ratio_1pct``
     Its wall time, and the ratio to the full gather's (target <= 0.05).
+``open_seconds_<n>_cells`` / ``read_one_line_and_spectrum_seconds_<n>_cells``
+    :func:`attnrmt.sweep.table_reader.open_cells` of the gathered store (target <= 5 s at
+    10^6 cells), then loading one setting's top eigenvalues (every snr and replicate) and
+    one cell's spectrum (after a first such read, which pays one-time imports).
 ``plan_seconds_1e6_cells`` / ``plan_peak_rss_mb_1e6_cells``
     ``snakemake -n`` on a 10^6-cell config (``block_size: auto``), as in bench_plan.
     Targets <= 60 s and <= 2048 MB.
@@ -134,7 +138,23 @@ gather_cells(sweep, paths, sweep_dir / "cells.zarr", plan.seed)
 seconds = time.perf_counter() - start
 after = sizes()
 written = sum(size for path, (size, mtime) in after.items() if before.get(path) != (size, mtime))
+import dask.array, xarray  # imports are not the store's time
+from attnrmt.sweep.table_reader import open_cells
+start = time.perf_counter()
+cells = open_cells(sweep_dir / "cells.zarr")
+open_seconds = time.perf_counter() - start
+def read_one(weights):  # one line (every snr and replicate) and one spectrum
+    setting = {axis: 0 for axis in ("d", "delta", "gamma", "T", "positional")}
+    setting["weights"] = weights
+    start = time.perf_counter()
+    cells.top_eigenvalues.isel(setting).load()
+    cells.eigenvalues.isel({**setting, "snr": 0, "centered": 0, "replicate": 0}).load()
+    return time.perf_counter() - start
+
+read_one(0)  # the first read pays one-time codec imports and thread start-up
+read_seconds = read_one(1)
 print(json.dumps({"seconds": seconds, "written_bytes": written,
+                  "open_seconds": open_seconds, "read_line_seconds": read_seconds,
                   "stored_bytes": sum(size for size, _ in after.values()),
                   "cells": len(sweep.cells),
                   "maxrss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
@@ -175,6 +195,8 @@ def store_metrics(d: int, n_cells: int, label: str) -> dict[str, Any]:
         f"store_update_seconds_ratio_1pct_{label}": round(
             extended["seconds"] / full["seconds"], 4),
         f"store_update_peak_rss_mb_{label}": round(extended["maxrss_mb"], 1),
+        f"open_seconds_{label}": round(full["open_seconds"], 3),
+        f"read_one_line_and_spectrum_seconds_{label}": round(full["read_line_seconds"], 3),
     }
 
 
