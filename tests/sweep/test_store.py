@@ -408,6 +408,9 @@ def test_kill_during_update_keeps_the_previous_version(tmp_path: Path, point: st
     assert_bit_identical(store.open_cells(sweep_dir), _reference(extended))
     leftovers = [p for p in (sweep_dir / "cell_table").rglob(".*.tmp")]
     assert leftovers == []
+    manifest = json.loads((sweep_dir / "cell_table" / "manifest.json").read_text())
+    on_disk = {p.name for p in (sweep_dir / "cell_table" / "segments").iterdir()}
+    assert on_disk == {segment["name"] for segment in manifest["segments"]}  # no orphan
 
 
 def test_readers_see_the_old_or_the_new_version_never_a_mix(tmp_path: Path) -> None:

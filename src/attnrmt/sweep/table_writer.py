@@ -375,6 +375,7 @@ def update_cell_table(
         _remove_temporaries(directory)
         old = read_manifest(directory / MANIFEST_NAME)
         segments = list(old["segments"]) if old else []
+        _remove_orphan_segments(directory, segments)
         table_ids = read_table_ids(directory, segments)
         positions, plan_ids, shape = plan_grid(sweep_plan, root_seed)
         wanted = np.unique(plan_ids)
@@ -497,6 +498,19 @@ def _remove_temporaries(directory: Path) -> None:
     for sub in (SEGMENTS_DIRNAME, GRIDS_DIRNAME):
         parent = directory / sub
         for path in parent.glob(".*.tmp") if parent.is_dir() else []:
+            shutil.rmtree(path, ignore_errors=True)
+
+
+def _remove_orphan_segments(directory: Path, segments: Sequence[Mapping[str, Any]]) -> None:
+    """Remove segments no manifest lists (renamed in by a writer killed before its swap).
+
+    Segments are only ever appended, so every version a reader may hold lists a subset of
+    the current manifest's segments: an unlisted one is read by nobody.
+    """
+    listed = {segment["name"] for segment in segments}
+    parent = directory / SEGMENTS_DIRNAME
+    for path in parent.iterdir() if parent.is_dir() else []:
+        if not path.name.startswith(".") and path.name not in listed:
             shutil.rmtree(path, ignore_errors=True)
 
 
