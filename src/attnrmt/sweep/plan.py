@@ -144,7 +144,7 @@ class Cell:
     Attributes
     ----------
     d, delta, gamma, T, snr, centered
-        Model parameters (spec §1), normalised coordinate values.
+        Model parameters (``docs/model.md``), normalised coordinate values.
     positional, weights : str
         Model *names* (dataset coordinates; not part of the key).
     replicate : int
