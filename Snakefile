@@ -75,3 +75,5 @@ onsuccess:
 
 onerror:
     shutdown_run_cluster(RESULTS, wait=False)
+    for line in store_finished_cells(PLAN, RESULTS):
+        print(f"attnrmt: {line}", file=sys.stderr)

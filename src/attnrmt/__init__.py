@@ -23,11 +23,15 @@ except PackageNotFoundError:  # pragma: no cover - running from a source tree
     __version__ = "0.0.0"
 
 
-def open_results(run_dir: str | PathLike[str]) -> xarray.DataTree:
-    """Open ``results/<run>`` as an :class:`xarray.DataTree` (one group per sweep)."""
-    from attnrmt.sweep.store import open_results as _open_results
+def open_results(run_dir: str | PathLike[str], squeeze: bool = False) -> xarray.DataTree:
+    """Open ``results/<run>`` as an :class:`xarray.DataTree` (one group per sweep), lazily.
 
-    return _open_results(run_dir)
+    ``squeeze=True`` drops dimensions of length one (kept as scalar coordinates); see
+    :func:`attnrmt.sweep.table_reader.open_results`.
+    """
+    from attnrmt.sweep.table_reader import open_results as _open_results
+
+    return _open_results(run_dir, squeeze=squeeze)
 
 
 __all__ = ["__version__", "open_results"]

@@ -20,7 +20,6 @@ import json
 import math
 import os
 import sys
-import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -42,19 +41,13 @@ def cell_work(cell: Any) -> float:
     return _cell_work(cell.d, cell.delta, cell.gamma, cell.T, cell.weights_spec)
 
 
-def calibrate_seconds_per_work(d: int = 256, repeats: int = 3) -> float:
-    """Seconds per work unit, from timing one small cell (best of ``repeats``)."""
-    from attnrmt.sweep.plan import Cell
+def calibrate_seconds_per_work(run_dir: Path) -> float:
+    """Seconds per work unit on this machine, measured once per run directory
+    (:func:`attnrmt.sweep.cost.cached_seconds_per_work`: identical calls, identical
+    estimates)."""
+    from attnrmt.sweep.cost import cached_seconds_per_work
 
-    cell = Cell(d, 0.5, 0.5, 8, "iid", "mean", 1.0, True, 0, 3, {"kind": "iid"}, {"kind": "mean"})
-    from attnrmt.model import simulate_cell
-
-    best = math.inf
-    for _ in range(repeats):
-        start = time.perf_counter()
-        simulate_cell(**cell.simulate_kwargs(), seed=cell.seed_words(0))
-        best = min(best, time.perf_counter() - start)
-    return best / cell_work(cell)
+    return cached_seconds_per_work(run_dir / ".calibration.json")
 
 
 def _format_seconds(seconds: float) -> str:
@@ -162,7 +155,8 @@ def command_plan(args: argparse.Namespace) -> int:
     if args.no_calibrate:
         seconds_per_work, source = DEFAULT_SECONDS_PER_WORK, "built-in constant"
     else:
-        seconds_per_work, source = calibrate_seconds_per_work(), "measured on this machine"
+        seconds_per_work = calibrate_seconds_per_work(run_dir)
+        source = f"measured on this machine, kept in {run_dir / '.calibration.json'}"
     rows = []
     for sweep in run_plan.sweeps.values():
         done = finished_keys(run_dir / sweep.name)

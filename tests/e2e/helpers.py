@@ -333,11 +333,10 @@ class Workdir:
         shutdown_run_cluster(self.run_dir)
 
     def open_cells(self, sweep: str = "grid") -> Any:
-        """``cells.zarr`` of a sweep, loaded into memory."""
-        import xarray as xr
+        """``cells.zarr`` of a sweep (through its pointer), loaded into memory."""
+        from attnrmt.sweep.table_reader import open_cells
 
-        with xr.open_zarr(self.sweep_dir(sweep) / "cells.zarr") as dataset:
-            return dataset.load()
+        return open_cells(self.sweep_dir(sweep) / "cells.zarr").load()
 
     def open_theory(self, sweep: str = "grid") -> Any:
         """``theory.zarr`` of a sweep, loaded into memory."""

@@ -8,15 +8,16 @@ from typing import Any
 
 import numpy as np
 import pytest
+import xarray as xr
 
 from attnrmt.sweep import blocks, cluster, cost, store
 from attnrmt.sweep.config import load_config
 from attnrmt.sweep.plan import plan_run
 
 
-@pytest.fixture(scope="module")
-def plan() -> Any:
-    config = {
+def plan_config() -> dict[str, Any]:
+    """A sweep of 8 cells on one line (d=12), blocks of 4."""
+    return {
         "run": "unit",
         "seed": 3,
         "positional_models": {"prefix2": {"kind": "prefix", "L": 2}},
@@ -35,7 +36,11 @@ def plan() -> Any:
         },
         "execution": {"block_size": 4},
     }
-    return plan_run(load_config(config))
+
+
+@pytest.fixture(scope="module")
+def plan() -> Any:
+    return plan_run(load_config(plan_config()))
 
 
 @pytest.fixture(scope="module")
@@ -211,3 +216,60 @@ def test_bundled_cells_equal_cells_computed_one_by_one(
         for name, value in direct.items():
             if name != "compute_seconds":
                 np.testing.assert_array_equal(finished[cell.cell_id][name], value)
+
+
+def _run_all_blocks(sweep_plan: Any, root_seed: int, run_dir: Path,
+                    dask_config: dict[str, Any]) -> list[Path]:
+    paths = []
+    for block in sweep_plan.blocks:
+        path = run_dir / sweep_plan.name / "fragments" / f"{block.key}.npz"
+        summary = blocks.run_block(blocks.block_params(block.cells, root_seed), path, run_dir,
+                                   dask_config)
+        if dask_config is UNREACHABLE:
+            assert summary.n_computed == 0
+        paths.append(path)
+    return paths
+
+
+def test_resizing_blocks_recomputes_nothing_and_changes_no_number(
+    tmp_path: Path, scheduler_address: str
+) -> None:
+    run_dir = tmp_path / "results" / "unit"
+    plan = plan_run(load_config({**plan_config(), "execution": {"block_size": 1}}))
+    fixed = plan.sweeps["grid"]
+    paths = _run_all_blocks(fixed, plan.seed, run_dir,
+                            {"mode": "address", "address": scheduler_address})
+    store.gather_cells(fixed, paths, tmp_path / "fixed" / "cells.zarr", plan.seed)
+    for execution in ({"block_size": "auto"}, {"block_size": 3}):
+        config = {**plan_config(), "execution": execution}
+        resized = plan_run(load_config(config))
+        assert [b.key for b in resized.sweeps["grid"].blocks] != [b.key for b in fixed.blocks]
+        # an unreachable scheduler: every cell must come from the earlier fragments
+        paths = _run_all_blocks(resized.sweeps["grid"], resized.seed, run_dir, UNREACHABLE)
+        out = tmp_path / execution_name(execution) / "cells.zarr"
+        store.gather_cells(resized.sweeps["grid"], paths, out, resized.seed)
+        same = store.open_cells(out).load()
+        reference = store.open_cells(tmp_path / "fixed" / "cells.zarr").load()
+        for name in reference.data_vars:
+            xr.testing.assert_identical(same[name], reference[name])
+
+
+def execution_name(execution: dict[str, Any]) -> str:
+    return f"bs_{execution['block_size']}"
+
+
+def test_a_cell_of_another_sweep_is_reused(plan: Any, tmp_path: Path) -> None:
+    params = params_of(plan)[:2]
+    records = [blocks.compute_cell(p["kwargs"], p["seed"]) for p in params]
+    run_dir = tmp_path / "results" / "unit"
+    store.write_fragment(
+        run_dir / "other_sweep" / "fragments" / "x.npz",
+        store.encode_fragment([p["key"] for p in params],
+                              [store.seed_token(p["seed"]) for p in params],
+                              [True, True], records),
+    )
+    summary = blocks.run_block(params, run_dir / "grid" / "fragments" / "y.npz", run_dir,
+                               UNREACHABLE)
+    assert (summary.n_computed, summary.n_reused) == (0, 2)
+    fragment = store.read_fragment(run_dir / "grid" / "fragments" / "y.npz")
+    np.testing.assert_array_equal(fragment.records[1]["eigenvalues"], records[1]["eigenvalues"])

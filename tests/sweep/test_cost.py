@@ -57,3 +57,16 @@ def test_top_cells_cost_less_than_full_cells_at_large_d() -> None:
               for d in (2000, 4000, 8000)]
     assert ratios[0] > ratios[1] > ratios[2]
     assert 0.5 < ratios[0] < 3.0 and 0.3 < ratios[1] < 2.0
+def test_calibration_is_kept_so_identical_plans_estimate_identically(tmp_path) -> None:
+    import json
+
+    from attnrmt.sweep.cost import cached_seconds_per_work
+
+    path = tmp_path / "run" / ".calibration.json"
+    first = cached_seconds_per_work(path)
+    assert first > 0 and cached_seconds_per_work(path) == first  # read back, not re-measured
+    stored = json.loads(path.read_text())
+    stored["identity"]["host"] = "another-machine"
+    stored["seconds_per_work"] = 123.0
+    path.write_text(json.dumps(stored))
+    assert cached_seconds_per_work(path) != 123.0  # another machine's number is re-measured

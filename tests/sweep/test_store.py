@@ -3,79 +3,28 @@ synthetic cell results (no simulation, no Dask)."""
 
 from __future__ import annotations
 
+import json
 import os
+import signal
+import subprocess
+import sys
+import threading
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 import xarray as xr
-import zarr
 
-from attnrmt.sweep import store
-from attnrmt.sweep.plan import plan_run
+from attnrmt.sweep import fragments, store
 from attnrmt.theory import bulk_edges, mean_spike, spike
-
-
-def tiny_plan(d: list[int] | None = None, T: list[int] | None = None) -> Any:
-    """Plan of one small sweep: 2 weights x 2 snr x 2 replicates per (d, T)."""
-    config = {
-        "run": "unit",
-        "seed": 5,
-        "positional_models": {"prefix2": {"kind": "prefix", "L": 2}},
-        "weight_models": {"causal1": {"kind": "causal_attention", "tau": 1.0}},
-        "sweeps": {
-            "grid": {
-                "d": d or [6],
-                "delta": [0.5],
-                "gamma": [0.5],
-                "T": T or [3],
-                "positional": ["prefix2"],
-                "weights": ["mean", "causal1"],
-                "snr": [0.0, 2.0],
-                "centered": [True, False],
-                "replicates": 2,
-                "top_k": 2,
-            }
-        },
-    }
-    return plan_run(config)
-
-
-def synthetic_record(cell: Any) -> dict[str, Any]:
-    """A CellResult.to_dict()-like record whose numbers identify the cell."""
-    tag = int(cell.key[:6], 16) / 16**6
-    return {
-        "eigenvalues": np.sort(np.arange(cell.d) + tag),
-        "top_eigenvalues": np.arange(cell.d, cell.d - cell.top_k, -1) + tag,
-        "overlap_signal": np.full(cell.top_k, tag),
-        "overlap_class_mean": np.full(cell.top_k, tag / 2),
-        "overlap_table_mean": np.full(cell.top_k, tag / 3),
-        "pop_top_eigenvalues": np.full(cell.top_k, 1 + tag),
-        "pop_overlap_signal": np.full(cell.top_k, tag / 4),
-        "alpha": 0.5 + tag + cell.replicate,
-        "kappa": 0.25,
-        "sigma": 1.0,
-        "V": 2 * cell.d,
-        "N": 2 * cell.d,
-        "effective_weights": np.full(cell.T, 1.0 / cell.T) + tag,
-        "downstream_accuracy": float("nan"),
-        "compute_seconds": 0.01,
-    }
-
-
-def write_block(plan: Any, path: Path, cells: list[Any] | None = None) -> list[Any]:
-    sweep = plan.sweeps["grid"]
-    cells = sweep.cells if cells is None else cells
-    arrays = store.encode_fragment(
-        [cell.key for cell in cells],
-        [store.seed_token(cell.seed_words(plan.seed)) for cell in cells],
-        [True] * len(cells),
-        [synthetic_record(cell) for cell in cells],
-    )
-    store.write_fragment(path, arrays)
-    return cells
-
+from tests.sweep.conftest import (
+    synthetic_record,
+    tiny_config,
+    tiny_plan,
+    write_block,
+    write_block_fragments,
+)
 
 # --------------------------------------------------------------------------- fragments
 
@@ -106,7 +55,7 @@ def test_crash_while_writing_leaves_no_fragment(tmp_path: Path, monkeypatch) -> 
         handle.write(b"PK\x03\x04 partial zip")
         raise OSError("disk full")
 
-    monkeypatch.setattr(store.np, "savez", crash)
+    monkeypatch.setattr(fragments.np, "savez", crash)
     with pytest.raises(OSError, match="disk full"):
         write_block(plan, path)
     assert list(path.parent.iterdir()) == []  # neither the fragment nor a temp file
@@ -117,7 +66,7 @@ def test_failed_rewrite_keeps_the_previous_complete_fragment(tmp_path: Path, mon
     plan = tiny_plan()
     write_block(plan, path)
     before = path.read_bytes()
-    monkeypatch.setattr(store.os, "replace", lambda *a: (_ for _ in ()).throw(OSError("x")))
+    monkeypatch.setattr(fragments.os, "replace", lambda *a: (_ for _ in ()).throw(OSError("x")))
     with pytest.raises(OSError):
         write_block(plan, path)
     assert path.read_bytes() == before
@@ -166,7 +115,7 @@ def test_gather_places_every_cell_and_pads(tmp_path: Path) -> None:
         write_block(plan, path, list(block.cells))
         paths.append(path)
     out = store.gather_cells(sweep, paths, tmp_path / "cells.zarr", plan.seed)
-    cells = xr.open_zarr(out).load()
+    cells = store.open_cells(out).load()
     assert cells.sizes["eig"] == 9 and cells.sizes["position"] == 5
     assert list(cells.dims)[:8] == list(store.AXES)
     for cell in sweep.cells[::5]:
@@ -185,9 +134,7 @@ def test_gather_places_every_cell_and_pads(tmp_path: Path) -> None:
     # alpha over the axes is the replicate mean (replicates differ by 1 here)
     xr.testing.assert_allclose(cells.alpha, cells.alpha_replicate.mean("replicate"))
     assert cells.attrs["cells_present"] == cells.attrs["cells_total"] == len(sweep.cells)
-    group = zarr.open_group(out, mode="r")
-    assert group.metadata.consolidated_metadata is not None
-    assert not any(p.name.startswith(".") for p in tmp_path.iterdir())
+    assert not any(p.name.startswith(".") for p in tmp_path.rglob("*") if p.is_dir())
 
 
 def test_absent_cells_are_nan_minus_one_and_empty(tmp_path: Path) -> None:
@@ -312,3 +259,255 @@ def test_command_line_strings_get_their_schema_types_back() -> None:
     }
     assert config["positional_models"]["m"]["r"] == 0.5
     assert config["sweeps"]["a"] == {"d": [20, 40], "centered": [True], "replicates": 2}
+
+
+# --------------------------------------------------------------------------- cell table
+
+
+def _gathered(plan: Any, sweep_dir: Path) -> Path:
+    """Fragments of every block of ``plan`` in ``sweep_dir``, gathered; the cells.zarr."""
+    paths = write_block_fragments(plan, sweep_dir)
+    return store.gather_cells(plan.sweeps["grid"], paths, sweep_dir / "cells.zarr", plan.seed)
+
+
+def _reference(plan: Any) -> xr.Dataset:
+    sweep = plan.sweeps["grid"]
+    return store.cells_dataset(
+        sweep, {cell.key: synthetic_record(cell) for cell in sweep.cells}, plan.seed
+    )
+
+
+def _without_store_attrs(dataset: xr.Dataset) -> xr.Dataset:
+    """The view minus the attributes only the table has (format, spectrum storage)."""
+    extra = ("store_format_version", "spectrum_storage")
+    trimmed = dataset.copy()
+    trimmed.attrs = {k: v for k, v in dataset.attrs.items() if k not in extra}
+    return trimmed
+
+
+def assert_bit_identical(view: xr.Dataset, reference: xr.Dataset) -> None:
+    """Same variables, dims, coords, attrs and values (NaN where NaN) as the reference."""
+    xr.testing.assert_identical(_without_store_attrs(view.load()), reference)
+
+
+def test_view_is_lazy_and_bit_identical_to_the_dense_assembly(tmp_path: Path) -> None:
+    plan = tiny_plan(d=[6, 9], T=[3, 5])
+    out = _gathered(plan, tmp_path / "grid")
+    view = store.open_cells(out)
+    assert all(view[name].chunks is not None for name in view.data_vars)  # dask-backed
+    assert view.attrs["store_format_version"] == store.STORE_FORMAT_VERSION
+    assert_bit_identical(view, _reference(plan))
+    # the sweep directory opens the same (newest) version
+    assert_bit_identical(store.open_cells(tmp_path / "grid"), _reference(plan))
+
+
+def test_spectra_are_stored_ragged_not_padded(tmp_path: Path) -> None:
+    import zarr
+
+    plan = tiny_plan(d=[6, 90])
+    _gathered(plan, tmp_path / "grid")
+    (segment,) = (tmp_path / "grid" / "cell_table" / "segments").iterdir()
+    values = zarr.open_array(str(segment / "eigenvalues__values"), mode="r")
+    # exactly sum(d) values: padding every spectrum to max(d) would store 2 x 90 per pair
+    assert values.shape[0] == sum(cell.d for cell in plan.sweeps["grid"].cells)
+
+
+EXTENSIONS = {
+    "snr": {"snr": [0.0, 2.0, 3.0]},
+    "replicates": {"replicates": 3},
+    "positional": {"positional": ["prefix2", "markov"]},
+    "weights": {"weights": ["mean", "causal1", "harmonic"]},
+    "d": {"d": [6, 8]},
+}
+
+
+def extended_plan(kind: str) -> Any:
+    from attnrmt.sweep.plan import plan_run
+
+    config = tiny_config(**EXTENSIONS[kind])
+    config["positional_models"]["markov"] = {"kind": "markov", "r": 0.5}
+    return plan_run(config)
+
+
+@pytest.mark.parametrize("kind", sorted(EXTENSIONS))
+def test_incremental_update_equals_from_scratch(tmp_path: Path, kind: str) -> None:
+    base, extended = tiny_plan(), extended_plan(kind)
+    incremental = tmp_path / "incremental" / "grid"
+    _gathered(base, incremental)
+    first = json.loads((incremental / "cell_table" / "manifest.json").read_text())
+    _gathered(extended, incremental)
+    scratch = _gathered(extended, tmp_path / "scratch" / "grid")
+    manifest = json.loads((incremental / "cell_table" / "manifest.json").read_text())
+    # the update appended one segment holding only the new cells; old ones untouched
+    assert manifest["segments"][:-1] == first["segments"]
+    n_new = len(extended.sweeps["grid"].cells) - len(base.sweeps["grid"].cells)
+    assert manifest["segments"][-1]["rows"] == n_new
+    view = store.open_cells(incremental / "cells.zarr")
+    assert_bit_identical(view, _reference(extended))
+    xr.testing.assert_identical(
+        _without_store_attrs(view.load()), _without_store_attrs(store.open_cells(scratch).load())
+    )
+
+
+def test_an_unchanged_rerun_writes_no_segment(tmp_path: Path) -> None:
+    plan = tiny_plan()
+    _gathered(plan, tmp_path / "grid")
+    _gathered(plan, tmp_path / "grid")
+    manifest = json.loads((tmp_path / "grid" / "cell_table" / "manifest.json").read_text())
+    assert len(manifest["segments"]) == 1
+
+
+def test_numeric_coordinates_are_ascending(tmp_path: Path) -> None:
+    plan = tiny_plan(d=[9, 6], snr=[2.0, 1.0, 0.0])
+    view = store.open_cells(_gathered(plan, tmp_path / "grid")).load()
+    assert view.d.values.tolist() == [6, 9] and view.snr.values.tolist() == [0.0, 1.0, 2.0]
+    assert_bit_identical(view, _reference(plan))
+    assert view.sel(snr=slice(0, 1)).sizes["snr"] == 2
+    cell = plan.sweeps["grid"].cells[0]  # d=9, snr=2.0 in the config's order
+    point = view.sel(**{axis: getattr(cell, axis) for axis in store.AXES},
+                     replicate=cell.replicate)
+    assert point.cell_key.item() == cell.key
+
+
+KILL_SCRIPT = """
+import os, signal, sys
+from pathlib import Path
+from attnrmt.sweep import table_writer
+from tests.sweep.test_store import extended_plan, write_block_fragments
+
+point, sweep_dir = sys.argv[1], Path(sys.argv[2])
+plan = extended_plan("snr")
+
+def die(*args, **kwargs):
+    os.kill(os.getpid(), signal.SIGKILL)
+
+if point == "segment":
+    table_writer.SegmentWriter.commit = die
+else:
+    table_writer.write_json_atomically = die
+paths = write_block_fragments(plan, sweep_dir)
+table_writer.gather_cells(plan.sweeps["grid"], paths, sweep_dir / "cells.zarr", plan.seed)
+"""
+
+
+@pytest.mark.parametrize("point", ["segment", "manifest"])
+def test_kill_during_update_keeps_the_previous_version(tmp_path: Path, point: str) -> None:
+    base, extended = tiny_plan(), extended_plan("snr")
+    sweep_dir = tmp_path / "grid"
+    _gathered(base, sweep_dir)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        [str(Path(__file__).parents[2]), os.environ.get("PYTHONPATH", "")])}
+    process = subprocess.run([sys.executable, "-c", KILL_SCRIPT, point, str(sweep_dir)],
+                             env=env, capture_output=True, text=True, timeout=300)
+    assert process.returncode == -signal.SIGKILL, process.stderr
+    # the previous version opens, from the sweep directory and from the pointer
+    assert_bit_identical(store.open_cells(sweep_dir), _reference(base))
+    assert_bit_identical(store.open_cells(sweep_dir / "cells.zarr"), _reference(base))
+    # the rerun completes and cleans up what the killed writer left
+    _gathered(extended, sweep_dir)
+    assert_bit_identical(store.open_cells(sweep_dir), _reference(extended))
+    leftovers = [p for p in (sweep_dir / "cell_table").rglob(".*.tmp")]
+    assert leftovers == []
+    manifest = json.loads((sweep_dir / "cell_table" / "manifest.json").read_text())
+    on_disk = {p.name for p in (sweep_dir / "cell_table" / "segments").iterdir()}
+    assert on_disk == {segment["name"] for segment in manifest["segments"]}  # no orphan
+
+
+def test_readers_see_the_old_or_the_new_version_never_a_mix(tmp_path: Path) -> None:
+    base, extended = tiny_plan(), extended_plan("snr")
+    sweep_dir = tmp_path / "grid"
+    _gathered(base, sweep_dir)
+    opened_before = store.open_cells(sweep_dir)  # lazy: nothing read yet
+    old, new = _reference(base), _reference(extended)
+    seen: list[str] = []
+    errors: list[BaseException] = []
+    stop = threading.Event()
+
+    def read_repeatedly() -> None:
+        while not stop.is_set():
+            try:
+                view = _without_store_attrs(store.open_cells(sweep_dir).load())
+                seen.append("new" if view.identical(new) else "old" if view.identical(old)
+                            else "mixed")
+            except BaseException as exc:
+                errors.append(exc)
+                return
+
+    reader = threading.Thread(target=read_repeatedly)
+    reader.start()
+    try:
+        _gathered(extended, sweep_dir)
+        for _ in range(3):  # more versions of the same content: grids are swapped again
+            store.gather_cells(extended.sweeps["grid"], [], sweep_dir / "cells.zarr",
+                               extended.seed)
+    finally:
+        stop.set()
+        reader.join()
+    assert not errors, errors
+    assert seen and "mixed" not in seen
+    # a view opened before the update still reads the old version, whole
+    assert_bit_identical(opened_before, old)
+
+
+def test_old_format_store_is_rebuilt_from_fragments(tmp_path: Path) -> None:
+    plan = tiny_plan()
+    sweep_dir = tmp_path / "grid"
+    paths = write_block_fragments(plan, sweep_dir)
+    store.write_zarr_atomically(_reference(plan), sweep_dir / "cells.zarr")  # format 1
+    xr.testing.assert_identical(store.open_cells(sweep_dir).load(), _reference(plan))
+    for path in paths:  # the fragments only survive in the cache (a forced rerun's state)
+        (sweep_dir / "cache").mkdir(exist_ok=True)
+        path.rename(sweep_dir / "cache" / path.name)
+    out = store.gather_cells(plan.sweeps["grid"], [], sweep_dir / "cells.zarr", plan.seed)
+    assert (out / "manifest.json").is_file() and not (out / "zarr.json").exists()
+    assert_bit_identical(store.open_cells(out), _reference(plan))
+
+
+def test_partial_fragments_give_the_finished_cells(tmp_path: Path) -> None:
+    plan = tiny_plan()
+    sweep = plan.sweeps["grid"]
+    sweep_dir = tmp_path / "grid"
+    first = sweep.blocks[0]
+    write_block(plan, sweep_dir / "fragments" / f"{first.key}.npz", list(first.cells))
+    store.gather_cells(sweep, [], sweep_dir / "cells.zarr", plan.seed)
+    view = store.open_cells(sweep_dir).load()
+    assert view.attrs["cells_present"] == len(first.cells) < view.attrs["cells_total"]
+    records = {cell.key: synthetic_record(cell) for cell in first.cells}
+    assert_bit_identical(view, store.cells_dataset(sweep, records, plan.seed))
+
+
+def test_a_failed_run_stores_its_finished_cells(tmp_path: Path) -> None:
+    from attnrmt.sweep.table_writer import store_finished_cells
+
+    plan = tiny_plan()
+    run_dir = tmp_path / "results" / "unit"
+    first = plan.sweeps["grid"].blocks[0]
+    write_block(plan, run_dir / "grid" / "fragments" / f"{first.key}.npz", list(first.cells))
+    (lines,) = store_finished_cells(plan, run_dir)
+    assert f"{len(first.cells)}/" in lines
+    assert not (run_dir / "grid" / "cells.zarr").exists()  # the rule's output: untouched
+    cells = store.open_results(run_dir)["grid/cells"].to_dataset()
+    assert int((cells.cell_key != "").sum()) == len(first.cells)
+
+
+def test_open_results_names_a_sweep_directory_and_an_empty_run(tmp_path: Path) -> None:
+    plan = tiny_plan()
+    run_dir = tmp_path / "results" / "unit"
+    _gathered(plan, run_dir / "grid")
+    with pytest.raises(ValueError, match="one sweep, not of a run"):
+        store.open_results(run_dir / "grid")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ValueError, match="no sweep results"):
+        store.open_results(tmp_path / "empty")
+
+
+def test_open_results_squeezed_view_keeps_the_full_one(tmp_path: Path) -> None:
+    plan = tiny_plan()
+    run_dir = tmp_path / "results" / "unit"
+    _gathered(plan, run_dir / "grid")
+    full = store.open_results(run_dir)["grid/cells"].to_dataset()
+    squeezed = store.open_results(run_dir, squeeze=True)["grid/cells"].to_dataset()
+    assert full.top_eigenvalues.ndim == 10
+    assert set(squeezed.top_eigenvalues.dims) == {"weights", "snr", "centered", "replicate", "k"}
+    assert squeezed.d.item() == 6  # the dropped dimension stays as a scalar coordinate
+    xr.testing.assert_identical(squeezed.load(), full.squeeze().load())

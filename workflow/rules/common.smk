@@ -12,6 +12,7 @@ from attnrmt.sweep.cluster import dashboard_link, shutdown_run_cluster, stop_on_
 from attnrmt.sweep.failures import describe_skipped, failed_blocks
 from attnrmt.sweep.plan import plan_run
 from attnrmt.summary import run_summary
+from attnrmt.sweep.table_writer import store_finished_cells
 
 RUN_STARTED = time.time()  # parse time of the main Snakemake process: the run's start
 

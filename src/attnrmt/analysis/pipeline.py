@@ -77,13 +77,18 @@ def ci_settings(settings: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def open_store(path: str | os.PathLike[str]) -> xr.Dataset:
-    """Open a Zarr store eagerly (they are small) with consolidated metadata when present.
+    """Open a store eagerly, with consolidated metadata when present. ``cells.zarr`` opens
+    through :func:`attnrmt.sweep.table_reader.open_cells` (cell table or dense store) and
+    keeps ``eigenvalues`` (O(cells x d), the only large variable) lazy: it is read chunk
+    by chunk where an analysis uses it. Other stores are inspected
+    (:func:`attnrmt.sweep.grid.has_consolidated_metadata`) rather than opened with
+    ``consolidated=None``, which warns on a store without consolidated metadata."""
+    if Path(path).name == "cells.zarr":
+        from attnrmt.sweep.table_reader import open_cells
 
-    The store is inspected (:func:`attnrmt.sweep.store.has_consolidated_metadata`) rather
-    than opened with ``consolidated=None``, which warns (an error under the tests' warning
-    filter) on a store without consolidated metadata and then reads it anyway.
-    """
-    from attnrmt.sweep.store import has_consolidated_metadata
+        cells = open_cells(path)
+        return cells.drop_vars("eigenvalues").load().assign(eigenvalues=cells.eigenvalues)
+    from attnrmt.sweep.grid import has_consolidated_metadata
 
     return xr.open_zarr(path, consolidated=has_consolidated_metadata(path)).load()
 

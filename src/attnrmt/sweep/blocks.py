@@ -1,12 +1,13 @@
 """Run one block: reuse finished cells, compute the rest on the run's Dask cluster, write
 the fragment atomically.
 
-A block job is a Dask client. Cells already finished in any fragment of the sweep
-(current, orphaned by a change of block membership, or salvaged from a failed block) are
-copied bit for bit; only the missing cells are submitted, cheap ones bundled a few to a
-task (``simulate_cell(**kwargs, seed=seed_words).to_dict()`` per cell; task keys are
-content keys, so tasks are idempotent and concurrent jobs asking for the same cells share
-one task).
+A block job is a Dask client. Cells already finished in any fragment of the run
+(current, orphaned by a change of block membership, salvaged from a failed block, or of
+another sweep of the run with the same cell key and seed) are copied bit for bit; only
+the missing cells are submitted, cheap ones bundled a few to a task
+(``simulate_cell(**kwargs, seed=seed_words).to_dict()`` per cell; task keys are content
+keys, so tasks are idempotent and concurrent jobs asking for the same cells share one
+task).
 """
 
 from __future__ import annotations
@@ -22,8 +23,9 @@ from typing import Any
 
 import numpy as np
 
-from attnrmt.sweep import store
+from attnrmt.sweep import fragments
 from attnrmt.sweep.cost import bundle_by_cost, estimated_cell_seconds
+from attnrmt.sweep.failures import clear_block_failures, record_block_failures
 
 
 @dataclass(frozen=True)
@@ -46,12 +48,12 @@ class BlockCell:
     @property
     def cell_id(self) -> tuple[str, str]:
         """``(key, seed token)``: what a finished result must match to be reused."""
-        return self.key, store.seed_token(self.seed)
+        return self.key, fragments.seed_token(self.seed)
 
     @property
     def task_key(self) -> str:
         """Dask task key: content-derived, identical for identical cells in any job."""
-        digest = hashlib.sha256(f"{self.key}|{store.seed_token(self.seed)}".encode())
+        digest = hashlib.sha256(f"{self.key}|{fragments.seed_token(self.seed)}".encode())
         return f"attnrmt-cell-{digest.hexdigest()[:32]}"
 
 
@@ -249,9 +251,9 @@ def run_block(
     block_cells = [BlockCell.from_params(params) for params in cells]
     fragment = Path(fragment_path)
     sweep_dir = sweep_dir_of(fragment)
-    index = store.fragment_index(sweep_dir, exclude=[fragment])
+    index = fragments.fragment_index(sweep_dir, exclude=[fragment], run_wide=True)
     wanted = unique_cells(block_cells)
-    reused = store.load_cell_records((cell.cell_id for cell in wanted), index)
+    reused = fragments.load_cell_records((cell.cell_id for cell in wanted), index)
     missing = [cell for cell in wanted if cell.cell_id not in reused]
     log.info(
         f"{fragment.name}: {len(block_cells)} cells, {len(reused)} reusable, "
@@ -275,7 +277,7 @@ def run_block(
                 )
             for cell, exc in failures:
                 log.info(f"cell {cell.key} failed: {exc!r}")
-            store.record_block_failures(
+            record_block_failures(
                 fragment,
                 [
                     {"key": cell.key, "seed": cell.cell_id[1], "params": dict(cell.kwargs),
@@ -287,14 +289,14 @@ def run_block(
                 f"{len(failures)} of {len(missing)} cells of {fragment.name} failed "
                 f"(first: {failures[0][1]!r}); finished cells kept in {salvage}"
             )
-    arrays = store.encode_fragment(
+    arrays = fragments.encode_fragment(
         cell_keys=[cell.key for cell in block_cells],
         cell_seeds=[cell.cell_id[1] for cell in block_cells],
         computed=[cell.cell_id in computed for cell in block_cells],
         records=[computed.get(cell.cell_id) or reused[cell.cell_id] for cell in block_cells],
     )
-    store.publish_fragment(fragment, arrays)  # cache entry first, then the output
-    store.clear_block_failures(fragment)
+    fragments.publish_fragment(fragment, arrays)  # cache entry first, then the output
+    clear_block_failures(fragment)
     summary = BlockSummary(
         fragment=fragment,
         n_cells=len(block_cells),
@@ -317,10 +319,10 @@ def _salvage(
     kept = [cell for cell in unique_cells(block_cells) if cell.cell_id in computed]
     if not kept:
         return None
-    arrays = store.encode_fragment(
+    arrays = fragments.encode_fragment(
         cell_keys=[cell.key for cell in kept],
         cell_seeds=[cell.cell_id[1] for cell in kept],
         computed=[True] * len(kept),
         records=[computed[cell.cell_id] for cell in kept],
     )
-    return store.write_fragment(sweep_dir / store.SALVAGE_DIRNAME / fragment.name, arrays)
+    return fragments.write_fragment(sweep_dir / fragments.SALVAGE_DIRNAME / fragment.name, arrays)

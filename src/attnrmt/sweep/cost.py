@@ -10,6 +10,7 @@ block jobs use it to put many cheap cells into one task so that Dask's per-task 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 #: Seconds per unit of :func:`cell_work` when the constant is not measured
@@ -62,6 +63,68 @@ def cell_work(
     return float(work)
 
 
+def calibrate_seconds_per_work(
+    d: int = 256, budget_seconds: float = 1.0, min_repeats: int = 5
+) -> float:
+    """Seconds per unit of :func:`cell_work` on this machine, measured stably.
+
+    One warm-up call (imports, BLAS start-up), then timings of one ``d = 256`` cell until
+    ``budget_seconds`` of CPU time and at least ``min_repeats`` calls; the median CPU time
+    (:func:`time.process_time`, all threads of this process: the cell's one-core work, not
+    the wall time that other processes' load inflates) over the cell's work.
+    """
+    import statistics
+    import time
+
+    from threadpoolctl import threadpool_limits
+
+    from attnrmt.model import simulate_cell
+
+    kwargs = {"d": d, "delta": 0.5, "gamma": 0.5, "T": 8, "positional": {"kind": "iid"},
+              "weights": {"kind": "mean"}, "snr": 1.0, "centered": True, "top_k": 3}
+    timings: list[float] = []
+    with threadpool_limits(1):  # one core's work, as the estimate states
+        simulate_cell(**kwargs, seed=0)
+        while len(timings) < min_repeats or sum(timings) < budget_seconds:
+            start = time.process_time()
+            simulate_cell(**kwargs, seed=len(timings))
+            timings.append(time.process_time() - start)
+            if len(timings) >= 50 * min_repeats:
+                break
+    work = cell_work(d, 0.5, 0.5, 8, "mean")
+    return max(statistics.median(timings) - CELL_OVERHEAD_SECONDS, 0.0) / work or (
+        DEFAULT_SECONDS_PER_WORK
+    )
+
+
+def cached_seconds_per_work(cache_path: str | Path) -> float:
+    """:func:`calibrate_seconds_per_work`, measured once and kept in ``cache_path`` (JSON).
+
+    Identical ``attnrmt plan`` calls then print identical estimates; the entry is
+    re-measured when the host or the package version changes (delete the file to force
+    it).
+    """
+    import json
+    import platform
+
+    from attnrmt import __version__
+
+    path = Path(cache_path)
+    identity = {"host": platform.node(), "attnrmt": __version__}
+    try:
+        cached = json.loads(path.read_text())
+        if cached.get("identity") == identity:
+            return float(cached["seconds_per_work"])
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    measured = calibrate_seconds_per_work()
+    from attnrmt.sweep.fragments import write_json_atomically
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_json_atomically(path, {"identity": identity, "seconds_per_work": measured})
+    return measured
+
+
 def estimated_cell_seconds(
     kwargs: Mapping[str, Any], seconds_per_work: float = DEFAULT_SECONDS_PER_WORK
 ) -> float:
@@ -91,3 +154,17 @@ def bundle_by_cost(
     if current:
         bundles.append(current)
     return bundles
+
+
+def cells_per_block(cell_seconds: float, target_seconds: float, line_length: int) -> int:
+    """Cells of one line per block so that a block holds about ``target_seconds`` of work.
+
+    ``round(target_seconds / cell_seconds)`` clamped to ``1 .. line_length``: a line of
+    cheap cells is one block (a job of less work than the target), an expensive cell is a
+    block of its own. Uses only the fixed constants of this module (never a calibration),
+    so block keys are identical between calls. O(1).
+    """
+    if line_length < 1:
+        return 1
+    wanted = round(target_seconds / max(cell_seconds, 1e-12))
+    return int(min(max(wanted, 1), line_length))

@@ -1,7 +1,7 @@
 """Failed cells: what the last attempt of a block left in ``<sweep>/failures/`` (read side).
 
 A block whose cells fail after Dask's retries records them
-(:func:`attnrmt.sweep.store.record_block_failures`: cell key, seed, simulate parameters,
+(:func:`record_block_failures`: cell key, seed, simulate parameters,
 error) and fails its Snakemake job; the record is removed when the block later succeeds.
 This module answers the questions a user asks afterwards:
 
@@ -15,14 +15,19 @@ This module answers the questions a user asks afterwards:
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
-from collections.abc import Iterable, Mapping
+import time
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from attnrmt.sweep.store import finished_cell_keys, read_failures
+from attnrmt.sweep.fragments import finished_cell_keys, write_json_atomically
+
+FAILURES_DIRNAME = "failures"
 
 FAILED_CELLS_COLUMNS = (
     "sweep",
@@ -40,6 +45,62 @@ FAILED_CELLS_COLUMNS = (
     "error",
     "time",
 )
+
+
+# ------------------------------------------------------------------ write side
+
+
+def failure_record_path(fragment_path: str | os.PathLike[str]) -> Path:
+    """``<sweep>/failures/<block>.json`` of the block whose fragment is ``fragment_path``."""
+    fragment = Path(fragment_path)
+    return fragment.parent.parent / FAILURES_DIRNAME / f"{fragment.stem}.json"
+
+
+def record_block_failures(
+    fragment_path: str | os.PathLike[str], failed_cells: Sequence[Mapping[str, Any]]
+) -> Path:
+    """Write what failed in a block (atomically), replacing an earlier record.
+
+    ``failed_cells``: one mapping per failed cell, ``{"key", "seed", "params", "error"}``
+    (JSON-serialisable). The record also names the block and the time of the attempt.
+    """
+    path = failure_record_path(fragment_path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    payload = {
+        "block": Path(fragment_path).stem,
+        "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "cells": [dict(cell) for cell in failed_cells],
+    }
+    write_json_atomically(path, payload)
+    return path
+
+
+
+
+def clear_block_failures(fragment_path: str | os.PathLike[str]) -> None:
+    """Remove a block's failure record (it has now succeeded)."""
+    with contextlib.suppress(FileNotFoundError):
+        failure_record_path(fragment_path).unlink()
+
+
+def read_failures(sweep_dir: str | os.PathLike[str]) -> list[dict[str, Any]]:
+    """Every failed cell recorded under ``sweep_dir``, each with its ``block`` and ``time``.
+
+    Sorted by block, then cell key. Unreadable records are skipped.
+    """
+    directory = Path(sweep_dir) / FAILURES_DIRNAME
+    failed: list[dict[str, Any]] = []
+    for path in sorted(directory.glob("*.json")) if directory.is_dir() else []:
+        try:
+            record = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        for cell in record.get("cells", []):
+            failed.append({**cell, "block": record.get("block"), "time": record.get("time")})
+    return sorted(failed, key=lambda cell: (str(cell["block"]), str(cell.get("key"))))
+
+
+# ------------------------------------------------------------------ read side
 """Columns of ``failed_cells.csv``: where the cell is, what it is, and how it failed."""
 
 

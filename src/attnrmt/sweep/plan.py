@@ -8,7 +8,8 @@ generator is ``numpy.random.default_rng(cell.seed_words(root_seed))``; neither d
 the grid position, the block size or the execution order.
 
 A **block** is one Snakemake job: cells of one *line* (every parameter equal except
-``snr`` and ``replicate``), sorted by ``(snr, replicate)``, chunked by ``block_size``. Its
+``snr`` and ``replicate``), sorted by ``(snr, replicate)``, chunked by ``block_size``
+(``auto``: about ``block_seconds`` of estimated work per block, from the cost model). Its
 key hashes only the root seed and its cells' keys, so extending an axis adds blocks and
 leaves every block whose membership did not change (and its fragment) intact.
 """
@@ -345,23 +346,48 @@ def _grid_cells(resolved: ResolvedSweep) -> list[Cell]:
     return cells
 
 
-def make_blocks(cells: list[Cell], root_seed: int, block_size: int) -> list[Block]:
+def make_blocks(
+    cells: list[Cell], root_seed: int, block_size: int | str, block_seconds: float = 0.0
+) -> list[Block]:
     """Group cells by line, sort each line by ``(snr, replicate)``, chunk by block size.
 
-    Blocks never mix lines; lines appear in order of first appearance in ``cells``.
+    ``block_size``: cells per block, or ``"auto"``: per line,
+    :func:`attnrmt.sweep.cost.cells_per_block` of the line's estimated cell cost
+    (:func:`attnrmt.sweep.cost.estimated_cell_seconds`, fixed constants) and
+    ``block_seconds``. Blocks never mix lines; lines appear in order of first appearance
+    in ``cells``. O(cells log line length).
     """
-    if block_size < 1:
-        raise ValueError(f"block_size={block_size!r}: must be >= 1")
+    from attnrmt.sweep.cost import cells_per_block, estimated_cell_seconds
+
+    auto = block_size == "auto"
+    if not auto and (not isinstance(block_size, Integral) or block_size < 1):
+        raise ValueError(f"block_size={block_size!r}: must be >= 1 or 'auto'")
+    if auto and not block_seconds > 0:
+        raise ValueError(f"block_seconds={block_seconds!r}: must be > 0 with block_size auto")
     lines: dict[tuple, list[Cell]] = {}
     for cell in cells:
         lines.setdefault(cell.line, []).append(cell)
     blocks = []
     for line_cells in lines.values():
         line_cells.sort(key=lambda cell: (cell.snr, cell.replicate))
-        for start in range(0, len(line_cells), block_size):
-            chunk = tuple(line_cells[start : start + block_size])
+        size = (
+            cells_per_block(estimated_cell_seconds(line_cells[0].simulate_kwargs()),
+                            block_seconds, len(line_cells))
+            if auto else int(block_size)
+        )
+        for start in range(0, len(line_cells), size):
+            chunk = tuple(line_cells[start : start + size])
             blocks.append(Block(block_key(root_seed, [cell.key for cell in chunk]), chunk))
     return blocks
+
+
+def execution_settings(config: Mapping[str, Any]) -> dict[str, Any]:
+    """The config's ``execution:`` block with the schema's defaults filled in."""
+    from attnrmt.sweep.config import load_schema
+
+    properties = load_schema()["properties"]["execution"]["properties"]
+    defaults = {name: spec["default"] for name, spec in properties.items() if "default" in spec}
+    return {**defaults, **dict(config.get("execution") or {})}
 
 
 def _models_used(resolved: ResolvedSweep) -> dict[str, dict[str, dict[str, Any]]]:
@@ -399,7 +425,9 @@ def sweep_config_sha256(resolved: ResolvedSweep, root_seed: int) -> str:
     return hashlib.sha256(canonical_json(payload).encode("ascii")).hexdigest()
 
 
-def plan_sweep(resolved: ResolvedSweep, root_seed: int, block_size: int) -> SweepPlan:
+def plan_sweep(
+    resolved: ResolvedSweep, root_seed: int, block_size: int | str, block_seconds: float = 0.0
+) -> SweepPlan:
     """Cells, blocks and config hash of one resolved sweep."""
     cells = _grid_cells(resolved)
     return SweepPlan(
@@ -408,7 +436,7 @@ def plan_sweep(resolved: ResolvedSweep, root_seed: int, block_size: int) -> Swee
         replicates=resolved.replicates,
         top_k=resolved.top_k,
         cells=cells,
-        blocks=make_blocks(cells, root_seed, block_size),
+        blocks=make_blocks(cells, root_seed, block_size, block_seconds),
         config_sha256=sweep_config_sha256(resolved, root_seed),
         models=_models_used(resolved),
         spectrum=resolved.spectrum,
@@ -427,12 +455,14 @@ def plan_run(
     """
     resolved = resolve_sweeps(config) if resolved is None else resolved
     root_seed = int(config.get("seed", 2026))
-    block_size = int((config.get("execution") or {}).get("block_size", 16))
+    execution = execution_settings(config)
+    block_size, block_seconds = execution["block_size"], float(execution["block_seconds"])
     return RunPlan(
         run=str(config.get("run", "default")),
         seed=root_seed,
         sweeps={
-            name: plan_sweep(sweep, root_seed, block_size) for name, sweep in resolved.items()
+            name: plan_sweep(sweep, root_seed, block_size, block_seconds)
+            for name, sweep in resolved.items()
         },
     )
 
@@ -448,6 +478,7 @@ __all__ = [
     "canonical_json",
     "canonical_number",
     "cell_key",
+    "execution_settings",
     "make_blocks",
     "plan_run",
     "plan_sweep",

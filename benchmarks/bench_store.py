@@ -1,0 +1,260 @@
+"""Benchmark: the result store (gather memory, incremental updates) and planning at 10^6.
+
+Metrics (targets from docs/scaling.md; every gather runs in a fresh process whose peak RSS
+is ``resource.getrusage(RUSAGE_SELF).ru_maxrss``, the plan of the sweep included):
+
+``gather_peak_rss_mb_<n>_cells``
+    Peak RSS of ``gather_cells`` (plan + streaming every fragment into the cell table).
+    Measured at two sizes: ``N_TINY`` cells with ``d = 16`` spectra, and ``N_BIG`` cells
+    with ``d = 1000`` spectra (the payload of spectra is ``8 d`` bytes per cell).
+    Target <= 1024 MB whatever the size.
+``gather_seconds_<n>_cells``
+    Wall time of that gather (``gather_cells`` alone: the plan exists before any job).
+``store_update_fraction_1pct``
+    Bytes written by the gather after adding 1% new cells (one more snr value of 100)
+    over the bytes of the full write. Target <= 0.05.
+``store_update_seconds_1pct`` / ``store_update_seconds_ratio_1pct``
+    Its wall time, and the ratio to the full gather's (target <= 0.05).
+``open_seconds_<n>_cells`` / ``read_one_line_and_spectrum_seconds_<n>_cells``
+    :func:`attnrmt.sweep.table_reader.open_cells` of the gathered store (target <= 5 s at
+    10^6 cells), then loading one setting's top eigenvalues (every snr and replicate) and
+    one cell's spectrum (after a first such read, which pays one-time imports).
+``plan_seconds_1e6_cells`` / ``plan_peak_rss_mb_1e6_cells``
+    ``snakemake -n`` on a 10^6-cell config (``block_size: auto``), as in bench_plan.
+    Targets <= 60 s and <= 2048 MB.
+
+Fragments are synthetic (sorted random spectra) but written by the block jobs' writer
+(:func:`attnrmt.sweep.fragments.encode_fragment` + ``publish_fragment``), so the store
+code under test is the real one. Run with ``python -m benchmarks bench_store``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from benchmarks.bench_plan import big_config, dry_run, machine
+
+REPO = Path(__file__).resolve().parents[1]
+#: Sizes measured (10^6 cells at d = 1000 is 8 GB of spectra: too slow to generate on the
+#: 2-core development VM within a benchmark run; the tiny-d run covers 10^6 cells).
+N_TINY = 1_000_000
+N_BIG = 100_000
+RSS_TARGET_MB = 1024.0
+UPDATE_TARGET = 0.05
+PLAN_TARGET_SECONDS = 60.0
+PLAN_RSS_TARGET_MB = 2048.0
+N_SNR = 100  # one more snr value adds 1% of the cells
+
+
+def store_config(d: int, n_cells: int, n_snr: int = N_SNR) -> dict[str, Any]:
+    """A one-sweep config of ``n_cells`` cells: lines x ``n_snr`` snr x replicates."""
+    replicates = 10
+    n_lines = n_cells // (N_SNR * replicates)  # the same lines for any n_snr
+    weights = ["mean", "last", "harmonic", "optimal"]
+    n_gamma = max(1, n_lines // len(weights))
+    return {
+        "run": "bench-store",
+        "seed": 1,
+        "sweeps": {
+            "big": {
+                "d": [d],
+                "delta": [0.5],
+                "gamma": [round(0.1 + 0.9 * i / max(1, n_gamma - 1), 6) for i in range(n_gamma)]
+                if n_gamma > 1 else [0.5],
+                "T": [8],
+                "positional": ["iid"],
+                "weights": weights,
+                "snr": [round(0.04 * i, 6) for i in range(n_snr)],  # a prefix of longer
+                "replicates": replicates,
+                "top_k": 3,
+            }
+        },
+        "execution": {"block_size": 1000},
+    }
+
+
+# Child processes. WRITE: fragments of every block missing one. GATHER: the gather,
+# reporting its peak RSS, seconds and the bytes it wrote (files new or changed).
+_WRITE = r"""
+import json, sys
+import numpy as np
+from pathlib import Path
+from attnrmt.sweep import load_config, plan_run
+from attnrmt.sweep.fragments import encode_fragment, publish_fragment, seed_token
+config, sweep_dir = json.loads(sys.argv[1]), Path(sys.argv[2])
+plan = plan_run(load_config(config))
+sweep = plan.sweeps["big"]
+rng = np.random.default_rng(0)
+for block in sweep.blocks:
+    path = sweep_dir / "fragments" / f"{block.key}.npz"
+    if path.exists():
+        continue
+    records = []
+    for cell in block.cells:
+        records.append({
+            "eigenvalues": np.sort(rng.random(cell.d)),
+            **{name: rng.random(cell.top_k) for name in (
+                "top_eigenvalues", "overlap_signal", "overlap_class_mean",
+                "overlap_table_mean", "pop_top_eigenvalues", "pop_overlap_signal")},
+            "alpha": 0.1, "kappa": 0.125, "sigma": 1.0, "V": 4 * cell.d, "N": 2 * cell.d,
+            "effective_weights": np.full(cell.T, 1.0 / cell.T),
+            "downstream_accuracy": float("nan"), "compute_seconds": 0.002,
+        })
+    seeds = [seed_token(cell.seed_words(plan.seed)) for cell in block.cells]
+    arrays = encode_fragment([c.key for c in block.cells], seeds, [True] * len(seeds), records)
+    publish_fragment(path, arrays)
+"""
+
+_GATHER = r"""
+import json, os, resource, sys, time
+from pathlib import Path
+from attnrmt.sweep import load_config, plan_run
+from attnrmt.sweep.table_writer import gather_cells
+config, sweep_dir = json.loads(sys.argv[1]), Path(sys.argv[2])
+
+def sizes():
+    found = {}
+    for root, _, files in os.walk(sweep_dir / "cell_table"):
+        for name in files:
+            stat = os.stat(os.path.join(root, name))
+            found[os.path.join(root, name)] = (stat.st_size, stat.st_mtime_ns)
+    return found
+
+before = sizes()
+plan = plan_run(load_config(config))  # built by Snakemake before any job: not timed
+sweep = plan.sweeps["big"]
+paths = [sweep_dir / "fragments" / f"{block.key}.npz" for block in sweep.blocks]
+start = time.perf_counter()
+gather_cells(sweep, paths, sweep_dir / "cells.zarr", plan.seed)
+seconds = time.perf_counter() - start
+after = sizes()
+written = sum(size for path, (size, mtime) in after.items() if before.get(path) != (size, mtime))
+import dask.array, xarray  # imports are not the store's time
+from attnrmt.sweep.table_reader import open_cells
+start = time.perf_counter()
+cells = open_cells(sweep_dir / "cells.zarr")
+open_seconds = time.perf_counter() - start
+def read_one(weights):  # one line (every snr and replicate) and one spectrum
+    setting = {axis: 0 for axis in ("d", "delta", "gamma", "T", "positional")}
+    setting["weights"] = weights
+    start = time.perf_counter()
+    cells.top_eigenvalues.isel(setting).load()
+    cells.eigenvalues.isel({**setting, "snr": 0, "centered": 0, "replicate": 0}).load()
+    return time.perf_counter() - start
+
+read_one(0)  # the first read pays one-time codec imports and thread start-up
+read_seconds = read_one(1)
+print(json.dumps({"seconds": seconds, "written_bytes": written,
+                  "open_seconds": open_seconds, "read_line_seconds": read_seconds,
+                  "stored_bytes": sum(size for size, _ in after.values()),
+                  "cells": len(sweep.cells),
+                  "maxrss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+"""
+
+
+def _child(script: str, *args: str) -> dict[str, Any]:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        [str(REPO / "src"), str(REPO), os.environ.get("PYTHONPATH", "")])}
+    out = subprocess.run([sys.executable, "-c", script, *args], capture_output=True,
+                         text=True, env=env)
+    if out.returncode != 0:
+        raise RuntimeError(out.stderr[-3000:])
+    lines = out.stdout.strip().splitlines()
+    return json.loads(lines[-1]) if lines else {}
+
+
+def gather_once(config: dict[str, Any], sweep_dir: Path) -> dict[str, Any]:
+    """Write missing fragments, then gather in a fresh process; its measurements."""
+    _child(_WRITE, json.dumps(config), str(sweep_dir))
+    return _child(_GATHER, json.dumps(config), str(sweep_dir))
+
+
+def store_metrics(d: int, n_cells: int, label: str) -> dict[str, Any]:
+    """Full gather, then a 1% extension (one more snr value), of one synthetic sweep."""
+    with tempfile.TemporaryDirectory(prefix="attnrmt-bench-store-") as tmp:
+        sweep_dir = Path(tmp) / "results" / "bench-store" / "big"
+        full = gather_once(store_config(d, n_cells), sweep_dir)
+        extended = gather_once(store_config(d, n_cells, N_SNR + 1), sweep_dir)
+    fraction = extended["written_bytes"] / full["written_bytes"]
+    return {
+        f"gather_peak_rss_mb_{label}": round(full["maxrss_mb"], 1),
+        f"gather_seconds_{label}": round(full["seconds"], 2),
+        f"store_bytes_per_cell_{label}": round(full["stored_bytes"] / full["cells"], 1),
+        f"spectrum_payload_mb_{label}": round(8 * d * full["cells"] / 2**20, 1),
+        f"store_update_fraction_1pct_{label}": round(fraction, 4),
+        f"store_update_seconds_1pct_{label}": round(extended["seconds"], 2),
+        f"store_update_seconds_ratio_1pct_{label}": round(
+            extended["seconds"] / full["seconds"], 4),
+        f"store_update_peak_rss_mb_{label}": round(extended["maxrss_mb"], 1),
+        f"open_seconds_{label}": round(full["open_seconds"], 3),
+        f"read_one_line_and_spectrum_seconds_{label}": round(full["read_line_seconds"], 3),
+    }
+
+
+def plan_config_1e6() -> dict[str, Any]:
+    """bench_plan's config grown to 10^6 cells (80 lines x 500 snr x 25 replicates)."""
+    config = big_config("bench-store-plan")
+    config["sweeps"]["big"].update({
+        "delta": [0.5, 1.0], "gamma": [0.5, 1.0],
+        "snr": {"start": 0.0, "stop": 4.0, "num": 500}, "replicates": 25,
+    })
+    return config
+
+
+def plan_metrics(runs: int = 3) -> dict[str, Any]:
+    """``snakemake -n`` on 10^6 cells: median seconds, max peak RSS, number of jobs."""
+    from attnrmt.sweep import load_config, plan_run
+
+    config = plan_config_1e6()
+    plan = plan_run(load_config(config))
+    n_cells = sum(len(sweep.cells) for sweep in plan.sweeps.values())
+    n_blocks = sum(len(sweep.blocks) for sweep in plan.sweeps.values())
+    with tempfile.TemporaryDirectory(prefix="attnrmt-bench-store-plan-") as tmp:
+        config_path = Path(tmp) / "config.yaml"
+        config_path.write_text(yaml.safe_dump(config, sort_keys=False))
+        results = [dry_run(config_path, Path(tmp)) for _ in range(runs)]
+    seconds = statistics.median(r["seconds"] for r in results)
+    rss_mb = max(r["maxrss_kb"] for r in results) / 1024
+    return {
+        "plan_cells": n_cells,
+        "plan_block_jobs_auto": n_blocks,
+        "plan_seconds_1e6_cells": round(seconds, 2),
+        "plan_seconds_1e6_cells_ok": seconds <= PLAN_TARGET_SECONDS,
+        "plan_peak_rss_mb_1e6_cells": round(rss_mb, 1),
+        "plan_peak_rss_mb_1e6_cells_ok": rss_mb <= PLAN_RSS_TARGET_MB,
+        "plan_all_seconds": [round(r["seconds"], 2) for r in results],
+    }
+
+
+def main() -> dict[str, Any]:
+    """Run the benchmark; return its metrics (one run of each gather: minutes each)."""
+    result: dict[str, Any] = {"machine": machine()}
+    result.update(store_metrics(16, N_TINY, "1e6_cells_d16"))
+    result.update(store_metrics(1000, N_BIG, "1e5_cells_d1000"))
+    rss = [value for key, value in result.items()
+           if key.startswith(("gather_peak_rss_mb", "store_update_peak_rss_mb"))]
+    fractions = [value for key, value in result.items()
+                 if key.startswith("store_update_fraction_1pct")]
+    result.update({
+        "gather_peak_rss_mb_max": max(rss),
+        "gather_peak_rss_ok": max(rss) <= RSS_TARGET_MB,
+        "store_update_fraction_1pct": max(fractions),
+        "store_update_fraction_ok": max(fractions) <= UPDATE_TARGET,
+        "note": (f"10^6 cells measured at d=16; d=1000 measured at {N_BIG} cells "
+                 f"({8 * 1000 * N_BIG / 2**30:.2f} GiB of spectra), not 10^6 (8 GB)"),
+    })
+    result.update(plan_metrics())
+    return result
+
+
+if __name__ == "__main__":
+    print(json.dumps(main(), indent=1))

@@ -1,0 +1,322 @@
+"""Block fragments (npz): the write-once record of finished cells, and the reuse cache.
+
+``results/<run>/<sweep>/fragments/<block>.npz`` holds the results of one block's cells,
+written atomically (temporary file in the same directory, then :func:`os.replace`), never
+pickled. Per cell: ``cell_key`` (sha256 of the canonical parameters), ``cell_seed`` (the
+seed words as JSON), ``computed`` (True when computed by the job that wrote the fragment,
+False when copied from an earlier fragment), and every :class:`attnrmt.model.CellResult`
+field: scalars as ``(n,)`` arrays, arrays ragged as ``<field>__values`` (concatenated) and
+``<field>__offsets`` (``(n+1,)``). A block whose cells partly failed leaves its finished
+cells in ``<sweep>/salvage/<block>.npz`` (same format; never a Snakemake output) so that a
+rerun reuses them (failure records: :mod:`attnrmt.sweep.failures`).
+
+Snakemake deletes a job's output before rerunning it (forced rerun, changed rule code),
+so every fragment also gets a hard link (a copy where links are unsupported) in
+``<sweep>/cache/``, which no rule owns: finished cells survive any rerun and are reused
+bit for bit. Remove a sweep's directory to recompute it from scratch.
+
+Reuse is by ``(cell_key, cell_seed)`` across every fragment of the *run*
+(:func:`fragment_index` with ``run_wide=True`` looks in sibling sweeps too), so a cell two
+sweeps share is computed once.
+
+Lifecycle: block jobs write fragments (this module) -> ``gather_cells`` appends them to the
+cell table (:mod:`attnrmt.sweep.table_writer`) -> readers open the table
+(:mod:`attnrmt.sweep.table_reader`). See ``docs/data-contract.md``, "Fragments".
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import threading
+import uuid
+import zipfile
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+FRAGMENT_FORMAT_VERSION = 1
+FRAGMENTS_DIRNAME = "fragments"
+SALVAGE_DIRNAME = "salvage"
+CACHE_DIRNAME = "cache"
+FRAGMENT_SUFFIX = ".npz"
+
+
+def temporary_sibling(target: Path) -> Path:
+    """A unique temporary name beside ``target`` (``.<name>.<pid>.<random>.tmp``).
+
+    Temporary names start with ``.`` and end with ``.tmp``; no reader ever takes them for
+    a fragment or a store.
+    """
+    return target.with_name(f".{target.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
+
+
+@dataclass(frozen=True)
+class Fragment:
+    """Decoded content of one fragment file.
+
+    Attributes
+    ----------
+    cell_keys : list of str
+    cell_seeds : list of str
+        Seed words of each cell as JSON (``"[w0, w1, ...]"``).
+    computed : ndarray of bool
+        Whether each cell was computed by the job that wrote the fragment (else reused).
+    records : list of dict
+        One ``CellResult.to_dict()``-like dict per cell (arrays as float64 ndarrays).
+    """
+
+    cell_keys: list[str]
+    cell_seeds: list[str]
+    computed: np.ndarray
+    records: list[dict[str, Any]]
+
+
+def seed_token(seed_words: Sequence[int]) -> str:
+    """Canonical text of a cell's seed words (used to match reusable results)."""
+    return json.dumps([int(word) for word in seed_words], separators=(",", ":"))
+
+
+def encode_fragment(
+    cell_keys: Sequence[str],
+    cell_seeds: Sequence[str],
+    computed: Sequence[bool],
+    records: Sequence[Mapping[str, Any]],
+) -> dict[str, np.ndarray]:
+    """Arrays of a fragment (see the module docstring) from per-cell records."""
+    n_cells = len(cell_keys)
+    if not (len(cell_seeds) == len(computed) == len(records) == n_cells):
+        raise ValueError("cell_keys, cell_seeds, computed and records differ in length")
+    arrays: dict[str, np.ndarray] = {
+        "format_version": np.asarray(FRAGMENT_FORMAT_VERSION, dtype=np.int64),
+        "cell_key": np.asarray(list(cell_keys), dtype=np.str_).reshape(n_cells),
+        "cell_seed": np.asarray(list(cell_seeds), dtype=np.str_).reshape(n_cells),
+        "computed": np.asarray(list(computed), dtype=bool).reshape(n_cells),
+    }
+    if n_cells == 0:
+        return arrays
+    for name in records[0]:
+        values = [np.asarray(record[name]) for record in records]
+        if values[0].ndim == 0:
+            dtype = np.int64 if np.issubdtype(values[0].dtype, np.integer) else np.float64
+            arrays[name] = np.array([value.item() for value in values], dtype=dtype)
+        else:
+            lengths = [value.size for value in values]
+            arrays[f"{name}__values"] = np.concatenate(
+                [value.astype(np.float64, copy=False).ravel() for value in values]
+            )
+            arrays[f"{name}__offsets"] = np.concatenate([[0], np.cumsum(lengths)]).astype(
+                np.int64
+            )
+    return arrays
+
+
+def decode_fragment(arrays: Mapping[str, np.ndarray]) -> Fragment:
+    """Inverse of :func:`encode_fragment`."""
+    keys = [str(key) for key in arrays["cell_key"]]
+    n_cells = len(keys)
+    records: list[dict[str, Any]] = [{} for _ in range(n_cells)]
+    for name in arrays:
+        if name in ("format_version", "cell_key", "cell_seed", "computed"):
+            continue
+        if name.endswith("__offsets"):
+            continue
+        if name.endswith("__values"):
+            field = name[: -len("__values")]
+            flat = np.asarray(arrays[name])
+            offsets = np.asarray(arrays[f"{field}__offsets"])
+            for index in range(n_cells):
+                records[index][field] = flat[offsets[index] : offsets[index + 1]].copy()
+        else:
+            column = np.asarray(arrays[name])
+            for index in range(n_cells):
+                records[index][name] = column[index].item()
+    return Fragment(
+        cell_keys=keys,
+        cell_seeds=[str(seed) for seed in arrays["cell_seed"]],
+        computed=np.asarray(arrays["computed"], dtype=bool),
+        records=records,
+    )
+
+
+def write_fragment(path: str | os.PathLike[str], arrays: Mapping[str, np.ndarray]) -> Path:
+    """Write fragment arrays atomically: temp file in the same directory, fsync, replace.
+
+    A crash at any point leaves either no file at ``path`` or a complete one; temporary
+    files start with ``.`` and end with ``.tmp`` and are never read as fragments.
+    """
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = temporary_sibling(target)
+    try:
+        with open(tmp, "wb") as handle:
+            np.savez(handle, allow_pickle=False, **arrays)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, target)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()
+    return target
+
+
+def _link_or_copy(source: Path, target: Path) -> None:
+    """Atomically make ``target`` a hard link of ``source`` (a copy where links fail)."""
+    tmp = temporary_sibling(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        try:
+            os.link(source, tmp)
+        except OSError:
+            shutil.copyfile(source, tmp)
+        os.replace(tmp, target)
+    finally:
+        with contextlib.suppress(FileNotFoundError, OSError):
+            tmp.unlink()
+
+
+def publish_fragment(path: str | os.PathLike[str], arrays: Mapping[str, np.ndarray]) -> Path:
+    """Write a block's fragment so that its cells outlive Snakemake's output handling.
+
+    The arrays go atomically to ``<sweep>/cache/<block>.npz`` first, which no rule owns,
+    then that file is hard-linked (atomically; copied where links fail) to
+    ``<sweep>/fragments/<block>.npz``. A visible fragment therefore always has its cache
+    entry, so a rerun of the job (forced, code-triggered, or marked incomplete because
+    Snakemake was killed between the write and its bookkeeping), which deletes the output
+    first, reuses every cell instead of recomputing it.
+    """
+    fragment = Path(path)
+    cached = write_fragment(fragment.parent.parent / CACHE_DIRNAME / fragment.name, arrays)
+    _link_or_copy(cached, fragment)
+    return fragment
+
+
+def read_fragment(path: str | os.PathLike[str]) -> Fragment:
+    """Read a fragment written by :func:`write_fragment`."""
+    with open(path, "rb") as handle, np.load(handle, allow_pickle=False) as npz:
+        return decode_fragment({name: npz[name] for name in npz.files})
+
+
+def read_fragment_cell_ids(path: str | os.PathLike[str]) -> list[tuple[str, str]]:
+    """``(cell_key, cell_seed)`` of each cell of a fragment, reading only those members."""
+    with open(path, "rb") as handle, np.load(handle, allow_pickle=False) as npz:
+        return list(zip(npz["cell_key"].tolist(), npz["cell_seed"].tolist(), strict=True))
+
+
+def fragment_paths(sweep_dir: str | os.PathLike[str]) -> list[Path]:
+    """All complete fragment files of a sweep (current, orphaned, salvaged, cached), sorted."""
+    sweep = Path(sweep_dir)
+    found: list[Path] = []
+    for sub in (FRAGMENTS_DIRNAME, SALVAGE_DIRNAME, CACHE_DIRNAME):
+        directory = sweep / sub
+        if directory.is_dir():
+            found.extend(
+                path
+                for path in directory.iterdir()
+                if path.name.endswith(FRAGMENT_SUFFIX) and not path.name.startswith(".")
+            )
+    return sorted(found)
+
+
+_CELL_ID_CACHE: dict[tuple[int, int, int, int], list[tuple[str, str]]] = {}
+_CELL_ID_CACHE_LOCK = threading.Lock()
+
+
+def cached_fragment_cell_ids(path: Path) -> list[tuple[str, str]]:
+    """:func:`read_fragment_cell_ids`, cached in-process by (device, inode, size, mtime).
+
+    Block jobs run as threads of one Snakemake process, so each fragment's keys are read
+    once per run instead of once per job (thousands of fragments stay cheap: a ``stat``
+    each; a fragment and its hard link in ``cache/`` are read once). Fragments are replaced
+    atomically, so a changed file has a new inode/mtime.
+    """
+    stat = path.stat()
+    signature = (stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns)
+    with _CELL_ID_CACHE_LOCK:
+        cached = _CELL_ID_CACHE.get(signature)
+    if cached is not None:
+        return cached
+    ids = read_fragment_cell_ids(path)
+    with _CELL_ID_CACHE_LOCK:
+        _CELL_ID_CACHE[signature] = ids
+    return ids
+
+
+def fragment_index(
+    sweep_dir: str | os.PathLike[str],
+    exclude: Iterable[str | os.PathLike[str]] = (),
+    run_wide: bool = False,
+) -> dict[tuple[str, str], Path]:
+    """Map ``(cell_key, cell_seed)`` to a fragment holding that finished cell.
+
+    With ``run_wide``, the fragments of the run's other sweeps (sibling directories of
+    ``sweep_dir``) are searched too, after the sweep's own: a cell shared by two sweeps of
+    a run (same key and seed) is then reused instead of recomputed. Unreadable files (e.g.
+    truncated by a crash of an older writer) are skipped. O(fragments) ``stat`` calls;
+    each file's keys are read once per process (:func:`cached_fragment_cell_ids`).
+    """
+    excluded = {Path(path).resolve() for path in exclude}
+    sweep = Path(sweep_dir).resolve()
+    directories = [sweep]
+    if run_wide and sweep.parent.is_dir():
+        directories += sorted(
+            path for path in sweep.parent.iterdir() if path.is_dir() and path != sweep
+        )
+    index: dict[tuple[str, str], Path] = {}
+    for directory in directories:
+        for path in fragment_paths(directory):
+            if path in excluded:
+                continue
+            try:
+                ids = cached_fragment_cell_ids(path)
+            except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile):
+                continue
+            for cell_id in ids:
+                index.setdefault(cell_id, path)
+    return index
+
+
+def write_json_atomically(path: str | os.PathLike[str], payload: Mapping[str, Any]) -> Path:
+    """Write JSON to ``path`` via a temporary file in the same directory and ``os.replace``
+    (readers see the old file or the new one, never a partial one)."""
+    target = Path(path)
+    tmp = temporary_sibling(target)
+    try:
+        tmp.write_text(json.dumps(dict(payload), indent=1, sort_keys=True, default=str))
+        os.replace(tmp, target)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()
+    return target
+
+
+def finished_cell_keys(sweep_dir: str | os.PathLike[str]) -> set[str]:
+    """Keys of every cell with a finished result in a sweep's fragments (any block)."""
+    return {key for key, _ in fragment_index(sweep_dir)}
+
+
+def load_cell_records(
+    wanted: Iterable[tuple[str, str]], index: Mapping[tuple[str, str], Path]
+) -> dict[tuple[str, str], dict[str, Any]]:
+    """Records of the wanted ``(cell_key, cell_seed)`` found in ``index`` (each file read once)."""
+    by_path: dict[Path, set[tuple[str, str]]] = {}
+    for cell_id in wanted:
+        if cell_id in index:
+            by_path.setdefault(index[cell_id], set()).add(cell_id)
+    records: dict[tuple[str, str], dict[str, Any]] = {}
+    for path, ids in by_path.items():
+        try:
+            fragment = read_fragment(path)
+        except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile):
+            continue
+        for key, seed, record in zip(
+            fragment.cell_keys, fragment.cell_seeds, fragment.records, strict=True
+        ):
+            if (key, seed) in ids:
+                records[(key, seed)] = record
+    return records

@@ -1,0 +1,581 @@
+"""Writer of the cell table (:mod:`attnrmt.sweep.table_layout`): rule ``gather_cells``.
+
+One writer per sweep at a time (``fcntl`` lock on ``cell_table/.lock``). An update
+
+1. reads the ids ``(cell_key, root_seed)`` of the cells already in the table
+   (O(cells in the table) x 48 bytes);
+2. streams the fragments, one at a time, appending the plan's cells that the table lacks
+   to a new segment (column buffers of at most one chunk each; fragments whose name an
+   earlier segment records as ingested are skipped unread);
+3. writes the grid index of the current plan (8 bytes per grid point) to a new grid
+   directory, then replaces ``manifest.json`` atomically (:func:`os.replace`).
+
+Memory is O(table ids + grid index + one fragment + one chunk per column), whatever the
+spectra's size: about 100 bytes per cell. Bytes written are O(new cells) + O(grid) — the
+old segments are never rewritten, so adding 1% of cells writes about 1% of a full write
+plus the grid index. Values are copied bit for bit from the fragments (float64, int64).
+See ``docs/scaling.md`` for the measured numbers.
+"""
+
+from __future__ import annotations
+
+import binascii
+import contextlib
+import fcntl
+import json
+import os
+import shutil
+import time
+import uuid
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from attnrmt.contract import AXES, TOP_K_FIELDS
+from attnrmt.sweep.fragments import (
+    FRAGMENT_SUFFIX,
+    fragment_paths,
+    write_json_atomically,
+)
+from attnrmt.sweep.grid import (
+    axis_coordinates,
+    cell_grid_index,
+    dataset_attrs,
+    grid_lookups,
+    log_line,
+)
+from attnrmt.sweep.table_layout import (
+    GRIDS_DIRNAME,
+    INGESTED_NAME,
+    KEY_BYTES,
+    MANIFEST_NAME,
+    ROW_ARRAY,
+    ROW_CHUNK,
+    SEGMENTS_DIRNAME,
+    STORE_FORMAT_VERSION,
+    VALUE_CHUNK,
+    compressors,
+    read_manifest,
+    table_dir,
+)
+
+#: Members of a fragment that are not result fields.
+_FRAGMENT_META = ("format_version", "cell_key", "cell_seed", "computed")
+#: Grid versions kept besides the current one (readers that opened them keep working).
+KEEP_OLD_GRIDS = 2
+
+
+# --------------------------------------------------------------------------- cell ids
+
+
+def key_bytes(keys: Sequence[str]) -> np.ndarray:
+    """``(n,)`` ``S32`` array of hex cell keys as raw bytes. O(n), one C-level decode."""
+    if len(keys) == 0:
+        return np.empty(0, dtype=f"S{KEY_BYTES}")
+    raw = binascii.unhexlify("".join(str(key) for key in keys))
+    return np.frombuffer(raw, dtype=f"S{KEY_BYTES}")
+
+
+def root_seeds_of(seed_tokens: Sequence[str]) -> np.ndarray:
+    """Root seed (last seed word) of each seed token ``"[w0,w1,w2,w3,root]"``. O(n)."""
+    return np.array([int(str(token).rsplit(",", 1)[1].rstrip("]")) for token in seed_tokens],
+                    dtype=np.int64)
+
+
+def cell_ids(keys: np.ndarray, root_seeds: np.ndarray) -> np.ndarray:
+    """``(n,)`` ``S40`` ids: key bytes then the root seed (little-endian int64).
+
+    A cell is reused only if key *and* seed match (``docs/architecture.md``, "Cell
+    identity"); the first four seed words derive from the key, so key + root seed is the
+    whole identity.
+    """
+    key_part = np.ascontiguousarray(keys, dtype=f"S{KEY_BYTES}").view(np.uint8)
+    seed_part = np.ascontiguousarray(root_seeds, dtype="<i8").view(np.uint8)
+    joined = np.concatenate(
+        [key_part.reshape(-1, KEY_BYTES), seed_part.reshape(-1, 8)], axis=1
+    )
+    return np.ascontiguousarray(joined).view(f"S{KEY_BYTES + 8}").reshape(-1)
+
+
+def lookup_rows(
+    sorted_ids: np.ndarray, sorted_rows: np.ndarray, wanted: np.ndarray
+) -> np.ndarray:
+    """Row of each wanted id in a sorted id table (``-1`` where absent). O(n log m)."""
+    if sorted_ids.size == 0:
+        return np.full(wanted.shape, -1, dtype=np.int64)
+    position = np.minimum(np.searchsorted(sorted_ids, wanted), sorted_ids.size - 1)
+    found = sorted_ids[position] == wanted
+    return np.where(found, sorted_rows[position], -1).astype(np.int64)
+
+
+# --------------------------------------------------------------------------- segments
+
+
+class _Appender:
+    """Appends to a 1-D or 2-D Zarr array in whole chunks (one partial chunk buffered)."""
+
+    def __init__(self, array: Any, chunk: int) -> None:
+        self.array = array
+        self.chunk = chunk
+        self.pending: list[np.ndarray] = []
+        self.n_pending = 0
+
+    def add(self, values: np.ndarray) -> None:
+        if len(values) == 0:
+            return
+        self.pending.append(values)
+        self.n_pending += len(values)
+        if self.n_pending >= self.chunk:
+            joined = np.concatenate(self.pending)
+            whole = (len(joined) // self.chunk) * self.chunk
+            self.array.append(joined[:whole])
+            self.pending = [joined[whole:]] if whole < len(joined) else []
+            self.n_pending = len(joined) - whole
+
+    def close(self) -> None:
+        if self.pending:
+            self.array.append(np.concatenate(self.pending))
+        self.pending, self.n_pending = [], 0
+
+
+def _new_array(group: Any, name: str, dtype: Any, tail: tuple[int, ...], chunk: int) -> Any:
+    fill = np.nan if np.issubdtype(np.dtype(dtype), np.floating) else 0
+    return group.create_array(
+        name, shape=(0, *tail), chunks=(chunk, *tail), dtype=dtype,
+        compressors=compressors(), fill_value=fill,
+    )
+
+
+class SegmentWriter:
+    """Builds one segment in a temporary directory; :meth:`commit` renames it into place.
+
+    Columns are created from the first fragment's fields: scalars ``(n,)``, top-k fields
+    ``(n, top_k)`` (NaN-padded), every other array field ragged (``__values``,
+    ``__start``, ``__length``). Memory: one chunk per column.
+    """
+
+    def __init__(self, segments_dir: Path, top_k: int) -> None:
+        import zarr
+
+        self.segments_dir = segments_dir
+        self.name = f"{time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:8]}"
+        self.tmp = segments_dir / f".{self.name}.tmp"
+        segments_dir.mkdir(parents=True, exist_ok=True)
+        self.group = zarr.open_group(str(self.tmp), mode="w", zarr_format=3)
+        self.top_k = int(top_k)
+        self.rows = 0
+        self.value_counts: dict[str, int] = {}
+        self.columns: dict[str, _Appender] = {}
+        self.ingested: list[str] = []
+
+    def _column(self, name: str, dtype: Any, tail: tuple[int, ...], chunk: int) -> _Appender:
+        if name not in self.columns:
+            self.columns[name] = _Appender(_new_array(self.group, name, dtype, tail, chunk),
+                                           chunk)
+        return self.columns[name]
+
+    def append(self, ids: np.ndarray, arrays: Mapping[str, np.ndarray], take: np.ndarray) -> None:
+        """Append rows ``take`` of a fragment (its decoded npz members ``arrays``)."""
+        n_taken = int(take.size)
+        if n_taken == 0:
+            return
+        keys = ids.view(np.uint8).reshape(-1, KEY_BYTES + 8)[take]
+        self._column("cell_key", np.uint8, (KEY_BYTES,), ROW_CHUNK).add(keys[:, :KEY_BYTES])
+        self._column("root_seed", np.int64, (), ROW_CHUNK).add(
+            np.ascontiguousarray(keys[:, KEY_BYTES:]).view("<i8").reshape(-1)
+        )
+        for name in arrays:
+            if name in _FRAGMENT_META or name.endswith("__offsets"):
+                continue
+            if not name.endswith("__values"):
+                column = np.asarray(arrays[name])
+                self._column(name, column.dtype, (), ROW_CHUNK).add(column[take])
+                continue
+            field = name[: -len("__values")]
+            flat = np.asarray(arrays[name], dtype=np.float64)
+            offsets = np.asarray(arrays[f"{field}__offsets"], dtype=np.int64)
+            starts, lengths = offsets[:-1][take], np.diff(offsets)[take]
+            if field in TOP_K_FIELDS:
+                self._column(field, np.float64, (self.top_k,), ROW_CHUNK).add(
+                    _padded_rows(flat, starts, lengths, self.top_k)
+                )
+                continue
+            base = self.value_counts.get(field, 0)
+            self._column(f"{field}__start", np.int64, (), ROW_CHUNK).add(
+                base + np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
+            )
+            self._column(f"{field}__length", np.int64, (), ROW_CHUNK).add(lengths)
+            self._column(f"{field}__values", np.float64, (), VALUE_CHUNK).add(
+                _ragged_take(flat, starts, lengths)
+            )
+            self.value_counts[field] = base + int(lengths.sum())
+        self.rows += n_taken
+
+    def commit(self) -> dict[str, Any] | None:
+        """Flush, rename into place; the manifest entry, or None if no row was written."""
+        for column in self.columns.values():
+            column.close()
+        if self.rows == 0:
+            self.discard()
+            return None
+        self.group.attrs.update({"rows": self.rows, "top_k": self.top_k,
+                                 "format_version": STORE_FORMAT_VERSION})
+        (self.tmp / INGESTED_NAME).write_text(json.dumps(sorted(self.ingested)))
+        _fsync_tree(self.tmp)
+        os.replace(self.tmp, self.segments_dir / self.name)
+        return {"name": self.name, "rows": self.rows}
+
+    def discard(self) -> None:
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+def _padded_rows(flat: np.ndarray, starts: np.ndarray, lengths: np.ndarray,
+                 width: int) -> np.ndarray:
+    """``(n, width)`` rows of a ragged array, NaN-padded (top-k fields). O(n width)."""
+    out = np.full((starts.size, width), np.nan)
+    for row, (start, length) in enumerate(zip(starts.tolist(), lengths.tolist(), strict=True)):
+        out[row, : min(length, width)] = flat[start : start + min(length, width)]
+    return out
+
+
+def _ragged_take(flat: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """Concatenation of ``flat[start:start+length]`` for each row (vectorised). O(values)."""
+    total = int(lengths.sum())
+    if total == 0:
+        return np.empty(0)
+    if starts.size and starts[0] == 0 and total == flat.size and np.all(
+        starts[1:] == np.cumsum(lengths)[:-1]
+    ):
+        return flat
+    row_offsets = np.repeat(starts - np.concatenate([[0], np.cumsum(lengths)[:-1]]), lengths)
+    return flat[np.arange(total) + row_offsets]
+
+
+def _fsync_tree(directory: Path) -> None:
+    """fsync every file of a freshly written directory (durable before the rename)."""
+    for path in directory.rglob("*"):
+        if path.is_file():
+            with open(path, "rb") as handle:
+                os.fsync(handle.fileno())
+
+
+# --------------------------------------------------------------------------- the table
+
+
+@contextlib.contextmanager
+def table_lock(directory: Path) -> Iterator[None]:
+    """Exclusive lock of one sweep's table (blocks until the other writer finishes)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    with open(directory / ".lock", "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def read_table_ids(directory: Path, segments: Sequence[Mapping[str, Any]]) -> np.ndarray:
+    """``S40`` ids of every row of the listed segments, in global row order. O(rows)."""
+    import zarr
+
+    parts = []
+    for segment in segments:
+        group = zarr.open_group(str(directory / SEGMENTS_DIRNAME / segment["name"]), mode="r")
+        parts.append(cell_ids(np.ascontiguousarray(group["cell_key"][:]).view(
+            f"S{KEY_BYTES}").reshape(-1), group["root_seed"][:]))
+    return np.concatenate(parts) if parts else np.empty(0, dtype=f"S{KEY_BYTES + 8}")
+
+
+def ingested_fragments(directory: Path, segments: Sequence[Mapping[str, Any]]) -> set[str]:
+    """Names of fragments whose every cell is in the listed segments."""
+    names: set[str] = set()
+    for segment in segments:
+        with contextlib.suppress(OSError, ValueError):
+            names.update(json.loads(
+                (directory / SEGMENTS_DIRNAME / segment["name"] / INGESTED_NAME).read_text()))
+    return names
+
+
+def plan_grid(sweep_plan: Any, root_seed: int) -> tuple[np.ndarray, np.ndarray, tuple[int, ...]]:
+    """Flat grid position, id and the grid shape of every plan cell. O(cells).
+
+    Plan cells come in grid order of the config's axis order (``SweepPlan.cells``): their
+    positions follow from per-axis permutations to the sorted coordinates, vectorised; any
+    other cell list falls back to :func:`attnrmt.sweep.grid.cell_grid_index` per cell.
+    """
+    coords = axis_coordinates(sweep_plan.axes)
+    lookups = grid_lookups(coords)
+    shape = (*(len(coords[axis]) for axis in AXES), int(sweep_plan.replicates))
+    cells = sweep_plan.cells
+    ids = cell_ids(key_bytes([cell.key for cell in cells]),
+                   np.full(len(cells), int(root_seed), dtype=np.int64))
+    config_order = [np.array([lookups[axis][_coordinate(axis, value)]
+                              for value in sweep_plan.axes[axis]], dtype=np.int64)
+                    for axis in AXES]
+    if len(cells) == int(np.prod(shape)) and len(cells) > 0:
+        index = np.unravel_index(np.arange(len(cells)), shape)
+        sorted_index = [config_order[axis][index[axis]] for axis in range(len(AXES))]
+        positions = np.ravel_multi_index((*sorted_index, index[-1]), shape)
+        probes = (0, len(cells) // 3, len(cells) // 2, len(cells) - 1)
+        if all(np.ravel_multi_index(cell_grid_index(cells[i], lookups), shape) == positions[i]
+               for i in probes):
+            return positions, ids, shape
+    positions = np.ravel_multi_index(
+        np.array([cell_grid_index(cell, lookups) for cell in cells], dtype=np.int64).T.reshape(
+            len(shape), -1), shape)
+    return positions, ids, shape
+
+
+def _coordinate(axis: str, value: Any) -> Any:
+    """A config axis value as the key of :func:`attnrmt.sweep.grid.grid_lookups`."""
+    return axis_coordinates({**{a: [] for a in AXES}, axis: [value]})[axis].tolist()[0]
+
+
+def _read_fragment_arrays(path: Path) -> dict[str, np.ndarray] | None:
+    try:
+        with open(path, "rb") as handle, np.load(handle, allow_pickle=False) as npz:
+            return {name: npz[name] for name in npz.files}
+    except (OSError, ValueError, KeyError, EOFError):
+        return None
+    except Exception:  # zipfile.BadZipFile and friends: a torn file of an older writer
+        return None
+
+
+def update_cell_table(
+    sweep_plan: Any,
+    fragment_files: Iterable[str | os.PathLike[str]],
+    sweep_dir: str | os.PathLike[str],
+    root_seed: int,
+    scan_all_fragments: bool = True,
+) -> dict[str, Any]:
+    """Append the plan's missing cells to the sweep's table; publish a new version.
+
+    Parameters
+    ----------
+    sweep_plan : SweepPlan
+    fragment_files : iterable of path
+        Fragments to read first (the sweep's current blocks).
+    sweep_dir : path
+        ``results/<run>/<sweep>``.
+    root_seed : int
+    scan_all_fragments : bool
+        When cells are still missing after ``fragment_files``, also read the sweep's other
+        fragments (cache, salvage, orphans): an interrupted run's finished cells, or an
+        old-format store upgraded from its fragments, without recomputing any cell.
+
+    Returns
+    -------
+    dict
+        The new manifest (``format_version``, ``version``, ``grid``, ``segments``, counts).
+    """
+    directory = table_dir(sweep_dir)
+    with table_lock(directory):
+        _remove_temporaries(directory)
+        old = read_manifest(directory / MANIFEST_NAME)
+        segments = list(old["segments"]) if old else []
+        _remove_orphan_segments(directory, segments)
+        table_ids = read_table_ids(directory, segments)
+        positions, plan_ids, shape = plan_grid(sweep_plan, root_seed)
+        wanted = np.unique(plan_ids)
+        have = np.isin(wanted, table_ids)
+        wanted = wanted[~have]
+        taken = np.zeros(wanted.size, dtype=bool)
+        done = ingested_fragments(directory, segments)
+        writer = SegmentWriter(directory / SEGMENTS_DIRNAME, int(sweep_plan.top_k))
+        try:
+            given = [Path(path) for path in fragment_files]
+            extra = fragment_paths(sweep_dir) if scan_all_fragments else []
+            for path, is_given in [(p, True) for p in given] + [(p, False) for p in extra]:
+                if taken.all():
+                    break
+                if path.name in done:
+                    continue
+                done.add(path.name)  # its hard link in cache/ holds the same cells
+                arrays = _read_fragment_arrays(path)
+                if arrays is None or "cell_key" not in arrays:
+                    continue
+                ids = cell_ids(key_bytes(arrays["cell_key"].tolist()),
+                               root_seeds_of(arrays["cell_seed"].tolist()))
+                position = np.minimum(np.searchsorted(wanted, ids), max(wanted.size - 1, 0))
+                hit = (wanted.size > 0) & (wanted[position] == ids) & ~taken[position]
+                rows = np.flatnonzero(hit)
+                rows = rows[np.unique(position[rows], return_index=True)[1]]
+                rows.sort()
+                writer.append(ids, arrays, rows)
+                taken[position[rows]] = True
+                if is_given:
+                    writer.ingested.append(path.name)
+            new_segment = writer.commit()
+        except BaseException:
+            writer.discard()
+            raise
+        if new_segment is not None:
+            segments.append(new_segment)
+            table_ids = np.concatenate([table_ids, read_table_ids(directory, [new_segment])])
+        rows = grid_rows(table_ids, positions, plan_ids, shape)
+        attrs = grid_attrs(sweep_plan, root_seed, rows, shape)
+        if new_segment is None and old is not None and _same_grid(directory, old, rows, attrs):
+            return old  # nothing changed: readers keep the current version
+        manifest = _publish_version(directory, segments, rows, attrs)
+        _collect_garbage(directory, manifest)
+    return manifest
+
+
+def grid_rows(
+    table_ids: np.ndarray, positions: np.ndarray, plan_ids: np.ndarray, shape: tuple[int, ...]
+) -> np.ndarray:
+    """Flat grid index: the table row of each grid point's cell, ``-1`` where absent."""
+    order = np.argsort(table_ids, kind="stable")
+    rows = np.full(int(np.prod(shape)), -1, dtype=np.int64)
+    rows[positions] = lookup_rows(table_ids[order], order.astype(np.int64), plan_ids)
+    return rows
+
+
+def grid_attrs(
+    sweep_plan: Any, root_seed: int, rows: np.ndarray, shape: tuple[int, ...]
+) -> dict[str, Any]:
+    """Attributes of a grid version: axes, sizes and the dataset attributes of the view."""
+    return json.loads(json.dumps({
+        "format_version": STORE_FORMAT_VERSION,
+        "shape": list(shape),
+        "axes": {axis: list(sweep_plan.axes[axis]) for axis in AXES},
+        "replicates": int(sweep_plan.replicates),
+        "top_k": int(sweep_plan.top_k),
+        "dataset_attrs": {
+            **dataset_attrs(sweep_plan, root_seed, "attnrmt simulated cells"),
+            "cells_present": int(np.count_nonzero(rows >= 0)),
+            "cells_total": int(rows.size),
+        },
+    }, default=str))
+
+
+def _same_grid(directory: Path, manifest: Mapping[str, Any], rows: np.ndarray,
+               attrs: Mapping[str, Any]) -> bool:
+    """Whether the current version already has this grid index and these attributes."""
+    import zarr
+
+    try:
+        group = zarr.open_group(str(directory / manifest["grid"]), mode="r")
+        return dict(group.attrs) == dict(attrs) and np.array_equal(group[ROW_ARRAY][:], rows)
+    except (OSError, KeyError, ValueError, FileNotFoundError):
+        return False
+
+
+def _publish_version(directory: Path, segments: list[dict[str, Any]], rows: np.ndarray,
+                     attrs: Mapping[str, Any]) -> dict[str, Any]:
+    """Write a new grid version (immutable) and swap the manifest to it."""
+    import zarr
+
+    version = f"{time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:8]}"
+    grids = directory / GRIDS_DIRNAME
+    grids.mkdir(parents=True, exist_ok=True)
+    tmp = grids / f".{version}.tmp"
+    group = zarr.open_group(str(tmp), mode="w", zarr_format=3)
+    group.create_array(ROW_ARRAY, data=rows, chunks=(min(rows.size, 1 << 20) or 1,),
+                       compressors=compressors(), fill_value=-1)
+    group.attrs.update(dict(attrs))
+    _fsync_tree(tmp)
+    os.replace(tmp, grids / version)
+    counts = attrs["dataset_attrs"]
+    manifest = {
+        "format_version": STORE_FORMAT_VERSION,
+        "version": version,
+        "grid": f"{GRIDS_DIRNAME}/{version}",
+        "segments": segments,
+        "rows": int(sum(segment["rows"] for segment in segments)),
+        "cells_present": counts["cells_present"],
+        "cells_total": counts["cells_total"],
+        "written": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    }
+    write_json_atomically(directory / MANIFEST_NAME, manifest)
+    return manifest
+
+
+def _remove_temporaries(directory: Path) -> None:
+    """Remove what a killed writer left (``.*.tmp`` directories; never visible to readers)."""
+    for sub in (SEGMENTS_DIRNAME, GRIDS_DIRNAME):
+        parent = directory / sub
+        for path in parent.glob(".*.tmp") if parent.is_dir() else []:
+            shutil.rmtree(path, ignore_errors=True)
+
+
+def _remove_orphan_segments(directory: Path, segments: Sequence[Mapping[str, Any]]) -> None:
+    """Remove segments no manifest lists (renamed in by a writer killed before its swap).
+
+    Segments are only ever appended, so every version a reader may hold lists a subset of
+    the current manifest's segments: an unlisted one is read by nobody.
+    """
+    listed = {segment["name"] for segment in segments}
+    parent = directory / SEGMENTS_DIRNAME
+    for path in parent.iterdir() if parent.is_dir() else []:
+        if not path.name.startswith(".") and path.name not in listed:
+            shutil.rmtree(path, ignore_errors=True)
+
+
+def _collect_garbage(directory: Path, manifest: Mapping[str, Any]) -> None:
+    """Drop grid versions older than the :data:`KEEP_OLD_GRIDS` previous ones."""
+    grids = sorted(path for path in (directory / GRIDS_DIRNAME).iterdir()
+                   if not path.name.startswith("."))
+    current = Path(manifest["grid"]).name
+    old = [path for path in grids if path.name != current]
+    for path in old[: max(0, len(old) - KEEP_OLD_GRIDS)]:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def gather_cells(
+    sweep_plan: Any,
+    fragment_files: Iterable[str | os.PathLike[str]],
+    output_path: str | os.PathLike[str],
+    root_seed: int,
+    log_path: str | os.PathLike[str] | None = None,
+) -> Path:
+    """Rule ``gather_cells``: update the sweep's cell table, write ``cells.zarr`` (pointer).
+
+    ``output_path`` (``results/<run>/<sweep>/cells.zarr``) becomes a directory holding a
+    copy of the table's ``manifest.json``: the file Snakemake tracks. The table itself
+    lives in ``<sweep>/cell_table/``, which no rule owns, so Snakemake deleting the output
+    before a rerun costs nothing and an update appends only the new cells.
+    """
+    started = time.perf_counter()
+    files = [Path(path) for path in fragment_files]
+    target = Path(output_path)
+    manifest = update_cell_table(sweep_plan, files, target.parent, root_seed)
+    if target.exists() and not (target / MANIFEST_NAME).is_file():
+        shutil.rmtree(target)  # a format-1 dense store: superseded by the table
+    target.mkdir(parents=True, exist_ok=True)
+    write_json_atomically(target / MANIFEST_NAME, manifest)
+    log_line(
+        log_path,
+        f"{target}: {manifest['cells_present']}/{manifest['cells_total']} cells, "
+        f"{len(manifest['segments'])} segments, {len(files)} fragments, "
+        f"in {time.perf_counter() - started:.2f} s",
+    )
+    return target
+
+
+def store_finished_cells(run_plan: Any, results_dir: str | os.PathLike[str]) -> list[str]:
+    """Best effort after a failed or interrupted run: store every sweep's finished cells.
+
+    Called by the Snakefile's ``onerror``: each sweep with fragments gets a table version
+    holding whatever cells finished (``cells.zarr``, the rule's output, is left alone), so
+    :func:`attnrmt.open_results` shows them. Returns one line per sweep stored; problems
+    are reported in the lines, never raised. O(fragments) reads.
+    """
+    lines = []
+    for name, sweep_plan in run_plan.sweeps.items():
+        sweep_dir = Path(results_dir) / name
+        if not fragment_paths(sweep_dir):
+            continue
+        try:
+            manifest = update_cell_table(sweep_plan, [], sweep_dir, run_plan.seed)
+        except Exception as exc:  # reported, never raised: the run has failed already
+            lines.append(f"{name}: finished cells not stored ({exc!r})")
+            continue
+        lines.append(f"{name}: {manifest['cells_present']}/{manifest['cells_total']} "
+                     f"finished cells stored (open_results shows them)")
+    return lines
+
+
+__all__ = ["FRAGMENT_SUFFIX", "gather_cells", "store_finished_cells", "update_cell_table"]
