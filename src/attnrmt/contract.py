@@ -187,6 +187,16 @@ VARIABLE_ATTRS: dict[str, dict[str, str]] = {
     "fss_slope": _numeric("coefficient of d^(-exponent) in the finite-size fit" + _SNR_SCALE),
     "fss_ci_low": _numeric("lower end of the CI of the d -> inf limit" + _SNR_SCALE),
     "fss_ci_high": _numeric("upper end of the CI of the d -> inf limit" + _SNR_SCALE),
+    "fss_n_d": _numeric("distinct d values in the finite-size fit" + _COUNT),
+    "fss_exponent_fit": _numeric("fitted exponent w of the approach a + b d^(-w) "
+                                 "(dimensionless)"),
+    "fss_exponent_ci_low": _numeric("lower end of the CI of the fitted exponent "
+                                    "(dimensionless)"),
+    "fss_exponent_ci_high": _numeric("upper end of the CI of the fitted exponent "
+                                     "(dimensionless)"),
+    "fss_limit_free": _numeric("d -> inf limit with the fitted exponent" + _SNR_SCALE),
+    "fss_limit_free_ci_low": _numeric("lower end of the CI of fss_limit_free" + _SNR_SCALE),
+    "fss_limit_free_ci_high": _numeric("upper end of the CI of fss_limit_free" + _SNR_SCALE),
 }
 
 
@@ -205,6 +215,8 @@ def with_variable_attrs(dataset: Any) -> Any:
             **VARIABLE_ATTRS[str(name)],
         }
     return out
+
+
 #: How a cell measures the spectrum of S (``docs/data-contract.md``, "cells.zarr"):
 #: ``full`` (all d eigenvalues, forms S) or ``top`` (matrix-free, the 2 top_k largest).
 SPECTRA: tuple[str, ...] = ("full", "top")

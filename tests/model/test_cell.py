@@ -1,5 +1,6 @@
 """simulate_cell: reproducibility, shapes, validation, and agreement with a direct
-(slow, obviously-correct) computation of the same cell (spec §1, §5)."""
+(slow, obviously-correct) computation of the same cell (docs/model.md, "The generative model",
+"Population covariance given the table")."""
 
 from __future__ import annotations
 
@@ -54,7 +55,7 @@ def direct_cell(
     tokens = sample_tokens(signs, V, token_rng)
     R = positional_correlation(positional, T)
     w = pooling_weights(weights, T, R)
-    E = table.embeddings.T  # spec's d x V
+    E = table.embeddings.T  # docs/model.md's d x V
     pooled = sum(w[t] * E[:, tokens[:, t]] for t in range(T))  # d x N, c_n as columns
     assert np.all(table.token_class[tokens] == signs)  # tokens are of the sign's class
     vectors = pooled - pooled.mean(axis=1, keepdims=True) if centered else pooled

@@ -69,16 +69,17 @@ def test_grid_has_exactly_the_theory_variables_on_named_dims(grid) -> None:
         assert theory[axis].values.tolist() == list(sweep.axes[axis]), axis
 
 
-def test_grid_reproduces_the_theory_store(grid) -> None:
-    """The store's own assembly (store.theory_dataset) and predict agree on every shared
-    variable: the store can call predict_grid without changing a number."""
+def test_theory_store_is_predict_on_the_sweep_axes(grid) -> None:
+    """theory.zarr's dataset is predict_grid's, variable for variable (one theory engine),
+    with the contract's attributes and the run's provenance attributes."""
     theory, sweep = grid
     stored = store.theory_dataset(sweep, 3)
-    shared = sorted(set(stored.data_vars) & set(theory.data_vars))
-    assert len(shared) >= 15
-    for name in shared:
-        xr.testing.assert_allclose(theory[name].drop_attrs(), stored[name].drop_attrs(),
-                                   rtol=1e-12, atol=0)
+    assert set(stored.data_vars) == set(THEORY_VARIABLES)
+    for name in THEORY_VARIABLES:
+        xr.testing.assert_identical(theory[name].drop_attrs(), stored[name].drop_attrs())
+        assert stored[name].attrs["units"] == VARIABLE_ATTRS[name]["units"], name
+    assert stored.attrs["config_sha256"] == sweep.config_sha256
+    assert stored.attrs["root_seed"] == 3
 
 
 def test_point_values_match_the_spike_formulas(grid) -> None:

@@ -393,7 +393,9 @@ def finite_size_thresholds(
             out[f][index] = fitted[f]
     coords = {o: est[o] for o in other}
 
-    def da(values: np.ndarray, long_name: str, units: str = "snr") -> xr.DataArray:
+    def da(values: np.ndarray, long_name: str, units: str = "1") -> xr.DataArray:
+        """Attributes here describe the fit; the writer labels them from the contract's
+        table (``attnrmt.contract.VARIABLE_ATTRS``)."""
         return xr.DataArray(values, dims=other, coords=coords,
                             attrs={"long_name": long_name, "units": units})
 

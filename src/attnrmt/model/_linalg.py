@@ -313,7 +313,7 @@ def block_lanczos_top(
     """Largest eigenpairs of a symmetric operator by block Lanczos, or ``None``.
 
     Block Lanczos with full reorthogonalisation (Golub & Van Loan, *Matrix Computations*,
-    4th ed., §10.3.6): ``A Q_j = Q_{j-1} B_{j-1}^T + Q_j A_j + Q_{j+1} B_j``; the projected
+    4th ed., section 10.3.6): ``A Q_j = Q_{j-1} B_{j-1}^T + Q_j A_j + Q_{j+1} B_j``; the projected
     block-tridiagonal matrix ``T_m`` gives Ritz pairs ``(theta_i, Q y_i)`` whose residual
     is exactly ``r_i = ||B_m y_i[last block]||``. Each step applies the operator to ``b``
     vectors at once (BLAS-3), then twice Gram-Schmidt against the whole basis.

@@ -1,10 +1,12 @@
-"""One simulation cell of the exact generative model (spec §1, §5).
+"""One simulation cell of the exact generative model (docs/model.md, "The generative model",
+"Population covariance given the table").
 
 :func:`simulate_cell` draws a table, signs and tokens, pools, forms ``S`` and measures its
 spectrum, top eigenpairs (as overlaps, never raw eigenvectors) and the same for the
 population matrix given the table.
 
-Population matrix (spec §5). Conditional on ``E``, the pooled vector has mean
+Population matrix (docs/model.md, "Population covariance given the table").
+Conditional on ``E``, the pooled vector has mean
 ``sigma mbar`` and covariance
 ``Sigma_E = kappa (1/V) E E^T - kappa mbar mbar^T + (alpha - kappa) Dlt Dlt^T``.
 ``pop_*`` fields describe the population version of whichever matrix ``S`` is: ``Sigma_E``
@@ -82,7 +84,8 @@ class CellResult:
         The same (eigenvalues, overlap with ``u``) for the population matrix (module
         docstring).
     alpha, kappa, sigma : float
-        ``w^T R w``, ``||w||^2``, ``sum(w)`` of ``effective_weights`` (spec §3).
+        ``w^T R w``, ``||w||^2``, ``sum(w)`` of ``effective_weights``
+        (docs/model.md, "Pooling scalars").
     V, N : int
         Realised vocabulary size and number of samples.
     effective_weights : ndarray (T,)
@@ -173,7 +176,8 @@ def token_incidence(
     """Sparse ``N x V`` matrix ``W`` with ``W[n, v] = sum_{t: v_{n,t} = v} w_{n,t}``.
 
     ``W @ embeddings`` is the matrix of pooled vectors ``c_n = sum_t w_t e_{v_{n,t}}``
-    (spec §1.5) as rows. Repeated tokens within a row are stored as duplicate entries,
+    (docs/model.md, "Tokens, pooling and S") as rows. Repeated tokens within a row are
+    stored as duplicate entries,
     which the product sums.
     """
     n_sequences, T = tokens.shape
@@ -205,7 +209,8 @@ def _incidence_product(incidence: scipy.sparse.csr_array, embeddings: np.ndarray
 
 
 def pool(tokens: np.ndarray, token_weights: np.ndarray, embeddings: np.ndarray) -> np.ndarray:
-    """Pooled vectors as rows, ``c_n = sum_t w_{n,t} e_{v_{n,t}}`` (spec §1.5), (N, d).
+    """Pooled vectors as rows, ``c_n = sum_t w_{n,t} e_{v_{n,t}}`` (docs/model.md, "Tokens,
+    pooling and S"), (N, d).
 
     One sparse token-incidence product (:func:`token_incidence`), column-blocked for a
     large table (:func:`_incidence_product`); with several helper threads
@@ -240,7 +245,8 @@ def population_rank_one_terms(
     centered: bool,
 ) -> tuple[tuple[float, np.ndarray], ...]:
     """The rank-one part of the population matrix (module docstring; ``docs/model.md``,
-    "Population matrix"): ``((coefficient, vector), ...)`` such that the matrix is
+    "Population covariance given the table"): ``((coefficient, vector), ...)`` such that
+    the matrix is
     ``(kappa/V) E E^T + sum coefficient vector vector^T``, i.e.
     ``(sigma^2 [uncentred] - kappa) mbar mbar^T + (alpha - kappa) Dlt Dlt^T``."""
     return (
@@ -258,7 +264,8 @@ def population_matrix(
     sigma: float,
     centered: bool,
 ) -> np.ndarray:
-    """Population version of ``S`` given the table (spec §5), on the lower triangle.
+    """Population version of ``S`` given the table (docs/model.md, "Population covariance given the
+    table"), on the lower triangle.
 
     ``kappa G - kappa mbar mbar^T + (alpha - kappa) Dlt Dlt^T`` (``Sigma_E``), plus
     ``sigma^2 mbar mbar^T`` when ``S`` is uncentred (:func:`population_rank_one_terms`).
@@ -299,7 +306,8 @@ def table_operators(
     ``S = C^T C / N - [centred] cbar cbar^T`` with ``C = W E`` (``W`` the sparse N x V
     token incidence of :func:`token_incidence`, T nonzeros a row; ``cbar = 1^T C / N``, so
     centring is a rank-one correction) and ``P = (kappa/V) E^T E + rank-one terms``
-    (:func:`population_rank_one_terms`; ``docs/model.md``, "Population matrix"). Both
+    (:func:`population_rank_one_terms`; ``docs/model.md``, "Population covariance given
+    the table"). Both
     products go through the table: ``Z = E [X_S, X_P]`` in one pass over ``E``, then
     ``W^T W Z_S / N`` (sparse, O(N T b)) and ``kappa Z_P / V``, then one pass of ``E^T``.
     So a round costs two passes over ``E`` (O(V d b)) for both matrices; the block
@@ -370,7 +378,8 @@ def simulate_cell(
     seed: int | Sequence[int] = 0,
     spectrum: str = "full",
 ) -> CellResult:
-    """Simulate one cell of the generative model (spec §1) and measure it (spec §1, §5).
+    """Simulate one cell of the generative model (docs/model.md, "The generative model") and measure
+    it (docs/model.md, "Tokens, pooling and S", "Spikes").
 
     Parameters
     ----------

@@ -22,57 +22,21 @@ from typing import Any
 
 import numpy as np
 
-from attnrmt.contract import ABSENT_INT, AXES, POOLING_FIELDS, SIZE_FIELDS, TOP_K_FIELDS
+from attnrmt.contract import (
+    ABSENT_INT,
+    AXES,
+    POOLING_FIELDS,
+    SIZE_FIELDS,
+    TOP_K_FIELDS,
+    VARIABLE_ATTRS,
+)
 from attnrmt.sweep.fragments import temporary_sibling
 
+#: Attributes of every variable of the cells view: the contract's one table
+#: (``docs/data-contract.md``, "Units"), plus the fill value of the integer sizes.
 CELL_ATTRS: dict[str, dict[str, str]] = {
-    "d": {"long_name": "dimension d", "units": "1"},
-    "delta": {"long_name": "nominal ratio delta = d/V", "units": "1"},
-    "gamma": {"long_name": "nominal ratio gamma = d/N", "units": "1"},
-    "T": {"long_name": "sequence length T", "units": "1"},
-    "positional": {"long_name": "positional sign model (named in the config)"},
-    "weights": {"long_name": "pooling weights (named in the config or built-in)"},
-    "snr": {"long_name": "signal strength ||mu||^2", "units": "1"},
-    "centered": {"long_name": "pooled vectors centred before forming S"},
-    "replicate": {"long_name": "replicate index"},
-    "k": {"long_name": "top-k index (0 = largest)"},
-    "eig": {"long_name": "eigenvalue index (ascending; NaN-padded beyond d)"},
-    "position": {"long_name": "sequence position t (0-based; NaN-padded beyond T)"},
-    "variant": {"long_name": "theory variant of the spike strength theta"},
-    "eigenvalues": {"long_name": "eigenvalues of S, ascending", "units": "S"},
-    "top_eigenvalues": {"long_name": "largest k eigenvalues of S, descending", "units": "S"},
-    "overlap_signal": {"long_name": "squared overlap of eigenvector k of S with mu/||mu||"},
-    "overlap_class_mean": {
-        "long_name": "squared overlap of eigenvector k of S with the class-mean difference"
-    },
-    "overlap_table_mean": {
-        "long_name": "squared overlap of eigenvector k of S with the table mean"
-    },
-    "pop_top_eigenvalues": {
-        "long_name": "largest k eigenvalues of Sigma_E (population given the table)",
-        "units": "S",
-    },
-    "pop_overlap_signal": {
-        "long_name": "squared overlap of eigenvector k of Sigma_E with mu/||mu||"
-    },
-    "alpha": {"long_name": "alpha = w^T R w (mean over replicates)", "units": "1"},
-    "kappa": {"long_name": "kappa = ||w||^2 (mean over replicates)", "units": "1"},
-    "sigma": {"long_name": "sigma = sum_t w_t (mean over replicates)", "units": "1"},
-    "alpha_replicate": {"long_name": "alpha = w^T R w of each replicate", "units": "1"},
-    "kappa_replicate": {"long_name": "kappa = ||w||^2 of each replicate", "units": "1"},
-    "sigma_replicate": {"long_name": "sigma = sum_t w_t of each replicate", "units": "1"},
-    "V": {"long_name": "realised vocabulary size", "units": "1", "absent_value": "-1"},
-    "N": {"long_name": "realised number of samples", "units": "1", "absent_value": "-1"},
-    "compute_seconds": {"long_name": "wall time of the cell", "units": "s"},
-    "effective_weights": {
-        "long_name": "pooling weights used (measured mean for causal_attention)",
-        "units": "1",
-    },
-    "downstream_accuracy": {
-        "long_name": "test accuracy of the ridge readout of the label y (NaN if no label)",
-        "units": "1",
-    },
-    "cell_key": {"long_name": "sha256 content key of the cell ('' if absent)"},
+    name: {**attrs, **({"absent_value": str(ABSENT_INT)} if name in SIZE_FIELDS else {})}
+    for name, attrs in VARIABLE_ATTRS.items()
 }
 
 
