@@ -13,34 +13,17 @@ import xarray as xr
 from attnrmt.sweep import blocks, cluster, cost, store
 from attnrmt.sweep.config import load_config
 from attnrmt.sweep.plan import plan_run
+from tests.conftest import build_tiny_config
 
 
 def plan_config() -> dict[str, Any]:
-    """A sweep of 8 cells on one line (d=12), blocks of 4."""
-    return {
-        "run": "unit",
-        "seed": 3,
-        "positional_models": {"prefix2": {"kind": "prefix", "L": 2}},
-        "sweeps": {
-            "grid": {
-                "d": [12],
-                "delta": [0.5],
-                "gamma": [0.5],
-                "T": [3],
-                "positional": ["prefix2"],
-                "weights": ["mean"],
-                "snr": [0.0, 1.0],
-                "replicates": 2,
-                "top_k": 2,
-            }
-        },
-        "execution": {"block_size": 4},
-    }
+    """The shared tiny sweep (tests/conftest.py): 4 cells on one line (d=12), blocks of 4."""
+    return build_tiny_config()
 
 
 @pytest.fixture(scope="module")
-def plan() -> Any:
-    return plan_run(load_config(plan_config()))
+def plan(tiny_plan: Any) -> Any:
+    return tiny_plan
 
 
 @pytest.fixture(scope="module")

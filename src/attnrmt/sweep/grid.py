@@ -148,7 +148,6 @@ def cells_dataset(
         weights); ``alpha_replicate`` etc. keep the per-replicate values (they vary only for
         ``causal_attention``).
     """
-    import xarray as xr
 
     coords = axis_coordinates(sweep_plan.axes)
     lookups = grid_lookups(coords)
@@ -208,35 +207,61 @@ def cells_dataset(
     for name in SIZE_FIELDS:
         data_vars[name] = (axis_dims, first_present(sizes[name]))
 
-    dataset = xr.Dataset(
+    return cells_view(
+        data_vars, coords, replicates=n_replicates, top_k=top_k, max_d=max_d, max_t=max_t,
+        attrs={
+            **dataset_attrs(sweep_plan, root_seed, "attnrmt simulated cells"),
+            "replicates": n_replicates,
+            "top_k": top_k,
+            **CELLS_VIEW_NOTES,
+            "cells_present": int(np.count_nonzero(cell_keys != "")),
+            "cells_total": int(cell_keys.size),
+        },
+    )
+
+
+#: Dataset attributes of every cells view that explain its conventions
+#: (``docs/data-contract.md``, "cells.zarr").
+CELLS_VIEW_NOTES: dict[str, str] = {
+    "pooling_scalars": (
+        "alpha, kappa, sigma are over the axes only: the mean over replicates of "
+        "alpha_replicate, kappa_replicate, sigma_replicate (identical across "
+        "replicates except for causal_attention, whose weights are measured)"
+    ),
+    "absent_cells": "grid points without a result: NaN (floats), -1 (V, N), '' (cell_key)",
+}
+
+
+def cells_view(
+    data_vars: Mapping[str, tuple[tuple[str, ...], Any]],
+    coords: Mapping[str, Any],
+    *,
+    replicates: int,
+    top_k: int,
+    max_d: int,
+    max_t: int,
+    attrs: Mapping[str, Any],
+) -> Any:
+    """The cells dataset of the data contract from its variables (numpy or dask arrays):
+    contract attributes on every variable (:data:`CELL_ATTRS`), the axis coordinates plus
+    ``replicate``, ``k``, ``eig`` and ``position``. O(number of variables); no data copied.
+    Shared by the in-memory reference (:func:`cells_dataset`) and the lazy reader."""
+    import xarray as xr
+
+    return xr.Dataset(
         data_vars={
             name: xr.Variable(dims, values, attrs=CELL_ATTRS.get(name, {}))
             for name, (dims, values) in data_vars.items()
         },
         coords={
             **{axis: (axis, values, CELL_ATTRS[axis]) for axis, values in coords.items()},
-            "replicate": ("replicate", np.arange(n_replicates), CELL_ATTRS["replicate"]),
+            "replicate": ("replicate", np.arange(replicates), CELL_ATTRS["replicate"]),
             "k": ("k", np.arange(top_k), CELL_ATTRS["k"]),
             "eig": ("eig", np.arange(max_d), CELL_ATTRS["eig"]),
             "position": ("position", np.arange(max_t), CELL_ATTRS["position"]),
         },
-        attrs={
-            **dataset_attrs(sweep_plan, root_seed, "attnrmt simulated cells"),
-            "replicates": n_replicates,
-            "top_k": top_k,
-            "pooling_scalars": (
-                "alpha, kappa, sigma are over the axes only: the mean over replicates of "
-                "alpha_replicate, kappa_replicate, sigma_replicate (identical across "
-                "replicates except for causal_attention, whose weights are measured)"
-            ),
-            "absent_cells": (
-                "grid points without a result: NaN (floats), -1 (V, N), '' (cell_key)"
-            ),
-            "cells_present": int(np.count_nonzero(cell_keys != "")),
-            "cells_total": int(cell_keys.size),
-        },
+        attrs=dict(attrs),
     )
-    return dataset
 
 
 def first_present(values: np.ndarray) -> np.ndarray:

@@ -25,8 +25,9 @@ import numpy as np
 
 from attnrmt.contract import ABSENT_INT, AXES, POOLING_FIELDS, SIZE_FIELDS, TOP_K_FIELDS
 from attnrmt.sweep.grid import (
-    CELL_ATTRS,
+    CELLS_VIEW_NOTES,
     axis_coordinates,
+    cells_view,
     first_present,
     has_consolidated_metadata,
 )
@@ -162,7 +163,6 @@ def _nanmean_last(block: np.ndarray) -> np.ndarray:
 def open_cell_table(table: str | os.PathLike[str], manifest: Mapping[str, Any]) -> Any:
     """The lazy dense ``cells.zarr`` dataset of one version (``manifest``) of a table."""
     import dask.array as da
-    import xarray as xr
     import zarr
 
     directory = Path(table)
@@ -210,30 +210,13 @@ def open_cell_table(table: str | os.PathLike[str], manifest: Mapping[str, Any]) 
         data_vars[name] = (AXES, per_replicate.map_blocks(first_present, drop_axis=-1,
                                                           dtype=np.int64))
     replicates = int(attrs["replicates"])
-    dataset = xr.Dataset(
-        data_vars={
-            name: xr.Variable(dims, values, attrs=CELL_ATTRS.get(name, {}))
-            for name, (dims, values) in data_vars.items()
-        },
-        coords={
-            **{axis: (axis, values, CELL_ATTRS[axis]) for axis, values in coords.items()},
-            "replicate": ("replicate", np.arange(replicates), CELL_ATTRS["replicate"]),
-            "k": ("k", np.arange(top_k), CELL_ATTRS["k"]),
-            "eig": ("eig", np.arange(max_d), CELL_ATTRS["eig"]),
-            "position": ("position", np.arange(max_t), CELL_ATTRS["position"]),
-        },
+    dataset = cells_view(
+        data_vars, coords, replicates=replicates, top_k=top_k, max_d=max_d, max_t=max_t,
         attrs={
             **attrs["dataset_attrs"],
             "replicates": replicates,
             "top_k": top_k,
-            "pooling_scalars": (
-                "alpha, kappa, sigma are over the axes only: the mean over replicates of "
-                "alpha_replicate, kappa_replicate, sigma_replicate (identical across "
-                "replicates except for causal_attention, whose weights are measured)"
-            ),
-            "absent_cells": (
-                "grid points without a result: NaN (floats), -1 (V, N), '' (cell_key)"
-            ),
+            **CELLS_VIEW_NOTES,
             "store_format_version": STORE_FORMAT_VERSION,
             "spectrum_storage": (
                 "eigenvalues stored ragged per cell (any length: full or top spectra, any "
