@@ -222,10 +222,13 @@ def test_slurm_executor_profile_matches_local_run(
             assert result.returncode == 0, result.output[-6000:]
             assert result.computed == N_CELLS
             xr.testing.assert_identical(numeric_variables(workdir.open_cells()), local_cells)
-            # every block (2 of them) ran as its own SLURM job
-            block_jobs = re.findall(r"rule simulate_block:", result.output)
-            assert len(block_jobs) == N_CELLS // BLOCK_SIZE
-            assert len(job_ids) >= len(block_jobs), result.output[-4000:]
+            # every block (2 of them) ran as its own SLURM job: the executor names each
+            # submission's log after its rule, so the job ids are tied to simulate_block
+            block_job_ids = set(re.findall(
+                r"submitted with SLURM jobid (\d+) \(log: [^)]*simulate_block[^)]*\)",
+                result.output))
+            assert len(block_job_ids) == N_CELLS // BLOCK_SIZE, result.output[-4000:]
+            assert block_job_ids <= job_ids
         finally:
             workdir.close()
 
