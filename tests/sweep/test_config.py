@@ -305,9 +305,10 @@ def test_every_problem_is_listed_not_the_first_and_a_count() -> None:
         ({"weight_models": {"c": {"kind": "causal_limit", "tua": 1.0}}},
          "weight_models.c: unknown key 'tua' (did you mean 'tau'?)"),
         ({"analysis": {"bootstap": 10}}, "analysis: unknown key 'bootstap' (did you mean"),
-        ({"dask": {"slurm": {"walltme": "1:00"}}}, "dask.slurm: unknown key 'walltme' (did you"),
+        ({"dask": {"jobqueue": {"walltme": "1:00"}}},
+         "dask.jobqueue: unknown key 'walltme' (did you"),
     ],
-    ids=["top", "positional-model", "weight-model", "analysis", "dask-slurm"],
+    ids=["top", "positional-model", "weight-model", "analysis", "dask-jobqueue"],
 )
 def test_misspelt_key_is_named_with_a_suggestion_at_every_level(
     patch: dict, expected: str
@@ -426,10 +427,10 @@ def test_snakemake_config_restores_command_line_strings_only(tmp_path: Path) -> 
     path.write_text(yaml.safe_dump(small_config()), encoding="utf-8")
     merged = small_config()  # as Snakemake hands it over: files, then --config strings
     merged["seed"] = "7"
-    merged["dask"] = {"slurm": {"cores": "4"}, "dashboard": "false"}
+    merged["dask"] = {"jobqueue": {"cores": "4"}, "dashboard": "false"}
     valid = snakemake_config(merged, [path])
     assert merged is not valid.config and merged == valid.config  # replaced in place
-    assert merged["seed"] == 7 and merged["dask"]["slurm"]["cores"] == 4
+    assert merged["seed"] == 7 and merged["dask"]["jobqueue"]["cores"] == 4
     assert merged["dask"]["dashboard"] is False
     quoted = small_config()
     quoted["sweeps"]["transition"]["snr"] = "1.5"  # quoted in the FILE: text, rejected

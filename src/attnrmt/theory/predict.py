@@ -26,6 +26,7 @@ import numpy as np
 import xarray as xr
 from numpy.typing import ArrayLike
 
+from attnrmt._validation import check_positive
 from attnrmt.contract import AXES, VARIANTS, with_variable_attrs
 from attnrmt.theory.bulk import bulk_atom, bulk_edges
 from attnrmt.theory.spike import mean_spike, spike
@@ -334,6 +335,9 @@ def predict_point(
         validate_weights,
     )
 
+    check_positive("delta", delta)  # validation up front: ValueError naming the argument
+    check_positive("gamma", gamma)
+    check_positive("snr", snr, allow_zero=True)
     positional_spec = validate_positional(positional, int(T))
     weights_spec = validate_weights(weights, int(T))
     scalars = pooling_inputs([int(T)], {("positional", int(T)): positional_spec},
