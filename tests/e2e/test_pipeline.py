@@ -15,6 +15,7 @@ import pytest
 import xarray as xr
 import zarr
 
+from attnrmt.contract import VARIABLE_ATTRS
 from attnrmt.sweep import store
 from tests.e2e.helpers import Workdir, fragment_files, numeric_variables, tiny_config, with_sweep
 
@@ -105,7 +106,9 @@ def test_store_matches_data_contract(base_run) -> None:
     assert cells.attrs["root_seed"] == 11
     assert len(cells.attrs["config_sha256"]) == 64
     assert "causal1" in cells.attrs["model_summary"] and cells.attrs["attnrmt_version"]
-    assert cells.eigenvalues.attrs["units"] == "S" and "long_name" in cells.eigenvalues.attrs
+    for name in (*CONTRACT_VARIABLES, *CONTRACT_AXES):  # the contract's one table labels all
+        for key, value in VARIABLE_ATTRS[name].items():
+            assert cells[name].attrs[key] == value, (name, key)
     lazy = store.open_cells(workdir.sweep_dir() / "cells.zarr")
     assert lazy.eigenvalues.chunks[-1] == (20,)  # eig chunked whole
     assert np.isfinite(cells.eigenvalues).all()

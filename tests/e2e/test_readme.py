@@ -52,8 +52,10 @@ NOT_RUN = {
     "mamba env create": "conda environment (minutes, network)",
     "$EDITOR": "an editor session",
 }
-#: Executed with ``-n`` added: they need SLURM to run (tests/e2e/test_slurm.py runs it).
-DRY_RUN_PROFILES = ("profiles/my-site", "profiles/my-slurm")
+#: Executed with ``-n`` added: they need SLURM to run (tests/e2e/test_slurm.py runs it), or
+#: they are the shipped long studies (configs/, ~17 minutes: validated and planned here,
+#: their pipeline is the one every other e2e test runs).
+DRY_RUN_PROFILES = ("profiles/my-site", "profiles/my-slurm", "configs/")
 
 
 # --------------------------------------------------------------------------- five lines
@@ -167,6 +169,7 @@ def documented_run(tmp_path_factory: pytest.TempPathFactory) -> dict:
     for name in ("Snakefile", "workflow"):
         (workdir / name).symlink_to(REPO / name)
     shutil.copytree(REPO / "profiles", workdir / "profiles")
+    shutil.copytree(REPO / "configs", workdir / "configs")
     shutil.copy(REPO / "config.yaml", workdir / "config.yaml")
     config = readme_sweep(grid_d=[24], snr_num=4)
     (workdir / "my.yaml").write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
