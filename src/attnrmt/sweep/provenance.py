@@ -223,3 +223,175 @@ def decode_provenance(arrays: Mapping[str, np.ndarray], n_cells: int) -> list[di
 def absent_column(name: str, n_cells: int) -> np.ndarray:
     """``(n_cells,)`` int64 fill of a provenance field for cells without provenance."""
     return np.full(n_cells, PROVENANCE_ABSENT[name], dtype=np.int64)
+
+
+# --------------------------------------------------------------------------- summary
+
+
+def commit_label(environment: Mapping[str, Any] | None) -> str:
+    """``<commit[:12]>``, ``<commit[:12]>-dirty``, ``no checkout`` or ``unknown`` (None)."""
+    if environment is None:
+        return "unknown"
+    commit = str(environment.get("git_commit", ""))
+    if not commit:
+        return "no checkout"
+    return commit[:12] + ("-dirty" if environment.get("git_dirty") else "")
+
+
+#: Environment keys the summary counts cells by (besides the commit).
+SUMMARY_VERSIONS: tuple[str, ...] = ("package_version", "python", "numpy", "scipy", "blas")
+
+
+class _Tally:
+    """Streaming counts and ranges of one run's provenance columns (O(distinct values))."""
+
+    def __init__(self) -> None:
+        self.cells = 0
+        self.by_environment: dict[int, int] = {}
+        self.by_attempt: dict[int, int] = {}
+        self.wall = [np.inf, -np.inf, 0.0, 0]  # min, max, sum, count
+        self.memory = [np.inf, -np.inf]
+
+    def add(self, environment_ids: np.ndarray, memory: np.ndarray, attempts: np.ndarray,
+            wall_seconds: np.ndarray) -> None:
+        """Count one chunk of cells (columns in :data:`PROVENANCE_FIELDS` order, then wall)."""
+        self.cells += int(environment_ids.size)
+        for counts, column in ((self.by_environment, environment_ids),
+                               (self.by_attempt, attempts)):
+            values, n = np.unique(column, return_counts=True)
+            for value, count in zip(values.tolist(), n.tolist(), strict=True):
+                counts[value] = counts.get(value, 0) + count
+        wall = wall_seconds[np.isfinite(wall_seconds)]
+        if wall.size:
+            self.wall = [min(self.wall[0], float(wall.min())), max(self.wall[1], float(wall.max())),
+                         self.wall[2] + float(wall.sum()), self.wall[3] + int(wall.size)]
+        known = memory[memory >= 0]
+        if known.size:
+            self.memory = [min(self.memory[0], int(known.min())),
+                           max(self.memory[1], int(known.max()))]
+
+
+def _segment_column(group: Any, members: set[str], name: str, rows: slice,
+                    take: np.ndarray) -> np.ndarray:
+    """Rows ``take`` of ``group[name][rows]``; the absent fill where the segment lacks it."""
+    if name in members:
+        return np.asarray(group[name][rows])[take]
+    if name in PROVENANCE_FIELDS:
+        return absent_column(name, take.size)
+    return np.full(take.size, np.nan)
+
+
+def _tally_sweep(sweep_dir: Path, tally: _Tally, environments: dict[int, str]) -> int:
+    """Add the cells of a sweep's current table version to ``tally``; their count.
+
+    Reads the grid index (8 bytes per grid point) and the provenance columns of the rows
+    it uses, one chunk of :data:`~attnrmt.sweep.table_layout.ROW_CHUNK` rows at a time.
+    """
+    import zarr
+
+    from attnrmt.sweep.table_layout import (
+        MANIFEST_NAME,
+        ROW_ARRAY,
+        ROW_CHUNK,
+        SEGMENTS_DIRNAME,
+        read_manifest,
+        table_dir,
+    )
+
+    directory = table_dir(sweep_dir)
+    manifest = read_manifest(directory / MANIFEST_NAME)
+    if manifest is None:
+        return 0
+    rows = np.asarray(zarr.open_group(str(directory / manifest["grid"]), mode="r")[ROW_ARRAY][:])
+    used = np.zeros(int(manifest["rows"]), dtype=bool)
+    used[rows[rows >= 0]] = True
+    before = tally.cells
+    start = 0
+    for segment in manifest["segments"]:
+        segment_dir = directory / SEGMENTS_DIRNAME / segment["name"]
+        group = zarr.open_group(str(segment_dir), mode="r")
+        environments.update({int(env): str(text) for env, text in
+                             dict(group.attrs).get(ENVIRONMENTS_MEMBER, {}).items()})
+        n_rows = int(segment["rows"])
+        members = {path.name for path in segment_dir.iterdir()
+                   if (path / "zarr.json").is_file()}
+        for lo in range(0, n_rows, ROW_CHUNK):
+            hi = min(lo + ROW_CHUNK, n_rows)
+            take = np.flatnonzero(used[start + lo : start + hi])
+            if take.size:
+                tally.add(*(_segment_column(group, members, name, slice(lo, hi), take)
+                            for name in (*PROVENANCE_FIELDS, "compute_seconds")))
+        start += n_rows
+    return tally.cells - before
+
+
+def run_provenance(run_dir: str | os.PathLike[str]) -> dict[str, Any]:
+    """Provenance of every stored cell of a run (``results/<run>``), summarised.
+
+    Counts cells by commit (:func:`commit_label`), by each of :data:`SUMMARY_VERSIONS`,
+    by host and by attempt; ranges of wall time (``compute_seconds``) and peak memory.
+    Cells stored before provenance was recorded count as ``unknown``. Reads each sweep's
+    current cell-table version (``docs/data-contract.md``, "Provenance"). Memory:
+    O(grid points + one chunk); time O(cells).
+    """
+    root = Path(run_dir)
+    tally = _Tally()
+    environments: dict[int, str] = {}
+    sweeps = {path.name: _tally_sweep(path, tally, environments)
+              for path in sorted(root.iterdir()) if path.is_dir()} if root.is_dir() else {}
+    decoded = {env: json.loads(text) for env, text in environments.items()}
+
+    def count_by(label: Any) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for env, n in tally.by_environment.items():
+            key = str(label(decoded.get(env)))
+            counts[key] = counts.get(key, 0) + n
+        return dict(sorted(counts.items(), key=lambda item: (-item[1], item[0])))
+
+    wall_min, wall_max, wall_sum, wall_n = tally.wall
+    return {
+        "run_dir": str(root),
+        "cells": tally.cells,
+        "sweeps": {name: n for name, n in sweeps.items() if n},
+        "commits": count_by(commit_label),
+        "versions": {key: count_by(lambda env, key=key: "unknown" if env is None else env[key])
+                     for key in SUMMARY_VERSIONS},
+        "hosts": count_by(lambda env: "unknown" if env is None else env["host"]),
+        "attempts": {("unknown" if attempt == PROVENANCE_ABSENT["attempt"] else str(attempt)): n
+                     for attempt, n in sorted(tally.by_attempt.items())},
+        "wall_seconds": None if wall_n == 0 else {
+            "min": wall_min, "max": wall_max, "mean": wall_sum / wall_n, "total": wall_sum},
+        "peak_memory_bytes": None if not np.isfinite(tally.memory[0]) else {
+            "min": int(tally.memory[0]), "max": int(tally.memory[1])},
+    }
+
+
+def _counts(counts: Mapping[str, int]) -> str:
+    return ", ".join(f"{value} ({n:,})" for value, n in counts.items())
+
+
+def provenance_lines(summary: Mapping[str, Any]) -> list[str]:
+    """Text of :func:`run_provenance`: e.g. "3,104 cells from commit abc123, 12 from ...". """
+    sweeps = ", ".join(f"{name}: {n:,}" for name, n in summary["sweeps"].items())
+    lines = [f"{summary['run_dir']}: {summary['cells']:,} cells"
+             + (f" ({sweeps})" if sweeps else "")]
+    if not summary["cells"]:
+        return [*lines, "no stored cells (has the run gathered any block?)"]
+    commits = [f"{n:,} from {label}" for label, n in summary["commits"].items()]
+    lines.append(commits[0].replace(" from ", " cells from commit ", 1)
+                 + "".join(f", {text}" for text in commits[1:]))
+    lines += [f"{key}: {_counts(counts)}" for key, counts in summary["versions"].items()]
+    lines.append(f"hosts: {_counts(summary['hosts'])}")
+    wall = summary["wall_seconds"]
+    if wall is not None:
+        lines.append(f"wall time per cell: {wall['min']:.3g} s to {wall['max']:.3g} s "
+                     f"(mean {wall['mean']:.3g} s, total {wall['total']:.4g} s)")
+    memory = summary["peak_memory_bytes"]
+    if memory is not None:
+        lines.append(f"peak memory of the worker process: {memory['min'] / 2**20:.0f} MiB "
+                     f"to {memory['max'] / 2**20:.0f} MiB")
+    lines.append(f"attempts: {_counts(summary['attempts'])}")
+    if "unknown" in summary["commits"]:
+        lines.append(f"unknown: {summary['commits']['unknown']:,} cells stored before "
+                     "provenance was recorded")
+    return lines
