@@ -44,22 +44,6 @@ def plan() -> Any:
     return plan_run(load_config(plan_config()))
 
 
-@pytest.fixture(scope="module")
-def scheduler_address() -> Any:
-    """An in-process Dask cluster (threads), closed after the module."""
-    from distributed import LocalCluster
-
-    with LocalCluster(
-        n_workers=1,
-        threads_per_worker=2,
-        processes=False,
-        protocol="tcp",
-        host="127.0.0.1",
-        dashboard_address=":0",
-    ) as local:
-        yield local.scheduler_address
-
-
 def params_of(plan: Any) -> list[dict[str, Any]]:
     return blocks.block_params(plan.sweeps["grid"].cells, plan.seed)
 

@@ -234,3 +234,24 @@ def test_summary_counts_cells_by_commit_and_ranges(tmp_path: Path,
     assert cli.main(["provenance", str(tmp_path / "run"), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["cells"] == 16
     assert cli.main(["provenance", str(tmp_path / "missing")]) == cli.EXIT_USAGE
+
+
+def test_a_rerun_block_records_the_attempt_of_each_cell(tmp_path: Path,
+                                                        scheduler_address: str) -> None:
+    """Attempt 1 fails one cell; attempt 2 computes it and reuses the salvaged sibling,
+    whose provenance (attempt 1) travels with it."""
+    plan = tiny_plan()
+    params = blocks.block_params(plan.sweeps["grid"].cells[:2], plan.seed)
+    broken = dict(params[1], kwargs=dict(params[1]["kwargs"], d=1))  # d=1 raises
+    path = tmp_path / "results" / "unit" / "grid" / "fragments" / "b.npz"
+    settings = {"mode": "address", "address": scheduler_address}
+    with pytest.raises(RuntimeError, match="1 of 2 cells"):
+        blocks.run_block([params[0], broken], path, path.parents[2], settings)
+    summary = blocks.run_block(params, path, path.parents[2], settings)
+    assert (summary.n_computed, summary.n_reused) == (1, 1)
+    records = store.read_fragment(path).records
+    assert [record["attempt"] for record in records] == [1, 2]
+    # a threads cluster runs the cells in this process: its cached environment
+    assert {record[provenance.ENVIRONMENT_KEY] for record in records} == {
+        provenance.process_environment()}
+    assert 0 < records[0]["peak_memory_bytes"] <= records[1]["peak_memory_bytes"]
