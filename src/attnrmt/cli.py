@@ -4,6 +4,8 @@
 - ``attnrmt plan CONFIG [--results DIR]``: per sweep, cells, blocks, how many are already
   done (from the fragments on disk) and an estimated compute cost.
 - ``attnrmt summary CONFIG [--since EPOCH]``: the end-of-run summary (``make run``).
+- ``attnrmt provenance RUN_DIR_OR_CONFIG [--json]``: cells by commit (dirty flagged),
+  package/Python/numpy/scipy/BLAS versions, hosts, wall time, peak memory, attempts.
 - ``attnrmt run-name CONFIG``: the run name (results/<run>/) of a config (for scripts).
 - ``attnrmt theory --delta .. --gamma .. --snr .. --T .. --positional .. --weights ..``:
   pooling scalars, bulk edges, outliers, overlaps and thresholds for both variants;
@@ -217,6 +219,26 @@ def command_run_name(args: argparse.Namespace) -> int:
     from attnrmt.sweep.config import load_valid_config
 
     print(load_valid_config(args.config).config["run"])
+    return EXIT_OK
+
+
+def command_provenance(args: argparse.Namespace) -> int:
+    """``attnrmt provenance``: which code, environment and resources produced the cells."""
+    from attnrmt.sweep.provenance import provenance_lines, run_provenance
+
+    target = Path(args.target)
+    run_dir = target
+    if target.is_file():  # a config: its run's directory under --results
+        args.config = str(target)
+        run_dir = Path(args.results) / _load(args).config["run"]
+    if not run_dir.is_dir():
+        raise ValueError(f"{str(run_dir)!r}: no such run directory (nothing run yet?)")
+    summary = run_provenance(run_dir)
+    if args.json:
+        print(json.dumps(summary, indent=2))
+        return EXIT_OK
+    for line in provenance_lines(summary):
+        print(line)
     return EXIT_OK
 
 
@@ -462,6 +484,16 @@ def build_parser() -> argparse.ArgumentParser:
         "written since then count as computed by this run, and the wall time is shown",
     )
     summary.set_defaults(handler=command_summary)
+
+    provenance = commands.add_parser(
+        "provenance", help="commits, versions, hosts, wall time, memory, attempts of the cells"
+    )
+    provenance.add_argument("target", metavar="RUN_DIR_OR_CONFIG",
+                            help="results/<run>, or the run's YAML config")
+    provenance.add_argument("--results", default="results",
+                            help="results directory of a config (default: results)")
+    provenance.add_argument("--json", action="store_true", help="print JSON")
+    provenance.set_defaults(handler=command_provenance)
 
     run_name = commands.add_parser(
         "run-name", help="print the run name of a config (results/<run>/)"

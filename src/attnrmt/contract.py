@@ -51,6 +51,15 @@ SIZE_FIELDS: tuple[str, ...] = ("V", "N")
 #: Integer fill value of an absent cell (``V``, ``N``).
 ABSENT_INT: int = -1
 
+#: Per-cell provenance stored beside the results, never part of a cell's identity
+#: (``docs/data-contract.md``, "Provenance"); wall time is ``compute_seconds``.
+PROVENANCE_FIELDS: tuple[str, ...] = ("environment_id", "peak_memory_bytes", "attempt")
+
+#: Value of each provenance field for a cell computed before provenance was recorded
+#: (``0``: unknown environment / attempt; ``-1``: unknown memory).
+PROVENANCE_ABSENT: dict[str, int] = {"environment_id": 0, "peak_memory_bytes": -1,
+                                     "attempt": 0}
+
 
 def round_significant(value: float) -> float:
     """``value`` rounded to :data:`SIGNIFICANT_DIGITS` significant digits (``-0.0`` -> ``0.0``).
@@ -133,6 +142,13 @@ VARIABLE_ATTRS: dict[str, dict[str, str]] = {
     "downstream_accuracy": _numeric(
         "test accuracy of the ridge readout of the label y (NaN if no label)" + _FRACTION),
     "cell_key": _label("sha256 content key of the cell ('' if absent)"),
+    "environment_id": _numeric(
+        "id of the cell's environment in the environments attribute (dimensionless; "
+        "0 = unknown)"),
+    "peak_memory_bytes": _numeric(
+        "peak resident memory of the worker process by the end of the cell (count of "
+        "bytes; -1 = unknown)", "byte"),
+    "attempt": _numeric("block attempt that computed the cell (count; 0 = unknown)"),
     # ---- theory.zarr (predicted; attnrmt.theory.predict)
     "bulk_lower_edge": _numeric("left edge of the bulk of S" + _S_SCALE),
     "bulk_upper_edge": _numeric("right edge of the bulk of S" + _S_SCALE),

@@ -36,6 +36,8 @@ from typing import Any
 import numpy as np
 import yaml
 
+from attnrmt.contract import PROVENANCE_FIELDS
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SNAKEFILE = REPO_ROOT / "Snakefile"
 DEFAULT_PROFILE = REPO_ROOT / "profiles" / "default"
@@ -346,9 +348,13 @@ class Workdir:
             return dataset.load()
 
 
-def numeric_variables(dataset: Any, exclude: Iterable[str] = ("compute_seconds",)) -> Any:
-    """The dataset without timing variables (which differ between identical runs)."""
-    return dataset.drop_vars([name for name in exclude if name in dataset.variables])
+def numeric_variables(
+    dataset: Any, exclude: Iterable[str] = ("compute_seconds", *PROVENANCE_FIELDS)
+) -> Any:
+    """The dataset without timing and provenance (which differ between identical runs)."""
+    kept = dataset.drop_vars([name for name in exclude if name in dataset.variables])
+    kept.attrs = {key: value for key, value in kept.attrs.items() if key != "environments"}
+    return kept
 
 
 # --------------------------------------------------------------------------- security

@@ -40,6 +40,9 @@ CONTRACT_VARIABLES = {
     "effective_weights": (*CONTRACT_AXES, "replicate", "position"),
     "downstream_accuracy": (*CONTRACT_AXES, "replicate"),
     "cell_key": (*CONTRACT_AXES, "replicate"),
+    "environment_id": (*CONTRACT_AXES, "replicate"),
+    "peak_memory_bytes": (*CONTRACT_AXES, "replicate"),
+    "attempt": (*CONTRACT_AXES, "replicate"),
 }
 THEORY_VARIABLES = (
     "bulk_lower_edge",

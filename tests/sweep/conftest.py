@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pytest
 
 from attnrmt.sweep import fragments
 from attnrmt.sweep.plan import plan_run
@@ -91,3 +92,19 @@ def write_block_fragments(plan: Any, sweep_dir: Path) -> list[Path]:
             write_block(plan, path, list(block.cells))
         paths.append(path)
     return paths
+
+
+@pytest.fixture(scope="module")
+def scheduler_address() -> Any:
+    """An in-process Dask cluster (threads), closed after the module."""
+    from distributed import LocalCluster
+
+    with LocalCluster(
+        n_workers=1,
+        threads_per_worker=2,
+        processes=False,
+        protocol="tcp",
+        host="127.0.0.1",
+        dashboard_address=":0",
+    ) as local:
+        yield local.scheduler_address

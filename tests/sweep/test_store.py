@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 import xarray as xr
 
+from attnrmt.contract import PROVENANCE_FIELDS
 from attnrmt.sweep import fragments, store
 from attnrmt.theory import bulk_edges, mean_spike, spike
 from tests.sweep.conftest import (
@@ -278,9 +279,9 @@ def _reference(plan: Any) -> xr.Dataset:
 
 
 def _without_store_attrs(dataset: xr.Dataset) -> xr.Dataset:
-    """The view minus the attributes only the table has (format, spectrum storage)."""
-    extra = ("store_format_version", "spectrum_storage")
-    trimmed = dataset.copy()
+    """The view minus what only the table has (format, spectrum storage, provenance)."""
+    extra = ("store_format_version", "spectrum_storage", "environments")
+    trimmed = dataset.drop_vars([name for name in PROVENANCE_FIELDS if name in dataset])
     trimmed.attrs = {k: v for k, v in dataset.attrs.items() if k not in extra}
     return trimmed
 

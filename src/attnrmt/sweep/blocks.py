@@ -23,9 +23,13 @@ from typing import Any
 
 import numpy as np
 
-from attnrmt.sweep import fragments
+from attnrmt.sweep import fragments, provenance
 from attnrmt.sweep.cost import bundle_by_cost, estimated_cell_seconds
-from attnrmt.sweep.failures import clear_block_failures, record_block_failures
+from attnrmt.sweep.failures import (
+    clear_block_failures,
+    failure_record_path,
+    record_block_failures,
+)
 
 
 @dataclass(frozen=True)
@@ -98,16 +102,19 @@ def block_params(cells: Sequence[Any], root_seed: int) -> list[dict[str, Any]]:
 
 
 def compute_cell(kwargs: Mapping[str, Any], seed: Sequence[int]) -> dict[str, Any]:
-    """Dask task: simulate one cell and return its ``CellResult.to_dict()``.
+    """Dask task: simulate one cell; its ``CellResult.to_dict()`` plus the worker's provenance.
 
-    Pure function of its arguments (idempotent; safe to retry).
+    The numbers are a pure function of the arguments (idempotent; safe to retry); the
+    provenance keys (:func:`attnrmt.sweep.provenance.worker_provenance`: environment,
+    peak memory) describe the worker process that ran it.
     """
     from attnrmt.model import simulate_cell
 
     result = simulate_cell(**kwargs, seed=list(seed))
     return {
-        name: (np.array(value) if isinstance(value, np.ndarray) else value)
-        for name, value in result.to_dict().items()
+        **{name: (np.array(value) if isinstance(value, np.ndarray) else value)
+           for name, value in result.to_dict().items()},
+        **provenance.worker_provenance(),
     }
 
 
@@ -261,11 +268,14 @@ def run_block(
     )
     computed: dict[tuple[str, str], dict[str, Any]] = {}
     if missing:
+        attempt = provenance.block_attempt(failure_record_path(fragment))
         settings = ClusterSettings.from_config(dask_config, max_cores=max_cores)
         with run_client(run_dir, settings) as client:
             log.info(f"Dask scheduler {client.scheduler.address}")
             log.info(f"Dask dashboard {client.dashboard_link}")
             computed, failures = compute_missing(missing, client, settings.task_retries)
+        computed = {cell_id: provenance.with_attempt(record, attempt)
+                    for cell_id, record in computed.items()}
         if failures:
             salvage = _salvage(block_cells, computed, sweep_dir, fragment)
             stop_reason = run_stop_reason(run_dir)
@@ -284,6 +294,7 @@ def run_block(
                      "error": repr(exc)}
                     for cell, exc in failures
                 ],
+                attempt=attempt,
             )
             raise RuntimeError(
                 f"{len(failures)} of {len(missing)} cells of {fragment.name} failed "

@@ -57,17 +57,20 @@ def failure_record_path(fragment_path: str | os.PathLike[str]) -> Path:
 
 
 def record_block_failures(
-    fragment_path: str | os.PathLike[str], failed_cells: Sequence[Mapping[str, Any]]
+    fragment_path: str | os.PathLike[str], failed_cells: Sequence[Mapping[str, Any]],
+    attempt: int = 1,
 ) -> Path:
     """Write what failed in a block (atomically), replacing an earlier record.
 
     ``failed_cells``: one mapping per failed cell, ``{"key", "seed", "params", "error"}``
-    (JSON-serialisable). The record also names the block and the time of the attempt.
+    (JSON-serialisable). The record also names the block, the time and the number of the
+    attempt (:func:`attnrmt.sweep.provenance.block_attempt` reads it back).
     """
     path = failure_record_path(fragment_path)
     path.parent.mkdir(parents=True, exist_ok=True)
     payload = {
         "block": Path(fragment_path).stem,
+        "attempt": int(attempt),
         "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "cells": [dict(cell) for cell in failed_cells],
     }

@@ -6,9 +6,13 @@ pickled. Per cell: ``cell_key`` (sha256 of the canonical parameters), ``cell_see
 seed words as JSON), ``computed`` (True when computed by the job that wrote the fragment,
 False when copied from an earlier fragment), and every :class:`attnrmt.model.CellResult`
 field: scalars as ``(n,)`` arrays, arrays ragged as ``<field>__values`` (concatenated) and
-``<field>__offsets`` (``(n+1,)``). A block whose cells partly failed leaves its finished
-cells in ``<sweep>/salvage/<block>.npz`` (same format; never a Snakemake output) so that a
-rerun reuses them (failure records: :mod:`attnrmt.sweep.failures`).
+``<field>__offsets`` (``(n+1,)``). Provenance (:mod:`attnrmt.sweep.provenance`):
+``environments`` (distinct environment JSON) and per cell ``environment_id``,
+``peak_memory_bytes``, ``attempt``; fragments written before provenance lack them and
+still load (their cells get :data:`attnrmt.contract.PROVENANCE_ABSENT`). A block whose
+cells partly failed leaves its finished cells in ``<sweep>/salvage/<block>.npz`` (same
+format; never a Snakemake output) so that a rerun reuses them
+(failure records: :mod:`attnrmt.sweep.failures`).
 
 Snakemake deletes a job's output before rerunning it (forced rerun, changed rule code),
 so every fragment also gets a hard link (a copy where links are unsupported) in
@@ -39,6 +43,13 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from attnrmt.sweep.provenance import (
+    ENVIRONMENTS_MEMBER,
+    PROVENANCE_KEYS,
+    decode_provenance,
+    encode_provenance,
+)
 
 FRAGMENT_FORMAT_VERSION = 1
 FRAGMENTS_DIRNAME = "fragments"
@@ -100,7 +111,10 @@ def encode_fragment(
     }
     if n_cells == 0:
         return arrays
+    arrays.update(encode_provenance(records))
     for name in records[0]:
+        if name in PROVENANCE_KEYS:
+            continue
         values = [np.asarray(record[name]) for record in records]
         if values[0].ndim == 0:
             dtype = np.int64 if np.issubdtype(values[0].dtype, np.integer) else np.float64
@@ -121,8 +135,11 @@ def decode_fragment(arrays: Mapping[str, np.ndarray]) -> Fragment:
     keys = [str(key) for key in arrays["cell_key"]]
     n_cells = len(keys)
     records: list[dict[str, Any]] = [{} for _ in range(n_cells)]
+    for index, known in enumerate(decode_provenance(arrays, n_cells)):
+        records[index].update(known)
     for name in arrays:
-        if name in ("format_version", "cell_key", "cell_seed", "computed"):
+        if name in ("format_version", "cell_key", "cell_seed", "computed",
+                    ENVIRONMENTS_MEMBER, *PROVENANCE_KEYS):
             continue
         if name.endswith("__offsets"):
             continue

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import json
 import os
 import warnings
 from collections.abc import Mapping, Sequence
@@ -23,7 +24,15 @@ from typing import Any
 
 import numpy as np
 
-from attnrmt.contract import ABSENT_INT, AXES, POOLING_FIELDS, SIZE_FIELDS, TOP_K_FIELDS
+from attnrmt.contract import (
+    ABSENT_INT,
+    AXES,
+    POOLING_FIELDS,
+    PROVENANCE_ABSENT,
+    PROVENANCE_FIELDS,
+    SIZE_FIELDS,
+    TOP_K_FIELDS,
+)
 from attnrmt.sweep.grid import (
     CELLS_VIEW_NOTES,
     axis_coordinates,
@@ -58,6 +67,24 @@ def _array(segment_path: str, name: str) -> Any:
     import zarr
 
     return zarr.open_array(str(Path(segment_path) / name), mode="r")
+
+
+@functools.lru_cache(maxsize=512)
+def _has_array(segment_path: str, name: str) -> bool:
+    """Whether a segment has the array ``name`` (segments written before provenance lack
+    its columns)."""
+    return (Path(segment_path) / name / "zarr.json").is_file()
+
+
+def segment_environments(segment_paths: Sequence[str]) -> dict[str, str]:
+    """``environment_id -> environment JSON`` of the segments (their ``environments``
+    attribute; empty for segments written before provenance). O(segments) small reads."""
+    import zarr
+
+    environments: dict[str, str] = {}
+    for path in segment_paths:
+        environments.update(zarr.open_group(path, mode="r").attrs.get("environments", {}))
+    return environments
 
 
 def _runs(starts: np.ndarray, ends: np.ndarray, gap: int) -> list[tuple[int, int, np.ndarray]]:
@@ -113,8 +140,11 @@ def take_rows(
                     begin = int(starts[member]) - lo
                     out[where[member], :length] = chunk[begin : begin + length]
             continue
-        array = _array(path, "cell_key" if kind == "key" else field)
-        values = array.oindex[local] if array.ndim == 1 else array.oindex[local, :]
+        if field in PROVENANCE_FIELDS and not _has_array(path, field):
+            values = np.full(local.size, PROVENANCE_ABSENT[field], dtype=np.int64)
+        else:
+            array = _array(path, "cell_key" if kind == "key" else field)
+            values = array.oindex[local] if array.ndim == 1 else array.oindex[local, :]
         if kind == "key":
             out[where] = [bytes(row).hex() for row in np.asarray(values, dtype=np.uint8)]
         elif kind == "scalar":
@@ -199,6 +229,8 @@ def open_cell_table(table: str | os.PathLike[str], manifest: Mapping[str, Any]) 
         "effective_weights": ((*cell_dims, "position"),
                               lazy("effective_weights", "ragged", max_t, np.float64, np.nan)),
         "cell_key": (cell_dims, lazy("cell_key", "key", 0, object, "")),
+        **{name: (cell_dims, lazy(name, "scalar", 0, np.int64, PROVENANCE_ABSENT[name]))
+           for name in PROVENANCE_FIELDS},
     }
     for name in POOLING_FIELDS:
         per_replicate = lazy(name, "scalar", 0, np.float64, np.nan)
@@ -218,6 +250,7 @@ def open_cell_table(table: str | os.PathLike[str], manifest: Mapping[str, Any]) 
             "top_k": top_k,
             **CELLS_VIEW_NOTES,
             "store_format_version": STORE_FORMAT_VERSION,
+            "environments": json.dumps(segment_environments(segments), sort_keys=True),
             "spectrum_storage": (
                 "eigenvalues stored ragged per cell (any length: full or top spectra, any "
                 "d); NaN-padded to max(d) only in this view"

@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from attnrmt.contract import AXES, TOP_K_FIELDS
+from attnrmt.contract import AXES, PROVENANCE_FIELDS, TOP_K_FIELDS
 from attnrmt.sweep.fragments import (
     FRAGMENT_SUFFIX,
     fragment_paths,
@@ -46,6 +46,7 @@ from attnrmt.sweep.grid import (
     grid_lookups,
     log_line,
 )
+from attnrmt.sweep.provenance import ENVIRONMENTS_MEMBER, absent_column, environments_of
 from attnrmt.sweep.table_layout import (
     GRIDS_DIRNAME,
     INGESTED_NAME,
@@ -62,7 +63,7 @@ from attnrmt.sweep.table_layout import (
 )
 
 #: Members of a fragment that are not result fields.
-_FRAGMENT_META = ("format_version", "cell_key", "cell_seed", "computed")
+_FRAGMENT_META = ("format_version", "cell_key", "cell_seed", "computed", ENVIRONMENTS_MEMBER)
 #: Grid versions kept besides the current one (readers that opened them keep working).
 KEEP_OLD_GRIDS = 2
 
@@ -153,7 +154,10 @@ class SegmentWriter:
 
     Columns are created from the first fragment's fields: scalars ``(n,)``, top-k fields
     ``(n, top_k)`` (NaN-padded), every other array field ragged (``__values``,
-    ``__start``, ``__length``). Memory: one chunk per column.
+    ``__start``, ``__length``). Provenance columns (:data:`attnrmt.contract.
+    PROVENANCE_FIELDS`, int64) are always written, filled for fragments without them; the
+    distinct environments go to the segment's ``environments`` attribute (id -> JSON).
+    Memory: one chunk per column.
     """
 
     def __init__(self, segments_dir: Path, top_k: int) -> None:
@@ -169,6 +173,7 @@ class SegmentWriter:
         self.value_counts: dict[str, int] = {}
         self.columns: dict[str, _Appender] = {}
         self.ingested: list[str] = []
+        self.environments: dict[int, str] = {}
 
     def _column(self, name: str, dtype: Any, tail: tuple[int, ...], chunk: int) -> _Appender:
         if name not in self.columns:
@@ -186,8 +191,14 @@ class SegmentWriter:
         self._column("root_seed", np.int64, (), ROW_CHUNK).add(
             np.ascontiguousarray(keys[:, KEY_BYTES:]).view("<i8").reshape(-1)
         )
+        self.environments.update(environments_of(arrays))
+        for name in PROVENANCE_FIELDS:  # old fragments: filled, so columns stay aligned
+            column = arrays[name] if name in arrays else absent_column(name, ids.size)
+            self._column(name, np.int64, (), ROW_CHUNK).add(
+                np.asarray(column, dtype=np.int64)[take])
         for name in arrays:
-            if name in _FRAGMENT_META or name.endswith("__offsets"):
+            if (name in _FRAGMENT_META or name in PROVENANCE_FIELDS
+                    or name.endswith("__offsets")):
                 continue
             if not name.endswith("__values"):
                 column = np.asarray(arrays[name])
@@ -220,8 +231,10 @@ class SegmentWriter:
         if self.rows == 0:
             self.discard()
             return None
-        self.group.attrs.update({"rows": self.rows, "top_k": self.top_k,
-                                 "format_version": STORE_FORMAT_VERSION})
+        self.group.attrs.update({
+            "rows": self.rows, "top_k": self.top_k, "format_version": STORE_FORMAT_VERSION,
+            ENVIRONMENTS_MEMBER: {str(env): text for env, text in self.environments.items()},
+        })
         (self.tmp / INGESTED_NAME).write_text(json.dumps(sorted(self.ingested)))
         _fsync_tree(self.tmp)
         os.replace(self.tmp, self.segments_dir / self.name)
