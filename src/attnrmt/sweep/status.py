@@ -156,7 +156,7 @@ def read_cell_timings(path: Path) -> tuple[np.ndarray, np.ndarray]:
     return computed, seconds
 
 
-_TIMING_CACHE: dict[tuple[int, int, int, int], FragmentTiming] = {}
+_TIMING_CACHE: dict[tuple[str, int, int, int, int], FragmentTiming] = {}
 _TIMING_CACHE_LOCK = threading.Lock()
 
 
@@ -167,7 +167,7 @@ def fragment_timing(file: FragmentFile, block: Any) -> FragmentTiming | None:
         stat = file.path.stat()
     except OSError:
         return None
-    signature = (stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns)
+    signature = (str(file.path), stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns)
     with _TIMING_CACHE_LOCK:
         cached = _TIMING_CACHE.get(signature)
     if cached is not None:
