@@ -449,7 +449,8 @@ def progress_line(status: RunStatus) -> str:
     failed = f", {total.failed:,} failed" if total.failed else ""
     return (
         f"attnrmt: progress {status.run}: {total.done:,}/{total.cells:,} cells "
-        f"({total.percent_done:.1f}%){failed}, {_rate_text(total.cells_per_second)}, "
+        f"({total.percent_done:.1f}%){failed}, "
+        f"{_rate_text(total.cells_per_second).replace('-', 'rate not yet measured')}, "
         f"ETA {format_duration(total.eta_seconds)}"
     )
 
