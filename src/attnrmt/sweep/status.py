@@ -447,10 +447,11 @@ def progress_line(status: RunStatus) -> str:
     """One line: run, done / total cells (percent), failed, throughput, ETA."""
     total = status.total
     failed = f", {total.failed:,} failed" if total.failed else ""
+    rate = total.cells_per_second
     return (
         f"attnrmt: progress {status.run}: {total.done:,}/{total.cells:,} cells "
         f"({total.percent_done:.1f}%){failed}, "
-        f"{_rate_text(total.cells_per_second).replace('-', 'rate not yet measured')}, "
+        f"{'rate not yet measured' if rate is None else _rate_text(rate)}, "
         f"ETA {format_duration(total.eta_seconds)}"
     )
 
