@@ -164,6 +164,9 @@ def test_recalibration_follows_measured_compute_seconds() -> None:
                                      computed_work=4 * 1e9, n_computed=4)]
     assert status.recalibrated_seconds_per_work(timings) == pytest.approx(1e-9)
     assert status.recalibrated_seconds_per_work([], fallback=3.0) == 3.0
+    overhead_only = [status.FragmentTiming(mtime=EPOCH, n_cells=2, computed_seconds=0.001,
+                                           computed_work=2e6, n_computed=2)]
+    assert status.recalibrated_seconds_per_work(overhead_only, fallback=3.0) == 0.0
 
 
 def test_throughput_uses_only_the_window_and_needs_two_fragments() -> None:

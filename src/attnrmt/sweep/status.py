@@ -197,19 +197,17 @@ def fragment_timing(file: FragmentFile, block: Any) -> FragmentTiming | None:
 def recalibrated_seconds_per_work(
     timings: Sequence[FragmentTiming], fallback: float = DEFAULT_SECONDS_PER_WORK
 ) -> float:
-    """``sum (compute_seconds - CELL_OVERHEAD_SECONDS) / sum work`` over computed cells.
+    """``max(sum (compute_seconds - CELL_OVERHEAD_SECONDS), 0) / sum work`` over the
+    computed cells (0 when they took no more than the fixed overhead).
 
-    ``fallback`` when no cell was computed (nothing measured yet) or the sum is not
-    positive. O(len(timings)).
+    ``fallback`` when no cell was computed (nothing measured yet). O(len(timings)).
     """
     n_computed = sum(timing.n_computed for timing in timings)
     work = sum(timing.computed_work for timing in timings)
-    seconds = sum(timing.computed_seconds for timing in timings) - n_computed * (
-        CELL_OVERHEAD_SECONDS
-    )
-    if n_computed == 0 or work <= 0 or seconds <= 0:
+    if n_computed == 0 or work <= 0:
         return fallback
-    return seconds / work
+    seconds = sum(timing.computed_seconds for timing in timings)
+    return max(seconds - n_computed * CELL_OVERHEAD_SECONDS, 0.0) / work
 
 
 def throughput(
