@@ -57,22 +57,30 @@ def test_status_follows_a_running_sweep_and_reports_100_percent_at_the_end(
 ) -> None:
     process = slow_run.start()
     slow_run.wait_for_fragments(1, process, timeout=240)
-    observed = []
+    observed, running = [], []
     while process.poll() is None:
-        total = read_status(slow_run.run_dir)["total"]
+        seen = read_status(slow_run.run_dir)
+        total = seen["total"]
+        if process.poll() is not None or total["done"] == N_CELLS:
+            break  # ended while we looked, or shutting down (its token goes before it)
         observed.append(total["done"])
+        running.append(total["running"])
+        assert seen["live"] is True
         assert total["cells"] == N_CELLS
         assert total["done"] + total["failed"] + total["pending"] == N_CELLS
+        assert total["running"] + total["queued"] == total["pending"]
+        assert total["missing"] == 0
         time.sleep(0.2)
     assert process.wait() == 0, (slow_run.path / "snakemake-background.log").read_text()
 
-    during = [done for done in observed if done < N_CELLS]
-    assert len(set(during)) >= 2, f"no progress seen while running: {observed}"
+    assert len(set(observed)) >= 2, f"no progress seen while running: {observed}"
     assert observed == sorted(observed)  # done never goes back
+    assert max(running) > 0, f"no running block seen: {running}"
     config_file = slow_run.path / "config.yaml"
     final = read_status(config_file, "--results", str(slow_run.path / "results"))
     assert final["total"]["done"] == N_CELLS
     assert final["total"]["percent_done"] == 100.0
     assert final["total"]["eta_seconds"] == 0.0
+    assert final["live"] is False
     log = (slow_run.path / "snakemake-background.log").read_text()
     assert "attnrmt: progress watched: " in log and "ETA" in log

@@ -9,6 +9,8 @@ from __future__ import annotations
 import io
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +24,7 @@ from attnrmt.sweep.config import claim_run_dir
 from attnrmt.sweep.cost import CELL_OVERHEAD_SECONDS
 from attnrmt.sweep.failures import record_block_failures
 from attnrmt.sweep.plan import plan_run
+from tests.e2e.helpers import subprocess_environment
 from tests.sweep.conftest import synthetic_record, tiny_config, write_block
 
 EPOCH = 1.8e9  # an arbitrary wall-clock origin for replayed schedules
@@ -93,6 +96,8 @@ def test_counts_done_failed_and_pending_from_fragments_salvage_and_failures(
 
     row = result.sweeps[0]
     assert (row.cells, row.done, row.failed, row.pending) == (12, 3, 2, 7)
+    assert (row.running, row.queued, row.missing) == (0, 0, 7)  # no live Snakemake
+    assert result.live is False
     assert result.total.done == 3 and result.total.percent_done == pytest.approx(25.0)
     assert row.last_fragment_age_seconds == pytest.approx(1.0)
 
@@ -119,6 +124,58 @@ def test_finished_run_is_100_percent_with_zero_eta(tmp_path: Path) -> None:
     assert result.total.pending == 0
     assert result.total.eta_seconds == 0.0
     assert "(100.0%)" in status.progress_line(result)
+
+
+# --------------------------------------------------------------------------- running
+
+
+# Holds a token as Snakemake does, then looks at the run's liveness from inside (as the
+# progress line does in Snakemake): that must not drop its own lock.
+HOLD_TOKEN = (
+    "import sys, time\n"
+    "from pathlib import Path\n"
+    "from attnrmt.sweep.runlock import hold_liveness_token\n"
+    "from attnrmt.sweep.status import live_run_since\n"
+    "token = hold_liveness_token(sys.argv[1])\n"
+    "assert live_run_since(Path(sys.argv[1]))[1] is not None\n"
+    "print(token, flush=True)\n"
+    "time.sleep(600)\n"
+)
+
+
+def test_running_queued_and_missing_follow_a_live_snakemake_token(tmp_path: Path) -> None:
+    """A real process holds a liveness token as Snakemake does (attnrmt.sweep.runlock):
+    blocks whose log started after it are running, the rest queued; once it is killed,
+    every pending cell is missing."""
+    plan = plan_run(uniform_config(n_snr=3, block_size=2))  # 6 blocks of 2 cells
+    sweep = plan.sweeps["grid"]
+    run_dir = tmp_path / "results" / plan.run
+    write_timed_block(plan, run_dir / "grid", sweep.blocks[0], np.full(2, 1.0), EPOCH)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD_TOKEN, str(tmp_path)], stdout=subprocess.PIPE, text=True,
+        env=subprocess_environment(),
+    )
+    try:
+        token = Path(holder.stdout.readline().strip())
+        started = token.stat().st_mtime
+        log_dir = run_dir.joinpath(*status.BLOCK_LOG_DIR, "grid")
+        log_dir.mkdir(parents=True)
+        for block, mtime in ((sweep.blocks[0], started + 1), (sweep.blocks[1], started + 1),
+                             (sweep.blocks[2], started - 100)):  # done, running, earlier run
+            log = log_dir / f"{block.key}.log"
+            log.write_text("")
+            os.utime(log, (mtime, mtime))
+
+        live = status.run_status(plan, run_dir, now=EPOCH + 1)
+        assert live.live is True
+        assert (live.total.running, live.total.queued, live.total.missing) == (2, 8, 0)
+    finally:
+        holder.kill()
+        holder.wait()
+        holder.stdout.close()
+    dead = status.run_status(plan, run_dir, now=EPOCH + 1)
+    assert dead.live is False
+    assert (dead.total.running, dead.total.queued, dead.total.missing) == (0, 0, 10)
 
 
 # --------------------------------------------------------------------------- ETA
@@ -240,7 +297,7 @@ def test_status_command_reads_a_run_directory_or_a_config(
     args = ["status", str(config_file), "--results", str(run_dir.parent)]
     assert cli.main(args) == cli.EXIT_OK
     table = capsys.readouterr().out
-    assert "grid" in table and "33.3" in table and "pending = running + queued" in table
+    assert "grid" in table and "33.3" in table and "no live Snakemake" in table
 
 
 def test_status_command_refuses_a_folder_that_is_not_a_run(

@@ -14,10 +14,16 @@ Counts (per sweep of the plan):
   earlier plan) have their cell keys read.
 - **failed**: planned cells, not done, whose block's last attempt failed
   (:func:`attnrmt.sweep.failures.unresolved_failures`).
-- **pending**: the rest: running, queued and not yet scheduled together. Snakemake's
-  "job started" markers depend on its persistence backend (files or a database) and stay
-  behind when a run is killed, so they are not a reliable sign of a running block; the
-  results folder alone cannot tell running from queued.
+- **pending**: the rest, split when a live Snakemake of the workflow works in the run's
+  directory (``<workdir>/results/<run>``: a held liveness token in
+  ``<workdir>/.snakemake/attnrmt-live/``, :mod:`attnrmt.sweep.runlock`, asked with
+  ``F_GETLK``, which queries a lock without taking one) into **running** (cells of
+  unfinished blocks whose log ``logs/simulate_block/<sweep>/<block>.log``, created when
+  the block job starts, is newer than the oldest live token) and **queued** (the rest);
+  with no live run they are **missing**. Where the lock query is unsupported the split
+  is unknown (None) and only ``pending`` is given. Snakemake's own "job started" markers
+  depend on its persistence backend and stay behind when a run is killed, so they are
+  not used.
 
 Throughput and ETA: each fragment's mtime is when its block finished. Over the newest
 fragments finished in the last :data:`RATE_WINDOW_SECONDS` (at most
@@ -43,7 +49,9 @@ member of fragments that are not planned blocks); memory O(planned cells).
 
 from __future__ import annotations
 
+import fcntl
 import os
+import struct
 import sys
 import threading
 import time
@@ -58,6 +66,12 @@ import numpy as np
 from attnrmt.sweep import fragments
 from attnrmt.sweep.cost import CELL_OVERHEAD_SECONDS, DEFAULT_SECONDS_PER_WORK, planned_cell_work
 from attnrmt.sweep.failures import unresolved_failures
+from attnrmt.sweep.runlock import (
+    LIVE_DIRNAME,
+    SNAKEMAKE_DIRNAME,
+    holds_own_token,
+    own_token_name,
+)
 
 #: Throughput is measured over fragments finished within this many seconds before now.
 RATE_WINDOW_SECONDS = 300.0
@@ -65,6 +79,9 @@ RATE_WINDOW_SECONDS = 300.0
 MAX_TIMED_FRAGMENTS = 256
 #: A run prints its progress line at most once per this many seconds.
 PROGRESS_INTERVAL_SECONDS = 30.0
+
+#: Where a block job's log lives under ``results/<run>`` (rule ``simulate_block``).
+BLOCK_LOG_DIR = ("logs", "simulate_block")
 
 _UNREADABLE = (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile)
 
@@ -191,6 +208,67 @@ def fragment_timing(file: FragmentFile, block: Any) -> FragmentTiming | None:
     return timing
 
 
+# --------------------------------------------------------------------------- live run
+
+#: ``struct flock`` of Linux (l_type, l_whence, l_start, l_len, l_pid), for ``F_GETLK``.
+_FLOCK_FORMAT = "hhqqi"
+
+
+def token_is_held(path: Path) -> bool:
+    """Whether a process holds a POSIX lock on ``path``: ``F_GETLK`` asks without taking
+    the lock (read-only open). Raises OSError where the query is unsupported."""
+    with open(path, "rb") as handle:
+        request = struct.pack(_FLOCK_FORMAT, fcntl.F_WRLCK, os.SEEK_SET, 0, 0, 0)
+        answer = fcntl.fcntl(handle.fileno(), fcntl.F_GETLK, request)
+    return struct.unpack(_FLOCK_FORMAT, answer)[0] != fcntl.F_UNLCK
+
+
+def live_run_since(workdir: Path) -> tuple[bool, float | None]:
+    """``(known, since)``: the start (token mtime) of the oldest live Snakemake of the
+    workflow in ``workdir``, None when none lives; ``known`` False when the lock query
+    fails (then ``since`` is None too). O(live tokens).
+
+    This process's own token (the progress line runs inside Snakemake) is live by
+    definition and never opened: closing a descriptor of it would drop its lock.
+    """
+    if not sys.platform.startswith("linux"):  # _FLOCK_FORMAT is Linux's layout
+        return False, None
+    since: float | None = None
+    own = own_token_name()
+    for token in (workdir / SNAKEMAKE_DIRNAME / LIVE_DIRNAME).glob("*.token"):
+        try:
+            held = holds_own_token() if token.name == own else token_is_held(token)
+            started = token.stat().st_mtime
+        except FileNotFoundError:  # its process ended and a new one pruned it
+            continue
+        except OSError:
+            return False, None
+        if held:
+            since = started if since is None else min(since, started)
+    return True, since
+
+
+def running_blocks(
+    sweep_plan: Any, run_dir: Path, done: set[str], failed: set[str], since: float
+) -> list[Any]:
+    """Unfinished blocks of a sweep whose log was written at or after ``since``.
+
+    O(blocks) ``stat`` calls.
+    """
+    log_dir = run_dir.joinpath(*BLOCK_LOG_DIR, sweep_plan.name)
+    running = []
+    for block in sweep_plan.blocks:
+        keys = block.cell_keys
+        if all(key in done or key in failed for key in keys):
+            continue
+        try:
+            if (log_dir / f"{block.key}.log").stat().st_mtime >= since:
+                running.append(block)
+        except OSError:
+            continue
+    return running
+
+
 # --------------------------------------------------------------------------- estimates
 
 
@@ -263,6 +341,9 @@ class SweepStatus:
     done: int
     failed: int
     pending: int
+    running: int | None
+    queued: int | None
+    missing: int | None
     cells_per_second: float | None
     remaining_core_seconds: float
     eta_seconds: float | None
@@ -285,6 +366,8 @@ class RunStatus:
     seconds_per_work: float
     calibrated: bool
     """True when ``seconds_per_work`` comes from measured cells, False for the default."""
+    live: bool | None
+    """Whether a Snakemake of the workflow is alive in the run's directory (None: unknown)."""
 
     def to_json(self) -> dict[str, Any]:
         """JSON-ready dict (``attnrmt status --json``)."""
@@ -293,6 +376,7 @@ class RunStatus:
             "time": self.time,
             "seconds_per_work": self.seconds_per_work,
             "calibrated": self.calibrated,
+            "live": self.live,
             "sweeps": [{**asdict(row), "percent_done": row.percent_done} for row in self.sweeps],
             "total": {**asdict(self.total), "percent_done": self.total.percent_done},
         }
@@ -349,6 +433,7 @@ def _sweep_row(
     now: float,
     window_seconds: float,
     newest_mtime: float | None,
+    split: tuple[int | None, int | None, int | None],
 ) -> SweepStatus:
     remaining = estimated_seconds(
         (cell for cell in cells if cell.key not in done and cell.key not in failed),
@@ -363,11 +448,34 @@ def _sweep_row(
         done=n_done,
         failed=n_failed,
         pending=len(cells) - n_done - n_failed,
+        running=split[0],
+        queued=split[1],
+        missing=split[2],
         cells_per_second=cells_per_second,
         remaining_core_seconds=remaining,
         eta_seconds=eta_seconds(remaining, busy_cores),
         last_fragment_age_seconds=None if newest_mtime is None else max(now - newest_mtime, 0.0),
     )
+
+
+def _pending_split(
+    scan: _SweepScan, run_dir: Path, known: bool, since: float | None
+) -> tuple[int | None, int | None, int | None]:
+    """``(running, queued, missing)`` cells of a sweep (module docstring)."""
+    pending = sum(
+        cell.key not in scan.done and cell.key not in scan.failed for cell in scan.sweep_plan.cells
+    )
+    if not known:
+        return None, None, None
+    if since is None:
+        return 0, 0, pending
+    blocks = running_blocks(scan.sweep_plan, run_dir, scan.done, scan.failed, since)
+    running = sum(
+        key not in scan.done and key not in scan.failed
+        for block in blocks
+        for key in block.cell_keys
+    )
+    return running, pending - running, 0
 
 
 def run_status(
@@ -391,13 +499,15 @@ def run_status(
     calibrated = any(timing.n_computed for timing in all_timings)
     seconds_per_work = recalibrated_seconds_per_work(all_timings)
     _, busy_cores = throughput(all_timings, now, window_seconds)
+    known, since = live_run_since(run_dir.parent.parent)
     rows = []
     for scan in scans:
         mtimes = [file.mtime for file in scan.files if file.planned]
         rows.append(
             _sweep_row(scan.sweep_plan.name, scan.sweep_plan.cells, scan.done, scan.failed,
                        timings[scan.sweep_plan.name], seconds_per_work, busy_cores, now,
-                       window_seconds, max(mtimes, default=None))
+                       window_seconds, max(mtimes, default=None),
+                       _pending_split(scan, run_dir, known, since))
         )
     ages = [row.last_fragment_age_seconds for row in rows]
     ages = [age for age in ages if age is not None]
@@ -409,12 +519,16 @@ def run_status(
         done=sum(row.done for row in rows),
         failed=sum(row.failed for row in rows),
         pending=sum(row.pending for row in rows),
+        running=None if not known else sum(row.running or 0 for row in rows),
+        queued=None if not known else sum(row.queued or 0 for row in rows),
+        missing=None if not known else sum(row.missing or 0 for row in rows),
         cells_per_second=rate,
         remaining_core_seconds=remaining,
         eta_seconds=eta_seconds(remaining, busy_cores),
         last_fragment_age_seconds=min(ages, default=None),
     )
-    return RunStatus(run_plan.run, now, rows, total, seconds_per_work, calibrated)
+    live = (since is not None) if known else None
+    return RunStatus(run_plan.run, now, rows, total, seconds_per_work, calibrated, live)
 
 
 # --------------------------------------------------------------------------- text
@@ -456,13 +570,16 @@ def progress_line(status: RunStatus) -> str:
 
 def status_table(status: RunStatus) -> list[str]:
     """Lines of ``attnrmt status``: a table per sweep and a total, then the calibration."""
-    header = ("sweep", "cells", "done", "%", "failed", "pending", "rate", "ETA", "last block")
+    header = ("sweep", "cells", "done", "%", "failed", "running", "queued", "missing", "rate",
+              "ETA", "last block")
     lines = [header]
     for row in [*status.sweeps, status.total]:
         age = row.last_fragment_age_seconds
+        counts = (row.running, row.queued, row.missing)
+        split = ["?" if count is None else f"{count:,}" for count in counts]
         lines.append((
             row.sweep, f"{row.cells:,}", f"{row.done:,}", f"{row.percent_done:.1f}",
-            f"{row.failed:,}", f"{row.pending:,}", _rate_text(row.cells_per_second),
+            f"{row.failed:,}", *split, _rate_text(row.cells_per_second),
             format_duration(row.eta_seconds), "-" if age is None else format_duration(age) + " ago",
         ))
     widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
@@ -479,7 +596,9 @@ def status_table(status: RunStatus) -> list[str]:
     text.append(
         f"ETA: pending cells' cost-model seconds ({status.seconds_per_work:.2e} s per work "
         f"unit, {source}) over the cores busy in the last {RATE_WINDOW_SECONDS:.0f} s; "
-        "pending = running + queued + not yet scheduled"
+        + {True: "a live Snakemake runs the sweep",
+           False: "no live Snakemake in the run's directory: pending cells are missing",
+           None: "cannot tell running from queued here (? = unknown)"}[status.live]
     )
     return text
 
