@@ -42,7 +42,8 @@ and the ETA is the pending cells' estimated one-core seconds over ``busy_cores``
 wall-clock overheads (Snakemake, Dask, writing fragments) land in ``busy_cores``, which
 is the useful core-seconds per wall second actually achieved.
 
-Cost: O(fragments) ``stat`` calls, O(planned cells) set and cost-model arithmetic, and
+Cost: O(fragments) ``stat`` calls (and O(unfinished blocks) log ``stat`` calls while a
+run lives), O(planned cells) set and cost-model arithmetic, and
 reads of two small members of at most :data:`MAX_TIMED_FRAGMENTS` fragments (plus the key
 member of fragments that are not planned blocks); memory O(planned cells).
 """
