@@ -305,3 +305,25 @@ def test_status_command_refuses_a_folder_that_is_not_a_run(
 ) -> None:
     assert cli.main(["status", str(tmp_path)]) == cli.EXIT_USAGE
     assert ".attnrmt-run.json" in capsys.readouterr().err
+
+
+def test_status_watch_refreshes_until_interrupted(claimed_run: tuple[Path, Path, Any]) -> None:
+    _, run_dir, plan = claimed_run
+    watcher = subprocess.Popen(
+        [sys.executable, "-m", "attnrmt.cli", "status", str(run_dir), "--json", "--watch", "0.1"],
+        stdout=subprocess.PIPE, text=True, env=subprocess_environment(),
+    )
+    try:
+        first = json.loads(watcher.stdout.readline())
+        write_timed_block(plan, run_dir / "grid", plan.sweeps["grid"].blocks[2], np.full(2, 1.0),
+                          EPOCH)
+        seen = [first["total"]["done"]]
+        for _ in range(600):  # refreshes until the new block shows (bounded: no hang)
+            seen.append(json.loads(watcher.stdout.readline())["total"]["done"])
+            if seen[-1] == 6:
+                break
+    finally:
+        watcher.kill()
+        watcher.wait()
+        watcher.stdout.close()
+    assert seen[0] == 4 and seen[-1] == 6
