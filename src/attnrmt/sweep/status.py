@@ -637,6 +637,7 @@ def print_progress(
 
 
 __all__ = [
+    "BLOCK_LOG_DIR",
     "MAX_TIMED_FRAGMENTS",
     "PROGRESS_INTERVAL_SECONDS",
     "RATE_WINDOW_SECONDS",
@@ -647,11 +648,14 @@ __all__ = [
     "done_cell_keys",
     "eta_seconds",
     "format_duration",
+    "live_run_since",
     "print_progress",
     "progress_line",
     "recalibrated_seconds_per_work",
     "run_status",
+    "running_blocks",
     "scan_fragment_files",
     "status_table",
     "throughput",
+    "token_is_held",
 ]
