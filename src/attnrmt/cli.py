@@ -3,6 +3,8 @@
 - ``attnrmt validate CONFIG``: schema + semantic checks; prints a one-line summary.
 - ``attnrmt plan CONFIG [--results DIR]``: per sweep, cells, blocks, how many are already
   done (from the fragments on disk) and an estimated compute cost.
+- ``attnrmt status RUN_DIR_OR_CONFIG [--watch SECONDS] [--json]``: per sweep, cells done /
+  failed / pending, cells per second and an ETA (read-only; works during a run).
 - ``attnrmt summary CONFIG [--since EPOCH]``: the end-of-run summary (``make run``).
 - ``attnrmt provenance RUN_DIR_OR_CONFIG [--json]``: cells by commit (dirty flagged),
   package/Python/numpy/scipy/BLAS versions, hosts, wall time, peak memory, attempts.
@@ -30,8 +32,8 @@ from attnrmt.sweep.cost import (
     ATTENTION_WORK_FACTOR,
     CELL_OVERHEAD_SECONDS,
     DEFAULT_SECONDS_PER_WORK,
+    planned_cell_work,
 )
-from attnrmt.sweep.cost import cell_work as _cell_work
 
 EXIT_OK = 0
 EXIT_USAGE = 2
@@ -39,8 +41,8 @@ EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a tool killed 
 
 
 def cell_work(cell: Any) -> float:
-    """Work units of a planned cell (:func:`attnrmt.sweep.cost.cell_work`)."""
-    return _cell_work(cell.d, cell.delta, cell.gamma, cell.T, cell.weights_spec)
+    """Work units of a planned cell (:func:`attnrmt.sweep.cost.planned_cell_work`)."""
+    return planned_cell_work(cell)
 
 
 def calibrate_seconds_per_work(run_dir: Path) -> float:
@@ -178,6 +180,57 @@ def command_plan(args: argparse.Namespace) -> int:
         "a rough estimate: expect a factor 2-3 either way"
     )
     return EXIT_OK
+
+
+# --------------------------------------------------------------------------- status
+
+
+def status_plan(target: str, results: str) -> tuple[Any, Path]:
+    """``(run plan, run dir)`` of ``attnrmt status TARGET``: a config file (its run under
+    ``results``) or a run directory ``results/<run>`` (its config from the run's record,
+    written by the first run: :func:`attnrmt.sweep.config.claim_run_dir`)."""
+    from attnrmt.sweep import plan_run
+    from attnrmt.sweep.config import RUN_RECORD, load_valid_config
+
+    path = Path(target)
+    if path.is_dir():
+        try:
+            record = json.loads((path / RUN_RECORD).read_text(encoding="utf-8"))
+            config_path = Path(record["config_path"])
+        except (OSError, ValueError, KeyError, TypeError) as error:
+            raise ValueError(
+                f"{target}: not a run directory with a readable {RUN_RECORD} ({error}); "
+                "give the config file instead"
+            ) from error
+        valid = load_valid_config(config_path)
+        return plan_run(valid.config, valid.sweeps), path
+    valid = load_valid_config(path)
+    run_plan = plan_run(valid.config, valid.sweeps)
+    return run_plan, Path(results) / run_plan.run
+
+
+def command_status(args: argparse.Namespace) -> int:
+    """``attnrmt status``: done / failed / pending cells, cells per second and ETA per
+    sweep (:mod:`attnrmt.sweep.status`); ``--watch`` repeats until interrupted."""
+    import time
+
+    from attnrmt.sweep.status import run_status, status_table
+
+    run_plan, run_dir = status_plan(args.target, args.results)
+    try:
+        while True:
+            status = run_status(run_plan, run_dir)
+            if args.json:
+                print(json.dumps(_json_safe(status.to_json())), flush=True)
+            else:
+                stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(status.time))
+                print(f"run {run_plan.run!r} -> {run_dir} at {stamp}")
+                print("\n".join(status_table(status)), flush=True)
+            if args.watch is None:
+                return EXIT_OK
+            time.sleep(args.watch)
+    except KeyboardInterrupt:
+        return EXIT_OK
 
 
 def command_validate(args: argparse.Namespace) -> int:
@@ -470,6 +523,20 @@ def build_parser() -> argparse.ArgumentParser:
         help="use a built-in cost constant instead of timing one small cell",
     )
     plan.set_defaults(handler=command_plan)
+
+    status = commands.add_parser(
+        "status", help="cells done / failed / pending, throughput and ETA of a run"
+    )
+    status.add_argument("target", help="results/<run> directory or YAML config file")
+    status.add_argument(
+        "--results", default="results", help="results directory, for a config (default: results)"
+    )
+    status.add_argument(
+        "--watch", type=float, default=None, metavar="SECONDS",
+        help="refresh every SECONDS until interrupted",
+    )
+    status.add_argument("--json", action="store_true", help="print JSON (one line per refresh)")
+    status.set_defaults(handler=command_status)
 
     summary = commands.add_parser(
         "summary", help="end-of-run summary: results, cells, wall time, verdicts"

@@ -11,6 +11,7 @@ from attnrmt.sweep.blocks import block_params
 from attnrmt.sweep.cluster import dashboard_link, shutdown_run_cluster, stop_on_signals
 from attnrmt.sweep.failures import describe_skipped, failed_blocks
 from attnrmt.sweep.plan import plan_run
+from attnrmt.sweep.status import print_progress
 from attnrmt.summary import run_summary
 from attnrmt.sweep.table_writer import store_finished_cells
 
@@ -80,6 +81,14 @@ def granted_cores():
         return workflow.cores
     except Exception:  # no --cores (e.g. a cluster executor with --jobs)
         return None
+
+
+def print_run_progress():
+    """A one-line progress with ETA on stderr, at most every 30 s
+    (attnrmt.sweep.status.print_progress), from the process that drives the run; jobs
+    running remotely (a SLURM job per block) print none."""
+    if not workflow.remote_exec:
+        print_progress(PLAN, RESULTS)
 
 
 def get_store_output():

@@ -63,6 +63,12 @@ def cell_work(
     return float(work)
 
 
+def planned_cell_work(cell: Any) -> float:
+    """:func:`cell_work` of a planned :class:`attnrmt.sweep.plan.Cell` (its spectrum
+    included). O(1)."""
+    return cell_work(cell.d, cell.delta, cell.gamma, cell.T, cell.weights_spec, cell.spectrum)
+
+
 def calibrate_seconds_per_work(
     d: int = 256, budget_seconds: float = 1.0, min_repeats: int = 5
 ) -> float:

@@ -58,7 +58,7 @@ def remove_stale_locks(workdir: str | os.PathLike[str] = ".") -> bool:
     locks = snakemake_dir / LOCKS_DIRNAME
     if not locks.is_dir() or not any(locks.glob("*.lock")):
         return False
-    own = None if _held_token is None else _own_token_name()
+    own = None if _held_token is None else own_token_name()
     for token in sorted((snakemake_dir / LIVE_DIRNAME).glob("*.token")):
         if token.name != own and _token_is_held(token):
             return False
@@ -66,8 +66,16 @@ def remove_stale_locks(workdir: str | os.PathLike[str] = ".") -> bool:
     return True
 
 
-def _own_token_name() -> str:
+def own_token_name() -> str:
+    """File name of this process's token (``<host>-<pid>.token``), held or not. A process
+    must never open its own held token: closing any descriptor of a file drops the
+    process's POSIX locks on it."""
     return f"{socket.gethostname()}-{os.getpid()}.token"
+
+
+def holds_own_token() -> bool:
+    """Whether this process holds its token (:func:`hold_liveness_token` was called)."""
+    return _held_token is not None
 
 
 def hold_liveness_token(workdir: str | os.PathLike[str] = ".") -> Path:
@@ -75,7 +83,7 @@ def hold_liveness_token(workdir: str | os.PathLike[str] = ".") -> Path:
     global _held_token
     live = Path(workdir) / SNAKEMAKE_DIRNAME / LIVE_DIRNAME
     if _held_token is not None:
-        return live / _own_token_name()
+        return live / own_token_name()
     live.mkdir(parents=True, exist_ok=True)
     name = f"{socket.gethostname()}-{os.getpid()}"
     handle = open(live / f".{name}.tmp", "w")
@@ -89,7 +97,7 @@ def hold_liveness_token(workdir: str | os.PathLike[str] = ".") -> Path:
 
 def prune_dead_tokens(workdir: str | os.PathLike[str] = ".") -> int:
     """Delete the tokens no live process holds (O(tokens)); return how many."""
-    own = None if _held_token is None else _own_token_name()
+    own = None if _held_token is None else own_token_name()
     removed = 0
     for token in sorted((Path(workdir) / SNAKEMAKE_DIRNAME / LIVE_DIRNAME).glob("*.token")):
         if token.name != own and not _token_is_held(token):

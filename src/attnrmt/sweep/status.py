@@ -1,0 +1,661 @@
+"""Where a run stands: cells done / failed / pending per sweep, throughput and an ETA.
+
+Read-only: the functions here only ``stat`` files and read small members of fragment
+files (``docs/data-contract.md``, "Files"; :mod:`attnrmt.sweep.fragments`); they take no
+lock and never write, so ``attnrmt status`` can run from another terminal while a run is
+writing, and after it.
+
+Counts (per sweep of the plan):
+
+- **done**: planned cells with a finished result in the sweep's fragments (``fragments/``,
+  ``cache/`` or ``salvage/``), as ``attnrmt plan`` counts them. A file named by a planned
+  block key holds exactly that block's cells (block keys are content hashes,
+  :func:`attnrmt.sweep.plan.block_key`), so only other files (salvage, blocks of an
+  earlier plan) have their cell keys read.
+- **failed**: planned cells, not done, whose block's last attempt failed
+  (:func:`attnrmt.sweep.failures.unresolved_failures`).
+- **pending**: the rest, split when a live Snakemake of the workflow works in the run's
+  directory (``<workdir>/results/<run>``: a held liveness token in
+  ``<workdir>/.snakemake/attnrmt-live/``, :mod:`attnrmt.sweep.runlock`, asked with
+  ``F_GETLK``, which queries a lock without taking one) into **running** (cells of
+  unfinished blocks whose log ``logs/simulate_block/<sweep>/<block>.log``, created when
+  the block job starts, is newer than the oldest live token) and **queued** (the rest);
+  with no live run they are **missing**. Where the lock query is unsupported the split
+  is unknown (None) and only ``pending`` is given. Snakemake's own "job started" markers
+  depend on its persistence backend and stay behind when a run is killed, so they are
+  not used.
+
+Throughput and ETA: each fragment's mtime is when its block finished. Over the newest
+fragments finished in the last :data:`RATE_WINDOW_SECONDS` (at most
+:data:`MAX_TIMED_FRAGMENTS`), with mtimes ``t_1 <= ... <= t_k`` (``k >= 2``)::
+
+    cells_per_second = sum_{i=2..k} cells_i / (t_k - t_1)
+    busy_cores       = sum_{i=2..k} compute_seconds of the cells computed in i / (t_k - t_1)
+
+(the first fragment opens the interval). The cost model (:mod:`attnrmt.sweep.cost`,
+``seconds = CELL_OVERHEAD_SECONDS + work * seconds_per_work``) is recalibrated from the
+measured ``compute_seconds`` of the newest finished cells, not from a fresh probe::
+
+    seconds_per_work = sum (compute_seconds - CELL_OVERHEAD_SECONDS) / sum work
+
+and the ETA is the pending cells' estimated one-core seconds over ``busy_cores``. All
+wall-clock overheads (Snakemake, Dask, writing fragments) land in ``busy_cores``, which
+is the useful core-seconds per wall second actually achieved.
+
+Cost: O(fragments) ``stat`` calls (and O(unfinished blocks) log ``stat`` calls while a
+run lives), O(planned cells) set and cost-model arithmetic, and
+reads of two small members of at most :data:`MAX_TIMED_FRAGMENTS` fragments (plus the key
+member of fragments that are not planned blocks); memory O(planned cells).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import struct
+import sys
+import threading
+import time
+import zipfile
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from attnrmt.sweep import fragments
+from attnrmt.sweep.cost import CELL_OVERHEAD_SECONDS, DEFAULT_SECONDS_PER_WORK, planned_cell_work
+from attnrmt.sweep.failures import unresolved_failures
+from attnrmt.sweep.runlock import (
+    LIVE_DIRNAME,
+    SNAKEMAKE_DIRNAME,
+    holds_own_token,
+    own_token_name,
+)
+
+#: Throughput is measured over fragments finished within this many seconds before now.
+RATE_WINDOW_SECONDS = 300.0
+#: At most this many of the newest fragments have their timings read (calibration, rate).
+MAX_TIMED_FRAGMENTS = 256
+#: A run prints its progress line at most once per this many seconds.
+PROGRESS_INTERVAL_SECONDS = 30.0
+
+#: Where a block job's log lives under ``results/<run>`` (rule ``simulate_block``).
+BLOCK_LOG_DIR = ("logs", "simulate_block")
+
+_UNREADABLE = (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile)
+
+
+# --------------------------------------------------------------------------- files
+
+
+@dataclass(frozen=True)
+class FragmentFile:
+    """One fragment file on disk: where, which block name, when it finished."""
+
+    path: Path
+    block: str
+    mtime: float
+    planned: bool
+    """True when ``block`` is a block key of the current plan (its cells are known)."""
+
+
+def scan_fragment_files(sweep_dir: Path, planned_blocks: Iterable[str]) -> list[FragmentFile]:
+    """Every complete fragment of a sweep, one entry per file content (hard links once).
+
+    ``fragments/`` comes first, so a block published there and linked in ``cache/`` is
+    listed with its ``fragments/`` path. O(files) ``stat`` calls.
+    """
+    planned = set(planned_blocks)
+    seen: set[tuple[int, int]] = set()
+    found: list[FragmentFile] = []
+    ordered = sorted(
+        fragments.fragment_paths(sweep_dir),
+        key=lambda path: (path.parent.name != fragments.FRAGMENTS_DIRNAME, str(path)),
+    )
+    for path in ordered:
+        try:
+            stat = path.stat()
+        except OSError:  # replaced or removed since the listing
+            continue
+        identity = (stat.st_dev, stat.st_ino)
+        if identity in seen:
+            continue
+        seen.add(identity)
+        whole_block = path.parent.name != fragments.SALVAGE_DIRNAME and path.stem in planned
+        found.append(FragmentFile(path, path.stem, stat.st_mtime, whole_block))
+    return found
+
+
+def done_cell_keys(sweep_plan: Any, files: Sequence[FragmentFile]) -> set[str]:
+    """Keys of the sweep's planned cells found in ``files``.
+
+    Planned blocks contribute their cells without a read; other files (salvage, blocks of
+    an earlier plan) have their ``cell_key`` member read (cached per file in-process).
+    """
+    blocks = sweep_plan.block_index()
+    planned_keys = {cell.key for cell in sweep_plan.cells}
+    done: set[str] = set()
+    for file in files:
+        if file.planned:
+            done.update(blocks[file.block].cell_keys)
+            continue
+        try:
+            ids = fragments.cached_fragment_cell_ids(file.path)
+        except _UNREADABLE:
+            continue
+        done.update(key for key, _ in ids if key in planned_keys)
+    return done
+
+
+@dataclass(frozen=True)
+class FragmentTiming:
+    """Timing of one finished block: mtime, its cells and what the computed ones cost."""
+
+    mtime: float
+    n_cells: int
+    computed_seconds: float
+    """Sum of ``compute_seconds`` over the cells this fragment's job computed."""
+    computed_work: float
+    """Sum of the cost model's work units over those same cells."""
+    n_computed: int
+
+
+def read_cell_timings(path: Path) -> tuple[np.ndarray, np.ndarray]:
+    """``(computed, compute_seconds)`` of a fragment, reading only those two members."""
+    with open(path, "rb") as handle, np.load(handle, allow_pickle=False) as npz:
+        computed = np.asarray(npz["computed"], dtype=bool)
+        seconds = (
+            np.asarray(npz["compute_seconds"], dtype=np.float64)
+            if "compute_seconds" in npz.files
+            else np.zeros(computed.shape)
+        )
+    return computed, seconds
+
+
+_TIMING_CACHE: dict[tuple[str, int, int, int, int], FragmentTiming] = {}
+_TIMING_CACHE_LOCK = threading.Lock()
+
+
+def fragment_timing(file: FragmentFile, block: Any) -> FragmentTiming | None:
+    """:class:`FragmentTiming` of a planned block's fragment (cached by file identity,
+    so ``--watch`` and the progress line read each fragment once); None if unreadable."""
+    try:
+        stat = file.path.stat()
+    except OSError:
+        return None
+    signature = (str(file.path), stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns)
+    with _TIMING_CACHE_LOCK:
+        cached = _TIMING_CACHE.get(signature)
+    if cached is not None:
+        return cached
+    try:
+        computed, seconds = read_cell_timings(file.path)
+    except _UNREADABLE:
+        return None
+    if computed.size != len(block.cells):
+        return None
+    work = np.array([planned_cell_work(cell) for cell in block.cells])
+    timing = FragmentTiming(
+        mtime=stat.st_mtime,
+        n_cells=int(computed.size),
+        computed_seconds=float(seconds[computed].sum()),
+        computed_work=float(work[computed].sum()),
+        n_computed=int(computed.sum()),
+    )
+    with _TIMING_CACHE_LOCK:
+        _TIMING_CACHE[signature] = timing
+    return timing
+
+
+# --------------------------------------------------------------------------- live run
+
+#: ``struct flock`` of Linux (l_type, l_whence, l_start, l_len, l_pid), for ``F_GETLK``.
+_FLOCK_FORMAT = "hhqqi"
+
+
+def token_is_held(path: Path) -> bool:
+    """Whether a process holds a POSIX lock on ``path``: ``F_GETLK`` asks without taking
+    the lock (read-only open). Raises OSError where the query is unsupported."""
+    with open(path, "rb") as handle:
+        request = struct.pack(_FLOCK_FORMAT, fcntl.F_WRLCK, os.SEEK_SET, 0, 0, 0)
+        answer = fcntl.fcntl(handle.fileno(), fcntl.F_GETLK, request)
+    return struct.unpack(_FLOCK_FORMAT, answer)[0] != fcntl.F_UNLCK
+
+
+def live_run_since(workdir: Path) -> tuple[bool, float | None]:
+    """``(known, since)``: the start (token mtime) of the oldest live Snakemake of the
+    workflow in ``workdir``, None when none lives; ``known`` False when the lock query
+    fails (then ``since`` is None too). O(live tokens).
+
+    This process's own token (the progress line runs inside Snakemake) is live by
+    definition and never opened: closing a descriptor of it would drop its lock.
+    """
+    if not sys.platform.startswith("linux"):  # _FLOCK_FORMAT is Linux's layout
+        return False, None
+    since: float | None = None
+    own = own_token_name()
+    for token in (workdir / SNAKEMAKE_DIRNAME / LIVE_DIRNAME).glob("*.token"):
+        try:
+            held = holds_own_token() if token.name == own else token_is_held(token)
+            started = token.stat().st_mtime
+        except FileNotFoundError:  # its process ended and a new one pruned it
+            continue
+        except OSError:
+            return False, None
+        if held:
+            since = started if since is None else min(since, started)
+    return True, since
+
+
+def running_blocks(
+    sweep_plan: Any, run_dir: Path, done: set[str], failed: set[str], since: float
+) -> list[Any]:
+    """Unfinished blocks of a sweep whose log was written at or after ``since``.
+
+    O(blocks) ``stat`` calls.
+    """
+    log_dir = run_dir.joinpath(*BLOCK_LOG_DIR, sweep_plan.name)
+    running = []
+    for block in sweep_plan.blocks:
+        keys = block.cell_keys
+        if all(key in done or key in failed for key in keys):
+            continue
+        try:
+            if (log_dir / f"{block.key}.log").stat().st_mtime >= since:
+                running.append(block)
+        except OSError:
+            continue
+    return running
+
+
+# --------------------------------------------------------------------------- estimates
+
+
+def recalibrated_seconds_per_work(
+    timings: Sequence[FragmentTiming], fallback: float = DEFAULT_SECONDS_PER_WORK
+) -> float:
+    """``max(sum (compute_seconds - CELL_OVERHEAD_SECONDS), 0) / sum work`` over the
+    computed cells (0 when they took no more than the fixed overhead).
+
+    ``fallback`` when no cell was computed (nothing measured yet). O(len(timings)).
+    """
+    n_computed = sum(timing.n_computed for timing in timings)
+    work = sum(timing.computed_work for timing in timings)
+    if n_computed == 0 or work <= 0:
+        return fallback
+    seconds = sum(timing.computed_seconds for timing in timings)
+    return max(seconds - n_computed * CELL_OVERHEAD_SECONDS, 0.0) / work
+
+
+def throughput(
+    timings: Sequence[FragmentTiming], now: float, window_seconds: float = RATE_WINDOW_SECONDS
+) -> tuple[float | None, float | None]:
+    """``(cells_per_second, busy_cores)`` over the fragments of the last ``window_seconds``.
+
+    With the window's fragments at ``t_1 <= ... <= t_k``: the cells and compute seconds
+    of fragments ``2..k`` over ``t_k - t_1`` (module docstring). ``(None, None)`` when
+    fewer than two fragments finished in the window, or all at the same instant.
+    """
+    recent = sorted(
+        (timing for timing in timings if now - window_seconds <= timing.mtime <= now + 1.0),
+        key=lambda timing: timing.mtime,
+    )
+    if len(recent) < 2:
+        return None, None
+    span = recent[-1].mtime - recent[0].mtime
+    if span <= 0:
+        return None, None
+    cells = sum(timing.n_cells for timing in recent[1:])
+    core_seconds = sum(timing.computed_seconds for timing in recent[1:])
+    return cells / span, core_seconds / span
+
+
+def estimated_seconds(cells: Iterable[Any], seconds_per_work: float) -> float:
+    """One-core seconds of ``cells`` by the cost model: ``sum overhead + work * spw``."""
+    total = 0.0
+    for cell in cells:
+        total += CELL_OVERHEAD_SECONDS + planned_cell_work(cell) * seconds_per_work
+    return total
+
+
+def eta_seconds(remaining_core_seconds: float, busy_cores: float | None) -> float | None:
+    """Wall seconds left: remaining one-core seconds over the measured busy cores
+    (0 when nothing remains; None when the throughput is unknown)."""
+    if remaining_core_seconds <= 0:
+        return 0.0
+    if busy_cores is None or busy_cores <= 0:
+        return None
+    return remaining_core_seconds / busy_cores
+
+
+# --------------------------------------------------------------------------- status
+
+
+@dataclass(frozen=True)
+class SweepStatus:
+    """Counts, throughput and ETA of one sweep (module docstring)."""
+
+    sweep: str
+    cells: int
+    done: int
+    failed: int
+    pending: int
+    running: int | None
+    queued: int | None
+    missing: int | None
+    cells_per_second: float | None
+    remaining_core_seconds: float
+    eta_seconds: float | None
+    last_fragment_age_seconds: float | None
+
+    @property
+    def percent_done(self) -> float:
+        """Done cells in percent of the planned ones (100 for an empty sweep)."""
+        return 100.0 * self.done / self.cells if self.cells else 100.0
+
+
+@dataclass(frozen=True)
+class RunStatus:
+    """Status of every sweep of a run and of the run as a whole."""
+
+    run: str
+    time: float
+    sweeps: list[SweepStatus]
+    total: SweepStatus
+    seconds_per_work: float
+    calibrated: bool
+    """True when ``seconds_per_work`` comes from measured cells, False for the default."""
+    live: bool | None
+    """Whether a Snakemake of the workflow is alive in the run's directory (None: unknown)."""
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON-ready dict (``attnrmt status --json``)."""
+        return {
+            "run": self.run,
+            "time": self.time,
+            "seconds_per_work": self.seconds_per_work,
+            "calibrated": self.calibrated,
+            "live": self.live,
+            "sweeps": [{**asdict(row), "percent_done": row.percent_done} for row in self.sweeps],
+            "total": {**asdict(self.total), "percent_done": self.total.percent_done},
+        }
+
+
+@dataclass(frozen=True)
+class _SweepScan:
+    """What one sweep's files say, before the run-wide calibration."""
+
+    sweep_plan: Any
+    files: list[FragmentFile]
+    done: set[str]
+    failed: set[str]
+
+
+def _scan_sweep(sweep_plan: Any, sweep_dir: Path) -> _SweepScan:
+    files = scan_fragment_files(sweep_dir, (block.key for block in sweep_plan.blocks))
+    done = done_cell_keys(sweep_plan, files)
+    planned_keys = {cell.key for cell in sweep_plan.cells}
+    failed = {
+        str(cell.get("key"))
+        for cell in unresolved_failures(sweep_dir, done)
+        if cell.get("key") in planned_keys
+    }
+    return _SweepScan(sweep_plan, files, done, failed - done)
+
+
+def _newest_timings(scans: Sequence[_SweepScan]) -> dict[str, list[FragmentTiming]]:
+    """Timings of the newest :data:`MAX_TIMED_FRAGMENTS` planned fragments, per sweep."""
+    candidates = [
+        (file, scan)
+        for scan in scans
+        for file in scan.files
+        if file.planned and file.path.parent.name == fragments.FRAGMENTS_DIRNAME
+    ]
+    candidates.sort(key=lambda pair: pair[0].mtime, reverse=True)
+    timings: dict[str, list[FragmentTiming]] = {scan.sweep_plan.name: [] for scan in scans}
+    blocks = {scan.sweep_plan.name: scan.sweep_plan.block_index() for scan in scans}
+    for file, scan in candidates[:MAX_TIMED_FRAGMENTS]:
+        timing = fragment_timing(file, blocks[scan.sweep_plan.name][file.block])
+        if timing is not None:
+            timings[scan.sweep_plan.name].append(timing)
+    return timings
+
+
+def _sweep_row(
+    name: str,
+    cells: Sequence[Any],
+    done: set[str],
+    failed: set[str],
+    timings: Sequence[FragmentTiming],
+    seconds_per_work: float,
+    busy_cores: float | None,
+    now: float,
+    window_seconds: float,
+    newest_mtime: float | None,
+    split: tuple[int | None, int | None, int | None],
+) -> SweepStatus:
+    remaining = estimated_seconds(
+        (cell for cell in cells if cell.key not in done and cell.key not in failed),
+        seconds_per_work,
+    )
+    n_done = sum(cell.key in done for cell in cells)
+    n_failed = sum(cell.key in failed for cell in cells)
+    cells_per_second, _ = throughput(timings, now, window_seconds)
+    return SweepStatus(
+        sweep=name,
+        cells=len(cells),
+        done=n_done,
+        failed=n_failed,
+        pending=len(cells) - n_done - n_failed,
+        running=split[0],
+        queued=split[1],
+        missing=split[2],
+        cells_per_second=cells_per_second,
+        remaining_core_seconds=remaining,
+        eta_seconds=eta_seconds(remaining, busy_cores),
+        last_fragment_age_seconds=None if newest_mtime is None else max(now - newest_mtime, 0.0),
+    )
+
+
+def _pending_split(
+    scan: _SweepScan, run_dir: Path, known: bool, since: float | None
+) -> tuple[int | None, int | None, int | None]:
+    """``(running, queued, missing)`` cells of a sweep (module docstring)."""
+    pending = sum(
+        cell.key not in scan.done and cell.key not in scan.failed for cell in scan.sweep_plan.cells
+    )
+    if not known:
+        return None, None, None
+    if since is None:
+        return 0, 0, pending
+    blocks = running_blocks(scan.sweep_plan, run_dir, scan.done, scan.failed, since)
+    running = sum(
+        key not in scan.done and key not in scan.failed
+        for block in blocks
+        for key in block.cell_keys
+    )
+    return running, pending - running, 0
+
+
+def run_status(
+    run_plan: Any,
+    run_dir: str | os.PathLike[str],
+    now: float | None = None,
+    window_seconds: float = RATE_WINDOW_SECONDS,
+) -> RunStatus:
+    """Status of every sweep of ``run_plan`` from the files under ``run_dir``.
+
+    Busy cores are measured run-wide (sweeps share the cluster), so each sweep's ETA is
+    the time the whole run's throughput needs for its pending cells, and the run's ETA
+    that for all of them. ``now`` defaults to the current time (seconds since the epoch).
+    Read-only; O(fragments + planned cells) (module docstring).
+    """
+    now = time.time() if now is None else float(now)
+    run_dir = Path(run_dir)
+    scans = [_scan_sweep(sweep, run_dir / name) for name, sweep in run_plan.sweeps.items()]
+    timings = _newest_timings(scans)
+    all_timings = [timing for sweep_timings in timings.values() for timing in sweep_timings]
+    calibrated = any(timing.n_computed for timing in all_timings)
+    seconds_per_work = recalibrated_seconds_per_work(all_timings)
+    _, busy_cores = throughput(all_timings, now, window_seconds)
+    known, since = live_run_since(run_dir.parent.parent)
+    rows = []
+    for scan in scans:
+        mtimes = [file.mtime for file in scan.files if file.planned]
+        rows.append(
+            _sweep_row(scan.sweep_plan.name, scan.sweep_plan.cells, scan.done, scan.failed,
+                       timings[scan.sweep_plan.name], seconds_per_work, busy_cores, now,
+                       window_seconds, max(mtimes, default=None),
+                       _pending_split(scan, run_dir, known, since))
+        )
+    ages = [row.last_fragment_age_seconds for row in rows]
+    ages = [age for age in ages if age is not None]
+    rate, _ = throughput(all_timings, now, window_seconds)
+    remaining = sum(row.remaining_core_seconds for row in rows)
+    total = SweepStatus(
+        sweep="total",
+        cells=sum(row.cells for row in rows),
+        done=sum(row.done for row in rows),
+        failed=sum(row.failed for row in rows),
+        pending=sum(row.pending for row in rows),
+        running=None if not known else sum(row.running or 0 for row in rows),
+        queued=None if not known else sum(row.queued or 0 for row in rows),
+        missing=None if not known else sum(row.missing or 0 for row in rows),
+        cells_per_second=rate,
+        remaining_core_seconds=remaining,
+        eta_seconds=eta_seconds(remaining, busy_cores),
+        last_fragment_age_seconds=min(ages, default=None),
+    )
+    live = (since is not None) if known else None
+    return RunStatus(run_plan.run, now, rows, total, seconds_per_work, calibrated, live)
+
+
+# --------------------------------------------------------------------------- text
+
+
+def format_duration(seconds: float | None) -> str:
+    """``"42 s"``, ``"3.5 min"``, ``"2.1 h"``, ``"1.5 d"``; ``"unknown"`` for None."""
+    if seconds is None:
+        return "unknown"
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.1f} min"
+    if seconds < 172800:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds / 86400:.1f} d"
+
+
+def _rate_text(cells_per_second: float | None) -> str:
+    if cells_per_second is None:
+        return "-"
+    if cells_per_second >= 1:
+        return f"{cells_per_second:.3g} cells/s"
+    return f"{cells_per_second * 60:.3g} cells/min"
+
+
+def progress_line(status: RunStatus) -> str:
+    """One line: run, done / total cells (percent), failed, throughput, ETA."""
+    total = status.total
+    failed = f", {total.failed:,} failed" if total.failed else ""
+    rate = total.cells_per_second
+    return (
+        f"attnrmt: progress {status.run}: {total.done:,}/{total.cells:,} cells "
+        f"({total.percent_done:.1f}%){failed}, "
+        f"{'rate not yet measured' if rate is None else _rate_text(rate)}, "
+        f"ETA {format_duration(total.eta_seconds)}"
+    )
+
+
+def status_table(status: RunStatus) -> list[str]:
+    """Lines of ``attnrmt status``: a table per sweep and a total, then the calibration."""
+    header = ("sweep", "cells", "done", "%", "failed", "running", "queued", "missing", "rate",
+              "ETA", "last block")
+    lines = [header]
+    for row in [*status.sweeps, status.total]:
+        age = row.last_fragment_age_seconds
+        counts = (row.running, row.queued, row.missing)
+        split = ["?" if count is None else f"{count:,}" for count in counts]
+        lines.append((
+            row.sweep, f"{row.cells:,}", f"{row.done:,}", f"{row.percent_done:.1f}",
+            f"{row.failed:,}", *split, _rate_text(row.cells_per_second),
+            format_duration(row.eta_seconds), "-" if age is None else format_duration(age) + " ago",
+        ))
+    widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
+    text = [
+        "  ".join([line[0].ljust(widths[0])]
+                  + [value.rjust(width) for value, width in zip(line[1:], widths[1:], strict=True)])
+        for line in lines
+    ]
+    source = (
+        "recalibrated from the compute_seconds of the newest finished cells"
+        if status.calibrated
+        else "built-in constant (no computed cell yet)"
+    )
+    text.append(
+        f"ETA: pending cells' cost-model seconds ({status.seconds_per_work:.2e} s per work "
+        f"unit, {source}) over the cores busy in the last {RATE_WINDOW_SECONDS:.0f} s; "
+        + {True: "a live Snakemake runs the sweep",
+           False: "no live Snakemake in the run's directory: pending cells are missing",
+           None: "cannot tell running from queued here (? = unknown)"}[status.live]
+    )
+    return text
+
+
+# --------------------------------------------------------------------------- during a run
+
+_last_progress = [0.0]
+_progress_lock = threading.Lock()
+
+
+def print_progress(
+    run_plan: Any,
+    run_dir: str | os.PathLike[str],
+    interval_seconds: float = PROGRESS_INTERVAL_SECONDS,
+    stream: Any = None,
+) -> str | None:
+    """Print :func:`progress_line` to stderr if none was printed in the last
+    ``interval_seconds`` by this process; return the line (None when skipped).
+
+    Called by block jobs after their fragment is written (they are threads of one
+    Snakemake process under the local executor: one line per interval for the run). Never
+    raises: a problem reading the status only skips the line.
+    """
+    with _progress_lock:
+        now = time.monotonic()
+        if _last_progress[0] and now - _last_progress[0] < interval_seconds:
+            return None
+        _last_progress[0] = now
+    try:
+        line = progress_line(run_status(run_plan, run_dir))
+    except Exception:  # a progress line must never fail a block job
+        return None
+    print(line, file=sys.stderr if stream is None else stream, flush=True)
+    return line
+
+
+__all__ = [
+    "BLOCK_LOG_DIR",
+    "MAX_TIMED_FRAGMENTS",
+    "PROGRESS_INTERVAL_SECONDS",
+    "RATE_WINDOW_SECONDS",
+    "FragmentFile",
+    "FragmentTiming",
+    "RunStatus",
+    "SweepStatus",
+    "done_cell_keys",
+    "eta_seconds",
+    "format_duration",
+    "live_run_since",
+    "print_progress",
+    "progress_line",
+    "recalibrated_seconds_per_work",
+    "run_status",
+    "running_blocks",
+    "scan_fragment_files",
+    "status_table",
+    "throughput",
+    "token_is_held",
+]
