@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -241,3 +242,30 @@ def test_a_cell_of_another_sweep_is_reused(plan: Any, tmp_path: Path) -> None:
     assert (summary.n_computed, summary.n_reused) == (0, 2)
     fragment = store.read_fragment(run_dir / "grid" / "fragments" / "y.npz")
     np.testing.assert_array_equal(fragment.records[1]["eigenvalues"], records[1]["eigenvalues"])
+
+
+def test_waiting_block_ends_when_its_client_closes(plan: Any) -> None:
+    """A stop closes block clients from another thread (cluster.stop_run) while the block
+    waits on cells no worker will run: the block ends with every cell a failure instead of
+    waiting (a SIGINT test on SLURM once waited past its bound). The block runs in a thread
+    so a regression fails here instead of hanging the suite."""
+    import threading
+
+    from distributed import Client, LocalCluster
+
+    cells = [blocks.BlockCell.from_params(p) for p in params_of(plan)]
+    outcome: dict[str, Any] = {}
+    with LocalCluster(n_workers=0, processes=False, protocol="tcp", host="127.0.0.1",
+                      dashboard_address=":0") as no_workers:
+        client = Client(no_workers.scheduler_address, set_as_default=False)
+        worker = threading.Thread(
+            target=lambda: outcome.update(result=blocks.compute_missing(cells, client, 0)),
+            daemon=True,
+        )
+        worker.start()
+        time.sleep(0.5)  # the block has submitted and waits
+        client.close()
+        worker.join(timeout=30)
+        assert not worker.is_alive(), "the block kept waiting on a closed client"
+    finished, failures = outcome["result"]
+    assert finished == {} and len(failures) == len(cells)

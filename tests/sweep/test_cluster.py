@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 from typing import Any
 
@@ -315,3 +316,19 @@ def test_stop_run_ends_a_block_waiting_for_workers_that_never_come(tmp_path: Pat
         assert run_stop_reason(run_dir) == "test stop"
         with pytest.raises(RunStopped, match="test stop"), run_client(run_dir, settings):
             pass
+
+
+def test_a_stopped_run_that_does_not_wind_down_exits_after_the_grace_period() -> None:
+    """The safety net of stop_on_signals: a process still alive STOP_GRACE_SECONDS after a
+    stop signal exits with 128 + signal (here a 0.5 s grace on a process that would sleep
+    30 s), saying so; a SIGKILLed run resumes the same way (tests/e2e/test_pipeline.py)."""
+    code = ("import signal, time\n"
+            "from attnrmt.sweep.cluster.lifecycle import _exit_if_still_running_after\n"
+            "_exit_if_still_running_after(0.5, signal.SIGTERM)\n"
+            "time.sleep(30)\n")
+    started = time.monotonic()
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=60, check=False)
+    assert done.returncode == 128 + 15, done.stderr
+    assert "exiting now" in done.stderr and "rerun the same command" in done.stderr
+    assert time.monotonic() - started < 25  # not the 30 s sleep

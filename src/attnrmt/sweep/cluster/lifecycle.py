@@ -437,6 +437,7 @@ def stop_on_signals() -> None:
 
         def handler(number: int, frame: Any, previous: Any = previous) -> None:
             stop_all_runs(f"{signal.Signals(number).name} received")
+            _exit_if_still_running_after(STOP_GRACE_SECONDS, number)
             if callable(previous):
                 previous(number, frame)
             elif previous == signal.SIG_DFL:
@@ -444,6 +445,32 @@ def stop_on_signals() -> None:
                 os.kill(os.getpid(), number)
 
         signal.signal(signum, handler)
+
+
+#: Seconds a stopped run may take to wind down (Snakemake removing its lock, block jobs
+#: salvaging what finished) before the process exits anyway. Normally it is gone in a few
+#: seconds; this bounds a block job stuck on a client that closed under it. Exiting is as
+#: safe as a SIGKILL, which every run survives: finished cells are in fragments, cache and
+#: salvage, and the next run removes the stale lock (:mod:`attnrmt.sweep.runlock`).
+STOP_GRACE_SECONDS = 30.0
+_EXIT_TIMER: list[threading.Timer] = []
+
+
+def _exit_if_still_running_after(seconds: float, signum: int) -> None:
+    """Start (once) a daemon timer that ends the process ``seconds`` after a stop signal."""
+    with _REGISTRY_LOCK:
+        if _EXIT_TIMER:
+            return
+
+        def hard_exit() -> None:
+            say(f"still running {seconds:.0f} s after {signal.Signals(signum).name}: exiting "
+                "now; finished cells are kept, rerun the same command to resume")
+            os._exit(128 + signum)
+
+        timer = threading.Timer(seconds, hard_exit)
+        timer.daemon = True
+        _EXIT_TIMER.append(timer)
+    timer.start()
 
 
 def _close(run: RunCluster) -> None:
