@@ -82,21 +82,31 @@ def sweep_config(
 # --------------------------------------------------------------------------- the two ways
 
 
+def snakemake_command(
+    config: dict[str, Any], workdir: Path, store: str, n_cores: int
+) -> tuple[list[str], dict[str, str]]:
+    """Write ``config`` into ``workdir``; the ``snakemake`` command (default profile) that
+    builds every sweep's ``store`` (``cells.zarr``, ``analysis.zarr``) there, and its
+    environment (this interpreter's bin first on PATH)."""
+    (workdir / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    targets = [f"results/{config['run']}/{sweep}/{store}" for sweep in config["sweeps"]]
+    command = [
+        str(SNAKEMAKE), *targets,
+        "--snakefile", str(REPO / "Snakefile"), "--directory", str(workdir),
+        "--workflow-profile", str(REPO / "profiles" / "default"),
+        "--cores", str(n_cores), "--configfile", str(workdir / "config.yaml"),
+        "--quiet", "all",
+    ]
+    env = dict(os.environ)
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    return command, env
+
+
 def run_pipeline(config: dict[str, Any], n_cores: int) -> float:
     """Wall time of ``snakemake`` producing every sweep's ``cells.zarr`` in a fresh dir."""
     workdir = Path(tempfile.mkdtemp(prefix="attnrmt-bench-pipeline-"))
     try:
-        (workdir / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
-        targets = [f"results/{config['run']}/{sweep}/cells.zarr" for sweep in config["sweeps"]]
-        command = [
-            str(SNAKEMAKE), *targets,
-            "--snakefile", str(REPO / "Snakefile"), "--directory", str(workdir),
-            "--workflow-profile", str(REPO / "profiles" / "default"),
-            "--cores", str(n_cores), "--configfile", str(workdir / "config.yaml"),
-            "--quiet", "all",
-        ]
-        env = dict(os.environ)
-        env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+        command, env = snakemake_command(config, workdir, "cells.zarr", n_cores)
         start = time.perf_counter()
         done = subprocess.run(command, capture_output=True, text=True, env=env)
         seconds = time.perf_counter() - start

@@ -29,16 +29,19 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from benchmarks.bench_pipeline import SNAKEMAKE, cell_jobs, cores, machine, run_loop
+from benchmarks.bench_pipeline import (
+    cell_jobs,
+    cores,
+    machine,
+    run_loop,
+    snakemake_command,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 N_CELLS = 1_000_000
@@ -118,17 +121,7 @@ def run_pipeline_to_analysis(config: dict[str, Any], n_cores: int) -> dict[str, 
 
     workdir = Path(tempfile.mkdtemp(prefix="attnrmt-bench-scale-"))
     try:
-        (workdir / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
-        targets = [f"results/{config['run']}/{sweep}/analysis.zarr" for sweep in config["sweeps"]]
-        command = [
-            str(SNAKEMAKE), *targets,
-            "--snakefile", str(REPO / "Snakefile"), "--directory", str(workdir),
-            "--workflow-profile", str(REPO / "profiles" / "default"),
-            "--cores", str(n_cores), "--configfile", str(workdir / "config.yaml"), "--quiet",
-            "all",
-        ]
-        env = dict(os.environ)
-        env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+        command, env = snakemake_command(config, workdir, "analysis.zarr", n_cores)
         with RssSampler(workdir) as sampler:
             start = time.perf_counter()
             done = subprocess.run(command, capture_output=True, text=True, env=env,

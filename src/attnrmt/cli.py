@@ -34,6 +34,7 @@ from attnrmt.sweep.cost import (
     DEFAULT_SECONDS_PER_WORK,
     planned_cell_work,
 )
+from attnrmt.sweep.status import format_duration
 
 EXIT_OK = 0
 EXIT_USAGE = 2
@@ -52,16 +53,6 @@ def calibrate_seconds_per_work(run_dir: Path) -> float:
     from attnrmt.sweep.cost import cached_seconds_per_work
 
     return cached_seconds_per_work(run_dir / ".calibration.json")
-
-
-def _format_seconds(seconds: float) -> str:
-    if seconds < 10:
-        return f"{seconds:.2g} s"
-    if seconds < 120:
-        return f"{seconds:.0f} s"
-    if seconds < 7200:
-        return f"{seconds / 60:.1f} min"
-    return f"{seconds / 3600:.1f} h"
 
 
 # --------------------------------------------------------------------------- plan
@@ -117,8 +108,8 @@ def _print_plan_table(rows: list[dict[str, Any]]) -> None:
                 str(row["blocks"]),
                 str(row["done_cells"]),
                 str(row["done_blocks"]),
-                _format_seconds(row["estimated_seconds"]),
-                _format_seconds(row["estimated_remaining_seconds"]),
+                format_duration(row["estimated_seconds"]),
+                format_duration(row["estimated_remaining_seconds"]),
             )
         )
     widths = [max(len(line[i]) for line in lines) for i in range(len(header))]

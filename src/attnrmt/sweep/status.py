@@ -536,9 +536,12 @@ def run_status(
 
 
 def format_duration(seconds: float | None) -> str:
-    """``"42 s"``, ``"3.5 min"``, ``"2.1 h"``, ``"1.5 d"``; ``"unknown"`` for None."""
+    """``"3.5 s"``, ``"42 s"``, ``"3.5 min"``, ``"2.1 h"``, ``"1.5 d"``; ``"unknown"`` for
+    None. The one duration format of the CLI (``attnrmt plan`` and ``attnrmt status``)."""
     if seconds is None:
         return "unknown"
+    if seconds < 10:
+        return f"{seconds:.2g} s"
     if seconds < 120:
         return f"{seconds:.0f} s"
     if seconds < 7200:
