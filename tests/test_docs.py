@@ -12,8 +12,9 @@ CITATION = re.compile(r'docs/model\.md[`]*,\s*((?:"[^"]+"(?:,\s*|\s+and\s+)?)+)'
 
 
 def source_files() -> list[Path]:
-    files = [ROOT / "Snakefile", ROOT / "README.md", *(ROOT / "docs").glob("*.md")]
-    for folder in ("src", "workflow"):
+    files = [ROOT / "Snakefile", ROOT / "README.md", ROOT / "config.yaml",
+             *(ROOT / "docs").glob("*.md"), *(ROOT / "configs").glob("*.yaml")]
+    for folder in ("src", "workflow", "profiles", "benchmarks"):
         files += [p for p in (ROOT / folder).rglob("*") if p.is_file()
                   and p.suffix in {".py", ".smk", ".yaml", ".rst", ".md", ".html"}]
     return files
