@@ -49,6 +49,8 @@ NOT_RUN = {
     "python -m venv": "creates a virtual environment (minutes); CI does this",
     "source .venv/bin/activate": "shell state; the test runs .venv/bin commands directly",
     "sbatch": "submits a SLURM job for hours (tests/e2e/test_slurm.py runs SLURM)",
+    ".venv/bin/attnrmt submit": "submits a SLURM job (tests/e2e/test_submit.py submits for "
+    "real on the test SLURM)",
     "mamba env create": "conda environment (minutes, network)",
     "$EDITOR": "an editor session",
 }
