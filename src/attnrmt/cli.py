@@ -532,8 +532,9 @@ DESCRIPTION = (
     "ask the theory for one parameter point."
 )
 EPILOG = (
-    "Run a sweep with Snakemake: snakemake --cores 2 --configfile my.yaml "
-    "(see README.md). 'attnrmt COMMAND --help' describes a command."
+    "Run a sweep: attnrmt run my.yaml (or snakemake --cores 2 --configfile my.yaml; see "
+    "README.md); on SLURM, log out with attnrmt submit my.yaml --profile DIR. "
+    "'attnrmt COMMAND --help' describes a command."
 )
 
 
