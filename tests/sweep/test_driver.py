@@ -81,6 +81,23 @@ def test_a_signal_reaches_the_running_step_and_stops_the_rest(tmp_path: Path) ->
     assert signal.getsignal(signal.SIGTERM) is before  # the handlers are restored
 
 
+def test_a_closed_terminal_stops_the_running_step_as_sigterm(tmp_path: Path) -> None:
+    """SIGHUP (the terminal of `make run` closed) reaches the step as SIGTERM: a clean
+    stop, not Snakemake's default death on SIGHUP."""
+    ready, got = tmp_path / "ready", tmp_path / "got"
+
+    def hang_up_when_ready() -> None:
+        deadline = time.monotonic() + 60
+        while not ready.exists() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        os.kill(os.getpid(), signal.SIGHUP)
+
+    threading.Thread(target=hang_up_when_ready, daemon=True).start()
+    code = driver.run_steps([[sys.executable, "-c", CHILD, str(ready), str(got), "0"]], {})
+    assert got.read_text() == str(int(signal.SIGTERM))
+    assert code == 128 + signal.SIGHUP  # the step exited 0, but the run was stopped
+
+
 def test_steps_run_in_order_and_the_first_failure_ends_them(tmp_path: Path) -> None:
     marker = tmp_path / "env"
     record = [sys.executable, "-c",

@@ -5,9 +5,9 @@ are written once, in :func:`pipeline_commands`): validate the config, run Snakem
 workflow profile (``ATTNRMT_END_SUMMARY=later``), build the report (``snakemake --report
 results/<run>/report.html``), print the end summary (:func:`attnrmt.summary.run_summary`).
 :func:`run_pipeline` runs the Snakemake steps as child processes in their own session and
-forwards SIGINT and SIGTERM to the one running, once: Snakemake then stops within
-seconds, keeping what finished (:func:`attnrmt.sweep.cluster.stop_on_signals`), and the
-later steps are skipped.
+forwards SIGINT, SIGTERM and SIGHUP (as SIGTERM) to the one running, once: Snakemake
+then stops within seconds, keeping what finished
+(:func:`attnrmt.sweep.cluster.stop_on_signals`), and the later steps are skipped.
 
 ``attnrmt submit CONFIG`` (:func:`submit`) writes, under ``results/<run>/driver/`` (a 0700
 folder; files 0600, like the cluster credentials):
@@ -102,9 +102,14 @@ def pipeline_commands(
     ]
 
 
+FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+"""Signals :func:`run_steps` passes to the running step (SIGHUP as SIGTERM)."""
+
+
 @dataclass
 class _Forwarder:
-    """Forwards SIGINT/SIGTERM to the running child (once each); remembers the first."""
+    """Forwards :data:`FORWARDED_SIGNALS` to the running child, once per signal received;
+    remembers the first."""
 
     child: subprocess.Popen | None = None
     received: int | None = None
@@ -114,10 +119,11 @@ class _Forwarder:
         if self.received is None:
             self.received = signum
         if self.child is not None and self.child.poll() is None:
-            self.child.send_signal(signum)
+            # a closed terminal (SIGHUP) stops the run as cleanly as SIGTERM
+            self.child.send_signal(signal.SIGTERM if signum == signal.SIGHUP else signum)
 
     def install(self) -> None:
-        for signum in (signal.SIGINT, signal.SIGTERM):
+        for signum in FORWARDED_SIGNALS:
             self.previous[signum] = signal.signal(signum, self)
 
     def restore(self) -> None:
@@ -291,6 +297,16 @@ def active_driver(run_dir: str | os.PathLike[str]) -> tuple[dict[str, Any], slur
     return (record, state) if state is not None and state.active else None
 
 
+def job_start_time(job_id: str) -> str | None:
+    """When a job started (squeue ``%S``, the cluster's local time), or ``None``."""
+    done = subprocess.run(
+        ["squeue", "-h", "-j", str(job_id), "-o", "%S"],
+        capture_output=True, text=True, timeout=slurm.COMMAND_TIMEOUT_SECONDS, check=False,
+    )
+    text = done.stdout.strip()
+    return text if done.returncode == 0 and text and text not in ("N/A", "Unknown") else None
+
+
 def follow_hint(config: str | os.PathLike[str], record: dict[str, Any]) -> str:
     """How to follow and stop a driver job."""
     return (
@@ -338,8 +354,10 @@ def submit(
     alive = active_driver(run_dir)
     if alive is not None:
         record, state = alive
+        started = job_start_time(state.job_id) if state.state == "RUNNING" else None
+        since = f" since {started}" if started else ""
         raise DriverAlive(
-            f"driver job {record['job_id']} of run {run_name!r} is {state.state} "
+            f"driver job {record['job_id']} of run {run_name!r} is {state.state}{since} "
             f"(submitted {_utc(record['submitted'])}); {follow_hint(config, record)}"
         )
     paths = driver_paths(run_dir)
