@@ -46,12 +46,12 @@ def attnrmt(workdir: Workdir, *args: str) -> subprocess.CompletedProcess:
     )
 
 
-def submit(workdir: Workdir) -> subprocess.CompletedProcess:
+def submit(workdir: Workdir, cpus: int = 2) -> subprocess.CompletedProcess:
     """``attnrmt submit config.yaml`` of the repository's workflow, default profile (the
-    cells run on a local Dask cluster inside the driver's 2-core allocation)."""
+    cells run on a local Dask cluster inside the driver's ``cpus``-core allocation)."""
     return attnrmt(
         workdir, "submit", "config.yaml", "--snakefile", str(SNAKEFILE),
-        "--profile", str(DEFAULT_PROFILE), "--cpus-per-task", "2", "--time", "00:20:00",
+        "--profile", str(DEFAULT_PROFILE), "--cpus-per-task", str(cpus), "--time", "00:20:00",
     )
 
 
@@ -130,6 +130,21 @@ def test_submit_runs_the_whole_run_as_one_job_and_refuses_a_second(
         log = (driver_dir / "driver.log").read_text()
         assert f"attnrmt driver: job {second_id}" in log
         assert "0 computed by this run" in log.split(f"attnrmt driver: job {second_id}")[1]
+
+
+def test_a_driver_request_slurm_cannot_run_is_refused_at_once(
+    slurm: str, tmp_path: Path  # noqa: F811
+) -> None:
+    """More cores than the node has: SLURM's objection (``sbatch --test-only``), exit 2,
+    nothing queued and no job record."""
+    from tests.e2e.test_slurm import node_cores
+
+    workdir = Workdir.create(tmp_path / "work", tiny_config(run="toobig"))
+    refused = submit(workdir, cpus=node_cores() * 2)
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    assert "SLURM cannot run the driver job" in refused.stderr
+    assert "Requested node configuration is not available" in refused.stderr
+    assert not (workdir.run_dir / "driver" / "job.json").exists()
 
 
 def test_driver_job_told_to_stop_ends_its_run_cleanly(

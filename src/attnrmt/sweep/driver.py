@@ -34,6 +34,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import shutil
 import signal
 import socket
 import subprocess
@@ -343,11 +344,15 @@ def submit(
         The run's last driver job is still queued or running (the message says which,
         since when, and how to follow it).
     ValueError
-        SLURM refuses the request (``sbatch --test-only``) or the submission.
+        No ``sbatch`` here, or SLURM refuses the request (``sbatch --test-only``) or the
+        submission (nothing is queued).
     """
     from attnrmt.sweep.config import claim_run_dir, load_valid_config
 
     valid = load_valid_config(config)
+    if shutil.which("sbatch") is None:
+        raise ValueError("sbatch not found: attnrmt submit needs SLURM's commands on PATH "
+                         "(run it on a login node of the cluster)")
     run_name = str(valid.config["run"])
     run_dir = Path(RESULTS_DIRNAME) / run_name
     claim_run_dir(run_dir, config)
