@@ -20,8 +20,9 @@ folder; files 0600, like the cluster credentials):
 - ``job.json``: the job id, submission time, script, log and command.
 
 Before submitting it refuses when the run's last driver job is still queued or alive
-(:func:`active_driver`: one ``squeue``), so rerunning the command never starts a second
-driver; when that job is gone, the same command submits a new one, which resumes the run
+(:func:`active_driver`: one ``squeue``; concurrent submits take turns on a POSIX lock of
+``driver/.submit.lock``), so rerunning the command never starts a second driver; when
+that job is gone, the same command submits a new one, which resumes the run
 (finished cells are kept). SLURM's objection to the request (``sbatch --test-only``:
 a walltime above the partition's limit, more cores than any node has) is reported at once
 instead of a job that pends forever.
@@ -31,6 +32,8 @@ Cost: O(1) files and three SLURM commands per submission; memory O(1).
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import shlex
@@ -40,7 +43,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -356,53 +359,89 @@ def submit(
     run_name = str(valid.config["run"])
     run_dir = Path(RESULTS_DIRNAME) / run_name
     claim_run_dir(run_dir, config)
-    alive = active_driver(run_dir)
-    if alive is not None:
-        record, state = alive
-        started = job_start_time(state.job_id) if state.state == "RUNNING" else None
-        since = f" since {started}" if started else ""
-        raise DriverAlive(
-            f"driver job {record['job_id']} of run {run_name!r} is {state.state}{since} "
-            f"(submitted {_utc(record['submitted'])}); {follow_hint(config, record)}"
-        )
     paths = driver_paths(run_dir)
     security.private_directory(paths.directory)
-    command = run_command(
-        Path(config).resolve(), Path(profile).resolve(),
-        None if snakefile is None else Path(snakefile).resolve(), cores,
+    with _submission_lock(paths.directory):  # two submits at once: the second sees the first
+        refuse_if_alive(run_dir, run_name, config)
+        command = run_command(
+            Path(config).resolve(), Path(profile).resolve(),
+            None if snakefile is None else Path(snakefile).resolve(), cores,
+        )
+        script = driver_script(command, run_name, Path.cwd(), paths.log.resolve(),
+                               request or DriverRequest())
+        write_driver_files(paths, script)
+        objection = slurm.dry_run_submission(script, paths.directory)
+        if objection is not None:
+            raise ValueError(f"SLURM cannot run the driver job ({paths.script}): {objection}")
+        record = {
+            "job_id": sbatch(paths.script),
+            "run": run_name,
+            "submitted": time.time(),
+            "host": socket.gethostname(),
+            "workdir": str(Path.cwd()),
+            "config": str(config),
+            "profile": str(profile),
+            "script": str(paths.script),
+            "log": str(paths.log),
+            "command": command,
+        }
+        security.write_private_file(paths.record, json.dumps(record, indent=1))
+    return record
+
+
+@contextlib.contextmanager
+def _submission_lock(directory: Path) -> Iterator[None]:
+    """An exclusive POSIX lock on ``directory/.submit.lock`` while a submit decides."""
+    descriptor = os.open(directory / ".submit.lock", os.O_WRONLY | os.O_CREAT,
+                         security.PRIVATE_FILE_MODE)
+    try:
+        fcntl.lockf(descriptor, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(descriptor)  # releases the lock
+
+
+def refuse_if_alive(run_dir: Path, run_name: str, config: str | os.PathLike[str]) -> None:
+    """Raise :class:`DriverAlive` when the run's driver job is queued or alive."""
+    alive = active_driver(run_dir)
+    if alive is None:
+        return
+    record, state = alive
+    started = job_start_time(state.job_id) if state.state == "RUNNING" else None
+    since = f" since {started}" if started else ""
+    raise DriverAlive(
+        f"driver job {record['job_id']} of run {run_name!r} is {state.state}{since} "
+        f"(submitted {_utc(record['submitted'])}); {follow_hint(config, record)}"
     )
-    script = driver_script(command, run_name, Path.cwd(), paths.log.resolve(),
-                           request or DriverRequest())
+
+
+def write_driver_files(paths: DriverPaths, script: str) -> None:
+    """The batch script (0600) and the log it appends to (created 0600 here, so that SLURM
+    appends to a private file instead of creating one with the default umask)."""
     security.write_private_file(paths.script, script)
     descriptor = os.open(paths.log, os.O_WRONLY | os.O_CREAT | os.O_APPEND,
                          security.PRIVATE_FILE_MODE)
     os.close(descriptor)
     os.chmod(paths.log, security.PRIVATE_FILE_MODE)
-    objection = slurm.dry_run_submission(script, paths.directory)
-    if objection is not None:
-        raise ValueError(f"SLURM cannot run the driver job ({paths.script}): {objection}")
+
+
+def sbatch(script: Path) -> str:
+    """Submit a batch script (``sbatch --parsable``); its job id.
+
+    Raises
+    ------
+    ValueError
+        sbatch failed (its message).
+    """
     done = subprocess.run(
-        ["sbatch", "--parsable", str(paths.script)],
+        ["sbatch", "--parsable", str(script)],
         capture_output=True, text=True, timeout=slurm.COMMAND_TIMEOUT_SECONDS, check=False,
     )
     job_id = done.stdout.strip().split(";")[0]
     if done.returncode != 0 or not job_id:
-        raise ValueError(f"sbatch {paths.script} failed ({done.returncode}): "
+        raise ValueError(f"sbatch {script} failed ({done.returncode}): "
                          f"{(done.stderr or done.stdout).strip()}")
-    record = {
-        "job_id": job_id,
-        "run": run_name,
-        "submitted": time.time(),
-        "host": socket.gethostname(),
-        "workdir": str(Path.cwd()),
-        "config": str(config),
-        "profile": str(profile),
-        "script": str(paths.script),
-        "log": str(paths.log),
-        "command": command,
-    }
-    security.write_private_file(paths.record, json.dumps(record, indent=1))
-    return record
+    return job_id
 
 
 def driver_status_line(run_dir: str | os.PathLike[str]) -> tuple[str, dict[str, Any]] | None:
