@@ -20,14 +20,11 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[test]'
 	touch $(STAMP)
 
-# validate first: a YAML syntax error is named with file, line and column (Snakemake's own
-# reader of --configfile does not say where); then the run, the report, the summary.
+# attnrmt run: validate first (a YAML syntax error is named with file, line and column;
+# Snakemake's own reader of --configfile does not say where), then the run, the report,
+# the summary. The same command is what `attnrmt submit` runs as a SLURM job.
 run: $(STAMP)
-	@$(BIN)/attnrmt validate $(CONFIG)
-	@started=$$(date +%s) && \
-	ATTNRMT_END_SUMMARY=later $(SNAKEMAKE) && \
-	$(SNAKEMAKE) --report results/$(RUN_NAME)/report.html && \
-	$(BIN)/attnrmt summary $(CONFIG) --since $$started
+	@$(BIN)/attnrmt run $(CONFIG) --cores $(CORES) --profile profiles/default
 
 report: $(STAMP)
 	@$(BIN)/attnrmt validate $(CONFIG)

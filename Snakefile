@@ -66,6 +66,7 @@ rule stores:
 onstart:
     claim_run_dir(RESULTS, CONFIG_FILE)
     stop_on_signals()  # SIGINT/SIGTERM stop the run's cluster work within seconds
+    start_block_job_watch(workflow)  # profiles/slurm: a block job SLURM never runs stops the run
 
 
 onsuccess:

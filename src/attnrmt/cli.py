@@ -6,6 +6,10 @@
 - ``attnrmt status RUN_DIR_OR_CONFIG [--watch SECONDS] [--json]``: per sweep, cells done /
   failed / pending, cells per second and an ETA (read-only; works during a run).
 - ``attnrmt summary CONFIG [--since EPOCH]``: the end-of-run summary (``make run``).
+- ``attnrmt run CONFIG [--profile DIR] [--cores N]``: a whole run (validate, Snakemake,
+  report, summary); ``make run`` and the driver job of ``attnrmt submit`` call it.
+- ``attnrmt submit CONFIG [--profile DIR] [--time ..] [--partition ..] ...``: the whole run
+  as one SLURM batch job (log out, follow it with ``attnrmt status``); rerun to resume.
 - ``attnrmt provenance RUN_DIR_OR_CONFIG [--json]``: cells by commit (dirty flagged),
   package/Python/numpy/scipy/BLAS versions, hosts, wall time, peak memory, attempts.
 - ``attnrmt run-name CONFIG``: the run name (results/<run>/) of a config (for scripts).
@@ -23,6 +27,7 @@ import argparse
 import json
 import math
 import os
+import shlex
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -37,6 +42,7 @@ from attnrmt.sweep.cost import (
 from attnrmt.sweep.status import format_duration
 
 EXIT_OK = 0
+EXIT_REFUSED = 1  # attnrmt submit: the run's driver job is still queued or running
 EXIT_USAGE = 2
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a tool killed by the pipe
 
@@ -205,23 +211,64 @@ def command_status(args: argparse.Namespace) -> int:
     sweep (:mod:`attnrmt.sweep.status`); ``--watch`` repeats until interrupted."""
     import time
 
+    from attnrmt.sweep.driver import driver_status_line
     from attnrmt.sweep.status import run_status, status_table
 
     run_plan, run_dir = status_plan(args.target, args.results)
     try:
         while True:
             status = run_status(run_plan, run_dir)
+            driver = driver_status_line(run_dir)
             if args.json:
-                print(json.dumps(_json_safe(status.to_json())), flush=True)
+                print(json.dumps(_json_safe({**status.to_json(),
+                                             "driver": driver and driver[1]})), flush=True)
             else:
                 stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(status.time))
                 print(f"run {run_plan.run!r} -> {run_dir} at {stamp}")
                 print("\n".join(status_table(status)), flush=True)
+                if driver is not None:
+                    print(driver[0], flush=True)
             if args.watch is None:
                 return EXIT_OK
             time.sleep(args.watch)
     except KeyboardInterrupt:
         return EXIT_OK
+
+
+def command_run(args: argparse.Namespace) -> int:
+    """``attnrmt run``: validate (printing ``attnrmt validate``'s line), Snakemake with the
+    profile, report, summary (:func:`attnrmt.sweep.driver.run_pipeline`); ``--dry-run``
+    prints the Snakemake commands instead."""
+    from attnrmt.sweep.driver import pipeline_commands, run_pipeline
+
+    command_validate(args)  # the one-line summary; a bad config stops here
+    if args.dry_run:
+        valid = _load(args)
+        for command in pipeline_commands(args.config, valid.config["run"], args.profile,
+                                         args.snakefile, args.cores):
+            print(shlex.join(command))
+        return EXIT_OK
+    return run_pipeline(args.config, args.profile, args.snakefile, args.cores)
+
+
+def command_submit(args: argparse.Namespace) -> int:
+    """``attnrmt submit``: the whole run as one SLURM job (:func:`attnrmt.sweep.driver.submit`);
+    refused (exit 1) while the run's driver job is queued or running."""
+    from attnrmt.sweep.driver import DriverAlive, DriverRequest, follow_hint, submit
+
+    request = DriverRequest(
+        time=args.time, cpus_per_task=args.cpus_per_task, mem=args.mem,
+        partition=args.partition, account=args.account, extra=tuple(args.sbatch or ()),
+    )
+    try:
+        record = submit(args.config, args.profile, request, args.snakefile, args.cores)
+    except DriverAlive as alive:
+        print(f"attnrmt submit: {alive}", file=sys.stderr)
+        return EXIT_REFUSED
+    print(f"submitted driver job {record['job_id']} of run {record['run']!r} "
+          f"({record['script']})")
+    print(follow_hint(args.config, record))
+    return EXIT_OK
 
 
 def command_validate(args: argparse.Namespace) -> int:
@@ -485,8 +532,9 @@ DESCRIPTION = (
     "ask the theory for one parameter point."
 )
 EPILOG = (
-    "Run a sweep with Snakemake: snakemake --cores 2 --configfile my.yaml "
-    "(see README.md). 'attnrmt COMMAND --help' describes a command."
+    "Run a sweep: attnrmt run my.yaml (or snakemake --cores 2 --configfile my.yaml; see "
+    "README.md); on SLURM, log out with attnrmt submit my.yaml --profile DIR. "
+    "'attnrmt COMMAND --help' describes a command."
 )
 
 
@@ -553,6 +601,33 @@ def build_parser() -> argparse.ArgumentParser:
     provenance.add_argument("--json", action="store_true", help="print JSON")
     provenance.set_defaults(handler=command_provenance)
 
+    run = commands.add_parser(
+        "run", help="a whole run: validate, Snakemake with a profile, report, summary"
+    )
+    _add_run_arguments(run)
+    run.add_argument("--dry-run", action="store_true",
+                     help="print the Snakemake commands instead of running them")
+    run.set_defaults(handler=command_run)
+
+    from attnrmt.sweep.driver import DEFAULT_DRIVER_CPUS
+
+    submit = commands.add_parser(
+        "submit", help="the whole run as one SLURM batch job (log out; rerun to resume)"
+    )
+    _add_run_arguments(submit)
+    submit.add_argument("--time", default=None,
+                        help="walltime of the driver job (sbatch --time; default: the site's)")
+    submit.add_argument("--cpus-per-task", type=int, default=DEFAULT_DRIVER_CPUS,
+                        help=f"cores of the driver job (default {DEFAULT_DRIVER_CPUS})")
+    submit.add_argument("--mem", default=None,
+                        help="memory of the driver job (sbatch --mem; default: the site's)")
+    submit.add_argument("--partition", default=None, help="partition (default: the site's)")
+    submit.add_argument("--account", default=None, help="account (default: the site's)")
+    submit.add_argument("--sbatch", action="append", metavar="OPTION",
+                        help="another sbatch option for the driver job, e.g. --sbatch=--qos=long "
+                        "(repeatable)")
+    submit.set_defaults(handler=command_submit)
+
     run_name = commands.add_parser(
         "run-name", help="print the run name of a config (results/<run>/)"
     )
@@ -590,6 +665,19 @@ def build_parser() -> argparse.ArgumentParser:
     theory.add_argument("--json", action="store_true", help="print JSON")
     theory.set_defaults(handler=command_theory)
     return parser
+
+
+def _add_run_arguments(parser: argparse.ArgumentParser) -> None:
+    """Arguments shared by ``attnrmt run`` and ``attnrmt submit``."""
+    from attnrmt.sweep.driver import DEFAULT_PROFILE
+
+    parser.add_argument("config", help="YAML config file")
+    parser.add_argument("--profile", default=DEFAULT_PROFILE,
+                        help=f"Snakemake workflow profile (default {DEFAULT_PROFILE})")
+    parser.add_argument("--cores", type=int, default=None,
+                        help="Snakemake --cores (default: the profile's)")
+    parser.add_argument("--snakefile", default=None,
+                        help="the workflow's Snakefile (default: Snakefile here)")
 
 
 def _one_line(message: str) -> str:

@@ -49,6 +49,8 @@ NOT_RUN = {
     "python -m venv": "creates a virtual environment (minutes); CI does this",
     "source .venv/bin/activate": "shell state; the test runs .venv/bin commands directly",
     "sbatch": "submits a SLURM job for hours (tests/e2e/test_slurm.py runs SLURM)",
+    ".venv/bin/attnrmt submit": "submits a SLURM job (tests/e2e/test_submit.py submits for "
+    "real on the test SLURM)",
     "mamba env create": "conda environment (minutes, network)",
     "$EDITOR": "an editor session",
 }
@@ -302,8 +304,16 @@ def test_make_takes_the_run_name_from_the_config(tmp_path: Path) -> None:
             timeout=120, check=False,
         )
         assert completed.returncode == 0, completed.stderr
-        assert "--report results/exp-7/report.html" in completed.stdout, completed.stdout
-        assert "results/default" not in completed.stdout
+        commands = completed.stdout
+        if target == "run":  # `make run` is `attnrmt run`: its steps, as --dry-run prints them
+            run_line = next(line for line in commands.splitlines() if " run " in line)
+            assert shlex.split(run_line)[:3] == [f"{BIN}/attnrmt", "run", str(path)], run_line
+            commands = subprocess.run(
+                [*shlex.split(run_line), "--dry-run"], cwd=REPO, env=subprocess_environment(),
+                capture_output=True, text=True, timeout=120, check=True,
+            ).stdout
+        assert "--report results/exp-7/report.html" in commands, commands
+        assert "results/default" not in commands
 
 
 def test_readme_and_config_yaml_state_the_same_run() -> None:

@@ -55,6 +55,10 @@ SITE_WALLTIME = "00:14:00"  # in the test's jobqueue.yaml, not in the profile
 SCHEDULER_DASHBOARD_PREFIX = "http://127.0.0.1:"
 STOP_BOUND_SECONDS = 60
 """A stopped or failing run must have exited by then (seconds; this only catches a hang)."""
+UNSATISFIABLE_BLOCK_BOUND_SECONDS = 180
+"""A run whose block jobs can never run must have ended by then: SLURM names the pending
+reason at its next scheduling pass, the watch polls every 15 s, then 30 s at most to stop
+(seconds; this only catches a hang)."""
 
 
 # --------------------------------------------------------------------------- SLURM
@@ -127,14 +131,16 @@ def slurm_dask_profile(directory: Path, **jobqueue: Any) -> Path:
     return _write_profile(directory, profile)
 
 
-def slurm_executor_profile(directory: Path, partition: str) -> Path:
-    """profiles/slurm with this cluster's partition, small jobs and fast status polling."""
+def slurm_executor_profile(directory: Path, partition: str, **block_resources: Any) -> Path:
+    """profiles/slurm with this cluster's partition, small jobs and fast status polling;
+    ``block_resources`` replace simulate_block's resources (e.g. ``cpus_per_task=64``)."""
     profile = yaml.safe_load((PROFILES / "slurm" / "config.yaml").read_text())
     assert profile["executor"] == "slurm"
     assert profile["config"]["dask"]["mode"] == "job"
     assert profile["slurm-status-command"] == "squeue"
     profile["default-resources"].update(slurm_partition=partition, mem_mb=500, runtime=10)
     profile["set-resources"]["simulate_block"].update(cpus_per_task=1, mem_mb=1000, runtime=10)
+    profile["set-resources"]["simulate_block"].update(block_resources)
     profile["jobs"] = 4
     # the defaults (20 s) suit a real cluster, not a test; no accounting on this cluster
     profile["slurm-init-seconds-before-status-checks"] = 1
@@ -298,6 +304,34 @@ def test_pending_reason_that_never_clears_is_recognised(slurm: str, tmp_path: Pa
         assert watch.fatal_message({held: states[held]}) is None, states[held]
 
 
+def test_unsatisfiable_block_request_stops_the_run_fast(slurm: str, tmp_path: Path) -> None:
+    """profiles/slurm with block jobs asking more cores than any node has: the jobs pend
+    with PartitionConfig; the run ends non-zero with one message naming the request and
+    SLURM's reason, and leaves no job in the queue (before, it waited forever)."""
+    too_many = node_cores() * 2
+    profile = slurm_executor_profile(tmp_path / "profile", slurm, cpus_per_task=too_many)
+    workdir = Workdir.create(tmp_path / "work", sweep_config("unsatblocks"))
+    with cancel_on_exit(set()) as job_ids:
+        try:
+            result = workdir.run(
+                "--workflow-profile", str(profile),
+                timeout=UNSATISFIABLE_BLOCK_BOUND_SECONDS, check=False,
+            )
+            job_ids.update(re.findall(r"submitted with SLURM jobid (\d+)", result.output))
+            assert job_ids, result.output[-4000:]
+            assert result.returncode != 0, result.output[-4000:]
+            request = (
+                f"(rule=simulate_block, cores={too_many}, memory=1000M, walltime=10:00, "
+                f"partition={slurm}): pending with reason PartitionConfig"
+            )
+            assert request in result.output, result.output[-4000:]
+            assert result.output.count("SLURM will never run the job") == 1, result.output
+            assert result.computed == 0
+            assert not queued_jobs(workdir), "jobs left in the queue"
+        finally:
+            workdir.close()
+
+
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
 def test_run_whose_workers_never_come_is_private_and_stops_on_signal(
     slurm: str, tmp_path: Path, signum: int
@@ -322,22 +356,23 @@ def test_run_whose_workers_never_come_is_private_and_stops_on_signal(
             )
             with connect(workdir.run_dir) as client:  # the owner gets in
                 assert client.run_on_scheduler(os.getpid) == process.pid
-            job_ids.update(worker_jobs(workdir))
+            job_ids.update(queued_jobs(workdir))
             assert job_ids, "no worker job was queued"
             os.kill(process.pid, signum)
             returncode = process.wait(timeout=STOP_BOUND_SECONDS)
             log = (workdir.path / "snakemake-background.log").read_text()
             assert returncode != 0, log[-4000:]
             assert f"stopping the run: {signal.Signals(signum).name} received" in log
-            assert not worker_jobs(workdir) & job_ids, "worker jobs left in the queue"
+            assert not queued_jobs(workdir) & job_ids, "worker jobs left in the queue"
             locks = workdir.path / ".snakemake" / "locks"
             assert not locks.exists() or not list(locks.iterdir()), "stale lock left"
         finally:
             workdir.close()
 
 
-def worker_jobs(workdir: Workdir) -> set[str]:
-    """Ids of queued or running jobs submitted from the run's directory (its workers)."""
+def queued_jobs(workdir: Workdir) -> set[str]:
+    """Ids of queued or running jobs submitted from the run's directory (worker, block or
+    driver jobs)."""
     out = subprocess.run(["squeue", "-h", "-o", "%i|%Z"], capture_output=True, text=True)
     lines = [line.split("|", 1) for line in out.stdout.splitlines() if "|" in line]
     return {job for job, directory in lines if Path(directory) == workdir.path}

@@ -9,6 +9,7 @@ from attnrmt.analysis.figures import FIGURES
 from attnrmt.analysis.pipeline import TABLES
 from attnrmt.sweep.blocks import block_params
 from attnrmt.sweep.cluster import dashboard_link, shutdown_run_cluster, stop_on_signals
+from attnrmt.sweep.cluster.blockwatch import start_block_job_watch
 from attnrmt.sweep.failures import describe_skipped, failed_blocks
 from attnrmt.sweep.plan import plan_run
 from attnrmt.sweep.status import print_progress

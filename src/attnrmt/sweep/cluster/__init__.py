@@ -17,7 +17,8 @@ Modes (config ``dask.mode``; site settings come from Snakemake profiles):
 
 Modules: :mod:`.settings` (the ``dask:`` block), :mod:`.sizing` (cores, BLAS threads,
 walltimes), :mod:`.security` (credentials), :mod:`.lifecycle` (start, clients, stop,
-signals), :mod:`.jobqueue` and :mod:`.slurm` (batch systems).
+signals), :mod:`.jobqueue` and :mod:`.slurm` (batch systems), :mod:`.blockwatch` (the
+block jobs of Snakemake's SLURM executor that SLURM can never run stop the run).
 """
 
 from attnrmt.sweep.cluster.lifecycle import (

@@ -14,9 +14,6 @@ one message within a poll or two, and logs a periodic line while jobs wait in th
 from __future__ import annotations
 
 import logging
-import sys
-import threading
-import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -146,70 +143,34 @@ def worker_job_ids(cluster: Any) -> list[str]:
     return [str(job.job_id) for job in jobs if getattr(job, "job_id", None)]
 
 
-class PendingWatch:
-    """A thread watching a SLURM cluster's worker jobs while the run lasts.
-
-    Every :data:`POLL_SECONDS` it reads their state (one ``squeue``). A job pending for a
-    reason that never clears (:func:`attnrmt.sweep.cluster.slurm.is_unsatisfiable`) calls
-    ``on_fatal`` with one message naming the request and SLURM's reason; jobs pending for
-    queue load (Priority, Resources) log a line every :data:`PENDING_REPORT_SECONDS`.
+class PendingWatch(slurm.PendingWatch):
+    """A thread watching a SLURM cluster's worker jobs while the run lasts
+    (:class:`attnrmt.sweep.cluster.slurm.PendingWatch`): every :data:`POLL_SECONDS` one
+    ``squeue``; a worker job that can never run calls ``on_fatal`` with one message naming
+    the request and SLURM's reason; queue load logs a line every
+    :data:`PENDING_REPORT_SECONDS`.
     """
+
+    kind = "worker jobs"
 
     def __init__(
         self, settings: ClusterSettings, cluster: Any, on_fatal: Callable[[str], None]
     ) -> None:
+        super().__init__(on_fatal, POLL_SECONDS, PENDING_REPORT_SECONDS)
         self.settings = settings
         self.cluster = cluster
-        self.on_fatal = on_fatal
-        self.stopped = threading.Event()
-        self.started = time.monotonic()
-        self.thread = threading.Thread(target=self._watch, name="attnrmt-pending", daemon=True)
 
-    def start(self) -> PendingWatch:
-        """Start watching; returns self."""
-        self.thread.start()
-        return self
-
-    def stop(self) -> None:
-        """Stop watching (returns at once)."""
-        self.stopped.set()
+    def job_states(self) -> Mapping[str, slurm.JobState]:
+        """State and reason of the cluster's current worker jobs."""
+        return slurm.job_states(worker_job_ids(self.cluster))
 
     def fatal_message(self, states: Mapping[str, slurm.JobState]) -> str | None:
         """The one message for a worker job that can never run, if there is one."""
-        for job in states.values():
-            if job.state == "PENDING" and slurm.is_unsatisfiable(job.reason):
-                return (
-                    f"SLURM will never run the Dask worker job {job.job_id} "
-                    f"({describe_request(self.settings)}): pending with reason {job.reason}. "
-                    "Edit dask.jobqueue in your profile (or jobqueue.yaml)."
-                )
-        return None
-
-    def report_pending(self, states: Mapping[str, slurm.JobState]) -> None:
-        """Log how many worker jobs wait, why, and for how long."""
-        pending = slurm.pending_summary(states)
-        if pending:
-            minutes = (time.monotonic() - self.started) / 60
-            reasons = ", ".join(f"{reason} x{count}" for reason, count in sorted(pending.items()))
-            print(
-                f"attnrmt: {sum(pending.values())} worker jobs pending: {reasons}, "
-                f"{minutes:.0f} min",
-                file=sys.stderr,
-                flush=True,
-            )
-
-    def _watch(self) -> None:
-        last_report = time.monotonic()
-        while not self.stopped.wait(POLL_SECONDS):
-            try:
-                states = slurm.job_states(worker_job_ids(self.cluster))
-                message = self.fatal_message(states)
-            except Exception as exc:  # squeue unavailable for a moment: try again later
-                LOGGER.debug("pending watch: %r", exc)
-                continue
-            if message is not None:
-                self.on_fatal(message)
-                return
-            if time.monotonic() - last_report >= PENDING_REPORT_SECONDS:
-                last_report = time.monotonic()
-                self.report_pending(states)
+        job = slurm.first_unsatisfiable(states)
+        if job is None:
+            return None
+        return (
+            f"SLURM will never run the Dask worker job {job.job_id} "
+            f"({describe_request(self.settings)}): pending with reason {job.reason}. "
+            "Edit dask.jobqueue in your profile (or jobqueue.yaml)."
+        )

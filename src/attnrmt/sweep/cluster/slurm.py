@@ -1,17 +1,24 @@
-"""SLURM specifics over the generic job-queue code (:mod:`.jobqueue`): a dry run of the
-worker job script before any job is queued, and the state and pending reason of queued
-worker jobs, sorted into reasons that clear by waiting and reasons that never do.
+"""SLURM specifics over the generic job-queue code (:mod:`.jobqueue`): a dry run of a
+job script before any job is queued, the state and pending reason of queued jobs, sorted
+into reasons that clear by waiting and reasons that never do, and :class:`PendingWatch`,
+the thread that turns a request that can never run into one message (used for the Dask
+worker jobs of ``profiles/slurm-dask``, :mod:`.jobqueue`, and for the block jobs of
+Snakemake's SLURM executor, :mod:`.blockwatch`).
 
 All calls are one ``sbatch``/``squeue``/``sinfo`` process each (O(jobs) output).
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import subprocess
+import sys
 import tempfile
-from collections.abc import Iterable, Mapping
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -34,6 +41,23 @@ UNSATISFIABLE_REASONS = (
 )
 """squeue pending reasons no amount of waiting resolves (the request itself is wrong)."""
 UNAVAILABLE_NODES = re.compile(r"UnavailableNodes:(\S*)")
+ACTIVE_STATES = (
+    "PENDING",
+    "CONFIGURING",
+    "RUNNING",
+    "COMPLETING",
+    "SUSPENDED",
+    "REQUEUED",
+    "REQUEUE_HOLD",
+    "REQUEUE_FED",
+    "RESIZING",
+    "SIGNALING",
+    "STAGE_OUT",
+    "STOPPED",
+)
+"""squeue states of a job that is queued or still alive (squeue also lists ended jobs for
+the cluster's MinJobAge, as COMPLETED, FAILED, CANCELLED, TIMEOUT, ...)."""
+LOGGER = logging.getLogger("attnrmt.cluster")
 
 
 @dataclass(frozen=True)
@@ -43,6 +67,13 @@ class JobState:
     job_id: str
     state: str
     reason: str
+    request: str = ""
+    """What the job asked for in words (cores, memory, walltime, partition), when known."""
+
+    @property
+    def active(self) -> bool:
+        """Whether the job is queued or alive (:data:`ACTIVE_STATES`)."""
+        return self.state in ACTIVE_STATES
 
 
 def dry_run_submission(job_script: str, directory: str | os.PathLike[str]) -> str | None:
@@ -132,3 +163,87 @@ def pending_summary(states: Mapping[str, JobState]) -> dict[str, int]:
         if job.state == "PENDING":
             counts[job.reason] = counts.get(job.reason, 0) + 1
     return counts
+
+
+# --------------------------------------------------------------------------- watch
+
+
+class PendingWatch:
+    """A thread watching a set of SLURM jobs while a run lasts.
+
+    Every ``poll_seconds`` it reads their state (:meth:`job_states`, one ``squeue``). A
+    job pending for a reason that never clears (:func:`is_unsatisfiable`) calls
+    ``on_fatal`` with :meth:`fatal_message` (one message naming the request and SLURM's
+    reason) and the watch ends; jobs pending for queue load (Priority, Resources) log a
+    line every ``report_seconds`` ("3 block jobs pending: Resources x3, 2 min").
+    Subclasses say which jobs (:meth:`job_states`) and how the message reads
+    (:meth:`fatal_message`); ``kind`` names the jobs in the periodic line.
+    """
+
+    kind = "jobs"
+
+    def __init__(
+        self,
+        on_fatal: Callable[[str], None],
+        poll_seconds: float,
+        report_seconds: float,
+    ) -> None:
+        self.on_fatal = on_fatal
+        self.poll_seconds = poll_seconds
+        self.report_seconds = report_seconds
+        self.stopped = threading.Event()
+        self.started = time.monotonic()
+        self.thread = threading.Thread(target=self._watch, name="attnrmt-pending", daemon=True)
+
+    def start(self) -> PendingWatch:
+        """Start watching; returns self."""
+        self.thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop watching (returns at once)."""
+        self.stopped.set()
+
+    def job_states(self) -> Mapping[str, JobState]:
+        """The watched jobs that squeue lists, by id."""
+        raise NotImplementedError
+
+    def fatal_message(self, states: Mapping[str, JobState]) -> str | None:
+        """The one message for a watched job that can never run, if there is one."""
+        raise NotImplementedError
+
+    def report_pending(self, states: Mapping[str, JobState]) -> str | None:
+        """Log (stderr) how many watched jobs wait, why, and for how long; the line."""
+        pending = pending_summary(states)
+        if not pending:
+            return None
+        minutes = (time.monotonic() - self.started) / 60
+        reasons = ", ".join(f"{reason} x{count}" for reason, count in sorted(pending.items()))
+        line = f"attnrmt: {sum(pending.values())} {self.kind} pending: {reasons}, {minutes:.0f} min"
+        print(line, file=sys.stderr, flush=True)
+        return line
+
+    def _watch(self) -> None:
+        last_report = time.monotonic()
+        while not self.stopped.wait(self.poll_seconds):
+            try:
+                states = self.job_states()
+                message = self.fatal_message(states)
+            except Exception as exc:  # squeue unavailable for a moment: try again later
+                LOGGER.debug("pending watch: %r", exc)
+                continue
+            if message is not None:
+                self.on_fatal(message)
+                return
+            if time.monotonic() - last_report >= self.report_seconds:
+                last_report = time.monotonic()
+                self.report_pending(states)
+
+
+def first_unsatisfiable(states: Mapping[str, JobState]) -> JobState | None:
+    """The first pending job (by id) whose reason never clears, or ``None``."""
+    for job_id in sorted(states, key=lambda text: (len(text), text)):
+        job = states[job_id]
+        if job.state == "PENDING" and is_unsatisfiable(job.reason):
+            return job
+    return None
