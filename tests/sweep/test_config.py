@@ -48,7 +48,7 @@ def test_minimal_config_gets_every_default() -> None:
     assert config["run"] == "default"
     assert config["seed"] == 2026
     assert config["positional_models"] == {} and config["weight_models"] == {}
-    assert config["execution"] == {"block_size": "auto", "block_seconds": 60}
+    assert config["execution"] == {"block_size": "auto", "block_seconds": 60, "max_failures": 0.05}
     analysis_schema = load_schema()["properties"]["analysis"]["properties"]
     assert config["analysis"] == {
         name: entry["default"] for name, entry in analysis_schema.items() if "default" in entry
