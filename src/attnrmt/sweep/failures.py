@@ -200,10 +200,21 @@ def slurm_walltime_reached(
 def count_failures_by_cause(failures: Iterable[Mapping[str, Any]]) -> dict[str, int]:
     """Failed cells per cause, most frequent first (ties in :data:`FAILURE_CAUSES` order);
     records written before causes were recorded count as ``other``. O(failures)."""
-    counts = Counter(str(failure.get("cause") or "other") for failure in failures)
+    return _ranked(Counter(str(failure.get("cause") or "other") for failure in failures))
+
+
+def merge_cause_counts(counts: Iterable[Mapping[str, int]]) -> dict[str, int]:
+    """Sum of :func:`count_failures_by_cause` results (e.g. of every sweep), ranked alike."""
+    total: Counter[str] = Counter()
+    for part in counts:
+        total.update(part)
+    return _ranked(total)
+
+
+def _ranked(counts: Mapping[str, int]) -> dict[str, int]:
     order = {cause: position for position, cause in enumerate(FAILURE_CAUSES)}
     ranked = sorted(counts, key=lambda cause: (-counts[cause], order.get(cause, len(order))))
-    return {cause: counts[cause] for cause in ranked}
+    return {cause: counts[cause] for cause in ranked if counts[cause]}
 
 
 def describe_causes(counts: Mapping[str, int]) -> str:
@@ -444,6 +455,7 @@ __all__ = [
     "mark_run_started",
     "max_failed_cells",
     "memory_restarted_workers",
+    "merge_cause_counts",
     "slurm_walltime_reached",
     "unresolved_failures",
     "write_failed_cells_table",
