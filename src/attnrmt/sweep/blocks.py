@@ -312,11 +312,10 @@ def run_block(
     if missing:
         record = failure_record_path(fragment)
         stop_message = failure_budget.exceeded(run_dir, record) if failure_budget else None
-        if stop_message is not None:
-            log.info(stop_message)
-            raise MaxFailuresReached(  # the run's one message comes from onerror
-                f"{fragment.name} not computed: execution.max_failures reached"
-            )
+        if stop_message is not None:  # the run's one message comes from its onerror
+            refused = f"{fragment.name} not computed: execution.max_failures reached"
+            log.info(refused)
+            raise MaxFailuresReached(refused)
         attempt = provenance.block_attempt(record)
         settings = ClusterSettings.from_config(dask_config, max_cores=max_cores)
         with run_client(run_dir, settings) as client:
