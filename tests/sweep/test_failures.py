@@ -141,10 +141,12 @@ def test_worker_killed_by_a_signal_is_killed() -> None:
 def test_walltime_is_near_the_slurm_end_time() -> None:
     end = 1_800_000_000
     environ = {"SLURM_JOB_ID": "7", "SLURM_JOB_END_TIME": str(end)}
-    assert failures.slurm_walltime_reached(environ, now=end - 10)
-    assert failures.slurm_walltime_reached(environ, now=end + 5)
-    assert not failures.slurm_walltime_reached(environ, now=end - 3600)
-    assert not failures.slurm_walltime_reached({}, now=end)  # not in a SLURM job
+    assert failures.slurm_job_end_time(environ) == end
+    assert failures.slurm_job_end_time({}) is None  # not in a SLURM job
+    assert failures.slurm_walltime_reached(end, now=end - 10)
+    assert failures.slurm_walltime_reached(end, now=end + 5)
+    assert not failures.slurm_walltime_reached(end, now=end - 3600)
+    assert not failures.slurm_walltime_reached(None, now=end)
 
 
 def test_slurm_job_end_time_from_squeue_inside_a_real_job(tmp_path: Path) -> None:
@@ -165,6 +167,53 @@ def test_slurm_job_end_time_from_squeue_inside_a_real_job(tmp_path: Path) -> Non
     # the job's limit is 7 minutes: its end is 7 min after its start (squeue shows whole
     # seconds, and the job started at most a minute before the Python line ran)
     assert 6 * 60 <= end - started <= 7 * 60 + 1
+
+
+#: A block job as the run's driver runs it: Snakemake's own SIGTERM handler (it does not
+#: exit at once) with the run's stop on signals on top.
+BLOCK_JOB_SCRIPT = """
+import json, signal, sys
+from attnrmt.sweep import blocks
+from attnrmt.sweep.cluster import stop_on_signals
+if __name__ == "__main__":  # Dask's worker processes import this module again
+    signal.signal(signal.SIGTERM, lambda *args: None)
+    stop_on_signals()
+    params = json.loads(open(sys.argv[1]).read())
+    try:
+        blocks.run_block(params, sys.argv[2], sys.argv[3], {"mode": "job", "dashboard": False})
+    except RuntimeError as error:
+        print("block failed:", error, flush=True)
+"""
+
+
+@pytest.mark.slurm
+def test_block_ended_by_slurm_at_its_time_limit_records_walltime(tmp_path: Path) -> None:
+    """A real SLURM job with a 1-minute limit runs a block of ~5 minutes of cells: SLURM's
+    SIGTERM at the limit stops it, and its failure record says walltime."""
+    import sys
+
+    plan = plan_run(load_config(build_tiny_config(sweep={
+        "d": [1600], "snr": [float(value) for value in range(40)], "replicates": 1})))
+    params = blocks.block_params(plan.sweeps["grid"].cells, plan.seed)  # ~5 s per cell
+    params_file = tmp_path / "params.json"
+    params_file.write_text(json.dumps(params))
+    script = tmp_path / "block_job.py"
+    script.write_text(BLOCK_JOB_SCRIPT)
+    run_dir = tmp_path / "results" / "unit"
+    fragment = run_dir / "grid" / "fragments" / "long.npz"
+    subprocess.run(
+        ["sbatch", "--wait", "--time=1", "--cpus-per-task=1",
+         f"--output={tmp_path / 'slurm.out'}",
+         f"--export=ALL,PYTHONPATH={os.environ.get('PYTHONPATH', '')}",
+         "--wrap", f"{sys.executable} {script} {params_file} {fragment} {run_dir}"],
+        capture_output=True, timeout=600, check=False,  # the job ends in TIMEOUT: non-zero
+    )
+    output = (tmp_path / "slurm.out").read_text()
+    assert "DUE TO TIME LIMIT" in output, output[-3000:]
+    record = json.loads(failures.failure_record_path(fragment).read_text())
+    causes = {cell["cause"] for cell in record["cells"]}
+    assert causes == {"walltime"}, (causes, output[-3000:])
+    assert not fragment.exists()
 
 
 # --------------------------------------------------------------------------- records

@@ -33,6 +33,7 @@ from attnrmt.sweep.failures import (
     failure_record_path,
     memory_restarted_workers,
     record_block_failures,
+    slurm_job_end_time,
     slurm_walltime_reached,
 )
 
@@ -317,6 +318,7 @@ def run_block(
             log.info(refused)
             raise MaxFailuresReached(refused)
         attempt = provenance.block_attempt(record)
+        job_end_time = slurm_job_end_time()  # while SLURM still lists the job
         settings = ClusterSettings.from_config(dask_config, max_cores=max_cores)
         with run_client(run_dir, settings) as client:
             log.info(f"Dask scheduler {client.scheduler.address}")
@@ -328,7 +330,7 @@ def run_block(
         if failures:
             salvage = _salvage(block_cells, computed, sweep_dir, fragment)
             stop_reason = run_stop_reason(run_dir)
-            walltime = stop_reason is not None and slurm_walltime_reached()
+            walltime = stop_reason is not None and slurm_walltime_reached(job_end_time)
             if stop_reason is not None and not walltime:  # interrupted: nothing to record
                 log.info(f"stopped: {stop_reason}; {len(computed)} finished cells kept")
                 raise RuntimeError(

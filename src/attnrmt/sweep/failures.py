@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import math
 import os
@@ -170,13 +171,17 @@ WALLTIME_MARGIN_SECONDS = 300.0
 
 def slurm_job_end_time(environ: Mapping[str, str] = os.environ) -> float | None:
     """End time (Unix seconds) of the SLURM job this process runs in, or ``None`` outside
-    one or when SLURM cannot tell. ``SLURM_JOB_END_TIME`` when SLURM sets it (23.02+),
-    else ``squeue -h -j $SLURM_JOB_ID -o %e``. Called only when a block was stopped."""
+    one or when SLURM cannot tell: ``SLURM_JOB_END_TIME`` when SLURM sets it (23.02+),
+    else ``squeue -h -j $SLURM_JOB_ID -o %e``, asked once per job and process (a block
+    asks when it starts: once SLURM has ended the job, squeue may no longer list it)."""
     if environ.get("SLURM_JOB_END_TIME", "").isdigit():
         return float(environ["SLURM_JOB_END_TIME"])
     job = environ.get("SLURM_JOB_ID")
-    if not job:
-        return None
+    return _squeue_end_time(job) if job else None
+
+
+@functools.lru_cache(maxsize=16)
+def _squeue_end_time(job: str) -> float | None:
     try:
         shown = subprocess.run(
             ["squeue", "-h", "-j", job, "-o", "%e"], capture_output=True, text=True,
@@ -187,14 +192,12 @@ def slurm_job_end_time(environ: Mapping[str, str] = os.environ) -> float | None:
         return None
 
 
-def slurm_walltime_reached(
-    environ: Mapping[str, str] = os.environ, now: float | None = None
-) -> bool:
-    """Whether this process runs in a SLURM job within :data:`WALLTIME_MARGIN_SECONDS` of
-    (or past) its end time: a stop signal now is SLURM ending the job at its walltime."""
-    end = slurm_job_end_time(environ)
+def slurm_walltime_reached(end_time: float | None, now: float | None = None) -> bool:
+    """Whether ``now`` is within :data:`WALLTIME_MARGIN_SECONDS` of (or past) the job's
+    ``end_time`` (:func:`slurm_job_end_time`; ``None``: not in a SLURM job): a stop
+    signal now is SLURM ending the job at its walltime."""
     current = time.time() if now is None else now
-    return end is not None and current >= end - WALLTIME_MARGIN_SECONDS
+    return end_time is not None and current >= end_time - WALLTIME_MARGIN_SECONDS
 
 
 def count_failures_by_cause(failures: Iterable[Mapping[str, Any]]) -> dict[str, int]:
@@ -456,6 +459,7 @@ __all__ = [
     "max_failed_cells",
     "memory_restarted_workers",
     "merge_cause_counts",
+    "slurm_job_end_time",
     "slurm_walltime_reached",
     "unresolved_failures",
     "write_failed_cells_table",
