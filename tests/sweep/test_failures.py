@@ -88,6 +88,21 @@ def test_other_errors_are_other_and_walltime_only_when_stopped_at_the_limit() ->
     assert failures.classify_failure(cancelled, walltime=True) == "walltime"
     # a cell's own error keeps its cause even in a job ended at its walltime
     assert failures.classify_failure(MemoryError(), walltime=True) == "out_of_memory"
+    assert failures.classify_failure(invalid, walltime=True) == "other"
+
+
+def test_a_cancelled_future_is_killed_or_walltime(scheduler_address: str) -> None:
+    """What a block gets for a task cancelled under it (its client closed by a stop)."""
+    from distributed import Client
+
+    with Client(scheduler_address, set_as_default=False) as client:
+        future = client.submit(time.sleep, 30, pure=False)
+        future.cancel()
+        with pytest.raises(Exception) as caught:
+            future.result(timeout=30)
+    assert type(caught.value).__name__ == "FutureCancelledError"
+    assert failures.classify_failure(caught.value) == "killed"
+    assert failures.classify_failure(caught.value, walltime=True) == "walltime"
 
 
 def error_on_one_worker(task: Callable[[], Any], memory_limit: str | int) -> tuple[Any, set]:
@@ -186,10 +201,26 @@ if __name__ == "__main__":  # Dask's worker processes import this module again
 """
 
 
+def wait_until(condition: Callable[[], bool], timeout: float, what: str) -> None:
+    """Poll ``condition`` every 0.5 s; fail naming ``what`` after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            pytest.fail(f"{what} not seen in {timeout} s")
+        time.sleep(0.5)
+
+
 @pytest.mark.slurm
-def test_block_ended_by_slurm_at_its_time_limit_records_walltime(tmp_path: Path) -> None:
-    """A real SLURM job with a 1-minute limit runs a block of ~5 minutes of cells: SLURM's
-    SIGTERM at the limit stops it, and its failure record says walltime."""
+@pytest.mark.parametrize("sigterm", [False, True])
+def test_block_ended_by_slurm_at_its_time_limit_records_walltime(
+    tmp_path: Path, sigterm: bool
+) -> None:
+    """A real SLURM job runs a block of ~5 minutes of cells (2 and 3 minute limits).
+    Without a signal the block stops itself a minute before the limit
+    (blocks.STOP_BEFORE_WALLTIME_SECONDS). With SLURM's SIGTERM once the block computes,
+    less than 5 minutes before the limit (as a driver run in a batch job gets it at its
+    limit), the run's stop ends it. Either way the job ends on its own, before SLURM's
+    limit, and the failure record says walltime."""
     import sys
 
     plan = plan_run(load_config(build_tiny_config(sweep={
@@ -201,15 +232,29 @@ def test_block_ended_by_slurm_at_its_time_limit_records_walltime(tmp_path: Path)
     script.write_text(BLOCK_JOB_SCRIPT)
     run_dir = tmp_path / "results" / "unit"
     fragment = run_dir / "grid" / "fragments" / "long.npz"
-    subprocess.run(
-        ["sbatch", "--wait", "--time=1", "--cpus-per-task=1",
-         f"--output={tmp_path / 'slurm.out'}",
-         f"--export=ALL,PYTHONPATH={os.environ.get('PYTHONPATH', '')}",
-         "--wrap", f"{sys.executable} {script} {params_file} {fragment} {run_dir}"],
-        capture_output=True, timeout=600, check=False,  # the job ends in TIMEOUT: non-zero
-    )
-    output = (tmp_path / "slurm.out").read_text()
-    assert "DUE TO TIME LIMIT" in output, output[-3000:]
+    log = tmp_path / "slurm.out"
+    job = subprocess.run(
+        ["sbatch", "--parsable", f"--time={3 if sigterm else 2}", "--cpus-per-task=1",
+         f"--output={log}", f"--export=ALL,PYTHONPATH={os.environ.get('PYTHONPATH', '')}",
+         "--wrap", f"exec {sys.executable} {script} {params_file} {fragment} {run_dir}"],
+        capture_output=True, text=True, timeout=60, check=True,
+    ).stdout.strip().split(";")[0]
+
+    def listed() -> bool:
+        return bool(subprocess.run(["squeue", "-h", "-j", job], capture_output=True,
+                                   text=True).stdout.strip())
+
+    try:
+        if sigterm:  # once the block's client is connected (it computes from then on)
+            wait_until(lambda: log.exists() and "Receive client connection" in log.read_text(),
+                       120, "the block's client")
+            subprocess.run(["scancel", "--batch", "--signal=TERM", job], check=True)
+        wait_until(lambda: not listed(), 240, "the end of the job")
+    finally:
+        subprocess.run(["scancel", job], capture_output=True)
+    output = log.read_text()
+    assert "block failed" in output and "DUE TO TIME LIMIT" not in output, output[-3000:]
+    assert ("SIGTERM received" in output) == sigterm, output[-3000:]
     record = json.loads(failures.failure_record_path(fragment).read_text())
     causes = {cell["cause"] for cell in record["cells"]}
     assert causes == {"walltime"}, (causes, output[-3000:])

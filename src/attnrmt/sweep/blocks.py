@@ -13,8 +13,10 @@ task).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import os
+import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -323,14 +325,17 @@ def run_block(
         with run_client(run_dir, settings) as client:
             log.info(f"Dask scheduler {client.scheduler.address}")
             log.info(f"Dask dashboard {client.dashboard_link}")
-            computed, failures = compute_missing(missing, client, settings.task_retries)
+            with closed_before(client, job_end_time) as deadline:  # record before SIGKILL
+                computed, failures = compute_missing(missing, client, settings.task_retries)
             memory_restarted = memory_restarted_workers(client) if failures else set()
         computed = {cell_id: provenance.with_attempt(record, attempt)
                     for cell_id, record in computed.items()}
         if failures:
             salvage = _salvage(block_cells, computed, sweep_dir, fragment)
             stop_reason = run_stop_reason(run_dir)
-            walltime = stop_reason is not None and slurm_walltime_reached(job_end_time)
+            walltime = deadline.passed or (
+                stop_reason is not None and slurm_walltime_reached(job_end_time)
+            )
             if stop_reason is not None and not walltime:  # interrupted: nothing to record
                 log.info(f"stopped: {stop_reason}; {len(computed)} finished cells kept")
                 raise RuntimeError(
@@ -365,6 +370,45 @@ def run_block(
     log.info(summary.describe())
     print(f"attnrmt: {sweep_dir.name} {summary.describe()}", flush=True)
     return summary
+
+
+#: Seconds before its SLURM job's end time at which a block stops waiting for its cells
+#: (:func:`closed_before`): enough to salvage the finished ones and record the others as
+#: ``walltime`` before SLURM's SIGTERM and, ``KillWait`` seconds later, SIGKILL.
+STOP_BEFORE_WALLTIME_SECONDS = 60.0
+
+
+class Deadline:
+    """Whether :func:`closed_before` closed the client (``passed``)."""
+
+    def __init__(self) -> None:
+        self.passed = False
+
+    def close(self, client: Any) -> None:
+        """Mark the deadline passed, then close ``client`` (timer thread)."""
+        self.passed = True
+        client.close()
+
+
+@contextlib.contextmanager
+def closed_before(client: Any, end_time: float | None) -> Iterator[Deadline]:
+    """Close ``client`` at ``end_time - STOP_BEFORE_WALLTIME_SECONDS`` if the body still
+    runs then (a daemon timer; none when ``end_time`` is ``None``: not in a SLURM job).
+    The block then ends as when its run is stopped: finished cells salvaged, the lost
+    ones failed with cause ``walltime`` (:func:`attnrmt.sweep.failures.classify_failure`).
+    """
+    deadline = Deadline()
+    if end_time is None:
+        yield deadline
+        return
+    delay = max(end_time - STOP_BEFORE_WALLTIME_SECONDS - time.time(), 0.0)
+    timer = threading.Timer(delay, deadline.close, args=(client,))
+    timer.daemon = True
+    timer.start()
+    try:
+        yield deadline
+    finally:
+        timer.cancel()
 
 
 def failure_entries(

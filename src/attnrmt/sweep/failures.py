@@ -21,6 +21,7 @@ This module answers the questions a user asks afterwards:
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import functools
 import json
@@ -121,14 +122,13 @@ def classify_failure(
     2. ``ArithmeticError`` (``FloatingPointError``, ``ZeroDivisionError``,
        ``OverflowError``), ``numpy.linalg.LinAlgError`` or a ``ValueError`` about
        non-finite numbers (:data:`NON_FINITE_WORDS`) -> ``numerical``;
-    3. ``walltime`` (the block job was stopped at its SLURM time limit:
-       :func:`slurm_walltime_reached`) -> ``walltime``;
-    4. ``distributed.KilledWorker`` whose last worker is in ``memory_restarted``
-       (addresses of workers their nanny restarted for memory:
-       :func:`memory_restarted_workers`) -> ``out_of_memory``; any other
-       ``KilledWorker``, or a task lost with its worker or client
-       (``CancelledError``, closed comm) -> ``killed``;
-    5. anything else -> ``other``.
+    3. a task lost with its worker or client (``distributed.KilledWorker``, a cancelled
+       future, a closed comm): ``walltime`` when the block was stopped at its
+       SLURM time limit (``walltime``: :func:`slurm_walltime_reached`); else
+       ``out_of_memory`` for a ``KilledWorker`` whose last worker is in
+       ``memory_restarted`` (workers their nanny restarted for exceeding their memory
+       limit: :func:`memory_restarted_workers`); else ``killed``;
+    4. anything else -> ``other``.
 
     O(1) (``memory_restarted`` is a set).
     """
@@ -139,17 +139,19 @@ def classify_failure(
         and any(word in str(error).lower() for word in NON_FINITE_WORDS)
     ):
         return "numerical"
-    if walltime:
-        return "walltime"
     from distributed import KilledWorker
     from distributed.comm import CommClosedError
 
+    lost = (KilledWorker, asyncio.CancelledError, concurrent.futures.CancelledError,
+            CommClosedError)  # distributed's FutureCancelledError is the third
+    if not isinstance(error, lost):
+        return "other"
+    if walltime:
+        return "walltime"
     if isinstance(error, KilledWorker):
         worker = getattr(error.last_worker, "address", error.last_worker)
         return "out_of_memory" if worker in memory_restarted else "killed"
-    if isinstance(error, asyncio.CancelledError | CommClosedError):
-        return "killed"
-    return "other"
+    return "killed"
 
 
 def memory_restarted_workers(client: Any) -> set[str]:
@@ -163,9 +165,10 @@ def memory_restarted_workers(client: Any) -> set[str]:
     return {str(message.get("worker")) for _, message in events if isinstance(message, dict)}
 
 
-#: Seconds before its end time from which a SLURM job counts as stopped at its walltime:
-#: SLURM sends SIGTERM at the limit (or earlier with ``--signal``), and a stop then takes
-#: seconds to reach the block.
+#: Seconds before its end time from which a failing block of a SLURM job counts as ended
+#: by its walltime: a block stops itself a minute before
+#: (``attnrmt.sweep.blocks.STOP_BEFORE_WALLTIME_SECONDS``), and SLURM sends SIGTERM at
+#: the limit (or earlier with ``--signal``) to a run driven from a batch job.
 WALLTIME_MARGIN_SECONDS = 300.0
 
 
