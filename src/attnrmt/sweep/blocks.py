@@ -313,13 +313,14 @@ def run_block(
     )
     computed: dict[tuple[str, str], dict[str, Any]] = {}
     if missing:
-        record = failure_record_path(fragment)
-        stop_message = failure_budget.exceeded(run_dir, record) if failure_budget else None
+        failure_record = failure_record_path(fragment)
+        stop_message = (failure_budget.exceeded(run_dir, failure_record)
+                        if failure_budget else None)
         if stop_message is not None:  # the run's one message comes from its onerror
             refused = f"{fragment.name} not computed: execution.max_failures reached"
             log.info(refused)
             raise MaxFailuresReached(refused)
-        attempt = provenance.block_attempt(record)
+        attempt = provenance.block_attempt(failure_record)
         job_end_time = slurm_job_end_time()  # while SLURM still lists the job
         settings = ClusterSettings.from_config(dask_config, max_cores=max_cores)
         with run_client(run_dir, settings) as client:
