@@ -17,6 +17,7 @@ if not workflow.overwrite_configfiles:
 
 
 from attnrmt.sweep.config import ConfigError, RunDirConflict, claim_run_dir, snakemake_config
+from attnrmt.sweep.failures import mark_run_started
 from attnrmt.sweep.runlock import claim_directory
 
 # The one validation (schema + defaults + semantics; attnrmt.sweep.config): every problem
@@ -65,6 +66,7 @@ rule stores:
 # refused above.
 onstart:
     claim_run_dir(RESULTS, CONFIG_FILE)
+    mark_run_started(RESULTS)  # failure records older than this do not count (max_failures)
     stop_on_signals()  # SIGINT/SIGTERM stop the run's cluster work within seconds
     start_block_job_watch(workflow)  # profiles/slurm: a block job SLURM never runs stops the run
 
@@ -76,5 +78,6 @@ onsuccess:
 
 onerror:
     shutdown_run_cluster(RESULTS, wait=False)
+    print_max_failures_message()
     for line in store_finished_cells(PLAN, RESULTS):
         print(f"attnrmt: {line}", file=sys.stderr)

@@ -126,11 +126,14 @@ def _print_plan_table(rows: list[dict[str, Any]]) -> None:
 
 def _print_failures(rows: Sequence[Mapping[str, Any]], run_dir: Path) -> None:
     """One line per failed cell: sweep, block, key, main parameters and the error."""
+    from attnrmt.sweep.failures import count_failures_by_cause, describe_causes
+
     failed = [(row["sweep"], cell) for row in rows for cell in row["failed_cells"]]
     if not failed:
         return
+    causes = describe_causes(count_failures_by_cause(cell for _, cell in failed))
     print(
-        f"failed cells ({len(failed)}; the next run retries them, "
+        f"failed cells ({len(failed)}: {causes}; the next run retries them, "
         "skip_failed: true leaves them out):"
     )
     for sweep, cell in failed:
@@ -139,7 +142,8 @@ def _print_failures(rows: Sequence[Mapping[str, Any]], run_dir: Path) -> None:
         shown = ", ".join(f"{name}={params[name]}" for name in names)
         error = " ".join(str(cell.get("error", "")).split())
         error = error if len(error) <= 160 else error[:157] + "..."
-        print(f"  {sweep}  block {cell['block']}  cell {str(cell['key'])[:12]}  {shown}: {error}")
+        print(f"  {sweep}  block {cell['block']}  cell {str(cell['key'])[:12]}  {shown}  "
+              f"[{cell.get('cause', 'other')}]: {error}")
     print(f"  logs: {run_dir}/logs/simulate_block/<sweep>/<block>.log")
 
 

@@ -60,6 +60,11 @@ PROVENANCE_FIELDS: tuple[str, ...] = ("environment_id", "peak_memory_bytes", "at
 PROVENANCE_ABSENT: dict[str, int] = {"environment_id": 0, "peak_memory_bytes": -1,
                                      "attempt": 0}
 
+#: Why a cell failed, in the ``cause`` of its failure record and of ``failed_cells.csv``
+#: (``docs/data-contract.md``, "Failure causes"; decided by
+#: ``attnrmt.sweep.failures.classify_failure``), in the order reports list them.
+FAILURE_CAUSES: tuple[str, ...] = ("out_of_memory", "walltime", "killed", "numerical", "other")
+
 
 def round_significant(value: float) -> float:
     """``value`` rounded to :data:`SIGNIFICANT_DIGITS` significant digits (``-0.0`` -> ``0.0``).

@@ -40,6 +40,7 @@ from typing import Any
 import pandas as pd
 import pytest
 import xarray as xr
+import yaml
 
 from attnrmt.sweep import store
 from attnrmt.sweep.cluster import connect
@@ -57,6 +58,16 @@ pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 N_CELLS = 12  # 2 weights x 3 snr x 2 replicates
 POISON_D = 5_000_000
+#: A sweep of one cell that cannot be allocated (MemoryError at once: out_of_memory).
+POISON_SWEEP: dict[str, Any] = {
+    "d": [POISON_D],
+    "T": [4],
+    "positional": ["iid"],
+    "weights": ["mean"],
+    "snr": [1.0],
+    "replicates": 1,
+    "top_k": 2,
+}
 
 
 def fault_config(run: str = "faults", **sweeps: dict[str, Any]) -> dict[str, Any]:
@@ -227,16 +238,9 @@ def test_failing_cell_fails_its_block_clearly_and_others_finish(
     reference: tuple[Workdir, xr.Dataset], tmp_path: Path
 ) -> None:
     """A cell that cannot be allocated fails its block; --keep-going finishes the rest."""
-    poison = {
-        "d": [POISON_D],
-        "T": [4],
-        "positional": ["iid"],
-        "weights": ["mean"],
-        "snr": [1.0],
-        "replicates": 1,
-        "top_k": 2,
-    }
-    workdir = Workdir.create(tmp_path / "work", fault_config(poison=poison))
+    config = fault_config(poison=POISON_SWEEP)
+    config["execution"]["max_failures"] = None  # finish everything else, however many fail
+    workdir = Workdir.create(tmp_path / "work", config)
     try:
         result = workdir.run("--keep-going", check=False)
         assert result.returncode != 0
@@ -268,6 +272,7 @@ def test_failing_cell_fails_its_block_clearly_and_others_finish(
         assert rows["grid"]["failed_cells"] == []
         (failure,) = rows["poison"]["failed_cells"]
         assert failure["key"] == poison_keys[0] and "MemoryError" in failure["error"]
+        assert failure["cause"] == "out_of_memory"
         assert f"cell {poison_keys[0][:12]}  d={POISON_D}" in plan()
         # skip_failed: what finished is analysed and reported, the failure listed beside it
         partial = workdir.run("--config", "skip_failed=true", targets=())
@@ -276,11 +281,90 @@ def test_failing_cell_fails_its_block_clearly_and_others_finish(
         failed = pd.read_csv(workdir.run_dir / "failed_cells.csv")
         assert failed["cell_key"].tolist() == poison_keys and failed["d"].tolist() == [POISON_D]
         assert failed["sweep"].tolist() == ["poison"] and "MemoryError" in failed["error"][0]
+        assert failed["cause"].tolist() == ["out_of_memory"]
         assert not (workdir.sweep_dir("poison") / "cells.zarr").exists()
         assert (workdir.run_dir / "figures" / "spectra.png").is_file()
         report = workdir.run_dir / "report.html"
         workdir.run("--config", "skip_failed=true", "--report", str(report), targets=())
         assert "failed_cells.csv" in report.read_text(encoding="utf-8")
+    finally:
+        workdir.close()
+
+
+def test_out_of_memory_block_is_retried_with_the_slurm_profiles_larger_memory(
+    tmp_path: Path,
+) -> None:
+    """profiles/slurm's attempt-scaled ``mem_mb`` and ``retries``, under the local
+    executor: the block fails out_of_memory on attempt 1 and Snakemake's retry is granted
+    more memory (the block records what it was granted)."""
+    from tests.e2e.helpers import REPO_ROOT
+
+    profile = yaml.safe_load((REPO_ROOT / "profiles" / "slurm" / "config.yaml").read_text())
+    expression = str(profile["set-resources"]["simulate_block"]["mem_mb"])
+    retries = int(profile["retries"])
+    assert retries >= 1
+    # what Snakemake grants at each attempt (it evaluates the string with `attempt`)
+    granted = [eval(expression, {"attempt": attempt}) for attempt in range(1, retries + 2)]
+    assert granted == sorted(set(granted)), granted  # strictly more memory each attempt
+    config = fault_config(run="oom")
+    config["sweeps"] = {"poison": POISON_SWEEP}
+    workdir = Workdir.create(tmp_path / "work", config)
+    try:
+        compact = "".join(expression.split())  # the command line splits at spaces
+        # (--set-resources takes several values: an option after it ends them)
+        result = workdir.run("--set-resources", f"simulate_block:mem_mb={compact}",
+                             "--retries", str(retries), check=False)
+        assert result.returncode != 0
+        for mem_mb in granted:  # Snakemake's job lines of each attempt
+            assert f"mem_mb={mem_mb}," in result.output, result.output[-4000:]
+        (record_path,) = (workdir.sweep_dir("poison") / "failures").glob("*.json")
+        record = json.loads(record_path.read_text())
+        assert (record["attempt"], record["mem_mb"]) == (retries + 1, granted[-1])
+        assert [cell["cause"] for cell in record["cells"]] == ["out_of_memory"]
+    finally:
+        workdir.close()
+
+
+def test_max_failures_stops_new_blocks_with_one_message_and_the_rerun_resumes(
+    tmp_path: Path,
+) -> None:
+    """max_failures 2: the first poison block (2 cells) reaches it; Snakemake's retry of
+    that block still runs, every block after computes nothing, the run ends non-zero with
+    one message; the rerun after the fix resumes."""
+    poison = dict(POISON_SWEEP, snr=[1.0, 2.0, 3.0, 4.0, 5.0, 6.0])  # 3 blocks of 2
+    config = fault_config(run="budget", poison=poison)
+    config["execution"]["max_failures"] = 2
+    workdir = Workdir.create(tmp_path / "work", config)
+    try:
+        # one block at a time, so that "blocks that start afterwards" is exact
+        stopped = workdir.run("--resources", "dask_clients=1", "--keep-going", check=False)
+        assert stopped.returncode != 0
+        message = ("attnrmt: max_failures reached: 2 of 18 cells failed (2 out_of_memory); "
+                   "stopping. Fix and rerun the same command to resume.")
+        assert stopped.output.count("max_failures reached: ") == 1, stopped.output[-6000:]
+        assert message in stopped.output
+        assert "not computed: execution.max_failures reached" in stopped.output
+        # only the first poison block computed (twice: Snakemake's retry); the others not
+        records = list((workdir.sweep_dir("poison") / "failures").glob("*.json"))
+        assert len(records) == 1
+        assert json.loads(records[0].read_text())["attempt"] == 2
+        def refused(sweep: str) -> int:
+            logs = (workdir.run_dir / "logs" / "simulate_block" / sweep).glob("*.log")
+            return sum("not computed: execution.max_failures" in log.read_text()
+                       for log in logs)
+
+        assert refused("poison") == 2
+        # each grid block either ran before the limit (2 cells) or was refused
+        kept = fragment_files(workdir.path)
+        assert stopped.computed + 2 * refused("grid") == N_CELLS
+        # the fix (the poison sweep removed) and the same command: only what is missing
+        fixed = fault_config(run="budget")
+        fixed["execution"]["max_failures"] = 2
+        workdir.write_config(fixed)
+        resumed = workdir.run("--resources", "dask_clients=1", "--keep-going")
+        assert resumed.computed == N_CELLS - stopped.computed
+        after = fragment_files(workdir.path)
+        assert all(after[path] == mtime for path, mtime in kept.items())
     finally:
         workdir.close()
 

@@ -48,7 +48,7 @@ def test_minimal_config_gets_every_default() -> None:
     assert config["run"] == "default"
     assert config["seed"] == 2026
     assert config["positional_models"] == {} and config["weight_models"] == {}
-    assert config["execution"] == {"block_size": "auto", "block_seconds": 60}
+    assert config["execution"] == {"block_size": "auto", "block_seconds": 60, "max_failures": 0.05}
     analysis_schema = load_schema()["properties"]["analysis"]["properties"]
     assert config["analysis"] == {
         name: entry["default"] for name, entry in analysis_schema.items() if "default" in entry
@@ -206,6 +206,9 @@ BAD_SWEEP_VALUES = [
     (("seed",), 1.5, ["seed=1.5", "an integer"]),
     (("execution", "block_size"), 0, ["execution.block_size=0", ">= 1"]),
     (("execution", "workers"), 4, ["execution", "unknown key 'workers'"]),
+    (("execution", "max_failures"), 0, ["execution.max_failures=0", "a count >= 1"]),
+    (("execution", "max_failures"), -0.5, ["execution.max_failures=-0.5", "a fraction"]),
+    (("execution", "max_failures"), "many", ["execution.max_failures='many'", "or null"]),
     (("dask", "mode"), "cloud", ["dask.mode='cloud'", "local, address, job, slurm"]),
     (("sweeps",), {}, ["sweeps={}"]),
     (("sweeps", "bad/name"), {}, ["sweeps: name 'bad/name'"]),

@@ -89,7 +89,8 @@ def test_counts_done_failed_and_pending_from_fragments_salvage_and_failures(
                 [second.cells[0]])
     record_block_failures(
         sweep_dir / fragments.FRAGMENTS_DIRNAME / f"{third.key}.npz",
-        [{"key": cell.key, "seed": "[]", "params": {}, "error": "boom"} for cell in third.cells],
+        [{"key": cell.key, "seed": "[]", "params": {}, "error": "boom", "cause": cause}
+         for cell, cause in zip(third.cells, ["numerical", "killed"], strict=True)],
     )
 
     result = status.run_status(plan, tmp_path / "unit", now=EPOCH + 1)
@@ -100,6 +101,10 @@ def test_counts_done_failed_and_pending_from_fragments_salvage_and_failures(
     assert result.live is False
     assert result.total.done == 3 and result.total.percent_done == pytest.approx(25.0)
     assert row.last_fragment_age_seconds == pytest.approx(1.0)
+    # failed cells by cause: per sweep, in the total, the table and the progress line
+    assert row.failed_by_cause == result.total.failed_by_cause == {"killed": 1, "numerical": 1}
+    assert "failed cells by cause: 1 killed, 1 numerical" in status.status_table(result)
+    assert "2 failed (1 killed, 1 numerical)" in status.progress_line(result)
 
 
 def test_cache_link_counts_once_and_a_cached_block_stays_done(tmp_path: Path) -> None:

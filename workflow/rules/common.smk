@@ -10,7 +10,7 @@ from attnrmt.analysis.pipeline import TABLES
 from attnrmt.sweep.blocks import block_params
 from attnrmt.sweep.cluster import dashboard_link, shutdown_run_cluster, stop_on_signals
 from attnrmt.sweep.cluster.blockwatch import start_block_job_watch
-from attnrmt.sweep.failures import describe_skipped, failed_blocks
+from attnrmt.sweep.failures import FailureBudget, describe_skipped, failed_blocks
 from attnrmt.sweep.plan import plan_run
 from attnrmt.sweep.status import print_progress
 from attnrmt.summary import run_summary
@@ -30,6 +30,8 @@ SKIPPED_BLOCKS = (
 SKIPPED_MESSAGE = describe_skipped(SKIPPED_BLOCKS)
 if SKIPPED_MESSAGE:
     print(SKIPPED_MESSAGE, file=sys.stderr)
+# execution.max_failures: blocks stop computing once this run has failed that many cells
+FAILURE_BUDGET = FailureBudget.from_config(config, PLAN)
 # sweeps with a block to gather: the ones stored, analysed and reported
 GATHERED_SWEEPS = [name for name in SWEEPS if len(BLOCKS[name]) > len(SKIPPED_BLOCKS[name])]
 
@@ -142,3 +144,11 @@ def print_end_summary():
     link = dashboard_link(RESULTS)
     if link:
         print(f"Dask dashboard (while the run lasted): {link}", file=sys.stderr)
+
+
+def print_max_failures_message():
+    """The one max_failures message (attnrmt.sweep.failures.FailureBudget), for the
+    Snakefile's onerror, when the run stopped because of it."""
+    message = FAILURE_BUDGET.exceeded(RESULTS)
+    if message:
+        print(f"attnrmt: {message}", file=sys.stderr)

@@ -20,7 +20,8 @@ rule simulate_block:
         dask_clients=1,
     run:
         attnrmt.sweep.blocks.run_block(
-            params.cells, output[0], RESULTS, config.get("dask"), log[0], granted_cores()
+            params.cells, output[0], RESULTS, config.get("dask"), log[0], granted_cores(),
+            failure_budget=FAILURE_BUDGET, mem_mb=getattr(resources, "mem_mb", None),
         )
         print_run_progress()
 

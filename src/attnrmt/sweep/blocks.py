@@ -13,8 +13,10 @@ task).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import os
+import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -26,9 +28,15 @@ import numpy as np
 from attnrmt.sweep import fragments, provenance
 from attnrmt.sweep.cost import bundle_by_cost, estimated_cell_seconds
 from attnrmt.sweep.failures import (
+    FailureBudget,
+    MaxFailuresReached,
+    classify_failure,
     clear_block_failures,
     failure_record_path,
+    memory_restarted_workers,
     record_block_failures,
+    slurm_job_end_time,
+    slurm_walltime_reached,
 )
 
 
@@ -246,6 +254,8 @@ def run_block(
     dask_config: Mapping[str, Any] | None = None,
     log_path: str | os.PathLike[str] | None = None,
     max_cores: int | None = None,
+    failure_budget: FailureBudget | None = None,
+    mem_mb: int | None = None,
 ) -> BlockSummary:
     """Produce one block's fragment (the body of rule ``simulate_block``).
 
@@ -265,6 +275,13 @@ def run_block(
         Per-block log file.
     max_cores : int, optional
         Cores granted to the run (Snakemake's ``--cores``): caps a ``local`` cluster.
+    failure_budget : FailureBudget, optional
+        ``execution.max_failures`` of the run: once reached (by other blocks: a retry
+        of this one still runs), the block computes nothing and raises
+        :class:`MaxFailuresReached` (checked before computing, O(failure records)).
+    mem_mb : int, optional
+        Memory granted to the block job (Snakemake's ``mem_mb``), kept in its failure
+        record.
 
     Returns
     -------
@@ -275,7 +292,9 @@ def run_block(
     RuntimeError
         If some cells failed after Dask's retries; their finished siblings are kept in
         ``<sweep>/salvage/<block>.npz`` for the rerun, and the failures (cell, parameters,
-        error) recorded in ``<sweep>/failures/<block>.json``.
+        error, cause) recorded in ``<sweep>/failures/<block>.json``.
+    MaxFailuresReached
+        If the run already reached ``failure_budget`` (nothing computed).
     """
     from attnrmt.sweep.cluster import ClusterSettings, run_client, run_stop_reason
 
@@ -294,18 +313,31 @@ def run_block(
     )
     computed: dict[tuple[str, str], dict[str, Any]] = {}
     if missing:
-        attempt = provenance.block_attempt(failure_record_path(fragment))
+        failure_record = failure_record_path(fragment)
+        stop_message = (failure_budget.exceeded(run_dir, failure_record)
+                        if failure_budget else None)
+        if stop_message is not None:  # the run's one message comes from its onerror
+            refused = f"{fragment.name} not computed: execution.max_failures reached"
+            log.info(refused)
+            raise MaxFailuresReached(refused)
+        attempt = provenance.block_attempt(failure_record)
+        job_end_time = slurm_job_end_time()  # while SLURM still lists the job
         settings = ClusterSettings.from_config(dask_config, max_cores=max_cores)
         with run_client(run_dir, settings) as client:
             log.info(f"Dask scheduler {client.scheduler.address}")
             log.info(f"Dask dashboard {client.dashboard_link}")
-            computed, failures = compute_missing(missing, client, settings.task_retries)
+            with closed_before(client, job_end_time) as deadline:  # record before SIGKILL
+                computed, failures = compute_missing(missing, client, settings.task_retries)
+            memory_restarted = memory_restarted_workers(client) if failures else set()
         computed = {cell_id: provenance.with_attempt(record, attempt)
                     for cell_id, record in computed.items()}
         if failures:
             salvage = _salvage(block_cells, computed, sweep_dir, fragment)
             stop_reason = run_stop_reason(run_dir)
-            if stop_reason is not None:  # interrupted, not failed: nothing to record
+            walltime = deadline.passed or (
+                stop_reason is not None and slurm_walltime_reached(job_end_time)
+            )
+            if stop_reason is not None and not walltime:  # interrupted: nothing to record
                 log.info(f"stopped: {stop_reason}; {len(computed)} finished cells kept")
                 raise RuntimeError(
                     f"{fragment.name}: run stopped ({stop_reason}); "
@@ -314,13 +346,8 @@ def run_block(
             for cell, exc in failures:
                 log.info(f"cell {cell.key} failed: {exc!r}")
             record_block_failures(
-                fragment,
-                [
-                    {"key": cell.key, "seed": cell.cell_id[1], "params": dict(cell.kwargs),
-                     "error": repr(exc)}
-                    for cell, exc in failures
-                ],
-                attempt=attempt,
+                fragment, failure_entries(failures, memory_restarted, walltime),
+                attempt=attempt, mem_mb=mem_mb,
             )
             raise RuntimeError(
                 f"{len(failures)} of {len(missing)} cells of {fragment.name} failed "
@@ -344,6 +371,59 @@ def run_block(
     log.info(summary.describe())
     print(f"attnrmt: {sweep_dir.name} {summary.describe()}", flush=True)
     return summary
+
+
+#: Seconds before its SLURM job's end time at which a block stops waiting for its cells
+#: (:func:`closed_before`): enough to salvage the finished ones and record the others as
+#: ``walltime`` before SLURM's SIGTERM and, ``KillWait`` seconds later, SIGKILL.
+STOP_BEFORE_WALLTIME_SECONDS = 60.0
+
+
+class Deadline:
+    """Whether :func:`closed_before` closed the client (``passed``)."""
+
+    def __init__(self) -> None:
+        self.passed = False
+
+    def close(self, client: Any) -> None:
+        """Mark the deadline passed, then close ``client`` (timer thread)."""
+        self.passed = True
+        client.close()
+
+
+@contextlib.contextmanager
+def closed_before(client: Any, end_time: float | None) -> Iterator[Deadline]:
+    """Close ``client`` at ``end_time - STOP_BEFORE_WALLTIME_SECONDS`` if the body still
+    runs then (a daemon timer; none when ``end_time`` is ``None``: not in a SLURM job).
+    The block then ends as when its run is stopped: finished cells salvaged, the lost
+    ones failed with cause ``walltime`` (:func:`attnrmt.sweep.failures.classify_failure`).
+    """
+    deadline = Deadline()
+    if end_time is None:
+        yield deadline
+        return
+    delay = max(end_time - STOP_BEFORE_WALLTIME_SECONDS - time.time(), 0.0)
+    timer = threading.Timer(delay, deadline.close, args=(client,))
+    timer.daemon = True
+    timer.start()
+    try:
+        yield deadline
+    finally:
+        timer.cancel()
+
+
+def failure_entries(
+    failures: Sequence[tuple[BlockCell, BaseException]],
+    memory_restarted: set[str],
+    walltime: bool,
+) -> list[dict[str, Any]]:
+    """The failure record's cells: key, seed, parameters, error and cause
+    (:func:`attnrmt.sweep.failures.classify_failure`). O(failures)."""
+    return [
+        {"key": cell.key, "seed": cell.cell_id[1], "params": dict(cell.kwargs),
+         "error": repr(exc), "cause": classify_failure(exc, memory_restarted, walltime)}
+        for cell, exc in failures
+    ]
 
 
 def _salvage(

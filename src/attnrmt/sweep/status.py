@@ -58,7 +58,7 @@ import threading
 import time
 import zipfile
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -66,7 +66,12 @@ import numpy as np
 
 from attnrmt.sweep import fragments
 from attnrmt.sweep.cost import CELL_OVERHEAD_SECONDS, DEFAULT_SECONDS_PER_WORK, planned_cell_work
-from attnrmt.sweep.failures import unresolved_failures
+from attnrmt.sweep.failures import (
+    count_failures_by_cause,
+    describe_causes,
+    merge_cause_counts,
+    unresolved_failures,
+)
 from attnrmt.sweep.runlock import (
     LIVE_DIRNAME,
     SNAKEMAKE_DIRNAME,
@@ -349,6 +354,8 @@ class SweepStatus:
     remaining_core_seconds: float
     eta_seconds: float | None
     last_fragment_age_seconds: float | None
+    failed_by_cause: dict[str, int] = field(default_factory=dict)
+    """Failed cells per cause (:func:`attnrmt.sweep.failures.count_failures_by_cause`)."""
 
     @property
     def percent_done(self) -> float:
@@ -391,18 +398,17 @@ class _SweepScan:
     files: list[FragmentFile]
     done: set[str]
     failed: set[str]
+    failed_by_cause: dict[str, int]
 
 
 def _scan_sweep(sweep_plan: Any, sweep_dir: Path) -> _SweepScan:
     files = scan_fragment_files(sweep_dir, (block.key for block in sweep_plan.blocks))
     done = done_cell_keys(sweep_plan, files)
     planned_keys = {cell.key for cell in sweep_plan.cells}
-    failed = {
-        str(cell.get("key"))
-        for cell in unresolved_failures(sweep_dir, done)
-        if cell.get("key") in planned_keys
-    }
-    return _SweepScan(sweep_plan, files, done, failed - done)
+    standing = [cell for cell in unresolved_failures(sweep_dir, done)
+                if cell.get("key") in planned_keys and cell.get("key") not in done]
+    failed = {str(cell.get("key")) for cell in standing}
+    return _SweepScan(sweep_plan, files, done, failed, count_failures_by_cause(standing))
 
 
 def _newest_timings(scans: Sequence[_SweepScan]) -> dict[str, list[FragmentTiming]]:
@@ -435,6 +441,7 @@ def _sweep_row(
     window_seconds: float,
     newest_mtime: float | None,
     split: tuple[int | None, int | None, int | None],
+    failed_by_cause: dict[str, int],
 ) -> SweepStatus:
     remaining = estimated_seconds(
         (cell for cell in cells if cell.key not in done and cell.key not in failed),
@@ -456,6 +463,7 @@ def _sweep_row(
         remaining_core_seconds=remaining,
         eta_seconds=eta_seconds(remaining, busy_cores),
         last_fragment_age_seconds=None if newest_mtime is None else max(now - newest_mtime, 0.0),
+        failed_by_cause=failed_by_cause,
     )
 
 
@@ -508,7 +516,7 @@ def run_status(
             _sweep_row(scan.sweep_plan.name, scan.sweep_plan.cells, scan.done, scan.failed,
                        timings[scan.sweep_plan.name], seconds_per_work, busy_cores, now,
                        window_seconds, max(mtimes, default=None),
-                       _pending_split(scan, run_dir, known, since))
+                       _pending_split(scan, run_dir, known, since), scan.failed_by_cause)
         )
     ages = [row.last_fragment_age_seconds for row in rows]
     ages = [age for age in ages if age is not None]
@@ -527,6 +535,7 @@ def run_status(
         remaining_core_seconds=remaining,
         eta_seconds=eta_seconds(remaining, busy_cores),
         last_fragment_age_seconds=min(ages, default=None),
+        failed_by_cause=merge_cause_counts(row.failed_by_cause for row in rows),
     )
     live = (since is not None) if known else None
     return RunStatus(run_plan.run, now, rows, total, seconds_per_work, calibrated, live)
@@ -562,7 +571,8 @@ def _rate_text(cells_per_second: float | None) -> str:
 def progress_line(status: RunStatus) -> str:
     """One line: run, done / total cells (percent), failed, throughput, ETA."""
     total = status.total
-    failed = f", {total.failed:,} failed" if total.failed else ""
+    failed = (f", {total.failed:,} failed ({describe_causes(total.failed_by_cause)})"
+              if total.failed else "")
     rate = total.cells_per_second
     return (
         f"attnrmt: progress {status.run}: {total.done:,}/{total.cells:,} cells "
@@ -592,6 +602,8 @@ def status_table(status: RunStatus) -> list[str]:
                   + [value.rjust(width) for value, width in zip(line[1:], widths[1:], strict=True)])
         for line in lines
     ]
+    if status.total.failed:
+        text.append(f"failed cells by cause: {describe_causes(status.total.failed_by_cause)}")
     source = (
         "recalibrated from the compute_seconds of the newest finished cells"
         if status.calibrated
