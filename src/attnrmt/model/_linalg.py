@@ -268,12 +268,14 @@ def top_eigenpairs(
 # eigenvector (Davis-Kahan), gap = distance to the nearest other eigenvalue.
 BLOCK_VALUE_TOL = 1e-10  # r <= this * |theta|: eigenvalues to 1e-10 relative
 BLOCK_VECTOR_TOL = 1e-7  # r <= this * gap: squared overlaps to ~2e-7
+# With overlap directions: the bound on each squared overlap's error (contract 1e-6).
+BLOCK_OVERLAP_TOL = 1e-7
 # Residuals below this times |theta_1| are at the rounding floor of the operator (the dense
 # route is no more accurate there), so they count as converged whatever the gap: only then
 # can a pair of eigenvalues closer than ~1e-8 |theta_1| end the iteration, and their
 # individual eigenvectors are not determined by any float64 route.
 BLOCK_FLOOR_TOL = 1e-13
-_BLOCK_CHECK_EVERY = 2
+_BLOCK_CHECK_EVERY_COLUMNS = 32
 _BLOCK_MAX_COLUMNS = 2000
 
 
@@ -398,6 +400,7 @@ def _block_lanczos_steps(
     value_tol: float = BLOCK_VALUE_TOL,
     vector_tol: float = BLOCK_VECTOR_TOL,
     max_columns: int = _BLOCK_MAX_COLUMNS,
+    directions: np.ndarray | None = None,
 ) -> LanczosSteps:
     """The iteration of :func:`block_lanczos_top` as a generator: yields each block to be
     multiplied by the operator, receives the product, returns the result."""
@@ -407,8 +410,12 @@ def _block_lanczos_steps(
     projected = np.zeros((capacity, capacity))
     block, _ = _orthonormal_block(start, basis[:, :0], 1.0, rng)
     basis[:, :width] = block
+    # basis^T directions, one block of rows per step (O(n b q)): Ritz vectors' cosines
+    projections = None if directions is None else np.empty((capacity, directions.shape[1]))
+    if projections is not None:
+        projections[:width] = block.T @ directions
     product = yield block
-    end, steps, scale = width, 0, 0.0
+    end, steps, scale, checked = width, 0, 0.0, 0
     wanted = n_values + 1  # one more Ritz value than needed: the gap below the last vector
     while True:
         low = end - width
@@ -425,7 +432,9 @@ def _block_lanczos_steps(
         steps += 1
         last = end + width > capacity
         block, coupling = _orthonormal_block(product, basis[:, :end], scale, rng)
-        if end >= wanted and (last or steps % _BLOCK_CHECK_EVERY == 0):
+        due = end >= checked + _BLOCK_CHECK_EVERY_COLUMNS
+        if end >= wanted and (last or due):
+            checked = end
             count = min(wanted, end)
             values, ritz = scipy.linalg.eigh(
                 projected[:end, :end], subset_by_index=[end - count, end - 1],
@@ -433,13 +442,18 @@ def _block_lanczos_steps(
             )
             values, ritz = values[::-1], ritz[:, ::-1]
             residuals = np.sqrt(np.sum((coupling @ ritz[low:end]) ** 2, axis=0))
-            if _converged(values, residuals, n_values, n_vectors, value_tol, vector_tol):
+            cosines = None if projections is None else np.abs(
+                ritz[:, :n_vectors].T @ projections[:end]).max(axis=1, initial=0.0)
+            if _converged(values, residuals, n_values, n_vectors, value_tol, vector_tol,
+                          cosines):
                 vectors = basis[:, :end] @ ritz[:, :n_vectors]
                 vectors /= np.sqrt(np.sum(vectors**2, axis=0))
                 return values[:n_values].copy(), vectors
         if last:
             return None
         basis[:, end : end + width] = block
+        if projections is not None:
+            projections[end : end + width] = block.T @ directions
         projected[end : end + width, low:end] = coupling
         projected[low:end, end : end + width] = coupling.T
         end += width
@@ -453,16 +467,35 @@ def _converged(
     n_vectors: int,
     value_tol: float,
     vector_tol: float,
+    cosines: np.ndarray | None = None,
 ) -> bool:
-    """The stop rule of :func:`block_lanczos_top` on Ritz values (descending)."""
+    """The stop rule of :func:`block_lanczos_top` on Ritz values (descending) and their
+    residuals; ``cosines`` (n_vectors,), when given, the largest ``|v_i . d_j|`` of each
+    Ritz vector over the unit directions ``d_j``, switches the vector test to the squared
+    overlaps (see there). O(c^2) for c Ritz values."""
     floor = residuals <= BLOCK_FLOOR_TOL * max(abs(values[0]), 1e-300)
-    values_ok = residuals[:n_values] <= value_tol * np.maximum(np.abs(values[:n_values]), 1e-300)
+    gaps = _ritz_gaps(values, residuals)
+    # |theta - lambda| <= min(r, r^2 / gap) (Kato-Temple; the quadratic bound needs gap > 0)
+    value_errors = np.minimum(residuals, residuals**2 / np.maximum(gaps, 1e-300))
+    values_ok = value_errors[:n_values] <= value_tol * np.abs(values[:n_values])
     if not np.all(values_ok | floor[:n_values]):
         return False
-    distance = np.abs(values[:, None] - values[None, :])
+    # sin(angle to the eigenvector) <= r / gap (Davis-Kahan)
+    angles = residuals[:n_vectors] / np.maximum(gaps[:n_vectors], 1e-300)
+    if cosines is None:
+        vectors_ok = angles <= vector_tol
+    else:  # |(x.d)^2 - (v.d)^2| <= 2 sin(a) |v.d| + sin(a)^2 for x = cos(a) v + sin(a) w
+        vectors_ok = 2.0 * angles * cosines + angles**2 <= vector_tol
+    return bool(np.all(vectors_ok | floor[:n_vectors]))
+
+
+def _ritz_gaps(values: np.ndarray, residuals: np.ndarray) -> np.ndarray:
+    """Lower estimate of each Ritz value's distance to the rest of the spectrum: the
+    distance to the nearest other Ritz value less that value's residual (an eigenvalue
+    lies within ``r_j`` of ``theta_j``), clipped at 0. O(c^2)."""
+    distance = np.abs(values[:, None] - values[None, :]) - residuals[None, :]
     np.fill_diagonal(distance, np.inf)
-    gaps = distance.min(axis=1)[:n_vectors]
-    return bool(np.all((residuals[:n_vectors] <= vector_tol * gaps) | floor[:n_vectors]))
+    return np.maximum(distance.min(axis=1), 0.0)
 
 
 def dense_top_eigenpairs(
@@ -492,11 +525,15 @@ def shared_operator_top_eigenpairs(
     n_values: list[int],
     n_vectors: list[int],
     rng: np.random.Generator,
+    directions: list[np.ndarray | None] | None = None,
 ) -> list[tuple[np.ndarray, np.ndarray]]:
     """Top eigenpairs of several symmetric operators applied together (``apply_all``, as
     in :func:`run_lanczos_together`): block Lanczos in lockstep, or
     :func:`dense_top_eigenpairs` for ``n <= DENSE_TOP_MAX_N`` or an operator whose Lanczos
     stopped short. Returns ``[(values descending, unit vectors (n, n_vectors)), ...]``.
+    ``directions[i]`` (n, q) unit columns, when given, makes operator ``i``'s vectors
+    converge in their squared overlaps with those directions (to ``BLOCK_OVERLAP_TOL``)
+    rather than in angle (:func:`_converged`).
     """
     n = starts[0].shape[0]
 
@@ -510,9 +547,13 @@ def shared_operator_top_eigenpairs(
 
     found: list[tuple[np.ndarray, np.ndarray] | None] = [None] * len(starts)
     if n > DENSE_TOP_MAX_N:
+        directions = directions or [None] * len(starts)
         found = run_lanczos_together(apply_all, [
-            _block_lanczos_steps(start, values, vectors, rng)
-            for start, values, vectors in zip(starts, n_values, n_vectors, strict=True)
+            _block_lanczos_steps(
+                start, values, vectors, rng, directions=unit,
+                vector_tol=BLOCK_VECTOR_TOL if unit is None else BLOCK_OVERLAP_TOL)
+            for start, values, vectors, unit in zip(
+                starts, n_values, n_vectors, directions, strict=True)
         ])
     return [
         pair if pair is not None

@@ -356,6 +356,15 @@ def squared_overlaps(vectors: np.ndarray, direction: np.ndarray) -> np.ndarray:
     return np.clip(((direction[:, None] * vectors).sum(axis=0) / norm) ** 2, 0.0, 1.0)
 
 
+def unit_columns(*directions: np.ndarray) -> np.ndarray:
+    """The nonzero ``directions`` normalised, as the columns of a (d, q) array (the
+    directions whose squared overlaps :func:`squared_overlaps` measures)."""
+    norms = [np.sqrt(np.sum(direction**2)) for direction in directions]
+    columns = [direction / norm for direction, norm in zip(directions, norms, strict=True)
+               if norm > 0]
+    return np.stack(columns, axis=1) if columns else np.zeros((directions[0].size, 0))
+
+
 def _readonly(array: np.ndarray) -> np.ndarray:
     array = np.ascontiguousarray(array, dtype=np.float64)
     array.setflags(write=False)
@@ -570,7 +579,8 @@ def _measure_full(
 
 
 # Block width of the top route's Krylov solver (benchmark ``krylov_methods``).
-TOP_BLOCK_WIDTH = 16
+TOP_BLOCK_WIDTH = 12
+POP_BLOCK_WIDTH = 20
 
 
 def _measure_top(
@@ -600,11 +610,13 @@ def _measure_top(
         _readout(incidence @ table.embeddings, labels) if labels is not None else float("nan")
     )
     n_values = min(2 * top_k, d)
-    width = min(TOP_BLOCK_WIDTH, d)
+    widths = (min(TOP_BLOCK_WIDTH, d), min(POP_BLOCK_WIDTH, d))
     (values, top_vectors), (pop_values, pop_vectors) = shared_operator_top_eigenpairs(
         table_operators(incidence, table.embeddings, centered, population_terms, kappa),
-        [_spike_start(d, table, solver_stream, width) for _ in range(2)],
+        [_spike_start(d, table, solver_stream, width) for width in widths],
         [n_values, min(top_k + 1, d)], [top_k, top_k], solver_stream,
+        [unit_columns(table.signal_direction, table.class_mean_difference, table.table_mean),
+         unit_columns(table.signal_direction)],
     )
     return values[::-1].copy(), top_vectors, pop_values[:top_k], pop_vectors, downstream_accuracy
 
