@@ -391,6 +391,19 @@ def test_top_route_matches_full_route_at_the_sample_threshold() -> None:
     assert_top_matches_full(top, full, 3)
 
 
+def test_top_route_matches_full_route_at_the_population_threshold() -> None:
+    """Next to the population transition (snr 0.8 at d = 1000, seed 2; measured with the
+    full route) the signal is spread over the top bulk-edge vectors of the population
+    matrix (squared overlaps 0.08, 0.03, 0.04, relative gaps 0.02 and 0.01): the
+    overlap-aware stop rule must get every one of them right, not only the largest."""
+    cell = {"d": 1000, "delta": 0.5, "gamma": 0.5, "T": 8, "positional": "iid",
+            "weights": "mean", "snr": 0.8, "top_k": 3, "seed": 2}
+    top, full = simulate_cell(**cell, spectrum="top"), simulate_cell(**cell)
+    gaps = -np.diff(full.pop_top_eigenvalues) / full.pop_top_eigenvalues[0]
+    assert gaps.max() < 0.03 and np.all(full.pop_overlap_signal > 0.02)  # spread, close
+    assert_top_matches_full(top, full, 3)
+
+
 def test_top_route_small_d_uses_the_dense_route_and_validates() -> None:
     """d <= DENSE_TOP_MAX_N forms the matrix (same answer); top_k = d keeps all d values;
     a bad spectrum is named."""
