@@ -578,7 +578,12 @@ def _measure_full(
     return eigenvalues, top_vectors, pop_values, pop_vectors, downstream_accuracy
 
 
-# Block width of the top route's Krylov solver (benchmark ``krylov_methods``).
+# Block widths of the top route's Krylov solver for S and for the population matrix
+# (benchmark ``top_block_widths``, one BLAS thread, d = 4000, under load: a round is two
+# passes over E, memory-bound up to ~32 columns in all, so rounds decide; the population
+# matrix needs more of them (its top bulk spacings are relatively smaller), so it gets the
+# wider block. Measured CPU s / rounds: 12 + 20: 7.8 / 42, 16 + 16: 8.3 / 46,
+# 8 + 8: 7.9 / 60, 4 + 4: 11.5 / 88, 8 + 24: 9.1 / 44, 16 + 32: 9.5 / 36.)
 TOP_BLOCK_WIDTH = 12
 POP_BLOCK_WIDTH = 20
 
@@ -595,12 +600,17 @@ def _measure_top(
     solver_stream: np.random.Generator,
 ) -> _Measured:
     """The top route: the ``2 top_k`` largest eigenvalues of ``S`` and the ``top_k`` largest
-    eigenpairs of both matrices, matrix-free (:func:`sample_operator`,
-    :func:`population_operator`, :func:`attnrmt.model._linalg.operator_top_eigenpairs`).
+    eigenpairs of both matrices, matrix-free (:func:`table_operators`,
+    :func:`attnrmt.model._linalg.shared_operator_top_eigenpairs`): block Lanczos of widths
+    ``TOP_BLOCK_WIDTH`` (S) and ``POP_BLOCK_WIDTH`` (population matrix) in lockstep,
+    sharing each round's two passes over ``E``; each stops when its values are right to
+    1e-10 relative and the squared overlaps of its vectors with the directions the cell
+    reports (``u``, ``Dlt``, ``mbar`` for S; ``u`` for the population matrix) to 1e-7.
 
-    O(m (V d + N T) + d m^2) time for a Krylov basis of m columns (typically 300-600),
-    O(V d + m d) memory: no d x d matrix is formed (for d > ``DENSE_TOP_MAX_N``). ``label`` models
-    also form the pooled matrix (N x d) for the readout.
+    O(m (V d + N T) + d m^2) time for a Krylov basis of m columns (measured at delta =
+    gamma = 0.5: ~400-500 for S, 600-850 for the population matrix at d = 2000-4000),
+    O(V d + m d) memory: no d x d matrix is formed (for d > ``DENSE_TOP_MAX_N``).
+    ``label`` models also form the pooled matrix (N x d) for the readout.
     Returns (the ``min(2 top_k, d)`` largest eigenvalues ascending, ...) as
     :func:`_measure_full`.
     """
