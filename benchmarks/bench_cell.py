@@ -29,6 +29,15 @@ threads.
 
 Setting: delta = gamma = 0.5, T = 16, prefix L = 4, mean weights, snr = 2, centred,
 top_k = 3.
+
+Where the full cell's gap to the floor is (issue 9 part 2; d = 500, one BLAS thread, CPU
+ms, medians of 15, under load ~14): floor 23.5 (two ``dsyrk`` 4.1 each, ``eigvalsh`` 11.9
+of which ``dsytrd`` ~7); the cell adds the table draw 6.1, pooling 3.5, the top
+eigenvectors of S 1.5 (``stebz``/``stein``/``dormqr`` after the shared reduction), the
+population Lanczos 4.7 and ~1 of Python. Even with no overhead at all that is ~1.7x the
+floor at d = 500; every extra is bit-pinned (the full route's results may not change), and
+a vectorised gather-and-add pooling (bit-identical) measured 16.3 ms against 6.9 ms for the
+sparse product at d = 500 (75 against 25 at d = 1000), so it was not adopted.
 """
 
 from __future__ import annotations

@@ -25,6 +25,31 @@ process measured it faster than the library route it replaces (``benchmarks/benc
   time cannot: the fused top cell took 8.9 s at d = 4000 against 14 s for the two block
   iterations run one after the other. ``lobpcg`` (block of 8, no preconditioner, tolerance
   1e-10 of the top eigenvalue) needed 3.8 s and ~700 products for the same 6 values.
+
+Where the top route's time goes (issue 9 profile, d = 4000, delta = gamma = 0.5, T = 8,
+snr 2, one BLAS thread, cProfile under load 10-18): ~78% in the rounds' two passes over
+``E`` (8000 x 4000; ``E X`` then ``E^T Y`` for S's and the population matrix's blocks
+together), ~12% in the Lanczos bookkeeping (reorthogonalisation, SVD of the new block),
+~4% in the Rayleigh-Ritz ``eigh`` of the projected matrix, ~6% drawing the table. One
+round costs 107 / 116 / 128 / 155 / 253 ms for 4 / 8 / 16 / 32 / 64 columns in all
+(memory-bound up to ~32), so the number of rounds decides, not the number of products.
+Measured changes (CPU s, rounds, basis columns S + P):
+
+- old stop rule (``r <= 1e-10 |theta|`` for values, ``r <= 1e-7 gap`` for vectors, every
+  2 blocks), widths 16 + 16: 8.9 s, 50 rounds, 640 + 800;
+- Kato-Temple value bound, gaps less the neighbour's residual, overlap-aware vector test,
+  checks every 32 columns (:func:`_converged`): 8.3 s, 46 rounds, 576 + 736. The binding
+  test is the third vector of each matrix (a bulk-edge vector, relative gap ~5e-3), not
+  the values; the measured errors stay far inside the bounds (<= 1.4e-14 in values,
+  <= 1.6e-10 in overlaps at d <= 2000, ``tests/model/test_cell.py``);
+- widths 12 + 20 (the population matrix needs more rounds): 7.8 s, 42 rounds, 468 + 840;
+  4 + 4: 88 rounds, 11.5 s; 16 + 32: 36 rounds, 9.5 s (``top_block_widths``);
+- DGKS (second Gram-Schmidt pass only when needed, :func:`_reorthogonalize`): 8.3 ->
+  7.8 s at 12 + 20.
+- Not adopted: ``scipy.linalg.eig_banded`` on the block-tridiagonal projected matrix
+  (103 ms against 37 ms for ``eigh`` at m = 800, width 20); S through the pooled
+  ``C = W E`` formed once (the same flops and bytes per product as through ``E`` when
+  N = V, an N x d array more, and S could no longer share the population matrix's pass).
 """
 
 from __future__ import annotations
