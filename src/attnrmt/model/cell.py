@@ -583,7 +583,10 @@ def _measure_full(
 # passes over E, memory-bound up to ~32 columns in all, so rounds decide; the population
 # matrix needs more of them (its top bulk spacings are relatively smaller), so it gets the
 # wider block. Measured CPU s / rounds: 12 + 20: 7.8 / 42, 16 + 16: 8.3 / 46,
-# 8 + 8: 7.9 / 60, 4 + 4: 11.5 / 88, 8 + 24: 9.1 / 44, 16 + 32: 9.5 / 36.)
+# 8 + 8: 7.9 / 60, 4 + 4: 11.5 / 88, 8 + 24: 9.1 / 44, 16 + 32: 9.5 / 36; a second run
+# at load 15-17: 12 + 20: 9.6 / 42, 8 + 8: 9.2 / 60, 16 + 16: 10.1 / 46 - differences of
+# this size are within the noise of a loaded machine; the fewest rounds is the choice that
+# depends least on the memory bandwidth other jobs leave.)
 TOP_BLOCK_WIDTH = 12
 POP_BLOCK_WIDTH = 20
 
