@@ -46,6 +46,10 @@ Measured changes (CPU s, rounds, basis columns S + P):
   4 + 4: 88 rounds, 11.5 s; 16 + 32: 36 rounds, 9.5 s (``top_block_widths``);
 - DGKS (second Gram-Schmidt pass only when needed, :func:`_reorthogonalize`): 8.3 ->
   7.8 s at 12 + 20.
+- At d = 8000 (12 + 20, CPU-time profile): 85% in the passes (48 rounds of 0.67 s, ~24
+  GF/s: compute-bound at 32 columns, so columns count there), 6% drawing the table, 3.5%
+  reorthogonalisation, 1.5% Rayleigh-Ritz ``eigh``; a schedule that checks the stop
+  rule less often far from convergence was tried and dropped for that reason.
 - Not adopted: ``scipy.linalg.eig_banded`` on the block-tridiagonal projected matrix
   (103 ms against 37 ms for ``eigh`` at m = 800, width 20); S through the pooled
   ``C = W E`` formed once (the same flops and bytes per product as through ``E`` when
