@@ -29,6 +29,15 @@ threads.
 
 Setting: delta = gamma = 0.5, T = 16, prefix L = 4, mean weights, snr = 2, centred,
 top_k = 3.
+
+Where the full cell's gap to the floor is (issue 9 part 2; d = 500, one BLAS thread, CPU
+ms, medians of 15, under load ~14): floor 23.5 (two ``dsyrk`` 4.1 each, ``eigvalsh`` 11.9
+of which ``dsytrd`` ~7); the cell adds the table draw 6.1, pooling 3.5, the top
+eigenvectors of S 1.5 (``stebz``/``stein``/``dormqr`` after the shared reduction), the
+population Lanczos 4.7 and ~1 of Python. Even with no overhead at all that is ~1.7x the
+floor at d = 500; every extra is bit-pinned (the full route's results may not change), and
+a vectorised gather-and-add pooling (bit-identical) measured 16.3 ms against 6.9 ms for the
+sparse product at d = 500 (75 against 25 at d = 1000), so it was not adopted.
 """
 
 from __future__ import annotations
@@ -160,12 +169,13 @@ def _single_thread(repeats: int, dimensions: tuple[int, ...]) -> dict[str, dict]
 
 def main(repeats: int = 7, dimensions: tuple[int, ...] = DIMENSIONS) -> dict:
     """Every run: ``cell_vs_floor`` (default threads and single thread), ``linalg_kernels``,
-    ``krylov_methods``,
+    ``krylov_methods``, ``top_block_widths``,
     ``cell_top_vs_full``, ``cell_top_seconds_d1e4``, ``cell_top_peak_rss_mb_d1e4``."""
     default = measure(repeats, dimensions, "default BLAS threads")
     single = _single_thread(repeats, dimensions)
     kernels = linalg_kernels()
     krylov = krylov_methods()
+    widths = top_block_widths()
     top = top_vs_full()
     large = top_large_d()
     return {
@@ -173,6 +183,7 @@ def main(repeats: int = 7, dimensions: tuple[int, ...] = DIMENSIONS) -> dict:
         "cell_vs_floor_single_thread": single,
         "linalg_kernels": kernels,
         "krylov_methods": krylov,
+        "top_block_widths": widths,
         "cell_top_vs_full": top,
         "cell_top_seconds_d1e4": large["wall_s"],
         "cell_top_cpu_seconds_d1e4": large["cpu_s"],
@@ -198,17 +209,24 @@ def _cpu_seconds(work: Callable[[], object]) -> float:
     return time.process_time() - start
 
 
-def top_vs_full(dimensions: tuple[int, ...] = TOP_DIMENSIONS, repeats: int = 1) -> dict:
+TOP_REPEATS = {2000: 3, 4000: 3, 8000: 1}
+
+
+def top_vs_full(dimensions: tuple[int, ...] = TOP_DIMENSIONS,
+                repeats: dict[int, int] | None = None) -> dict:
     """``cell_top_vs_full``: CPU seconds of ``spectrum="top"`` against ``"full"`` on the
-    same cell (same seed), one BLAS thread (threadpoolctl), median over ``repeats`` paired
-    runs; ``speedup`` = full / top (target >= 5 at d = 8000)."""
+    same cell (same seed), one BLAS thread (threadpoolctl), median over ``repeats[d]``
+    paired runs (default ``TOP_REPEATS``: 3 up to d = 4000, 1 at d = 8000, where one full
+    cell takes minutes); ``speedup`` = median of the paired full / top ratios (target >= 5
+    at d = 8000)."""
     from threadpoolctl import threadpool_limits
 
+    repeats = repeats or TOP_REPEATS
     rows = {}
     with threadpool_limits(1):
         for d in dimensions:
             tops, fulls = [], []
-            for seed in range(repeats):
+            for seed in range(repeats.get(d, 1)):
                 top = lambda d=d, seed=seed: simulate_cell(d, seed=seed, spectrum="top", **TOP_CELL)  # noqa: E731
                 full = lambda d=d, seed=seed: simulate_cell(d, seed=seed, **TOP_CELL)  # noqa: E731
                 tops.append(_cpu_seconds(top))
@@ -217,10 +235,57 @@ def top_vs_full(dimensions: tuple[int, ...] = TOP_DIMENSIONS, repeats: int = 1) 
                 "top_cpu_s": round(float(np.median(tops)), 2),
                 "full_cpu_s": round(float(np.median(fulls)), 2),
                 "speedup": round(float(np.median(np.asarray(fulls) / np.asarray(tops))), 2),
-                "repeats": repeats,
+                "repeats": len(tops),
             }
             rows[f"d={d}"] = row
             print(f"top vs full d={d}: {row}", flush=True)
+    return rows
+
+
+TOP_WIDTHS = ((16, 16), (8, 8), (4, 4), (12, 20), (8, 24), (16, 32))
+
+
+def top_block_widths(d: int = 4000, widths: tuple[tuple[int, int], ...] = TOP_WIDTHS) -> dict:
+    """``top_block_widths``: one top cell (seed 0) per pair of block widths (S, population
+    matrix), one BLAS thread: CPU seconds, rounds (shared passes over the table ``E``) and
+    basis columns of each operator. A round costs two passes over ``E`` whatever the
+    widths up to ~32 columns in all (memory-bound), so the choice trades rounds against
+    columns (``cell.TOP_BLOCK_WIDTH``, ``cell.POP_BLOCK_WIDTH``)."""
+    from threadpoolctl import threadpool_limits
+
+    from attnrmt.model import cell
+
+    counts: dict[str, int] = {}
+    operators = cell.table_operators
+    saved = cell.TOP_BLOCK_WIDTH, cell.POP_BLOCK_WIDTH
+
+    def counting_operators(*args, **kwargs):
+        apply_all = operators(*args, **kwargs)
+
+        def apply(blocks):
+            counts["rounds"] += 1
+            for name, block in zip(("S_columns", "P_columns"), blocks, strict=True):
+                counts[name] += 0 if block is None else block.shape[1]
+            return apply_all(blocks)
+
+        return apply
+
+    rows = {}
+    cell.table_operators = counting_operators
+    try:
+        with threadpool_limits(1):
+            for sample_width, population_width in widths:
+                cell.TOP_BLOCK_WIDTH, cell.POP_BLOCK_WIDTH = sample_width, population_width
+                counts.update(rounds=0, S_columns=0, P_columns=0)
+                seconds = _cpu_seconds(
+                    lambda: simulate_cell(d, seed=0, spectrum="top", **TOP_CELL))
+                rows[f"S{sample_width}_P{population_width}"] = {"cpu_s": round(seconds, 2),
+                                                                 **counts}
+                print(f"widths d={d} S{sample_width} P{population_width}: "
+                      f"{rows[f'S{sample_width}_P{population_width}']}", flush=True)
+    finally:
+        cell.table_operators = operators
+        cell.TOP_BLOCK_WIDTH, cell.POP_BLOCK_WIDTH = saved
     return rows
 
 
@@ -363,8 +428,9 @@ if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "--kernels":
         print(json.dumps({"linalg_kernels": linalg_kernels()}))
     elif len(sys.argv) > 1 and sys.argv[1] == "--top":  # only the top-route benchmarks
-        print(json.dumps({"krylov_methods": krylov_methods(), "cell_top_vs_full": top_vs_full(),
-                          "large_d": top_large_d()}))
+        print(json.dumps({"krylov_methods": krylov_methods(),
+                          "top_block_widths": top_block_widths(),
+                          "cell_top_vs_full": top_vs_full(), "large_d": top_large_d()}))
     elif len(sys.argv) > 2 and sys.argv[1] == "--json":
         repeats_arg = int(sys.argv[2])
         dims = tuple(int(value) for value in sys.argv[3:]) or DIMENSIONS

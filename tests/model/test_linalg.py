@@ -126,3 +126,59 @@ def test_lanczos_population_eigenpairs_match_exact_reduction(snr: float) -> None
     np.testing.assert_allclose(fallback_values, exact_values[::-1][:3], rtol=1e-12)
 
 
+
+
+def test_block_lanczos_overlap_stop_rule_next_to_a_near_degenerate_pair() -> None:
+    """The overlap-aware vector test (``directions``) on the 1e-5 gap above: the squared
+    overlaps of the two top vectors with the directions are right to the tolerance 1e-7
+    (the bound 2 sin(a) |v.d| + sin(a)^2 holds whatever the gap), with no more operator
+    products than the angle test needs."""
+    gap = 1e-5
+    values = np.concatenate([edge_bulk(399)[:-1], [1.0, 1.0 + gap]])
+    matrix, q = random_symmetric(values, 6)
+    rng = np.random.default_rng(9)
+    order = np.argsort(values)[::-1]
+    # a direction spread over the top pair and the bulk (overlaps ~0.5 and ~0.3 with the
+    # top vectors: the hard case), and one almost orthogonal to both
+    directions = np.stack([q[:, order[0]] + 0.8 * q[:, order[1]] + 0.3 * q[:, order[5]],
+                           rng.standard_normal(values.size)], axis=1)
+    directions /= np.sqrt(np.sum(directions**2, axis=0))
+    counted: dict[str, int] = {}
+
+    def run(name: str, **options) -> tuple[np.ndarray, np.ndarray]:
+        counted[name] = 0
+
+        def apply(block: np.ndarray) -> np.ndarray:
+            counted[name] += block.shape[1]
+            return matrix @ block
+
+        start = np.random.default_rng(5).standard_normal((values.size, 4))
+        found = _linalg.block_lanczos_top(apply, start, 4, 2, rng=np.random.default_rng(6),
+                                          **options)
+        assert found is not None
+        return found
+
+    found_values, vectors = run("overlaps", directions=directions)
+    run("angles")
+    np.testing.assert_allclose(found_values, np.sort(values)[::-1][:4], rtol=1e-10)
+    exact = (q[:, order[:2]].T @ directions) ** 2
+    np.testing.assert_allclose((vectors.T @ directions) ** 2, exact, rtol=0, atol=1e-7)
+    assert counted["overlaps"] <= counted["angles"]
+
+
+def test_stop_rule_bounds() -> None:
+    """``_converged`` on hand-made Ritz data: the Kato-Temple bound r^2/gap accepts a value
+    whose residual alone would not; a vector needs r/gap (gap less the neighbour's
+    residual) below the tolerance; with overlap cosines the bound is 2 a cos + a^2."""
+    values = np.array([2.0, 1.0, 0.5])
+    # value 1: r = 1e-6, gap 1 - 1e-6: error bound 1e-12 <= 1e-10 * 2, vector angle 1e-6
+    residuals = np.array([1e-6, 1e-12, 1e-12])
+    assert _linalg._converged(values, residuals, 2, 0, 1e-10, 1e-7)
+    assert not _linalg._converged(values, residuals, 2, 1, 1e-10, 1e-7)  # angle 1e-6
+    assert _linalg._converged(values, residuals, 2, 1, 1e-10, 1e-5)
+    # overlaps: cos 0.01 -> 2e-6 * 0.01 + 1e-12 <= 1e-7; cos 0.5 -> 1e-6 > 1e-7
+    assert _linalg._converged(values, residuals, 2, 1, 1e-10, 1e-7, np.array([0.01]))
+    assert not _linalg._converged(values, residuals, 2, 1, 1e-10, 1e-7, np.array([0.5]))
+    # the gap is less the neighbour's residual, clipped at 0
+    np.testing.assert_allclose(_linalg._ritz_gaps(values, np.array([0.0, 0.999, 0.0])),
+                               [0.001, 0.5, 0.0], atol=1e-15)

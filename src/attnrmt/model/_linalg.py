@@ -25,6 +25,35 @@ process measured it faster than the library route it replaces (``benchmarks/benc
   time cannot: the fused top cell took 8.9 s at d = 4000 against 14 s for the two block
   iterations run one after the other. ``lobpcg`` (block of 8, no preconditioner, tolerance
   1e-10 of the top eigenvalue) needed 3.8 s and ~700 products for the same 6 values.
+
+Where the top route's time goes (issue 9 profile, d = 4000, delta = gamma = 0.5, T = 8,
+snr 2, one BLAS thread, cProfile under load 10-18): ~78% in the rounds' two passes over
+``E`` (8000 x 4000; ``E X`` then ``E^T Y`` for S's and the population matrix's blocks
+together), ~12% in the Lanczos bookkeeping (reorthogonalisation, SVD of the new block),
+~4% in the Rayleigh-Ritz ``eigh`` of the projected matrix, ~6% drawing the table. One
+round costs 107 / 116 / 128 / 155 / 253 ms for 4 / 8 / 16 / 32 / 64 columns in all
+(memory-bound up to ~32), so the number of rounds decides, not the number of products.
+Measured changes (CPU s, rounds, basis columns S + P):
+
+- old stop rule (``r <= 1e-10 |theta|`` for values, ``r <= 1e-7 gap`` for vectors, every
+  2 blocks), widths 16 + 16: 8.9 s, 50 rounds, 640 + 800;
+- Kato-Temple value bound, gaps less the neighbour's residual, overlap-aware vector test,
+  checks every 32 columns (:func:`_converged`): 8.3 s, 46 rounds, 576 + 736. The binding
+  test is the third vector of each matrix (a bulk-edge vector, relative gap ~5e-3), not
+  the values; the measured errors stay far inside the bounds (<= 1.4e-14 in values,
+  <= 1.6e-10 in overlaps at d <= 2000, ``tests/model/test_cell.py``);
+- widths 12 + 20 (the population matrix needs more rounds): 7.8 s, 42 rounds, 468 + 840;
+  4 + 4: 88 rounds, 11.5 s; 16 + 32: 36 rounds, 9.5 s (``top_block_widths``);
+- DGKS (second Gram-Schmidt pass only when needed, :func:`_reorthogonalize`): 8.3 ->
+  7.8 s at 12 + 20.
+- At d = 8000 (12 + 20, CPU-time profile): 85% in the passes (48 rounds of 0.67 s, ~24
+  GF/s: compute-bound at 32 columns, so columns count there), 6% drawing the table, 3.5%
+  reorthogonalisation, 1.5% Rayleigh-Ritz ``eigh``; a schedule that checks the stop
+  rule less often far from convergence was tried and dropped for that reason.
+- Not adopted: ``scipy.linalg.eig_banded`` on the block-tridiagonal projected matrix
+  (103 ms against 37 ms for ``eigh`` at m = 800, width 20); S through the pooled
+  ``C = W E`` formed once (the same flops and bytes per product as through ``E`` when
+  N = V, an N x d array more, and S could no longer share the population matrix's pass).
 """
 
 from __future__ import annotations
@@ -268,12 +297,14 @@ def top_eigenpairs(
 # eigenvector (Davis-Kahan), gap = distance to the nearest other eigenvalue.
 BLOCK_VALUE_TOL = 1e-10  # r <= this * |theta|: eigenvalues to 1e-10 relative
 BLOCK_VECTOR_TOL = 1e-7  # r <= this * gap: squared overlaps to ~2e-7
+# With overlap directions: the bound on each squared overlap's error (contract 1e-6).
+BLOCK_OVERLAP_TOL = 1e-7
 # Residuals below this times |theta_1| are at the rounding floor of the operator (the dense
 # route is no more accurate there), so they count as converged whatever the gap: only then
 # can a pair of eigenvalues closer than ~1e-8 |theta_1| end the iteration, and their
 # individual eigenvectors are not determined by any float64 route.
 BLOCK_FLOOR_TOL = 1e-13
-_BLOCK_CHECK_EVERY = 2
+_BLOCK_CHECK_EVERY_COLUMNS = 32
 _BLOCK_MAX_COLUMNS = 2000
 
 
@@ -309,6 +340,7 @@ def block_lanczos_top(
     value_tol: float = BLOCK_VALUE_TOL,
     vector_tol: float = BLOCK_VECTOR_TOL,
     max_columns: int = _BLOCK_MAX_COLUMNS,
+    directions: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray] | None:
     """Largest eigenpairs of a symmetric operator by block Lanczos, or ``None``.
 
@@ -316,17 +348,25 @@ def block_lanczos_top(
     4th ed., section 10.3.6): ``A Q_j = Q_{j-1} B_{j-1}^T + Q_j A_j + Q_{j+1} B_j``; the projected
     block-tridiagonal matrix ``T_m`` gives Ritz pairs ``(theta_i, Q y_i)`` whose residual
     is exactly ``r_i = ||B_m y_i[last block]||``. Each step applies the operator to ``b``
-    vectors at once (BLAS-3), then twice Gram-Schmidt against the whole basis.
+    vectors at once (BLAS-3), then Gram-Schmidt against the whole basis (a second pass
+    only when the first removed more than 30% of a column, :func:`_reorthogonalize`).
 
-    Stop rule (checked every ``_BLOCK_CHECK_EVERY`` blocks), for the ``n_values`` largest
-    Ritz values and the ``n_vectors`` largest Ritz vectors (``n_values > n_vectors``, so
-    that each vector's nearest neighbours are converged values, not underestimates):
+    Stop rule (checked every ``_BLOCK_CHECK_EVERY_COLUMNS`` basis columns), on the
+    ``n_values + 1`` largest Ritz pairs. ``gap_i`` is the distance from ``theta_i`` to the
+    nearest other Ritz value less that value's residual (:func:`_ritz_gaps`), an estimate
+    of the distance to the rest of the spectrum.
 
-    - every value: ``r_i <= value_tol |theta_i|`` (``|theta_i - lambda_i| <= r_i``);
-    - every vector: ``r_i <= vector_tol gap_i``, ``gap_i`` the distance from ``theta_i`` to
-      the nearest other Ritz value, so the angle to the eigenvector is at most
-      ``vector_tol`` (a residual alone bounds it only by ``r/gap``, large next to a BBP
-      threshold where the outlier is close to the bulk edge);
+    - every value (``i <= n_values``): ``min(r_i, r_i^2 / gap_i) <= value_tol |theta_i|``
+      (``|theta_i - lambda_i| <= r_i``, and ``<= r_i^2 / gap_i`` by Kato-Temple: bulk
+      values converge long before their residual reaches ``value_tol``);
+    - every vector (``i <= n_vectors``), with ``a_i = r_i / gap_i >= sin(angle)`` to the
+      eigenvector (Davis-Kahan): ``a_i <= vector_tol``; or, given ``directions`` (unit
+      columns ``d_j``), the bound on the error of every squared overlap
+      ``2 a_i max_j |v_i . d_j| + a_i^2 <= vector_tol`` (the overlaps are all a cell
+      reports of its vectors, and a bulk vector with small overlaps gets them right with
+      a larger angle). A residual alone bounds
+      the angle only by ``r/gap``, large next to a BBP threshold where the outlier is close
+      to the bulk edge, hence the gaps;
     - or ``r_i <= BLOCK_FLOOR_TOL |theta_1|`` (rounding floor, module constants).
 
     Parameters
@@ -344,6 +384,9 @@ def block_lanczos_top(
         See the stop rule.
     max_columns : int
         Largest basis (memory ``8 n max_columns`` bytes).
+    directions : ndarray (n, q), optional
+        Unit directions whose squared overlaps with the vectors must be accurate to
+        ``vector_tol`` (instead of the vectors' angles).
 
     Returns
     -------
@@ -353,7 +396,8 @@ def block_lanczos_top(
     Cost: O(m (cost of A on one vector) + n m^2) time for a basis of m columns, O(n m)
     memory.
     """
-    options = {"value_tol": value_tol, "vector_tol": vector_tol, "max_columns": max_columns}
+    options = {"value_tol": value_tol, "vector_tol": vector_tol, "max_columns": max_columns,
+               "directions": directions}
     (found,) = run_lanczos_together(
         lambda blocks: [apply(blocks[0])],
         [_block_lanczos_steps(start, n_values, n_vectors, rng, **options)],
@@ -398,6 +442,7 @@ def _block_lanczos_steps(
     value_tol: float = BLOCK_VALUE_TOL,
     vector_tol: float = BLOCK_VECTOR_TOL,
     max_columns: int = _BLOCK_MAX_COLUMNS,
+    directions: np.ndarray | None = None,
 ) -> LanczosSteps:
     """The iteration of :func:`block_lanczos_top` as a generator: yields each block to be
     multiplied by the operator, receives the product, returns the result."""
@@ -407,8 +452,12 @@ def _block_lanczos_steps(
     projected = np.zeros((capacity, capacity))
     block, _ = _orthonormal_block(start, basis[:, :0], 1.0, rng)
     basis[:, :width] = block
+    # basis^T directions, one block of rows per step (O(n b q)): Ritz vectors' cosines
+    projections = None if directions is None else np.empty((capacity, directions.shape[1]))
+    if projections is not None:
+        projections[:width] = block.T @ directions
     product = yield block
-    end, steps, scale = width, 0, 0.0
+    end, steps, scale, checked = width, 0, 0.0, 0
     wanted = n_values + 1  # one more Ritz value than needed: the gap below the last vector
     while True:
         low = end - width
@@ -420,12 +469,13 @@ def _block_lanczos_steps(
         product -= current @ diagonal
         if low > 0:
             product -= basis[:, low - width : low] @ projected[low - width : low, low:end]
-        for _ in range(2):  # full reorthogonalisation, twice is enough
-            product -= basis[:, :end] @ (basis[:, :end].T @ product)
+        _reorthogonalize(product, basis[:, :end])
         steps += 1
         last = end + width > capacity
         block, coupling = _orthonormal_block(product, basis[:, :end], scale, rng)
-        if end >= wanted and (last or steps % _BLOCK_CHECK_EVERY == 0):
+        due = end >= checked + _BLOCK_CHECK_EVERY_COLUMNS
+        if end >= wanted and (last or due):
+            checked = end
             count = min(wanted, end)
             values, ritz = scipy.linalg.eigh(
                 projected[:end, :end], subset_by_index=[end - count, end - 1],
@@ -433,17 +483,33 @@ def _block_lanczos_steps(
             )
             values, ritz = values[::-1], ritz[:, ::-1]
             residuals = np.sqrt(np.sum((coupling @ ritz[low:end]) ** 2, axis=0))
-            if _converged(values, residuals, n_values, n_vectors, value_tol, vector_tol):
+            cosines = None if projections is None else np.abs(
+                ritz[:, :n_vectors].T @ projections[:end]).max(axis=1, initial=0.0)
+            if _converged(values, residuals, n_values, n_vectors, value_tol, vector_tol,
+                          cosines):
                 vectors = basis[:, :end] @ ritz[:, :n_vectors]
                 vectors /= np.sqrt(np.sum(vectors**2, axis=0))
                 return values[:n_values].copy(), vectors
         if last:
             return None
         basis[:, end : end + width] = block
+        if projections is not None:
+            projections[end : end + width] = block.T @ directions
         projected[end : end + width, low:end] = coupling
         projected[low:end, end : end + width] = coupling.T
         end += width
         product = yield block
+
+
+def _reorthogonalize(block: np.ndarray, basis: np.ndarray) -> None:
+    """Full reorthogonalisation of ``block`` against ``basis`` in place, classical
+    Gram-Schmidt repeated only when a pass removed more than 30% of some column's norm
+    (DGKS criterion, "twice is enough"). O(n m b) a pass for a basis of m columns."""
+    for _ in range(2):
+        before = np.sum(block**2, axis=0)
+        block -= basis @ (basis.T @ block)
+        if np.all(np.sum(block**2, axis=0) > 0.49 * before):
+            return
 
 
 def _converged(
@@ -453,16 +519,35 @@ def _converged(
     n_vectors: int,
     value_tol: float,
     vector_tol: float,
+    cosines: np.ndarray | None = None,
 ) -> bool:
-    """The stop rule of :func:`block_lanczos_top` on Ritz values (descending)."""
+    """The stop rule of :func:`block_lanczos_top` on Ritz values (descending) and their
+    residuals; ``cosines`` (n_vectors,), when given, the largest ``|v_i . d_j|`` of each
+    Ritz vector over the unit directions ``d_j``, switches the vector test to the squared
+    overlaps (see there). O(c^2) for c Ritz values."""
     floor = residuals <= BLOCK_FLOOR_TOL * max(abs(values[0]), 1e-300)
-    values_ok = residuals[:n_values] <= value_tol * np.maximum(np.abs(values[:n_values]), 1e-300)
+    gaps = _ritz_gaps(values, residuals)
+    # |theta - lambda| <= min(r, r^2 / gap) (Kato-Temple; the quadratic bound needs gap > 0)
+    value_errors = np.minimum(residuals, residuals**2 / np.maximum(gaps, 1e-300))
+    values_ok = value_errors[:n_values] <= value_tol * np.abs(values[:n_values])
     if not np.all(values_ok | floor[:n_values]):
         return False
-    distance = np.abs(values[:, None] - values[None, :])
+    # sin(angle to the eigenvector) <= r / gap (Davis-Kahan)
+    angles = residuals[:n_vectors] / np.maximum(gaps[:n_vectors], 1e-300)
+    if cosines is None:
+        vectors_ok = angles <= vector_tol
+    else:  # |(x.d)^2 - (v.d)^2| <= 2 sin(a) |v.d| + sin(a)^2 for x = cos(a) v + sin(a) w
+        vectors_ok = 2.0 * angles * cosines + angles**2 <= vector_tol
+    return bool(np.all(vectors_ok | floor[:n_vectors]))
+
+
+def _ritz_gaps(values: np.ndarray, residuals: np.ndarray) -> np.ndarray:
+    """Lower estimate of each Ritz value's distance to the rest of the spectrum: the
+    distance to the nearest other Ritz value less that value's residual (an eigenvalue
+    lies within ``r_j`` of ``theta_j``), clipped at 0. O(c^2)."""
+    distance = np.abs(values[:, None] - values[None, :]) - residuals[None, :]
     np.fill_diagonal(distance, np.inf)
-    gaps = distance.min(axis=1)[:n_vectors]
-    return bool(np.all((residuals[:n_vectors] <= vector_tol * gaps) | floor[:n_vectors]))
+    return np.maximum(distance.min(axis=1), 0.0)
 
 
 def dense_top_eigenpairs(
@@ -492,11 +577,15 @@ def shared_operator_top_eigenpairs(
     n_values: list[int],
     n_vectors: list[int],
     rng: np.random.Generator,
+    directions: list[np.ndarray | None] | None = None,
 ) -> list[tuple[np.ndarray, np.ndarray]]:
     """Top eigenpairs of several symmetric operators applied together (``apply_all``, as
     in :func:`run_lanczos_together`): block Lanczos in lockstep, or
     :func:`dense_top_eigenpairs` for ``n <= DENSE_TOP_MAX_N`` or an operator whose Lanczos
     stopped short. Returns ``[(values descending, unit vectors (n, n_vectors)), ...]``.
+    ``directions[i]`` (n, q) unit columns, when given, makes operator ``i``'s vectors
+    converge in their squared overlaps with those directions (to ``BLOCK_OVERLAP_TOL``)
+    rather than in angle (:func:`_converged`).
     """
     n = starts[0].shape[0]
 
@@ -510,9 +599,13 @@ def shared_operator_top_eigenpairs(
 
     found: list[tuple[np.ndarray, np.ndarray] | None] = [None] * len(starts)
     if n > DENSE_TOP_MAX_N:
+        directions = directions or [None] * len(starts)
         found = run_lanczos_together(apply_all, [
-            _block_lanczos_steps(start, values, vectors, rng)
-            for start, values, vectors in zip(starts, n_values, n_vectors, strict=True)
+            _block_lanczos_steps(
+                start, values, vectors, rng, directions=unit,
+                vector_tol=BLOCK_VECTOR_TOL if unit is None else BLOCK_OVERLAP_TOL)
+            for start, values, vectors, unit in zip(
+                starts, n_values, n_vectors, directions, strict=True)
         ])
     return [
         pair if pair is not None

@@ -356,6 +356,15 @@ def squared_overlaps(vectors: np.ndarray, direction: np.ndarray) -> np.ndarray:
     return np.clip(((direction[:, None] * vectors).sum(axis=0) / norm) ** 2, 0.0, 1.0)
 
 
+def unit_columns(*directions: np.ndarray) -> np.ndarray:
+    """The nonzero ``directions`` normalised, as the columns of a (d, q) array (the
+    directions whose squared overlaps :func:`squared_overlaps` measures)."""
+    norms = [np.sqrt(np.sum(direction**2)) for direction in directions]
+    columns = [direction / norm for direction, norm in zip(directions, norms, strict=True)
+               if norm > 0]
+    return np.stack(columns, axis=1) if columns else np.zeros((directions[0].size, 0))
+
+
 def _readonly(array: np.ndarray) -> np.ndarray:
     array = np.ascontiguousarray(array, dtype=np.float64)
     array.setflags(write=False)
@@ -569,8 +578,17 @@ def _measure_full(
     return eigenvalues, top_vectors, pop_values, pop_vectors, downstream_accuracy
 
 
-# Block width of the top route's Krylov solver (benchmark ``krylov_methods``).
-TOP_BLOCK_WIDTH = 16
+# Block widths of the top route's Krylov solver for S and for the population matrix
+# (benchmark ``top_block_widths``, one BLAS thread, d = 4000, under load: a round is two
+# passes over E, memory-bound up to ~32 columns in all, so rounds decide; the population
+# matrix needs more of them (its top bulk spacings are relatively smaller), so it gets the
+# wider block. Measured CPU s / rounds: 12 + 20: 7.8 / 42, 16 + 16: 8.3 / 46,
+# 8 + 8: 7.9 / 60, 4 + 4: 11.5 / 88, 8 + 24: 9.1 / 44, 16 + 32: 9.5 / 36; a second run
+# at load 15-17: 12 + 20: 9.6 / 42, 8 + 8: 9.2 / 60, 16 + 16: 10.1 / 46 - differences of
+# this size are within the noise of a loaded machine; the fewest rounds is the choice that
+# depends least on the memory bandwidth other jobs leave.)
+TOP_BLOCK_WIDTH = 12
+POP_BLOCK_WIDTH = 20
 
 
 def _measure_top(
@@ -585,12 +603,17 @@ def _measure_top(
     solver_stream: np.random.Generator,
 ) -> _Measured:
     """The top route: the ``2 top_k`` largest eigenvalues of ``S`` and the ``top_k`` largest
-    eigenpairs of both matrices, matrix-free (:func:`sample_operator`,
-    :func:`population_operator`, :func:`attnrmt.model._linalg.operator_top_eigenpairs`).
+    eigenpairs of both matrices, matrix-free (:func:`table_operators`,
+    :func:`attnrmt.model._linalg.shared_operator_top_eigenpairs`): block Lanczos of widths
+    ``TOP_BLOCK_WIDTH`` (S) and ``POP_BLOCK_WIDTH`` (population matrix) in lockstep,
+    sharing each round's two passes over ``E``; each stops when its values are right to
+    1e-10 relative and the squared overlaps of its vectors with the directions the cell
+    reports (``u``, ``Dlt``, ``mbar`` for S; ``u`` for the population matrix) to 1e-7.
 
-    O(m (V d + N T) + d m^2) time for a Krylov basis of m columns (typically 300-600),
-    O(V d + m d) memory: no d x d matrix is formed (for d > ``DENSE_TOP_MAX_N``). ``label`` models
-    also form the pooled matrix (N x d) for the readout.
+    O(m (V d + N T) + d m^2) time for a Krylov basis of m columns (measured at delta =
+    gamma = 0.5: ~400-500 for S, 600-850 for the population matrix at d = 2000-4000),
+    O(V d + m d) memory: no d x d matrix is formed (for d > ``DENSE_TOP_MAX_N``).
+    ``label`` models also form the pooled matrix (N x d) for the readout.
     Returns (the ``min(2 top_k, d)`` largest eigenvalues ascending, ...) as
     :func:`_measure_full`.
     """
@@ -600,11 +623,13 @@ def _measure_top(
         _readout(incidence @ table.embeddings, labels) if labels is not None else float("nan")
     )
     n_values = min(2 * top_k, d)
-    width = min(TOP_BLOCK_WIDTH, d)
+    widths = (min(TOP_BLOCK_WIDTH, d), min(POP_BLOCK_WIDTH, d))
     (values, top_vectors), (pop_values, pop_vectors) = shared_operator_top_eigenpairs(
         table_operators(incidence, table.embeddings, centered, population_terms, kappa),
-        [_spike_start(d, table, solver_stream, width) for _ in range(2)],
+        [_spike_start(d, table, solver_stream, width) for width in widths],
         [n_values, min(top_k + 1, d)], [top_k, top_k], solver_stream,
+        [unit_columns(table.signal_direction, table.class_mean_difference, table.table_mean),
+         unit_columns(table.signal_direction)],
     )
     return values[::-1].copy(), top_vectors, pop_values[:top_k], pop_vectors, downstream_accuracy
 
