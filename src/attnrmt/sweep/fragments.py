@@ -31,8 +31,11 @@ cell table (:mod:`attnrmt.sweep.table_writer`) -> readers open the table
 from __future__ import annotations
 
 import contextlib
+import io
 import json
+import math
 import os
+import re
 import shutil
 import threading
 import uuid
@@ -217,6 +220,61 @@ def read_fragment(path: str | os.PathLike[str]) -> Fragment:
     """Read a fragment written by :func:`write_fragment`."""
     with open(path, "rb") as handle, np.load(handle, allow_pickle=False) as npz:
         return decode_fragment({name: npz[name] for name in npz.files})
+
+
+#: Header of a C-order ``.npy`` member (what :func:`numpy.savez` writes for plain arrays).
+_NPY_HEADER = re.compile(
+    r"\{'descr': '([<>|=][a-zA-Z][0-9]*)', 'fortran_order': False, 'shape': \(([0-9, ]*)\), \}"
+)
+
+
+def _npy_member(data: bytes) -> np.ndarray | None:
+    """The array of one ``.npy`` member's bytes (read-only view), or None when its header
+    is not a plain C-order non-object array (then :func:`numpy.load` reads it)."""
+    if data[:6] != b"\x93NUMPY" or data[6] not in (1, 2, 3):
+        return None
+    width = 2 if data[6] == 1 else 4
+    length = int.from_bytes(data[8 : 8 + width], "little")
+    start = 8 + width
+    match = _NPY_HEADER.match(data[start : start + length].decode("latin1"))
+    if match is None:
+        return None
+    shape = tuple(int(n) for n in match.group(2).replace(" ", "").split(",") if n)
+    dtype = np.dtype(match.group(1))
+    return np.frombuffer(data, dtype=dtype, count=math.prod(shape),
+                         offset=start + length).reshape(shape)
+
+
+def read_fragment_arrays(path: str | os.PathLike[str]) -> dict[str, np.ndarray] | None:
+    """Every member of a fragment as an array (read-only), or None if unreadable or torn.
+
+    The same arrays as :func:`numpy.load` (``allow_pickle=False``), several times faster
+    on small fragments: the file is read once, stored members are sliced from it at the
+    offsets of their local headers and their ``.npy`` headers parsed by a regular
+    expression (``numpy.load`` opens each member through :mod:`zipfile` and parses its
+    header with :func:`ast.literal_eval`); any other member goes through
+    :func:`numpy.load`. O(fragment bytes).
+    """
+    try:
+        data = Path(path).read_bytes()
+        with zipfile.ZipFile(io.BytesIO(data)) as archive:
+            arrays: dict[str, np.ndarray] = {}
+            for info in archive.infolist():
+                name = info.filename.removesuffix(".npy")
+                array = None
+                start = info.header_offset
+                if (info.compress_type == zipfile.ZIP_STORED
+                        and data[start : start + 4] == b"PK\x03\x04"):
+                    begin = (start + 30 + int.from_bytes(data[start + 26 : start + 28], "little")
+                             + int.from_bytes(data[start + 28 : start + 30], "little"))
+                    array = _npy_member(data[begin : begin + info.file_size])
+                if array is None:
+                    with np.load(path, allow_pickle=False) as npz:
+                        array = npz[name]
+                arrays[name] = array
+            return arrays
+    except Exception:  # OSError, BadZipFile, zlib.error, ...: a torn or foreign file
+        return None
 
 
 def read_fragment_cell_ids(path: str | os.PathLike[str]) -> list[tuple[str, str]]:
