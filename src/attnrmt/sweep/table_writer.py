@@ -22,6 +22,7 @@ from __future__ import annotations
 import binascii
 import contextlib
 import fcntl
+import hashlib
 import json
 import os
 import shutil
@@ -46,6 +47,7 @@ from attnrmt.sweep.grid import (
     dataset_attrs,
     grid_lookups,
     log_line,
+    model_summary,
 )
 from attnrmt.sweep.provenance import ENVIRONMENTS_MEMBER, absent_column, environments_of
 from attnrmt.sweep.table_layout import (
@@ -364,6 +366,26 @@ def read_table_ids(directory: Path, segments: Sequence[Mapping[str, Any]]) -> np
     return np.concatenate(parts) if parts else np.empty(0, dtype=f"S{KEY_BYTES + 8}")
 
 
+def read_table_ids_at(
+    directory: Path, segments: Sequence[Mapping[str, Any]], rows: np.ndarray
+) -> np.ndarray:
+    """``S40`` ids of the given global rows (reads the chunks holding them). O(rows)."""
+    import zarr
+
+    offsets = np.cumsum([0, *(int(segment["rows"]) for segment in segments)])
+    out = np.empty(rows.size, dtype=f"S{KEY_BYTES + 8}")
+    segment_of = np.searchsorted(offsets, rows, side="right") - 1
+    for index in np.unique(segment_of).tolist():
+        where = np.flatnonzero(segment_of == index)
+        local = rows[where] - offsets[index]
+        group = zarr.open_group(
+            str(directory / SEGMENTS_DIRNAME / segments[index]["name"]), mode="r")
+        keys = np.ascontiguousarray(group["cell_key"].oindex[local, :])
+        out[where] = cell_ids(keys.view(f"S{KEY_BYTES}").reshape(-1),
+                              group["root_seed"].oindex[local])
+    return out
+
+
 def ingested_fragments(directory: Path, segments: Sequence[Mapping[str, Any]]) -> set[str]:
     """Names of fragments whose every cell is in the listed segments."""
     names: set[str] = set()
@@ -374,8 +396,8 @@ def ingested_fragments(directory: Path, segments: Sequence[Mapping[str, Any]]) -
     return names
 
 
-def plan_grid(sweep_plan: Any, root_seed: int) -> tuple[np.ndarray, np.ndarray, tuple[int, ...]]:
-    """Flat grid position, id and the grid shape of every plan cell. O(cells).
+def plan_grid(sweep_plan: Any) -> tuple[np.ndarray, tuple[int, ...]]:
+    """Flat grid position of every plan cell, and the grid shape. O(cells).
 
     Plan cells come in grid order of the config's axis order (``SweepPlan.cells``): their
     positions follow from per-axis permutations to the sorted coordinates, vectorised; any
@@ -385,8 +407,6 @@ def plan_grid(sweep_plan: Any, root_seed: int) -> tuple[np.ndarray, np.ndarray, 
     lookups = grid_lookups(coords)
     shape = (*(len(coords[axis]) for axis in AXES), int(sweep_plan.replicates))
     cells = sweep_plan.cells
-    ids = cell_ids(key_bytes([cell.key for cell in cells]),
-                   np.full(len(cells), int(root_seed), dtype=np.int64))
     config_order = [np.array([lookups[axis][_coordinate(axis, value)]
                               for value in sweep_plan.axes[axis]], dtype=np.int64)
                     for axis in AXES]
@@ -397,11 +417,103 @@ def plan_grid(sweep_plan: Any, root_seed: int) -> tuple[np.ndarray, np.ndarray, 
         probes = (0, len(cells) // 3, len(cells) // 2, len(cells) - 1)
         if all(np.ravel_multi_index(cell_grid_index(cells[i], lookups), shape) == positions[i]
                for i in probes):
-            return positions, ids, shape
+            return positions, shape
     positions = np.ravel_multi_index(
         np.array([cell_grid_index(cell, lookups) for cell in cells], dtype=np.int64).T.reshape(
             len(shape), -1), shape)
-    return positions, ids, shape
+    return positions, shape
+
+
+def plan_cell_ids(cells: Sequence[Any], root_seed: int) -> np.ndarray:
+    """``S40`` ids of plan cells (:func:`cell_ids` of their keys and the root seed). O(n)."""
+    return cell_ids(key_bytes([cell.key for cell in cells]),
+                    np.full(len(cells), int(root_seed), dtype=np.int64))
+
+
+def grid_identity(sweep_plan: Any, root_seed: int) -> dict[str, Any]:
+    """What a cell's id depends on besides its grid coordinates.
+
+    :func:`attnrmt.sweep.plan.cell_key` hashes the coordinates, the model specs behind
+    the names, ``top_k``, ``spectrum`` and :data:`~attnrmt.sweep.plan.MODEL_VERSION`; the
+    id adds the root seed. ``context`` is the sha256 of all but the specs, ``models`` the
+    canonical JSON of each named spec. Two grid versions whose identities are
+    :func:`same_identity` give the same id at the same coordinates, so an update carries
+    the old version's rows over by coordinates (:func:`carried_rows`) instead of looking
+    every cell up. O(models).
+    """
+    from attnrmt.sweep.plan import MODEL_VERSION, canonical_json
+
+    context = canonical_json({
+        "model_version": MODEL_VERSION, "top_k": int(sweep_plan.top_k),
+        "spectrum": str(getattr(sweep_plan, "spectrum", "full")), "root_seed": int(root_seed),
+    })
+    return {
+        "context": hashlib.sha256(context.encode()).hexdigest(),
+        "models": {kind: {str(name): canonical_json(spec) for name, spec in specs.items()}
+                   for kind, specs in model_summary(sweep_plan).items()},
+    }
+
+
+def same_identity(old: Any, new: Mapping[str, Any]) -> bool:
+    """Whether ids agree at equal coordinates: same context, and every model name both
+    versions use has the same spec (names new to ``new`` have no old coordinates)."""
+    if not isinstance(old, Mapping) or old.get("context") != new["context"]:
+        return False
+    old_models = old.get("models", {})
+    return all(old_models.get(kind, {}).get(name, spec) == spec
+               for kind, specs in new["models"].items() for name, spec in specs.items())
+
+
+def coordinate_map(old: np.ndarray, new: np.ndarray) -> np.ndarray:
+    """Index in ``old`` of each coordinate of ``new`` (``-1``: new). O(len(old) + len(new))."""
+    where = {value: index for index, value in enumerate(old.tolist())}
+    return np.array([where.get(value, -1) for value in new.tolist()], dtype=np.int64)
+
+
+def carried_rows(
+    directory: Path, manifest: Mapping[str, Any] | None, sweep_plan: Any,
+    identity: Mapping[str, Any],
+    positions: np.ndarray, probe_ids: Any,
+) -> np.ndarray | None:
+    """Table row of each plan cell from the previous grid version (``-1``: not in it).
+
+    Maps the new grid's coordinates to the old grid's, axis by axis, and reads the old
+    rows there: O(grid points) array work, no id of the table or of the plan is read.
+    None (look every cell up instead) when there is no previous version, it has another
+    :func:`grid_identity`, or a probe disagrees: ``probe_ids(indices)`` gives the plan's
+    ids of a few carried cells, compared with the table's ids at their rows.
+    """
+    import zarr
+
+    if manifest is None:
+        return None
+    try:
+        grid = zarr.open_group(str(directory / manifest["grid"]), mode="r")
+        attrs = dict(grid.attrs)
+        if not same_identity(attrs.get("identity"), identity):
+            return None
+        old_coords = axis_coordinates(attrs["axes"])
+        old_rows = np.asarray(grid[ROW_ARRAY][:]).reshape([int(n) for n in attrs["shape"]])
+    except (OSError, KeyError, ValueError, FileNotFoundError):
+        return None
+    if old_rows.size == 0:
+        return None
+    new_coords = axis_coordinates(sweep_plan.axes)
+    maps = [coordinate_map(old_coords[axis], new_coords[axis]) for axis in AXES]
+    replicates = np.arange(int(sweep_plan.replicates))
+    maps.append(np.where(replicates < old_rows.shape[-1], replicates, -1))
+    dense = old_rows[np.ix_(*(np.maximum(index, 0) for index in maps))]
+    for axis, index in enumerate(maps):  # coordinates the old grid lacks: no row
+        dense[(slice(None),) * axis + (np.flatnonzero(index < 0),)] = -1
+    plan_rows = dense.reshape(-1)[positions]
+    carried = np.flatnonzero(plan_rows >= 0)
+    probes = carried[np.linspace(0, carried.size - 1, min(carried.size, 8)).astype(np.int64)]
+    if probes.size and not np.array_equal(
+        read_table_ids_at(directory, manifest["segments"], plan_rows[probes]),
+        probe_ids(probes),
+    ):
+        return None
+    return plan_rows
 
 
 def _coordinate(axis: str, value: Any) -> Any:
@@ -442,10 +554,18 @@ def update_cell_table(
         old = read_manifest(directory / MANIFEST_NAME)
         segments = list(old["segments"]) if old else []
         _remove_orphan_segments(directory, segments)
-        positions, plan_ids, shape = plan_grid(sweep_plan, root_seed)
-        plan_rows = IdIndex(read_table_ids(directory, segments)).find(plan_ids)
+        positions, shape = plan_grid(sweep_plan)
+        cells = sweep_plan.cells
+        identity = grid_identity(sweep_plan, root_seed)
+        plan_rows = carried_rows(
+            directory, old, sweep_plan, identity, positions,
+            lambda indices: plan_cell_ids([cells[i] for i in indices.tolist()], root_seed))
+        if plan_rows is None:
+            plan_rows = IdIndex(read_table_ids(directory, segments)).find(
+                plan_cell_ids(cells, root_seed))
         missing = np.flatnonzero(plan_rows < 0)
-        wanted = unique_ids(plan_ids[missing])
+        missing_ids = plan_cell_ids([cells[i] for i in missing.tolist()], root_seed)
+        wanted = unique_ids(missing_ids)
         wanted_index = IdIndex(wanted)
         taken = np.zeros(wanted.size, dtype=bool)
         done = ingested_fragments(directory, segments)
@@ -480,10 +600,10 @@ def update_cell_table(
             raise
         if new_segment is not None:
             segments.append(new_segment)
-            found = IdIndex(read_table_ids(directory, [new_segment])).find(plan_ids[missing])
+            found = IdIndex(read_table_ids(directory, [new_segment])).find(missing_ids)
             plan_rows[missing] = np.where(found >= 0, found + first_new_row, -1)
         rows = grid_rows(positions, plan_rows, shape)
-        attrs = grid_attrs(sweep_plan, root_seed, rows, shape)
+        attrs = grid_attrs(sweep_plan, root_seed, rows, shape, identity)
         if new_segment is None and old is not None and _same_grid(directory, old, rows, attrs):
             return old  # nothing changed: readers keep the current version
         manifest = _publish_version(directory, segments, rows, attrs)
@@ -503,12 +623,15 @@ def grid_rows(positions: np.ndarray, plan_rows: np.ndarray, shape: tuple[int, ..
 
 
 def grid_attrs(
-    sweep_plan: Any, root_seed: int, rows: np.ndarray, shape: tuple[int, ...]
+    sweep_plan: Any, root_seed: int, rows: np.ndarray, shape: tuple[int, ...],
+    identity: Mapping[str, Any],
 ) -> dict[str, Any]:
-    """Attributes of a grid version: axes, sizes and the dataset attributes of the view."""
+    """Attributes of a grid version: axes, sizes, :func:`grid_identity` and the dataset
+    attributes of the view."""
     return json.loads(json.dumps({
         "format_version": STORE_FORMAT_VERSION,
         "shape": list(shape),
+        "identity": dict(identity),
         "axes": {axis: list(sweep_plan.axes[axis]) for axis in AXES},
         "replicates": int(sweep_plan.replicates),
         "top_k": int(sweep_plan.top_k),
