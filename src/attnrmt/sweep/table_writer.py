@@ -2,19 +2,24 @@
 
 One writer per sweep at a time (``fcntl`` lock on ``cell_table/.lock``). An update
 
-1. reads the ids ``(cell_key, root_seed)`` of the cells already in the table
-   (O(cells in the table) x 48 bytes);
+1. finds the table row of every plan cell. When the previous grid version has the same
+   :func:`grid_identity` (ids at equal coordinates are equal), its rows are carried over
+   by coordinates (:func:`carried_rows`: O(grid points) array work, 8 probe ids checked);
+   otherwise the ids ``(cell_key, root_seed)`` of the table are read (O(cells) x 40 bytes)
+   and every plan cell looked up (:class:`IdIndex`, 64-bit digests, O(n log n));
 2. streams the fragments, one at a time, appending the plan's cells that the table lacks
    to a new segment (column buffers of at most one chunk each; fragments whose name an
    earlier segment records as ingested are skipped unread);
 3. writes the grid index of the current plan (8 bytes per grid point) to a new grid
    directory, then replaces ``manifest.json`` atomically (:func:`os.replace`).
 
-Memory is O(table ids + grid index + one fragment + one chunk per column), whatever the
-spectra's size: about 100 bytes per cell. Bytes written are O(new cells) + O(grid) — the
-old segments are never rewritten, so adding 1% of cells writes about 1% of a full write
-plus the grid index. Values are copied bit for bit from the fragments (float64, int64).
-See ``docs/scaling.md`` for the measured numbers.
+Memory: O(grid points) int64 arrays (positions, rows: 16 bytes per cell), the new cells'
+ids, one fragment and one chunk per column, whatever the spectra's size; a full lookup
+adds ~100 bytes per table cell. The plan the caller passes (~400 bytes per cell) is not
+the writer's. Seconds: O(grid points) numpy work + O(new fragments). Bytes written are
+O(new cells) + O(grid) — the old segments are never rewritten, so adding 1% of cells
+writes about 1% of a full write plus the grid index. Values are copied bit for bit from
+the fragments (float64, int64). See ``docs/scaling.md`` for the measured numbers.
 """
 
 from __future__ import annotations
