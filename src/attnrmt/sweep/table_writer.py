@@ -565,13 +565,17 @@ def update_cell_table(
         plan_rows = carried_rows(
             directory, old, sweep_plan, identity, positions,
             lambda indices: plan_cell_ids([cells[i] for i in indices.tolist()], root_seed))
-        if plan_rows is None:
+        if plan_rows is None and not segments:  # a new table: every cell is missing
+            plan_rows = np.full(len(cells), -1, dtype=np.int64)
+        elif plan_rows is None:
             plan_rows = IdIndex(read_table_ids(directory, segments)).find(
                 plan_cell_ids(cells, root_seed))
         missing = np.flatnonzero(plan_rows < 0)
-        missing_ids = plan_cell_ids([cells[i] for i in missing.tolist()], root_seed)
-        wanted = unique_ids(missing_ids)
-        wanted_index = IdIndex(wanted)
+        missing_ids = plan_cell_ids(
+            cells if missing.size == len(cells) else [cells[i] for i in missing.tolist()],
+            root_seed)
+        wanted_index = IdIndex(unique_ids(missing_ids))
+        wanted = wanted_index.ids
         taken = np.zeros(wanted.size, dtype=bool)
         done = ingested_fragments(directory, segments)
         writer = SegmentWriter(directory / SEGMENTS_DIRNAME, int(sweep_plan.top_k))
