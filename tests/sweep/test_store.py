@@ -465,11 +465,17 @@ def test_fast_fragment_reader_equals_numpy_load(tmp_path: Path) -> None:
     plan = tiny_plan(d=[6, 9], T=[3, 5])
     path = tmp_path / "fragments" / "b.npz"
     write_block(plan, path, plan.sweeps["grid"].cells[:9])
-    arrays = fragments.read_fragment_arrays(path)
+    assert fragments._stored_members(path.read_bytes()) is not None  # the fast path
+    compressed = tmp_path / "compressed.npz"  # not walkable: read through zipfile
     with np.load(path, allow_pickle=False) as npz:
-        assert set(arrays) == set(npz.files)
-        for name in npz.files:
-            np.testing.assert_array_equal(arrays[name], npz[name], strict=True)
+        np.savez_compressed(compressed, **{name: npz[name] for name in npz.files})
+    assert fragments._stored_members(compressed.read_bytes()) is None
+    for candidate in (path, compressed):
+        arrays = fragments.read_fragment_arrays(candidate)
+        with np.load(path, allow_pickle=False) as npz:
+            assert set(arrays) == set(npz.files)
+            for name in npz.files:
+                np.testing.assert_array_equal(arrays[name], npz[name], strict=True)
     torn = tmp_path / "torn.npz"
     torn.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
     assert fragments.read_fragment_arrays(torn) is None

@@ -318,8 +318,9 @@ def _padded_rows(flat: np.ndarray, starts: np.ndarray, lengths: np.ndarray,
                  width: int) -> np.ndarray:
     """``(n, width)`` rows of a ragged array, NaN-padded (top-k fields). O(n width)."""
     out = np.full((starts.size, width), np.nan)
-    for row, (start, length) in enumerate(zip(starts.tolist(), lengths.tolist(), strict=True)):
-        out[row, : min(length, width)] = flat[start : start + min(length, width)]
+    columns = np.arange(width)
+    present = columns < np.minimum(lengths, width)[:, None]
+    out[present] = flat[(starts[:, None] + columns)[present]]
     return out
 
 
