@@ -4,7 +4,8 @@ Metrics (targets from docs/scaling.md; every gather runs in a fresh process whos
 is ``resource.getrusage(RUSAGE_SELF).ru_maxrss``, the plan of the sweep included):
 
 ``gather_peak_rss_mb_<n>_cells``
-    Peak RSS of ``gather_cells`` (plan + streaming every fragment into the cell table).
+    Peak RSS of ``gather_cells`` (plan + streaming every fragment into the cell table);
+    ``gather_plan_rss_mb_<n>_cells``: the peak before the gather (interpreter + plan).
     Measured at two sizes: ``N_TINY`` cells with ``d = 16`` spectra, and ``N_BIG`` cells
     with ``d = 1000`` spectra (the payload of spectra is ``8 d`` bytes per cell).
     Target <= 1024 MB whatever the size.
@@ -44,10 +45,10 @@ import yaml
 from benchmarks.bench_plan import big_config, dry_run, machine
 
 REPO = Path(__file__).resolve().parents[1]
-#: Sizes measured (10^6 cells at d = 1000 is 8 GB of spectra: too slow to generate on the
-#: 2-core development VM within a benchmark run; the tiny-d run covers 10^6 cells).
+#: Sizes measured: 10^6 cells at d = 16, and ``N_BIG`` cells at d = 1000 (10^6: 8 GB of
+#: spectra, ~30 min on the 2-core development VM; ``ATTNRMT_BENCH_STORE_BIG`` to change).
 N_TINY = 1_000_000
-N_BIG = 100_000
+N_BIG = int(os.environ.get("ATTNRMT_BENCH_STORE_BIG", "1000000"))
 RSS_TARGET_MB = 1024.0
 UPDATE_TARGET = 0.05
 PLAN_TARGET_SECONDS = 60.0
@@ -132,6 +133,7 @@ def sizes():
 before = sizes()
 plan = plan_run(load_config(config))  # built by Snakemake before any job: not timed
 sweep = plan.sweeps["big"]
+plan_rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 paths = [sweep_dir / "fragments" / f"{block.key}.npz" for block in sweep.blocks]
 start = time.perf_counter()
 gather_cells(sweep, paths, sweep_dir / "cells.zarr", plan.seed)
@@ -156,7 +158,7 @@ read_seconds = read_one(1)
 print(json.dumps({"seconds": seconds, "written_bytes": written,
                   "open_seconds": open_seconds, "read_line_seconds": read_seconds,
                   "stored_bytes": sum(size for size, _ in after.values()),
-                  "cells": len(sweep.cells),
+                  "cells": len(sweep.cells), "plan_rss_mb": plan_rss_mb,
                   "maxrss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
 """
 
@@ -187,6 +189,7 @@ def store_metrics(d: int, n_cells: int, label: str) -> dict[str, Any]:
     fraction = extended["written_bytes"] / full["written_bytes"]
     return {
         f"gather_peak_rss_mb_{label}": round(full["maxrss_mb"], 1),
+        f"gather_plan_rss_mb_{label}": round(full["plan_rss_mb"], 1),
         f"gather_seconds_{label}": round(full["seconds"], 2),
         f"store_bytes_per_cell_{label}": round(full["stored_bytes"] / full["cells"], 1),
         f"spectrum_payload_mb_{label}": round(8 * d * full["cells"] / 2**20, 1),
@@ -239,7 +242,8 @@ def main() -> dict[str, Any]:
     """Run the benchmark; return its metrics (one run of each gather: minutes each)."""
     result: dict[str, Any] = {"machine": machine()}
     result.update(store_metrics(16, N_TINY, "1e6_cells_d16"))
-    result.update(store_metrics(1000, N_BIG, "1e5_cells_d1000"))
+    result.update(store_metrics(1000, N_BIG, f"{N_BIG:.0e}".replace("+0", "")
+                                + "_cells_d1000"))
     rss = [value for key, value in result.items()
            if key.startswith(("gather_peak_rss_mb", "store_update_peak_rss_mb"))]
     fractions = [value for key, value in result.items()
@@ -250,9 +254,17 @@ def main() -> dict[str, Any]:
         "store_update_fraction_1pct": max(fractions),
         "store_update_fraction_ok": max(fractions) <= UPDATE_TARGET,
         "note": (f"10^6 cells measured at d=16; d=1000 measured at {N_BIG} cells "
-                 f"({8 * 1000 * N_BIG / 2**30:.2f} GiB of spectra), not 10^6 (8 GB)"),
+                 f"({8 * 1000 * N_BIG / 2**30:.2f} GiB of spectra)"),
     })
+    if N_BIG == 1_000_000:  # the issue's headline metric: 10^6 cells x d = 1000
+        result["gather_peak_rss_mb_1e6_cells"] = result["gather_peak_rss_mb_1e6_cells_d1000"]
+        result["gather_seconds_1e6_cells"] = result["gather_seconds_1e6_cells_d1000"]
+    updates = [value for key, value in result.items()
+               if key.startswith("store_update_seconds_ratio_1pct")]
+    result.update({"store_update_seconds_ratio_1pct": max(updates),
+                   "store_update_seconds_ok": max(updates) <= UPDATE_TARGET})
     result.update(plan_metrics())
+    result["load_average_1min_end"] = round(os.getloadavg()[0], 2)
     return result
 
 

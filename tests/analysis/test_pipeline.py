@@ -242,3 +242,22 @@ def test_top_sweeps_skip_the_bulk_with_a_note_and_keep_thresholds() -> None:
     assert not tables["thresholds"].empty and not tables["comparison"].empty
     figure = figure_spectra({"transition": (top_cells, theory, top)})
     assert "no spectra" in figure.axes[0].get_title() or not figure.axes[0].patches
+
+
+def test_open_store_keeps_spectra_and_bookkeeping_of_a_cell_table_lazy(tmp_path: Path) -> None:
+    """A gathered cell table opens with the spectra and the per-cell bookkeeping (keys,
+    provenance, compute time) still Dask-backed, everything else in memory, and the same
+    values as the lazy view."""
+    from attnrmt.analysis.pipeline import LAZY_CELL_VARIABLES, open_store
+    from attnrmt.sweep.table_reader import open_cells
+    from attnrmt.sweep.table_writer import gather_cells
+    from tests.sweep.conftest import tiny_plan, write_block_fragments
+
+    plan = tiny_plan(d=[6, 9])
+    sweep_dir = tmp_path / "grid"
+    paths = write_block_fragments(plan, sweep_dir)
+    out = gather_cells(plan.sweeps["grid"], paths, sweep_dir / "cells.zarr", plan.seed)
+    opened = open_store(out)
+    lazy = {name for name in opened.variables if opened[name].chunks is not None}
+    assert lazy == set(LAZY_CELL_VARIABLES)
+    xr.testing.assert_identical(opened.load(), open_cells(out).load())

@@ -350,6 +350,137 @@ def test_incremental_update_equals_from_scratch(tmp_path: Path, kind: str) -> No
     )
 
 
+def _carried_and_looked_up(plan: Any, sweep_dir: Path) -> tuple[Any, np.ndarray]:
+    """Rows of ``plan``'s cells in the current table version: carried over by coordinates
+    from the previous grid (None when not applicable) and looked up id by id."""
+    from attnrmt.sweep import table_writer as writer
+
+    directory = sweep_dir / "cell_table"
+    manifest = json.loads((directory / "manifest.json").read_text())
+    sweep = plan.sweeps["grid"]
+    positions, _ = writer.plan_grid(sweep)
+    carried = writer.carried_rows(
+        directory, manifest, sweep, writer.grid_identity(sweep, plan.seed), positions,
+        lambda indices: writer.plan_cell_ids([sweep.cells[i] for i in indices], plan.seed))
+    looked_up = writer.IdIndex(writer.read_table_ids(directory, manifest["segments"])).find(
+        writer.plan_cell_ids(sweep.cells, plan.seed))
+    return carried, looked_up
+
+
+def test_many_small_updates_carry_rows_and_equal_from_scratch(tmp_path: Path) -> None:
+    """Eight successive small extensions (one snr value at a time, then a replicate, a
+    weights model, a positional model and a d): before each, the rows carried over from
+    the previous grid version equal an id-by-id lookup; each update appends one segment
+    of only its new cells; the end result is bit-identical to a from-scratch store."""
+    snr = [0.0]
+    steps = [dict(snr=[0.0, 0.5]), dict(snr=[0.0, 0.5, 1.0]),
+             dict(snr=[0.0, 0.5, 1.0, 2.0]), dict(snr=[0.0, 0.5, 1.0, 2.0, 3.0])]
+    last = steps[-1]
+    steps += [dict(last, replicates=3), dict(last, replicates=3, weights=["mean", "causal1",
+                                                                          "harmonic"])]
+    steps += [dict(steps[-1], positional=["prefix2", "iid"]),
+              dict(steps[-1], positional=["prefix2", "iid"], d=[6, 8])]
+    sweep_dir = tmp_path / "incremental" / "grid"
+    previous = tiny_plan(snr=snr)
+    _gathered(previous, sweep_dir)
+    for step in steps:
+        plan = tiny_plan(**step)
+        carried, looked_up = _carried_and_looked_up(plan, sweep_dir)
+        assert carried is not None, step
+        np.testing.assert_array_equal(carried, looked_up)
+        assert np.count_nonzero(carried >= 0) == len(previous.sweeps["grid"].cells)
+        before = json.loads((sweep_dir / "cell_table" / "manifest.json").read_text())
+        _gathered(plan, sweep_dir)
+        after = json.loads((sweep_dir / "cell_table" / "manifest.json").read_text())
+        assert after["segments"][:-1] == before["segments"]
+        assert after["segments"][-1]["rows"] == (
+            len(plan.sweeps["grid"].cells) - len(previous.sweeps["grid"].cells))
+        previous = plan
+    assert len(after["segments"]) == len(steps) + 1
+    scratch = _gathered(previous, tmp_path / "scratch" / "grid")
+    view = store.open_cells(sweep_dir / "cells.zarr")
+    assert_bit_identical(view, _reference(previous))
+    xr.testing.assert_identical(
+        _without_store_attrs(view.load()), _without_store_attrs(store.open_cells(scratch).load())
+    )
+
+
+@pytest.mark.parametrize("change", ["spec", "seed", "top_k"])
+def test_rows_are_not_carried_when_ids_change_at_equal_coordinates(
+    tmp_path: Path, change: str
+) -> None:
+    """A model name given another spec, another root seed or another top_k changes every
+    id at the same coordinates: the update looks the cells up instead, and stores the
+    new cells (bit-identical to a from-scratch store)."""
+    from attnrmt.sweep.plan import plan_run
+
+    sweep_dir = tmp_path / "grid"
+    _gathered(tiny_plan(), sweep_dir)
+    config = tiny_config()
+    if change == "spec":
+        config["positional_models"]["prefix2"] = {"kind": "prefix", "L": 1}
+    elif change == "seed":
+        config["seed"] = 6
+    else:
+        config["sweeps"]["grid"]["top_k"] = 1
+    plan = plan_run(config)
+    carried, looked_up = _carried_and_looked_up(plan, sweep_dir)
+    assert carried is None
+    assert np.all(looked_up == -1)
+    _gathered(plan, sweep_dir)
+    assert_bit_identical(store.open_cells(sweep_dir / "cells.zarr"), _reference(plan))
+
+
+def test_id_index_finds_ids_and_survives_digest_collisions() -> None:
+    """Lookups by 64-bit digest equal an exact search; ids sharing a digest (same first 8
+    key bytes and seed, other bytes different) switch the index to exact sorting."""
+    from attnrmt.sweep.table_writer import IdIndex, cell_ids, sorted_search, unique_ids
+
+    rng = np.random.default_rng(3)
+    keys = rng.integers(0, 256, size=(3000, 32), dtype=np.uint8)
+    ids = cell_ids(keys.view("S32").reshape(-1), np.full(3000, 7, dtype=np.int64))
+    index = IdIndex(ids[:2000])
+    assert not index.exact
+    found = index.find(ids)  # 3000 probes: the sorted-probe search
+    np.testing.assert_array_equal(found, np.r_[np.arange(2000), np.full(1000, -1)])
+    colliding = keys[:2].copy()
+    colliding[1, :8] = colliding[0, :8]  # same digest, different id
+    pair = cell_ids(colliding.view("S32").reshape(-1), np.full(2, 7, dtype=np.int64))
+    collided = IdIndex(np.concatenate([pair, ids[2:50]]))
+    assert collided.exact
+    np.testing.assert_array_equal(collided.find(pair), [0, 1])
+    np.testing.assert_array_equal(collided.find(ids[2:50]), np.arange(2, 50))
+    assert collided.find(ids[60:61]).tolist() == [-1]
+    assert sorted(unique_ids(np.concatenate([pair, pair, ids[:5]])).tolist()) == sorted(
+        set(pair.tolist()) | set(ids[:5].tolist()))
+    haystack = np.sort(rng.integers(0, 2**63, 5000).astype(np.uint64))
+    needles = rng.integers(0, 2**63, 4000).astype(np.uint64)
+    np.testing.assert_array_equal(sorted_search(haystack, needles),
+                                  np.searchsorted(haystack, needles))
+
+
+def test_fast_fragment_reader_equals_numpy_load(tmp_path: Path) -> None:
+    """:func:`read_fragment_arrays` gives numpy.load's arrays (names, dtypes, shapes,
+    values) for a fragment of the block writer, and None for a torn file."""
+    plan = tiny_plan(d=[6, 9], T=[3, 5])
+    path = tmp_path / "fragments" / "b.npz"
+    write_block(plan, path, plan.sweeps["grid"].cells[:9])
+    assert fragments._stored_members(path.read_bytes()) is not None  # the fast path
+    compressed = tmp_path / "compressed.npz"  # not walkable: read through zipfile
+    with np.load(path, allow_pickle=False) as npz:
+        np.savez_compressed(compressed, **{name: npz[name] for name in npz.files})
+    assert fragments._stored_members(compressed.read_bytes()) is None
+    for candidate in (path, compressed):
+        arrays = fragments.read_fragment_arrays(candidate)
+        with np.load(path, allow_pickle=False) as npz:
+            assert set(arrays) == set(npz.files)
+            for name in npz.files:
+                np.testing.assert_array_equal(arrays[name], npz[name], strict=True)
+    torn = tmp_path / "torn.npz"
+    torn.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+    assert fragments.read_fragment_arrays(torn) is None
+
+
 def test_an_unchanged_rerun_writes_no_segment(tmp_path: Path) -> None:
     plan = tiny_plan()
     _gathered(plan, tmp_path / "grid")

@@ -127,15 +127,20 @@ def bulk_fit(
     delta, gamma, kappa = (a.transpose(*dims) for a in (delta, gamma, kappa))
     shape = tuple(eig.sizes[d] for d in dims)
     out = {name: np.full(shape, np.nan) for name in _FIELDS}
-    lam = np.asarray(eig.values, dtype=float)
     dv, gv, kv = (np.asarray(a.values, dtype=float) for a in (delta, gamma, kappa))
-    for index in np.ndindex(*shape):
-        if not np.all(np.isfinite([dv[index], gv[index], kv[index]])) or kv[index] <= 0:
-            continue
-        fit = ks_distance(lam[index], dv[index], gv[index], kv[index], margin=margin,
-                          zero_tol=zero_tol)
-        for name in _FIELDS:
-            out[name][index] = fit[name]
+    # Spectra are read one setting (the dims before snr, centered, replicate) at a time:
+    # memory O(one setting's spectra), not O(cells x d) (docs/scaling.md).
+    n_outer = max(0, len(dims) - 3)
+    for outer in np.ndindex(*shape[:n_outer]):
+        lam = np.asarray(eig[outer].values, dtype=float)
+        for inner in np.ndindex(*shape[n_outer:]):
+            index = (*outer, *inner)
+            if not np.all(np.isfinite([dv[index], gv[index], kv[index]])) or kv[index] <= 0:
+                continue
+            fit = ks_distance(lam[inner], dv[index], gv[index], kv[index], margin=margin,
+                              zero_tol=zero_tol)
+            for name in _FIELDS:
+                out[name][index] = fit[name]
     coords = {d: eig[d] for d in dims if d in eig.coords}
     lower, upper = bulk_edges(np.where(np.isfinite(dv), dv, 1.0), np.where(np.isfinite(gv), gv,
                                                                            1.0))

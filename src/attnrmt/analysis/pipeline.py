@@ -32,7 +32,7 @@ from attnrmt.analysis.comparison import (
 from attnrmt.analysis.downstream import downstream_ranking, downstream_table
 from attnrmt.analysis.pooling import ordering_table, pooling_table
 from attnrmt.analysis.thresholds import estimate_thresholds, finite_size_thresholds
-from attnrmt.contract import with_variable_attrs
+from attnrmt.contract import PROVENANCE_FIELDS, with_variable_attrs
 
 #: Bound codes of ``threshold_bound`` in analysis.zarr (CF flag_values / flag_meanings).
 BOUND_CODES = ("none", "below", "above", "interval", "failed")
@@ -76,18 +76,27 @@ def ci_settings(settings: Mapping[str, Any]) -> dict[str, Any]:
             "seed": int(settings["seed"])}
 
 
+#: Variables of ``cells.zarr`` that :func:`open_store` leaves lazy (Dask): the spectra
+#: (O(cells x d)) and the per-cell bookkeeping no analysis reads (``cell_key`` alone is
+#: ~120 bytes per cell as Python strings; ``docs/data-contract.md``, "cells.zarr").
+LAZY_CELL_VARIABLES = ("eigenvalues", "cell_key", "compute_seconds", *PROVENANCE_FIELDS)
+
+
 def open_store(path: str | os.PathLike[str]) -> xr.Dataset:
     """Open a store eagerly, with consolidated metadata when present. ``cells.zarr`` opens
     through :func:`attnrmt.sweep.table_reader.open_cells` (cell table or dense store) and
-    keeps ``eigenvalues`` (O(cells x d), the only large variable) lazy: it is read chunk
-    by chunk where an analysis uses it. Other stores are inspected
+    keeps :data:`LAZY_CELL_VARIABLES` lazy: ``eigenvalues`` is read chunk by chunk where
+    an analysis uses it, the others only if something reads them. The rest is about 300
+    bytes per cell with ``top_k = 3`` (measured: ``docs/scaling.md``, "End to end with
+    tiny cells"). Other stores are inspected
     (:func:`attnrmt.sweep.grid.has_consolidated_metadata`) rather than opened with
     ``consolidated=None``, which warns on a store without consolidated metadata."""
     if Path(path).name == "cells.zarr":
         from attnrmt.sweep.table_reader import open_cells
 
         cells = open_cells(path)
-        return cells.drop_vars("eigenvalues").load().assign(eigenvalues=cells.eigenvalues)
+        lazy = [name for name in LAZY_CELL_VARIABLES if name in cells.variables]
+        return cells.drop_vars(lazy).load().assign({name: cells[name] for name in lazy})
     from attnrmt.sweep.grid import has_consolidated_metadata
 
     return xr.open_zarr(path, consolidated=has_consolidated_metadata(path)).load()

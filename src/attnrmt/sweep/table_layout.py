@@ -17,7 +17,8 @@
         row  (d, delta, gamma, T, positional, weights, snr, centered, replicate) int64
              global row of each grid point's cell (-1: absent); rows number the
              segments' cells in manifest order
-        attrs: axes, replicates, top_k, the dataset attributes of cells.zarr
+        attrs: axes, shape, replicates, top_k, identity (model specs by name and a hash
+               of top_k, spectrum, model version, root seed), the dataset attributes
     <sweep>/cells.zarr/manifest.json    copy of manifest.json (rule gather_cells' output)
 
 The table is append-only along the ``cell`` dimension: an update writes one new segment

@@ -2,19 +2,24 @@
 
 One writer per sweep at a time (``fcntl`` lock on ``cell_table/.lock``). An update
 
-1. reads the ids ``(cell_key, root_seed)`` of the cells already in the table
-   (O(cells in the table) x 48 bytes);
+1. finds the table row of every plan cell. When the previous grid version has the same
+   :func:`grid_identity` (ids at equal coordinates are equal), its rows are carried over
+   by coordinates (:func:`carried_rows`: O(grid points) array work, 8 probe ids checked);
+   otherwise the ids ``(cell_key, root_seed)`` of the table are read (O(cells) x 40 bytes)
+   and every plan cell looked up (:class:`IdIndex`, 64-bit digests, O(n log n));
 2. streams the fragments, one at a time, appending the plan's cells that the table lacks
    to a new segment (column buffers of at most one chunk each; fragments whose name an
    earlier segment records as ingested are skipped unread);
 3. writes the grid index of the current plan (8 bytes per grid point) to a new grid
    directory, then replaces ``manifest.json`` atomically (:func:`os.replace`).
 
-Memory is O(table ids + grid index + one fragment + one chunk per column), whatever the
-spectra's size: about 100 bytes per cell. Bytes written are O(new cells) + O(grid) — the
-old segments are never rewritten, so adding 1% of cells writes about 1% of a full write
-plus the grid index. Values are copied bit for bit from the fragments (float64, int64).
-See ``docs/scaling.md`` for the measured numbers.
+Memory: O(grid points) int64 arrays (positions, rows: 16 bytes per cell), the new cells'
+ids, one fragment and one chunk per column, whatever the spectra's size; a full lookup
+adds ~100 bytes per table cell. The plan the caller passes (~400 bytes per cell) is not
+the writer's. Seconds: O(grid points) numpy work + O(new fragments). Bytes written are
+O(new cells) + O(grid) — the old segments are never rewritten, so adding 1% of cells
+writes about 1% of a full write plus the grid index. Values are copied bit for bit from
+the fragments (float64, int64). See ``docs/scaling.md`` for the measured numbers.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from __future__ import annotations
 import binascii
 import contextlib
 import fcntl
+import hashlib
 import json
 import os
 import shutil
@@ -37,6 +43,7 @@ from attnrmt.contract import AXES, PROVENANCE_FIELDS, TOP_K_FIELDS
 from attnrmt.sweep.fragments import (
     FRAGMENT_SUFFIX,
     fragment_paths,
+    read_fragment_arrays,
     write_json_atomically,
 )
 from attnrmt.sweep.grid import (
@@ -45,6 +52,7 @@ from attnrmt.sweep.grid import (
     dataset_attrs,
     grid_lookups,
     log_line,
+    model_summary,
 )
 from attnrmt.sweep.provenance import ENVIRONMENTS_MEMBER, absent_column, environments_of
 from attnrmt.sweep.table_layout import (
@@ -75,7 +83,11 @@ def key_bytes(keys: Sequence[str]) -> np.ndarray:
     """``(n,)`` ``S32`` array of hex cell keys as raw bytes. O(n), one C-level decode."""
     if len(keys) == 0:
         return np.empty(0, dtype=f"S{KEY_BYTES}")
-    raw = binascii.unhexlify("".join(str(key) for key in keys))
+    try:
+        text = "".join(keys)  # type: ignore[arg-type]
+    except TypeError:  # numpy str_ or other objects
+        text = "".join(str(key) for key in keys)
+    raw = binascii.unhexlify(text)
     return np.frombuffer(raw, dtype=f"S{KEY_BYTES}")
 
 
@@ -100,15 +112,73 @@ def cell_ids(keys: np.ndarray, root_seeds: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(joined).view(f"S{KEY_BYTES + 8}").reshape(-1)
 
 
-def lookup_rows(
-    sorted_ids: np.ndarray, sorted_rows: np.ndarray, wanted: np.ndarray
-) -> np.ndarray:
-    """Row of each wanted id in a sorted id table (``-1`` where absent). O(n log m)."""
-    if sorted_ids.size == 0:
-        return np.full(wanted.shape, -1, dtype=np.int64)
-    position = np.minimum(np.searchsorted(sorted_ids, wanted), sorted_ids.size - 1)
-    found = sorted_ids[position] == wanted
-    return np.where(found, sorted_rows[position], -1).astype(np.int64)
+#: Odd 64-bit constant mixing the root seed into an id's digest (Fibonacci hashing).
+_SEED_MIX = np.uint64(0x9E3779B97F4A7C15)
+
+
+def id_digests(ids: np.ndarray) -> np.ndarray:
+    """``(n,)`` uint64 digest of ``S40`` ids: the key's first 8 bytes XOR the mixed seed.
+
+    Keys are sha256 digests, so 8 of their bytes are a uniform 64-bit hash: sorting and
+    searching uint64 is ~10x faster than fixed-width bytes. Equal ids have equal digests;
+    distinct ids rarely do (``n^2 / 2^65``), and :class:`IdIndex` checks. O(n).
+    """
+    raw = np.ascontiguousarray(ids, dtype=f"S{KEY_BYTES + 8}").view(np.uint8)
+    raw = raw.reshape(-1, KEY_BYTES + 8)
+    key_part = np.ascontiguousarray(raw[:, :8]).view("<u8").reshape(-1)
+    seed_part = np.ascontiguousarray(raw[:, KEY_BYTES:]).view("<u8").reshape(-1)
+    return key_part ^ (seed_part * _SEED_MIX)
+
+
+class IdIndex:
+    """Lookup of ``S40`` cell ids in a fixed array of ids (``docs/scaling.md``).
+
+    Built in O(n log n) on the uint64 digests (:func:`id_digests`); :meth:`find` is
+    O(m log n) and compares the whole ids of the candidates, so a digest collision never
+    matches a wrong cell. When two stored entries share a digest (equal ids, or a
+    collision), the index sorts the whole ids instead (exact, slower). Memory: 16 bytes
+    per id besides ``ids``.
+    """
+
+    def __init__(self, ids: np.ndarray) -> None:
+        self.ids = np.ascontiguousarray(ids, dtype=f"S{KEY_BYTES + 8}").reshape(-1)
+        digests = id_digests(self.ids)
+        self.order = np.argsort(digests)  # stability is moot: exact mode if any repeat
+        self.sorted: np.ndarray = digests[self.order]
+        self.exact = bool(np.any(self.sorted[1:] == self.sorted[:-1]))
+        if self.exact:
+            self.order = np.argsort(self.ids, kind="stable")
+            self.sorted = self.ids[self.order]
+
+    def find(self, wanted: np.ndarray) -> np.ndarray:
+        """Position in ``ids`` of each wanted id (the first if repeated); ``-1`` if absent."""
+        wanted = np.ascontiguousarray(wanted, dtype=f"S{KEY_BYTES + 8}").reshape(-1)
+        if self.sorted.size == 0 or wanted.size == 0:
+            return np.full(wanted.shape, -1, dtype=np.int64)
+        probe = wanted if self.exact else id_digests(wanted)
+        position = np.minimum(sorted_search(self.sorted, probe), self.sorted.size - 1)
+        candidate = self.order[position]
+        found = (self.sorted[position] == probe) & (self.ids[candidate] == wanted)
+        return np.where(found, candidate, -1).astype(np.int64)
+
+
+def sorted_search(haystack: np.ndarray, needles: np.ndarray) -> np.ndarray:
+    """:func:`numpy.searchsorted` of ``needles`` in the sorted ``haystack``, needles
+    sorted first: the search then walks memory in order, ~5x faster than random probes
+    of a large haystack. O(m log m + m log n)."""
+    if needles.size < 1024:
+        return np.searchsorted(haystack, needles)
+    order = np.argsort(needles)
+    position = np.empty(needles.size, dtype=np.int64)
+    position[order] = np.searchsorted(haystack, needles[order])
+    return position
+
+
+def unique_ids(ids: np.ndarray) -> np.ndarray:
+    """The distinct ids of ``ids`` (in digest order; sorted bytes if digests repeat)."""
+    ids = np.ascontiguousarray(ids, dtype=f"S{KEY_BYTES + 8}").reshape(-1)
+    index = IdIndex(ids)
+    return np.unique(ids) if index.exact else ids[index.order]
 
 
 # --------------------------------------------------------------------------- segments
@@ -248,8 +318,9 @@ def _padded_rows(flat: np.ndarray, starts: np.ndarray, lengths: np.ndarray,
                  width: int) -> np.ndarray:
     """``(n, width)`` rows of a ragged array, NaN-padded (top-k fields). O(n width)."""
     out = np.full((starts.size, width), np.nan)
-    for row, (start, length) in enumerate(zip(starts.tolist(), lengths.tolist(), strict=True)):
-        out[row, : min(length, width)] = flat[start : start + min(length, width)]
+    columns = np.arange(width)
+    present = columns < np.minimum(lengths, width)[:, None]
+    out[present] = flat[(starts[:, None] + columns)[present]]
     return out
 
 
@@ -301,6 +372,26 @@ def read_table_ids(directory: Path, segments: Sequence[Mapping[str, Any]]) -> np
     return np.concatenate(parts) if parts else np.empty(0, dtype=f"S{KEY_BYTES + 8}")
 
 
+def read_table_ids_at(
+    directory: Path, segments: Sequence[Mapping[str, Any]], rows: np.ndarray
+) -> np.ndarray:
+    """``S40`` ids of the given global rows (reads the chunks holding them). O(rows)."""
+    import zarr
+
+    offsets = np.cumsum([0, *(int(segment["rows"]) for segment in segments)])
+    out = np.empty(rows.size, dtype=f"S{KEY_BYTES + 8}")
+    segment_of = np.searchsorted(offsets, rows, side="right") - 1
+    for index in np.unique(segment_of).tolist():
+        where = np.flatnonzero(segment_of == index)
+        local = rows[where] - offsets[index]
+        group = zarr.open_group(
+            str(directory / SEGMENTS_DIRNAME / segments[index]["name"]), mode="r")
+        keys = np.ascontiguousarray(group["cell_key"].oindex[local, :])
+        out[where] = cell_ids(keys.view(f"S{KEY_BYTES}").reshape(-1),
+                              group["root_seed"].oindex[local])
+    return out
+
+
 def ingested_fragments(directory: Path, segments: Sequence[Mapping[str, Any]]) -> set[str]:
     """Names of fragments whose every cell is in the listed segments."""
     names: set[str] = set()
@@ -311,8 +402,8 @@ def ingested_fragments(directory: Path, segments: Sequence[Mapping[str, Any]]) -
     return names
 
 
-def plan_grid(sweep_plan: Any, root_seed: int) -> tuple[np.ndarray, np.ndarray, tuple[int, ...]]:
-    """Flat grid position, id and the grid shape of every plan cell. O(cells).
+def plan_grid(sweep_plan: Any) -> tuple[np.ndarray, tuple[int, ...]]:
+    """Flat grid position of every plan cell, and the grid shape. O(cells).
 
     Plan cells come in grid order of the config's axis order (``SweepPlan.cells``): their
     positions follow from per-axis permutations to the sorted coordinates, vectorised; any
@@ -322,8 +413,6 @@ def plan_grid(sweep_plan: Any, root_seed: int) -> tuple[np.ndarray, np.ndarray, 
     lookups = grid_lookups(coords)
     shape = (*(len(coords[axis]) for axis in AXES), int(sweep_plan.replicates))
     cells = sweep_plan.cells
-    ids = cell_ids(key_bytes([cell.key for cell in cells]),
-                   np.full(len(cells), int(root_seed), dtype=np.int64))
     config_order = [np.array([lookups[axis][_coordinate(axis, value)]
                               for value in sweep_plan.axes[axis]], dtype=np.int64)
                     for axis in AXES]
@@ -334,26 +423,108 @@ def plan_grid(sweep_plan: Any, root_seed: int) -> tuple[np.ndarray, np.ndarray, 
         probes = (0, len(cells) // 3, len(cells) // 2, len(cells) - 1)
         if all(np.ravel_multi_index(cell_grid_index(cells[i], lookups), shape) == positions[i]
                for i in probes):
-            return positions, ids, shape
+            return positions, shape
     positions = np.ravel_multi_index(
         np.array([cell_grid_index(cell, lookups) for cell in cells], dtype=np.int64).T.reshape(
             len(shape), -1), shape)
-    return positions, ids, shape
+    return positions, shape
+
+
+def plan_cell_ids(cells: Sequence[Any], root_seed: int) -> np.ndarray:
+    """``S40`` ids of plan cells (:func:`cell_ids` of their keys and the root seed). O(n)."""
+    return cell_ids(key_bytes([cell.key for cell in cells]),
+                    np.full(len(cells), int(root_seed), dtype=np.int64))
+
+
+def grid_identity(sweep_plan: Any, root_seed: int) -> dict[str, Any]:
+    """What a cell's id depends on besides its grid coordinates.
+
+    :func:`attnrmt.sweep.plan.cell_key` hashes the coordinates, the model specs behind
+    the names, ``top_k``, ``spectrum`` and :data:`~attnrmt.sweep.plan.MODEL_VERSION`; the
+    id adds the root seed. ``context`` is the sha256 of all but the specs, ``models`` the
+    canonical JSON of each named spec. Two grid versions whose identities are
+    :func:`same_identity` give the same id at the same coordinates, so an update carries
+    the old version's rows over by coordinates (:func:`carried_rows`) instead of looking
+    every cell up. O(models).
+    """
+    from attnrmt.sweep.plan import MODEL_VERSION, canonical_json
+
+    context = canonical_json({
+        "model_version": MODEL_VERSION, "top_k": int(sweep_plan.top_k),
+        "spectrum": str(getattr(sweep_plan, "spectrum", "full")), "root_seed": int(root_seed),
+    })
+    return {
+        "context": hashlib.sha256(context.encode()).hexdigest(),
+        "models": {kind: {str(name): canonical_json(spec) for name, spec in specs.items()}
+                   for kind, specs in model_summary(sweep_plan).items()},
+    }
+
+
+def same_identity(old: Any, new: Mapping[str, Any]) -> bool:
+    """Whether ids agree at equal coordinates: same context, and every model name both
+    versions use has the same spec (names new to ``new`` have no old coordinates)."""
+    if not isinstance(old, Mapping) or old.get("context") != new["context"]:
+        return False
+    old_models = old.get("models", {})
+    return all(old_models.get(kind, {}).get(name, spec) == spec
+               for kind, specs in new["models"].items() for name, spec in specs.items())
+
+
+def coordinate_map(old: np.ndarray, new: np.ndarray) -> np.ndarray:
+    """Index in ``old`` of each coordinate of ``new`` (``-1``: new). O(len(old) + len(new))."""
+    where = {value: index for index, value in enumerate(old.tolist())}
+    return np.array([where.get(value, -1) for value in new.tolist()], dtype=np.int64)
+
+
+def carried_rows(
+    directory: Path, manifest: Mapping[str, Any] | None, sweep_plan: Any,
+    identity: Mapping[str, Any],
+    positions: np.ndarray, probe_ids: Any,
+) -> np.ndarray | None:
+    """Table row of each plan cell from the previous grid version (``-1``: not in it).
+
+    Maps the new grid's coordinates to the old grid's, axis by axis, and reads the old
+    rows there: O(grid points) array work, no id of the table or of the plan is read.
+    None (look every cell up instead) when there is no previous version, it has another
+    :func:`grid_identity`, or a probe disagrees: ``probe_ids(indices)`` gives the plan's
+    ids of a few carried cells, compared with the table's ids at their rows.
+    """
+    import zarr
+
+    if manifest is None:
+        return None
+    try:
+        grid = zarr.open_group(str(directory / manifest["grid"]), mode="r")
+        attrs = dict(grid.attrs)
+        if not same_identity(attrs.get("identity"), identity):
+            return None
+        old_coords = axis_coordinates(attrs["axes"])
+        old_rows = np.asarray(grid[ROW_ARRAY][:]).reshape([int(n) for n in attrs["shape"]])
+    except (OSError, KeyError, ValueError, FileNotFoundError):
+        return None
+    if old_rows.size == 0:
+        return None
+    new_coords = axis_coordinates(sweep_plan.axes)
+    maps = [coordinate_map(old_coords[axis], new_coords[axis]) for axis in AXES]
+    replicates = np.arange(int(sweep_plan.replicates))
+    maps.append(np.where(replicates < old_rows.shape[-1], replicates, -1))
+    dense = old_rows[np.ix_(*(np.maximum(index, 0) for index in maps))]
+    for axis, index in enumerate(maps):  # coordinates the old grid lacks: no row
+        dense[(slice(None),) * axis + (np.flatnonzero(index < 0),)] = -1
+    plan_rows = dense.reshape(-1)[positions]
+    carried = np.flatnonzero(plan_rows >= 0)
+    probes = carried[np.linspace(0, carried.size - 1, min(carried.size, 8)).astype(np.int64)]
+    if probes.size and not np.array_equal(
+        read_table_ids_at(directory, manifest["segments"], plan_rows[probes]),
+        probe_ids(probes),
+    ):
+        return None
+    return plan_rows
 
 
 def _coordinate(axis: str, value: Any) -> Any:
     """A config axis value as the key of :func:`attnrmt.sweep.grid.grid_lookups`."""
     return axis_coordinates({**{a: [] for a in AXES}, axis: [value]})[axis].tolist()[0]
-
-
-def _read_fragment_arrays(path: Path) -> dict[str, np.ndarray] | None:
-    try:
-        with open(path, "rb") as handle, np.load(handle, allow_pickle=False) as npz:
-            return {name: npz[name] for name in npz.files}
-    except (OSError, ValueError, KeyError, EOFError):
-        return None
-    except Exception:  # zipfile.BadZipFile and friends: a torn file of an older writer
-        return None
 
 
 def update_cell_table(
@@ -389,46 +560,60 @@ def update_cell_table(
         old = read_manifest(directory / MANIFEST_NAME)
         segments = list(old["segments"]) if old else []
         _remove_orphan_segments(directory, segments)
-        table_ids = read_table_ids(directory, segments)
-        positions, plan_ids, shape = plan_grid(sweep_plan, root_seed)
-        wanted = np.unique(plan_ids)
-        have = np.isin(wanted, table_ids)
-        wanted = wanted[~have]
+        positions, shape = plan_grid(sweep_plan)
+        cells = sweep_plan.cells
+        identity = grid_identity(sweep_plan, root_seed)
+        plan_rows = carried_rows(
+            directory, old, sweep_plan, identity, positions,
+            lambda indices: plan_cell_ids([cells[i] for i in indices.tolist()], root_seed))
+        if plan_rows is None and not segments:  # a new table: every cell is missing
+            plan_rows = np.full(len(cells), -1, dtype=np.int64)
+        elif plan_rows is None:
+            plan_rows = IdIndex(read_table_ids(directory, segments)).find(
+                plan_cell_ids(cells, root_seed))
+        missing = np.flatnonzero(plan_rows < 0)
+        missing_ids = plan_cell_ids(
+            cells if missing.size == len(cells) else [cells[i] for i in missing.tolist()],
+            root_seed)
+        wanted_index = IdIndex(unique_ids(missing_ids))
+        wanted = wanted_index.ids
         taken = np.zeros(wanted.size, dtype=bool)
         done = ingested_fragments(directory, segments)
         writer = SegmentWriter(directory / SEGMENTS_DIRNAME, int(sweep_plan.top_k))
         try:
             given = [Path(path) for path in fragment_files]
-            extra = fragment_paths(sweep_dir) if scan_all_fragments else []
+            extra = fragment_paths(sweep_dir) if scan_all_fragments and wanted.size else []
             for path, is_given in [(p, True) for p in given] + [(p, False) for p in extra]:
                 if taken.all():
                     break
                 if path.name in done:
                     continue
                 done.add(path.name)  # its hard link in cache/ holds the same cells
-                arrays = _read_fragment_arrays(path)
+                arrays = read_fragment_arrays(path)
                 if arrays is None or "cell_key" not in arrays:
                     continue
                 ids = cell_ids(key_bytes(arrays["cell_key"].tolist()),
                                root_seeds_of(arrays["cell_seed"].tolist()))
-                position = np.minimum(np.searchsorted(wanted, ids), max(wanted.size - 1, 0))
-                hit = (wanted.size > 0) & (wanted[position] == ids) & ~taken[position]
+                position = wanted_index.find(ids)
+                hit = position >= 0
+                hit[hit] = ~taken[position[hit]]
                 rows = np.flatnonzero(hit)
-                rows = rows[np.unique(position[rows], return_index=True)[1]]
-                rows.sort()
+                rows = np.sort(rows[np.unique(position[rows], return_index=True)[1]])
                 writer.append(ids, arrays, rows)
                 taken[position[rows]] = True
                 if is_given:
                     writer.ingested.append(path.name)
+            first_new_row = sum(int(segment["rows"]) for segment in segments)
             new_segment = writer.commit()
         except BaseException:
             writer.discard()
             raise
         if new_segment is not None:
             segments.append(new_segment)
-            table_ids = np.concatenate([table_ids, read_table_ids(directory, [new_segment])])
-        rows = grid_rows(table_ids, positions, plan_ids, shape)
-        attrs = grid_attrs(sweep_plan, root_seed, rows, shape)
+            found = IdIndex(read_table_ids(directory, [new_segment])).find(missing_ids)
+            plan_rows[missing] = np.where(found >= 0, found + first_new_row, -1)
+        rows = grid_rows(positions, plan_rows, shape)
+        attrs = grid_attrs(sweep_plan, root_seed, rows, shape, identity)
         if new_segment is None and old is not None and _same_grid(directory, old, rows, attrs):
             return old  # nothing changed: readers keep the current version
         manifest = _publish_version(directory, segments, rows, attrs)
@@ -436,23 +621,27 @@ def update_cell_table(
     return manifest
 
 
-def grid_rows(
-    table_ids: np.ndarray, positions: np.ndarray, plan_ids: np.ndarray, shape: tuple[int, ...]
-) -> np.ndarray:
-    """Flat grid index: the table row of each grid point's cell, ``-1`` where absent."""
-    order = np.argsort(table_ids, kind="stable")
+def grid_rows(positions: np.ndarray, plan_rows: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    """Flat grid index: the table row of each grid point's cell, ``-1`` where absent.
+
+    ``positions``: flat grid position of each plan cell; ``plan_rows``: its table row
+    (``-1``: not in the table). O(grid points).
+    """
     rows = np.full(int(np.prod(shape)), -1, dtype=np.int64)
-    rows[positions] = lookup_rows(table_ids[order], order.astype(np.int64), plan_ids)
+    rows[positions] = plan_rows
     return rows
 
 
 def grid_attrs(
-    sweep_plan: Any, root_seed: int, rows: np.ndarray, shape: tuple[int, ...]
+    sweep_plan: Any, root_seed: int, rows: np.ndarray, shape: tuple[int, ...],
+    identity: Mapping[str, Any],
 ) -> dict[str, Any]:
-    """Attributes of a grid version: axes, sizes and the dataset attributes of the view."""
+    """Attributes of a grid version: axes, sizes, :func:`grid_identity` and the dataset
+    attributes of the view."""
     return json.loads(json.dumps({
         "format_version": STORE_FORMAT_VERSION,
         "shape": list(shape),
+        "identity": dict(identity),
         "axes": {axis: list(sweep_plan.axes[axis]) for axis in AXES},
         "replicates": int(sweep_plan.replicates),
         "top_k": int(sweep_plan.top_k),
