@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from attnrmt.analysis.bulk_fit import bulk_fit, ks_distance
+from attnrmt.analysis.bulk_fit import bulk_fit, ks_distance, ks_distances
 from attnrmt.analysis.synthetic import bulk_quantiles, make_synthetic
 from attnrmt.theory import bulk_atom, bulk_edges
 
@@ -52,6 +52,30 @@ def test_nan_padding_is_ignored() -> None:
     padded = np.concatenate([spectrum, np.full(50, np.nan)])
     assert ks_distance(padded, 0.5, 0.5, 1.0, margin=MARGIN) == ks_distance(
         spectrum, 0.5, 0.5, 1.0, margin=MARGIN)
+
+
+def test_batched_distances_equal_one_spectrum_at_a_time() -> None:
+    """Rows of different lengths (NaN padding), ratios, scales, zeros, outliers and empty
+    rows in one batch: the same numbers as one call per row (the batching splits the
+    concatenated CDF values back to their rows)."""
+    rng = np.random.default_rng(3)
+    rows = []
+    for index in range(40):
+        delta, gamma = (0.5, 0.5) if index % 3 else (2.0, 1.5)
+        kappa = rng.uniform(0.2, 2.0)
+        spectrum = np.full(60, np.nan)
+        length = int(rng.integers(0, 60))
+        spectrum[:length] = kappa * bulk_quantiles(max(length, 1), delta, gamma)[:length]
+        if index % 5 == 0 and length:
+            spectrum[length - 1] *= 3.0  # an outlier
+        rows.append((spectrum, delta, gamma, kappa))
+    batched = ks_distances(np.array([row[0] for row in rows]),
+                           *(np.array([row[i] for row in rows]) for i in (1, 2, 3)),
+                           margin=MARGIN)
+    for index, (spectrum, delta, gamma, kappa) in enumerate(rows):
+        one = ks_distance(spectrum, delta, gamma, kappa, margin=MARGIN)
+        for name, value in one.items():
+            np.testing.assert_equal(batched[name][index], value, err_msg=f"{name}, {index}")
 
 
 def test_bulk_fit_on_contract_shaped_cells() -> None:
