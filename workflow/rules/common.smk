@@ -1,5 +1,6 @@
 # Shared helpers: the run plan (built once, at DAG time, from the config the Snakefile
 # validated: VALID), paths, input functions and the final targets (get_final_output).
+import gc
 import os
 import re
 import sys
@@ -8,7 +9,12 @@ import time
 from attnrmt.analysis.figures import FIGURES
 from attnrmt.analysis.pipeline import TABLES
 from attnrmt.sweep.blocks import block_params
-from attnrmt.sweep.cluster import dashboard_link, shutdown_run_cluster, stop_on_signals
+from attnrmt.sweep.cluster import (
+    BlocksLeft,
+    dashboard_link,
+    shutdown_run_cluster,
+    stop_on_signals,
+)
 from attnrmt.sweep.failures import describe_skipped, failed_blocks
 from attnrmt.sweep.plan import plan_run
 from attnrmt.sweep.status import print_progress
@@ -91,6 +97,18 @@ def print_run_progress():
         print_progress(PLAN, RESULTS)
 
 
+# Fragments this run's block jobs have still to write (used by the driving process only).
+BLOCKS_LEFT = BlocksLeft(path for sweep in GATHERED_SWEEPS for path in fragments_to_gather(sweep))
+
+
+def release_cluster_after_last_block(fragment):
+    """Close the run's Dask cluster in the background once the last block's fragment is
+    written (attnrmt.sweep.cluster.BlocksLeft): the gathers need no cluster, so the
+    workers' teardown overlaps them. Jobs running remotely do nothing."""
+    if not workflow.remote_exec and BLOCKS_LEFT.finished(fragment):
+        shutdown_run_cluster(RESULTS, wait=False)
+
+
 def get_store_output():
     """Input of rule stores: theory.zarr of every sweep, cells.zarr of every gathered one."""
     return [sweep_path(sweep, "theory.zarr") for sweep in SWEEPS] + [
@@ -141,3 +159,13 @@ def print_end_summary():
     link = dashboard_link(RESULTS)
     if link:
         print(f"Dask dashboard (while the run lasted): {link}", file=sys.stderr)
+    skip_exit_collection()
+
+
+def skip_exit_collection():
+    """gc.freeze() the heap of a process about to exit: the interpreter's final garbage
+    collection then skips it. Imports (Snakemake, distributed, xarray, matplotlib) and the
+    DAG make a heap whose collection at exit took seconds (measured ~0.5-4 s, growing
+    with machine load; docs/scaling.md, "Pipeline overhead"); nothing of it needs
+    collecting, the process ends."""
+    gc.freeze()

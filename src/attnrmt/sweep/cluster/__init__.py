@@ -21,6 +21,7 @@ signals), :mod:`.jobqueue` and :mod:`.slurm` (batch systems).
 """
 
 from attnrmt.sweep.cluster.lifecycle import (
+    BlocksLeft,
     RunStopped,
     cluster_dir,
     connect,
@@ -44,6 +45,7 @@ from attnrmt.sweep.cluster.sizing import (
 
 __all__ = [
     "MODES",
+    "BlocksLeft",
     "ClusterSettings",
     "RunStopped",
     "allocation_cores",
