@@ -386,3 +386,38 @@ def test_workers_spawned_inside_do_not_rerun_the_main_script(tmp_path: Path) -> 
     assert sorted(path.name for path in markers.iterdir()) == [outside]
     assert inside != outside
     assert restored == "True"
+
+
+def test_cancel_rate_limiter_wakeups_cancels_only_snakemakes_timers() -> None:
+    """Only pending timers armed by Snakemake's job rate limiter (recognised by the
+    callback's qualified name) are cancelled; other timers keep running. The installed
+    Snakemake still arms them there (a rename would silently undo the fix)."""
+    import inspect
+    import threading
+
+    from snakemake.scheduling.job_scheduler import JobScheduler as SnakemakeScheduler
+
+    from attnrmt.sweep.cluster import cancel_rate_limiter_wakeups
+    from attnrmt.sweep.cluster.lifecycle import RATE_LIMITER_WAKEUP
+
+    method = RATE_LIMITER_WAKEUP.split(".")[1]
+    assert "threading.Timer(" in inspect.getsource(getattr(SnakemakeScheduler, method))
+
+    class JobScheduler:  # the callback Snakemake 9 arms: a lambda in this method
+        def _schedule_reevalutation(self, fired: list[str]) -> threading.Timer:
+            return threading.Timer(60, lambda: fired.append("snakemake"))
+
+    fired: list[str] = []
+    snakemake_timer = JobScheduler()._schedule_reevalutation(fired)
+    other_timer = threading.Timer(0.2, lambda: fired.append("other"))
+    snakemake_timer.start()
+    other_timer.start()
+    try:
+        assert cancel_rate_limiter_wakeups() == 1
+        snakemake_timer.join(timeout=5)
+        other_timer.join(timeout=5)
+        assert not snakemake_timer.is_alive()
+        assert fired == ["other"]
+    finally:
+        snakemake_timer.cancel()
+        other_timer.cancel()

@@ -11,6 +11,7 @@ from attnrmt.analysis.pipeline import TABLES
 from attnrmt.sweep.blocks import block_params
 from attnrmt.sweep.cluster import (
     BlocksLeft,
+    cancel_rate_limiter_wakeups,
     dashboard_link,
     shutdown_run_cluster,
     stop_on_signals,
@@ -101,11 +102,17 @@ def print_run_progress():
 BLOCKS_LEFT = BlocksLeft(path for sweep in GATHERED_SWEEPS for path in fragments_to_gather(sweep))
 
 
-def release_cluster_after_last_block(fragment):
-    """Close the run's Dask cluster in the background once the last block's fragment is
-    written (attnrmt.sweep.cluster.BlocksLeft): the gathers need no cluster, so the
-    workers' teardown overlaps them. Jobs running remotely do nothing."""
-    if not workflow.remote_exec and BLOCKS_LEFT.finished(fragment):
+def after_block(fragment):
+    """What the driving process does as a block job ends (jobs running remotely do
+    nothing): the progress line (print_run_progress); the run's Dask cluster closed in
+    the background once the last block's fragment is written (BlocksLeft: the gathers
+    need no cluster, so the workers' teardown overlaps them); Snakemake's idle rate-limiter
+    wake-ups cancelled (attnrmt.sweep.cluster.cancel_rate_limiter_wakeups)."""
+    if workflow.remote_exec:
+        return
+    print_run_progress()
+    cancel_rate_limiter_wakeups()
+    if BLOCKS_LEFT.finished(fragment):
         shutdown_run_cluster(RESULTS, wait=False)
 
 

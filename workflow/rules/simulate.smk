@@ -22,8 +22,7 @@ rule simulate_block:
         attnrmt.sweep.blocks.run_block(
             params.cells, output[0], RESULTS, config.get("dask"), log[0], granted_cores()
         )
-        print_run_progress()
-        release_cluster_after_last_block(output[0])
+        after_block(output[0])
 
 
 rule gather_cells:

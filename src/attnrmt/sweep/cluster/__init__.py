@@ -23,6 +23,7 @@ signals), :mod:`.jobqueue` and :mod:`.slurm` (batch systems).
 from attnrmt.sweep.cluster.lifecycle import (
     BlocksLeft,
     RunStopped,
+    cancel_rate_limiter_wakeups,
     cluster_dir,
     connect,
     dashboard_link,
@@ -49,6 +50,7 @@ __all__ = [
     "ClusterSettings",
     "RunStopped",
     "allocation_cores",
+    "cancel_rate_limiter_wakeups",
     "cluster_dir",
     "connect",
     "dashboard_address",

@@ -570,6 +570,34 @@ class BlocksLeft:
             return not self._left
 
 
+#: In the ``__qualname__`` of the wake-up callbacks Snakemake's job rate limiter arms.
+RATE_LIMITER_WAKEUP = "JobScheduler._schedule_reevalutation"
+
+
+def cancel_rate_limiter_wakeups() -> int:
+    """Cancel the pending wake-up timers of Snakemake's job rate limiter; return how many.
+
+    Snakemake 9 (``JobScheduler._schedule_reevalutation``, ``--max-jobs-per-timespan``,
+    default 100/1s) arms a 1 s :class:`threading.Timer` at every round of its scheduling
+    loop while ready jobs wait -- here the blocks waiting for a ``dask_clients`` slot. The
+    round a timer starts arms the next one, and every finished job starts a further
+    chain, so the loop ran O(finished blocks) rounds per second, each O(ready jobs), in
+    the process that also hosts the Dask scheduler (snakemake/snakemake#3744;
+    docs/scaling.md, "Pipeline overhead"). A block job calls this as it ends: the job
+    finishing wakes the scheduler anyway, and that round re-arms one timer if the limiter
+    still holds jobs back, so no job waits longer. O(threads of the process).
+    """
+    cancelled = 0
+    for thread in threading.enumerate():
+        wakeup = getattr(thread, "function", None)
+        if isinstance(thread, threading.Timer) and RATE_LIMITER_WAKEUP in getattr(
+            wakeup, "__qualname__", ""
+        ):
+            thread.cancel()
+            cancelled += 1
+    return cancelled
+
+
 def _remove_credentials(run_dir: str | os.PathLike[str]) -> None:
     for path in security.credential_paths(cluster_dir(run_dir)):
         with contextlib.suppress(FileNotFoundError):
