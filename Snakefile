@@ -74,6 +74,7 @@ onstart:
 onsuccess:
     shutdown_run_cluster(RESULTS, wait=False)
     print_end_summary()
+    skip_exit_collection()
 
 
 onerror:
@@ -81,3 +82,4 @@ onerror:
     print_max_failures_message()
     for line in store_finished_cells(PLAN, RESULTS):
         print(f"attnrmt: {line}", file=sys.stderr)
+    skip_exit_collection()

@@ -378,3 +378,92 @@ def test_a_stopped_run_that_does_not_wind_down_exits_after_the_grace_period() ->
     assert done.returncode == 128 + 15, done.stderr
     assert "exiting now" in done.stderr and "rerun the same command" in done.stderr
     assert time.monotonic() - started < 25  # not the 30 s sleep
+
+
+# --------------------------------------------------------------------------- overhead
+
+
+def test_blocks_left_reports_the_last_fragment_once(tmp_path: Path) -> None:
+    """BlocksLeft: fragments on disk when built are not waited for; finished() is True
+    exactly once, for the last missing fragment (paths compared normalised); a run whose
+    fragments all exist never releases its cluster early."""
+    from attnrmt.sweep.cluster import BlocksLeft
+
+    paths = [tmp_path / "fragments" / f"{name}.npz" for name in ("a", "b", "c")]
+    paths[0].parent.mkdir()
+    paths[0].write_bytes(b"")  # already finished: not waited for
+    left = BlocksLeft(str(path) for path in paths)
+    assert left.finished(tmp_path / "other.npz") is False  # not one of the run's blocks
+    assert left.finished(str(paths[1])) is False
+    assert left.finished(f"{tmp_path}/fragments/./c.npz") is True
+    assert left.finished(str(paths[2])) is False  # once only
+    assert BlocksLeft(paths[:1]).finished(paths[0]) is False
+
+
+def test_workers_spawned_inside_do_not_rerun_the_main_script(tmp_path: Path) -> None:
+    """spawning_without_main_script: a process spawned inside the block does not execute
+    the parent's main file (a marker file proves each execution as ``__mp_main__``); one
+    spawned outside does (so the check can fail); ``__main__.__file__`` is restored."""
+    markers = tmp_path / "markers"
+    markers.mkdir()
+    script = tmp_path / "main_script.py"
+    script.write_text(textwrap.dedent(f"""
+        import multiprocessing, os, sys
+        from pathlib import Path
+        if __name__ == "__mp_main__":
+            Path({str(markers)!r}, str(os.getpid())).touch()
+        from attnrmt.sweep.cluster.lifecycle import spawning_without_main_script
+
+        def spawn_one():
+            child = multiprocessing.get_context("spawn").Process(target=os.getpid)
+            child.start()
+            child.join()
+            return child.pid
+
+        if __name__ == "__main__":
+            with spawning_without_main_script():
+                inside = spawn_one()
+            outside = spawn_one()
+            print(inside, outside, sys.modules["__main__"].__file__ == {str(script)!r})
+    """))
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          check=True, timeout=120)
+    inside, outside, restored = done.stdout.split()
+    assert sorted(path.name for path in markers.iterdir()) == [outside]
+    assert inside != outside
+    assert restored == "True"
+
+
+def test_cancel_rate_limiter_wakeups_cancels_only_snakemakes_timers() -> None:
+    """Only pending timers armed by Snakemake's job rate limiter (recognised by the
+    callback's qualified name) are cancelled; other timers keep running. The installed
+    Snakemake still arms them there (a rename would silently undo the fix)."""
+    import inspect
+    import threading
+
+    from snakemake.scheduling.job_scheduler import JobScheduler as SnakemakeScheduler
+
+    from attnrmt.sweep.cluster import cancel_rate_limiter_wakeups
+    from attnrmt.sweep.cluster.lifecycle import RATE_LIMITER_WAKEUP
+
+    method = RATE_LIMITER_WAKEUP.split(".")[1]
+    assert "threading.Timer(" in inspect.getsource(getattr(SnakemakeScheduler, method))
+
+    class JobScheduler:  # the callback Snakemake 9 arms: a lambda in this method
+        def _schedule_reevalutation(self, fired: list[str]) -> threading.Timer:
+            return threading.Timer(60, lambda: fired.append("snakemake"))
+
+    fired: list[str] = []
+    snakemake_timer = JobScheduler()._schedule_reevalutation(fired)
+    other_timer = threading.Timer(0.2, lambda: fired.append("other"))
+    snakemake_timer.start()
+    other_timer.start()
+    try:
+        assert cancel_rate_limiter_wakeups() == 1
+        snakemake_timer.join(timeout=5)
+        other_timer.join(timeout=5)
+        assert not snakemake_timer.is_alive()
+        assert fired == ["other"]
+    finally:
+        snakemake_timer.cancel()
+        other_timer.cancel()

@@ -1,5 +1,6 @@
 # Shared helpers: the run plan (built once, at DAG time, from the config the Snakefile
 # validated: VALID), paths, input functions and the final targets (get_final_output).
+import gc
 import os
 import re
 import sys
@@ -8,7 +9,13 @@ import time
 from attnrmt.analysis.figures import FIGURES
 from attnrmt.analysis.pipeline import TABLES
 from attnrmt.sweep.blocks import block_params
-from attnrmt.sweep.cluster import dashboard_link, shutdown_run_cluster, stop_on_signals
+from attnrmt.sweep.cluster import (
+    BlocksLeft,
+    cancel_rate_limiter_wakeups,
+    dashboard_link,
+    shutdown_run_cluster,
+    stop_on_signals,
+)
 from attnrmt.sweep.cluster.blockwatch import start_block_job_watch
 from attnrmt.sweep.failures import FailureBudget, describe_skipped, failed_blocks
 from attnrmt.sweep.plan import plan_run
@@ -94,6 +101,24 @@ def print_run_progress():
         print_progress(PLAN, RESULTS)
 
 
+# Fragments this run's block jobs have still to write (used by the driving process only).
+BLOCKS_LEFT = BlocksLeft(path for sweep in GATHERED_SWEEPS for path in fragments_to_gather(sweep))
+
+
+def after_block(fragment):
+    """What the driving process does as a block job ends (jobs running remotely do
+    nothing): the progress line (print_run_progress); the run's Dask cluster closed in
+    the background once the last block's fragment is written (BlocksLeft: the gathers
+    need no cluster, so the workers' teardown overlaps them); Snakemake's idle rate-limiter
+    wake-ups cancelled (attnrmt.sweep.cluster.cancel_rate_limiter_wakeups)."""
+    if workflow.remote_exec:
+        return
+    print_run_progress()
+    cancel_rate_limiter_wakeups()
+    if BLOCKS_LEFT.finished(fragment):
+        shutdown_run_cluster(RESULTS, wait=False)
+
+
 def get_store_output():
     """Input of rule stores: theory.zarr of every sweep, cells.zarr of every gathered one."""
     return [sweep_path(sweep, "theory.zarr") for sweep in SWEEPS] + [
@@ -144,6 +169,15 @@ def print_end_summary():
     link = dashboard_link(RESULTS)
     if link:
         print(f"Dask dashboard (while the run lasted): {link}", file=sys.stderr)
+
+
+def skip_exit_collection():
+    """gc.freeze() the heap of a process about to exit: the interpreter's final garbage
+    collection then skips it. Imports (Snakemake, distributed, xarray, matplotlib) and the
+    DAG make a heap whose collection at exit took seconds (measured ~0.5-4 s, growing
+    with machine load; docs/scaling.md, "Pipeline overhead"); nothing of it needs
+    collecting, the process ends."""
+    gc.freeze()
 
 
 def print_max_failures_message():

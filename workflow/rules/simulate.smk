@@ -23,7 +23,7 @@ rule simulate_block:
             params.cells, output[0], RESULTS, config.get("dask"), log[0], granted_cores(),
             failure_budget=FAILURE_BUDGET, mem_mb=getattr(resources, "mem_mb", None),
         )
-        print_run_progress()
+        after_block(output[0])
 
 
 rule gather_cells:

@@ -22,7 +22,9 @@ block jobs of Snakemake's SLURM executor that SLURM can never run stop the run).
 """
 
 from attnrmt.sweep.cluster.lifecycle import (
+    BlocksLeft,
     RunStopped,
+    cancel_rate_limiter_wakeups,
     cluster_dir,
     connect,
     dashboard_link,
@@ -45,9 +47,11 @@ from attnrmt.sweep.cluster.sizing import (
 
 __all__ = [
     "MODES",
+    "BlocksLeft",
     "ClusterSettings",
     "RunStopped",
     "allocation_cores",
+    "cancel_rate_limiter_wakeups",
     "cluster_dir",
     "connect",
     "dashboard_address",

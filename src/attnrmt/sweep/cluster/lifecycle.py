@@ -35,7 +35,7 @@ import socket
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -134,7 +134,11 @@ def local_cluster_kwargs(cores: int, settings: ClusterSettings, workdir: Path) -
 
     Scheduler, nannies, workers and every HTTP server (dashboard, worker metrics) bind to
     127.0.0.1; with the dashboard off the scheduler's HTTP server still answers health
-    checks, also on loopback.
+    checks, also on loopback. Workers serve no dashboard pages of their own
+    (``worker_dashboard_address=None``; their HTTP server, metrics and health only, still
+    listens on the worker's loopback address): the run's dashboard is the scheduler's, and
+    a worker dashboard imports bokeh in every worker process (measured ~0.6 s of CPU per
+    worker at start-up, docs/scaling.md, "Pipeline overhead").
     """
     layout = worker_layout(cores, settings.n_workers, settings.threads_per_worker)
     configure_worker_environment(layout.blas_threads)
@@ -148,12 +152,37 @@ def local_cluster_kwargs(cores: int, settings: ClusterSettings, workdir: Path) -
         "host": LOOPBACK,
         "protocol": "tls://",
         "dashboard_address": settings.dashboard or f"{LOOPBACK}:0",
-        "worker_dashboard_address": f"{LOOPBACK}:0",
+        "worker_dashboard_address": None,
         "local_directory": str(workdir),
         "memory_limit": settings.memory_limit or "auto",
         "scheduler_kwargs": scheduler_kwargs,
         "silence_logs": False,  # INFO to .dask/cluster.log (worker deaths, restarts)
     }
+
+
+@contextlib.contextmanager
+def spawning_without_main_script() -> Iterator[None]:
+    """Worker processes started inside this block do not re-run the parent's main script.
+
+    The ``spawn`` start method (distributed's default) re-executes the parent's
+    ``__main__`` file in every child, as ``__mp_main__``, when ``__main__`` has a
+    ``__file__``. In the pipeline that file is the ``snakemake`` executable, whose import of
+    ``snakemake.cli`` a worker never uses (tasks are attnrmt functions, pickled by
+    reference) but pays for at start (measured ~0.8 s of CPU per worker) and again at
+    exit (a longer interpreter teardown); docs/scaling.md, "Pipeline overhead". The
+    attribute is hidden only while the cluster starts its workers; a worker a nanny
+    restarts later re-runs the script as before (slower, equally correct).
+    """
+    main = sys.modules.get("__main__")
+    main_file = getattr(main, "__file__", None)
+    if main is None or main_file is None:
+        yield
+        return
+    del main.__file__
+    try:
+        yield
+    finally:
+        main.__file__ = main_file
 
 
 def _attach_cluster_log(run_dir: Path) -> logging.Handler:
@@ -214,9 +243,10 @@ def start_run_cluster(run_dir: str | os.PathLike[str], settings: ClusterSettings
             cores = min(usable_cores(), settings.max_cores or usable_cores())
             workdir = Path(settings.local_directory or dask_dir / "workers")
             workdir.mkdir(parents=True, exist_ok=True)
-            cluster = LocalCluster(
-                security=run_security, **local_cluster_kwargs(cores, settings, workdir)
-            )
+            with spawning_without_main_script():
+                cluster = LocalCluster(
+                    security=run_security, **local_cluster_kwargs(cores, settings, workdir)
+                )
     except BaseException:
         _detach_cluster_log(handler)
         raise
@@ -298,8 +328,10 @@ def run_client(run_dir: str | os.PathLike[str], settings: ClusterSettings) -> It
         workdir.mkdir(parents=True, exist_ok=True)
         job_security = security.in_memory_security()
         kwargs = local_cluster_kwargs(allocation_cores(), settings, workdir)
+        with spawning_without_main_script():
+            job_cluster = LocalCluster(security=job_security, **kwargs)
         with (
-            LocalCluster(security=job_security, **kwargs) as cluster,
+            job_cluster as cluster,
             Client(cluster, security=job_security, set_as_default=False) as client,
             _registered(run_dir, client),
         ):
@@ -509,6 +541,61 @@ def shutdown_run_cluster(run_dir: str | os.PathLike[str], wait: bool = True) -> 
     else:
         threading.Thread(target=_close, args=(run,), daemon=False).start()
     return True
+
+
+class BlocksLeft:
+    """The fragments a run's block jobs have still to write, in the process driving the run.
+
+    The run's cluster is released (:func:`shutdown_run_cluster`, in the background) as
+    soon as the last of them is written: the gathers that follow need no cluster, so the
+    workers' teardown overlaps them instead of following them (docs/scaling.md, "Pipeline
+    overhead"). Fragments already on disk when this is built are not waited for; when a
+    block fails, or the run targets only some sweeps, the set never empties and the
+    cluster is closed at the end of the run as before.
+
+    Cost: O(blocks) ``stat`` calls when built, O(1) per finished block; thread-safe (block
+    jobs are threads of one Snakemake process).
+    """
+
+    def __init__(self, fragments: Iterable[str | os.PathLike[str]]) -> None:
+        self._left = {os.path.normpath(path) for path in fragments if not os.path.exists(path)}
+        self._lock = threading.Lock()
+
+    def finished(self, fragment: str | os.PathLike[str]) -> bool:
+        """Record that ``fragment`` was written; True once: when it was the last one left."""
+        with self._lock:
+            if not self._left:
+                return False
+            self._left.discard(os.path.normpath(fragment))
+            return not self._left
+
+
+#: In the ``__qualname__`` of the wake-up callbacks Snakemake's job rate limiter arms.
+RATE_LIMITER_WAKEUP = "JobScheduler._schedule_reevalutation"
+
+
+def cancel_rate_limiter_wakeups() -> int:
+    """Cancel the pending wake-up timers of Snakemake's job rate limiter; return how many.
+
+    Snakemake 9 (``JobScheduler._schedule_reevalutation``, ``--max-jobs-per-timespan``,
+    default 100/1s) arms a 1 s :class:`threading.Timer` at every round of its scheduling
+    loop while ready jobs wait -- here the blocks waiting for a ``dask_clients`` slot. The
+    round a timer starts arms the next one, and every finished job starts a further
+    chain, so the loop ran O(finished blocks) rounds per second, each O(ready jobs), in
+    the process that also hosts the Dask scheduler (snakemake/snakemake#3744;
+    docs/scaling.md, "Pipeline overhead"). A block job calls this as it ends: the job
+    finishing wakes the scheduler anyway, and that round re-arms one timer if the limiter
+    still holds jobs back, so no job waits longer. O(threads of the process).
+    """
+    cancelled = 0
+    for thread in threading.enumerate():
+        wakeup = getattr(thread, "function", None)
+        if isinstance(thread, threading.Timer) and RATE_LIMITER_WAKEUP in getattr(
+            wakeup, "__qualname__", ""
+        ):
+            thread.cancel()
+            cancelled += 1
+    return cancelled
 
 
 def _remove_credentials(run_dir: str | os.PathLike[str]) -> None:
