@@ -241,3 +241,12 @@ def with_variable_attrs(dataset: Any) -> Any:
 #: How a cell measures the spectrum of S (``docs/data-contract.md``, "cells.zarr"):
 #: ``full`` (all d eigenvalues, forms S) or ``top`` (matrix-free, the 2 top_k largest).
 SPECTRA: tuple[str, ...] = ("full", "top")
+
+
+def stored_eigenvalue_count(spectrum: str, d: int, top_k: int) -> int:
+    """How many eigenvalues of ``S`` a cell stores (``docs/data-contract.md``,
+    "cells.zarr"): all ``d`` for ``full``, the ``min(2 top_k, d)`` largest for ``top``.
+    The ``eig`` axis of a sweep's view is this count at its largest ``d``."""
+    if spectrum not in SPECTRA:
+        raise ValueError(f"spectrum={spectrum!r}: must be one of {list(SPECTRA)}")
+    return int(d) if spectrum == "full" else min(2 * int(top_k), int(d))

@@ -41,7 +41,7 @@ import numpy as np
 import scipy.sparse
 
 from attnrmt._validation import check_int, check_positive
-from attnrmt.contract import SPECTRA
+from attnrmt.contract import SPECTRA, stored_eigenvalue_count
 from attnrmt.model._linalg import (
     add_rank_one,
     lower_gram,
@@ -622,7 +622,7 @@ def _measure_top(
     downstream_accuracy = (
         _readout(incidence @ table.embeddings, labels) if labels is not None else float("nan")
     )
-    n_values = min(2 * top_k, d)
+    n_values = stored_eigenvalue_count("top", d, top_k)
     widths = (min(TOP_BLOCK_WIDTH, d), min(POP_BLOCK_WIDTH, d))
     (values, top_vectors), (pop_values, pop_vectors) = shared_operator_top_eigenpairs(
         table_operators(incidence, table.embeddings, centered, population_terms, kappa),

@@ -29,6 +29,7 @@ from attnrmt.contract import (
     SIZE_FIELDS,
     TOP_K_FIELDS,
     VARIABLE_ATTRS,
+    stored_eigenvalue_count,
 )
 from attnrmt.sweep.fragments import temporary_sibling
 
@@ -94,8 +95,14 @@ def dataset_attrs(sweep_plan: Any, root_seed: int, title: str) -> dict[str, Any]
         "config_sha256": str(sweep_plan.config_sha256),
         "root_seed": int(root_seed),
         "model_summary": _attrs_json(model_summary(sweep_plan)),
+        "spectrum": sweep_spectrum(sweep_plan),
         "Conventions": "CF-1.10 (attributes only)",
     }
+
+
+def sweep_spectrum(sweep_plan: Any) -> str:
+    """The sweep's ``spectrum`` (``full`` or ``top``; plans made before it existed: full)."""
+    return str(getattr(sweep_plan, "spectrum", "full"))
 
 
 def model_summary(sweep_plan: Any) -> dict[str, dict[str, Any]]:
@@ -155,14 +162,14 @@ def cells_dataset(
     top_k = int(sweep_plan.top_k)
     grid_shape = tuple(len(coords[axis]) for axis in AXES)
     cell_shape = (*grid_shape, n_replicates)
-    max_d = int(max(coords["d"]))
+    n_eig = stored_eigenvalue_count(sweep_spectrum(sweep_plan), max(coords["d"]), top_k)
     max_t = int(max(coords["T"]))
 
     def nan_array(*tail: int) -> np.ndarray:
         return np.full((*cell_shape, *tail), np.nan)
 
     per_k = {name: nan_array(top_k) for name in TOP_K_FIELDS}
-    eigenvalues = nan_array(max_d)
+    eigenvalues = nan_array(n_eig)
     weights = nan_array(max_t)
     per_cell = {
         name: nan_array()
@@ -208,7 +215,7 @@ def cells_dataset(
         data_vars[name] = (axis_dims, first_present(sizes[name]))
 
     return cells_view(
-        data_vars, coords, replicates=n_replicates, top_k=top_k, max_d=max_d, max_t=max_t,
+        data_vars, coords, replicates=n_replicates, top_k=top_k, n_eig=n_eig, max_t=max_t,
         attrs={
             **dataset_attrs(sweep_plan, root_seed, "attnrmt simulated cells"),
             "replicates": n_replicates,
@@ -238,13 +245,14 @@ def cells_view(
     *,
     replicates: int,
     top_k: int,
-    max_d: int,
+    n_eig: int,
     max_t: int,
     attrs: Mapping[str, Any],
 ) -> Any:
     """The cells dataset of the data contract from its variables (numpy or dask arrays):
     contract attributes on every variable (:data:`CELL_ATTRS`), the axis coordinates plus
-    ``replicate``, ``k``, ``eig`` and ``position``. O(number of variables); no data copied.
+    ``replicate``, ``k``, ``eig`` (``n_eig``: :func:`attnrmt.contract.stored_eigenvalue_count`
+    at the largest ``d``) and ``position``. O(number of variables); no data copied.
     Shared by the in-memory reference (:func:`cells_dataset`) and the lazy reader."""
     import xarray as xr
 
@@ -257,7 +265,7 @@ def cells_view(
             **{axis: (axis, values, CELL_ATTRS[axis]) for axis, values in coords.items()},
             "replicate": ("replicate", np.arange(replicates), CELL_ATTRS["replicate"]),
             "k": ("k", np.arange(top_k), CELL_ATTRS["k"]),
-            "eig": ("eig", np.arange(max_d), CELL_ATTRS["eig"]),
+            "eig": ("eig", np.arange(n_eig), CELL_ATTRS["eig"]),
             "position": ("position", np.arange(max_t), CELL_ATTRS["position"]),
         },
         attrs=dict(attrs),

@@ -32,6 +32,7 @@ from attnrmt.contract import (
     PROVENANCE_FIELDS,
     SIZE_FIELDS,
     TOP_K_FIELDS,
+    stored_eigenvalue_count,
 )
 from attnrmt.sweep.grid import (
     CELLS_VIEW_NOTES,
@@ -201,13 +202,15 @@ def open_cell_table(table: str | os.PathLike[str], manifest: Mapping[str, Any]) 
     shape = tuple(int(n) for n in attrs["shape"])
     coords = axis_coordinates(attrs["axes"])
     top_k = int(attrs["top_k"])
-    max_d, max_t = int(max(coords["d"])), int(max(coords["T"]))
+    spectrum = attrs["dataset_attrs"].get("spectrum", "full")  # absent: written before top
+    n_eig = stored_eigenvalue_count(spectrum, max(coords["d"]), top_k)
+    max_t = int(max(coords["T"]))
     rows = np.asarray(grid[ROW_ARRAY][:]).reshape(shape)
     segments = tuple(
         str(directory / SEGMENTS_DIRNAME / segment["name"]) for segment in manifest["segments"]
     )
     offsets = np.concatenate([[0], np.cumsum([s["rows"] for s in manifest["segments"]])])
-    row_grid = da.from_array(rows, chunks=_dense_chunks(shape, max(max_d, max_t)), name=False)
+    row_grid = da.from_array(rows, chunks=_dense_chunks(shape, max(n_eig, max_t)), name=False)
 
     def lazy(field: str, kind: str, width: int, dtype: Any, fill: Any) -> Any:
         new_axis = [] if kind in ("scalar", "key") else [len(shape)]
@@ -220,7 +223,7 @@ def open_cell_table(table: str | os.PathLike[str], manifest: Mapping[str, Any]) 
 
     cell_dims = (*AXES, "replicate")
     data_vars: dict[str, tuple[tuple[str, ...], Any]] = {
-        "eigenvalues": ((*cell_dims, "eig"), lazy("eigenvalues", "ragged", max_d,
+        "eigenvalues": ((*cell_dims, "eig"), lazy("eigenvalues", "ragged", n_eig,
                                                   np.float64, np.nan)),
         **{name: ((*cell_dims, "k"), lazy(name, "topk", top_k, np.float64, np.nan))
            for name in TOP_K_FIELDS},
@@ -243,7 +246,7 @@ def open_cell_table(table: str | os.PathLike[str], manifest: Mapping[str, Any]) 
                                                           dtype=np.int64))
     replicates = int(attrs["replicates"])
     dataset = cells_view(
-        data_vars, coords, replicates=replicates, top_k=top_k, max_d=max_d, max_t=max_t,
+        data_vars, coords, replicates=replicates, top_k=top_k, n_eig=n_eig, max_t=max_t,
         attrs={
             **attrs["dataset_attrs"],
             "replicates": replicates,
@@ -253,7 +256,7 @@ def open_cell_table(table: str | os.PathLike[str], manifest: Mapping[str, Any]) 
             "environments": json.dumps(segment_environments(segments), sort_keys=True),
             "spectrum_storage": (
                 "eigenvalues stored ragged per cell (any length: full or top spectra, any "
-                "d); NaN-padded to max(d) only in this view"
+                "d); NaN-padded to the longest stored spectrum only in this view"
             ),
         },
     )
