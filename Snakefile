@@ -67,7 +67,9 @@ rule stores:
 onstart:
     claim_run_dir(RESULTS, CONFIG_FILE)
     mark_run_started(RESULTS)  # failure records older than this do not count (max_failures)
-    stop_on_signals()  # SIGINT/SIGTERM stop the run's cluster work within seconds
+    # SIGINT/SIGTERM stop the run's cluster work within seconds; a run still alive 30 s
+    # later exits after releasing its own directory locks
+    stop_on_signals(release_locks=workflow.persistence.unlock)
     start_block_job_watch(workflow)  # profiles/slurm: a block job SLURM never runs stops the run
 
 

@@ -364,13 +364,19 @@ def test_stop_run_ends_a_block_waiting_for_workers_that_never_come(tmp_path: Pat
             pass
 
 
-def test_a_stopped_run_that_does_not_wind_down_exits_after_the_grace_period() -> None:
+def test_a_stopped_run_that_does_not_wind_down_exits_after_the_grace_period(
+    tmp_path: Path,
+) -> None:
     """The safety net of stop_on_signals: a process still alive STOP_GRACE_SECONDS after a
     stop signal exits with 128 + signal (here a 0.5 s grace on a process that would sleep
-    30 s), saying so; a SIGKILLed run resumes the same way (tests/e2e/test_pipeline.py)."""
-    code = ("import signal, time\n"
+    30 s), saying so, after releasing its locks (here: removing a file, as Snakemake's
+    persistence.unlock removes its lock files); a SIGKILLed run resumes the same way
+    (tests/e2e/test_pipeline.py)."""
+    lock = tmp_path / "0.output.lock"
+    lock.write_text("")
+    code = ("import os, signal, time\n"
             "from attnrmt.sweep.cluster.lifecycle import _exit_if_still_running_after\n"
-            "_exit_if_still_running_after(0.5, signal.SIGTERM)\n"
+            f"_exit_if_still_running_after(0.5, signal.SIGTERM, lambda: os.remove({str(lock)!r}))\n"
             "time.sleep(30)\n")
     started = time.monotonic()
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
@@ -378,6 +384,7 @@ def test_a_stopped_run_that_does_not_wind_down_exits_after_the_grace_period() ->
     assert done.returncode == 128 + 15, done.stderr
     assert "exiting now" in done.stderr and "rerun the same command" in done.stderr
     assert time.monotonic() - started < 25  # not the 30 s sleep
+    assert not lock.exists()
 
 
 # --------------------------------------------------------------------------- overhead

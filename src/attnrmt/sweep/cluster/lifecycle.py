@@ -35,7 +35,7 @@ import socket
 import sys
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -449,12 +449,15 @@ def stop_all_runs(reason: str) -> None:
         stop_run(run_dir, reason)
 
 
-def stop_on_signals() -> None:
+def stop_on_signals(release_locks: Callable[[], None] | None = None) -> None:
     """Make SIGINT and SIGTERM stop the run's work before Snakemake's own handling.
 
     Call in the main thread after Snakemake installed its handlers (the Snakefile's
     ``onstart``). The previous handler still runs: Snakemake then finds its block jobs
     ending (their clients closed), removes their incomplete outputs and releases its lock.
+    If the process is still alive :data:`STOP_GRACE_SECONDS` later it exits anyway, after
+    ``release_locks()`` (the Snakefile passes ``workflow.persistence.unlock``: this
+    process's own directory locks, so the rerun finds none).
 
     dask-jobqueue is imported here too: it sets a SIGINT handler when imported
     (``dask_jobqueue.runner``), which fails outside the main thread (block jobs are
@@ -469,7 +472,7 @@ def stop_on_signals() -> None:
 
         def handler(number: int, frame: Any, previous: Any = previous) -> None:
             stop_all_runs(f"{signal.Signals(number).name} received")
-            _exit_if_still_running_after(STOP_GRACE_SECONDS, number)
+            _exit_if_still_running_after(STOP_GRACE_SECONDS, number, release_locks)
             if callable(previous):
                 previous(number, frame)
             elif previous == signal.SIG_DFL:
@@ -488,8 +491,11 @@ STOP_GRACE_SECONDS = 30.0
 _EXIT_TIMER: list[threading.Timer] = []
 
 
-def _exit_if_still_running_after(seconds: float, signum: int) -> None:
-    """Start (once) a daemon timer that ends the process ``seconds`` after a stop signal."""
+def _exit_if_still_running_after(
+    seconds: float, signum: int, release_locks: Callable[[], None] | None = None
+) -> None:
+    """Start (once) a daemon timer that ends the process ``seconds`` after a stop signal,
+    calling ``release_locks()`` first (errors ignored: the exit must happen)."""
     with _REGISTRY_LOCK:
         if _EXIT_TIMER:
             return
@@ -497,6 +503,9 @@ def _exit_if_still_running_after(seconds: float, signum: int) -> None:
         def hard_exit() -> None:
             say(f"still running {seconds:.0f} s after {signal.Signals(signum).name}: exiting "
                 "now; finished cells are kept, rerun the same command to resume")
+            if release_locks is not None:
+                with contextlib.suppress(Exception):
+                    release_locks()
             os._exit(128 + signum)
 
         timer = threading.Timer(seconds, hard_exit)
