@@ -53,6 +53,7 @@ from attnrmt.sweep.grid import (
     grid_lookups,
     log_line,
     model_summary,
+    sweep_spectrum,
 )
 from attnrmt.sweep.provenance import ENVIRONMENTS_MEMBER, absent_column, environments_of
 from attnrmt.sweep.table_layout import (
@@ -451,7 +452,7 @@ def grid_identity(sweep_plan: Any, root_seed: int) -> dict[str, Any]:
 
     context = canonical_json({
         "model_version": MODEL_VERSION, "top_k": int(sweep_plan.top_k),
-        "spectrum": str(getattr(sweep_plan, "spectrum", "full")), "root_seed": int(root_seed),
+        "spectrum": sweep_spectrum(sweep_plan), "root_seed": int(root_seed),
     })
     return {
         "context": hashlib.sha256(context.encode()).hexdigest(),
