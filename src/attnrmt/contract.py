@@ -250,3 +250,26 @@ def stored_eigenvalue_count(spectrum: str, d: int, top_k: int) -> int:
     if spectrum not in SPECTRA:
         raise ValueError(f"spectrum={spectrum!r}: must be one of {list(SPECTRA)}")
     return int(d) if spectrum == "full" else min(2 * int(top_k), int(d))
+
+
+#: Tables of a run, ``results/<run>/<name>.csv`` (name -> description; written by
+#: :func:`attnrmt.analysis.pipeline.write_tables`; ``docs/data-contract.md``, "Tables").
+#: Here, not in the analysis, so that the workflow names its targets without importing it.
+TABLES: dict[str, str] = {
+    "comparison": "every measured quantity against both variants",
+    "thresholds": "empirical thresholds (CI or bound) against both variants",
+    "summary": "median relative error per quantity and variant",
+    "bulk": "bulk KS distance and edges per grid point",
+    "pooling": "alpha/kappa and recovery per weights",
+    "pooling_order": "does the claimed order of weights hold",
+    "causal": "distance of real attention weights to harmonic and causal_limit",
+    "causal_verdict": "which limit real attention approaches",
+    "downstream": "downstream accuracy per weights",
+    "downstream_ranking": "accuracy ranking against alpha/kappa ranking",
+    "centring": "uncentred mean spike and centred vs uncentred recovery",
+}
+
+#: Figures of a run, ``results/<run>/figures/<name>.<format>`` (drawn by
+#: :func:`attnrmt.analysis.figures.make_figures`; ``docs/data-contract.md``, "Files").
+FIGURES: tuple[str, ...] = ("spectra", "outlier_vs_snr", "phase_diagram", "pooling",
+                            "causal_weights", "downstream", "finite_size", "centring")

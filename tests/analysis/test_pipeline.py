@@ -9,10 +9,9 @@ import pandas as pd
 import pytest
 import xarray as xr
 
-from attnrmt.analysis.figures import FIGURES, figure_pooling, make_figures
+from attnrmt.analysis.figures import figure_pooling, make_figures
 from attnrmt.analysis.pipeline import (
     BOUND_CODES,
-    TABLES,
     analysis_dataset,
     analyze_sweep,
     decode_bounds,
@@ -21,6 +20,7 @@ from attnrmt.analysis.pipeline import (
     write_tables,
 )
 from attnrmt.analysis.synthetic import make_synthetic
+from attnrmt.contract import FIGURES, TABLES
 from attnrmt.sweep.store import write_zarr_atomically
 
 WEIGHT_MODELS = {"att": {"kind": "causal_attention", "tau": 1.0},

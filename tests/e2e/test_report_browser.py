@@ -5,7 +5,7 @@ Runs the real pipeline (Snakemake, Dask, Zarr) on a tiny config, builds
 with a small probe script appended in headless Chromium (``--dump-dom``). The probe clicks
 the report's "Figures" category and each figure's view button, and records the natural
 size of every PNG the report then shows; every figure of
-:data:`attnrmt.analysis.figures.FIGURES` must appear with a decoded, non-empty image.
+:data:`attnrmt.contract.FIGURES` must appear with a decoded, non-empty image.
 
 Without a browser the test is skipped, except under ``CI=true`` where it fails (CI
 installs Chromium through tests/harness/system-deps.sh).
@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from attnrmt.analysis.figures import FIGURES
+from attnrmt.contract import FIGURES
 from tests.e2e.helpers import Workdir, tiny_config, with_sweep
 
 REPORT_MARKS = (pytest.mark.e2e, pytest.mark.browser, pytest.mark.slow)

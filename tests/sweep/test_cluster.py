@@ -364,6 +364,51 @@ def test_stop_run_ends_a_block_waiting_for_workers_that_never_come(tmp_path: Pat
             pass
 
 
+def test_block_jobs_of_a_run_share_one_client_and_a_stop_ends_them_all(tmp_path: Path) -> None:
+    """Block jobs (threads of one Snakemake process) use the run's one client
+    (RunCluster.shared_client) of its real local TLS cluster; stop_run closes it, which ends
+    every block waiting on it, and the cluster closes with it."""
+    import threading
+
+    from attnrmt.sweep.cluster import run_client, stop_run
+    from attnrmt.sweep.cluster.lifecycle import _RUNS, _key
+
+    run_dir = tmp_path / "results" / "shared"
+    settings = ClusterSettings.from_config({"mode": "local", "dashboard": False}, max_cores=1)
+    clients: list[Any] = []
+    errors: list[BaseException] = []
+    submitted = threading.Barrier(3)
+
+    def block(seconds: float) -> None:
+        with run_client(run_dir, settings) as client:
+            clients.append(client)
+            future = client.submit(time.sleep, seconds, pure=False)
+            submitted.wait(timeout=120)
+            try:
+                future.result()
+            except BaseException as exc:  # cancelled by the stop
+                errors.append(exc)
+
+    blocks = [threading.Thread(target=block, args=(600,)) for _ in range(2)]
+    for thread in blocks:
+        thread.start()
+    submitted.wait(timeout=120)
+    assert len(clients) == 2 and clients[0] is clients[1], "each block opened its own client"
+    cluster = _RUNS[_key(run_dir)].cluster
+    stop_run(run_dir, "test stop")
+    for thread in blocks:
+        thread.join(timeout=60)
+    assert not any(thread.is_alive() for thread in blocks), "a block kept waiting"
+    assert len(errors) == 2
+    assert clients[0].status in ("closing", "closed")
+    for _ in range(1200):  # the cluster closes in the background after its client
+        if str(cluster.status) == "Status.closed":
+            break
+        time.sleep(0.05)
+    assert str(cluster.status) == "Status.closed"
+    assert _key(run_dir) not in _RUNS
+
+
 def test_a_stopped_run_that_does_not_wind_down_exits_after_the_grace_period(
     tmp_path: Path,
 ) -> None:

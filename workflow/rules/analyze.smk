@@ -1,8 +1,7 @@
 # Analysis: per sweep analysis.zarr (bulk fit, thresholds, finite size), then the run's
-# tables (comparison.csv, thresholds.csv, ...). Each rule body is one library call.
-import attnrmt.analysis.pipeline
-
-ANALYSIS_TABLES = list(attnrmt.analysis.pipeline.TABLES)
+# tables (comparison.csv, thresholds.csv, ...). Each rule body is one library call; the
+# analysis is imported there, not at parse time (docs/scaling.md, "Pipeline overhead").
+ANALYSIS_TABLES = list(TABLES)
 
 
 def analysis_settings():
@@ -21,6 +20,8 @@ rule analyze_sweep:
     log:
         f"{RESULTS}/logs/analyze_sweep/{{sweep}}.log",
     run:
+        import attnrmt.analysis.pipeline
+
         attnrmt.analysis.pipeline.analyze_sweep(
             input.cells, input.theory, output[0], params.settings, log[0]
         )
@@ -90,6 +91,8 @@ rule analysis_tables:
     log:
         f"{RESULTS}/logs/analysis_tables/tables.log",
     run:
+        import attnrmt.analysis.pipeline
+
         attnrmt.analysis.pipeline.write_tables(
             RESULTS,
             params.sweeps,

@@ -6,8 +6,7 @@ import re
 import sys
 import time
 
-from attnrmt.analysis.figures import FIGURES
-from attnrmt.analysis.pipeline import TABLES
+from attnrmt.contract import FIGURES, TABLES
 from attnrmt.sweep.blocks import block_params
 from attnrmt.sweep.cluster import (
     BlocksLeft,

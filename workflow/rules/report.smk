@@ -4,10 +4,9 @@
 # entries of attnrmt.summary.report_overview via profiles/default/report-metadata.yaml).
 import os
 
-import attnrmt.analysis.figures
 import attnrmt.summary
 
-REPORT_FIGURES = list(attnrmt.analysis.figures.FIGURES)
+REPORT_FIGURES = list(FIGURES)
 FIGURE_FORMATS = list(config["analysis"]["figure_formats"])
 # The table each figure draws: a figure whose table has no data is a placeholder, left out.
 FIGURE_TABLES = {
@@ -55,6 +54,8 @@ rule figures:
     log:
         f"{RESULTS}/logs/figures/figures.log",
     run:
+        import attnrmt.analysis.figures  # matplotlib: imported by this rule only
+
         attnrmt.analysis.figures.make_figures(
             RESULTS,
             params.sweeps,

@@ -28,12 +28,10 @@ from matplotlib.figure import Figure
 from attnrmt.analysis._common import at_signal, drop_variant, effective_ratios
 from attnrmt.analysis.attention import attention_weight_models
 from attnrmt.analysis.comparison import complete_theory
-from attnrmt.contract import AXES
+from attnrmt.contract import AXES, FIGURES
 from attnrmt.model import causal_limit_weights, harmonic_weights
 from attnrmt.theory import bulk_density, critical_theta
 
-FIGURES = ("spectra", "outlier_vs_snr", "phase_diagram", "pooling", "causal_weights",
-           "downstream", "finite_size", "centring")
 STYLE = {"finite_vocab": {"ls": "-", "color": "C3"}, "paper": {"ls": "--", "color": "C0"}}
 PHASE_MIN_SNR = 5  # thresholds from fewer snr points are mostly bounds: not drawn
 SNR_LABEL = r"snr $=\|\mu\|^2$ (dimensionless)"

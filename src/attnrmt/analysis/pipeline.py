@@ -37,20 +37,6 @@ from attnrmt.contract import PROVENANCE_FIELDS, with_variable_attrs
 #: Bound codes of ``threshold_bound`` in analysis.zarr (CF flag_values / flag_meanings).
 BOUND_CODES = ("none", "below", "above", "interval", "failed")
 
-#: Table files written by :func:`write_tables` (name -> description).
-TABLES = {
-    "comparison": "every measured quantity against both variants",
-    "thresholds": "empirical thresholds (CI or bound) against both variants",
-    "summary": "median relative error per quantity and variant",
-    "bulk": "bulk KS distance and edges per grid point",
-    "pooling": "alpha/kappa and recovery per weights",
-    "pooling_order": "does the claimed order of weights hold",
-    "causal": "distance of real attention weights to harmonic and causal_limit",
-    "causal_verdict": "which limit real attention approaches",
-    "downstream": "downstream accuracy per weights",
-    "downstream_ranking": "accuracy ranking against alpha/kappa ranking",
-    "centring": "uncentred mean spike and centred vs uncentred recovery",
-}
 
 
 def settings_with_defaults(settings: Mapping[str, Any] | None) -> dict[str, Any]:

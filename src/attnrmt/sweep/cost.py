@@ -23,8 +23,14 @@ ATTENTION_WORK_FACTOR = 8.0
 #: d = 20.
 CELL_OVERHEAD_SECONDS = 2e-3
 #: Estimated seconds of work per Dask task that block jobs aim for: cheaper cells are
-#: bundled until a task reaches it (a cell that costs more is a task of its own).
-TASK_TARGET_SECONDS = 0.2
+#: bundled until a task reaches it (a cell that costs more is a task of its own). A task
+#: costs the process hosting the scheduler and the block clients ~4 ms of CPU (submit,
+#: scheduling, fetching the result; measured with 400 tasks under load), taken from the
+#: workers on a small machine; at 1.0 the default config is 364 tasks instead of 832 at 0.2
+#: (the estimates run ~2.7x above the measured cell times there, so a task is ~0.4 s of
+#: real work: a short tail, and a killed worker loses little). docs/scaling.md, "Pipeline
+#: overhead".
+TASK_TARGET_SECONDS = 1.0
 
 
 #: Effective Krylov columns of a ``spectrum: top`` cell per ``d^(1/3)``: the columns (S and

@@ -36,7 +36,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -74,6 +74,31 @@ class RunCluster:
     security: Any
     watch: jobqueue.PendingWatch | None = None
     log_handler: logging.Handler | None = None
+    client: Any = None
+    client_lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def shared_client(self) -> Any:
+        """The run's one :class:`distributed.Client` in this process, opened on first use
+        and again after it was closed (a block's walltime deadline closes it).
+
+        Block jobs are threads of one Snakemake process; they share this client instead of
+        opening one each: a client costs a TLS handshake, a scheduler registration, its
+        heartbeats and an event-loop thread -- measured ~0.024 s of CPU per block more than
+        a shared one, in the process that also hosts the scheduler (docs/scaling.md,
+        "Pipeline overhead"). distributed's Client is thread-safe; each block waits on and
+        releases its own futures. Thread-safe; O(1) after the first call.
+        """
+        from distributed import Client
+
+        with self.client_lock:
+            if self.client is None or self.client.status in ("closing", "closed"):
+                self.client = Client(
+                    self.cluster.scheduler_address,
+                    security=self.security,
+                    set_as_default=False,
+                    timeout=CLIENT_TIMEOUT,
+                )
+            return self.client
 
     def scheduler_info(self) -> dict[str, Any]:
         """What :func:`connect` needs: address, dashboard link, credential files."""
@@ -91,8 +116,9 @@ class RunCluster:
 
 
 _RUNS: dict[Path, RunCluster] = {}
-_CLIENTS: dict[Path, set[Any]] = {}
-"""Clients of running block jobs, by run (every mode): closed when the run is stopped."""
+_CLIENTS: dict[Path, list[Any]] = {}
+"""Clients of running block jobs, by run (every mode), once per block using it (block jobs
+share the run's client): closed when the run is stopped."""
 _STOPPED: dict[Path, str] = {}
 _DASHBOARDS: dict[Path, str] = {}
 _REGISTRY_LOCK = threading.RLock()
@@ -311,10 +337,11 @@ def _is_running(cluster: Any) -> bool:
 
 @contextlib.contextmanager
 def run_client(run_dir: str | os.PathLike[str], settings: ClusterSettings) -> Iterator[Any]:
-    """A :class:`distributed.Client` of the run's cluster, closed on exit.
+    """A :class:`distributed.Client` of the run's cluster.
 
     ``local`` and the batch systems use the run's cluster of this process
-    (:func:`get_run_cluster`); ``address`` connects to the user's scheduler with the TLS
+    (:func:`get_run_cluster`) and its one client (:meth:`RunCluster.shared_client`, closed
+    with the cluster); ``address`` connects to the user's scheduler with the TLS
     settings of the user's Dask configuration; ``job`` runs an in-process LocalCluster
     sized to the allocation, with credentials that never touch the disk.
     """
@@ -338,16 +365,8 @@ def run_client(run_dir: str | os.PathLike[str], settings: ClusterSettings) -> It
             yield client
     else:
         run = get_run_cluster(run_dir, settings)
-        with (
-            Client(
-                run.cluster.scheduler_address,
-                security=run.security,
-                set_as_default=False,
-                timeout=CLIENT_TIMEOUT,
-            ) as client,
-            _registered(run_dir, client),
-        ):
-            yield client
+        with _registered(run_dir, run.shared_client()) as client:
+            yield client  # closed with the cluster (_close) or by stop_run
 
 
 @contextlib.contextmanager
@@ -357,12 +376,12 @@ def _registered(run_dir: str | os.PathLike[str], client: Any) -> Iterator[Any]:
     with _REGISTRY_LOCK:
         if key in _STOPPED:
             raise RunStopped(_STOPPED[key])
-        _CLIENTS.setdefault(key, set()).add(client)
+        _CLIENTS.setdefault(key, []).append(client)
     try:
         yield client
     finally:
         with _REGISTRY_LOCK:
-            _CLIENTS.get(key, set()).discard(client)
+            _CLIENTS.get(key, []).remove(client)
 
 
 @contextlib.contextmanager
@@ -427,7 +446,7 @@ def stop_run(run_dir: str | os.PathLike[str], reason: str) -> None:
         if key in _STOPPED:
             return
         _STOPPED[key] = reason
-        clients = list(_CLIENTS.get(key, ()))
+        clients = list({id(client): client for client in _CLIENTS.get(key, ())}.values())
     say(f"stopping the run: {reason}")
     threading.Thread(
         target=_close_clients_then_cluster, args=(run_dir, clients), daemon=True
@@ -518,6 +537,9 @@ def _close(run: RunCluster) -> None:
     """Close a cluster, then delete its credentials (restarting nannies still read them)."""
     if run.watch is not None:
         run.watch.stop()
+    if run.client is not None:
+        with contextlib.suppress(Exception):
+            run.client.close(timeout=5)
     with contextlib.suppress(Exception):
         run.cluster.close(timeout=CLOSE_TIMEOUT_SECONDS)
     _detach_cluster_log(run.log_handler)
