@@ -137,6 +137,44 @@ def test_config_yaml_at_repo_root_is_valid_and_uses_every_model() -> None:
     assert valid.warnings == ()
 
 
+def test_validating_the_default_config_imports_no_simulation_code() -> None:
+    """The Snakemake process validates the config at every start; it never simulates, so
+    validation must not import the cell (scipy and all): the model package loads a module
+    on first use of one of its names. In a fresh interpreter (a clean sys.modules)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from attnrmt.sweep.config import load_valid_config\n"
+        f"load_valid_config({str(REPO / 'config.yaml')!r})\n"
+        "print(sorted(m for m in ('attnrmt.model.cell', 'scipy.sparse', 'scipy.linalg') "
+        "if m in sys.modules))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True)
+    assert done.stdout.strip() == "[]"
+
+
+def test_model_package_exports_every_public_name_lazily() -> None:
+    import importlib
+
+    import attnrmt.model as model
+
+    assert sorted(model.__all__) == sorted(model._EXPORTS)
+    for name in model.__all__:
+        home = importlib.import_module(model._EXPORTS[name])
+        assert getattr(model, name) is getattr(home, name), name
+    with pytest.raises(AttributeError, match="no_such_name"):
+        model.no_such_name  # noqa: B018
+
+
+def test_the_schema_parses_the_same_with_either_yaml_loader() -> None:
+    from attnrmt.sweep.config import SCHEMA_PATH, load_schema
+
+    assert load_schema() == yaml.safe_load(SCHEMA_PATH.read_text(encoding="utf-8"))
+
+
 # --------------------------------------------------------------------------- bad configs
 
 
