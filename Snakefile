@@ -69,7 +69,8 @@ onstart:
     mark_run_started(RESULTS)  # failure records older than this do not count (max_failures)
     # SIGINT/SIGTERM stop the run's cluster work within seconds; a run still alive 30 s
     # later exits after releasing its own directory locks
-    stop_on_signals(release_locks=workflow.persistence.unlock)
+    stop_on_signals(release_locks=workflow.persistence.unlock,
+                    batch_workers=ClusterSettings.from_config(config.get("dask")).is_jobqueue)
     start_block_job_watch(workflow)  # profiles/slurm: a block job SLURM never runs stops the run
 
 

@@ -409,6 +409,23 @@ def test_block_jobs_of_a_run_share_one_client_and_a_stop_ends_them_all(tmp_path:
     assert _key(run_dir) not in _RUNS
 
 
+@pytest.mark.parametrize("batch_workers", [False, True])
+def test_stop_on_signals_imports_dask_jobqueue_only_for_batch_workers(batch_workers: bool) -> None:
+    """dask-jobqueue's import-time SIGINT handler is pre-empted only when the run will use
+    it; a local run does not pay for the import (fresh interpreter, clean sys.modules)."""
+    code = textwrap.dedent(f"""
+        import signal, sys
+        from attnrmt.sweep.cluster import stop_on_signals
+        stop_on_signals(batch_workers={batch_workers})
+        print("dask_jobqueue" in sys.modules, signal.getsignal(signal.SIGINT).__module__)
+    """)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True)
+    imported, handler_module = done.stdout.split()
+    assert imported == str(batch_workers)
+    assert handler_module == "attnrmt.sweep.cluster.lifecycle"  # ours, not dask-jobqueue's
+
+
 def test_a_stopped_run_that_does_not_wind_down_exits_after_the_grace_period(
     tmp_path: Path,
 ) -> None:

@@ -10,6 +10,7 @@ from attnrmt.contract import FIGURES, TABLES
 from attnrmt.sweep.blocks import block_params
 from attnrmt.sweep.cluster import (
     BlocksLeft,
+    ClusterSettings,
     cancel_rate_limiter_wakeups,
     dashboard_link,
     shutdown_run_cluster,
