@@ -22,7 +22,7 @@ import hashlib
 import json
 import math
 import struct
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from numbers import Integral, Real
 from typing import Any, overload
@@ -137,7 +137,7 @@ def cell_key(
     """
     text = (
         _key_prefix(d, delta, gamma, T, positional_spec, centered)
-        + _key_middle(snr, replicate)
+        + _key_middle(_number_json(snr), _number_json(replicate))
         + _key_suffix(top_k, spectrum, weights_spec)
     )
     return hashlib.sha256(text.encode("ascii")).hexdigest()
@@ -159,8 +159,8 @@ def _key_prefix(d: int, delta: float, gamma: float, T: int,
     )
 
 
-def _key_middle(snr: float, replicate: int) -> str:
-    return f'{_number_json(replicate)},"snr":{_number_json(snr)},'
+def _key_middle(snr_json: str, replicate_json: str) -> str:
+    return f'{replicate_json},"snr":{snr_json},'
 
 
 def _key_suffix(top_k: int, spectrum: str, weights_spec: Mapping[str, Any]) -> str:
@@ -302,16 +302,20 @@ _CELL_FIELDS = ("d", "delta", "gamma", "T", "positional", "weights", "snr", "cen
                 "replicate", "top_k", "positional_spec", "weights_spec", "spectrum")
 
 
-def _line_digests(prefix: str, tails: Sequence[bytes]) -> bytes:
-    """Concatenated sha256 digests of ``prefix + tail`` for each tail: the prefix is
-    hashed once and its state copied per tail. O(len(tails))."""
+def _line_digests(prefix: str, tails: Iterable[bytes], count: int) -> bytearray:
+    """Concatenated sha256 digests of ``prefix + tail`` for each of ``count`` tails: the
+    prefix is hashed once and its state copied per tail. O(count) time, 32 bytes per tail
+    held (the digests), tails consumed one at a time."""
     start = hashlib.sha256(prefix.encode("ascii"))
-    digests = []
+    digests = bytearray(count * KEY_DIGEST_BYTES)
+    view = memoryview(digests)
+    offset = 0
     for tail in tails:
         state = start.copy()
         state.update(tail)
-        digests.append(state.digest())
-    return b"".join(digests)
+        view[offset : offset + KEY_DIGEST_BYTES] = state.digest()
+        offset += KEY_DIGEST_BYTES
+    return digests
 
 
 class CellGrid:
@@ -379,20 +383,20 @@ class CellGrid:
     def _all_keys(self) -> np.ndarray:
         """Raw keys of every cell (:func:`cell_key`, hashed per line). O(cells)."""
         keys = np.empty((self.size, KEY_DIGEST_BYTES), dtype=np.uint8)
-        middles = [
-            _key_middle(snr, replicate)
-            for snr in self.axes["snr"] for replicate in range(self.replicates)
-        ]
-        in_grid_order = np.add.outer(np.arange(len(self.axes["snr"])) * self.snr_stride,
+        snr_json = [_number_json(snr) for snr in self.axes["snr"]]
+        replicate_json = [_number_json(replicate) for replicate in range(self.replicates)]
+        in_grid_order = np.add.outer(np.arange(len(snr_json)) * self.snr_stride,
                                      np.arange(self.replicates)).reshape(-1)
         for base in self.line_bases():
             d, delta, gamma, T, positional, weights, _, centered, _ = self.values(base)
             suffix = _key_suffix(self.top_k, self.spectrum, self.weights_specs[(weights, T)])
             prefix = _key_prefix(d, delta, gamma, T, self.positional_specs[(positional, T)],
                                  centered)
-            tails = [(middle + suffix).encode("ascii") for middle in middles]
+            tails = ((_key_middle(snr, replicate) + suffix).encode("ascii")
+                     for snr in snr_json for replicate in replicate_json)
             keys[base + in_grid_order] = np.frombuffer(
-                _line_digests(prefix, tails), dtype=np.uint8).reshape(-1, KEY_DIGEST_BYTES)
+                _line_digests(prefix, tails, self.line_length), dtype=np.uint8
+            ).reshape(-1, KEY_DIGEST_BYTES)
         return keys
 
     def key_hex(self, position: int) -> str:
