@@ -614,6 +614,13 @@ class SweepPlan:
         """``{block key: block}``."""
         return {block.key: block for block in self.blocks}
 
+    def cell_keys(self) -> list[str]:
+        """Hex keys of every cell, in :attr:`cells` order: from :attr:`grid`'s raw keys
+        without building a :class:`Cell` (~0.2 s per 10^6 cells). O(cells)."""
+        if self.grid is not None:
+            return self.grid.keys_hex(np.arange(self.grid.size))
+        return [cell.key for cell in self.cells]
+
 
 @dataclass(frozen=True)
 class RunPlan:

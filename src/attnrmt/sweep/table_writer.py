@@ -13,10 +13,13 @@ One writer per sweep at a time (``fcntl`` lock on ``cell_table/.lock``). An upda
 3. writes the grid index of the current plan (8 bytes per grid point) to a new grid
    directory, then replaces ``manifest.json`` atomically (:func:`os.replace`).
 
-Memory: O(grid points) int64 arrays (positions, rows: 16 bytes per cell), the new cells'
-ids, one fragment and one chunk per column, whatever the spectra's size; a full lookup
-adds ~100 bytes per table cell. The plan the caller passes (~400 bytes per cell) is not
-the writer's. Seconds: O(grid points) numpy work + O(new fragments). Bytes written are
+Memory: O(grid points) arrays, never a Python object per cell: grid positions and rows
+(int64), the missing cells' ids (40 bytes each, copied from the plan's raw keys,
+:func:`plan_ids`) and their digest index, the new row of each (int64): ~90 bytes per
+cell on a first gather (tests/sweep/test_store.py), plus one fragment and one chunk per
+column whatever the spectra's size; a full lookup adds ~100 bytes per table cell. The
+plan the caller passes holds 32 bytes per cell (:class:`attnrmt.sweep.plan.CellGrid`).
+Seconds: O(grid points) numpy work + O(new fragments). Bytes written are
 O(new cells) + O(grid) — the old segments are never rewritten, so adding 1% of cells
 writes about 1% of a full write plus the grid index. Values are copied bit for bit from
 the fragments (float64, int64). See ``docs/scaling.md`` for the measured numbers.
