@@ -331,6 +331,8 @@ class CellGrid:
 
     A *line* is a point of every axis except ``snr`` (and the replicate): its cells
     are, in block order (sorted by ``(snr, replicate)``), :meth:`line_positions`.
+    Keys, seeds and blocks are those of one :class:`Cell` per cell (``docs/architecture.md``,
+    "Cell identity" and "The plan holds arrays, not cells").
     """
 
     def __init__(self, resolved: ResolvedSweep) -> None:
@@ -437,16 +439,19 @@ class CellGrid:
         object.__setattr__(cell, "key", key)
         return cell
 
-    def cells(self, positions: np.ndarray) -> list[Cell]:
-        """:class:`Cell` objects of ``positions`` (vectorised unravel). O(len(positions))."""
+    def columns(self, positions: np.ndarray) -> list[list]:
+        """Coordinate values (model names for models) of ``positions``, one list per axis
+        in :data:`AXES` order, then the replicates (vectorised unravel). O(len(positions))."""
         indices = np.unravel_index(np.asarray(positions, dtype=np.int64), self.shape)
         columns = [np.asarray(self.axes[axis], dtype=object)[index].tolist()
                    for axis, index in zip(AXES, indices, strict=False)]
-        columns.append(indices[-1].tolist())
-        return [self._cell(values, key)
-                for values, key in zip(zip(*columns, strict=True),
-                                       self.keys_hex(positions), strict=True)]
+        return [*columns, indices[-1].tolist()]
 
+    def cells(self, positions: np.ndarray) -> list[Cell]:
+        """:class:`Cell` objects of ``positions``. O(len(positions))."""
+        return [self._cell(values, key)
+                for values, key in zip(zip(*self.columns(positions), strict=True),
+                                       self.keys_hex(positions), strict=True)]
 
     def block_params(self, positions: np.ndarray, root_seed: int) -> list[dict[str, Any]]:
         """``{"key", "seed", "kwargs"}`` of the cells at ``positions``: equal to
@@ -455,9 +460,7 @@ class CellGrid:
         dict order), built from the arrays without a Cell per cell: seed words are the
         keys' first 16 bytes viewed as little-endian uint32. O(len(positions))."""
         positions = np.asarray(positions, dtype=np.int64)
-        indices = np.unravel_index(positions, self.shape)
-        columns = [np.asarray(self.axes[axis], dtype=object)[index].tolist()
-                   for axis, index in zip(AXES, indices, strict=False)]
+        columns = self.columns(positions)[:-1]  # the replicate is not a kwarg
         words = np.ascontiguousarray(self.keys[positions, :16]).view("<u4").tolist()
         root, top_k, spectrum = int(root_seed), self.top_k, self.spectrum
         positional_specs, weights_specs = self.positional_specs, self.weights_specs
