@@ -443,6 +443,7 @@ def test_cell_sequence_behaves_as_a_list() -> None:
     assert block.cells[-1] == list(block.cells)[-1] and len(block.cells) == 5
     assert sweep.cells == cells
     assert sweep.cell_keys() == [cell.key for cell in cells]
+    assert len(set(sweep.blocks)) == len(sweep.blocks)  # blocks hash (by key) as before
     assert np.array_equal(sweep.grid.keys[block.cells.positions],
                           np.array([bytes.fromhex(key) for key in block.cell_keys]).view(
                               np.uint8).reshape(-1, 32))

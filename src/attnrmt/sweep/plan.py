@@ -561,6 +561,9 @@ class Block:
     key: str
     cells: Sequence[Cell]
 
+    def __hash__(self) -> int:
+        return hash(self.key)
+
     @property
     def cell_keys(self) -> list[str]:
         """Keys of the block's cells, in block order."""
