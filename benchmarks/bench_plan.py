@@ -53,8 +53,8 @@ print(json.dumps({"seconds": seconds, "maxrss_kb": rss_kb, "returncode": proc.re
 def big_config(run: str = "bench-plan") -> dict[str, Any]:
     """A config of exactly ``N_CELLS`` cells: 20 lines x 1000 snr values x 5 replicates.
 
-    Tiny ``d`` (the dry run never simulates); default block size (16), so the DAG has
-    about 6,260 block jobs: the realistic worst case of "tens of cells per block".
+    Tiny ``d`` (the dry run never simulates); the default block size (``auto``: one
+    block per line of these cheap cells), so the DAG has 20 block jobs of 5,000 cells.
     """
     config = {
         "run": run,

@@ -88,13 +88,14 @@ def sweep_summary(
         total_seconds += seconds
         if cell.key not in done:
             remaining_seconds += seconds
-    done_blocks = sum(all(cell.key in done for cell in block.cells) for block in sweep.blocks)
-    planned_keys = {cell.key for cell in sweep.cells}
+    done_blocks = sum(all(key in done for key in block.cell_keys) for block in sweep.blocks)
+    keys = sweep.cell_keys()  # from the plan's arrays: no Cell built
+    planned_keys = set(keys)
     return {
         "sweep": sweep.name,
         "cells": len(sweep.cells),
         "blocks": len(sweep.blocks),
-        "done_cells": sum(cell.key in done for cell in sweep.cells),
+        "done_cells": sum(key in done for key in keys),
         "done_blocks": done_blocks,
         "estimated_seconds": total_seconds,
         "estimated_remaining_seconds": remaining_seconds,

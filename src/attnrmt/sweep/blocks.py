@@ -103,6 +103,9 @@ def block_params(cells: Sequence[Any], root_seed: int) -> list[dict[str, Any]]:
         ``{"key", "seed", "kwargs"}`` per cell: content key, ``Cell.seed_words(root_seed)``
         and ``Cell.simulate_kwargs()`` (model specs, never names).
     """
+    from_arrays = getattr(cells, "block_params", None)
+    if from_arrays is not None:  # a plan's CellSequence: the same dicts, built from arrays
+        return from_arrays(root_seed)
     return [
         {"key": cell.key, "seed": cell.seed_words(root_seed), "kwargs": cell.simulate_kwargs()}
         for cell in cells

@@ -301,8 +301,12 @@ def failed_cells_table(run_plan: Any, run_dir: str | os.PathLike[str]) -> pd.Dat
     """
     rows = []
     for name, sweep in run_plan.sweeps.items():
-        cells = {cell.key: cell for cell in sweep.cells}
-        for failure in unresolved_failures(Path(run_dir) / name):
+        failures = unresolved_failures(Path(run_dir) / name)
+        failing = {failure.get("key") for failure in failures}
+        # only the failing cells are built (the plan holds its cells as arrays)
+        cells = {key: sweep.cells[index] for index, key in enumerate(sweep.cell_keys())
+                 if key in failing}
+        for failure in failures:
             cell = cells.get(failure.get("key"))
             if cell is None:
                 continue

@@ -140,7 +140,7 @@ def done_cell_keys(sweep_plan: Any, files: Sequence[FragmentFile]) -> set[str]:
     an earlier plan) have their ``cell_key`` member read (cached per file in-process).
     """
     blocks = sweep_plan.block_index()
-    planned_keys = {cell.key for cell in sweep_plan.cells}
+    planned_keys = set(sweep_plan.cell_keys())
     done: set[str] = set()
     for file in files:
         if file.planned:
@@ -404,7 +404,7 @@ class _SweepScan:
 def _scan_sweep(sweep_plan: Any, sweep_dir: Path) -> _SweepScan:
     files = scan_fragment_files(sweep_dir, (block.key for block in sweep_plan.blocks))
     done = done_cell_keys(sweep_plan, files)
-    planned_keys = {cell.key for cell in sweep_plan.cells}
+    planned_keys = set(sweep_plan.cell_keys())
     standing = [cell for cell in unresolved_failures(sweep_dir, done)
                 if cell.get("key") in planned_keys and cell.get("key") not in done]
     failed = {str(cell.get("key")) for cell in standing}
@@ -472,7 +472,7 @@ def _pending_split(
 ) -> tuple[int | None, int | None, int | None]:
     """``(running, queued, missing)`` cells of a sweep (module docstring)."""
     pending = sum(
-        cell.key not in scan.done and cell.key not in scan.failed for cell in scan.sweep_plan.cells
+        key not in scan.done and key not in scan.failed for key in scan.sweep_plan.cell_keys()
     )
     if not known:
         return None, None, None

@@ -13,10 +13,13 @@ One writer per sweep at a time (``fcntl`` lock on ``cell_table/.lock``). An upda
 3. writes the grid index of the current plan (8 bytes per grid point) to a new grid
    directory, then replaces ``manifest.json`` atomically (:func:`os.replace`).
 
-Memory: O(grid points) int64 arrays (positions, rows: 16 bytes per cell), the new cells'
-ids, one fragment and one chunk per column, whatever the spectra's size; a full lookup
-adds ~100 bytes per table cell. The plan the caller passes (~400 bytes per cell) is not
-the writer's. Seconds: O(grid points) numpy work + O(new fragments). Bytes written are
+Memory: O(grid points) arrays, never a Python object per cell: grid positions and rows
+(int64), the missing cells' ids (40 bytes each, copied from the plan's raw keys,
+:func:`plan_ids`) and their digest index, the new row of each (int64): ~90 bytes per
+cell on a first gather (tests/sweep/test_store.py), plus one fragment and one chunk per
+column whatever the spectra's size; a full lookup adds ~100 bytes per table cell. The
+plan the caller passes holds 32 bytes per cell (:class:`attnrmt.sweep.plan.CellGrid`).
+Seconds: O(grid points) numpy work + O(new fragments). Bytes written are
 O(new cells) + O(grid) — the old segments are never rewritten, so adding 1% of cells
 writes about 1% of a full write plus the grid index. Values are copied bit for bit from
 the fragments (float64, int64). See ``docs/scaling.md`` for the measured numbers.
@@ -404,37 +407,63 @@ def ingested_fragments(directory: Path, segments: Sequence[Mapping[str, Any]]) -
 
 
 def plan_grid(sweep_plan: Any) -> tuple[np.ndarray, tuple[int, ...]]:
-    """Flat grid position of every plan cell, and the grid shape. O(cells).
+    """Flat position in the sorted grid of every plan cell, and the grid shape.
 
-    Plan cells come in grid order of the config's axis order (``SweepPlan.cells``): their
-    positions follow from per-axis permutations to the sorted coordinates, vectorised; any
-    other cell list falls back to :func:`attnrmt.sweep.grid.cell_grid_index` per cell.
+    A plan with a :class:`~attnrmt.sweep.plan.CellGrid` (``sweep_plan.grid``) numbers its
+    cells in grid order of the config's axis order, so the positions are per-axis
+    permutations to the sorted coordinates, composed by broadcasting
+    (:func:`permuted_positions`): O(cells) int64, no cell built. Any other cell list
+    falls back to :func:`attnrmt.sweep.grid.cell_grid_index` per cell.
     """
     coords = axis_coordinates(sweep_plan.axes)
     lookups = grid_lookups(coords)
     shape = (*(len(coords[axis]) for axis in AXES), int(sweep_plan.replicates))
+    if getattr(sweep_plan, "grid", None) is not None:
+        config_order = [np.array([lookups[axis][_coordinate(axis, value)]
+                                  for value in sweep_plan.axes[axis]], dtype=np.int64)
+                        for axis in AXES]
+        return permuted_positions(config_order, shape), shape
     cells = sweep_plan.cells
-    config_order = [np.array([lookups[axis][_coordinate(axis, value)]
-                              for value in sweep_plan.axes[axis]], dtype=np.int64)
-                    for axis in AXES]
-    if len(cells) == int(np.prod(shape)) and len(cells) > 0:
-        index = np.unravel_index(np.arange(len(cells)), shape)
-        sorted_index = [config_order[axis][index[axis]] for axis in range(len(AXES))]
-        positions = np.ravel_multi_index((*sorted_index, index[-1]), shape)
-        probes = (0, len(cells) // 3, len(cells) // 2, len(cells) - 1)
-        if all(np.ravel_multi_index(cell_grid_index(cells[i], lookups), shape) == positions[i]
-               for i in probes):
-            return positions, shape
     positions = np.ravel_multi_index(
         np.array([cell_grid_index(cell, lookups) for cell in cells], dtype=np.int64).T.reshape(
             len(shape), -1), shape)
     return positions, shape
 
 
+def permuted_positions(axis_maps: Sequence[np.ndarray], shape: tuple[int, ...]) -> np.ndarray:
+    """C-order flat index in ``shape`` of every point of the same-shaped grid whose axis
+    ``a`` index ``i`` maps to ``axis_maps[a][i]`` (the last axis, replicates, maps to
+    itself). Built axis by axis with outer sums: O(grid points) int64, no index tuple
+    of the whole grid."""
+    strides = np.cumprod((*shape[1:], 1)[::-1])[::-1]
+    maps = [*axis_maps, np.arange(shape[-1], dtype=np.int64)]
+    positions = np.zeros(1, dtype=np.int64)
+    for axis_map, stride in zip(maps, strides.tolist(), strict=True):
+        positions = np.add.outer(positions, axis_map * stride).reshape(-1)
+    return positions
+
+
 def plan_cell_ids(cells: Sequence[Any], root_seed: int) -> np.ndarray:
     """``S40`` ids of plan cells (:func:`cell_ids` of their keys and the root seed). O(n)."""
     return cell_ids(key_bytes([cell.key for cell in cells]),
                     np.full(len(cells), int(root_seed), dtype=np.int64))
+
+
+def plan_ids(sweep_plan: Any, indices: np.ndarray | None, root_seed: int) -> np.ndarray:
+    """``S40`` ids of the plan cells at ``indices`` (all when None), in that order.
+
+    From the plan's raw keys (``sweep_plan.grid.keys``: a copy of 40 bytes per id, no
+    cell built) when it has a :class:`~attnrmt.sweep.plan.CellGrid`; otherwise
+    :func:`plan_cell_ids` of the cells. O(len(indices)).
+    """
+    grid = getattr(sweep_plan, "grid", None)
+    if grid is None:
+        cells = sweep_plan.cells
+        return plan_cell_ids(cells if indices is None else
+                             [cells[i] for i in np.asarray(indices).tolist()], root_seed)
+    keys = grid.keys if indices is None else grid.keys[np.asarray(indices, dtype=np.int64)]
+    return cell_ids(np.ascontiguousarray(keys).view(f"S{KEY_BYTES}").reshape(-1),
+                    np.full(len(keys), int(root_seed), dtype=np.int64))
 
 
 def grid_identity(sweep_plan: Any, root_seed: int) -> dict[str, Any]:
@@ -562,30 +591,29 @@ def update_cell_table(
         segments = list(old["segments"]) if old else []
         _remove_orphan_segments(directory, segments)
         positions, shape = plan_grid(sweep_plan)
-        cells = sweep_plan.cells
         identity = grid_identity(sweep_plan, root_seed)
         plan_rows = carried_rows(
             directory, old, sweep_plan, identity, positions,
-            lambda indices: plan_cell_ids([cells[i] for i in indices.tolist()], root_seed))
+            lambda indices: plan_ids(sweep_plan, indices, root_seed))
         if plan_rows is None and not segments:  # a new table: every cell is missing
-            plan_rows = np.full(len(cells), -1, dtype=np.int64)
+            plan_rows = np.full(positions.size, -1, dtype=np.int64)
         elif plan_rows is None:
             plan_rows = IdIndex(read_table_ids(directory, segments)).find(
-                plan_cell_ids(cells, root_seed))
+                plan_ids(sweep_plan, None, root_seed))
         missing = np.flatnonzero(plan_rows < 0)
-        missing_ids = plan_cell_ids(
-            cells if missing.size == len(cells) else [cells[i] for i in missing.tolist()],
-            root_seed)
-        wanted_index = IdIndex(unique_ids(missing_ids))
-        wanted = wanted_index.ids
-        taken = np.zeros(wanted.size, dtype=bool)
+        # the missing cells' ids (distinct: their parameters differ) and the row of each
+        # in the new segment once a fragment provided it
+        wanted_index = IdIndex(plan_ids(
+            sweep_plan, None if missing.size == positions.size else missing, root_seed))
+        new_row = np.full(missing.size, -1, dtype=np.int64)
+        n_taken = 0
         done = ingested_fragments(directory, segments)
         writer = SegmentWriter(directory / SEGMENTS_DIRNAME, int(sweep_plan.top_k))
         try:
             given = [Path(path) for path in fragment_files]
-            extra = fragment_paths(sweep_dir) if scan_all_fragments and wanted.size else []
+            extra = fragment_paths(sweep_dir) if scan_all_fragments and missing.size else []
             for path, is_given in [(p, True) for p in given] + [(p, False) for p in extra]:
-                if taken.all():
+                if n_taken == missing.size:
                     break
                 if path.name in done:
                     continue
@@ -597,11 +625,12 @@ def update_cell_table(
                                root_seeds_of(arrays["cell_seed"].tolist()))
                 position = wanted_index.find(ids)
                 hit = position >= 0
-                hit[hit] = ~taken[position[hit]]
+                hit[hit] = new_row[position[hit]] < 0
                 rows = np.flatnonzero(hit)
                 rows = np.sort(rows[np.unique(position[rows], return_index=True)[1]])
+                new_row[position[rows]] = writer.rows + np.arange(rows.size)
                 writer.append(ids, arrays, rows)
-                taken[position[rows]] = True
+                n_taken += int(rows.size)
                 if is_given:
                     writer.ingested.append(path.name)
             first_new_row = sum(int(segment["rows"]) for segment in segments)
@@ -611,8 +640,7 @@ def update_cell_table(
             raise
         if new_segment is not None:
             segments.append(new_segment)
-            found = IdIndex(read_table_ids(directory, [new_segment])).find(missing_ids)
-            plan_rows[missing] = np.where(found >= 0, found + first_new_row, -1)
+            plan_rows[missing] = np.where(new_row >= 0, new_row + first_new_row, -1)
         rows = grid_rows(positions, plan_rows, shape)
         attrs = grid_attrs(sweep_plan, root_seed, rows, shape, identity)
         if new_segment is None and old is not None and _same_grid(directory, old, rows, attrs):
@@ -781,4 +809,5 @@ def store_finished_cells(run_plan: Any, results_dir: str | os.PathLike[str]) -> 
     return lines
 
 
-__all__ = ["FRAGMENT_SUFFIX", "gather_cells", "store_finished_cells", "update_cell_table"]
+__all__ = ["FRAGMENT_SUFFIX", "gather_cells", "plan_ids", "store_finished_cells",
+           "update_cell_table"]
