@@ -594,6 +594,7 @@ def warm_start_blocks(
     starts: list[np.ndarray],
     n_values: list[int],
     rng: np.random.Generator,
+    max_columns: int = _BLOCK_MAX_COLUMNS,
 ) -> list[np.ndarray]:
     """Start blocks for the exact iteration: block Lanczos in lockstep on cheap
     approximations of the operators (``rough_apply_all``, e.g. float32 products), stopped
@@ -604,7 +605,7 @@ def warm_start_blocks(
     found = run_lanczos_together(rough_apply_all, [
         _block_lanczos_steps(start, values, values, rng, value_tol=ROUGH_VALUE_TOL,
                              vector_tol=ROUGH_VECTOR_TOL, floor_tol=ROUGH_FLOOR_TOL,
-                             n_returned=start.shape[1])
+                             n_returned=start.shape[1], max_columns=max_columns)
         for start, values in zip(starts, n_values, strict=True)
     ])
     return [start if pair is None else pair[1] for start, pair in zip(starts, found, strict=True)]
