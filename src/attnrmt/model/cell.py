@@ -300,7 +300,7 @@ def table_operators(
     centered: bool,
     population_terms: Sequence[tuple[float, np.ndarray]],
     kappa: float,
-    pass_dtype: type = np.float64,
+    pass_table: np.ndarray | None = None,
 ) -> Callable[[Blocks], Blocks]:
     """``[X_S, X_P] -> [S X_S, P X_P]`` without forming ``S`` or ``P`` (either may be None).
 
@@ -315,9 +315,10 @@ def table_operators(
     Lanczos runs of the two matrices advance in lockstep
     (:func:`attnrmt.model._linalg.run_lanczos_together`). Memory: ``E`` and O(V b).
 
-    ``pass_dtype=np.float32`` makes the passes in single precision on a float32 copy of
-    ``E`` and ``W`` (O(V d) memory more; the rank-one terms and the results stay float64):
-    the approximate operators of the top route's warm start, ~2.3x faster per pass
+    ``pass_table``, when given, is what the passes read instead of ``embeddings`` (which
+    then only gives the centring term): a float32 copy of ``E`` makes the passes in single
+    precision (``W`` too; the rank-one terms and the results stay float64), the
+    approximate operators of the top route's warm start, ~2.3x faster per pass
     (``benchmarks/bench_cell.py``, ``top_warm_start``), products accurate to ~4e-7
     relative (measured at d = 2000 and 4000).
     """
@@ -325,10 +326,11 @@ def table_operators(
     transposed = incidence.T.tocsr()
     sample_terms = [(-1.0, (incidence.sum(axis=0) @ embeddings) / n_samples)] if centered else []
     population_scale = kappa / V
-    if pass_dtype != np.float64:
-        embeddings = embeddings.astype(pass_dtype)
-        incidence = incidence.astype(pass_dtype)
-        transposed = transposed.astype(pass_dtype)
+    if pass_table is not None:
+        embeddings = pass_table
+        incidence = incidence.astype(pass_table.dtype)
+        transposed = transposed.astype(pass_table.dtype)
+    pass_dtype = embeddings.dtype
 
     def apply_all(blocks: Blocks) -> Blocks:
         present = [block for block in blocks if block is not None]
@@ -432,7 +434,7 @@ def simulate_cell(
         (O(d^3) time, O(d^2) memory). ``"top"``: matrix-free block Lanczos, no d x d
         matrix; ``eigenvalues`` then holds the ``min(2 top_k, d)`` largest eigenvalues,
         ascending, and all other fields are the same as the full route's to 1e-10 relative
-        (eigenvalues) and ~1e-7 (overlaps) (O((V d + N T) m) time for m Krylov vectors,
+        (eigenvalues) and 5e-7 (overlaps) (O((V d + N T) m) time for m Krylov vectors,
         O(V d) memory).
 
     Returns
@@ -624,11 +626,13 @@ def _warm_start_operators(
     ~1e25 and more; the exact iteration then starts from the spike start). O(V d)."""
     if TOP_WARM_START_DTYPE is None:
         return None
-    largest = max(float(embeddings.max()), -float(embeddings.min()))
-    if embeddings.shape[0] * largest**2 > _WARM_START_MAX_SCALE:
+    with np.errstate(over="ignore"):  # an overflow to inf fails the test below
+        rough_table = embeddings.astype(TOP_WARM_START_DTYPE)
+    largest = max(float(rough_table.max()), -float(rough_table.min()))
+    if not embeddings.shape[0] * largest**2 <= _WARM_START_MAX_SCALE:
         return None
     return table_operators(incidence, embeddings, centered, population_terms, kappa,
-                           TOP_WARM_START_DTYPE)
+                           rough_table)
 
 
 def _measure_top(
@@ -642,13 +646,15 @@ def _measure_top(
     top_k: int,
     solver_stream: np.random.Generator,
 ) -> _Measured:
-    """The top route: the ``2 top_k`` largest eigenvalues of ``S`` and the ``top_k`` largest
-    eigenpairs of both matrices, matrix-free (:func:`table_operators`,
-    :func:`attnrmt.model._linalg.shared_operator_top_eigenpairs`): block Lanczos of widths
+    """The top route (docs/model.md, "Top-k cells"): the ``2 top_k`` largest eigenvalues of
+    ``S`` and the ``top_k`` largest eigenpairs of both matrices, matrix-free
+    (:func:`table_operators`, :func:`attnrmt.model._linalg.shared_operator_top_eigenpairs`):
+    block Lanczos of widths
     ``TOP_BLOCK_WIDTH`` (S) and ``POP_BLOCK_WIDTH`` (population matrix) in lockstep,
     sharing each round's two passes over ``E``; each stops when its values are right to
     1e-10 relative and the squared overlaps of its vectors with the directions the cell
-    reports (``u``, ``Dlt``, ``mbar`` for S; ``u`` for the population matrix) to 1e-7.
+    reports (``u``, ``Dlt``, ``mbar`` for S; ``u`` for the population matrix) to 5e-7
+    (``BLOCK_OVERLAP_TOL``).
     The same iteration on float32 passes first gives the start blocks (warm start,
     ``TOP_WARM_START_DTYPE``): most rounds then cost a float32 pass, the last ~12 a
     float64 one, and the stop rule (so the accuracy) is the exact iteration's.
