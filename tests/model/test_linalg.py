@@ -229,7 +229,8 @@ def test_warm_start_blocks_are_the_rough_top_ritz_vectors() -> None:
     matrix, q = random_symmetric(values, 14)
     rng = np.random.default_rng(15)
     start = rng.standard_normal((n, 8))
-    (block,) = _linalg.warm_start_blocks(lambda blocks: [matrix @ blocks[0]], [start], [3], rng)
+    (block,) = _linalg.warm_start_blocks(
+        lambda blocks: [matrix @ blocks[0]], [start], [3], [3], rng)
     assert block.shape == (n, 8)
     np.testing.assert_allclose(block.T @ block, np.eye(8), atol=1e-12)
     top = q[:, np.argsort(values)[::-1][:3]]
@@ -238,5 +239,5 @@ def test_warm_start_blocks_are_the_rough_top_ritz_vectors() -> None:
     tiny = np.random.default_rng(16).standard_normal((n, 4))
     # a budget of one block: no convergence, the start comes back unchanged
     (unchanged,) = _linalg.warm_start_blocks(
-        lambda blocks: [matrix @ blocks[0]], [tiny], [3], rng, max_columns=4)
+        lambda blocks: [matrix @ blocks[0]], [tiny], [3], [3], rng, max_columns=4)
     assert unchanged is tiny
