@@ -50,6 +50,14 @@ Measured changes (CPU s, rounds, basis columns S + P):
   GF/s: compute-bound at 32 columns, so columns count there), 6% drawing the table, 3.5%
   reorthogonalisation, 1.5% Rayleigh-Ritz ``eigh``; a schedule that checks the stop
   rule less often far from convergence was tried and dropped for that reason.
+- Float32 warm start (issue 9, :func:`warm_start_blocks`): the same block Lanczos on
+  float32 passes (~2.3x cheaper: 0.12 against 0.29 s a pass of 32 columns at d = 8000,
+  quiet machine; 0.17 against 0.44 at 64) gives the start blocks; the exact iteration
+  then needs 7-8 rounds (stop rule checked every round, overlap bound 5e-7). d = 4000:
+  34 float32 + 8 exact rounds, 4.5-5.2 CPU s against 8.2-8.9 s; d = 8000: 42 + 7 rounds,
+  20.8 s against 33.7 s (one run each, load 5-12). Where the time goes then (d = 8000,
+  cProfile wall under load ~10): 70% the passes, 13% drawing the table (one thread), 5%
+  reorthogonalisation, 4% the float32 copy of ``E``, 2% Rayleigh-Ritz.
 - Not adopted: ``scipy.linalg.eig_banded`` on the block-tridiagonal projected matrix
   (103 ms against 37 ms for ``eigh`` at m = 800, width 20); S through the pooled
   ``C = W E`` formed once (the same flops and bytes per product as through ``E`` when
@@ -301,8 +309,8 @@ BLOCK_VECTOR_TOL = 1e-7  # r <= this * gap: squared overlaps to ~2e-7
 # factor 2 of margin for the gap estimate of :func:`_ritz_gaps`). Was 1e-7: the binding
 # test is the top route's third population vector (a bulk-edge vector, cos ~0.02), whose
 # bound falls by ~1.6x a round, so 5e-7 saves 3-4 of the ~12 exact rounds after the warm
-# start (d = 4000); the measured overlap errors stay orders below the bound
-# (tests/model/test_cell.py).
+# start (d = 4000); the measured overlap errors stay orders below the bound (<= 1.8e-9
+# against the full route at d = 1000, 2000; tests/model/test_cell.py).
 BLOCK_OVERLAP_TOL = 5e-7
 # Residuals below this times |theta_1| are at the rounding floor of the operator (the dense
 # route is no more accurate there), so they count as converged whatever the gap: only then
