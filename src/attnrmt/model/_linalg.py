@@ -592,7 +592,7 @@ DENSE_TOP_MAX_N = 200
 
 
 # The single-precision warm start of :func:`shared_operator_top_eigenpairs` stops when
-# every wanted value is within 1e-6 relative and every wanted vector within 1e-3 in angle
+# every wanted value is within 1e-6 relative and every wanted vector within 3e-4 in angle
 # of the rough operator's, or its residual is below 1e-6 |theta_1| (the float32 products
 # of the top route are accurate to ~4e-7 relative, measured at d = 2000 and 4000, so a
 # tighter start buys nothing; the floor keeps a near-degenerate pair from running the
@@ -602,8 +602,12 @@ DENSE_TOP_MAX_N = 200
 # with the exact stop rule checked every round and the overlap bound 5e-7 (and only the
 # wanted vectors tested here, not all wanted values' vectors: 4.5 s against 5.0 s):
 # 1e-6 / 1e-3: 4.5 s, 34 + 8; 1e-6 / 3e-3: 4.8 s, 32 + 11; 1e-5 / 1e-2: 5.1 s, 30 + 14.
+# At d = 8000 (one run each, load ~10): 1e-3: 24.7 s, 38 + 12 rounds; 3e-4: 23.9 s,
+# 40 + 9; 1e-7 / 1e-4: 22.6 s, 40 + 9 (an exact round costs ~2.4 rough ones there); at
+# d = 4000 3e-4 and 1e-3 take the same rounds (34 + 8), at d = 2000 27 + 6 against
+# 24 + 9. Hence 3e-4.
 ROUGH_VALUE_TOL = 1e-6
-ROUGH_VECTOR_TOL = 1e-3
+ROUGH_VECTOR_TOL = 3e-4
 ROUGH_FLOOR_TOL = 1e-6
 
 
@@ -619,7 +623,7 @@ def warm_start_blocks(
     approximations of the operators (``rough_apply_all``, e.g. float32 products), stopped
     at the ``ROUGH_*`` tolerances (``n_values`` values, ``n_vectors`` vectors per
     operator, as the exact iteration wants them); each returns its ``width`` largest Ritz
-    vectors (the wanted ones to ~1e-3 in angle, the next ones as a head start), or its own
+    vectors (the wanted ones to ~3e-4 in angle, the next ones as a head start), or its own
     start when it did not converge. Accuracy comes from the exact iteration that follows, whose stop
     rule does not depend on the start. O(m (cost of a rough product) + n m^2)."""
     found = run_lanczos_together(rough_apply_all, [
