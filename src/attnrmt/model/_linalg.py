@@ -57,7 +57,10 @@ Measured changes (CPU s, rounds, basis columns S + P):
   34 float32 + 8 exact rounds, 4.5-5.2 CPU s against 8.2-8.9 s; d = 8000: 42 + 7 rounds,
   20.8 s against 33.7 s (one run each, load 5-12). Where the time goes then (d = 8000,
   cProfile wall under load ~10): 70% the passes, 13% drawing the table (one thread), 5%
-  reorthogonalisation, 4% the float32 copy of ``E``, 2% Rayleigh-Ritz.
+  reorthogonalisation, 4% the float32 copy of ``E``, 2% Rayleigh-Ritz. Final figures
+  (``benchmarks/results.md``, ``bench_cell_top_and_kernels``): top vs full 1.25 / 2.31 /
+  4.39x at d = 2000 / 4000 / 8000 (issue target 5 at 8000 not reached), d = 1e4 top cell
+  33 CPU s (target 30 not reached; at d = 1e4, quiet: ~76% the passes, 12% the table).
 - Not adopted: ``scipy.linalg.eig_banded`` on the block-tridiagonal projected matrix
   (103 ms against 37 ms for ``eigh`` at m = 800, width 20); S through the pooled
   ``C = W E`` formed once (the same flops and bytes per product as through ``E`` when
