@@ -169,12 +169,13 @@ def _single_thread(repeats: int, dimensions: tuple[int, ...]) -> dict[str, dict]
 
 def main(repeats: int = 7, dimensions: tuple[int, ...] = DIMENSIONS) -> dict:
     """Every run: ``cell_vs_floor`` (default threads and single thread), ``linalg_kernels``,
-    ``krylov_methods``, ``top_block_widths``,
+    ``krylov_methods``, ``top_warm_start``, ``top_block_widths``,
     ``cell_top_vs_full``, ``cell_top_seconds_d1e4``, ``cell_top_peak_rss_mb_d1e4``."""
     default = measure(repeats, dimensions, "default BLAS threads")
     single = _single_thread(repeats, dimensions)
     kernels = linalg_kernels()
     krylov = krylov_methods()
+    warm = top_warm_start()
     widths = top_block_widths()
     top = top_vs_full()
     large = top_large_d()
@@ -183,6 +184,7 @@ def main(repeats: int = 7, dimensions: tuple[int, ...] = DIMENSIONS) -> dict:
         "cell_vs_floor_single_thread": single,
         "linalg_kernels": kernels,
         "krylov_methods": krylov,
+        "top_warm_start": warm,
         "top_block_widths": widths,
         "cell_top_vs_full": top,
         "cell_top_seconds_d1e4": large["wall_s"],
@@ -245,47 +247,95 @@ def top_vs_full(dimensions: tuple[int, ...] = TOP_DIMENSIONS,
 TOP_WIDTHS = ((16, 16), (8, 8), (4, 4), (12, 20), (8, 24), (16, 32))
 
 
-def top_block_widths(d: int = 4000, widths: tuple[tuple[int, int], ...] = TOP_WIDTHS) -> dict:
-    """``top_block_widths``: one top cell (seed 0) per pair of block widths (S, population
-    matrix), one BLAS thread: CPU seconds, rounds (shared passes over the table ``E``) and
-    basis columns of each operator. A round costs two passes over ``E`` whatever the
-    widths up to ~32 columns in all (memory-bound), so the choice trades rounds against
-    columns (``cell.TOP_BLOCK_WIDTH``, ``cell.POP_BLOCK_WIDTH``)."""
-    from threadpoolctl import threadpool_limits
-
+def _counted_top_cell(d: int, counts: dict[str, int]) -> float:
+    """CPU seconds of one top cell (seed 0, ``TOP_CELL``) with ``counts`` filled: rounds
+    (shared passes over the table ``E``) and basis columns of S and of the population
+    matrix, separately for the float32 warm start (``warm_``) and the exact iteration."""
     from attnrmt.model import cell
 
-    counts: dict[str, int] = {}
     operators = cell.table_operators
-    saved = cell.TOP_BLOCK_WIDTH, cell.POP_BLOCK_WIDTH
 
     def counting_operators(*args, **kwargs):
         apply_all = operators(*args, **kwargs)
+        rough = len(args) > 5 or kwargs.get("pass_table") is not None
+        prefix = "warm_" if rough else ""
 
         def apply(blocks):
-            counts["rounds"] += 1
+            counts[prefix + "rounds"] = counts.get(prefix + "rounds", 0) + 1
             for name, block in zip(("S_columns", "P_columns"), blocks, strict=True):
-                counts[name] += 0 if block is None else block.shape[1]
+                key = prefix + name
+                counts[key] = counts.get(key, 0) + (0 if block is None else block.shape[1])
             return apply_all(blocks)
 
         return apply
 
-    rows = {}
     cell.table_operators = counting_operators
+    try:
+        return _cpu_seconds(lambda: simulate_cell(d, seed=0, spectrum="top", **TOP_CELL))
+    finally:
+        cell.table_operators = operators
+
+
+def top_block_widths(d: int = 4000, widths: tuple[tuple[int, int], ...] = TOP_WIDTHS) -> dict:
+    """``top_block_widths``: one top cell (seed 0) per pair of block widths (S, population
+    matrix), one BLAS thread: CPU seconds, rounds (shared passes over the table ``E``) and
+    basis columns of each operator (warm start and exact iteration). A round costs two
+    passes over ``E`` whatever the widths up to ~32 columns in all (memory-bound), so the
+    choice trades rounds against columns (``cell.TOP_BLOCK_WIDTH``,
+    ``cell.POP_BLOCK_WIDTH``)."""
+    from threadpoolctl import threadpool_limits
+
+    from attnrmt.model import cell
+
+    rows = {}
+    saved = cell.TOP_BLOCK_WIDTH, cell.POP_BLOCK_WIDTH
     try:
         with threadpool_limits(1):
             for sample_width, population_width in widths:
                 cell.TOP_BLOCK_WIDTH, cell.POP_BLOCK_WIDTH = sample_width, population_width
-                counts.update(rounds=0, S_columns=0, P_columns=0)
-                seconds = _cpu_seconds(
-                    lambda: simulate_cell(d, seed=0, spectrum="top", **TOP_CELL))
-                rows[f"S{sample_width}_P{population_width}"] = {"cpu_s": round(seconds, 2),
-                                                                 **counts}
-                print(f"widths d={d} S{sample_width} P{population_width}: "
-                      f"{rows[f'S{sample_width}_P{population_width}']}", flush=True)
+                counts: dict[str, int] = {}
+                seconds = _counted_top_cell(d, counts)
+                name = f"S{sample_width}_P{population_width}"
+                rows[name] = {"cpu_s": round(seconds, 2), **counts}
+                print(f"widths d={d} {name}: {rows[name]}", flush=True)
     finally:
-        cell.table_operators = operators
         cell.TOP_BLOCK_WIDTH, cell.POP_BLOCK_WIDTH = saved
+    return rows
+
+
+def top_warm_start(dimensions: tuple[int, ...] = (2000, 4000), repeats: int = 3) -> dict:
+    """``top_warm_start``: the top cell with its float32 warm start
+    (``cell.TOP_WARM_START_DTYPE``) against without (the exact iteration from the spike
+    start), one BLAS thread, same seed, alternated ``repeats`` times: median CPU seconds,
+    the median of the paired ratios cold / warm, and the rounds and columns of one run."""
+    from threadpoolctl import threadpool_limits
+
+    from attnrmt.model import cell
+
+    saved = cell.TOP_WARM_START_DTYPE
+    rows = {}
+    try:
+        with threadpool_limits(1):
+            for d in dimensions:
+                seconds: dict[str, list[float]] = {"warm": [], "cold": []}
+                counts: dict[str, dict[str, int]] = {"warm": {}, "cold": {}}
+                for _ in range(repeats):
+                    for name, dtype in (("warm", np.float32), ("cold", None)):
+                        cell.TOP_WARM_START_DTYPE = dtype
+                        counts[name].clear()
+                        seconds[name].append(_counted_top_cell(d, counts[name]))
+                ratios = np.asarray(seconds["cold"]) / np.asarray(seconds["warm"])
+                rows[f"d={d}"] = {
+                    "warm_cpu_s": round(float(np.median(seconds["warm"])), 2),
+                    "cold_cpu_s": round(float(np.median(seconds["cold"])), 2),
+                    "speedup": round(float(np.median(ratios)), 2),
+                    "repeats": repeats,
+                    **{f"{name}_run_{key}": value for name in ("warm", "cold")
+                       for key, value in counts[name].items()},
+                }
+                print(f"warm start d={d}: {rows[f'd={d}']}", flush=True)
+    finally:
+        cell.TOP_WARM_START_DTYPE = saved
     return rows
 
 
@@ -429,6 +479,7 @@ if __name__ == "__main__":
         print(json.dumps({"linalg_kernels": linalg_kernels()}))
     elif len(sys.argv) > 1 and sys.argv[1] == "--top":  # only the top-route benchmarks
         print(json.dumps({"krylov_methods": krylov_methods(),
+                          "top_warm_start": top_warm_start(),
                           "top_block_widths": top_block_widths(),
                           "cell_top_vs_full": top_vs_full(), "large_d": top_large_d()}))
     elif len(sys.argv) > 2 and sys.argv[1] == "--json":

@@ -331,9 +331,11 @@ def test_largest_allowed_snr_still_simulates_finite_numbers() -> None:
 
 # Top route against full route, same seed (same table and tokens). Both are float64 linear
 # algebra; the top route's stop rule bounds its eigenvalue errors by 1e-10 relative and the
-# errors of its squared overlaps by 1e-7 (model/_linalg.py, block_lanczos_top), so the
+# errors of its squared overlaps by 5e-7 (model/_linalg.py, BLOCK_OVERLAP_TOL), so the
 # contract tolerances 1e-8 and 1e-6 hold with margin (measured over the cases below and
-# d = 1000, 2000 at snr 0.8, 1.28, 2, two seeds each: <= 1.4e-14 and <= 1.6e-10).
+# d = 1000, 2000 at snr 0.8, 1.28, 2, two seeds each: <= 1.4e-14 and <= 1.6e-10 with
+# overlap bound 1e-7 and no warm start; <= 1.8e-13 and <= 1.8e-9 with the float32 warm
+# start and bound 5e-7).
 TOP_VALUE_RTOL = 1e-8
 TOP_OVERLAP_ATOL = 1e-6
 TOP_CASES = [
@@ -403,6 +405,35 @@ def test_top_route_matches_full_route_at_the_population_threshold() -> None:
     gaps = -np.diff(full.pop_top_eigenvalues) / full.pop_top_eigenvalues[0]
     assert gaps.max() < 0.03 and np.all(full.pop_overlap_signal > 0.02)  # spread, close
     assert_top_matches_full(top, full, 3)
+
+
+def test_top_route_without_warm_start_and_its_float32_guard(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The warm start (float32 passes, cell.TOP_WARM_START_DTYPE) changes where the exact
+    iteration starts, not what it returns: with it switched off the top route still equals
+    the full route, and its numbers differ from the warm-started ones only within the
+    contract. A table too large for float32 (snr 1e30) gets no warm start."""
+    from attnrmt.model import cell as cell_module
+
+    cell = {"d": 400, "delta": 0.5, "gamma": 0.5, "T": 8, "positional": "iid",
+            "weights": "mean", "snr": 2.0, "top_k": 3, "seed": 5}
+    warm, full = simulate_cell(**cell, spectrum="top"), simulate_cell(**cell)
+    monkeypatch.setattr(cell_module, "TOP_WARM_START_DTYPE", None)
+    cold = simulate_cell(**cell, spectrum="top")
+    assert_top_matches_full(cold, full, 3)
+    assert_top_matches_full(warm, cold, 3)
+    monkeypatch.setattr(cell_module, "TOP_WARM_START_DTYPE", np.float32)
+    rng = np.random.default_rng(0)
+    incidence = cell_module.token_incidence(rng.integers(0, 20, (30, 4)), np.full(4, 0.25), 20)
+    arguments = (incidence, True, (), 1.0)
+    for snr, engaged in ((2.0, True), (1e30, False)):
+        embeddings = sample_table(10, 20, snr, rng).embeddings
+        operators = cell_module._warm_start_operators(
+            arguments[0], embeddings, *arguments[1:])
+        assert (operators is not None) == engaged
+    monkeypatch.setattr(cell_module, "TOP_WARM_START_DTYPE", None)
+    assert cell_module._warm_start_operators(incidence, embeddings, *arguments[1:]) is None
 
 
 def test_top_route_small_d_uses_the_dense_route_and_validates() -> None:

@@ -182,3 +182,62 @@ def test_stop_rule_bounds() -> None:
     # the gap is less the neighbour's residual, clipped at 0
     np.testing.assert_allclose(_linalg._ritz_gaps(values, np.array([0.0, 0.999, 0.0])),
                                [0.001, 0.5, 0.0], atol=1e-15)
+
+
+@pytest.mark.parametrize("rough_kind", ["float32", "wrong_matrix"])
+def test_warm_start_keeps_the_exact_stop_rule(rough_kind: str) -> None:
+    """shared_operator_top_eigenpairs with a rough operator (the top route's warm start):
+    the results are those of the exact operator to the same tolerances whatever the rough
+    one is - float32 products (what the top route uses) or a different matrix altogether
+    (a useless start: accuracy must come from the exact iteration alone). Two operators in
+    lockstep, a near-degenerate top pair (relative gap 1e-5) in the first."""
+    n = 400
+    first_values = np.concatenate([edge_bulk(n - 1)[:-1], [1.0, 1.0 + 1e-5]])
+    second_values = np.concatenate([edge_bulk(n - 1), [2.0]])
+    matrices = [random_symmetric(first_values, 10), random_symmetric(second_values, 11)]
+    wrong, _ = random_symmetric(np.linspace(0.0, 1.0, n), 12)
+    rough_matrices = ([matrix.astype(np.float32) for matrix, _ in matrices]
+                      if rough_kind == "float32" else [wrong, wrong])
+
+    def operators(dense: list[np.ndarray]):
+        def apply_all(blocks):
+            return [None if block is None else
+                    (matrix @ block.astype(matrix.dtype)).astype(np.float64)
+                    for matrix, block in zip(dense, blocks, strict=True)]
+        return apply_all
+
+    rng = np.random.default_rng(13)
+    starts = [rng.standard_normal((n, 8)), rng.standard_normal((n, 12))]
+    found = _linalg.shared_operator_top_eigenpairs(
+        operators([matrix for matrix, _ in matrices]), starts, [4, 3], [2, 2], rng,
+        rough_apply_all=operators(rough_matrices))
+    for (values, vectors), (_, q), spectrum in zip(
+            found, matrices, (first_values, second_values), strict=True):
+        order = np.argsort(spectrum)[::-1]
+        np.testing.assert_allclose(values, spectrum[order][:values.size], rtol=1e-10)
+        cosines = np.abs(np.sum(vectors * q[:, order[:2]], axis=0))
+        assert np.all(1.0 - cosines**2 <= 1e-14), 1.0 - cosines**2
+
+
+def test_warm_start_blocks_are_the_rough_top_ritz_vectors() -> None:
+    """warm_start_blocks returns, for each operator, ``width`` orthonormal columns whose
+    span holds the wanted top eigenvectors of the rough operator to the rough tolerance
+    (ROUGH_VECTOR_TOL = 3e-4 in angle; tested: sin^2 <= 1e-6), and the start itself when
+    the rough iteration cannot converge within its budget."""
+    n = 400
+    values = np.concatenate([edge_bulk(n - 2), [1.3, 2.0]])
+    matrix, q = random_symmetric(values, 14)
+    rng = np.random.default_rng(15)
+    start = rng.standard_normal((n, 8))
+    (block,) = _linalg.warm_start_blocks(
+        lambda blocks: [matrix @ blocks[0]], [start], [3], [3], rng)
+    assert block.shape == (n, 8)
+    np.testing.assert_allclose(block.T @ block, np.eye(8), atol=1e-12)
+    top = q[:, np.argsort(values)[::-1][:3]]
+    captured = np.sum((block.T @ top) ** 2, axis=0)  # cos^2 of each vector to the span
+    assert np.all(1.0 - captured <= 1e-6), 1.0 - captured
+    tiny = np.random.default_rng(16).standard_normal((n, 4))
+    # a budget of one block: no convergence, the start comes back unchanged
+    (unchanged,) = _linalg.warm_start_blocks(
+        lambda blocks: [matrix @ blocks[0]], [tiny], [3], [3], rng, max_columns=4)
+    assert unchanged is tiny

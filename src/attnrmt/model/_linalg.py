@@ -50,6 +50,17 @@ Measured changes (CPU s, rounds, basis columns S + P):
   GF/s: compute-bound at 32 columns, so columns count there), 6% drawing the table, 3.5%
   reorthogonalisation, 1.5% Rayleigh-Ritz ``eigh``; a schedule that checks the stop
   rule less often far from convergence was tried and dropped for that reason.
+- Float32 warm start (issue 9, :func:`warm_start_blocks`): the same block Lanczos on
+  float32 passes (~2.3x cheaper: 0.12 against 0.29 s a pass of 32 columns at d = 8000,
+  quiet machine; 0.17 against 0.44 at 64) gives the start blocks; the exact iteration
+  then needs 7-8 rounds (stop rule checked every round, overlap bound 5e-7). d = 4000:
+  34 float32 + 8 exact rounds, 4.5-5.2 CPU s against 8.2-8.9 s; d = 8000: 42 + 7 rounds,
+  20.8 s against 33.7 s (one run each, load 5-12). Where the time goes then (d = 8000,
+  cProfile wall under load ~10): 70% the passes, 13% drawing the table (one thread), 5%
+  reorthogonalisation, 4% the float32 copy of ``E``, 2% Rayleigh-Ritz. Final figures
+  (``benchmarks/results.md``, ``bench_cell_top_and_kernels``): top vs full 1.25 / 2.31 /
+  4.39x at d = 2000 / 4000 / 8000 (issue target 5 at 8000 not reached), d = 1e4 top cell
+  33 CPU s (target 30 not reached; at d = 1e4, quiet: ~76% the passes, 12% the table).
 - Not adopted: ``scipy.linalg.eig_banded`` on the block-tridiagonal projected matrix
   (103 ms against 37 ms for ``eigh`` at m = 800, width 20); S through the pooled
   ``C = W E`` formed once (the same flops and bytes per product as through ``E`` when
@@ -297,8 +308,13 @@ def top_eigenpairs(
 # eigenvector (Davis-Kahan), gap = distance to the nearest other eigenvalue.
 BLOCK_VALUE_TOL = 1e-10  # r <= this * |theta|: eigenvalues to 1e-10 relative
 BLOCK_VECTOR_TOL = 1e-7  # r <= this * gap: squared overlaps to ~2e-7
-# With overlap directions: the bound on each squared overlap's error (contract 1e-6).
-BLOCK_OVERLAP_TOL = 1e-7
+# With overlap directions: the bound on each squared overlap's error (contract 1e-6; a
+# factor 2 of margin for the gap estimate of :func:`_ritz_gaps`). Was 1e-7: the binding
+# test is the top route's third population vector (a bulk-edge vector, cos ~0.02), whose
+# bound falls by ~1.6x a round, so 5e-7 saves 3-4 of the ~12 exact rounds after the warm
+# start (d = 4000); the measured overlap errors stay orders below the bound (<= 1.8e-9
+# against the full route at d = 1000, 2000; tests/model/test_cell.py).
+BLOCK_OVERLAP_TOL = 5e-7
 # Residuals below this times |theta_1| are at the rounding floor of the operator (the dense
 # route is no more accurate there), so they count as converged whatever the gap: only then
 # can a pair of eigenvalues closer than ~1e-8 |theta_1| end the iteration, and their
@@ -443,9 +459,14 @@ def _block_lanczos_steps(
     vector_tol: float = BLOCK_VECTOR_TOL,
     max_columns: int = _BLOCK_MAX_COLUMNS,
     directions: np.ndarray | None = None,
+    n_returned: int = 0,
+    floor_tol: float = BLOCK_FLOOR_TOL,
+    check_every: int = _BLOCK_CHECK_EVERY_COLUMNS,
 ) -> LanczosSteps:
     """The iteration of :func:`block_lanczos_top` as a generator: yields each block to be
-    multiplied by the operator, receives the product, returns the result."""
+    multiplied by the operator, receives the product, returns the result (with
+    ``max(n_vectors, n_returned)`` Ritz vectors: the extra ones are not tested), checking
+    the stop rule every ``check_every`` basis columns."""
     n, width = start.shape
     capacity = min(max_columns, n) // width * width
     basis = np.empty((n, capacity), order="F")
@@ -473,10 +494,10 @@ def _block_lanczos_steps(
         steps += 1
         last = end + width > capacity
         block, coupling = _orthonormal_block(product, basis[:, :end], scale, rng)
-        due = end >= checked + _BLOCK_CHECK_EVERY_COLUMNS
+        due = end >= checked + check_every
         if end >= wanted and (last or due):
             checked = end
-            count = min(wanted, end)
+            count = min(max(wanted, n_returned), end)
             values, ritz = scipy.linalg.eigh(
                 projected[:end, :end], subset_by_index=[end - count, end - 1],
                 driver="evr", check_finite=False,
@@ -486,8 +507,8 @@ def _block_lanczos_steps(
             cosines = None if projections is None else np.abs(
                 ritz[:, :n_vectors].T @ projections[:end]).max(axis=1, initial=0.0)
             if _converged(values, residuals, n_values, n_vectors, value_tol, vector_tol,
-                          cosines):
-                vectors = basis[:, :end] @ ritz[:, :n_vectors]
+                          cosines, floor_tol):
+                vectors = basis[:, :end] @ ritz[:, :max(n_vectors, n_returned)]
                 vectors /= np.sqrt(np.sum(vectors**2, axis=0))
                 return values[:n_values].copy(), vectors
         if last:
@@ -520,12 +541,14 @@ def _converged(
     value_tol: float,
     vector_tol: float,
     cosines: np.ndarray | None = None,
+    floor_tol: float = BLOCK_FLOOR_TOL,
 ) -> bool:
     """The stop rule of :func:`block_lanczos_top` on Ritz values (descending) and their
     residuals; ``cosines`` (n_vectors,), when given, the largest ``|v_i . d_j|`` of each
     Ritz vector over the unit directions ``d_j``, switches the vector test to the squared
-    overlaps (see there). O(c^2) for c Ritz values."""
-    floor = residuals <= BLOCK_FLOOR_TOL * max(abs(values[0]), 1e-300)
+    overlaps (see there); residuals below ``floor_tol |theta_1|`` pass. O(c^2) for c Ritz
+    values."""
+    floor = residuals <= floor_tol * max(abs(values[0]), 1e-300)
     gaps = _ritz_gaps(values, residuals)
     # |theta - lambda| <= min(r, r^2 / gap) (Kato-Temple; the quadratic bound needs gap > 0)
     value_errors = np.minimum(residuals, residuals**2 / np.maximum(gaps, 1e-300))
@@ -571,6 +594,50 @@ def dense_top_eigenpairs(
 DENSE_TOP_MAX_N = 200
 
 
+# The single-precision warm start of :func:`shared_operator_top_eigenpairs` stops when
+# every wanted value is within 1e-6 relative and every wanted vector within 3e-4 in angle
+# of the rough operator's, or its residual is below 1e-6 |theta_1| (the float32 products
+# of the top route are accurate to ~4e-7 relative, measured at d = 2000 and 4000, so a
+# tighter start buys nothing; the floor keeps a near-degenerate pair from running the
+# rough iteration to its column budget). Measured at d = 4000 (CPU s; rounds rough +
+# exact): 1e-6 / 1e-3: 5.0 s, 34 + 12; 1e-7 / 1e-4: 6.3 s, 38 + 12; 1e-5 / 1e-1: 6.9 s,
+# 27 + 26; 1e-6 / 1e-2: 5.9 s, 30 + 18; no warm start: 8.2-8.9 s, 42 rounds. Re-measured
+# with the exact stop rule checked every round and the overlap bound 5e-7 (and only the
+# wanted vectors tested here, not all wanted values' vectors: 4.5 s against 5.0 s):
+# 1e-6 / 1e-3: 4.5 s, 34 + 8; 1e-6 / 3e-3: 4.8 s, 32 + 11; 1e-5 / 1e-2: 5.1 s, 30 + 14.
+# At d = 8000 (one run each, load ~10): 1e-3: 24.7 s, 38 + 12 rounds; 3e-4: 23.9 s,
+# 40 + 9; 1e-7 / 1e-4: 22.6 s, 40 + 9 (an exact round costs ~2.4 rough ones there); at
+# d = 4000 3e-4 and 1e-3 take the same rounds (34 + 8), at d = 2000 27 + 6 against
+# 24 + 9. Hence 3e-4.
+ROUGH_VALUE_TOL = 1e-6
+ROUGH_VECTOR_TOL = 3e-4
+ROUGH_FLOOR_TOL = 1e-6
+
+
+def warm_start_blocks(
+    rough_apply_all: Callable[[list[np.ndarray | None]], list[np.ndarray | None]],
+    starts: list[np.ndarray],
+    n_values: list[int],
+    n_vectors: list[int],
+    rng: np.random.Generator,
+    max_columns: int = _BLOCK_MAX_COLUMNS,
+) -> list[np.ndarray]:
+    """Start blocks for the exact iteration: block Lanczos in lockstep on cheap
+    approximations of the operators (``rough_apply_all``, e.g. float32 products), stopped
+    at the ``ROUGH_*`` tolerances (``n_values`` values, ``n_vectors`` vectors per
+    operator, as the exact iteration wants them); each returns its ``width`` largest Ritz
+    vectors (the wanted ones to ~3e-4 in angle, the next ones as a head start), or its own
+    start when it did not converge. Accuracy comes from the exact iteration that follows, whose stop
+    rule does not depend on the start. O(m (cost of a rough product) + n m^2)."""
+    found = run_lanczos_together(rough_apply_all, [
+        _block_lanczos_steps(start, values, vectors, rng, value_tol=ROUGH_VALUE_TOL,
+                             vector_tol=ROUGH_VECTOR_TOL, floor_tol=ROUGH_FLOOR_TOL,
+                             n_returned=start.shape[1], max_columns=max_columns)
+        for start, values, vectors in zip(starts, n_values, n_vectors, strict=True)
+    ])
+    return [start if pair is None else pair[1] for start, pair in zip(starts, found, strict=True)]
+
+
 def shared_operator_top_eigenpairs(
     apply_all: Callable[[list[np.ndarray | None]], list[np.ndarray | None]],
     starts: list[np.ndarray],
@@ -578,6 +645,7 @@ def shared_operator_top_eigenpairs(
     n_vectors: list[int],
     rng: np.random.Generator,
     directions: list[np.ndarray | None] | None = None,
+    rough_apply_all: Callable[[list[np.ndarray | None]], list[np.ndarray | None]] | None = None,
 ) -> list[tuple[np.ndarray, np.ndarray]]:
     """Top eigenpairs of several symmetric operators applied together (``apply_all``, as
     in :func:`run_lanczos_together`): block Lanczos in lockstep, or
@@ -586,6 +654,16 @@ def shared_operator_top_eigenpairs(
     ``directions[i]`` (n, q) unit columns, when given, makes operator ``i``'s vectors
     converge in their squared overlaps with those directions (to ``BLOCK_OVERLAP_TOL``)
     rather than in angle (:func:`_converged`).
+
+    ``rough_apply_all``, when given, is a cheaper approximation of ``apply_all`` (the top
+    route passes float32 products, ~2.3x faster per pass over the table: 0.12 against 0.29
+    s for 32 columns at d = 8000): a first block Lanczos on it gives the start blocks
+    (:func:`warm_start_blocks`), so that the exact iteration needs only its last rounds
+    (measured at d = 4000, widths 12 + 20: 34 rough + 12 exact rounds instead of 42 exact,
+    5.0 against 8.2-8.9 CPU s). The stop rule of the exact iteration, hence the accuracy,
+    is the same with or without it. Tried and dropped: wider exact blocks from more of the
+    rough Ritz vectors (width 32 or 64 for the population matrix: 11 and 10 exact rounds,
+    slower), checking the exact stop rule every round (the same rounds).
     """
     n = starts[0].shape[0]
 
@@ -600,9 +678,13 @@ def shared_operator_top_eigenpairs(
     found: list[tuple[np.ndarray, np.ndarray] | None] = [None] * len(starts)
     if n > DENSE_TOP_MAX_N:
         directions = directions or [None] * len(starts)
+        if rough_apply_all is not None:
+            starts = warm_start_blocks(rough_apply_all, starts, n_values, n_vectors, rng)
+        # a warm-started iteration needs ~10 rounds on a small basis: check every round
         found = run_lanczos_together(apply_all, [
             _block_lanczos_steps(
                 start, values, vectors, rng, directions=unit,
+                check_every=_BLOCK_CHECK_EVERY_COLUMNS if rough_apply_all is None else 1,
                 vector_tol=BLOCK_VECTOR_TOL if unit is None else BLOCK_OVERLAP_TOL)
             for start, values, vectors, unit in zip(
                 starts, n_values, n_vectors, directions, strict=True)

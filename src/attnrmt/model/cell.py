@@ -300,6 +300,7 @@ def table_operators(
     centered: bool,
     population_terms: Sequence[tuple[float, np.ndarray]],
     kappa: float,
+    pass_table: np.ndarray | None = None,
 ) -> Callable[[Blocks], Blocks]:
     """``[X_S, X_P] -> [S X_S, P X_P]`` without forming ``S`` or ``P`` (either may be None).
 
@@ -313,15 +314,28 @@ def table_operators(
     So a round costs two passes over ``E`` (O(V d b)) for both matrices; the block
     Lanczos runs of the two matrices advance in lockstep
     (:func:`attnrmt.model._linalg.run_lanczos_together`). Memory: ``E`` and O(V b).
+
+    ``pass_table``, when given, is what the passes read instead of ``embeddings`` (which
+    then only gives the centring term): a float32 copy of ``E`` makes the passes in single
+    precision (``W`` too; the rank-one terms and the results stay float64), the
+    approximate operators of the top route's warm start, ~2.3x faster per pass
+    (``benchmarks/bench_cell.py``, ``top_warm_start``), products accurate to ~4e-7
+    relative (measured at d = 2000 and 4000).
     """
     n_samples, V = incidence.shape
     transposed = incidence.T.tocsr()
     sample_terms = [(-1.0, (incidence.sum(axis=0) @ embeddings) / n_samples)] if centered else []
     population_scale = kappa / V
+    if pass_table is not None:
+        embeddings = pass_table
+        incidence = incidence.astype(pass_table.dtype)
+        transposed = transposed.astype(pass_table.dtype)
+    pass_dtype = embeddings.dtype
 
     def apply_all(blocks: Blocks) -> Blocks:
         present = [block for block in blocks if block is not None]
-        table_products = embeddings @ np.hstack(present)  # (V, sum of widths)
+        # (V, sum of widths); in the pass precision (no copy for float64)
+        table_products = embeddings @ np.hstack(present).astype(pass_dtype, copy=False)
         column, mixed = 0, []
         for index, block in enumerate(blocks):
             if block is None:
@@ -339,7 +353,7 @@ def table_operators(
             if block is None:
                 results.append(None)
                 continue
-            product = np.array(products[:, column : column + block.shape[1]])
+            product = products[:, column : column + block.shape[1]].astype(np.float64)
             column += block.shape[1]
             terms = sample_terms if index == 0 else population_terms
             results.append(_add_rank_one_terms(product, block, terms))
@@ -420,7 +434,7 @@ def simulate_cell(
         (O(d^3) time, O(d^2) memory). ``"top"``: matrix-free block Lanczos, no d x d
         matrix; ``eigenvalues`` then holds the ``min(2 top_k, d)`` largest eigenvalues,
         ascending, and all other fields are the same as the full route's to 1e-10 relative
-        (eigenvalues) and ~1e-7 (overlaps) (O((V d + N T) m) time for m Krylov vectors,
+        (eigenvalues) and 5e-7 (overlaps) (O((V d + N T) m) time for m Krylov vectors,
         O(V d) memory).
 
     Returns
@@ -589,6 +603,36 @@ def _measure_full(
 # depends least on the memory bandwidth other jobs leave.)
 TOP_BLOCK_WIDTH = 12
 POP_BLOCK_WIDTH = 20
+# Precision of the top route's warm-start passes (None: no warm start); see
+# :func:`attnrmt.model._linalg.shared_operator_top_eigenpairs` and the benchmark
+# ``top_warm_start``.
+TOP_WARM_START_DTYPE: type | None = np.float32
+
+
+# Largest ``V max|E|^2`` for the float32 warm start: the products then stay far below
+# float32's overflow (3.4e38) whatever the block (unit columns) and weights (|w_t| <= ~1).
+_WARM_START_MAX_SCALE = 1e30
+
+
+def _warm_start_operators(
+    incidence: scipy.sparse.csr_array,
+    embeddings: np.ndarray,
+    centered: bool,
+    population_terms: Sequence[tuple[float, np.ndarray]],
+    kappa: float,
+) -> Callable[[Blocks], Blocks] | None:
+    """:func:`table_operators` in ``TOP_WARM_START_DTYPE``, or None when that is None or
+    the table is too large for float32 (``V max|E|^2 > _WARM_START_MAX_SCALE``: snr of
+    ~1e25 and more; the exact iteration then starts from the spike start). O(V d)."""
+    if TOP_WARM_START_DTYPE is None:
+        return None
+    with np.errstate(over="ignore"):  # an overflow to inf fails the test below
+        rough_table = embeddings.astype(TOP_WARM_START_DTYPE)
+    largest = max(float(rough_table.max()), -float(rough_table.min()))
+    if not embeddings.shape[0] * largest**2 <= _WARM_START_MAX_SCALE:
+        return None
+    return table_operators(incidence, embeddings, centered, population_terms, kappa,
+                           rough_table)
 
 
 def _measure_top(
@@ -602,17 +646,23 @@ def _measure_top(
     top_k: int,
     solver_stream: np.random.Generator,
 ) -> _Measured:
-    """The top route: the ``2 top_k`` largest eigenvalues of ``S`` and the ``top_k`` largest
-    eigenpairs of both matrices, matrix-free (:func:`table_operators`,
-    :func:`attnrmt.model._linalg.shared_operator_top_eigenpairs`): block Lanczos of widths
+    """The top route (docs/model.md, "Top-k cells"): the ``2 top_k`` largest eigenvalues of
+    ``S`` and the ``top_k`` largest eigenpairs of both matrices, matrix-free
+    (:func:`table_operators`, :func:`attnrmt.model._linalg.shared_operator_top_eigenpairs`):
+    block Lanczos of widths
     ``TOP_BLOCK_WIDTH`` (S) and ``POP_BLOCK_WIDTH`` (population matrix) in lockstep,
     sharing each round's two passes over ``E``; each stops when its values are right to
     1e-10 relative and the squared overlaps of its vectors with the directions the cell
-    reports (``u``, ``Dlt``, ``mbar`` for S; ``u`` for the population matrix) to 1e-7.
+    reports (``u``, ``Dlt``, ``mbar`` for S; ``u`` for the population matrix) to 5e-7
+    (``BLOCK_OVERLAP_TOL``).
+    The same iteration on float32 passes first gives the start blocks (warm start,
+    ``TOP_WARM_START_DTYPE``): most rounds then cost a float32 pass, the last ~12 a
+    float64 one, and the stop rule (so the accuracy) is the exact iteration's.
 
     O(m (V d + N T) + d m^2) time for a Krylov basis of m columns (measured at delta =
     gamma = 0.5: ~400-500 for S, 600-850 for the population matrix at d = 2000-4000),
-    O(V d + m d) memory: no d x d matrix is formed (for d > ``DENSE_TOP_MAX_N``).
+    O(V d + m d) memory (1.5 V d doubles with the float32 copy of ``E``): no d x d matrix
+    is formed (for d > ``DENSE_TOP_MAX_N``).
     ``label`` models also form the pooled matrix (N x d) for the readout.
     Returns (the ``min(2 top_k, d)`` largest eigenvalues ascending, ...) as
     :func:`_measure_full`.
@@ -630,6 +680,7 @@ def _measure_top(
         [n_values, min(top_k + 1, d)], [top_k, top_k], solver_stream,
         [unit_columns(table.signal_direction, table.class_mean_difference, table.table_mean),
          unit_columns(table.signal_direction)],
+        _warm_start_operators(incidence, table.embeddings, centered, population_terms, kappa),
     )
     return values[::-1].copy(), top_vectors, pop_values[:top_k], pop_vectors, downstream_accuracy
 
