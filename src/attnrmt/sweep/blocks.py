@@ -303,9 +303,10 @@ def run_block(
     block_cells = [BlockCell.from_params(params) for params in cells]
     fragment = Path(fragment_path)
     sweep_dir = sweep_dir_of(fragment)
-    index = fragments.fragment_index(sweep_dir, exclude=[fragment], run_wide=True)
     wanted = unique_cells(block_cells)
-    reused = fragments.load_cell_records((cell.cell_id for cell in wanted), index)
+    wanted_ids = [cell.cell_id for cell in wanted]
+    located = fragments.locate_cells(wanted_ids, sweep_dir, exclude=[fragment], run_wide=True)
+    reused = fragments.load_cell_records(wanted_ids, located)
     missing = [cell for cell in wanted if cell.cell_id not in reused]
     log.info(
         f"{fragment.name}: {len(block_cells)} cells, {len(reused)} reusable, "
