@@ -119,18 +119,16 @@ def encode_fragment(
     for name in records[0]:
         if name in PROVENANCE_KEYS:
             continue
-        values = [np.asarray(record[name]) for record in records]
-        if values[0].ndim == 0:
-            dtype = np.int64 if np.issubdtype(values[0].dtype, np.integer) else np.float64
-            arrays[name] = np.array([value.item() for value in values], dtype=dtype)
+        first = np.asarray(records[0][name])
+        if first.ndim == 0:
+            dtype = np.int64 if np.issubdtype(first.dtype, np.integer) else np.float64
+            arrays[name] = np.array([record[name] for record in records], dtype=dtype)
         else:
-            lengths = [value.size for value in values]
-            arrays[f"{name}__values"] = np.concatenate(
-                [value.astype(np.float64, copy=False).ravel() for value in values]
-            )
-            arrays[f"{name}__offsets"] = np.concatenate([[0], np.cumsum(lengths)]).astype(
-                np.int64
-            )
+            values = [np.asarray(record[name], dtype=np.float64).ravel() for record in records]
+            arrays[f"{name}__values"] = np.concatenate(values)
+            arrays[f"{name}__offsets"] = np.concatenate(
+                [[0], np.cumsum([value.size for value in values])]
+            ).astype(np.int64)
     return arrays
 
 
