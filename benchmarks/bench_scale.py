@@ -53,11 +53,12 @@ N_SNR = 50
 
 
 def tiny_config(n_cells: int, run: str = "bench-scale") -> dict[str, Any]:
-    """``n_cells`` tiny cells (d = 8..16): lines x 50 snr x 20 replicates."""
+    """About ``n_cells`` tiny cells (d = 8..16): lines x 50 snr x 20 replicates; lines =
+    4 weights x up to 5 d x gamma values (exactly 10^6 cells for ``N_CELLS``)."""
     n_lines = max(1, n_cells // (N_SNR * REPLICATES))
     weights = ["mean", "last", "harmonic", "optimal"]
     per_weights = max(1, n_lines // len(weights))
-    ds = [8, 12, 16][: min(3, per_weights)]
+    ds = [8, 10, 12, 14, 16][: min(5, per_weights)]
     n_gamma = max(1, per_weights // len(ds))
     return {
         "run": run,
