@@ -51,7 +51,7 @@ class BlockCell:
 
     @classmethod
     def from_params(cls, params: Mapping[str, Any]) -> BlockCell:
-        """From a ``{"key", "seed", "kwargs"}`` mapping (the block rule's ``params``)."""
+        """From a ``{"key", "seed", "kwargs"}`` mapping (:func:`block_params`)."""
         return cls(
             key=str(params["key"]),
             seed=tuple(int(word) for word in params["seed"]),
@@ -90,7 +90,9 @@ class BlockSummary:
 
 
 def block_params(cells: Sequence[Any], root_seed: int) -> list[dict[str, Any]]:
-    """What a block's cells depend on (the ``params`` of rule ``simulate_block``).
+    """What a block's cells depend on (what rule ``simulate_block`` passes to
+    :func:`run_block`; built in the job, never kept as Snakemake ``params``: those stay in
+    memory for the whole run).
 
     Parameters
     ----------

@@ -21,7 +21,9 @@ bit for bit. Remove a sweep's directory to recompute it from scratch.
 
 Reuse is by ``(cell_key, cell_seed)`` across every fragment of the *run*
 (:func:`fragment_index` with ``run_wide=True`` looks in sibling sweeps too), so a cell two
-sweeps share is computed once.
+sweeps share is computed once. Block jobs ask :func:`locate_cells` (64-bit fingerprints of
+the ids, read once per process) for just their own cells, so the cost per block does not
+grow with the cells the run has finished.
 
 Lifecycle: block jobs write fragments (this module) -> ``gather_cells`` appends them to the
 cell table (:mod:`attnrmt.sweep.table_writer`) -> readers open the table
