@@ -120,11 +120,12 @@ class RssSampler:
             for process in psutil.process_iter(["cwd", "memory_info", "cmdline"]):
                 cwd = process.info.get("cwd") or ""
                 memory = process.info.get("memory_info")
-                if memory is not None and cwd.startswith(self.root):
+                cmdline = process.info.get("cmdline") or []
+                if memory is not None and cmdline and cwd.startswith(self.root):
                     rss = memory.rss / 2**20
                     total += rss
                     self.peak_single = max(self.peak_single, rss)
-                    name = f"{process_role(process.info.get('cmdline') or [])} {process.pid}"
+                    name = f"{process_role(cmdline)} {process.pid}"
                     self.peak_by_process[name] = max(self.peak_by_process.get(name, 0.0), rss)
             self.peak_total = max(self.peak_total, total)
             self._stop.wait(self.interval)
