@@ -19,9 +19,14 @@ Metrics (targets from docs/scaling.md):
     (``plan_estimate_over_loop``: the compute alone); within [0.5, 2] means the estimate
     is within a factor 2.
 
-The issue asks for 10^6 cells (``N_CELLS``); at ~2 ms per tiny cell that is ~20 min of
-two cores. ``main()`` runs ``N_RUN`` cells (stated in the result) unless
-``ATTNRMT_BENCH_SCALE_CELLS`` is set. Run with ``python -m benchmarks bench_scale``.
+``scale_peak_rss_mb_by_process``
+    Each sampled process's own peak (``"<role> <pid>"``, :func:`process_role`).
+``scale_pipeline_ms_per_cell``, ``scale_loop_ms_per_cell``
+    Wall milliseconds per cell of each way (fixed costs included).
+
+``main()`` runs 10^6 cells (``N_CELLS``; ~25 min per way on 2 cores, so ~1 h in all)
+unless ``ATTNRMT_BENCH_SCALE_CELLS`` asks for another number (stated in the result).
+Run with ``python -m benchmarks bench_scale``.
 """
 
 from __future__ import annotations
@@ -45,7 +50,7 @@ from benchmarks.bench_pipeline import (
 
 REPO = Path(__file__).resolve().parents[1]
 N_CELLS = 1_000_000
-N_RUN = int(os.environ.get("ATTNRMT_BENCH_SCALE_CELLS", "20000"))
+N_RUN = int(os.environ.get("ATTNRMT_BENCH_SCALE_CELLS", str(N_CELLS)))
 RATIO_TARGET = 1.5
 RSS_TARGET_MB = 2048.0
 REPLICATES = 20
@@ -53,11 +58,12 @@ N_SNR = 50
 
 
 def tiny_config(n_cells: int, run: str = "bench-scale") -> dict[str, Any]:
-    """``n_cells`` tiny cells (d = 8..16): lines x 50 snr x 20 replicates."""
+    """About ``n_cells`` tiny cells (d = 8..16): lines x 50 snr x 20 replicates; lines =
+    4 weights x up to 5 d x gamma values (exactly 10^6 cells for ``N_CELLS``)."""
     n_lines = max(1, n_cells // (N_SNR * REPLICATES))
     weights = ["mean", "last", "harmonic", "optimal"]
     per_weights = max(1, n_lines // len(weights))
-    ds = [8, 12, 16][: min(3, per_weights)]
+    ds = [8, 10, 12, 14, 16][: min(5, per_weights)]
     n_gamma = max(1, per_weights // len(ds))
     return {
         "run": run,
@@ -80,14 +86,29 @@ def tiny_config(n_cells: int, run: str = "bench-scale") -> dict[str, Any]:
     }
 
 
+def process_role(cmdline: list[str]) -> str:
+    """What a process of the run is, from its command line: ``snakemake`` (the run, its
+    block jobs' threads and the Dask scheduler), ``dask worker`` (a spawned worker or
+    nanny child) or the program's name."""
+    text = " ".join(cmdline)
+    if "snakemake" in text and "spawn_main" not in text:
+        return "snakemake"
+    if "spawn_main" in text or "multiprocessing" in text:
+        return "dask worker"
+    return Path(cmdline[0]).name if cmdline else "?"
+
+
 class RssSampler:
-    """Samples the RSS of every process whose working directory is under ``root``."""
+    """Samples the RSS of every process whose working directory is under ``root``:
+    the largest single process (``peak_single``), the largest sum (``peak_total``) and
+    each process's own peak (``peak_by_process``: ``"<role> <pid>" -> MB``)."""
 
     def __init__(self, root: Path, interval: float = 0.5) -> None:
         self.root = str(root)
         self.interval = interval
         self.peak_single = 0.0
         self.peak_total = 0.0
+        self.peak_by_process: dict[str, float] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
@@ -96,13 +117,16 @@ class RssSampler:
 
         while not self._stop.is_set():
             total = 0.0
-            for process in psutil.process_iter(["cwd", "memory_info"]):
+            for process in psutil.process_iter(["cwd", "memory_info", "cmdline"]):
                 cwd = process.info.get("cwd") or ""
                 memory = process.info.get("memory_info")
-                if memory is not None and cwd.startswith(self.root):
+                cmdline = process.info.get("cmdline") or []
+                if memory is not None and cmdline and cwd.startswith(self.root):
                     rss = memory.rss / 2**20
                     total += rss
                     self.peak_single = max(self.peak_single, rss)
+                    name = f"{process_role(cmdline)} {process.pid}"
+                    self.peak_by_process[name] = max(self.peak_by_process.get(name, 0.0), rss)
             self.peak_total = max(self.peak_total, total)
             self._stop.wait(self.interval)
 
@@ -130,7 +154,9 @@ def run_pipeline_to_analysis(config: dict[str, Any], n_cores: int) -> dict[str, 
         if done.returncode != 0:
             raise RuntimeError(f"pipeline failed:\n{(done.stdout + done.stderr)[-3000:]}")
         return {"seconds": seconds, "peak_single_mb": sampler.peak_single,
-                "peak_total_mb": sampler.peak_total}
+                "peak_total_mb": sampler.peak_total,
+                "peak_by_process_mb": {name: round(mb, 1) for name, mb in sorted(
+                    sampler.peak_by_process.items(), key=lambda item: -item[1])}}
     finally:
         shutdown_run_cluster(workdir / "results" / config["run"])
         shutil.rmtree(workdir, ignore_errors=True)
@@ -157,21 +183,25 @@ def main(n_cells: int = N_RUN) -> dict[str, Any]:
     loop_seconds = run_loop([(kwargs, seed) for kwargs, seed in jobs], n_cores)
     ratio = pipeline["seconds"] / loop_seconds
     estimate = estimated_compute_seconds(config)
-    label = f"{len(jobs)}_tiny_cells"
+    label = "1e6" if len(jobs) == N_CELLS else str(len(jobs))
     return {
         "machine": machine(),
         "cores": n_cores,
         "cells": len(jobs),
-        "note": (f"run at {len(jobs)} cells, not {N_CELLS} (10^6 tiny cells take ~20 min "
-                 "of two cores per way); set ATTNRMT_BENCH_SCALE_CELLS=1000000 for the "
-                 "full size"),
-        f"scale_vs_loop_{label}": round(ratio, 3),
+        "note": ("one pipeline run, then one loop run, over the same cells"
+                 + ("" if len(jobs) == N_CELLS else
+                    f"; run at {len(jobs)} cells, not {N_CELLS} "
+                    "(ATTNRMT_BENCH_SCALE_CELLS)")),
+        f"scale_vs_loop_{label}_tiny_cells": round(ratio, 3),
         "scale_vs_loop_ok": ratio <= RATIO_TARGET,
         "scale_pipeline_seconds": round(pipeline["seconds"], 2),
         "scale_loop_seconds": round(loop_seconds, 2),
+        "scale_pipeline_ms_per_cell": round(1e3 * pipeline["seconds"] / len(jobs), 4),
+        "scale_loop_ms_per_cell": round(1e3 * loop_seconds / len(jobs), 4),
         "scale_peak_rss_mb": round(pipeline["peak_single_mb"], 1),
         "scale_peak_rss_ok": pipeline["peak_single_mb"] <= RSS_TARGET_MB,
         "scale_total_rss_mb": round(pipeline["peak_total_mb"], 1),
+        "scale_peak_rss_mb_by_process": pipeline["peak_by_process_mb"],
         "plan_estimate_seconds": round(estimate, 2),
         "plan_estimate_over_run": round(estimate / (pipeline["seconds"] * n_cores), 3),
         "plan_estimate_over_loop": round(estimate / (loop_seconds * n_cores), 3),

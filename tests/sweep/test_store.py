@@ -91,6 +91,39 @@ def test_index_ignores_temporary_and_corrupt_files(tmp_path: Path) -> None:
     assert {key for key, _ in excluded} == {salvaged[0].key}
 
 
+@pytest.mark.parametrize("merge_every", [1, 2, 64])
+def test_locate_cells_finds_what_the_full_index_finds(
+    tmp_path: Path, monkeypatch, merge_every: int
+) -> None:
+    """Block jobs ask :func:`fragments.locate_cells` (fingerprints, merged every few
+    files) instead of building the run's whole index: same answers, same exclusions, in
+    the sibling sweeps too, whether the files are merged (1, 2) or not yet (64)."""
+    locator = fragments.CellLocator()
+    locator.MERGE_EVERY = merge_every
+    monkeypatch.setattr(fragments, "_LOCATOR", locator)
+    plan = tiny_plan()
+    grid = plan.sweeps["grid"].cells
+    sweep_dir = tmp_path / "grid"
+    write_block(plan, sweep_dir / "fragments" / "a.npz", grid[:3])
+    write_block(plan, sweep_dir / "salvage" / "b.npz", grid[3:4])
+    write_block(plan, tmp_path / "other" / "cache" / "c.npz", grid[4:6])
+    (sweep_dir / "fragments" / "truncated.npz").write_bytes(b"PK\x03\x04 truncated")
+    wanted = [(cell.key, store.seed_token(cell.seed_words(plan.seed))) for cell in grid]
+    wanted.append((grid[0].key, store.seed_token(grid[0].seed_words(plan.seed + 1))))
+    for _ in range(2):  # the second call answers from what the first one read
+        full = store.fragment_index(sweep_dir, run_wide=True)
+        located = fragments.locate_cells(wanted, sweep_dir, run_wide=True)
+        assert located == {cell_id: full[cell_id] for cell_id in wanted if cell_id in full}
+        assert set(located) == set(wanted[:6])
+    own = fragments.locate_cells(wanted, sweep_dir)
+    assert set(own) == set(wanted[:4])
+    excluded = fragments.locate_cells(wanted, sweep_dir,
+                                      exclude=[sweep_dir / "fragments" / "a.npz"])
+    assert set(excluded) == {wanted[3]}
+    records = store.load_cell_records(wanted, located)
+    assert set(records) == set(wanted[:6])
+
+
 def test_records_match_on_key_and_seed(tmp_path: Path) -> None:
     plan = tiny_plan()
     sweep_dir = tmp_path / "grid"

@@ -5,15 +5,16 @@ A block job is a Dask client. Cells already finished in any fragment of the run
 (current, orphaned by a change of block membership, salvaged from a failed block, or of
 another sweep of the run with the same cell key and seed) are copied bit for bit; only
 the missing cells are submitted, cheap ones bundled a few to a task
-(``simulate_cell(**kwargs, seed=seed_words).to_dict()`` per cell; task keys are content
-keys, so tasks are idempotent and concurrent jobs asking for the same cells share one
-task).
+(``simulate_cell(**kwargs, seed=seed_words).to_dict()`` per cell, returned per bundle as
+fragment columns; task keys are content keys, so tasks are idempotent and concurrent jobs
+asking for the same cells share one task).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import hashlib
 import os
 import threading
@@ -50,22 +51,23 @@ class BlockCell:
 
     @classmethod
     def from_params(cls, params: Mapping[str, Any]) -> BlockCell:
-        """From a ``{"key", "seed", "kwargs"}`` mapping (the block rule's ``params``)."""
+        """From a ``{"key", "seed", "kwargs"}`` mapping (:func:`block_params`)."""
         return cls(
             key=str(params["key"]),
             seed=tuple(int(word) for word in params["seed"]),
             kwargs=dict(params["kwargs"]),
         )
 
-    @property
+    @functools.cached_property
     def cell_id(self) -> tuple[str, str]:
-        """``(key, seed token)``: what a finished result must match to be reused."""
+        """``(key, seed token)``: what a finished result must match to be reused (computed
+        once per cell: a block asks it several times per cell)."""
         return self.key, fragments.seed_token(self.seed)
 
-    @property
+    @functools.cached_property
     def task_key(self) -> str:
         """Dask task key: content-derived, identical for identical cells in any job."""
-        digest = hashlib.sha256(f"{self.key}|{fragments.seed_token(self.seed)}".encode())
+        digest = hashlib.sha256(f"{self.key}|{self.cell_id[1]}".encode())
         return f"attnrmt-cell-{digest.hexdigest()[:32]}"
 
 
@@ -88,7 +90,9 @@ class BlockSummary:
 
 
 def block_params(cells: Sequence[Any], root_seed: int) -> list[dict[str, Any]]:
-    """What a block's cells depend on (the ``params`` of rule ``simulate_block``).
+    """What a block's cells depend on (what rule ``simulate_block`` passes to
+    :func:`run_block`; built in the job, never kept as Snakemake ``params``: those stay in
+    memory for the whole run).
 
     Parameters
     ----------
@@ -159,6 +163,36 @@ def compute_bundle(
     return outcomes
 
 
+@dataclass(frozen=True)
+class CellJobs:
+    """A bundle's ``(kwargs, seed words)`` pairs as one task argument that Dask does not
+    walk: it parses every list, tuple and dict of a task's arguments looking for futures,
+    which cost ~20% of the block jobs' process CPU with ~100 tiny cells per task (py-spy of
+    a 10^6-cell run)."""
+
+    pairs: tuple[tuple[Mapping[str, Any], tuple[int, ...]], ...]
+
+
+def compute_bundle_encoded(
+    jobs: CellJobs | Sequence[tuple[Mapping[str, Any], Sequence[int]]],
+) -> tuple[dict[str, np.ndarray], list[tuple[int, Exception]]]:
+    """Dask task: :func:`compute_bundle`, its finished records returned as fragment
+    columns (:func:`attnrmt.sweep.fragments.encode_fragment`, cell keys and seeds left
+    empty: the block fills them) and its failures as ``(position in jobs, exception)``.
+
+    A few dozen arrays per bundle instead of a dict of arrays per cell: Dask ships every
+    array of a result as a frame of its own, and reading ~10 frames per cell cost the block
+    job's process ~0.5 ms per tiny cell (docs/scaling.md, "Tiny cells at 10^6").
+    The numbers round-trip bit for bit (the fragment format's contract). O(bundle).
+    """
+    outcomes = compute_bundle(jobs.pairs if isinstance(jobs, CellJobs) else jobs)
+    done = [record for record, error in outcomes if error is None]
+    failed = [(position, error) for position, (_, error) in enumerate(outcomes)
+              if error is not None]
+    blank = [""] * len(done)
+    return fragments.encode_fragment(blank, blank, [True] * len(done), done), failed
+
+
 def bundle_key(cells: Sequence[BlockCell]) -> str:
     """Dask key of a bundle: content-derived from its cells' task keys."""
     if len(cells) == 1:
@@ -182,8 +216,8 @@ def compute_missing(
     bundles = [[cells[i] for i in positions] for positions in bundle_by_cost(costs)]
     futures = {
         client.submit(
-            compute_bundle,
-            [(cell.kwargs, list(cell.seed)) for cell in bundle],
+            compute_bundle_encoded,
+            CellJobs(tuple((cell.kwargs, cell.seed) for cell in bundle)),
             key=bundle_key(bundle),
             retries=retries,
         ): bundle
@@ -196,15 +230,17 @@ def compute_missing(
         try:
             if not future.done():  # left when the client closed: it will never report
                 raise asyncio.CancelledError("the block's Dask client was closed")
-            outcomes = future.result()
+            columns, failed = future.result()
         except (Exception, asyncio.CancelledError) as exc:  # lost cluster: cancelled futures
             failures.extend((cell, exc) for cell in bundle)
         else:
-            for cell, (record, error) in zip(bundle, outcomes, strict=True):
-                if error is None:
-                    finished[cell.cell_id] = record
+            errors = dict(failed)
+            records = iter(fragments.decode_fragment(columns).records)
+            for position, cell in enumerate(bundle):
+                if position in errors:
+                    failures.append((cell, errors[position]))
                 else:
-                    failures.append((cell, error))
+                    finished[cell.cell_id] = next(records)
         future.release()
     return finished, failures
 
@@ -306,9 +342,10 @@ def run_block(
     block_cells = [BlockCell.from_params(params) for params in cells]
     fragment = Path(fragment_path)
     sweep_dir = sweep_dir_of(fragment)
-    index = fragments.fragment_index(sweep_dir, exclude=[fragment], run_wide=True)
     wanted = unique_cells(block_cells)
-    reused = fragments.load_cell_records((cell.cell_id for cell in wanted), index)
+    wanted_ids = [cell.cell_id for cell in wanted]
+    located = fragments.locate_cells(wanted_ids, sweep_dir, exclude=[fragment], run_wide=True)
+    reused = fragments.load_cell_records(wanted_ids, located)
     missing = [cell for cell in wanted if cell.cell_id not in reused]
     log.info(
         f"{fragment.name}: {len(block_cells)} cells, {len(reused)} reusable, "

@@ -21,7 +21,9 @@ bit for bit. Remove a sweep's directory to recompute it from scratch.
 
 Reuse is by ``(cell_key, cell_seed)`` across every fragment of the *run*
 (:func:`fragment_index` with ``run_wide=True`` looks in sibling sweeps too), so a cell two
-sweeps share is computed once.
+sweeps share is computed once. Block jobs ask :func:`locate_cells` (64-bit fingerprints of
+the ids, read once per process) for just their own cells, so the cost per block does not
+grow with the cells the run has finished.
 
 Lifecycle: block jobs write fragments (this module) -> ``gather_cells`` appends them to the
 cell table (:mod:`attnrmt.sweep.table_writer`) -> readers open the table
@@ -31,6 +33,7 @@ cell table (:mod:`attnrmt.sweep.table_writer`) -> readers open the table
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import io
 import json
 import math
@@ -118,18 +121,16 @@ def encode_fragment(
     for name in records[0]:
         if name in PROVENANCE_KEYS:
             continue
-        values = [np.asarray(record[name]) for record in records]
-        if values[0].ndim == 0:
-            dtype = np.int64 if np.issubdtype(values[0].dtype, np.integer) else np.float64
-            arrays[name] = np.array([value.item() for value in values], dtype=dtype)
+        first = np.asarray(records[0][name])
+        if first.ndim == 0:
+            dtype = np.int64 if np.issubdtype(first.dtype, np.integer) else np.float64
+            arrays[name] = np.array([record[name] for record in records], dtype=dtype)
         else:
-            lengths = [value.size for value in values]
-            arrays[f"{name}__values"] = np.concatenate(
-                [value.astype(np.float64, copy=False).ravel() for value in values]
-            )
-            arrays[f"{name}__offsets"] = np.concatenate([[0], np.cumsum(lengths)]).astype(
-                np.int64
-            )
+            values = [np.asarray(record[name], dtype=np.float64).ravel() for record in records]
+            arrays[f"{name}__values"] = np.concatenate(values)
+            arrays[f"{name}__offsets"] = np.concatenate(
+                [[0], np.cumsum([value.size for value in values])]
+            ).astype(np.int64)
     return arrays
 
 
@@ -385,6 +386,191 @@ def fragment_index(
             for cell_id in ids:
                 index.setdefault(cell_id, path)
     return index
+
+
+def cell_id_hashes(cell_ids: Iterable[tuple[str, str]]) -> np.ndarray:
+    """64-bit fingerprints of ``(cell_key, cell_seed)`` pairs, ``(n,)`` uint64.
+
+    The first 8 bytes of ``blake2b(key + "|" + seed)``. Only a pre-filter: a match is
+    always confirmed on the full key and seed (:func:`load_cell_records`), so a collision
+    (probability ~ n^2 / 2^64) can only make a cell be recomputed, never reused wrongly.
+    O(n).
+    """
+    return np.fromiter(
+        (int.from_bytes(hashlib.blake2b(f"{key}|{seed}".encode(), digest_size=8).digest(),
+                        "little") for key, seed in cell_ids),
+        dtype=np.uint64,
+    )
+
+
+Signature = tuple[int, int, int, int]
+"""A file's identity: device, inode, size, mtime (ns). Fragments are only ever replaced
+atomically, so a changed file has a new signature."""
+
+
+def _read_file_hashes(path: str) -> np.ndarray:
+    """Sorted :func:`cell_id_hashes` of one fragment file's cells. O(cells of the file)."""
+    with open(path, "rb") as handle, np.load(handle, allow_pickle=False) as npz:
+        ids = zip(npz["cell_key"].tolist(), npz["cell_seed"].tolist(), strict=True)
+        return np.sort(cell_id_hashes(ids))
+
+
+class CellLocator:
+    """In-process index of the cell-id fingerprints of fragment files, by file identity.
+
+    Block jobs are threads of one Snakemake process: each fragment of the run is read
+    once per process (its ``cell_key`` and ``cell_seed`` members) and kept as 8 bytes per
+    cell. Files seen in at least :data:`MERGE_EVERY` calls' worth of new files are merged
+    into one sorted array (fingerprints and owning file), so a lookup costs one binary
+    search there plus one per file not merged yet, instead of one per file of the run.
+    Memory O(16 bytes x cells of the run); a merge O(cells log cells), every
+    :data:`MERGE_EVERY` new files. Thread-safe.
+    """
+
+    MERGE_EVERY = 64
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._pending: dict[Signature, np.ndarray] = {}
+        self._merged_hashes = np.zeros(0, dtype=np.uint64)
+        self._merged_owner = np.zeros(0, dtype=np.int64)
+        self._owners: list[Signature] = []
+        self._merged: set[Signature] = set()
+
+    def _file(self, path: str, signature: Signature) -> np.ndarray | None:
+        """The file's sorted fingerprints if it is not merged yet (read on first sight);
+        None when merged."""
+        with self._lock:
+            if signature in self._merged:
+                return None
+            cached = self._pending.get(signature)
+        if cached is None:
+            cached = _read_file_hashes(path)
+            with self._lock:
+                self._pending[signature] = cached
+                if len(self._pending) >= self.MERGE_EVERY:
+                    self._merge()
+        return cached
+
+    def _merge(self) -> None:
+        """Fold the pending files into the merged arrays (lock held)."""
+        hashes = [self._merged_hashes]
+        owners = [self._merged_owner]
+        for signature, file_hashes in self._pending.items():
+            owners.append(np.full(file_hashes.size, len(self._owners), dtype=np.int64))
+            hashes.append(file_hashes)
+            self._owners.append(signature)
+            self._merged.add(signature)
+        all_hashes = np.concatenate(hashes)
+        order = np.argsort(all_hashes, kind="stable")
+        self._merged_hashes = all_hashes[order]
+        self._merged_owner = np.concatenate(owners)[order]
+        self._pending = {}
+
+    def locate(
+        self, hashes: np.ndarray, files: Sequence[tuple[str, Signature]]
+    ) -> np.ndarray:
+        """For each fingerprint, the position in ``files`` of a file holding it, or -1.
+
+        ``files`` are the candidate fragments in preference order; a fingerprint is
+        attributed to the first of them that holds it.
+        """
+        where = np.full(hashes.size, -1, dtype=np.int64)
+        position_of = {signature: position for position, (_, signature) in enumerate(files)}
+        for position, (path, signature) in enumerate(files):
+            try:
+                file_hashes = self._file(path, signature)
+            except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile):
+                continue
+            if file_hashes is not None and file_hashes.size:
+                _mark(where, hashes, file_hashes, position, position_of)
+        with self._lock:
+            merged_hashes, merged_owner = self._merged_hashes, self._merged_owner
+            owners = list(self._owners)
+        if merged_hashes.size:
+            rank = np.array([position_of.get(signature, len(files)) for signature in owners]
+                            + [len(files)], dtype=np.int64)
+            lo = np.searchsorted(merged_hashes, hashes, side="left")
+            hi = np.searchsorted(merged_hashes, hashes, side="right")
+            for index in np.flatnonzero(hi > lo).tolist():
+                best = int(rank[merged_owner[lo[index] : hi[index]]].min())
+                if best < len(files) and (where[index] < 0 or best < where[index]):
+                    where[index] = best
+        return where
+
+
+def _mark(where: np.ndarray, hashes: np.ndarray, file_hashes: np.ndarray, position: int,
+          position_of: Mapping[Signature, int]) -> None:
+    """Set ``where`` to ``position`` for the fingerprints ``file_hashes`` holds, unless an
+    earlier file already holds them."""
+    probe = np.minimum(np.searchsorted(file_hashes, hashes), file_hashes.size - 1)
+    hit = (file_hashes[probe] == hashes) & ((where < 0) | (where > position))
+    where[hit] = position
+
+
+_LOCATOR = CellLocator()
+
+
+def _run_fragment_files(
+    sweep_dir: Path, excluded: set[str], run_wide: bool
+) -> list[tuple[str, Signature]]:
+    """``(path, signature)`` of every complete fragment :func:`fragment_index` searches,
+    in its order (the sweep's own first; ``cache/``, ``fragments/``, ``salvage/``; names
+    sorted), each file content once (a fragment and its hard link in ``cache/`` share a
+    signature). O(files) ``stat`` calls, no :class:`~pathlib.Path` per file."""
+    sweep = sweep_dir.resolve()
+    directories = [str(sweep)]
+    if run_wide and sweep.parent.is_dir():
+        directories += sorted(
+            str(path) for path in sweep.parent.iterdir() if path.is_dir() and path != sweep
+        )
+    seen: set[Signature] = set()
+    files: list[tuple[str, Signature]] = []
+    for directory in directories:
+        for sub in sorted((FRAGMENTS_DIRNAME, SALVAGE_DIRNAME, CACHE_DIRNAME)):
+            try:
+                entries = sorted(
+                    (entry.name, entry) for entry in os.scandir(os.path.join(directory, sub))
+                    if entry.name.endswith(FRAGMENT_SUFFIX) and not entry.name.startswith(".")
+                )
+            except OSError:  # no such directory
+                continue
+            for _, entry in entries:
+                if entry.path in excluded:
+                    continue
+                try:
+                    stat = entry.stat()
+                except OSError:  # replaced or removed since the listing
+                    continue
+                signature = (stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns)
+                if signature not in seen:
+                    seen.add(signature)
+                    files.append((entry.path, signature))
+    return files
+
+
+def locate_cells(
+    wanted: Sequence[tuple[str, str]],
+    sweep_dir: str | os.PathLike[str],
+    exclude: Iterable[str | os.PathLike[str]] = (),
+    run_wide: bool = False,
+) -> dict[tuple[str, str], Path]:
+    """A fragment that probably holds each wanted ``(cell_key, cell_seed)``, for the ones
+    found (the same files, in the same order, as :func:`fragment_index`; confirm with
+    :func:`load_cell_records`, which matches the full key and seed).
+
+    What a block job asks before computing. Unlike :func:`fragment_index` it builds no
+    map of every finished cell of the run, which cost O(cells of the run) per block, so
+    O(blocks x cells) per run (2.7 s per block at 10^6 cells, and ~400 MB). The
+    fingerprints of each fragment (:func:`cell_id_hashes`) are read once per process
+    (:class:`CellLocator`): memory O(16 bytes x cells of the run); time per call
+    O(files) ``stat`` calls plus O(wanted x (log cells + unmerged files)).
+    """
+    excluded = {os.path.realpath(path) for path in exclude}
+    files = _run_fragment_files(Path(sweep_dir), excluded, run_wide)
+    where = _LOCATOR.locate(cell_id_hashes(wanted), files)
+    return {wanted[index]: Path(files[position][0])
+            for index, position in enumerate(where.tolist()) if position >= 0}
 
 
 def write_json_atomically(path: str | os.PathLike[str], payload: Mapping[str, Any]) -> Path:
