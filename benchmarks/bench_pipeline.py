@@ -43,7 +43,8 @@ SNAKEMAKE = Path(sys.executable).with_name("snakemake")
 #: The sweeps of the default config (config.yaml) timed by ``pipeline_vs_loop``; ``None``
 #: means all of them (the default-sized run: 2578 cells, ~80 s of compute on 2 cores).
 SWEEPS: tuple[str, ...] | None = None
-RUNS = 3
+#: Alternating pipeline/loop pairs (``ATTNRMT_BENCH_PIPELINE_RUNS`` to change).
+RUNS = int(os.environ.get("ATTNRMT_BENCH_PIPELINE_RUNS", "5"))
 RATIO_TARGET = 1.2
 BLAS_VARIABLES = (
     "OMP_NUM_THREADS",
