@@ -332,3 +332,21 @@ def test_status_watch_refreshes_until_interrupted(claimed_run: tuple[Path, Path,
         watcher.wait()
         watcher.stdout.close()
     assert seen[0] == 4 and seen[-1] == 6
+
+
+def test_remaining_work_by_block_equals_the_cell_by_cell_sum() -> None:
+    """status.remaining_work counts and costs a sweep block by block (one cell built per
+    block); it must equal counting and costing every cell, for any done/failed split."""
+    config = tiny_config(d=[10, 24], T=[4, 8], weights=["mean", "harmonic"], replicates=3)
+    config["execution"] = {"block_size": 5}
+    sweep = next(iter(plan_run(config).sweeps.values()))
+    cells = list(sweep.cells)
+    keys = [cell.key for cell in cells]
+    rng = np.random.default_rng(0)
+    done = {key for key in keys if rng.random() < 0.4}
+    failed = {key for key in keys if key not in done and rng.random() < 0.2}
+    n_done, n_failed, seconds = status.remaining_work(sweep, done, failed, 1e-9)
+    assert (n_done, n_failed) == (len(done), len(failed))
+    expected = status.estimated_seconds(
+        [cell for cell in cells if cell.key not in done and cell.key not in failed], 1e-9)
+    assert seconds == pytest.approx(expected, rel=1e-12)
