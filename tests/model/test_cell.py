@@ -41,12 +41,13 @@ LINALG_TOL = 1e-9
 
 
 def direct_cell(
-    seed: int, centered: bool, positional: dict, weights: str, top_k: int = 3, d: int = BASE["d"]
+    seed: int, centered: bool, positional: dict, weights: str, top_k: int = 3, d: int = BASE["d"],
+    delta: float = BASE["delta"],
 ):
     """The same cell computed naively from the documented random streams (cell.py):
     SeedSequence(seed).spawn(3) -> table, signs, tokens."""
     T = BASE["T"]
-    V, N = realised_sizes(d, BASE["delta"], BASE["gamma"])
+    V, N = realised_sizes(d, delta, BASE["gamma"])
     table_rng, sign_rng, token_rng = (
         np.random.default_rng(child) for child in np.random.SeedSequence(seed).spawn(3)
     )
@@ -118,6 +119,20 @@ def test_matches_direct_computation(centered: bool, positional: dict, weights: s
     else:
         accuracy = ridge_readout_accuracy(expected["pooled"], expected["labels"].astype(float))
         assert result.downstream_accuracy == accuracy
+
+
+@pytest.mark.parametrize("centered", [True, False])
+def test_matches_direct_computation_with_fewer_tokens_than_dimensions(centered: bool) -> None:
+    """delta = 2 (V = 30 < d = 60): the population part works with the V x V Gram
+    (``_population_top_from_tokens``); every field still equals the direct computation."""
+    positional = {"kind": "markov", "r": 0.6}
+    result = simulate_cell(
+        **{**BASE, "delta": 2.0, "positional": positional}, centered=centered, seed=5
+    )
+    assert result.V == 30 < BASE["d"]
+    expected = direct_cell(5, centered, positional, "mean", delta=2.0)
+    for name in ARRAY_FIELDS:
+        np.testing.assert_allclose(getattr(result, name), expected[name], rtol=0, atol=LINALG_TOL)
 
 
 def test_matches_direct_computation_with_lanczos_population() -> None:
@@ -484,3 +499,41 @@ def test_sample_spectrum_in_the_smaller_dimension_matches_the_d_route(centered: 
     np.testing.assert_allclose(values, expected_values, rtol=1e-10, atol=1e-12)
     np.testing.assert_allclose(np.abs(np.sum(vectors * expected_vectors, axis=0)), 1.0,
                                atol=1e-10)
+
+
+@pytest.mark.parametrize("centered", [True, False])
+def test_population_in_the_smaller_dimension_matches_the_d_route(centered: bool) -> None:
+    """For V < d the full route takes the population eigenpairs from the V x V Gram of
+    ``Y = M^(1/2) E`` (cell.population_rows). Against the d x d route it replaces (the
+    previous code: form P, Lanczos from the same start): eigenvalues to 1e-12 relative and
+    squared overlaps to 1e-10 (the tolerance the issue allows a full-route change; measured
+    <= 1e-15 and <= 1.5e-12 at d = 320-2000, delta = 1.5-4), and both against a dense
+    eigendecomposition of P. d = 640, delta = 2: V = 320, so both routes run Lanczos."""
+    from attnrmt.model import _linalg, cell
+
+    d, V = 640, 320
+    table_stream, solver_stream = (np.random.default_rng(c)
+                                   for c in np.random.SeedSequence(9).spawn(2))
+    table = sample_table(d, V, 2.0, table_stream)
+    kappa, alpha, sigma = 0.1, 0.35, 0.9
+    terms = cell.population_rank_one_terms(
+        table.table_mean, table.class_mean_difference, alpha, kappa, sigma, centered)
+    start = cell._spike_start(d, table, solver_stream, 1)[:, 0]
+
+    population = _linalg.lower_gram(table.embeddings, kappa / V)
+    for coefficient, vector in terms:
+        _linalg.add_rank_one(population, coefficient, vector)
+    dense = np.tril(population) + np.tril(population, -1).T
+    d_values, d_vectors = _linalg.top_eigenpairs(population, 3, start)
+    values, vectors = cell._population_top_from_tokens(table, terms, kappa, 3, start)
+
+    rows = cell.population_rows(table, terms, kappa)
+    np.testing.assert_allclose(rows.T @ rows, dense, rtol=0, atol=1e-13 * np.abs(dense).max())
+    exact_values, exact_vectors = np.linalg.eigh(dense)
+    u = table.signal_direction
+    for expected_values, expected_vectors in (
+        (d_values, d_vectors), (exact_values[::-1][:3], exact_vectors[:, ::-1][:, :3])
+    ):
+        np.testing.assert_allclose(values, expected_values, rtol=1e-12)
+        np.testing.assert_allclose((u @ vectors) ** 2, (u @ expected_vectors) ** 2, atol=1e-10)
+    np.testing.assert_allclose(np.sum(vectors**2, axis=0), 1.0, atol=1e-14)

@@ -561,9 +561,10 @@ def _measure_full(
 ) -> _Measured:
     """The full route: form ``S`` and the population matrix, all eigenvalues of ``S``.
 
-    O(N d^2 + V d^2 + d^3) time, O(d^2 + (N + V) d) memory (module docstring); for
-    ``N < d`` the sample part works in the smaller dimension
-    (:func:`_sample_spectrum_from_samples`).
+    O(N d^2 + V d^2 + d^3) time, O(d^2 + (N + V) d) memory (module docstring); each part
+    works in the smaller dimension when there is one: the sample part for ``N < d``
+    (:func:`_sample_spectrum_from_samples`), the population part for ``V < d``
+    (:func:`_population_top_from_tokens`).
     Returns (eigenvalues ascending (d,), top vectors of S (d, k), population values
     descending (k,), population vectors (d, k), downstream accuracy).
     """
@@ -582,14 +583,68 @@ def _measure_full(
         eigenvalues, top_vectors = spectrum_and_top_eigenvectors(sample_lower, top_k)
         del sample_lower
 
-    population = lower_gram(table.embeddings, kappa / V)
-    for coefficient, vector in population_terms:
-        add_rank_one(population, coefficient, vector)
     # Lanczos start: the spike directions plus an equal-weight random part, drawn from the
     # cell's own stream.
     start = _spike_start(table.dimension, table, solver_stream, 1)[:, 0]
-    pop_values, pop_vectors = top_eigenpairs(population, top_k, start)
+    if top_k < V < table.dimension:
+        pop_values, pop_vectors = _population_top_from_tokens(
+            table, population_terms, kappa, top_k, start)
+    else:
+        population = lower_gram(table.embeddings, kappa / V)
+        for coefficient, vector in population_terms:
+            add_rank_one(population, coefficient, vector)
+        pop_values, pop_vectors = top_eigenpairs(population, top_k, start)
     return eigenvalues, top_vectors, pop_values, pop_vectors, downstream_accuracy
+
+
+def population_rows(
+    table: EmbeddingTable, population_terms: Sequence[tuple[float, np.ndarray]], kappa: float
+) -> np.ndarray:
+    """Rows ``Y`` (V, d) with ``Y^T Y`` the population matrix (docs/model.md, "Population
+    covariance given the table"; the full route's "smaller dimension").
+
+    The rank-one vectors are row averages of the table, ``mbar = E^T 1 / V`` and
+    ``Dlt = E^T s / V`` (``s`` the token classes, ``1 . s = 0``, ``|1|^2 = |s|^2 = V``), so
+    ``P = (kappa/V) E^T E + c_1 mbar mbar^T + c_2 Dlt Dlt^T = E^T M E`` with
+    ``M = (kappa/V) (I - 11^T/V - ss^T/V) + ((kappa + c_1)/V) 11^T/V + ((kappa + c_2)/V)
+    ss^T/V``: ``kappa + c_1`` is ``sigma^2`` (uncentred) or 0 and ``kappa + c_2 = alpha``,
+    both >= 0 (:func:`population_rank_one_terms`), so ``M`` is positive semi-definite and
+    ``Y = M^(1/2) E = a_0 E + (a_1 - a_0) 1 mbar^T + (a_2 - a_0) s Dlt^T`` with
+    ``a_i = sqrt(max(kappa + c_i, 0) / V)`` (``a_0 = sqrt(kappa/V)``). ``population_terms``
+    in the order of :func:`population_rank_one_terms` (``mbar`` first). O(V d) time and
+    memory.
+    """
+    V = table.vocabulary_size
+    (mean_coefficient, table_mean), (class_coefficient, class_mean_difference) = population_terms
+    bulk = np.sqrt(kappa / V)
+    mean_scale = np.sqrt(max(kappa + mean_coefficient, 0.0) / V) - bulk
+    class_scale = np.sqrt(max(kappa + class_coefficient, 0.0) / V) - bulk
+    rows = bulk * table.embeddings
+    rows += mean_scale * table_mean
+    rows += np.multiply.outer(class_scale * table.token_class, class_mean_difference)
+    return rows
+
+
+def _population_top_from_tokens(
+    table: EmbeddingTable,
+    population_terms: Sequence[tuple[float, np.ndarray]],
+    kappa: float,
+    top_k: int,
+    start: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Top-k eigenpairs of the population matrix in the smaller dimension, for ``V < d``
+    (``delta > 1``): with ``P = Y^T Y`` (:func:`population_rows`), ``K = Y Y^T`` (V x V)
+    has the same nonzero eigenvalues, and a unit eigenvector ``z`` of ``K`` with eigenvalue
+    ``lambda > 0`` gives the unit eigenvector ``Y^T z / sqrt(lambda)`` of ``P``. The Lanczos
+    start of ``K`` is ``Y start`` (its Krylov space is ``Y`` times that of ``P`` from
+    ``P start``). O(V^2 d + V^2 m) time for m Lanczos steps instead of O(V d^2 + d^2 m),
+    O(V d + V^2) memory instead of O(d^2). Returns (values descending (k,), unit vectors
+    (d, k)) as :func:`attnrmt.model._linalg.top_eigenpairs`.
+    """
+    rows = population_rows(table, population_terms, kappa)
+    values, small_vectors = top_eigenpairs(lower_gram(rows.T, 1.0), top_k, rows @ start)
+    vectors = rows.T @ small_vectors
+    return values, vectors / np.maximum(np.sqrt(np.sum(vectors**2, axis=0)), 1e-300)
 
 
 # Block widths of the top route's Krylov solver for S and for the population matrix
