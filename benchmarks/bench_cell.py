@@ -170,6 +170,7 @@ def _single_thread(repeats: int, dimensions: tuple[int, ...]) -> dict[str, dict]
 def main(repeats: int = 7, dimensions: tuple[int, ...] = DIMENSIONS) -> dict:
     """Every run: ``cell_vs_floor`` (default threads and single thread), ``linalg_kernels``,
     ``krylov_methods``, ``top_warm_start``, ``top_block_widths``,
+    ``population_smaller_dimension``,
     ``cell_top_vs_full``, ``cell_top_seconds_d1e4``, ``cell_top_peak_rss_mb_d1e4``."""
     default = measure(repeats, dimensions, "default BLAS threads")
     single = _single_thread(repeats, dimensions)
@@ -177,6 +178,7 @@ def main(repeats: int = 7, dimensions: tuple[int, ...] = DIMENSIONS) -> dict:
     krylov = krylov_methods()
     warm = top_warm_start()
     widths = top_block_widths()
+    population = population_routes()
     top = top_vs_full()
     large = top_large_d()
     return {
@@ -186,6 +188,7 @@ def main(repeats: int = 7, dimensions: tuple[int, ...] = DIMENSIONS) -> dict:
         "krylov_methods": krylov,
         "top_warm_start": warm,
         "top_block_widths": widths,
+        "population_smaller_dimension": population,
         "cell_top_vs_full": top,
         "cell_top_seconds_d1e4": large["wall_s"],
         "cell_top_cpu_seconds_d1e4": large["cpu_s"],
@@ -193,6 +196,55 @@ def main(repeats: int = 7, dimensions: tuple[int, ...] = DIMENSIONS) -> dict:
         "setting": {**CELL, "centered": True, "top_k": 3, "pause_s": PAUSE_S},
         "load_average_1min_after": round(os.getloadavg()[0], 2),
     }
+
+
+# ------------------------------------------------- the full route in the smaller dimension
+
+GRAM_DELTA = 2.0
+GRAM_DIMENSIONS = (1000, 2000)
+
+
+def population_routes(dimensions: tuple[int, ...] = GRAM_DIMENSIONS, delta: float = GRAM_DELTA,
+                      repeats: int = 5) -> dict:
+    """``population_smaller_dimension``: the full route's population eigenpairs for V < d
+    (``delta = GRAM_DELTA``), formed d x d (``lower_gram`` + rank-one updates + Lanczos,
+    the route before issue 9 part 2) against the V x V Gram of ``Y = M^(1/2) E``
+    (:func:`attnrmt.model.cell._population_top_from_tokens`), same table and start, one
+    BLAS thread (threadpoolctl), CPU ms, median of ``repeats`` alternated pairs;
+    ``speedup`` = median of the paired ratios d route / V route."""
+    from threadpoolctl import threadpool_limits
+
+    from attnrmt.model import _linalg, cell, table
+
+    def d_route(cell_table, terms, kappa, start):
+        population = _linalg.lower_gram(cell_table.embeddings, kappa / cell_table.vocabulary_size)
+        for coefficient, vector in terms:
+            _linalg.add_rank_one(population, coefficient, vector)
+        return _linalg.top_eigenpairs(population, 3, start)
+
+    rows = {}
+    with threadpool_limits(1):
+        for d in dimensions:
+            V, _ = realised_sizes(d, delta, CELL["gamma"])
+            table_stream, start_stream = (np.random.default_rng(child)
+                                          for child in np.random.SeedSequence(d).spawn(2))
+            cell_table = table.sample_table(d, V, CELL["snr"], table_stream)
+            terms = cell.population_rank_one_terms(
+                cell_table.table_mean, cell_table.class_mean_difference, 0.3, 1 / 16, 1.0, True)
+            start = cell._spike_start(d, cell_table, start_stream, 1)[:, 0]
+            old = lambda: d_route(cell_table, terms, 1 / 16, start)  # noqa: E731, B023
+            new = lambda: cell._population_top_from_tokens(cell_table, terms, 1 / 16, 3, start)  # noqa: E731, B023
+            old(), new()
+            pairs = np.asarray([(_cpu_seconds(old), _cpu_seconds(new)) for _ in range(repeats)])
+            rows[f"d={d}"] = {
+                "V": V,
+                "d_route_ms": round(1e3 * float(np.median(pairs[:, 0])), 1),
+                "V_route_ms": round(1e3 * float(np.median(pairs[:, 1])), 1),
+                "speedup": round(float(np.median(pairs[:, 0] / pairs[:, 1])), 2),
+                "repeats": repeats,
+            }
+            print(f"population routes delta={delta} d={d}: {rows[f'd={d}']}", flush=True)
+    return rows
 
 
 # ----------------------------------------------------------------- the top (matrix-free) route
@@ -482,6 +534,9 @@ if __name__ == "__main__":
                           "top_warm_start": top_warm_start(),
                           "top_block_widths": top_block_widths(),
                           "cell_top_vs_full": top_vs_full(), "large_d": top_large_d()}))
+    elif len(sys.argv) > 1 and sys.argv[1] == "--full":  # only the full-route benchmarks
+        print(json.dumps({"cell_vs_floor_single_thread": _single_thread(7, DIMENSIONS),
+                          "population_smaller_dimension": population_routes()}))
     elif len(sys.argv) > 2 and sys.argv[1] == "--json":
         repeats_arg = int(sys.argv[2])
         dims = tuple(int(value) for value in sys.argv[3:]) or DIMENSIONS
