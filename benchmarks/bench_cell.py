@@ -38,6 +38,47 @@ population Lanczos 4.7 and ~1 of Python. Even with no overhead at all that is ~1
 floor at d = 500; every extra is bit-pinned (the full route's results may not change), and
 a vectorised gather-and-add pooling (bit-identical) measured 16.3 ms against 6.9 ms for the
 sparse product at d = 500 (75 against 25 at d = 1000), so it was not adopted.
+
+Second round (issue 9 part 2, d = 500 unless stated, one BLAS thread, CPU ms, load 4-8 from
+other jobs, so every figure is inflated against the first round's; paired medians):
+
+- Profile: table 10.4, pooling 11.2 in the cell (4.2-4.8 alone: the rest is the page
+  faults of its fresh 4 MB output), the two ``dsyrk`` 18, ``dsytrd`` 10.8, ``stebz``/
+  ``stein`` 2.1 (0.9 of it the Lanczos stop checks), ``dormqr`` 0.9, population Lanczos
+  7.9 (64 steps, 8 checks; its ``dsymv`` 2.0 of 4.5 quiet), the rest 3.5. d = 2000: total
+  1751, ``dsyrk`` 511, ``dsytrd`` 681, table 150, pooling 163, Lanczos 110, ``dormqr`` 18.
+- Page faults (``ru_minflt``, steady state, cell alternating with the floor): 1490 a
+  cell (the pooled output 1004, one d x d ``dsyrk`` output 488) against 945 (scipy floor)
+  and 490 (numpy floor); ~2.4 us each on this VM, so ~3.6 ms of the cell. Raising glibc's
+  ``MALLOC_MMAP_THRESHOLD_``/``MALLOC_TRIM_THRESHOLD_`` takes both to 0 (freed memory is
+  kept); that is a setting of the worker process, not of the cell, and was not adopted.
+- Tried, not adopted (all bit-identical unless stated): Lanczos without its Python
+  overhead (running max, no recomputed norm, ``out=`` squares): 4.64 -> 4.34 and 4.40 ->
+  4.54 ms (noise); row-blocked pooling into one ``np.empty`` output (128-256 rows):
+  faults 3414 -> 2657 but cell time x0.997 (d = 500, 40 pairs) and x1.061 (d = 1000, 16
+  pairs); column-blocked pooling at d = 500 (16-128 columns): 5.4-8.5 ms against 4.8
+  (it is used above 32 MiB, 110 against 165 ms at d = 2000); the population matrix built
+  into S's freed buffer: no fewer faults (glibc reuses that block already); S accumulated
+  over row blocks of the pooled rows (``dsyrk`` with ``beta = 1``, no N x d array): not
+  bit-identical with OpenBLAS's own blocking of the inner dimension; ``dgemv`` on a
+  symmetrised P instead of ``dsymv``: 69 against 32 us at d = 500 (1435 against 779 at
+  2000); LAPACK's two-stage reduction (``dsyev_2stage``, eigenvalues only, via ctypes):
+  27.0 against 18.3 ms for ``dsytrd`` + ``dsterf`` at d = 500, 120 against 120 at 1000,
+  572 against 786 at 2000, and it gives no eigenvectors; block products ``dsymm`` of 8
+  columns: the same cost per column as ``dsymv`` at d = 500 (compute-bound in cache),
+  14.9 against 21.1 ms at 1000 and 52 against 83 at 2000 for the Lanczos' ~100 columns,
+  but a block iteration needs more columns and changes the results.
+- Adopted: the smaller dimension for the population part when V < d (``delta > 1``;
+  :func:`attnrmt.model.cell._population_top_from_tokens`), measured by
+  ``population_smaller_dimension``. It does not touch delta = gamma = 0.5.
+- So at d = 500 the gap is the table draw (the fixed random stream, drawn in
+  ``model/table.py``), the scalar CSR pooling kernel (~1.9 GFLOP/s; no bit-identical numpy
+  or scipy formulation measured faster) and page faults; the population Lanczos (~4.7 ms
+  quiet) could only get cheaper by stopping earlier, which moves its overlaps by more
+  than the 1e-10 the full route may change. Re-measured single-thread ratios (7 pairs,
+  load ~5.5, floors ~2x their quiet values): 1.97 / 1.62 / 1.39 / 1.33 at d = 500 / 1000 /
+  1500 / 2000 (CPU 2.09 / 1.54 / 1.36 / 1.28; ``results.md``): d = 500 (and under this
+  load d = 1000) stays above 1.5.
 """
 
 from __future__ import annotations

@@ -24,7 +24,10 @@ The population matrix is formed the same way (one ``dsyrk`` of the table plus tw
 updates); its top-k eigenpairs come from Lanczos with full reorthogonalisation and a
 residual-based stop (relative residual 1e-9; see :func:`lanczos_top_eigenpairs`), with
 the exact reduction as fallback and for small d. All symmetric matrices live as the lower
-triangle of a Fortran-ordered array and are updated in place.
+triangle of a Fortran-ordered array and are updated in place. When ``N < d`` (``V < d``)
+the sample (population) part works with the smaller Gram matrix instead
+(docs/model.md, "Full cells"; :func:`_sample_spectrum_from_samples`,
+:func:`_population_top_from_tokens`).
 """
 
 from __future__ import annotations
@@ -744,6 +747,7 @@ __all__ = [
     "CellResult",
     "pool",
     "population_matrix",
+    "population_rows",
     "simulate_cell",
     "spectrum_and_top_eigenvectors",
     "squared_overlaps",
