@@ -122,17 +122,30 @@ def test_matches_direct_computation(centered: bool, positional: dict, weights: s
 
 
 @pytest.mark.parametrize("centered", [True, False])
-def test_matches_direct_computation_with_fewer_tokens_than_dimensions(centered: bool) -> None:
-    """delta = 2 (V = 30 < d = 60): the population part works with the V x V Gram
-    (``_population_top_from_tokens``); every field still equals the direct computation."""
-    positional = {"kind": "markov", "r": 0.6}
+@pytest.mark.parametrize(
+    ("positional", "weights"),
+    [({"kind": "markov", "r": 0.6}, "mean"), ({"kind": "label", "rho0": 0.9, "L": 2}, "harmonic")],
+)
+def test_matches_direct_computation_with_fewer_tokens_than_dimensions(
+    centered: bool, positional: dict, weights: str
+) -> None:
+    """delta = 2 (V = 30 < d = 60 < N = 120): S and the population matrix both go through
+    V x V matrices (``_sample_spectrum_from_tokens``, ``_population_top_from_tokens``);
+    every field still equals the direct computation, and a label model still gets its
+    readout of the pooled rows."""
     result = simulate_cell(
-        **{**BASE, "delta": 2.0, "positional": positional}, centered=centered, seed=5
+        **{**BASE, "delta": 2.0, "positional": positional, "weights": weights},
+        centered=centered, seed=5,
     )
     assert result.V == 30 < BASE["d"]
-    expected = direct_cell(5, centered, positional, "mean", delta=2.0)
+    expected = direct_cell(5, centered, positional, weights, delta=2.0)
     for name in ARRAY_FIELDS:
         np.testing.assert_allclose(getattr(result, name), expected[name], rtol=0, atol=LINALG_TOL)
+    if expected["labels"] is None:
+        assert math.isnan(result.downstream_accuracy)
+    else:
+        accuracy = ridge_readout_accuracy(expected["pooled"], expected["labels"].astype(float))
+        assert result.downstream_accuracy == accuracy
 
 
 def test_matches_direct_computation_with_lanczos_population() -> None:
@@ -537,3 +550,52 @@ def test_population_in_the_smaller_dimension_matches_the_d_route(centered: bool)
         np.testing.assert_allclose(values, expected_values, rtol=1e-12)
         np.testing.assert_allclose((u @ vectors) ** 2, (u @ expected_vectors) ** 2, atol=1e-10)
     np.testing.assert_allclose(np.sum(vectors**2, axis=0), 1.0, atol=1e-14)
+
+
+@pytest.mark.parametrize("centered", [True, False])
+def test_sample_spectrum_through_the_tokens_matches_the_d_route(centered: bool) -> None:
+    """For V < min(N, d) the full route takes S = E^T B E through the V x V matrix
+    L^T B L (E E^T = L L^T): against the d route it replaces (form S from the pooled rows,
+    one reduction) all d eigenvalues agree to 1e-10 relative / 1e-12 absolute (the d - V
+    zeros are exact on this route, rounding-level on the other), the top ones to 1e-12
+    relative, the top eigenvectors up to sign and their squared overlaps to 1e-10 (the
+    tolerances the issue allows a full-route change; measured <= 1e-14, <= 6e-15 and
+    <= 1e-15 at d = 400-2000). Per-sequence weights (as causal attention has) and one
+    outlier; d = 240, V = 120, N = 480."""
+    from attnrmt.model import _linalg, cell
+
+    rng = np.random.default_rng(12)
+    d, V, N, T = 240, 120, 480, 6
+    table = sample_table(d, V, 3.0, rng)
+    signs, _ = sample_signs({"kind": "prefix", "L": 2}, T, N, rng)
+    tokens = sample_tokens(signs, V, rng)
+    token_weights = rng.uniform(0.1, 1.0, (N, T))
+    assert cell._sample_through_tokens(d, V, N, 3)
+    values, vectors = cell._sample_spectrum_from_tokens(
+        cell.token_incidence(tokens, token_weights, V), table.embeddings, centered, 3)
+    pooled = cell.pool(tokens, token_weights, table.embeddings)
+    lower = _linalg.lower_gram(pooled, 1 / N)
+    if centered:
+        _linalg.add_rank_one(lower, -1.0, pooled.mean(axis=0))
+    expected_values, expected_vectors = _linalg.spectrum_and_top_eigenvectors(lower, 3)
+    assert values.shape == (d,) and np.all(np.diff(values) >= 0)
+    assert np.count_nonzero(values) <= V
+    np.testing.assert_allclose(values, expected_values, rtol=1e-10,
+                               atol=1e-12 * expected_values.max())
+    np.testing.assert_allclose(values[-3:], expected_values[-3:], rtol=1e-12)
+    np.testing.assert_allclose(np.abs(np.sum(vectors * expected_vectors, axis=0)), 1.0,
+                               atol=1e-10)
+    for direction in (table.signal_direction, table.class_mean_difference, table.table_mean):
+        np.testing.assert_allclose(cell.squared_overlaps(vectors, direction),
+                                   cell.squared_overlaps(expected_vectors, direction), atol=1e-10)
+
+
+def test_the_smaller_dimension_is_chosen_by_its_flop_count() -> None:
+    """The token route only where it counts fewer flops: V well below d and N."""
+    from attnrmt.model import cell
+
+    assert cell._sample_through_tokens(1000, 500, 2000, 3)  # delta = 2, gamma = 0.5
+    assert not cell._sample_through_tokens(1000, 800, 1250, 3)  # measured slower there
+    assert not cell._sample_through_tokens(1000, 2000, 2000, 3)  # V > d
+    assert not cell._sample_through_tokens(1000, 500, 400, 3)  # N < V: the sample route
+    assert not cell._sample_through_tokens(1000, 3, 2000, 3)  # top_k >= V
