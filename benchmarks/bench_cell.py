@@ -68,9 +68,11 @@ other jobs, so every figure is inflated against the first round's; paired median
   columns: the same cost per column as ``dsymv`` at d = 500 (compute-bound in cache),
   14.9 against 21.1 ms at 1000 and 52 against 83 at 2000 for the Lanczos' ~100 columns,
   but a block iteration needs more columns and changes the results.
-- Adopted: the smaller dimension for the population part when V < d (``delta > 1``;
-  :func:`attnrmt.model.cell._population_top_from_tokens`), measured by
-  ``population_smaller_dimension``. It does not touch delta = gamma = 0.5.
+- Adopted: the smaller dimension when V < d (``delta > 1``) for the population part
+  (:func:`attnrmt.model.cell._population_top_from_tokens`) and, when V < N too and it
+  counts fewer flops, for S (:func:`attnrmt.model.cell._sample_spectrum_from_tokens`),
+  measured by ``population_smaller_dimension`` (both parts). Neither touches
+  delta = gamma = 0.5.
 - So at d = 500 the gap is the table draw (the fixed random stream, drawn in
   ``model/table.py``), the scalar CSR pooling kernel (~1.9 GFLOP/s; no bit-identical numpy
   or scipy formulation measured faster) and page faults; the population Lanczos (~4.7 ms
@@ -245,46 +247,73 @@ GRAM_DELTA = 2.0
 GRAM_DIMENSIONS = (1000, 2000)
 
 
-def population_routes(dimensions: tuple[int, ...] = GRAM_DIMENSIONS, delta: float = GRAM_DELTA,
-                      repeats: int = 5) -> dict:
-    """``population_smaller_dimension``: the full route's population eigenpairs for V < d
-    (``delta = GRAM_DELTA``), formed d x d (``lower_gram`` + rank-one updates + Lanczos,
-    the route before issue 9 part 2) against the V x V Gram of ``Y = M^(1/2) E``
-    (:func:`attnrmt.model.cell._population_top_from_tokens`), same table and start, one
-    BLAS thread (threadpoolctl), CPU ms, median of ``repeats`` alternated pairs;
-    ``speedup`` = median of the paired ratios d route / V route."""
-    from threadpoolctl import threadpool_limits
-
+def _smaller_dimension_cases(d: int, delta: float) -> dict[str, tuple[Callable, Callable]]:
+    """(d route, smaller-dimension route) of each part of a full cell with ``V < d``
+    (``CELL`` with ``delta``): the population eigenpairs and the sample spectrum."""
     from attnrmt.model import _linalg, cell, table
+    from attnrmt.model.positional import sample_signs
 
-    def d_route(cell_table, terms, kappa, start):
-        population = _linalg.lower_gram(cell_table.embeddings, kappa / cell_table.vocabulary_size)
+    V, N = realised_sizes(d, delta, CELL["gamma"])
+    table_stream, sign_stream, token_stream, start_stream = (
+        np.random.default_rng(child) for child in np.random.SeedSequence(d).spawn(4))
+    cell_table = table.sample_table(d, V, CELL["snr"], table_stream)
+    signs, _ = sample_signs(CELL["positional"], CELL["T"], N, sign_stream)
+    tokens = table.sample_tokens(signs, V, token_stream)
+    weights = np.full(CELL["T"], 1 / CELL["T"])
+    kappa = float(weights @ weights)
+    terms = cell.population_rank_one_terms(
+        cell_table.table_mean, cell_table.class_mean_difference, 0.3, kappa, 1.0, True)
+    start = cell._spike_start(d, cell_table, start_stream, 1)[:, 0]
+
+    def population_d() -> object:
+        population = _linalg.lower_gram(cell_table.embeddings, kappa / V)
         for coefficient, vector in terms:
             _linalg.add_rank_one(population, coefficient, vector)
         return _linalg.top_eigenpairs(population, 3, start)
 
+    def sample_d() -> object:
+        pooled = cell.pool(tokens, weights, cell_table.embeddings)
+        lower = _linalg.lower_gram(pooled, 1 / N)
+        _linalg.add_rank_one(lower, -1.0, pooled.mean(axis=0))
+        return _linalg.spectrum_and_top_eigenvectors(lower, 3)
+
+    return {
+        "population": (population_d, lambda: cell._population_top_from_tokens(
+            cell_table, terms, kappa, 3, start)),
+        "sample": (sample_d, lambda: cell._sample_spectrum_from_tokens(
+            cell.token_incidence(tokens, weights, V), cell_table.embeddings, True, 3)),
+    }
+
+
+def population_routes(dimensions: tuple[int, ...] = GRAM_DIMENSIONS, delta: float = GRAM_DELTA,
+                      repeats: int = 5) -> dict:
+    """``population_smaller_dimension`` (name kept; both parts): each part of a full cell
+    with V < d (``delta = GRAM_DELTA``, gamma = 0.5, centred, so V < d < N) by the d route
+    it replaced (population: form P + Lanczos; sample: pool, form S, one reduction) and by
+    the smaller-dimension route (:func:`attnrmt.model.cell._population_top_from_tokens`,
+    :func:`attnrmt.model.cell._sample_spectrum_from_tokens`), same inputs, one BLAS thread
+    (threadpoolctl), CPU ms, median of ``repeats`` alternated pairs; ``speedup`` = median
+    of the paired ratios d route / smaller route."""
+    from threadpoolctl import threadpool_limits
+
     rows = {}
     with threadpool_limits(1):
         for d in dimensions:
-            V, _ = realised_sizes(d, delta, CELL["gamma"])
-            table_stream, start_stream = (np.random.default_rng(child)
-                                          for child in np.random.SeedSequence(d).spawn(2))
-            cell_table = table.sample_table(d, V, CELL["snr"], table_stream)
-            terms = cell.population_rank_one_terms(
-                cell_table.table_mean, cell_table.class_mean_difference, 0.3, 1 / 16, 1.0, True)
-            start = cell._spike_start(d, cell_table, start_stream, 1)[:, 0]
-            old = lambda: d_route(cell_table, terms, 1 / 16, start)  # noqa: E731, B023
-            new = lambda: cell._population_top_from_tokens(cell_table, terms, 1 / 16, 3, start)  # noqa: E731, B023
-            old(), new()
-            pairs = np.asarray([(_cpu_seconds(old), _cpu_seconds(new)) for _ in range(repeats)])
-            rows[f"d={d}"] = {
-                "V": V,
-                "d_route_ms": round(1e3 * float(np.median(pairs[:, 0])), 1),
-                "V_route_ms": round(1e3 * float(np.median(pairs[:, 1])), 1),
-                "speedup": round(float(np.median(pairs[:, 0] / pairs[:, 1])), 2),
-                "repeats": repeats,
-            }
-            print(f"population routes delta={delta} d={d}: {rows[f'd={d}']}", flush=True)
+            V, N = realised_sizes(d, delta, CELL["gamma"])
+            for part, (old, new) in _smaller_dimension_cases(d, delta).items():
+                old(), new()
+                pairs = np.asarray([(_cpu_seconds(old), _cpu_seconds(new))
+                                    for _ in range(repeats)])
+                name = f"{part} d={d}"
+                rows[name] = {
+                    "V": V,
+                    "N": N,
+                    "d_route_ms": round(1e3 * float(np.median(pairs[:, 0])), 1),
+                    "smaller_route_ms": round(1e3 * float(np.median(pairs[:, 1])), 1),
+                    "speedup": round(float(np.median(pairs[:, 0] / pairs[:, 1])), 2),
+                    "repeats": repeats,
+                }
+                print(f"smaller dimension delta={delta} {name}: {rows[name]}", flush=True)
     return rows
 
 

@@ -24,10 +24,12 @@ The population matrix is formed the same way (one ``dsyrk`` of the table plus tw
 updates); its top-k eigenpairs come from Lanczos with full reorthogonalisation and a
 residual-based stop (relative residual 1e-9; see :func:`lanczos_top_eigenpairs`), with
 the exact reduction as fallback and for small d. All symmetric matrices live as the lower
-triangle of a Fortran-ordered array and are updated in place. When ``N < d`` (``V < d``)
-the sample (population) part works with the smaller Gram matrix instead
-(docs/model.md, "Full cells"; :func:`_sample_spectrum_from_samples`,
-:func:`_population_top_from_tokens`).
+triangle of a Fortran-ordered array and are updated in place. When ``N``
+or ``V`` is below ``d`` the parts work in the smaller dimension instead (docs/model.md,
+"Full cells"): S from the N x N Gram of the pooled rows (``N < d``,
+:func:`_sample_spectrum_from_samples`) or through the tokens (``V < min(N, d)``,
+:func:`_sample_spectrum_from_tokens`), the population matrix from a V x V Gram
+(``V < d``, :func:`_population_top_from_tokens`).
 """
 
 from __future__ import annotations
@@ -617,8 +619,9 @@ def _measure_full(
 
     O(N d^2 + V d^2 + d^3) time, O(d^2 + (N + V) d) memory (module docstring); each part
     works in the smaller dimension when there is one: the sample part for ``N < d``
-    (:func:`_sample_spectrum_from_samples`), the population part for ``V < d``
-    (:func:`_population_top_from_tokens`).
+    (:func:`_sample_spectrum_from_samples`) or ``V < min(N, d)``
+    (:func:`_sample_spectrum_from_tokens`, where :func:`_sample_through_tokens` counts
+    fewer flops), the population part for ``V < d`` (:func:`_population_top_from_tokens`).
     Returns (eigenvalues ascending (d,), top vectors of S (d, k), population values
     descending (k,), population vectors (d, k), downstream accuracy).
     """
@@ -664,7 +667,7 @@ def population_rows(
     table: EmbeddingTable, population_terms: Sequence[tuple[float, np.ndarray]], kappa: float
 ) -> np.ndarray:
     """Rows ``Y`` (V, d) with ``Y^T Y`` the population matrix (docs/model.md, "Population
-    covariance given the table"; the full route's "smaller dimension").
+    covariance given the table", "Full cells").
 
     The rank-one vectors are row averages of the table, ``mbar = E^T 1 / V`` and
     ``Dlt = E^T s / V`` (``s`` the token classes, ``1 . s = 0``, ``|1|^2 = |s|^2 = V``), so
