@@ -72,7 +72,11 @@ Measured changes (CPU s, rounds, basis columns S + P):
   one-pass population product by row blocks of ``E`` (``E_i^T (E_i X)`` from cache):
   0.21 against 0.28 s in float32 for 20 columns at d = 8000, no gain in float64 (0.60
   against 0.58), and no pass saved while S (which needs all of ``E X`` before ``E^T``)
-  runs in the same round.
+  runs in the same round. Final figures (``bench_cell_top_and_kernels``, load 4-6.5):
+  top vs full 1.31 / 2.33 / 5.29x at d = 2000 / 4000 / 8000 (target 5 at 8000 met in
+  that run; 2 pairs at 8000, the full cell 112 CPU s there against 95 in the run before,
+  so load inflated it); d = 1e4 top cell 34.1 and 34.0 CPU s in two runs (target 30 NOT
+  met; 33.2 before at a lower load; the paired comparison above is the change's effect).
 - Not adopted: ``scipy.linalg.eig_banded`` on the block-tridiagonal projected matrix
   (103 ms against 37 ms for ``eigh`` at m = 800, width 20); S through the pooled
   ``C = W E`` formed once (the same flops and bytes per product as through ``E`` when
