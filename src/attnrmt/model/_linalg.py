@@ -695,10 +695,13 @@ def shared_operator_top_eigenpairs(
     s for 32 columns at d = 8000): a first block Lanczos on it gives the start blocks
     (:func:`warm_start_blocks`), so that the exact iteration needs only its last rounds
     (measured at d = 4000, widths 12 + 20: 34 rough + 12 exact rounds instead of 42 exact,
-    5.0 against 8.2-8.9 CPU s). The stop rule of the exact iteration, hence the accuracy,
-    is the same with or without it. Tried and dropped: wider exact blocks from more of the
-    rough Ritz vectors (width 32 or 64 for the population matrix: 11 and 10 exact rounds,
-    slower), checking the exact stop rule every round (the same rounds).
+    5.0 against 8.2-8.9 CPU s). After a converged warm start the exact iteration runs on
+    blocks of ``n_values + REFINE_EXTRA_COLUMNS`` columns (its start: the rough top Ritz
+    vectors), without one on the starts' widths. The stop rule of the exact iteration,
+    hence the accuracy, is the same with or without it. Tried and dropped: wider exact
+    blocks from more of the rough Ritz vectors (width 32 or 64 for the population
+    matrix: 11 and 10 exact rounds, slower), checking the exact stop rule every round (the
+    same rounds).
     """
     n = starts[0].shape[0]
 
