@@ -220,10 +220,11 @@ def test_warm_start_keeps_the_exact_stop_rule(rough_kind: str) -> None:
 
 
 def test_warm_start_blocks_are_the_rough_top_ritz_vectors() -> None:
-    """warm_start_blocks returns, for each operator, ``width`` orthonormal columns whose
-    span holds the wanted top eigenvectors of the rough operator to the rough tolerance
-    (ROUGH_VECTOR_TOL = 3e-4 in angle; tested: sin^2 <= 1e-6), and the start itself when
-    the rough iteration cannot converge within its budget."""
+    """warm_start_blocks returns, for each operator, ``n_values + REFINE_EXTRA_COLUMNS``
+    orthonormal columns (fewer than the start's 8) whose span holds the wanted top
+    eigenvectors of the rough operator to the rough tolerance (ROUGH_VECTOR_TOL = 3e-4 in
+    angle; tested: sin^2 <= 1e-6), and the start itself when the rough iteration cannot
+    converge within its budget."""
     n = 400
     values = np.concatenate([edge_bulk(n - 2), [1.3, 2.0]])
     matrix, q = random_symmetric(values, 14)
@@ -231,8 +232,10 @@ def test_warm_start_blocks_are_the_rough_top_ritz_vectors() -> None:
     start = rng.standard_normal((n, 8))
     (block,) = _linalg.warm_start_blocks(
         lambda blocks: [matrix @ blocks[0]], [start], [3], [3], rng)
-    assert block.shape == (n, 8)
-    np.testing.assert_allclose(block.T @ block, np.eye(8), atol=1e-12)
+    width = 3 + _linalg.REFINE_EXTRA_COLUMNS
+    assert width < 8
+    assert block.shape == (n, width)
+    np.testing.assert_allclose(block.T @ block, np.eye(width), atol=1e-12)
     top = q[:, np.argsort(values)[::-1][:3]]
     captured = np.sum((block.T @ top) ** 2, axis=0)  # cos^2 of each vector to the span
     assert np.all(1.0 - captured <= 1e-6), 1.0 - captured
@@ -241,3 +244,33 @@ def test_warm_start_blocks_are_the_rough_top_ritz_vectors() -> None:
     (unchanged,) = _linalg.warm_start_blocks(
         lambda blocks: [matrix @ blocks[0]], [tiny], [3], [3], rng, max_columns=4)
     assert unchanged is tiny
+
+
+def test_exact_iteration_after_a_warm_start_runs_narrow_blocks() -> None:
+    """After a converged warm start the exact iteration multiplies blocks of ``n_values +
+    REFINE_EXTRA_COLUMNS`` columns (the top route's cost at large d is per column), and
+    without a rough operator it keeps the start's width; the results are the exact
+    operator's either way (values to 1e-10, vectors to sin^2 <= 1e-14)."""
+    n = 400
+    values = np.concatenate([edge_bulk(n - 2), [1.3, 2.0]])
+    matrix, q = random_symmetric(values, 17)
+    widths: dict[str, set[int]] = {"exact": set(), "rough": set()}
+
+    def operator(dense: np.ndarray, name: str):
+        def apply_all(blocks):
+            widths[name].add(blocks[0].shape[1])
+            return [(dense @ blocks[0].astype(dense.dtype)).astype(np.float64)]
+        return apply_all
+
+    order = np.argsort(values)[::-1]
+    for rough in (operator(matrix.astype(np.float32), "rough"), None):
+        widths["exact"].clear()
+        start = np.random.default_rng(18).standard_normal((n, 10))
+        ((found, vectors),) = _linalg.shared_operator_top_eigenpairs(
+            operator(matrix, "exact"), [start], [4], [2], np.random.default_rng(19),
+            rough_apply_all=rough)
+        assert widths["exact"] == ({4 + _linalg.REFINE_EXTRA_COLUMNS} if rough else {10})
+        np.testing.assert_allclose(found, values[order][:4], rtol=1e-10)
+        cosines = np.abs(np.sum(vectors * q[:, order[:2]], axis=0))
+        assert np.all(1.0 - cosines**2 <= 1e-14), 1.0 - cosines**2
+    assert widths["rough"] == {10}

@@ -61,6 +61,22 @@ Measured changes (CPU s, rounds, basis columns S + P):
   (``benchmarks/results.md``, ``bench_cell_top_and_kernels``): top vs full 1.25 / 2.31 /
   4.39x at d = 2000 / 4000 / 8000 (issue target 5 at 8000 not reached), d = 1e4 top cell
   33 CPU s (target 30 not reached; at d = 1e4, quiet: ~76% the passes, 12% the table).
+- Narrow exact blocks after the warm start (``REFINE_EXTRA_COLUMNS``): the exact
+  iteration multiplies ``n_values + 2`` columns (8 + 6) instead of 12 + 20 in about the
+  same rounds; -1 to -2.4 CPU s of exact passes at d = 8000 - 1e4. Measured and dropped
+  in the same round (d = 8000, seeds 0-1, rounds warm + exact): wider warm blocks 24 + 40
+  (31 + 8 rounds, but a float32 round then costs 0.41 s against 0.26: per column, a
+  float32 pass is compute-bound at d = 8000, ~0.115 s a round plus ~4.6 ms a column) and
+  32 + 64 (28 + 8, 0.55 s a round); narrower warm blocks 8 + 12 (48 + 11), 8 + 16
+  (44 + 11); wider exact blocks 16 + 32 (42 + 7 and 42 + 8), 24 + 40 (39 + 8); a
+  one-pass population product by row blocks of ``E`` (``E_i^T (E_i X)`` from cache):
+  0.21 against 0.28 s in float32 for 20 columns at d = 8000, no gain in float64 (0.60
+  against 0.58), and no pass saved while S (which needs all of ``E X`` before ``E^T``)
+  runs in the same round. Final figures (``bench_cell_top_and_kernels``, load 4-6.5):
+  top vs full 1.31 / 2.33 / 5.29x at d = 2000 / 4000 / 8000 (target 5 at 8000 met in
+  that run; 2 pairs at 8000, the full cell 112 CPU s there against 95 in the run before,
+  so load inflated it); d = 1e4 top cell 34.1 and 34.0 CPU s in two runs (target 30 NOT
+  met; 33.2 before at a lower load; the paired comparison above is the change's effect).
 - Not adopted: ``scipy.linalg.eig_banded`` on the block-tridiagonal projected matrix
   (103 ms against 37 ms for ``eigh`` at m = 800, width 20); S through the pooled
   ``C = W E`` formed once (the same flops and bytes per product as through ``E`` when
@@ -612,6 +628,19 @@ DENSE_TOP_MAX_N = 200
 ROUGH_VALUE_TOL = 1e-6
 ROUGH_VECTOR_TOL = 3e-4
 ROUGH_FLOOR_TOL = 1e-6
+# After a converged warm start the exact iteration runs blocks of only ``n_values + 2``
+# columns (the warm start's top Ritz vectors), not the start's width: at large d a float64
+# round costs ~0.3 s plus ~12.5 ms a column (d = 8000, one BLAS thread; compute-bound
+# dgemm), and the narrow blocks need about the same rounds there. Measured (issue 9, top
+# cell, delta = gamma = 0.5, T = 8, exact rounds / exact columns S + P / CPU s of the exact
+# passes, load 4-7, one run each): d = 8000 seed 0: 9 / 72 + 42 / 5.1 s against 9 / 108 +
+# 140 / 6.0 s at the full widths 12 + 20, seed 1: 8 / 64 + 48 / 5.2 against 8 / 96 + 160
+# / 5.2; d = 1e4 seed 0: 10 / 80 + 36 / 8.6 s against 10 / 120 + 120 / 10.9 s. Narrower
+# still fails: S at width 6 (= its 6 wanted values) needs 28-33 rounds, widths 4 + 4
+# 63-65. At d = 4000 the narrow blocks cost some rounds (seeds 0-2: 14 / 11 / 8 against
+# 8 / 9 / 8, +0.1-0.5 s), at d = 2000 1-2 rounds (+0.05-0.1 s); d <= 4000 are not where
+# the top route's time is.
+REFINE_EXTRA_COLUMNS = 2
 
 
 def warm_start_blocks(
@@ -625,17 +654,23 @@ def warm_start_blocks(
     """Start blocks for the exact iteration: block Lanczos in lockstep on cheap
     approximations of the operators (``rough_apply_all``, e.g. float32 products), stopped
     at the ``ROUGH_*`` tolerances (``n_values`` values, ``n_vectors`` vectors per
-    operator, as the exact iteration wants them); each returns its ``width`` largest Ritz
-    vectors (the wanted ones to ~3e-4 in angle, the next ones as a head start), or its own
-    start when it did not converge. Accuracy comes from the exact iteration that follows, whose stop
-    rule does not depend on the start. O(m (cost of a rough product) + n m^2)."""
+    operator, as the exact iteration wants them); each returns its ``n_values +
+    REFINE_EXTRA_COLUMNS`` largest Ritz vectors (at most the start's width; the wanted ones
+    to ~3e-4 in angle, the next ones as a head start), which are the exact iteration's
+    (narrower) blocks, or its own start when it did not converge. Accuracy comes from the
+    exact iteration that follows, whose stop rule does not depend on the start.
+    O(m (cost of a rough product) + n m^2)."""
+    widths = [min(start.shape[1], values + REFINE_EXTRA_COLUMNS)
+              for start, values in zip(starts, n_values, strict=True)]
     found = run_lanczos_together(rough_apply_all, [
         _block_lanczos_steps(start, values, vectors, rng, value_tol=ROUGH_VALUE_TOL,
                              vector_tol=ROUGH_VECTOR_TOL, floor_tol=ROUGH_FLOOR_TOL,
-                             n_returned=start.shape[1], max_columns=max_columns)
-        for start, values, vectors in zip(starts, n_values, n_vectors, strict=True)
+                             n_returned=width, max_columns=max_columns)
+        for start, values, vectors, width in zip(starts, n_values, n_vectors, widths,
+                                                 strict=True)
     ])
-    return [start if pair is None else pair[1] for start, pair in zip(starts, found, strict=True)]
+    return [start if pair is None else pair[1][:, :width]
+            for start, pair, width in zip(starts, found, widths, strict=True)]
 
 
 def shared_operator_top_eigenpairs(
@@ -660,10 +695,13 @@ def shared_operator_top_eigenpairs(
     s for 32 columns at d = 8000): a first block Lanczos on it gives the start blocks
     (:func:`warm_start_blocks`), so that the exact iteration needs only its last rounds
     (measured at d = 4000, widths 12 + 20: 34 rough + 12 exact rounds instead of 42 exact,
-    5.0 against 8.2-8.9 CPU s). The stop rule of the exact iteration, hence the accuracy,
-    is the same with or without it. Tried and dropped: wider exact blocks from more of the
-    rough Ritz vectors (width 32 or 64 for the population matrix: 11 and 10 exact rounds,
-    slower), checking the exact stop rule every round (the same rounds).
+    5.0 against 8.2-8.9 CPU s). After a converged warm start the exact iteration runs on
+    blocks of ``n_values + REFINE_EXTRA_COLUMNS`` columns (its start: the rough top Ritz
+    vectors), without one on the starts' widths. The stop rule of the exact iteration,
+    hence the accuracy, is the same with or without it. Tried and dropped: wider exact
+    blocks from more of the rough Ritz vectors (width 32 or 64 for the population
+    matrix: 11 and 10 exact rounds, slower), checking the exact stop rule every round (the
+    same rounds).
     """
     n = starts[0].shape[0]
 

@@ -777,8 +777,10 @@ def _measure_top(
     reports (``u``, ``Dlt``, ``mbar`` for S; ``u`` for the population matrix) to 5e-7
     (``BLOCK_OVERLAP_TOL``).
     The same iteration on float32 passes first gives the start blocks (warm start,
-    ``TOP_WARM_START_DTYPE``): most rounds then cost a float32 pass, the last ~12 a
-    float64 one, and the stop rule (so the accuracy) is the exact iteration's.
+    ``TOP_WARM_START_DTYPE``): most rounds then cost a float32 pass, the last ~8-10 a
+    float64 one on narrower blocks (the ``2 top_k + 2`` and ``top_k + 3`` top Ritz
+    vectors of the warm start, ``_linalg.REFINE_EXTRA_COLUMNS``), and the stop rule (so
+    the accuracy) is the exact iteration's.
 
     O(m (V d + N T) + d m^2) time for a Krylov basis of m columns (measured at delta =
     gamma = 0.5: ~400-500 for S, 600-850 for the population matrix at d = 2000-4000),
