@@ -189,15 +189,26 @@ def unique_ids(ids: np.ndarray) -> np.ndarray:
 
 
 class _Appender:
-    """Appends to a 1-D or 2-D Zarr array in whole chunks (one partial chunk buffered)."""
+    """Appends to a 1-D or 2-D Zarr array in whole chunks (one partial chunk buffered).
 
-    def __init__(self, array: Any, chunk: int) -> None:
-        self.array = array
+    The array is created at the first whole chunk, or at :meth:`close` with all its data
+    in one write (a small segment: one Zarr call per column instead of a create, a
+    resize and a write). Its dtype is that of the first values added.
+    """
+
+    def __init__(self, group: Any, name: str, chunk: int) -> None:
+        self.group = group
+        self.name = name
         self.chunk = chunk
+        self.array: Any = None
+        self.dtype: np.dtype | None = None
         self.pending: list[np.ndarray] = []
         self.n_pending = 0
 
     def add(self, values: np.ndarray) -> None:
+        if self.dtype is None:
+            self.dtype = np.asarray(values).dtype
+        values = np.asarray(values, dtype=self.dtype)
         if len(values) == 0:
             return
         self.pending.append(values)
@@ -205,33 +216,54 @@ class _Appender:
         if self.n_pending >= self.chunk:
             joined = np.concatenate(self.pending)
             whole = (len(joined) // self.chunk) * self.chunk
-            self.array.append(joined[:whole])
+            self._write(joined[:whole])
             self.pending = [joined[whole:]] if whole < len(joined) else []
             self.n_pending = len(joined) - whole
 
+    def _write(self, values: np.ndarray) -> None:
+        if self.array is None:
+            self.array = _new_array(self.group, self.name, values, self.chunk)
+        else:
+            self.array.append(values)
+
     def close(self) -> None:
-        if self.pending:
-            self.array.append(np.concatenate(self.pending))
+        if self.pending or self.array is None:
+            joined = (np.concatenate(self.pending) if self.pending
+                      else np.empty(0, dtype=self.dtype))
+            self._write(joined)
         self.pending, self.n_pending = [], 0
 
 
-def _new_array(group: Any, name: str, dtype: Any, tail: tuple[int, ...], chunk: int) -> Any:
-    fill = np.nan if np.issubdtype(np.dtype(dtype), np.floating) else 0
+def _new_array(group: Any, name: str, data: np.ndarray, chunk: int) -> Any:
+    """A segment column holding ``data`` (chunks of ``chunk`` rows, compressed)."""
+    fill = np.nan if np.issubdtype(data.dtype, np.floating) else 0
     return group.create_array(
-        name, shape=(0, *tail), chunks=(chunk, *tail), dtype=dtype,
-        compressors=compressors(), fill_value=fill,
+        name, data=data, chunks=(chunk, *data.shape[1:]), compressors=compressors(),
+        fill_value=fill,
     )
+
+
+#: Bytes of fragment members a :class:`SegmentWriter` holds before it turns them into
+#: columns (besides the rows of :data:`~attnrmt.sweep.table_layout.ROW_CHUNK`).
+PENDING_BYTES = 32 * 2**20
 
 
 class SegmentWriter:
     """Builds one segment in a temporary directory; :meth:`commit` renames it into place.
 
-    Columns are created from the first fragment's fields: scalars ``(n,)``, top-k fields
+    Columns are created from the fragments' fields: scalars ``(n,)``, top-k fields
     ``(n, top_k)`` (NaN-padded), every other array field ragged (``__values``,
     ``__start``, ``__length``). Provenance columns (:data:`attnrmt.contract.
     PROVENANCE_FIELDS`, int64) are always written, filled for fragments without them; the
     distinct environments go to the segment's ``environments`` attribute (id -> JSON).
-    Memory: one chunk per column.
+
+    Fragments are held as they come (:meth:`append`: O(1) per fragment, a copy only of
+    the rows taken from a partly taken one) and turned into columns together once they
+    hold :data:`~attnrmt.sweep.table_layout.ROW_CHUNK` rows or :data:`PENDING_BYTES`
+    (:meth:`_flush`: one concatenation per column, O(rows + values)), so the cost per
+    fragment is a few list appends whatever its size: a +1% update of a 10^6-cell sweep
+    brings ~1,000 fragments of ~10 cells. Memory: at most ``ROW_CHUNK`` rows or
+    ``PENDING_BYTES`` of fragments, plus one chunk per column.
     """
 
     def __init__(self, segments_dir: Path, top_k: int) -> None:
@@ -248,58 +280,70 @@ class SegmentWriter:
         self.columns: dict[str, _Appender] = {}
         self.ingested: list[str] = []
         self.environments: dict[int, str] = {}
+        self.pending: list[tuple[np.ndarray, Mapping[str, np.ndarray]]] = []
+        self.pending_rows = 0
+        self.pending_bytes = 0
 
-    def _column(self, name: str, dtype: Any, tail: tuple[int, ...], chunk: int) -> _Appender:
+    def _column(self, name: str, chunk: int | None = None) -> _Appender:
         if name not in self.columns:
-            self.columns[name] = _Appender(_new_array(self.group, name, dtype, tail, chunk),
-                                           chunk)
+            self.columns[name] = _Appender(self.group, name,
+                                           ROW_CHUNK if chunk is None else chunk)
         return self.columns[name]
 
     def append(self, ids: np.ndarray, arrays: Mapping[str, np.ndarray], take: np.ndarray) -> None:
-        """Append rows ``take`` of a fragment (its decoded npz members ``arrays``)."""
+        """Append rows ``take`` (sorted, distinct) of a fragment: its ``S40`` ids and
+        decoded npz members ``arrays``. O(1) when every row is taken, else O(fragment)."""
         n_taken = int(take.size)
         if n_taken == 0:
             return
-        keys = ids.view(np.uint8).reshape(-1, KEY_BYTES + 8)[take]
-        self._column("cell_key", np.uint8, (KEY_BYTES,), ROW_CHUNK).add(keys[:, :KEY_BYTES])
-        self._column("root_seed", np.int64, (), ROW_CHUNK).add(
-            np.ascontiguousarray(keys[:, KEY_BYTES:]).view("<i8").reshape(-1)
-        )
+        if n_taken != ids.size:
+            arrays, ids = fragment_rows(arrays, take), ids[take]
         self.environments.update(environments_of(arrays))
+        self.pending.append((ids, arrays))
+        self.rows += n_taken
+        self.pending_rows += n_taken
+        self.pending_bytes += sum(np.asarray(member).nbytes for member in arrays.values())
+        if self.pending_rows >= ROW_CHUNK or self.pending_bytes >= PENDING_BYTES:
+            self._flush()
+
+    def _flush(self) -> None:
+        """Turn the held fragments into column data. O(rows + values held)."""
+        if not self.pending:
+            return
+        pending, self.pending = self.pending, []
+        self.pending_rows = self.pending_bytes = 0
+        members = [arrays for _, arrays in pending]
+        counts = [int(ids.size) for ids, _ in pending]
+        keys = np.concatenate([ids for ids, _ in pending]).view(np.uint8).reshape(
+            -1, KEY_BYTES + 8)
+        self._column("cell_key").add(keys[:, :KEY_BYTES])
+        self._column("root_seed").add(
+            np.ascontiguousarray(keys[:, KEY_BYTES:]).view("<i8").reshape(-1))
         for name in PROVENANCE_FIELDS:  # old fragments: filled, so columns stay aligned
-            column = arrays[name] if name in arrays else absent_column(name, ids.size)
-            self._column(name, np.int64, (), ROW_CHUNK).add(
-                np.asarray(column, dtype=np.int64)[take])
-        for name in arrays:
-            if (name in _FRAGMENT_META or name in PROVENANCE_FIELDS
-                    or name.endswith("__offsets")):
-                continue
+            self._column(name).add(np.concatenate([
+                np.asarray(arrays[name], dtype=np.int64) if name in arrays
+                else absent_column(name, count) for arrays, count in zip(members, counts,
+                                                                          strict=True)]))
+        for name in _result_members(members):
             if not name.endswith("__values"):
-                column = np.asarray(arrays[name])
-                self._column(name, column.dtype, (), ROW_CHUNK).add(column[take])
+                self._column(name).add(np.concatenate([arrays[name] for arrays in members]))
                 continue
             field = name[: -len("__values")]
-            flat = np.asarray(arrays[name], dtype=np.float64)
-            offsets = np.asarray(arrays[f"{field}__offsets"], dtype=np.int64)
-            starts, lengths = offsets[:-1][take], np.diff(offsets)[take]
+            flat, starts, lengths = _joined_ragged(members, field)
             if field in TOP_K_FIELDS:
-                self._column(field, np.float64, (self.top_k,), ROW_CHUNK).add(
-                    _padded_rows(flat, starts, lengths, self.top_k)
-                )
+                self._column(field).add(_padded_rows(flat, starts, lengths, self.top_k))
                 continue
             base = self.value_counts.get(field, 0)
-            self._column(f"{field}__start", np.int64, (), ROW_CHUNK).add(
-                base + np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
-            )
-            self._column(f"{field}__length", np.int64, (), ROW_CHUNK).add(lengths)
-            self._column(f"{field}__values", np.float64, (), VALUE_CHUNK).add(
-                _ragged_take(flat, starts, lengths)
-            )
+            self._column(f"{field}__start").add(
+                base + np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64))
+            self._column(f"{field}__length").add(lengths)
+            self._column(f"{field}__values", VALUE_CHUNK).add(
+                _ragged_take(flat, starts, lengths))
             self.value_counts[field] = base + int(lengths.sum())
-        self.rows += n_taken
 
     def commit(self) -> dict[str, Any] | None:
         """Flush, rename into place; the manifest entry, or None if no row was written."""
+        self._flush()
         for column in self.columns.values():
             column.close()
         if self.rows == 0:
@@ -316,6 +360,58 @@ class SegmentWriter:
 
     def discard(self) -> None:
         shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+def _result_members(members: Sequence[Mapping[str, np.ndarray]]) -> list[str]:
+    """Names of the result members (scalars and ``__values``) the fragments share; a
+    fragment with other result fields than the first is an error (its columns would not
+    align)."""
+    def names(arrays: Mapping[str, np.ndarray]) -> list[str]:
+        return [name for name in arrays
+                if name not in _FRAGMENT_META and name not in PROVENANCE_FIELDS
+                and not name.endswith("__offsets")]
+
+    first = names(members[0])
+    for arrays in members[1:]:
+        if set(names(arrays)) != set(first):
+            raise ValueError(f"fragments with different result fields: {sorted(first)} "
+                             f"and {sorted(names(arrays))}")
+    return first
+
+
+def _joined_ragged(members: Sequence[Mapping[str, np.ndarray]],
+                   field: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(values, start, length)`` of a ragged field over several fragments: their
+    ``__values`` concatenated, each cell's start in that and its length. O(cells + values)."""
+    flats = [np.asarray(arrays[f"{field}__values"], dtype=np.float64) for arrays in members]
+    bases = np.cumsum([0, *(flat.size for flat in flats[:-1])])
+    starts, lengths = [], []
+    for arrays, base in zip(members, bases.tolist(), strict=True):
+        offsets = np.asarray(arrays[f"{field}__offsets"], dtype=np.int64)
+        starts.append(offsets[:-1] + base)
+        lengths.append(np.diff(offsets))
+    return np.concatenate(flats), np.concatenate(starts), np.concatenate(lengths)
+
+
+def fragment_rows(arrays: Mapping[str, np.ndarray], take: np.ndarray) -> dict[str, np.ndarray]:
+    """The members of a fragment restricted to the cells ``take`` (per-cell members
+    indexed, ragged fields re-cut with new offsets; ``format_version`` and
+    ``environments`` kept whole). O(members of the fragment)."""
+    out: dict[str, np.ndarray] = {}
+    for name, member in arrays.items():
+        if name in ("format_version", ENVIRONMENTS_MEMBER) or name.endswith("__offsets"):
+            if not name.endswith("__offsets"):
+                out[name] = member
+            continue
+        if not name.endswith("__values"):
+            out[name] = np.asarray(member)[take]
+            continue
+        field = name[: -len("__values")]
+        offsets = np.asarray(arrays[f"{field}__offsets"], dtype=np.int64)
+        starts, lengths = offsets[:-1][take], np.diff(offsets)[take]
+        out[name] = _ragged_take(np.asarray(member), starts, lengths)
+        out[f"{field}__offsets"] = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    return out
 
 
 def _padded_rows(flat: np.ndarray, starts: np.ndarray, lengths: np.ndarray,
@@ -341,12 +437,30 @@ def _ragged_take(flat: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> n
     return flat[np.arange(total) + row_offsets]
 
 
+def _fsync_file(path: str) -> None:
+    descriptor = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)
+
+
 def _fsync_tree(directory: Path) -> None:
-    """fsync every file of a freshly written directory (durable before the rename)."""
-    for path in directory.rglob("*"):
-        if path.is_file():
-            with open(path, "rb") as handle:
-                os.fsync(handle.fileno())
+    """fsync every file of a freshly written directory (durable before the rename).
+
+    The files are synced from a few threads at once: the file system then commits them
+    in fewer journal transactions than one by one (a segment is ~50 files). O(files).
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
+    files = [os.path.join(root, name) for root, _, names in os.walk(directory)
+             for name in names]
+    if len(files) <= 2:
+        for path in files:
+            _fsync_file(path)
+        return
+    with ThreadPoolExecutor(max_workers=min(8, len(files))) as pool:
+        list(pool.map(_fsync_file, files))
 
 
 # --------------------------------------------------------------------------- the table
@@ -610,9 +724,8 @@ def update_cell_table(
         done = ingested_fragments(directory, segments)
         writer = SegmentWriter(directory / SEGMENTS_DIRNAME, int(sweep_plan.top_k))
         try:
-            given = [Path(path) for path in fragment_files]
-            extra = fragment_paths(sweep_dir) if scan_all_fragments and missing.size else []
-            for path, is_given in [(p, True) for p in given] + [(p, False) for p in extra]:
+            for path, is_given in _fragments_to_read(fragment_files, sweep_dir,
+                                                     scan_all_fragments):
                 if n_taken == missing.size:
                     break
                 if path.name in done:
@@ -648,6 +761,20 @@ def update_cell_table(
         manifest = _publish_version(directory, segments, rows, attrs)
         _collect_garbage(directory, manifest)
     return manifest
+
+
+def _fragments_to_read(
+    given: Iterable[str | os.PathLike[str]], sweep_dir: str | os.PathLike[str],
+    scan_all: bool,
+) -> Iterator[tuple[Path, bool]]:
+    """``(path, is_given)``: the given fragments, then (``scan_all``) every fragment of
+    the sweep (:func:`~attnrmt.sweep.fragments.fragment_paths`), listed only when the
+    caller reads past the given ones. O(given) + O(files of the sweep) if listed."""
+    for path in given:
+        yield Path(path), True
+    if scan_all:
+        for path in fragment_paths(sweep_dir):
+            yield path, False
 
 
 def grid_rows(positions: np.ndarray, plan_rows: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
