@@ -17,6 +17,9 @@ is ``resource.getrusage(RUSAGE_SELF).ru_maxrss``, the plan of the sweep included
     over the bytes of the full write. Target <= 0.05.
 ``store_update_seconds_1pct`` / ``store_update_seconds_ratio_1pct``
     Its wall time, and the ratio to the full gather's (target <= 0.05).
+    ``gather_import_seconds_<n>``: the import of zarr and its codecs, the first thing
+    either gather does (part of both timings); ``store_update_seconds_ratio_no_imports_
+    1pct_<n>``: the ratio with it taken out of both (reported beside, not instead).
 ``open_seconds_<n>_cells`` / ``read_one_line_and_spectrum_seconds_<n>_cells``
     :func:`attnrmt.sweep.table_reader.open_cells` of the gathered store (target <= 5 s at
     10^6 cells), then loading one setting's top eigenvalues (every snr and replicate) and
@@ -150,6 +153,8 @@ sweep = plan.sweeps["big"]
 plan_rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 paths = [sweep_dir / "fragments" / f"{block.key}.npz" for block in sweep.blocks]
 start = time.perf_counter()
+import zarr, zarr.codecs  # what gather_cells imports first (timed: it is part of a gather)
+import_seconds = time.perf_counter() - start
 gather_cells(sweep, paths, sweep_dir / "cells.zarr", plan.seed)
 seconds = time.perf_counter() - start
 after = sizes()
@@ -169,7 +174,8 @@ def read_one(weights):  # one line (every snr and replicate) and one spectrum
 
 read_one(0)  # the first read pays one-time codec imports and thread start-up
 read_seconds = read_one(1)
-print(json.dumps({"seconds": seconds, "written_bytes": written,
+print(json.dumps({"seconds": seconds, "import_seconds": import_seconds,
+                  "written_bytes": written,
                   "open_seconds": open_seconds, "read_line_seconds": read_seconds,
                   "stored_bytes": sum(size for size, _ in after.values()),
                   "cells": len(sweep.cells), "plan_rss_mb": plan_rss_mb,
@@ -226,6 +232,13 @@ def store_metrics(d: int, n_cells: int, label: str, runs: int | None = None) -> 
         f"store_update_seconds_ratio_1pct_{label}": round(update_seconds / full_seconds, 4),
         f"store_update_peak_rss_mb_{label}": round(max(run["maxrss_mb"] for run in updates),
                                                     1),
+        # the import of zarr and its codecs, inside both timings above (a fixed cost of
+        # any gather), and the ratio without it in either
+        f"gather_import_seconds_{label}": round(statistics.median(
+            run["import_seconds"] for run in [*fulls, *updates]), 3),
+        f"store_update_seconds_ratio_no_imports_1pct_{label}": round(
+            statistics.median(run["seconds"] - run["import_seconds"] for run in updates)
+            / statistics.median(run["seconds"] - run["import_seconds"] for run in fulls), 4),
         f"open_seconds_{label}": round(statistics.median(run["open_seconds"] for run in fulls),
                                        3),
         f"read_one_line_and_spectrum_seconds_{label}": round(

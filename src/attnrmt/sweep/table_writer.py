@@ -245,7 +245,7 @@ def _new_array(group: Any, name: str, data: np.ndarray, chunk: int) -> Any:
 
 #: Bytes of fragment members a :class:`SegmentWriter` holds before it turns them into
 #: columns (besides the rows of :data:`~attnrmt.sweep.table_layout.ROW_CHUNK`).
-PENDING_BYTES = 32 * 2**20
+PENDING_BYTES = 8 * 2**20
 
 
 class SegmentWriter:
@@ -382,15 +382,17 @@ def _result_members(members: Sequence[Mapping[str, np.ndarray]]) -> list[str]:
 def _joined_ragged(members: Sequence[Mapping[str, np.ndarray]],
                    field: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(values, start, length)`` of a ragged field over several fragments: their
-    ``__values`` concatenated, each cell's start in that and its length. O(cells + values)."""
-    flats = [np.asarray(arrays[f"{field}__values"], dtype=np.float64) for arrays in members]
-    bases = np.cumsum([0, *(flat.size for flat in flats[:-1])])
-    starts, lengths = [], []
-    for arrays, base in zip(members, bases.tolist(), strict=True):
-        offsets = np.asarray(arrays[f"{field}__offsets"], dtype=np.int64)
-        starts.append(offsets[:-1] + base)
-        lengths.append(np.diff(offsets))
-    return np.concatenate(flats), np.concatenate(starts), np.concatenate(lengths)
+    ``__values`` concatenated, each cell's start in that and its length. Two
+    concatenations and O(cells + values) vectorised work, whatever the fragments' count."""
+    flats = [arrays[f"{field}__values"] for arrays in members]
+    offsets = [arrays[f"{field}__offsets"] for arrays in members]
+    sizes = np.array([flat.size for flat in flats], dtype=np.int64)
+    cells = np.array([offset.size - 1 for offset in offsets], dtype=np.int64)
+    joined = np.concatenate(offsets).astype(np.int64, copy=False)
+    last = np.cumsum(cells + 1) - 1  # each fragment's closing offset in ``joined``
+    lengths = np.delete(np.diff(joined), last[:-1])
+    starts = np.delete(joined, last) + np.repeat(np.cumsum(sizes) - sizes, cells)
+    return np.concatenate(flats).astype(np.float64, copy=False), starts, lengths
 
 
 def fragment_rows(arrays: Mapping[str, np.ndarray], take: np.ndarray) -> dict[str, np.ndarray]:
@@ -628,10 +630,12 @@ def carried_rows(
     """Table row of each plan cell from the previous grid version (``-1``: not in it).
 
     Maps the new grid's coordinates to the old grid's, axis by axis, and reads the old
-    rows there: O(grid points) array work, no id of the table or of the plan is read.
+    rows there: O(grid points) array work (the old grid index, 8 bytes per point, read
+    and indexed once), no id of the table or of the plan is read besides the probes.
     None (look every cell up instead) when there is no previous version, it has another
     :func:`grid_identity`, or a probe disagrees: ``probe_ids(indices)`` gives the plan's
-    ids of a few carried cells, compared with the table's ids at their rows.
+    ids of 8 carried cells, compared with the table's ids at their rows (taken from the
+    table's first chunk of rows, so one chunk of ids is read: O(1)).
     """
     import zarr
 
@@ -657,7 +661,11 @@ def carried_rows(
         dense[(slice(None),) * axis + (np.flatnonzero(index < 0),)] = -1
     plan_rows = dense.reshape(-1)[positions]
     carried = np.flatnonzero(plan_rows >= 0)
-    probes = carried[np.linspace(0, carried.size - 1, min(carried.size, 8)).astype(np.int64)]
+    # probes spread over the carried cells of the table's first chunk of rows: one chunk
+    # of ids read (8 spread over the whole table read up to 8 chunks, ~5 MB each)
+    in_first_chunk = carried[plan_rows[carried] < ROW_CHUNK]
+    pool = in_first_chunk if in_first_chunk.size else carried
+    probes = pool[np.linspace(0, pool.size - 1, min(pool.size, 8)).astype(np.int64)]
     if probes.size and not np.array_equal(
         read_table_ids_at(directory, manifest["segments"], plan_rows[probes]),
         probe_ids(probes),
@@ -720,32 +728,14 @@ def update_cell_table(
         wanted_index = IdIndex(plan_ids(
             sweep_plan, None if missing.size == positions.size else missing, root_seed))
         new_row = np.full(missing.size, -1, dtype=np.int64)
-        n_taken = 0
         done = ingested_fragments(directory, segments)
         writer = SegmentWriter(directory / SEGMENTS_DIRNAME, int(sweep_plan.top_k))
         try:
-            for path, is_given in _fragments_to_read(fragment_files, sweep_dir,
-                                                     scan_all_fragments):
-                if n_taken == missing.size:
-                    break
-                if path.name in done:
-                    continue
-                done.add(path.name)  # its hard link in cache/ holds the same cells
-                arrays = read_fragment_arrays(path)
-                if arrays is None or "cell_key" not in arrays:
-                    continue
-                ids = cell_ids(key_bytes(arrays["cell_key"].tolist()),
-                               root_seeds_of(arrays["cell_seed"].tolist()))
-                position = wanted_index.find(ids)
-                hit = position >= 0
-                hit[hit] = new_row[position[hit]] < 0
-                rows = np.flatnonzero(hit)
-                rows = np.sort(rows[np.unique(position[rows], return_index=True)[1]])
-                new_row[position[rows]] = writer.rows + np.arange(rows.size)
-                writer.append(ids, arrays, rows)
-                n_taken += int(rows.size)
-                if is_given:
-                    writer.ingested.append(path.name)
+            n_taken = ingest_fragments(fragment_files, True, done, wanted_index, new_row,
+                                       writer)
+            if scan_all_fragments and n_taken < missing.size:
+                n_taken += ingest_fragments(fragment_paths(sweep_dir), False, done,
+                                            wanted_index, new_row, writer)
             first_new_row = sum(int(segment["rows"]) for segment in segments)
             new_segment = writer.commit()
         except BaseException:
@@ -763,18 +753,80 @@ def update_cell_table(
     return manifest
 
 
-def _fragments_to_read(
-    given: Iterable[str | os.PathLike[str]], sweep_dir: str | os.PathLike[str],
-    scan_all: bool,
-) -> Iterator[tuple[Path, bool]]:
-    """``(path, is_given)``: the given fragments, then (``scan_all``) every fragment of
-    the sweep (:func:`~attnrmt.sweep.fragments.fragment_paths`), listed only when the
-    caller reads past the given ones. O(given) + O(files of the sweep) if listed."""
-    for path in given:
-        yield Path(path), True
-    if scan_all:
-        for path in fragment_paths(sweep_dir):
-            yield path, False
+#: Fragments read before their cells are looked up together (:func:`take_batch`).
+BATCH_FRAGMENTS = 256
+
+
+def take_batch(
+    batch: Sequence[tuple[str, bool, Mapping[str, np.ndarray]]], wanted_index: IdIndex,
+    new_row: np.ndarray, writer: SegmentWriter,
+) -> int:
+    """Append to ``writer`` the wanted cells of a batch of fragments ``(name, is_given,
+    arrays)`` not taken yet; the number appended.
+
+    ``new_row`` holds, for each wanted id of ``wanted_index``, its row in the new segment
+    (``-1``: not found yet); it is updated. A cell present twice (in two fragments, or
+    twice in one) is taken from its first occurrence in reading order. The batch's ids
+    are built and looked up in one go: O(cells of the batch x log wanted) vectorised,
+    plus O(1) calls per fragment (:meth:`SegmentWriter.append`). Fragments given by the
+    caller are recorded as ingested.
+    """
+    if not batch:
+        return 0
+    counts = np.array([arrays["cell_key"].size for _, _, arrays in batch], dtype=np.int64)
+    bounds = np.concatenate([[0], np.cumsum(counts)])
+    ids = cell_ids(
+        key_bytes(np.concatenate([arrays["cell_key"] for _, _, arrays in batch]).tolist()),
+        root_seeds_of(np.concatenate([arrays["cell_seed"] for _, _, arrays in batch]).tolist()),
+    )
+    position = wanted_index.find(ids)
+    hit = position >= 0
+    hit[hit] = new_row[position[hit]] < 0
+    rows = np.flatnonzero(hit)
+    rows = np.sort(rows[np.unique(position[rows], return_index=True)[1]])
+    new_row[position[rows]] = writer.rows + np.arange(rows.size)
+    cuts = np.searchsorted(rows, bounds).tolist()
+    starts = bounds.tolist()
+    for index, (name, is_given, arrays) in enumerate(batch):
+        writer.append(ids[starts[index] : starts[index + 1]], arrays,
+                      rows[cuts[index] : cuts[index + 1]] - starts[index])
+        if is_given:
+            writer.ingested.append(name)
+    return int(rows.size)
+
+
+def ingest_fragments(
+    paths: Iterable[str | os.PathLike[str]], given: bool, done: set[str],
+    wanted_index: IdIndex, new_row: np.ndarray, writer: SegmentWriter,
+) -> int:
+    """Read the fragments ``paths`` whose name is not in ``done`` (added to it), in
+    batches of at most :data:`BATCH_FRAGMENTS` fragments, :data:`PENDING_BYTES` or
+    :data:`~attnrmt.sweep.table_layout.ROW_CHUNK` cells, and append their wanted
+    cells (:func:`take_batch`); stop once every wanted cell is found. The number of cells
+    appended. O(fragments read) file reads + O(their cells) vectorised work."""
+    n_taken = int(np.count_nonzero(new_row >= 0))
+    start = n_taken
+    batch: list[tuple[str, bool, dict[str, np.ndarray]]] = []
+    batch_bytes = batch_cells = 0
+    for path in paths:
+        name = os.path.basename(path)
+        if n_taken == new_row.size:
+            break
+        if name in done:
+            continue
+        done.add(name)  # its hard link in cache/ holds the same cells
+        arrays = read_fragment_arrays(path)
+        if arrays is None or "cell_key" not in arrays:
+            continue
+        batch.append((name, given, arrays))
+        batch_bytes += sum(member.nbytes for member in arrays.values())
+        batch_cells += arrays["cell_key"].size
+        if (len(batch) >= BATCH_FRAGMENTS or batch_bytes >= PENDING_BYTES
+                or batch_cells >= ROW_CHUNK):
+            n_taken += take_batch(batch, wanted_index, new_row, writer)
+            batch, batch_bytes, batch_cells = [], 0, 0
+    n_taken += take_batch(batch, wanted_index, new_row, writer)
+    return n_taken - start
 
 
 def grid_rows(positions: np.ndarray, plan_rows: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
