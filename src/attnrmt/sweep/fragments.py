@@ -40,6 +40,7 @@ import math
 import os
 import re
 import shutil
+import struct
 import threading
 import uuid
 import zipfile
@@ -227,79 +228,137 @@ def read_fragment(path: str | os.PathLike[str]) -> Fragment:
 _NPY_HEADER = re.compile(
     r"\{'descr': '([<>|=][a-zA-Z][0-9]*)', 'fortran_order': False, 'shape': \(([0-9, ]*)\), \}"
 )
+#: Parsed ``.npy`` headers by their bytes: ``(dtype, shape, count)``, or None when not a
+#: plain header. Fragments of one sweep repeat a few dozen headers, so a header is parsed
+#: once per process. Cleared when it grows past :data:`_HEADER_CACHE_SIZE` entries.
+_HEADER_CACHE: dict[bytes, tuple[np.dtype, tuple[int, ...], int] | None] = {}
+_HEADER_CACHE_SIZE = 4096
+#: Local file header of a zip member: signature, version, flags, method, time, date, crc,
+#: compressed size, uncompressed size, name length, extra length (30 bytes).
+_LOCAL_HEADER = struct.Struct("<4sHHHHHIIIHH")
 
 
-def _npy_member(data: bytes) -> np.ndarray | None:
-    """The array of one ``.npy`` member's bytes (read-only view), or None when its header
-    is not a plain C-order non-object array (then :func:`numpy.load` reads it)."""
-    if data[:6] != b"\x93NUMPY" or data[6] not in (1, 2, 3):
-        return None
-    width = 2 if data[6] == 1 else 4
-    length = int.from_bytes(data[8 : 8 + width], "little")
-    start = 8 + width
-    match = _NPY_HEADER.match(data[start : start + length].decode("latin1"))
+def _parse_npy_header(header: bytes) -> tuple[np.dtype, tuple[int, ...], int] | None:
+    """``(dtype, shape, number of items)`` of a plain C-order ``.npy`` header, or None."""
+    match = _NPY_HEADER.match(header.decode("latin1"))
     if match is None:
         return None
     shape = tuple(int(n) for n in match.group(2).replace(" ", "").split(",") if n)
-    dtype = np.dtype(match.group(1))
-    return np.frombuffer(data, dtype=dtype, count=math.prod(shape),
-                         offset=start + length).reshape(shape)
+    return np.dtype(match.group(1)), shape, math.prod(shape)
 
 
-def _stored_members(data: bytes) -> list[tuple[str, bytes]] | None:
-    """``(name, bytes)`` of every member of an uncompressed zip, walking its local headers
-    (what :func:`numpy.savez` writes: stored, sizes in the header or its zip64 extra); None
-    for anything else (compressed members, data descriptors, trailing garbage)."""
-    members = []
+def _npy_array(data: bytes, base: np.ndarray, begin: int, size: int) -> np.ndarray | None:
+    """The array of the ``.npy`` member ``data[begin : begin + size]`` as a read-only view
+    of ``base`` (``data`` as uint8), or None when its header is not a plain C-order
+    non-object array (then :func:`numpy.load` reads it). O(1) besides the view: headers
+    are parsed once per process (:data:`_HEADER_CACHE`)."""
+    if data[begin : begin + 6] != b"\x93NUMPY" or data[begin + 6] not in (1, 2, 3):
+        return None
+    width = 2 if data[begin + 6] == 1 else 4
+    length = int.from_bytes(data[begin + 8 : begin + 8 + width], "little")
+    start = begin + 8 + width
+    header = data[start : start + length]
+    parsed = _HEADER_CACHE.get(header, False)
+    if parsed is False:
+        if len(_HEADER_CACHE) >= _HEADER_CACHE_SIZE:
+            _HEADER_CACHE.clear()
+        parsed = _HEADER_CACHE[header] = _parse_npy_header(header)
+    if parsed is None:
+        return None
+    dtype, shape, count = parsed
+    start += length
+    if start + count * dtype.itemsize > begin + size:
+        return None
+    return base[start : start + count * dtype.itemsize].view(dtype).reshape(shape)
+
+
+#: The zip64 extra field :func:`numpy.savez` writes: tag 1, 16 bytes of sizes.
+_ZIP64_EXTRA = struct.Struct("<HHQQ")
+
+
+def _zip64_size(extra: bytes) -> int | None:
+    """Compressed size from a zip64 extra field (tag 1: uncompressed then compressed
+    size, 8 bytes each), or None."""
+    if len(extra) == _ZIP64_EXTRA.size:  # numpy.savez's: that field alone
+        tag, length, _, compressed = _ZIP64_EXTRA.unpack_from(extra)
+        if tag == 1 and length == 16:
+            return int(compressed)
+    cursor = 0
+    while cursor + 4 <= len(extra):
+        tag = int.from_bytes(extra[cursor : cursor + 2], "little")
+        length = int.from_bytes(extra[cursor + 2 : cursor + 4], "little")
+        if tag == 1 and length >= 16:
+            return int.from_bytes(extra[cursor + 12 : cursor + 20], "little")
+        cursor += 4 + length
+    return None
+
+
+def _member_spans(data: bytes) -> list[tuple[str, int, int]] | None:
+    """``(name, begin, size)`` of every member of an uncompressed zip, walking its local
+    headers (what :func:`numpy.savez` writes: stored, sizes in the header or its zip64
+    extra); None for anything else (compressed members, data descriptors, trailing
+    garbage). O(members)."""
+    spans = []
+    unpack = _LOCAL_HEADER.unpack_from
     at = 0
-    while data[at : at + 4] == b"PK\x03\x04":
-        flags, method = (int.from_bytes(data[at + i : at + i + 2], "little") for i in (6, 8))
-        size = int.from_bytes(data[at + 18 : at + 22], "little")
-        name_length = int.from_bytes(data[at + 26 : at + 28], "little")
-        extra_length = int.from_bytes(data[at + 28 : at + 30], "little")
+    end = len(data)
+    while at + 30 <= end and data[at : at + 4] == b"PK\x03\x04":
+        (_, _, flags, method, _, _, _, _, size, name_length, extra_length) = unpack(data, at)
         if flags & 0x08 or method != zipfile.ZIP_STORED:
             return None
-        name = data[at + 30 : at + 30 + name_length].decode("utf-8")
-        extra = data[at + 30 + name_length : at + 30 + name_length + extra_length]
-        if size == 0xFFFFFFFF:  # zip64: uncompressed then compressed size, 8 bytes each
-            size = None
-            cursor = 0
-            while cursor + 4 <= len(extra):
-                tag = int.from_bytes(extra[cursor : cursor + 2], "little")
-                length = int.from_bytes(extra[cursor + 2 : cursor + 4], "little")
-                if tag == 1 and length >= 16:
-                    size = int.from_bytes(extra[cursor + 12 : cursor + 20], "little")
-                cursor += 4 + length
+        name_end = at + 30 + name_length
+        name = data[at + 30 : name_end].decode("utf-8")
+        if size == 0xFFFFFFFF:
+            size = _zip64_size(data[name_end : name_end + extra_length])
             if size is None:
                 return None
-        begin = at + 30 + name_length + extra_length
-        if begin + size > len(data):
+        begin = name_end + extra_length
+        if begin + size > end:
             return None
-        members.append((name, data[begin : begin + size]))
+        spans.append((name, begin, size))
         at = begin + size
-    return members if data[at : at + 4] == b"PK\x01\x02" else None
+    return spans if data[at : at + 4] == b"PK\x01\x02" else None
+
+
+def _stored_members(data: bytes) -> list[tuple[str, memoryview]] | None:
+    """``(name, bytes)`` of every member of an uncompressed zip (views of ``data``), or
+    None (:func:`_member_spans`)."""
+    spans = _member_spans(data)
+    view = memoryview(data)
+    return None if spans is None else [(name, view[begin : begin + size])
+                                       for name, begin, size in spans]
 
 
 def read_fragment_arrays(path: str | os.PathLike[str]) -> dict[str, np.ndarray] | None:
     """Every member of a fragment as an array (read-only), or None if unreadable or torn.
 
-    The same arrays as :func:`numpy.load` (``allow_pickle=False``), ~5-10x faster on
-    small fragments: the file is read once, its stored members are cut out at their local
-    headers (:func:`_stored_members`, checked against the central directory's names) and
-    their ``.npy`` headers parsed by a regular expression (``numpy.load`` opens each
-    member through :mod:`zipfile` and parses its header with :func:`ast.literal_eval`);
-    any other file or member goes through :func:`numpy.load`. O(fragment bytes).
+    The same arrays as :func:`numpy.load` (``allow_pickle=False``), ~30x faster on
+    small fragments: the file is read once, its stored members are located by their
+    local headers (:func:`_member_spans`, which requires the central directory right
+    after the last member) and their ``.npy`` headers parsed by a regular expression
+    once per process (:func:`_npy_array`; ``numpy.load`` opens each member through
+    :mod:`zipfile` and parses its header with :func:`ast.literal_eval`); any other file
+    or member goes through :func:`numpy.load`. The arrays are read-only views of the
+    file's bytes. O(fragment bytes) to read, O(members) to parse: ~0.1 ms for a fragment
+    of 31 members (the +1% update of a 10^6-cell sweep reads ~1,000 of them).
     """
     try:
-        data = Path(path).read_bytes()
-        members = _stored_members(data)
-        if members is None:
+        with open(path, "rb") as handle:
+            data = handle.read()
+        spans = _member_spans(data)
+        if spans is None:
             with zipfile.ZipFile(io.BytesIO(data)) as archive:
                 members = [(info.filename, archive.read(info)) for info in archive.infolist()]
+            data = b"".join(member for _, member in members)
+            spans, at = [], 0
+            for filename, member in members:
+                spans.append((filename, at, len(member)))
+                at += len(member)
+        base = np.frombuffer(data, dtype=np.uint8)
         arrays: dict[str, np.ndarray] = {}
-        for filename, member in members:
+        for filename, begin, size in spans:
             name = filename.removesuffix(".npy")
-            array = _npy_member(member)
+            array = _npy_array(data, base, begin, size)
             if array is None:
                 with np.load(path, allow_pickle=False) as npz:
                     array = npz[name]

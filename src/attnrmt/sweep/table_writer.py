@@ -1,28 +1,41 @@
 """Writer of the cell table (:mod:`attnrmt.sweep.table_layout`): rule ``gather_cells``.
 
-One writer per sweep at a time (``fcntl`` lock on ``cell_table/.lock``). An update
+One writer per sweep at a time (``fcntl`` lock on ``cell_table/.lock``). An update, with
+``G`` grid points, ``n`` new cells in ``f`` new fragments (a +1% update of a 10^6-cell
+sweep: G = 1.01e6, n = 1e4, f = 1e3):
 
-1. finds the table row of every plan cell. When the previous grid version has the same
-   :func:`grid_identity` (ids at equal coordinates are equal), its rows are carried over
-   by coordinates (:func:`carried_rows`: O(grid points) array work, 8 probe ids checked);
-   otherwise the ids ``(cell_key, root_seed)`` of the table are read (O(cells) x 40 bytes)
-   and every plan cell looked up (:class:`IdIndex`, 64-bit digests, O(n log n));
-2. streams the fragments, one at a time, appending the plan's cells that the table lacks
-   to a new segment (column buffers of at most one chunk each; fragments whose name an
-   earlier segment records as ingested are skipped unread);
-3. writes the grid index of the current plan (8 bytes per grid point) to a new grid
-   directory, then replaces ``manifest.json`` atomically (:func:`os.replace`).
+1. finds the table row of every plan cell (:func:`plan_grid`: O(G) int64). When the
+   previous grid version has the same :func:`grid_identity` (ids at equal coordinates
+   are equal), its rows are carried over by coordinates (:func:`carried_rows`: O(G)
+   array work on the old grid index, 8 probe ids read from one chunk: O(1)); otherwise
+   the ids ``(cell_key, root_seed)`` of the table are read (O(cells) x 40 bytes) and
+   every plan cell looked up (:class:`IdIndex`, 64-bit digests, O(G log G));
+2. reads the fragments not recorded as ingested by an earlier segment (skipped unread:
+   O(1) each) in batches (:func:`ingest_fragments`, :func:`take_batch`: the cells of a
+   batch are looked up together, O(n log n) vectorised, O(f) file reads of O(members)
+   Python work each) and hands them to the new segment's writer, which turns them into
+   columns once per chunk (:class:`SegmentWriter`: O(n + values), not O(f x columns));
+3. writes the segment (one Zarr array per column: O(columns) fixed cost + O(n) bytes),
+   fsyncs its files from a few threads, renames it into place;
+4. writes the grid index of the current plan (O(G): 8 bytes per grid point, compressed)
+   to a new grid directory, then replaces ``manifest.json`` atomically
+   (:func:`os.replace`).
+
+So an update costs O(G) vectorised numpy (~0.1-0.3 s at G = 10^6) + O(f) fragment reads
+(~0.2-0.3 ms each) + O(n) + a fixed cost a full write pays too: the import of zarr (~0.3 s)
+and the creation of the segment's ~24 arrays (~0.2-0.3 s under load); measured in
+``docs/scaling.md``, "An update reads only what it must".
 
 Memory: O(grid points) arrays, never a Python object per cell: grid positions and rows
 (int64), the missing cells' ids (40 bytes each, copied from the plan's raw keys,
 :func:`plan_ids`) and their digest index, the new row of each (int64): ~90 bytes per
-cell on a first gather (tests/sweep/test_store.py), plus one fragment and one chunk per
-column whatever the spectra's size; a full lookup adds ~100 bytes per table cell. The
-plan the caller passes holds 32 bytes per cell (:class:`attnrmt.sweep.plan.CellGrid`).
-Seconds: O(grid points) numpy work + O(new fragments). Bytes written are
-O(new cells) + O(grid) — the old segments are never rewritten, so adding 1% of cells
-writes about 1% of a full write plus the grid index. Values are copied bit for bit from
-the fragments (float64, int64). See ``docs/scaling.md`` for the measured numbers.
+cell on a first gather (tests/sweep/test_store.py), plus a batch of fragments and the
+writer's held fragments (each at most :data:`PENDING_BYTES` or one chunk of rows) and one
+chunk per column whatever the spectra's size; a full lookup adds ~100 bytes per table
+cell. The plan the caller passes holds 32 bytes per cell
+(:class:`attnrmt.sweep.plan.CellGrid`). Bytes written are O(new cells) + O(grid) — the
+old segments are never rewritten, so adding 1% of cells writes about 1% of a full write
+plus the grid index. Values are copied bit for bit from the fragments (float64, int64).
 """
 
 from __future__ import annotations
@@ -189,15 +202,26 @@ def unique_ids(ids: np.ndarray) -> np.ndarray:
 
 
 class _Appender:
-    """Appends to a 1-D or 2-D Zarr array in whole chunks (one partial chunk buffered)."""
+    """Appends to a 1-D or 2-D Zarr array in whole chunks (one partial chunk buffered).
 
-    def __init__(self, array: Any, chunk: int) -> None:
-        self.array = array
+    The array is created at the first whole chunk, or at :meth:`close` with all its data
+    in one write (a small segment: one Zarr call per column instead of a create, a
+    resize and a write). Its dtype is that of the first values added.
+    """
+
+    def __init__(self, group: Any, name: str, chunk: int) -> None:
+        self.group = group
+        self.name = name
         self.chunk = chunk
+        self.array: Any = None
+        self.dtype: np.dtype | None = None
         self.pending: list[np.ndarray] = []
         self.n_pending = 0
 
     def add(self, values: np.ndarray) -> None:
+        if self.dtype is None:
+            self.dtype = np.asarray(values).dtype
+        values = np.asarray(values, dtype=self.dtype)
         if len(values) == 0:
             return
         self.pending.append(values)
@@ -205,33 +229,54 @@ class _Appender:
         if self.n_pending >= self.chunk:
             joined = np.concatenate(self.pending)
             whole = (len(joined) // self.chunk) * self.chunk
-            self.array.append(joined[:whole])
+            self._write(joined[:whole])
             self.pending = [joined[whole:]] if whole < len(joined) else []
             self.n_pending = len(joined) - whole
 
+    def _write(self, values: np.ndarray) -> None:
+        if self.array is None:
+            self.array = _new_array(self.group, self.name, values, self.chunk)
+        else:
+            self.array.append(values)
+
     def close(self) -> None:
-        if self.pending:
-            self.array.append(np.concatenate(self.pending))
+        if self.pending or self.array is None:
+            joined = (np.concatenate(self.pending) if self.pending
+                      else np.empty(0, dtype=self.dtype))
+            self._write(joined)
         self.pending, self.n_pending = [], 0
 
 
-def _new_array(group: Any, name: str, dtype: Any, tail: tuple[int, ...], chunk: int) -> Any:
-    fill = np.nan if np.issubdtype(np.dtype(dtype), np.floating) else 0
+def _new_array(group: Any, name: str, data: np.ndarray, chunk: int) -> Any:
+    """A segment column holding ``data`` (chunks of ``chunk`` rows, compressed)."""
+    fill = np.nan if np.issubdtype(data.dtype, np.floating) else 0
     return group.create_array(
-        name, shape=(0, *tail), chunks=(chunk, *tail), dtype=dtype,
-        compressors=compressors(), fill_value=fill,
+        name, data=data, chunks=(chunk, *data.shape[1:]), compressors=compressors(),
+        fill_value=fill,
     )
+
+
+#: Bytes of fragment members a :class:`SegmentWriter` holds before it turns them into
+#: columns (besides the rows of :data:`~attnrmt.sweep.table_layout.ROW_CHUNK`).
+PENDING_BYTES = 8 * 2**20
 
 
 class SegmentWriter:
     """Builds one segment in a temporary directory; :meth:`commit` renames it into place.
 
-    Columns are created from the first fragment's fields: scalars ``(n,)``, top-k fields
+    Columns are created from the fragments' fields: scalars ``(n,)``, top-k fields
     ``(n, top_k)`` (NaN-padded), every other array field ragged (``__values``,
     ``__start``, ``__length``). Provenance columns (:data:`attnrmt.contract.
     PROVENANCE_FIELDS`, int64) are always written, filled for fragments without them; the
     distinct environments go to the segment's ``environments`` attribute (id -> JSON).
-    Memory: one chunk per column.
+
+    Fragments are held as they come (:meth:`append`: O(1) per fragment, a copy only of
+    the rows taken from a partly taken one) and turned into columns together once they
+    hold :data:`~attnrmt.sweep.table_layout.ROW_CHUNK` rows or :data:`PENDING_BYTES`
+    (:meth:`_flush`: one concatenation per column, O(rows + values)), so the cost per
+    fragment is a few list appends whatever its size: a +1% update of a 10^6-cell sweep
+    brings ~1,000 fragments of ~10 cells. Memory: at most ``ROW_CHUNK`` rows or
+    ``PENDING_BYTES`` of fragments, plus one chunk per column.
     """
 
     def __init__(self, segments_dir: Path, top_k: int) -> None:
@@ -248,58 +293,70 @@ class SegmentWriter:
         self.columns: dict[str, _Appender] = {}
         self.ingested: list[str] = []
         self.environments: dict[int, str] = {}
+        self.pending: list[tuple[np.ndarray, Mapping[str, np.ndarray]]] = []
+        self.pending_rows = 0
+        self.pending_bytes = 0
 
-    def _column(self, name: str, dtype: Any, tail: tuple[int, ...], chunk: int) -> _Appender:
+    def _column(self, name: str, chunk: int | None = None) -> _Appender:
         if name not in self.columns:
-            self.columns[name] = _Appender(_new_array(self.group, name, dtype, tail, chunk),
-                                           chunk)
+            self.columns[name] = _Appender(self.group, name,
+                                           ROW_CHUNK if chunk is None else chunk)
         return self.columns[name]
 
     def append(self, ids: np.ndarray, arrays: Mapping[str, np.ndarray], take: np.ndarray) -> None:
-        """Append rows ``take`` of a fragment (its decoded npz members ``arrays``)."""
+        """Append rows ``take`` (sorted, distinct) of a fragment: its ``S40`` ids and
+        decoded npz members ``arrays``. O(1) when every row is taken, else O(fragment)."""
         n_taken = int(take.size)
         if n_taken == 0:
             return
-        keys = ids.view(np.uint8).reshape(-1, KEY_BYTES + 8)[take]
-        self._column("cell_key", np.uint8, (KEY_BYTES,), ROW_CHUNK).add(keys[:, :KEY_BYTES])
-        self._column("root_seed", np.int64, (), ROW_CHUNK).add(
-            np.ascontiguousarray(keys[:, KEY_BYTES:]).view("<i8").reshape(-1)
-        )
+        if n_taken != ids.size:
+            arrays, ids = fragment_rows(arrays, take), ids[take]
         self.environments.update(environments_of(arrays))
+        self.pending.append((ids, arrays))
+        self.rows += n_taken
+        self.pending_rows += n_taken
+        self.pending_bytes += sum(np.asarray(member).nbytes for member in arrays.values())
+        if self.pending_rows >= ROW_CHUNK or self.pending_bytes >= PENDING_BYTES:
+            self._flush()
+
+    def _flush(self) -> None:
+        """Turn the held fragments into column data. O(rows + values held)."""
+        if not self.pending:
+            return
+        pending, self.pending = self.pending, []
+        self.pending_rows = self.pending_bytes = 0
+        members = [arrays for _, arrays in pending]
+        counts = [int(ids.size) for ids, _ in pending]
+        keys = np.concatenate([ids for ids, _ in pending]).view(np.uint8).reshape(
+            -1, KEY_BYTES + 8)
+        self._column("cell_key").add(keys[:, :KEY_BYTES])
+        self._column("root_seed").add(
+            np.ascontiguousarray(keys[:, KEY_BYTES:]).view("<i8").reshape(-1))
         for name in PROVENANCE_FIELDS:  # old fragments: filled, so columns stay aligned
-            column = arrays[name] if name in arrays else absent_column(name, ids.size)
-            self._column(name, np.int64, (), ROW_CHUNK).add(
-                np.asarray(column, dtype=np.int64)[take])
-        for name in arrays:
-            if (name in _FRAGMENT_META or name in PROVENANCE_FIELDS
-                    or name.endswith("__offsets")):
-                continue
+            self._column(name).add(np.concatenate([
+                np.asarray(arrays[name], dtype=np.int64) if name in arrays
+                else absent_column(name, count) for arrays, count in zip(members, counts,
+                                                                          strict=True)]))
+        for name in _result_members(members):
             if not name.endswith("__values"):
-                column = np.asarray(arrays[name])
-                self._column(name, column.dtype, (), ROW_CHUNK).add(column[take])
+                self._column(name).add(np.concatenate([arrays[name] for arrays in members]))
                 continue
             field = name[: -len("__values")]
-            flat = np.asarray(arrays[name], dtype=np.float64)
-            offsets = np.asarray(arrays[f"{field}__offsets"], dtype=np.int64)
-            starts, lengths = offsets[:-1][take], np.diff(offsets)[take]
+            flat, starts, lengths = _joined_ragged(members, field)
             if field in TOP_K_FIELDS:
-                self._column(field, np.float64, (self.top_k,), ROW_CHUNK).add(
-                    _padded_rows(flat, starts, lengths, self.top_k)
-                )
+                self._column(field).add(_padded_rows(flat, starts, lengths, self.top_k))
                 continue
             base = self.value_counts.get(field, 0)
-            self._column(f"{field}__start", np.int64, (), ROW_CHUNK).add(
-                base + np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
-            )
-            self._column(f"{field}__length", np.int64, (), ROW_CHUNK).add(lengths)
-            self._column(f"{field}__values", np.float64, (), VALUE_CHUNK).add(
-                _ragged_take(flat, starts, lengths)
-            )
+            self._column(f"{field}__start").add(
+                base + np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64))
+            self._column(f"{field}__length").add(lengths)
+            self._column(f"{field}__values", VALUE_CHUNK).add(
+                _ragged_take(flat, starts, lengths))
             self.value_counts[field] = base + int(lengths.sum())
-        self.rows += n_taken
 
     def commit(self) -> dict[str, Any] | None:
         """Flush, rename into place; the manifest entry, or None if no row was written."""
+        self._flush()
         for column in self.columns.values():
             column.close()
         if self.rows == 0:
@@ -316,6 +373,60 @@ class SegmentWriter:
 
     def discard(self) -> None:
         shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+def _result_members(members: Sequence[Mapping[str, np.ndarray]]) -> list[str]:
+    """Names of the result members (scalars and ``__values``) the fragments share; a
+    fragment with other result fields than the first is an error (its columns would not
+    align)."""
+    def names(arrays: Mapping[str, np.ndarray]) -> list[str]:
+        return [name for name in arrays
+                if name not in _FRAGMENT_META and name not in PROVENANCE_FIELDS
+                and not name.endswith("__offsets")]
+
+    first = names(members[0])
+    for arrays in members[1:]:
+        if set(names(arrays)) != set(first):
+            raise ValueError(f"fragments with different result fields: {sorted(first)} "
+                             f"and {sorted(names(arrays))}")
+    return first
+
+
+def _joined_ragged(members: Sequence[Mapping[str, np.ndarray]],
+                   field: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(values, start, length)`` of a ragged field over several fragments: their
+    ``__values`` concatenated, each cell's start in that and its length. Two
+    concatenations and O(cells + values) vectorised work, whatever the fragments' count."""
+    flats = [arrays[f"{field}__values"] for arrays in members]
+    offsets = [arrays[f"{field}__offsets"] for arrays in members]
+    sizes = np.array([flat.size for flat in flats], dtype=np.int64)
+    cells = np.array([offset.size - 1 for offset in offsets], dtype=np.int64)
+    joined = np.concatenate(offsets).astype(np.int64, copy=False)
+    last = np.cumsum(cells + 1) - 1  # each fragment's closing offset in ``joined``
+    lengths = np.delete(np.diff(joined), last[:-1])
+    starts = np.delete(joined, last) + np.repeat(np.cumsum(sizes) - sizes, cells)
+    return np.concatenate(flats).astype(np.float64, copy=False), starts, lengths
+
+
+def fragment_rows(arrays: Mapping[str, np.ndarray], take: np.ndarray) -> dict[str, np.ndarray]:
+    """The members of a fragment restricted to the cells ``take`` (per-cell members
+    indexed, ragged fields re-cut with new offsets; ``format_version`` and
+    ``environments`` kept whole). O(members of the fragment)."""
+    out: dict[str, np.ndarray] = {}
+    for name, member in arrays.items():
+        if name in ("format_version", ENVIRONMENTS_MEMBER) or name.endswith("__offsets"):
+            if not name.endswith("__offsets"):
+                out[name] = member
+            continue
+        if not name.endswith("__values"):
+            out[name] = np.asarray(member)[take]
+            continue
+        field = name[: -len("__values")]
+        offsets = np.asarray(arrays[f"{field}__offsets"], dtype=np.int64)
+        starts, lengths = offsets[:-1][take], np.diff(offsets)[take]
+        out[name] = _ragged_take(np.asarray(member), starts, lengths)
+        out[f"{field}__offsets"] = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    return out
 
 
 def _padded_rows(flat: np.ndarray, starts: np.ndarray, lengths: np.ndarray,
@@ -341,12 +452,30 @@ def _ragged_take(flat: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> n
     return flat[np.arange(total) + row_offsets]
 
 
+def _fsync_file(path: str) -> None:
+    descriptor = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)
+
+
 def _fsync_tree(directory: Path) -> None:
-    """fsync every file of a freshly written directory (durable before the rename)."""
-    for path in directory.rglob("*"):
-        if path.is_file():
-            with open(path, "rb") as handle:
-                os.fsync(handle.fileno())
+    """fsync every file of a freshly written directory (durable before the rename).
+
+    The files are synced from a few threads at once: the file system then commits them
+    in fewer journal transactions than one by one (a segment is ~50 files). O(files).
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
+    files = [os.path.join(root, name) for root, _, names in os.walk(directory)
+             for name in names]
+    if len(files) <= 2:
+        for path in files:
+            _fsync_file(path)
+        return
+    with ThreadPoolExecutor(max_workers=min(8, len(files))) as pool:
+        list(pool.map(_fsync_file, files))
 
 
 # --------------------------------------------------------------------------- the table
@@ -514,10 +643,12 @@ def carried_rows(
     """Table row of each plan cell from the previous grid version (``-1``: not in it).
 
     Maps the new grid's coordinates to the old grid's, axis by axis, and reads the old
-    rows there: O(grid points) array work, no id of the table or of the plan is read.
+    rows there: O(grid points) array work (the old grid index, 8 bytes per point, read
+    and indexed once), no id of the table or of the plan is read besides the probes.
     None (look every cell up instead) when there is no previous version, it has another
     :func:`grid_identity`, or a probe disagrees: ``probe_ids(indices)`` gives the plan's
-    ids of a few carried cells, compared with the table's ids at their rows.
+    ids of 8 carried cells, compared with the table's ids at their rows (taken from the
+    table's first chunk of rows, so one chunk of ids is read: O(1)).
     """
     import zarr
 
@@ -543,7 +674,11 @@ def carried_rows(
         dense[(slice(None),) * axis + (np.flatnonzero(index < 0),)] = -1
     plan_rows = dense.reshape(-1)[positions]
     carried = np.flatnonzero(plan_rows >= 0)
-    probes = carried[np.linspace(0, carried.size - 1, min(carried.size, 8)).astype(np.int64)]
+    # probes spread over the carried cells of the table's first chunk of rows: one chunk
+    # of ids read (8 spread over the whole table read up to 8 chunks, ~5 MB each)
+    in_first_chunk = carried[plan_rows[carried] < ROW_CHUNK]
+    pool = in_first_chunk if in_first_chunk.size else carried
+    probes = pool[np.linspace(0, pool.size - 1, min(pool.size, 8)).astype(np.int64)]
     if probes.size and not np.array_equal(
         read_table_ids_at(directory, manifest["segments"], plan_rows[probes]),
         probe_ids(probes),
@@ -606,33 +741,14 @@ def update_cell_table(
         wanted_index = IdIndex(plan_ids(
             sweep_plan, None if missing.size == positions.size else missing, root_seed))
         new_row = np.full(missing.size, -1, dtype=np.int64)
-        n_taken = 0
         done = ingested_fragments(directory, segments)
         writer = SegmentWriter(directory / SEGMENTS_DIRNAME, int(sweep_plan.top_k))
         try:
-            given = [Path(path) for path in fragment_files]
-            extra = fragment_paths(sweep_dir) if scan_all_fragments and missing.size else []
-            for path, is_given in [(p, True) for p in given] + [(p, False) for p in extra]:
-                if n_taken == missing.size:
-                    break
-                if path.name in done:
-                    continue
-                done.add(path.name)  # its hard link in cache/ holds the same cells
-                arrays = read_fragment_arrays(path)
-                if arrays is None or "cell_key" not in arrays:
-                    continue
-                ids = cell_ids(key_bytes(arrays["cell_key"].tolist()),
-                               root_seeds_of(arrays["cell_seed"].tolist()))
-                position = wanted_index.find(ids)
-                hit = position >= 0
-                hit[hit] = new_row[position[hit]] < 0
-                rows = np.flatnonzero(hit)
-                rows = np.sort(rows[np.unique(position[rows], return_index=True)[1]])
-                new_row[position[rows]] = writer.rows + np.arange(rows.size)
-                writer.append(ids, arrays, rows)
-                n_taken += int(rows.size)
-                if is_given:
-                    writer.ingested.append(path.name)
+            n_taken = ingest_fragments(fragment_files, True, done, wanted_index, new_row,
+                                       writer)
+            if scan_all_fragments and n_taken < missing.size:
+                n_taken += ingest_fragments(fragment_paths(sweep_dir), False, done,
+                                            wanted_index, new_row, writer)
             first_new_row = sum(int(segment["rows"]) for segment in segments)
             new_segment = writer.commit()
         except BaseException:
@@ -648,6 +764,82 @@ def update_cell_table(
         manifest = _publish_version(directory, segments, rows, attrs)
         _collect_garbage(directory, manifest)
     return manifest
+
+
+#: Fragments read before their cells are looked up together (:func:`take_batch`).
+BATCH_FRAGMENTS = 256
+
+
+def take_batch(
+    batch: Sequence[tuple[str, bool, Mapping[str, np.ndarray]]], wanted_index: IdIndex,
+    new_row: np.ndarray, writer: SegmentWriter,
+) -> int:
+    """Append to ``writer`` the wanted cells of a batch of fragments ``(name, is_given,
+    arrays)`` not taken yet; the number appended.
+
+    ``new_row`` holds, for each wanted id of ``wanted_index``, its row in the new segment
+    (``-1``: not found yet); it is updated. A cell present twice (in two fragments, or
+    twice in one) is taken from its first occurrence in reading order. The batch's ids
+    are built and looked up in one go: O(cells of the batch x log wanted) vectorised,
+    plus O(1) calls per fragment (:meth:`SegmentWriter.append`). Fragments given by the
+    caller are recorded as ingested.
+    """
+    if not batch:
+        return 0
+    counts = np.array([arrays["cell_key"].size for _, _, arrays in batch], dtype=np.int64)
+    bounds = np.concatenate([[0], np.cumsum(counts)])
+    ids = cell_ids(
+        key_bytes(np.concatenate([arrays["cell_key"] for _, _, arrays in batch]).tolist()),
+        root_seeds_of(np.concatenate([arrays["cell_seed"] for _, _, arrays in batch]).tolist()),
+    )
+    position = wanted_index.find(ids)
+    hit = position >= 0
+    hit[hit] = new_row[position[hit]] < 0
+    rows = np.flatnonzero(hit)
+    rows = np.sort(rows[np.unique(position[rows], return_index=True)[1]])
+    new_row[position[rows]] = writer.rows + np.arange(rows.size)
+    cuts = np.searchsorted(rows, bounds).tolist()
+    starts = bounds.tolist()
+    for index, (name, is_given, arrays) in enumerate(batch):
+        writer.append(ids[starts[index] : starts[index + 1]], arrays,
+                      rows[cuts[index] : cuts[index + 1]] - starts[index])
+        if is_given:
+            writer.ingested.append(name)
+    return int(rows.size)
+
+
+def ingest_fragments(
+    paths: Iterable[str | os.PathLike[str]], given: bool, done: set[str],
+    wanted_index: IdIndex, new_row: np.ndarray, writer: SegmentWriter,
+) -> int:
+    """Read the fragments ``paths`` whose name is not in ``done`` (added to it), in
+    batches of at most :data:`BATCH_FRAGMENTS` fragments, :data:`PENDING_BYTES` or
+    :data:`~attnrmt.sweep.table_layout.ROW_CHUNK` cells, and append their wanted
+    cells (:func:`take_batch`); stop once every wanted cell is found. The number of cells
+    appended. O(fragments read) file reads + O(their cells) vectorised work."""
+    n_taken = int(np.count_nonzero(new_row >= 0))
+    start = n_taken
+    batch: list[tuple[str, bool, dict[str, np.ndarray]]] = []
+    batch_bytes = batch_cells = 0
+    for path in paths:
+        name = os.path.basename(path)
+        if n_taken == new_row.size:
+            break
+        if name in done:
+            continue
+        done.add(name)  # its hard link in cache/ holds the same cells
+        arrays = read_fragment_arrays(path)
+        if arrays is None or "cell_key" not in arrays:
+            continue
+        batch.append((name, given, arrays))
+        batch_bytes += sum(member.nbytes for member in arrays.values())
+        batch_cells += arrays["cell_key"].size
+        if (len(batch) >= BATCH_FRAGMENTS or batch_bytes >= PENDING_BYTES
+                or batch_cells >= ROW_CHUNK):
+            n_taken += take_batch(batch, wanted_index, new_row, writer)
+            batch, batch_bytes, batch_cells = [], 0, 0
+    n_taken += take_batch(batch, wanted_index, new_row, writer)
+    return n_taken - start
 
 
 def grid_rows(positions: np.ndarray, plan_rows: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
