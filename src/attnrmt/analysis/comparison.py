@@ -26,12 +26,18 @@ COMPARISON_COLUMNS = ("sweep", "quantity", "variant", "empirical", "empirical_se
 THRESHOLD_COLUMNS = ("sweep", "transition", "estimate", "ci_low", "ci_high", "bound",
                      "extrapolated", "theory_paper", "theory_finite_vocab",
                      "consistent_paper", "consistent_finite_vocab", "n_detected",
-                     "theta_offset", "finite_size", "fss_exponent", "fss_exponent_ci_low",
-                     "fss_exponent_ci_high", *[a for a in AXES if a != "snr"])
-#: analysis.zarr variables of the free-exponent finite-size fit -> thresholds.csv columns.
-_EXPONENT_COLUMNS = {"fss_exponent_fit": "fss_exponent",
-                     "fss_exponent_ci_low": "fss_exponent_ci_low",
-                     "fss_exponent_ci_high": "fss_exponent_ci_high"}
+                     "theta_offset", "finite_size", "fss_slope", "fss_exponent",
+                     "fss_exponent_ci_low", "fss_exponent_ci_high", "fss_limit_free",
+                     "fss_limit_free_ci_low", "fss_limit_free_ci_high",
+                     *[a for a in AXES if a != "snr"])
+#: analysis.zarr variables of the finite-size fits (slope of the fixed-exponent fit, the
+#: free-exponent fit) -> thresholds.csv columns of the d -> inf rows.
+_FSS_COLUMNS = {"fss_slope": "fss_slope", "fss_exponent_fit": "fss_exponent",
+                "fss_exponent_ci_low": "fss_exponent_ci_low",
+                "fss_exponent_ci_high": "fss_exponent_ci_high",
+                "fss_limit_free": "fss_limit_free",
+                "fss_limit_free_ci_low": "fss_limit_free_ci_low",
+                "fss_limit_free_ci_high": "fss_limit_free_ci_high"}
 
 
 def theory_from_cells(cells: xr.Dataset) -> xr.Dataset:
@@ -231,7 +237,7 @@ def thresholds_table(
                 "fss_n_d": (analysis["fss_n_d"].sel(transition=transition) if "fss_n_d"
                             in analysis else xr.full_like(f["fss_limit"], np.inf)),
                 **{column: analysis[name].sel(transition=transition)
-                   for name, column in _EXPONENT_COLUMNS.items() if name in analysis},
+                   for name, column in _FSS_COLUMNS.items() if name in analysis},
                 "theory_paper": thd.sel(variant="paper", drop=True),
                 "theory_finite_vocab": thd.sel(variant="finite_vocab", drop=True),
             })
@@ -242,7 +248,7 @@ def thresholds_table(
             fframe["extrapolated"] = fframe["estimate"]
             counts = fframe.pop("fss_n_d").to_numpy(dtype=float)
             fframe["finite_size"] = np.where(
-                counts >= MIN_FSS_D, "d->inf (a + b d^-1/3)",
+                counts >= MIN_FSS_D, "d->inf (a + b d^-1/3, inverse-variance weighted)",
                 [f"d->inf from {count:.0f} d values: no verdict (needs >= {MIN_FSS_D})"
                  for count in counts])
             rows.append(fframe.assign(transition=transition))

@@ -385,7 +385,10 @@ def figure_downstream(downstream: pd.DataFrame) -> Figure:
 
 
 def figure_finite_size(thresholds: pd.DataFrame, exponent: float) -> Figure:
-    """Threshold estimates against ``d^(-exponent)`` with the fitted extrapolation."""
+    """Threshold estimates against ``d^(-exponent)`` with the fitted extrapolation (the
+    inverse-variance weighted ``a + b d^(-exponent)`` of ``thresholds.csv``, its limit ``a``
+    as a star) and the measured exponent ``w`` (docs/thresholds.md, "Finite-size
+    scaling")."""
     if thresholds.empty or "finite_size" not in thresholds:
         return _empty("Finite size", "no thresholds")
     fss = thresholds[thresholds["finite_size"] != "none"]
@@ -415,8 +418,8 @@ def figure_finite_size(thresholds: pd.DataFrame, exponent: float) -> Figure:
                 a = float(frow["estimate"].iloc[0])
                 xs = np.linspace(0, x.max() * 1.05 if x.size else 1, 20)
                 if x.size >= 2 and np.isfinite(a):
-                    b = np.polyfit(x, y, 1)[0] if np.all(np.isfinite(y)) else np.nan
-                    ax.plot(xs, a + b * xs, color=color, lw=0.8)
+                    b = float(frow.get("fss_slope", pd.Series([np.nan])).iloc[0])
+                    ax.plot(xs, a + b * xs, color=color, lw=0.8)  # the weighted fit
                     ax.errorbar([0], [a], yerr=[[a - float(frow["ci_low"].iloc[0])],
                                                [float(frow["ci_high"].iloc[0]) - a]],
                                 fmt="*", ms=9, color=color)

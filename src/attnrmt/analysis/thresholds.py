@@ -26,7 +26,10 @@ Estimator ("theta inversion + linear extrapolation"):
    extrapolation is still reported in ``extrapolated``.
 5. Finite size: with several ``d``, fit ``estimate(d) = a + b d^(-1/3)`` (the BBP critical
    window is ``theta - theta_c ~ d^(-1/3)``; edge fluctuations are ``d^(-2/3)`` in eigenvalue
-   and the outlier map is quadratic at the edge) and report ``a`` with a bootstrap CI. The
+   and the outlier map is quadratic at the edge) by least squares weighted with the inverse
+   variance of each ``d``'s bootstrap crossings (:func:`finite_size_weights`: outlier
+   fluctuations shrink like ``d^(-1/2)``, so unweighted the noisy small ``d`` would carry the
+   extrapolation) and report ``a`` with a bootstrap CI, widened like the per-``d`` ones. The
    limit is a verdict only from at least :data:`MIN_FSS_D` values of ``d`` (a line through
    two points always fits); with four or more the exponent itself is fitted
    (:func:`finite_size_exponent_fit`), so the law is measured, not assumed.
@@ -78,20 +81,33 @@ def theta_hat(cells: xr.Dataset) -> xr.DataArray:
     return out.drop_vars("k", errors="ignore")
 
 
+def _weighted_line(x: np.ndarray, y: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Weighted least-squares line ``y = a + b x`` along the last axis (vectorised).
+
+    Minimises ``sum_i w_i (y_i - a - b x_i)^2``; a point with weight 0 (or NaN) is left out.
+    Returns ``(a, b, count)`` with ``count`` the points of positive weight; ``b`` is NaN with
+    fewer than two of them or no spread in ``x``. O(size of y) time and memory.
+    """
+    w = np.where(np.asarray(weights, dtype=float) > 0, weights, 0.0)
+    used = w > 0
+    xs = np.where(used, x, 0.0)
+    ys = np.where(used, y, 0.0)
+    sw = w.sum(-1)
+    sx = (w * xs).sum(-1)
+    sy = (w * ys).sum(-1)
+    sxx = (w * xs * xs).sum(-1)
+    sxy = (w * xs * ys).sum(-1)
+    count = used.sum(-1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        denom = sw * sxx - sx * sx
+        slope = np.where((count >= 2) & (denom > 0), (sw * sxy - sx * sy) / denom, np.nan)
+        intercept = (sy - slope * sx) / sw
+    return intercept, slope, count
+
+
 def _masked_line(s: np.ndarray, y: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, ...]:
     """Least-squares line ``y = a + b s`` over ``mask`` along the last axis (vectorised)."""
-    m = mask.astype(float)
-    ys = np.where(mask, y, 0.0)
-    n = m.sum(-1)
-    sx = (m * s).sum(-1)
-    sy = ys.sum(-1)
-    sxx = (m * s * s).sum(-1)
-    sxy = (ys * s).sum(-1)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        denom = n * sxx - sx * sx
-        slope = np.where((n >= 2) & (denom > 0), (n * sxy - sx * sy) / denom, np.nan)
-        intercept = (sy - slope * sx) / n
-    return intercept, slope, n
+    return _weighted_line(s, y, np.asarray(mask, dtype=float))
 
 
 def _contiguous_from_top(detected: np.ndarray) -> np.ndarray:
@@ -306,6 +322,35 @@ def estimate_thresholds(
     return ds
 
 
+def finite_size_weights(boot: np.ndarray | None, n: int) -> np.ndarray:
+    """Inverse-variance weights of ``n`` per-``d`` threshold estimates for the finite-size
+    fits (docs/thresholds.md, "Finite-size scaling").
+
+    ``w_d = 1 / s_d^2`` with ``s_d`` half the 16-84% range of ``d``'s bootstrap crossings
+    (a robust standard deviation: at small ``d`` a resample can nearly flatten the line fit
+    and throw its crossing far out). Falls back to equal weights when ``boot`` is None or
+    any ``s_d`` is not finite and positive (exact data, too few resamples), so a weighted
+    fit is never built on a made-up variance. O(n B) time for ``boot`` of shape (n, B).
+    """
+    if boot is None:
+        return np.ones(n)
+    samples = np.asarray(boot, dtype=float).reshape(n, -1)
+    with np.errstate(invalid="ignore"), _all_nan_rows_stay_nan():
+        q16, q84 = np.nanquantile(samples, [0.16, 0.84], axis=1)
+    scale = 0.5 * (q84 - q16)
+    if not np.all(np.isfinite(scale) & (scale > 0)):
+        return np.ones(n)
+    return 1.0 / scale**2
+
+
+def _widen(ci: np.ndarray, estimate: float, n_replicates: int | None) -> np.ndarray:
+    """Widen a bootstrap interval about ``estimate`` by ``sqrt(n/(n-1))`` for ``n``
+    resampled replicates (docs/thresholds.md, "Confidence intervals")."""
+    if n_replicates is None or n_replicates < 2 or not np.isfinite(estimate):
+        return ci
+    return estimate + np.sqrt(n_replicates / (n_replicates - 1.0)) * (ci - estimate)
+
+
 def finite_size_fit(
     d: np.ndarray,
     estimates: np.ndarray,
@@ -313,9 +358,11 @@ def finite_size_fit(
     *,
     exponent: float = DEFAULT_EXPONENT,
     level: float = DEFAULT_LEVEL,
+    weights: np.ndarray | None = None,
+    n_replicates: int | None = None,
 ) -> dict[str, float]:
-    """Fit ``estimate(d) = a + b d^(-exponent)`` and extrapolate to ``d -> inf``
-    (docs/model.md, "What the pipeline tests").
+    """Fit ``estimate(d) = a + b d^(-exponent)`` by weighted least squares and extrapolate
+    to ``d -> inf`` (docs/thresholds.md, "Finite-size scaling").
 
     Parameters
     ----------
@@ -324,51 +371,62 @@ def finite_size_fit(
     estimates : ndarray (n,)
         Threshold estimates (use the extrapolated crossings so bounds still carry a value).
     boot : ndarray (n, B), optional
-        Bootstrap samples per d; the same fit on each column gives the CI of ``a``.
+        Bootstrap samples per d; the same fit (same weights) on each column gives the CI of
+        ``a``.
     exponent : float
         Scaling exponent (default 1/3: the BBP critical window).
     level : float
         CI level.
+    weights : ndarray (n,), optional
+        Weights of the estimates (:func:`finite_size_weights`); default equal.
+    n_replicates : int, optional
+        Replicates per point behind ``boot``: the interval is widened by ``sqrt(n/(n-1))``
+        (``a`` is linear in the per-``d`` estimates, so their under-dispersed resamples
+        carry over).
 
     Returns
     -------
     dict
         ``a`` (d -> inf limit), ``b``, ``ci_low``, ``ci_high`` (NaN without ``boot``),
-        ``n_d``.
+        ``n_d``.  O(n B) time.
     """
     d = np.asarray(d, dtype=float)
     y = np.asarray(estimates, dtype=float)
     x = d ** (-exponent)
+    w = np.ones(d.size) if weights is None else np.asarray(weights, dtype=float)
     ok = np.isfinite(y) & np.isfinite(x)
     nan = float("nan")
     if np.unique(x[ok]).size < 2:
         return {"a": nan, "b": nan, "ci_low": nan, "ci_high": nan, "n_d": float(ok.sum())}
-    a, b, _ = _masked_line(x, y, ok)
+    a, b, _ = _weighted_line(x, y, np.where(ok, w, 0.0))
     result = {"a": float(a), "b": float(b), "ci_low": nan, "ci_high": nan,
               "n_d": float(ok.sum())}
     if boot is not None:
         bt = np.asarray(boot, dtype=float).T  # (B, n)
-        mask = np.isfinite(bt) & np.isfinite(x)
-        ab, _, nb = _masked_line(x, bt, mask)
+        mask = np.isfinite(bt) & ok
+        ab, _, nb = _weighted_line(x, bt, np.where(mask, w, 0.0))
         ab = ab[nb == ok.sum()]
         ab = ab[np.isfinite(ab)]
         if ab.size >= 2:
             tail = (1.0 - level) / 2.0
-            low, high = np.quantile(ab, [tail, 1.0 - tail])
-            result.update(ci_low=float(low), ci_high=float(high))
+            ci = _widen(np.quantile(ab, [tail, 1.0 - tail]), float(a), n_replicates)
+            result.update(ci_low=float(ci[0]), ci_high=float(ci[1]))
     return result
 
 
 def finite_size_thresholds(
     thresholds: xr.Dataset, *, exponent: float = DEFAULT_EXPONENT, level: float = DEFAULT_LEVEL
 ) -> xr.Dataset | None:
-    """Apply :func:`finite_size_fit` along ``d`` to every curve of :func:`estimate_thresholds`.
+    """Apply :func:`finite_size_fit` and :func:`finite_size_exponent_fit` along ``d`` to
+    every curve of :func:`estimate_thresholds`, each ``d`` weighted by the inverse variance
+    of its bootstrap crossings (:func:`finite_size_weights`).
 
     Returns
     -------
     xarray.Dataset or None
-        ``fss_limit``, ``fss_slope``, ``fss_ci_low``, ``fss_ci_high`` on the curve axes
-        without ``d`` (plus ``transition``); None when the sweep has a single ``d``.
+        ``fss_limit``, ``fss_slope``, ``fss_ci_low``, ``fss_ci_high``, ``fss_n_d`` and the
+        free-exponent ``fss_exponent_*``, ``fss_limit_free*`` on the curve axes without
+        ``d`` (plus ``transition``); None when the sweep has a single ``d``.
     """
     if "d" not in thresholds.dims or thresholds.sizes["d"] < 2:
         return None
@@ -376,6 +434,7 @@ def finite_size_thresholds(
     other = [dim for dim in est.dims if dim != "d"]
     est = est.transpose("d", *other)
     boot = thresholds["threshold_boot"].transpose("d", *other, "boot")
+    n_rep = (int(thresholds.sizes["replicate"]) if "replicate" in thresholds.dims else None)
     d = np.asarray(est["d"].values, dtype=float)
     shape = tuple(est.sizes[o] for o in other)
     fields = ("a", "b", "ci_low", "ci_high", "n_d")
@@ -384,11 +443,13 @@ def finite_size_thresholds(
     out = {f: np.full(shape, np.nan) for f in (*fields, *free)}
     for index in np.ndindex(*shape):
         sel = (slice(None), *index)
+        weights = finite_size_weights(boot.values[sel], d.size)
         fit = finite_size_fit(d, est.values[sel], boot.values[sel], exponent=exponent,
-                              level=level)
+                              level=level, weights=weights, n_replicates=n_rep)
         for f in fields:
             out[f][index] = fit[f]
-        fitted = finite_size_exponent_fit(d, est.values[sel], boot.values[sel], level=level)
+        fitted = finite_size_exponent_fit(d, est.values[sel], boot.values[sel], level=level,
+                                          weights=weights, n_replicates=n_rep)
         for f in free:
             out[f][index] = fitted[f]
     coords = {o: est[o] for o in other}
@@ -412,23 +473,25 @@ def finite_size_thresholds(
         "fss_limit_free": da(out["limit"], "d -> inf limit with the fitted exponent"),
         "fss_limit_free_ci_low": da(out["limit_ci_low"], "CI low of fss_limit_free"),
         "fss_limit_free_ci_high": da(out["limit_ci_high"], "CI high of fss_limit_free"),
-    }, attrs={"fss_exponent": exponent, "fss_min_d": MIN_FSS_D})
+    }, attrs={"fss_exponent": exponent, "fss_min_d": MIN_FSS_D,
+              "fss_weights": "inverse variance of the per-d bootstrap crossings"})
 
 
-def _exponent_scan(d: np.ndarray, y: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, ...]:
-    """Least squares of ``y = a + b d^(-w)`` over :data:`EXPONENT_GRID` (vectorised over
-    the leading axes of ``y``): for each ``w`` the line in ``x = d^(-w)`` is exact, so the
-    best ``w`` is the grid point of least residual. Returns ``(a, b, w)``.
+def _exponent_scan(d: np.ndarray, y: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Weighted least squares of ``y = a + b d^(-w)`` over :data:`EXPONENT_GRID`
+    (vectorised over the leading axes of ``y``): for each ``w`` the line in ``x = d^(-w)``
+    is exact, so the best ``w`` is the grid point of least weighted residual (weight 0
+    leaves a point out). Returns ``(a, b, w)``.
 
     O(len(EXPONENT_GRID) x size of y) time.
     """
     x = d[None, :] ** (-EXPONENT_GRID[:, None])  # (W, n)
     xs = np.broadcast_to(x, (*y.shape[:-1], *x.shape))  # (..., W, n)
     ys = np.broadcast_to(y[..., None, :], xs.shape)
-    ms = np.broadcast_to(mask[..., None, :], xs.shape)
-    a, b, _ = _masked_line(xs, ys, ms)
-    residual = np.where(ms, ys - a[..., None] - b[..., None] * xs, 0.0)
-    cost = np.where(np.isfinite(a), np.sum(residual**2, axis=-1), np.inf)
+    ws = np.broadcast_to(np.asarray(weights, dtype=float)[..., None, :], xs.shape)
+    a, b, _ = _weighted_line(xs, ys, ws)
+    residual = np.where(ws > 0, ys - a[..., None] - b[..., None] * xs, 0.0)
+    cost = np.where(np.isfinite(a), np.sum(ws * residual**2, axis=-1), np.inf)
     best = np.argmin(cost, axis=-1)[..., None]
     pick = lambda values: np.take_along_axis(values, best, axis=-1)[..., 0]  # noqa: E731
     return pick(a), pick(b), EXPONENT_GRID[best[..., 0]]
@@ -436,16 +499,19 @@ def _exponent_scan(d: np.ndarray, y: np.ndarray, mask: np.ndarray) -> tuple[np.n
 
 def finite_size_exponent_fit(
     d: np.ndarray, estimates: np.ndarray, boot: np.ndarray | None = None, *,
-    level: float = DEFAULT_LEVEL,
+    level: float = DEFAULT_LEVEL, weights: np.ndarray | None = None,
+    n_replicates: int | None = None,
 ) -> dict[str, float]:
     """Fit ``estimate(d) = a + b d^(-w)`` with the exponent ``w`` free (the measured
-    finite-size law; docs/thresholds.md, "Finite size").
+    finite-size law; docs/thresholds.md, "Finite-size scaling").
 
     BBP fluctuations suggest ``w = 1/3`` next to the bulk edge and ``w = 1/2`` for an
     outlier well outside it; the fit says which the data follow. ``w`` is searched on
-    :data:`EXPONENT_GRID` (least squares, linear in ``a``, ``b`` at each ``w``); CIs are
-    percentiles of the same fit on each bootstrap column of ``boot`` (n, B). Needs at least
-    :data:`MIN_EXPONENT_D` finite estimates, otherwise NaN.
+    :data:`EXPONENT_GRID` (weighted least squares with ``weights``, default equal; linear in
+    ``a``, ``b`` at each ``w``); CIs are percentiles of the same fit on each bootstrap
+    column of ``boot`` (n, B), the limit's widened by ``sqrt(n/(n-1))`` for
+    ``n_replicates`` as in :func:`finite_size_fit` (the exponent's is not: it is no linear
+    statistic). Needs at least :data:`MIN_EXPONENT_D` finite estimates, otherwise NaN.
 
     Returns
     -------
@@ -455,23 +521,23 @@ def finite_size_exponent_fit(
     """
     d = np.asarray(d, dtype=float)
     y = np.asarray(estimates, dtype=float)
+    w = np.ones(d.size) if weights is None else np.asarray(weights, dtype=float)
     ok = np.isfinite(y) & (d > 0)
     nan = float("nan")
     result = {key: nan for key in ("exponent", "exponent_ci_low", "exponent_ci_high",
                                    "limit", "limit_ci_low", "limit_ci_high")}
     if np.unique(d[ok]).size < MIN_EXPONENT_D:
         return result
-    a, _, w = _exponent_scan(d, y, ok)
-    result.update(exponent=float(w), limit=float(a))
+    a, _, exponent = _exponent_scan(d, y, np.where(ok, w, 0.0))
+    result.update(exponent=float(exponent), limit=float(a))
     if boot is not None:
         samples = np.asarray(boot, dtype=float).T  # (B, n)
         complete = np.all(np.isfinite(samples[:, ok]), axis=1)
         if complete.sum() >= 2:
-            boot_a, _, boot_w = _exponent_scan(d[ok], samples[complete][:, ok],
-                                               np.ones(int(ok.sum()), dtype=bool))
+            boot_a, _, boot_w = _exponent_scan(d[ok], samples[complete][:, ok], w[ok])
             tail = (1.0 - level) / 2.0
             low_w, high_w = np.quantile(boot_w, [tail, 1.0 - tail])
-            low_a, high_a = np.quantile(boot_a, [tail, 1.0 - tail])
+            ci_a = _widen(np.quantile(boot_a, [tail, 1.0 - tail]), float(a), n_replicates)
             result.update(exponent_ci_low=float(low_w), exponent_ci_high=float(high_w),
-                          limit_ci_low=float(low_a), limit_ci_high=float(high_a))
+                          limit_ci_low=float(ci_a[0]), limit_ci_high=float(ci_a[1]))
     return result
