@@ -262,7 +262,7 @@ def test_a_stalled_run_has_no_eta(tmp_path: Path) -> None:
 def test_progress_line_is_printed_at_most_once_per_interval(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(status, "_last_progress", [0.0])
+    monkeypatch.setattr(status, "_last_progress", [0.0, 0.0])
     plan = plan_run(uniform_config(n_snr=3, block_size=2))
     write_timed_block(plan, tmp_path / "unit" / "grid", plan.sweeps["grid"].blocks[0],
                       np.full(2, 1.0), EPOCH)
@@ -272,6 +272,18 @@ def test_progress_line_is_printed_at_most_once_per_interval(
     assert first is not None and first.startswith("attnrmt: progress unit: 2/12 cells (16.7%)")
     assert second is None
     assert stream.getvalue() == first + "\n"
+    assert status._last_progress[1] > 0.0  # the line's CPU cost, which spaces the next
+
+
+def test_progress_lines_keep_to_their_share_of_a_core() -> None:
+    """A line that cost c CPU seconds delays the next by c / PROGRESS_CPU_SHARE (so the
+    progress of a 10^6-cell run cannot eat the driving process), never by less than the
+    interval."""
+    share = status.PROGRESS_CPU_SHARE
+    assert status.next_progress_wait(0.0, 30.0) == 30.0
+    assert status.next_progress_wait(0.1, 30.0) == 30.0  # cheap lines: the interval
+    assert status.next_progress_wait(5.0, 30.0) == pytest.approx(5.0 / share)
+    assert status.next_progress_wait(5.0, 30.0, cpu_share=0.5) == 30.0
 
 
 # --------------------------------------------------------------------------- CLI

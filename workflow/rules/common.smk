@@ -94,7 +94,7 @@ def granted_cores():
 
 
 def print_run_progress():
-    """A one-line progress with ETA on stderr, at most every 30 s
+    """A one-line progress with ETA on stderr, at most every 30 s and 2% of a core
     (attnrmt.sweep.status.print_progress), from the process that drives the run; jobs
     running remotely (a SLURM job per block) print none."""
     if not workflow.remote_exec:

@@ -85,6 +85,10 @@ RATE_WINDOW_SECONDS = 300.0
 MAX_TIMED_FRAGMENTS = 256
 #: A run prints its progress line at most once per this many seconds.
 PROGRESS_INTERVAL_SECONDS = 30.0
+#: ... and spends at most this share of one core on it: after a line that cost ``c`` CPU
+#: seconds (``run_status`` reads every done key, O(cells of the run)), the next one waits
+#: at least ``c / PROGRESS_CPU_SHARE`` (a 10^6-cell run: ~5 s a line, one every ~4 min).
+PROGRESS_CPU_SHARE = 0.02
 
 #: Where a block job's log lives under ``results/<run>`` (rule ``simulate_block``).
 BLOCK_LOG_DIR = ("logs", "simulate_block")
@@ -642,8 +646,16 @@ def status_table(status: RunStatus) -> list[str]:
 
 # --------------------------------------------------------------------------- during a run
 
-_last_progress = [0.0]
+_last_progress = [0.0, 0.0]  # when the last line started (monotonic), its CPU seconds
 _progress_lock = threading.Lock()
+
+
+def next_progress_wait(last_cost_seconds: float, interval_seconds: float,
+                       cpu_share: float = PROGRESS_CPU_SHARE) -> float:
+    """Seconds between two progress lines: ``interval_seconds``, or longer when the last
+    line cost so much CPU that lines that often would take more than ``cpu_share`` of a
+    core (the driving process also hosts the Dask scheduler and the block jobs). O(1)."""
+    return max(interval_seconds, last_cost_seconds / cpu_share)
 
 
 def print_progress(
@@ -655,19 +667,25 @@ def print_progress(
     """Print :func:`progress_line` to stderr if none was printed in the last
     ``interval_seconds`` by this process; return the line (None when skipped).
 
+    The wait grows with the last line's CPU cost (:func:`next_progress_wait`): at most
+    ``PROGRESS_CPU_SHARE`` of a core goes to progress lines, whatever the run's size.
     Called by block jobs after their fragment is written (they are threads of one
     Snakemake process under the local executor: one line per interval for the run). Never
     raises: a problem reading the status only skips the line.
     """
     with _progress_lock:
         now = time.monotonic()
-        if _last_progress[0] and now - _last_progress[0] < interval_seconds:
+        wait = next_progress_wait(_last_progress[1], interval_seconds)
+        if _last_progress[0] and now - _last_progress[0] < wait:
             return None
         _last_progress[0] = now
+    started = time.thread_time()
     try:
         line = progress_line(run_status(run_plan, run_dir))
     except Exception:  # a progress line must never fail a block job
         return None
+    finally:
+        _last_progress[1] = time.thread_time() - started
     print(line, file=sys.stderr if stream is None else stream, flush=True)
     return line
 
@@ -675,6 +693,7 @@ def print_progress(
 __all__ = [
     "BLOCK_LOG_DIR",
     "MAX_TIMED_FRAGMENTS",
+    "PROGRESS_CPU_SHARE",
     "PROGRESS_INTERVAL_SECONDS",
     "RATE_WINDOW_SECONDS",
     "FragmentFile",
@@ -685,6 +704,7 @@ __all__ = [
     "eta_seconds",
     "format_duration",
     "live_run_since",
+    "next_progress_wait",
     "print_progress",
     "progress_line",
     "recalibrated_seconds_per_work",
