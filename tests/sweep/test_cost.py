@@ -98,6 +98,14 @@ def measured_top_seconds(source: str) -> dict[int, tuple[np.ndarray, float]]:
     return {d: (np.array(seconds), estimates[d]) for d, seconds in by_d.items()}
 
 
+def host_seconds_per_work() -> float:
+    """The calibration of the host the fixture's timings ran on (one value for all rows)."""
+    with TOP_CELL_SECONDS.open(newline="") as handle:
+        values = {float(row["host_seconds_per_work"]) for row in csv.DictReader(handle)}
+    assert len(values) == 1
+    return values.pop()
+
+
 def test_top_estimate_matches_the_least_slowed_study_cell_of_each_d() -> None:
     """A cell's wall time is its one-thread CPU time plus what the load adds, so each d's
     fastest of ~180 cells is its unloaded cost (1.07 s at d = 2000 as the benchmark's CPU
@@ -120,6 +128,31 @@ def test_top_estimate_matches_the_benchmark_cpu_seconds() -> None:
     for d, (seconds, estimate) in benchmark.items():
         ratio = estimate / float(np.median(seconds))
         assert 1 / TOP_ESTIMATE_FACTOR < ratio < TOP_ESTIMATE_FACTOR, (d, ratio)
+
+
+def test_top_constants_are_the_fit_of_the_measured_cells() -> None:
+    """The module's top constants are fit_top_constants of the fixture's fit points (each
+    study d's fastest cell, the benchmark at d >= 8000), up to their rounding (144 for
+    143.9, 0.15 for 0.1498, 1.7e8 for 1.74e8)."""
+    study = measured_top_seconds("finite_size_study")
+    benchmark = measured_top_seconds("cell_top_benchmark")
+    points = [(d, seconds.min()) for d, (seconds, _) in sorted(study.items())]
+    points += [(d, float(np.median(seconds))) for d, (seconds, _) in sorted(benchmark.items())
+               if d >= 8000]
+    d = np.array([point[0] for point in points])
+    ones = np.ones(len(points))
+    scale, exponent, fixed_work = cost.fit_top_constants(
+        d, 0.5 * ones, 0.5 * ones, 8 * ones, np.array([point[1] for point in points]),
+        host_seconds_per_work())
+    assert exponent == pytest.approx(cost.TOP_COLUMNS_EXPONENT, abs=0.005)
+    assert scale == pytest.approx(cost.TOP_COLUMNS_SCALE, rel=0.03)
+    assert fixed_work == pytest.approx(cost.TOP_FIXED_WORK, rel=0.05)
+
+
+def test_top_work_of_arrays_is_cell_work_of_each() -> None:
+    d = np.array([250, 4000])
+    assert np.allclose(cost.top_work(d, 2 * d, 2 * d, 8),
+                       [cost.cell_work(int(x), 0.5, 0.5, 8, "mean", "top") for x in d])
 
 
 def test_top_constants_size_blocks_but_never_change_a_cell(monkeypatch) -> None:

@@ -16,6 +16,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 #: Seconds per unit of :func:`cell_work` when the constant is not measured
 #: (``--no-calibrate``); measured on a 2-core development VM (d = 400-800, one BLAS thread).
 DEFAULT_SECONDS_PER_WORK = 2e-10
@@ -40,8 +42,9 @@ TASK_TARGET_SECONDS = 1.0
 #: d^TOP_COLUMNS_EXPONENT`` effective Krylov columns, each two passes over the table
 #: (``2 (V d + N T)`` work), plus :data:`TOP_FIXED_WORK` per cell.
 #:
-#: Fitted (log least squares, ``seconds_per_work = 1.4723e-10``: the calibration of the
-#: host the timings come from, ``results/finite-size/.calibration.json``) to measured
+#: Fitted (:func:`fit_top_constants`, log least squares, ``seconds_per_work =
+#: 1.4723e-10``: the calibration of the host the timings come from, stored with them in
+#: the fixture; ``results/finite-size/.calibration.json`` of that run) to measured
 #: one-BLAS-thread top cells at delta = gamma = 0.5, T = 8 (``tests/sweep/data/
 #: top_cell_seconds.csv``): the finite-size study's 894 cells (``configs/finite-size.yaml``,
 #: d = 250 ... 4000, three settings; stored ``compute_seconds`` are wall times under load
@@ -86,15 +89,59 @@ def cell_work(
     n_samples = round(d / gamma)
     vocabulary = 2 * round(d / (2 * delta))
     if spectrum == "top":
-        columns = TOP_COLUMNS_SCALE * d**TOP_COLUMNS_EXPONENT
-        work = (TOP_FIXED_WORK + 2 * columns * (vocabulary * d + n_samples * T)
-                + n_samples * T * d)
+        work = float(top_work(d, n_samples, vocabulary, T))
     else:
         work = d**3 + (n_samples + vocabulary) * d**2 + n_samples * T * d
     kind = weights if isinstance(weights, str) else weights.get("kind")
     if kind == "causal_attention":
         work += ATTENTION_WORK_FACTOR * n_samples * T * T * d
     return float(work)
+
+
+def top_work(
+    d: Any, n_samples: Any, vocabulary: Any, T: Any,
+    scale: float | None = None, exponent: float | None = None,
+    fixed_work: float | None = None,
+) -> Any:
+    """Work units of a ``spectrum: top`` cell (scalars or arrays, elementwise):
+    ``fixed_work + 2 m (V d + N T) + N T d`` with ``m = scale d^exponent`` effective Krylov
+    columns; the module's fitted constants (:data:`TOP_COLUMNS_SCALE`) unless given.
+    O(1) per element. docs/scaling.md, "Top cells"."""
+    scale = TOP_COLUMNS_SCALE if scale is None else scale
+    exponent = TOP_COLUMNS_EXPONENT if exponent is None else exponent
+    fixed_work = TOP_FIXED_WORK if fixed_work is None else fixed_work
+    columns = scale * np.power(d, exponent)
+    return fixed_work + 2 * columns * (vocabulary * d + n_samples * T) + n_samples * T * d
+
+
+def fit_top_constants(
+    d: np.ndarray, delta: np.ndarray, gamma: np.ndarray, T: np.ndarray,
+    seconds: np.ndarray, seconds_per_work: float,
+) -> tuple[float, float, float]:
+    """``(scale, exponent, fixed_work)`` of :func:`top_work` that fit measured one-thread
+    top-cell ``seconds`` (one per point) best in log: least squares of
+    ``log((CELL_OVERHEAD_SECONDS + seconds_per_work top_work) / seconds)``. How
+    :data:`TOP_COLUMNS_SCALE`, :data:`TOP_COLUMNS_EXPONENT` and :data:`TOP_FIXED_WORK` were
+    obtained (docs/scaling.md, "Top cells"). O(points) per iteration, a few dozen
+    iterations.
+    """
+    from scipy.optimize import least_squares
+
+    d = np.asarray(d, dtype=float)
+    n_samples = np.round(d / np.asarray(gamma, dtype=float))
+    vocabulary = 2 * np.round(d / (2 * np.asarray(delta, dtype=float)))
+    T = np.asarray(T, dtype=float)
+    log_seconds = np.log(np.asarray(seconds, dtype=float))
+
+    def log_residuals(parameters: np.ndarray) -> np.ndarray:
+        log_scale, exponent, log_fixed = parameters
+        work = top_work(d, n_samples, vocabulary, T, np.exp(log_scale), exponent,
+                        np.exp(log_fixed))
+        return np.log(CELL_OVERHEAD_SECONDS + seconds_per_work * work) - log_seconds
+
+    start = np.array([np.log(TOP_COLUMNS_SCALE), TOP_COLUMNS_EXPONENT, np.log(TOP_FIXED_WORK)])
+    log_scale, exponent, log_fixed = least_squares(log_residuals, start).x
+    return float(np.exp(log_scale)), float(exponent), float(np.exp(log_fixed))
 
 
 def planned_cell_work(cell: Any) -> float:
