@@ -139,7 +139,7 @@ def fit_top_constants(
                         np.exp(log_fixed))
         return np.log(CELL_OVERHEAD_SECONDS + seconds_per_work * work) - log_seconds
 
-    start = np.array([np.log(TOP_COLUMNS_SCALE), TOP_COLUMNS_EXPONENT, np.log(TOP_FIXED_WORK)])
+    start = np.array([np.log(100.0), 1.0 / 3.0, np.log(1e8)])  # not the fitted constants
     log_scale, exponent, log_fixed = least_squares(log_residuals, start).x
     return float(np.exp(log_scale)), float(exponent), float(np.exp(log_fixed))
 
