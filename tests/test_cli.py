@@ -77,6 +77,7 @@ def test_plan_table_lists_every_sweep(capsys: pytest.CaptureFixture[str], tmp_pa
     out = capsys.readouterr().out
     assert "transition" in out and "markov" in out
     assert "ESTIMATE" in out
+    assert "spectrum top: 1.7e+08 + 2 x 144 d^0.15 (V d + N T)" in out  # its fitted constants
 
 
 def test_plan_json_counts_done_cells(

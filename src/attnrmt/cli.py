@@ -37,6 +37,9 @@ from attnrmt.sweep.cost import (
     ATTENTION_WORK_FACTOR,
     CELL_OVERHEAD_SECONDS,
     DEFAULT_SECONDS_PER_WORK,
+    TOP_COLUMNS_EXPONENT,
+    TOP_COLUMNS_SCALE,
+    TOP_FIXED_WORK,
     planned_cell_work,
 )
 from attnrmt.sweep.status import format_duration
@@ -178,6 +181,8 @@ def command_plan(args: argparse.Namespace) -> int:
         "cost: ESTIMATE in single-core compute time per cell, "
         f"{CELL_OVERHEAD_SECONDS:g} s + work x {seconds_per_work:.2e} s ({source}), "
         "work = d^3 + (N+V) d^2 + N T d "
+        f"(spectrum top: {TOP_FIXED_WORK:.2g} + 2 x {TOP_COLUMNS_SCALE:g} "
+        f"d^{TOP_COLUMNS_EXPONENT:g} (V d + N T) + N T d) "
         f"(+ {ATTENTION_WORK_FACTOR:g} N T^2 d for causal_attention); "
         "a rough estimate: expect a factor 2-3 either way"
     )

@@ -370,11 +370,13 @@ PINNED: dict[str, tuple[str, str, list[str], str, int, str]] = {
                   ["cd190ca5fc95472a", "d8326ab76619caf6", "16740bbd2d39581b"],
                   "681f85b624927e8cbabd8e4dc1b808f85274208cb718353bcb1679454656169d", 72,
                   "db095bf81c98032624297dcac3cc3ea194ad57354abdd40a781171160df0bb99"),
+    # the top cost constants refitted to measured top cells (sweep/cost.py): the auto
+    # blocks of the top sweep changed (8 -> 56 at block_seconds 0.05), its cells did not
     "top/auto": ("f448241cfd4bd7474659127f4e05ddbb151bc7503f60deb2ce786dc8f186448d",
-                 "ae20ca6340cdf04a63384d903c604e64af8192eecee5004aeb59620400a56f7f",
-                 ["b807b5c736ca91aa", "7ff0bb1b030cb7a1", "29ccace415471387"],
-                 "0c7da94919dda2f470a7b1319aaa2221a31ed0107c1cd3ecab9a9634a8c3ef70", 8,
-                 "e4d0b2a454fce15f9d89d808fc3bb9dbfa2fa6f8da5cfd93cc9f9f0a9c7079ab"),
+                 "5011247ae4f9d8ea273370a9b5b7b56a055d7c916f812226fd5a97a2425d7b67",
+                 ["7604677bc241ebe5", "a3f93284d9d45485", "1c929660752628e2"],
+                 "0c7da94919dda2f470a7b1319aaa2221a31ed0107c1cd3ecab9a9634a8c3ef70", 56,
+                 "9938d02509220b0753bec34592b07bbe7ca990fd5a5f90701cda5ee0d37cd0c2"),
 }
 
 
