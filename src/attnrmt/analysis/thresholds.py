@@ -33,6 +33,11 @@ Estimator ("theta inversion + linear extrapolation"):
    limit is a verdict only from at least :data:`MIN_FSS_D` values of ``d`` (a line through
    two points always fits); with four or more the exponent itself is fitted
    (:func:`finite_size_exponent_fit`), so the law is measured, not assumed.
+6. Shared slope: with several ``d`` the lines of step 2 share one slope across the ``d`` of
+   a curve (it is ``alpha/kappa`` at every ``d``), fitted jointly with ``d``-specific
+   intercepts (:func:`fit_thresholds_shared_slope`), unless a chi-square test finds the
+   per-``d`` slopes differ (p below :data:`SLOPE_CONSISTENCY_P`): then every ``d`` keeps its
+   own free slope. A single-``d`` sweep is estimated exactly as in steps 2-4.
 """
 
 from __future__ import annotations
@@ -428,7 +433,11 @@ def estimate_thresholds(
         ``threshold_ci_low``, ``threshold_ci_high``, ``threshold_extrapolated``,
         ``threshold_bound`` (str), ``theta_slope``, ``theta_intercept``, ``theta_offset``,
         ``threshold_n_detected``, ``theta_critical``; ``threshold_boot`` (+ ``boot``); and
-        ``theta_hat`` (with ``snr`` and ``replicate``).
+        ``theta_hat`` (with ``snr`` and ``replicate``). With several ``d`` the curves of all
+        ``d`` are fitted together (:func:`fit_thresholds_shared_slope`), adding
+        ``theta_slope_shared`` and ``slope_consistency_p`` (curve axes without ``d``) and
+        the attribute ``slope_consistency_min_p``; a single-``d`` sweep uses
+        :func:`fit_threshold` per curve. O(curves x n_boot x snr x replicates).
     """
     th = theta_hat(cells)
     delta, gamma = effective_ratios(cells)
