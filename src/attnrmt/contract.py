@@ -200,6 +200,10 @@ VARIABLE_ATTRS: dict[str, dict[str, str]] = {
     "threshold_n_detected": _numeric("snr points with a detected outlier" + _COUNT),
     "threshold_boot": _numeric("bootstrap threshold crossings" + _SNR_SCALE),
     "theta_slope": _numeric("slope d theta_hat / d snr (dimensionless; kappa per snr)"),
+    "theta_slope_shared": _numeric("slope d theta_hat / d snr shared by every d of a curve "
+                                   "(dimensionless; kappa per snr)"),
+    "slope_consistency_p": _numeric("p-value of the test that every d of a curve has the "
+                                    "same theta_hat slope (dimensionless)"),
     "theta_intercept": _numeric("theta_hat at snr = 0" + _KAPPA_SCALE),
     "theta_offset": _numeric("intercept / slope (paper 0, finite_vocab delta)" + _SNR_SCALE),
     "theta_critical": _numeric("critical spike strength theta_c" + _KAPPA_SCALE),

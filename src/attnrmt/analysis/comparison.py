@@ -10,12 +10,21 @@ eigenvalue is the bulk edge and its overlap is 0) and the parameter columns.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 import numpy as np
 import pandas as pd
 import xarray as xr
 
 from attnrmt.analysis._common import at_signal, effective_ratios
-from attnrmt.analysis.thresholds import MIN_FSS_D
+from attnrmt.analysis.thresholds import (
+    FREE_SLOPE,
+    MIN_FSS_D,
+    SHARED_SLOPE,
+    SLOPE_CONSISTENCY_P,
+    SLOPES_DIFFER,
+)
 from attnrmt.contract import AXES, VARIANTS
 from attnrmt.theory import predict
 
@@ -26,7 +35,8 @@ COMPARISON_COLUMNS = ("sweep", "quantity", "variant", "empirical", "empirical_se
 THRESHOLD_COLUMNS = ("sweep", "transition", "estimate", "ci_low", "ci_high", "bound",
                      "extrapolated", "theory_paper", "theory_finite_vocab",
                      "consistent_paper", "consistent_finite_vocab", "n_detected",
-                     "theta_offset", "finite_size", "fss_slope", "fss_exponent",
+                     "theta_offset", "finite_size", "estimator", "slope_consistency_p",
+                     "fss_slope", "fss_exponent",
                      "fss_exponent_ci_low", "fss_exponent_ci_high", "fss_limit_free",
                      "fss_limit_free_ci_low", "fss_limit_free_ci_high",
                      *[a for a in AXES if a != "snr"])
@@ -224,9 +234,14 @@ def thresholds_table(
             "theory_paper": th.sel(variant="paper", drop=True),
             "theory_finite_vocab": th.sel(variant="finite_vocab", drop=True),
         })
+        if "slope_consistency_p" in analysis:
+            ds["slope_consistency_p"] = analysis["slope_consistency_p"].sel(
+                transition=transition).broadcast_like(a["threshold_estimate"])
         ds = ds.drop_vars([c for c in ds.coords if c not in ds.dims])
         frame = ds.to_dataframe().reset_index()
         frame["finite_size"] = "none"
+        frame["estimator"] = _estimator_names(frame, "slope_consistency_p" in analysis,
+                                              analysis.attrs)
         rows.append(frame.assign(transition=transition))
         if "fss_limit" in analysis:
             f = analysis[["fss_limit", "fss_ci_low", "fss_ci_high"]].sel(transition=transition)
@@ -238,6 +253,8 @@ def thresholds_table(
                             in analysis else xr.full_like(f["fss_limit"], np.inf)),
                 **{column: analysis[name].sel(transition=transition)
                    for name, column in _FSS_COLUMNS.items() if name in analysis},
+                **({"slope_consistency_p": analysis["slope_consistency_p"].sel(
+                    transition=transition)} if "slope_consistency_p" in analysis else {}),
                 "theory_paper": thd.sel(variant="paper", drop=True),
                 "theory_finite_vocab": thd.sel(variant="finite_vocab", drop=True),
             })
@@ -246,6 +263,8 @@ def thresholds_table(
             fframe["d"] = np.inf
             fframe["bound"] = "none"
             fframe["extrapolated"] = fframe["estimate"]
+            fframe["estimator"] = _estimator_names(
+                fframe, "slope_consistency_p" in analysis, analysis.attrs)
             counts = fframe.pop("fss_n_d").to_numpy(dtype=float)
             fframe["finite_size"] = np.where(
                 counts >= MIN_FSS_D, "d->inf (a + b d^-1/3, inverse-variance weighted)",
@@ -260,6 +279,18 @@ def thresholds_table(
         consistent = (th >= frame["ci_low"]) & (th <= frame["ci_high"])
         frame[f"consistent_{variant}"] = consistent.astype(object).where(~no_verdict, None)
     return _finalise(frame, THRESHOLD_COLUMNS)
+
+
+def _estimator_names(frame: pd.DataFrame, multi_d: bool,
+                     attrs: Mapping[str, Any]) -> np.ndarray:
+    """``estimator`` column of thresholds.csv (docs/thresholds.md, "Shared slope"): one
+    curve's ``d`` share the theta-vs-snr slope unless the slope-consistency test rejects it
+    (``slope_consistency_p`` below the analysis' ``slope_consistency_min_p``)."""
+    if not multi_d:
+        return np.full(len(frame), FREE_SLOPE)
+    min_p = float(attrs.get("slope_consistency_min_p", SLOPE_CONSISTENCY_P))
+    differ = frame["slope_consistency_p"].to_numpy(dtype=float) < min_p
+    return np.where(differ, SLOPES_DIFFER, SHARED_SLOPE)
 
 
 def variant_summary(comparison: pd.DataFrame,

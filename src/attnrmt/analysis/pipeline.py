@@ -136,7 +136,8 @@ def analysis_dataset(
         "threshold_margin": float(s["threshold_margin"]), "bootstrap": int(s["bootstrap"]),
         "ci_level": float(s["ci_level"]), "bootstrap_seed": int(s["seed"]),
         "finite_size_exponent": float(s["finite_size_exponent"]),
-        "estimator": "theta inversion + linear extrapolation (docs/thresholds.md)",
+        "estimator": ("theta inversion + linear extrapolation (docs/thresholds.md); several d:"
+                      " one slope shared across d unless the per-d slopes differ"),
         "spectrum": spectrum,
     })
     if spectrum == "top":

@@ -33,6 +33,11 @@ Estimator ("theta inversion + linear extrapolation"):
    limit is a verdict only from at least :data:`MIN_FSS_D` values of ``d`` (a line through
    two points always fits); with four or more the exponent itself is fitted
    (:func:`finite_size_exponent_fit`), so the law is measured, not assumed.
+6. Shared slope: with several ``d`` the lines of step 2 share one slope across the ``d`` of
+   a curve (it is ``alpha/kappa`` at every ``d``), fitted jointly with ``d``-specific
+   intercepts (:func:`fit_thresholds_shared_slope`), unless a chi-square test finds the
+   per-``d`` slopes differ (p below :data:`SLOPE_CONSISTENCY_P`): then every ``d`` keeps its
+   own free slope. A single-``d`` sweep is estimated exactly as in steps 2-4.
 """
 
 from __future__ import annotations
@@ -56,6 +61,14 @@ MIN_FSS_D = 3
 MIN_EXPONENT_D = 4
 #: Exponents searched by :func:`finite_size_exponent_fit` (grid, then the best point).
 EXPONENT_GRID = np.linspace(0.05, 1.5, 291)
+#: Below this p-value of the slope-consistency test the per-``d`` slopes of a curve differ
+#: and every ``d`` keeps its own slope (docs/thresholds.md, "Shared slope").
+SLOPE_CONSISTENCY_P = 0.01
+#: ``estimator`` values of thresholds.csv: one sweep's d (or a single d) fitted alone, a
+#: curve's d sharing one slope, and the fallback when their slopes differ.
+FREE_SLOPE = "free slope"
+SHARED_SLOPE = "slope shared across d"
+SLOPES_DIFFER = "free slope per d (slopes differ across d)"
 
 
 def theta_hat(cells: xr.Dataset) -> xr.DataArray:
@@ -185,48 +198,210 @@ def fit_threshold(
     b_int, b_slope, _ = _masked_line(s, boot_mean, boot_det)
     with np.errstate(divide="ignore", invalid="ignore"):
         boot = np.where(b_slope > 0, (theta_c - b_int) / b_slope, np.nan)
-    tail = (1.0 - level) / 2.0
-    if np.isfinite(boot).sum() >= max(2, n_boot // 2):
-        ci = np.nanquantile(boot, [tail, 1.0 - tail])
-        # Resampling n replicates gives a mean whose spread is sqrt((n-1)/n) of the true
-        # one, so the percentile interval under-covers with 3-6 replicates (measured: 87%
-        # for a 95% CI at n = 3): widen it about the estimate by sqrt(n/(n-1))
-        # (docs/thresholds.md, "Confidence intervals").
-        if np.isfinite(crossing) and n_rep > 1:
-            ci = crossing + np.sqrt(n_rep / (n_rep - 1.0)) * (ci - crossing)
-    else:
-        ci = np.array([np.nan, np.nan])
-
+    ci = _crossing_ci(boot, crossing, n_rep, n_boot, level)
     result: dict[str, object] = {
         "extrapolated": float(crossing), "slope": slope, "intercept": intercept,
         "offset": float(offset), "n_detected": int(detected.sum()), "boot": boot,
     }
+    return {**result, **_classify(s, detected, crossing, ci)}
+
+
+def _crossing_ci(boot: np.ndarray, crossing: float, n_rep: int, n_boot: int,
+                 level: float) -> np.ndarray:
+    """Percentile CI of bootstrap crossings, widened about ``crossing`` by
+    ``sqrt(n/(n-1))`` for ``n_rep`` replicates (docs/thresholds.md, "Confidence
+    intervals"); NaN when fewer than half the resamples give a crossing. O(n_boot)."""
+    tail = (1.0 - level) / 2.0
+    if np.isfinite(boot).sum() < max(2, n_boot // 2):
+        return np.array([np.nan, np.nan])
+    ci = np.nanquantile(boot, [tail, 1.0 - tail])
+    # Resampling n replicates gives a mean whose spread is sqrt((n-1)/n) of the true
+    # one, so the percentile interval under-covers with 3-6 replicates (measured: 87%
+    # for a 95% CI at n = 3): widen it about the estimate by sqrt(n/(n-1)).
+    if np.isfinite(crossing) and n_rep > 1:
+        ci = crossing + np.sqrt(n_rep / (n_rep - 1.0)) * (ci - crossing)
+    return ci
+
+
+def _classify(s: np.ndarray, detected: np.ndarray, crossing: float,
+              ci: np.ndarray) -> dict[str, object]:
+    """``estimate``, ``ci_low``, ``ci_high``, ``bound`` of one curve from its sorted ``snr``,
+    detected points and line crossing (step 6 of docs/thresholds.md, "Out of range")."""
     n_det = int(detected.sum())
     if n_det == 0:
-        return {**result, "estimate": np.nan, "ci_low": float(s[-1]), "ci_high": np.inf,
+        return {"estimate": np.nan, "ci_low": float(s[-1]), "ci_high": np.inf,
                 "bound": "above"}
     if n_det == 1:
         first = int(np.argmax(detected))
         below = s[:first][~detected[:first]]
-        return {**result, "estimate": np.nan,
-                "ci_low": float(below[-1]) if below.size else -np.inf,
+        return {"estimate": np.nan, "ci_low": float(below[-1]) if below.size else -np.inf,
                 "ci_high": float(s[first]), "bound": "interval"}
     if not np.isfinite(crossing):
-        return {**result, "estimate": np.nan, "ci_low": np.nan, "ci_high": np.nan,
-                "bound": "failed"}
+        return {"estimate": np.nan, "ci_low": np.nan, "ci_high": np.nan, "bound": "failed"}
     if detected[0] or crossing < s[0]:
-        return {**result, "estimate": np.nan, "ci_low": -np.inf, "ci_high": float(s[0]),
+        return {"estimate": np.nan, "ci_low": -np.inf, "ci_high": float(s[0]),
                 "bound": "below"}
     if crossing > s[-1]:
-        return {**result, "estimate": np.nan, "ci_low": float(s[-1]), "ci_high": np.inf,
+        return {"estimate": np.nan, "ci_low": float(s[-1]), "ci_high": np.inf,
                 "bound": "above"}
-    return {**result, "estimate": float(crossing), "ci_low": float(ci[0]),
-            "ci_high": float(ci[1]), "bound": "none"}
+    return {"estimate": float(crossing), "ci_low": float(ci[0]), "ci_high": float(ci[1]),
+            "bound": "none"}
 
 
 def _all_nan_rows_stay_nan() -> warnings.catch_warnings:
     """Silence numpy's 'Mean of empty slice' RuntimeWarning (all-NaN rows stay NaN)."""
     return warnings.catch_warnings(action="ignore", category=RuntimeWarning)
+
+
+def _pooled_mean_variance(y: np.ndarray, detected: np.ndarray) -> np.ndarray:
+    """Variance of a replicate mean at the detected points of each ``d``, pooled over them.
+
+    ``y`` (..., D, S, R) replicates, ``detected`` (..., D, S). Returns (..., D):
+    ``sum_i sum_r (y_ir - mean_i)^2 / sum_i (n_i - 1)`` over detected points ``i``, divided
+    by their mean replicate count (NaN without two replicates at a detected point).
+    O(size of y).
+    """
+    finite = np.isfinite(y)
+    n = finite.sum(-1)
+    with np.errstate(invalid="ignore", divide="ignore"), _all_nan_rows_stay_nan():
+        mean = np.nanmean(y, axis=-1)
+        squares = np.where(finite, (y - mean[..., None]) ** 2, 0.0).sum(-1)
+        use = detected & (n >= 2)
+        dof = np.where(use, n - 1, 0).sum(-1)
+        pooled = np.where(use, squares, 0.0).sum(-1) / dof
+        n_mean = np.where(use, n, 0).sum(-1) / use.sum(-1)
+        return np.where(dof > 0, pooled / n_mean, np.nan)
+
+
+def _shared_slope_lines(
+    s: np.ndarray, mean: np.ndarray, detected: np.ndarray, mean_variance: np.ndarray
+) -> tuple[np.ndarray, ...]:
+    """Lines ``theta = A_d + B snr`` with one slope ``B`` shared by all ``d`` (vectorised).
+
+    ``mean`` and ``detected`` (..., D, S), ``mean_variance`` (..., D) the variance of a point
+    mean at each ``d`` (:func:`_pooled_mean_variance`). Weighted least squares with weights
+    ``1/mean_variance``: ``B = sum_d w_d Sxy_d / sum_d w_d Sxx_d`` (``Sxx_d``, ``Sxy_d``
+    centred within ``d`` over its detected points), ``A_d = ybar_d - B sbar_d``. Equal weights
+    when some used ``d`` has no finite positive variance. Also the per-``d`` free slopes
+    ``B_d = Sxy_d / Sxx_d`` and the slope-consistency statistic
+    ``Q = sum_d w_d Sxx_d (B_d - B)^2`` (chi-square with ``dof`` = number of ``d`` with two
+    detected points minus 1 when the slopes agree; docs/thresholds.md, "Shared slope").
+    Returns ``(A (..., D), B (...), B_d (..., D), Q (...), dof (...))``. O(size of mean).
+    """
+    m = detected.astype(float)
+    n = m.sum(-1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        sbar = (m * s).sum(-1) / n
+        ybar = np.where(detected, mean, 0.0).sum(-1) / n
+        ds = np.where(detected, s - sbar[..., None], 0.0)
+        dy = np.where(detected, mean - ybar[..., None], 0.0)
+        sxx = (ds * ds).sum(-1)
+        sxy = (ds * dy).sum(-1)
+        used = n >= 1
+        good = np.isfinite(mean_variance) & (mean_variance > 0)
+        all_good = np.all(good | ~used, axis=-1, keepdims=True)
+        w = np.where(used, np.where(all_good, 1.0 / np.where(good, mean_variance, 1.0), 1.0),
+                     0.0)
+        den = (w * sxx).sum(-1)
+        slope = np.where(den > 0, (w * sxy).sum(-1) / den, np.nan)
+        intercept = np.where(used, ybar - slope[..., None] * sbar, np.nan)
+        two = n >= 2
+        own = np.where(two & (sxx > 0), sxy / sxx, np.nan)
+        q = np.where(two, w * sxx * (own - slope[..., None]) ** 2, 0.0).sum(-1)
+        dof = two.sum(-1) - 1
+    return intercept, slope, own, np.where(all_good[..., 0], q, np.nan), dof
+
+
+def fit_thresholds_shared_slope(
+    snr: np.ndarray,
+    theta_reps: np.ndarray,
+    theta_c: np.ndarray,
+    *,
+    margin: float = DEFAULT_MARGIN,
+    n_boot: int = DEFAULT_N_BOOT,
+    level: float = DEFAULT_LEVEL,
+    rng: np.random.Generator | None = None,
+    min_p: float | None = None,
+) -> dict[str, object]:
+    """Thresholds at every ``d`` of one curve with one ``theta``-vs-``snr`` slope shared by
+    all ``d`` (docs/thresholds.md, "Shared slope").
+
+    Both variants make ``theta`` affine in ``snr`` with slope ``alpha/kappa``, which does not
+    depend on ``d`` (docs/model.md, "Spikes"); only the intercept moves with ``d`` (realised
+    ``delta``, finite-size shift). So each ``d`` keeps the detection rule of
+    :func:`fit_threshold`, and the lines ``theta_hat = A_d + B snr`` are fitted jointly
+    (:func:`_shared_slope_lines`, each ``d`` weighted by the inverse variance of its point
+    means); ``d``'s threshold is ``(theta_c_d - A_d) / B``. The bootstrap resamples
+    replicates independently at every (``d``, ``snr``) and refits jointly, so its columns
+    carry the correlation the shared slope induces between the ``d`` (the ``d -> inf`` fit
+    refits column by column). The data decide: when the per-``d`` slopes disagree
+    (slope-consistency p-value below ``min_p``, default :data:`SLOPE_CONSISTENCY_P`) every
+    ``d`` falls back to :func:`fit_threshold` (free slope).
+
+    Parameters
+    ----------
+    snr : ndarray (S,)
+    theta_reps : ndarray (D, S, R)
+        ``theta_hat`` per ``d``, snr and replicate (NaN = missing).
+    theta_c : ndarray (D,)
+        Critical spike strength at each ``d``.
+    margin, n_boot, level, rng : as in :func:`fit_threshold`.
+    min_p : float, optional
+        Smallest slope-consistency p-value at which the slope is still shared.
+
+    Returns
+    -------
+    dict
+        Per ``d`` (arrays (D,)): ``estimate``, ``ci_low``, ``ci_high``, ``bound``,
+        ``extrapolated``, ``slope``, ``intercept``, ``offset``, ``n_detected``; ``boot``
+        (D, n_boot); per curve: ``shared_slope`` (``B``), ``slope_p`` (p-value of the
+        consistency test, NaN with fewer than two ``d`` of two detected points), ``shared``
+        (bool: the slope was shared). O(n_boot D S R) time and memory.
+    """
+    from scipy.stats import chi2
+
+    rng = np.random.default_rng(0) if rng is None else rng
+    min_p = SLOPE_CONSISTENCY_P if min_p is None else min_p
+    s = np.asarray(snr, dtype=float)
+    order = np.argsort(s)
+    s = s[order]
+    y = np.asarray(theta_reps, dtype=float)[:, order, :]
+    tc = np.asarray(theta_c, dtype=float).reshape(-1)
+    n_d, _, n_rep = y.shape
+    level_c = (tc * (1.0 + margin))[:, None]
+
+    def lines(samples: np.ndarray) -> tuple[np.ndarray, ...]:
+        with np.errstate(invalid="ignore"), _all_nan_rows_stay_nan():
+            mean = np.nanmean(samples, axis=-1)
+        detected = _contiguous_from_top(np.isfinite(mean) & (mean > level_c))
+        a, b, own, q, dof = _shared_slope_lines(
+            s, mean, detected, _pooled_mean_variance(samples, detected))
+        with np.errstate(invalid="ignore", divide="ignore"):
+            crossing = np.where(b[..., None] > 0, (tc - a) / b[..., None], np.nan)
+        return crossing, a, b, own, q, dof, detected
+
+    crossing, intercept, slope, _own, q, dof, detected = lines(y)
+    slope = float(slope)
+    p_value = float(chi2.sf(q, dof)) if dof >= 1 and np.isfinite(q) else float("nan")
+    if np.isfinite(p_value) and p_value < min_p:
+        fits = [fit_threshold(s, y[i], float(tc[i]), margin=margin, n_boot=n_boot,
+                              level=level, rng=rng) for i in range(n_d)]
+        out = {key: np.array([fit[key] for fit in fits]) for key in fits[0]}
+        return {**out, "shared_slope": slope, "slope_p": p_value, "shared": False}
+    idx = rng.integers(0, n_rep, size=(n_boot, *y.shape))
+    samples = np.take_along_axis(np.broadcast_to(y, (n_boot, *y.shape)), idx, axis=-1)
+    boot = lines(samples)[0].T  # (D, n_boot)
+    per_d = [_classify(s, detected[i], float(crossing[i]),
+                       _crossing_ci(boot[i], float(crossing[i]), n_rep, n_boot, level))
+             for i in range(n_d)]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        offset = intercept / slope if slope > 0 else np.full(n_d, np.nan)
+    return {
+        **{key: np.array([fit[key] for fit in per_d]) for key in per_d[0]},
+        "extrapolated": crossing, "slope": np.full(n_d, slope), "intercept": intercept,
+        "offset": offset, "n_detected": detected.sum(-1), "boot": boot,
+        "shared_slope": slope, "slope_p": p_value, "shared": True,
+    }
 
 
 _SCALARS = ("estimate", "ci_low", "ci_high", "extrapolated", "slope", "intercept", "offset",
@@ -258,7 +433,11 @@ def estimate_thresholds(
         ``threshold_ci_low``, ``threshold_ci_high``, ``threshold_extrapolated``,
         ``threshold_bound`` (str), ``theta_slope``, ``theta_intercept``, ``theta_offset``,
         ``threshold_n_detected``, ``theta_critical``; ``threshold_boot`` (+ ``boot``); and
-        ``theta_hat`` (with ``snr`` and ``replicate``).
+        ``theta_hat`` (with ``snr`` and ``replicate``). With several ``d`` the curves of all
+        ``d`` are fitted together (:func:`fit_thresholds_shared_slope`), adding
+        ``theta_slope_shared`` and ``slope_consistency_p`` (curve axes without ``d``) and
+        the attribute ``slope_consistency_min_p``; a single-``d`` sweep uses
+        :func:`fit_threshold` per curve. O(curves x n_boot x snr x replicates).
     """
     th = theta_hat(cells)
     delta, gamma = effective_ratios(cells)
@@ -280,21 +459,46 @@ def estimate_thresholds(
     gvals = np.asarray(gmean.transpose(*curve_dims).values, dtype=float)
     values = np.asarray(th.values, dtype=float)
     root = np.random.default_rng(seed)
+    multi_d = "d" in curve_dims and th.sizes["d"] >= 2
+    d_axis = curve_dims.index("d") if multi_d else 0
+    rest_shape = shape[:d_axis] + shape[d_axis + 1:] if multi_d else ()
+    shared_slope = np.full((*rest_shape, n_tr), np.nan)
+    slope_p = np.full((*rest_shape, n_tr), np.nan)
     for index in np.ndindex(*shape):
         for t, transition in enumerate(th["transition"].values):
+            if np.isfinite(dvals[index]) and np.isfinite(gvals[index]):
+                theta_c[(*index, t)] = float(critical_theta(dvals[index], gvals[index],
+                                                            str(transition)))
+    for index in np.ndindex(*(rest_shape if multi_d else shape)):
+        for t in range(n_tr):
             rng = np.random.default_rng(root.integers(2**63))
-            if not (np.isfinite(dvals[index]) and np.isfinite(gvals[index])):
+            if multi_d:  # every d of the curve at once, one shared slope
+                at = [(*index[:d_axis], i, *index[d_axis:], t) for i in range(shape[d_axis])]
+                usable = [i for i in at if np.isfinite(theta_c[i])
+                          and np.isfinite(values[i]).any()]
+                if not usable:
+                    continue
+                fit = fit_thresholds_shared_slope(
+                    snr, np.stack([values[i] for i in usable]),
+                    np.array([theta_c[i] for i in usable]), margin=margin, n_boot=n_boot,
+                    level=level, rng=rng)
+                shared_slope[(*index, t)] = fit["shared_slope"]
+                slope_p[(*index, t)] = fit["slope_p"]
+                for row, i in enumerate(usable):
+                    for name in (*_SCALARS, "bound", "boot"):
+                        target = bound if name == "bound" else boot if name == "boot" \
+                            else out[name]
+                        target[i] = fit[name][row]
                 continue
-            tc = float(critical_theta(dvals[index], gvals[index], str(transition)))
-            theta_c[(*index, t)] = tc
-            if not np.isfinite(values[(*index, t)]).any():
+            at_curve = (*index, t)
+            if not (np.isfinite(theta_c[at_curve]) and np.isfinite(values[at_curve]).any()):
                 continue
-            fit = fit_threshold(snr, values[(*index, t)], tc, margin=margin, n_boot=n_boot,
-                                level=level, rng=rng)
+            fit = fit_threshold(snr, values[at_curve], float(theta_c[at_curve]),
+                                margin=margin, n_boot=n_boot, level=level, rng=rng)
             for name in _SCALARS:
-                out[name][(*index, t)] = fit[name]
-            bound[(*index, t)] = fit["bound"]
-            boot[(*index, t)] = fit["boot"]
+                out[name][at_curve] = fit[name]
+            bound[at_curve] = fit["bound"]
+            boot[at_curve] = fit["boot"]
     dims = [*curve_dims, "transition"]
     coords = {d: th[d] for d in dims}
 
@@ -319,6 +523,17 @@ def estimate_thresholds(
                                               "units": "snr"}),
         "theta_hat": th,
     }, attrs={"threshold_margin": margin, "n_boot": n_boot, "ci_level": level})
+    if multi_d:
+        rest_dims = [dim for dim in dims if dim != "d"]
+        rest_coords = {dim: th[dim] for dim in rest_dims}
+        ds["theta_slope_shared"] = xr.DataArray(
+            shared_slope, dims=rest_dims, coords=rest_coords,
+            attrs={"long_name": "slope of theta_hat in snr shared by every d",
+                   "units": "kappa per snr"})
+        ds["slope_consistency_p"] = xr.DataArray(
+            slope_p, dims=rest_dims, coords=rest_coords,
+            attrs={"long_name": "p-value of equal slopes across d", "units": "1"})
+        ds.attrs["slope_consistency_min_p"] = SLOPE_CONSISTENCY_P
     return ds
 
 
