@@ -77,6 +77,8 @@ Measured changes (CPU s, rounds, basis columns S + P):
   that run; 2 pairs at 8000, the full cell 112 CPU s there against 95 in the run before,
   so load inflated it); d = 1e4 top cell 34.1 and 34.0 CPU s in two runs (target 30 NOT
   met; 33.2 before at a lower load; the paired comparison above is the change's effect).
+  Re-measured on a quiet machine (load < 1): d = 8000 top 18.6 / full 86.0 CPU s, 4.64x
+  (2 pairs: the target 5 is NOT met quietly); d = 1e4 30.1 / 33.6 / 34.7 CPU s, 2.5 GB.
 - Not adopted: ``scipy.linalg.eig_banded`` on the block-tridiagonal projected matrix
   (103 ms against 37 ms for ``eigh`` at m = 800, width 20); S through the pooled
   ``C = W E`` formed once (the same flops and bytes per product as through ``E`` when
