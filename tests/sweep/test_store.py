@@ -347,6 +347,30 @@ def test_spectra_are_stored_ragged_not_padded(tmp_path: Path) -> None:
     assert values.shape[0] == sum(cell.d for cell in plan.sweeps["grid"].cells)
 
 
+
+@pytest.mark.parametrize(("chunk", "n_rows", "expected"), [(64, 10, (10,)), (4, 10, (4,)),
+                                                            (4, 0, (1,))])
+def test_segment_columns_shorter_than_a_chunk_are_chunked_by_their_length(
+    tmp_path: Path, chunk: int, n_rows: int, expected: tuple[int]
+) -> None:
+    """A column shorter than one chunk (a small update's segment) is one chunk of its own
+    length, so Zarr does not fill and compress a whole ``ROW_CHUNK``; a longer one keeps
+    chunks of ``chunk`` rows; the values read back are the values appended."""
+    import zarr
+
+    from attnrmt.sweep.table_writer import _Appender
+
+    group = zarr.open_group(str(tmp_path / "segment"), mode="w", zarr_format=3)
+    column = _Appender(group, "x", chunk)
+    values = np.arange(n_rows, dtype=np.float64)
+    for part in np.array_split(values, 3):
+        column.add(part)
+    column.close()
+    stored = zarr.open_array(str(tmp_path / "segment" / "x"), mode="r")
+    assert stored.chunks == expected
+    np.testing.assert_array_equal(stored[:], values)
+
+
 EXTENSIONS = {
     "snr": {"snr": [0.0, 2.0, 3.0]},
     "replicates": {"replicates": 3},
