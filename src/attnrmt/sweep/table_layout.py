@@ -49,7 +49,8 @@ KEY_BYTES = 32
 #: Suffixes of the three arrays of a ragged field.
 RAGGED_SUFFIXES = ("__values", "__start", "__length")
 #: Rows per chunk of the per-cell columns, and values per chunk of a ragged field's values:
-#: ~1 MB chunks of float64 before compression.
+#: ~1 MB chunks of float64 before compression. A column shorter than one chunk (a small
+#: update's segment) is one chunk of its own length (``table_writer._Appender``).
 ROW_CHUNK = 131_072
 VALUE_CHUNK = 131_072
 #: Bytes a chunk of the dense view may hold in memory (bounds every lazy read).
