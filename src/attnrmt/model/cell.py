@@ -49,6 +49,7 @@ import scipy.sparse
 from attnrmt._validation import check_int, check_positive
 from attnrmt.contract import SPECTRA, stored_eigenvalue_count
 from attnrmt.model._linalg import (
+    DENSE_TOP_MAX_N,
     add_rank_one,
     lower_gram,
     shared_operator_top_eigenpairs,
@@ -494,7 +495,8 @@ def simulate_cell(
     )
 
     R = positional_correlation(positional_spec, T)
-    table = sample_table(d, V, snr, table_stream)
+    rough_dtype = TOP_WARM_START_DTYPE if spectrum == "top" and d > DENSE_TOP_MAX_N else None
+    table = sample_table(d, V, snr, table_stream, rough_dtype)
     signs, labels = sample_signs(positional_spec, T, N, sign_stream)
     tokens = sample_tokens(signs, V, token_stream)
     del signs
@@ -765,22 +767,26 @@ _WARM_START_MAX_SCALE = 1e30
 
 def _warm_start_operators(
     incidence: scipy.sparse.csr_array,
-    embeddings: np.ndarray,
+    table: EmbeddingTable,
     centered: bool,
     population_terms: Sequence[tuple[float, np.ndarray]],
     kappa: float,
 ) -> Callable[[Blocks], Blocks] | None:
     """:func:`table_operators` in ``TOP_WARM_START_DTYPE``, or None when that is None or
     the table is too large for float32 (``V max|E|^2 > _WARM_START_MAX_SCALE``: snr of
-    ~1e25 and more; the exact iteration then starts from the spike start). O(V d)."""
+    ~1e25 and more; the exact iteration then starts from the spike start). The passes
+    read ``table.rough_embeddings`` when it is in that precision (drawn with the table,
+    :func:`attnrmt.model.table.sample_table`), else a copy made here (O(V d))."""
     if TOP_WARM_START_DTYPE is None:
         return None
-    with np.errstate(over="ignore"):  # an overflow to inf fails the test below
-        rough_table = embeddings.astype(TOP_WARM_START_DTYPE)
-    largest = max(float(rough_table.max()), -float(rough_table.min()))
-    if not embeddings.shape[0] * largest**2 <= _WARM_START_MAX_SCALE:
+    rough_table, largest = table.rough_embeddings, table.rough_max_abs
+    if rough_table is None or rough_table.dtype != TOP_WARM_START_DTYPE:
+        with np.errstate(over="ignore"):  # an overflow to inf fails the test below
+            rough_table = table.embeddings.astype(TOP_WARM_START_DTYPE)
+        largest = max(float(rough_table.max()), -float(rough_table.min()))
+    if not table.vocabulary_size * largest**2 <= _WARM_START_MAX_SCALE:
         return None
-    return table_operators(incidence, embeddings, centered, population_terms, kappa,
+    return table_operators(incidence, table.embeddings, centered, population_terms, kappa,
                            rough_table)
 
 
@@ -831,7 +837,7 @@ def _measure_top(
         [n_values, min(top_k + 1, d)], [top_k, top_k], solver_stream,
         [unit_columns(table.signal_direction, table.class_mean_difference, table.table_mean),
          unit_columns(table.signal_direction)],
-        _warm_start_operators(incidence, table.embeddings, centered, population_terms, kappa),
+        _warm_start_operators(incidence, table, centered, population_terms, kappa),
     )
     return values[::-1].copy(), top_vectors, pop_values[:top_k], pop_vectors, downstream_accuracy
 
