@@ -346,7 +346,9 @@ def table_operators(
     (:func:`population_rank_one_terms`; ``docs/model.md``, "Population covariance given
     the table"). Both
     products go through the table: ``Z = E [X_S, X_P]`` in one pass over ``E``, then
-    ``W^T W Z_S / N`` (sparse, O(N T b)) and ``kappa Z_P / V``, then one pass of ``E^T``.
+    ``W^T W Z_S / N`` (sparse, O(N T b)) and ``kappa Z_P / V``, then one pass of ``E^T``
+    (:func:`table_pass`, :func:`table_transpose_pass`: each in the faster orientation for
+    the pass precision).
     So a round costs two passes over ``E`` (O(V d b)) for both matrices; the block
     Lanczos runs of the two matrices advance in lockstep
     (:func:`attnrmt.model._linalg.run_lanczos_together`). Memory: ``E`` and O(V b).
