@@ -54,6 +54,8 @@ from attnrmt.model._linalg import (
     lower_gram,
     shared_operator_top_eigenpairs,
     spectrum_and_top_eigenvectors,
+    tall_times,
+    tall_transpose_times,
     top_eigenpairs,
 )
 from attnrmt.model.positional import positional_correlation, sample_signs, validate_positional
@@ -291,33 +293,17 @@ def population_matrix(
 Blocks = list[np.ndarray | None]
 
 
-# Pass precisions whose products go through ``E`` in the row orientation (``X^T E^T`` and
-# ``Y^T E``, results (b, V) and (b, d)) rather than ``E X`` and ``E^T Y``: the same
-# numbers and bytes, but OpenBLAS's float64 kernels run the narrow blocks of the top
-# route's exact iteration much faster that way (d = 8000, V = 16000, one BLAS thread,
-# CPU ms of ``E X`` / ``X^T E^T`` and ``E^T Y`` / ``Y^T E``: 8 columns 167 / 123 and 186 /
-# 101; 14 columns 249 / 157 and 261 / 133; 32 columns 277 / 201 and 292 / 174). In
-# float32 the column orientation is as fast or faster (32 columns 114 / 137 and 123 /
-# 138), so the warm start keeps it.
-_ROW_ORIENTED_PASS_DTYPES = (np.dtype(np.float64),)
-
-
 def table_pass(embeddings: np.ndarray, block: np.ndarray) -> np.ndarray:
     """``E X`` (V, b) for the table ``E`` (V, d) and a block ``X`` (d, b), in the faster
-    orientation for ``E``'s precision (``_ROW_ORIENTED_PASS_DTYPES``); ``X`` is cast to
-    it. O(V d b), one pass over ``E``."""
-    block = block.astype(embeddings.dtype, copy=False)
-    if embeddings.dtype in _ROW_ORIENTED_PASS_DTYPES:
-        return (block.T @ embeddings.T).T
-    return embeddings @ block
+    orientation for ``E``'s precision (:func:`attnrmt.model._linalg.tall_times`); ``X`` is
+    cast to it. O(V d b), one pass over ``E``."""
+    return tall_times(embeddings, block.astype(embeddings.dtype, copy=False))
 
 
 def table_transpose_pass(embeddings: np.ndarray, block: np.ndarray) -> np.ndarray:
     """``E^T Y`` (d, b) for the table ``E`` (V, d) and a block ``Y`` (V, b) of its
     precision, in the faster orientation (see :func:`table_pass`). O(V d b)."""
-    if embeddings.dtype in _ROW_ORIENTED_PASS_DTYPES:
-        return (block.T @ embeddings).T
-    return embeddings.T @ block
+    return tall_transpose_times(embeddings, block)
 
 
 def _add_rank_one_terms(
