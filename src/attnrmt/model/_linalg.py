@@ -108,7 +108,11 @@ Measured changes (CPU s, rounds, basis columns S + P):
   The reorthogonalisation's two products with the basis in the same row orientation
   (:func:`tall_times`, :func:`tall_transpose_times`): 1.10 -> 0.70 CPU s of warm-start
   reorthogonalisation at d = 1e4 (two pairs, seed 0, load ~1; cell 28.0 / 24.9 -> 24.1
-  / 24.2 s).
+  / 24.2 s). Final figures of the three (``bench_cell_top_and_kernels``, quiet, load
+  0.7-1.0): top vs full 1.46 / 2.47 / 5.28x at d = 2000 / 4000 / 8000 (d = 8000: top
+  15.5 / full 82.0 CPU s, 2 pairs; issue target 5 met; 5.08 and 5.23 in two earlier runs
+  at load 1-4); d = 1e4 top cell 27.4 / 26.8 / 26.5 CPU s, median 26.8 (target 30 met),
+  2.5 GB.
 - Not adopted: ``scipy.linalg.eig_banded`` on the block-tridiagonal projected matrix
   (103 ms against 37 ms for ``eigh`` at m = 800, width 20); S through the pooled
   ``C = W E`` formed once (the same flops and bytes per product as through ``E`` when
