@@ -456,12 +456,51 @@ def test_top_route_without_warm_start_and_its_float32_guard(
     incidence = cell_module.token_incidence(rng.integers(0, 20, (30, 4)), np.full(4, 0.25), 20)
     arguments = (incidence, True, (), 1.0)
     for snr, engaged in ((2.0, True), (1e30, False)):
-        embeddings = sample_table(10, 20, snr, rng).embeddings
-        operators = cell_module._warm_start_operators(
-            arguments[0], embeddings, *arguments[1:])
-        assert (operators is not None) == engaged
+        for rough_dtype in (None, np.float32):  # copied here, or drawn with the table
+            table = sample_table(10, 20, snr, np.random.default_rng(1), rough_dtype)
+            operators = cell_module._warm_start_operators(
+                arguments[0], table, *arguments[1:])
+            assert (operators is not None) == engaged
     monkeypatch.setattr(cell_module, "TOP_WARM_START_DTYPE", None)
-    assert cell_module._warm_start_operators(incidence, embeddings, *arguments[1:]) is None
+    assert cell_module._warm_start_operators(incidence, table, *arguments[1:]) is None
+
+
+@pytest.mark.parametrize(("d", "V", "snr"), [(10, 20, 1e80), (300, 600, 2.0), (3000, 200, 0.5)])
+def test_table_drawn_with_its_rough_copy_is_bit_identical(d: int, V: int, snr: float) -> None:
+    """``sample_table(rough_dtype=float32)`` draws, sums and rounds chunk by chunk: the same
+    table and class means bit for bit as without, and the rough copy and its largest
+    magnitude equal ``astype`` (overflowing to inf at snr 1e80). d = 3000 has chunks of 10
+    rows (``_FUSED_CHUNK_BYTES``), d = 300 of 109, d = 10 one chunk a block."""
+    plain = sample_table(d, V, snr, np.random.default_rng(7))
+    with np.errstate(over="ignore"):
+        fused = sample_table(d, V, snr, np.random.default_rng(7), np.float32)
+        expected_rough = plain.embeddings.astype(np.float32)
+    for name in ("embeddings", "table_mean", "class_mean_difference"):
+        np.testing.assert_array_equal(getattr(fused, name), getattr(plain, name), err_msg=name)
+    np.testing.assert_array_equal(fused.rough_embeddings, expected_rough)
+    assert fused.rough_max_abs == np.abs(expected_rough).max()
+    assert plain.rough_embeddings is None and np.isnan(plain.rough_max_abs)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_table_passes_in_either_orientation_are_the_plain_products(dtype: type) -> None:
+    """``table_pass`` / ``table_transpose_pass`` (row orientation in float64, column in
+    float32) give ``E X`` and ``E^T Y`` in ``E``'s precision, to its rounding: float64
+    1e-12, float32 1e-5 relative to the largest entry (products of 50 terms of unit
+    size; measured 0 and <= 2.1e-7 for this seed)."""
+    from attnrmt.model import cell as cell_module
+
+    rng = np.random.default_rng(3)
+    embeddings = rng.standard_normal((70, 50)).astype(dtype)
+    block, rows = rng.standard_normal((50, 7)), rng.standard_normal((70, 7)).astype(dtype)
+    exact_table = embeddings.astype(np.float64)
+    tolerance = 1e-12 if dtype == np.float64 else 1e-5
+    for found, expected in ((cell_module.table_pass(embeddings, block), exact_table @ block),
+                            (cell_module.table_transpose_pass(embeddings, rows),
+                             exact_table.T @ rows.astype(np.float64))):
+        assert found.dtype == dtype and found.shape == expected.shape
+        np.testing.assert_allclose(found, expected, rtol=0,
+                                   atol=tolerance * np.abs(expected).max())
 
 
 def test_top_route_small_d_uses_the_dense_route_and_validates() -> None:

@@ -79,6 +79,40 @@ Measured changes (CPU s, rounds, basis columns S + P):
   met; 33.2 before at a lower load; the paired comparison above is the change's effect).
   Re-measured on a quiet machine (load < 1): d = 8000 top 18.6 / full 86.0 CPU s, 4.64x
   (2 pairs: the target 5 is NOT met quietly); d = 1e4 30.1 / 33.6 / 34.7 CPU s, 2.5 GB.
+- Float64 passes in the row orientation (issue 9, ``cell.table_pass``,
+  ``cell.table_transpose_pass``): ``X^T E^T`` and ``Y^T E`` instead of ``E X`` and
+  ``E^T Y``, the same flops and bytes, but OpenBLAS's dgemm runs these shapes far faster
+  (d = 8000, V = 16000, 14 columns: 157 + 133 against 249 + 261 ms a round; 32 columns 201
+  + 174 against 277 + 292); float32 stays in the column orientation (32 columns 114 + 123
+  against 137 + 138 ms; at d = 1e4 181 + 182 against 199 + 181). The exact rounds cost
+  0.29 s instead of 0.51 at d = 8000 and 0.42 instead of 0.74 at d = 1e4 (same rounds):
+  exact passes 4.6 -> 2.6 CPU s at d = 8000 (seeds 0, 1, paired, load 1.3-2.2: cell
+  18.3 / 19.7 -> 16.7 / 16.3 s) and 7.4 -> 4.2 s at d = 1e4 (cell 29.0 -> 25.0 s, one
+  pair, load ~0.9). The float32 copy of ``E`` is drawn with the table
+  (``table.sample_table(rough_dtype=...)``: chunks of 256 KiB drawn, summed and rounded in
+  cache, bit-identical): draw + copy + max 2.13 -> 1.85 CPU s at d = 8000 (medians of 5;
+  64 KiB and 1-4 MiB chunks no better). Where the time goes then (d = 1e4, seed 0, load
+  ~1, CPU s of 25.0): 42 float32 rounds 15.7 (passes) + 1.9 (bookkeeping: 1.1
+  reorthogonalisation, 0.3 Rayleigh-Ritz ``eigh``, 0.24 SVD of the new blocks), 10
+  exact rounds 4.2, the table with its copy and the tokens ~3.2. A float32 round of
+  32 columns is compute-bound (~70 GF/s at d = 1e4), so the warm stage's passes are
+  rounds times columns. Measured and dropped in the same round (d = 8000, seeds 0-3,
+  paired, CPU s medians / rounds warm + exact): a looser warm stop, since an exact round
+  now costs about what a warm one does (``ROUGH_VECTOR_TOL`` 3e-4: 16.5 s, 40 + 9 / 40 +
+  8 / 39 + 8 / 42 + 10; 1e-3: 16.2 s (noise: the same rounds or 1-2 more), 38-42 +
+  8-12; 3e-3: 17.6 s, 36-39 + 11-14; 1e-2
+  with value tol 1e-5: 18.1 s, 33-36 + 16-18; value tol 1e-5 alone: 16.1 s, the same
+  rounds: the vectors bind, and each warm round saved costs ~1.5 exact ones);
+  ``REFINE_EXTRA_COLUMNS`` 1 or 4 instead of 2 (the same rounds at d = 8000, 15.9 /
+  16.6 against 16.3 s; 1 costs an exact round in 3 of 6 cells at d = 2000 and 4000).
+  The reorthogonalisation's two products with the basis in the same row orientation
+  (:func:`tall_times`, :func:`tall_transpose_times`): 1.10 -> 0.70 CPU s of warm-start
+  reorthogonalisation at d = 1e4 (two pairs, seed 0, load ~1; cell 28.0 / 24.9 -> 24.1
+  / 24.2 s). Final figures of the three (``bench_cell_top_and_kernels``, quiet, load
+  0.7-1.0): top vs full 1.46 / 2.47 / 5.28x at d = 2000 / 4000 / 8000 (d = 8000: top
+  15.5 / full 82.0 CPU s, 2 pairs; issue target 5 met; 5.08 and 5.23 in two earlier runs
+  at load 1-4); d = 1e4 top cell 27.4 / 26.8 / 26.5 CPU s, median 26.8 (target 30 met),
+  2.5 GB.
 - Not adopted: ``scipy.linalg.eig_banded`` on the block-tridiagonal projected matrix
   (103 ms against 37 ms for ``eigh`` at m = 800, width 20); S through the pooled
   ``C = W E`` formed once (the same flops and bytes per product as through ``E`` when
@@ -92,6 +126,34 @@ from collections.abc import Callable, Generator
 import numpy as np
 import scipy.linalg
 from scipy.linalg import blas, lapack
+
+# Precisions whose products with a tall operand (n >> b columns on the other side) run
+# in the row orientation (``(X^T A^T)^T`` for ``A X``, ``(Y^T A)^T`` for ``A^T Y``): the
+# same numbers and bytes, but OpenBLAS's float64 kernels run these shapes much faster
+# (one BLAS thread, CPU ms, column / row orientation). Passes over the table (V = 16000,
+# d = 8000): ``E X`` 8 columns 167 / 123, 14 columns 249 / 157, 32 columns 277 / 201;
+# ``E^T Y`` 186 / 101, 261 / 133, 292 / 174. Reorthogonalisation against a Krylov basis
+# (n = 1e4, m = 800, b = 20): ``Q^T X`` 14.3 / 9.8, ``Q C`` 17.1 / 8.3. In float32 the
+# column orientation is as fast or faster (table passes, 32 columns: 114 / 137 and 123 /
+# 138 ms), so the warm start's passes keep it.
+ROW_ORIENTED_DTYPES = (np.dtype(np.float64),)
+
+
+def tall_times(tall: np.ndarray, small: np.ndarray) -> np.ndarray:
+    """``tall @ small`` for ``tall`` (n, m) and ``small`` (m, b) of its precision, in the
+    faster orientation (``ROW_ORIENTED_DTYPES``; the result may be a transposed view).
+    O(n m b)."""
+    if tall.dtype in ROW_ORIENTED_DTYPES:
+        return (small.T @ tall.T).T
+    return tall @ small
+
+
+def tall_transpose_times(tall: np.ndarray, other: np.ndarray) -> np.ndarray:
+    """``tall^T @ other`` for ``tall`` (n, m) and ``other`` (n, b) of its precision, in the
+    faster orientation (see :func:`tall_times`). O(n m b)."""
+    if tall.dtype in ROW_ORIENTED_DTYPES:
+        return (other.T @ tall).T
+    return tall.T @ other
 
 
 def lower_gram(rows: np.ndarray, scale: float) -> np.ndarray:
@@ -543,10 +605,11 @@ def _block_lanczos_steps(
 def _reorthogonalize(block: np.ndarray, basis: np.ndarray) -> None:
     """Full reorthogonalisation of ``block`` against ``basis`` in place, classical
     Gram-Schmidt repeated only when a pass removed more than 30% of some column's norm
-    (DGKS criterion, "twice is enough"). O(n m b) a pass for a basis of m columns."""
+    (DGKS criterion, "twice is enough"); products in the faster orientation
+    (:func:`tall_times`). O(n m b) a pass for a basis of m columns."""
     for _ in range(2):
         before = np.sum(block**2, axis=0)
-        block -= basis @ (basis.T @ block)
+        block -= tall_times(basis, tall_transpose_times(basis, block))
         if np.all(np.sum(block**2, axis=0) > 0.49 * before):
             return
 
@@ -626,7 +689,11 @@ DENSE_TOP_MAX_N = 200
 # At d = 8000 (one run each, load ~10): 1e-3: 24.7 s, 38 + 12 rounds; 3e-4: 23.9 s,
 # 40 + 9; 1e-7 / 1e-4: 22.6 s, 40 + 9 (an exact round costs ~2.4 rough ones there); at
 # d = 4000 3e-4 and 1e-3 take the same rounds (34 + 8), at d = 2000 27 + 6 against
-# 24 + 9. Hence 3e-4.
+# 24 + 9. Hence 3e-4. Re-measured once the exact rounds got cheaper (row-oriented
+# float64 passes, module docstring; d = 8000, seeds 0-3): looser stops do not win
+# (1e-3 / 3e-3 / 1e-2: 16.2 / 17.6 / 18.1 against 16.5 CPU s, medians within the noise
+# for 1e-3, whose rounds are the same or 1-2 more; ~1.5 exact rounds added for each
+# warm round saved), and 1e-5 for the values changes no round count.
 ROUGH_VALUE_TOL = 1e-6
 ROUGH_VECTOR_TOL = 3e-4
 ROUGH_FLOOR_TOL = 1e-6

@@ -49,10 +49,13 @@ import scipy.sparse
 from attnrmt._validation import check_int, check_positive
 from attnrmt.contract import SPECTRA, stored_eigenvalue_count
 from attnrmt.model._linalg import (
+    DENSE_TOP_MAX_N,
     add_rank_one,
     lower_gram,
     shared_operator_top_eigenpairs,
     spectrum_and_top_eigenvectors,
+    tall_times,
+    tall_transpose_times,
     top_eigenpairs,
 )
 from attnrmt.model.positional import positional_correlation, sample_signs, validate_positional
@@ -290,6 +293,19 @@ def population_matrix(
 Blocks = list[np.ndarray | None]
 
 
+def table_pass(embeddings: np.ndarray, block: np.ndarray) -> np.ndarray:
+    """``E X`` (V, b) for the table ``E`` (V, d) and a block ``X`` (d, b), in the faster
+    orientation for ``E``'s precision (:func:`attnrmt.model._linalg.tall_times`); ``X`` is
+    cast to it. O(V d b), one pass over ``E``."""
+    return tall_times(embeddings, block.astype(embeddings.dtype, copy=False))
+
+
+def table_transpose_pass(embeddings: np.ndarray, block: np.ndarray) -> np.ndarray:
+    """``E^T Y`` (d, b) for the table ``E`` (V, d) and a block ``Y`` (V, b) of its
+    precision, in the faster orientation (see :func:`table_pass`). O(V d b)."""
+    return tall_transpose_times(embeddings, block)
+
+
 def _add_rank_one_terms(
     product: np.ndarray, block: np.ndarray, terms: Sequence[tuple[float, np.ndarray]]
 ) -> np.ndarray:
@@ -316,7 +332,9 @@ def table_operators(
     (:func:`population_rank_one_terms`; ``docs/model.md``, "Population covariance given
     the table"). Both
     products go through the table: ``Z = E [X_S, X_P]`` in one pass over ``E``, then
-    ``W^T W Z_S / N`` (sparse, O(N T b)) and ``kappa Z_P / V``, then one pass of ``E^T``.
+    ``W^T W Z_S / N`` (sparse, O(N T b)) and ``kappa Z_P / V``, then one pass of ``E^T``
+    (:func:`table_pass`, :func:`table_transpose_pass`: each in the faster orientation for
+    the pass precision).
     So a round costs two passes over ``E`` (O(V d b)) for both matrices; the block
     Lanczos runs of the two matrices advance in lockstep
     (:func:`attnrmt.model._linalg.run_lanczos_together`). Memory: ``E`` and O(V b).
@@ -336,12 +354,11 @@ def table_operators(
         embeddings = pass_table
         incidence = incidence.astype(pass_table.dtype)
         transposed = transposed.astype(pass_table.dtype)
-    pass_dtype = embeddings.dtype
 
     def apply_all(blocks: Blocks) -> Blocks:
         present = [block for block in blocks if block is not None]
         # (V, sum of widths); in the pass precision (no copy for float64)
-        table_products = embeddings @ np.hstack(present).astype(pass_dtype, copy=False)
+        table_products = table_pass(embeddings, np.hstack(present))
         column, mixed = 0, []
         for index, block in enumerate(blocks):
             if block is None:
@@ -352,7 +369,7 @@ def table_operators(
                 mixed.append(transposed @ (incidence @ part) / n_samples)
             else:
                 mixed.append(part * population_scale)
-        products = embeddings.T @ np.hstack(mixed)
+        products = table_transpose_pass(embeddings, np.hstack(mixed))
         results: Blocks = []
         column = 0
         for index, block in enumerate(blocks):
@@ -466,7 +483,8 @@ def simulate_cell(
     )
 
     R = positional_correlation(positional_spec, T)
-    table = sample_table(d, V, snr, table_stream)
+    rough_dtype = TOP_WARM_START_DTYPE if spectrum == "top" and d > DENSE_TOP_MAX_N else None
+    table = sample_table(d, V, snr, table_stream, rough_dtype)
     signs, labels = sample_signs(positional_spec, T, N, sign_stream)
     tokens = sample_tokens(signs, V, token_stream)
     del signs
@@ -737,22 +755,26 @@ _WARM_START_MAX_SCALE = 1e30
 
 def _warm_start_operators(
     incidence: scipy.sparse.csr_array,
-    embeddings: np.ndarray,
+    table: EmbeddingTable,
     centered: bool,
     population_terms: Sequence[tuple[float, np.ndarray]],
     kappa: float,
 ) -> Callable[[Blocks], Blocks] | None:
     """:func:`table_operators` in ``TOP_WARM_START_DTYPE``, or None when that is None or
     the table is too large for float32 (``V max|E|^2 > _WARM_START_MAX_SCALE``: snr of
-    ~1e25 and more; the exact iteration then starts from the spike start). O(V d)."""
+    ~1e25 and more; the exact iteration then starts from the spike start). The passes
+    read ``table.rough_embeddings`` when it is in that precision (drawn with the table,
+    :func:`attnrmt.model.table.sample_table`), else a copy made here (O(V d))."""
     if TOP_WARM_START_DTYPE is None:
         return None
-    with np.errstate(over="ignore"):  # an overflow to inf fails the test below
-        rough_table = embeddings.astype(TOP_WARM_START_DTYPE)
-    largest = max(float(rough_table.max()), -float(rough_table.min()))
-    if not embeddings.shape[0] * largest**2 <= _WARM_START_MAX_SCALE:
+    rough_table, largest = table.rough_embeddings, table.rough_max_abs
+    if rough_table is None or rough_table.dtype != TOP_WARM_START_DTYPE:
+        with np.errstate(over="ignore"):  # an overflow to inf fails the test below
+            rough_table = table.embeddings.astype(TOP_WARM_START_DTYPE)
+        largest = max(float(rough_table.max()), -float(rough_table.min()))
+    if not table.vocabulary_size * largest**2 <= _WARM_START_MAX_SCALE:
         return None
-    return table_operators(incidence, embeddings, centered, population_terms, kappa,
+    return table_operators(incidence, table.embeddings, centered, population_terms, kappa,
                            rough_table)
 
 
@@ -803,7 +825,7 @@ def _measure_top(
         [n_values, min(top_k + 1, d)], [top_k, top_k], solver_stream,
         [unit_columns(table.signal_direction, table.class_mean_difference, table.table_mean),
          unit_columns(table.signal_direction)],
-        _warm_start_operators(incidence, table.embeddings, centered, population_terms, kappa),
+        _warm_start_operators(incidence, table, centered, population_terms, kappa),
     )
     return values[::-1].copy(), top_vectors, pop_values[:top_k], pop_vectors, downstream_accuracy
 

@@ -34,6 +34,11 @@ class EmbeddingTable:
         ``mbar = (m_+ + m_-)/2``, the mean of all embeddings.
     class_mean_difference : ndarray (d,)
         ``Dlt = (m_+ - m_-)/2``.
+    rough_embeddings : ndarray (V, d) or None
+        ``embeddings`` rounded to a lower precision (``sample_table(rough_dtype=...)``: the
+        top route's float32 warm-start passes), else None.
+    rough_max_abs : float
+        ``max |rough_embeddings|`` (inf after an overflow; NaN without a rough copy).
     """
 
     embeddings: np.ndarray
@@ -41,6 +46,8 @@ class EmbeddingTable:
     signal_direction: np.ndarray
     table_mean: np.ndarray
     class_mean_difference: np.ndarray
+    rough_embeddings: np.ndarray | None = None
+    rough_max_abs: float = float("nan")
 
     @property
     def vocabulary_size(self) -> int:
@@ -93,7 +100,44 @@ def helper_threads() -> int:
     return max(1, min(limits))
 
 
-def sample_table(d: int, V: int, snr: float, rng: np.random.Generator) -> EmbeddingTable:
+# Rows a chunk of the fused fill (:func:`_fill_rows_with_rough_copy`): ~256 KiB of float64
+# (the chunk is drawn, summed and rounded while it is in cache).
+_FUSED_CHUNK_BYTES = 1 << 18
+
+
+def _fill_rows_with_rough_copy(
+    rows: np.ndarray, rough_rows: np.ndarray, generator: np.random.Generator,
+    shift: float,
+) -> tuple[np.ndarray, float]:
+    """Fill ``rows`` with standard normals (``shift`` added to column 0), write them
+    rounded into ``rough_rows`` and return their column sums and ``max |rough_rows|``, one
+    chunk of rows at a time, so that each chunk is summed and rounded while it is in
+    cache (one pass over memory instead of three: draw, sum, round). Bit-identical to
+    ``generator.standard_normal(out=rows); rows[:, 0] += shift; rows.sum(axis=0)``: a
+    generator fills consecutive chunks with the numbers of one call, and numpy sums the
+    rows of a C-ordered array over axis 0 one after the other, as the loop below does
+    (``tests/model/test_cell.py`` checks both). O(rows) time, O(d) extra memory."""
+    chunk = max(1, _FUSED_CHUNK_BYTES // (8 * rows.shape[1]))
+    sums = np.zeros(rows.shape[1])
+    largest = 0.0
+    for start in range(0, rows.shape[0], chunk):
+        part = rows[start : start + chunk]
+        generator.standard_normal(out=part)
+        part[:, 0] += shift
+        if start == 0:
+            sums[:] = part[0]
+        for row in part[1:] if start == 0 else part:
+            sums += row
+        rough_part = rough_rows[start : start + chunk]
+        with np.errstate(over="ignore"):  # an overflow to inf shows in the maximum
+            rough_part[...] = part
+        largest = max(largest, float(rough_part.max()), -float(rough_part.min()))
+    return sums, largest
+
+
+def sample_table(
+    d: int, V: int, snr: float, rng: np.random.Generator, rough_dtype: type | None = None
+) -> EmbeddingTable:
     """Draw ``E``: ``e_v = s_v mu + z_v`` with ``mu = sqrt(snr) e_1``
     (docs/model.md, "Embedding table").
 
@@ -101,7 +145,10 @@ def sample_table(d: int, V: int, snr: float, rng: np.random.Generator) -> Embedd
     each from its own SFC64 generator seeded by a child of ``rng``'s seed sequence, in
     parallel threads
     (:func:`helper_threads`); the result does not depend on the thread count. The class
-    sums are accumulated per block while it is hot in cache.
+    sums are accumulated per block while it is hot in cache. With ``rough_dtype`` the
+    table is also rounded to it (``rough_embeddings``) chunk by chunk as it is drawn
+    (:func:`_fill_rows_with_rough_copy`; the same ``embeddings`` and sums, bit for bit).
+    O(V d) time, 8 V d bytes (plus the rough copy).
 
     Parameters
     ----------
@@ -110,9 +157,12 @@ def sample_table(d: int, V: int, snr: float, rng: np.random.Generator) -> Embedd
     snr : float
         ``||mu||^2``.
     rng : numpy.random.Generator
+    rough_dtype : numpy float type, optional
+        Precision of the rough copy (None: none).
     """
     half = V // 2
     embeddings = np.empty((V, d))
+    rough = None if rough_dtype is None else np.empty((V, d), dtype=rough_dtype)
     token_class = np.repeat(np.array([1, -1], dtype=np.int8), half)
     edges = np.linspace(0, half, _TABLE_BLOCKS_PER_CLASS + 1).round().astype(int)
     blocks = [(start, stop) for start, stop in itertools.pairwise(edges) if stop > start]
@@ -125,19 +175,23 @@ def sample_table(d: int, V: int, snr: float, rng: np.random.Generator) -> Embedd
     ]
     amplitude = np.sqrt(snr)
 
-    def fill(index: int) -> np.ndarray:
+    def fill(index: int) -> tuple[np.ndarray, float]:
         start, stop = blocks[index]
         rows = embeddings[start:stop]
+        if rough is not None:
+            return _fill_rows_with_rough_copy(rows, rough[start:stop], generators[index],
+                                              amplitude * token_class[start])
         generators[index].standard_normal(out=rows)
         rows[:, 0] += amplitude * token_class[start]
-        return rows.sum(axis=0)
+        return rows.sum(axis=0), float("nan")
 
     threads = min(helper_threads(), len(blocks))
     if threads > 1:
         with ThreadPoolExecutor(threads) as pool:
-            block_sums = list(pool.map(fill, range(len(blocks))))
+            filled = list(pool.map(fill, range(len(blocks))))
     else:
-        block_sums = [fill(index) for index in range(len(blocks))]
+        filled = [fill(index) for index in range(len(blocks))]
+    block_sums = [sums for sums, _ in filled]
     n_plus = len(blocks) // 2
     mean_plus = np.sum(block_sums[:n_plus], axis=0) / half
     mean_minus = np.sum(block_sums[n_plus:], axis=0) / half
@@ -149,6 +203,9 @@ def sample_table(d: int, V: int, snr: float, rng: np.random.Generator) -> Embedd
         signal_direction=signal_direction,
         table_mean=0.5 * (mean_plus + mean_minus),
         class_mean_difference=0.5 * (mean_plus - mean_minus),
+        rough_embeddings=rough,
+        rough_max_abs=max(largest for _, largest in filled) if rough is not None
+        else float("nan"),
     )
 
 
