@@ -82,7 +82,7 @@ other jobs, so every figure is inflated against the first round's; paired median
   / 1500 / 2000 (CPU 2.09 / 1.54 / 1.36 / 1.28; load ~5.5) and 2.27 / 1.80 / 1.36 / 1.32
   (CPU 2.17 / 1.61 / 1.45 / 1.30; load ~5.8, ``results.md``): d = 500 (and under this load
   d = 1000) stays above 1.5. Quiet re-run on the merged code (load < 1, ``results.md``):
-  1.95 / 1.53 / 1.40 / 1.38.
+  1.95 / 1.53 / 1.40 / 1.38; with 15 pairs (load 0.1-0.7): 2.13 / 1.54 / 1.36 / 1.35.
 - The smaller dimension at delta = 2, gamma = 0.5 (``population_smaller_dimension``, CPU
   ms, median of 5 pairs, load ~5.8): population 43.9 -> 23.5 (d = 1000) and 162 -> 94
   (d = 2000); sample part 200 -> 70 and 1135 -> 299 (x2.85, x3.77).
