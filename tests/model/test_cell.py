@@ -23,6 +23,7 @@ from attnrmt.model import (
     simulate_cell,
 )
 from attnrmt.model.table import sample_table, sample_tokens
+from tests.model.conftest import assert_products_in_precision
 
 BASE = {
     "d": 60,
@@ -494,13 +495,10 @@ def test_table_passes_in_either_orientation_are_the_plain_products(dtype: type) 
     embeddings = rng.standard_normal((70, 50)).astype(dtype)
     block, rows = rng.standard_normal((50, 7)), rng.standard_normal((70, 7)).astype(dtype)
     exact_table = embeddings.astype(np.float64)
-    tolerance = 1e-12 if dtype == np.float64 else 1e-5
-    for found, expected in ((cell_module.table_pass(embeddings, block), exact_table @ block),
-                            (cell_module.table_transpose_pass(embeddings, rows),
-                             exact_table.T @ rows.astype(np.float64))):
-        assert found.dtype == dtype and found.shape == expected.shape
-        np.testing.assert_allclose(found, expected, rtol=0,
-                                   atol=tolerance * np.abs(expected).max())
+    assert_products_in_precision(
+        ((cell_module.table_pass(embeddings, block), exact_table @ block),
+         (cell_module.table_transpose_pass(embeddings, rows),
+          exact_table.T @ rows.astype(np.float64))), dtype)
 
 
 def test_top_route_small_d_uses_the_dense_route_and_validates() -> None:

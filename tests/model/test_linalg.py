@@ -8,6 +8,7 @@ import pytest
 
 from attnrmt.model import _linalg
 from attnrmt.model.table import sample_table
+from tests.model.conftest import assert_products_in_precision
 
 
 def dense_from_lower(lower: np.ndarray) -> np.ndarray:
@@ -49,12 +50,9 @@ def test_tall_products_in_either_orientation(dtype: type, order: str) -> None:
     tall = np.array(rng.standard_normal((90, 40)), dtype=dtype, order=order)
     small, other = (rng.standard_normal(shape).astype(dtype) for shape in ((40, 6), (90, 6)))
     exact = tall.astype(np.float64)
-    tolerance = 1e-12 if dtype == np.float64 else 1e-5
-    for found, expected in ((_linalg.tall_times(tall, small), exact @ small),
-                            (_linalg.tall_transpose_times(tall, other), exact.T @ other)):
-        assert found.dtype == dtype and found.shape == expected.shape
-        np.testing.assert_allclose(found, expected, rtol=0,
-                                   atol=tolerance * np.abs(expected).max())
+    assert_products_in_precision(
+        ((_linalg.tall_times(tall, small), exact @ small),
+         (_linalg.tall_transpose_times(tall, other), exact.T @ other)), dtype)
 
 
 def test_block_lanczos_matches_dense_eigh_on_a_bulk_with_outliers() -> None:

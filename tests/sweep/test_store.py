@@ -347,7 +347,6 @@ def test_spectra_are_stored_ragged_not_padded(tmp_path: Path) -> None:
     assert values.shape[0] == sum(cell.d for cell in plan.sweeps["grid"].cells)
 
 
-
 @pytest.mark.parametrize(("chunk", "n_rows", "expected"), [(64, 10, (10,)), (4, 10, (4,)),
                                                             (4, 0, (1,))])
 def test_segment_columns_shorter_than_a_chunk_are_chunked_by_their_length(

@@ -675,6 +675,12 @@ def dense_top_eigenpairs(
 DENSE_TOP_MAX_N = 200
 
 
+def uses_krylov(n: int) -> bool:
+    """Whether :func:`shared_operator_top_eigenpairs` iterates (block Lanczos) at size
+    ``n`` rather than forming the matrix (``n <= DENSE_TOP_MAX_N``). O(1)."""
+    return n > DENSE_TOP_MAX_N
+
+
 # The single-precision warm start of :func:`shared_operator_top_eigenpairs` stops when
 # every wanted value is within 1e-6 relative and every wanted vector within 3e-4 in angle
 # of the rough operator's, or its residual is below 1e-6 |theta_1| (the float32 products
@@ -783,7 +789,7 @@ def shared_operator_top_eigenpairs(
         return apply
 
     found: list[tuple[np.ndarray, np.ndarray] | None] = [None] * len(starts)
-    if n > DENSE_TOP_MAX_N:
+    if uses_krylov(n):
         directions = directions or [None] * len(starts)
         if rough_apply_all is not None:
             starts = warm_start_blocks(rough_apply_all, starts, n_values, n_vectors, rng)

@@ -49,7 +49,6 @@ import scipy.sparse
 from attnrmt._validation import check_int, check_positive
 from attnrmt.contract import SPECTRA, stored_eigenvalue_count
 from attnrmt.model._linalg import (
-    DENSE_TOP_MAX_N,
     add_rank_one,
     lower_gram,
     shared_operator_top_eigenpairs,
@@ -57,6 +56,7 @@ from attnrmt.model._linalg import (
     tall_times,
     tall_transpose_times,
     top_eigenpairs,
+    uses_krylov,
 )
 from attnrmt.model.positional import positional_correlation, sample_signs, validate_positional
 from attnrmt.model.readout import ridge_readout_accuracy
@@ -483,7 +483,8 @@ def simulate_cell(
     )
 
     R = positional_correlation(positional_spec, T)
-    rough_dtype = TOP_WARM_START_DTYPE if spectrum == "top" and d > DENSE_TOP_MAX_N else None
+    # the float32 copy of E is drawn with it when the top route will iterate on it
+    rough_dtype = TOP_WARM_START_DTYPE if spectrum == "top" and uses_krylov(d) else None
     table = sample_table(d, V, snr, table_stream, rough_dtype)
     signs, labels = sample_signs(positional_spec, T, N, sign_stream)
     tokens = sample_tokens(signs, V, token_stream)
@@ -807,7 +808,7 @@ def _measure_top(
     O(m (V d + N T) + d m^2) time for a Krylov basis of m columns (measured at delta =
     gamma = 0.5: ~400-500 for S, 600-850 for the population matrix at d = 2000-4000),
     O(V d + m d) memory (1.5 V d doubles with the float32 copy of ``E``): no d x d matrix
-    is formed (for d > ``DENSE_TOP_MAX_N``).
+    is formed (when :func:`attnrmt.model._linalg.uses_krylov`).
     ``label`` models also form the pooled matrix (N x d) for the readout.
     Returns (the ``min(2 top_k, d)`` largest eigenvalues ascending, ...) as
     :func:`_measure_full`.
@@ -825,7 +826,8 @@ def _measure_top(
         [n_values, min(top_k + 1, d)], [top_k, top_k], solver_stream,
         [unit_columns(table.signal_direction, table.class_mean_difference, table.table_mean),
          unit_columns(table.signal_direction)],
-        _warm_start_operators(incidence, table, centered, population_terms, kappa),
+        _warm_start_operators(incidence, table, centered, population_terms, kappa)
+        if uses_krylov(d) else None,  # the dense route (small d) has no rounds to warm
     )
     return values[::-1].copy(), top_vectors, pop_values[:top_k], pop_vectors, downstream_accuracy
 

@@ -236,19 +236,19 @@ class _Appender:
             self.pending = [joined[whole:]] if whole < len(joined) else []
             self.n_pending = len(joined) - whole
 
-    def _write(self, values: np.ndarray, chunk: int | None = None) -> None:
+    def _write(self, values: np.ndarray) -> None:
         if self.array is None:
-            self.array = _new_array(self.group, self.name, values,
-                                    self.chunk if chunk is None else chunk)
+            self.array = _new_array(self.group, self.name, values, self.chunk)
         else:
             self.array.append(values)
 
     def close(self) -> None:
-        if self.pending or self.array is None:
-            joined = (np.concatenate(self.pending) if self.pending
-                      else np.empty(0, dtype=self.dtype))
-            # a column shorter than one chunk: chunked by its own length
-            self._write(joined, None if self.array is not None else max(1, len(joined)))
+        joined = (np.concatenate(self.pending) if self.pending
+                  else np.empty(0, dtype=self.dtype))
+        if self.array is None:  # shorter than one chunk: one chunk of its own length
+            self.array = _new_array(self.group, self.name, joined, max(1, len(joined)))
+        elif len(joined):
+            self.array.append(joined)
         self.pending, self.n_pending = [], 0
 
 
