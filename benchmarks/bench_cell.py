@@ -260,14 +260,16 @@ def _smaller_dimension_cases(d: int, delta: float) -> dict[str, tuple[Callable, 
 
     V, N = realised_sizes(d, delta, CELL["gamma"])
     table_stream, sign_stream, token_stream, start_stream = (
-        np.random.default_rng(child) for child in np.random.SeedSequence(d).spawn(4))
+        np.random.default_rng(child) for child in np.random.SeedSequence(d).spawn(4)
+    )
     cell_table = table.sample_table(d, V, CELL["snr"], table_stream)
     signs, _ = sample_signs(CELL["positional"], CELL["T"], N, sign_stream)
     tokens = table.sample_tokens(signs, V, token_stream)
     weights = np.full(CELL["T"], 1 / CELL["T"])
     kappa = float(weights @ weights)
     terms = cell.population_rank_one_terms(
-        cell_table.table_mean, cell_table.class_mean_difference, 0.3, kappa, 1.0, True)
+        cell_table.table_mean, cell_table.class_mean_difference, 0.3, kappa, 1.0, True
+    )
     start = cell._spike_start(d, cell_table, start_stream, 1)[:, 0]
 
     def population_d() -> object:
@@ -283,15 +285,22 @@ def _smaller_dimension_cases(d: int, delta: float) -> dict[str, tuple[Callable, 
         return _linalg.spectrum_and_top_eigenvectors(lower, 3)
 
     return {
-        "population": (population_d, lambda: cell._population_top_from_tokens(
-            cell_table, terms, kappa, 3, start)),
-        "sample": (sample_d, lambda: cell._sample_spectrum_from_tokens(
-            cell.token_incidence(tokens, weights, V), cell_table.embeddings, True, 3)),
+        "population": (
+            population_d,
+            lambda: cell._population_top_from_tokens(cell_table, terms, kappa, 3, start),
+        ),
+        "sample": (
+            sample_d,
+            lambda: cell._sample_spectrum_from_tokens(
+                cell.token_incidence(tokens, weights, V), cell_table.embeddings, True, 3
+            ),
+        ),
     }
 
 
-def population_routes(dimensions: tuple[int, ...] = GRAM_DIMENSIONS, delta: float = GRAM_DELTA,
-                      repeats: int = 5) -> dict:
+def population_routes(
+    dimensions: tuple[int, ...] = GRAM_DIMENSIONS, delta: float = GRAM_DELTA, repeats: int = 5
+) -> dict:
     """``population_smaller_dimension`` (name kept; both parts): each part of a full cell
     with V < d (``delta = GRAM_DELTA``, gamma = 0.5, centred, so V < d < N) by the d route
     it replaced (population: form P + Lanczos; sample: pool, form S, one reduction) and by
@@ -307,8 +316,7 @@ def population_routes(dimensions: tuple[int, ...] = GRAM_DIMENSIONS, delta: floa
             V, N = realised_sizes(d, delta, CELL["gamma"])
             for part, (old, new) in _smaller_dimension_cases(d, delta).items():
                 old(), new()
-                pairs = np.asarray([(_cpu_seconds(old), _cpu_seconds(new))
-                                    for _ in range(repeats)])
+                pairs = np.asarray([(_cpu_seconds(old), _cpu_seconds(new)) for _ in range(repeats)])
                 name = f"{part} d={d}"
                 rows[name] = {
                     "V": V,
@@ -341,8 +349,9 @@ def _cpu_seconds(work: Callable[[], object]) -> float:
 TOP_REPEATS = {2000: 3, 4000: 3, 8000: 1}
 
 
-def top_vs_full(dimensions: tuple[int, ...] = TOP_DIMENSIONS,
-                repeats: dict[int, int] | None = None) -> dict:
+def top_vs_full(
+    dimensions: tuple[int, ...] = TOP_DIMENSIONS, repeats: dict[int, int] | None = None
+) -> dict:
     """``cell_top_vs_full``: CPU seconds of ``spectrum="top"`` against ``"full"`` on the
     same cell (same seed), one BLAS thread (threadpoolctl), median over ``repeats[d]``
     paired runs (default ``TOP_REPEATS``: 3 up to d = 4000, 1 at d = 8000, where one full
@@ -457,8 +466,11 @@ def top_warm_start(dimensions: tuple[int, ...] = (2000, 4000), repeats: int = 3)
                     "cold_cpu_s": round(float(np.median(seconds["cold"])), 2),
                     "speedup": round(float(np.median(ratios)), 2),
                     "repeats": repeats,
-                    **{f"{name}_run_{key}": value for name in ("warm", "cold")
-                       for key, value in counts[name].items()},
+                    **{
+                        f"{name}_run_{key}": value
+                        for name in ("warm", "cold")
+                        for key, value in counts[name].items()
+                    },
                 }
                 print(f"warm start d={d}: {rows[f'd={d}']}", flush=True)
     finally:
@@ -479,8 +491,11 @@ def top_large_d(d: int = TOP_TARGET_D) -> dict:
         "'peak_rss_mb': resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))"
     )
     output = subprocess.run(
-        [sys.executable, "-c", code], env={**os.environ, **SINGLE_THREAD_ENV}, check=True,
-        capture_output=True, text=True,
+        [sys.executable, "-c", code],
+        env={**os.environ, **SINGLE_THREAD_ENV},
+        check=True,
+        capture_output=True,
+        text=True,
     ).stdout
     measured = json.loads(output.splitlines()[-1])
     return {key: round(value, 1) for key, value in measured.items()}
@@ -514,17 +529,22 @@ def krylov_methods(d: int = 2000) -> dict:
                 return operator([block, None])[0]
 
             start = np.random.default_rng(1).standard_normal((d, width))
-            seconds = _cpu_seconds(lambda: _linalg.block_lanczos_top(
-                apply, start, 6, 3, rng=np.random.default_rng(2)))  # noqa: B023 (called at once)
-            rows[f"block_lanczos_width_{width}"] = {"cpu_s": round(seconds, 2),
-                                                   "products": int(sum(calls))}
+            seconds = _cpu_seconds(
+                lambda: _linalg.block_lanczos_top(apply, start, 6, 3, rng=np.random.default_rng(2))
+            )  # noqa: B023 (called at once)
+            rows[f"block_lanczos_width_{width}"] = {
+                "cpu_s": round(seconds, 2),
+                "products": int(sum(calls)),
+            }
         calls = []
         linear = scipy.sparse.linalg.LinearOperator(
-            (d, d), matvec=lambda v: (calls.append(1), operator([v.reshape(d, 1), None])[0])[1],
+            (d, d),
+            matvec=lambda v: (calls.append(1), operator([v.reshape(d, 1), None])[0])[1],
             dtype=np.float64,
         )
-        seconds = _cpu_seconds(lambda: scipy.sparse.linalg.eigsh(linear, k=6, which="LA",
-                                                                 tol=1e-12))
+        seconds = _cpu_seconds(
+            lambda: scipy.sparse.linalg.eigsh(linear, k=6, which="LA", tol=1e-12)
+        )
         rows["eigsh_arpack"] = {"cpu_s": round(seconds, 2), "products": len(calls)}
         counted: list[int] = []
 
@@ -534,15 +554,18 @@ def krylov_methods(d: int = 2000) -> dict:
             return operator([block, None])[0]
 
         linear = scipy.sparse.linalg.LinearOperator(
-            (d, d), matvec=block_product, matmat=block_product, dtype=np.float64)
+            (d, d), matvec=block_product, matmat=block_product, dtype=np.float64
+        )
         start = np.random.default_rng(1).standard_normal((d, 8))
-        seconds = _cpu_seconds(lambda: scipy.sparse.linalg.lobpcg(
-            linear, start, largest=True, tol=1e-10 * TOP_CELL["snr"], maxiter=1000))
+        seconds = _cpu_seconds(
+            lambda: scipy.sparse.linalg.lobpcg(
+                linear, start, largest=True, tol=1e-10 * TOP_CELL["snr"], maxiter=1000
+            )
+        )
         rows["lobpcg_block_8"] = {"cpu_s": round(seconds, 2), "products": int(sum(counted))}
     for name, row in rows.items():
         print(f"krylov d={d} {name}: {row}", flush=True)
     return rows
-
 
 
 def _kernel_routes(lower: np.ndarray, start: np.ndarray) -> dict[str, Callable[[], object]]:
@@ -556,16 +579,20 @@ def _kernel_routes(lower: np.ndarray, start: np.ndarray) -> dict[str, Callable[[
     top3 = [d - 3, d - 1]
     return {
         "ours_spectrum_and_top3": lambda: _linalg.spectrum_and_top_eigenvectors(
-            np.asfortranarray(lower.copy()), 3),
+            np.asfortranarray(lower.copy()), 3
+        ),
         "scipy_evr_values_then_subset_vectors": lambda: (
             scipy.linalg.eigh(dense, eigvals_only=True, driver="evr"),
-            scipy.linalg.eigh(dense, subset_by_index=top3, driver="evr")),
+            scipy.linalg.eigh(dense, subset_by_index=top3, driver="evr"),
+        ),
         "scipy_evd_everything": lambda: scipy.linalg.eigh(dense, driver="evd"),
         "ours_lanczos_top3": lambda: _linalg.lanczos_top_eigenpairs(lower, 3, start),
         "scipy_evr_subset_top3": lambda: scipy.linalg.eigh(
-            dense, subset_by_index=top3, driver="evr"),
+            dense, subset_by_index=top3, driver="evr"
+        ),
         "scipy_eigsh_top3": lambda: scipy.sparse.linalg.eigsh(
-            dense, k=3, which="LA", tol=1e-12, v0=start),
+            dense, k=3, which="LA", tol=1e-12, v0=start
+        ),
     }
 
 
@@ -594,8 +621,10 @@ def linalg_kernels(dimensions: tuple[int, ...] = (1000, 2000), repeats: int = 3)
             lower = _linalg.lower_gram(rows_matrix, 1.0 / (2 * d))
             start = rng.standard_normal(d)
             routes = _kernel_routes(lower, start)
-            row = {name: round(float(np.median([_cpu_seconds(route) for _ in range(repeats)])),
-                               3) for name, route in routes.items()}
+            row = {
+                name: round(float(np.median([_cpu_seconds(route) for _ in range(repeats)])), 3)
+                for name, route in routes.items()
+            }
             rows[f"d={d}"] = row
             print(f"linalg kernels d={d}: {row}", flush=True)
     return rows
@@ -605,13 +634,26 @@ if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "--kernels":
         print(json.dumps({"linalg_kernels": linalg_kernels()}))
     elif len(sys.argv) > 1 and sys.argv[1] == "--top":  # only the top-route benchmarks
-        print(json.dumps({"krylov_methods": krylov_methods(),
-                          "top_warm_start": top_warm_start(),
-                          "top_block_widths": top_block_widths(),
-                          "cell_top_vs_full": top_vs_full(), "large_d": top_large_d()}))
+        print(
+            json.dumps(
+                {
+                    "krylov_methods": krylov_methods(),
+                    "top_warm_start": top_warm_start(),
+                    "top_block_widths": top_block_widths(),
+                    "cell_top_vs_full": top_vs_full(),
+                    "large_d": top_large_d(),
+                }
+            )
+        )
     elif len(sys.argv) > 1 and sys.argv[1] == "--full":  # only the full-route benchmarks
-        print(json.dumps({"cell_vs_floor_single_thread": _single_thread(7, DIMENSIONS),
-                          "population_smaller_dimension": population_routes()}))
+        print(
+            json.dumps(
+                {
+                    "cell_vs_floor_single_thread": _single_thread(7, DIMENSIONS),
+                    "population_smaller_dimension": population_routes(),
+                }
+            )
+        )
     elif len(sys.argv) > 2 and sys.argv[1] == "--json":
         repeats_arg = int(sys.argv[2])
         dims = tuple(int(value) for value in sys.argv[3:]) or DIMENSIONS

@@ -47,9 +47,13 @@ def write_records(run_dir: Path, n_records: int) -> None:
     for index in range(n_records):
         fragment = run_dir / f"sweep{index % N_SWEEPS}" / "fragments" / f"{index:016x}.npz"
         cells = [
-            {"key": f"{index:032x}{cell:032x}", "seed": "[1, 2, 3]",
-             "params": {"d": 5_000_000, "snr": 1.0}, "error": "MemoryError()",
-             "cause": FAILURE_CAUSES[cell % len(FAILURE_CAUSES)]}
+            {
+                "key": f"{index:032x}{cell:032x}",
+                "seed": "[1, 2, 3]",
+                "params": {"d": 5_000_000, "snr": 1.0},
+                "error": "MemoryError()",
+                "cause": FAILURE_CAUSES[cell % len(FAILURE_CAUSES)],
+            }
             for cell in range(CELLS_PER_RECORD)
         ]
         record_block_failures(fragment, cells, attempt=1, mem_mb=16000)
@@ -68,8 +72,7 @@ def median_ms(call: Callable[[], Any]) -> float:
 
 def read_all(run_dir: Path) -> int:
     """The floor: list every record and read its bytes."""
-    return sum(len(path.read_bytes())
-               for path in run_dir.glob(f"*/{FAILURES_DIRNAME}/*.json"))
+    return sum(len(path.read_bytes()) for path in run_dir.glob(f"*/{FAILURES_DIRNAME}/*.json"))
 
 
 def main() -> dict[str, Any]:

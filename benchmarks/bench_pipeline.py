@@ -92,11 +92,20 @@ def snakemake_command(
     (workdir / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
     targets = [f"results/{config['run']}/{sweep}/{store}" for sweep in config["sweeps"]]
     command = [
-        str(SNAKEMAKE), *targets,
-        "--snakefile", str(REPO / "Snakefile"), "--directory", str(workdir),
-        "--workflow-profile", str(REPO / "profiles" / "default"),
-        "--cores", str(n_cores), "--configfile", str(workdir / "config.yaml"),
-        "--quiet", "all",
+        str(SNAKEMAKE),
+        *targets,
+        "--snakefile",
+        str(REPO / "Snakefile"),
+        "--directory",
+        str(workdir),
+        "--workflow-profile",
+        str(REPO / "profiles" / "default"),
+        "--cores",
+        str(n_cores),
+        "--configfile",
+        str(workdir / "config.yaml"),
+        "--quiet",
+        "all",
     ]
     env = dict(os.environ)
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
@@ -222,14 +231,15 @@ def slope(xs: list[float], ys: list[float]) -> float:
 
 def _scaling_in_child() -> dict[str, Any]:
     """Cell-cost scaling, measured in a child process with one BLAS thread."""
-    code = (
-        "import json, benchmarks.bench_pipeline as b; "
-        "print(json.dumps(b.cell_scaling()))"
-    )
+    code = "import json, benchmarks.bench_pipeline as b; print(json.dumps(b.cell_scaling()))"
     env = dict(os.environ)
     env.update({name: "1" for name in BLAS_VARIABLES})
     done = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=REPO,
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=REPO,
         check=True,
     )
     return json.loads(done.stdout.strip().splitlines()[-1])

@@ -49,19 +49,38 @@ BLOCK = 1000
 REPEATS = 5
 
 
-def records_of(cells: list[Any], rng: np.random.Generator, environments: list[str]
-               ) -> list[dict[str, Any]]:
+def records_of(
+    cells: list[Any], rng: np.random.Generator, environments: list[str]
+) -> list[dict[str, Any]]:
     """Synthetic records (bench_store's) with provenance, alternating two environments."""
-    return [{
-        "eigenvalues": np.sort(rng.random(cell.d)),
-        **{name: rng.random(cell.top_k) for name in (
-            "top_eigenvalues", "overlap_signal", "overlap_class_mean", "overlap_table_mean",
-            "pop_top_eigenvalues", "pop_overlap_signal")},
-        "alpha": 0.1, "kappa": 0.125, "sigma": 1.0, "V": 4 * cell.d, "N": 2 * cell.d,
-        "effective_weights": np.full(cell.T, 1.0 / cell.T),
-        "downstream_accuracy": float("nan"), "compute_seconds": 0.002,
-        ENVIRONMENT_KEY: environments[i % 2], "peak_memory_bytes": 2**27 + i, "attempt": 1,
-    } for i, cell in enumerate(cells)]
+    return [
+        {
+            "eigenvalues": np.sort(rng.random(cell.d)),
+            **{
+                name: rng.random(cell.top_k)
+                for name in (
+                    "top_eigenvalues",
+                    "overlap_signal",
+                    "overlap_class_mean",
+                    "overlap_table_mean",
+                    "pop_top_eigenvalues",
+                    "pop_overlap_signal",
+                )
+            },
+            "alpha": 0.1,
+            "kappa": 0.125,
+            "sigma": 1.0,
+            "V": 4 * cell.d,
+            "N": 2 * cell.d,
+            "effective_weights": np.full(cell.T, 1.0 / cell.T),
+            "downstream_accuracy": float("nan"),
+            "compute_seconds": 0.002,
+            ENVIRONMENT_KEY: environments[i % 2],
+            "peak_memory_bytes": 2**27 + i,
+            "attempt": 1,
+        }
+        for i, cell in enumerate(cells)
+    ]
 
 
 def _median_seconds(function: Any) -> float:
@@ -83,15 +102,20 @@ def fragment_metrics(block: Any, seed: int, environments: list[str]) -> dict[str
     """Encode time and bytes of one block with and without provenance."""
     cells = list(block.cells)
     records = records_of(cells, np.random.default_rng(0), environments)
-    plain = [{k: v for k, v in r.items() if k not in (ENVIRONMENT_KEY, *PROVENANCE_FIELDS)}
-             for r in records]
+    plain = [
+        {k: v for k, v in r.items() if k not in (ENVIRONMENT_KEY, *PROVENANCE_FIELDS)}
+        for r in records
+    ]
     keys = [cell.key for cell in cells]
     seeds = [seed_token(cell.seed_words(seed)) for cell in cells]
     flags = [True] * len(cells)
     with_seconds = _median_seconds(lambda: encode_fragment(keys, seeds, flags, records))
     plain_seconds = _median_seconds(lambda: encode_fragment(keys, seeds, flags, plain))
-    old_format = {name: value for name, value in encode_fragment(keys, seeds, flags, plain).items()
-                  if name not in (ENVIRONMENTS_MEMBER, *PROVENANCE_FIELDS)}
+    old_format = {
+        name: value
+        for name, value in encode_fragment(keys, seeds, flags, plain).items()
+        if name not in (ENVIRONMENTS_MEMBER, *PROVENANCE_FIELDS)
+    }
     extra = _npz_bytes(encode_fragment(keys, seeds, flags, records)) - _npz_bytes(old_format)
     return {
         "fragment_cells": len(cells),
@@ -120,8 +144,9 @@ def main() -> dict[str, Any]:
     plan = plan_run(load_config(store_config(16, N_CELLS)))
     sweep = plan.sweeps["big"]
     this = process_environment()
-    other = json.dumps({**json.loads(this), "host": "other-host"}, sort_keys=True,
-                       separators=(",", ":"))
+    other = json.dumps(
+        {**json.loads(this), "host": "other-host"}, sort_keys=True, separators=(",", ":")
+    )
     environments = [this, other]
     rng = np.random.default_rng(1)
     result = fragment_metrics(sweep.blocks[0], plan.seed, environments)
@@ -134,7 +159,9 @@ def main() -> dict[str, Any]:
             arrays = encode_fragment(
                 [cell.key for cell in cells],
                 [seed_token(cell.seed_words(plan.seed)) for cell in cells],
-                [True] * len(cells), records_of(cells, rng, environments))
+                [True] * len(cells),
+                records_of(cells, rng, environments),
+            )
             paths.append(write_fragment(sweep_dir / "fragments" / f"{block.key}.npz", arrays))
         gather_cells(sweep, paths, sweep_dir / "cells.zarr", plan.seed)
         summary = run_provenance(run_dir)
@@ -142,9 +169,11 @@ def main() -> dict[str, Any]:
         summary_seconds = _median_seconds(lambda: run_provenance(run_dir))
         floor_seconds = _median_seconds(lambda: read_columns(sweep_dir))
     label = f"{len(sweep.cells)}_cells"
-    result.update({
-        f"summary_seconds_{label}": round(summary_seconds, 3),
-        f"column_read_seconds_{label}": round(floor_seconds, 3),
-        f"summary_ratio_to_column_read_{label}": round(summary_seconds / floor_seconds, 2),
-    })
+    result.update(
+        {
+            f"summary_seconds_{label}": round(summary_seconds, 3),
+            f"column_read_seconds_{label}": round(floor_seconds, 3),
+            f"summary_ratio_to_column_read_{label}": round(summary_seconds / floor_seconds, 2),
+        }
+    )
     return result

@@ -73,7 +73,8 @@ def tiny_config(n_cells: int, run: str = "bench-scale") -> dict[str, Any]:
                 "d": ds,
                 "delta": [0.5],
                 "gamma": [round(0.25 + 0.75 * i / max(1, n_gamma - 1), 6) for i in range(n_gamma)]
-                if n_gamma > 1 else [0.5],
+                if n_gamma > 1
+                else [0.5],
                 "T": [4],
                 "positional": ["iid"],
                 "weights": weights,
@@ -148,15 +149,19 @@ def run_pipeline_to_analysis(config: dict[str, Any], n_cores: int) -> dict[str, 
         command, env = snakemake_command(config, workdir, "analysis.zarr", n_cores)
         with RssSampler(workdir) as sampler:
             start = time.perf_counter()
-            done = subprocess.run(command, capture_output=True, text=True, env=env,
-                                  cwd=workdir)
+            done = subprocess.run(command, capture_output=True, text=True, env=env, cwd=workdir)
             seconds = time.perf_counter() - start
         if done.returncode != 0:
             raise RuntimeError(f"pipeline failed:\n{(done.stdout + done.stderr)[-3000:]}")
-        return {"seconds": seconds, "peak_single_mb": sampler.peak_single,
-                "peak_total_mb": sampler.peak_total,
-                "peak_by_process_mb": {name: round(mb, 1) for name, mb in sorted(
-                    sampler.peak_by_process.items(), key=lambda item: -item[1])}}
+        return {
+            "seconds": seconds,
+            "peak_single_mb": sampler.peak_single,
+            "peak_total_mb": sampler.peak_total,
+            "peak_by_process_mb": {
+                name: round(mb, 1)
+                for name, mb in sorted(sampler.peak_by_process.items(), key=lambda item: -item[1])
+            },
+        }
     finally:
         shutdown_run_cluster(workdir / "results" / config["run"])
         shutil.rmtree(workdir, ignore_errors=True)
@@ -170,8 +175,10 @@ def estimated_compute_seconds(config: dict[str, Any]) -> float:
 
     seconds_per_work = calibrate_seconds_per_work()
     plan = plan_run(load_config(config))
-    return sum(sweep_summary(sweep, set(), seconds_per_work)["estimated_seconds"]
-               for sweep in plan.sweeps.values())
+    return sum(
+        sweep_summary(sweep, set(), seconds_per_work)["estimated_seconds"]
+        for sweep in plan.sweeps.values()
+    )
 
 
 def main(n_cells: int = N_RUN) -> dict[str, Any]:
@@ -188,10 +195,14 @@ def main(n_cells: int = N_RUN) -> dict[str, Any]:
         "machine": machine(),
         "cores": n_cores,
         "cells": len(jobs),
-        "note": ("one pipeline run, then one loop run, over the same cells"
-                 + ("" if len(jobs) == N_CELLS else
-                    f"; run at {len(jobs)} cells, not {N_CELLS} "
-                    "(ATTNRMT_BENCH_SCALE_CELLS)")),
+        "note": (
+            "one pipeline run, then one loop run, over the same cells"
+            + (
+                ""
+                if len(jobs) == N_CELLS
+                else f"; run at {len(jobs)} cells, not {N_CELLS} (ATTNRMT_BENCH_SCALE_CELLS)"
+            )
+        ),
         f"scale_vs_loop_{label}_tiny_cells": round(ratio, 3),
         "scale_vs_loop_ok": ratio <= RATIO_TARGET,
         "scale_pipeline_seconds": round(pipeline["seconds"], 2),

@@ -120,7 +120,8 @@ def cli_seconds(run_dir: Path) -> float:
     start = time.perf_counter()
     subprocess.run(
         [sys.executable, "-m", "attnrmt.cli", "status", str(run_dir), "--json"],
-        check=True, capture_output=True,
+        check=True,
+        capture_output=True,
     )
     return time.perf_counter() - start
 
@@ -149,7 +150,8 @@ def main(runs: int = RUNS) -> dict[str, Any]:
         status_seconds = statistics.median(timed(run_status, plan, run_dir) for _ in range(runs))
         keys_seconds = statistics.median(
             timed(fragments.finished_cell_keys, run_dir / name)
-            for _ in range(runs) for name in plan.sweeps
+            for _ in range(runs)
+            for name in plan.sweeps
         )
         cli = statistics.median(cli_seconds(run_dir) for _ in range(runs))
     return {

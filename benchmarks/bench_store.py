@@ -88,8 +88,11 @@ def store_config(d: int, n_cells: int, n_snr: int = N_SNR, new_gamma: int = 0) -
     n_lines = n_cells // (N_SNR * replicates)  # the same lines for any n_snr
     weights = ["mean", "last", "harmonic", "optimal"]
     n_gamma = max(1, n_lines // len(weights))
-    gammas = ([round(0.1 + 0.9 * i / max(1, n_gamma - 1), 6) for i in range(n_gamma)]
-              if n_gamma > 1 else [0.5])
+    gammas = (
+        [round(0.1 + 0.9 * i / max(1, n_gamma - 1), 6) for i in range(n_gamma)]
+        if n_gamma > 1
+        else [0.5]
+    )
     gammas += [round(1.0 + 0.01 * (i + 1), 6) for i in range(new_gamma)]
     return {
         "run": "bench-store",
@@ -195,10 +198,15 @@ print(json.dumps({"seconds": seconds, "import_seconds": import_seconds,
 
 
 def _child(script: str, *args: str) -> dict[str, Any]:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
-        [str(REPO / "src"), str(REPO), os.environ.get("PYTHONPATH", "")])}
-    out = subprocess.run([sys.executable, "-c", script, *args], capture_output=True,
-                         text=True, env=env)
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(
+            [str(REPO / "src"), str(REPO), os.environ.get("PYTHONPATH", "")]
+        ),
+    }
+    out = subprocess.run(
+        [sys.executable, "-c", script, *args], capture_output=True, text=True, env=env
+    )
     if out.returncode != 0:
         raise RuntimeError(out.stderr[-3000:])
     lines = out.stdout.strip().splitlines()
@@ -226,8 +234,7 @@ def store_metrics(d: int, n_cells: int, label: str, runs: int | None = None) -> 
                 shutil.rmtree(sweep_dir / stale, ignore_errors=True)
             fulls.append(gather_once(store_config(d, n_cells), sweep_dir))
             updates.append(gather_once(store_config(d, n_cells, N_SNR + 1), sweep_dir))
-            new_lines.append(gather_once(store_config(d, n_cells, N_SNR + 1, NEW_GAMMA),
-                                         sweep_dir))
+            new_lines.append(gather_once(store_config(d, n_cells, N_SNR + 1, NEW_GAMMA), sweep_dir))
     full, extended = fulls[-1], updates[-1]
     lines_seconds = statistics.median(run["seconds"] for run in new_lines)
     full_seconds = statistics.median(run["seconds"] for run in fulls)
@@ -244,36 +251,44 @@ def store_metrics(d: int, n_cells: int, label: str, runs: int | None = None) -> 
         f"store_update_seconds_1pct_{label}": round(update_seconds, 2),
         f"store_update_all_seconds_{label}": [round(run["seconds"], 2) for run in updates],
         f"store_update_seconds_ratio_1pct_{label}": round(update_seconds / full_seconds, 4),
-        f"store_update_peak_rss_mb_{label}": round(max(run["maxrss_mb"] for run in updates),
-                                                    1),
+        f"store_update_peak_rss_mb_{label}": round(max(run["maxrss_mb"] for run in updates), 1),
         # the other kind of extension: new lines (a new model, d, gamma...), whole blocks
         f"store_new_lines_cells_fraction_{label}": round(
-            (new_lines[-1]["cells"] - extended["cells"]) / extended["cells"], 4),
+            (new_lines[-1]["cells"] - extended["cells"]) / extended["cells"], 4
+        ),
         f"store_new_lines_fraction_{label}": round(
-            new_lines[-1]["written_bytes"] / full["written_bytes"], 4),
+            new_lines[-1]["written_bytes"] / full["written_bytes"], 4
+        ),
         f"store_new_lines_seconds_{label}": round(lines_seconds, 2),
         f"store_new_lines_seconds_ratio_{label}": round(lines_seconds / full_seconds, 4),
         # the import of zarr and its codecs, inside both timings above (a fixed cost of
         # any gather), and the ratio without it in either
-        f"gather_import_seconds_{label}": round(statistics.median(
-            run["import_seconds"] for run in [*fulls, *updates]), 3),
+        f"gather_import_seconds_{label}": round(
+            statistics.median(run["import_seconds"] for run in [*fulls, *updates]), 3
+        ),
         f"store_update_seconds_ratio_no_imports_1pct_{label}": round(
             statistics.median(run["seconds"] - run["import_seconds"] for run in updates)
-            / statistics.median(run["seconds"] - run["import_seconds"] for run in fulls), 4),
-        f"open_seconds_{label}": round(statistics.median(run["open_seconds"] for run in fulls),
-                                       3),
+            / statistics.median(run["seconds"] - run["import_seconds"] for run in fulls),
+            4,
+        ),
+        f"open_seconds_{label}": round(statistics.median(run["open_seconds"] for run in fulls), 3),
         f"read_one_line_and_spectrum_seconds_{label}": round(
-            statistics.median(run["read_line_seconds"] for run in fulls), 3),
+            statistics.median(run["read_line_seconds"] for run in fulls), 3
+        ),
     }
 
 
 def plan_config_1e6() -> dict[str, Any]:
     """bench_plan's config grown to 10^6 cells (80 lines x 500 snr x 25 replicates)."""
     config = big_config("bench-store-plan")
-    config["sweeps"]["big"].update({
-        "delta": [0.5, 1.0], "gamma": [0.5, 1.0],
-        "snr": {"start": 0.0, "stop": 4.0, "num": 500}, "replicates": 25,
-    })
+    config["sweeps"]["big"].update(
+        {
+            "delta": [0.5, 1.0],
+            "gamma": [0.5, 1.0],
+            "snr": {"start": 0.0, "stop": 4.0, "num": 500},
+            "replicates": 25,
+        }
+    )
     return config
 
 
@@ -305,32 +320,44 @@ def plan_metrics(runs: int = 3) -> dict[str, Any]:
 def summarise(result: dict[str, Any]) -> dict[str, Any]:
     """``result`` with the cross-size summaries (maxima over the sizes measured, targets
     met, the issue's headline keys), recomputed from the per-size keys."""
-    rss = [value for key, value in result.items()
-           if key.startswith(("gather_peak_rss_mb_", "store_update_peak_rss_mb_"))
-           and key not in ("gather_peak_rss_mb_max", "gather_peak_rss_mb_1e6_cells")]
-    fractions = [value for key, value in result.items()
-                 if key.startswith("store_update_fraction_1pct_")]
-    updates = [value for key, value in result.items()
-               if key.startswith("store_update_seconds_ratio_1pct_")]
-    summary: dict[str, Any] = {} if not rss else {
-        "gather_peak_rss_mb_max": max(rss),
-        "gather_peak_rss_ok": max(rss) <= RSS_TARGET_MB,
-        "store_update_fraction_1pct": max(fractions),
-        "store_update_fraction_ok": max(fractions) <= UPDATE_TARGET,
-        # the worst size measured, whatever it is (tiny cells: the update's fixed cost,
-        # docs/scaling.md, "An update reads only what it must")
-        "store_update_seconds_ratio_1pct_max": max(updates),
-        "store_update_seconds_max_ok": max(updates) <= UPDATE_TARGET,
-    }
+    rss = [
+        value
+        for key, value in result.items()
+        if key.startswith(("gather_peak_rss_mb_", "store_update_peak_rss_mb_"))
+        and key not in ("gather_peak_rss_mb_max", "gather_peak_rss_mb_1e6_cells")
+    ]
+    fractions = [
+        value for key, value in result.items() if key.startswith("store_update_fraction_1pct_")
+    ]
+    updates = [
+        value for key, value in result.items() if key.startswith("store_update_seconds_ratio_1pct_")
+    ]
+    summary: dict[str, Any] = (
+        {}
+        if not rss
+        else {
+            "gather_peak_rss_mb_max": max(rss),
+            "gather_peak_rss_ok": max(rss) <= RSS_TARGET_MB,
+            "store_update_fraction_1pct": max(fractions),
+            "store_update_fraction_ok": max(fractions) <= UPDATE_TARGET,
+            # the worst size measured, whatever it is (tiny cells: the update's fixed cost,
+            # docs/scaling.md, "An update reads only what it must")
+            "store_update_seconds_ratio_1pct_max": max(updates),
+            "store_update_seconds_max_ok": max(updates) <= UPDATE_TARGET,
+        }
+    )
     if "gather_peak_rss_mb_1e6_cells_d1000" in result:  # the issue's headline sweep
-        headline = {"gather_peak_rss_mb_1e6_cells": "gather_peak_rss_mb",
-                    "gather_seconds_1e6_cells": "gather_seconds",
-                    "store_update_seconds_1pct": "store_update_seconds_1pct",
-                    "store_update_seconds_ratio_1pct": "store_update_seconds_ratio_1pct"}
+        headline = {
+            "gather_peak_rss_mb_1e6_cells": "gather_peak_rss_mb",
+            "gather_seconds_1e6_cells": "gather_seconds",
+            "store_update_seconds_1pct": "store_update_seconds_1pct",
+            "store_update_seconds_ratio_1pct": "store_update_seconds_ratio_1pct",
+        }
         for key, measured in headline.items():
             summary[key] = result[f"{measured}_1e6_cells_d1000"]
         summary["store_update_seconds_ok"] = (
-            summary["store_update_seconds_ratio_1pct"] <= UPDATE_TARGET)
+            summary["store_update_seconds_ratio_1pct"] <= UPDATE_TARGET
+        )
     return {**result, **summary}
 
 
@@ -338,20 +365,24 @@ def main() -> dict[str, Any]:
     """Run the benchmark; return its metrics (one run of each gather: minutes each)."""
     result: dict[str, Any] = {"machine": machine()}
     big_label = f"{N_BIG:.0e}".replace("+0", "") + "_cells_d1000"
-    sizes = {"1e6_cells_d16": (16, N_TINY), "3e6_cells_d16": (16, N_TINY_LARGE),
-             big_label: (1000, N_BIG)}
+    sizes = {
+        "1e6_cells_d16": (16, N_TINY),
+        "3e6_cells_d16": (16, N_TINY_LARGE),
+        big_label: (1000, N_BIG),
+    }
     chosen = os.environ.get("ATTNRMT_BENCH_STORE_SIZES", ",".join([*sizes, "plan"]))
     selected = [label.strip() for label in chosen.split(",") if label.strip()]
     unknown = sorted(set(selected) - {*sizes, "plan"})
     if unknown:
-        raise ValueError(f"ATTNRMT_BENCH_STORE_SIZES: unknown {unknown}; "
-                         f"known: {[*sizes, 'plan']}")
+        raise ValueError(f"ATTNRMT_BENCH_STORE_SIZES: unknown {unknown}; known: {[*sizes, 'plan']}")
     for label, (d, n_cells) in sizes.items():
         if label in selected:
             result.update(store_metrics(d, n_cells, label))
-    result["note"] = (f"10^6 and 3*10^6 cells measured at d=16; d=1000 measured at {N_BIG} "
-                      f"cells ({8 * 1000 * N_BIG / 2**30:.2f} GiB of spectra); "
-                      f"sizes run: {selected}")
+    result["note"] = (
+        f"10^6 and 3*10^6 cells measured at d=16; d=1000 measured at {N_BIG} "
+        f"cells ({8 * 1000 * N_BIG / 2**30:.2f} GiB of spectra); "
+        f"sizes run: {selected}"
+    )
     if "plan" in selected:
         result.update(plan_metrics())
     result["load_average_1min_end"] = round(os.getloadavg()[0], 2)

@@ -91,9 +91,12 @@ def bench_predict(seed: int = 0) -> dict[str, float]:
     arrays = [a.values for a in xr.broadcast(*named.values(), centered)[:5]]
     floor = _median_seconds(lambda: [spike(*arrays, variant=v) for v in VARIANTS])
     engine = _median_seconds(lambda: predict(**named, centered=centered))
-    return {"predict_grid_points": float(np.prod(list(PREDICT_GRID.values()))),
-            "predict_seconds": engine, "spike_floor_seconds": floor,
-            "predict_over_spike_floor": engine / floor}
+    return {
+        "predict_grid_points": float(np.prod(list(PREDICT_GRID.values()))),
+        "predict_seconds": engine,
+        "spike_floor_seconds": floor,
+        "predict_over_spike_floor": engine / floor,
+    }
 
 
 def main() -> dict[str, float]:

@@ -70,8 +70,11 @@ def run_module(name: str, groups: int) -> dict[str, Any]:
     for check_name, (check, seeds) in module.SEED_GROUP_CHECKS.items():
         results[check_name] = pass_rate(check, tuple(seeds), groups)
         row = results[check_name]
-        print(f"{name}::{check_name}: {row['passed']}/{groups} groups of {len(seeds)} seeds"
-              f" ({row['seconds']} s) {row['failures'] or ''}", flush=True)
+        print(
+            f"{name}::{check_name}: {row['passed']}/{groups} groups of {len(seeds)} seeds"
+            f" ({row['seconds']} s) {row['failures'] or ''}",
+            flush=True,
+        )
     return results
 
 

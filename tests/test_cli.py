@@ -123,8 +123,13 @@ def test_plan_lists_recorded_failures_of_cells_still_planned(
     sweep = run_plan.sweeps["transition"]
     block = sweep.blocks[0]
     fragment = tmp_path / config["run"] / "transition" / "fragments" / f"{block.key}.npz"
-    failed = {"key": block.cells[0].key, "seed": "[1]", "params": {"d": 100, "snr": 0.5},
-              "error": "MemoryError('Unable to allocate 1.8 TiB')", "cause": "out_of_memory"}
+    failed = {
+        "key": block.cells[0].key,
+        "seed": "[1]",
+        "params": {"d": 100, "snr": 0.5},
+        "error": "MemoryError('Unable to allocate 1.8 TiB')",
+        "cause": "out_of_memory",
+    }
     gone = dict(failed, key="0" * 64)  # a cell no longer in the config
     store.record_block_failures(fragment, [failed, gone])
     arguments = ["plan", str(SMALL), "--results", str(tmp_path), "--no-calibrate"]
@@ -136,8 +141,10 @@ def test_plan_lists_recorded_failures_of_cells_still_planned(
     assert cli.main(arguments) == 0
     text = capsys.readouterr().out
     assert "failed cells (1: 1 out_of_memory;" in text
-    assert (f"block {block.key}  cell {failed['key'][:12]}  d=100, snr=0.5  [out_of_memory]: "
-            "MemoryError") in text
+    assert (
+        f"block {block.key}  cell {failed['key'][:12]}  d=100, snr=0.5  [out_of_memory]: "
+        "MemoryError"
+    ) in text
     # what skip_failed leaves out, and the report's table (cells described as configured)
     run_dir = tmp_path / config["run"]
     assert failed_blocks(run_plan, run_dir) == {"transition": {block.key}, "markov": set()}
@@ -146,7 +153,11 @@ def test_plan_lists_recorded_failures_of_cells_still_planned(
     assert table["cause"].tolist() == ["out_of_memory"]
     cell = block.cells[0]
     assert table.iloc[0][["sweep", "d", "positional", "snr"]].tolist() == [
-        "transition", cell.d, cell.positional, cell.snr]
+        "transition",
+        cell.d,
+        cell.positional,
+        cell.snr,
+    ]
     store.clear_block_failures(fragment)
     assert cli.main(arguments) == 0
     assert "failed cells" not in capsys.readouterr().out

@@ -28,8 +28,9 @@ def test_every_entry_has_a_long_name_and_udunits_units(name: str) -> None:
     assert unit.is_dimensionless() or unit.is_convertible("s"), (name, attrs["units"])
     if unit.is_dimensionless() and name not in {"replicate", "k", "eig", "position", "boot"}:
         # a dimensionless number says on which scale it lives (or that it is one)
-        assert any(word in attrs["long_name"] for word in
-                   ("dimensionless", "count", "fraction", "flag")), name
+        assert any(
+            word in attrs["long_name"] for word in ("dimensionless", "count", "fraction", "flag")
+        ), name
 
 
 def test_the_table_covers_every_stored_name() -> None:

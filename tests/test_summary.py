@@ -28,17 +28,53 @@ def summary_table() -> pd.DataFrame:
 
 
 def thresholds_table() -> pd.DataFrame:
-    base = {"sweep": "s", "transition": "sample", "finite_size": "none", "bound": "none",
-            "theory_paper": 1.78, "theory_finite_vocab": 1.28}
+    base = {
+        "sweep": "s",
+        "transition": "sample",
+        "finite_size": "none",
+        "bound": "none",
+        "theory_paper": 1.78,
+        "theory_finite_vocab": 1.28,
+    }
     rows = [
-        {**base, "d": 400, "estimate": 1.1, "ci_low": 1.0, "ci_high": 1.3,
-         "consistent_paper": False, "consistent_finite_vocab": True},
-        {**base, "d": 800, "estimate": 1.24, "ci_low": 1.12, "ci_high": 1.34,
-         "consistent_paper": False, "consistent_finite_vocab": True},
-        {**base, "d": 800, "estimate": np.nan, "ci_low": 0.0, "ci_high": 3.0, "bound": "above",
-         "consistent_paper": True, "consistent_finite_vocab": True},
-        {**base, "d": math.inf, "estimate": 1.3, "ci_low": 1.2, "ci_high": 1.4,
-         "finite_size": "d->inf", "consistent_paper": False, "consistent_finite_vocab": True},
+        {
+            **base,
+            "d": 400,
+            "estimate": 1.1,
+            "ci_low": 1.0,
+            "ci_high": 1.3,
+            "consistent_paper": False,
+            "consistent_finite_vocab": True,
+        },
+        {
+            **base,
+            "d": 800,
+            "estimate": 1.24,
+            "ci_low": 1.12,
+            "ci_high": 1.34,
+            "consistent_paper": False,
+            "consistent_finite_vocab": True,
+        },
+        {
+            **base,
+            "d": 800,
+            "estimate": np.nan,
+            "ci_low": 0.0,
+            "ci_high": 3.0,
+            "bound": "above",
+            "consistent_paper": True,
+            "consistent_finite_vocab": True,
+        },
+        {
+            **base,
+            "d": math.inf,
+            "estimate": 1.3,
+            "ci_low": 1.2,
+            "ci_high": 1.4,
+            "finite_size": "d->inf",
+            "consistent_paper": False,
+            "consistent_finite_vocab": True,
+        },
     ]
     return pd.DataFrame(rows)
 
@@ -58,8 +94,22 @@ def test_variant_errors_use_outliers_and_overlaps_only() -> None:
 def test_threshold_lines_count_finite_d_curves_and_show_the_largest_d() -> None:
     (line,) = threshold_lines(thresholds_table())
     assert line.split() == [
-        "s", "sample", "paper", "1/3", "finite_vocab", "3/3", "e.g.", "d=800:", "1.24",
-        "[1.12,", "1.34]", "(paper", "1.78,", "finite_vocab", "1.28)"]
+        "s",
+        "sample",
+        "paper",
+        "1/3",
+        "finite_vocab",
+        "3/3",
+        "e.g.",
+        "d=800:",
+        "1.24",
+        "[1.12,",
+        "1.34]",
+        "(paper",
+        "1.78,",
+        "finite_vocab",
+        "1.28)",
+    ]
     assert threshold_lines(pd.DataFrame()) == []
 
 
@@ -80,7 +130,11 @@ def test_report_overview_is_flat_numbers_under_readable_headings(tmp_path) -> No
 
 def test_format_seconds() -> None:
     assert [format_seconds(s) for s in (0.4, 59.6, 92, 3600)] == [
-        "0 s", "1 min 0 s", "1 min 32 s", "60 min 0 s"]
+        "0 s",
+        "1 min 0 s",
+        "1 min 32 s",
+        "60 min 0 s",
+    ]
 
 
 def test_summary_names_sweep_folders_the_config_no_longer_has(tmp_path) -> None:

@@ -146,8 +146,10 @@ def _print_failures(rows: Sequence[Mapping[str, Any]], run_dir: Path) -> None:
         shown = ", ".join(f"{name}={params[name]}" for name in names)
         error = " ".join(str(cell.get("error", "")).split())
         error = error if len(error) <= 160 else error[:157] + "..."
-        print(f"  {sweep}  block {cell['block']}  cell {str(cell['key'])[:12]}  {shown}  "
-              f"[{cell.get('cause', 'other')}]: {error}")
+        print(
+            f"  {sweep}  block {cell['block']}  cell {str(cell['key'])[:12]}  {shown}  "
+            f"[{cell.get('cause', 'other')}]: {error}"
+        )
     print(f"  logs: {run_dir}/logs/simulate_block/<sweep>/<block>.log")
 
 
@@ -230,8 +232,10 @@ def command_status(args: argparse.Namespace) -> int:
             status = run_status(run_plan, run_dir)
             driver = driver_status_line(run_dir)
             if args.json:
-                print(json.dumps(_json_safe({**status.to_json(),
-                                             "driver": driver and driver[1]})), flush=True)
+                print(
+                    json.dumps(_json_safe({**status.to_json(), "driver": driver and driver[1]})),
+                    flush=True,
+                )
             else:
                 stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(status.time))
                 print(f"run {run_plan.run!r} -> {run_dir} at {stamp}")
@@ -254,8 +258,9 @@ def command_run(args: argparse.Namespace) -> int:
     command_validate(args)  # the one-line summary; a bad config stops here
     if args.dry_run:
         valid = _load(args)
-        for command in pipeline_commands(args.config, valid.config["run"], args.profile,
-                                         args.snakefile, args.cores):
+        for command in pipeline_commands(
+            args.config, valid.config["run"], args.profile, args.snakefile, args.cores
+        ):
             print(shlex.join(command))
         return EXIT_OK
     return run_pipeline(args.config, args.profile, args.snakefile, args.cores)
@@ -267,16 +272,19 @@ def command_submit(args: argparse.Namespace) -> int:
     from attnrmt.sweep.driver import DriverAlive, DriverRequest, follow_hint, submit
 
     request = DriverRequest(
-        time=args.time, cpus_per_task=args.cpus_per_task, mem=args.mem,
-        partition=args.partition, account=args.account, extra=tuple(args.sbatch or ()),
+        time=args.time,
+        cpus_per_task=args.cpus_per_task,
+        mem=args.mem,
+        partition=args.partition,
+        account=args.account,
+        extra=tuple(args.sbatch or ()),
     )
     try:
         record = submit(args.config, args.profile, request, args.snakefile, args.cores)
     except DriverAlive as alive:
         print(f"attnrmt submit: {alive}", file=sys.stderr)
         return EXIT_REFUSED
-    print(f"submitted driver job {record['job_id']} of run {record['run']!r} "
-          f"({record['script']})")
+    print(f"submitted driver job {record['job_id']} of run {record['run']!r} ({record['script']})")
     print(follow_hint(args.config, record))
     return EXIT_OK
 
@@ -346,9 +354,7 @@ def command_provenance(args: argparse.Namespace) -> int:
 # --------------------------------------------------------------------------- theory
 
 
-def parse_model_argument(
-    text: str, named: Mapping[str, Any] | None = None
-) -> str | dict[str, Any]:
+def parse_model_argument(text: str, named: Mapping[str, Any] | None = None) -> str | dict[str, Any]:
     """A model given on the command line: JSON (``'{"kind": "prefix", "L": 4}'``) or a name.
 
     ``named``: models of a config file (its ``positional_models`` or ``weight_models``);
@@ -399,8 +405,9 @@ def theory_report(
 
     positional_spec = _validated("positional", model.validate_positional, positional, T)
     weights_spec = _validated("weights", model.validate_weights, weights, T)
-    point = predict_point(delta, gamma, snr, T, positional_spec, weights_spec,
-                          centered=False, variants=variants)
+    point = predict_point(
+        delta, gamma, snr, T, positional_spec, weights_spec, centered=False, variants=variants
+    )
     alpha, kappa, sigma = (float(point[name]) for name in ("alpha", "kappa", "sigma"))
     # predict() broadcasts the bulk over variants; it is the same law in both.
     first = point.isel(variant=0)
@@ -581,7 +588,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--results", default="results", help="results directory, for a config (default: results)"
     )
     status.add_argument(
-        "--watch", type=float, default=None, metavar="SECONDS",
+        "--watch",
+        type=float,
+        default=None,
+        metavar="SECONDS",
         help="refresh every SECONDS until interrupted",
     )
     status.add_argument("--json", action="store_true", help="print JSON (one line per refresh)")
@@ -604,10 +614,12 @@ def build_parser() -> argparse.ArgumentParser:
     provenance = commands.add_parser(
         "provenance", help="commits, versions, hosts, wall time, memory, attempts of the cells"
     )
-    provenance.add_argument("target", metavar="RUN_DIR_OR_CONFIG",
-                            help="results/<run>, or the run's YAML config")
-    provenance.add_argument("--results", default="results",
-                            help="results directory of a config (default: results)")
+    provenance.add_argument(
+        "target", metavar="RUN_DIR_OR_CONFIG", help="results/<run>, or the run's YAML config"
+    )
+    provenance.add_argument(
+        "--results", default="results", help="results directory of a config (default: results)"
+    )
     provenance.add_argument("--json", action="store_true", help="print JSON")
     provenance.set_defaults(handler=command_provenance)
 
@@ -615,8 +627,11 @@ def build_parser() -> argparse.ArgumentParser:
         "run", help="a whole run: validate, Snakemake with a profile, report, summary"
     )
     _add_run_arguments(run)
-    run.add_argument("--dry-run", action="store_true",
-                     help="print the Snakemake commands instead of running them")
+    run.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print the Snakemake commands instead of running them",
+    )
     run.set_defaults(handler=command_run)
 
     from attnrmt.sweep.driver import DEFAULT_DRIVER_CPUS
@@ -625,17 +640,28 @@ def build_parser() -> argparse.ArgumentParser:
         "submit", help="the whole run as one SLURM batch job (log out; rerun to resume)"
     )
     _add_run_arguments(submit)
-    submit.add_argument("--time", default=None,
-                        help="walltime of the driver job (sbatch --time; default: the site's)")
-    submit.add_argument("--cpus-per-task", type=int, default=DEFAULT_DRIVER_CPUS,
-                        help=f"cores of the driver job (default {DEFAULT_DRIVER_CPUS})")
-    submit.add_argument("--mem", default=None,
-                        help="memory of the driver job (sbatch --mem; default: the site's)")
+    submit.add_argument(
+        "--time",
+        default=None,
+        help="walltime of the driver job (sbatch --time; default: the site's)",
+    )
+    submit.add_argument(
+        "--cpus-per-task",
+        type=int,
+        default=DEFAULT_DRIVER_CPUS,
+        help=f"cores of the driver job (default {DEFAULT_DRIVER_CPUS})",
+    )
+    submit.add_argument(
+        "--mem", default=None, help="memory of the driver job (sbatch --mem; default: the site's)"
+    )
     submit.add_argument("--partition", default=None, help="partition (default: the site's)")
     submit.add_argument("--account", default=None, help="account (default: the site's)")
-    submit.add_argument("--sbatch", action="append", metavar="OPTION",
-                        help="another sbatch option for the driver job, e.g. --sbatch=--qos=long "
-                        "(repeatable)")
+    submit.add_argument(
+        "--sbatch",
+        action="append",
+        metavar="OPTION",
+        help="another sbatch option for the driver job, e.g. --sbatch=--qos=long (repeatable)",
+    )
     submit.set_defaults(handler=command_submit)
 
     run_name = commands.add_parser(
@@ -682,12 +708,17 @@ def _add_run_arguments(parser: argparse.ArgumentParser) -> None:
     from attnrmt.sweep.driver import DEFAULT_PROFILE
 
     parser.add_argument("config", help="YAML config file")
-    parser.add_argument("--profile", default=DEFAULT_PROFILE,
-                        help=f"Snakemake workflow profile (default {DEFAULT_PROFILE})")
-    parser.add_argument("--cores", type=int, default=None,
-                        help="Snakemake --cores (default: the profile's)")
-    parser.add_argument("--snakefile", default=None,
-                        help="the workflow's Snakefile (default: Snakefile here)")
+    parser.add_argument(
+        "--profile",
+        default=DEFAULT_PROFILE,
+        help=f"Snakemake workflow profile (default {DEFAULT_PROFILE})",
+    )
+    parser.add_argument(
+        "--cores", type=int, default=None, help="Snakemake --cores (default: the profile's)"
+    )
+    parser.add_argument(
+        "--snakefile", default=None, help="the workflow's Snakefile (default: Snakefile here)"
+    )
 
 
 def _one_line(message: str) -> str:

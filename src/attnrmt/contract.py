@@ -57,8 +57,7 @@ PROVENANCE_FIELDS: tuple[str, ...] = ("environment_id", "peak_memory_bytes", "at
 
 #: Value of each provenance field for a cell computed before provenance was recorded
 #: (``0``: unknown environment / attempt; ``-1``: unknown memory).
-PROVENANCE_ABSENT: dict[str, int] = {"environment_id": 0, "peak_memory_bytes": -1,
-                                     "attempt": 0}
+PROVENANCE_ABSENT: dict[str, int] = {"environment_id": 0, "peak_memory_bytes": -1, "attempt": 0}
 
 #: Why a cell failed, in the ``cause`` of its failure record and of ``failed_cells.csv``
 #: (``docs/data-contract.md``, "Failure causes"; decided by
@@ -121,18 +120,22 @@ VARIABLE_ATTRS: dict[str, dict[str, str]] = {
     # ---- cells.zarr (measured)
     "eigenvalues": _numeric("eigenvalues of S, ascending" + _S_SCALE),
     "top_eigenvalues": _numeric("largest k eigenvalues of S, descending" + _S_SCALE),
-    "overlap_signal": _numeric("squared overlap of eigenvector k of S with u = mu/||mu||"
-                               + _FRACTION),
+    "overlap_signal": _numeric(
+        "squared overlap of eigenvector k of S with u = mu/||mu||" + _FRACTION
+    ),
     "overlap_class_mean": _numeric(
-        "squared overlap of eigenvector k of S with the table's class-mean difference"
-        + _FRACTION),
+        "squared overlap of eigenvector k of S with the table's class-mean difference" + _FRACTION
+    ),
     "overlap_table_mean": _numeric(
-        "squared overlap of eigenvector k of S with the table mean" + _FRACTION),
+        "squared overlap of eigenvector k of S with the table mean" + _FRACTION
+    ),
     "pop_top_eigenvalues": _numeric(
-        "largest k eigenvalues of Sigma_E (population covariance given the table)" + _S_SCALE),
+        "largest k eigenvalues of Sigma_E (population covariance given the table)" + _S_SCALE
+    ),
     "pop_overlap_signal": _numeric(
         "squared overlap of the population eigenvector (k-th when k is a dimension) with "
-        "u = mu/||mu||" + _FRACTION),
+        "u = mu/||mu||" + _FRACTION
+    ),
     "alpha": _numeric("alpha = w^T R w (signal gain of pooling; dimensionless)"),
     "kappa": _numeric("kappa = ||w||^2 (noise gain of pooling; dimensionless)"),
     "sigma": _numeric("sigma = sum_t w_t (dimensionless)"),
@@ -143,31 +146,39 @@ VARIABLE_ATTRS: dict[str, dict[str, str]] = {
     "N": _numeric("realised number of samples N" + _COUNT),
     "compute_seconds": _numeric("wall time of the cell", "s"),
     "effective_weights": _numeric(
-        "pooling weights used (measured mean for causal_attention; dimensionless)"),
+        "pooling weights used (measured mean for causal_attention; dimensionless)"
+    ),
     "downstream_accuracy": _numeric(
-        "test accuracy of the ridge readout of the label y (NaN if no label)" + _FRACTION),
+        "test accuracy of the ridge readout of the label y (NaN if no label)" + _FRACTION
+    ),
     "cell_key": _label("sha256 content key of the cell ('' if absent)"),
     "environment_id": _numeric(
-        "id of the cell's environment in the environments attribute (dimensionless; "
-        "0 = unknown)"),
+        "id of the cell's environment in the environments attribute (dimensionless; 0 = unknown)"
+    ),
     "peak_memory_bytes": _numeric(
         "peak resident memory of the worker process by the end of the cell (count of "
-        "bytes; -1 = unknown)", "byte"),
+        "bytes; -1 = unknown)",
+        "byte",
+    ),
     "attempt": _numeric("block attempt that computed the cell (count; 0 = unknown)"),
     # ---- theory.zarr (predicted; attnrmt.theory.predict)
     "bulk_lower_edge": _numeric("left edge of the bulk of S" + _S_SCALE),
     "bulk_upper_edge": _numeric("right edge of the bulk of S" + _S_SCALE),
     "bulk_atom": _numeric("mass of the bulk's atom at 0" + _FRACTION),
-    "pop_bulk_edge": _numeric("right edge of the bulk of Sigma_E, kappa (1 + sqrt(delta))^2"
-                              + _S_SCALE),
+    "pop_bulk_edge": _numeric(
+        "right edge of the bulk of Sigma_E, kappa (1 + sqrt(delta))^2" + _S_SCALE
+    ),
     "pop_outlier": _numeric("population outlier of Sigma_E (NaN below threshold)" + _S_SCALE),
     "sample_outlier": _numeric("sample outlier of S (NaN below threshold)" + _S_SCALE),
     "pop_top_eigenvalue": _numeric(
-        "top eigenvalue of Sigma_E: outlier above threshold, bulk edge below" + _S_SCALE),
+        "top eigenvalue of Sigma_E: outlier above threshold, bulk edge below" + _S_SCALE
+    ),
     "sample_top_eigenvalue": _numeric(
-        "top eigenvalue of S: outlier above threshold, bulk upper edge below" + _S_SCALE),
+        "top eigenvalue of S: outlier above threshold, bulk upper edge below" + _S_SCALE
+    ),
     "sample_overlap_signal": _numeric(
-        "squared overlap of the top sample eigenvector with u = mu/||mu||" + _FRACTION),
+        "squared overlap of the top sample eigenvector with u = mu/||mu||" + _FRACTION
+    ),
     "threshold_snr_population": _numeric("snr at the population BBP threshold" + _SNR_SCALE),
     "threshold_snr_sample": _numeric("snr at the sample BBP threshold" + _SNR_SCALE),
     "theta": _numeric("signal spike strength theta" + _KAPPA_SCALE),
@@ -175,13 +186,16 @@ VARIABLE_ATTRS: dict[str, dict[str, str]] = {
     "gamma_effective": _numeric("effective ratio d/N of the realised sizes (dimensionless)"),
     "mean_spike_outlier": _numeric(
         "sample outlier of the uncentred mean spike (NaN where centred or below threshold)"
-        + _S_SCALE),
+        + _S_SCALE
+    ),
     "mean_spike_pop_outlier": _numeric(
         "population outlier of the uncentred mean spike (NaN where centred or below "
-        "threshold)" + _S_SCALE),
+        "threshold)" + _S_SCALE
+    ),
     "mean_spike_overlap": _numeric(
         "squared overlap of the sample eigenvector with the table mean (NaN where centred)"
-        + _FRACTION),
+        + _FRACTION
+    ),
     # ---- analysis.zarr (estimated)
     "bulk_ks": _numeric("KS distance of the bulk from kappa MP_delta [x] MP_gamma" + _FRACTION),
     "bulk_n_outliers": _numeric("eigenvalues above the bulk edge margin" + _COUNT),
@@ -194,16 +208,19 @@ VARIABLE_ATTRS: dict[str, dict[str, str]] = {
     "threshold_estimate": _numeric("empirical threshold (NaN when a bound)" + _SNR_SCALE),
     "threshold_ci_low": _numeric("lower end of the threshold's CI or bound" + _SNR_SCALE),
     "threshold_ci_high": _numeric("upper end of the threshold's CI or bound" + _SNR_SCALE),
-    "threshold_extrapolated": _numeric("snr where the fitted theta line crosses theta_c"
-                                       + _SNR_SCALE),
+    "threshold_extrapolated": _numeric(
+        "snr where the fitted theta line crosses theta_c" + _SNR_SCALE
+    ),
     "threshold_bound": _numeric("is the threshold a bound (flag, see flag_meanings)"),
     "threshold_n_detected": _numeric("snr points with a detected outlier" + _COUNT),
     "threshold_boot": _numeric("bootstrap threshold crossings" + _SNR_SCALE),
     "theta_slope": _numeric("slope d theta_hat / d snr (dimensionless; kappa per snr)"),
-    "theta_slope_shared": _numeric("slope d theta_hat / d snr shared by every d of a curve "
-                                   "(dimensionless; kappa per snr)"),
-    "slope_consistency_p": _numeric("p-value of the test that every d of a curve has the "
-                                    "same theta_hat slope (dimensionless)"),
+    "theta_slope_shared": _numeric(
+        "slope d theta_hat / d snr shared by every d of a curve (dimensionless; kappa per snr)"
+    ),
+    "slope_consistency_p": _numeric(
+        "p-value of the test that every d of a curve has the same theta_hat slope (dimensionless)"
+    ),
     "theta_intercept": _numeric("theta_hat at snr = 0" + _KAPPA_SCALE),
     "theta_offset": _numeric("intercept / slope (paper 0, finite_vocab delta)" + _SNR_SCALE),
     "theta_critical": _numeric("critical spike strength theta_c" + _KAPPA_SCALE),
@@ -213,12 +230,9 @@ VARIABLE_ATTRS: dict[str, dict[str, str]] = {
     "fss_ci_low": _numeric("lower end of the CI of the d -> inf limit" + _SNR_SCALE),
     "fss_ci_high": _numeric("upper end of the CI of the d -> inf limit" + _SNR_SCALE),
     "fss_n_d": _numeric("distinct d values in the finite-size fit" + _COUNT),
-    "fss_exponent_fit": _numeric("fitted exponent w of the approach a + b d^(-w) "
-                                 "(dimensionless)"),
-    "fss_exponent_ci_low": _numeric("lower end of the CI of the fitted exponent "
-                                    "(dimensionless)"),
-    "fss_exponent_ci_high": _numeric("upper end of the CI of the fitted exponent "
-                                     "(dimensionless)"),
+    "fss_exponent_fit": _numeric("fitted exponent w of the approach a + b d^(-w) (dimensionless)"),
+    "fss_exponent_ci_low": _numeric("lower end of the CI of the fitted exponent (dimensionless)"),
+    "fss_exponent_ci_high": _numeric("upper end of the CI of the fitted exponent (dimensionless)"),
     "fss_limit_free": _numeric("d -> inf limit with the fitted exponent" + _SNR_SCALE),
     "fss_limit_free_ci_low": _numeric("lower end of the CI of fss_limit_free" + _SNR_SCALE),
     "fss_limit_free_ci_high": _numeric("upper end of the CI of fss_limit_free" + _SNR_SCALE),
@@ -275,5 +289,13 @@ TABLES: dict[str, str] = {
 
 #: Figures of a run, ``results/<run>/figures/<name>.<format>`` (drawn by
 #: :func:`attnrmt.analysis.figures.make_figures`; ``docs/data-contract.md``, "Files").
-FIGURES: tuple[str, ...] = ("spectra", "outlier_vs_snr", "phase_diagram", "pooling",
-                            "causal_weights", "downstream", "finite_size", "centring")
+FIGURES: tuple[str, ...] = (
+    "spectra",
+    "outlier_vs_snr",
+    "phase_diagram",
+    "pooling",
+    "causal_weights",
+    "downstream",
+    "finite_size",
+    "centring",
+)

@@ -32,8 +32,12 @@ import pandas as pd
 from attnrmt.contract import VARIANTS
 
 #: Quantities whose relative error decides which theory variant the data support.
-VERDICT_QUANTITIES = ("population_outlier", "sample_outlier", "population_overlap",
-                      "sample_overlap")
+VERDICT_QUANTITIES = (
+    "population_outlier",
+    "sample_outlier",
+    "population_overlap",
+    "sample_overlap",
+)
 
 
 @dataclass(frozen=True)
@@ -136,8 +140,7 @@ def threshold_lines(thresholds: pd.DataFrame) -> list[str]:
     lines = []
     for (sweep, transition), frame in finite.groupby(["sweep", "transition"], sort=False):
         counts = "  ".join(
-            f"{v} {int(frame[f'consistent_{v}'].astype(bool).sum())}/{len(frame)}"
-            for v in VARIANTS
+            f"{v} {int(frame[f'consistent_{v}'].astype(bool).sum())}/{len(frame)}" for v in VARIANTS
         )
         lines.append(f"  {sweep:<16} {transition:<10}  {counts}  {_example(frame)}")
     return lines
@@ -198,8 +201,7 @@ def run_summary(
         counts = f"{tally.computed + tally.reused} finished, {tally.failed} failed"
     else:
         counts = (
-            f"{tally.computed} computed by this run, {tally.reused} reused, "
-            f"{tally.failed} failed"
+            f"{tally.computed} computed by this run, {tally.reused} reused, {tally.failed} failed"
         )
     if tally.missing - tally.failed > 0:
         counts += f", {tally.missing - tally.failed} not run yet"
@@ -248,9 +250,9 @@ def report_overview(
         best = min(errors, key=errors.__getitem__) if errors else None
         for variant, error in errors.items():
             verdict = " (fits best)" if variant == best else ""
-            overview[
-                f"{variant}{verdict}: median relative error of outliers and overlaps"
-            ] = round(error, 4)
+            overview[f"{variant}{verdict}: median relative error of outliers and overlaps"] = round(
+                error, 4
+            )
     thresholds = _read_table(run_dir / "thresholds.csv")
     if not thresholds.empty and "finite_size" in thresholds:
         finite = thresholds[thresholds["finite_size"] == "none"]

@@ -51,7 +51,8 @@ def test_nan_padding_is_ignored() -> None:
     spectrum = bulk_quantiles(200, 0.5, 0.5)
     padded = np.concatenate([spectrum, np.full(50, np.nan)])
     assert ks_distance(padded, 0.5, 0.5, 1.0, margin=MARGIN) == ks_distance(
-        spectrum, 0.5, 0.5, 1.0, margin=MARGIN)
+        spectrum, 0.5, 0.5, 1.0, margin=MARGIN
+    )
 
 
 def test_batched_distances_equal_one_spectrum_at_a_time() -> None:
@@ -69,9 +70,11 @@ def test_batched_distances_equal_one_spectrum_at_a_time() -> None:
         if index % 5 == 0 and length:
             spectrum[length - 1] *= 3.0  # an outlier
         rows.append((spectrum, delta, gamma, kappa))
-    batched = ks_distances(np.array([row[0] for row in rows]),
-                           *(np.array([row[i] for row in rows]) for i in (1, 2, 3)),
-                           margin=MARGIN)
+    batched = ks_distances(
+        np.array([row[0] for row in rows]),
+        *(np.array([row[i] for row in rows]) for i in (1, 2, 3)),
+        margin=MARGIN,
+    )
     for index, (spectrum, delta, gamma, kappa) in enumerate(rows):
         one = ks_distance(spectrum, delta, gamma, kappa, margin=MARGIN)
         for name, value in one.items():
@@ -79,11 +82,21 @@ def test_batched_distances_equal_one_spectrum_at_a_time() -> None:
 
 
 def test_bulk_fit_on_contract_shaped_cells() -> None:
-    cells, _ = make_synthetic(d=(200, 240), delta=(0.5, 2.0), gamma=(0.5,), snr=(0.0, 3.0),
-                              replicates=2)
+    cells, _ = make_synthetic(
+        d=(200, 240), delta=(0.5, 2.0), gamma=(0.5,), snr=(0.0, 3.0), replicates=2
+    )
     fit = bulk_fit(cells, margin=MARGIN)
-    assert set(fit["bulk_ks"].dims) == {"d", "delta", "gamma", "T", "positional", "weights",
-                                        "snr", "centered", "replicate"}
+    assert set(fit["bulk_ks"].dims) == {
+        "d",
+        "delta",
+        "gamma",
+        "T",
+        "positional",
+        "weights",
+        "snr",
+        "centered",
+        "replicate",
+    }
     # the synthetic top-k replace the largest bulk quantiles: at most 3 of >= 100 bulk values
     assert float(fit["bulk_ks"].max()) < 0.05
     # the planted signal outlier (delta = 0.5, snr = 3: theta = 3.5, lambda = 5.44 > 1.05 *
@@ -100,8 +113,7 @@ def test_bulk_fit_reads_lazy_spectra_one_setting_at_a_time() -> None:
     replicates): memory O(setting x d), not O(cells x d)."""
     from dask.callbacks import Callback
 
-    cells, _ = make_synthetic(d=(40, 60), delta=(0.5, 1.0), snr=(0.0, 1.0, 2.0),
-                              replicates=3)
+    cells, _ = make_synthetic(d=(40, 60), delta=(0.5, 1.0), snr=(0.0, 1.0, 2.0), replicates=3)
     eig = cells["eigenvalues"]
     per_setting = {dim: 1 for dim in eig.dims[:-4]}
     lazy = cells.assign(eigenvalues=eig.chunk(per_setting))

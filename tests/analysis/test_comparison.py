@@ -29,9 +29,15 @@ Planted = tuple[str, xr.Dataset, xr.Dataset, xr.Dataset]
 def planted_run(variant: str, seed: int) -> Planted:
     """Synthetic cells planted from ``variant`` (noise 0.005, seed of the noise), analysed."""
     cells, theory = make_synthetic(
-        d=(120, 240), snr=SNR, positional={"p4": {"kind": "prefix", "L": 4},
-                                          "iid": {"kind": "iid"}},
-        weights={"mean": "mean"}, replicates=3, variant=variant, noise=0.005, seed=seed)
+        d=(120, 240),
+        snr=SNR,
+        positional={"p4": {"kind": "prefix", "L": 4}, "iid": {"kind": "iid"}},
+        weights={"mean": "mean"},
+        replicates=3,
+        variant=variant,
+        noise=0.005,
+        seed=seed,
+    )
     analysis = decode_bounds(analysis_dataset(cells, theory, {"bootstrap": 30}))
     return variant, cells, theory, analysis
 
@@ -49,8 +55,7 @@ def test_theory_from_cells_matches_spike(small_synthetic) -> None:
     alpha, kappa = float(cells["alpha"].max()), float(cells["kappa"].max())
     want = spike(0.5, 0.5, 2.0, alpha, kappa, variant="paper")
     assert float(got["sample_outlier"]) == pytest.approx(float(want.sample_outlier))
-    assert float(got["threshold_snr_sample"]) == pytest.approx(
-        float(want.threshold_snr_sample))
+    assert float(got["threshold_snr_sample"]) == pytest.approx(float(want.threshold_snr_sample))
 
 
 def test_complete_theory_only_fills_missing_variables(small_synthetic) -> None:
@@ -79,12 +84,17 @@ def check_comparison_table(planted: Planted) -> None:
     table = comparison_table("s", cells, theory, analysis)
     assert tuple(table.columns) == COMPARISON_COLUMNS
     assert set(table["variant"]) == {"paper", "finite_vocab"}
-    for quantity in ("population_outlier", "sample_outlier", "population_overlap",
-                     "sample_overlap", "bulk_upper_edge", "threshold_population",
-                     "theta_offset_sample"):
+    for quantity in (
+        "population_outlier",
+        "sample_outlier",
+        "population_overlap",
+        "sample_overlap",
+        "bulk_upper_edge",
+        "threshold_population",
+        "theta_offset_sample",
+    ):
         assert quantity in set(table["quantity"])
-    np.testing.assert_allclose(table["abs_error"],
-                               (table["empirical"] - table["theory"]).abs())
+    np.testing.assert_allclose(table["abs_error"], (table["empirical"] - table["theory"]).abs())
     summary = variant_summary(table)
     outl = summary[summary["quantity"] == "sample_outlier"].set_index("variant")
     other = "paper" if variant == "finite_vocab" else "finite_vocab"

@@ -23,19 +23,28 @@ from attnrmt.analysis.synthetic import make_synthetic
 from attnrmt.contract import FIGURES, TABLES
 from attnrmt.sweep.store import write_zarr_atomically
 
-WEIGHT_MODELS = {"att": {"kind": "causal_attention", "tau": 1.0},
-                 "c1": {"kind": "causal_limit", "tau": 1.0}}
+WEIGHT_MODELS = {
+    "att": {"kind": "causal_attention", "tau": 1.0},
+    "c1": {"kind": "causal_limit", "tau": 1.0},
+}
 SETTINGS = {"bootstrap": 30, "pooling_order": ["optimal", "c1", "mean"]}
 
 
 SPECS = {
-    "transition": dict(d=(60, 120), snr=tuple(np.linspace(0, 3, 7)),
-                       positional={"p4": {"kind": "prefix", "L": 4}},
-                       weights={"mean": "mean", "optimal": "optimal", "c1": WEIGHT_MODELS["c1"]}),
+    "transition": dict(
+        d=(60, 120),
+        snr=tuple(np.linspace(0, 3, 7)),
+        positional={"p4": {"kind": "prefix", "L": 4}},
+        weights={"mean": "mean", "optimal": "optimal", "c1": WEIGHT_MODELS["c1"]},
+    ),
     "bulk": dict(d=(80,), delta=(0.5, 2.0), gamma=(0.5, 2.0), snr=(1.0,)),
-    "causal": dict(d=(40, 80), weights={"att": WEIGHT_MODELS["att"]},
-                   positional={"lab": {"kind": "label", "rho0": 0.8, "L": 4}},
-                   snr=(1.0,), centered=(True, False)),
+    "causal": dict(
+        d=(40, 80),
+        weights={"att": WEIGHT_MODELS["att"]},
+        positional={"lab": {"kind": "label", "rho0": 0.8, "L": 4}},
+        snr=(1.0,),
+        centered=(True, False),
+    ),
 }
 
 
@@ -60,10 +69,14 @@ def write_synthetic_run(root: Path, holes: dict[str, int] | None = None) -> Path
             cells = fail_cells(cells, holes)
         write_zarr_atomically(cells, root / name / "cells.zarr")
         write_zarr_atomically(theory, root / name / "theory.zarr")
-        analyze_sweep(root / name / "cells.zarr", root / name / "theory.zarr",
-                      root / name / "analysis.zarr", SETTINGS, root / "logs" / f"{name}.log")
-    write_tables(root, list(SPECS), {n: root / f"{n}.csv" for n in TABLES}, SETTINGS,
-                 WEIGHT_MODELS)
+        analyze_sweep(
+            root / name / "cells.zarr",
+            root / name / "theory.zarr",
+            root / name / "analysis.zarr",
+            SETTINGS,
+            root / "logs" / f"{name}.log",
+        )
+    write_tables(root, list(SPECS), {n: root / f"{n}.csv" for n in TABLES}, SETTINGS, WEIGHT_MODELS)
     return root
 
 
@@ -89,8 +102,9 @@ def test_failed_cells_leave_holes_not_errors(tmp_path: Path, holes: dict[str, in
     assert cells["eigenvalues"].isnull().all("eig").any()  # the holes are there
     for name in TABLES:
         assert (root / f"{name}.csv").is_file(), name
-    paths = make_figures(root, list(SPECS), root / "figures", SETTINGS, WEIGHT_MODELS,
-                         root / "logs" / "figures.log")
+    paths = make_figures(
+        root, list(SPECS), root / "figures", SETTINGS, WEIGHT_MODELS, root / "logs" / "figures.log"
+    )
     assert {path.stem for path in paths} == set(FIGURES)
     # the transition thresholds still come from the lines that finished
     thresholds = pd.read_csv(root / "thresholds.csv")
@@ -114,8 +128,7 @@ def test_analysis_store_round_trip(run_dir: Path) -> None:
     cells = xr.open_zarr(run_dir / "transition" / "cells.zarr").load()
     theory = xr.open_zarr(run_dir / "transition" / "theory.zarr").load()
     again = analysis_dataset(cells, theory, SETTINGS)
-    xr.testing.assert_allclose(again["threshold_extrapolated"],
-                               stored["threshold_extrapolated"])
+    xr.testing.assert_allclose(again["threshold_extrapolated"], stored["threshold_extrapolated"])
     assert (run_dir / "logs" / "transition.log").read_text().strip()
 
 
@@ -123,13 +136,33 @@ def test_tables_have_the_contract_columns(run_dir: Path) -> None:
     for name in TABLES:
         assert (run_dir / f"{name}.csv").stat().st_size > 0
     comparison = pd.read_csv(run_dir / "comparison.csv")
-    assert list(comparison.columns[:8]) == ["sweep", "quantity", "variant", "empirical",
-                                            "empirical_sem", "theory", "abs_error",
-                                            "rel_error"]
+    assert list(comparison.columns[:8]) == [
+        "sweep",
+        "quantity",
+        "variant",
+        "empirical",
+        "empirical_sem",
+        "theory",
+        "abs_error",
+        "rel_error",
+    ]
     thresholds = pd.read_csv(run_dir / "thresholds.csv")
-    for column in ("sweep", "transition", "estimate", "ci_low", "ci_high", "theory_paper",
-                   "theory_finite_vocab", "d", "delta", "gamma", "T", "positional",
-                   "weights", "centered"):
+    for column in (
+        "sweep",
+        "transition",
+        "estimate",
+        "ci_low",
+        "ci_high",
+        "theory_paper",
+        "theory_finite_vocab",
+        "d",
+        "delta",
+        "gamma",
+        "T",
+        "positional",
+        "weights",
+        "centered",
+    ):
         assert column in thresholds
     assert set(comparison["sweep"]) == {"transition", "bulk", "causal"}
     assert not pd.read_csv(run_dir / "causal.csv").empty
@@ -139,8 +172,14 @@ def test_tables_have_the_contract_columns(run_dir: Path) -> None:
 
 @pytest.mark.slow
 def test_make_figures_writes_every_figure(run_dir: Path) -> None:
-    paths = make_figures(run_dir, ["transition", "bulk", "causal"], run_dir / "figures",
-                         SETTINGS, WEIGHT_MODELS, run_dir / "logs" / "figures.log")
+    paths = make_figures(
+        run_dir,
+        ["transition", "bulk", "causal"],
+        run_dir / "figures",
+        SETTINGS,
+        WEIGHT_MODELS,
+        run_dir / "logs" / "figures.log",
+    )
     for name in FIGURES:
         for fmt in ("png", "pdf"):
             path = run_dir / "figures" / f"{name}.{fmt}"
@@ -168,21 +207,31 @@ def test_bootstrap_and_seed_reach_every_ci() -> None:
     """``analysis.bootstrap`` and ``analysis.seed`` apply to every CI (the schema says so):
     pooling, downstream, causal-attention and threshold CIs (finite d and d -> inf) all move
     when either changes. Four replicates, so that every CI is a resampling one."""
-    spec = dict(d=(40, 80), snr=tuple(np.linspace(0, 3, 6)),
-                positional={"lab": {"kind": "label", "rho0": 0.8, "L": 4}},
-                weights={"mean": "mean", "att": WEIGHT_MODELS["att"]})
+    spec = dict(
+        d=(40, 80),
+        snr=tuple(np.linspace(0, 3, 6)),
+        positional={"lab": {"kind": "label", "rho0": 0.8, "L": 4}},
+        weights={"mean": "mean", "att": WEIGHT_MODELS["att"]},
+    )
     cells, theory = make_synthetic(replicates=4, noise=0.02, **spec)
     runs = {}
-    for label, settings in {"base": {"bootstrap": 40, "seed": 0},
-                            "seed": {"bootstrap": 40, "seed": 1},
-                            "bootstrap": {"bootstrap": 41, "seed": 0}}.items():
+    for label, settings in {
+        "base": {"bootstrap": 40, "seed": 0},
+        "seed": {"bootstrap": 40, "seed": 1},
+        "bootstrap": {"bootstrap": 41, "seed": 0},
+    }.items():
         analysis = analysis_dataset(cells, theory, settings)
         tables = sweep_tables("s", cells, theory, analysis, settings, WEIGHT_MODELS)
-        tables["analysis"] = analysis[["threshold_ci_low", "threshold_ci_high", "fss_ci_low",
-                                       "fss_ci_high"]].to_dataframe().reset_index()
+        tables["analysis"] = (
+            analysis[["threshold_ci_low", "threshold_ci_high", "fss_ci_low", "fss_ci_high"]]
+            .to_dataframe()
+            .reset_index()
+        )
         runs[label] = tables
-    columns = {**CI_COLUMNS, "analysis": ("threshold_ci_low", "threshold_ci_high",
-                                          "fss_ci_low", "fss_ci_high")}
+    columns = {
+        **CI_COLUMNS,
+        "analysis": ("threshold_ci_low", "threshold_ci_high", "fss_ci_low", "fss_ci_high"),
+    }
     for changed in ("seed", "bootstrap"):
         for table, names in columns.items():
             for name in names:
@@ -206,6 +255,8 @@ def test_open_store_reads_with_and_without_consolidated_metadata(
     with warnings.catch_warnings(action="ignore"):  # zarr: consolidation is not in the v3 spec
         cells.to_zarr(tmp_path / "s.zarr", zarr_format=3, consolidated=consolidated)
     xr.testing.assert_identical(open_store(tmp_path / "s.zarr"), cells)
+
+
 def as_top_sweep(cells: xr.Dataset) -> xr.Dataset:
     """``cells`` as a ``spectrum: top`` sweep stores them: only the 2 top_k largest
     eigenvalues of each cell, the rest of the eig axis NaN (store.py pads to max d)."""

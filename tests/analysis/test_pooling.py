@@ -25,8 +25,15 @@ WEIGHTS = {"optimal": "optimal", "c1": {"kind": "causal_limit", "tau": 1.0}, "me
 
 
 def test_pooling_order_follows_alpha_over_kappa_for_prefix(ci) -> None:
-    cells, _ = make_synthetic(d=(200,), snr=(1.0, 2.0), positional=P4, weights=WEIGHTS,
-                              replicates=4, variant="finite_vocab", noise=0.002)
+    cells, _ = make_synthetic(
+        d=(200,),
+        snr=(1.0, 2.0),
+        positional=P4,
+        weights=WEIGHTS,
+        replicates=4,
+        variant="finite_vocab",
+        noise=0.002,
+    )
     pool = pooling_table("s", cells, **ci)
     assert {"alpha_over_kappa", "recovery", "recovery_ci_low", "recovery_ci_high"} <= set(pool)
     ak = pool.groupby("weights")["alpha_over_kappa"].mean()
@@ -39,10 +46,18 @@ def test_pooling_order_follows_alpha_over_kappa_for_prefix(ci) -> None:
 
 
 def test_ordering_table_detects_a_reversal() -> None:
-    pool = pd.DataFrame({
-        "sweep": "s", "positional": "mk", "snr": 1.0, "weights": ["optimal", "c1", "mean"],
-        "alpha_over_kappa": [3.0, 2.0, 2.5], "recovery": [0.6, 0.3, 0.5],
-        "recovery_ci_low": [0.55, 0.25, 0.45], "recovery_ci_high": [0.65, 0.35, 0.55]})
+    pool = pd.DataFrame(
+        {
+            "sweep": "s",
+            "positional": "mk",
+            "snr": 1.0,
+            "weights": ["optimal", "c1", "mean"],
+            "alpha_over_kappa": [3.0, 2.0, 2.5],
+            "recovery": [0.6, 0.3, 0.5],
+            "recovery_ci_low": [0.55, 0.25, 0.45],
+            "recovery_ci_high": [0.65, 0.35, 0.55],
+        }
+    )
     row = ordering_table(pool, ["optimal", "c1", "mean"]).iloc[0]
     assert not row["order_holds_alpha_kappa"] and not row["order_holds_recovery"]
     assert row["ranking_recovery"] == "optimal > mean > c1"
@@ -58,8 +73,7 @@ def test_causal_attention_converges_to_causal_limit_in_synthetic_data(ci) -> Non
     models = {"att": {"kind": "causal_attention", "tau": 1.0}}
     assert attention_weight_models({**models, "c": {"kind": "causal_limit"}}) == {"att": 1.0}
     check_causal_convergence((0,), ci)
-    cells, _ = make_synthetic(d=(50,), snr=(1.0,), positional=P4, weights=models,
-                              replicates=1)
+    cells, _ = make_synthetic(d=(50,), snr=(1.0,), positional=P4, weights=models, replicates=1)
     assert causal_weights_table("s", cells, {}, **ci).empty
 
 
@@ -80,8 +94,9 @@ def causal_convergence(seed: int, ci: dict) -> None:
     fails; an exponent off by 1.5x (-0.35) passes at this tolerance (catching it would need
     ~4x the replicates)."""
     models = {"att": {"kind": "causal_attention", "tau": 1.0}}
-    cells, _ = make_synthetic(d=(50, 200, 800), snr=(1.0,), positional=P4, weights=models,
-                              replicates=16, seed=seed)
+    cells, _ = make_synthetic(
+        d=(50, 200, 800), snr=(1.0,), positional=P4, weights=models, replicates=16, seed=seed
+    )
     table = causal_weights_table("s", cells, models, **ci)
     assert set(table["reference"]) == {"harmonic", "causal_limit"}
     limit = table[table["reference"] == "causal_limit"].sort_values("d")
@@ -101,8 +116,13 @@ def test_spearman_known_values() -> None:
 
 def test_downstream_accuracy_ranks_like_alpha_over_kappa(ci) -> None:
     label = {"lab": {"kind": "label", "rho0": 0.8, "L": 4}}
-    cells, _ = make_synthetic(d=(100,), snr=(0.5,), positional={**label, "iid": {"kind": "iid"}},
-                              weights=WEIGHTS, replicates=4)
+    cells, _ = make_synthetic(
+        d=(100,),
+        snr=(0.5,),
+        positional={**label, "iid": {"kind": "iid"}},
+        weights=WEIGHTS,
+        replicates=4,
+    )
     table = downstream_table("s", cells, **ci)
     assert set(table["positional"]) == {"lab"}  # only label models have an accuracy
     assert ((table["ci_low"] <= table["accuracy"]) & (table["accuracy"] <= table["ci_high"])).all()
@@ -111,15 +131,22 @@ def test_downstream_accuracy_ranks_like_alpha_over_kappa(ci) -> None:
 
 
 def test_centring_table_finds_the_mean_spike_on_top(small_synthetic) -> None:
-    cells, theory = make_synthetic(d=(200,), snr=(0.5, 1.0), positional=P4,
-                                   weights={"mean": "mean"}, centered=(True, False),
-                                   replicates=2, noise=0.001)
+    cells, theory = make_synthetic(
+        d=(200,),
+        snr=(0.5, 1.0),
+        positional=P4,
+        weights={"mean": "mean"},
+        centered=(True, False),
+        replicates=2,
+        noise=0.001,
+    )
     table = centring_table("s", cells, theory)
     assert len(table) == 2
     # mean pooling: theta_mean = T delta = 4 > theta_signal; the mean spike is on top
     assert (table["top_is_mean_fraction"] == 1.0).all()
-    np.testing.assert_allclose(table["top_eigenvalue_uncentred"], table["mean_spike_theory"],
-                               rtol=0.01)
+    np.testing.assert_allclose(
+        table["top_eigenvalue_uncentred"], table["mean_spike_theory"], rtol=0.01
+    )
     assert (table["top_overlap_signal_centred"] > table["top_overlap_signal_uncentred"]).all()
     only_centred, th = small_synthetic
     assert centring_table("s", only_centred, th).empty

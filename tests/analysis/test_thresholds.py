@@ -32,13 +32,16 @@ def test_outlier_maps_invert_spec_formulas(delta: float, gamma: float) -> None:
     sam = np.asarray(out.sample_outlier)
     have_pop = np.isfinite(pop)
     have_sam = np.isfinite(sam)
-    np.testing.assert_allclose(theta_from_population(pop[have_pop], delta, 0.7),
-                               theta[have_pop], rtol=1e-9)
-    np.testing.assert_allclose(theta_from_sample(sam[have_sam], delta, gamma, 0.7),
-                               theta[have_sam], rtol=1e-8)
+    np.testing.assert_allclose(
+        theta_from_population(pop[have_pop], delta, 0.7), theta[have_pop], rtol=1e-9
+    )
+    np.testing.assert_allclose(
+        theta_from_sample(sam[have_sam], delta, gamma, 0.7), theta[have_sam], rtol=1e-8
+    )
     # at or below the edge: the critical value
-    assert theta_from_population(0.7 * (1 + np.sqrt(delta)) ** 2 * 0.99, delta, 0.7) == \
-        pytest.approx(critical_theta(delta, gamma, "population"))
+    assert theta_from_population(
+        0.7 * (1 + np.sqrt(delta)) ** 2 * 0.99, delta, 0.7
+    ) == pytest.approx(critical_theta(delta, gamma, "population"))
     tc = delta + 1 / float(critical_u(delta, gamma))
     assert theta_from_sample(0.01, delta, gamma, 0.7) == pytest.approx(tc)
     assert np.isnan(theta_from_sample(np.nan, delta, gamma, 0.7))
@@ -80,12 +83,20 @@ def test_fit_threshold_reports_bounds_outside_the_range() -> None:
 @pytest.mark.parametrize("variant", ["paper", "finite_vocab"])
 def test_estimate_thresholds_recovers_planted_variant(variant: str) -> None:
     cells, theory = make_synthetic(
-        d=(300,), snr=tuple(np.linspace(0.0, 3.0, 13)),
-        positional={"iid": {"kind": "iid"}}, weights={"mean": "mean"}, replicates=6,
-        variant=variant, noise=0.005, seed=3)
+        d=(300,),
+        snr=tuple(np.linspace(0.0, 3.0, 13)),
+        positional={"iid": {"kind": "iid"}},
+        weights={"mean": "mean"},
+        replicates=6,
+        variant=variant,
+        noise=0.005,
+        seed=3,
+    )
     est = estimate_thresholds(cells, n_boot=100)
-    for transition, name in (("population", "threshold_snr_population"),
-                             ("sample", "threshold_snr_sample")):
+    for transition, name in (
+        ("population", "threshold_snr_population"),
+        ("sample", "threshold_snr_sample"),
+    ):
         planted = float(theory[name].sel(variant=variant).isel(snr=0).squeeze())
         got = est.sel(transition=transition).squeeze()
         assert str(got["threshold_bound"].values) == "none"
@@ -99,9 +110,14 @@ def test_estimate_thresholds_recovers_planted_variant(variant: str) -> None:
 def test_negative_planted_threshold_is_a_bound_below() -> None:
     # optimal pooling of prefix(4), T = 8: alpha/kappa = 4, finite_vocab thresholds < 0
     cells, theory = make_synthetic(
-        d=(300,), snr=tuple(np.linspace(0.0, 3.0, 13)),
-        positional={"p4": {"kind": "prefix", "L": 4}}, weights={"optimal": "optimal"},
-        replicates=4, variant="finite_vocab", noise=0.005)
+        d=(300,),
+        snr=tuple(np.linspace(0.0, 3.0, 13)),
+        positional={"p4": {"kind": "prefix", "L": 4}},
+        weights={"optimal": "optimal"},
+        replicates=4,
+        variant="finite_vocab",
+        noise=0.005,
+    )
     est = estimate_thresholds(cells, n_boot=50).sel(transition="population").squeeze()
     assert float(spike(0.5, 0.5, 1.0, 4.0, 1.0).threshold_snr_population) < 0
     assert str(est["threshold_bound"].values) == "below"
@@ -152,19 +168,28 @@ def test_threshold_estimator_is_unbiased_and_its_ci_covers() -> None:
     84% on the same seeds, which this bound rejects). At noise 2% and 6 replicates (150
     seeds, not run here) the bias is -1.0% (population) and +0.5% (sample), coverage
     95% and 98% (docs/thresholds.md, "Bias")."""
-    estimates: dict[str, list[tuple[float, float, float, float]]] = {
-        "population": [], "sample": []}
+    estimates: dict[str, list[tuple[float, float, float, float]]] = {"population": [], "sample": []}
     for seed in range(100, 180):
         cells, theory = make_synthetic(
-            d=(300,), snr=tuple(np.linspace(0.0, 3.0, 13)), replicates=3, noise=0.005,
-            seed=seed)
+            d=(300,), snr=tuple(np.linspace(0.0, 3.0, 13)), replicates=3, noise=0.005, seed=seed
+        )
         est = estimate_thresholds(cells, n_boot=100, seed=seed)
         for transition, rows in estimates.items():
-            planted = float(theory[f"threshold_snr_{transition}"]
-                            .sel(variant="finite_vocab").isel(snr=0).squeeze())
+            planted = float(
+                theory[f"threshold_snr_{transition}"]
+                .sel(variant="finite_vocab")
+                .isel(snr=0)
+                .squeeze()
+            )
             got = est.sel(transition=transition).squeeze()
-            rows.append((float(got["threshold_estimate"]), float(got["threshold_ci_low"]),
-                         float(got["threshold_ci_high"]), planted))
+            rows.append(
+                (
+                    float(got["threshold_estimate"]),
+                    float(got["threshold_ci_low"]),
+                    float(got["threshold_ci_high"]),
+                    planted,
+                )
+            )
     for transition, rows in estimates.items():
         estimate, low, high, planted = np.array(rows).T
         standard_error = estimate.std(ddof=1) / np.sqrt(estimate.size)
@@ -208,8 +233,9 @@ def test_two_d_values_give_no_finite_size_verdict() -> None:
     from attnrmt.analysis.pipeline import analysis_dataset, decode_bounds
 
     for ds, verdict in (((120, 240), False), ((120, 240, 480), True)):
-        cells, theory = make_synthetic(d=ds, snr=tuple(np.linspace(0.0, 3.0, 9)),
-                                       replicates=3, noise=0.005)
+        cells, theory = make_synthetic(
+            d=ds, snr=tuple(np.linspace(0.0, 3.0, 9)), replicates=3, noise=0.005
+        )
         analysis = decode_bounds(analysis_dataset(cells, theory, {"bootstrap": 30}))
         assert set(np.unique(analysis["fss_n_d"])) == {len(ds)}
         table = thresholds_table("s", cells, theory, analysis)
@@ -298,9 +324,13 @@ def planted_curves(seed: int, slopes: np.ndarray | float = 1.0) -> np.ndarray:
 
 def limit_of(crossings: np.ndarray, boot: np.ndarray) -> dict[str, float]:
     """The weighted d -> inf fit the pipeline applies (finite_size_thresholds)."""
-    return finite_size_fit(PLANTED_D, crossings, boot,
-                           weights=finite_size_weights(boot, PLANTED_D.size),
-                           n_replicates=PLANTED_REPLICATES)
+    return finite_size_fit(
+        PLANTED_D,
+        crossings,
+        boot,
+        weights=finite_size_weights(boot, PLANTED_D.size),
+        n_replicates=PLANTED_REPLICATES,
+    )
 
 
 def test_shared_slope_recovers_a_planted_limit_more_precisely() -> None:
@@ -318,15 +348,23 @@ def test_shared_slope_recovers_a_planted_limit_more_precisely() -> None:
     s_c = PLANTED_LIMIT + PLANTED_B * PLANTED_D ** (-1 / 3)
     for seed in range(60):
         reps = planted_curves(seed)
-        fit = fit_thresholds_shared_slope(PLANTED_SNR, reps, tc,
-                                          rng=np.random.default_rng(seed + 1000))
+        fit = fit_thresholds_shared_slope(
+            PLANTED_SNR, reps, tc, rng=np.random.default_rng(seed + 1000)
+        )
         kept.append(fit["shared"])
         shared.append(limit_of(fit["extrapolated"], fit["boot"]))
         covered.append((fit["ci_low"] <= s_c) & (s_c <= fit["ci_high"]))
-        per_d = [fit_threshold(PLANTED_SNR, reps[i], PLANTED_THETA_C,
-                               rng=np.random.default_rng(seed + i)) for i in range(5)]
-        free.append(limit_of(np.array([f["extrapolated"] for f in per_d]),
-                             np.stack([f["boot"] for f in per_d]))["a"])
+        per_d = [
+            fit_threshold(
+                PLANTED_SNR, reps[i], PLANTED_THETA_C, rng=np.random.default_rng(seed + i)
+            )
+            for i in range(5)
+        ]
+        free.append(
+            limit_of(
+                np.array([f["extrapolated"] for f in per_d]), np.stack([f["boot"] for f in per_d])
+            )["a"]
+        )
     limits = np.array([fit["a"] for fit in shared])
     assert abs(limits.mean() - PLANTED_LIMIT) <= 3 * limits.std(ddof=1) / np.sqrt(60)
     assert np.mean([f["ci_low"] <= PLANTED_LIMIT <= f["ci_high"] for f in shared]) >= 0.85
@@ -350,9 +388,15 @@ def test_shared_slope_falls_back_when_the_slopes_differ() -> None:
     alone = fit_threshold(PLANTED_SNR, reps[2], PLANTED_THETA_C)
     assert fit["extrapolated"][2] == pytest.approx(alone["extrapolated"])
     assert fit["slope"][2] == pytest.approx(alone["slope"])
-    rejected = [not fit_thresholds_shared_slope(
-        PLANTED_SNR, planted_curves(seed, 1 + 0.1 * np.linspace(-1, 1, PLANTED_D.size)), tc,
-        rng=np.random.default_rng(seed))["shared"] for seed in range(20)]
+    rejected = [
+        not fit_thresholds_shared_slope(
+            PLANTED_SNR,
+            planted_curves(seed, 1 + 0.1 * np.linspace(-1, 1, PLANTED_D.size)),
+            tc,
+            rng=np.random.default_rng(seed),
+        )["shared"]
+        for seed in range(20)
+    ]
     assert all(rejected)
     assert SLOPE_CONSISTENCY_P == 0.01
 
@@ -366,8 +410,9 @@ def test_multi_d_sweeps_share_the_slope_and_single_d_sweeps_do_not() -> None:
     from attnrmt.analysis.comparison import thresholds_table
     from attnrmt.analysis.pipeline import analysis_dataset, decode_bounds
 
-    cells, theory = make_synthetic(d=(120, 240, 480), snr=tuple(np.linspace(0.0, 3.0, 9)),
-                                   replicates=4, noise=0.005)
+    cells, theory = make_synthetic(
+        d=(120, 240, 480), snr=tuple(np.linspace(0.0, 3.0, 9)), replicates=4, noise=0.005
+    )
     est = estimate_thresholds(cells, n_boot=50)
     shared = est["theta_slope_shared"].squeeze()
     np.testing.assert_allclose(shared, 1.0, rtol=0.02)
@@ -380,14 +425,19 @@ def test_multi_d_sweeps_share_the_slope_and_single_d_sweeps_do_not() -> None:
     expected = np.where(p_value < SLOPE_CONSISTENCY_P, SLOPES_DIFFER, SHARED_SLOPE)
     assert list(table["estimator"]) == list(expected)
 
-    single, _ = make_synthetic(d=(240,), snr=tuple(np.linspace(0.0, 3.0, 9)), replicates=4,
-                               noise=0.005)
+    single, _ = make_synthetic(
+        d=(240,), snr=tuple(np.linspace(0.0, 3.0, 9)), replicates=4, noise=0.005
+    )
     alone = estimate_thresholds(single, n_boot=50, seed=3)
     assert "theta_slope_shared" not in alone and "slope_consistency_p" not in alone
     rng = np.random.default_rng(np.random.default_rng(3).integers(2**63))
     curve = alone.sel(transition="population").squeeze()
-    direct = fit_threshold(curve["theta_hat"]["snr"].values,
-                           curve["theta_hat"].transpose("snr", "replicate").values,
-                           float(curve["theta_critical"]), n_boot=50, rng=rng)
+    direct = fit_threshold(
+        curve["theta_hat"]["snr"].values,
+        curve["theta_hat"].transpose("snr", "replicate").values,
+        float(curve["theta_critical"]),
+        n_boot=50,
+        rng=rng,
+    )
     assert float(curve["threshold_extrapolated"]) == direct["extrapolated"]
     np.testing.assert_array_equal(curve["threshold_boot"].values, direct["boot"])

@@ -52,8 +52,14 @@ T = 8
 SNR = tuple(np.linspace(0.0, 3.0, 13))
 REPLICATES = 4
 SEEDS = tuple(range(REPLICATES))
-MEASURED_FIELDS = ("top_eigenvalues", "overlap_signal", "overlap_class_mean",
-                   "overlap_table_mean", "pop_top_eigenvalues", "pop_overlap_signal")
+MEASURED_FIELDS = (
+    "top_eigenvalues",
+    "overlap_signal",
+    "overlap_class_mean",
+    "overlap_table_mean",
+    "pop_top_eigenvalues",
+    "pop_overlap_signal",
+)
 ESTIMATE_ATOL = {"population": 0.2, "sample": 0.45}
 OFFSET_ATOL = 0.35
 
@@ -61,8 +67,9 @@ OFFSET_ATOL = 0.35
 @functools.cache
 def real_cell(snr_index: int, seed: int):
     """One real cell of the curve; seeds differ across snr (independent cells)."""
-    return simulate_cell(D, 0.5, 0.5, T, {"kind": "iid"}, "mean", SNR[snr_index],
-                         top_k=3, seed=[seed, snr_index])
+    return simulate_cell(
+        D, 0.5, 0.5, T, {"kind": "iid"}, "mean", SNR[snr_index], top_k=3, seed=[seed, snr_index]
+    )
 
 
 def real_cells(seeds: tuple[int, ...]) -> xr.Dataset:
@@ -81,8 +88,10 @@ def real_cells(seeds: tuple[int, ...]) -> xr.Dataset:
 
 def theory_thresholds(variant: str) -> dict[str, float]:
     prediction = spike(0.5, 0.5, 1.0, 1.0, 1.0, variant=variant)  # iid, mean: alpha = kappa
-    return {"population": float(prediction.threshold_snr_population),
-            "sample": float(prediction.threshold_snr_sample)}
+    return {
+        "population": float(prediction.threshold_snr_population),
+        "sample": float(prediction.threshold_snr_sample),
+    }
 
 
 def check_estimator_on_real_cells(seeds: tuple[int, ...]) -> None:
@@ -93,7 +102,9 @@ def check_estimator_on_real_cells(seeds: tuple[int, ...]) -> None:
         assert str(got["threshold_bound"].values) == "none", transition
         estimate = float(got["threshold_estimate"])
         assert estimate == pytest.approx(finite[transition], abs=ESTIMATE_ATOL[transition]), (
-            transition, estimate)
+            transition,
+            estimate,
+        )
     population = estimates.sel(transition="population")
     assert abs(float(population["threshold_estimate"]) - paper["population"]) > 0.3
     # finite_vocab: theta = (alpha/kappa)(snr + delta), the line's snr offset is delta

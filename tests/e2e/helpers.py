@@ -416,7 +416,10 @@ def intruder_report(address: str, files: Iterable[Path]) -> dict[str, Any]:
 
     done = subprocess.run(
         [sys.executable, str(INTRUDER), OTHER_USER, address, *map(str, files)],
-        capture_output=True, text=True, timeout=120, env=subprocess_environment(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=subprocess_environment(),
     )
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1])

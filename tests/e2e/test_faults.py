@@ -111,7 +111,8 @@ def processing_starts(client: Any, keys: list[str]) -> list[tuple]:
 
     def story(dask_scheduler: Any) -> list[tuple]:
         return [
-            (entry[0], entry[-1]) for entry in dask_scheduler.story(*keys)
+            (entry[0], entry[-1])
+            for entry in dask_scheduler.story(*keys)
             if entry[2] == "processing"
         ]
 
@@ -258,12 +259,22 @@ def test_failing_cell_fails_its_block_clearly_and_others_finish(
         assert not (workdir.sweep_dir("poison") / "cells.zarr").exists()
         assert result.computed == N_CELLS
         xr.testing.assert_identical(numeric_variables(workdir.open_cells()), reference[1])
+
         # `attnrmt plan` shows what is missing and lists what failed, with the error
         def plan(*options: str) -> str:
             return subprocess.run(
-                [str(Path(sys.executable).with_name("attnrmt")), "plan", "--no-calibrate",
-                 *options, "config.yaml"],
-                capture_output=True, text=True, cwd=workdir.path, timeout=120, check=True,
+                [
+                    str(Path(sys.executable).with_name("attnrmt")),
+                    "plan",
+                    "--no-calibrate",
+                    *options,
+                    "config.yaml",
+                ],
+                capture_output=True,
+                text=True,
+                cwd=workdir.path,
+                timeout=120,
+                check=True,
             ).stdout
 
         rows = {row["sweep"]: row for row in json.loads(plan("--json"))["sweeps"]}
@@ -312,8 +323,13 @@ def test_out_of_memory_block_is_retried_with_the_slurm_profiles_larger_memory(
     try:
         compact = "".join(expression.split())  # the command line splits at spaces
         # (--set-resources takes several values: an option after it ends them)
-        result = workdir.run("--set-resources", f"simulate_block:mem_mb={compact}",
-                             "--retries", str(retries), check=False)
+        result = workdir.run(
+            "--set-resources",
+            f"simulate_block:mem_mb={compact}",
+            "--retries",
+            str(retries),
+            check=False,
+        )
         assert result.returncode != 0
         for mem_mb in granted:  # Snakemake's job lines of each attempt
             assert f"mem_mb={mem_mb}," in result.output, result.output[-4000:]
@@ -339,8 +355,10 @@ def test_max_failures_stops_new_blocks_with_one_message_and_the_rerun_resumes(
         # one block at a time, so that "blocks that start afterwards" is exact
         stopped = workdir.run("--resources", "dask_clients=1", "--keep-going", check=False)
         assert stopped.returncode != 0
-        message = ("attnrmt: max_failures reached: 2 of 18 cells failed (2 out_of_memory); "
-                   "stopping. Fix and rerun the same command to resume.")
+        message = (
+            "attnrmt: max_failures reached: 2 of 18 cells failed (2 out_of_memory); "
+            "stopping. Fix and rerun the same command to resume."
+        )
         assert stopped.output.count("max_failures reached: ") == 1, stopped.output[-6000:]
         assert message in stopped.output
         assert "not computed: execution.max_failures reached" in stopped.output
@@ -348,10 +366,10 @@ def test_max_failures_stops_new_blocks_with_one_message_and_the_rerun_resumes(
         records = list((workdir.sweep_dir("poison") / "failures").glob("*.json"))
         assert len(records) == 1
         assert json.loads(records[0].read_text())["attempt"] == 2
+
         def refused(sweep: str) -> int:
             logs = (workdir.run_dir / "logs" / "simulate_block" / sweep).glob("*.log")
-            return sum("not computed: execution.max_failures" in log.read_text()
-                       for log in logs)
+            return sum("not computed: execution.max_failures" in log.read_text() for log in logs)
 
         assert refused("poison") == 2
         # each grid block either ran before the limit (2 cells) or was refused
@@ -417,7 +435,8 @@ def test_full_disk_fails_clearly_and_a_rerun_completes(
         filler = results / ".filler"
         subprocess.run(
             ["dd", "if=/dev/zero", f"of={filler}", "bs=1k", f"count={4096 - 40}"],
-            capture_output=True, check=True,
+            capture_output=True,
+            check=True,
         )
         try:
             failed = workdir.run(check=False)
@@ -459,9 +478,9 @@ def test_read_only_results_fail_clearly_and_change_nothing(
             # Snakemake sees the outputs are not writable before running anything (or the
             # first write fails); either way the message names the path
             output = failed.output
-            assert "Write-protected output" in output or "Read-only file system" in output, (
-                output[-4000:]
-            )
+            assert "Write-protected output" in output or "Read-only file system" in output, output[
+                -4000:
+            ]
             assert "results/faults/grid" in output, output[-4000:]
         assert tree_digest(results) == before, "a failed run on read-only results changed them"
         finished = fragment_files(workdir.path)

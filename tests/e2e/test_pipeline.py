@@ -147,9 +147,7 @@ def test_extending_an_axis_computes_only_new_cells(copy_of_base: Workdir) -> Non
     result = copy_of_base.run()
     assert result.computed == 4  # 2 weights x 1 new snr x 2 replicates
     new = copy_of_base.open_cells()
-    xr.testing.assert_identical(
-        new.sel(snr=old.snr).drop_attrs(), old.drop_attrs()
-    )
+    xr.testing.assert_identical(new.sel(snr=old.snr).drop_attrs(), old.drop_attrs())
 
 
 def test_changing_one_named_model_recomputes_only_its_cells(copy_of_base: Workdir) -> None:

@@ -15,8 +15,14 @@ ATTNRMT = Path(sys.executable).with_name("attnrmt")
 
 
 def attnrmt(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(ATTNRMT), *args], capture_output=True, text=True, timeout=120,
-                          env=subprocess_environment(), check=False)
+    return subprocess.run(
+        [str(ATTNRMT), *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=subprocess_environment(),
+        check=False,
+    )
 
 
 def test_provenance_of_a_run_names_the_commit_and_counts_every_cell(tmp_path: Path) -> None:
@@ -37,8 +43,13 @@ def test_provenance_of_a_run_names_the_commit_and_counts_every_cell(tmp_path: Pa
     assert f"{n_cells} cells from commit {label}\n" in text.stdout
     assert "attempts: 1 (12)" in text.stdout
 
-    by_config = attnrmt("provenance", str(workdir.path / "config.yaml"), "--results",
-                        str(workdir.path / "results"), "--json")
+    by_config = attnrmt(
+        "provenance",
+        str(workdir.path / "config.yaml"),
+        "--results",
+        str(workdir.path / "results"),
+        "--json",
+    )
     assert by_config.returncode == 0, by_config.stderr
     summary = json.loads(by_config.stdout)
     assert summary["cells"] == n_cells

@@ -126,8 +126,13 @@ def test_every_shell_line_is_run_or_excused() -> None:
     assert any(command.startswith(".venv/bin/snakemake stores") for command in run)
     for command in run:
         program = command.split()[0]
-        assert program in {".venv/bin/attnrmt", ".venv/bin/snakemake", "attnrmt",
-                           "snakemake", "cp"}, f"unclassified command: {command}"
+        assert program in {
+            ".venv/bin/attnrmt",
+            ".venv/bin/snakemake",
+            "attnrmt",
+            "snakemake",
+            "cp",
+        }, f"unclassified command: {command}"
 
 
 def readme_sweep(grid_d: list[int], snr_num: int) -> dict:
@@ -149,7 +154,10 @@ def test_readme_sweep_is_valid_as_written() -> None:
     warnings = load_valid_config(path_free).warnings  # raises on any problem
     # it shows how to define each kind of model, so some are defined but unused: warned
     assert {w.split(":")[0] for w in warnings} == {
-        "positional_models.mk", "positional_models.lab", "weight_models.att1"}
+        "positional_models.mk",
+        "positional_models.lab",
+        "weight_models.att1",
+    }
 
 
 def as_run(command: str, workdir: Path) -> list[str]:
@@ -183,16 +191,26 @@ def documented_run(tmp_path_factory: pytest.TempPathFactory) -> dict:
     try:
         for document, command in commands_to_run():
             completed = subprocess.run(
-                as_run(command, workdir), cwd=workdir, env=env, capture_output=True,
-                text=True, timeout=600, check=False,
+                as_run(command, workdir),
+                cwd=workdir,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=600,
+                check=False,
             )
             outputs[command] = completed
             assert completed.returncode == 0, (
                 f"{document}: `{command}` failed ({completed.returncode}):\n"
                 f"{(completed.stdout + completed.stderr)[-3000:]}"
             )
-        yield {"workdir": workdir, "config": config, "outputs": outputs, "env": env,
-               "started": started}
+        yield {
+            "workdir": workdir,
+            "config": config,
+            "outputs": outputs,
+            "env": env,
+            "started": started,
+        }
     finally:
         from attnrmt.sweep.cluster import shutdown_run_cluster
 
@@ -216,8 +234,7 @@ def test_end_summary_names_results_cells_and_verdicts(documented_run: dict) -> N
     lines = summary.stdout.splitlines()
     n_cells = 1 * 4 * 4 * 2  # d x weights x snr x replicates of the shrunk README sweep
     assert lines[0] == (
-        "run 'mysweep' (my.yaml): results in results/mysweep/, report "
-        "results/mysweep/report.html"
+        "run 'mysweep' (my.yaml): results in results/mysweep/, report results/mysweep/report.html"
     )
     assert lines[1] == f"cells: {n_cells} in 1 sweeps; {n_cells} finished, 0 failed"
     assert re.match(r"theory: (paper|finite_vocab) fits best \(median relative error", lines[2])
@@ -228,12 +245,18 @@ def test_end_summary_tells_computed_from_reused(documented_run: dict) -> None:
     """``--since`` (``make run`` passes its start): the run's cells count as computed by
     it; a later start finds every cell reused, and the wall time is shown."""
     n_cells = 1 * 4 * 4 * 2
-    for since, counts in ((documented_run["started"], f"{n_cells} computed by this run, 0"),
-                          (time.time(), f"0 computed by this run, {n_cells}")):
+    for since, counts in (
+        (documented_run["started"], f"{n_cells} computed by this run, 0"),
+        (time.time(), f"0 computed by this run, {n_cells}"),
+    ):
         completed = subprocess.run(
             [str(BIN / "attnrmt"), "summary", "my.yaml", "--since", str(since)],
-            cwd=documented_run["workdir"], env=documented_run["env"], capture_output=True,
-            text=True, timeout=120, check=True,
+            cwd=documented_run["workdir"],
+            env=documented_run["env"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=True,
         )
         lines = completed.stdout.splitlines()
         assert lines[1] == f"cells: {n_cells} in 1 sweeps; {counts} reused, 0 failed"
@@ -260,13 +283,23 @@ def test_report_opens_on_an_overview_and_leaves_out_analyses_without_data(
     assert any("median relative error of outliers and overlaps" in key for key in metadata)
     assert all(isinstance(value, int | float) for value in metadata.values())
     assert "attnrmt run mysweep" in _report_variable(html, "workflow_desc")
-    reported = [path for groups in _report_variable(html, "categories").values()
-                for paths in groups.values() for path in paths]
+    reported = [
+        path
+        for groups in _report_variable(html, "categories").values()
+        for paths in groups.values()
+        for path in paths
+    ]
     names = {Path(path).name for path in reported}
     # the README sweep has no causal_attention weights, no label model, no uncentred S
-    assert not names & {"causal_verdict.csv", "downstream_ranking.csv", "centring.csv",
-                        "causal_weights.png", "downstream.png", "centring.png",
-                        "failed_cells.csv"}, names
+    assert not names & {
+        "causal_verdict.csv",
+        "downstream_ranking.csv",
+        "centring.csv",
+        "causal_weights.png",
+        "downstream.png",
+        "centring.png",
+        "failed_cells.csv",
+    }, names
     assert {"summary.csv", "thresholds.csv", "comparison.csv", "pooling.png"} <= names
 
 
@@ -279,8 +312,12 @@ def test_run_folder_refuses_another_config_file(documented_run: dict) -> None:
     other.write_text(yaml.safe_dump(documented_run["config"]), encoding="utf-8")  # run: mysweep
     completed = subprocess.run(
         [str(BIN / "snakemake"), "-n", "--cores", "1", "--configfile", "other.yaml"],
-        cwd=workdir, env=documented_run["env"], capture_output=True, text=True,
-        timeout=300, check=False,
+        cwd=workdir,
+        env=documented_run["env"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
     )
     output = completed.stdout + completed.stderr
     assert completed.returncode != 0 and "Traceback" not in output
@@ -298,10 +335,21 @@ def test_make_takes_the_run_name_from_the_config(tmp_path: Path) -> None:
     path.write_text(yaml.safe_dump(config), encoding="utf-8")
     for target in ("report", "run"):
         completed = subprocess.run(
-            ["make", "-n", "-o", ".venv/.attnrmt-installed", target, f"CONFIG={path}",
-             f"BIN={BIN}"],
-            cwd=REPO, env=subprocess_environment(), capture_output=True, text=True,
-            timeout=120, check=False,
+            [
+                "make",
+                "-n",
+                "-o",
+                ".venv/.attnrmt-installed",
+                target,
+                f"CONFIG={path}",
+                f"BIN={BIN}",
+            ],
+            cwd=REPO,
+            env=subprocess_environment(),
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
         )
         assert completed.returncode == 0, completed.stderr
         commands = completed.stdout
@@ -309,8 +357,13 @@ def test_make_takes_the_run_name_from_the_config(tmp_path: Path) -> None:
             run_line = next(line for line in commands.splitlines() if " run " in line)
             assert shlex.split(run_line)[:3] == [f"{BIN}/attnrmt", "run", str(path)], run_line
             commands = subprocess.run(
-                [*shlex.split(run_line), "--dry-run"], cwd=REPO, env=subprocess_environment(),
-                capture_output=True, text=True, timeout=120, check=True,
+                [*shlex.split(run_line), "--dry-run"],
+                cwd=REPO,
+                env=subprocess_environment(),
+                capture_output=True,
+                text=True,
+                timeout=120,
+                check=True,
             ).stdout
         assert "--report results/exp-7/report.html" in commands, commands
         assert "results/default" not in commands

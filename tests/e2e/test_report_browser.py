@@ -87,8 +87,11 @@ def report_test(func: Callable[..., None]) -> Callable[..., None]:
 
 def find_chromium() -> str | None:
     """Path of a Chromium binary, or None."""
-    for candidate in ("/usr/bin/chromium", shutil.which("chromium"),
-                      shutil.which("chromium-browser")):
+    for candidate in (
+        "/usr/bin/chromium",
+        shutil.which("chromium"),
+        shutil.which("chromium-browser"),
+    ):
         if candidate and os.access(candidate, os.X_OK):
             return candidate
     return None
@@ -112,9 +115,18 @@ def probe_report(browser: str, report: Path, tmp_path: Path) -> list[dict]:
     probed.write_text(f"{text[:cut]}<script>{PROBE}</script>{text[cut:]}", encoding="utf-8")
     profile = tmp_path / "chromium-profile"
     completed = subprocess.run(
-        [browser, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", "--virtual-time-budget=30000",
-         "--dump-dom", probed.as_uri()],
-        capture_output=True, text=True, timeout=180, check=False,
+        [
+            browser,
+            *CHROMIUM_FLAGS,
+            f"--user-data-dir={profile}",
+            "--virtual-time-budget=30000",
+            "--dump-dom",
+            probed.as_uri(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
     )
     assert completed.returncode == 0, completed.stderr[-2000:]
     match = re.search(r'data-attnrmt-probe="([^"]*)"', completed.stdout)
@@ -129,13 +141,24 @@ def report(tmp_path_factory: pytest.TempPathFactory) -> Path:
     figures of analyses without data)."""
     config = tiny_config(
         run="report",
-        positional_models={"prefix2": {"kind": "prefix", "L": 2},
-                           "lab": {"kind": "label", "rho0": 0.8, "L": 2}},
-        weight_models={"causal1": {"kind": "causal_limit", "tau": 1.0},
-                       "att1": {"kind": "causal_attention", "tau": 1.0}})
-    config = with_sweep(config, "grid", d=[20, 30], weights=["mean", "causal1", "att1"],
-                        positional=["prefix2", "lab"], centered=[True, False],
-                        snr=[0.0, 1.0, 2.0, 3.0])
+        positional_models={
+            "prefix2": {"kind": "prefix", "L": 2},
+            "lab": {"kind": "label", "rho0": 0.8, "L": 2},
+        },
+        weight_models={
+            "causal1": {"kind": "causal_limit", "tau": 1.0},
+            "att1": {"kind": "causal_attention", "tau": 1.0},
+        },
+    )
+    config = with_sweep(
+        config,
+        "grid",
+        d=[20, 30],
+        weights=["mean", "causal1", "att1"],
+        positional=["prefix2", "lab"],
+        centered=[True, False],
+        snr=[0.0, 1.0, 2.0, 3.0],
+    )
     workdir = Workdir.create(tmp_path_factory.mktemp("report-run"), config)
     try:
         workdir.run(targets=())

@@ -230,9 +230,12 @@ def test_slurm_executor_profile_matches_local_run(
             xr.testing.assert_identical(numeric_variables(workdir.open_cells()), local_cells)
             # every block (2 of them) ran as its own SLURM job: the executor names each
             # submission's log after its rule, so the job ids are tied to simulate_block
-            block_job_ids = set(re.findall(
-                r"submitted with SLURM jobid (\d+) \(log: [^)]*simulate_block[^)]*\)",
-                result.output))
+            block_job_ids = set(
+                re.findall(
+                    r"submitted with SLURM jobid (\d+) \(log: [^)]*simulate_block[^)]*\)",
+                    result.output,
+                )
+            )
             assert len(block_job_ids) == N_CELLS // BLOCK_SIZE, result.output[-4000:]
             assert block_job_ids <= job_ids
         finally:
@@ -287,7 +290,9 @@ def test_pending_reason_that_never_clears_is_recognised(slurm: str, tmp_path: Pa
         for extra in ([f"-c{node_cores() * 2}"], ["-c1", "--begin=now+1hour"]):
             submitted = subprocess.run(
                 ["sbatch", "--parsable", "-o", "/dev/null", *extra, str(script)],
-                capture_output=True, text=True, check=True,
+                capture_output=True,
+                text=True,
+                check=True,
             )
             job_ids.add(submitted.stdout.strip().split(";")[0])
         unsatisfiable, held = sorted(job_ids, key=int)
@@ -314,8 +319,10 @@ def test_unsatisfiable_block_request_stops_the_run_fast(slurm: str, tmp_path: Pa
     with cancel_on_exit(set()) as job_ids:
         try:
             result = workdir.run(
-                "--workflow-profile", str(profile),
-                timeout=UNSATISFIABLE_BLOCK_BOUND_SECONDS, check=False,
+                "--workflow-profile",
+                str(profile),
+                timeout=UNSATISFIABLE_BLOCK_BOUND_SECONDS,
+                check=False,
             )
             job_ids.update(re.findall(r"submitted with SLURM jobid (\d+)", result.output))
             assert job_ids, result.output[-4000:]
@@ -341,9 +348,7 @@ def test_run_whose_workers_never_come_is_private_and_stops_on_signal(
     signal stops the run within the bound, its worker jobs are cancelled and no lock is
     left for the rerun."""
     require_other_user()
-    profile = slurm_dask_profile(
-        tmp_path / "profile", job_extra_directives=["--begin=now+1hour"]
-    )
+    profile = slurm_dask_profile(tmp_path / "profile", job_extra_directives=["--begin=now+1hour"])
     workdir = Workdir.create(tmp_path / "work", sweep_config("never"))
     with cancel_on_exit(set()) as job_ids:
         try:
@@ -351,9 +356,7 @@ def test_run_whose_workers_never_come_is_private_and_stops_on_signal(
             info = wait_for_scheduler_file(workdir, process)
             assert info["address"].startswith("tls://127.0.0.1:"), info
             assert_private_modes(workdir.run_dir)
-            assert_locked_out(
-                intruder_report(info["address"], credential_files(workdir.run_dir))
-            )
+            assert_locked_out(intruder_report(info["address"], credential_files(workdir.run_dir)))
             with connect(workdir.run_dir) as client:  # the owner gets in
                 assert client.run_on_scheduler(os.getpid) == process.pid
             job_ids.update(queued_jobs(workdir))

@@ -40,8 +40,12 @@ quiet node; this only catches a hang)."""
 def attnrmt(workdir: Workdir, *args: str) -> subprocess.CompletedProcess:
     """``attnrmt ARGS`` in the workdir (as a user's shell there)."""
     return subprocess.run(
-        [sys.executable, "-m", "attnrmt.cli", *args], cwd=workdir.path,
-        env=subprocess_environment(), capture_output=True, text=True, timeout=180,
+        [sys.executable, "-m", "attnrmt.cli", *args],
+        cwd=workdir.path,
+        env=subprocess_environment(),
+        capture_output=True,
+        text=True,
+        timeout=180,
         check=False,
     )
 
@@ -50,8 +54,17 @@ def submit(workdir: Workdir, cpus: int = 2) -> subprocess.CompletedProcess:
     """``attnrmt submit config.yaml`` of the repository's workflow, default profile (the
     cells run on a local Dask cluster inside the driver's ``cpus``-core allocation)."""
     return attnrmt(
-        workdir, "submit", "config.yaml", "--snakefile", str(SNAKEFILE),
-        "--profile", str(DEFAULT_PROFILE), "--cpus-per-task", str(cpus), "--time", "00:20:00",
+        workdir,
+        "submit",
+        "config.yaml",
+        "--snakefile",
+        str(SNAKEFILE),
+        "--profile",
+        str(DEFAULT_PROFILE),
+        "--cpus-per-task",
+        str(cpus),
+        "--time",
+        "00:20:00",
     )
 
 
@@ -79,7 +92,8 @@ def status(workdir: Workdir) -> dict[str, Any]:
 
 
 def test_submit_runs_the_whole_run_as_one_job_and_refuses_a_second(
-    slurm: str, tmp_path: Path  # noqa: F811
+    slurm: str,
+    tmp_path: Path,  # noqa: F811
 ) -> None:
     workdir = Workdir.create(tmp_path / "work", tiny_config(run="submitted"))
     driver_dir = workdir.run_dir / "driver"
@@ -133,7 +147,8 @@ def test_submit_runs_the_whole_run_as_one_job_and_refuses_a_second(
 
 
 def test_a_driver_request_slurm_cannot_run_is_refused_at_once(
-    slurm: str, tmp_path: Path  # noqa: F811
+    slurm: str,
+    tmp_path: Path,  # noqa: F811
 ) -> None:
     """More cores than the node has: SLURM's objection (``sbatch --test-only``), exit 2,
     nothing queued and no job record."""
@@ -148,14 +163,16 @@ def test_a_driver_request_slurm_cannot_run_is_refused_at_once(
 
 
 def test_driver_job_told_to_stop_ends_its_run_cleanly(
-    slurm: str, tmp_path: Path  # noqa: F811
+    slurm: str,
+    tmp_path: Path,  # noqa: F811
 ) -> None:
     """SIGTERM to the batch shell (``scancel --batch --signal=TERM``, as SLURM's
     ``--signal=B:TERM@...`` before the walltime) reaches the run through ``exec``: the run
     stops, the job ends, no Snakemake lock is left, and the next submit resumes."""
     config = with_sweep(
         tiny_config(run="stopped", execution={"block_size": 1}),
-        d=[1200], snr=[0.25 * index for index in range(12)],
+        d=[1200],
+        snr=[0.25 * index for index in range(12)],
     )  # 48 cells of ~0.4 s (tests/e2e/test_status.py): the run lasts well past the signal
     workdir = Workdir.create(tmp_path / "work", config)
     with cancel_on_exit(set()) as job_ids:

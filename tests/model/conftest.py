@@ -19,5 +19,4 @@ def assert_products_in_precision(
     tolerance = PRODUCT_TOLERANCE[np.dtype(dtype)]
     for found, expected in pairs:
         assert found.dtype == dtype and found.shape == expected.shape
-        np.testing.assert_allclose(found, expected, rtol=0,
-                                   atol=tolerance * np.abs(expected).max())
+        np.testing.assert_allclose(found, expected, rtol=0, atol=tolerance * np.abs(expected).max())

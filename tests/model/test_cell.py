@@ -42,7 +42,12 @@ LINALG_TOL = 1e-9
 
 
 def direct_cell(
-    seed: int, centered: bool, positional: dict, weights: str, top_k: int = 3, d: int = BASE["d"],
+    seed: int,
+    centered: bool,
+    positional: dict,
+    weights: str,
+    top_k: int = 3,
+    d: int = BASE["d"],
     delta: float = BASE["delta"],
 ):
     """The same cell computed naively from the documented random streams (cell.py):
@@ -136,7 +141,8 @@ def test_matches_direct_computation_with_fewer_tokens_than_dimensions(
     readout of the pooled rows."""
     result = simulate_cell(
         **{**BASE, "delta": 2.0, "positional": positional, "weights": weights},
-        centered=centered, seed=5,
+        centered=centered,
+        seed=5,
     )
     assert result.V == 30 < BASE["d"]
     expected = direct_cell(5, centered, positional, weights, delta=2.0)
@@ -346,8 +352,7 @@ def test_largest_allowed_snr_still_simulates_finite_numbers() -> None:
     # exact route and Lanczos route for the population pairs; the top route (dense below
     # d = 200, block Lanczos above)
     for d, spectrum in ((20, "full"), (400, "full"), (20, "top"), (400, "top")):
-        result = simulate_cell(d, 0.5, 0.5, 4, "iid", "mean", MAX_SNR, seed=1,
-                               spectrum=spectrum)
+        result = simulate_cell(d, 0.5, 0.5, 4, "iid", "mean", MAX_SNR, seed=1, spectrum=spectrum)
         for name, value in result.to_dict().items():
             if name != "downstream_accuracy":  # NaN by definition without labels
                 assert np.all(np.isfinite(value)), name
@@ -372,10 +377,22 @@ TOP_CASES = [
     ({"kind": "iid"}, "mean", True, 0.5, 0.5, 2.0),
     ({"kind": "prefix", "L": 3}, "harmonic", False, 2.0, 0.5, 1.0),
     ({"kind": "markov", "r": 0.5}, "optimal", True, 0.5, 2.0, 3.0),
-    ({"kind": "label", "rho0": 0.6, "L": 3}, {"kind": "causal_attention", "tau": 1.0}, True,
-     1.5, 1.5, 1.5),
-    ({"kind": "custom", "R": np.eye(6).tolist()}, {"kind": "custom", "values": [1, 0, 0, 0, 0, 1]},
-     False, 0.8, 1.2, 0.5),
+    (
+        {"kind": "label", "rho0": 0.6, "L": 3},
+        {"kind": "causal_attention", "tau": 1.0},
+        True,
+        1.5,
+        1.5,
+        1.5,
+    ),
+    (
+        {"kind": "custom", "R": np.eye(6).tolist()},
+        {"kind": "custom", "values": [1, 0, 0, 0, 0, 1]},
+        False,
+        0.8,
+        1.2,
+        0.5,
+    ),
 ]
 
 
@@ -384,29 +401,42 @@ def assert_top_matches_full(top: CellResult, full: CellResult, top_k: int) -> No
     n_values = min(2 * top_k, full.eigenvalues.size)
     assert top.eigenvalues.shape == (n_values,)
     assert np.all(np.diff(top.eigenvalues) >= 0)  # ascending
-    np.testing.assert_allclose(top.eigenvalues, full.eigenvalues[-n_values:],
-                               rtol=TOP_VALUE_RTOL)
+    np.testing.assert_allclose(top.eigenvalues, full.eigenvalues[-n_values:], rtol=TOP_VALUE_RTOL)
     for name in ("top_eigenvalues", "pop_top_eigenvalues"):
         np.testing.assert_allclose(getattr(top, name), getattr(full, name), rtol=TOP_VALUE_RTOL)
-    for name in ("overlap_signal", "overlap_class_mean", "overlap_table_mean",
-                 "pop_overlap_signal"):
-        np.testing.assert_allclose(getattr(top, name), getattr(full, name),
-                                   atol=TOP_OVERLAP_ATOL, err_msg=name)
+    for name in (
+        "overlap_signal",
+        "overlap_class_mean",
+        "overlap_table_mean",
+        "pop_overlap_signal",
+    ):
+        np.testing.assert_allclose(
+            getattr(top, name), getattr(full, name), atol=TOP_OVERLAP_ATOL, err_msg=name
+        )
     for name in ("alpha", "kappa", "sigma", "V", "N"):
         assert getattr(top, name) == getattr(full, name)
     np.testing.assert_array_equal(top.effective_weights, full.effective_weights)
     np.testing.assert_equal(top.downstream_accuracy, full.downstream_accuracy)
 
 
-@pytest.mark.parametrize(("positional", "weights", "centered", "delta", "gamma", "snr"),
-                         TOP_CASES)
+@pytest.mark.parametrize(("positional", "weights", "centered", "delta", "gamma", "snr"), TOP_CASES)
 def test_top_route_matches_full_route(
     positional: dict, weights, centered: bool, delta: float, gamma: float, snr: float
 ) -> None:
     """d = 400 > DENSE_TOP_MAX_N: the block Lanczos route, over R models, weights,
     centring and delta, gamma on both sides of 1."""
-    cell = {"d": 400, "delta": delta, "gamma": gamma, "T": 6, "positional": positional,
-            "weights": weights, "snr": snr, "centered": centered, "top_k": 3, "seed": 11}
+    cell = {
+        "d": 400,
+        "delta": delta,
+        "gamma": gamma,
+        "T": 6,
+        "positional": positional,
+        "weights": weights,
+        "snr": snr,
+        "centered": centered,
+        "top_k": 3,
+        "seed": 11,
+    }
     assert_top_matches_full(simulate_cell(**cell, spectrum="top"), simulate_cell(**cell), 3)
 
 
@@ -415,8 +445,17 @@ def test_top_route_matches_full_route_at_the_sample_threshold() -> None:
     outlier touches the bulk edge: the top pairs are separated by bulk-edge spacings, the
     hard case for the Krylov stop rule (tests/model/test_linalg.py checks a 1e-5 gap).
     d = 1000 (the contract promises equality up to d = 2000)."""
-    cell = {"d": 1000, "delta": 0.5, "gamma": 0.5, "T": 8, "positional": "iid",
-            "weights": "mean", "snr": 1.28, "top_k": 3, "seed": 2}
+    cell = {
+        "d": 1000,
+        "delta": 0.5,
+        "gamma": 0.5,
+        "T": 8,
+        "positional": "iid",
+        "weights": "mean",
+        "snr": 1.28,
+        "top_k": 3,
+        "seed": 2,
+    }
     top, full = simulate_cell(**cell, spectrum="top"), simulate_cell(**cell)
     gaps = -np.diff(full.eigenvalues[::-1][:4]) / full.eigenvalues[-1]
     assert gaps.min() < 0.02  # really next to the edge: relative gaps of bulk-edge size
@@ -428,8 +467,17 @@ def test_top_route_matches_full_route_at_the_population_threshold() -> None:
     full route) the signal is spread over the top bulk-edge vectors of the population
     matrix (squared overlaps 0.08, 0.03, 0.04, relative gaps 0.02 and 0.01): the
     overlap-aware stop rule must get every one of them right, not only the largest."""
-    cell = {"d": 1000, "delta": 0.5, "gamma": 0.5, "T": 8, "positional": "iid",
-            "weights": "mean", "snr": 0.8, "top_k": 3, "seed": 2}
+    cell = {
+        "d": 1000,
+        "delta": 0.5,
+        "gamma": 0.5,
+        "T": 8,
+        "positional": "iid",
+        "weights": "mean",
+        "snr": 0.8,
+        "top_k": 3,
+        "seed": 2,
+    }
     top, full = simulate_cell(**cell, spectrum="top"), simulate_cell(**cell)
     gaps = -np.diff(full.pop_top_eigenvalues) / full.pop_top_eigenvalues[0]
     assert gaps.max() < 0.03 and np.all(full.pop_overlap_signal > 0.02)  # spread, close
@@ -445,8 +493,17 @@ def test_top_route_without_warm_start_and_its_float32_guard(
     contract. A table too large for float32 (snr 1e30) gets no warm start."""
     from attnrmt.model import cell as cell_module
 
-    cell = {"d": 400, "delta": 0.5, "gamma": 0.5, "T": 8, "positional": "iid",
-            "weights": "mean", "snr": 2.0, "top_k": 3, "seed": 5}
+    cell = {
+        "d": 400,
+        "delta": 0.5,
+        "gamma": 0.5,
+        "T": 8,
+        "positional": "iid",
+        "weights": "mean",
+        "snr": 2.0,
+        "top_k": 3,
+        "seed": 5,
+    }
     warm, full = simulate_cell(**cell, spectrum="top"), simulate_cell(**cell)
     monkeypatch.setattr(cell_module, "TOP_WARM_START_DTYPE", None)
     cold = simulate_cell(**cell, spectrum="top")
@@ -459,8 +516,7 @@ def test_top_route_without_warm_start_and_its_float32_guard(
     for snr, engaged in ((2.0, True), (1e30, False)):
         for rough_dtype in (None, np.float32):  # copied here, or drawn with the table
             table = sample_table(10, 20, snr, np.random.default_rng(1), rough_dtype)
-            operators = cell_module._warm_start_operators(
-                arguments[0], table, *arguments[1:])
+            operators = cell_module._warm_start_operators(arguments[0], table, *arguments[1:])
             assert (operators is not None) == engaged
     monkeypatch.setattr(cell_module, "TOP_WARM_START_DTYPE", None)
     assert cell_module._warm_start_operators(incidence, table, *arguments[1:]) is None
@@ -496,9 +552,15 @@ def test_table_passes_in_either_orientation_are_the_plain_products(dtype: type) 
     block, rows = rng.standard_normal((50, 7)), rng.standard_normal((70, 7)).astype(dtype)
     exact_table = embeddings.astype(np.float64)
     assert_products_in_precision(
-        ((cell_module.table_pass(embeddings, block), exact_table @ block),
-         (cell_module.table_transpose_pass(embeddings, rows),
-          exact_table.T @ rows.astype(np.float64))), dtype)
+        (
+            (cell_module.table_pass(embeddings, block), exact_table @ block),
+            (
+                cell_module.table_transpose_pass(embeddings, rows),
+                exact_table.T @ rows.astype(np.float64),
+            ),
+        ),
+        dtype,
+    )
 
 
 def test_top_route_small_d_uses_the_dense_route_and_validates() -> None:
@@ -547,8 +609,7 @@ def test_sample_spectrum_in_the_smaller_dimension_matches_the_d_route(centered: 
     expected_values, expected_vectors = _linalg.spectrum_and_top_eigenvectors(lower, 3)
     assert values.shape == (120,) and np.all(np.diff(values) >= 0)
     np.testing.assert_allclose(values, expected_values, rtol=1e-10, atol=1e-12)
-    np.testing.assert_allclose(np.abs(np.sum(vectors * expected_vectors, axis=0)), 1.0,
-                               atol=1e-10)
+    np.testing.assert_allclose(np.abs(np.sum(vectors * expected_vectors, axis=0)), 1.0, atol=1e-10)
 
 
 @pytest.mark.parametrize("centered", [True, False])
@@ -562,12 +623,14 @@ def test_population_in_the_smaller_dimension_matches_the_d_route(centered: bool)
     from attnrmt.model import _linalg, cell
 
     d, V = 640, 320
-    table_stream, solver_stream = (np.random.default_rng(c)
-                                   for c in np.random.SeedSequence(9).spawn(2))
+    table_stream, solver_stream = (
+        np.random.default_rng(c) for c in np.random.SeedSequence(9).spawn(2)
+    )
     table = sample_table(d, V, 2.0, table_stream)
     kappa, alpha, sigma = 0.1, 0.35, 0.9
     terms = cell.population_rank_one_terms(
-        table.table_mean, table.class_mean_difference, alpha, kappa, sigma, centered)
+        table.table_mean, table.class_mean_difference, alpha, kappa, sigma, centered
+    )
     start = cell._spike_start(d, table, solver_stream, 1)[:, 0]
 
     population = _linalg.lower_gram(table.embeddings, kappa / V)
@@ -582,7 +645,8 @@ def test_population_in_the_smaller_dimension_matches_the_d_route(centered: bool)
     exact_values, exact_vectors = np.linalg.eigh(dense)
     u = table.signal_direction
     for expected_values, expected_vectors in (
-        (d_values, d_vectors), (exact_values[::-1][:3], exact_vectors[:, ::-1][:, :3])
+        (d_values, d_vectors),
+        (exact_values[::-1][:3], exact_vectors[:, ::-1][:, :3]),
     ):
         np.testing.assert_allclose(values, expected_values, rtol=1e-12)
         np.testing.assert_allclose((u @ vectors) ** 2, (u @ expected_vectors) ** 2, atol=1e-10)
@@ -609,7 +673,8 @@ def test_sample_spectrum_through_the_tokens_matches_the_d_route(centered: bool) 
     token_weights = rng.uniform(0.1, 1.0, (N, T))
     assert cell._sample_through_tokens(d, V, N, 3)
     values, vectors = cell._sample_spectrum_from_tokens(
-        cell.token_incidence(tokens, token_weights, V), table.embeddings, centered, 3)
+        cell.token_incidence(tokens, token_weights, V), table.embeddings, centered, 3
+    )
     pooled = cell.pool(tokens, token_weights, table.embeddings)
     lower = _linalg.lower_gram(pooled, 1 / N)
     if centered:
@@ -617,14 +682,17 @@ def test_sample_spectrum_through_the_tokens_matches_the_d_route(centered: bool) 
     expected_values, expected_vectors = _linalg.spectrum_and_top_eigenvectors(lower, 3)
     assert values.shape == (d,) and np.all(np.diff(values) >= 0)
     assert np.count_nonzero(values) <= V
-    np.testing.assert_allclose(values, expected_values, rtol=1e-10,
-                               atol=1e-12 * expected_values.max())
+    np.testing.assert_allclose(
+        values, expected_values, rtol=1e-10, atol=1e-12 * expected_values.max()
+    )
     np.testing.assert_allclose(values[-3:], expected_values[-3:], rtol=1e-12)
-    np.testing.assert_allclose(np.abs(np.sum(vectors * expected_vectors, axis=0)), 1.0,
-                               atol=1e-10)
+    np.testing.assert_allclose(np.abs(np.sum(vectors * expected_vectors, axis=0)), 1.0, atol=1e-10)
     for direction in (table.signal_direction, table.class_mean_difference, table.table_mean):
-        np.testing.assert_allclose(cell.squared_overlaps(vectors, direction),
-                                   cell.squared_overlaps(expected_vectors, direction), atol=1e-10)
+        np.testing.assert_allclose(
+            cell.squared_overlaps(vectors, direction),
+            cell.squared_overlaps(expected_vectors, direction),
+            atol=1e-10,
+        )
 
 
 def test_the_smaller_dimension_is_chosen_by_its_flop_count() -> None:

@@ -51,8 +51,12 @@ def test_tall_products_in_either_orientation(dtype: type, order: str) -> None:
     small, other = (rng.standard_normal(shape).astype(dtype) for shape in ((40, 6), (90, 6)))
     exact = tall.astype(np.float64)
     assert_products_in_precision(
-        ((_linalg.tall_times(tall, small), exact @ small),
-         (_linalg.tall_transpose_times(tall, other), exact.T @ other)), dtype)
+        (
+            (_linalg.tall_times(tall, small), exact @ small),
+            (_linalg.tall_transpose_times(tall, other), exact.T @ other),
+        ),
+        dtype,
+    )
 
 
 def test_block_lanczos_matches_dense_eigh_on_a_bulk_with_outliers() -> None:
@@ -124,7 +128,6 @@ def test_lanczos_population_eigenpairs_match_exact_reduction(snr: float) -> None
     # (< 1e-12 relative) and eigenvector errors by residual/gap; with bulk-edge gaps of
     # ~1e-3 relative that is < 1e-6, hence the tolerances below.
 
-
     d, V = 400, 800
     table = sample_table(d, V, snr, np.random.default_rng(0))
     lower = _linalg.lower_gram(table.embeddings, 1 / (16 * V))
@@ -143,8 +146,6 @@ def test_lanczos_population_eigenpairs_match_exact_reduction(snr: float) -> None
     np.testing.assert_allclose(fallback_values, exact_values[::-1][:3], rtol=1e-12)
 
 
-
-
 def test_block_lanczos_overlap_stop_rule_next_to_a_near_degenerate_pair() -> None:
     """The overlap-aware vector test (``directions``) on the 1e-5 gap above: the squared
     overlaps of the two top vectors with the directions are right to the tolerance 1e-7
@@ -157,8 +158,13 @@ def test_block_lanczos_overlap_stop_rule_next_to_a_near_degenerate_pair() -> Non
     order = np.argsort(values)[::-1]
     # a direction spread over the top pair and the bulk (overlaps ~0.5 and ~0.3 with the
     # top vectors: the hard case), and one almost orthogonal to both
-    directions = np.stack([q[:, order[0]] + 0.8 * q[:, order[1]] + 0.3 * q[:, order[5]],
-                           rng.standard_normal(values.size)], axis=1)
+    directions = np.stack(
+        [
+            q[:, order[0]] + 0.8 * q[:, order[1]] + 0.3 * q[:, order[5]],
+            rng.standard_normal(values.size),
+        ],
+        axis=1,
+    )
     directions /= np.sqrt(np.sum(directions**2, axis=0))
     counted: dict[str, int] = {}
 
@@ -170,8 +176,9 @@ def test_block_lanczos_overlap_stop_rule_next_to_a_near_degenerate_pair() -> Non
             return matrix @ block
 
         start = np.random.default_rng(5).standard_normal((values.size, 4))
-        found = _linalg.block_lanczos_top(apply, start, 4, 2, rng=np.random.default_rng(6),
-                                          **options)
+        found = _linalg.block_lanczos_top(
+            apply, start, 4, 2, rng=np.random.default_rng(6), **options
+        )
         assert found is not None
         return found
 
@@ -197,8 +204,9 @@ def test_stop_rule_bounds() -> None:
     assert _linalg._converged(values, residuals, 2, 1, 1e-10, 1e-7, np.array([0.01]))
     assert not _linalg._converged(values, residuals, 2, 1, 1e-10, 1e-7, np.array([0.5]))
     # the gap is less the neighbour's residual, clipped at 0
-    np.testing.assert_allclose(_linalg._ritz_gaps(values, np.array([0.0, 0.999, 0.0])),
-                               [0.001, 0.5, 0.0], atol=1e-15)
+    np.testing.assert_allclose(
+        _linalg._ritz_gaps(values, np.array([0.0, 0.999, 0.0])), [0.001, 0.5, 0.0], atol=1e-15
+    )
 
 
 @pytest.mark.parametrize("rough_kind", ["float32", "wrong_matrix"])
@@ -213,25 +221,36 @@ def test_warm_start_keeps_the_exact_stop_rule(rough_kind: str) -> None:
     second_values = np.concatenate([edge_bulk(n - 1), [2.0]])
     matrices = [random_symmetric(first_values, 10), random_symmetric(second_values, 11)]
     wrong, _ = random_symmetric(np.linspace(0.0, 1.0, n), 12)
-    rough_matrices = ([matrix.astype(np.float32) for matrix, _ in matrices]
-                      if rough_kind == "float32" else [wrong, wrong])
+    rough_matrices = (
+        [matrix.astype(np.float32) for matrix, _ in matrices]
+        if rough_kind == "float32"
+        else [wrong, wrong]
+    )
 
     def operators(dense: list[np.ndarray]):
         def apply_all(blocks):
-            return [None if block is None else
-                    (matrix @ block.astype(matrix.dtype)).astype(np.float64)
-                    for matrix, block in zip(dense, blocks, strict=True)]
+            return [
+                None if block is None else (matrix @ block.astype(matrix.dtype)).astype(np.float64)
+                for matrix, block in zip(dense, blocks, strict=True)
+            ]
+
         return apply_all
 
     rng = np.random.default_rng(13)
     starts = [rng.standard_normal((n, 8)), rng.standard_normal((n, 12))]
     found = _linalg.shared_operator_top_eigenpairs(
-        operators([matrix for matrix, _ in matrices]), starts, [4, 3], [2, 2], rng,
-        rough_apply_all=operators(rough_matrices))
+        operators([matrix for matrix, _ in matrices]),
+        starts,
+        [4, 3],
+        [2, 2],
+        rng,
+        rough_apply_all=operators(rough_matrices),
+    )
     for (values, vectors), (_, q), spectrum in zip(
-            found, matrices, (first_values, second_values), strict=True):
+        found, matrices, (first_values, second_values), strict=True
+    ):
         order = np.argsort(spectrum)[::-1]
-        np.testing.assert_allclose(values, spectrum[order][:values.size], rtol=1e-10)
+        np.testing.assert_allclose(values, spectrum[order][: values.size], rtol=1e-10)
         cosines = np.abs(np.sum(vectors * q[:, order[:2]], axis=0))
         assert np.all(1.0 - cosines**2 <= 1e-14), 1.0 - cosines**2
 
@@ -248,7 +267,8 @@ def test_warm_start_blocks_are_the_rough_top_ritz_vectors() -> None:
     rng = np.random.default_rng(15)
     start = rng.standard_normal((n, 8))
     (block,) = _linalg.warm_start_blocks(
-        lambda blocks: [matrix @ blocks[0]], [start], [3], [3], rng)
+        lambda blocks: [matrix @ blocks[0]], [start], [3], [3], rng
+    )
     width = 3 + _linalg.REFINE_EXTRA_COLUMNS
     assert width < 8
     assert block.shape == (n, width)
@@ -259,7 +279,8 @@ def test_warm_start_blocks_are_the_rough_top_ritz_vectors() -> None:
     tiny = np.random.default_rng(16).standard_normal((n, 4))
     # a budget of one block: no convergence, the start comes back unchanged
     (unchanged,) = _linalg.warm_start_blocks(
-        lambda blocks: [matrix @ blocks[0]], [tiny], [3], [3], rng, max_columns=4)
+        lambda blocks: [matrix @ blocks[0]], [tiny], [3], [3], rng, max_columns=4
+    )
     assert unchanged is tiny
 
 
@@ -277,6 +298,7 @@ def test_exact_iteration_after_a_warm_start_runs_narrow_blocks() -> None:
         def apply_all(blocks):
             widths[name].add(blocks[0].shape[1])
             return [(dense @ blocks[0].astype(dense.dtype)).astype(np.float64)]
+
         return apply_all
 
     order = np.argsort(values)[::-1]
@@ -284,8 +306,13 @@ def test_exact_iteration_after_a_warm_start_runs_narrow_blocks() -> None:
         widths["exact"].clear()
         start = np.random.default_rng(18).standard_normal((n, 10))
         ((found, vectors),) = _linalg.shared_operator_top_eigenpairs(
-            operator(matrix, "exact"), [start], [4], [2], np.random.default_rng(19),
-            rough_apply_all=rough)
+            operator(matrix, "exact"),
+            [start],
+            [4],
+            [2],
+            np.random.default_rng(19),
+            rough_apply_all=rough,
+        )
         assert widths["exact"] == ({4 + _linalg.REFINE_EXTRA_COLUMNS} if rough else {10})
         np.testing.assert_allclose(found, values[order][:4], rtol=1e-10)
         cosines = np.abs(np.sum(vectors * q[:, order[:2]], axis=0))

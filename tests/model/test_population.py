@@ -97,8 +97,7 @@ def pooled_moments(seed: int) -> dict[str, np.ndarray]:
         second += pooled.T @ pooled
         squared = pooled**2
         fourth += squared.T @ squared
-    return {"mean": total / N_POOLED, "second": second / N_POOLED,
-            "fourth": fourth / N_POOLED}
+    return {"mean": total / N_POOLED, "second": second / N_POOLED, "fourth": fourth / N_POOLED}
 
 
 def formula_matrix(table: EmbeddingTable, centered: bool) -> np.ndarray:
@@ -111,8 +110,15 @@ def formula_matrix(table: EmbeddingTable, centered: bool) -> np.ndarray:
     E = table.embeddings
     half = E.shape[0] // 2
     mean_plus, mean_minus = E[:half].mean(axis=0), E[half:].mean(axis=0)
-    lower = population_matrix(lower_gram(E, kappa / E.shape[0]), (mean_plus + mean_minus) / 2,
-                              (mean_plus - mean_minus) / 2, alpha, kappa, sigma, centered)
+    lower = population_matrix(
+        lower_gram(E, kappa / E.shape[0]),
+        (mean_plus + mean_minus) / 2,
+        (mean_plus - mean_minus) / 2,
+        alpha,
+        kappa,
+        sigma,
+        centered,
+    )
     full = np.tril(lower)
     return full + np.tril(full, -1).T
 
@@ -148,9 +154,11 @@ def check_formula_matches_empirical(seeds: tuple[int, ...]) -> None:
         z = np.abs(empirical - formula) / se
         worst = np.unravel_index(np.argmax(z), z.shape)
         assert z.max() < Z_MAX, (seed, centered, worst, float(z.max()))
-        for name, direction in (("signal", table.signal_direction),
-                                ("table_mean", table.table_mean),
-                                ("class_mean", table.class_mean_difference)):
+        for name, direction in (
+            ("signal", table.signal_direction),
+            ("table_mean", table.table_mean),
+            ("class_mean", table.class_mean_difference),
+        ):
             u = direction / np.linalg.norm(direction)
             # Var((u.c)^2) <= 2 (u^T C u)^2 + fourth-cumulant part; bound it from the
             # entries' own errors: |u^T X u| <= sum_ij |u_i||u_j| |X_ij|
@@ -162,13 +170,23 @@ def check_formula_matches_empirical(seeds: tuple[int, ...]) -> None:
 def check_cell_pop_fields_match_empirical(seeds: tuple[int, ...]) -> None:
     """simulate_cell's pop_top_eigenvalues / pop_overlap_signal for the same table."""
     for seed, table, moments, centered in cases(seeds):
-        result = simulate_cell(D, DELTA, 0.5, T, {"kind": "prefix", "L": PREFIX_L},
-                               {"kind": "custom", "values": WEIGHTS.tolist()}, SNR,
-                               centered=centered, top_k=3, seed=seed)
+        result = simulate_cell(
+            D,
+            DELTA,
+            0.5,
+            T,
+            {"kind": "prefix", "L": PREFIX_L},
+            {"kind": "custom", "values": WEIGHTS.tolist()},
+            SNR,
+            centered=centered,
+            top_k=3,
+            seed=seed,
+        )
         np.testing.assert_array_equal(result.effective_weights, WEIGHTS)
         values, vectors = top_eigenpairs(empirical_matrix(moments, centered), 3)
-        np.testing.assert_allclose(result.pop_top_eigenvalues, values,
-                                   rtol=EIGENVALUE_RTOL, err_msg=f"seed {seed}")
+        np.testing.assert_allclose(
+            result.pop_top_eigenvalues, values, rtol=EIGENVALUE_RTOL, err_msg=f"seed {seed}"
+        )
         overlap = (vectors[:, 0] @ table.signal_direction) ** 2
         assert result.pop_overlap_signal[0] == pytest.approx(overlap, abs=OVERLAP_ATOL)
 

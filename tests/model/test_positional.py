@@ -187,7 +187,9 @@ def test_sampler_rejects_bad_generator_and_size() -> None:
 
 # disjoint seed groups: python -m benchmarks.seed_groups tests.model.test_positional
 SEED_GROUP_CHECKS = {
-    f"empirical_correlation[{name}]": (functools.partial(check_empirical_correlation, name),
-                                       (SEED,))
+    f"empirical_correlation[{name}]": (
+        functools.partial(check_empirical_correlation, name),
+        (SEED,),
+    )
     for name in MODELS
 }

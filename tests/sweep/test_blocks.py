@@ -98,18 +98,18 @@ def test_reusable_block_copies_bits_without_contacting_dask(plan: Any, tmp_path:
             np.testing.assert_array_equal(record[name], expected[name], strict=True)
 
 
-def test_changed_root_seed_is_not_reused(
-    plan: Any, tmp_path: Path, scheduler_address: str
-) -> None:
+def test_changed_root_seed_is_not_reused(plan: Any, tmp_path: Path, scheduler_address: str) -> None:
     params = params_of(plan)[:1]
     run_dir = tmp_path / "results" / "unit"
-    blocks.run_block(params, fragment_in(tmp_path, "a"), run_dir, UNREACHABLE | {
-        "address": scheduler_address
-    })
+    blocks.run_block(
+        params, fragment_in(tmp_path, "a"), run_dir, UNREACHABLE | {"address": scheduler_address}
+    )
     reseeded = [dict(params[0], seed=[*params[0]["seed"][:-1], 99])]
     summary = blocks.run_block(
-        reseeded, fragment_in(tmp_path, "b"), run_dir, {"mode": "address",
-                                                         "address": scheduler_address}
+        reseeded,
+        fragment_in(tmp_path, "b"),
+        run_dir,
+        {"mode": "address", "address": scheduler_address},
     )
     assert summary.n_computed == 1
 
@@ -193,8 +193,11 @@ def test_bundle_columns_carry_the_cells_bit_for_bit(plan: Any) -> None:
     and dtypes), failures keep their positions."""
     params = params_of(plan)
     bad = {**params[1]["kwargs"], "d": -1}
-    jobs = [(params[0]["kwargs"], params[0]["seed"]), (bad, params[1]["seed"]),
-            (params[2]["kwargs"], params[2]["seed"])]
+    jobs = [
+        (params[0]["kwargs"], params[0]["seed"]),
+        (bad, params[1]["seed"]),
+        (params[2]["kwargs"], params[2]["seed"]),
+    ]
     columns, failed = blocks.compute_bundle_encoded(jobs)
     assert [position for position, _ in failed] == [1]
     assert isinstance(failed[0][1], ValueError)
@@ -211,13 +214,15 @@ def test_bundle_columns_carry_the_cells_bit_for_bit(plan: Any) -> None:
         assert via_bundle[name].tobytes() == array.tobytes(), name
 
 
-def _run_all_blocks(sweep_plan: Any, root_seed: int, run_dir: Path,
-                    dask_config: dict[str, Any]) -> list[Path]:
+def _run_all_blocks(
+    sweep_plan: Any, root_seed: int, run_dir: Path, dask_config: dict[str, Any]
+) -> list[Path]:
     paths = []
     for block in sweep_plan.blocks:
         path = run_dir / sweep_plan.name / "fragments" / f"{block.key}.npz"
-        summary = blocks.run_block(blocks.block_params(block.cells, root_seed), path, run_dir,
-                                   dask_config)
+        summary = blocks.run_block(
+            blocks.block_params(block.cells, root_seed), path, run_dir, dask_config
+        )
         if dask_config is UNREACHABLE:
             assert summary.n_computed == 0
         paths.append(path)
@@ -230,8 +235,9 @@ def test_resizing_blocks_recomputes_nothing_and_changes_no_number(
     run_dir = tmp_path / "results" / "unit"
     plan = plan_run(load_config({**plan_config(), "execution": {"block_size": 1}}))
     fixed = plan.sweeps["grid"]
-    paths = _run_all_blocks(fixed, plan.seed, run_dir,
-                            {"mode": "address", "address": scheduler_address})
+    paths = _run_all_blocks(
+        fixed, plan.seed, run_dir, {"mode": "address", "address": scheduler_address}
+    )
     store.gather_cells(fixed, paths, tmp_path / "fixed" / "cells.zarr", plan.seed)
     for execution in ({"block_size": "auto"}, {"block_size": 3}):
         config = {**plan_config(), "execution": execution}
@@ -257,12 +263,16 @@ def test_a_cell_of_another_sweep_is_reused(plan: Any, tmp_path: Path) -> None:
     run_dir = tmp_path / "results" / "unit"
     store.write_fragment(
         run_dir / "other_sweep" / "fragments" / "x.npz",
-        store.encode_fragment([p["key"] for p in params],
-                              [store.seed_token(p["seed"]) for p in params],
-                              [True, True], records),
+        store.encode_fragment(
+            [p["key"] for p in params],
+            [store.seed_token(p["seed"]) for p in params],
+            [True, True],
+            records,
+        ),
     )
-    summary = blocks.run_block(params, run_dir / "grid" / "fragments" / "y.npz", run_dir,
-                               UNREACHABLE)
+    summary = blocks.run_block(
+        params, run_dir / "grid" / "fragments" / "y.npz", run_dir, UNREACHABLE
+    )
     assert (summary.n_computed, summary.n_reused) == (0, 2)
     fragment = store.read_fragment(run_dir / "grid" / "fragments" / "y.npz")
     np.testing.assert_array_equal(fragment.records[1]["eigenvalues"], records[1]["eigenvalues"])
@@ -279,8 +289,9 @@ def test_waiting_block_ends_when_its_client_closes(plan: Any) -> None:
 
     cells = [blocks.BlockCell.from_params(p) for p in params_of(plan)]
     outcome: dict[str, Any] = {}
-    with LocalCluster(n_workers=0, processes=False, protocol="tcp", host="127.0.0.1",
-                      dashboard_address=":0") as no_workers:
+    with LocalCluster(
+        n_workers=0, processes=False, protocol="tcp", host="127.0.0.1", dashboard_address=":0"
+    ) as no_workers:
         client = Client(no_workers.scheduler_address, set_as_default=False)
         worker = threading.Thread(
             target=lambda: outcome.update(result=blocks.compute_missing(cells, client, 0)),

@@ -85,9 +85,15 @@ def test_settings_defaults_come_from_the_schema_and_bind_to_loopback() -> None:
 
 @pytest.mark.parametrize(
     ("setting", "address"),
-    [(True, "127.0.0.1:0"), (8787, "127.0.0.1:8787"), ("8787", "127.0.0.1:8787"),
-     (":8787", "127.0.0.1:8787"), ("0.0.0.0:8787", "0.0.0.0:8787"), ("off", None),
-     (False, None)],
+    [
+        (True, "127.0.0.1:0"),
+        (8787, "127.0.0.1:8787"),
+        ("8787", "127.0.0.1:8787"),
+        (":8787", "127.0.0.1:8787"),
+        ("0.0.0.0:8787", "0.0.0.0:8787"),
+        ("off", None),
+        (False, None),
+    ],
 )
 def test_dashboard_address_is_loopback_unless_an_address_is_given(setting, address) -> None:
     assert dashboard_address(setting) == address
@@ -120,8 +126,12 @@ def test_owner_connects_and_another_user_cannot(tmp_path: Path) -> None:
     require_other_user()
     dask_dir = tmp_path / ".dask"
     run_security = security.new_run_credentials(dask_dir)
-    common = {"n_workers": 1, "processes": False, "host": "127.0.0.1",
-              "dashboard_address": "127.0.0.1:0"}
+    common = {
+        "n_workers": 1,
+        "processes": False,
+        "host": "127.0.0.1",
+        "dashboard_address": "127.0.0.1:0",
+    }
     with LocalCluster(protocol="tls://", security=run_security, **common) as cluster:
         with Client(cluster.scheduler_address, security=run_security) as client:
             assert client.run_on_scheduler(os.getpid) == os.getpid()
@@ -163,8 +173,11 @@ def test_generated_job_scripts_use_tls_lifetime_and_site_walltime(
     cores and memory, the site configuration's walltime (the profile sets none), TLS
     with the run's credential files, a lifetime below the walltime, one BLAS thread."""
     settings = ClusterSettings.from_config(
-        {"mode": system, "dashboard": False,
-         "jobqueue": {"cores": 2, "memory": "2GB", "interface": "lo", "n_workers": 1}}
+        {
+            "mode": system,
+            "dashboard": False,
+            "jobqueue": {"cores": 2, "memory": "2GB", "interface": "lo", "n_workers": 1},
+        }
     )
     run_security = security.new_run_credentials(tmp_path)
     cert, key = security.credential_paths(tmp_path)
@@ -194,8 +207,12 @@ def test_profile_values_win_over_site_values(tmp_path: Path) -> None:
     settings = ClusterSettings.from_config(
         {"mode": "slurm", "jobqueue": {"walltime": "01:00:00", "queue": "debug"}}
     )
-    with dask.config.set({"jobqueue.slurm.walltime": "00:20:00",
-                          "jobqueue.slurm.job-script-prologue": ["module load site"]}):
+    with dask.config.set(
+        {
+            "jobqueue.slurm.walltime": "00:20:00",
+            "jobqueue.slurm.job-script-prologue": ["module load site"],
+        }
+    ):
         kwargs = jobqueue.cluster_kwargs(settings, None, tmp_path, tmp_path / "logs")
         described = jobqueue.describe_request(settings)
     assert kwargs["walltime"] == "01:00:00" and kwargs["queue"] == "debug"
@@ -215,7 +232,9 @@ def test_squeue_output_and_reasons_that_never_clear() -> None:
     )
     assert states["12"].reason == "PartitionConfig" and states["14"].state == "RUNNING"
     assert slurm.pending_summary(states) == {
-        "PartitionConfig": 1, "Resources": 1, "ReqNodeNotAvail, UnavailableNodes:ghost": 1
+        "PartitionConfig": 1,
+        "Resources": 1,
+        "ReqNodeNotAvail, UnavailableNodes:ghost": 1,
     }
     nodes = {"vm"}
     assert slurm.is_unsatisfiable("PartitionConfig", nodes)
@@ -335,8 +354,13 @@ def test_stop_run_ends_a_block_waiting_for_workers_that_never_come(tmp_path: Pat
 
     run_dir = tmp_path / "results" / "stopped"
     outcome: dict[str, BaseException] = {}
-    with LocalCluster(n_workers=0, processes=False, host="127.0.0.1", protocol="tcp://",
-                      dashboard_address="127.0.0.1:0") as cluster:
+    with LocalCluster(
+        n_workers=0,
+        processes=False,
+        host="127.0.0.1",
+        protocol="tcp://",
+        dashboard_address="127.0.0.1:0",
+    ) as cluster:
         settings = ClusterSettings.from_config(
             {"mode": "address", "address": cluster.scheduler_address}
         )
@@ -419,8 +443,7 @@ def test_stop_on_signals_imports_dask_jobqueue_only_for_batch_workers(batch_work
         stop_on_signals(batch_workers={batch_workers})
         print("dask_jobqueue" in sys.modules, signal.getsignal(signal.SIGINT).__module__)
     """)
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          check=True)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     imported, handler_module = done.stdout.split()
     assert imported == str(batch_workers)
     assert handler_module == "attnrmt.sweep.cluster.lifecycle"  # ours, not dask-jobqueue's
@@ -436,13 +459,16 @@ def test_a_stopped_run_that_does_not_wind_down_exits_after_the_grace_period(
     (tests/e2e/test_pipeline.py)."""
     lock = tmp_path / "0.output.lock"
     lock.write_text("")
-    code = ("import os, signal, time\n"
-            "from attnrmt.sweep.cluster.lifecycle import _exit_if_still_running_after\n"
-            f"_exit_if_still_running_after(0.5, signal.SIGTERM, lambda: os.remove({str(lock)!r}))\n"
-            "time.sleep(30)\n")
+    code = (
+        "import os, signal, time\n"
+        "from attnrmt.sweep.cluster.lifecycle import _exit_if_still_running_after\n"
+        f"_exit_if_still_running_after(0.5, signal.SIGTERM, lambda: os.remove({str(lock)!r}))\n"
+        "time.sleep(30)\n"
+    )
     started = time.monotonic()
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=60, check=False)
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
+    )
     assert done.returncode == 128 + 15, done.stderr
     assert "exiting now" in done.stderr and "rerun the same command" in done.stderr
     assert time.monotonic() - started < 25  # not the 30 s sleep
@@ -476,7 +502,8 @@ def test_workers_spawned_inside_do_not_rerun_the_main_script(tmp_path: Path) -> 
     markers = tmp_path / "markers"
     markers.mkdir()
     script = tmp_path / "main_script.py"
-    script.write_text(textwrap.dedent(f"""
+    script.write_text(
+        textwrap.dedent(f"""
         import multiprocessing, os, sys
         from pathlib import Path
         if __name__ == "__mp_main__":
@@ -494,9 +521,11 @@ def test_workers_spawned_inside_do_not_rerun_the_main_script(tmp_path: Path) -> 
                 inside = spawn_one()
             outside = spawn_one()
             print(inside, outside, sys.modules["__main__"].__file__ == {str(script)!r})
-    """))
-    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
-                          check=True, timeout=120)
+    """)
+    )
+    done = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, check=True, timeout=120
+    )
     inside, outside, restored = done.stdout.split()
     assert sorted(path.name for path in markers.iterdir()) == [outside]
     assert inside != outside

@@ -151,8 +151,7 @@ def test_validating_the_default_config_imports_no_simulation_code() -> None:
         "print(sorted(m for m in ('attnrmt.model.cell', 'scipy.sparse', 'scipy.linalg') "
         "if m in sys.modules))\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          check=True)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
 
 
@@ -188,56 +187,104 @@ def _set(config: dict, path: tuple, value: Any) -> dict:
 
 BAD_SWEEP_VALUES = [
     # (path under the small config, value, substrings the message must contain)
-    (("sweeps", "transition", "positional"), ["prefix9"],
-     ["sweeps.transition.positional[0]='prefix9'", "no positional model named 'prefix9'",
-      "known: iid, prefix4"]),
-    (("sweeps", "transition", "weights"), ["mean", "nope"],
-     ["sweeps.transition.weights[1]='nope'", "no weight model named 'nope'", "harmonic"]),
+    (
+        ("sweeps", "transition", "positional"),
+        ["prefix9"],
+        [
+            "sweeps.transition.positional[0]='prefix9'",
+            "no positional model named 'prefix9'",
+            "known: iid, prefix4",
+        ],
+    ),
+    (
+        ("sweeps", "transition", "weights"),
+        ["mean", "nope"],
+        ["sweeps.transition.weights[1]='nope'", "no weight model named 'nope'", "harmonic"],
+    ),
     (("sweeps", "transition", "d"), [1, 40], ["sweeps.transition.d[0]=1", ">= 2"]),
-    (("sweeps", "transition", "d"), "abc",
-     ["sweeps.transition.d='abc'", "an integer >= 2 or a non-empty list"]),
+    (
+        ("sweeps", "transition", "d"),
+        "abc",
+        ["sweeps.transition.d='abc'", "an integer >= 2 or a non-empty list"],
+    ),
     (("sweeps", "transition", "d"), [], ["sweeps.transition.d=[]"]),
     (("sweeps", "transition", "delta"), [0.5, 0.0], ["sweeps.transition.delta[1]=0.0", "> 0"]),
     (("sweeps", "transition", "gamma"), -1, ["sweeps.transition.gamma=-1", "> 0"]),
     (("sweeps", "transition", "snr"), [-0.5], ["sweeps.transition.snr[0]=-0.5", ">= 0"]),
-    (("sweeps", "transition", "snr"), {"start": 0, "stop": 1},
-     ["sweeps.transition.snr", "'num'"]),
-    (("sweeps", "transition", "snr"), {"start": 0, "stop": 1, "num": 0},
-     ["sweeps.transition.snr.num=0", ">= 1"]),
+    (("sweeps", "transition", "snr"), {"start": 0, "stop": 1}, ["sweeps.transition.snr", "'num'"]),
+    (
+        ("sweeps", "transition", "snr"),
+        {"start": 0, "stop": 1, "num": 0},
+        ["sweeps.transition.snr.num=0", ">= 1"],
+    ),
     (("sweeps", "transition", "snr"), "1e-3", ["sweeps.transition.snr='1e-3'", "1.0e-3"]),
-    (("sweeps", "transition", "snr"), [0.1, 0.10000000000001],
-     ["sweeps.transition.snr[1]=0.10000000000001", "duplicate of sweeps.transition.snr[0]"]),
+    (
+        ("sweeps", "transition", "snr"),
+        [0.1, 0.10000000000001],
+        ["sweeps.transition.snr[1]=0.10000000000001", "duplicate of sweeps.transition.snr[0]"],
+    ),
     (("sweeps", "transition", "d"), [40, 40.0], ["sweeps.transition.d[1]=40.0", "duplicate"]),
-    (("sweeps", "transition", "weights"), ["mean", "mean"],
-     ["sweeps.transition.weights[1]='mean'", "duplicate"]),
-    (("sweeps", "transition", "delta"), [0.5, 100],
-     ["sweeps.transition.delta[1]=100.0", "V = 2 round(d/(2 delta)) = 0", "d=40"]),
-    (("sweeps", "transition", "gamma"), [50],
-     ["sweeps.transition.gamma[0]=50.0", "N = round(d/gamma) = 1", "d=40"]),
+    (
+        ("sweeps", "transition", "weights"),
+        ["mean", "mean"],
+        ["sweeps.transition.weights[1]='mean'", "duplicate"],
+    ),
+    (
+        ("sweeps", "transition", "delta"),
+        [0.5, 100],
+        ["sweeps.transition.delta[1]=100.0", "V = 2 round(d/(2 delta)) = 0", "d=40"],
+    ),
+    (
+        ("sweeps", "transition", "gamma"),
+        [50],
+        ["sweeps.transition.gamma[0]=50.0", "N = round(d/gamma) = 1", "d=40"],
+    ),
     (("sweeps", "transition", "replicates"), 0, ["sweeps.transition.replicates=0", ">= 1"]),
     (("sweeps", "transition", "top_k"), 41, ["sweeps.transition.top_k=41", "min(d)=40"]),
     (("sweeps", "transition", "top_k"), 0, ["sweeps.transition.top_k=0", ">= 1"]),
     (("sweeps", "transition", "T"), [2], ["positional_models.prefix4.L=4", "T=2"]),
-    (("sweeps", "transition", "centered"), ["yes please"],
-     ["sweeps.transition.centered[0]='yes please'", "true or false"]),
-    (("sweeps", "transition", "dd"), [3],
-     ["sweeps.transition", "unknown key 'dd'", "did you mean 'd'"]),
+    (
+        ("sweeps", "transition", "centered"),
+        ["yes please"],
+        ["sweeps.transition.centered[0]='yes please'", "true or false"],
+    ),
+    (
+        ("sweeps", "transition", "dd"),
+        [3],
+        ["sweeps.transition", "unknown key 'dd'", "did you mean 'd'"],
+    ),
     (("positional_models", "mk", "r"), 1.0, ["positional_models.mk.r=1.0", "< 1"]),
-    (("positional_models", "mk", "kind"), "markow",
-     ["positional_models.mk.kind='markow'", "markov"]),
-    (("positional_models", "lab"), {"kind": "label", "rho0": 0.5},
-     ["positional_models.lab=", "'rho0' and 'L'"]),
-    (("positional_models", "prefix4", "r"), 0.5,
-     ["positional_models.prefix4", "unknown key 'r'"]),
-    (("positional_models", "cust"),
-     {"kind": "custom", "R": [[1, -1, -1], [-1, 1, -1], [-1, -1, 1]]},
-     ["positional_models.cust.R=[[1, -1, -1]", "not realisable"]),
-    (("weight_models", "w3"), {"kind": "custom", "values": [1, 2, 3]},
-     ["weight_models.w3.values=[1, 2, 3]", "length T=3"]),  # then used with T=8 below
-    (("weight_models", "mean"), {"kind": "causal_limit", "tau": 1},
-     ["weight_models.mean", "built-in"]),
-    (("weight_models", "bad"), {"kind": "causal_limit", "tau": "hot"},
-     ["weight_models.bad.tau='hot'", "a number"]),
+    (
+        ("positional_models", "mk", "kind"),
+        "markow",
+        ["positional_models.mk.kind='markow'", "markov"],
+    ),
+    (
+        ("positional_models", "lab"),
+        {"kind": "label", "rho0": 0.5},
+        ["positional_models.lab=", "'rho0' and 'L'"],
+    ),
+    (("positional_models", "prefix4", "r"), 0.5, ["positional_models.prefix4", "unknown key 'r'"]),
+    (
+        ("positional_models", "cust"),
+        {"kind": "custom", "R": [[1, -1, -1], [-1, 1, -1], [-1, -1, 1]]},
+        ["positional_models.cust.R=[[1, -1, -1]", "not realisable"],
+    ),
+    (
+        ("weight_models", "w3"),
+        {"kind": "custom", "values": [1, 2, 3]},
+        ["weight_models.w3.values=[1, 2, 3]", "length T=3"],
+    ),  # then used with T=8 below
+    (
+        ("weight_models", "mean"),
+        {"kind": "causal_limit", "tau": 1},
+        ["weight_models.mean", "built-in"],
+    ),
+    (
+        ("weight_models", "bad"),
+        {"kind": "causal_limit", "tau": "hot"},
+        ["weight_models.bad.tau='hot'", "a number"],
+    ),
     (("run",), "../evil", ["run='../evil'", "safe in a file path"]),
     (("run",), "a/b", ["run='a/b'", "safe in a file path"]),
     (("seed",), -1, ["seed=-1", ">= 0"]),
@@ -330,30 +377,38 @@ def test_every_problem_is_listed_not_the_first_and_a_count() -> None:
     with pytest.raises(ConfigError) as caught:
         load_config(config)
     assert [p.split("=")[0] for p in caught.value.problems] == [
-        "sweeps.transition.top_k", "sweeps.transition.weights[0]"]
+        "sweeps.transition.top_k",
+        "sweeps.transition.weights[0]",
+    ]
     with pytest.raises(ConfigError) as caught:  # every axis of a sweep is checked
         load_config(minimal_config(d=[40, 40], weights=["mean", "mean"]))
-    assert [p.split("=")[0] for p in caught.value.problems] == ["sweeps.s.d[1]",
-                                                                 "sweeps.s.weights[1]"]
+    assert [p.split("=")[0] for p in caught.value.problems] == [
+        "sweeps.s.d[1]",
+        "sweeps.s.weights[1]",
+    ]
 
 
 @pytest.mark.parametrize(
     ("patch", "expected"),
     [
         ({"sweps": "<sweeps>"}, "config: unknown top-level key 'sweps' (did you mean 'sweeps'?)"),
-        ({"positional_models": {"mk": {"kind": "markov", "rr": 0.5}}},
-         "positional_models.mk: unknown key 'rr' (did you mean 'r'?)"),
-        ({"weight_models": {"c": {"kind": "causal_limit", "tua": 1.0}}},
-         "weight_models.c: unknown key 'tua' (did you mean 'tau'?)"),
+        (
+            {"positional_models": {"mk": {"kind": "markov", "rr": 0.5}}},
+            "positional_models.mk: unknown key 'rr' (did you mean 'r'?)",
+        ),
+        (
+            {"weight_models": {"c": {"kind": "causal_limit", "tua": 1.0}}},
+            "weight_models.c: unknown key 'tua' (did you mean 'tau'?)",
+        ),
         ({"analysis": {"bootstap": 10}}, "analysis: unknown key 'bootstap' (did you mean"),
-        ({"dask": {"jobqueue": {"walltme": "1:00"}}},
-         "dask.jobqueue: unknown key 'walltme' (did you"),
+        (
+            {"dask": {"jobqueue": {"walltme": "1:00"}}},
+            "dask.jobqueue: unknown key 'walltme' (did you",
+        ),
     ],
     ids=["top", "positional-model", "weight-model", "analysis", "dask-jobqueue"],
 )
-def test_misspelt_key_is_named_with_a_suggestion_at_every_level(
-    patch: dict, expected: str
-) -> None:
+def test_misspelt_key_is_named_with_a_suggestion_at_every_level(patch: dict, expected: str) -> None:
     config = small_config()
     for key, value in patch.items():
         config[key] = config.pop("sweeps") if value == "<sweeps>" else value
@@ -442,7 +497,9 @@ def test_run_dir_belongs_to_one_config_file(
     assert not run_dir.exists()  # a check writes nothing
     claim_run_dir(run_dir, "a.yaml")
     assert json.loads((run_dir / RUN_RECORD).read_text()) == {
-        "config_file": "a.yaml", "config_path": str(tmp_path / "a.yaml")}
+        "config_file": "a.yaml",
+        "config_path": str(tmp_path / "a.yaml"),
+    }
     claim_run_dir(run_dir, tmp_path / "a.yaml")  # same file, given absolute
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
@@ -490,4 +547,5 @@ def test_plan_run_reuses_the_resolved_sweeps() -> None:
     valid = validate_config(small_config())
     planned = plan_run(valid.config, valid.sweeps)
     assert [c.key for c in planned.sweeps["transition"].cells] == [
-        c.key for c in plan_run(valid.config).sweeps["transition"].cells]
+        c.key for c in plan_run(valid.config).sweeps["transition"].cells
+    ]

@@ -62,8 +62,10 @@ def test_top_cells_cost_less_than_full_cells_at_large_d() -> None:
     is compared with measured top cells below."""
     from attnrmt.sweep.cost import cell_work
 
-    ratios = [cell_work(d, 0.5, 0.5, 8, "mean", "top") / cell_work(d, 0.5, 0.5, 8, "mean")
-              for d in (2000, 4000, 8000)]
+    ratios = [
+        cell_work(d, 0.5, 0.5, 8, "mean", "top") / cell_work(d, 0.5, 0.5, 8, "mean")
+        for d in (2000, 4000, 8000)
+    ]
     assert ratios[0] > ratios[1] > ratios[2]
     assert ratios[1] < 1.0
 
@@ -91,10 +93,10 @@ def measured_top_seconds(source: str) -> dict[int, tuple[np.ndarray, float]]:
                 continue
             d = int(row["d"])
             by_d.setdefault(d, []).append(float(row["seconds"]))
-            work = cost.cell_work(d, float(row["delta"]), float(row["gamma"]), int(row["T"]),
-                                  row["weights"], "top")
-            estimates[d] = (cost.CELL_OVERHEAD_SECONDS
-                            + work * float(row["host_seconds_per_work"]))
+            work = cost.cell_work(
+                d, float(row["delta"]), float(row["gamma"]), int(row["T"]), row["weights"], "top"
+            )
+            estimates[d] = cost.CELL_OVERHEAD_SECONDS + work * float(row["host_seconds_per_work"])
     return {d: (np.array(seconds), estimates[d]) for d, seconds in by_d.items()}
 
 
@@ -137,13 +139,19 @@ def test_top_constants_are_the_fit_of_the_measured_cells() -> None:
     study = measured_top_seconds("finite_size_study")
     benchmark = measured_top_seconds("cell_top_benchmark")
     points = [(d, seconds.min()) for d, (seconds, _) in sorted(study.items())]
-    points += [(d, float(np.median(seconds))) for d, (seconds, _) in sorted(benchmark.items())
-               if d >= 8000]
+    points += [
+        (d, float(np.median(seconds))) for d, (seconds, _) in sorted(benchmark.items()) if d >= 8000
+    ]
     d = np.array([point[0] for point in points])
     ones = np.ones(len(points))
     scale, exponent, fixed_work = cost.fit_top_constants(
-        d, 0.5 * ones, 0.5 * ones, 8 * ones, np.array([point[1] for point in points]),
-        host_seconds_per_work())
+        d,
+        0.5 * ones,
+        0.5 * ones,
+        8 * ones,
+        np.array([point[1] for point in points]),
+        host_seconds_per_work(),
+    )
     assert exponent == pytest.approx(cost.TOP_COLUMNS_EXPONENT, abs=0.005)
     assert scale == pytest.approx(cost.TOP_COLUMNS_SCALE, rel=0.03)
     assert fixed_work == pytest.approx(cost.TOP_FIXED_WORK, rel=0.05)
@@ -151,8 +159,10 @@ def test_top_constants_are_the_fit_of_the_measured_cells() -> None:
 
 def test_top_work_of_arrays_is_cell_work_of_each() -> None:
     d = np.array([250, 4000])
-    assert np.allclose(cost.top_work(d, 2 * d, 2 * d, 8),
-                       [cost.cell_work(int(x), 0.5, 0.5, 8, "mean", "top") for x in d])
+    assert np.allclose(
+        cost.top_work(d, 2 * d, 2 * d, 8),
+        [cost.cell_work(int(x), 0.5, 0.5, 8, "mean", "top") for x in d],
+    )
 
 
 def test_top_constants_size_blocks_but_never_change_a_cell(monkeypatch) -> None:

@@ -44,17 +44,23 @@ def test_pipeline_is_the_sweep_then_its_report() -> None:
 
 def test_driver_script_execs_the_run_with_its_request() -> None:
     command = [sys.executable, "-m", "attnrmt.cli", "run", "/w/my sweep.yaml"]
-    request = driver.DriverRequest(time="1-00:00:00", cpus_per_task=4, partition="long",
-                                   extra=("--qos=normal",))
-    script = driver.driver_script(command, "mysweep", Path("/w"), Path("/w/d/driver.log"),
-                                  request)
+    request = driver.DriverRequest(
+        time="1-00:00:00", cpus_per_task=4, partition="long", extra=("--qos=normal",)
+    )
+    script = driver.driver_script(command, "mysweep", Path("/w"), Path("/w/d/driver.log"), request)
     lines = script.splitlines()
     assert lines[0] == "#!/bin/bash"
     directives = [line.removeprefix("#SBATCH ") for line in lines if line.startswith("#SBATCH")]
     assert directives == [
-        "--job-name=attnrmt-mysweep", "--chdir=/w", "--output=/w/d/driver.log",
-        "--open-mode=append", f"--signal=B:TERM@{driver.STOP_LEAD_SECONDS}",
-        "--time=1-00:00:00", "--cpus-per-task=4", "--partition=long", "--qos=normal",
+        "--job-name=attnrmt-mysweep",
+        "--chdir=/w",
+        "--output=/w/d/driver.log",
+        "--open-mode=append",
+        f"--signal=B:TERM@{driver.STOP_LEAD_SECONDS}",
+        "--time=1-00:00:00",
+        "--cpus-per-task=4",
+        "--partition=long",
+        "--qos=normal",
     ]
     assert lines[-1] == f"exec {shlex.join(command)}"  # the shell becomes the run
     assert driver.DriverRequest().directives() == []  # nothing set: the site decides
@@ -100,8 +106,11 @@ def test_a_closed_terminal_stops_the_running_step_as_sigterm(tmp_path: Path) -> 
 
 def test_steps_run_in_order_and_the_first_failure_ends_them(tmp_path: Path) -> None:
     marker = tmp_path / "env"
-    record = [sys.executable, "-c",
-              f"import os; open({str(marker)!r}, 'a').write(os.environ.get('X', '-'))"]
+    record = [
+        sys.executable,
+        "-c",
+        f"import os; open({str(marker)!r}, 'a').write(os.environ.get('X', '-'))",
+    ]
     assert driver.run_steps([record, record], {"X": "1"}) == 0
     assert marker.read_text() == "1-"  # the sweep step's environment only
     failing = [sys.executable, "-c", "raise SystemExit(3)"]

@@ -40,8 +40,17 @@ def failing_cell_error(kwargs: dict[str, Any]) -> BaseException:
 
 def cell_kwargs(**changes: Any) -> dict[str, Any]:
     """simulate_cell kwargs of a small valid cell, with ``changes``."""
-    base = {"d": 8, "delta": 0.5, "gamma": 0.5, "T": 3, "positional": {"kind": "iid"},
-            "weights": "mean", "snr": 1.0, "centered": True, "top_k": 2}
+    base = {
+        "d": 8,
+        "delta": 0.5,
+        "gamma": 0.5,
+        "T": 3,
+        "positional": {"kind": "iid"},
+        "weights": "mean",
+        "snr": 1.0,
+        "centered": True,
+        "top_k": 2,
+    }
     return {**base, **changes}
 
 
@@ -75,7 +84,11 @@ def numerical_errors() -> list[BaseException]:
 def test_numerical_errors_are_numerical() -> None:
     errors = numerical_errors()
     assert [type(error).__name__ for error in errors] == [
-        "LinAlgError", "FloatingPointError", "ZeroDivisionError", "ValueError"]
+        "LinAlgError",
+        "FloatingPointError",
+        "ZeroDivisionError",
+        "ValueError",
+    ]
     assert [failures.classify_failure(error) for error in errors] == ["numerical"] * 4
 
 
@@ -111,10 +124,18 @@ def error_on_one_worker(task: Callable[[], Any], memory_limit: str | int) -> tup
     import dask
     from distributed import Client, LocalCluster
 
-    with dask.config.set({"distributed.scheduler.allowed-failures": 0}), LocalCluster(
-        n_workers=1, threads_per_worker=1, processes=True, memory_limit=memory_limit,
-        host="127.0.0.1", dashboard_address=":0",
-    ) as cluster, Client(cluster, set_as_default=False) as client:
+    with (
+        dask.config.set({"distributed.scheduler.allowed-failures": 0}),
+        LocalCluster(
+            n_workers=1,
+            threads_per_worker=1,
+            processes=True,
+            memory_limit=memory_limit,
+            host="127.0.0.1",
+            dashboard_address=":0",
+        ) as cluster,
+        Client(cluster, set_as_default=False) as client,
+    ):
         future = client.submit(task, pure=False)
         with pytest.raises(Exception) as caught:
             future.result(timeout=120)
@@ -169,14 +190,24 @@ def test_slurm_job_end_time_from_squeue_inside_a_real_job(tmp_path: Path) -> Non
     import sys
 
     out = tmp_path / "end.txt"
-    code = ("import os, time; from attnrmt.sweep.failures import slurm_job_end_time as e; "
-            "os.environ.pop('SLURM_JOB_END_TIME', None); "
-            f"open({str(out)!r}, 'w').write(f'{{time.time()}} {{e()}}')")
+    code = (
+        "import os, time; from attnrmt.sweep.failures import slurm_job_end_time as e; "
+        "os.environ.pop('SLURM_JOB_END_TIME', None); "
+        f"open({str(out)!r}, 'w').write(f'{{time.time()}} {{e()}}')"
+    )
     subprocess.run(
-        ["sbatch", "--wait", "--time=7", f"--output={tmp_path / 'slurm.out'}",
-         f"--export=ALL,PYTHONPATH={os.environ.get('PYTHONPATH', '')}",
-         "--wrap", f"{sys.executable} -c \"{code}\""],
-        check=True, capture_output=True, timeout=300,
+        [
+            "sbatch",
+            "--wait",
+            "--time=7",
+            f"--output={tmp_path / 'slurm.out'}",
+            f"--export=ALL,PYTHONPATH={os.environ.get('PYTHONPATH', '')}",
+            "--wrap",
+            f'{sys.executable} -c "{code}"',
+        ],
+        check=True,
+        capture_output=True,
+        timeout=300,
     )
     started, end = (float(word) for word in out.read_text().split())
     # the job's limit is 7 minutes: its end is 7 min after its start (squeue shows whole
@@ -223,8 +254,13 @@ def test_block_ended_by_slurm_at_its_time_limit_records_walltime(
     limit, and the failure record says walltime."""
     import sys
 
-    plan = plan_run(load_config(build_tiny_config(sweep={
-        "d": [1600], "snr": [float(value) for value in range(400)], "replicates": 1})))
+    plan = plan_run(
+        load_config(
+            build_tiny_config(
+                sweep={"d": [1600], "snr": [float(value) for value in range(400)], "replicates": 1}
+            )
+        )
+    )
     # 1-5 s per cell (quiet or loaded machine): 400 cells outlast the 2-3 minute limits
     # whatever the load (40 cells once finished in 38 s on a quiet machine)
     params = blocks.block_params(plan.sweeps["grid"].cells, plan.seed)
@@ -235,21 +271,41 @@ def test_block_ended_by_slurm_at_its_time_limit_records_walltime(
     run_dir = tmp_path / "results" / "unit"
     fragment = run_dir / "grid" / "fragments" / "long.npz"
     log = tmp_path / "slurm.out"
-    job = subprocess.run(
-        ["sbatch", "--parsable", f"--time={3 if sigterm else 2}", "--cpus-per-task=1",
-         f"--output={log}", f"--export=ALL,PYTHONPATH={os.environ.get('PYTHONPATH', '')}",
-         "--wrap", f"exec {sys.executable} {script} {params_file} {fragment} {run_dir}"],
-        capture_output=True, text=True, timeout=60, check=True,
-    ).stdout.strip().split(";")[0]
+    job = (
+        subprocess.run(
+            [
+                "sbatch",
+                "--parsable",
+                f"--time={3 if sigterm else 2}",
+                "--cpus-per-task=1",
+                f"--output={log}",
+                f"--export=ALL,PYTHONPATH={os.environ.get('PYTHONPATH', '')}",
+                "--wrap",
+                f"exec {sys.executable} {script} {params_file} {fragment} {run_dir}",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        )
+        .stdout.strip()
+        .split(";")[0]
+    )
 
     def listed() -> bool:
-        return bool(subprocess.run(["squeue", "-h", "-j", job], capture_output=True,
-                                   text=True).stdout.strip())
+        return bool(
+            subprocess.run(
+                ["squeue", "-h", "-j", job], capture_output=True, text=True
+            ).stdout.strip()
+        )
 
     try:
         if sigterm:  # once the block's client is connected (it computes from then on)
-            wait_until(lambda: log.exists() and "Receive client connection" in log.read_text(),
-                       120, "the block's client")
+            wait_until(
+                lambda: log.exists() and "Receive client connection" in log.read_text(),
+                120,
+                "the block's client",
+            )
             subprocess.run(["scancel", "--batch", "--signal=TERM", job], check=True)
         wait_until(lambda: not listed(), 240, "the end of the job")
     finally:
@@ -269,14 +325,22 @@ def test_block_ended_by_slurm_at_its_time_limit_records_walltime(
 def test_block_records_cause_and_granted_memory(tmp_path: Path, scheduler_address: str) -> None:
     """A real block whose cell cannot be allocated: the record says out_of_memory and the
     mem_mb the block was granted; failed_cells.csv has the cause column."""
-    plan = plan_run(load_config(build_tiny_config(sweep={"d": [UNALLOCATABLE_D],
-                                                          "snr": [1.0], "replicates": 1})))
+    plan = plan_run(
+        load_config(
+            build_tiny_config(sweep={"d": [UNALLOCATABLE_D], "snr": [1.0], "replicates": 1})
+        )
+    )
     params = blocks.block_params(plan.sweeps["grid"].cells, plan.seed)
     run_dir = tmp_path / "results" / "unit"
     fragment = run_dir / "grid" / "fragments" / "poison.npz"
     with pytest.raises(RuntimeError, match="1 of 1 cells"):
-        blocks.run_block(params, fragment, run_dir,
-                         {"mode": "address", "address": scheduler_address}, mem_mb=3000)
+        blocks.run_block(
+            params,
+            fragment,
+            run_dir,
+            {"mode": "address", "address": scheduler_address},
+            mem_mb=3000,
+        )
     record = failures.failure_record_path(fragment)
     payload = json.loads(record.read_text())
     assert payload["mem_mb"] == 3000 and payload["attempt"] == 1
@@ -306,10 +370,18 @@ def test_counts_by_cause_most_frequent_first() -> None:
 # --------------------------------------------------------------------------- max_failures
 
 
-@pytest.mark.parametrize(("setting", "n_cells", "limit"), [
-    (0.05, 2578, 129), (0.05, 10, 1), (0.5, 3, 2), (3, 10, 3), (1, 10, 1), (2.0, 10, 2),
-    (None, 10, None),
-])
+@pytest.mark.parametrize(
+    ("setting", "n_cells", "limit"),
+    [
+        (0.05, 2578, 129),
+        (0.05, 10, 1),
+        (0.5, 3, 2),
+        (3, 10, 3),
+        (1, 10, 1),
+        (2.0, 10, 2),
+        (None, 10, None),
+    ],
+)
 def test_max_failed_cells(setting: Any, n_cells: int, limit: int | None) -> None:
     assert failures.max_failed_cells(setting, n_cells) == limit
 
@@ -318,8 +390,12 @@ def write_failed_block(run_dir: Path, sweep: str, block: str, causes: list[str])
     """A failure record of ``len(causes)`` cells; returns its path."""
     fragment = run_dir / sweep / "fragments" / f"{block}.npz"
     return failures.record_block_failures(
-        fragment, [{"key": f"{block}{i}", "seed": "s", "error": "E()", "cause": cause}
-                   for i, cause in enumerate(causes)])
+        fragment,
+        [
+            {"key": f"{block}{i}", "seed": "s", "error": "E()", "cause": cause}
+            for i, cause in enumerate(causes)
+        ],
+    )
 
 
 def test_budget_counts_this_runs_records_of_every_sweep(tmp_path: Path) -> None:
@@ -347,9 +423,13 @@ def test_block_computes_nothing_once_the_budget_is_spent(tmp_path: Path) -> None
     write_failed_block(run_dir, "grid", "other", ["numerical"])
     fragment = run_dir / "grid" / "fragments" / "next.npz"
     with pytest.raises(failures.MaxFailuresReached, match="max_failures reached"):
-        blocks.run_block(blocks.block_params(plan.sweeps["grid"].cells, plan.seed), fragment,
-                         run_dir, {"mode": "address", "address": "tcp://127.0.0.1:9"},
-                         failure_budget=failures.FailureBudget(limit=1, n_cells=4))
+        blocks.run_block(
+            blocks.block_params(plan.sweeps["grid"].cells, plan.seed),
+            fragment,
+            run_dir,
+            {"mode": "address", "address": "tcp://127.0.0.1:9"},
+            failure_budget=failures.FailureBudget(limit=1, n_cells=4),
+        )
     assert not fragment.exists()
     assert not failures.failure_record_path(fragment).exists()
 

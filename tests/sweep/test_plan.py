@@ -335,48 +335,78 @@ def test_plan_of_100k_cells_has_the_expected_blocks() -> None:
 # recorded params changed). Unsorted snr and d, custom R, T varying, a top sweep, blocks of
 # 5 and auto blocks that split lines.
 PIN_CONFIG: dict[str, Any] = {
-    "run": "pin", "seed": 11,
+    "run": "pin",
+    "seed": 11,
     "positional_models": {
-        "p2": {"kind": "prefix", "L": 2}, "mk": {"kind": "markov", "r": 0.8},
+        "p2": {"kind": "prefix", "L": 2},
+        "mk": {"kind": "markov", "r": 0.8},
         "cu": {"kind": "custom", "R": [[1, 0.5, 0.25], [0.5, 1, 0.5], [0.25, 0.5, 1]]},
     },
-    "weight_models": {"c1": {"kind": "causal_limit", "tau": 1.0},
-                      "a1": {"kind": "causal_attention", "tau": 0.5}},
+    "weight_models": {
+        "c1": {"kind": "causal_limit", "tau": 1.0},
+        "a1": {"kind": "causal_attention", "tau": 0.5},
+    },
     "sweeps": {
-        "full": {"d": [40, 20], "delta": [0.5, 2.0], "gamma": 0.5, "T": 3,
-                 "positional": ["cu", "iid", "p2"], "weights": ["mean", "c1", "a1"],
-                 "snr": [2.0, 0.0, 1.5, 0.1], "centered": [True, False], "replicates": 3,
-                 "top_k": 2},
-        "top": {"d": [60], "T": [4, 8], "positional": ["mk"], "weights": ["optimal", "harmonic"],
-                "snr": {"start": 3.0, "stop": 0.0, "num": 7}, "replicates": 2,
-                "spectrum": "top"},
+        "full": {
+            "d": [40, 20],
+            "delta": [0.5, 2.0],
+            "gamma": 0.5,
+            "T": 3,
+            "positional": ["cu", "iid", "p2"],
+            "weights": ["mean", "c1", "a1"],
+            "snr": [2.0, 0.0, 1.5, 0.1],
+            "centered": [True, False],
+            "replicates": 3,
+            "top_k": 2,
+        },
+        "top": {
+            "d": [60],
+            "T": [4, 8],
+            "positional": ["mk"],
+            "weights": ["optimal", "harmonic"],
+            "snr": {"start": 3.0, "stop": 0.0, "num": 7},
+            "replicates": 2,
+            "spectrum": "top",
+        },
     },
 }
 # (cells fingerprint, blocks fingerprint, first three block keys, key of cell 7, blocks,
 #  block params fingerprint) per sweep and block size, from the pre-array code
 PINNED: dict[str, tuple[str, str, list[str], str, int, str]] = {
-    "full/5": ("c2425d38f602be8f82514f7c11335256352a757e5762fec36de1308f37bf6963",
-               "f49547821b5fd4885a7857f3b8fefd3604cae48473f8756db725330c2b081b8e",
-               ["5bac374c8efdfe9c", "1b66aaa112ed4cd4", "87b254baefdda286"],
-               "681f85b624927e8cbabd8e4dc1b808f85274208cb718353bcb1679454656169d", 216,
-               "7682b6e0527c981535f07040471998773952c169e5f96ceb170433c7ed79f050"),
-    "top/5": ("f448241cfd4bd7474659127f4e05ddbb151bc7503f60deb2ce786dc8f186448d",
-              "a6b64e43228d6b0777364d55c05e30c32c56c4248aa9b84804204b8513007fa3",
-              ["7770b94309aed42c", "cdcdc5400f480d06", "7ff0bb1b030cb7a1"],
-              "0c7da94919dda2f470a7b1319aaa2221a31ed0107c1cd3ecab9a9634a8c3ef70", 12,
-              "ea70b858caf6229d58eed4bd934bfb53b2c68188b61f426cc94525ca8fdac9be"),
-    "full/auto": ("c2425d38f602be8f82514f7c11335256352a757e5762fec36de1308f37bf6963",
-                  "7bce43e494dbf6f221c0984a6441a461caf8dccc669386f50b8a1cdfeed1f5cc",
-                  ["cd190ca5fc95472a", "d8326ab76619caf6", "16740bbd2d39581b"],
-                  "681f85b624927e8cbabd8e4dc1b808f85274208cb718353bcb1679454656169d", 72,
-                  "db095bf81c98032624297dcac3cc3ea194ad57354abdd40a781171160df0bb99"),
+    "full/5": (
+        "c2425d38f602be8f82514f7c11335256352a757e5762fec36de1308f37bf6963",
+        "f49547821b5fd4885a7857f3b8fefd3604cae48473f8756db725330c2b081b8e",
+        ["5bac374c8efdfe9c", "1b66aaa112ed4cd4", "87b254baefdda286"],
+        "681f85b624927e8cbabd8e4dc1b808f85274208cb718353bcb1679454656169d",
+        216,
+        "7682b6e0527c981535f07040471998773952c169e5f96ceb170433c7ed79f050",
+    ),
+    "top/5": (
+        "f448241cfd4bd7474659127f4e05ddbb151bc7503f60deb2ce786dc8f186448d",
+        "a6b64e43228d6b0777364d55c05e30c32c56c4248aa9b84804204b8513007fa3",
+        ["7770b94309aed42c", "cdcdc5400f480d06", "7ff0bb1b030cb7a1"],
+        "0c7da94919dda2f470a7b1319aaa2221a31ed0107c1cd3ecab9a9634a8c3ef70",
+        12,
+        "ea70b858caf6229d58eed4bd934bfb53b2c68188b61f426cc94525ca8fdac9be",
+    ),
+    "full/auto": (
+        "c2425d38f602be8f82514f7c11335256352a757e5762fec36de1308f37bf6963",
+        "7bce43e494dbf6f221c0984a6441a461caf8dccc669386f50b8a1cdfeed1f5cc",
+        ["cd190ca5fc95472a", "d8326ab76619caf6", "16740bbd2d39581b"],
+        "681f85b624927e8cbabd8e4dc1b808f85274208cb718353bcb1679454656169d",
+        72,
+        "db095bf81c98032624297dcac3cc3ea194ad57354abdd40a781171160df0bb99",
+    ),
     # the top cost constants refitted to measured top cells (sweep/cost.py): the auto
     # blocks of the top sweep changed (8 -> 56 at block_seconds 0.05), its cells did not
-    "top/auto": ("f448241cfd4bd7474659127f4e05ddbb151bc7503f60deb2ce786dc8f186448d",
-                 "5011247ae4f9d8ea273370a9b5b7b56a055d7c916f812226fd5a97a2425d7b67",
-                 ["7604677bc241ebe5", "a3f93284d9d45485", "1c929660752628e2"],
-                 "0c7da94919dda2f470a7b1319aaa2221a31ed0107c1cd3ecab9a9634a8c3ef70", 56,
-                 "9938d02509220b0753bec34592b07bbe7ca990fd5a5f90701cda5ee0d37cd0c2"),
+    "top/auto": (
+        "f448241cfd4bd7474659127f4e05ddbb151bc7503f60deb2ce786dc8f186448d",
+        "5011247ae4f9d8ea273370a9b5b7b56a055d7c916f812226fd5a97a2425d7b67",
+        ["7604677bc241ebe5", "a3f93284d9d45485", "1c929660752628e2"],
+        "0c7da94919dda2f470a7b1319aaa2221a31ed0107c1cd3ecab9a9634a8c3ef70",
+        56,
+        "9938d02509220b0753bec34592b07bbe7ca990fd5a5f90701cda5ee0d37cd0c2",
+    ),
 }
 
 
@@ -394,13 +424,21 @@ def plan_fingerprint(sweep: Any, seed: int) -> tuple[str, str, list[str], str, i
     cells, blocks, params = hashlib.sha256(), hashlib.sha256(), hashlib.sha256()
     for c in sweep.cells:
         kwargs = json.dumps(c.simulate_kwargs(), sort_keys=True)
-        cells.update(f"{c.key}|{c.seed_words(seed)}|{sorted(c.coords.items())}|"
-                     f"{c.replicate}|{kwargs}\n".encode())
+        cells.update(
+            f"{c.key}|{c.seed_words(seed)}|{sorted(c.coords.items())}|"
+            f"{c.replicate}|{kwargs}\n".encode()
+        )
     for block in sweep.blocks:
         blocks.update(f"{block.key}:{','.join(block.cell_keys)}\n".encode())
         params.update(repr(block_params(block.cells, seed)).encode())
-    return (cells.hexdigest(), blocks.hexdigest(), [b.key for b in sweep.blocks[:3]],
-            sweep.cells[7].key, len(sweep.blocks), params.hexdigest())
+    return (
+        cells.hexdigest(),
+        blocks.hexdigest(),
+        [b.key for b in sweep.blocks[:3]],
+        sweep.cells[7].key,
+        len(sweep.blocks),
+        params.hexdigest(),
+    )
 
 
 @pytest.mark.parametrize("block_size", [5, "auto"])
@@ -420,17 +458,38 @@ def test_array_blocks_equal_make_blocks_of_the_cell_objects(block_size: int | st
     plan = pin_plan(block_size)
     for sweep in plan.sweeps.values():
         cells = list(sweep.cells)
-        assert all(cell.key == Cell(**{name: getattr(cell, name) for name in (
-            "d", "delta", "gamma", "T", "positional", "weights", "snr", "centered",
-            "replicate", "top_k", "positional_spec", "weights_spec", "spectrum")}).key
-            for cell in cells)
+        assert all(
+            cell.key
+            == Cell(
+                **{
+                    name: getattr(cell, name)
+                    for name in (
+                        "d",
+                        "delta",
+                        "gamma",
+                        "T",
+                        "positional",
+                        "weights",
+                        "snr",
+                        "centered",
+                        "replicate",
+                        "top_k",
+                        "positional_spec",
+                        "weights_spec",
+                        "spectrum",
+                    )
+                }
+            ).key
+            for cell in cells
+        )
         by_objects = make_blocks(cells, plan.seed, block_size, 0.05)
         assert [b.key for b in sweep.blocks] == [b.key for b in by_objects]
         assert [list(b.cells) for b in sweep.blocks] == [list(b.cells) for b in by_objects]
         for block, reference in zip(sweep.blocks, by_objects, strict=True):
             assert block.cell_keys == reference.cell_keys
             assert block_params(block.cells, plan.seed) == block_params(
-                list(reference.cells), plan.seed)
+                list(reference.cells), plan.seed
+            )
 
 
 def test_cell_sequence_behaves_as_a_list() -> None:
@@ -446,9 +505,10 @@ def test_cell_sequence_behaves_as_a_list() -> None:
     assert sweep.cells == cells
     assert sweep.cell_keys() == [cell.key for cell in cells]
     assert len(set(sweep.blocks)) == len(sweep.blocks)  # blocks hash (by key) as before
-    assert np.array_equal(sweep.grid.keys[block.cells.positions],
-                          np.array([bytes.fromhex(key) for key in block.cell_keys]).view(
-                              np.uint8).reshape(-1, 32))
+    assert np.array_equal(
+        sweep.grid.keys[block.cells.positions],
+        np.array([bytes.fromhex(key) for key in block.cell_keys]).view(np.uint8).reshape(-1, 32),
+    )
 
 
 def _traced_peak(function: Any, *args: Any) -> int:
@@ -467,11 +527,21 @@ def _traced_peak(function: Any, *args: Any) -> int:
 
 def tiny_sweep_config(n_gamma: int) -> dict[str, Any]:
     """One sweep of 4 n_gamma lines x 100 snr x 10 replicates (4,000 n_gamma cells)."""
-    return {"run": "mem", "seed": 3, "sweeps": {"s": {
-        "d": [8], "T": [4], "gamma": [0.1 * (i + 1) for i in range(n_gamma)],
-        "weights": ["mean", "last", "harmonic", "optimal"],
-        "snr": [0.01 * i for i in range(100)], "replicates": 10}},
-        "execution": {"block_size": 1000}}
+    return {
+        "run": "mem",
+        "seed": 3,
+        "sweeps": {
+            "s": {
+                "d": [8],
+                "T": [4],
+                "gamma": [0.1 * (i + 1) for i in range(n_gamma)],
+                "weights": ["mean", "last", "harmonic", "optimal"],
+                "snr": [0.01 * i for i in range(100)],
+                "replicates": 10,
+            }
+        },
+        "execution": {"block_size": 1000},
+    }
 
 
 def test_plan_memory_is_a_few_bytes_per_cell() -> None:

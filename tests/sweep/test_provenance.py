@@ -18,9 +18,16 @@ from attnrmt.sweep import blocks, fragments, provenance, store
 from attnrmt.sweep.failures import failure_record_path, record_block_failures
 from tests.sweep.conftest import synthetic_record, tiny_plan
 
-CLEAN = {"package_version": "0.1.0", "git_commit": "a" * 40, "git_dirty": False,
-         "python": "3.11.7", "numpy": "2.0.0", "scipy": "1.14.0", "blas": "openblas 0.3.27",
-         "host": "node1"}
+CLEAN = {
+    "package_version": "0.1.0",
+    "git_commit": "a" * 40,
+    "git_dirty": False,
+    "python": "3.11.7",
+    "numpy": "2.0.0",
+    "scipy": "1.14.0",
+    "blas": "openblas 0.3.27",
+    "host": "node1",
+}
 DIRTY = {**CLEAN, "git_dirty": True, "host": "node2"}
 
 
@@ -28,37 +35,53 @@ def environment_json(environment: dict[str, Any]) -> str:
     return json.dumps(environment, sort_keys=True, separators=(",", ":"))
 
 
-def with_provenance(record: dict[str, Any], environment: dict[str, Any], memory: int,
-                    attempt: int) -> dict[str, Any]:
-    return {**record, provenance.ENVIRONMENT_KEY: environment_json(environment),
-            "peak_memory_bytes": memory, "attempt": attempt}
+def with_provenance(
+    record: dict[str, Any], environment: dict[str, Any], memory: int, attempt: int
+) -> dict[str, Any]:
+    return {
+        **record,
+        provenance.ENVIRONMENT_KEY: environment_json(environment),
+        "peak_memory_bytes": memory,
+        "attempt": attempt,
+    }
 
 
 def without_provenance(arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """A fragment as written before provenance existed (same members minus provenance)."""
-    return {name: value for name, value in arrays.items()
-            if name not in (provenance.ENVIRONMENTS_MEMBER, *PROVENANCE_FIELDS)}
+    return {
+        name: value
+        for name, value in arrays.items()
+        if name not in (provenance.ENVIRONMENTS_MEMBER, *PROVENANCE_FIELDS)
+    }
 
 
-def encode(plan: Any, cells: list[Any], environments: list[dict[str, Any]] | None
-           ) -> dict[str, np.ndarray]:
+def encode(
+    plan: Any, cells: list[Any], environments: list[dict[str, Any]] | None
+) -> dict[str, np.ndarray]:
     """Fragment arrays of ``cells``: cell i gets ``environments[i % 2]``, memory and
     attempt derived from i; plain synthetic records when ``environments`` is None."""
     records = [synthetic_record(cell) for cell in cells]
     if environments is not None:
-        records = [with_provenance(record, environments[i % len(environments)],
-                                   (100 + i) * 2**20, 1 + i % 2)
-                   for i, record in enumerate(records)]
+        records = [
+            with_provenance(
+                record, environments[i % len(environments)], (100 + i) * 2**20, 1 + i % 2
+            )
+            for i, record in enumerate(records)
+        ]
     return fragments.encode_fragment(
         [cell.key for cell in cells],
-        [fragments.seed_token(cell.seed_words(plan.seed)) for cell in cells], [True] * len(cells),
-        records)
+        [fragments.seed_token(cell.seed_words(plan.seed)) for cell in cells],
+        [True] * len(cells),
+        records,
+    )
 
 
 def gather(plan: Any, sweep_dir: Path, fragment_arrays: list[dict[str, np.ndarray]]) -> Any:
     """Write the fragments, gather them with the real writer, open the lazy view."""
-    paths = [fragments.write_fragment(sweep_dir / "fragments" / f"b{i}.npz", arrays)
-             for i, arrays in enumerate(fragment_arrays)]
+    paths = [
+        fragments.write_fragment(sweep_dir / "fragments" / f"b{i}.npz", arrays)
+        for i, arrays in enumerate(fragment_arrays)
+    ]
     store.gather_cells(plan.sweeps["grid"], paths, sweep_dir / "cells.zarr", plan.seed)
     return store.open_cells(sweep_dir).load()
 
@@ -94,14 +117,19 @@ def test_reencoding_keeps_provenance_and_old_records_stay_unknown() -> None:
     cells = list(plan.sweeps["grid"].cells)[:4]
     old = fragments.decode_fragment(without_provenance(encode(plan, cells[:2], None)))
     new = fragments.decode_fragment(encode(plan, cells[2:], [DIRTY]))
-    mixed = fragments.encode_fragment(old.cell_keys + new.cell_keys,
-                                      old.cell_seeds + new.cell_seeds, [False] * 4,
-                                      old.records + new.records)
+    mixed = fragments.encode_fragment(
+        old.cell_keys + new.cell_keys,
+        old.cell_seeds + new.cell_seeds,
+        [False] * 4,
+        old.records + new.records,
+    )
     assert mixed["environment_id"][:2].tolist() == [PROVENANCE_ABSENT["environment_id"]] * 2
     assert mixed["peak_memory_bytes"][:2].tolist() == [-1, -1]
     assert mixed["attempt"][:2].tolist() == [0, 0]
-    assert mixed["environment_id"][2:].tolist() == [
-        provenance.environment_id(environment_json(DIRTY))] * 2
+    assert (
+        mixed["environment_id"][2:].tolist()
+        == [provenance.environment_id(environment_json(DIRTY))] * 2
+    )
     again = fragments.decode_fragment(mixed).records
     assert set(again[0]) == set(synthetic_record(cells[0]))  # unknown stays absent
     assert again[2][provenance.ENVIRONMENT_KEY] == environment_json(DIRTY)
@@ -111,8 +139,7 @@ def test_store_carries_provenance_and_numbers_are_bit_identical(tmp_path: Path) 
     plan = tiny_plan()
     cells = list(plan.sweeps["grid"].cells)
     with_prov = gather(plan, tmp_path / "a" / "grid", [encode(plan, cells, [CLEAN, DIRTY])])
-    plain = gather(plan, tmp_path / "b" / "grid",
-                   [without_provenance(encode(plan, cells, None))])
+    plain = gather(plan, tmp_path / "b" / "grid", [without_provenance(encode(plan, cells, None))])
     # every number and every cell key identical; only provenance differs
     xr.testing.assert_identical(results_only(with_prov), results_only(plain))
     environments = json.loads(with_prov.attrs["environments"])
@@ -133,8 +160,9 @@ def test_old_fragments_and_new_ones_gather_into_one_table(tmp_path: Path) -> Non
     half = len(cells) // 2
     old = without_provenance(encode(plan, cells[:half], None))
     mixed = gather(plan, tmp_path / "m" / "grid", [old, encode(plan, cells[half:], [CLEAN])])
-    reference = gather(plan, tmp_path / "r" / "grid",
-                       [without_provenance(encode(plan, cells, None))])
+    reference = gather(
+        plan, tmp_path / "r" / "grid", [without_provenance(encode(plan, cells, None))]
+    )
     xr.testing.assert_identical(results_only(mixed), results_only(reference))
     attempts = mixed["attempt"].values
     assert np.count_nonzero(attempts == 0) == half  # old cells: unknown
@@ -151,14 +179,16 @@ def test_cell_keys_do_not_depend_on_provenance(tmp_path: Path) -> None:
     cells = list(plan.sweeps["grid"].cells)
     sweep = tmp_path / "grid"
     fragments.write_fragment(sweep / "fragments" / "new.npz", encode(plan, cells, [CLEAN]))
-    fragments.write_fragment(sweep / "cache" / "old.npz",
-                             without_provenance(encode(plan, cells, None)))
+    fragments.write_fragment(
+        sweep / "cache" / "old.npz", without_provenance(encode(plan, cells, None))
+    )
     ids_new = fragments.read_fragment_cell_ids(sweep / "fragments" / "new.npz")
     ids_old = fragments.read_fragment_cell_ids(sweep / "cache" / "old.npz")
     assert ids_new == ids_old
     assert [key for key, _ in ids_new] == [cell.key for cell in cells]
-    assert [blocks.BlockCell.from_params(p).cell_id for p in
-            blocks.block_params(cells, plan.seed)] == ids_new
+    assert [
+        blocks.BlockCell.from_params(p).cell_id for p in blocks.block_params(cells, plan.seed)
+    ] == ids_new
 
 
 def test_worker_provenance_is_the_process_environment_computed_once() -> None:
@@ -166,8 +196,16 @@ def test_worker_provenance_is_the_process_environment_computed_once() -> None:
     second = blocks.compute_cell(*_first_cell_job())
     assert first[provenance.ENVIRONMENT_KEY] is second[provenance.ENVIRONMENT_KEY]  # cached
     environment = json.loads(first[provenance.ENVIRONMENT_KEY])
-    assert set(environment) == {"package_version", "git_commit", "git_dirty", "python",
-                                "numpy", "scipy", "blas", "host"}
+    assert set(environment) == {
+        "package_version",
+        "git_commit",
+        "git_dirty",
+        "python",
+        "numpy",
+        "scipy",
+        "blas",
+        "host",
+    }
     assert environment["numpy"] == np.__version__
     assert second["peak_memory_bytes"] >= first["peak_memory_bytes"] > 0
     assert "attempt" not in first  # set by the block job, which knows the attempt
@@ -180,8 +218,9 @@ def _first_cell_job() -> tuple[dict[str, Any], list[int]]:
 
 
 def _git(repo: Path, *args: str) -> str:
-    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True,
-                          text=True).stdout.strip()
+    return subprocess.run(
+        ["git", "-C", str(repo), *args], check=True, capture_output=True, text=True
+    ).stdout.strip()
 
 
 def test_git_state_reports_commit_and_dirty_flag(tmp_path: Path) -> None:
@@ -216,8 +255,9 @@ def test_block_attempt_counts_failed_attempts(tmp_path: Path) -> None:
     assert provenance.block_attempt(record) == 2
 
 
-def test_summary_counts_cells_by_commit_and_ranges(tmp_path: Path,
-                                                   capsys: pytest.CaptureFixture[str]) -> None:
+def test_summary_counts_cells_by_commit_and_ranges(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     plan = tiny_plan()
     cells = list(plan.sweeps["grid"].cells)
     gather(plan, tmp_path / "run" / "grid", [encode(plan, cells, [CLEAN, DIRTY])])
@@ -236,8 +276,9 @@ def test_summary_counts_cells_by_commit_and_ranges(tmp_path: Path,
     assert cli.main(["provenance", str(tmp_path / "missing")]) == cli.EXIT_USAGE
 
 
-def test_a_rerun_block_records_the_attempt_of_each_cell(tmp_path: Path,
-                                                        scheduler_address: str) -> None:
+def test_a_rerun_block_records_the_attempt_of_each_cell(
+    tmp_path: Path, scheduler_address: str
+) -> None:
     """Attempt 1 fails one cell; attempt 2 computes it and reuses the salvaged sibling,
     whose provenance (attempt 1) travels with it."""
     plan = tiny_plan()
@@ -253,5 +294,6 @@ def test_a_rerun_block_records_the_attempt_of_each_cell(tmp_path: Path,
     assert [record["attempt"] for record in records] == [1, 2]
     # a threads cluster runs the cells in this process: its cached environment
     assert {record[provenance.ENVIRONMENT_KEY] for record in records} == {
-        provenance.process_environment()}
+        provenance.process_environment()
+    }
     assert 0 < records[0]["peak_memory_bytes"] <= records[1]["peak_memory_bytes"]

@@ -85,12 +85,15 @@ def test_counts_done_failed_and_pending_from_fragments_salvage_and_failures(
     first, second, third = sweep.blocks[:3]
     write_timed_block(plan, sweep_dir, first, np.full(2, 0.5), EPOCH)
     # a salvaged half of the second block: one done cell, read by key
-    write_block(plan, sweep_dir / fragments.SALVAGE_DIRNAME / f"{second.key}.npz",
-                [second.cells[0]])
+    write_block(
+        plan, sweep_dir / fragments.SALVAGE_DIRNAME / f"{second.key}.npz", [second.cells[0]]
+    )
     record_block_failures(
         sweep_dir / fragments.FRAGMENTS_DIRNAME / f"{third.key}.npz",
-        [{"key": cell.key, "seed": "[]", "params": {}, "error": "boom", "cause": cause}
-         for cell, cause in zip(third.cells, ["numerical", "killed"], strict=True)],
+        [
+            {"key": cell.key, "seed": "[]", "params": {}, "error": "boom", "cause": cause}
+            for cell, cause in zip(third.cells, ["numerical", "killed"], strict=True)
+        ],
     )
 
     result = status.run_status(plan, tmp_path / "unit", now=EPOCH + 1)
@@ -157,7 +160,9 @@ def test_running_queued_and_missing_follow_a_live_snakemake_token(tmp_path: Path
     run_dir = tmp_path / "results" / plan.run
     write_timed_block(plan, run_dir / "grid", sweep.blocks[0], np.full(2, 1.0), EPOCH)
     holder = subprocess.Popen(
-        [sys.executable, "-c", HOLD_TOKEN, str(tmp_path)], stdout=subprocess.PIPE, text=True,
+        [sys.executable, "-c", HOLD_TOKEN, str(tmp_path)],
+        stdout=subprocess.PIPE,
+        text=True,
         env=subprocess_environment(),
     )
     try:
@@ -165,8 +170,11 @@ def test_running_queued_and_missing_follow_a_live_snakemake_token(tmp_path: Path
         started = token.stat().st_mtime
         log_dir = run_dir.joinpath(*status.BLOCK_LOG_DIR, "grid")
         log_dir.mkdir(parents=True)
-        for block, mtime in ((sweep.blocks[0], started + 1), (sweep.blocks[1], started + 1),
-                             (sweep.blocks[2], started - 100)):  # done, running, earlier run
+        for block, mtime in (
+            (sweep.blocks[0], started + 1),
+            (sweep.blocks[1], started + 1),
+            (sweep.blocks[2], started - 100),
+        ):  # done, running, earlier run
             log = log_dir / f"{block.key}.log"
             log.write_text("")
             os.utime(log, (mtime, mtime))
@@ -207,13 +215,19 @@ def test_eta_of_a_uniform_sweep_is_within_a_factor_1_5_of_the_real_remaining_tim
     order = np.argsort(finished)
     n_done = int(np.ceil(fraction * len(sweep.blocks)))
     for index in order[:n_done]:
-        write_timed_block(plan, tmp_path / "unit" / "grid", sweep.blocks[index],
-                          seconds[index], EPOCH + finished[index])
+        write_timed_block(
+            plan,
+            tmp_path / "unit" / "grid",
+            sweep.blocks[index],
+            seconds[index],
+            EPOCH + finished[index],
+        )
     now = finished[order[n_done - 1]]
     real_remaining = finished.max() - now
 
-    result = status.run_status(plan, tmp_path / "unit", now=EPOCH + now,
-                               window_seconds=10 * finished.max())
+    result = status.run_status(
+        plan, tmp_path / "unit", now=EPOCH + now, window_seconds=10 * finished.max()
+    )
 
     assert result.calibrated
     assert result.total.done == 2 * n_done
@@ -222,23 +236,29 @@ def test_eta_of_a_uniform_sweep_is_within_a_factor_1_5_of_the_real_remaining_tim
 
 
 def test_recalibration_follows_measured_compute_seconds() -> None:
-    timings = [status.FragmentTiming(mtime=EPOCH, n_cells=4, computed_seconds=4 * 1.002,
-                                     computed_work=4 * 1e9, n_computed=4)]
+    timings = [
+        status.FragmentTiming(
+            mtime=EPOCH, n_cells=4, computed_seconds=4 * 1.002, computed_work=4 * 1e9, n_computed=4
+        )
+    ]
     assert status.recalibrated_seconds_per_work(timings) == pytest.approx(1e-9)
     assert status.recalibrated_seconds_per_work([], fallback=3.0) == 3.0
-    overhead_only = [status.FragmentTiming(mtime=EPOCH, n_cells=2, computed_seconds=0.001,
-                                           computed_work=2e6, n_computed=2)]
+    overhead_only = [
+        status.FragmentTiming(
+            mtime=EPOCH, n_cells=2, computed_seconds=0.001, computed_work=2e6, n_computed=2
+        )
+    ]
     assert status.recalibrated_seconds_per_work(overhead_only, fallback=3.0) == 0.0
 
 
 def test_throughput_uses_only_the_window_and_needs_two_fragments() -> None:
     def timing(mtime: float) -> status.FragmentTiming:
-        return status.FragmentTiming(mtime=mtime, n_cells=10, computed_seconds=20.0,
-                                     computed_work=1.0, n_computed=10)
+        return status.FragmentTiming(
+            mtime=mtime, n_cells=10, computed_seconds=20.0, computed_work=1.0, n_computed=10
+        )
 
     timings = [timing(EPOCH), timing(EPOCH + 1000), timing(EPOCH + 1010), timing(EPOCH + 1020)]
-    cells_per_second, busy_cores = status.throughput(timings, now=EPOCH + 1030,
-                                                     window_seconds=100)
+    cells_per_second, busy_cores = status.throughput(timings, now=EPOCH + 1030, window_seconds=100)
     assert cells_per_second == pytest.approx(20 / 20)  # fragments 2..3 over t_3 - t_1
     assert busy_cores == pytest.approx(40 / 20)
     assert status.throughput(timings[:2], now=EPOCH + 1030, window_seconds=100) == (None, None)
@@ -264,8 +284,9 @@ def test_progress_line_is_printed_at_most_once_per_interval(
 ) -> None:
     monkeypatch.setattr(status, "_last_progress", [0.0, 0.0])
     plan = plan_run(uniform_config(n_snr=3, block_size=2))
-    write_timed_block(plan, tmp_path / "unit" / "grid", plan.sweeps["grid"].blocks[0],
-                      np.full(2, 1.0), EPOCH)
+    write_timed_block(
+        plan, tmp_path / "unit" / "grid", plan.sweeps["grid"].blocks[0], np.full(2, 1.0), EPOCH
+    )
     stream = io.StringIO()
     first = status.print_progress(plan, tmp_path / "unit", interval_seconds=3600, stream=stream)
     second = status.print_progress(plan, tmp_path / "unit", interval_seconds=3600, stream=stream)
@@ -328,12 +349,15 @@ def test_status_watch_refreshes_until_interrupted(claimed_run: tuple[Path, Path,
     _, run_dir, plan = claimed_run
     watcher = subprocess.Popen(
         [sys.executable, "-m", "attnrmt.cli", "status", str(run_dir), "--json", "--watch", "0.1"],
-        stdout=subprocess.PIPE, text=True, env=subprocess_environment(),
+        stdout=subprocess.PIPE,
+        text=True,
+        env=subprocess_environment(),
     )
     try:
         first = json.loads(watcher.stdout.readline())
-        write_timed_block(plan, run_dir / "grid", plan.sweeps["grid"].blocks[2], np.full(2, 1.0),
-                          EPOCH)
+        write_timed_block(
+            plan, run_dir / "grid", plan.sweeps["grid"].blocks[2], np.full(2, 1.0), EPOCH
+        )
         seen = [first["total"]["done"]]
         for _ in range(600):  # refreshes until the new block shows (bounded: no hang)
             seen.append(json.loads(watcher.stdout.readline())["total"]["done"])
@@ -360,5 +384,6 @@ def test_remaining_work_by_block_equals_the_cell_by_cell_sum() -> None:
     n_done, n_failed, seconds = status.remaining_work(sweep, done, failed, 1e-9)
     assert (n_done, n_failed) == (len(done), len(failed))
     expected = status.estimated_seconds(
-        [cell for cell in cells if cell.key not in done and cell.key not in failed], 1e-9)
+        [cell for cell in cells if cell.key not in done and cell.key not in failed], 1e-9
+    )
     assert seconds == pytest.approx(expected, rel=1e-12)

@@ -117,8 +117,9 @@ def test_locate_cells_finds_what_the_full_index_finds(
         assert set(located) == set(wanted[:6])
     own = fragments.locate_cells(wanted, sweep_dir)
     assert set(own) == set(wanted[:4])
-    excluded = fragments.locate_cells(wanted, sweep_dir,
-                                      exclude=[sweep_dir / "fragments" / "a.npz"])
+    excluded = fragments.locate_cells(
+        wanted, sweep_dir, exclude=[sweep_dir / "fragments" / "a.npz"]
+    )
     assert set(excluded) == {wanted[3]}
     records = store.load_cell_records(wanted, located)
     assert set(records) == set(wanted[:6])
@@ -290,7 +291,10 @@ def test_command_line_strings_get_their_schema_types_back() -> None:
     assert config["run"] == "2026"
     assert config["dask"]["n_workers"] is None and config["dask"]["dashboard"] is False
     assert config["dask"]["jobqueue"] == {
-        "cores": 4, "memory": "16GB", "walltime": "02:00:00", "queue": None
+        "cores": 4,
+        "memory": "16GB",
+        "walltime": "02:00:00",
+        "queue": None,
     }
     assert config["positional_models"]["m"]["r"] == 0.5
     assert config["sweeps"]["a"] == {"d": [20, 40], "centered": [True], "replicates": 2}
@@ -347,8 +351,9 @@ def test_spectra_are_stored_ragged_not_padded(tmp_path: Path) -> None:
     assert values.shape[0] == sum(cell.d for cell in plan.sweeps["grid"].cells)
 
 
-@pytest.mark.parametrize(("chunk", "n_rows", "expected"), [(64, 10, (10,)), (4, 10, (4,)),
-                                                            (4, 0, (1,))])
+@pytest.mark.parametrize(
+    ("chunk", "n_rows", "expected"), [(64, 10, (10,)), (4, 10, (4,)), (4, 0, (1,))]
+)
 def test_segment_columns_shorter_than_a_chunk_are_chunked_by_their_length(
     tmp_path: Path, chunk: int, n_rows: int, expected: tuple[int]
 ) -> None:
@@ -417,10 +422,16 @@ def _carried_and_looked_up(plan: Any, sweep_dir: Path) -> tuple[Any, np.ndarray]
     sweep = plan.sweeps["grid"]
     positions, _ = writer.plan_grid(sweep)
     carried = writer.carried_rows(
-        directory, manifest, sweep, writer.grid_identity(sweep, plan.seed), positions,
-        lambda indices: writer.plan_cell_ids([sweep.cells[i] for i in indices], plan.seed))
+        directory,
+        manifest,
+        sweep,
+        writer.grid_identity(sweep, plan.seed),
+        positions,
+        lambda indices: writer.plan_cell_ids([sweep.cells[i] for i in indices], plan.seed),
+    )
     looked_up = writer.IdIndex(writer.read_table_ids(directory, manifest["segments"])).find(
-        writer.plan_cell_ids(sweep.cells, plan.seed))
+        writer.plan_cell_ids(sweep.cells, plan.seed)
+    )
     return carried, looked_up
 
 
@@ -430,13 +441,21 @@ def test_many_small_updates_carry_rows_and_equal_from_scratch(tmp_path: Path) ->
     the previous grid version equal an id-by-id lookup; each update appends one segment
     of only its new cells; the end result is bit-identical to a from-scratch store."""
     snr = [0.0]
-    steps = [dict(snr=[0.0, 0.5]), dict(snr=[0.0, 0.5, 1.0]),
-             dict(snr=[0.0, 0.5, 1.0, 2.0]), dict(snr=[0.0, 0.5, 1.0, 2.0, 3.0])]
+    steps = [
+        dict(snr=[0.0, 0.5]),
+        dict(snr=[0.0, 0.5, 1.0]),
+        dict(snr=[0.0, 0.5, 1.0, 2.0]),
+        dict(snr=[0.0, 0.5, 1.0, 2.0, 3.0]),
+    ]
     last = steps[-1]
-    steps += [dict(last, replicates=3), dict(last, replicates=3, weights=["mean", "causal1",
-                                                                          "harmonic"])]
-    steps += [dict(steps[-1], positional=["prefix2", "iid"]),
-              dict(steps[-1], positional=["prefix2", "iid"], d=[6, 8])]
+    steps += [
+        dict(last, replicates=3),
+        dict(last, replicates=3, weights=["mean", "causal1", "harmonic"]),
+    ]
+    steps += [
+        dict(steps[-1], positional=["prefix2", "iid"]),
+        dict(steps[-1], positional=["prefix2", "iid"], d=[6, 8]),
+    ]
     sweep_dir = tmp_path / "incremental" / "grid"
     previous = tiny_plan(snr=snr)
     _gathered(previous, sweep_dir)
@@ -451,7 +470,8 @@ def test_many_small_updates_carry_rows_and_equal_from_scratch(tmp_path: Path) ->
         after = json.loads((sweep_dir / "cell_table" / "manifest.json").read_text())
         assert after["segments"][:-1] == before["segments"]
         assert after["segments"][-1]["rows"] == (
-            len(plan.sweeps["grid"].cells) - len(previous.sweeps["grid"].cells))
+            len(plan.sweeps["grid"].cells) - len(previous.sweeps["grid"].cells)
+        )
         previous = plan
     assert len(after["segments"]) == len(steps) + 1
     scratch = _gathered(previous, tmp_path / "scratch" / "grid")
@@ -513,8 +533,7 @@ def test_batched_ingestion_of_overlapping_fragments_equals_from_scratch(
     write_block(extended, paths[0], [old_cells[0], new_cells[0], old_cells[1], new_cells[1]])
     write_block(extended, paths[1], [new_cells[1], new_cells[0], new_cells[2]])
     write_block(extended, paths[2], new_cells[2:])
-    store.gather_cells(extended.sweeps["grid"], paths, sweep_dir / "cells.zarr",
-                       extended.seed)
+    store.gather_cells(extended.sweeps["grid"], paths, sweep_dir / "cells.zarr", extended.seed)
     manifest = json.loads((sweep_dir / "cell_table" / "manifest.json").read_text())
     assert manifest["segments"][-1]["rows"] == len(new_cells)
     assert_bit_identical(store.open_cells(sweep_dir / "cells.zarr"), _reference(extended))
@@ -541,11 +560,13 @@ def test_id_index_finds_ids_and_survives_digest_collisions() -> None:
     np.testing.assert_array_equal(collided.find(ids[2:50]), np.arange(2, 50))
     assert collided.find(ids[60:61]).tolist() == [-1]
     assert sorted(unique_ids(np.concatenate([pair, pair, ids[:5]])).tolist()) == sorted(
-        set(pair.tolist()) | set(ids[:5].tolist()))
+        set(pair.tolist()) | set(ids[:5].tolist())
+    )
     haystack = np.sort(rng.integers(0, 2**63, 5000).astype(np.uint64))
     needles = rng.integers(0, 2**63, 4000).astype(np.uint64)
-    np.testing.assert_array_equal(sorted_search(haystack, needles),
-                                  np.searchsorted(haystack, needles))
+    np.testing.assert_array_equal(
+        sorted_search(haystack, needles), np.searchsorted(haystack, needles)
+    )
 
 
 def test_fast_fragment_reader_equals_numpy_load(tmp_path: Path) -> None:
@@ -585,8 +606,7 @@ def test_numeric_coordinates_are_ascending(tmp_path: Path) -> None:
     assert_bit_identical(view, _reference(plan))
     assert view.sel(snr=slice(0, 1)).sizes["snr"] == 2
     cell = plan.sweeps["grid"].cells[0]  # d=9, snr=2.0 in the config's order
-    point = view.sel(**{axis: getattr(cell, axis) for axis in store.AXES},
-                     replicate=cell.replicate)
+    point = view.sel(**{axis: getattr(cell, axis) for axis in store.AXES}, replicate=cell.replicate)
     assert point.cell_key.item() == cell.key
 
 
@@ -616,10 +636,19 @@ def test_kill_during_update_keeps_the_previous_version(tmp_path: Path, point: st
     base, extended = tiny_plan(), extended_plan("snr")
     sweep_dir = tmp_path / "grid"
     _gathered(base, sweep_dir)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
-        [str(Path(__file__).parents[2]), os.environ.get("PYTHONPATH", "")])}
-    process = subprocess.run([sys.executable, "-c", KILL_SCRIPT, point, str(sweep_dir)],
-                             env=env, capture_output=True, text=True, timeout=300)
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(
+            [str(Path(__file__).parents[2]), os.environ.get("PYTHONPATH", "")]
+        ),
+    }
+    process = subprocess.run(
+        [sys.executable, "-c", KILL_SCRIPT, point, str(sweep_dir)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert process.returncode == -signal.SIGKILL, process.stderr
     # the previous version opens, from the sweep directory and from the pointer
     assert_bit_identical(store.open_cells(sweep_dir), _reference(base))
@@ -648,8 +677,9 @@ def test_readers_see_the_old_or_the_new_version_never_a_mix(tmp_path: Path) -> N
         while not stop.is_set():
             try:
                 view = _without_store_attrs(store.open_cells(sweep_dir).load())
-                seen.append("new" if view.identical(new) else "old" if view.identical(old)
-                            else "mixed")
+                seen.append(
+                    "new" if view.identical(new) else "old" if view.identical(old) else "mixed"
+                )
             except BaseException as exc:
                 errors.append(exc)
                 return
@@ -659,8 +689,7 @@ def test_readers_see_the_old_or_the_new_version_never_a_mix(tmp_path: Path) -> N
     try:
         _gathered(extended, sweep_dir)
         for _ in range(3):  # more versions of the same content: grids are swapped again
-            store.gather_cells(extended.sweeps["grid"], [], sweep_dir / "cells.zarr",
-                               extended.seed)
+            store.gather_cells(extended.sweeps["grid"], [], sweep_dir / "cells.zarr", extended.seed)
     finally:
         stop.set()
         reader.join()
@@ -740,10 +769,18 @@ def _gather_peak(n_gamma: int, sweep_dir: Path) -> int:
     import gc
     import tracemalloc
 
-    plan = plan_run(tiny_config(d=[2], T=[2], weights=["mean", "last", "harmonic", "optimal"],
-                                gamma=[0.1 * (i + 1) for i in range(n_gamma)],
-                                snr=[0.01 * i for i in range(100)], replicates=10,
-                                centered=[True]) | {"execution": {"block_size": 1000}})
+    plan = plan_run(
+        tiny_config(
+            d=[2],
+            T=[2],
+            weights=["mean", "last", "harmonic", "optimal"],
+            gamma=[0.1 * (i + 1) for i in range(n_gamma)],
+            snr=[0.01 * i for i in range(100)],
+            replicates=10,
+            centered=[True],
+        )
+        | {"execution": {"block_size": 1000}}
+    )
     paths = write_block_fragments(plan, sweep_dir)
     gc.collect()
     tracemalloc.start()
@@ -777,6 +814,8 @@ def test_gather_memory_grows_by_arrays_not_objects_per_cell(
     monkeypatch.setattr(table_writer, "ROW_CHUNK", 1024)
     monkeypatch.setattr(table_writer, "VALUE_CHUNK", 1024)
     _gather_peak(1, tmp_path / "warm-up")  # imports (zarr, codecs) are not the gather's
-    peaks = [min(_gather_peak(n_gamma, tmp_path / f"{n_gamma}-{run}") for run in range(2))
-             for n_gamma in (2, 8)]
+    peaks = [
+        min(_gather_peak(n_gamma, tmp_path / f"{n_gamma}-{run}") for run in range(2))
+        for n_gamma in (2, 8)
+    ]
     assert (peaks[1] - peaks[0]) / 24_000 <= 160, peaks

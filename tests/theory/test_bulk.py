@@ -72,8 +72,9 @@ def test_lower_edge_equal_ratios_below_one_is_positive() -> None:
     assert lower > (1 - np.sqrt(0.5)) ** 4  # free product support bound
 
 
-@pytest.mark.parametrize(("delta", "gamma"), [(1.0, 1.0), (2.0, 2.0), (4.0, 4.0), (1.0, 0.3),
-                                               (0.3, 1.0)])
+@pytest.mark.parametrize(
+    ("delta", "gamma"), [(1.0, 1.0), (2.0, 2.0), (4.0, 4.0), (1.0, 0.3), (0.3, 1.0)]
+)
 def test_lower_edge_zero_when_hard_edge(delta: float, gamma: float) -> None:
     lower, upper = bulk_edges(delta, gamma)
     assert lower == 0.0
@@ -101,8 +102,9 @@ def test_gamma_to_zero_gives_marchenko_pastur_edges(delta: float) -> None:
 def test_gamma_to_zero_density_is_marchenko_pastur(delta: float) -> None:
     lower, upper = (1 - np.sqrt(delta)) ** 2, (1 + np.sqrt(delta)) ** 2
     x = np.linspace(lower, upper, 203)[1:-1]
-    np.testing.assert_allclose(bulk_density(x, delta, TINY), mp_density(x, delta),
-                               rtol=0, atol=1e-8)
+    np.testing.assert_allclose(
+        bulk_density(x, delta, TINY), mp_density(x, delta), rtol=0, atol=1e-8
+    )
 
 
 def test_edges_are_critical_values_of_f() -> None:
@@ -151,8 +153,10 @@ def test_density_zero_outside_support() -> None:
 # --- cumulative distribution ----------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("delta", "gamma"), [(0.5, 0.5), (0.05, 4.0), (2.0, 3.0), (1.0, 1.0),
-                                               (4.0, 4.0), (1.0, 0.3), (3.0, 1.0)])
+@pytest.mark.parametrize(
+    ("delta", "gamma"),
+    [(0.5, 0.5), (0.05, 4.0), (2.0, 3.0), (1.0, 1.0), (4.0, 4.0), (1.0, 0.3), (3.0, 1.0)],
+)
 def test_cdf_monotone_from_atom_to_one(delta: float, gamma: float) -> None:
     """Closed-form cdf: 0 below 0, atom on [0, lower], 1 from upper, non-decreasing.
 
@@ -247,10 +251,12 @@ def test_continuous_across_hard_edge_degeneracy(delta: float, gamma: float) -> N
     (relative 1e-6 allowed)."""
     x = np.array([1e-6, 1e-3, 0.1, 1.0, 3.0])
     for nearby in (delta * (1 - 1e-9), delta * (1 + 1e-9)):
-        np.testing.assert_allclose(bulk_density(x, nearby, gamma), bulk_density(x, delta, gamma),
-                                   rtol=1e-6)
-        np.testing.assert_allclose(bulk_cdf(x, nearby, gamma), bulk_cdf(x, delta, gamma),
-                                   rtol=1e-6, atol=1e-8)
+        np.testing.assert_allclose(
+            bulk_density(x, nearby, gamma), bulk_density(x, delta, gamma), rtol=1e-6
+        )
+        np.testing.assert_allclose(
+            bulk_cdf(x, nearby, gamma), bulk_cdf(x, delta, gamma), rtol=1e-6, atol=1e-8
+        )
 
 
 @pytest.mark.parametrize(("delta", "gamma", "k"), [(1.0, 0.3, 2), (2.0, 2.0, 2), (1.0, 1.0, 3)])

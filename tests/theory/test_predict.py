@@ -93,7 +93,8 @@ def test_point_values_match_the_spike_formulas(grid) -> None:
         got = point.sel(snr=3.0, centered=True, variant=variant)
         assert float(got["sample_overlap_signal"]) == pytest.approx(expected.sample_overlap)
         assert float(got["threshold_snr_population"]) == pytest.approx(
-            expected.threshold_snr_population)
+            expected.threshold_snr_population
+        )
     lower, upper = bulk_edges(delta, gamma)
     edges = point.sel(snr=0.0, centered=True, variant="paper")
     assert float(edges["bulk_upper_edge"]) == pytest.approx(kappa * upper)
@@ -107,15 +108,18 @@ def test_point_values_match_the_spike_formulas(grid) -> None:
 def test_top_eigenvalue_is_outlier_above_and_bulk_edge_below(grid) -> None:
     """issue 12: the comparable quantity is defined at every snr (no fillna needed)."""
     theory, _ = grid
-    for kind, outlier, edge in (("sample", "sample_outlier", "bulk_upper_edge"),
-                                ("pop", "pop_outlier", "pop_bulk_edge")):
+    for kind, outlier, edge in (
+        ("sample", "sample_outlier", "bulk_upper_edge"),
+        ("pop", "pop_outlier", "pop_bulk_edge"),
+    ):
         top = theory[f"{kind}_top_eigenvalue"]
         assert top.notnull().all(), kind
         present = theory[outlier].notnull()
         assert (~present).any() and present.any(), kind  # the grid spans the threshold
         xr.testing.assert_equal(top.where(present), theory[outlier].where(present))
-        xr.testing.assert_allclose(top.where(~present),
-                                   theory[edge].broadcast_like(top).where(~present))
+        xr.testing.assert_allclose(
+            top.where(~present), theory[edge].broadcast_like(top).where(~present)
+        )
         # an outlier is above the bulk edge, so the comparable quantity is continuous
         assert (top >= theory[edge].broadcast_like(top) * (1 - 1e-12)).all(), kind
 
@@ -128,8 +132,9 @@ def test_inputs_broadcast_by_name_and_absent_points_are_nan() -> None:
     assert out["sample_top_eigenvalue"].sel(weights="gone").isnull().all()
     assert out["sample_top_eigenvalue"].sel(weights="mean").notnull().all()
     expected = spike(0.5, 0.5, 4.0, 0.5, 0.25, variant="finite_vocab").sample_outlier
-    assert float(out["sample_outlier"].sel(snr=4.0, weights="mean",
-                                          variant="finite_vocab")) == pytest.approx(expected)
+    assert float(
+        out["sample_outlier"].sel(snr=4.0, weights="mean", variant="finite_vocab")
+    ) == pytest.approx(expected)
 
 
 def test_every_variable_carries_the_contract_attrs(grid) -> None:
@@ -154,7 +159,6 @@ def test_point_names_the_causal_attention_substitution() -> None:
     attention = predict_point(0.5, 0.5, 1.0, 6, "iid", {"kind": "causal_attention", "tau": 1.0})
     limit = predict_point(0.5, 0.5, 1.0, 6, "iid", {"kind": "causal_limit", "tau": 1.0})
     assert "causal_limit" in attention.attrs["weights_substituted"]
-    xr.testing.assert_equal(attention[list(THEORY_VARIABLES)],
-                            limit[list(THEORY_VARIABLES)])
+    xr.testing.assert_equal(attention[list(THEORY_VARIABLES)], limit[list(THEORY_VARIABLES)])
     with pytest.raises(ValueError, match="L=9"):
         predict_point(0.5, 0.5, 1.0, 3, {"kind": "prefix", "L": 9}, "mean")

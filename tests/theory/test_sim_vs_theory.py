@@ -119,18 +119,34 @@ BELOW_BOTH = ("iid", 0.5, 0.5, 0.2, True)
 BETWEEN = ("iid", 0.5, 2.0, 1.5, True)  # N = 400 < d: atom 1/2 in the bulk
 WIDE_VOCAB = ("iid", 2.0, 0.5, 0.5, True)  # V = 400 < d: atom 1/2 in the bulk
 UNCENTRED = ("prefix", 0.5, 0.5, 0.0, False)
-BULK_CASES = {"hypothesis": HYPOTHESIS, "near-threshold": NEAR_SAMPLE_THRESHOLD,
-              "below-both": BELOW_BOTH, "between": BETWEEN, "wide-vocab": WIDE_VOCAB,
-              "uncentred": UNCENTRED}
+BULK_CASES = {
+    "hypothesis": HYPOTHESIS,
+    "near-threshold": NEAR_SAMPLE_THRESHOLD,
+    "below-both": BELOW_BOTH,
+    "between": BETWEEN,
+    "wide-vocab": WIDE_VOCAB,
+    "uncentred": UNCENTRED,
+}
 
 Seeds = tuple[int, ...]
 
 
 @functools.cache
-def cell(positional: str, delta: float, gamma: float, snr: float, centered: bool,
-         seed: int) -> CellResult:
-    return simulate_cell(D, delta, gamma, T, POSITIONAL[positional], "mean", snr,
-                         centered=centered, top_k=3, seed=seed)
+def cell(
+    positional: str, delta: float, gamma: float, snr: float, centered: bool, seed: int
+) -> CellResult:
+    return simulate_cell(
+        D,
+        delta,
+        gamma,
+        T,
+        POSITIONAL[positional],
+        "mean",
+        snr,
+        centered=centered,
+        top_k=3,
+        seed=seed,
+    )
 
 
 def ratios(result: CellResult) -> tuple[float, float]:
@@ -174,8 +190,9 @@ def mean_over_seeds(params: tuple, field: str, seeds: Seeds) -> float:
 def reference_cell(params: tuple, seeds: Seeds) -> CellResult:
     """The group's first cell; V, N, alpha, kappa, sigma are the same for every seed."""
     reference = cell(*params, seeds[0])
-    assert all((cell(*params, s).V, cell(*params, s).N) == (reference.V, reference.N)
-               for s in seeds)
+    assert all(
+        (cell(*params, s).V, cell(*params, s).N) == (reference.V, reference.N) for s in seeds
+    )
     return reference
 
 
@@ -195,8 +212,9 @@ def bulk_ks(params: tuple, seed: int) -> float:
     delta, gamma = ratios(result)
     outliers = int(np.isfinite(predict(result, snr, "finite_vocab").sample_outlier))
     if not centered:
-        outliers += int(np.isfinite(mean_spike(delta, gamma, result.sigma,
-                                               result.kappa).sample_outlier))
+        outliers += int(
+            np.isfinite(mean_spike(delta, gamma, result.sigma, result.kappa).sample_outlier)
+        )
     bulk = np.sort(result.eigenvalues)[: D - outliers] / result.kappa
     return ks_distance(bulk, delta, gamma)
 
@@ -230,15 +248,18 @@ def check_outliers_match_finite_vocab_and_reject_paper(seeds: Seeds) -> None:
     delta, gamma = ratios(reference)
     raw = spike_outliers(finite.theta, delta, gamma, reference.kappa)
     assert mean_over_seeds(HYPOTHESIS, "overlap_class_mean", seeds) == pytest.approx(
-        raw.sample_overlap, abs=OVERLAP_ATOL)
+        raw.sample_overlap, abs=OVERLAP_ATOL
+    )
 
 
 def check_below_both_transitions(seeds: Seeds) -> None:
     result, *predictions = reference_and_predictions(BELOW_BOTH, seeds)
     for prediction in predictions:
         assert np.isnan(prediction.population_outlier) and np.isnan(prediction.sample_outlier)
-    for field, edge in (("top_eigenvalues", sample_edge(result)),
-                        ("pop_top_eigenvalues", population_edge(result))):
+    for field, edge in (
+        ("top_eigenvalues", sample_edge(result)),
+        ("pop_top_eigenvalues", population_edge(result)),
+    ):
         offset = mean_over_seeds(BELOW_BOTH, field, seeds) / edge - 1
         assert -EDGE_TOL < offset < MEAN_SEPARATION, (field, offset)
     # far below threshold the top eigenvectors are delocalised: overlaps O(1/d)
@@ -254,7 +275,8 @@ def check_between_transitions(seeds: Seeds) -> None:
     assert population_top == pytest.approx(finite.population_outlier, rel=EIGENVALUE_RTOL)
     assert abs(population_top / paper.population_outlier - 1) > PAPER_MISS
     assert mean_over_seeds(BETWEEN, "pop_overlap_signal", seeds) == pytest.approx(
-        finite.population_overlap, abs=NEAR_THRESHOLD_OVERLAP_ATOL)
+        finite.population_overlap, abs=NEAR_THRESHOLD_OVERLAP_ATOL
+    )
     offset = mean_over_seeds(BETWEEN, "top_eigenvalues", seeds) / sample_edge(result) - 1
     assert -EDGE_TOL < offset < MEAN_SEPARATION, offset
     # O(d^{-1/3}) below a nearby threshold
@@ -278,11 +300,14 @@ def check_uncentred_mean_spike(seeds: Seeds) -> None:
     delta, gamma = ratios(reference)
     predicted = mean_spike(delta, gamma, reference.sigma, reference.kappa)
     assert mean_over_seeds(UNCENTRED, "top_eigenvalues", seeds) == pytest.approx(
-        predicted.sample_outlier, rel=MEAN_SPIKE_RTOL)
+        predicted.sample_outlier, rel=MEAN_SPIKE_RTOL
+    )
     assert mean_over_seeds(UNCENTRED, "pop_top_eigenvalues", seeds) == pytest.approx(
-        predicted.population_outlier, rel=MEAN_SPIKE_RTOL)
+        predicted.population_outlier, rel=MEAN_SPIKE_RTOL
+    )
     assert mean_over_seeds(UNCENTRED, "overlap_table_mean", seeds) == pytest.approx(
-        predicted.sample_overlap, abs=MEAN_SPIKE_OVERLAP_ATOL)
+        predicted.sample_overlap, abs=MEAN_SPIKE_OVERLAP_ATOL
+    )
     assert mean_over_seeds(UNCENTRED, "overlap_signal", seeds) < 0.05
 
 
@@ -340,8 +365,10 @@ def test_uncentred_mean_spike() -> None:
 # disjoint seed groups: python -m benchmarks.seed_groups tests.theory.test_sim_vs_theory
 # (pass rates in the module docstring)
 SEED_GROUP_CHECKS: dict[str, tuple[Callable[[Seeds], None], Seeds]] = {
-    **{f"bulk_ks[{name}]": (functools.partial(check_bulk_kolmogorov_smirnov, params),
-                            SEEDS_FEW) for name, params in BULK_CASES.items()},
+    **{
+        f"bulk_ks[{name}]": (functools.partial(check_bulk_kolmogorov_smirnov, params), SEEDS_FEW)
+        for name, params in BULK_CASES.items()
+    },
     "outliers_match_finite_vocab": (check_outliers_match_finite_vocab_and_reject_paper, SEEDS),
     "below_both_transitions": (check_below_both_transitions, SEEDS_FEW),
     "between_transitions": (check_between_transitions, SEEDS_BETWEEN),

@@ -37,8 +37,7 @@ def test_infinite_vocabulary_is_bbp(gamma: float, excess: float) -> None:
     assert out.population_outlier == pytest.approx(1 + ell, abs=1e-8)
     assert out.population_overlap == pytest.approx(1.0, abs=1e-8)
     assert out.sample_outlier == pytest.approx((1 + ell) * (1 + gamma / ell), abs=1e-8)
-    assert out.sample_overlap == pytest.approx((1 - gamma / ell**2) / (1 + gamma / ell),
-                                               abs=1e-8)
+    assert out.sample_overlap == pytest.approx((1 - gamma / ell**2) / (1 + gamma / ell), abs=1e-8)
 
 
 @pytest.mark.parametrize("gamma", [0.1, 0.5, 2.0])
@@ -104,8 +103,9 @@ def test_thresholds_plug_back(variant: str) -> None:
     delta, gamma, alpha, kappa = 0.5, 0.7, 0.3, 0.125
     p = spike(delta, gamma, 1.0, alpha, kappa, variant=variant)
     bias = delta if variant == "finite_vocab" else 0.0
-    theta_at = (alpha / kappa) * (np.array([p.threshold_snr_population,
-                                            p.threshold_snr_sample]) + bias)
+    theta_at = (alpha / kappa) * (
+        np.array([p.threshold_snr_population, p.threshold_snr_sample]) + bias
+    )
     np.testing.assert_allclose(
         theta_at, [delta + np.sqrt(delta), delta + 1 / critical_u(delta, gamma)], rtol=1e-12
     )
@@ -138,8 +138,7 @@ def test_variants_differ_by_theta_and_alignment() -> None:
     alignment = snr / (snr + delta)
     assert finite.sample_outlier == pytest.approx(raw.sample_outlier, rel=1e-14)
     assert finite.sample_overlap == pytest.approx(raw.sample_overlap * alignment, rel=1e-14)
-    assert finite.population_overlap == pytest.approx(raw.population_overlap * alignment,
-                                                      rel=1e-14)
+    assert finite.population_overlap == pytest.approx(raw.population_overlap * alignment, rel=1e-14)
 
 
 def test_monotone_in_snr() -> None:
@@ -174,11 +173,16 @@ def test_broadcasting_matches_scalar_calls() -> None:
         for name in ("theta", "sample_outlier", "sample_overlap", "threshold_snr_sample"):
             assert getattr(p, name).shape == (3, 2, 4)
         for i, j, k in np.ndindex(3, 2, 4):
-            q = spike(float(delta[i, 0, 0]), float(gamma[0, j, 0]), float(snr[0, 0, k]),
-                      0.4, 0.125, variant=variant)
+            q = spike(
+                float(delta[i, 0, 0]),
+                float(gamma[0, j, 0]),
+                float(snr[0, 0, k]),
+                0.4,
+                0.125,
+                variant=variant,
+            )
             for name in SpikePrediction.__dataclass_fields__:
-                np.testing.assert_allclose(getattr(p, name)[i, j, k], getattr(q, name),
-                                           rtol=1e-12)
+                np.testing.assert_allclose(getattr(p, name)[i, j, k], getattr(q, name), rtol=1e-12)
 
 
 def test_scalar_inputs_give_scalars() -> None:

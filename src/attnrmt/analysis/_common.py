@@ -77,9 +77,7 @@ def at_signal(cells: xr.Dataset, name: str, *, population: bool = False) -> xr.D
     return cells[name].isel(k=signal_index(cells, population=population))
 
 
-def bootstrap_indices(
-    n: int, n_boot: int, rng: np.random.Generator
-) -> np.ndarray:
+def bootstrap_indices(n: int, n_boot: int, rng: np.random.Generator) -> np.ndarray:
     """``(n_boot, n)`` resampling indices (with replacement) over ``n`` replicates."""
     return rng.integers(0, n, size=(n_boot, n))
 

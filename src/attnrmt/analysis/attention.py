@@ -41,8 +41,13 @@ def attention_weight_models(weight_models: Mapping[str, Any]) -> dict[str, float
 
 
 def causal_weights_table(
-    sweep: str, cells: xr.Dataset, weight_models: Mapping[str, Any], *, level: float,
-    n_boot: int, seed: int,
+    sweep: str,
+    cells: xr.Dataset,
+    weight_models: Mapping[str, Any],
+    *,
+    level: float,
+    n_boot: int,
+    seed: int,
 ) -> pd.DataFrame:
     """Distance of measured attention weights to ``harmonic`` and ``causal_limit(tau)``.
 
@@ -78,11 +83,21 @@ def causal_weights_table(
         refs = {"harmonic": harmonic_weights(T), "causal_limit": causal_limit_weights(T, tau)}
         block = eff.values[index][:, :T]
         for ref_name, ref in refs.items():
-            dist = np.array([relative_distance(w, ref) if np.all(np.isfinite(w)) else np.nan
-                             for w in block])
+            dist = np.array(
+                [relative_distance(w, ref) if np.all(np.isfinite(w)) else np.nan for w in block]
+            )
             mean, low, high = mean_ci(dist, level=level, n_boot=n_boot, seed=seed)
-            rows.append({"sweep": sweep, **point, "tau": tau, "reference": ref_name,
-                         "distance": mean, "ci_low": low, "ci_high": high})
+            rows.append(
+                {
+                    "sweep": sweep,
+                    **point,
+                    "tau": tau,
+                    "reference": ref_name,
+                    "distance": mean,
+                    "ci_low": low,
+                    "ci_high": high,
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -100,10 +115,17 @@ def causal_verdict(table: pd.DataFrame) -> pd.DataFrame:
             continue
         slope = np.nan
         if by_d.size >= 2 and np.all(by_d.to_numpy() > 0):
-            slope = float(np.polyfit(np.log(by_d.index.to_numpy(float)),
-                                     np.log(by_d.to_numpy()), 1)[0])
-        rows.append({**dict(zip(keys, key, strict=True)), "d_max": float(by_d.index.max()),
-                     "distance_at_d_max": float(by_d.iloc[-1]), "loglog_slope_in_d": slope})
+            slope = float(
+                np.polyfit(np.log(by_d.index.to_numpy(float)), np.log(by_d.to_numpy()), 1)[0]
+            )
+        rows.append(
+            {
+                **dict(zip(keys, key, strict=True)),
+                "d_max": float(by_d.index.max()),
+                "distance_at_d_max": float(by_d.iloc[-1]),
+                "loglog_slope_in_d": slope,
+            }
+        )
     out = pd.DataFrame(rows)
     if out.empty:
         return out

@@ -62,8 +62,14 @@ def ks_distance(
         (fraction of zeros among all eigenvalues), ``lower_edge`` / ``upper_edge`` (smallest
         non-zero and largest retained eigenvalue, units of ``S``), ``n_bulk``.
     """
-    fits = ks_distances(np.asarray(eigenvalues, dtype=float)[None, :], np.array([delta]),
-                        np.array([gamma]), np.array([kappa]), margin=margin, zero_tol=zero_tol)
+    fits = ks_distances(
+        np.asarray(eigenvalues, dtype=float)[None, :],
+        np.array([delta]),
+        np.array([gamma]),
+        np.array([kappa]),
+        margin=margin,
+        zero_tol=zero_tol,
+    )
     return {name: float(values[0]) for name, values in fits.items()}
 
 
@@ -137,9 +143,7 @@ def _split_nonempty(values: np.ndarray, sizes: np.ndarray) -> list[np.ndarray]:
 _FIELDS = ("ks", "n_outliers", "zero_fraction", "lower_edge", "upper_edge", "n_bulk")
 
 
-def bulk_fit(
-    cells: xr.Dataset, *, margin: float, zero_tol: float = DEFAULT_ZERO_TOL
-) -> xr.Dataset:
+def bulk_fit(cells: xr.Dataset, *, margin: float, zero_tol: float = DEFAULT_ZERO_TOL) -> xr.Dataset:
     """Per-cell bulk fit over a whole ``cells.zarr`` dataset
     (docs/model.md, "What the pipeline tests").
 
@@ -180,28 +184,37 @@ def bulk_fit(
         inner_shape = lam.shape[:-1]
         ratios = [np.asarray(a[outer], dtype=float).reshape(-1) for a in (dv, gv, kv)]
         usable = np.all(np.isfinite(ratios), axis=0) & (ratios[2] > 0)
-        fits = ks_distances(lam.reshape(-1, lam.shape[-1])[usable],
-                            *(a[usable] for a in ratios), margin=margin, zero_tol=zero_tol)
+        fits = ks_distances(
+            lam.reshape(-1, lam.shape[-1])[usable],
+            *(a[usable] for a in ratios),
+            margin=margin,
+            zero_tol=zero_tol,
+        )
         for name in _FIELDS:
             values = np.full(usable.size, np.nan)
             values[usable] = fits[name]
             out[name][outer] = values.reshape(inner_shape)
     coords = {d: eig[d] for d in dims if d in eig.coords}
-    lower, upper = bulk_edges(np.where(np.isfinite(dv), dv, 1.0), np.where(np.isfinite(gv), gv,
-                                                                           1.0))
+    lower, upper = bulk_edges(
+        np.where(np.isfinite(dv), dv, 1.0), np.where(np.isfinite(gv), gv, 1.0)
+    )
     atom = bulk_atom(np.where(np.isfinite(dv), dv, 1.0), np.where(np.isfinite(gv), gv, 1.0))
 
     def da(values: np.ndarray, long_name: str, units: str = "units of S") -> xr.DataArray:
-        return xr.DataArray(values, dims=dims, coords=coords,
-                            attrs={"long_name": long_name, "units": units})
+        return xr.DataArray(
+            values, dims=dims, coords=coords, attrs={"long_name": long_name, "units": units}
+        )
 
-    return xr.Dataset({
-        "bulk_ks": da(out["ks"], "KS distance of the bulk from kappa MP_delta ⊠ MP_gamma", "1"),
-        "bulk_n_outliers": da(out["n_outliers"], "eigenvalues above the edge margin", "count"),
-        "bulk_zero_fraction": da(out["zero_fraction"], "fraction of zero eigenvalues", "1"),
-        "bulk_lower_edge_emp": da(out["lower_edge"], "smallest non-zero eigenvalue"),
-        "bulk_upper_edge_emp": da(out["upper_edge"], "largest bulk eigenvalue"),
-        "bulk_lower_edge_th": da(kv * np.asarray(lower), "kappa * theory lower edge"),
-        "bulk_upper_edge_th": da(kv * np.asarray(upper), "kappa * theory upper edge"),
-        "bulk_atom_th": da(np.broadcast_to(np.asarray(atom), shape).copy(), "theory atom", "1"),
-    }, attrs={"outlier_margin": margin, "zero_tol": zero_tol})
+    return xr.Dataset(
+        {
+            "bulk_ks": da(out["ks"], "KS distance of the bulk from kappa MP_delta ⊠ MP_gamma", "1"),
+            "bulk_n_outliers": da(out["n_outliers"], "eigenvalues above the edge margin", "count"),
+            "bulk_zero_fraction": da(out["zero_fraction"], "fraction of zero eigenvalues", "1"),
+            "bulk_lower_edge_emp": da(out["lower_edge"], "smallest non-zero eigenvalue"),
+            "bulk_upper_edge_emp": da(out["upper_edge"], "largest bulk eigenvalue"),
+            "bulk_lower_edge_th": da(kv * np.asarray(lower), "kappa * theory lower edge"),
+            "bulk_upper_edge_th": da(kv * np.asarray(upper), "kappa * theory upper edge"),
+            "bulk_atom_th": da(np.broadcast_to(np.asarray(atom), shape).copy(), "theory atom", "1"),
+        },
+        attrs={"outlier_margin": margin, "zero_tol": zero_tol},
+    )

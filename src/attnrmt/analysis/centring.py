@@ -42,27 +42,34 @@ def centring_table(sweep: str, cells: xr.Dataset, theory: xr.Dataset) -> pd.Data
         return pd.DataFrame()
     cen = cells.sel(centered=True, drop=True)
     unc = cells.sel(centered=False, drop=True)
-    data = xr.Dataset({
-        "top_eigenvalue_uncentred": unc["top_eigenvalues"].isel(k=0).mean("replicate"),
-        "top_eigenvalue_centred": cen["top_eigenvalues"].isel(k=0).mean("replicate"),
-        "top_overlap_table_mean_uncentred":
-            unc["overlap_table_mean"].isel(k=0).mean("replicate"),
-        "top_overlap_signal_centred": cen["overlap_signal"].isel(k=0).mean("replicate"),
-        "top_overlap_signal_uncentred": unc["overlap_signal"].isel(k=0).mean("replicate"),
-        "best_overlap_signal_uncentred": unc["overlap_signal"].max("k").mean("replicate"),
-        "signal_k_uncentred": unc["overlap_signal"].fillna(-1).argmax("k").median("replicate"),
-        "top_is_mean_fraction": (unc["overlap_table_mean"].isel(k=0)
-                                 > unc["overlap_signal"].isel(k=0)).mean("replicate"),
-        "mean_spike_theory":
-            drop_variant(theory["mean_spike_outlier"]).sel(centered=False, drop=True),
-        "mean_spike_overlap_theory":
-            drop_variant(theory["mean_spike_overlap"]).sel(centered=False, drop=True),
-    })
+    data = xr.Dataset(
+        {
+            "top_eigenvalue_uncentred": unc["top_eigenvalues"].isel(k=0).mean("replicate"),
+            "top_eigenvalue_centred": cen["top_eigenvalues"].isel(k=0).mean("replicate"),
+            "top_overlap_table_mean_uncentred": unc["overlap_table_mean"]
+            .isel(k=0)
+            .mean("replicate"),
+            "top_overlap_signal_centred": cen["overlap_signal"].isel(k=0).mean("replicate"),
+            "top_overlap_signal_uncentred": unc["overlap_signal"].isel(k=0).mean("replicate"),
+            "best_overlap_signal_uncentred": unc["overlap_signal"].max("k").mean("replicate"),
+            "signal_k_uncentred": unc["overlap_signal"].fillna(-1).argmax("k").median("replicate"),
+            "top_is_mean_fraction": (
+                unc["overlap_table_mean"].isel(k=0) > unc["overlap_signal"].isel(k=0)
+            ).mean("replicate"),
+            "mean_spike_theory": drop_variant(theory["mean_spike_outlier"]).sel(
+                centered=False, drop=True
+            ),
+            "mean_spike_overlap_theory": drop_variant(theory["mean_spike_overlap"]).sel(
+                centered=False, drop=True
+            ),
+        }
+    )
     data = data.drop_vars([c for c in data.coords if c not in data.dims])
     frame = data.to_dataframe().reset_index()
     frame.insert(0, "sweep", sweep)
-    cols = ["sweep", *[a for a in AXES if a in frame], *[c for c in frame if c not in AXES
-                                                          and c != "sweep"]]
+    cols = [
+        "sweep",
+        *[a for a in AXES if a in frame],
+        *[c for c in frame if c not in AXES and c != "sweep"],
+    ]
     return frame.loc[:, cols]
-
-

@@ -29,25 +29,56 @@ from attnrmt.contract import AXES, VARIANTS
 from attnrmt.theory import predict
 
 #: Columns of comparison.csv in order (parameter columns last).
-COMPARISON_COLUMNS = ("sweep", "quantity", "variant", "empirical", "empirical_sem", "theory",
-                      "abs_error", "rel_error", "regime", *AXES)
+COMPARISON_COLUMNS = (
+    "sweep",
+    "quantity",
+    "variant",
+    "empirical",
+    "empirical_sem",
+    "theory",
+    "abs_error",
+    "rel_error",
+    "regime",
+    *AXES,
+)
 #: Columns of thresholds.csv.
-THRESHOLD_COLUMNS = ("sweep", "transition", "estimate", "ci_low", "ci_high", "bound",
-                     "extrapolated", "theory_paper", "theory_finite_vocab",
-                     "consistent_paper", "consistent_finite_vocab", "n_detected",
-                     "theta_offset", "finite_size", "estimator", "slope_consistency_p",
-                     "fss_slope", "fss_exponent",
-                     "fss_exponent_ci_low", "fss_exponent_ci_high", "fss_limit_free",
-                     "fss_limit_free_ci_low", "fss_limit_free_ci_high",
-                     *[a for a in AXES if a != "snr"])
+THRESHOLD_COLUMNS = (
+    "sweep",
+    "transition",
+    "estimate",
+    "ci_low",
+    "ci_high",
+    "bound",
+    "extrapolated",
+    "theory_paper",
+    "theory_finite_vocab",
+    "consistent_paper",
+    "consistent_finite_vocab",
+    "n_detected",
+    "theta_offset",
+    "finite_size",
+    "estimator",
+    "slope_consistency_p",
+    "fss_slope",
+    "fss_exponent",
+    "fss_exponent_ci_low",
+    "fss_exponent_ci_high",
+    "fss_limit_free",
+    "fss_limit_free_ci_low",
+    "fss_limit_free_ci_high",
+    *[a for a in AXES if a != "snr"],
+)
 #: analysis.zarr variables of the finite-size fits (slope of the fixed-exponent fit, the
 #: free-exponent fit) -> thresholds.csv columns of the d -> inf rows.
-_FSS_COLUMNS = {"fss_slope": "fss_slope", "fss_exponent_fit": "fss_exponent",
-                "fss_exponent_ci_low": "fss_exponent_ci_low",
-                "fss_exponent_ci_high": "fss_exponent_ci_high",
-                "fss_limit_free": "fss_limit_free",
-                "fss_limit_free_ci_low": "fss_limit_free_ci_low",
-                "fss_limit_free_ci_high": "fss_limit_free_ci_high"}
+_FSS_COLUMNS = {
+    "fss_slope": "fss_slope",
+    "fss_exponent_fit": "fss_exponent",
+    "fss_exponent_ci_low": "fss_exponent_ci_low",
+    "fss_exponent_ci_high": "fss_exponent_ci_high",
+    "fss_limit_free": "fss_limit_free",
+    "fss_limit_free_ci_low": "fss_limit_free_ci_low",
+    "fss_limit_free_ci_high": "fss_limit_free_ci_high",
+}
 
 
 def theory_from_cells(cells: xr.Dataset) -> xr.Dataset:
@@ -61,10 +92,19 @@ def theory_from_cells(cells: xr.Dataset) -> xr.Dataset:
     variants).
     """
     delta, gamma = effective_ratios(cells)
-    scalars = {name: cells[name].mean("replicate") if "replicate" in cells[name].dims
-               else cells[name] for name in ("alpha", "kappa", "sigma")}
-    return predict(delta, gamma, cells["snr"].astype(float), scalars["alpha"],
-                   scalars["kappa"], scalars["sigma"], cells["centered"].astype(bool))
+    scalars = {
+        name: cells[name].mean("replicate") if "replicate" in cells[name].dims else cells[name]
+        for name in ("alpha", "kappa", "sigma")
+    }
+    return predict(
+        delta,
+        gamma,
+        cells["snr"].astype(float),
+        scalars["alpha"],
+        scalars["kappa"],
+        scalars["sigma"],
+        cells["centered"].astype(bool),
+    )
 
 
 def complete_theory(theory: xr.Dataset | None, cells: xr.Dataset) -> xr.Dataset:
@@ -88,8 +128,14 @@ def _mean_sem(da: xr.DataArray) -> tuple[xr.DataArray, xr.DataArray]:
     return mean, sem.where(n > 1)
 
 
-def _rows(sweep: str, quantity: str, emp: xr.DataArray, sem: xr.DataArray,
-          theory: xr.DataArray, regime: xr.DataArray | None = None) -> pd.DataFrame:
+def _rows(
+    sweep: str,
+    quantity: str,
+    emp: xr.DataArray,
+    sem: xr.DataArray,
+    theory: xr.DataArray,
+    regime: xr.DataArray | None = None,
+) -> pd.DataFrame:
     emp, sem, theory = xr.broadcast(emp, sem, theory)
     ds = xr.Dataset({"empirical": emp, "empirical_sem": sem, "theory": theory})
     if regime is not None:
@@ -162,12 +208,18 @@ def comparison_table(
         idx = unc["overlap_table_mean"].fillna(-1).argmax("k")
         ms_th = theory["mean_spike_outlier"].isel(where)
         pairs += [
-            ("mean_spike_outlier", unc["top_eigenvalues"].isel(k=idx),
-             ms_th.fillna(theory["bulk_upper_edge"].isel(where)),
-             xr.where(ms_th.notnull(), "outlier", "bulk")),
-            ("mean_spike_overlap", unc["overlap_table_mean"].isel(k=idx),
-             theory["mean_spike_overlap"].isel(where),
-             xr.where(ms_th.notnull(), "outlier", "bulk")),
+            (
+                "mean_spike_outlier",
+                unc["top_eigenvalues"].isel(k=idx),
+                ms_th.fillna(theory["bulk_upper_edge"].isel(where)),
+                xr.where(ms_th.notnull(), "outlier", "bulk"),
+            ),
+            (
+                "mean_spike_overlap",
+                unc["overlap_table_mean"].isel(k=idx),
+                theory["mean_spike_overlap"].isel(where),
+                xr.where(ms_th.notnull(), "outlier", "bulk"),
+            ),
         ]
     for name, emp, th, regime in pairs:
         emp = emp.drop_vars("k", errors="ignore")
@@ -175,24 +227,42 @@ def comparison_table(
         frames.append(_rows(sweep, name, mean, sem, th, regime))
 
     # thresholds and the theta line (no snr axis)
-    tr_theory = {"population": theory["threshold_snr_population"],
-                 "sample": theory["threshold_snr_sample"]}
+    tr_theory = {
+        "population": theory["threshold_snr_population"],
+        "sample": theory["threshold_snr_sample"],
+    }
     delta_eff, _ = effective_ratios(cells)
-    ratio = (cells["alpha"] / cells["kappa"])
+    ratio = cells["alpha"] / cells["kappa"]
     ratio = ratio.mean([d for d in ratio.dims if d in ("snr", "replicate")])
     for transition, th in tr_theory.items():
         th_curve = th.mean("snr") if "snr" in th.dims else th
         a = analysis.sel(transition=transition)
         nan_sem = xr.full_like(a["threshold_estimate"], np.nan)
-        frames.append(_rows(sweep, f"threshold_{transition}", a["threshold_estimate"], nan_sem,
-                            th_curve))
-        frames.append(_rows(sweep, f"theta_slope_{transition}", a["theta_slope"], nan_sem,
-                            ratio.broadcast_like(th_curve)))
+        frames.append(
+            _rows(sweep, f"threshold_{transition}", a["threshold_estimate"], nan_sem, th_curve)
+        )
+        frames.append(
+            _rows(
+                sweep,
+                f"theta_slope_{transition}",
+                a["theta_slope"],
+                nan_sem,
+                ratio.broadcast_like(th_curve),
+            )
+        )
         dcurve = delta_eff.mean([d for d in delta_eff.dims if d in ("snr", "replicate")])
-        offset_th = xr.concat([xr.zeros_like(dcurve), dcurve], dim="variant",
-                              join="outer").assign_coords(variant=list(VARIANTS))
-        frames.append(_rows(sweep, f"theta_offset_{transition}", a["theta_offset"], nan_sem,
-                            offset_th.broadcast_like(th_curve)))
+        offset_th = xr.concat(
+            [xr.zeros_like(dcurve), dcurve], dim="variant", join="outer"
+        ).assign_coords(variant=list(VARIANTS))
+        frames.append(
+            _rows(
+                sweep,
+                f"theta_offset_{transition}",
+                a["theta_offset"],
+                nan_sem,
+                offset_th.broadcast_like(th_curve),
+            )
+        )
     frame = pd.concat(frames, ignore_index=True)
     frame["abs_error"] = (frame["empirical"] - frame["theory"]).abs()
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -221,55 +291,87 @@ def thresholds_table(
     """
     theory = complete_theory(theory, cells)
     rows = []
-    for transition, name in (("population", "threshold_snr_population"),
-                             ("sample", "threshold_snr_sample")):
+    for transition, name in (
+        ("population", "threshold_snr_population"),
+        ("sample", "threshold_snr_sample"),
+    ):
         th = theory[name]
         th = th.mean("snr") if "snr" in th.dims else th
         a = analysis.sel(transition=transition)
-        ds = xr.Dataset({
-            "estimate": a["threshold_estimate"], "ci_low": a["threshold_ci_low"],
-            "ci_high": a["threshold_ci_high"], "bound": a["threshold_bound"],
-            "extrapolated": a["threshold_extrapolated"],
-            "n_detected": a["threshold_n_detected"], "theta_offset": a["theta_offset"],
-            "theory_paper": th.sel(variant="paper", drop=True),
-            "theory_finite_vocab": th.sel(variant="finite_vocab", drop=True),
-        })
+        ds = xr.Dataset(
+            {
+                "estimate": a["threshold_estimate"],
+                "ci_low": a["threshold_ci_low"],
+                "ci_high": a["threshold_ci_high"],
+                "bound": a["threshold_bound"],
+                "extrapolated": a["threshold_extrapolated"],
+                "n_detected": a["threshold_n_detected"],
+                "theta_offset": a["theta_offset"],
+                "theory_paper": th.sel(variant="paper", drop=True),
+                "theory_finite_vocab": th.sel(variant="finite_vocab", drop=True),
+            }
+        )
         if "slope_consistency_p" in analysis:
-            ds["slope_consistency_p"] = analysis["slope_consistency_p"].sel(
-                transition=transition).broadcast_like(a["threshold_estimate"])
+            ds["slope_consistency_p"] = (
+                analysis["slope_consistency_p"]
+                .sel(transition=transition)
+                .broadcast_like(a["threshold_estimate"])
+            )
         ds = ds.drop_vars([c for c in ds.coords if c not in ds.dims])
         frame = ds.to_dataframe().reset_index()
         frame["finite_size"] = "none"
-        frame["estimator"] = _estimator_names(frame, "slope_consistency_p" in analysis,
-                                              analysis.attrs)
+        frame["estimator"] = _estimator_names(
+            frame, "slope_consistency_p" in analysis, analysis.attrs
+        )
         rows.append(frame.assign(transition=transition))
         if "fss_limit" in analysis:
             f = analysis[["fss_limit", "fss_ci_low", "fss_ci_high"]].sel(transition=transition)
             thd = th.mean("d") if "d" in th.dims else th
-            fs = xr.Dataset({
-                "estimate": f["fss_limit"], "ci_low": f["fss_ci_low"],
-                "ci_high": f["fss_ci_high"],
-                "fss_n_d": (analysis["fss_n_d"].sel(transition=transition) if "fss_n_d"
-                            in analysis else xr.full_like(f["fss_limit"], np.inf)),
-                **{column: analysis[name].sel(transition=transition)
-                   for name, column in _FSS_COLUMNS.items() if name in analysis},
-                **({"slope_consistency_p": analysis["slope_consistency_p"].sel(
-                    transition=transition)} if "slope_consistency_p" in analysis else {}),
-                "theory_paper": thd.sel(variant="paper", drop=True),
-                "theory_finite_vocab": thd.sel(variant="finite_vocab", drop=True),
-            })
+            fs = xr.Dataset(
+                {
+                    "estimate": f["fss_limit"],
+                    "ci_low": f["fss_ci_low"],
+                    "ci_high": f["fss_ci_high"],
+                    "fss_n_d": (
+                        analysis["fss_n_d"].sel(transition=transition)
+                        if "fss_n_d" in analysis
+                        else xr.full_like(f["fss_limit"], np.inf)
+                    ),
+                    **{
+                        column: analysis[name].sel(transition=transition)
+                        for name, column in _FSS_COLUMNS.items()
+                        if name in analysis
+                    },
+                    **(
+                        {
+                            "slope_consistency_p": analysis["slope_consistency_p"].sel(
+                                transition=transition
+                            )
+                        }
+                        if "slope_consistency_p" in analysis
+                        else {}
+                    ),
+                    "theory_paper": thd.sel(variant="paper", drop=True),
+                    "theory_finite_vocab": thd.sel(variant="finite_vocab", drop=True),
+                }
+            )
             fs = fs.drop_vars([c for c in fs.coords if c not in fs.dims])
             fframe = fs.to_dataframe().reset_index()
             fframe["d"] = np.inf
             fframe["bound"] = "none"
             fframe["extrapolated"] = fframe["estimate"]
             fframe["estimator"] = _estimator_names(
-                fframe, "slope_consistency_p" in analysis, analysis.attrs)
+                fframe, "slope_consistency_p" in analysis, analysis.attrs
+            )
             counts = fframe.pop("fss_n_d").to_numpy(dtype=float)
             fframe["finite_size"] = np.where(
-                counts >= MIN_FSS_D, "d->inf (a + b d^-1/3, inverse-variance weighted)",
-                [f"d->inf from {count:.0f} d values: no verdict (needs >= {MIN_FSS_D})"
-                 for count in counts])
+                counts >= MIN_FSS_D,
+                "d->inf (a + b d^-1/3, inverse-variance weighted)",
+                [
+                    f"d->inf from {count:.0f} d values: no verdict (needs >= {MIN_FSS_D})"
+                    for count in counts
+                ],
+            )
             rows.append(fframe.assign(transition=transition))
     frame = pd.concat(rows, ignore_index=True)
     frame.insert(0, "sweep", sweep)
@@ -281,8 +383,7 @@ def thresholds_table(
     return _finalise(frame, THRESHOLD_COLUMNS)
 
 
-def _estimator_names(frame: pd.DataFrame, multi_d: bool,
-                     attrs: Mapping[str, Any]) -> np.ndarray:
+def _estimator_names(frame: pd.DataFrame, multi_d: bool, attrs: Mapping[str, Any]) -> np.ndarray:
     """``estimator`` column of thresholds.csv (docs/thresholds.md, "Shared slope"): one
     curve's ``d`` share the theta-vs-snr slope unless the slope-consistency test rejects it
     (``slope_consistency_p`` below the analysis' ``slope_consistency_min_p``)."""
@@ -293,8 +394,9 @@ def _estimator_names(frame: pd.DataFrame, multi_d: bool,
     return np.where(differ, SLOPES_DIFFER, SHARED_SLOPE)
 
 
-def variant_summary(comparison: pd.DataFrame,
-                    thresholds: pd.DataFrame | None = None) -> pd.DataFrame:
+def variant_summary(
+    comparison: pd.DataFrame, thresholds: pd.DataFrame | None = None
+) -> pd.DataFrame:
     """Per (sweep, quantity, variant): median/mean relative and median absolute error.
 
     The one-line verdict (which variant fits; docs/model.md, "Two variants of the theory").
@@ -307,25 +409,41 @@ def variant_summary(comparison: pd.DataFrame,
     errors meaningless: read ``median_abs_error`` (snr units) for them.
     """
     keep = comparison["quantity"].isin(
-        ["population_outlier", "sample_outlier", "population_overlap", "sample_overlap",
-         "threshold_population", "threshold_sample"])
-    outl = comparison[keep & ((comparison["regime"] == "outlier")
-                              | comparison["quantity"].str.startswith("threshold"))]
+        [
+            "population_outlier",
+            "sample_outlier",
+            "population_overlap",
+            "sample_overlap",
+            "threshold_population",
+            "threshold_sample",
+        ]
+    )
+    outl = comparison[
+        keep
+        & ((comparison["regime"] == "outlier") | comparison["quantity"].str.startswith("threshold"))
+    ]
     outl = outl[np.isfinite(outl["abs_error"])]
     grouped = outl.groupby(["sweep", "quantity", "variant"])
-    summary = grouped.agg(median_rel_error=("rel_error", "median"),
-                          mean_rel_error=("rel_error", "mean"),
-                          median_abs_error=("abs_error", "median"),
-                          n=("abs_error", "count")).reset_index()
+    summary = grouped.agg(
+        median_rel_error=("rel_error", "median"),
+        mean_rel_error=("rel_error", "mean"),
+        median_abs_error=("abs_error", "median"),
+        n=("abs_error", "count"),
+    ).reset_index()
     summary["consistent_fraction"] = np.nan
     if thresholds is not None and not thresholds.empty:
         finite = thresholds[thresholds["finite_size"] == "none"]
         rows = []
         for (sweep, transition), frame in finite.groupby(["sweep", "transition"]):
             for variant in VARIANTS:
-                rows.append({"sweep": sweep, "quantity": f"threshold_{transition}",
-                             "variant": variant,
-                             "fraction": float(frame[f"consistent_{variant}"].mean())})
+                rows.append(
+                    {
+                        "sweep": sweep,
+                        "quantity": f"threshold_{transition}",
+                        "variant": variant,
+                        "fraction": float(frame[f"consistent_{variant}"].mean()),
+                    }
+                )
         frac = pd.DataFrame(rows)
         summary = summary.merge(frac, on=["sweep", "quantity", "variant"], how="outer")
         summary["consistent_fraction"] = summary["fraction"]

@@ -42,9 +42,17 @@ def downstream_table(
             continue
         point = {d: plain(acc[d].values[i]) for d, i in zip(dims, index, strict=True)}
         mean, low, high = mean_ci(values, level=level, n_boot=n_boot, seed=seed)
-        rows.append({"sweep": sweep, **point, "alpha_over_kappa": float(ratio.values[index]),
-                     "accuracy": mean, "ci_low": low, "ci_high": high,
-                     "n": int(np.isfinite(values).sum())})
+        rows.append(
+            {
+                "sweep": sweep,
+                **point,
+                "alpha_over_kappa": float(ratio.values[index]),
+                "accuracy": mean,
+                "ci_low": low,
+                "ci_high": high,
+                "n": int(np.isfinite(values).sum()),
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -84,9 +92,11 @@ def downstream_ranking(table: pd.DataFrame) -> pd.DataFrame:
     for key, frame in table.groupby(group_cols, sort=False):
         record = dict(zip(group_cols, key, strict=True))
         record["ranking_accuracy"] = " > ".join(
-            frame.sort_values("accuracy", ascending=False)["weights"].astype(str))
+            frame.sort_values("accuracy", ascending=False)["weights"].astype(str)
+        )
         record["ranking_alpha_kappa"] = " > ".join(
-            frame.sort_values("alpha_over_kappa", ascending=False)["weights"].astype(str))
+            frame.sort_values("alpha_over_kappa", ascending=False)["weights"].astype(str)
+        )
         record["spearman"] = spearman(frame["alpha_over_kappa"], frame["accuracy"])
         rows.append(record)
     return pd.DataFrame(rows)

@@ -38,8 +38,9 @@ SNR_LABEL = r"snr $=\|\mu\|^2$ (dimensionless)"
 Data = Mapping[str, tuple[xr.Dataset, xr.Dataset, xr.Dataset]]
 
 
-def _subplots(nrows: int = 1, ncols: int = 1, *, figsize: tuple[float, float],
-              **kwargs: Any) -> tuple[Figure, Any]:
+def _subplots(
+    nrows: int = 1, ncols: int = 1, *, figsize: tuple[float, float], **kwargs: Any
+) -> tuple[Figure, Any]:
     """A new :class:`~matplotlib.figure.Figure` and its axes (``Figure.subplots``)."""
     fig = Figure(figsize=figsize)
     return fig, fig.subplots(nrows, ncols, **kwargs)
@@ -125,8 +126,12 @@ def figure_spectra(data: Data, max_panels: int = 9) -> Figure:
         bins = np.linspace(0, upper * 1.15, 60)
         weights = np.full(nonzero.size, 1.0 / lam.size)
         heights, _, _ = ax.hist(
-            nonzero, bins=bins, weights=weights / np.diff(bins)[0], color="0.7",
-            label=f"simulated (d={int(c['d'])}, {int(c.sizes['replicate'])} reps)")
+            nonzero,
+            bins=bins,
+            weights=weights / np.diff(bins)[0],
+            color="0.7",
+            label=f"simulated (d={int(c['d'])}, {int(c.sizes['replicate'])} reps)",
+        )
         x = np.linspace(1e-4, upper * 1.15, 600)
         ax.plot(x, bulk_density(x, de, ge), color="C3", label="theory density")
         for edge in (lower, upper):
@@ -143,10 +148,12 @@ def figure_spectra(data: Data, max_panels: int = 9) -> Figure:
         ax.set_xlabel(r"eigenvalue of $S/\kappa$ (units of $\kappa$)")
         ax.set_ylabel("density (per unit eigenvalue)")
         ax.legend(fontsize=7)
-    for ax in axes.flat[len(panels):]:
+    for ax in axes.flat[len(panels) :]:
         ax.set_axis_off()
-    fig.suptitle(r"Bulk of $S$: simulation vs $\kappa\,(MP_\delta\boxtimes MP_\gamma)$; "
-                 "dotted: theory edges")
+    fig.suptitle(
+        r"Bulk of $S$: simulation vs $\kappa\,(MP_\delta\boxtimes MP_\gamma)$; "
+        "dotted: theory edges"
+    )
     fig.tight_layout()
     return fig
 
@@ -162,8 +169,11 @@ def _curve_sweep(data: Data, min_snr: int = 3) -> str | None:
 def outlier_panels(cells: xr.Dataset) -> list[tuple[str, str]]:
     """The ``(positional, weights)`` lines of a sweep, one panel column each: every pair of
     the sweep's coordinates, in coordinate order."""
-    return [(str(positional), str(weights)) for positional in cells["positional"].values
-            for weights in cells["weights"].values]
+    return [
+        (str(positional), str(weights))
+        for positional in cells["positional"].values
+        for weights in cells["weights"].values
+    ]
 
 
 def figure_outlier_vs_snr(data: Data, max_columns: int = 4) -> Figure:
@@ -193,24 +203,25 @@ def figure_outlier_vs_snr(data: Data, max_columns: int = 4) -> Figure:
         a = _pick(analysis, {"positional": positional, "weights": wname})
         snr = np.asarray(c["snr"].values, float)
         ax_e, ax_o = axes[2 * row, j], axes[2 * row + 1, j]
-        for label, var, pop, color in (("sample $S$", "top_eigenvalues", False, "k"),
-                                       (r"population $\Sigma_E$", "pop_top_eigenvalues", True,
-                                        "C2")):
+        for label, var, pop, color in (
+            ("sample $S$", "top_eigenvalues", False, "k"),
+            (r"population $\Sigma_E$", "pop_top_eigenvalues", True, "C2"),
+        ):
             mean, err = _mean_err(at_signal(c, var, population=pop))
             ax_e.errorbar(snr, mean, yerr=err, fmt="o", ms=3, color=color, label=label)
         mean, err = _mean_err(at_signal(c, "overlap_signal"))
         ax_o.errorbar(snr, mean, yerr=err, fmt="o", ms=3, color="k", label="sample")
         mean, err = _mean_err(at_signal(c, "pop_overlap_signal", population=True))
-        ax_o.errorbar(snr, mean, yerr=err, fmt="s", ms=3, color="C2", mfc="none",
-                      label="population")
+        ax_o.errorbar(
+            snr, mean, yerr=err, fmt="s", ms=3, color="C2", mfc="none", label="population"
+        )
         for variant, style in STYLE.items():
             tv = t.sel(variant=variant)
             ax_e.plot(snr, tv["sample_top_eigenvalue"], **style, label=f"{variant} (sample)")
             ax_e.plot(snr, tv["pop_top_eigenvalue"], **style, lw=0.8)
             ax_o.plot(snr, tv["sample_overlap_signal"], **style, label=variant)
             ax_o.plot(snr, tv["pop_overlap_signal"], **style, lw=0.8)
-            for name, ls in (("threshold_snr_population", ":"), ("threshold_snr_sample",
-                                                                 "-.")):
+            for name, ls in (("threshold_snr_population", ":"), ("threshold_snr_sample", "-.")):
                 value = float(np.nanmean(tv[name]))
                 if snr.min() <= value <= snr.max():
                     for ax in (ax_e, ax_o):
@@ -220,10 +231,18 @@ def figure_outlier_vs_snr(data: Data, max_columns: int = 4) -> Figure:
             if np.isfinite(est):
                 lo = float(a["threshold_ci_low"].sel(transition=tr))
                 hi = float(a["threshold_ci_high"].sel(transition=tr))
-                ax_o.errorbar([est], [0.02], xerr=[[est - lo], [hi - est]], fmt=marker,
-                              color="m", ms=6, label=f"empirical {tr} threshold")
-        ax_e.set_title(f"{sweep}: positional={positional}, weights={wname}, d={int(c['d'])}",
-                       fontsize=8)
+                ax_o.errorbar(
+                    [est],
+                    [0.02],
+                    xerr=[[est - lo], [hi - est]],
+                    fmt=marker,
+                    color="m",
+                    ms=6,
+                    label=f"empirical {tr} threshold",
+                )
+        ax_e.set_title(
+            f"{sweep}: positional={positional}, weights={wname}, d={int(c['d'])}", fontsize=8
+        )
         ax_e.set_ylabel("top eigenvalue (units of S)")
         ax_o.set_ylabel(r"squared overlap with $u$ (1)")
         ax_o.set_xlabel(SNR_LABEL)
@@ -235,9 +254,12 @@ def figure_outlier_vs_snr(data: Data, max_columns: int = 4) -> Figure:
         row, j = divmod(index, ncol)
         axes[2 * row, j].set_axis_off()
         axes[2 * row + 1, j].set_axis_off()
-    fig.suptitle("Outliers and overlaps; lines: theory (solid finite_vocab, dashed paper; thick "
-                 "sample, thin population), vertical: thresholds (dotted population, dash-dot "
-                 "sample)", fontsize=9)
+    fig.suptitle(
+        "Outliers and overlaps; lines: theory (solid finite_vocab, dashed paper; thick "
+        "sample, thin population), vertical: thresholds (dotted population, dash-dot "
+        "sample)",
+        fontsize=9,
+    )
     fig.tight_layout()
     return fig
 
@@ -260,22 +282,42 @@ def figure_phase_diagram(data: Data) -> Figure:
             tc = float(critical_theta(de, ge, tr))
             x = np.linspace(0.3, max(8.0, float(ratio.max()) * 1.2), 200)
             ax.plot(x, tc / x, **STYLE["paper"], label="paper" if not drawn else None)
-            ax.plot(x, tc / x - de, **STYLE["finite_vocab"],
-                    label="finite_vocab" if not drawn else None)
+            ax.plot(
+                x, tc / x - de, **STYLE["finite_vocab"], label="finite_vocab" if not drawn else None
+            )
             est = a["threshold_estimate"].sel(transition=tr)
             lo = a["threshold_ci_low"].sel(transition=tr)
             hi = a["threshold_ci_high"].sel(transition=tr)
             xs = np.asarray(ratio.broadcast_like(est).values, float).ravel()
             e, lo_, hi_ = (np.asarray(v.values, float).ravel() for v in (est, lo, hi))
             ok = np.isfinite(e)
-            ax.errorbar(xs[ok], e[ok], yerr=[e[ok] - lo_[ok], hi_[ok] - e[ok]], fmt="o",
-                        color="k", ms=4, label="empirical" if not drawn else None)
+            ax.errorbar(
+                xs[ok],
+                e[ok],
+                yerr=[e[ok] - lo_[ok], hi_[ok] - e[ok]],
+                fmt="o",
+                color="k",
+                ms=4,
+                label="empirical" if not drawn else None,
+            )
             below = ~ok & np.isfinite(hi_) & ~np.isfinite(lo_)
-            ax.plot(xs[below], hi_[below], "v", color="0.4", ms=6,
-                    label="bound: below range" if not drawn else None)
+            ax.plot(
+                xs[below],
+                hi_[below],
+                "v",
+                color="0.4",
+                ms=6,
+                label="bound: below range" if not drawn else None,
+            )
             above = ~ok & np.isfinite(lo_) & ~np.isfinite(hi_)
-            ax.plot(xs[above], lo_[above], "^", color="0.4", ms=6,
-                    label="bound: above range" if not drawn else None)
+            ax.plot(
+                xs[above],
+                lo_[above],
+                "^",
+                color="0.4",
+                ms=6,
+                label="bound: above range" if not drawn else None,
+            )
             ax.set_title(f"{tr} transition (delta={de:.2f}, gamma={ge:.2f})", fontsize=9)
             ax.set_xlabel(r"$\alpha/\kappa$ (dimensionless)")
             ax.set_ylabel("threshold " + SNR_LABEL)
@@ -297,38 +339,48 @@ def figure_pooling(pooling: pd.DataFrame) -> Figure:
     if "centered" in frame:
         frame = frame[frame["centered"].astype(str).isin(["True", "true", "1"])]
     positionals = list(dict.fromkeys(frame["positional"]))[:4]
-    fig, axes = _subplots(2, len(positionals), figsize=(4.4 * len(positionals), 6.4),
-                             squeeze=False)
+    fig, axes = _subplots(2, len(positionals), figsize=(4.4 * len(positionals), 6.4), squeeze=False)
     for j, pos in enumerate(positionals):
         f = frame[frame["positional"] == pos]
         ak = f.groupby("weights", sort=False)["alpha_over_kappa"].mean()
         axes[0, j].bar(range(len(ak)), ak.to_numpy(), color="C0")
         axes[0, j].set_xticks(range(len(ak)), ak.index, rotation=30, fontsize=7)
         axes[0, j].set_ylabel(r"$\alpha/\kappa$ (dimensionless)")
-        axes[0, j].set_title(f"{combos.idxmax()}: {pos} (d={int(frame['d'].max())})",
-                             fontsize=9)
+        axes[0, j].set_title(f"{combos.idxmax()}: {pos} (d={int(frame['d'].max())})", fontsize=9)
         for k, (wname, g) in enumerate(f.groupby("weights", sort=False)):
             g = g.groupby("snr").mean(numeric_only=True).reset_index()
-            axes[1, j].errorbar(g["snr"], g["recovery"],
-                                yerr=[g["recovery"] - g["recovery_ci_low"],
-                                      g["recovery_ci_high"] - g["recovery"]],
-                                fmt="o-", ms=3, lw=0.8, color=f"C{k}", label=str(wname))
+            axes[1, j].errorbar(
+                g["snr"],
+                g["recovery"],
+                yerr=[g["recovery"] - g["recovery_ci_low"], g["recovery_ci_high"] - g["recovery"]],
+                fmt="o-",
+                ms=3,
+                lw=0.8,
+                color=f"C{k}",
+                label=str(wname),
+            )
         axes[1, j].set_xlabel(SNR_LABEL)
         axes[1, j].set_ylabel(r"recovery: squared overlap with $u$ (1)")
         axes[1, j].legend(fontsize=7)
-    fig.suptitle("Pooling strategies: alpha/kappa (top) and measured recovery (bottom)",
-                 fontsize=10)
+    fig.suptitle(
+        "Pooling strategies: alpha/kappa (top) and measured recovery (bottom)", fontsize=10
+    )
     fig.tight_layout()
     return fig
 
 
-def figure_causal_weights(data: Data, causal: pd.DataFrame,
-                          weight_models: Mapping[str, Any]) -> Figure:
+def figure_causal_weights(
+    data: Data, causal: pd.DataFrame, weight_models: Mapping[str, Any]
+) -> Figure:
     """Measured causal-attention weights vs harmonic and causal_limit(tau), and distance vs d."""
     models = attention_weight_models(weight_models)
     causal = causal.dropna(subset=["distance"]) if "distance" in causal else causal
-    found = [(s, w) for s, (cells, _, _) in data.items() for w in models
-             if w in cells["weights"].values and w in set(causal.get("weights", []))]
+    found = [
+        (s, w)
+        for s, (cells, _, _) in data.items()
+        for w in models
+        if w in cells["weights"].values and w in set(causal.get("weights", []))
+    ]
     if not found or causal.empty:
         return _empty("Causal attention", "no causal_attention cells in this run")
     sweep, wname = found[0]
@@ -349,9 +401,14 @@ def figure_causal_weights(data: Data, causal: pd.DataFrame,
     sub = causal[(causal["weights"] == wname) & (causal["sweep"] == sweep)]
     for k, (ref, g) in enumerate(sub.groupby("reference")):
         g = g.groupby("d").mean(numeric_only=True).reset_index()
-        ax_d.errorbar(g["d"], g["distance"], yerr=[g["distance"] - g["ci_low"],
-                                                    g["ci_high"] - g["distance"]],
-                      fmt="o-", color=f"C{k + 3}", label=f"to {ref}")
+        ax_d.errorbar(
+            g["d"],
+            g["distance"],
+            yerr=[g["distance"] - g["ci_low"], g["ci_high"] - g["distance"]],
+            fmt="o-",
+            color=f"C{k + 3}",
+            label=f"to {ref}",
+        )
     ax_d.set_xscale("log")
     ax_d.set_yscale("log")
     ax_d.set_xlabel("dimension d")
@@ -370,12 +427,22 @@ def figure_downstream(downstream: pd.DataFrame) -> Figure:
     fig, ax = _subplots(figsize=(6, 4.2))
     for k, (snr, g) in enumerate(frame.groupby("snr")):
         g = g.groupby("weights").mean(numeric_only=True).reset_index()
-        ax.errorbar(g["alpha_over_kappa"], g["accuracy"],
-                    yerr=[g["accuracy"] - g["ci_low"], g["ci_high"] - g["accuracy"]],
-                    fmt="o", color=f"C{k}", label=f"snr={snr:g}")
+        ax.errorbar(
+            g["alpha_over_kappa"],
+            g["accuracy"],
+            yerr=[g["accuracy"] - g["ci_low"], g["ci_high"] - g["accuracy"]],
+            fmt="o",
+            color=f"C{k}",
+            label=f"snr={snr:g}",
+        )
         for _, row in g.iterrows():
-            ax.annotate(str(row["weights"]), (row["alpha_over_kappa"], row["accuracy"]),
-                        fontsize=6, xytext=(3, 3), textcoords="offset points")
+            ax.annotate(
+                str(row["weights"]),
+                (row["alpha_over_kappa"], row["accuracy"]),
+                fontsize=6,
+                xytext=(3, 3),
+                textcoords="offset points",
+            )
     ax.set_xlabel(r"$\alpha/\kappa$ (dimensionless)")
     ax.set_ylabel("test accuracy of the ridge readout of y (fraction)")
     ax.set_title(f"Downstream task by pooling weights (d={int(frame['d'].max())})", fontsize=10)
@@ -395,8 +462,11 @@ def figure_finite_size(thresholds: pd.DataFrame, exponent: float) -> Figure:
     if fss.empty:
         return _empty("Finite size", "no sweep with several d")
     per_d = thresholds[thresholds["finite_size"] == "none"]
-    keys = [c for c in ("sweep", "delta", "gamma", "T", "positional", "weights", "centered")
-            if c in thresholds]
+    keys = [
+        c
+        for c in ("sweep", "delta", "gamma", "T", "positional", "weights", "centered")
+        if c in thresholds
+    ]
     groups = list(fss.groupby(keys, sort=False))[:6]
     fig, axes = _subplots(1, 2, figsize=(10, 4.2))
     for ax, tr in zip(axes, ("population", "sample"), strict=True):
@@ -412,31 +482,56 @@ def figure_finite_size(thresholds: pd.DataFrame, exponent: float) -> Figure:
             est = pts["estimate"].to_numpy(float)
             lo = np.where(np.isfinite(est), pts["ci_low"], np.nan)
             hi = np.where(np.isfinite(est), pts["ci_high"], np.nan)
-            ax.errorbar(x, y, yerr=[np.nan_to_num(y - lo), np.nan_to_num(hi - y)], fmt="o",
-                        color=color, label="/".join(str(k) for k in key[4:6]))
+            ax.errorbar(
+                x,
+                y,
+                yerr=[np.nan_to_num(y - lo), np.nan_to_num(hi - y)],
+                fmt="o",
+                color=color,
+                label="/".join(str(k) for k in key[4:6]),
+            )
             if not frow.empty:
                 a = float(frow["estimate"].iloc[0])
                 xs = np.linspace(0, x.max() * 1.05 if x.size else 1, 20)
                 if x.size >= 2 and np.isfinite(a):
                     b = float(frow.get("fss_slope", pd.Series([np.nan])).iloc[0])
                     ax.plot(xs, a + b * xs, color=color, lw=0.8)  # the weighted fit
-                    ax.errorbar([0], [a], yerr=[[a - float(frow["ci_low"].iloc[0])],
-                                               [float(frow["ci_high"].iloc[0]) - a]],
-                                fmt="*", ms=9, color=color)
+                    ax.errorbar(
+                        [0],
+                        [a],
+                        yerr=[
+                            [a - float(frow["ci_low"].iloc[0])],
+                            [float(frow["ci_high"].iloc[0]) - a],
+                        ],
+                        fmt="*",
+                        ms=9,
+                        color=color,
+                    )
                 for variant, style in STYLE.items():
-                    ax.axhline(float(frow[f"theory_{variant}"].iloc[0]), color=color,
-                               ls=style["ls"], lw=0.6)
+                    ax.axhline(
+                        float(frow[f"theory_{variant}"].iloc[0]),
+                        color=color,
+                        ls=style["ls"],
+                        lw=0.6,
+                    )
                 fitted = frow.get("fss_exponent", pd.Series([np.nan])).iloc[0]
                 if np.isfinite(fitted):  # the measured exponent, with its CI
                     ax.annotate(
                         f"w = {fitted:.2f} [{frow['fss_exponent_ci_low'].iloc[0]:.2f}, "
                         f"{frow['fss_exponent_ci_high'].iloc[0]:.2f}]",
-                        (0, a), fontsize=6, color=color, xytext=(4, -10 - 8 * k),
-                        textcoords="offset points")
+                        (0, a),
+                        fontsize=6,
+                        color=color,
+                        xytext=(4, -10 - 8 * k),
+                        textcoords="offset points",
+                    )
         ax.set_xlabel(rf"$d^{{-{exponent:.3g}}}$ (d = dimension)")
         ax.set_ylabel("threshold " + SNR_LABEL)
-        ax.set_title(f"{tr}: stars = d->inf fit, w = fitted exponent [95% CI]\n"
-                     "solid finite_vocab, dashed paper", fontsize=8)
+        ax.set_title(
+            f"{tr}: stars = d->inf fit, w = fitted exponent [95% CI]\n"
+            "solid finite_vocab, dashed paper",
+            fontsize=8,
+        )
         ax.legend(fontsize=7)
     fig.tight_layout()
     return fig
@@ -444,8 +539,11 @@ def figure_finite_size(thresholds: pd.DataFrame, exponent: float) -> Figure:
 
 def figure_centring(data: Data) -> Figure:
     """Uncentred mean spike vs theory, and signal recovery with and without centring."""
-    found = [s for s, (cells, _, _) in data.items()
-             if "centered" in cells.dims and cells.sizes["centered"] >= 2]
+    found = [
+        s
+        for s, (cells, _, _) in data.items()
+        if "centered" in cells.dims and cells.sizes["centered"] >= 2
+    ]
     if not found:
         return _empty("Centring", "no sweep with centered = [true, false]")
     cells, theory, _ = data[found[0]]
@@ -460,15 +558,34 @@ def figure_centring(data: Data) -> Figure:
         cen = c.sel(weights=wname, centered=True)
         mean_k = unc["overlap_table_mean"].fillna(-1).argmax("k")
         mean, err = _mean_err(unc["top_eigenvalues"].isel(k=mean_k))
-        ax_e.errorbar(snr, mean, yerr=err, fmt="o", ms=3, color=f"C{k}",
-                      label=f"{wname}: eigenvalue along mbar, uncentred")
-        ax_e.plot(snr, np.broadcast_to(t.sel(weights=wname, centered=False).values, snr.shape),
-                  "-", color=f"C{k}", lw=0.8)
+        ax_e.errorbar(
+            snr,
+            mean,
+            yerr=err,
+            fmt="o",
+            ms=3,
+            color=f"C{k}",
+            label=f"{wname}: eigenvalue along mbar, uncentred",
+        )
+        ax_e.plot(
+            snr,
+            np.broadcast_to(t.sel(weights=wname, centered=False).values, snr.shape),
+            "-",
+            color=f"C{k}",
+            lw=0.8,
+        )
         for cc, marker, label in ((unc, "o", "uncentred"), (cen, "s", "centred")):
             mean, err = _mean_err(cc["overlap_signal"].isel(k=0))
-            ax_o.errorbar(snr, mean, yerr=err, fmt=marker, ms=3, color=f"C{k}",
-                          mfc="none" if label == "centred" else None,
-                          label=f"{wname}, {label}")
+            ax_o.errorbar(
+                snr,
+                mean,
+                yerr=err,
+                fmt=marker,
+                ms=3,
+                color=f"C{k}",
+                mfc="none" if label == "centred" else None,
+                label=f"{wname}, {label}",
+            )
     ax_e.set_xlabel(SNR_LABEL)
     ax_e.set_ylabel("eigenvalue along mbar (units of S)")
     ax_e.set_title("uncentred mean spike: points simulation, lines theory", fontsize=9)
@@ -523,8 +640,11 @@ def make_figures(
         theory_path = root / sweep / "theory.zarr"
         cells = open_store(root / sweep / "cells.zarr")
         theory = open_store(theory_path) if theory_path.exists() else None
-        data[sweep] = (cells, complete_theory(theory, cells),
-                       decode_bounds(open_store(root / sweep / "analysis.zarr")))
+        data[sweep] = (
+            cells,
+            complete_theory(theory, cells),
+            decode_bounds(open_store(root / sweep / "analysis.zarr")),
+        )
 
     def table(name: str) -> pd.DataFrame:
         path = root / f"{name}.csv"
@@ -536,11 +656,11 @@ def make_figures(
         "outlier_vs_snr": lambda: figure_outlier_vs_snr(data),
         "phase_diagram": lambda: figure_phase_diagram(data),
         "pooling": lambda: figure_pooling(table("pooling")),
-        "causal_weights": lambda: figure_causal_weights(data, table("causal"),
-                                                        weight_models or {}),
+        "causal_weights": lambda: figure_causal_weights(data, table("causal"), weight_models or {}),
         "downstream": lambda: figure_downstream(table("downstream")),
-        "finite_size": lambda: figure_finite_size(table("thresholds"),
-                                                  float(s["finite_size_exponent"])),
+        "finite_size": lambda: figure_finite_size(
+            table("thresholds"), float(s["finite_size_exponent"])
+        ),
         "centring": lambda: figure_centring(data),
     }
     formats = list(dict.fromkeys(["png", *s["figure_formats"]]))

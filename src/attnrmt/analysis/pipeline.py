@@ -38,7 +38,6 @@ from attnrmt.contract import PROVENANCE_FIELDS, with_variable_attrs
 BOUND_CODES = ("none", "below", "above", "interval", "failed")
 
 
-
 def settings_with_defaults(settings: Mapping[str, Any] | None) -> dict[str, Any]:
     """The ``analysis:`` config block with the schema's defaults filled in.
 
@@ -50,16 +49,22 @@ def settings_with_defaults(settings: Mapping[str, Any] | None) -> dict[str, Any]
     from attnrmt.sweep.config import load_schema
 
     properties = load_schema()["properties"]["analysis"]["properties"]
-    defaults = {name: copy.deepcopy(spec["default"]) for name, spec in properties.items()
-                if "default" in spec}
+    defaults = {
+        name: copy.deepcopy(spec["default"])
+        for name, spec in properties.items()
+        if "default" in spec
+    }
     return {**defaults, **dict(settings or {})}
 
 
 def ci_settings(settings: Mapping[str, Any]) -> dict[str, Any]:
     """Keyword arguments of every replicate CI (:func:`attnrmt.analysis._common.mean_ci`)
     from a complete ``analysis:`` block: ``level``, ``n_boot``, ``seed``."""
-    return {"level": float(settings["ci_level"]), "n_boot": int(settings["bootstrap"]),
-            "seed": int(settings["seed"])}
+    return {
+        "level": float(settings["ci_level"]),
+        "n_boot": int(settings["bootstrap"]),
+        "seed": int(settings["seed"]),
+    }
 
 
 #: Variables of ``cells.zarr`` that :func:`open_store` leaves lazy (Dask): the spectra
@@ -113,33 +118,48 @@ def analysis_dataset(
     spectrum = stored_spectrum(cells)
     # A top sweep has no bulk: the bulk variables stay (NaN) so that every reader finds
     # them, and the note says why.
-    bulk_input = cells if spectrum == "full" else cells.assign(
-        eigenvalues=cells["eigenvalues"].where(False))
+    bulk_input = (
+        cells if spectrum == "full" else cells.assign(eigenvalues=cells["eigenvalues"].where(False))
+    )
     bulk = bulk_fit(bulk_input, margin=float(s["bulk_margin"]))
-    thr = estimate_thresholds(cells, margin=float(s["threshold_margin"]),
-                              n_boot=int(s["bootstrap"]), level=float(s["ci_level"]),
-                              seed=int(s["seed"]))
-    fss = finite_size_thresholds(thr, exponent=float(s["finite_size_exponent"]),
-                                 level=float(s["ci_level"]))
+    thr = estimate_thresholds(
+        cells,
+        margin=float(s["threshold_margin"]),
+        n_boot=int(s["bootstrap"]),
+        level=float(s["ci_level"]),
+        seed=int(s["seed"]),
+    )
+    fss = finite_size_thresholds(
+        thr, exponent=float(s["finite_size_exponent"]), level=float(s["ci_level"])
+    )
     bound = thr["threshold_bound"]
     codes = np.zeros(bound.shape, dtype=np.int8)
     for code, name in enumerate(BOUND_CODES):
         codes[np.asarray(bound.values) == name] = code
     thr["threshold_bound"] = bound.copy(data=codes)
     thr["threshold_bound"].attrs = {
-        "long_name": "is the threshold a bound", "flag_values": list(range(len(BOUND_CODES))),
-        "flag_meanings": " ".join(BOUND_CODES)}
+        "long_name": "is the threshold a bound",
+        "flag_values": list(range(len(BOUND_CODES))),
+        "flag_meanings": " ".join(BOUND_CODES),
+    }
     parts = [bulk, thr] if fss is None else [bulk, thr, fss]
     out = xr.merge(parts, combine_attrs="drop_conflicts", join="outer")
-    out.attrs.update({
-        "title": "attnrmt analysis", "bulk_margin": float(s["bulk_margin"]),
-        "threshold_margin": float(s["threshold_margin"]), "bootstrap": int(s["bootstrap"]),
-        "ci_level": float(s["ci_level"]), "bootstrap_seed": int(s["seed"]),
-        "finite_size_exponent": float(s["finite_size_exponent"]),
-        "estimator": ("theta inversion + linear extrapolation (docs/thresholds.md); several d:"
-                      " one slope shared across d unless the per-d slopes differ"),
-        "spectrum": spectrum,
-    })
+    out.attrs.update(
+        {
+            "title": "attnrmt analysis",
+            "bulk_margin": float(s["bulk_margin"]),
+            "threshold_margin": float(s["threshold_margin"]),
+            "bootstrap": int(s["bootstrap"]),
+            "ci_level": float(s["ci_level"]),
+            "bootstrap_seed": int(s["seed"]),
+            "finite_size_exponent": float(s["finite_size_exponent"]),
+            "estimator": (
+                "theta inversion + linear extrapolation (docs/thresholds.md); several d:"
+                " one slope shared across d unless the per-d slopes differ"
+            ),
+            "spectrum": spectrum,
+        }
+    )
     if spectrum == "top":
         out.attrs["bulk_skipped"] = BULK_SKIPPED_NOTE
     for key in ("config_sha256", "root_seed", "attnrmt_version"):
@@ -151,10 +171,10 @@ def analysis_dataset(
 def objectify_strings(ds: xr.Dataset) -> xr.Dataset:
     """Fixed-width unicode coordinates/variables -> object dtype (Zarr v3 variable strings,
     as in ``cells.zarr``; fixed-width UTF-32 has no stable Zarr v3 spec)."""
-    updates = {name: ds[name].astype(object) for name in ds.variables
-               if ds[name].dtype.kind == "U"}
+    updates = {name: ds[name].astype(object) for name in ds.variables if ds[name].dtype.kind == "U"}
     return ds.assign_coords({k: v for k, v in updates.items() if k in ds.coords}).assign(
-        {k: v for k, v in updates.items() if k not in ds.coords})
+        {k: v for k, v in updates.items() if k not in ds.coords}
+    )
 
 
 def decode_bounds(analysis: xr.Dataset) -> xr.Dataset:
@@ -209,8 +229,12 @@ def bulk_table(sweep: str, analysis: xr.Dataset) -> pd.DataFrame:
 
 
 def sweep_tables(
-    sweep: str, cells: xr.Dataset, theory: xr.Dataset | None, analysis: xr.Dataset,
-    settings: Mapping[str, Any] | None = None, weight_models: Mapping[str, Any] | None = None,
+    sweep: str,
+    cells: xr.Dataset,
+    theory: xr.Dataset | None,
+    analysis: xr.Dataset,
+    settings: Mapping[str, Any] | None = None,
+    weight_models: Mapping[str, Any] | None = None,
 ) -> dict[str, pd.DataFrame]:
     """All tables of :data:`TABLES` for one sweep (pure function of the three datasets)."""
     s = settings_with_defaults(settings)
@@ -272,8 +296,11 @@ def write_tables(
                 collected[name].append(tables[name])
     result = {}
     for name, path in outputs.items():
-        frame = (pd.concat(collected[name], ignore_index=True) if collected[name]
-                 else pd.DataFrame({"note": [f"no {name} data in this run"]}))
+        frame = (
+            pd.concat(collected[name], ignore_index=True)
+            if collected[name]
+            else pd.DataFrame({"note": [f"no {name} data in this run"]})
+        )
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         frame.to_csv(path, index=False, float_format="%.6g")
         result[name] = frame

@@ -54,9 +54,17 @@ def pooling_table(
         point = {d: plain(overlap[d].values[i]) for d, i in zip(dims, index, strict=True)}
         values = overlap.values[index]
         mean, low, high = mean_ci(values, level=level, n_boot=n_boot, seed=seed)
-        rows.append({"sweep": sweep, **point, "alpha_over_kappa": float(ratio.values[index]),
-                     "recovery": mean, "recovery_ci_low": low, "recovery_ci_high": high,
-                     "n": int(np.isfinite(values).sum())})
+        rows.append(
+            {
+                "sweep": sweep,
+                **point,
+                "alpha_over_kappa": float(ratio.values[index]),
+                "recovery": mean,
+                "recovery_ci_low": low,
+                "recovery_ci_high": high,
+                "n": int(np.isfinite(values).sum()),
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -89,12 +97,14 @@ def ordering_table(pooling: pd.DataFrame, order: Sequence[str]) -> pd.DataFrame:
             ranked = frame[col].sort_values(ascending=False)
             record[f"ranking_{label}"] = " > ".join(map(str, ranked.index))
             vals = frame.loc[present, col].to_numpy(dtype=float)
-            record[f"order_holds_{label}"] = (bool(np.all(np.diff(vals) < 0))
-                                              if len(present) >= 2 else None)
+            record[f"order_holds_{label}"] = (
+                bool(np.all(np.diff(vals) < 0)) if len(present) >= 2 else None
+            )
         lows = frame.loc[present, "recovery_ci_low"].to_numpy(dtype=float)
         highs = frame.loc[present, "recovery_ci_high"].to_numpy(dtype=float)
-        record["order_resolved_recovery"] = (bool(np.all(lows[:-1] > highs[1:]))
-                                             if len(present) >= 2 else None)
+        record["order_resolved_recovery"] = (
+            bool(np.all(lows[:-1] > highs[1:])) if len(present) >= 2 else None
+        )
         record["order"] = " > ".join(present)
         rows.append(record)
     return pd.DataFrame(rows)

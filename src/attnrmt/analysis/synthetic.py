@@ -98,15 +98,26 @@ def make_synthetic(
     weights = dict(weights or {"mean": "mean"})
     rng = np.random.default_rng(seed)
     coords: dict[str, Any] = {
-        "d": list(d), "delta": list(delta), "gamma": list(gamma), "T": list(T),
-        "positional": list(positional), "weights": list(weights), "snr": list(snr),
+        "d": list(d),
+        "delta": list(delta),
+        "gamma": list(gamma),
+        "T": list(T),
+        "positional": list(positional),
+        "weights": list(weights),
+        "snr": list(snr),
         "centered": list(centered),
     }
     shape = tuple(len(coords[a]) for a in AXES)
     n_eig = max(d)
     eig = np.full((*shape, replicates, n_eig), np.nan)
-    names_k = ("top_eigenvalues", "overlap_signal", "overlap_class_mean", "overlap_table_mean",
-               "pop_top_eigenvalues", "pop_overlap_signal")
+    names_k = (
+        "top_eigenvalues",
+        "overlap_signal",
+        "overlap_class_mean",
+        "overlap_table_mean",
+        "pop_top_eigenvalues",
+        "pop_overlap_signal",
+    )
     per_k = {name: np.full((*shape, replicates, top_k), np.nan) for name in names_k}
     scal = {name: np.full(shape, np.nan) for name in ("alpha", "kappa", "sigma", "V", "N")}
     max_t = max(T)
@@ -114,8 +125,7 @@ def make_synthetic(
     accuracy = np.full((*shape, replicates), np.nan)
     seconds = np.full((*shape, replicates), 0.01)
     for index in np.ndindex(*shape):
-        p = dict(zip(AXES, (coords[a][i] for a, i in zip(AXES, index, strict=True)),
-                     strict=True))
+        p = dict(zip(AXES, (coords[a][i] for a, i in zip(AXES, index, strict=True)), strict=True))
         dd, tt = int(p["d"]), int(p["T"])
         V = 2 * round(dd / (2 * p["delta"]))
         N = round(dd / p["gamma"])
@@ -124,8 +134,9 @@ def make_synthetic(
         wspec = weights[p["weights"]]
         w = pooling_weights(wspec, tt, R)
         alpha, kappa, sigma = pooling_scalars(w, R)
-        for name, value in zip(("alpha", "kappa", "sigma", "V", "N"),
-                               (alpha, kappa, sigma, V, N), strict=True):
+        for name, value in zip(
+            ("alpha", "kappa", "sigma", "V", "N"), (alpha, kappa, sigma, V, N), strict=True
+        ):
             scal[name][index] = value
         pred = spike(de, ge, p["snr"], alpha, kappa, variant=variant)
         _lower, upper = (float(e) for e in bulk_edges(de, ge))
@@ -154,8 +165,7 @@ def make_synthetic(
                     scale = p["snr"] / (p["snr"] + de) if variant == "finite_vocab" else 1.0
                     ovc[j] = np.clip(q / max(scale, 1e-12) + noise * rng.normal(), 0, 1)
                 else:
-                    ovm[j] = np.clip(float(mean_pred.sample_overlap) + noise * rng.normal(),
-                                     0, 1)
+                    ovm[j] = np.clip(float(mean_pred.sample_overlap) + noise * rng.normal(), 0, 1)
             if np.isfinite(pred.population_outlier):
                 pops[0] = float(pred.population_outlier) * (1 + noise * rng.normal())
                 pov[0] = np.clip(float(pred.population_overlap) + noise * rng.normal(), 0, 1)
@@ -176,8 +186,11 @@ def make_synthetic(
             else:
                 eff_w[(*index, r, slice(0, tt))] = w
             if positional[p["positional"]].get("kind") == "label":
-                accuracy[(*index, r)] = 0.5 + 0.45 * (1 - np.exp(-alpha / kappa * (
-                    0.2 + p["snr"]))) + rng.normal(0, 0.01)
+                accuracy[(*index, r)] = (
+                    0.5
+                    + 0.45 * (1 - np.exp(-alpha / kappa * (0.2 + p["snr"])))
+                    + rng.normal(0, 0.01)
+                )
     dims = list(AXES)
     ds = xr.Dataset(
         {
@@ -188,8 +201,13 @@ def make_synthetic(
             "downstream_accuracy": ([*dims, "replicate"], accuracy),
             "compute_seconds": ([*dims, "replicate"], seconds),
         },
-        coords={**coords, "replicate": np.arange(replicates), "k": np.arange(top_k),
-                "eig": np.arange(n_eig), "position": np.arange(max_t)},
+        coords={
+            **coords,
+            "replicate": np.arange(replicates),
+            "k": np.arange(top_k),
+            "eig": np.arange(n_eig),
+            "position": np.arange(max_t),
+        },
         attrs={"synthetic_variant": variant},
     )
     from attnrmt.analysis.pipeline import objectify_strings

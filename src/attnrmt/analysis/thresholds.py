@@ -200,14 +200,19 @@ def fit_threshold(
         boot = np.where(b_slope > 0, (theta_c - b_int) / b_slope, np.nan)
     ci = _crossing_ci(boot, crossing, n_rep, n_boot, level)
     result: dict[str, object] = {
-        "extrapolated": float(crossing), "slope": slope, "intercept": intercept,
-        "offset": float(offset), "n_detected": int(detected.sum()), "boot": boot,
+        "extrapolated": float(crossing),
+        "slope": slope,
+        "intercept": intercept,
+        "offset": float(offset),
+        "n_detected": int(detected.sum()),
+        "boot": boot,
     }
     return {**result, **_classify(s, detected, crossing, ci)}
 
 
-def _crossing_ci(boot: np.ndarray, crossing: float, n_rep: int, n_boot: int,
-                 level: float) -> np.ndarray:
+def _crossing_ci(
+    boot: np.ndarray, crossing: float, n_rep: int, n_boot: int, level: float
+) -> np.ndarray:
     """Percentile CI of bootstrap crossings, widened about ``crossing`` by
     ``sqrt(n/(n-1))`` for ``n_rep`` replicates (docs/thresholds.md, "Confidence
     intervals"); NaN when fewer than half the resamples give a crossing. O(n_boot)."""
@@ -223,29 +228,35 @@ def _crossing_ci(boot: np.ndarray, crossing: float, n_rep: int, n_boot: int,
     return ci
 
 
-def _classify(s: np.ndarray, detected: np.ndarray, crossing: float,
-              ci: np.ndarray) -> dict[str, object]:
+def _classify(
+    s: np.ndarray, detected: np.ndarray, crossing: float, ci: np.ndarray
+) -> dict[str, object]:
     """``estimate``, ``ci_low``, ``ci_high``, ``bound`` of one curve from its sorted ``snr``,
     detected points and line crossing (step 6 of docs/thresholds.md, "Out of range")."""
     n_det = int(detected.sum())
     if n_det == 0:
-        return {"estimate": np.nan, "ci_low": float(s[-1]), "ci_high": np.inf,
-                "bound": "above"}
+        return {"estimate": np.nan, "ci_low": float(s[-1]), "ci_high": np.inf, "bound": "above"}
     if n_det == 1:
         first = int(np.argmax(detected))
         below = s[:first][~detected[:first]]
-        return {"estimate": np.nan, "ci_low": float(below[-1]) if below.size else -np.inf,
-                "ci_high": float(s[first]), "bound": "interval"}
+        return {
+            "estimate": np.nan,
+            "ci_low": float(below[-1]) if below.size else -np.inf,
+            "ci_high": float(s[first]),
+            "bound": "interval",
+        }
     if not np.isfinite(crossing):
         return {"estimate": np.nan, "ci_low": np.nan, "ci_high": np.nan, "bound": "failed"}
     if detected[0] or crossing < s[0]:
-        return {"estimate": np.nan, "ci_low": -np.inf, "ci_high": float(s[0]),
-                "bound": "below"}
+        return {"estimate": np.nan, "ci_low": -np.inf, "ci_high": float(s[0]), "bound": "below"}
     if crossing > s[-1]:
-        return {"estimate": np.nan, "ci_low": float(s[-1]), "ci_high": np.inf,
-                "bound": "above"}
-    return {"estimate": float(crossing), "ci_low": float(ci[0]), "ci_high": float(ci[1]),
-            "bound": "none"}
+        return {"estimate": np.nan, "ci_low": float(s[-1]), "ci_high": np.inf, "bound": "above"}
+    return {
+        "estimate": float(crossing),
+        "ci_low": float(ci[0]),
+        "ci_high": float(ci[1]),
+        "bound": "none",
+    }
 
 
 def _all_nan_rows_stay_nan() -> warnings.catch_warnings:
@@ -300,8 +311,7 @@ def _shared_slope_lines(
         used = n >= 1
         good = np.isfinite(mean_variance) & (mean_variance > 0)
         all_good = np.all(good | ~used, axis=-1, keepdims=True)
-        w = np.where(used, np.where(all_good, 1.0 / np.where(good, mean_variance, 1.0), 1.0),
-                     0.0)
+        w = np.where(used, np.where(all_good, 1.0 / np.where(good, mean_variance, 1.0), 1.0), 0.0)
         den = (w * sxx).sum(-1)
         slope = np.where(den > 0, (w * sxy).sum(-1) / den, np.nan)
         intercept = np.where(used, ybar - slope[..., None] * sbar, np.nan)
@@ -375,7 +385,8 @@ def fit_thresholds_shared_slope(
             mean = np.nanmean(samples, axis=-1)
         detected = _contiguous_from_top(np.isfinite(mean) & (mean > level_c))
         a, b, own, q, dof = _shared_slope_lines(
-            s, mean, detected, _pooled_mean_variance(samples, detected))
+            s, mean, detected, _pooled_mean_variance(samples, detected)
+        )
         with np.errstate(invalid="ignore", divide="ignore"):
             crossing = np.where(b[..., None] > 0, (tc - a) / b[..., None], np.nan)
         return crossing, a, b, own, q, dof, detected
@@ -384,28 +395,50 @@ def fit_thresholds_shared_slope(
     slope = float(slope)
     p_value = float(chi2.sf(q, dof)) if dof >= 1 and np.isfinite(q) else float("nan")
     if np.isfinite(p_value) and p_value < min_p:
-        fits = [fit_threshold(s, y[i], float(tc[i]), margin=margin, n_boot=n_boot,
-                              level=level, rng=rng) for i in range(n_d)]
+        fits = [
+            fit_threshold(s, y[i], float(tc[i]), margin=margin, n_boot=n_boot, level=level, rng=rng)
+            for i in range(n_d)
+        ]
         out = {key: np.array([fit[key] for fit in fits]) for key in fits[0]}
         return {**out, "shared_slope": slope, "slope_p": p_value, "shared": False}
     idx = rng.integers(0, n_rep, size=(n_boot, *y.shape))
     samples = np.take_along_axis(np.broadcast_to(y, (n_boot, *y.shape)), idx, axis=-1)
     boot = lines(samples)[0].T  # (D, n_boot)
-    per_d = [_classify(s, detected[i], float(crossing[i]),
-                       _crossing_ci(boot[i], float(crossing[i]), n_rep, n_boot, level))
-             for i in range(n_d)]
+    per_d = [
+        _classify(
+            s,
+            detected[i],
+            float(crossing[i]),
+            _crossing_ci(boot[i], float(crossing[i]), n_rep, n_boot, level),
+        )
+        for i in range(n_d)
+    ]
     with np.errstate(invalid="ignore", divide="ignore"):
         offset = intercept / slope if slope > 0 else np.full(n_d, np.nan)
     return {
         **{key: np.array([fit[key] for fit in per_d]) for key in per_d[0]},
-        "extrapolated": crossing, "slope": np.full(n_d, slope), "intercept": intercept,
-        "offset": offset, "n_detected": detected.sum(-1), "boot": boot,
-        "shared_slope": slope, "slope_p": p_value, "shared": True,
+        "extrapolated": crossing,
+        "slope": np.full(n_d, slope),
+        "intercept": intercept,
+        "offset": offset,
+        "n_detected": detected.sum(-1),
+        "boot": boot,
+        "shared_slope": slope,
+        "slope_p": p_value,
+        "shared": True,
     }
 
 
-_SCALARS = ("estimate", "ci_low", "ci_high", "extrapolated", "slope", "intercept", "offset",
-            "n_detected")
+_SCALARS = (
+    "estimate",
+    "ci_low",
+    "ci_high",
+    "extrapolated",
+    "slope",
+    "intercept",
+    "offset",
+    "n_detected",
+)
 
 
 def estimate_thresholds(
@@ -461,40 +494,51 @@ def estimate_thresholds(
     root = np.random.default_rng(seed)
     multi_d = "d" in curve_dims and th.sizes["d"] >= 2
     d_axis = curve_dims.index("d") if multi_d else 0
-    rest_shape = shape[:d_axis] + shape[d_axis + 1:] if multi_d else ()
+    rest_shape = shape[:d_axis] + shape[d_axis + 1 :] if multi_d else ()
     shared_slope = np.full((*rest_shape, n_tr), np.nan)
     slope_p = np.full((*rest_shape, n_tr), np.nan)
     for index in np.ndindex(*shape):
         for t, transition in enumerate(th["transition"].values):
             if np.isfinite(dvals[index]) and np.isfinite(gvals[index]):
-                theta_c[(*index, t)] = float(critical_theta(dvals[index], gvals[index],
-                                                            str(transition)))
+                theta_c[(*index, t)] = float(
+                    critical_theta(dvals[index], gvals[index], str(transition))
+                )
     for index in np.ndindex(*(rest_shape if multi_d else shape)):
         for t in range(n_tr):
             rng = np.random.default_rng(root.integers(2**63))
             if multi_d:  # every d of the curve at once, one shared slope
                 at = [(*index[:d_axis], i, *index[d_axis:], t) for i in range(shape[d_axis])]
-                usable = [i for i in at if np.isfinite(theta_c[i])
-                          and np.isfinite(values[i]).any()]
+                usable = [i for i in at if np.isfinite(theta_c[i]) and np.isfinite(values[i]).any()]
                 if not usable:
                     continue
                 fit = fit_thresholds_shared_slope(
-                    snr, np.stack([values[i] for i in usable]),
-                    np.array([theta_c[i] for i in usable]), margin=margin, n_boot=n_boot,
-                    level=level, rng=rng)
+                    snr,
+                    np.stack([values[i] for i in usable]),
+                    np.array([theta_c[i] for i in usable]),
+                    margin=margin,
+                    n_boot=n_boot,
+                    level=level,
+                    rng=rng,
+                )
                 shared_slope[(*index, t)] = fit["shared_slope"]
                 slope_p[(*index, t)] = fit["slope_p"]
                 for row, i in enumerate(usable):
                     for name in (*_SCALARS, "bound", "boot"):
-                        target = bound if name == "bound" else boot if name == "boot" \
-                            else out[name]
+                        target = bound if name == "bound" else boot if name == "boot" else out[name]
                         target[i] = fit[name][row]
                 continue
             at_curve = (*index, t)
             if not (np.isfinite(theta_c[at_curve]) and np.isfinite(values[at_curve]).any()):
                 continue
-            fit = fit_threshold(snr, values[at_curve], float(theta_c[at_curve]),
-                                margin=margin, n_boot=n_boot, level=level, rng=rng)
+            fit = fit_threshold(
+                snr,
+                values[at_curve],
+                float(theta_c[at_curve]),
+                margin=margin,
+                n_boot=n_boot,
+                level=level,
+                rng=rng,
+            )
             for name in _SCALARS:
                 out[name][at_curve] = fit[name]
             bound[at_curve] = fit["bound"]
@@ -503,36 +547,52 @@ def estimate_thresholds(
     coords = {d: th[d] for d in dims}
 
     def da(values: np.ndarray, long_name: str, units: str = "snr") -> xr.DataArray:
-        return xr.DataArray(values, dims=dims, coords=coords,
-                            attrs={"long_name": long_name, "units": units})
+        return xr.DataArray(
+            values, dims=dims, coords=coords, attrs={"long_name": long_name, "units": units}
+        )
 
-    ds = xr.Dataset({
-        "threshold_estimate": da(out["estimate"], "empirical threshold (NaN when a bound)"),
-        "threshold_ci_low": da(out["ci_low"], "lower end of CI or bound"),
-        "threshold_ci_high": da(out["ci_high"], "upper end of CI or bound"),
-        "threshold_extrapolated": da(out["extrapolated"], "line crossing theta_c"),
-        "threshold_bound": da(bound.astype(str), "none | below | above | interval | failed",
-                              "1"),
-        "theta_slope": da(out["slope"], "d theta_hat / d snr", "kappa per snr"),
-        "theta_intercept": da(out["intercept"], "theta_hat at snr = 0", "kappa"),
-        "theta_offset": da(out["offset"], "intercept / slope (paper 0, finite_vocab delta)"),
-        "threshold_n_detected": da(out["n_detected"], "detected snr points", "count"),
-        "theta_critical": da(theta_c, "critical theta", "kappa"),
-        "threshold_boot": xr.DataArray(boot, dims=[*dims, "boot"], coords=coords,
-                                       attrs={"long_name": "bootstrap crossings",
-                                              "units": "snr"}),
-        "theta_hat": th,
-    }, attrs={"threshold_margin": margin, "n_boot": n_boot, "ci_level": level})
+    ds = xr.Dataset(
+        {
+            "threshold_estimate": da(out["estimate"], "empirical threshold (NaN when a bound)"),
+            "threshold_ci_low": da(out["ci_low"], "lower end of CI or bound"),
+            "threshold_ci_high": da(out["ci_high"], "upper end of CI or bound"),
+            "threshold_extrapolated": da(out["extrapolated"], "line crossing theta_c"),
+            "threshold_bound": da(
+                bound.astype(str), "none | below | above | interval | failed", "1"
+            ),
+            "theta_slope": da(out["slope"], "d theta_hat / d snr", "kappa per snr"),
+            "theta_intercept": da(out["intercept"], "theta_hat at snr = 0", "kappa"),
+            "theta_offset": da(out["offset"], "intercept / slope (paper 0, finite_vocab delta)"),
+            "threshold_n_detected": da(out["n_detected"], "detected snr points", "count"),
+            "theta_critical": da(theta_c, "critical theta", "kappa"),
+            "threshold_boot": xr.DataArray(
+                boot,
+                dims=[*dims, "boot"],
+                coords=coords,
+                attrs={"long_name": "bootstrap crossings", "units": "snr"},
+            ),
+            "theta_hat": th,
+        },
+        attrs={"threshold_margin": margin, "n_boot": n_boot, "ci_level": level},
+    )
     if multi_d:
         rest_dims = [dim for dim in dims if dim != "d"]
         rest_coords = {dim: th[dim] for dim in rest_dims}
         ds["theta_slope_shared"] = xr.DataArray(
-            shared_slope, dims=rest_dims, coords=rest_coords,
-            attrs={"long_name": "slope of theta_hat in snr shared by every d",
-                   "units": "kappa per snr"})
+            shared_slope,
+            dims=rest_dims,
+            coords=rest_coords,
+            attrs={
+                "long_name": "slope of theta_hat in snr shared by every d",
+                "units": "kappa per snr",
+            },
+        )
         ds["slope_consistency_p"] = xr.DataArray(
-            slope_p, dims=rest_dims, coords=rest_coords,
-            attrs={"long_name": "p-value of equal slopes across d", "units": "1"})
+            slope_p,
+            dims=rest_dims,
+            coords=rest_coords,
+            attrs={"long_name": "p-value of equal slopes across d", "units": "1"},
+        )
         ds.attrs["slope_consistency_min_p"] = SLOPE_CONSISTENCY_P
     return ds
 
@@ -614,8 +674,7 @@ def finite_size_fit(
     if np.unique(x[ok]).size < 2:
         return {"a": nan, "b": nan, "ci_low": nan, "ci_high": nan, "n_d": float(ok.sum())}
     a, b, _ = _weighted_line(x, y, np.where(ok, w, 0.0))
-    result = {"a": float(a), "b": float(b), "ci_low": nan, "ci_high": nan,
-              "n_d": float(ok.sum())}
+    result = {"a": float(a), "b": float(b), "ci_low": nan, "ci_high": nan, "n_d": float(ok.sum())}
     if boot is not None:
         bt = np.asarray(boot, dtype=float).T  # (B, n)
         mask = np.isfinite(bt) & ok
@@ -649,22 +708,36 @@ def finite_size_thresholds(
     other = [dim for dim in est.dims if dim != "d"]
     est = est.transpose("d", *other)
     boot = thresholds["threshold_boot"].transpose("d", *other, "boot")
-    n_rep = (int(thresholds.sizes["replicate"]) if "replicate" in thresholds.dims else None)
+    n_rep = int(thresholds.sizes["replicate"]) if "replicate" in thresholds.dims else None
     d = np.asarray(est["d"].values, dtype=float)
     shape = tuple(est.sizes[o] for o in other)
     fields = ("a", "b", "ci_low", "ci_high", "n_d")
-    free = ("exponent", "exponent_ci_low", "exponent_ci_high", "limit", "limit_ci_low",
-            "limit_ci_high")
+    free = (
+        "exponent",
+        "exponent_ci_low",
+        "exponent_ci_high",
+        "limit",
+        "limit_ci_low",
+        "limit_ci_high",
+    )
     out = {f: np.full(shape, np.nan) for f in (*fields, *free)}
     for index in np.ndindex(*shape):
         sel = (slice(None), *index)
         weights = finite_size_weights(boot.values[sel], d.size)
-        fit = finite_size_fit(d, est.values[sel], boot.values[sel], exponent=exponent,
-                              level=level, weights=weights, n_replicates=n_rep)
+        fit = finite_size_fit(
+            d,
+            est.values[sel],
+            boot.values[sel],
+            exponent=exponent,
+            level=level,
+            weights=weights,
+            n_replicates=n_rep,
+        )
         for f in fields:
             out[f][index] = fit[f]
-        fitted = finite_size_exponent_fit(d, est.values[sel], boot.values[sel], level=level,
-                                          weights=weights, n_replicates=n_rep)
+        fitted = finite_size_exponent_fit(
+            d, est.values[sel], boot.values[sel], level=level, weights=weights, n_replicates=n_rep
+        )
         for f in free:
             out[f][index] = fitted[f]
     coords = {o: est[o] for o in other}
@@ -672,24 +745,30 @@ def finite_size_thresholds(
     def da(values: np.ndarray, long_name: str, units: str = "1") -> xr.DataArray:
         """Attributes here describe the fit; the writer labels them from the contract's
         table (``attnrmt.contract.VARIABLE_ATTRS``)."""
-        return xr.DataArray(values, dims=other, coords=coords,
-                            attrs={"long_name": long_name, "units": units})
+        return xr.DataArray(
+            values, dims=other, coords=coords, attrs={"long_name": long_name, "units": units}
+        )
 
-    return xr.Dataset({
-        "fss_limit": da(out["a"], "threshold extrapolated to d -> inf"),
-        "fss_slope": da(out["b"], "coefficient of d^(-exponent)"),
-        "fss_ci_low": da(out["ci_low"], "CI low of the d -> inf limit"),
-        "fss_ci_high": da(out["ci_high"], "CI high of the d -> inf limit"),
-        "fss_n_d": da(out["n_d"], f"d values in the fit (a verdict needs >= {MIN_FSS_D})",
-                      "1"),
-        "fss_exponent_fit": da(out["exponent"], "fitted exponent of the approach", "1"),
-        "fss_exponent_ci_low": da(out["exponent_ci_low"], "CI low of the exponent", "1"),
-        "fss_exponent_ci_high": da(out["exponent_ci_high"], "CI high of the exponent", "1"),
-        "fss_limit_free": da(out["limit"], "d -> inf limit with the fitted exponent"),
-        "fss_limit_free_ci_low": da(out["limit_ci_low"], "CI low of fss_limit_free"),
-        "fss_limit_free_ci_high": da(out["limit_ci_high"], "CI high of fss_limit_free"),
-    }, attrs={"fss_exponent": exponent, "fss_min_d": MIN_FSS_D,
-              "fss_weights": "inverse variance of the per-d bootstrap crossings"})
+    return xr.Dataset(
+        {
+            "fss_limit": da(out["a"], "threshold extrapolated to d -> inf"),
+            "fss_slope": da(out["b"], "coefficient of d^(-exponent)"),
+            "fss_ci_low": da(out["ci_low"], "CI low of the d -> inf limit"),
+            "fss_ci_high": da(out["ci_high"], "CI high of the d -> inf limit"),
+            "fss_n_d": da(out["n_d"], f"d values in the fit (a verdict needs >= {MIN_FSS_D})", "1"),
+            "fss_exponent_fit": da(out["exponent"], "fitted exponent of the approach", "1"),
+            "fss_exponent_ci_low": da(out["exponent_ci_low"], "CI low of the exponent", "1"),
+            "fss_exponent_ci_high": da(out["exponent_ci_high"], "CI high of the exponent", "1"),
+            "fss_limit_free": da(out["limit"], "d -> inf limit with the fitted exponent"),
+            "fss_limit_free_ci_low": da(out["limit_ci_low"], "CI low of fss_limit_free"),
+            "fss_limit_free_ci_high": da(out["limit_ci_high"], "CI high of fss_limit_free"),
+        },
+        attrs={
+            "fss_exponent": exponent,
+            "fss_min_d": MIN_FSS_D,
+            "fss_weights": "inverse variance of the per-d bootstrap crossings",
+        },
+    )
 
 
 def _exponent_scan(d: np.ndarray, y: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, ...]:
@@ -713,8 +792,12 @@ def _exponent_scan(d: np.ndarray, y: np.ndarray, weights: np.ndarray) -> tuple[n
 
 
 def finite_size_exponent_fit(
-    d: np.ndarray, estimates: np.ndarray, boot: np.ndarray | None = None, *,
-    level: float = DEFAULT_LEVEL, weights: np.ndarray | None = None,
+    d: np.ndarray,
+    estimates: np.ndarray,
+    boot: np.ndarray | None = None,
+    *,
+    level: float = DEFAULT_LEVEL,
+    weights: np.ndarray | None = None,
     n_replicates: int | None = None,
 ) -> dict[str, float]:
     """Fit ``estimate(d) = a + b d^(-w)`` with the exponent ``w`` free (the measured
@@ -739,8 +822,17 @@ def finite_size_exponent_fit(
     w = np.ones(d.size) if weights is None else np.asarray(weights, dtype=float)
     ok = np.isfinite(y) & (d > 0)
     nan = float("nan")
-    result = {key: nan for key in ("exponent", "exponent_ci_low", "exponent_ci_high",
-                                   "limit", "limit_ci_low", "limit_ci_high")}
+    result = {
+        key: nan
+        for key in (
+            "exponent",
+            "exponent_ci_low",
+            "exponent_ci_high",
+            "limit",
+            "limit_ci_low",
+            "limit_ci_high",
+        )
+    }
     if np.unique(d[ok]).size < MIN_EXPONENT_D:
         return result
     a, _, exponent = _exponent_scan(d, y, np.where(ok, w, 0.0))
@@ -753,6 +845,10 @@ def finite_size_exponent_fit(
             tail = (1.0 - level) / 2.0
             low_w, high_w = np.quantile(boot_w, [tail, 1.0 - tail])
             ci_a = _widen(np.quantile(boot_a, [tail, 1.0 - tail]), float(a), n_replicates)
-            result.update(exponent_ci_low=float(low_w), exponent_ci_high=float(high_w),
-                          limit_ci_low=float(ci_a[0]), limit_ci_high=float(ci_a[1]))
+            result.update(
+                exponent_ci_low=float(low_w),
+                exponent_ci_high=float(high_w),
+                limit_ci_low=float(ci_a[0]),
+                limit_ci_high=float(ci_a[1]),
+            )
     return result

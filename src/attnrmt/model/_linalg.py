@@ -340,9 +340,7 @@ def lanczos_top_eigenpairs(
         size = step + 1
         exhausted = offdiagonal[step] <= 1e-14 * max(np.abs(diagonal[:size]).max(), 1e-300)
         if size >= k and (exhausted or size % _LANCZOS_CHECK_EVERY == 0 or size == max_steps):
-            values, ritz = _top_tridiagonal_eigenpairs(
-                diagonal[:size], offdiagonal[: size - 1], k
-            )
+            values, ritz = _top_tridiagonal_eigenpairs(diagonal[:size], offdiagonal[: size - 1], k)
             residuals = np.abs(offdiagonal[step] * ritz[-1])
             if np.all(residuals <= tol * max(abs(values[0]), 1e-300)):
                 vectors = blas.dgemm(1.0, basis[:size].T, ritz)
@@ -378,7 +376,6 @@ def top_eigenpairs(
     factored, diagonal, offdiagonal, tau = _tridiagonalize(lower)
     values, vectors = _top_tridiagonal_eigenpairs(diagonal, offdiagonal, k)
     return values, _apply_householder(factored, tau, vectors)
-
 
 
 # ------------------------------------------------------------- matrix-free top eigenpairs
@@ -492,8 +489,12 @@ def block_lanczos_top(
     Cost: O(m (cost of A on one vector) + n m^2) time for a basis of m columns, O(n m)
     memory.
     """
-    options = {"value_tol": value_tol, "vector_tol": vector_tol, "max_columns": max_columns,
-               "directions": directions}
+    options = {
+        "value_tol": value_tol,
+        "vector_tol": vector_tol,
+        "max_columns": max_columns,
+        "directions": directions,
+    }
     (found,) = run_lanczos_together(
         lambda blocks: [apply(blocks[0])],
         [_block_lanczos_steps(start, n_values, n_vectors, rng, **options)],
@@ -579,16 +580,22 @@ def _block_lanczos_steps(
             checked = end
             count = min(max(wanted, n_returned), end)
             values, ritz = scipy.linalg.eigh(
-                projected[:end, :end], subset_by_index=[end - count, end - 1],
-                driver="evr", check_finite=False,
+                projected[:end, :end],
+                subset_by_index=[end - count, end - 1],
+                driver="evr",
+                check_finite=False,
             )
             values, ritz = values[::-1], ritz[:, ::-1]
             residuals = np.sqrt(np.sum((coupling @ ritz[low:end]) ** 2, axis=0))
-            cosines = None if projections is None else np.abs(
-                ritz[:, :n_vectors].T @ projections[:end]).max(axis=1, initial=0.0)
-            if _converged(values, residuals, n_values, n_vectors, value_tol, vector_tol,
-                          cosines, floor_tol):
-                vectors = basis[:, :end] @ ritz[:, :max(n_vectors, n_returned)]
+            cosines = (
+                None
+                if projections is None
+                else np.abs(ritz[:, :n_vectors].T @ projections[:end]).max(axis=1, initial=0.0)
+            )
+            if _converged(
+                values, residuals, n_values, n_vectors, value_tol, vector_tol, cosines, floor_tol
+            ):
+                vectors = basis[:, :end] @ ritz[:, : max(n_vectors, n_returned)]
                 vectors /= np.sqrt(np.sum(vectors**2, axis=0))
                 return values[:n_values].copy(), vectors
         if last:
@@ -665,7 +672,10 @@ def dense_top_eigenpairs(
     matrix = apply(np.eye(n))
     matrix = 0.5 * (matrix + matrix.T)
     values, vectors = scipy.linalg.eigh(
-        matrix, subset_by_index=[n - n_values, n - 1], driver="evr", overwrite_a=True,
+        matrix,
+        subset_by_index=[n - n_values, n - 1],
+        driver="evr",
+        overwrite_a=True,
         check_finite=False,
     )
     return values[::-1].copy(), np.ascontiguousarray(vectors[:, ::-1][:, :n_vectors])
@@ -735,17 +745,33 @@ def warm_start_blocks(
     (narrower) blocks, or its own start when it did not converge. Accuracy comes from the
     exact iteration that follows, whose stop rule does not depend on the start.
     O(m (cost of a rough product) + n m^2)."""
-    widths = [min(start.shape[1], values + REFINE_EXTRA_COLUMNS)
-              for start, values in zip(starts, n_values, strict=True)]
-    found = run_lanczos_together(rough_apply_all, [
-        _block_lanczos_steps(start, values, vectors, rng, value_tol=ROUGH_VALUE_TOL,
-                             vector_tol=ROUGH_VECTOR_TOL, floor_tol=ROUGH_FLOOR_TOL,
-                             n_returned=width, max_columns=max_columns)
-        for start, values, vectors, width in zip(starts, n_values, n_vectors, widths,
-                                                 strict=True)
-    ])
-    return [start if pair is None else pair[1][:, :width]
-            for start, pair, width in zip(starts, found, widths, strict=True)]
+    widths = [
+        min(start.shape[1], values + REFINE_EXTRA_COLUMNS)
+        for start, values in zip(starts, n_values, strict=True)
+    ]
+    found = run_lanczos_together(
+        rough_apply_all,
+        [
+            _block_lanczos_steps(
+                start,
+                values,
+                vectors,
+                rng,
+                value_tol=ROUGH_VALUE_TOL,
+                vector_tol=ROUGH_VECTOR_TOL,
+                floor_tol=ROUGH_FLOOR_TOL,
+                n_returned=width,
+                max_columns=max_columns,
+            )
+            for start, values, vectors, width in zip(
+                starts, n_values, n_vectors, widths, strict=True
+            )
+        ],
+    )
+    return [
+        start if pair is None else pair[1][:, :width]
+        for start, pair, width in zip(starts, found, widths, strict=True)
+    ]
 
 
 def shared_operator_top_eigenpairs(
@@ -794,16 +820,26 @@ def shared_operator_top_eigenpairs(
         if rough_apply_all is not None:
             starts = warm_start_blocks(rough_apply_all, starts, n_values, n_vectors, rng)
         # a warm-started iteration needs ~10 rounds on a small basis: check every round
-        found = run_lanczos_together(apply_all, [
-            _block_lanczos_steps(
-                start, values, vectors, rng, directions=unit,
-                check_every=_BLOCK_CHECK_EVERY_COLUMNS if rough_apply_all is None else 1,
-                vector_tol=BLOCK_VECTOR_TOL if unit is None else BLOCK_OVERLAP_TOL)
-            for start, values, vectors, unit in zip(
-                starts, n_values, n_vectors, directions, strict=True)
-        ])
+        found = run_lanczos_together(
+            apply_all,
+            [
+                _block_lanczos_steps(
+                    start,
+                    values,
+                    vectors,
+                    rng,
+                    directions=unit,
+                    check_every=_BLOCK_CHECK_EVERY_COLUMNS if rough_apply_all is None else 1,
+                    vector_tol=BLOCK_VECTOR_TOL if unit is None else BLOCK_OVERLAP_TOL,
+                )
+                for start, values, vectors, unit in zip(
+                    starts, n_values, n_vectors, directions, strict=True
+                )
+            ],
+        )
     return [
-        pair if pair is not None
+        pair
+        if pair is not None
         else dense_top_eigenpairs(alone(index), n, n_values[index], n_vectors[index])
         for index, pair in enumerate(found)
     ]

@@ -138,9 +138,7 @@ overflow float64 (the transitions are at snr of order 1)."""
 def _check_seed(seed: Any) -> int | list[int]:
     def _word(value: Any) -> int:
         if isinstance(value, bool) or not isinstance(value, Integral) or value < 0:
-            raise ValueError(
-                f"seed={seed!r}: must be a non-negative int or a sequence of them"
-            )
+            raise ValueError(f"seed={seed!r}: must be a non-negative int or a sequence of them")
         return int(value)
 
     if isinstance(seed, Sequence | np.ndarray) and not isinstance(seed, str | bytes):
@@ -397,8 +395,9 @@ def unit_columns(*directions: np.ndarray) -> np.ndarray:
     """The nonzero ``directions`` normalised, as the columns of a (d, q) array (the
     directions whose squared overlaps :func:`squared_overlaps` measures)."""
     norms = [np.sqrt(np.sum(direction**2)) for direction in directions]
-    columns = [direction / norm for direction, norm in zip(directions, norms, strict=True)
-               if norm > 0]
+    columns = [
+        direction / norm for direction, norm in zip(directions, norms, strict=True) if norm > 0
+    ]
     return np.stack(columns, axis=1) if columns else np.zeros((directions[0].size, 0))
 
 
@@ -503,7 +502,14 @@ def simulate_cell(
     )
     measure = _measure_top if spectrum == "top" else _measure_full
     eigenvalues, top_vectors, pop_top_eigenvalues, pop_vectors, downstream_accuracy = measure(
-        table, tokens, token_weights, labels, population_terms, kappa, centered, top_k,
+        table,
+        tokens,
+        token_weights,
+        labels,
+        population_terms,
+        kappa,
+        centered,
+        top_k,
         solver_stream,
     )
 
@@ -511,9 +517,7 @@ def simulate_cell(
         eigenvalues=_readonly(eigenvalues),
         top_eigenvalues=_readonly(eigenvalues[::-1][:top_k]),
         overlap_signal=_readonly(squared_overlaps(top_vectors, table.signal_direction)),
-        overlap_class_mean=_readonly(
-            squared_overlaps(top_vectors, table.class_mean_difference)
-        ),
+        overlap_class_mean=_readonly(squared_overlaps(top_vectors, table.class_mean_difference)),
         overlap_table_mean=_readonly(squared_overlaps(top_vectors, table.table_mean)),
         pop_top_eigenvalues=_readonly(pop_top_eigenvalues),
         pop_overlap_signal=_readonly(squared_overlaps(pop_vectors, table.signal_direction)),
@@ -566,7 +570,8 @@ def _sample_spectrum_from_samples(
     n_samples, d = pooled.shape
     rows = pooled - pooled.mean(axis=0) if centered else pooled
     small_values, small_vectors = spectrum_and_top_eigenvectors(
-        lower_gram(rows.T, 1.0 / n_samples), top_k)
+        lower_gram(rows.T, 1.0 / n_samples), top_k
+    )
     eigenvalues = np.concatenate([np.zeros(d - n_samples), small_values])
     eigenvalues.sort()
     vectors = rows.T @ small_vectors
@@ -609,14 +614,16 @@ def _sample_spectrum_from_tokens(
         token_mean = np.asarray(incidence.sum(axis=0)).ravel() / n_samples
         incidence_gram -= np.outer(token_mean, token_mean)
     try:
-        factor = scipy.linalg.cholesky(np.tril(lower_gram(embeddings.T, 1.0)), lower=True,
-                                       check_finite=False)
+        factor = scipy.linalg.cholesky(
+            np.tril(lower_gram(embeddings.T, 1.0)), lower=True, check_finite=False
+        )
     except np.linalg.LinAlgError:
         return None
     weighted_factor = incidence_gram @ factor  # B L
     core = factor.T @ weighted_factor
     small_values, small_vectors = spectrum_and_top_eigenvectors(
-        np.asfortranarray(0.5 * (core + core.T)), top_k)
+        np.asfortranarray(0.5 * (core + core.T)), top_k
+    )
     eigenvalues = np.concatenate([np.zeros(d - V), small_values])
     eigenvalues.sort()
     vectors = embeddings.T @ (weighted_factor @ small_vectors)
@@ -648,11 +655,15 @@ def _measure_full(
     found = None
     if _sample_through_tokens(table.dimension, V, n_samples, top_k):
         found = _sample_spectrum_from_tokens(
-            token_incidence(tokens, token_weights, V), table.embeddings, centered, top_k)
+            token_incidence(tokens, token_weights, V), table.embeddings, centered, top_k
+        )
     # The pooled rows (N, d) are formed unless S went through the tokens and there is no
     # label to read out.
-    pooled = (pool(tokens, token_weights, table.embeddings)
-              if labels is not None or found is None else None)
+    pooled = (
+        pool(tokens, token_weights, table.embeddings)
+        if labels is not None or found is None
+        else None
+    )
     downstream_accuracy = _readout(pooled, labels)
     if found is not None:
         eigenvalues, top_vectors = found
@@ -673,7 +684,8 @@ def _measure_full(
     start = _spike_start(table.dimension, table, solver_stream, 1)[:, 0]
     if top_k < V < table.dimension:
         pop_values, pop_vectors = _population_top_from_tokens(
-            table, population_terms, kappa, top_k, start)
+            table, population_terms, kappa, top_k, start
+        )
     else:
         population = lower_gram(table.embeddings, kappa / V)
         for coefficient, vector in population_terms:
@@ -775,8 +787,9 @@ def _warm_start_operators(
         largest = max(float(rough_table.max()), -float(rough_table.min()))
     if not table.vocabulary_size * largest**2 <= _WARM_START_MAX_SCALE:
         return None
-    return table_operators(incidence, table.embeddings, centered, population_terms, kappa,
-                           rough_table)
+    return table_operators(
+        incidence, table.embeddings, centered, population_terms, kappa, rough_table
+    )
 
 
 def _measure_top(
@@ -823,11 +836,16 @@ def _measure_top(
     (values, top_vectors), (pop_values, pop_vectors) = shared_operator_top_eigenpairs(
         table_operators(incidence, table.embeddings, centered, population_terms, kappa),
         [_spike_start(d, table, solver_stream, width) for width in widths],
-        [n_values, min(top_k + 1, d)], [top_k, top_k], solver_stream,
-        [unit_columns(table.signal_direction, table.class_mean_difference, table.table_mean),
-         unit_columns(table.signal_direction)],
+        [n_values, min(top_k + 1, d)],
+        [top_k, top_k],
+        solver_stream,
+        [
+            unit_columns(table.signal_direction, table.class_mean_difference, table.table_mean),
+            unit_columns(table.signal_direction),
+        ],
         _warm_start_operators(incidence, table, centered, population_terms, kappa)
-        if uses_krylov(d) else None,  # the dense route (small d) has no rounds to warm
+        if uses_krylov(d)
+        else None,  # the dense route (small d) has no rounds to warm
     )
     return values[::-1].copy(), top_vectors, pop_values[:top_k], pop_vectors, downstream_accuracy
 

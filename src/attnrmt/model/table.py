@@ -106,7 +106,9 @@ _FUSED_CHUNK_BYTES = 1 << 18
 
 
 def _fill_rows_with_rough_copy(
-    rows: np.ndarray, rough_rows: np.ndarray, generator: np.random.Generator,
+    rows: np.ndarray,
+    rough_rows: np.ndarray,
+    generator: np.random.Generator,
     shift: float,
 ) -> tuple[np.ndarray, float]:
     """Fill ``rows`` with standard normals (``shift`` added to column 0), write them
@@ -179,8 +181,9 @@ def sample_table(
         start, stop = blocks[index]
         rows = embeddings[start:stop]
         if rough is not None:
-            return _fill_rows_with_rough_copy(rows, rough[start:stop], generators[index],
-                                              amplitude * token_class[start])
+            return _fill_rows_with_rough_copy(
+                rows, rough[start:stop], generators[index], amplitude * token_class[start]
+            )
         generators[index].standard_normal(out=rows)
         rows[:, 0] += amplitude * token_class[start]
         return rows.sum(axis=0), float("nan")
@@ -204,8 +207,7 @@ def sample_table(
         table_mean=0.5 * (mean_plus + mean_minus),
         class_mean_difference=0.5 * (mean_plus - mean_minus),
         rough_embeddings=rough,
-        rough_max_abs=max(largest for _, largest in filled) if rough is not None
-        else float("nan"),
+        rough_max_abs=max(largest for _, largest in filled) if rough is not None else float("nan"),
     )
 
 

@@ -87,9 +87,7 @@ def validate_weights(spec: Mapping[str, Any] | str, T: int) -> dict[str, Any]:
             raise ValueError(f"weights={dict(spec)!r}: custom needs 'values'")
         values = check_numeric("weights.values", params["values"])
         if values.shape != (T,):
-            raise ValueError(
-                f"weights.values={params['values']!r}: must be a list of length T={T}"
-            )
+            raise ValueError(f"weights.values={params['values']!r}: must be a list of length T={T}")
         if not np.any(values):
             raise ValueError(f"weights.values={params['values']!r}: must not be all zero")
         canonical["values"] = [float(x) + 0.0 for x in values]

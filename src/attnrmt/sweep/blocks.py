@@ -127,8 +127,10 @@ def compute_cell(kwargs: Mapping[str, Any], seed: Sequence[int]) -> dict[str, An
 
     result = simulate_cell(**kwargs, seed=list(seed))
     return {
-        **{name: (np.array(value) if isinstance(value, np.ndarray) else value)
-           for name, value in result.to_dict().items()},
+        **{
+            name: (np.array(value) if isinstance(value, np.ndarray) else value)
+            for name, value in result.to_dict().items()
+        },
         **provenance.worker_provenance(),
     }
 
@@ -187,8 +189,9 @@ def compute_bundle_encoded(
     """
     outcomes = compute_bundle(jobs.pairs if isinstance(jobs, CellJobs) else jobs)
     done = [record for record, error in outcomes if error is None]
-    failed = [(position, error) for position, (_, error) in enumerate(outcomes)
-              if error is not None]
+    failed = [
+        (position, error) for position, (_, error) in enumerate(outcomes) if error is not None
+    ]
     blank = [""] * len(done)
     return fragments.encode_fragment(blank, blank, [True] * len(done), done), failed
 
@@ -354,8 +357,7 @@ def run_block(
     computed: dict[tuple[str, str], dict[str, Any]] = {}
     if missing:
         failure_record = failure_record_path(fragment)
-        stop_message = (failure_budget.exceeded(run_dir, failure_record)
-                        if failure_budget else None)
+        stop_message = failure_budget.exceeded(run_dir, failure_record) if failure_budget else None
         if stop_message is not None:  # the run's one message comes from its onerror
             refused = f"{fragment.name} not computed: execution.max_failures reached"
             log.info(refused)
@@ -369,8 +371,10 @@ def run_block(
             with closed_before(client, job_end_time) as deadline:  # record before SIGKILL
                 computed, failures = compute_missing(missing, client, settings.task_retries)
             memory_restarted = memory_restarted_workers(client) if failures else set()
-        computed = {cell_id: provenance.with_attempt(record, attempt)
-                    for cell_id, record in computed.items()}
+        computed = {
+            cell_id: provenance.with_attempt(record, attempt)
+            for cell_id, record in computed.items()
+        }
         if failures:
             salvage = _salvage(block_cells, computed, sweep_dir, fragment)
             stop_reason = run_stop_reason(run_dir)
@@ -386,8 +390,10 @@ def run_block(
             for cell, exc in failures:
                 log.info(f"cell {cell.key} failed: {exc!r}")
             record_block_failures(
-                fragment, failure_entries(failures, memory_restarted, walltime),
-                attempt=attempt, mem_mb=mem_mb,
+                fragment,
+                failure_entries(failures, memory_restarted, walltime),
+                attempt=attempt,
+                mem_mb=mem_mb,
             )
             raise RuntimeError(
                 f"{len(failures)} of {len(missing)} cells of {fragment.name} failed "
@@ -460,8 +466,13 @@ def failure_entries(
     """The failure record's cells: key, seed, parameters, error and cause
     (:func:`attnrmt.sweep.failures.classify_failure`). O(failures)."""
     return [
-        {"key": cell.key, "seed": cell.cell_id[1], "params": dict(cell.kwargs),
-         "error": repr(exc), "cause": classify_failure(exc, memory_restarted, walltime)}
+        {
+            "key": cell.key,
+            "seed": cell.cell_id[1],
+            "params": dict(cell.kwargs),
+            "error": repr(exc),
+            "cause": classify_failure(exc, memory_restarted, walltime),
+        }
         for cell, exc in failures
     ]
 

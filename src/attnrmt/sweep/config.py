@@ -123,8 +123,10 @@ def normalise_axis(axis: str, raw: Any) -> list:
     Scalars become 1-lists; ``d`` and ``T`` become ``int``; ``delta``, ``gamma``, ``snr``
     become floats rounded by :func:`normalise_real`; ``snr`` may be ``{start, stop, num}``.
     """
-    values = snr_values(raw) if axis == "snr" else (
-        list(raw) if isinstance(raw, list | tuple) else [raw]
+    values = (
+        snr_values(raw)
+        if axis == "snr"
+        else (list(raw) if isinstance(raw, list | tuple) else [raw])
     )
     if axis in _INT_AXES:
         return [int(value) for value in values]
@@ -203,8 +205,9 @@ def _missing_because_misspelt(error: Any, errors: Sequence[Any]) -> bool:
     for other in errors:
         if other.validator != "additionalProperties" or other.instance is not error.instance:
             continue
-        unknown = [str(key) for key in other.instance if key not in other.schema.get(
-            "properties", {})]
+        unknown = [
+            str(key) for key in other.instance if key not in other.schema.get("properties", {})
+        ]
         if any(difflib.get_close_matches(name, unknown, n=1) for name in missing):
             return True
     return False
@@ -491,7 +494,7 @@ def _model_error(key_path: str, spec: Any, error: ValueError, used_by: str) -> C
     text = str(error)
     for argument in ("positional", "weights"):
         if text.startswith((f"{argument}.", f"{argument}=")):
-            return ConfigError(f"{key_path}{text[len(argument):]} ({used_by})")
+            return ConfigError(f"{key_path}{text[len(argument) :]} ({used_by})")
     return ConfigError(f"{key_path}={_short_repr(spec)}: {text} ({used_by})")
 
 
@@ -733,9 +736,7 @@ def run_name_from_file(path: str | Path) -> str:
     return stem
 
 
-def validate_config(
-    raw: Mapping[str, Any], source: str | Path | None = None
-) -> ValidConfig:
+def validate_config(raw: Mapping[str, Any], source: str | Path | None = None) -> ValidConfig:
     """The one validation of a config: schema (filling defaults), then the semantic checks.
 
     Parameters
@@ -928,8 +929,10 @@ def claim_run_dir(run_dir: str | Path, config_file: str | Path, write: bool = Tr
     """
     run_dir = Path(run_dir)
     record = run_dir / RUN_RECORD
-    mine = {"config_file": _config_file_label(config_file),
-            "config_path": str(Path(config_file).resolve())}
+    mine = {
+        "config_file": _config_file_label(config_file),
+        "config_path": str(Path(config_file).resolve()),
+    }
     if record.exists():
         try:
             owner = json.loads(record.read_text(encoding="utf-8"))

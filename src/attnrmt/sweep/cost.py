@@ -70,7 +70,11 @@ TOP_FIXED_WORK = 1.7e8
 
 
 def cell_work(
-    d: int, delta: float, gamma: float, T: int, weights: Mapping[str, Any] | str,
+    d: int,
+    delta: float,
+    gamma: float,
+    T: int,
+    weights: Mapping[str, Any] | str,
     spectrum: str = "full",
 ) -> float:
     """Work units of one cell: ``d^3 + (N + V) d^2 + N T d`` (+ ``N T^2 d`` for attention).
@@ -99,8 +103,12 @@ def cell_work(
 
 
 def top_work(
-    d: Any, n_samples: Any, vocabulary: Any, T: Any,
-    scale: float | None = None, exponent: float | None = None,
+    d: Any,
+    n_samples: Any,
+    vocabulary: Any,
+    T: Any,
+    scale: float | None = None,
+    exponent: float | None = None,
     fixed_work: float | None = None,
 ) -> Any:
     """Work units of a ``spectrum: top`` cell (scalars or arrays, elementwise):
@@ -115,8 +123,12 @@ def top_work(
 
 
 def fit_top_constants(
-    d: np.ndarray, delta: np.ndarray, gamma: np.ndarray, T: np.ndarray,
-    seconds: np.ndarray, seconds_per_work: float,
+    d: np.ndarray,
+    delta: np.ndarray,
+    gamma: np.ndarray,
+    T: np.ndarray,
+    seconds: np.ndarray,
+    seconds_per_work: float,
 ) -> tuple[float, float, float]:
     """``(scale, exponent, fixed_work)`` of :func:`top_work` that fit measured one-thread
     top-cell ``seconds`` (one per point) best in log: least squares of
@@ -135,8 +147,7 @@ def fit_top_constants(
 
     def log_residuals(parameters: np.ndarray) -> np.ndarray:
         log_scale, exponent, log_fixed = parameters
-        work = top_work(d, n_samples, vocabulary, T, np.exp(log_scale), exponent,
-                        np.exp(log_fixed))
+        work = top_work(d, n_samples, vocabulary, T, np.exp(log_scale), exponent, np.exp(log_fixed))
         return np.log(CELL_OVERHEAD_SECONDS + seconds_per_work * work) - log_seconds
 
     start = np.array([np.log(100.0), 1.0 / 3.0, np.log(1e8)])  # not the fitted constants
@@ -167,8 +178,17 @@ def calibrate_seconds_per_work(
 
     from attnrmt.model import simulate_cell
 
-    kwargs = {"d": d, "delta": 0.5, "gamma": 0.5, "T": 8, "positional": {"kind": "iid"},
-              "weights": {"kind": "mean"}, "snr": 1.0, "centered": True, "top_k": 3}
+    kwargs = {
+        "d": d,
+        "delta": 0.5,
+        "gamma": 0.5,
+        "T": 8,
+        "positional": {"kind": "iid"},
+        "weights": {"kind": "mean"},
+        "snr": 1.0,
+        "centered": True,
+        "top_k": 3,
+    }
     timings: list[float] = []
     with threadpool_limits(1):  # one core's work, as the estimate states
         simulate_cell(**kwargs, seed=0)
@@ -216,14 +236,18 @@ def estimated_cell_seconds(
     kwargs: Mapping[str, Any], seconds_per_work: float = DEFAULT_SECONDS_PER_WORK
 ) -> float:
     """Estimated single-core seconds of ``simulate_cell(**kwargs)``."""
-    work = cell_work(kwargs["d"], kwargs["delta"], kwargs["gamma"], kwargs["T"], kwargs["weights"],
-                     kwargs.get("spectrum", "full"))
+    work = cell_work(
+        kwargs["d"],
+        kwargs["delta"],
+        kwargs["gamma"],
+        kwargs["T"],
+        kwargs["weights"],
+        kwargs.get("spectrum", "full"),
+    )
     return CELL_OVERHEAD_SECONDS + work * seconds_per_work
 
 
-def bundle_by_cost(
-    costs: Sequence[float], target: float = TASK_TARGET_SECONDS
-) -> list[list[int]]:
+def bundle_by_cost(costs: Sequence[float], target: float = TASK_TARGET_SECONDS) -> list[list[int]]:
     """Split positions ``0..len(costs)-1`` into consecutive bundles of about ``target`` cost.
 
     A bundle closes as soon as its summed cost reaches ``target``; every position is in

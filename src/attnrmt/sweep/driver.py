@@ -208,7 +208,9 @@ def driver_paths(run_dir: str | os.PathLike[str]) -> DriverPaths:
     """``results/<run>/driver/`` and its files."""
     directory = Path(run_dir) / DRIVER_DIRNAME
     return DriverPaths(
-        directory, directory / SCRIPT_FILENAME, directory / LOG_FILENAME,
+        directory,
+        directory / SCRIPT_FILENAME,
+        directory / LOG_FILENAME,
         directory / RECORD_FILENAME,
     )
 
@@ -232,8 +234,13 @@ class DriverRequest:
 
     def directives(self) -> list[str]:
         """``--option=value`` of every value set, then :attr:`extra`."""
-        values = {"time": self.time, "cpus-per-task": self.cpus_per_task, "mem": self.mem,
-                  "partition": self.partition, "account": self.account}
+        values = {
+            "time": self.time,
+            "cpus-per-task": self.cpus_per_task,
+            "mem": self.mem,
+            "partition": self.partition,
+            "account": self.account,
+        }
         return [f"--{name}={value}" for name, value in values.items() if value is not None] + [
             *self.extra
         ]
@@ -305,7 +312,10 @@ def job_start_time(job_id: str) -> str | None:
     """When a job started (squeue ``%S``, the cluster's local time), or ``None``."""
     done = subprocess.run(
         ["squeue", "-h", "-j", str(job_id), "-o", "%S"],
-        capture_output=True, text=True, timeout=slurm.COMMAND_TIMEOUT_SECONDS, check=False,
+        capture_output=True,
+        text=True,
+        timeout=slurm.COMMAND_TIMEOUT_SECONDS,
+        check=False,
     )
     text = done.stdout.strip()
     return text if done.returncode == 0 and text and text not in ("N/A", "Unknown") else None
@@ -354,8 +364,10 @@ def submit(
 
     valid = load_valid_config(config)
     if shutil.which("sbatch") is None:
-        raise ValueError("sbatch not found: attnrmt submit needs SLURM's commands on PATH "
-                         "(run it on a login node of the cluster)")
+        raise ValueError(
+            "sbatch not found: attnrmt submit needs SLURM's commands on PATH "
+            "(run it on a login node of the cluster)"
+        )
     run_name = str(valid.config["run"])
     run_dir = Path(RESULTS_DIRNAME) / run_name
     claim_run_dir(run_dir, config)
@@ -364,11 +376,14 @@ def submit(
     with _submission_lock(paths.directory):  # two submits at once: the second sees the first
         refuse_if_alive(run_dir, run_name, config)
         command = run_command(
-            Path(config).resolve(), Path(profile).resolve(),
-            None if snakefile is None else Path(snakefile).resolve(), cores,
+            Path(config).resolve(),
+            Path(profile).resolve(),
+            None if snakefile is None else Path(snakefile).resolve(),
+            cores,
         )
-        script = driver_script(command, run_name, Path.cwd(), paths.log.resolve(),
-                               request or DriverRequest())
+        script = driver_script(
+            command, run_name, Path.cwd(), paths.log.resolve(), request or DriverRequest()
+        )
         write_driver_files(paths, script)
         objection = slurm.dry_run_submission(script, paths.directory)
         if objection is not None:
@@ -392,8 +407,9 @@ def submit(
 @contextlib.contextmanager
 def _submission_lock(directory: Path) -> Iterator[None]:
     """An exclusive POSIX lock on ``directory/.submit.lock`` while a submit decides."""
-    descriptor = os.open(directory / ".submit.lock", os.O_WRONLY | os.O_CREAT,
-                         security.PRIVATE_FILE_MODE)
+    descriptor = os.open(
+        directory / ".submit.lock", os.O_WRONLY | os.O_CREAT, security.PRIVATE_FILE_MODE
+    )
     try:
         fcntl.lockf(descriptor, fcntl.LOCK_EX)
         yield
@@ -419,8 +435,9 @@ def write_driver_files(paths: DriverPaths, script: str) -> None:
     """The batch script (0600) and the log it appends to (created 0600 here, so that SLURM
     appends to a private file instead of creating one with the default umask)."""
     security.write_private_file(paths.script, script)
-    descriptor = os.open(paths.log, os.O_WRONLY | os.O_CREAT | os.O_APPEND,
-                         security.PRIVATE_FILE_MODE)
+    descriptor = os.open(
+        paths.log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, security.PRIVATE_FILE_MODE
+    )
     os.close(descriptor)
     os.chmod(paths.log, security.PRIVATE_FILE_MODE)
 
@@ -435,12 +452,16 @@ def sbatch(script: Path) -> str:
     """
     done = subprocess.run(
         ["sbatch", "--parsable", str(script)],
-        capture_output=True, text=True, timeout=slurm.COMMAND_TIMEOUT_SECONDS, check=False,
+        capture_output=True,
+        text=True,
+        timeout=slurm.COMMAND_TIMEOUT_SECONDS,
+        check=False,
     )
     job_id = done.stdout.strip().split(";")[0]
     if done.returncode != 0 or not job_id:
-        raise ValueError(f"sbatch {script} failed ({done.returncode}): "
-                         f"{(done.stderr or done.stdout).strip()}")
+        raise ValueError(
+            f"sbatch {script} failed ({done.returncode}): {(done.stderr or done.stdout).strip()}"
+        )
     return job_id
 
 
@@ -462,5 +483,9 @@ def driver_status_line(run_dir: str | os.PathLike[str]) -> tuple[str, dict[str, 
         f"driver job {record['job_id']} (submitted {_utc(record['submitted'])}): {text}; "
         f"log {record['log']}"
     )
-    return line, {"job_id": record["job_id"], "state": state_name, "log": record["log"],
-                  "submitted": record["submitted"]}
+    return line, {
+        "job_id": record["job_id"],
+        "state": state_name,
+        "log": record["log"],
+        "submitted": record["submitted"],
+    }

@@ -75,8 +75,10 @@ def failure_record_path(fragment_path: str | os.PathLike[str]) -> Path:
 
 
 def record_block_failures(
-    fragment_path: str | os.PathLike[str], failed_cells: Sequence[Mapping[str, Any]],
-    attempt: int = 1, mem_mb: int | None = None,
+    fragment_path: str | os.PathLike[str],
+    failed_cells: Sequence[Mapping[str, Any]],
+    attempt: int = 1,
+    mem_mb: int | None = None,
 ) -> Path:
     """Write what failed in a block (atomically), replacing an earlier record.
 
@@ -142,8 +144,12 @@ def classify_failure(
     from distributed import KilledWorker
     from distributed.comm import CommClosedError
 
-    lost = (KilledWorker, asyncio.CancelledError, concurrent.futures.CancelledError,
-            CommClosedError)  # distributed's FutureCancelledError is the third
+    lost = (
+        KilledWorker,
+        asyncio.CancelledError,
+        concurrent.futures.CancelledError,
+        CommClosedError,
+    )  # distributed's FutureCancelledError is the third
     if not isinstance(error, lost):
         return "other"
     if walltime:
@@ -187,8 +193,11 @@ def slurm_job_end_time(environ: Mapping[str, str] = os.environ) -> float | None:
 def _squeue_end_time(job: str) -> float | None:
     try:
         shown = subprocess.run(
-            ["squeue", "-h", "-j", job, "-o", "%e"], capture_output=True, text=True,
-            timeout=30, check=True,
+            ["squeue", "-h", "-j", job, "-o", "%e"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=True,
         ).stdout.strip()
         return datetime.fromisoformat(shown).timestamp()
     except (OSError, subprocess.SubprocessError, ValueError):
@@ -228,8 +237,6 @@ def describe_causes(counts: Mapping[str, int]) -> str:
     return ", ".join(f"{count:,} {cause}" for cause, count in counts.items())
 
 
-
-
 def clear_block_failures(fragment_path: str | os.PathLike[str]) -> None:
     """Remove a block's failure record (it has now succeeded)."""
     with contextlib.suppress(FileNotFoundError):
@@ -250,8 +257,9 @@ def read_failures(sweep_dir: str | os.PathLike[str]) -> list[dict[str, Any]]:
         except (OSError, ValueError):
             continue
         for cell in record.get("cells", []):
-            failed.append({"cause": "other", **cell, "block": record.get("block"),
-                           "time": record.get("time")})
+            failed.append(
+                {"cause": "other", **cell, "block": record.get("block"), "time": record.get("time")}
+            )
     return sorted(failed, key=lambda cell: (str(cell["block"]), str(cell.get("key"))))
 
 
@@ -304,8 +312,9 @@ def failed_cells_table(run_plan: Any, run_dir: str | os.PathLike[str]) -> pd.Dat
         failures = unresolved_failures(Path(run_dir) / name)
         failing = {failure.get("key") for failure in failures}
         # only the failing cells are built (the plan holds its cells as arrays)
-        cells = {key: sweep.cells[index] for index, key in enumerate(sweep.cell_keys())
-                 if key in failing}
+        cells = {
+            key: sweep.cells[index] for index, key in enumerate(sweep.cell_keys()) if key in failing
+        }
         for failure in failures:
             cell = cells.get(failure.get("key"))
             if cell is None:
@@ -365,7 +374,8 @@ def max_failed_cells(setting: int | float | None, n_cells: int) -> int | None:
 
 
 def run_failures_since(
-    run_dir: str | os.PathLike[str], since: float | None,
+    run_dir: str | os.PathLike[str],
+    since: float | None,
     left_out: str | os.PathLike[str] | None = None,
 ) -> list[dict[str, Any]]:
     """Failed cells in every ``<run_dir>/<sweep>/failures/<block>.json`` written at or

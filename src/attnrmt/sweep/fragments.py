@@ -143,8 +143,14 @@ def decode_fragment(arrays: Mapping[str, np.ndarray]) -> Fragment:
     for index, known in enumerate(decode_provenance(arrays, n_cells)):
         records[index].update(known)
     for name in arrays:
-        if name in ("format_version", "cell_key", "cell_seed", "computed",
-                    ENVIRONMENTS_MEMBER, *PROVENANCE_KEYS):
+        if name in (
+            "format_version",
+            "cell_key",
+            "cell_seed",
+            "computed",
+            ENVIRONMENTS_MEMBER,
+            *PROVENANCE_KEYS,
+        ):
             continue
         if name.endswith("__offsets"):
             continue
@@ -325,8 +331,11 @@ def _stored_members(data: bytes) -> list[tuple[str, memoryview]] | None:
     None (:func:`_member_spans`)."""
     spans = _member_spans(data)
     view = memoryview(data)
-    return None if spans is None else [(name, view[begin : begin + size])
-                                       for name, begin, size in spans]
+    return (
+        None
+        if spans is None
+        else [(name, view[begin : begin + size]) for name, begin, size in spans]
+    )
 
 
 def read_fragment_arrays(path: str | os.PathLike[str]) -> dict[str, np.ndarray] | None:
@@ -456,8 +465,12 @@ def cell_id_hashes(cell_ids: Iterable[tuple[str, str]]) -> np.ndarray:
     O(n).
     """
     return np.fromiter(
-        (int.from_bytes(hashlib.blake2b(f"{key}|{seed}".encode(), digest_size=8).digest(),
-                        "little") for key, seed in cell_ids),
+        (
+            int.from_bytes(
+                hashlib.blake2b(f"{key}|{seed}".encode(), digest_size=8).digest(), "little"
+            )
+            for key, seed in cell_ids
+        ),
         dtype=np.uint64,
     )
 
@@ -526,9 +539,7 @@ class CellLocator:
         self._merged_owner = np.concatenate(owners)[order]
         self._pending = {}
 
-    def locate(
-        self, hashes: np.ndarray, files: Sequence[tuple[str, Signature]]
-    ) -> np.ndarray:
+    def locate(self, hashes: np.ndarray, files: Sequence[tuple[str, Signature]]) -> np.ndarray:
         """For each fingerprint, the position in ``files`` of a file holding it, or -1.
 
         ``files`` are the candidate fragments in preference order; a fingerprint is
@@ -547,8 +558,10 @@ class CellLocator:
             merged_hashes, merged_owner = self._merged_hashes, self._merged_owner
             owners = list(self._owners)
         if merged_hashes.size:
-            rank = np.array([position_of.get(signature, len(files)) for signature in owners]
-                            + [len(files)], dtype=np.int64)
+            rank = np.array(
+                [position_of.get(signature, len(files)) for signature in owners] + [len(files)],
+                dtype=np.int64,
+            )
             lo = np.searchsorted(merged_hashes, hashes, side="left")
             hi = np.searchsorted(merged_hashes, hashes, side="right")
             for index in np.flatnonzero(hi > lo).tolist():
@@ -558,8 +571,13 @@ class CellLocator:
         return where
 
 
-def _mark(where: np.ndarray, hashes: np.ndarray, file_hashes: np.ndarray, position: int,
-          position_of: Mapping[Signature, int]) -> None:
+def _mark(
+    where: np.ndarray,
+    hashes: np.ndarray,
+    file_hashes: np.ndarray,
+    position: int,
+    position_of: Mapping[Signature, int],
+) -> None:
     """Set ``where`` to ``position`` for the fingerprints ``file_hashes`` holds, unless an
     earlier file already holds them."""
     probe = np.minimum(np.searchsorted(file_hashes, hashes), file_hashes.size - 1)
@@ -589,7 +607,8 @@ def _run_fragment_files(
         for sub in sorted((FRAGMENTS_DIRNAME, SALVAGE_DIRNAME, CACHE_DIRNAME)):
             try:
                 entries = sorted(
-                    (entry.name, entry) for entry in os.scandir(os.path.join(directory, sub))
+                    (entry.name, entry)
+                    for entry in os.scandir(os.path.join(directory, sub))
                     if entry.name.endswith(FRAGMENT_SUFFIX) and not entry.name.startswith(".")
                 )
             except OSError:  # no such directory
@@ -628,8 +647,11 @@ def locate_cells(
     excluded = {os.path.realpath(path) for path in exclude}
     files = _run_fragment_files(Path(sweep_dir), excluded, run_wide)
     where = _LOCATOR.locate(cell_id_hashes(wanted), files)
-    return {wanted[index]: Path(files[position][0])
-            for index, position in enumerate(where.tolist()) if position >= 0}
+    return {
+        wanted[index]: Path(files[position][0])
+        for index, position in enumerate(where.tolist())
+        if position >= 0
+    }
 
 
 def write_json_atomically(path: str | os.PathLike[str], payload: Mapping[str, Any]) -> Path:

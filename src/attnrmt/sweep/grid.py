@@ -41,7 +41,6 @@ CELL_ATTRS: dict[str, dict[str, str]] = {
 }
 
 
-
 #: Axes whose coordinates are numbers: stored ascending whatever the config's order, so
 #: ``sel(snr=slice(0, 1))`` works on a sweep written ``snr: {start: 2.5, stop: 0}``.
 NUMERIC_AXES: tuple[str, ...] = tuple(
@@ -71,8 +70,7 @@ def axis_coordinates(axes: Mapping[str, Sequence[Any]]) -> dict[str, np.ndarray]
 def grid_lookups(coords: Mapping[str, np.ndarray]) -> dict[str, dict[Any, int]]:
     """``{axis: {coordinate value: index}}`` of :func:`axis_coordinates` output."""
     return {
-        axis: {value: index for index, value in enumerate(coords[axis].tolist())}
-        for axis in AXES
+        axis: {value: index for index, value in enumerate(coords[axis].tolist())} for axis in AXES
     }
 
 
@@ -126,8 +124,6 @@ def _chunks_for(dims: Sequence[str], sizes: Mapping[str, int]) -> tuple[int, ...
     return tuple(1 if dim in slow else max(1, sizes[dim]) for dim in dims)
 
 
-
-
 def cells_dataset(
     sweep_plan: Any,
     records: Mapping[str, Mapping[str, Any]],
@@ -172,8 +168,7 @@ def cells_dataset(
     eigenvalues = nan_array(n_eig)
     weights = nan_array(max_t)
     per_cell = {
-        name: nan_array()
-        for name in (*POOLING_FIELDS, "compute_seconds", "downstream_accuracy")
+        name: nan_array() for name in (*POOLING_FIELDS, "compute_seconds", "downstream_accuracy")
     }
     sizes = {name: np.full(cell_shape, ABSENT_INT, dtype=np.int64) for name in SIZE_FIELDS}
     cell_keys = np.full(cell_shape, "", dtype=object)
@@ -215,7 +210,12 @@ def cells_dataset(
         data_vars[name] = (axis_dims, first_present(sizes[name]))
 
     return cells_view(
-        data_vars, coords, replicates=n_replicates, top_k=top_k, n_eig=n_eig, max_t=max_t,
+        data_vars,
+        coords,
+        replicates=n_replicates,
+        top_k=top_k,
+        n_eig=n_eig,
+        max_t=max_t,
         attrs={
             **dataset_attrs(sweep_plan, root_seed, "attnrmt simulated cells"),
             "replicates": n_replicates,
@@ -314,9 +314,7 @@ def write_zarr_atomically(dataset: Any, path: str | os.PathLike[str]) -> Path:
         with warnings.catch_warnings():
             # Zarr 3 warns that consolidated metadata is not yet in the v3 spec; we write it
             # deliberately (one read of the metadata for every open) and xarray reads it.
-            warnings.filterwarnings(
-                "ignore", message="Consolidated metadata", category=UserWarning
-            )
+            warnings.filterwarnings("ignore", message="Consolidated metadata", category=UserWarning)
             zarr.consolidate_metadata(str(tmp))
         if target.exists():
             shutil.rmtree(target)
@@ -327,16 +325,12 @@ def write_zarr_atomically(dataset: Any, path: str | os.PathLike[str]) -> Path:
     return target
 
 
-
-
 def log_line(log_path: str | os.PathLike[str] | None, line: str) -> None:
     if log_path is None:
         return
     Path(log_path).parent.mkdir(parents=True, exist_ok=True)
     with open(log_path, "a") as handle:
         handle.write(f"{time.strftime('%Y-%m-%d %H:%M:%S')} {line}\n")
-
-
 
 
 def has_consolidated_metadata(path: str | os.PathLike[str]) -> bool:

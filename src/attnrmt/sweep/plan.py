@@ -148,8 +148,9 @@ def cell_key(
 # hashes each line's prefix once and only the middle and suffix per cell.
 
 
-def _key_prefix(d: int, delta: float, gamma: float, T: int,
-                positional_spec: Mapping[str, Any], centered: bool) -> str:
+def _key_prefix(
+    d: int, delta: float, gamma: float, T: int, positional_spec: Mapping[str, Any], centered: bool
+) -> str:
     number = _number_json
     return (
         f'{{"T":{number(T)},"centered":{"true" if centered else "false"},'
@@ -285,8 +286,10 @@ def block_key_of_digests(root_seed: int, key_digests: np.ndarray) -> str:
     The same bytes are hashed (``":" + hex key`` per key, hex keys sorted; sorting the hex
     text sorts the digests), in one ``update``. O(m log m), vectorised.
     """
-    hexed = np.frombuffer(binascii.hexlify(np.ascontiguousarray(key_digests).tobytes()),
-                          dtype=f"S{2 * KEY_DIGEST_BYTES}")
+    hexed = np.frombuffer(
+        binascii.hexlify(np.ascontiguousarray(key_digests).tobytes()),
+        dtype=f"S{2 * KEY_DIGEST_BYTES}",
+    )
     joined = np.empty((hexed.size, 2 * KEY_DIGEST_BYTES + 1), dtype=np.uint8)
     joined[:, 0] = ord(":")
     joined[:, 1:] = np.sort(hexed).view(np.uint8).reshape(hexed.size, -1)
@@ -298,8 +301,21 @@ def block_key_of_digests(root_seed: int, key_digests: np.ndarray) -> str:
 #: Bytes of a raw cell key (sha256 digest).
 KEY_DIGEST_BYTES = 32
 #: Field names of :class:`Cell`'s constructor, in order (the key is computed, not given).
-_CELL_FIELDS = ("d", "delta", "gamma", "T", "positional", "weights", "snr", "centered",
-                "replicate", "top_k", "positional_spec", "weights_spec", "spectrum")
+_CELL_FIELDS = (
+    "d",
+    "delta",
+    "gamma",
+    "T",
+    "positional",
+    "weights",
+    "snr",
+    "centered",
+    "replicate",
+    "top_k",
+    "positional_spec",
+    "weights_spec",
+    "spectrum",
+)
 
 
 def _line_digests(prefix: str, tails: Iterable[bytes], count: int) -> bytearray:
@@ -342,15 +358,13 @@ class CellGrid:
         self.spectrum = str(resolved.spectrum)
         self.positional_specs = resolved.positional_specs
         self.weights_specs = resolved.weights_specs
-        self.shape: tuple[int, ...] = (*(len(self.axes[axis]) for axis in AXES),
-                                       self.replicates)
+        self.shape: tuple[int, ...] = (*(len(self.axes[axis]) for axis in AXES), self.replicates)
         self.size = math.prod(self.shape)
         snr_axis = AXES.index("snr")
         #: Distance between consecutive snr values of one line (centered x replicates).
-        self.snr_stride = math.prod(self.shape[snr_axis + 1:])
+        self.snr_stride = math.prod(self.shape[snr_axis + 1 :])
         #: snr indices sorted by value (stable, as ``sorted`` of ``(snr, replicate)``).
-        self.snr_order = np.argsort(np.asarray(self.axes["snr"], dtype=np.float64),
-                                    kind="stable")
+        self.snr_order = np.argsort(np.asarray(self.axes["snr"], dtype=np.float64), kind="stable")
         self.line_length = len(self.axes["snr"]) * self.replicates
         self.keys = self._all_keys()
 
@@ -387,15 +401,20 @@ class CellGrid:
         keys = np.empty((self.size, KEY_DIGEST_BYTES), dtype=np.uint8)
         snr_json = [_number_json(snr) for snr in self.axes["snr"]]
         replicate_json = [_number_json(replicate) for replicate in range(self.replicates)]
-        in_grid_order = np.add.outer(np.arange(len(snr_json)) * self.snr_stride,
-                                     np.arange(self.replicates)).reshape(-1)
+        in_grid_order = np.add.outer(
+            np.arange(len(snr_json)) * self.snr_stride, np.arange(self.replicates)
+        ).reshape(-1)
         for base in self.line_bases():
             d, delta, gamma, T, positional, weights, _, centered, _ = self.values(base)
             suffix = _key_suffix(self.top_k, self.spectrum, self.weights_specs[(weights, T)])
-            prefix = _key_prefix(d, delta, gamma, T, self.positional_specs[(positional, T)],
-                                 centered)
-            tails = ((_key_middle(snr, replicate) + suffix).encode("ascii")
-                     for snr in snr_json for replicate in replicate_json)
+            prefix = _key_prefix(
+                d, delta, gamma, T, self.positional_specs[(positional, T)], centered
+            )
+            tails = (
+                (_key_middle(snr, replicate) + suffix).encode("ascii")
+                for snr in snr_json
+                for replicate in replicate_json
+            )
             keys[base + in_grid_order] = np.frombuffer(
                 _line_digests(prefix, tails, self.line_length), dtype=np.uint8
             ).reshape(-1, KEY_DIGEST_BYTES)
@@ -421,8 +440,10 @@ class CellGrid:
             position, index = divmod(position, size)
             indices.append(index)
         indices.reverse()
-        return (*(self.axes[axis][index] for axis, index in zip(AXES, indices, strict=False)),
-                indices[-1])
+        return (
+            *(self.axes[axis][index] for axis, index in zip(AXES, indices, strict=False)),
+            indices[-1],
+        )
 
     def cell(self, position: int) -> Cell:
         """The :class:`Cell` at ``position`` (its key read from :attr:`keys`). O(axes)."""
@@ -431,9 +452,21 @@ class CellGrid:
     def _cell(self, values: tuple, key: str) -> Cell:
         d, delta, gamma, T, positional, weights, snr, centered, replicate = values
         cell = object.__new__(Cell)
-        fields = (d, delta, gamma, T, positional, weights, snr, centered, replicate,
-                  self.top_k, self.positional_specs[(positional, T)],
-                  self.weights_specs[(weights, T)], self.spectrum)
+        fields = (
+            d,
+            delta,
+            gamma,
+            T,
+            positional,
+            weights,
+            snr,
+            centered,
+            replicate,
+            self.top_k,
+            self.positional_specs[(positional, T)],
+            self.weights_specs[(weights, T)],
+            self.spectrum,
+        )
         for name, value in zip(_CELL_FIELDS, fields, strict=True):
             object.__setattr__(cell, name, value)
         object.__setattr__(cell, "key", key)
@@ -443,15 +476,20 @@ class CellGrid:
         """Coordinate values (model names for models) of ``positions``, one list per axis
         in :data:`AXES` order, then the replicates (vectorised unravel). O(len(positions))."""
         indices = np.unravel_index(np.asarray(positions, dtype=np.int64), self.shape)
-        columns = [np.asarray(self.axes[axis], dtype=object)[index].tolist()
-                   for axis, index in zip(AXES, indices, strict=False)]
+        columns = [
+            np.asarray(self.axes[axis], dtype=object)[index].tolist()
+            for axis, index in zip(AXES, indices, strict=False)
+        ]
         return [*columns, indices[-1].tolist()]
 
     def cells(self, positions: np.ndarray) -> list[Cell]:
         """:class:`Cell` objects of ``positions``. O(len(positions))."""
-        return [self._cell(values, key)
-                for values, key in zip(zip(*self.columns(positions), strict=True),
-                                       self.keys_hex(positions), strict=True)]
+        return [
+            self._cell(values, key)
+            for values, key in zip(
+                zip(*self.columns(positions), strict=True), self.keys_hex(positions), strict=True
+            )
+        ]
 
     def block_params(self, positions: np.ndarray, root_seed: int) -> list[dict[str, Any]]:
         """``{"key", "seed", "kwargs"}`` of the cells at ``positions``: equal to
@@ -465,13 +503,25 @@ class CellGrid:
         root, top_k, spectrum = int(root_seed), self.top_k, self.spectrum
         positional_specs, weights_specs = self.positional_specs, self.weights_specs
         return [
-            {"key": key, "seed": [*seed, root], "kwargs": {
-                "d": d, "delta": delta, "gamma": gamma, "T": T,
-                "positional": positional_specs[(positional, T)],
-                "weights": weights_specs[(weights, T)], "snr": snr, "centered": centered,
-                "top_k": top_k, "spectrum": spectrum}}
+            {
+                "key": key,
+                "seed": [*seed, root],
+                "kwargs": {
+                    "d": d,
+                    "delta": delta,
+                    "gamma": gamma,
+                    "T": T,
+                    "positional": positional_specs[(positional, T)],
+                    "weights": weights_specs[(weights, T)],
+                    "snr": snr,
+                    "centered": centered,
+                    "top_k": top_k,
+                    "spectrum": spectrum,
+                },
+            }
             for key, seed, d, delta, gamma, T, positional, weights, snr, centered in zip(
-                self.keys_hex(positions), words, *columns, strict=True)
+                self.keys_hex(positions), words, *columns, strict=True
+            )
         ]
 
 
@@ -489,8 +539,9 @@ class CellSequence(Sequence):
 
     __slots__ = ("grid", "line", "start", "stop")
 
-    def __init__(self, grid: CellGrid, line: int | None = None, start: int = 0,
-                 stop: int | None = None) -> None:
+    def __init__(
+        self, grid: CellGrid, line: int | None = None, start: int = 0, stop: int | None = None
+    ) -> None:
         self.grid = grid
         self.line = line
         self.start = start
@@ -527,8 +578,12 @@ class CellSequence(Sequence):
 
     def __iter__(self) -> Iterator[Cell]:
         for begin in range(0, len(self), _ITER_CHUNK):
-            chunk = CellSequence(self.grid, self.line, self.start + begin,
-                                 min(self.stop, self.start + begin + _ITER_CHUNK))
+            chunk = CellSequence(
+                self.grid,
+                self.line,
+                self.start + begin,
+                min(self.stop, self.start + begin + _ITER_CHUNK),
+            )
             yield from self.grid.cells(chunk.positions)
 
     def block_params(self, root_seed: int) -> list[dict[str, Any]]:
@@ -646,16 +701,18 @@ def _block_sizes(block_size: int | str, block_seconds: float) -> None:
         raise ValueError(f"block_seconds={block_seconds!r}: must be > 0 with block_size auto")
 
 
-def _line_block_size(first_cell: Cell, line_length: int, block_size: int | str,
-                     block_seconds: float) -> int:
+def _line_block_size(
+    first_cell: Cell, line_length: int, block_size: int | str, block_seconds: float
+) -> int:
     """Cells per block of a line: ``block_size``, or for ``"auto"`` the cost model's
     :func:`attnrmt.sweep.cost.cells_per_block` of the line's first cell."""
     from attnrmt.sweep.cost import cells_per_block, estimated_cell_seconds
 
     if block_size != "auto":
         return int(block_size)
-    return cells_per_block(estimated_cell_seconds(first_cell.simulate_kwargs()),
-                           block_seconds, line_length)
+    return cells_per_block(
+        estimated_cell_seconds(first_cell.simulate_kwargs()), block_seconds, line_length
+    )
 
 
 def grid_blocks(
@@ -669,8 +726,9 @@ def grid_blocks(
     blocks = []
     length = grid.line_length
     for base in grid.line_bases():
-        size = _line_block_size(grid.cell(grid.line_position(base, 0)), length, block_size,
-                                block_seconds)
+        size = _line_block_size(
+            grid.cell(grid.line_position(base, 0)), length, block_size, block_seconds
+        )
         positions = grid.line_positions(base)
         for start in range(0, length, size):
             stop = min(start + size, length)
@@ -718,8 +776,7 @@ def _models_used(resolved: ResolvedSweep) -> dict[str, dict[str, dict[str, Any]]
     first_T = resolved.axes["T"][0]
     return {
         "positional": {
-            name: resolved.positional_specs[(name, first_T)]
-            for name in resolved.axes["positional"]
+            name: resolved.positional_specs[(name, first_T)] for name in resolved.axes["positional"]
         },
         "weights": {
             name: resolved.weights_specs[(name, first_T)] for name in resolved.axes["weights"]

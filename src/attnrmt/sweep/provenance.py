@@ -53,8 +53,11 @@ def _git(package_dir: Path, *args: str) -> str | None:
     """Output of ``git -C package_dir ARGS`` (stripped), or None when git fails."""
     try:
         done = subprocess.run(
-            ["git", "-C", str(package_dir), *args], capture_output=True, text=True,
-            timeout=GIT_TIMEOUT_SECONDS, check=False,
+            ["git", "-C", str(package_dir), *args],
+            capture_output=True,
+            text=True,
+            timeout=GIT_TIMEOUT_SECONDS,
+            check=False,
         )
     except (OSError, subprocess.SubprocessError):
         return None
@@ -73,8 +76,7 @@ def git_state(package_dir: str | os.PathLike[str]) -> tuple[str, bool]:
     if not commit:
         return "", False
     tracked = _git(directory, "status", "--porcelain", "--untracked-files=no")
-    untracked = _git(directory, "status", "--porcelain", "--untracked-files=normal", "--",
-                     ".")
+    untracked = _git(directory, "status", "--porcelain", "--untracked-files=normal", "--", ".")
     return commit, bool(tracked) or bool(untracked)
 
 
@@ -87,10 +89,13 @@ def blas_description() -> str:
     import scipy.linalg  # noqa: F401
     from threadpoolctl import threadpool_info
 
-    found = sorted({
-        f"{info.get('internal_api', '?')} {info.get('version') or '?'}"
-        for info in threadpool_info() if info.get("user_api") == "blas"
-    })
+    found = sorted(
+        {
+            f"{info.get('internal_api', '?')} {info.get('version') or '?'}"
+            for info in threadpool_info()
+            if info.get("user_api") == "blas"
+        }
+    )
     return "; ".join(found)
 
 
@@ -252,27 +257,38 @@ class _Tally:
         self.wall = [np.inf, -np.inf, 0.0, 0]  # min, max, sum, count
         self.memory = [np.inf, -np.inf]
 
-    def add(self, environment_ids: np.ndarray, memory: np.ndarray, attempts: np.ndarray,
-            wall_seconds: np.ndarray) -> None:
+    def add(
+        self,
+        environment_ids: np.ndarray,
+        memory: np.ndarray,
+        attempts: np.ndarray,
+        wall_seconds: np.ndarray,
+    ) -> None:
         """Count one chunk of cells (columns in :data:`PROVENANCE_FIELDS` order, then wall)."""
         self.cells += int(environment_ids.size)
-        for counts, column in ((self.by_environment, environment_ids),
-                               (self.by_attempt, attempts)):
+        for counts, column in ((self.by_environment, environment_ids), (self.by_attempt, attempts)):
             values, n = np.unique(column, return_counts=True)
             for value, count in zip(values.tolist(), n.tolist(), strict=True):
                 counts[value] = counts.get(value, 0) + count
         wall = wall_seconds[np.isfinite(wall_seconds)]
         if wall.size:
-            self.wall = [min(self.wall[0], float(wall.min())), max(self.wall[1], float(wall.max())),
-                         self.wall[2] + float(wall.sum()), self.wall[3] + int(wall.size)]
+            self.wall = [
+                min(self.wall[0], float(wall.min())),
+                max(self.wall[1], float(wall.max())),
+                self.wall[2] + float(wall.sum()),
+                self.wall[3] + int(wall.size),
+            ]
         known = memory[memory >= 0]
         if known.size:
-            self.memory = [min(self.memory[0], int(known.min())),
-                           max(self.memory[1], int(known.max()))]
+            self.memory = [
+                min(self.memory[0], int(known.min())),
+                max(self.memory[1], int(known.max())),
+            ]
 
 
-def _segment_column(group: Any, members: set[str], name: str, rows: slice,
-                    take: np.ndarray) -> np.ndarray:
+def _segment_column(
+    group: Any, members: set[str], name: str, rows: slice, take: np.ndarray
+) -> np.ndarray:
     """Rows ``take`` of ``group[name][rows]``; the absent fill where the segment lacks it."""
     if name in members:
         return np.asarray(group[name][rows])[take]
@@ -310,17 +326,24 @@ def _tally_sweep(sweep_dir: Path, tally: _Tally, environments: dict[int, str]) -
     for segment in manifest["segments"]:
         segment_dir = directory / SEGMENTS_DIRNAME / segment["name"]
         group = zarr.open_group(str(segment_dir), mode="r")
-        environments.update({int(env): str(text) for env, text in
-                             dict(group.attrs).get(ENVIRONMENTS_MEMBER, {}).items()})
+        environments.update(
+            {
+                int(env): str(text)
+                for env, text in dict(group.attrs).get(ENVIRONMENTS_MEMBER, {}).items()
+            }
+        )
         n_rows = int(segment["rows"])
-        members = {path.name for path in segment_dir.iterdir()
-                   if (path / "zarr.json").is_file()}
+        members = {path.name for path in segment_dir.iterdir() if (path / "zarr.json").is_file()}
         for lo in range(0, n_rows, ROW_CHUNK):
             hi = min(lo + ROW_CHUNK, n_rows)
             take = np.flatnonzero(used[start + lo : start + hi])
             if take.size:
-                tally.add(*(_segment_column(group, members, name, slice(lo, hi), take)
-                            for name in (*PROVENANCE_FIELDS, "compute_seconds")))
+                tally.add(
+                    *(
+                        _segment_column(group, members, name, slice(lo, hi), take)
+                        for name in (*PROVENANCE_FIELDS, "compute_seconds")
+                    )
+                )
         start += n_rows
     return tally.cells - before
 
@@ -337,8 +360,15 @@ def run_provenance(run_dir: str | os.PathLike[str]) -> dict[str, Any]:
     root = Path(run_dir)
     tally = _Tally()
     environments: dict[int, str] = {}
-    sweeps = {path.name: _tally_sweep(path, tally, environments)
-              for path in sorted(root.iterdir()) if path.is_dir()} if root.is_dir() else {}
+    sweeps = (
+        {
+            path.name: _tally_sweep(path, tally, environments)
+            for path in sorted(root.iterdir())
+            if path.is_dir()
+        }
+        if root.is_dir()
+        else {}
+    )
     decoded = {env: json.loads(text) for env, text in environments.items()}
 
     def count_by(label: Any) -> dict[str, int]:
@@ -354,15 +384,21 @@ def run_provenance(run_dir: str | os.PathLike[str]) -> dict[str, Any]:
         "cells": tally.cells,
         "sweeps": {name: n for name, n in sweeps.items() if n},
         "commits": count_by(commit_label),
-        "versions": {key: count_by(lambda env, key=key: "unknown" if env is None else env[key])
-                     for key in SUMMARY_VERSIONS},
+        "versions": {
+            key: count_by(lambda env, key=key: "unknown" if env is None else env[key])
+            for key in SUMMARY_VERSIONS
+        },
         "hosts": count_by(lambda env: "unknown" if env is None else env["host"]),
-        "attempts": {("unknown" if attempt == PROVENANCE_ABSENT["attempt"] else str(attempt)): n
-                     for attempt, n in sorted(tally.by_attempt.items())},
-        "wall_seconds": None if wall_n == 0 else {
-            "min": wall_min, "max": wall_max, "mean": wall_sum / wall_n, "total": wall_sum},
-        "peak_memory_bytes": None if not np.isfinite(tally.memory[0]) else {
-            "min": int(tally.memory[0]), "max": int(tally.memory[1])},
+        "attempts": {
+            ("unknown" if attempt == PROVENANCE_ABSENT["attempt"] else str(attempt)): n
+            for attempt, n in sorted(tally.by_attempt.items())
+        },
+        "wall_seconds": None
+        if wall_n == 0
+        else {"min": wall_min, "max": wall_max, "mean": wall_sum / wall_n, "total": wall_sum},
+        "peak_memory_bytes": None
+        if not np.isfinite(tally.memory[0])
+        else {"min": int(tally.memory[0]), "max": int(tally.memory[1])},
     }
 
 
@@ -371,27 +407,36 @@ def _counts(counts: Mapping[str, int]) -> str:
 
 
 def provenance_lines(summary: Mapping[str, Any]) -> list[str]:
-    """Text of :func:`run_provenance`: e.g. "3,104 cells from commit abc123, 12 from ...". """
+    """Text of :func:`run_provenance`: e.g. "3,104 cells from commit abc123, 12 from ..."."""
     sweeps = ", ".join(f"{name}: {n:,}" for name, n in summary["sweeps"].items())
-    lines = [f"{summary['run_dir']}: {summary['cells']:,} cells"
-             + (f" ({sweeps})" if sweeps else "")]
+    lines = [
+        f"{summary['run_dir']}: {summary['cells']:,} cells" + (f" ({sweeps})" if sweeps else "")
+    ]
     if not summary["cells"]:
         return [*lines, "no stored cells (has the run gathered any block?)"]
     commits = [f"{n:,} from {label}" for label, n in summary["commits"].items()]
-    lines.append(commits[0].replace(" from ", " cells from commit ", 1)
-                 + "".join(f", {text}" for text in commits[1:]))
+    lines.append(
+        commits[0].replace(" from ", " cells from commit ", 1)
+        + "".join(f", {text}" for text in commits[1:])
+    )
     lines += [f"{key}: {_counts(counts)}" for key, counts in summary["versions"].items()]
     lines.append(f"hosts: {_counts(summary['hosts'])}")
     wall = summary["wall_seconds"]
     if wall is not None:
-        lines.append(f"wall time per cell: {wall['min']:.3g} s to {wall['max']:.3g} s "
-                     f"(mean {wall['mean']:.3g} s, total {wall['total']:.4g} s)")
+        lines.append(
+            f"wall time per cell: {wall['min']:.3g} s to {wall['max']:.3g} s "
+            f"(mean {wall['mean']:.3g} s, total {wall['total']:.4g} s)"
+        )
     memory = summary["peak_memory_bytes"]
     if memory is not None:
-        lines.append(f"peak memory of the worker process: {memory['min'] / 2**20:.0f} MiB "
-                     f"to {memory['max'] / 2**20:.0f} MiB")
+        lines.append(
+            f"peak memory of the worker process: {memory['min'] / 2**20:.0f} MiB "
+            f"to {memory['max'] / 2**20:.0f} MiB"
+        )
     lines.append(f"attempts: {_counts(summary['attempts'])}")
     if "unknown" in summary["commits"]:
-        lines.append(f"unknown: {summary['commits']['unknown']:,} cells stored before "
-                     "provenance was recorded")
+        lines.append(
+            f"unknown: {summary['commits']['unknown']:,} cells stored before "
+            "provenance was recorded"
+        )
     return lines

@@ -409,8 +409,11 @@ def _scan_sweep(sweep_plan: Any, sweep_dir: Path) -> _SweepScan:
     files = scan_fragment_files(sweep_dir, (block.key for block in sweep_plan.blocks))
     done = done_cell_keys(sweep_plan, files)
     planned_keys = set(sweep_plan.cell_keys())
-    standing = [cell for cell in unresolved_failures(sweep_dir, done)
-                if cell.get("key") in planned_keys and cell.get("key") not in done]
+    standing = [
+        cell
+        for cell in unresolved_failures(sweep_dir, done)
+        if cell.get("key") in planned_keys and cell.get("key") not in done
+    ]
     failed = {str(cell.get("key")) for cell in standing}
     return _SweepScan(sweep_plan, files, done, failed, count_failures_by_cause(standing))
 
@@ -538,10 +541,20 @@ def run_status(
     for scan in scans:
         mtimes = [file.mtime for file in scan.files if file.planned]
         rows.append(
-            _sweep_row(scan.sweep_plan.name, scan.sweep_plan, scan.done, scan.failed,
-                       timings[scan.sweep_plan.name], seconds_per_work, busy_cores, now,
-                       window_seconds, max(mtimes, default=None),
-                       _pending_split(scan, run_dir, known, since), scan.failed_by_cause)
+            _sweep_row(
+                scan.sweep_plan.name,
+                scan.sweep_plan,
+                scan.done,
+                scan.failed,
+                timings[scan.sweep_plan.name],
+                seconds_per_work,
+                busy_cores,
+                now,
+                window_seconds,
+                max(mtimes, default=None),
+                _pending_split(scan, run_dir, known, since),
+                scan.failed_by_cause,
+            )
         )
     ages = [row.last_fragment_age_seconds for row in rows]
     ages = [age for age in ages if age is not None]
@@ -596,8 +609,11 @@ def _rate_text(cells_per_second: float | None) -> str:
 def progress_line(status: RunStatus) -> str:
     """One line: run, done / total cells (percent), failed, throughput, ETA."""
     total = status.total
-    failed = (f", {total.failed:,} failed ({describe_causes(total.failed_by_cause)})"
-              if total.failed else "")
+    failed = (
+        f", {total.failed:,} failed ({describe_causes(total.failed_by_cause)})"
+        if total.failed
+        else ""
+    )
     rate = total.cells_per_second
     return (
         f"attnrmt: progress {status.run}: {total.done:,}/{total.cells:,} cells "
@@ -609,22 +625,43 @@ def progress_line(status: RunStatus) -> str:
 
 def status_table(status: RunStatus) -> list[str]:
     """Lines of ``attnrmt status``: a table per sweep and a total, then the calibration."""
-    header = ("sweep", "cells", "done", "%", "failed", "running", "queued", "missing", "rate",
-              "ETA", "last block")
+    header = (
+        "sweep",
+        "cells",
+        "done",
+        "%",
+        "failed",
+        "running",
+        "queued",
+        "missing",
+        "rate",
+        "ETA",
+        "last block",
+    )
     lines = [header]
     for row in [*status.sweeps, status.total]:
         age = row.last_fragment_age_seconds
         counts = (row.running, row.queued, row.missing)
         split = ["?" if count is None else f"{count:,}" for count in counts]
-        lines.append((
-            row.sweep, f"{row.cells:,}", f"{row.done:,}", f"{row.percent_done:.1f}",
-            f"{row.failed:,}", *split, _rate_text(row.cells_per_second),
-            format_duration(row.eta_seconds), "-" if age is None else format_duration(age) + " ago",
-        ))
+        lines.append(
+            (
+                row.sweep,
+                f"{row.cells:,}",
+                f"{row.done:,}",
+                f"{row.percent_done:.1f}",
+                f"{row.failed:,}",
+                *split,
+                _rate_text(row.cells_per_second),
+                format_duration(row.eta_seconds),
+                "-" if age is None else format_duration(age) + " ago",
+            )
+        )
     widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
     text = [
-        "  ".join([line[0].ljust(widths[0])]
-                  + [value.rjust(width) for value, width in zip(line[1:], widths[1:], strict=True)])
+        "  ".join(
+            [line[0].ljust(widths[0])]
+            + [value.rjust(width) for value, width in zip(line[1:], widths[1:], strict=True)]
+        )
         for line in lines
     ]
     if status.total.failed:
@@ -637,9 +674,11 @@ def status_table(status: RunStatus) -> list[str]:
     text.append(
         f"ETA: pending cells' cost-model seconds ({status.seconds_per_work:.2e} s per work "
         f"unit, {source}) over the cores busy in the last {RATE_WINDOW_SECONDS:.0f} s; "
-        + {True: "a live Snakemake runs the sweep",
-           False: "no live Snakemake in the run's directory: pending cells are missing",
-           None: "cannot tell running from queued here (? = unknown)"}[status.live]
+        + {
+            True: "a live Snakemake runs the sweep",
+            False: "no live Snakemake in the run's directory: pending cells are missing",
+            None: "cannot tell running from queued here (? = unknown)",
+        }[status.live]
     )
     return text
 
@@ -650,8 +689,9 @@ _last_progress = [0.0, 0.0]  # when the last line started (monotonic), its CPU s
 _progress_lock = threading.Lock()
 
 
-def next_progress_wait(last_cost_seconds: float, interval_seconds: float,
-                       cpu_share: float = PROGRESS_CPU_SHARE) -> float:
+def next_progress_wait(
+    last_cost_seconds: float, interval_seconds: float, cpu_share: float = PROGRESS_CPU_SHARE
+) -> float:
     """Seconds between two progress lines: ``interval_seconds``, or longer when the last
     line cost so much CPU that lines that often would take more than ``cpu_share`` of a
     core (the driving process also hosts the Dask scheduler and the block jobs). O(1)."""

@@ -109,7 +109,11 @@ def _runs(starts: np.ndarray, ends: np.ndarray, gap: int) -> list[tuple[int, int
 
 
 def take_rows(
-    segments: Sequence[str], offsets: np.ndarray, rows: np.ndarray, field: str, kind: str,
+    segments: Sequence[str],
+    offsets: np.ndarray,
+    rows: np.ndarray,
+    field: str,
+    kind: str,
     width: int,
 ) -> np.ndarray:
     """Values of ``field`` for global ``rows`` of the table, in the order of ``rows``.
@@ -160,8 +164,14 @@ def take_rows(
 
 
 def fill_block(
-    rows_block: np.ndarray, segments: tuple[str, ...], offsets: np.ndarray, field: str,
-    kind: str, width: int, dtype: Any, fill: Any,
+    rows_block: np.ndarray,
+    segments: tuple[str, ...],
+    offsets: np.ndarray,
+    field: str,
+    kind: str,
+    width: int,
+    dtype: Any,
+    fill: Any,
 ) -> np.ndarray:
     """Dense block of ``field`` for a block of the grid index (``-1``: absent -> ``fill``)."""
     tail = () if kind in ("scalar", "key") else (width,)
@@ -216,37 +226,62 @@ def open_cell_table(table: str | os.PathLike[str], manifest: Mapping[str, Any]) 
         new_axis = [] if kind in ("scalar", "key") else [len(shape)]
         chunks = row_grid.chunks if not new_axis else (*row_grid.chunks, (width,))
         return row_grid.map_blocks(
-            fill_block, segments, offsets, field, kind, width, dtype, fill,
-            dtype=dtype, chunks=chunks, new_axis=new_axis or None,
+            fill_block,
+            segments,
+            offsets,
+            field,
+            kind,
+            width,
+            dtype,
+            fill,
+            dtype=dtype,
+            chunks=chunks,
+            new_axis=new_axis or None,
             meta=np.empty((0,) * (len(shape) + len(new_axis)), dtype=dtype),
         )
 
     cell_dims = (*AXES, "replicate")
     data_vars: dict[str, tuple[tuple[str, ...], Any]] = {
-        "eigenvalues": ((*cell_dims, "eig"), lazy("eigenvalues", "ragged", n_eig,
-                                                  np.float64, np.nan)),
-        **{name: ((*cell_dims, "k"), lazy(name, "topk", top_k, np.float64, np.nan))
-           for name in TOP_K_FIELDS},
-        **{name: (cell_dims, lazy(name, "scalar", 0, np.float64, np.nan))
-           for name in CELL_SCALARS},
-        "effective_weights": ((*cell_dims, "position"),
-                              lazy("effective_weights", "ragged", max_t, np.float64, np.nan)),
+        "eigenvalues": (
+            (*cell_dims, "eig"),
+            lazy("eigenvalues", "ragged", n_eig, np.float64, np.nan),
+        ),
+        **{
+            name: ((*cell_dims, "k"), lazy(name, "topk", top_k, np.float64, np.nan))
+            for name in TOP_K_FIELDS
+        },
+        **{name: (cell_dims, lazy(name, "scalar", 0, np.float64, np.nan)) for name in CELL_SCALARS},
+        "effective_weights": (
+            (*cell_dims, "position"),
+            lazy("effective_weights", "ragged", max_t, np.float64, np.nan),
+        ),
         "cell_key": (cell_dims, lazy("cell_key", "key", 0, object, "")),
-        **{name: (cell_dims, lazy(name, "scalar", 0, np.int64, PROVENANCE_ABSENT[name]))
-           for name in PROVENANCE_FIELDS},
+        **{
+            name: (cell_dims, lazy(name, "scalar", 0, np.int64, PROVENANCE_ABSENT[name]))
+            for name in PROVENANCE_FIELDS
+        },
     }
     for name in POOLING_FIELDS:
         per_replicate = lazy(name, "scalar", 0, np.float64, np.nan)
-        data_vars[name] = (AXES, per_replicate.map_blocks(_nanmean_last, drop_axis=-1,
-                                                          dtype=np.float64))
+        data_vars[name] = (
+            AXES,
+            per_replicate.map_blocks(_nanmean_last, drop_axis=-1, dtype=np.float64),
+        )
         data_vars[f"{name}_replicate"] = (cell_dims, per_replicate)
     for name in SIZE_FIELDS:
         per_replicate = lazy(name, "scalar", 0, np.int64, ABSENT_INT)
-        data_vars[name] = (AXES, per_replicate.map_blocks(first_present, drop_axis=-1,
-                                                          dtype=np.int64))
+        data_vars[name] = (
+            AXES,
+            per_replicate.map_blocks(first_present, drop_axis=-1, dtype=np.int64),
+        )
     replicates = int(attrs["replicates"])
     dataset = cells_view(
-        data_vars, coords, replicates=replicates, top_k=top_k, n_eig=n_eig, max_t=max_t,
+        data_vars,
+        coords,
+        replicates=replicates,
+        top_k=top_k,
+        n_eig=n_eig,
+        max_t=max_t,
         attrs={
             **attrs["dataset_attrs"],
             "replicates": replicates,
@@ -302,9 +337,10 @@ def open_cells(path: str | os.PathLike[str]) -> Any:
 
 
 def _has_store(directory: Path) -> bool:
-    return any((directory / f"{name}.zarr").is_dir() for name in STORE_NAMES) or (
-        directory / CELL_TABLE_DIRNAME / MANIFEST_NAME
-    ).is_file()
+    return (
+        any((directory / f"{name}.zarr").is_dir() for name in STORE_NAMES)
+        or (directory / CELL_TABLE_DIRNAME / MANIFEST_NAME).is_file()
+    )
 
 
 def open_results(run_dir: str | os.PathLike[str], squeeze: bool = False) -> Any:

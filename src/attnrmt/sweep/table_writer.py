@@ -110,8 +110,9 @@ def key_bytes(keys: Sequence[str]) -> np.ndarray:
 
 def root_seeds_of(seed_tokens: Sequence[str]) -> np.ndarray:
     """Root seed (last seed word) of each seed token ``"[w0,w1,w2,w3,root]"``. O(n)."""
-    return np.array([int(str(token).rsplit(",", 1)[1].rstrip("]")) for token in seed_tokens],
-                    dtype=np.int64)
+    return np.array(
+        [int(str(token).rsplit(",", 1)[1].rstrip("]")) for token in seed_tokens], dtype=np.int64
+    )
 
 
 def cell_ids(keys: np.ndarray, root_seeds: np.ndarray) -> np.ndarray:
@@ -123,9 +124,7 @@ def cell_ids(keys: np.ndarray, root_seeds: np.ndarray) -> np.ndarray:
     """
     key_part = np.ascontiguousarray(keys, dtype=f"S{KEY_BYTES}").view(np.uint8)
     seed_part = np.ascontiguousarray(root_seeds, dtype="<i8").view(np.uint8)
-    joined = np.concatenate(
-        [key_part.reshape(-1, KEY_BYTES), seed_part.reshape(-1, 8)], axis=1
-    )
+    joined = np.concatenate([key_part.reshape(-1, KEY_BYTES), seed_part.reshape(-1, 8)], axis=1)
     return np.ascontiguousarray(joined).view(f"S{KEY_BYTES + 8}").reshape(-1)
 
 
@@ -243,8 +242,7 @@ class _Appender:
             self.array.append(values)
 
     def close(self) -> None:
-        joined = (np.concatenate(self.pending) if self.pending
-                  else np.empty(0, dtype=self.dtype))
+        joined = np.concatenate(self.pending) if self.pending else np.empty(0, dtype=self.dtype)
         if self.array is None:  # shorter than one chunk: one chunk of its own length
             self.array = _new_array(self.group, self.name, joined, max(1, len(joined)))
         elif len(joined):
@@ -256,7 +254,10 @@ def _new_array(group: Any, name: str, data: np.ndarray, chunk: int) -> Any:
     """A segment column holding ``data`` (chunks of ``chunk`` rows, compressed)."""
     fill = np.nan if np.issubdtype(data.dtype, np.floating) else 0
     return group.create_array(
-        name, data=data, chunks=(chunk, *data.shape[1:]), compressors=compressors(),
+        name,
+        data=data,
+        chunks=(chunk, *data.shape[1:]),
+        compressors=compressors(),
         fill_value=fill,
     )
 
@@ -304,8 +305,7 @@ class SegmentWriter:
 
     def _column(self, name: str, chunk: int | None = None) -> _Appender:
         if name not in self.columns:
-            self.columns[name] = _Appender(self.group, name,
-                                           ROW_CHUNK if chunk is None else chunk)
+            self.columns[name] = _Appender(self.group, name, ROW_CHUNK if chunk is None else chunk)
         return self.columns[name]
 
     def append(self, ids: np.ndarray, arrays: Mapping[str, np.ndarray], take: np.ndarray) -> None:
@@ -332,16 +332,22 @@ class SegmentWriter:
         self.pending_rows = self.pending_bytes = 0
         members = [arrays for _, arrays in pending]
         counts = [int(ids.size) for ids, _ in pending]
-        keys = np.concatenate([ids for ids, _ in pending]).view(np.uint8).reshape(
-            -1, KEY_BYTES + 8)
+        keys = np.concatenate([ids for ids, _ in pending]).view(np.uint8).reshape(-1, KEY_BYTES + 8)
         self._column("cell_key").add(keys[:, :KEY_BYTES])
         self._column("root_seed").add(
-            np.ascontiguousarray(keys[:, KEY_BYTES:]).view("<i8").reshape(-1))
+            np.ascontiguousarray(keys[:, KEY_BYTES:]).view("<i8").reshape(-1)
+        )
         for name in PROVENANCE_FIELDS:  # old fragments: filled, so columns stay aligned
-            self._column(name).add(np.concatenate([
-                np.asarray(arrays[name], dtype=np.int64) if name in arrays
-                else absent_column(name, count) for arrays, count in zip(members, counts,
-                                                                          strict=True)]))
+            self._column(name).add(
+                np.concatenate(
+                    [
+                        np.asarray(arrays[name], dtype=np.int64)
+                        if name in arrays
+                        else absent_column(name, count)
+                        for arrays, count in zip(members, counts, strict=True)
+                    ]
+                )
+            )
         for name in _result_members(members):
             if not name.endswith("__values"):
                 self._column(name).add(np.concatenate([arrays[name] for arrays in members]))
@@ -353,10 +359,10 @@ class SegmentWriter:
                 continue
             base = self.value_counts.get(field, 0)
             self._column(f"{field}__start").add(
-                base + np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64))
+                base + np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
+            )
             self._column(f"{field}__length").add(lengths)
-            self._column(f"{field}__values", VALUE_CHUNK).add(
-                _ragged_take(flat, starts, lengths))
+            self._column(f"{field}__values", VALUE_CHUNK).add(_ragged_take(flat, starts, lengths))
             self.value_counts[field] = base + int(lengths.sum())
 
     def commit(self) -> dict[str, Any] | None:
@@ -367,10 +373,14 @@ class SegmentWriter:
         if self.rows == 0:
             self.discard()
             return None
-        self.group.attrs.update({
-            "rows": self.rows, "top_k": self.top_k, "format_version": STORE_FORMAT_VERSION,
-            ENVIRONMENTS_MEMBER: {str(env): text for env, text in self.environments.items()},
-        })
+        self.group.attrs.update(
+            {
+                "rows": self.rows,
+                "top_k": self.top_k,
+                "format_version": STORE_FORMAT_VERSION,
+                ENVIRONMENTS_MEMBER: {str(env): text for env, text in self.environments.items()},
+            }
+        )
         (self.tmp / INGESTED_NAME).write_text(json.dumps(sorted(self.ingested)))
         _fsync_tree(self.tmp)
         os.replace(self.tmp, self.segments_dir / self.name)
@@ -384,21 +394,29 @@ def _result_members(members: Sequence[Mapping[str, np.ndarray]]) -> list[str]:
     """Names of the result members (scalars and ``__values``) the fragments share; a
     fragment with other result fields than the first is an error (its columns would not
     align)."""
+
     def names(arrays: Mapping[str, np.ndarray]) -> list[str]:
-        return [name for name in arrays
-                if name not in _FRAGMENT_META and name not in PROVENANCE_FIELDS
-                and not name.endswith("__offsets")]
+        return [
+            name
+            for name in arrays
+            if name not in _FRAGMENT_META
+            and name not in PROVENANCE_FIELDS
+            and not name.endswith("__offsets")
+        ]
 
     first = names(members[0])
     for arrays in members[1:]:
         if set(names(arrays)) != set(first):
-            raise ValueError(f"fragments with different result fields: {sorted(first)} "
-                             f"and {sorted(names(arrays))}")
+            raise ValueError(
+                f"fragments with different result fields: {sorted(first)} "
+                f"and {sorted(names(arrays))}"
+            )
     return first
 
 
-def _joined_ragged(members: Sequence[Mapping[str, np.ndarray]],
-                   field: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _joined_ragged(
+    members: Sequence[Mapping[str, np.ndarray]], field: str
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(values, start, length)`` of a ragged field over several fragments: their
     ``__values`` concatenated, each cell's start in that and its length. Two
     concatenations and O(cells + values) vectorised work, whatever the fragments' count."""
@@ -434,8 +452,9 @@ def fragment_rows(arrays: Mapping[str, np.ndarray], take: np.ndarray) -> dict[st
     return out
 
 
-def _padded_rows(flat: np.ndarray, starts: np.ndarray, lengths: np.ndarray,
-                 width: int) -> np.ndarray:
+def _padded_rows(
+    flat: np.ndarray, starts: np.ndarray, lengths: np.ndarray, width: int
+) -> np.ndarray:
     """``(n, width)`` rows of a ragged array, NaN-padded (top-k fields). O(n width)."""
     out = np.full((starts.size, width), np.nan)
     columns = np.arange(width)
@@ -449,8 +468,11 @@ def _ragged_take(flat: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> n
     total = int(lengths.sum())
     if total == 0:
         return np.empty(0)
-    if starts.size and starts[0] == 0 and total == flat.size and np.all(
-        starts[1:] == np.cumsum(lengths)[:-1]
+    if (
+        starts.size
+        and starts[0] == 0
+        and total == flat.size
+        and np.all(starts[1:] == np.cumsum(lengths)[:-1])
     ):
         return flat
     row_offsets = np.repeat(starts - np.concatenate([[0], np.cumsum(lengths)[:-1]]), lengths)
@@ -473,8 +495,7 @@ def _fsync_tree(directory: Path) -> None:
     """
     from concurrent.futures import ThreadPoolExecutor
 
-    files = [os.path.join(root, name) for root, _, names in os.walk(directory)
-             for name in names]
+    files = [os.path.join(root, name) for root, _, names in os.walk(directory) for name in names]
     if len(files) <= 2:
         for path in files:
             _fsync_file(path)
@@ -505,8 +526,12 @@ def read_table_ids(directory: Path, segments: Sequence[Mapping[str, Any]]) -> np
     parts = []
     for segment in segments:
         group = zarr.open_group(str(directory / SEGMENTS_DIRNAME / segment["name"]), mode="r")
-        parts.append(cell_ids(np.ascontiguousarray(group["cell_key"][:]).view(
-            f"S{KEY_BYTES}").reshape(-1), group["root_seed"][:]))
+        parts.append(
+            cell_ids(
+                np.ascontiguousarray(group["cell_key"][:]).view(f"S{KEY_BYTES}").reshape(-1),
+                group["root_seed"][:],
+            )
+        )
     return np.concatenate(parts) if parts else np.empty(0, dtype=f"S{KEY_BYTES + 8}")
 
 
@@ -523,10 +548,12 @@ def read_table_ids_at(
         where = np.flatnonzero(segment_of == index)
         local = rows[where] - offsets[index]
         group = zarr.open_group(
-            str(directory / SEGMENTS_DIRNAME / segments[index]["name"]), mode="r")
+            str(directory / SEGMENTS_DIRNAME / segments[index]["name"]), mode="r"
+        )
         keys = np.ascontiguousarray(group["cell_key"].oindex[local, :])
-        out[where] = cell_ids(keys.view(f"S{KEY_BYTES}").reshape(-1),
-                              group["root_seed"].oindex[local])
+        out[where] = cell_ids(
+            keys.view(f"S{KEY_BYTES}").reshape(-1), group["root_seed"].oindex[local]
+        )
     return out
 
 
@@ -535,8 +562,11 @@ def ingested_fragments(directory: Path, segments: Sequence[Mapping[str, Any]]) -
     names: set[str] = set()
     for segment in segments:
         with contextlib.suppress(OSError, ValueError):
-            names.update(json.loads(
-                (directory / SEGMENTS_DIRNAME / segment["name"] / INGESTED_NAME).read_text()))
+            names.update(
+                json.loads(
+                    (directory / SEGMENTS_DIRNAME / segment["name"] / INGESTED_NAME).read_text()
+                )
+            )
     return names
 
 
@@ -553,14 +583,21 @@ def plan_grid(sweep_plan: Any) -> tuple[np.ndarray, tuple[int, ...]]:
     lookups = grid_lookups(coords)
     shape = (*(len(coords[axis]) for axis in AXES), int(sweep_plan.replicates))
     if getattr(sweep_plan, "grid", None) is not None:
-        config_order = [np.array([lookups[axis][_coordinate(axis, value)]
-                                  for value in sweep_plan.axes[axis]], dtype=np.int64)
-                        for axis in AXES]
+        config_order = [
+            np.array(
+                [lookups[axis][_coordinate(axis, value)] for value in sweep_plan.axes[axis]],
+                dtype=np.int64,
+            )
+            for axis in AXES
+        ]
         return permuted_positions(config_order, shape), shape
     cells = sweep_plan.cells
     positions = np.ravel_multi_index(
         np.array([cell_grid_index(cell, lookups) for cell in cells], dtype=np.int64).T.reshape(
-            len(shape), -1), shape)
+            len(shape), -1
+        ),
+        shape,
+    )
     return positions, shape
 
 
@@ -579,8 +616,9 @@ def permuted_positions(axis_maps: Sequence[np.ndarray], shape: tuple[int, ...]) 
 
 def plan_cell_ids(cells: Sequence[Any], root_seed: int) -> np.ndarray:
     """``S40`` ids of plan cells (:func:`cell_ids` of their keys and the root seed). O(n)."""
-    return cell_ids(key_bytes([cell.key for cell in cells]),
-                    np.full(len(cells), int(root_seed), dtype=np.int64))
+    return cell_ids(
+        key_bytes([cell.key for cell in cells]), np.full(len(cells), int(root_seed), dtype=np.int64)
+    )
 
 
 def plan_ids(sweep_plan: Any, indices: np.ndarray | None, root_seed: int) -> np.ndarray:
@@ -593,11 +631,15 @@ def plan_ids(sweep_plan: Any, indices: np.ndarray | None, root_seed: int) -> np.
     grid = getattr(sweep_plan, "grid", None)
     if grid is None:
         cells = sweep_plan.cells
-        return plan_cell_ids(cells if indices is None else
-                             [cells[i] for i in np.asarray(indices).tolist()], root_seed)
+        return plan_cell_ids(
+            cells if indices is None else [cells[i] for i in np.asarray(indices).tolist()],
+            root_seed,
+        )
     keys = grid.keys if indices is None else grid.keys[np.asarray(indices, dtype=np.int64)]
-    return cell_ids(np.ascontiguousarray(keys).view(f"S{KEY_BYTES}").reshape(-1),
-                    np.full(len(keys), int(root_seed), dtype=np.int64))
+    return cell_ids(
+        np.ascontiguousarray(keys).view(f"S{KEY_BYTES}").reshape(-1),
+        np.full(len(keys), int(root_seed), dtype=np.int64),
+    )
 
 
 def grid_identity(sweep_plan: Any, root_seed: int) -> dict[str, Any]:
@@ -613,14 +655,20 @@ def grid_identity(sweep_plan: Any, root_seed: int) -> dict[str, Any]:
     """
     from attnrmt.sweep.plan import MODEL_VERSION, canonical_json
 
-    context = canonical_json({
-        "model_version": MODEL_VERSION, "top_k": int(sweep_plan.top_k),
-        "spectrum": sweep_spectrum(sweep_plan), "root_seed": int(root_seed),
-    })
+    context = canonical_json(
+        {
+            "model_version": MODEL_VERSION,
+            "top_k": int(sweep_plan.top_k),
+            "spectrum": sweep_spectrum(sweep_plan),
+            "root_seed": int(root_seed),
+        }
+    )
     return {
         "context": hashlib.sha256(context.encode()).hexdigest(),
-        "models": {kind: {str(name): canonical_json(spec) for name, spec in specs.items()}
-                   for kind, specs in model_summary(sweep_plan).items()},
+        "models": {
+            kind: {str(name): canonical_json(spec) for name, spec in specs.items()}
+            for kind, specs in model_summary(sweep_plan).items()
+        },
     }
 
 
@@ -630,8 +678,11 @@ def same_identity(old: Any, new: Mapping[str, Any]) -> bool:
     if not isinstance(old, Mapping) or old.get("context") != new["context"]:
         return False
     old_models = old.get("models", {})
-    return all(old_models.get(kind, {}).get(name, spec) == spec
-               for kind, specs in new["models"].items() for name, spec in specs.items())
+    return all(
+        old_models.get(kind, {}).get(name, spec) == spec
+        for kind, specs in new["models"].items()
+        for name, spec in specs.items()
+    )
 
 
 def coordinate_map(old: np.ndarray, new: np.ndarray) -> np.ndarray:
@@ -641,9 +692,12 @@ def coordinate_map(old: np.ndarray, new: np.ndarray) -> np.ndarray:
 
 
 def carried_rows(
-    directory: Path, manifest: Mapping[str, Any] | None, sweep_plan: Any,
+    directory: Path,
+    manifest: Mapping[str, Any] | None,
+    sweep_plan: Any,
     identity: Mapping[str, Any],
-    positions: np.ndarray, probe_ids: Any,
+    positions: np.ndarray,
+    probe_ids: Any,
 ) -> np.ndarray | None:
     """Table row of each plan cell from the previous grid version (``-1``: not in it).
 
@@ -733,27 +787,34 @@ def update_cell_table(
         positions, shape = plan_grid(sweep_plan)
         identity = grid_identity(sweep_plan, root_seed)
         plan_rows = carried_rows(
-            directory, old, sweep_plan, identity, positions,
-            lambda indices: plan_ids(sweep_plan, indices, root_seed))
+            directory,
+            old,
+            sweep_plan,
+            identity,
+            positions,
+            lambda indices: plan_ids(sweep_plan, indices, root_seed),
+        )
         if plan_rows is None and not segments:  # a new table: every cell is missing
             plan_rows = np.full(positions.size, -1, dtype=np.int64)
         elif plan_rows is None:
             plan_rows = IdIndex(read_table_ids(directory, segments)).find(
-                plan_ids(sweep_plan, None, root_seed))
+                plan_ids(sweep_plan, None, root_seed)
+            )
         missing = np.flatnonzero(plan_rows < 0)
         # the missing cells' ids (distinct: their parameters differ) and the row of each
         # in the new segment once a fragment provided it
-        wanted_index = IdIndex(plan_ids(
-            sweep_plan, None if missing.size == positions.size else missing, root_seed))
+        wanted_index = IdIndex(
+            plan_ids(sweep_plan, None if missing.size == positions.size else missing, root_seed)
+        )
         new_row = np.full(missing.size, -1, dtype=np.int64)
         done = ingested_fragments(directory, segments)
         writer = SegmentWriter(directory / SEGMENTS_DIRNAME, int(sweep_plan.top_k))
         try:
-            n_taken = ingest_fragments(fragment_files, True, done, wanted_index, new_row,
-                                       writer)
+            n_taken = ingest_fragments(fragment_files, True, done, wanted_index, new_row, writer)
             if scan_all_fragments and n_taken < missing.size:
-                n_taken += ingest_fragments(fragment_paths(sweep_dir), False, done,
-                                            wanted_index, new_row, writer)
+                n_taken += ingest_fragments(
+                    fragment_paths(sweep_dir), False, done, wanted_index, new_row, writer
+                )
             first_new_row = sum(int(segment["rows"]) for segment in segments)
             new_segment = writer.commit()
         except BaseException:
@@ -776,8 +837,10 @@ BATCH_FRAGMENTS = 256
 
 
 def take_batch(
-    batch: Sequence[tuple[str, bool, Mapping[str, np.ndarray]]], wanted_index: IdIndex,
-    new_row: np.ndarray, writer: SegmentWriter,
+    batch: Sequence[tuple[str, bool, Mapping[str, np.ndarray]]],
+    wanted_index: IdIndex,
+    new_row: np.ndarray,
+    writer: SegmentWriter,
 ) -> int:
     """Append to ``writer`` the wanted cells of a batch of fragments ``(name, is_given,
     arrays)`` not taken yet; the number appended.
@@ -806,16 +869,23 @@ def take_batch(
     cuts = np.searchsorted(rows, bounds).tolist()
     starts = bounds.tolist()
     for index, (name, is_given, arrays) in enumerate(batch):
-        writer.append(ids[starts[index] : starts[index + 1]], arrays,
-                      rows[cuts[index] : cuts[index + 1]] - starts[index])
+        writer.append(
+            ids[starts[index] : starts[index + 1]],
+            arrays,
+            rows[cuts[index] : cuts[index + 1]] - starts[index],
+        )
         if is_given:
             writer.ingested.append(name)
     return int(rows.size)
 
 
 def ingest_fragments(
-    paths: Iterable[str | os.PathLike[str]], given: bool, done: set[str],
-    wanted_index: IdIndex, new_row: np.ndarray, writer: SegmentWriter,
+    paths: Iterable[str | os.PathLike[str]],
+    given: bool,
+    done: set[str],
+    wanted_index: IdIndex,
+    new_row: np.ndarray,
+    writer: SegmentWriter,
 ) -> int:
     """Read the fragments ``paths`` whose name is not in ``done`` (added to it), in
     batches of at most :data:`BATCH_FRAGMENTS` fragments, :data:`PENDING_BYTES` or
@@ -839,8 +909,11 @@ def ingest_fragments(
         batch.append((name, given, arrays))
         batch_bytes += sum(member.nbytes for member in arrays.values())
         batch_cells += arrays["cell_key"].size
-        if (len(batch) >= BATCH_FRAGMENTS or batch_bytes >= PENDING_BYTES
-                or batch_cells >= ROW_CHUNK):
+        if (
+            len(batch) >= BATCH_FRAGMENTS
+            or batch_bytes >= PENDING_BYTES
+            or batch_cells >= ROW_CHUNK
+        ):
             n_taken += take_batch(batch, wanted_index, new_row, writer)
             batch, batch_bytes, batch_cells = [], 0, 0
     n_taken += take_batch(batch, wanted_index, new_row, writer)
@@ -859,28 +932,37 @@ def grid_rows(positions: np.ndarray, plan_rows: np.ndarray, shape: tuple[int, ..
 
 
 def grid_attrs(
-    sweep_plan: Any, root_seed: int, rows: np.ndarray, shape: tuple[int, ...],
+    sweep_plan: Any,
+    root_seed: int,
+    rows: np.ndarray,
+    shape: tuple[int, ...],
     identity: Mapping[str, Any],
 ) -> dict[str, Any]:
     """Attributes of a grid version: axes, sizes, :func:`grid_identity` and the dataset
     attributes of the view."""
-    return json.loads(json.dumps({
-        "format_version": STORE_FORMAT_VERSION,
-        "shape": list(shape),
-        "identity": dict(identity),
-        "axes": {axis: list(sweep_plan.axes[axis]) for axis in AXES},
-        "replicates": int(sweep_plan.replicates),
-        "top_k": int(sweep_plan.top_k),
-        "dataset_attrs": {
-            **dataset_attrs(sweep_plan, root_seed, "attnrmt simulated cells"),
-            "cells_present": int(np.count_nonzero(rows >= 0)),
-            "cells_total": int(rows.size),
-        },
-    }, default=str))
+    return json.loads(
+        json.dumps(
+            {
+                "format_version": STORE_FORMAT_VERSION,
+                "shape": list(shape),
+                "identity": dict(identity),
+                "axes": {axis: list(sweep_plan.axes[axis]) for axis in AXES},
+                "replicates": int(sweep_plan.replicates),
+                "top_k": int(sweep_plan.top_k),
+                "dataset_attrs": {
+                    **dataset_attrs(sweep_plan, root_seed, "attnrmt simulated cells"),
+                    "cells_present": int(np.count_nonzero(rows >= 0)),
+                    "cells_total": int(rows.size),
+                },
+            },
+            default=str,
+        )
+    )
 
 
-def _same_grid(directory: Path, manifest: Mapping[str, Any], rows: np.ndarray,
-               attrs: Mapping[str, Any]) -> bool:
+def _same_grid(
+    directory: Path, manifest: Mapping[str, Any], rows: np.ndarray, attrs: Mapping[str, Any]
+) -> bool:
     """Whether the current version already has this grid index and these attributes."""
     import zarr
 
@@ -891,8 +973,9 @@ def _same_grid(directory: Path, manifest: Mapping[str, Any], rows: np.ndarray,
         return False
 
 
-def _publish_version(directory: Path, segments: list[dict[str, Any]], rows: np.ndarray,
-                     attrs: Mapping[str, Any]) -> dict[str, Any]:
+def _publish_version(
+    directory: Path, segments: list[dict[str, Any]], rows: np.ndarray, attrs: Mapping[str, Any]
+) -> dict[str, Any]:
     """Write a new grid version (immutable) and swap the manifest to it."""
     import zarr
 
@@ -901,8 +984,13 @@ def _publish_version(directory: Path, segments: list[dict[str, Any]], rows: np.n
     grids.mkdir(parents=True, exist_ok=True)
     tmp = grids / f".{version}.tmp"
     group = zarr.open_group(str(tmp), mode="w", zarr_format=3)
-    group.create_array(ROW_ARRAY, data=rows, chunks=(min(rows.size, 1 << 20) or 1,),
-                       compressors=compressors(), fill_value=-1)
+    group.create_array(
+        ROW_ARRAY,
+        data=rows,
+        chunks=(min(rows.size, 1 << 20) or 1,),
+        compressors=compressors(),
+        fill_value=-1,
+    )
     group.attrs.update(dict(attrs))
     _fsync_tree(tmp)
     os.replace(tmp, grids / version)
@@ -944,8 +1032,9 @@ def _remove_orphan_segments(directory: Path, segments: Sequence[Mapping[str, Any
 
 def _collect_garbage(directory: Path, manifest: Mapping[str, Any]) -> None:
     """Drop grid versions older than the :data:`KEEP_OLD_GRIDS` previous ones."""
-    grids = sorted(path for path in (directory / GRIDS_DIRNAME).iterdir()
-                   if not path.name.startswith("."))
+    grids = sorted(
+        path for path in (directory / GRIDS_DIRNAME).iterdir() if not path.name.startswith(".")
+    )
     current = Path(manifest["grid"]).name
     old = [path for path in grids if path.name != current]
     for path in old[: max(0, len(old) - KEEP_OLD_GRIDS)]:
@@ -1001,10 +1090,17 @@ def store_finished_cells(run_plan: Any, results_dir: str | os.PathLike[str]) -> 
         except Exception as exc:  # reported, never raised: the run has failed already
             lines.append(f"{name}: finished cells not stored ({exc!r})")
             continue
-        lines.append(f"{name}: {manifest['cells_present']}/{manifest['cells_total']} "
-                     f"finished cells stored (open_results shows them)")
+        lines.append(
+            f"{name}: {manifest['cells_present']}/{manifest['cells_total']} "
+            f"finished cells stored (open_results shows them)"
+        )
     return lines
 
 
-__all__ = ["FRAGMENT_SUFFIX", "gather_cells", "plan_ids", "store_finished_cells",
-           "update_cell_table"]
+__all__ = [
+    "FRAGMENT_SUFFIX",
+    "gather_cells",
+    "plan_ids",
+    "store_finished_cells",
+    "update_cell_table",
+]

@@ -36,13 +36,15 @@ def theory_dataset(sweep_plan: Any, root_seed: int) -> Any:
     if grid is not None:  # the plan's specs per (name, T): no cell built (O(models))
         positional_specs, weights_specs = grid.positional_specs, grid.weights_specs
     else:
-        positional_specs = {(c.positional, int(c.T)): c.positional_spec
-                            for c in sweep_plan.cells}
+        positional_specs = {(c.positional, int(c.T)): c.positional_spec for c in sweep_plan.cells}
         weights_specs = {(c.weights, int(c.T)): c.weights_spec for c in sweep_plan.cells}
     predicted = predict_grid(axis_coordinates(sweep_plan.axes), positional_specs, weights_specs)
     # Text coordinates as object arrays: Zarr v3 has no specified fixed-width string type.
-    text = {name: predicted[name].values.astype(object)
-            for name in predicted.coords if predicted[name].dtype.kind == "U"}
+    text = {
+        name: predicted[name].values.astype(object)
+        for name in predicted.coords
+        if predicted[name].dtype.kind == "U"
+    }
     out = with_variable_attrs(predicted.assign_coords(text))
     out.attrs = {
         **dataset_attrs(sweep_plan, root_seed, "attnrmt theory predictions"),

@@ -366,9 +366,7 @@ def bulk_density(
     return _scalar_or_array(density)
 
 
-def bulk_cdf(
-    x: ArrayLike, delta: ArrayLike, gamma: ArrayLike
-) -> np.float64 | NDArray[np.float64]:
+def bulk_cdf(x: ArrayLike, delta: ArrayLike, gamma: ArrayLike) -> np.float64 | NDArray[np.float64]:
     """Cumulative distribution of ``MP_delta ⊠ MP_gamma`` including the atom
     (docs/model.md, "Bulk law").
 

@@ -145,14 +145,22 @@ def predict(
     """
     given = {
         name: _as_dataarray(value)
-        for name, value in (("delta", delta), ("gamma", gamma), ("snr", snr), ("alpha", alpha),
-                            ("kappa", kappa), ("sigma", sigma))
+        for name, value in (
+            ("delta", delta),
+            ("gamma", gamma),
+            ("snr", snr),
+            ("alpha", alpha),
+            ("kappa", kappa),
+            ("sigma", sigma),
+        )
     }
     *numeric, centred = xr.broadcast(*given.values(), _as_dataarray(centered).astype(bool))
     dims = centred.dims
     coords = centred.coords
-    arrays = {name: np.asarray(value.transpose(*dims).values, dtype=float)
-              for name, value in zip(given, numeric, strict=True)}
+    arrays = {
+        name: np.asarray(value.transpose(*dims).values, dtype=float)
+        for name, value in zip(given, numeric, strict=True)
+    }
     uncentred = ~np.asarray(centred.transpose(*dims).values, dtype=bool)
     valid = np.all([np.isfinite(a) for a in arrays.values()], axis=0) & (arrays["kappa"] > 0)
     valid &= (arrays["delta"] > 0) & (arrays["gamma"] > 0) & (arrays["snr"] >= 0)
@@ -179,13 +187,18 @@ def predict(
     pop_bulk_edge = masked(k_ * (1.0 + np.sqrt(d_)) ** 2)
     per_variant: dict[str, list[np.ndarray]] = {name: [] for name in VARIANT_VARIABLES}
     for variant in variants:
-        fields = {name: masked(value) for name, value in _spike_fields(
-            spike(d_, g_, safe["snr"], safe["alpha"], k_, variant=variant)).items()}
-        fields["pop_top_eigenvalue"] = np.where(np.isnan(fields["pop_outlier"]),
-                                                pop_bulk_edge, fields["pop_outlier"])
-        fields["sample_top_eigenvalue"] = np.where(np.isnan(fields["sample_outlier"]),
-                                                   common["bulk_upper_edge"],
-                                                   fields["sample_outlier"])
+        fields = {
+            name: masked(value)
+            for name, value in _spike_fields(
+                spike(d_, g_, safe["snr"], safe["alpha"], k_, variant=variant)
+            ).items()
+        }
+        fields["pop_top_eigenvalue"] = np.where(
+            np.isnan(fields["pop_outlier"]), pop_bulk_edge, fields["pop_outlier"]
+        )
+        fields["sample_top_eigenvalue"] = np.where(
+            np.isnan(fields["sample_outlier"]), common["bulk_upper_edge"], fields["sample_outlier"]
+        )
         for name in VARIANT_VARIABLES:
             per_variant[name].append(common[name] if name in common else fields[name])
     data_vars: dict[str, xr.DataArray] = {
@@ -194,20 +207,21 @@ def predict(
     }
     pop_bulk_edge = on_grid(pop_bulk_edge)
     mean = mean_spike(d_, g_, safe["sigma"], k_)
-    data_vars.update({
-        "pop_bulk_edge": pop_bulk_edge,
-        "mean_spike_outlier": on_grid(masked(np.where(uncentred, mean.sample_outlier,
-                                                      np.nan))),
-        "mean_spike_pop_outlier": on_grid(masked(np.where(uncentred, mean.population_outlier,
-                                                          np.nan))),
-        "mean_spike_overlap": on_grid(masked(np.where(uncentred, mean.sample_overlap,
-                                                      np.nan))),
-        "alpha": given["alpha"],
-        "kappa": given["kappa"],
-        "sigma": given["sigma"],
-        "delta_effective": given["delta"],
-        "gamma_effective": given["gamma"],
-    })
+    data_vars.update(
+        {
+            "pop_bulk_edge": pop_bulk_edge,
+            "mean_spike_outlier": on_grid(masked(np.where(uncentred, mean.sample_outlier, np.nan))),
+            "mean_spike_pop_outlier": on_grid(
+                masked(np.where(uncentred, mean.population_outlier, np.nan))
+            ),
+            "mean_spike_overlap": on_grid(masked(np.where(uncentred, mean.sample_overlap, np.nan))),
+            "alpha": given["alpha"],
+            "kappa": given["kappa"],
+            "sigma": given["sigma"],
+            "delta_effective": given["delta"],
+            "gamma_effective": given["gamma"],
+        }
+    )
     out = xr.Dataset(data_vars).assign_coords(variant=("variant", list(variants)))
     return with_variable_attrs(out)
 
@@ -242,8 +256,7 @@ def pooling_inputs(
                 scalars[i, j, m] = pooling_scalars(w, R)
     coords = {"T": list(T), "positional": positional_names, "weights": weights_names}
     return {
-        name: xr.DataArray(scalars[..., index], dims=("T", "positional", "weights"),
-                           coords=coords)
+        name: xr.DataArray(scalars[..., index], dims=("T", "positional", "weights"), coords=coords)
         for index, name in enumerate(("alpha", "kappa", "sigma"))
     }
 
@@ -297,14 +310,27 @@ def predict_grid(
     """
     ratios = ratio_inputs(axes["d"], axes["delta"], axes["gamma"])
     scalars = pooling_inputs(axes["T"], positional, weights)
-    snr = xr.DataArray(np.asarray(axes["snr"], dtype=float), dims="snr",
-                       coords={"snr": list(axes["snr"])})
-    centered = xr.DataArray(np.asarray(axes["centered"], dtype=bool), dims="centered",
-                            coords={"centered": list(axes["centered"])})
-    out = predict(ratios["delta"], ratios["gamma"], snr, scalars["alpha"], scalars["kappa"],
-                  scalars["sigma"], centered, variants)
-    ordered = {name: [d for d in (*AXES, "variant") if d in out[name].dims]
-               for name in out.data_vars}
+    snr = xr.DataArray(
+        np.asarray(axes["snr"], dtype=float), dims="snr", coords={"snr": list(axes["snr"])}
+    )
+    centered = xr.DataArray(
+        np.asarray(axes["centered"], dtype=bool),
+        dims="centered",
+        coords={"centered": list(axes["centered"])},
+    )
+    out = predict(
+        ratios["delta"],
+        ratios["gamma"],
+        snr,
+        scalars["alpha"],
+        scalars["kappa"],
+        scalars["sigma"],
+        centered,
+        variants,
+    )
+    ordered = {
+        name: [d for d in (*AXES, "variant") if d in out[name].dims] for name in out.data_vars
+    }
     return out.assign({name: out[name].transpose(*dims) for name, dims in ordered.items()})
 
 
@@ -340,17 +366,20 @@ def predict_point(
     check_positive("snr", snr, allow_zero=True)
     positional_spec = validate_positional(positional, int(T))
     weights_spec = validate_weights(weights, int(T))
-    scalars = pooling_inputs([int(T)], {("positional", int(T)): positional_spec},
-                             {("weights", int(T)): weights_spec})
+    scalars = pooling_inputs(
+        [int(T)], {("positional", int(T)): positional_spec}, {("weights", int(T)): weights_spec}
+    )
     point = {name: float(value.squeeze()) for name, value in scalars.items()}
-    out = predict(delta, gamma, snr, point["alpha"], point["kappa"], point["sigma"], centered,
-                  variants)
+    out = predict(
+        delta, gamma, snr, point["alpha"], point["kappa"], point["sigma"], centered, variants
+    )
     R = positional_correlation(positional_spec, int(T))
     w = pooling_weights(weights_spec, int(T), R)
     out["pooling_weights"] = xr.DataArray(
-        np.asarray(w, dtype=float), dims="position",
-        attrs={"long_name": "pooling weights w_t used by the theory (dimensionless)",
-               "units": "1"})
+        np.asarray(w, dtype=float),
+        dims="position",
+        attrs={"long_name": "pooling weights w_t used by the theory (dimensionless)", "units": "1"},
+    )
     out = out.assign_coords(position=np.arange(1, int(T) + 1))
     out["position"].attrs = {"long_name": "sequence position t (1-based)", "units": "1"}
     substituted = weights_spec.get("kind") == "causal_attention"
@@ -359,7 +388,9 @@ def predict_point(
         "weights": weights_spec,
         "weights_substituted": (
             f"causal_attention(tau={weights_spec.get('tau')}) predicted with its "
-            "deterministic limit causal_limit(tau)" if substituted else ""
+            "deterministic limit causal_limit(tau)"
+            if substituted
+            else ""
         ),
     }
     return out

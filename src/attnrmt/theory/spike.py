@@ -301,8 +301,9 @@ def theta_from_population(ell: np.ndarray, delta: np.ndarray, kappa: np.ndarray)
     ``x <= (1+sqrt(delta))^2`` (inside the MP_delta bulk) gives the
     critical ``delta + sqrt(delta)``. NaN input stays NaN.
     """
-    ell, delta, kappa = np.broadcast_arrays(*(np.asarray(a, dtype=float) for a in (ell, delta,
-                                                                                 kappa)))
+    ell, delta, kappa = np.broadcast_arrays(
+        *(np.asarray(a, dtype=float) for a in (ell, delta, kappa))
+    )
     x = ell / kappa
     b = x - 1.0 - delta
     disc = np.maximum(b * b - 4.0 * delta, 0.0)

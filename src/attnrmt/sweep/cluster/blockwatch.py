@@ -58,10 +58,9 @@ def parse_block_jobs(text: str, workdir: str | os.PathLike[str]) -> dict[str, sl
         job_id, state, comment, directory, cpus, memory, limit, partition, reason = parts
         if not comment.startswith(EXECUTOR_COMMENT_PREFIX) or Path(directory) != wanted:
             continue
-        rule = comment[len(EXECUTOR_COMMENT_PREFIX):].split("_wildcards_", 1)[0]
+        rule = comment[len(EXECUTOR_COMMENT_PREFIX) :].split("_wildcards_", 1)[0]
         request = (
-            f"rule={rule}, cores={cpus}, memory={memory}, walltime={limit}, "
-            f"partition={partition}"
+            f"rule={rule}, cores={cpus}, memory={memory}, walltime={limit}, partition={partition}"
         )
         jobs[job_id] = slurm.JobState(job_id, state, reason, request)
     return jobs

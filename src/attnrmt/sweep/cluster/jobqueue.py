@@ -105,8 +105,13 @@ def cluster_kwargs(
 def describe_request(settings: ClusterSettings) -> str:
     """The worker-job request in words: cores, memory, walltime, queue (profile or site)."""
     parts = []
-    for key, label in (("cores", "cores"), ("memory", "memory"), ("walltime", "walltime"),
-                       ("queue", "partition/queue"), ("account", "account")):
+    for key, label in (
+        ("cores", "cores"),
+        ("memory", "memory"),
+        ("walltime", "walltime"),
+        ("queue", "partition/queue"),
+        ("account", "account"),
+    ):
         value = settings.jobqueue.get(key) or site_setting(settings.mode, key)
         if value is not None:
             parts.append(f"{label}={value}")

@@ -524,8 +524,10 @@ def _exit_if_still_running_after(
             return
 
         def hard_exit() -> None:
-            say(f"still running {seconds:.0f} s after {signal.Signals(signum).name}: exiting "
-                "now; finished cells are kept, rerun the same command to resume")
+            say(
+                f"still running {seconds:.0f} s after {signal.Signals(signum).name}: exiting "
+                "now; finished cells are kept, rerun the same command to resume"
+            )
             if release_locks is not None:
                 with contextlib.suppress(Exception):
                     release_locks()
