@@ -5,17 +5,23 @@ Usage: ``python -m benchmarks [bench_cell ...]`` (default: every ``bench_*.py`` 
 Each module's ``main()`` returns a dict; it is stored under the module name in
 ``benchmarks/results.json`` (other modules' entries are kept, so running one module
 updates only its own entry), with the time, host and library versions of the run, and
-all entries are rendered to ``benchmarks/results.md``.
+all entries are rendered to ``benchmarks/results.md``: first one table of every target in
+:data:`TARGETS` (the measured value, met or not, the date), then every entry in full.
+``python -m benchmarks --render`` re-renders ``results.md`` from ``results.json`` without
+running anything.
 """
 
 from __future__ import annotations
 
 import datetime
+import fnmatch
 import importlib
 import json
 import os
 import platform
+import re
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +31,353 @@ import scipy
 HERE = Path(__file__).resolve().parent
 RESULTS_JSON = HERE / "results.json"
 RESULTS_MD = HERE / "results.md"
+
+
+@dataclass(frozen=True)
+class Target:
+    """One benchmark target: where the measured value is stored and the bound it must meet.
+
+    ``path`` walks the entry's ``result`` dict; each part is a key or an ``fnmatch``
+    pattern (``"d=*"``, ``"open_seconds_*"``): when it matches several values the worst
+    counts (the largest for an upper bound, the smallest for a lower one) and is named.
+    ``ok_key`` is the flag the benchmark stores for this target (``None``: it stores none),
+    ``constant`` the benchmark module's constant that holds the bound (``module.NAME``),
+    ``date_note`` a note in the result whose first date is when the value was measured,
+    when that is not the entry's timestamp.
+    """
+
+    benchmark: str
+    path: tuple[str, ...]
+    sense: str  # "<=", "<" or ">="
+    bound: float
+    what: str
+    unit: str = ""
+    ok_key: str | None = None
+    constant: str | None = None
+    date_note: str | None = None
+
+
+#: Every target the benchmarks measure against (their module docstrings and
+#: docs/scaling.md state them). bench_failures and bench_provenance measure costs that have
+#: no target.
+TARGETS: tuple[Target, ...] = (
+    Target(
+        "bench_cell",
+        ("cell_vs_floor", "d=*", "median_ratio"),
+        "<=",
+        1.5,
+        "full cell / its dense floor (median of paired ratios), default BLAS threads, every d",
+    ),
+    Target(
+        "bench_cell",
+        ("cell_vs_floor_single_thread_15_pairs", "d=*", "median_ratio"),
+        "<=",
+        1.5,
+        "the same with one BLAS thread, 15 pairs",
+        date_note="note_single_thread_15_pairs",
+    ),
+    Target(
+        "bench_cell_top_and_kernels",
+        ("cell_top_vs_full", "d=8000", "speedup"),
+        ">=",
+        5.0,
+        "top-k cell speedup over the full cell at d = 8000, one BLAS thread",
+    ),
+    Target(
+        "bench_cell_top_and_kernels",
+        ("cell_top_cpu_seconds_d1e4",),
+        "<=",
+        30.0,
+        "one top-k cell at d = 10^4, one BLAS thread",
+        unit="CPU s",
+    ),
+    Target(
+        "bench_cell_top_and_kernels",
+        ("cell_top_peak_rss_mb_d1e4",),
+        "<=",
+        4000.0,
+        "its peak memory",
+        unit="MB",
+    ),
+    Target(
+        "bench_pipeline",
+        ("pipeline_vs_loop",),
+        "<=",
+        1.2,
+        "pipeline / process-pool loop on the default config (median of paired ratios)",
+        ok_key="pipeline_vs_loop_ok",
+        constant="bench_pipeline.RATIO_TARGET",
+    ),
+    Target(
+        "bench_plan",
+        ("plan_seconds_1e5_cells",),
+        "<=",
+        60.0,
+        "`snakemake -n` of a 10^5-cell config",
+        unit="s",
+        ok_key="plan_seconds_1e5_cells_ok",
+        constant="bench_plan.PLAN_TARGET_SECONDS",
+    ),
+    Target(
+        "bench_plan",
+        ("plan_peak_rss_mb_1e5_cells",),
+        "<",
+        2048.0,
+        "its peak memory",
+        unit="MB",
+        ok_key="plan_peak_rss_mb_1e5_cells_ok",
+        constant="bench_plan.RSS_TARGET_MB",
+    ),
+    Target(
+        "bench_scale",
+        ("scale_vs_loop_1e6_tiny_cells",),
+        "<=",
+        1.5,
+        "pipeline / loop, 10^6 tiny cells to the analysis",
+        ok_key="scale_vs_loop_ok",
+        constant="bench_scale.RATIO_TARGET",
+    ),
+    Target(
+        "bench_scale",
+        ("scale_peak_rss_mb",),
+        "<=",
+        2048.0,
+        "its largest process",
+        unit="MB",
+        ok_key="scale_peak_rss_ok",
+        constant="bench_scale.RSS_TARGET_MB",
+    ),
+    Target(
+        "bench_status",
+        ("status_seconds_1e5_cells",),
+        "<=",
+        5.0,
+        "`run_status` of a 10^5-cell run",
+        unit="s",
+        ok_key="status_seconds_1e5_cells_ok",
+        constant="bench_status.STATUS_TARGET_SECONDS",
+    ),
+    Target(
+        "bench_status",
+        ("status_cli_seconds_1e5_cells",),
+        "<=",
+        5.0,
+        "the whole `attnrmt status` command there",
+        unit="s",
+        ok_key="status_cli_seconds_1e5_cells_ok",
+        constant="bench_status.STATUS_TARGET_SECONDS",
+    ),
+    Target(
+        "bench_store",
+        ("gather_peak_rss_mb_max",),
+        "<=",
+        1024.0,
+        "gather peak memory, worst size (10^6 cells of d = 1000, 10^6 and 3*10^6 of d = 16)",
+        unit="MB",
+        ok_key="gather_peak_rss_ok",
+        constant="bench_store.RSS_TARGET_MB",
+    ),
+    Target(
+        "bench_store",
+        ("store_update_fraction_1pct",),
+        "<=",
+        0.05,
+        "+1% cells: bytes written / full write, worst size",
+        ok_key="store_update_fraction_ok",
+        constant="bench_store.UPDATE_TARGET",
+    ),
+    Target(
+        "bench_store",
+        ("store_update_seconds_ratio_1pct",),
+        "<=",
+        0.05,
+        "+1% cells: seconds / full gather, 10^6 cells of d = 1000",
+        ok_key="store_update_seconds_ok",
+        constant="bench_store.UPDATE_TARGET",
+    ),
+    Target(
+        "bench_store",
+        ("store_update_seconds_ratio_1pct_max",),
+        "<=",
+        0.05,
+        "the same, worst size",
+        ok_key="store_update_seconds_max_ok",
+        constant="bench_store.UPDATE_TARGET",
+    ),
+    Target(
+        "bench_store",
+        ("open_seconds_*",),
+        "<=",
+        5.0,
+        "`open_cells` of a gathered store, worst size",
+        unit="s",
+    ),
+    Target(
+        "bench_store",
+        ("plan_seconds_1e6_cells",),
+        "<=",
+        60.0,
+        "`snakemake -n` of a 10^6-cell config",
+        unit="s",
+        ok_key="plan_seconds_1e6_cells_ok",
+        constant="bench_store.PLAN_TARGET_SECONDS",
+    ),
+    Target(
+        "bench_store",
+        ("plan_peak_rss_mb_1e6_cells",),
+        "<=",
+        2048.0,
+        "its peak memory",
+        unit="MB",
+        ok_key="plan_peak_rss_mb_1e6_cells_ok",
+        constant="bench_store.PLAN_RSS_TARGET_MB",
+    ),
+    Target(
+        "bench_theory",
+        ("theory_predictions_per_second",),
+        ">=",
+        1e5,
+        "spike predictions per second (10^5 points)",
+    ),
+    Target(
+        "bench_chaos",
+        ("chaos_slowest_stop_seconds",),
+        "<=",
+        5.0,
+        "slowest stop of a run on SIGTERM/SIGINT (every process gone), over the chaos trials",
+        unit="s",
+        ok_key="chaos_stops_ok",
+        constant="bench_chaos.STOP_TARGET_SECONDS",
+    ),
+    Target(
+        "bench_chaos",
+        ("chaos_extra_cells",),
+        "<=",
+        0.0,
+        "cells a rerun computed beyond those unfinished on disk after the fault, all trials",
+    ),
+    Target(
+        "bench_chaos",
+        ("chaos_faults_survived",),
+        ">=",
+        30.0,
+        "faults survived (rerun exits 0, every variable identical, no temporary) of 30 tried",
+        constant="bench_chaos.FAULTS",
+    ),
+    Target(
+        "bench_integrity",
+        ("integrity_verify_over_gather",),
+        "<=",
+        0.10,
+        "fragment verification (CRCs, members, shapes) / a first gather of 20,000 cells, d = 1000",
+        ok_key="integrity_verify_ok",
+        constant="bench_integrity.VERIFY_SHARE_TARGET",
+    ),
+)
+
+
+@dataclass(frozen=True)
+class Measured:
+    """A target's measured value (``None`` when not measured; the worst of several), where
+    it came from, the date of the measurement, whether it meets the bound, and of how many
+    values it is the worst (``n_met`` of them meet the bound)."""
+
+    value: float | None
+    where: str
+    date: str
+    met: bool | None
+    n_values: int = 0
+    n_met: int = 0
+
+
+def _values(node: Any, path: tuple[str, ...], where: str = "") -> list[tuple[str, float]]:
+    """Every numeric value at ``path`` under ``node`` (patterns expanded), with the keys of
+    the levels that matched several."""
+    if not path:
+        is_number = isinstance(node, int | float) and not isinstance(node, bool)
+        return [(where, float(node))] if is_number else []
+    if not isinstance(node, dict):
+        return []
+    head, rest = path[0], path[1:]
+    keys = [key for key in node if fnmatch.fnmatchcase(key, head)]
+    found = []
+    for key in keys:
+        label = where if key == head else f"{where}{', ' if where else ''}{key}"
+        found += _values(node[key], rest, label)
+    return found
+
+
+def meets(value: float, sense: str, bound: float) -> bool:
+    """Whether ``value`` meets ``sense bound`` (``<=``, ``<`` or ``>=``)."""
+    if sense == "<=":
+        return value <= bound
+    if sense == "<":
+        return value < bound
+    if sense == ">=":
+        return value >= bound
+    raise ValueError(f"sense={sense!r}: must be '<=', '<' or '>='")
+
+
+def measure(target: Target, stored: dict[str, Any]) -> Measured:
+    """The stored value of ``target`` (the worst of its matches) and whether it is met.
+    O(values under the target's path)."""
+    entry = stored.get(target.benchmark)
+    if not isinstance(entry, dict):
+        return Measured(None, "", "", None)
+    result = entry.get("result", {})
+    date = str(entry.get("environment", {}).get("timestamp", ""))[:10]
+    if target.date_note is not None:
+        noted = re.search(r"\d{4}-\d{2}-\d{2}", str(result.get(target.date_note, "")))
+        date = noted.group(0) if noted else date
+    found = _values(result, target.path)
+    if not found:
+        return Measured(None, "", date, None)
+    pick = min if target.sense == ">=" else max
+    where, value = pick(found, key=lambda item: item[1])
+    n_met = sum(meets(other, target.sense, target.bound) for _, other in found)
+    return Measured(
+        value,
+        where if len(found) > 1 else "",
+        date,
+        meets(value, target.sense, target.bound),
+        len(found),
+        n_met,
+    )
+
+
+_SENSE_SIGN = {"<=": "≤", "<": "<", ">=": "≥"}
+
+
+def _number(value: float) -> str:
+    """A number as the tables show it: thousands separated, at most 4 significant digits
+    below 1000."""
+    if abs(value) >= 1e6:
+        return f"{value:.3g}"
+    if abs(value) >= 1000:
+        return f"{value:,.0f}"
+    return f"{value:.4g}"
+
+
+def targets_table(stored: dict[str, Any], targets: tuple[Target, ...] = TARGETS) -> list[str]:
+    """The Markdown table of every target: benchmark, what, target, measured, met, date."""
+    lines = ["| benchmark | what | target | measured | met | date |", "|---|---|---|---|---|---|"]
+    for target in targets:
+        measured = measure(target, stored)
+        unit = f" {target.unit}" if target.unit else ""
+        bound = f"{_SENSE_SIGN[target.sense]} {_number(target.bound)}{unit}"
+        if measured.value is None:
+            value, met = "not measured", "-"
+        else:
+            value = _number(measured.value) + unit
+            value += f" ({measured.where})" if measured.where else ""
+            met = "yes" if measured.met else "**no**"
+            if measured.n_values > 1:
+                met += f" ({measured.n_met} of {measured.n_values} met)"
+        lines.append(
+            f"| {target.benchmark} | {target.what} | {bound} | {value} | {met} "
+            f"| {measured.date or '-'} |"
+        )
+    return lines
 
 
 def discover() -> list[str]:
@@ -104,8 +457,25 @@ def _render(name: str, value: Any, level: int) -> list[str]:
 
 
 def render(stored: dict[str, Any], path: Path = RESULTS_MD) -> None:
-    """Write every stored entry as Markdown (tables for dicts of flat dicts)."""
-    lines = ["# Benchmark results", "", "Generated by `python -m benchmarks`.", ""]
+    """Write the targets table, then every stored entry as Markdown (tables for dicts of
+    flat dicts), from the entries as ``results.json`` holds them (keys sorted)."""
+    stored = json.loads(json.dumps(stored, sort_keys=True))
+    lines = [
+        "# Benchmark results",
+        "",
+        "Generated by `python -m benchmarks` from `benchmarks/results.json` "
+        "(`python -m benchmarks --render` re-renders it without running anything).",
+        "",
+        "## Targets",
+        "",
+        "Every target a benchmark measures against, the value measured (the worst where "
+        "a target covers several sizes or `d`), whether it is met, and the date of the "
+        "measurement; the detail of each benchmark follows. Times are wall seconds "
+        "unless marked CPU; memory is peak resident MB.",
+        "",
+        *targets_table(stored),
+        "",
+    ]
     for name in sorted(stored):
         lines += _render(name, stored[name], 2)
     path.write_text("\n".join(lines).rstrip() + "\n")
@@ -114,6 +484,10 @@ def render(stored: dict[str, Any], path: Path = RESULTS_MD) -> None:
 def main(argv: list[str] | None = None) -> int:
     """Entry point: run the named (default: all) benchmarks, merge, render."""
     names = list(sys.argv[1:] if argv is None else argv) or discover()
+    if names == ["--render"]:
+        render(json.loads(RESULTS_JSON.read_text()))
+        print(f"rendered {RESULTS_MD} from {RESULTS_JSON}")
+        return 0
     unknown = sorted(set(names) - set(discover()))
     if unknown:
         print(f"unknown benchmark(s) {unknown}; available: {discover()}", file=sys.stderr)

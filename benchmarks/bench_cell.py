@@ -530,8 +530,14 @@ def krylov_methods(d: int = 2000) -> dict:
 
             start = np.random.default_rng(1).standard_normal((d, width))
             seconds = _cpu_seconds(
-                lambda: _linalg.block_lanczos_top(apply, start, 6, 3, rng=np.random.default_rng(2))
-            )  # noqa: B023 (called at once)
+                lambda: _linalg.block_lanczos_top(
+                    apply,
+                    start,  # noqa: B023 (called at once)
+                    6,
+                    3,
+                    rng=np.random.default_rng(2),
+                )
+            )
             rows[f"block_lanczos_width_{width}"] = {
                 "cpu_s": round(seconds, 2),
                 "products": int(sum(calls)),

@@ -38,6 +38,8 @@ from typing import Any
 import numpy as np
 import yaml
 
+from attnrmt import workflow
+
 REPO = Path(__file__).resolve().parents[1]
 SNAKEMAKE = Path(sys.executable).with_name("snakemake")
 #: The sweeps of the default config (config.yaml) timed by ``pipeline_vs_loop``; ``None``
@@ -95,11 +97,11 @@ def snakemake_command(
         str(SNAKEMAKE),
         *targets,
         "--snakefile",
-        str(REPO / "Snakefile"),
+        str(workflow.SNAKEFILE),
         "--directory",
         str(workdir),
         "--workflow-profile",
-        str(REPO / "profiles" / "default"),
+        str(workflow.PROFILES_DIR / "default"),
         "--cores",
         str(n_cores),
         "--configfile",

@@ -10,7 +10,7 @@ Metrics (targets from docs/scaling.md):
     (RUSAGE_CHILDREN).ru_maxrss`` measured by a fresh wrapper process whose only child is
     snakemake, so no other child pollutes the maximum). Target < 2048 MB.
 ``plan_run_seconds_1e5_cells``
-    :func:`attnrmt.sweep.plan_run` alone on the same config, in-process (the library's
+    :func:`attnrmt.sweep.spec.plan_run` alone on the same config, in-process (the library's
     share of the dry run).
 
 Run with ``python -m benchmarks`` (all modules) or ``python -m benchmarks.bench_plan``.
@@ -29,6 +29,8 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+
+from attnrmt import workflow
 
 REPO = Path(__file__).resolve().parents[1]
 SNAKEMAKE = Path(sys.executable).with_name("snakemake")
@@ -79,7 +81,7 @@ def big_config(run: str = "bench-plan") -> dict[str, Any]:
 
 
 def count_cells(config: dict[str, Any]) -> int:
-    """Number of cells of ``config`` according to :func:`attnrmt.sweep.plan_run`."""
+    """Number of cells of ``config`` according to :func:`attnrmt.sweep.spec.plan_run`."""
     from attnrmt.sweep import load_config, plan_run
 
     plan = plan_run(load_config(config))
@@ -105,7 +107,7 @@ def dry_run(config_path: Path, workdir: Path) -> dict[str, Any]:
         "--cores",
         "2",
         "--snakefile",
-        str(REPO / "Snakefile"),
+        str(workflow.SNAKEFILE),
         "--directory",
         str(workdir),
         "--configfile",

@@ -4,14 +4,14 @@ Metrics (medians of ``REPEATS`` runs in this process; ratios against a plain alt
 measured in the same run):
 
 ``fragment_encode_ratio``
-    :func:`attnrmt.sweep.fragments.encode_fragment` of a ``BLOCK``-cell block with
+    :func:`attnrmt.sweep.store.fragments.encode_fragment` of a ``BLOCK``-cell block with
     provenance (two environments, peak memory, attempt) over the same block whose records
     carry none (the provenance columns then hold the "unknown" values).
 ``fragment_bytes_per_cell_provenance``
     Extra bytes per cell of the ``.npz`` over the format without provenance members (three
     int64 columns plus the environment JSON stored once per distinct environment).
 ``summary_seconds_<n>_cells`` / ``summary_ratio_to_column_read_<n>_cells``
-    :func:`attnrmt.sweep.provenance.run_provenance` of a gathered ``N_CELLS``-cell sweep,
+    :func:`attnrmt.sweep.report.provenance.run_provenance` of a gathered ``N_CELLS``-cell sweep,
     and its ratio to the floor: reading the same four columns of every segment with Zarr
     (no grid index, no counting).
 
@@ -33,15 +33,12 @@ import numpy as np
 
 from attnrmt.contract import PROVENANCE_FIELDS
 from attnrmt.sweep import load_config, plan_run
-from attnrmt.sweep.fragments import encode_fragment, seed_token, write_fragment
-from attnrmt.sweep.provenance import (
-    ENVIRONMENT_KEY,
-    ENVIRONMENTS_MEMBER,
-    process_environment,
-    run_provenance,
-)
-from attnrmt.sweep.table_layout import MANIFEST_NAME, SEGMENTS_DIRNAME, read_manifest
-from attnrmt.sweep.table_writer import gather_cells
+from attnrmt.sweep.report.provenance import run_provenance
+from attnrmt.sweep.run.provenance import process_environment
+from attnrmt.sweep.spec.identity import seed_token
+from attnrmt.sweep.store.cell_table.writer import gather_cells
+from attnrmt.sweep.store.fragments import encode_fragment, write_fragment
+from attnrmt.sweep.store.provenance import ENVIRONMENT_KEY, ENVIRONMENTS_MEMBER
 from benchmarks.bench_store import store_config
 
 N_CELLS = 100_000
@@ -127,17 +124,13 @@ def fragment_metrics(block: Any, seed: int, environments: list[str]) -> dict[str
 
 
 def read_columns(sweep_dir: Path) -> int:
-    """Floor of the summary: every segment's four columns read whole with Zarr."""
+    """Floor of the summary: the table's four columns read whole with Zarr."""
     import zarr
 
-    table = sweep_dir / "cell_table"
-    manifest = read_manifest(table / MANIFEST_NAME)
-    total = 0
-    for segment in manifest["segments"]:
-        group = zarr.open_group(str(table / SEGMENTS_DIRNAME / segment["name"]), mode="r")
-        for name in (*PROVENANCE_FIELDS, "compute_seconds"):
-            total += int(np.asarray(group[name][:]).size)
-    return total
+    group = zarr.open_group(str(sweep_dir / "cells.zarr"), mode="r", use_consolidated=True)
+    return sum(
+        int(np.asarray(group[name][:]).size) for name in (*PROVENANCE_FIELDS, "compute_seconds")
+    )
 
 
 def main() -> dict[str, Any]:

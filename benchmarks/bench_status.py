@@ -2,22 +2,22 @@
 
 Setup: the 100,000-cell config of :mod:`benchmarks.bench_plan` with ``block_size: 16``
 (6,260 blocks, the many-small-blocks worst case), 90 % of its blocks finished as
-fragments written by the real writer (:func:`attnrmt.sweep.fragments.publish_fragment`,
+fragments written by the real writer (:func:`attnrmt.sweep.store.fragments.publish_fragment`,
 so each also has its hard link in ``cache/``), mtimes spread over the last 10 minutes,
 one failure record.
 
 Metrics (medians over ``RUNS``; page cache warm, in-process caches cleared each time):
 
 ``status_seconds_1e5_cells``
-    :func:`attnrmt.sweep.status.run_status` given the plan (the status proper).
+    :func:`attnrmt.sweep.report.status.run_status` given the plan (the status proper).
 ``status_cli_seconds_1e5_cells``
     The whole ``attnrmt status RUN_DIR --json`` in a fresh process (imports, config,
-    :func:`attnrmt.sweep.plan_run` of 10^5 cells, status).
+    :func:`attnrmt.sweep.spec.plan_run` of 10^5 cells, status).
 ``plan_run_seconds_1e5_cells`` (floor)
-    :func:`attnrmt.sweep.plan_run` alone, in this process: what any command about the
+    :func:`attnrmt.sweep.spec.plan_run` alone, in this process: what any command about the
     run pays before looking at a file.
 ``all_keys_seconds_1e5_cells`` (plain alternative)
-    :func:`attnrmt.sweep.fragments.finished_cell_keys`: reading the cell keys of every
+    :func:`attnrmt.sweep.store.fragments.finished_cell_keys`: reading the cell keys of every
     fragment, as ``attnrmt plan`` counts done cells.
 
 Run with ``python -m benchmarks bench_status``.
@@ -38,6 +38,7 @@ from typing import Any
 import numpy as np
 import yaml
 
+from attnrmt.sweep.spec import identity
 from benchmarks.bench_plan import N_CELLS, big_config, machine
 
 RUNS = 3
@@ -71,8 +72,8 @@ def synthetic_record(cell: Any, rng: np.random.Generator) -> dict[str, Any]:
 def write_run(plan: Any, run_dir: Path) -> int:
     """Publish fragments of the first :data:`DONE_FRACTION` of every sweep's blocks and
     record one failed block; return the number of fragments."""
-    from attnrmt.sweep import fragments
-    from attnrmt.sweep.failures import record_block_failures
+    from attnrmt.sweep.store import fragments
+    from attnrmt.sweep.store.failures import record_block_failures
 
     rng = np.random.default_rng(0)
     now = time.time()
@@ -82,7 +83,7 @@ def write_run(plan: Any, run_dir: Path) -> int:
         for index, block in enumerate(sweep.blocks[:n_done]):
             arrays = fragments.encode_fragment(
                 block.cell_keys,
-                [fragments.seed_token(cell.seed_words(plan.seed)) for cell in block.cells],
+                [identity.seed_token(cell.seed_words(plan.seed)) for cell in block.cells],
                 [True] * len(block.cells),
                 [synthetic_record(cell, rng) for cell in block.cells],
             )
@@ -101,7 +102,8 @@ def write_run(plan: Any, run_dir: Path) -> int:
 
 def clear_caches() -> None:
     """Forget what earlier calls read (each measured call reads the files again)."""
-    from attnrmt.sweep import fragments, status
+    from attnrmt.sweep.report import status
+    from attnrmt.sweep.store import fragments
 
     fragments._CELL_ID_CACHE.clear()
     status._TIMING_CACHE.clear()
@@ -128,9 +130,10 @@ def cli_seconds(run_dir: Path) -> float:
 
 def main(runs: int = RUNS) -> dict[str, Any]:
     """Run the benchmark; return the metrics (medians over ``runs``)."""
-    from attnrmt.sweep import fragments, load_config, plan_run
-    from attnrmt.sweep.config import claim_run_dir
-    from attnrmt.sweep.status import run_status
+    from attnrmt.sweep import load_config, plan_run
+    from attnrmt.sweep.report.status import run_status
+    from attnrmt.sweep.store import fragments
+    from attnrmt.sweep.store.run_record import claim_run_dir
 
     config = {**big_config("bench-status"), "execution": {"block_size": 16}}
     with tempfile.TemporaryDirectory(prefix="attnrmt-bench-status-") as tmp:

@@ -28,15 +28,19 @@ is ``resource.getrusage(RUSAGE_SELF).ru_maxrss``, the plan of the sweep included
     either gather does (part of both timings); ``store_update_seconds_ratio_no_imports_
     1pct_<n>``: the ratio with it taken out of both (reported beside, not instead).
 ``open_seconds_<n>_cells`` / ``read_one_line_and_spectrum_seconds_<n>_cells``
-    :func:`attnrmt.sweep.table_reader.open_cells` of the gathered store (target <= 5 s at
-    10^6 cells), then loading one setting's top eigenvalues (every snr and replicate) and
-    one cell's spectrum (after a first such read, which pays one-time imports).
+    :func:`attnrmt.sweep.store.cell_table.reader.open_cells` of the gathered store (target
+    <= 5 s at 10^6 cells), then loading one setting's top eigenvalues (every snr and
+    replicate) and one cell's spectrum (after a first such read, which pays one-time
+    imports). ``plain_xarray_open_seconds_<n>``: :func:`xarray.open_zarr` of ``cells.zarr``
+    (the table along ``cell``); ``snapshot_files_<n>``: files hard-linked into it by each
+    gather. Bytes written count every file of ``cell_table.zarr`` and ``cells.zarr`` once
+    per inode (a hard link writes no data).
 ``plan_seconds_1e6_cells`` / ``plan_peak_rss_mb_1e6_cells``
     ``snakemake -n`` on a 10^6-cell config (``block_size: auto``), as in bench_plan.
     Targets <= 60 s and <= 2048 MB.
 
 Fragments are synthetic (sorted random spectra) but written by the block jobs' writer
-(:func:`attnrmt.sweep.fragments.encode_fragment` + ``publish_fragment``), so the store
+(:func:`attnrmt.sweep.store.fragments.encode_fragment` + ``publish_fragment``), so the store
 code under test is the real one. Run with ``python -m benchmarks bench_store``. Writing
 the fragments takes longer than gathering them (~10 min per 10^6 cells on the 2-core VM):
 ``ATTNRMT_BENCH_STORE_KEEP=<dir>`` keeps them under ``<dir>/<label>/`` for later runs
@@ -121,7 +125,8 @@ import json, sys
 import numpy as np
 from pathlib import Path
 from attnrmt.sweep import load_config, plan_run
-from attnrmt.sweep.fragments import encode_fragment, publish_fragment, seed_token
+from attnrmt.sweep.store.fragments import encode_fragment, publish_fragment
+from attnrmt.sweep.spec.identity import seed_token
 config, sweep_dir = json.loads(sys.argv[1]), Path(sys.argv[2])
 plan = plan_run(load_config(config))
 sweep = plan.sweeps["big"]
@@ -150,15 +155,16 @@ _GATHER = r"""
 import json, os, resource, sys, time
 from pathlib import Path
 from attnrmt.sweep import load_config, plan_run
-from attnrmt.sweep.table_writer import gather_cells
+from attnrmt.sweep.store.cell_table.writer import gather_cells
 config, sweep_dir = json.loads(sys.argv[1]), Path(sys.argv[2])
 
-def sizes():
+def sizes():  # every file of the table and its snapshot, once per inode (hard links)
     found = {}
-    for root, _, files in os.walk(sweep_dir / "cell_table"):
-        for name in files:
-            stat = os.stat(os.path.join(root, name))
-            found[os.path.join(root, name)] = (stat.st_size, stat.st_mtime_ns)
+    for top in ("cell_table.zarr", "cells.zarr"):
+        for root, _, files in os.walk(sweep_dir / top):
+            for name in files:
+                stat = os.stat(os.path.join(root, name))
+                found[(stat.st_dev, stat.st_ino)] = (stat.st_size, stat.st_mtime_ns)
     return found
 
 before = sizes()
@@ -172,9 +178,10 @@ import_seconds = time.perf_counter() - start
 gather_cells(sweep, paths, sweep_dir / "cells.zarr", plan.seed)
 seconds = time.perf_counter() - start
 after = sizes()
-written = sum(size for path, (size, mtime) in after.items() if before.get(path) != (size, mtime))
+written = sum(size for inode, (size, mtime) in after.items() if before.get(inode) != (size, mtime))
+snapshot_files = sum(len(files) for _, _, files in os.walk(sweep_dir / "cells.zarr"))
 import dask.array, xarray  # imports are not the store's time
-from attnrmt.sweep.table_reader import open_cells
+from attnrmt.sweep.store.cell_table.reader import open_cells
 start = time.perf_counter()
 cells = open_cells(sweep_dir / "cells.zarr")
 open_seconds = time.perf_counter() - start
@@ -188,9 +195,13 @@ def read_one(weights):  # one line (every snr and replicate) and one spectrum
 
 read_one(0)  # the first read pays one-time codec imports and thread start-up
 read_seconds = read_one(1)
+start = time.perf_counter()
+plain = xarray.open_zarr(sweep_dir / "cells.zarr")  # the table, by plain xarray
+plain_open_seconds = time.perf_counter() - start
 print(json.dumps({"seconds": seconds, "import_seconds": import_seconds,
                   "written_bytes": written,
                   "open_seconds": open_seconds, "read_line_seconds": read_seconds,
+                  "plain_open_seconds": plain_open_seconds, "snapshot_files": snapshot_files,
                   "stored_bytes": sum(size for size, _ in after.values()),
                   "cells": len(sweep.cells), "plan_rss_mb": plan_rss_mb,
                   "maxrss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
@@ -230,7 +241,7 @@ def store_metrics(d: int, n_cells: int, label: str, runs: int | None = None) -> 
         root = Path(keep) / label if keep else Path(tmp)
         sweep_dir = root / "results" / "bench-store" / "big"
         for _ in range(runs):
-            for stale in ("cell_table", "cells.zarr"):  # every full gather from scratch
+            for stale in ("cell_table.zarr", "cells.zarr"):  # every full gather from scratch
                 shutil.rmtree(sweep_dir / stale, ignore_errors=True)
             fulls.append(gather_once(store_config(d, n_cells), sweep_dir))
             updates.append(gather_once(store_config(d, n_cells, N_SNR + 1), sweep_dir))
@@ -275,6 +286,10 @@ def store_metrics(d: int, n_cells: int, label: str, runs: int | None = None) -> 
         f"read_one_line_and_spectrum_seconds_{label}": round(
             statistics.median(run["read_line_seconds"] for run in fulls), 3
         ),
+        f"plain_xarray_open_seconds_{label}": round(
+            statistics.median(run["plain_open_seconds"] for run in fulls), 3
+        ),
+        f"snapshot_files_{label}": full["snapshot_files"],
     }
 
 

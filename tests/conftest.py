@@ -21,8 +21,8 @@ import pytest
 import xarray as xr
 
 from attnrmt.analysis.synthetic import make_synthetic
-from attnrmt.sweep.config import load_config
-from attnrmt.sweep.plan import RunPlan, plan_run
+from attnrmt.sweep.spec.config import load_config
+from attnrmt.sweep.spec.plan import RunPlan, plan_run
 
 _TINY_CONFIG: dict[str, Any] = {
     "run": "unit",

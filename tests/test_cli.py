@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -89,10 +90,12 @@ def test_plan_json_counts_done_cells(
     first_block = sweep.blocks[0]
     done = {*first_block.cell_keys, sweep.blocks[1].cells[0].key}
 
-    def fake_finished(sweep_dir: Path) -> set[str]:
-        return done if sweep_dir.name == "transition" else set()
+    from attnrmt.sweep.report import progress
 
-    monkeypatch.setattr(cli, "finished_keys", fake_finished)
+    def fake_done(sweep_plan: Any, files: Any) -> set[str]:
+        return done if sweep_plan.name == "transition" else set()
+
+    monkeypatch.setattr(progress, "done_cell_keys", fake_done)
     assert (
         cli.main(["plan", str(SMALL), "--results", str(tmp_path), "--json", "--no-calibrate"]) == 0
     )
@@ -108,15 +111,21 @@ def test_plan_json_counts_done_cells(
     assert 0 < left < total
 
 
-def test_finished_keys_without_results_is_empty(tmp_path: Path) -> None:
-    assert cli.finished_keys(tmp_path / "run" / "sweep") == set()
+def test_count_without_results_is_all_pending(tmp_path: Path) -> None:
+    from attnrmt.sweep import load_config, plan_run
+    from attnrmt.sweep.report.progress import count_sweep
+
+    sweep = plan_run(load_config(SMALL)).sweeps["transition"]
+    count = count_sweep(sweep, tmp_path / "run" / "transition")
+    assert (len(count.done), len(count.failed), count.pending) == (0, 0, sweep.n_cells)
 
 
 def test_plan_lists_recorded_failures_of_cells_still_planned(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     from attnrmt.sweep import load_config, plan_run, store
-    from attnrmt.sweep.failures import failed_blocks, failed_cells_table
+    from attnrmt.sweep.report.failed_cells import failed_cells_table
+    from attnrmt.sweep.run.failures import failed_blocks
 
     config = load_config(SMALL)
     run_plan = plan_run(config)
@@ -166,7 +175,8 @@ def test_plan_lists_recorded_failures_of_cells_still_planned(
 
 
 def test_cell_work_of_a_planned_cell_uses_the_cost_model() -> None:
-    from attnrmt.sweep import Cell, cost
+    from attnrmt.sweep import Cell
+    from attnrmt.sweep.spec import cost
 
     cell = Cell(100, 0.5, 0.5, 8, "iid", "mean", 1.0, True, 0, 3, {"kind": "iid"}, {"kind": "mean"})
     assert cli.cell_work(cell) == cost.cell_work(100, 0.5, 0.5, 8, {"kind": "mean"})
@@ -259,7 +269,7 @@ def test_every_config_problem_on_its_own_line(tmp_path: Path) -> None:
     assert result.stderr.splitlines() == [
         "attnrmt validate: error: config: unknown top-level key 'sweps' (did you mean "
         "'sweeps'?) (allowed: run, seed, skip_failed, positional_models, weight_models, "
-        "sweeps, execution, dask, analysis)",
+        "label_models, table_models, sweeps, execution, dask, analysis)",
         "attnrmt validate: error: seed=-1: must be >= 0",
     ]
 
@@ -284,7 +294,7 @@ def test_unused_model_warning_and_run_name_from_the_file_stem(tmp_path: Path) ->
 def test_plan_refuses_a_run_folder_of_another_config(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from attnrmt.sweep.config import claim_run_dir
+    from attnrmt.sweep.store.run_record import claim_run_dir
 
     monkeypatch.chdir(tmp_path)
     claim_run_dir(tmp_path / "results" / "test-small", "other.yaml")
@@ -306,3 +316,107 @@ def test_theory_takes_model_names_from_a_config(capsys: pytest.CaptureFixture[st
         "note: causal_attention(tau=1) has data-dependent weights: the theory uses their "
         "d -> infinity limit causal_limit(tau=1)" in capsys.readouterr().out
     )
+
+
+# --------------------------------------------------------------------------- newcomer
+
+
+def test_python_m_attnrmt_is_the_command() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "attnrmt", "validate", str(SMALL)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == run_cli("validate", str(SMALL)).stdout
+
+
+def test_plan_before_the_first_run_creates_no_results_folder(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """With the calibration (one small cell timed): the estimate is shown, nothing is
+    written; once the run folder exists the measurement is kept there."""
+    results = tmp_path / "results"
+    assert cli.main(["plan", str(CONFIGS / "tiny.yaml"), "--results", str(results)]) == 0
+    assert "measured on this machine now; kept once" in capsys.readouterr().out
+    assert not results.exists()
+    (results / "tiny").mkdir(parents=True)
+    assert cli.main(["plan", str(CONFIGS / "tiny.yaml"), "--results", str(results)]) == 0
+    assert (results / "tiny" / ".calibration.json").is_file()
+
+
+def test_init_writes_a_valid_commented_config_and_a_profile_copy(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    from attnrmt.workflow import PROFILES_DIR
+
+    target = tmp_path / "study"
+    assert cli.main(["init", str(target)]) == 0
+    out = capsys.readouterr().out
+    config, profile = target / "config.yaml", target / "profiles" / "slurm-dask" / "config.yaml"
+    assert f"wrote {config}" in out and f"wrote {profile}" in out
+    assert profile.read_text() == (PROFILES_DIR / "slurm-dask" / "config.yaml").read_text()
+    text = config.read_text()
+    assert sum(line.lstrip().startswith("#") for line in text.splitlines()) >= 10  # commented
+    assert cli.main(["plan", str(config), "--results", str(tmp_path / "r"), "--no-calibrate"]) == 0
+    assert "transition" in capsys.readouterr().out
+    config.write_text("run: mine\n")  # edited: a second init refuses to overwrite it
+    assert cli.main(["init", str(target)]) == 2
+    assert "exists, nothing written (--force overwrites)" in capsys.readouterr().err
+    assert config.read_text() == "run: mine\n"
+    assert cli.main(["init", str(target), "--profile", "slurm", "--force"]) == 0
+    assert (target / "profiles" / "slurm" / "config.yaml").is_file()
+    assert cli.main(["init", str(target), "--profile", "nosuch"]) == 2
+    assert "not a shipped profile (default, slurm, slurm-dask)" in capsys.readouterr().err
+
+
+def test_a_missing_extra_is_named_with_the_pip_command(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`attnrmt run` without Snakemake (a base install): one line naming the extra. Here
+    find_spec is told snakemake is absent; tests/e2e/test_install.py runs a real base
+    install."""
+    import importlib.util
+
+    from attnrmt import extras
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        extras.importlib.util, "find_spec", lambda name: None if name == "snakemake" else real(name)
+    )
+    assert cli.main(["run", str(SMALL)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err == (
+        "attnrmt run: error: attnrmt run needs the 'workflow' extra (snakemake not "
+        "installed): pip install 'attnrmt[workflow]'"
+    )
+
+
+def test_a_cluster_profile_needs_the_hpc_extra(tmp_path: Path) -> None:
+    from attnrmt.workflow import PROFILES_DIR, profile_extras
+
+    assert profile_extras(PROFILES_DIR / "default") == []
+    assert profile_extras(PROFILES_DIR / "slurm") == ["hpc"]  # Snakemake's SLURM executor
+    assert profile_extras(PROFILES_DIR / "slurm-dask") == ["hpc"]  # dask-jobqueue workers
+    (tmp_path / "config.yaml").write_text("cores: 4\nconfig:\n  dask: {mode: local}\n")
+    assert profile_extras(tmp_path) == []
+
+
+def test_run_dry_run_uses_the_shipped_workflow_from_any_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from attnrmt.workflow import PROFILES_DIR, SNAKEFILE
+
+    monkeypatch.chdir(tmp_path)  # no Snakefile, no profiles/ here
+    assert cli.main(["run", str(CONFIGS / "tiny.yaml"), "--dry-run", "--cores", "all"]) == 0
+    sweep, report = capsys.readouterr().out.strip().splitlines()[1:]
+    assert sweep.startswith(f"{sys.executable} -m snakemake --snakefile {SNAKEFILE} --cores all")
+    assert f"--workflow-profile {PROFILES_DIR / 'default'} " in sweep
+    assert "--report results/tiny/report.html" in report
+    assert not (tmp_path / "results").exists()
+    with pytest.raises(SystemExit) as refused:
+        cli.main(["run", str(CONFIGS / "tiny.yaml"), "--cores", "0"])
+    assert refused.value.code == 2
+    assert "'0': a positive number of cores, or all" in capsys.readouterr().err

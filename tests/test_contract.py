@@ -6,31 +6,71 @@ from __future__ import annotations
 import cf_units
 import numpy as np
 import pytest
+import xarray as xr
 
 from attnrmt.analysis.pipeline import analysis_dataset
 from attnrmt.analysis.synthetic import make_synthetic
-from attnrmt.contract import TOP_K_FIELDS, VARIABLE_ATTRS, with_variable_attrs
+from attnrmt.contract import LONG_NAME_WIDTH, TOP_K_FIELDS, VARIABLE_ATTRS, with_variable_attrs
 from attnrmt.sweep import store
 from attnrmt.theory import THEORY_VARIABLES
 
 #: Names whose values are strings or booleans: CF gives them no units.
-LABELS = {"positional", "weights", "centered", "variant", "transition", "cell_key"}
+LABELS = {
+    "positional",
+    "weights",
+    "centered",
+    "variant",
+    "transition",
+    "cell_key",
+    "table",
+    "no_theory",
+}
+
+
+#: Names with a physical dimension: wall time and memory (everything else is dimensionless).
+DIMENSIONAL = {"compute_seconds": "s", "peak_memory_bytes": "byte"}
 
 
 @pytest.mark.parametrize("name", sorted(VARIABLE_ATTRS))
-def test_every_entry_has_a_long_name_and_udunits_units(name: str) -> None:
+def test_every_entry_has_a_short_long_name_a_comment_and_units_where_dimensional(
+    name: str,
+) -> None:
     attrs = VARIABLE_ATTRS[name]
-    assert attrs["long_name"].strip(), name
-    if name in LABELS:
+    assert set(attrs) <= {"long_name", "units", "comment"}, name
+    assert attrs["long_name"].strip() and attrs["comment"].strip(), name
+    label = attrs["long_name"] + (f" [{attrs['units']}]" if "units" in attrs else "")
+    assert len(label) <= LONG_NAME_WIDTH, (name, label)  # one line on a plot axis
+    if name in LABELS or name not in DIMENSIONAL:
+        # CF 1.10, section 3.1: a dimensionless variable needs no units (xarray's plots
+        # would append "[1]"); strings and booleans have none
         assert "units" not in attrs, name
         return
-    unit = cf_units.Unit(attrs["units"])  # raises on anything UDUNITS cannot parse
-    assert unit.is_dimensionless() or unit.is_convertible("s"), (name, attrs["units"])
-    if unit.is_dimensionless() and name not in {"replicate", "k", "eig", "position", "boot"}:
-        # a dimensionless number says on which scale it lives (or that it is one)
-        assert any(
-            word in attrs["long_name"] for word in ("dimensionless", "count", "fraction", "flag")
-        ), name
+    cf_units.Unit(attrs["units"])  # raises on anything UDUNITS cannot parse
+    assert attrs["units"] == DIMENSIONAL[name], name
+
+
+def test_xarray_labels_every_variable_with_its_short_name_on_one_line() -> None:
+    """What ``.plot`` writes on an axis: the long_name, ``[units]`` only where dimensional."""
+    from xarray.plot.utils import label_from_attrs
+
+    cells, theory = make_synthetic(d=(40, 60), snr=(0.0, 1.0, 2.0), replicates=2)
+    analysis = analysis_dataset(cells, theory, {"bootstrap": 20})
+    for dataset in (with_variable_attrs(cells), theory, analysis):
+        for name, variable in dataset.variables.items():
+            label = label_from_attrs(xr.DataArray(variable, name=name))
+            units = VARIABLE_ATTRS[name].get("units")
+            expected = VARIABLE_ATTRS[name]["long_name"] + (f" [{units}]" if units else "")
+            assert label == expected, (name, label)
+    assert label_from_attrs(analysis.d) == "dimension d"
+    assert label_from_attrs(with_variable_attrs(cells).compute_seconds) == "compute time [s]"
+
+
+def test_the_comment_says_on_which_scale_a_number_lives() -> None:
+    """Without units, a number's comment says what kind of dimensionless number it is."""
+    kinds = ("dimensionless", "count", "fraction", "index", "ratio")
+    for name, attrs in VARIABLE_ATTRS.items():
+        if name not in LABELS and "units" not in attrs:
+            assert any(kind in attrs["comment"] for kind in kinds), (name, attrs["comment"])
 
 
 def test_the_table_covers_every_stored_name() -> None:

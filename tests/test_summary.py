@@ -1,4 +1,4 @@
-"""attnrmt.summary: the verdict, threshold lines and landing-page numbers from the tables."""
+"""attnrmt.sweep.report.summary: the verdict, threshold lines and landing-page numbers."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from attnrmt.summary import (
+from attnrmt.sweep.report.summary import (
     format_seconds,
     report_overview,
     threshold_lines,
@@ -140,8 +140,8 @@ def test_format_seconds() -> None:
 def test_summary_names_sweep_folders_the_config_no_longer_has(tmp_path) -> None:
     from pathlib import Path
 
-    from attnrmt.summary import run_summary
     from attnrmt.sweep import load_config, plan_run
+    from attnrmt.sweep.report.summary import run_summary
 
     small = Path(__file__).with_name("configs") / "small.yaml"
     run_plan = plan_run(load_config(small))
@@ -156,3 +156,58 @@ def test_summary_names_sweep_folders_the_config_no_longer_has(tmp_path) -> None:
     )
     planned = sum(len(sweep.cells) for sweep in run_plan.sweeps.values())
     assert lines[1].endswith(f"0 finished, 0 failed, {planned} not run yet")
+
+
+def test_summary_names_placeholder_tables_and_explains_reused_cells(tmp_path) -> None:
+    """Tables written without data (one `note` column) are named; with --since, reused
+    cells are explained (here: the fragment predates the run's start, so its cells count
+    as reused, as cells copied from another sweep do)."""
+    from pathlib import Path
+
+    from attnrmt.analysis.pipeline import placeholder_note
+    from attnrmt.sweep import load_config, plan_run
+    from attnrmt.sweep.report.summary import placeholder_tables, run_summary
+    from tests.sweep.report.conftest import write_timed_block
+
+    tiny = Path(__file__).with_name("configs") / "tiny.yaml"
+    run_plan = plan_run(load_config(tiny))
+    run_dir = tmp_path / run_plan.run
+    run_dir.mkdir()
+    pd.DataFrame({"note": [placeholder_note("causal")]}).to_csv(run_dir / "causal.csv", index=False)
+    pd.DataFrame({"sweep": ["tiny"], "x": [1.0]}).to_csv(run_dir / "bulk.csv", index=False)
+    assert placeholder_tables(run_dir) == ["causal.csv"]
+    sweep = run_plan.sweeps["tiny"]
+    write_timed_block(run_plan, run_dir / "tiny", sweep.blocks[0], np.full(2, 0.1), 1.0e9)
+    lines = run_summary(run_plan, tmp_path, since=2.0e9)
+    assert lines[1] == (
+        "cells: 8 in 1 sweeps; 0 computed by this run, 2 reused, 0 failed, 6 not run yet"
+    )
+    assert lines[-2].startswith("reused: cells identical to ones already computed")
+    assert lines[-1] == (
+        "no data in this run for (placeholder tables, left out of the report): causal.csv"
+    )
+    assert not any(line.startswith("reused:") for line in run_summary(run_plan, tmp_path))
+
+
+def test_report_overview_names_the_d_of_each_threshold_and_the_families_of_bounds(
+    tmp_path,
+) -> None:
+    """The estimate shown may sit below the largest d (there the curves are bounds): the
+    heading says so; a family whose thresholds are all bounds gets no estimate but is
+    named in one entry, so that the overview never drops a family silently."""
+    table = thresholds_table()
+    below = table[table["finite_size"] == "none"].assign(transition="population")
+    below.loc[below["d"] == 800, ["estimate", "bound"]] = [np.nan, "below"]
+    only = below.assign(sweep="t", estimate=np.nan, bound="below")
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    pd.concat([table, below, only]).to_csv(run_dir / "thresholds.csv", index=False)
+    overview = report_overview(run_dir)
+    assert overview == {
+        "s: sample threshold (snr) at d=800, CI [1.12, 1.34]; theory paper 1.78, "
+        "finite_vocab 1.28": 1.24,
+        "s: population threshold (snr) at d=400, CI [1, 1.3]; theory paper 1.78, "
+        "finite_vocab 1.28; at d=800 bounds only (no crossing inside the swept snr)": 1.1,
+        "thresholds that are bounds only, no estimate to show (no crossing inside the swept "
+        "snr; thresholds.csv has the bounds): t population; families": 1,
+    }

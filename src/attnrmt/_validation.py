@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from numbers import Integral, Real
-from typing import Any
+from typing import Any, SupportsInt, cast
 
 import numpy as np
 
@@ -51,10 +51,13 @@ def check_int(name: str, value: Any, *, minimum: int | None = None) -> int:
     """``value`` as a Python int (bools rejected), at least ``minimum``."""
     if isinstance(value, bool) or not isinstance(value, Integral | Real):
         raise _fail(name, value, "must be an integer")
+    # typeshed's numbers.Real has no __int__ (python/mypy#3186); every Real here (int, float,
+    # numpy scalars) has one, so the cast only tells mypy what the isinstance check proved.
+    number = cast(SupportsInt, value)
     if isinstance(value, Real) and not isinstance(value, Integral):
-        if not math.isfinite(value) or value != int(value):
+        if not math.isfinite(value) or value != int(number):
             raise _fail(name, value, "must be an integer")
-    integer = int(value)
+    integer = int(number)
     if minimum is not None and integer < minimum:
         raise _fail(name, value, f"must be >= {minimum}")
     return integer
@@ -66,6 +69,11 @@ def check_choice(name: str, value: Any, choices: Iterable[str]) -> str:
     if value not in options:
         raise _fail(name, value, f"must be one of {', '.join(map(repr, options))}")
     return value
+
+
+def spec_dict(spec: Mapping[str, Any] | str) -> dict[str, Any]:
+    """A model spec as a dict, for error messages: ``"prefix"`` -> ``{"kind": "prefix"}``."""
+    return {"kind": spec} if isinstance(spec, str) else dict(spec)
 
 
 def split_model_spec(
@@ -105,3 +113,15 @@ def check_numeric(name: str, value: Any) -> np.ndarray:
     if kind not in "iuf":
         raise _fail(name, value, "must be numeric")
     return check_finite_array(name, value)
+
+
+__all__ = [
+    "check_choice",
+    "check_finite_array",
+    "check_int",
+    "check_numeric",
+    "check_open_interval",
+    "check_positive",
+    "spec_dict",
+    "split_model_spec",
+]

@@ -6,8 +6,12 @@
 - ``attnrmt status RUN_DIR_OR_CONFIG [--watch SECONDS] [--json]``: per sweep, cells done /
   failed / pending, cells per second and an ETA (read-only; works during a run).
 - ``attnrmt summary CONFIG [--since EPOCH]``: the end-of-run summary (``make run``).
-- ``attnrmt run CONFIG [--profile DIR] [--cores N]``: a whole run (validate, Snakemake,
-  report, summary); ``make run`` and the driver job of ``attnrmt submit`` call it.
+- ``attnrmt run CONFIG [--profile NAME_OR_DIR] [--cores N]``: a whole run (validate,
+  Snakemake, report, summary) in the working directory, from any directory (results
+  under ``./results/``), under a live progress bar; ``make run`` and the driver job of
+  ``attnrmt submit`` call it (``python -m attnrmt`` is the same command).
+- ``attnrmt init [DIR] [--profile NAME]``: a commented starter config and a copy of a
+  shipped site profile to edit.
 - ``attnrmt submit CONFIG [--profile DIR] [--time ..] [--partition ..] ...``: the whole run
   as one SLURM batch job (log out, follow it with ``attnrmt status``); rerun to resume.
 - ``attnrmt provenance RUN_DIR_OR_CONFIG [--json]``: cells by commit (dirty flagged),
@@ -17,8 +21,9 @@
   pooling scalars, bulk edges, outliers, overlaps and thresholds for both variants;
   ``--config FILE`` lets ``--positional``/``--weights`` name that file's models.
 
-Errors (a bad config or argument) go to stderr, one line per problem; the exit code is
-then 2. Warnings (e.g. a model no sweep uses) go to stderr and do not fail.
+Errors (a bad config or argument, an optional extra a command needs and that is not
+installed) go to stderr, one line per problem; the exit code is then 2. Warnings (e.g. a
+model no sweep uses) go to stderr and do not fail.
 """
 
 from __future__ import annotations
@@ -33,7 +38,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from attnrmt.sweep.cost import (
+from attnrmt.sweep.report.status import format_duration
+from attnrmt.sweep.spec.cost import (
     ATTENTION_WORK_FACTOR,
     CELL_OVERHEAD_SECONDS,
     DEFAULT_SECONDS_PER_WORK,
@@ -42,7 +48,6 @@ from attnrmt.sweep.cost import (
     TOP_FIXED_WORK,
     planned_cell_work,
 )
-from attnrmt.sweep.status import format_duration
 
 EXIT_OK = 0
 EXIT_REFUSED = 1  # attnrmt submit: the run's driver job is still queued or running
@@ -51,27 +56,32 @@ EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a tool killed 
 
 
 def cell_work(cell: Any) -> float:
-    """Work units of a planned cell (:func:`attnrmt.sweep.cost.planned_cell_work`)."""
+    """Work units of a planned cell (:func:`attnrmt.sweep.spec.cost.planned_cell_work`)."""
     return planned_cell_work(cell)
 
 
-def calibrate_seconds_per_work(run_dir: Path) -> float:
-    """Seconds per work unit on this machine, measured once per run directory
-    (:func:`attnrmt.sweep.cost.cached_seconds_per_work`: identical calls, identical
-    estimates)."""
-    from attnrmt.sweep.cost import cached_seconds_per_work
+def calibrate_seconds_per_work(run_dir: Path) -> tuple[float, str]:
+    """Seconds per work unit on this machine and where the number comes from: measured
+    once per existing run directory and kept there
+    (:func:`attnrmt.sweep.run.calibration.cached_seconds_per_work`: identical calls,
+    identical estimates); before the first run (no ``run_dir``) measured and not kept, so
+    that ``attnrmt plan`` creates no results folder."""
+    from attnrmt.sweep.run.calibration import (
+        cached_seconds_per_work,
+        calibrate_seconds_per_work,
+    )
+    from attnrmt.sweep.store.layout import RunLayout
 
-    return cached_seconds_per_work(run_dir / ".calibration.json")
+    if run_dir.is_dir():
+        cache = RunLayout(run_dir).calibration
+        return cached_seconds_per_work(cache), f"measured on this machine, kept in {cache}"
+    return (
+        calibrate_seconds_per_work(),
+        f"measured on this machine now; kept once {run_dir}/ exists",
+    )
 
 
 # --------------------------------------------------------------------------- plan
-
-
-def finished_keys(sweep_dir: Path) -> set[str]:
-    """Keys of the finished cells under ``sweep_dir`` (none when it does not exist)."""
-    from attnrmt.sweep.store import finished_cell_keys
-
-    return set(finished_cell_keys(sweep_dir)) if sweep_dir.exists() else set()
 
 
 def sweep_summary(
@@ -79,9 +89,9 @@ def sweep_summary(
 ) -> dict[str, Any]:
     """Counts, estimated seconds (total and remaining) and failed cells of one planned sweep.
 
-    ``failed``: the sweep's unresolved failures
-    (:func:`attnrmt.sweep.failures.unresolved_failures`); those of cells the sweep no
-    longer holds (config changed since) are left out.
+    ``done``: keys of its done cells and ``failed``: the standing failure records, both as
+    counted by :func:`attnrmt.sweep.report.progress.count_sweep` (the one counter); records
+    of cells the sweep no longer holds (config changed since) are left out.
 
     A cell is estimated at ``CELL_OVERHEAD_SECONDS + cell_work(cell) * seconds_per_work``.
     """
@@ -130,7 +140,7 @@ def _print_plan_table(rows: list[dict[str, Any]]) -> None:
 
 def _print_failures(rows: Sequence[Mapping[str, Any]], run_dir: Path) -> None:
     """One line per failed cell: sweep, block, key, main parameters and the error."""
-    from attnrmt.sweep.failures import count_failures_by_cause, describe_causes
+    from attnrmt.sweep.run.failures import count_failures_by_cause, describe_causes
 
     failed = [(row["sweep"], cell) for row in rows for cell in row["failed_cells"]]
     if not failed:
@@ -156,8 +166,8 @@ def _print_failures(rows: Sequence[Mapping[str, Any]], run_dir: Path) -> None:
 def command_plan(args: argparse.Namespace) -> int:
     """``attnrmt plan``: cells, blocks, done and failed cells, estimated cost per sweep."""
     from attnrmt.sweep import plan_run
-    from attnrmt.sweep.config import claim_run_dir
-    from attnrmt.sweep.failures import unresolved_failures
+    from attnrmt.sweep.report.progress import count_sweep
+    from attnrmt.sweep.store.run_record import claim_run_dir
 
     valid = _load(args)
     run_plan = plan_run(valid.config, valid.sweeps)
@@ -166,13 +176,11 @@ def command_plan(args: argparse.Namespace) -> int:
     if args.no_calibrate:
         seconds_per_work, source = DEFAULT_SECONDS_PER_WORK, "built-in constant"
     else:
-        seconds_per_work = calibrate_seconds_per_work(run_dir)
-        source = f"measured on this machine, kept in {run_dir / '.calibration.json'}"
+        seconds_per_work, source = calibrate_seconds_per_work(run_dir)
     rows = []
     for sweep in run_plan.sweeps.values():
-        done = finished_keys(run_dir / sweep.name)
-        failed = unresolved_failures(run_dir / sweep.name, done)
-        rows.append(sweep_summary(sweep, done, seconds_per_work, failed))
+        count = count_sweep(sweep, run_dir / sweep.name)
+        rows.append(sweep_summary(sweep, count.done, seconds_per_work, count.failed_records))
     if args.json:
         print(json.dumps({"run": run_plan.run, "seed": run_plan.seed, "sweeps": rows}, indent=2))
         return EXIT_OK
@@ -197,9 +205,10 @@ def command_plan(args: argparse.Namespace) -> int:
 def status_plan(target: str, results: str) -> tuple[Any, Path]:
     """``(run plan, run dir)`` of ``attnrmt status TARGET``: a config file (its run under
     ``results``) or a run directory ``results/<run>`` (its config from the run's record,
-    written by the first run: :func:`attnrmt.sweep.config.claim_run_dir`)."""
+    written by the first run: :func:`attnrmt.sweep.spec.config.claim_run_dir`)."""
     from attnrmt.sweep import plan_run
-    from attnrmt.sweep.config import RUN_RECORD, load_valid_config
+    from attnrmt.sweep.spec.config import load_valid_config
+    from attnrmt.sweep.store.run_record import RUN_RECORD
 
     path = Path(target)
     if path.is_dir():
@@ -220,13 +229,15 @@ def status_plan(target: str, results: str) -> tuple[Any, Path]:
 
 def command_status(args: argparse.Namespace) -> int:
     """``attnrmt status``: done / failed / pending cells, cells per second and ETA per
-    sweep (:mod:`attnrmt.sweep.status`); ``--watch`` repeats until interrupted."""
+    sweep (:mod:`attnrmt.sweep.report.status`); ``--watch`` repeats until interrupted."""
     import time
 
-    from attnrmt.sweep.driver import driver_status_line
-    from attnrmt.sweep.status import run_status, status_table
+    from attnrmt.driver import driver_status_line
+    from attnrmt.sweep.report.status import run_status, status_table
 
     run_plan, run_dir = status_plan(args.target, args.results)
+    if args.watch is not None and not args.json:
+        return _watch_status(run_plan, run_dir, args.watch)
     try:
         while True:
             status = run_status(run_plan, run_dir)
@@ -249,11 +260,42 @@ def command_status(args: argparse.Namespace) -> int:
         return EXIT_OK
 
 
+def _watch_status(run_plan: Any, run_dir: Path, seconds: float) -> int:
+    """``attnrmt status --watch``: the table once, then the run's live progress bar
+    (:mod:`attnrmt.sweep.report.progress_bar`: in place on a terminal, a line per refresh
+    elsewhere) every ``seconds`` until interrupted, or until no live run is left with
+    cells pending (then the final state)."""
+    import time
+
+    from attnrmt.sweep.report.progress_bar import PeriodicLines, TerminalBar, choose_display
+    from attnrmt.sweep.report.status import run_status, status_table
+
+    status = run_status(run_plan, run_dir)
+    stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(status.time))
+    print(f"run {run_plan.run!r} -> {run_dir} at {stamp}")
+    print("\n".join(status_table(status)), flush=True)
+    display = choose_display(sys.stdout)
+    if not isinstance(display, TerminalBar):
+        display = PeriodicLines(sys.stdout, interval_seconds=seconds)
+    try:
+        while True:
+            stage = {True: "running", False: "no live run", None: None}[status.live]
+            if status.live is False and status.total.pending == 0:
+                display.finish(status, stage)
+                return EXIT_OK
+            display.show(status, stage)
+            time.sleep(seconds)
+            status = run_status(run_plan, run_dir)
+    except KeyboardInterrupt:
+        display.finish(None, None)
+        return EXIT_OK
+
+
 def command_run(args: argparse.Namespace) -> int:
     """``attnrmt run``: validate (printing ``attnrmt validate``'s line), Snakemake with the
-    profile, report, summary (:func:`attnrmt.sweep.driver.run_pipeline`); ``--dry-run``
+    profile, report, summary (:func:`attnrmt.driver.run_pipeline`); ``--dry-run``
     prints the Snakemake commands instead."""
-    from attnrmt.sweep.driver import pipeline_commands, run_pipeline
+    from attnrmt.driver import pipeline_commands, run_pipeline
 
     command_validate(args)  # the one-line summary; a bad config stops here
     if args.dry_run:
@@ -266,10 +308,26 @@ def command_run(args: argparse.Namespace) -> int:
     return run_pipeline(args.config, args.profile, args.snakefile, args.cores)
 
 
+def command_init(args: argparse.Namespace) -> int:
+    """``attnrmt init``: a starter config and a copy of a shipped profile
+    (:func:`attnrmt.workflow.starter.write_starter`)."""
+    from attnrmt.workflow.starter import write_starter
+
+    written = write_starter(args.directory, args.profile, overwrite=args.force)
+    for path in written:
+        print(f"wrote {path}")
+    config, profile = written[0], written[1].parent
+    print(
+        f"next: edit {config}, then `attnrmt run {config}` (results under ./results/); "
+        f"on a cluster edit {profile}/config.yaml and add `--profile {profile}`"
+    )
+    return EXIT_OK
+
+
 def command_submit(args: argparse.Namespace) -> int:
-    """``attnrmt submit``: the whole run as one SLURM job (:func:`attnrmt.sweep.driver.submit`);
+    """``attnrmt submit``: the whole run as one SLURM job (:func:`attnrmt.driver.submit`);
     refused (exit 1) while the run's driver job is queued or running."""
-    from attnrmt.sweep.driver import DriverAlive, DriverRequest, follow_hint, submit
+    from attnrmt.driver import DriverAlive, DriverRequest, follow_hint, submit
 
     request = DriverRequest(
         time=args.time,
@@ -303,7 +361,7 @@ def command_validate(args: argparse.Namespace) -> int:
 
 def _load(args: argparse.Namespace) -> Any:
     """The config of ``args.config``, validated once; its warnings printed to stderr."""
-    from attnrmt.sweep.config import load_valid_config
+    from attnrmt.sweep.spec.config import load_valid_config
 
     valid = load_valid_config(args.config)
     for warning in valid.warnings:
@@ -313,8 +371,8 @@ def _load(args: argparse.Namespace) -> Any:
 
 def command_summary(args: argparse.Namespace) -> int:
     """``attnrmt summary``: where the results are, cells, wall time, headline verdicts."""
-    from attnrmt.summary import run_summary
     from attnrmt.sweep import plan_run
+    from attnrmt.sweep.report.summary import run_summary
 
     valid = _load(args)
     run_plan = plan_run(valid.config, valid.sweeps)
@@ -325,7 +383,7 @@ def command_summary(args: argparse.Namespace) -> int:
 
 def command_run_name(args: argparse.Namespace) -> int:
     """``attnrmt run-name``: the config's run name (``run:``, else the file's stem)."""
-    from attnrmt.sweep.config import load_valid_config
+    from attnrmt.sweep.spec.config import load_valid_config
 
     print(load_valid_config(args.config).config["run"])
     return EXIT_OK
@@ -333,7 +391,7 @@ def command_run_name(args: argparse.Namespace) -> int:
 
 def command_provenance(args: argparse.Namespace) -> int:
     """``attnrmt provenance``: which code, environment and resources produced the cells."""
-    from attnrmt.sweep.provenance import provenance_lines, run_provenance
+    from attnrmt.sweep.report.provenance import provenance_lines, run_provenance
 
     target = Path(args.target)
     run_dir = target
@@ -549,8 +607,9 @@ DESCRIPTION = (
     "ask the theory for one parameter point."
 )
 EPILOG = (
-    "Run a sweep: attnrmt run my.yaml (or snakemake --cores 2 --configfile my.yaml; see "
-    "README.md); on SLURM, log out with attnrmt submit my.yaml --profile DIR. "
+    "Start: attnrmt init mystudy. Run a sweep: attnrmt run my.yaml, from any directory "
+    "(results under ./results/; in a checkout also snakemake --cores 2 --configfile "
+    "my.yaml; see README.md); on SLURM, log out with attnrmt submit my.yaml --profile DIR. "
     "'attnrmt COMMAND --help' describes a command."
 )
 
@@ -634,7 +693,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.set_defaults(handler=command_run)
 
-    from attnrmt.sweep.driver import DEFAULT_DRIVER_CPUS
+    from attnrmt.driver import DEFAULT_DRIVER_CPUS
 
     submit = commands.add_parser(
         "submit", help="the whole run as one SLURM batch job (log out; rerun to resume)"
@@ -663,6 +722,18 @@ def build_parser() -> argparse.ArgumentParser:
         help="another sbatch option for the driver job, e.g. --sbatch=--qos=long (repeatable)",
     )
     submit.set_defaults(handler=command_submit)
+
+    init = commands.add_parser(
+        "init", help="write a commented starter config and a site profile to edit"
+    )
+    init.add_argument(
+        "directory", nargs="?", default=".", help="where to write them (default: here)"
+    )
+    init.add_argument(
+        "--profile", default="slurm-dask", help="which shipped profile to copy (default slurm-dask)"
+    )
+    init.add_argument("--force", action="store_true", help="overwrite files that exist")
+    init.set_defaults(handler=command_init)
 
     run_name = commands.add_parser(
         "run-name", help="print the run name of a config (results/<run>/)"
@@ -705,20 +776,40 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _add_run_arguments(parser: argparse.ArgumentParser) -> None:
     """Arguments shared by ``attnrmt run`` and ``attnrmt submit``."""
-    from attnrmt.sweep.driver import DEFAULT_PROFILE
+    from attnrmt.driver import DEFAULT_PROFILE
+    from attnrmt.workflow import shipped_profiles
 
     parser.add_argument("config", help="YAML config file")
     parser.add_argument(
         "--profile",
         default=DEFAULT_PROFILE,
-        help=f"Snakemake workflow profile (default {DEFAULT_PROFILE})",
+        help="Snakemake workflow profile: a folder, or the name of a shipped "
+        f"one ({', '.join(shipped_profiles())}; default {DEFAULT_PROFILE})",
     )
     parser.add_argument(
-        "--cores", type=int, default=None, help="Snakemake --cores (default: the profile's)"
+        "--cores",
+        type=_cores,
+        default=None,
+        help="Snakemake --cores: a number or 'all' (default: the profile's)",
     )
     parser.add_argument(
-        "--snakefile", default=None, help="the workflow's Snakefile (default: Snakefile here)"
+        "--snakefile",
+        default=None,
+        help="the workflow's Snakefile (default: the one shipped in the package)",
     )
+
+
+def _cores(text: str) -> int | str:
+    """``--cores``: a positive integer, or ``all``."""
+    if text == "all":
+        return text
+    try:
+        cores = int(text)
+    except ValueError:
+        cores = 0
+    if cores < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: a positive number of cores, or all")
+    return cores
 
 
 def _one_line(message: str) -> str:
@@ -729,9 +820,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``attnrmt`` console script; returns the exit code.
 
     Bare ``attnrmt`` prints the usage (exit 2). A closed pipe (``attnrmt plan ... | head``)
-    ends the command quietly, as for other Unix tools.
+    ends the command quietly, as for other Unix tools. Zarr's I/O thread, if a command
+    started it, is stopped before returning (:mod:`attnrmt.sweep.store.zarr_io`).
     """
-    from attnrmt.sweep.config import ConfigError
+    from attnrmt.extras import MissingExtra
+    from attnrmt.sweep.spec.config import ConfigError
 
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -746,15 +839,48 @@ def main(argv: Sequence[str] | None = None) -> int:
         for problem in error.problems:
             print(f"attnrmt {args.command}: error: {_one_line(problem)}", file=sys.stderr)
         return EXIT_USAGE
-    except ValueError as error:
-        print(f"attnrmt {args.command}: error: {_one_line(error)}", file=sys.stderr)
+    except (ValueError, MissingExtra) as error:
+        print(f"attnrmt {args.command}: error: {_one_line(str(error))}", file=sys.stderr)
         return EXIT_USAGE
     except BrokenPipeError:
         # Python's recipe: point stdout at devnull so the flush at exit does not fail again
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return EXIT_BROKEN_PIPE
+    finally:
+        from attnrmt.sweep.store.zarr_io import stop_zarr_io
+
+        stop_zarr_io()  # a command that read Zarr stores ends without Zarr's exit traceback
 
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+__all__ = [
+    "DESCRIPTION",
+    "EPILOG",
+    "EXIT_BROKEN_PIPE",
+    "EXIT_OK",
+    "EXIT_REFUSED",
+    "EXIT_USAGE",
+    "build_parser",
+    "calibrate_seconds_per_work",
+    "cell_work",
+    "command_init",
+    "command_plan",
+    "command_provenance",
+    "command_run",
+    "command_run_name",
+    "command_status",
+    "command_submit",
+    "command_summary",
+    "command_theory",
+    "command_validate",
+    "main",
+    "parse_model_argument",
+    "status_plan",
+    "substitution_notes",
+    "sweep_summary",
+    "theory_report",
+]

@@ -7,14 +7,32 @@ imports nothing from the package, so every room (model, theory, sweep, analysis)
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Iterable
+from typing import Any, SupportsFloat
 
 #: Sweep axes in their fixed order: plan, fragments, stores and analysis all use it
 #: (``docs/data-contract.md``, "Dimensions").
 AXES: tuple[str, ...] = ("d", "delta", "gamma", "T", "positional", "weights", "snr", "centered")
 
+#: The axis of table laws (config key ``table``): a dimension only of the sweeps that set
+#: it, between ``weights`` and ``snr`` (``docs/data-contract.md``, "Table laws").
+TABLE_AXIS: str = "table"
+
+#: Every axis a sweep may have, in their fixed order: :data:`AXES` with
+#: :data:`TABLE_AXIS` after ``weights``. The analysis groups by those present.
+ALL_AXES: tuple[str, ...] = (*AXES[: AXES.index("snr")], TABLE_AXIS, *AXES[AXES.index("snr") :])
+
 #: Axes that define one snr curve ("line"): every axis but ``snr``.
-CURVE_AXES: tuple[str, ...] = tuple(a for a in AXES if a != "snr")
+CURVE_AXES: tuple[str, ...] = tuple(a for a in ALL_AXES if a != "snr")
+
+
+def sweep_axes(axes: Iterable[str]) -> tuple[str, ...]:
+    """The axes of a sweep whose axis names are ``axes``, in the fixed order: every axis
+    of :data:`AXES`, and :data:`TABLE_AXIS` when ``axes`` has it (``docs/data-contract.md``,
+    "Dimensions"). O(axes)."""
+    present = set(axes)
+    return tuple(a for a in ALL_AXES if a in AXES or a in present)
+
 
 #: Theory variants (``docs/model.md``, "Two variants of the theory").
 VARIANTS: tuple[str, ...] = ("paper", "finite_vocab")
@@ -61,11 +79,11 @@ PROVENANCE_ABSENT: dict[str, int] = {"environment_id": 0, "peak_memory_bytes": -
 
 #: Why a cell failed, in the ``cause`` of its failure record and of ``failed_cells.csv``
 #: (``docs/data-contract.md``, "Failure causes"; decided by
-#: ``attnrmt.sweep.failures.classify_failure``), in the order reports list them.
+#: ``attnrmt.sweep.run.failures.classify_failure``), in the order reports list them.
 FAILURE_CAUSES: tuple[str, ...] = ("out_of_memory", "walltime", "killed", "numerical", "other")
 
 
-def round_significant(value: float) -> float:
+def round_significant(value: SupportsFloat) -> float:
     """``value`` rounded to :data:`SIGNIFICANT_DIGITS` significant digits (``-0.0`` -> ``0.0``).
 
     ``round_significant(numpy.linspace(0, 0.3, 4)[1]) == round_significant(0.1) == 0.1``,
@@ -75,182 +93,391 @@ def round_significant(value: float) -> float:
 
 
 # --------------------------------------------------------------------------- CF attributes
-# Every stored quantity of this model is dimensionless; CF/UDUNITS spell that units "1" and
-# the long_name says on which scale the number lives (``docs/data-contract.md``, "Units").
+# Every variable has a short ``long_name`` (what xarray's ``.plot`` writes on an axis: at
+# most :data:`LONG_NAME_WIDTH` characters with its units, so the label is one line) and a
+# ``comment`` saying on which scale the number lives. Every quantity of the model is
+# dimensionless: CF (1.10, section 3.1) gives a dimensionless variable no ``units``
+# attribute (xarray would append ``[1]`` to its label); the dimensional ones, wall time and
+# memory, carry UDUNITS ``units`` (``docs/data-contract.md``, "Units").
 
-_S_SCALE = " (dimensionless; eigenvalue scale of S, kappa included)"
-_KAPPA_SCALE = " (dimensionless; in units of kappa = ||w||^2)"
-_SNR_SCALE = " (dimensionless; on the snr = ||mu||^2 scale)"
-_FRACTION = " (dimensionless fraction in [0, 1])"
-_COUNT = " (count)"
+#: Widest ``long_name [units]`` of :data:`VARIABLE_ATTRS`: xarray wraps axis labels at 30
+#: characters (``xarray.plot.utils.label_from_attrs``).
+LONG_NAME_WIDTH: int = 30
+
+_S_SCALE = "dimensionless; eigenvalue scale of S, kappa included"
+_KAPPA_SCALE = "dimensionless; in units of kappa = ||w||^2"
+_SNR_SCALE = "dimensionless; on the snr = ||mu||^2 scale"
+_FRACTION = "dimensionless fraction in [0, 1]"
+_COUNT = "count"
+_INDEX = "0-based index"
 
 
-def _numeric(long_name: str, units: str = "1") -> dict[str, str]:
-    return {"long_name": long_name, "units": units}
+def _quantity(long_name: str, comment: str, units: str | None = None) -> dict[str, str]:
+    """Attributes of a numeric variable: ``units`` only when it has a dimension."""
+    return {"long_name": long_name, **({"units": units} if units else {}), "comment": comment}
 
 
-def _label(long_name: str) -> dict[str, str]:
+def _label(long_name: str, comment: str) -> dict[str, str]:
     """Attributes of a string or boolean variable: CF gives those no ``units``."""
-    return {"long_name": long_name}
+    return {"long_name": long_name, "comment": comment}
 
 
-#: ``units`` and ``long_name`` of every variable and coordinate of ``cells.zarr``,
-#: ``theory.zarr`` and ``analysis.zarr`` (``docs/data-contract.md``): one table, applied by
-#: every writer. Numeric variables have UDUNITS-parsable ``units`` (``"1"``, or ``"s"`` for
-#: wall time); string and boolean variables have only a ``long_name``. A name shared by the
-#: cells and theory stores (``pop_overlap_signal``) means the same quantity, measured in
-#: one and predicted in the other.
+#: ``long_name``, ``units`` (dimensional quantities only) and ``comment`` of every variable
+#: and coordinate of ``cells.zarr``, ``theory.zarr`` and ``analysis.zarr``
+#: (``docs/data-contract.md``, "Units"): one table, applied by every writer and by
+#: ``open_results``. A name shared by the cells and theory stores (``pop_overlap_signal``)
+#: means the same quantity, measured in one and predicted in the other.
 VARIABLE_ATTRS: dict[str, dict[str, str]] = {
     # ---- axes and index coordinates
-    "d": _numeric("dimension d" + _COUNT),
-    "delta": _numeric("nominal ratio delta = d/V (dimensionless)"),
-    "gamma": _numeric("nominal ratio gamma = d/N (dimensionless)"),
-    "T": _numeric("sequence length T" + _COUNT),
-    "positional": _label("positional sign model (named in the config)"),
-    "weights": _label("pooling weights (named in the config or built-in)"),
-    "snr": _numeric("signal strength snr = ||mu||^2 (dimensionless)"),
-    "centered": _label("pooled vectors centred before forming S"),
-    "replicate": _numeric("replicate index"),
-    "k": _numeric("top-k index (0 = largest)"),
-    "eig": _numeric("eigenvalue index (ascending; NaN-padded beyond d)"),
-    "position": _numeric("sequence position t (0-based; NaN-padded beyond T)"),
-    "variant": _label("theory variant of the spike strength theta"),
-    "transition": _label("BBP transition (population: Sigma_E, sample: S)"),
-    "boot": _numeric("bootstrap resample index"),
+    "d": _quantity("dimension d", "embedding dimension (count)"),
+    "delta": _quantity("delta = d/V", "nominal ratio of dimension to vocabulary size"),
+    "gamma": _quantity("gamma = d/N", "nominal ratio of dimension to sample count"),
+    "T": _quantity("sequence length T", _COUNT),
+    "positional": _label("positional model", "positional sign model (named in the config)"),
+    "weights": _label("pooling weights", "weights model (named in the config or built-in)"),
+    "snr": _quantity("signal strength snr", "snr = ||mu||^2 (dimensionless)"),
+    "centered": _label("centred", "pooled vectors centred before forming S"),
+    "table": _label(
+        "table law",
+        "law of the table noise z_v (named in the config; docs/model.md, Table laws)",
+    ),
+    "replicate": _quantity("replicate", _INDEX),
+    "k": _quantity("top-k index", _INDEX + " (0 = largest)"),
+    "eig": _quantity("eigenvalue index", _INDEX + " (ascending; NaN-padded beyond d)"),
+    "position": _quantity("position t", _INDEX + " in the sequence (NaN-padded beyond T)"),
+    "variant": _label("theory variant", "theory variant of the spike strength theta"),
+    "transition": _label("BBP transition", "population: Sigma_E, sample: S"),
+    "boot": _quantity("bootstrap resample", _INDEX),
     # ---- cells.zarr (measured)
-    "eigenvalues": _numeric("eigenvalues of S, ascending" + _S_SCALE),
-    "top_eigenvalues": _numeric("largest k eigenvalues of S, descending" + _S_SCALE),
-    "overlap_signal": _numeric(
-        "squared overlap of eigenvector k of S with u = mu/||mu||" + _FRACTION
+    "eigenvalues": _quantity("eigenvalues of S", "ascending; " + _S_SCALE),
+    "top_eigenvalues": _quantity("top eigenvalues of S", "largest k, descending; " + _S_SCALE),
+    "overlap_signal": _quantity(
+        "squared overlap with u", "eigenvector k of S with u = mu/||mu||; " + _FRACTION
     ),
-    "overlap_class_mean": _numeric(
-        "squared overlap of eigenvector k of S with the table's class-mean difference" + _FRACTION
+    "overlap_class_mean": _quantity(
+        "squared overlap, class means",
+        "eigenvector k of S with the table's class-mean difference; " + _FRACTION,
     ),
-    "overlap_table_mean": _numeric(
-        "squared overlap of eigenvector k of S with the table mean" + _FRACTION
+    "overlap_table_mean": _quantity(
+        "squared overlap, table mean", "eigenvector k of S with the table mean; " + _FRACTION
     ),
-    "pop_top_eigenvalues": _numeric(
-        "largest k eigenvalues of Sigma_E (population covariance given the table)" + _S_SCALE
+    "pop_top_eigenvalues": _quantity(
+        "top eigenvalues of Sigma_E",
+        "largest k of the population covariance given the table; " + _S_SCALE,
     ),
-    "pop_overlap_signal": _numeric(
+    "pop_overlap_signal": _quantity(
+        "population overlap with u",
         "squared overlap of the population eigenvector (k-th when k is a dimension) with "
-        "u = mu/||mu||" + _FRACTION
+        "u = mu/||mu||; " + _FRACTION,
     ),
-    "alpha": _numeric("alpha = w^T R w (signal gain of pooling; dimensionless)"),
-    "kappa": _numeric("kappa = ||w||^2 (noise gain of pooling; dimensionless)"),
-    "sigma": _numeric("sigma = sum_t w_t (dimensionless)"),
-    "alpha_replicate": _numeric("alpha = w^T R w of each replicate (dimensionless)"),
-    "kappa_replicate": _numeric("kappa = ||w||^2 of each replicate (dimensionless)"),
-    "sigma_replicate": _numeric("sigma = sum_t w_t of each replicate (dimensionless)"),
-    "V": _numeric("realised vocabulary size V" + _COUNT),
-    "N": _numeric("realised number of samples N" + _COUNT),
-    "compute_seconds": _numeric("wall time of the cell", "s"),
-    "effective_weights": _numeric(
-        "pooling weights used (measured mean for causal_attention; dimensionless)"
+    "alpha": _quantity("signal gain alpha", "alpha = w^T R w of the pooling (dimensionless)"),
+    "kappa": _quantity("noise gain kappa", "kappa = ||w||^2 of the pooling (dimensionless)"),
+    "sigma": _quantity("weight sum sigma", "sigma = sum_t w_t of the pooling (dimensionless)"),
+    "alpha_replicate": _quantity(
+        "alpha per replicate", "w^T R w of each replicate (dimensionless)"
     ),
-    "downstream_accuracy": _numeric(
-        "test accuracy of the ridge readout of the label y (NaN if no label)" + _FRACTION
+    "kappa_replicate": _quantity(
+        "kappa per replicate", "||w||^2 of each replicate (dimensionless)"
     ),
-    "cell_key": _label("sha256 content key of the cell ('' if absent)"),
-    "environment_id": _numeric(
-        "id of the cell's environment in the environments attribute (dimensionless; 0 = unknown)"
+    "sigma_replicate": _quantity(
+        "sigma per replicate", "sum_t w_t of each replicate (dimensionless)"
     ),
-    "peak_memory_bytes": _numeric(
-        "peak resident memory of the worker process by the end of the cell (count of "
-        "bytes; -1 = unknown)",
+    "V": _quantity("vocabulary size V", "realised (count)"),
+    "N": _quantity("sample count N", "realised (count)"),
+    "compute_seconds": _quantity("compute time", "wall time of the cell", "s"),
+    "effective_weights": _quantity(
+        "pooling weight w_t",
+        "weights used (the measured mean for causal_attention; dimensionless)",
+    ),
+    "downstream_accuracy": _quantity(
+        "downstream accuracy",
+        "test accuracy of the ridge readout of the label y (K classes: of the sequence "
+        "class, one-vs-rest; NaN if no label); " + _FRACTION,
+    ),
+    "cell_key": _label("cell key", "sha256 content key of the cell ('' if absent)"),
+    "environment_id": _quantity(
+        "environment id", "index into the environments attribute (0 = unknown)"
+    ),
+    "peak_memory_bytes": _quantity(
+        "peak memory",
+        "peak resident memory of the worker process by the end of the cell (-1 = unknown)",
         "byte",
     ),
-    "attempt": _numeric("block attempt that computed the cell (count; 0 = unknown)"),
+    "attempt": _quantity("block attempt", "attempt that computed the cell (count; 0 = unknown)"),
     # ---- theory.zarr (predicted; attnrmt.theory.predict)
-    "bulk_lower_edge": _numeric("left edge of the bulk of S" + _S_SCALE),
-    "bulk_upper_edge": _numeric("right edge of the bulk of S" + _S_SCALE),
-    "bulk_atom": _numeric("mass of the bulk's atom at 0" + _FRACTION),
-    "pop_bulk_edge": _numeric(
-        "right edge of the bulk of Sigma_E, kappa (1 + sqrt(delta))^2" + _S_SCALE
+    "bulk_lower_edge": _quantity("bulk lower edge", "left edge of the bulk of S; " + _S_SCALE),
+    "bulk_upper_edge": _quantity("bulk upper edge", "right edge of the bulk of S; " + _S_SCALE),
+    "bulk_atom": _quantity("bulk atom at 0", "mass of the bulk's atom at 0; " + _FRACTION),
+    "pop_bulk_edge": _quantity(
+        "population bulk edge",
+        "right edge of the bulk of Sigma_E, kappa (1 + sqrt(delta))^2; " + _S_SCALE,
     ),
-    "pop_outlier": _numeric("population outlier of Sigma_E (NaN below threshold)" + _S_SCALE),
-    "sample_outlier": _numeric("sample outlier of S (NaN below threshold)" + _S_SCALE),
-    "pop_top_eigenvalue": _numeric(
-        "top eigenvalue of Sigma_E: outlier above threshold, bulk edge below" + _S_SCALE
+    "pop_outlier": _quantity(
+        "population outlier", "outlier of Sigma_E (NaN below threshold); " + _S_SCALE
     ),
-    "sample_top_eigenvalue": _numeric(
-        "top eigenvalue of S: outlier above threshold, bulk upper edge below" + _S_SCALE
+    "sample_outlier": _quantity(
+        "sample outlier", "outlier of S (NaN below threshold); " + _S_SCALE
     ),
-    "sample_overlap_signal": _numeric(
-        "squared overlap of the top sample eigenvector with u = mu/||mu||" + _FRACTION
+    "pop_top_eigenvalue": _quantity(
+        "population top eigenvalue",
+        "top eigenvalue of Sigma_E: outlier above threshold, bulk edge below; " + _S_SCALE,
     ),
-    "threshold_snr_population": _numeric("snr at the population BBP threshold" + _SNR_SCALE),
-    "threshold_snr_sample": _numeric("snr at the sample BBP threshold" + _SNR_SCALE),
-    "theta": _numeric("signal spike strength theta" + _KAPPA_SCALE),
-    "delta_effective": _numeric("effective ratio d/V of the realised sizes (dimensionless)"),
-    "gamma_effective": _numeric("effective ratio d/N of the realised sizes (dimensionless)"),
-    "mean_spike_outlier": _numeric(
-        "sample outlier of the uncentred mean spike (NaN where centred or below threshold)"
-        + _S_SCALE
+    "sample_top_eigenvalue": _quantity(
+        "sample top eigenvalue",
+        "top eigenvalue of S: outlier above threshold, bulk upper edge below; " + _S_SCALE,
     ),
-    "mean_spike_pop_outlier": _numeric(
+    "sample_overlap_signal": _quantity(
+        "sample overlap with u",
+        "squared overlap of the top sample eigenvector with u = mu/||mu||; " + _FRACTION,
+    ),
+    "threshold_snr_population": _quantity(
+        "population threshold", "snr at the population BBP threshold; " + _SNR_SCALE
+    ),
+    "threshold_snr_sample": _quantity(
+        "sample threshold", "snr at the sample BBP threshold; " + _SNR_SCALE
+    ),
+    "theta": _quantity("spike strength theta", "signal spike strength; " + _KAPPA_SCALE),
+    "delta_effective": _quantity("effective delta", "ratio d/V of the realised sizes"),
+    "gamma_effective": _quantity("effective gamma", "ratio d/N of the realised sizes"),
+    "mean_spike_outlier": _quantity(
+        "mean-spike outlier",
+        "sample outlier of the uncentred mean spike (NaN where centred or below "
+        "threshold); " + _S_SCALE,
+    ),
+    "mean_spike_pop_outlier": _quantity(
+        "mean-spike population outlier",
         "population outlier of the uncentred mean spike (NaN where centred or below "
-        "threshold)" + _S_SCALE
+        "threshold); " + _S_SCALE,
     ),
-    "mean_spike_overlap": _numeric(
-        "squared overlap of the sample eigenvector with the table mean (NaN where centred)"
-        + _FRACTION
+    "mean_spike_overlap": _quantity(
+        "mean-spike overlap",
+        "squared overlap of the sample eigenvector with the table mean (NaN where "
+        "centred); " + _FRACTION,
+    ),
+    "no_theory": _label(
+        "why no theory",
+        "per table law: why its predictions are NaN ('' where it has theory; "
+        "docs/model.md, Table laws)",
     ),
     # ---- analysis.zarr (estimated)
-    "bulk_ks": _numeric("KS distance of the bulk from kappa MP_delta [x] MP_gamma" + _FRACTION),
-    "bulk_n_outliers": _numeric("eigenvalues above the bulk edge margin" + _COUNT),
-    "bulk_zero_fraction": _numeric("fraction of zero eigenvalues" + _FRACTION),
-    "bulk_lower_edge_emp": _numeric("smallest non-zero eigenvalue" + _S_SCALE),
-    "bulk_upper_edge_emp": _numeric("largest bulk eigenvalue" + _S_SCALE),
-    "bulk_lower_edge_th": _numeric("theory lower bulk edge" + _S_SCALE),
-    "bulk_upper_edge_th": _numeric("theory upper bulk edge" + _S_SCALE),
-    "bulk_atom_th": _numeric("theory mass of the atom at 0" + _FRACTION),
-    "threshold_estimate": _numeric("empirical threshold (NaN when a bound)" + _SNR_SCALE),
-    "threshold_ci_low": _numeric("lower end of the threshold's CI or bound" + _SNR_SCALE),
-    "threshold_ci_high": _numeric("upper end of the threshold's CI or bound" + _SNR_SCALE),
-    "threshold_extrapolated": _numeric(
-        "snr where the fitted theta line crosses theta_c" + _SNR_SCALE
+    "bulk_ks": _quantity(
+        "bulk KS distance", "KS distance of the bulk from kappa MP_delta [x] MP_gamma; " + _FRACTION
     ),
-    "threshold_bound": _numeric("is the threshold a bound (flag, see flag_meanings)"),
-    "threshold_n_detected": _numeric("snr points with a detected outlier" + _COUNT),
-    "threshold_boot": _numeric("bootstrap threshold crossings" + _SNR_SCALE),
-    "theta_slope": _numeric("slope d theta_hat / d snr (dimensionless; kappa per snr)"),
-    "theta_slope_shared": _numeric(
-        "slope d theta_hat / d snr shared by every d of a curve (dimensionless; kappa per snr)"
+    "bulk_n_outliers": _quantity(
+        "eigenvalues above the bulk", "beyond the bulk edge margin (count)"
     ),
-    "slope_consistency_p": _numeric(
-        "p-value of the test that every d of a curve has the same theta_hat slope (dimensionless)"
+    "bulk_zero_fraction": _quantity(
+        "zero eigenvalues", "fraction of zero eigenvalues; " + _FRACTION
     ),
-    "theta_intercept": _numeric("theta_hat at snr = 0" + _KAPPA_SCALE),
-    "theta_offset": _numeric("intercept / slope (paper 0, finite_vocab delta)" + _SNR_SCALE),
-    "theta_critical": _numeric("critical spike strength theta_c" + _KAPPA_SCALE),
-    "theta_hat": _numeric("spike strength inferred from the outlier" + _KAPPA_SCALE),
-    "fss_limit": _numeric("threshold extrapolated to d -> inf" + _SNR_SCALE),
-    "fss_slope": _numeric("coefficient of d^(-exponent) in the finite-size fit" + _SNR_SCALE),
-    "fss_ci_low": _numeric("lower end of the CI of the d -> inf limit" + _SNR_SCALE),
-    "fss_ci_high": _numeric("upper end of the CI of the d -> inf limit" + _SNR_SCALE),
-    "fss_n_d": _numeric("distinct d values in the finite-size fit" + _COUNT),
-    "fss_exponent_fit": _numeric("fitted exponent w of the approach a + b d^(-w) (dimensionless)"),
-    "fss_exponent_ci_low": _numeric("lower end of the CI of the fitted exponent (dimensionless)"),
-    "fss_exponent_ci_high": _numeric("upper end of the CI of the fitted exponent (dimensionless)"),
-    "fss_limit_free": _numeric("d -> inf limit with the fitted exponent" + _SNR_SCALE),
-    "fss_limit_free_ci_low": _numeric("lower end of the CI of fss_limit_free" + _SNR_SCALE),
-    "fss_limit_free_ci_high": _numeric("upper end of the CI of fss_limit_free" + _SNR_SCALE),
+    "bulk_lower_edge_emp": _quantity(
+        "measured bulk lower edge", "smallest non-zero eigenvalue; " + _S_SCALE
+    ),
+    "bulk_upper_edge_emp": _quantity(
+        "measured bulk upper edge", "largest bulk eigenvalue; " + _S_SCALE
+    ),
+    "bulk_lower_edge_th": _quantity("theory bulk lower edge", _S_SCALE),
+    "bulk_upper_edge_th": _quantity("theory bulk upper edge", _S_SCALE),
+    "bulk_atom_th": _quantity("theory atom at 0", "mass of the atom at 0; " + _FRACTION),
+    "threshold_estimate": _quantity(
+        "threshold snr", "empirical threshold (NaN when a bound); " + _SNR_SCALE
+    ),
+    "threshold_ci_low": _quantity(
+        "threshold CI low", "lower end of the threshold's CI or bound; " + _SNR_SCALE
+    ),
+    "threshold_ci_high": _quantity(
+        "threshold CI high", "upper end of the threshold's CI or bound; " + _SNR_SCALE
+    ),
+    "threshold_extrapolated": _quantity(
+        "extrapolated threshold", "snr where the fitted theta line crosses theta_c; " + _SNR_SCALE
+    ),
+    "threshold_bound": _quantity(
+        "threshold bound", "is the threshold a bound (a flag: see flag_meanings; dimensionless)"
+    ),
+    "threshold_n_detected": _quantity(
+        "detected snr points", "snr points with a detected outlier (count)"
+    ),
+    "threshold_boot": _quantity(
+        "bootstrap threshold", "bootstrap threshold crossings; " + _SNR_SCALE
+    ),
+    "theta_slope": _quantity(
+        "theta_hat slope", "d theta_hat / d snr (dimensionless; kappa per snr)"
+    ),
+    "theta_slope_shared": _quantity(
+        "shared theta_hat slope",
+        "d theta_hat / d snr shared by every d of a curve (dimensionless; kappa per snr)",
+    ),
+    "slope_consistency_p": _quantity(
+        "slope consistency p",
+        "p-value of the test that every d of a curve has the same theta_hat slope (dimensionless)",
+    ),
+    "theta_intercept": _quantity("theta_hat at snr 0", "intercept; " + _KAPPA_SCALE),
+    "theta_offset": _quantity(
+        "theta_hat offset", "intercept / slope (paper 0, finite_vocab delta); " + _SNR_SCALE
+    ),
+    "theta_critical": _quantity("critical theta_c", "critical spike strength; " + _KAPPA_SCALE),
+    "theta_hat": _quantity(
+        "inferred theta_hat", "spike strength from the outlier; " + _KAPPA_SCALE
+    ),
+    "fss_limit": _quantity(
+        "d -> inf threshold", "threshold extrapolated to d -> inf; " + _SNR_SCALE
+    ),
+    "fss_slope": _quantity(
+        "finite-size slope b", "coefficient of d^(-exponent) in the fit; " + _SNR_SCALE
+    ),
+    "fss_ci_low": _quantity("d -> inf CI low", "lower end of the limit's CI; " + _SNR_SCALE),
+    "fss_ci_high": _quantity("d -> inf CI high", "upper end of the limit's CI; " + _SNR_SCALE),
+    "fss_n_d": _quantity("d values in the fit", "distinct d of the finite-size fit (count)"),
+    "fss_exponent_fit": _quantity(
+        "fitted exponent w", "exponent w of the approach a + b d^(-w) (dimensionless)"
+    ),
+    "fss_exponent_ci_low": _quantity("exponent CI low", "lower end of the CI of w (dimensionless)"),
+    "fss_exponent_ci_high": _quantity(
+        "exponent CI high", "upper end of the CI of w (dimensionless)"
+    ),
+    "fss_limit_free": _quantity(
+        "d -> inf threshold, free w", "limit with the fitted exponent; " + _SNR_SCALE
+    ),
+    "fss_limit_free_ci_low": _quantity(
+        "free-w limit CI low", "lower end of the CI of fss_limit_free; " + _SNR_SCALE
+    ),
+    "fss_limit_free_ci_high": _quantity(
+        "free-w limit CI high", "upper end of the CI of fss_limit_free; " + _SNR_SCALE
+    ),
 }
 
+#: The attributes :data:`VARIABLE_ATTRS` owns: a dataset's own values of these are replaced.
+_CONTRACT_ATTR_KEYS: tuple[str, ...] = ("long_name", "units", "comment")
 
-def with_variable_attrs(dataset: Any) -> Any:
+
+# ---- K classes (docs/data-contract.md, "K-class sweeps")
+
+#: Per-spike fields of a K-class cell (``spike`` dimension: the top ``K - 1`` spikes
+#: centred, ``K`` uncentred); stored only by sweeps with ``classes``.
+SPIKE_FIELDS: tuple[str, ...] = (
+    "spike_strength_table",
+    "spike_strength_signal",
+    "spike_overlap_table",
+    "spike_overlap_signal",
+    "spike_pop_overlap_table",
+    "spike_pop_overlap_signal",
+)
+
+_SPIKE = " of spike j (K classes)"
+VARIABLE_ATTRS.update(
+    {
+        "spike": _quantity("spike j", _INDEX + " of a K-class spike (0 = strongest)"),
+        "spike_strength_table": _quantity(
+            "theta_j (table)",
+            "realised spike strength theta_j of the table's class means (eigenvalue j of "
+            "M B M^T / kappa); " + _KAPPA_SCALE,
+        ),
+        "spike_strength_signal": _quantity(
+            "theta_j (signal)",
+            "spike strength theta_j of the true class means (eigenvalue j of "
+            "M_mu B M_mu^T / kappa); " + _KAPPA_SCALE,
+        ),
+        "spike_overlap_table": _quantity(
+            "sample overlap v_j",
+            "squared overlap of eigenvector j of S with table spike direction v_j; " + _FRACTION,
+        ),
+        "spike_overlap_signal": _quantity(
+            "sample overlap s_j",
+            "squared overlap of eigenvector j of S with signal spike direction s_j; " + _FRACTION,
+        ),
+        "spike_pop_overlap_table": _quantity(
+            "population overlap v_j",
+            "squared overlap of eigenvector j of Sigma_E with v_j; " + _FRACTION,
+        ),
+        "spike_pop_overlap_signal": _quantity(
+            "population overlap s_j",
+            "squared overlap of eigenvector j of Sigma_E with s_j; " + _FRACTION,
+        ),
+        "spike_theta": _quantity(
+            "predicted theta_j", "predicted K-class spike strength; " + _KAPPA_SCALE
+        ),
+        "spike_pop_outlier": _quantity(
+            "population outlier j",
+            "predicted population outlier" + _SPIKE + " (NaN below threshold); " + _S_SCALE,
+        ),
+        "spike_sample_outlier": _quantity(
+            "sample outlier j",
+            "predicted sample outlier" + _SPIKE + " (NaN below threshold); " + _S_SCALE,
+        ),
+        "spike_pop_eigenvalue": _quantity(
+            "population eigenvalue j+1",
+            "predicted eigenvalue j+1 of Sigma_E: outlier above threshold, edge below; " + _S_SCALE,
+        ),
+        "spike_sample_eigenvalue": _quantity(
+            "sample eigenvalue j+1",
+            "predicted eigenvalue j+1 of S: outlier above threshold, bulk edge below; " + _S_SCALE,
+        ),
+        "spike_pop_overlap": _quantity(
+            "predicted pop. overlap j",
+            "predicted squared overlap of population eigenvector j with its spike "
+            "direction; " + _FRACTION,
+        ),
+        "spike_sample_overlap": _quantity(
+            "predicted sample overlap j",
+            "predicted squared overlap of sample eigenvector j with its spike direction; "
+            + _FRACTION,
+        ),
+        "spike_threshold_population": _quantity(
+            "population threshold j",
+            "snr at which spike j crosses the population threshold; " + _SNR_SCALE,
+        ),
+        "spike_threshold_sample": _quantity(
+            "sample threshold j",
+            "snr at which spike j crosses the sample threshold; " + _SNR_SCALE,
+        ),
+        "spike_threshold_estimate": _quantity(
+            "threshold estimate j",
+            "empirical threshold" + _SPIKE + " (NaN when a bound); " + _SNR_SCALE,
+        ),
+        "spike_threshold_ci_low": _quantity(
+            "threshold CI low j",
+            "lower end of spike j's threshold CI or bound; " + _SNR_SCALE,
+        ),
+        "spike_threshold_ci_high": _quantity(
+            "threshold CI high j",
+            "upper end of spike j's threshold CI or bound; " + _SNR_SCALE,
+        ),
+        "spike_threshold_extrapolated": _quantity(
+            "extrapolated threshold j",
+            "snr where spike j's fitted theta line crosses theta_c; " + _SNR_SCALE,
+        ),
+        "spike_threshold_n_detected": _quantity(
+            "detected points j",
+            "snr points with a detected outlier" + _SPIKE + "; " + _COUNT,
+        ),
+        "spike_threshold_bound": _quantity(
+            "threshold is a bound j",
+            "is spike j's threshold a bound (a flag: see flag_meanings; dimensionless)",
+        ),
+    }
+)
+
+# ---- end K classes
+
+
+def with_variable_attrs(dataset: Any, missing: str = "raise") -> Any:
     """``dataset`` (an :class:`xarray.Dataset`) with :data:`VARIABLE_ATTRS` on every variable.
 
-    Other attributes (``flag_values``, ...) are kept; ``units`` and ``long_name`` come from
-    the table, so every writer labels a name the same way. A name missing from the table is
-    a ``KeyError``: add it to the table. O(number of variables); no data is copied.
+    Other attributes (``flag_values``, ...) are kept; ``long_name``, ``units`` and
+    ``comment`` come from the table, so every writer labels a name the same way (a stored
+    ``units`` the table no longer gives is dropped). A name missing from the table is a
+    ``KeyError`` (``missing="raise"``, the writers: add it to the table) or keeps its own
+    attributes (``missing="keep"``, readers of stores from another version).
+    O(number of variables); no data is copied.
     """
+    if missing not in ("raise", "keep"):
+        raise ValueError(f"missing={missing!r}: must be 'raise' or 'keep'")
     out = dataset.copy(deep=False)
     for name in out.variables:
+        if missing == "keep" and str(name) not in VARIABLE_ATTRS:
+            continue
         variable = out.variables[name]
         variable.attrs = {
-            **{k: v for k, v in variable.attrs.items() if k not in ("units", "long_name")},
+            **{k: v for k, v in variable.attrs.items() if k not in _CONTRACT_ATTR_KEYS},
             **VARIABLE_ATTRS[str(name)],
         }
     return out
@@ -285,6 +512,11 @@ TABLES: dict[str, str] = {
     "downstream": "downstream accuracy per weights",
     "downstream_ranking": "accuracy ranking against alpha/kappa ranking",
     "centring": "uncentred mean spike and centred vs uncentred recovery",
+    # ---- K classes
+    "classes_thresholds": "successive K-class spike thresholds (CI or bound) against both variants",
+    "classes_spikes": "per-spike eigenvalues and overlaps of K-class sweeps against both variants",
+    "universality": "each table law's errors against the Gaussian cells per quantity and d",
+    "universality_verdict": "per table law: within Monte-Carlo error of the Gaussian theory?",
 }
 
 #: Figures of a run, ``results/<run>/figures/<name>.<format>`` (drawn by
@@ -298,4 +530,36 @@ FIGURES: tuple[str, ...] = (
     "downstream",
     "finite_size",
     "centring",
+    "classes_spikes",  # K classes
+    "universality",
 )
+
+
+__all__ = [
+    "ABSENT_INT",
+    "ALL_AXES",
+    "AXES",
+    "BUILTIN_POSITIONAL",
+    "BUILTIN_WEIGHTS",
+    "CURVE_AXES",
+    "FAILURE_CAUSES",
+    "FIGURES",
+    "LONG_NAME_WIDTH",
+    "POOLING_FIELDS",
+    "PROVENANCE_ABSENT",
+    "PROVENANCE_FIELDS",
+    "SIGNIFICANT_DIGITS",
+    "SIZE_FIELDS",
+    "SPECTRA",
+    "SPIKE_FIELDS",
+    "TABLES",
+    "TABLE_AXIS",
+    "TOP_K_FIELDS",
+    "TRANSITIONS",
+    "VARIABLE_ATTRS",
+    "VARIANTS",
+    "round_significant",
+    "stored_eigenvalue_count",
+    "sweep_axes",
+    "with_variable_attrs",
+]

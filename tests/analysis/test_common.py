@@ -1,11 +1,15 @@
-"""The replicate CI (mean_ci): coverage measured on synthetic data, seeded, NaN-safe."""
+"""The replicate statistics: mean_ci coverage measured on synthetic data (seeded, NaN-safe)
+and replicate_mean_sem on points with 0, 1 and several finished replicates."""
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
+import xarray as xr
 
-from attnrmt.analysis._common import bootstrap_indices, mean_ci
+from attnrmt.analysis._common import bootstrap_indices, mean_ci, replicate_mean_sem
 
 LEVEL = 0.95
 N_DATASETS = 2000
@@ -76,3 +80,22 @@ def test_mean_ci_edge_cases() -> None:
     mean, low, high = mean_ci([0.0, 1.0], **settings)  # Student t, 1 degree of freedom
     assert (mean, high - mean) == pytest.approx((0.5, 12.706 * 0.5), rel=1e-4)
     assert low == pytest.approx(2 * mean - high)
+
+
+def test_replicate_mean_sem_skips_missing_replicates_without_a_warning() -> None:
+    """Points with 3, 1 and 0 finished replicates (NaN = a failed cell): the mean and
+    ``std(ddof=1)/sqrt(n)`` of what is there, NaN error below two replicates, and no
+    numpy "Degrees of freedom" warning (which some xarray versions pass through)."""
+    values = np.array([[1.0, 2.0, 4.0], [5.0, np.nan, np.nan], [np.nan] * 3])
+    da = xr.DataArray(values, dims=("snr", "replicate"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        mean, sem, n = replicate_mean_sem(da)
+    assert n.values.tolist() == [3, 1, 0]
+    assert mean.values[0] == pytest.approx(7 / 3) and mean.values[1] == 5.0
+    assert np.isnan(mean.values[2])
+    assert sem.values[0] == pytest.approx(np.std([1.0, 2.0, 4.0], ddof=1) / np.sqrt(3))
+    assert np.isnan(sem.values[1:]).all()
+    plain_mean, plain_sem, plain_n = replicate_mean_sem(da.isel(replicate=0))
+    assert plain_mean.identical(da.isel(replicate=0))
+    assert np.isnan(plain_sem.values).all() and (plain_n.values == 1).all()

@@ -43,7 +43,7 @@ def planted_run(variant: str, seed: int) -> Planted:
 
 
 @pytest.fixture(scope="module", params=["paper", "finite_vocab"])
-def planted(request: pytest.FixtureRequest) -> Planted:
+def planted_variant(request: pytest.FixtureRequest) -> Planted:
     return planted_run(request.param, 0)
 
 
@@ -67,10 +67,10 @@ def test_complete_theory_only_fills_missing_variables(small_synthetic) -> None:
     xr.testing.assert_identical(completed["sample_outlier"], partial["sample_outlier"])
 
 
-def test_comparison_table_is_tidy_and_names_the_planted_variant(planted) -> None:
+def test_comparison_table_is_tidy_and_names_the_planted_variant(planted_variant) -> None:
     """Pass rate over disjoint noise seeds (benchmarks/seed_groups.py, both variants per
     seed): 10/10 (seeds 0-9)."""
-    check_comparison_table(planted)
+    check_comparison_table(planted_variant)
 
 
 def check_comparison_names_the_planted_variant(seeds: tuple[int, ...]) -> None:
@@ -102,8 +102,8 @@ def check_comparison_table(planted: Planted) -> None:
     assert outl.loc[variant, "median_rel_error"] < outl.loc[other, "median_rel_error"]
 
 
-def test_thresholds_table_contains_both_variants_and_finite_size(planted) -> None:
-    variant, cells, theory, analysis = planted
+def test_thresholds_table_contains_both_variants_and_finite_size(planted_variant) -> None:
+    variant, cells, theory, analysis = planted_variant
     table = thresholds_table("s", cells, theory, analysis)
     assert tuple(table.columns) == THRESHOLD_COLUMNS
     assert set(table["transition"]) == {"population", "sample"}

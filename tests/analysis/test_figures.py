@@ -7,6 +7,7 @@ import sys
 import threading
 
 import numpy as np
+import pandas as pd
 
 from attnrmt.analysis.figures import figure_outlier_vs_snr, outlier_panels
 from attnrmt.analysis.pipeline import analysis_dataset
@@ -60,3 +61,112 @@ def test_main_figure_has_a_named_panel_per_positional_and_weights_line() -> None
             if len(line.get_ydata()) == 4
         ]
     ).all()
+
+
+# --------------------------------------------------------------------------- finite size
+
+
+def _fss_table() -> pd.DataFrame:
+    """thresholds.csv rows of three curves at d = 100 ... 800 plus their d->inf rows:
+    ``est`` measured at every d (its exponent CI spans the whole scan), ``mix`` a bound at
+    the two smaller d (crossing 0.30, 0.32) and measured above, ``none`` nothing drawable
+    (no crossing, no fit: the curve of a single-snr sweep)."""
+    from attnrmt.analysis.thresholds import EXPONENT_GRID
+
+    rows = []
+    base = {"sweep": "s", "delta": 0.5, "gamma": 0.5, "T": 8, "positional": "p", "centered": True}
+    ds = (100.0, 200.0, 400.0, 800.0)
+    for weights, per_d, limit, w in (
+        (
+            "est",
+            [(0.80, "none"), (0.76, "none"), (0.74, "none"), (0.73, "none")],
+            0.70,
+            (1.2, EXPONENT_GRID[0], EXPONENT_GRID[-1]),
+        ),
+        (
+            "mix",
+            [(0.30, "below"), (0.32, "below"), (0.34, "none"), (0.35, "none")],
+            0.37,
+            (0.40, 0.21, EXPONENT_GRID[-1]),
+        ),
+        ("none", [(np.nan, "none")] * 4, np.nan, (np.nan, np.nan, np.nan)),
+    ):
+        for transition in ("population", "sample"):
+            for d, (value, bound) in zip(ds, per_d, strict=True):
+                measured = bound == "none" and np.isfinite(value)
+                rows.append({
+                    **base, "weights": weights, "transition": transition, "d": d,
+                    "estimate": value if measured else np.nan,
+                    "ci_low": value - 0.02 if measured else -np.inf,
+                    "ci_high": value + 0.02 if measured else 0.0,
+                    "bound": bound, "extrapolated": value, "finite_size": "none",
+                    "theory_paper": 1.2, "theory_finite_vocab": 0.7, "fss_slope": np.nan,
+                    "fss_exponent": np.nan, "fss_exponent_ci_low": np.nan,
+                    "fss_exponent_ci_high": np.nan,
+                })  # fmt: skip
+            rows.append({
+                **base, "weights": weights, "transition": transition, "d": np.inf,
+                "estimate": limit, "ci_low": limit - 0.05, "ci_high": limit + 0.05,
+                "bound": "none", "extrapolated": limit,
+                "finite_size": "d->inf (a + b d^-1/3, inverse-variance weighted)",
+                "theory_paper": 1.2, "theory_finite_vocab": 0.7, "fss_slope": 0.4,
+                "fss_exponent": w[0], "fss_exponent_ci_low": w[1], "fss_exponent_ci_high": w[2],
+            })  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def test_exponent_label_censors_the_scan_edges_and_says_when_nothing_is_pinned() -> None:
+    from attnrmt.analysis.figures import exponent_label
+    from attnrmt.analysis.thresholds import EXPONENT_GRID as grid
+
+    assert exponent_label(0.52, 0.31, 0.9, grid) == "w = 0.52 [0.31, 0.90]"
+    assert exponent_label(0.40, 0.21, grid[-1], grid) == "w = 0.40 [0.21, >=1.5]"
+    assert exponent_label(grid[0], grid[0], 0.7, grid) == "w = <=0.05 [<=0.05, 0.70]"
+    assert exponent_label(1.1, grid[0], grid[-1], grid) == "w not pinned"
+    assert exponent_label(np.nan, np.nan, np.nan, grid) == ""
+
+
+def test_finite_size_figure_draws_bounds_open_and_labels_clear_of_the_data() -> None:
+    """The issue's four faults of finite_size.png, each checked on the drawn artists."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    from attnrmt.analysis.figures import figure_finite_size
+
+    fig = figure_finite_size(_fss_table(), 1 / 3)
+    FigureCanvasAgg(fig)
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()  # type: ignore[attr-defined]
+    for ax in fig.axes:
+        legend = ax.get_legend()
+        labels = [text.get_text() for text in legend.get_texts()]
+        # a curve with no point has no legend entry; exponents are in the legend, the
+        # one whose CI spans the whole scan says it is not pinned
+        assert labels[:2] == ["p/est  (w not pinned)", "p/mix  (w = 0.40 [0.21, >=1.5])"]
+        assert not any("none" in label for label in labels), labels
+        # no text inside the axes (annotations overlapped each other and the ticks) and
+        # the legend clear of the axes and their tick labels
+        assert len(ax.texts) == 0
+        frame = legend.get_window_extent(renderer)
+        assert not frame.overlaps(ax.get_window_extent(renderer))
+        ticks = [t.get_window_extent(renderer) for t in ax.get_xticklabels() if t.get_text()]
+        assert ticks and not any(frame.overlaps(tick) for tick in ticks)
+        # the bounds of `mix` (d = 100, 200: x = d^-1/3) are open markers, the estimates filled
+        ds = (100.0, 200.0, 400.0, 800.0)
+        x_bound = np.array(ds[:2]) ** (-1 / 3)
+        open_points, filled_points = [], []
+        for line in ax.get_lines():
+            xs, ys = np.asarray(line.get_xdata(), float), np.asarray(line.get_ydata(), float)
+            if line.get_marker() != "o" or xs.size == 0:
+                continue
+            target = open_points if line.get_markerfacecolor() == "none" else filled_points
+            target += list(zip(xs.round(6), ys.round(6), strict=True))
+        assert sorted(open_points) == sorted(zip(x_bound.round(6), (0.30, 0.32), strict=True)), (
+            open_points
+        )
+        measured = [
+            *zip(ds, (0.80, 0.76, 0.74, 0.73), strict=True),
+            *zip(ds[2:], (0.34, 0.35), strict=True),
+        ]
+        assert sorted(filled_points) == sorted(
+            (round(d ** (-1 / 3), 6), value) for d, value in measured
+        ), filled_points

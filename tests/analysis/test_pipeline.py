@@ -81,7 +81,7 @@ def write_synthetic_run(root: Path, holes: dict[str, int] | None = None) -> Path
 
 
 @pytest.fixture(scope="module")
-def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def synthetic_run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A synthetic results/<run> with sweeps covering every analysis item."""
     return write_synthetic_run(tmp_path_factory.mktemp("results") / "synthetic")
 
@@ -118,24 +118,24 @@ def test_settings_defaults_match_the_schema() -> None:
     assert settings_with_defaults(None) == config["analysis"]
 
 
-def test_analysis_store_round_trip(run_dir: Path) -> None:
-    stored = xr.open_zarr(run_dir / "transition" / "analysis.zarr").load()
+def test_analysis_store_round_trip(synthetic_run_dir: Path) -> None:
+    stored = xr.open_zarr(synthetic_run_dir / "transition" / "analysis.zarr").load()
     assert np.issubdtype(stored["threshold_bound"].dtype, np.integer)
     assert stored["threshold_bound"].attrs["flag_meanings"].split() == list(BOUND_CODES)
     assert {"bulk_ks", "threshold_estimate", "fss_limit", "theta_hat"} <= set(stored)
     decoded = decode_bounds(stored)
     assert set(np.unique(decoded["threshold_bound"].values)) <= set(BOUND_CODES)
-    cells = xr.open_zarr(run_dir / "transition" / "cells.zarr").load()
-    theory = xr.open_zarr(run_dir / "transition" / "theory.zarr").load()
+    cells = xr.open_zarr(synthetic_run_dir / "transition" / "cells.zarr").load()
+    theory = xr.open_zarr(synthetic_run_dir / "transition" / "theory.zarr").load()
     again = analysis_dataset(cells, theory, SETTINGS)
     xr.testing.assert_allclose(again["threshold_extrapolated"], stored["threshold_extrapolated"])
-    assert (run_dir / "logs" / "transition.log").read_text().strip()
+    assert (synthetic_run_dir / "logs" / "transition.log").read_text().strip()
 
 
-def test_tables_have_the_contract_columns(run_dir: Path) -> None:
+def test_tables_have_the_contract_columns(synthetic_run_dir: Path) -> None:
     for name in TABLES:
-        assert (run_dir / f"{name}.csv").stat().st_size > 0
-    comparison = pd.read_csv(run_dir / "comparison.csv")
+        assert (synthetic_run_dir / f"{name}.csv").stat().st_size > 0
+    comparison = pd.read_csv(synthetic_run_dir / "comparison.csv")
     assert list(comparison.columns[:8]) == [
         "sweep",
         "quantity",
@@ -146,7 +146,7 @@ def test_tables_have_the_contract_columns(run_dir: Path) -> None:
         "abs_error",
         "rel_error",
     ]
-    thresholds = pd.read_csv(run_dir / "thresholds.csv")
+    thresholds = pd.read_csv(synthetic_run_dir / "thresholds.csv")
     for column in (
         "sweep",
         "transition",
@@ -165,24 +165,24 @@ def test_tables_have_the_contract_columns(run_dir: Path) -> None:
     ):
         assert column in thresholds
     assert set(comparison["sweep"]) == {"transition", "bulk", "causal"}
-    assert not pd.read_csv(run_dir / "causal.csv").empty
-    assert not pd.read_csv(run_dir / "downstream.csv").empty
-    assert not pd.read_csv(run_dir / "centring.csv").empty
+    assert not pd.read_csv(synthetic_run_dir / "causal.csv").empty
+    assert not pd.read_csv(synthetic_run_dir / "downstream.csv").empty
+    assert not pd.read_csv(synthetic_run_dir / "centring.csv").empty
 
 
 @pytest.mark.slow
-def test_make_figures_writes_every_figure(run_dir: Path) -> None:
+def test_make_figures_writes_every_figure(synthetic_run_dir: Path) -> None:
     paths = make_figures(
-        run_dir,
+        synthetic_run_dir,
         ["transition", "bulk", "causal"],
-        run_dir / "figures",
+        synthetic_run_dir / "figures",
         SETTINGS,
         WEIGHT_MODELS,
-        run_dir / "logs" / "figures.log",
+        synthetic_run_dir / "logs" / "figures.log",
     )
     for name in FIGURES:
         for fmt in ("png", "pdf"):
-            path = run_dir / "figures" / f"{name}.{fmt}"
+            path = synthetic_run_dir / "figures" / f"{name}.{fmt}"
             assert path in paths
             assert path.stat().st_size > 1000
 
@@ -300,11 +300,11 @@ def test_open_store_keeps_spectra_and_bookkeeping_of_a_cell_table_lazy(tmp_path:
     provenance, compute time) still Dask-backed, everything else in memory, and the same
     values as the lazy view."""
     from attnrmt.analysis.pipeline import LAZY_CELL_VARIABLES, open_store
-    from attnrmt.sweep.table_reader import open_cells
-    from attnrmt.sweep.table_writer import gather_cells
-    from tests.sweep.conftest import tiny_plan, write_block_fragments
+    from attnrmt.sweep.store.cell_table.reader import open_cells
+    from attnrmt.sweep.store.cell_table.writer import gather_cells
+    from tests.sweep.conftest import store_plan, write_block_fragments
 
-    plan = tiny_plan(d=[6, 9])
+    plan = store_plan(d=[6, 9])
     sweep_dir = tmp_path / "grid"
     paths = write_block_fragments(plan, sweep_dir)
     out = gather_cells(plan.sweeps["grid"], paths, sweep_dir / "cells.zarr", plan.seed)

@@ -401,6 +401,60 @@ def test_shared_slope_falls_back_when_the_slopes_differ() -> None:
     assert SLOPE_CONSISTENCY_P == 0.01
 
 
+CURVE_SNR = np.linspace(1.0, 3.0, 12)
+
+
+def correlated_curves(
+    rng: np.random.Generator, slopes: tuple[float, ...], replicates: int = 16
+) -> np.ndarray:
+    """Shared-noise replicate curves at three d, (3, S, R): each replicate draws its own
+    intercept shift and slope shift (sd ``0.25 / sqrt(2^i)`` and 0.6 of it at the i-th d),
+    plus a small independent error per point (0.3 of it), around ``1 + 0.1 i + b_i snr``."""
+    curves = np.empty((len(slopes), CURVE_SNR.size, replicates))
+    for i, slope in enumerate(slopes):
+        sd = 0.25 / np.sqrt(2.0**i)
+        offset = rng.normal(0, sd, replicates)
+        tilt = rng.normal(0, 0.6 * sd, replicates) * (CURVE_SNR[:, None] - 2.0)
+        noise = rng.normal(0, 0.3 * sd, (CURVE_SNR.size, replicates))
+        curves[i] = (1.0 + 0.1 * i + slope * CURVE_SNR)[:, None] + offset + tilt + noise
+    return curves
+
+
+def slope_rejection_rate(slopes: tuple[float, ...], curves: bool, n_sets: int = 600) -> float:
+    """Fraction of ``n_sets`` data sets (seed 11) whose slope-consistency p is below 0.05."""
+    rng = np.random.default_rng(11)
+    tc = np.full(len(slopes), 1.2)
+    p_values = [
+        fit_thresholds_shared_slope(
+            CURVE_SNR,
+            correlated_curves(rng, slopes),
+            tc,
+            n_boot=5,
+            rng=np.random.default_rng(index),
+            curves=curves,
+            min_p=0.0,
+        )["slope_p"]
+        for index in range(n_sets)
+    ]
+    return float(np.mean(np.asarray(p_values) < 0.05))
+
+
+def test_the_slope_test_of_shared_curves_keeps_its_nominal_rate() -> None:
+    """Shared-noise curves (:func:`correlated_curves`: the points of a replicate move
+    together along snr) with one slope at every d: the curves' slope-consistency test
+    (per-d slope variances measured on whole replicate curves, ``Q / dof`` against
+    ``F(dof, R - 1)``) rejects at most 0.08 at the nominal 0.05 (measured on 1000 sets:
+    0.038 with 16 replicates, 0.026 with 8), where the independent-points statistic
+    rejects 0.135 (it takes the curves' common tilt for disagreeing slopes; > 0.10 is
+    asserted, 4 binomial sd above 0.05 at 600 sets). With slopes 0.5, 0.6, 0.7 it still
+    rejects >= 0.9 (measured 0.99). Broken on purpose: the independent formula in place
+    of the curves' variances fails the first check (0.135). (Chi-square instead of F
+    rejects 0.056 here and 0.092 with 8 replicates: the reason for F.)"""
+    assert slope_rejection_rate((0.5, 0.5, 0.5), curves=True) <= 0.08
+    assert slope_rejection_rate((0.5, 0.5, 0.5), curves=False) > 0.10
+    assert slope_rejection_rate((0.5, 0.6, 0.7), curves=True, n_sets=200) >= 0.9
+
+
 def test_multi_d_sweeps_share_the_slope_and_single_d_sweeps_do_not() -> None:
     """estimate_thresholds on planted cells: with several d it fits one slope per curve
     (theta_slope_shared = alpha/kappa = 1 for iid/mean, within 2% at 0.5% noise, and every d's
@@ -441,3 +495,99 @@ def test_multi_d_sweeps_share_the_slope_and_single_d_sweeps_do_not() -> None:
     )
     assert float(curve["threshold_extrapolated"]) == direct["extrapolated"]
     np.testing.assert_array_equal(curve["threshold_boot"].values, direct["boot"])
+
+
+#: Planted single-d curves for the CI calibration test: theta_hat = theta_c + slope
+#: max(0, snr - s_c) plus Gaussian noise of sd CI_NOISE on every replicate.
+CI_SNR = np.linspace(0.0, 3.0, 13)
+CI_THETA_C, CI_SLOPE, CI_THRESHOLD = 1.2, 1.0, 1.1
+CI_REPLICATES, CI_NOISE = 6, 0.05
+CI_SEEDS = tuple(range(1000))
+#: Bounds of the CI checks (see test_threshold_ci_width_matches_the_estimator_spread).
+CI_COVERAGE_RANGE = (0.90, 0.97)
+CI_WIDTH_RANGE = (0.90, 1.15)
+
+
+def planted_ci_fits(seeds: tuple[int, ...]) -> np.ndarray:
+    """``(estimate, ci_low, ci_high)`` of :func:`fit_threshold` (default bootstrap) on one
+    planted curve per seed, (len(seeds), 3). O(len(seeds) x 200 x 13 x 6)."""
+    truth = CI_THETA_C + CI_SLOPE * np.maximum(0.0, CI_SNR - CI_THRESHOLD)
+    rows = []
+    for seed in seeds:
+        noise = np.random.default_rng([seed, 11]).normal(size=(CI_SNR.size, CI_REPLICATES))
+        fit = fit_threshold(
+            CI_SNR,
+            truth[:, None] + CI_NOISE * noise,
+            CI_THETA_C,
+            rng=np.random.default_rng([seed, 12]),
+        )
+        rows.append((fit["estimate"], fit["ci_low"], fit["ci_high"]))
+    return np.array(rows)
+
+
+def check_threshold_ci_calibration(seeds: tuple[int, ...]) -> None:
+    """Coverage of the planted threshold and the CI half-width against the estimator's
+    spread across seeds (see the test below)."""
+    estimate, low, high = planted_ci_fits(seeds).T
+    assert np.all(np.isfinite(estimate))  # every curve crosses inside the range
+    coverage = np.mean((low <= CI_THRESHOLD) & (CI_THRESHOLD <= high))
+    width = np.sqrt(np.mean(((high - low) / 2) ** 2)) / (1.959964 * estimate.std(ddof=1))
+    assert CI_COVERAGE_RANGE[0] <= coverage <= CI_COVERAGE_RANGE[1], coverage
+    assert CI_WIDTH_RANGE[0] <= width <= CI_WIDTH_RANGE[1], width
+
+
+def test_threshold_ci_width_matches_the_estimator_spread_and_covers() -> None:
+    """1000 planted curves (13 snr points, 6 replicates, noise 0.05, threshold 1.1): the
+    95% CI of :func:`fit_threshold` covers the planted threshold in 90-97% of them and its
+    root-mean-square half-width is 0.90-1.15 times 1.96 standard deviations of the
+    estimate across the curves.
+
+    Measured over 8 disjoint groups of 1000 seeds (this test's seeds are group 0; the
+    check is also in SEED_GROUP_CHECKS): coverage 0.926-0.947 (mean 0.935), width ratio
+    1.00-1.05 (mean 1.031, sd 0.018 across groups); 8/8 groups pass. The same fits with
+    the CI shrunk by 20% about its estimate: coverage 0.860-0.877 (mean 0.869), width ratio
+    0.80-0.84 (mean 0.825, sd 0.015), all 8 fail both checks; widened by 20%: width ratio
+    1.20-1.26, all fail. Power against the 20% shrink: the coverage check alone rejects it
+    with probability 0.998 (0.90 is 2.9 binomial sd, sqrt(0.87 x 0.13 / 1000) = 0.011,
+    above 0.869), the width check with probability > 0.9999 (0.90 is 5.1 sd above 0.825);
+    a correct CI fails with probability < 1e-4 (the coverage bounds are 4.5 binomial sd
+    from 0.935, the width bounds 6.6-7.3 sd from 1.031). That power needs ~1000 curves:
+    at 400 the binomial sd is 0.017 and 0.90 is only 1.8 sd above 0.869.
+    """
+    check_threshold_ci_calibration(CI_SEEDS)
+
+
+def test_threshold_ci_reaches_the_thresholds_table_unchanged() -> None:
+    """The CI of a single-d sweep's curve in ``estimate_thresholds`` is :func:`fit_threshold`'s
+    on the same replicates and generator, and ``thresholds.csv`` carries it as is."""
+    from attnrmt.analysis.comparison import thresholds_table
+    from attnrmt.analysis.pipeline import analysis_dataset, decode_bounds
+
+    cells, theory = make_synthetic(
+        d=(240,), snr=tuple(np.linspace(0.0, 3.0, 9)), replicates=4, noise=0.01
+    )
+    estimates = estimate_thresholds(cells, n_boot=50, seed=3)
+    root = np.random.default_rng(3)
+    for transition in ("population", "sample"):
+        rng = np.random.default_rng(root.integers(2**63))  # one generator per curve, in order
+        curve = estimates.sel(transition=transition).squeeze()
+        direct = fit_threshold(
+            curve["theta_hat"]["snr"].values,
+            curve["theta_hat"].transpose("snr", "replicate").values,
+            float(curve["theta_critical"]),
+            n_boot=50,
+            rng=rng,
+        )
+        assert direct["bound"] == "none"
+        assert float(curve["threshold_ci_low"]) == direct["ci_low"]
+        assert float(curve["threshold_ci_high"]) == direct["ci_high"]
+    analysis = decode_bounds(analysis_dataset(cells, theory, {"bootstrap": 50, "seed": 3}))
+    table = thresholds_table("s", cells, theory, analysis).set_index("transition")
+    for transition in ("population", "sample"):
+        curve = analysis.sel(transition=transition).squeeze()
+        assert table.loc[transition, "ci_low"] == float(curve["threshold_ci_low"])
+        assert table.loc[transition, "ci_high"] == float(curve["threshold_ci_high"])
+
+
+# disjoint seed groups: python -m benchmarks.seed_groups tests.analysis.test_thresholds
+SEED_GROUP_CHECKS = {"threshold_ci_calibration": (check_threshold_ci_calibration, CI_SEEDS)}

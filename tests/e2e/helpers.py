@@ -1,7 +1,8 @@
 """Helpers for end-to-end tests: real Snakemake (subprocess), real Dask, real Zarr.
 
 A :class:`Workdir` is a scratch directory holding a ``config.yaml``; Snakemake runs the
-repository's Snakefile in it (``--directory``), so outputs land in ``<workdir>/results``.
+shipped Snakefile (:data:`attnrmt.workflow.SNAKEFILE`) in it (``--directory``), so outputs
+land in ``<workdir>/results``.
 :meth:`Workdir.run` returns a :class:`RunResult` with the exit code, output and how many
 cells the run computed or reused (read from the fragments the run wrote).
 :meth:`Workdir.close` kills background runs (their Dask clusters live in the Snakemake
@@ -22,7 +23,9 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import io
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -36,12 +39,16 @@ from typing import Any
 import numpy as np
 import yaml
 
+from attnrmt import workflow
 from attnrmt.contract import PROVENANCE_FIELDS
+from tests.conftest import build_tiny_config
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-SNAKEFILE = REPO_ROOT / "Snakefile"
-DEFAULT_PROFILE = REPO_ROOT / "profiles" / "default"
+SNAKEFILE = workflow.SNAKEFILE
+"""The shipped workflow (the checkout's root Snakefile includes the same file)."""
+DEFAULT_PROFILE = workflow.PROFILES_DIR / "default"
 SNAKEMAKE = Path(sys.executable).with_name("snakemake")
+ATTNRMT = Path(sys.executable).with_name("attnrmt")
 NOTHING_TO_DO = "Nothing to be done"
 STORES_TARGET = "stores"
 """Snakemake target of the simulation and theory stores only (no analysis, no report)."""
@@ -49,34 +56,26 @@ DEFAULT_TIMEOUT_SECONDS = 300.0
 
 
 def tiny_config(run: str = "e2e", **overrides: Any) -> dict[str, Any]:
-    """A config of one small sweep (d = 20: each cell takes milliseconds).
+    """The end-to-end member of the tiny-config family (tests/conftest.py): one small sweep
+    (d = 20: each cell takes milliseconds).
 
     Sweep ``grid``: 2 weights x 3 snr x 2 replicates = 12 cells; ``block_size`` 4, so
     each weights line of 6 cells makes 2 blocks (4 blocks in all). Top-level keys in
     ``overrides`` replace the defaults (deep-copied); use :func:`with_sweep` to edit the
     sweep.
     """
-    config: dict[str, Any] = {
-        "run": run,
-        "seed": 11,
-        "positional_models": {"prefix2": {"kind": "prefix", "L": 2}},
-        "weight_models": {"causal1": {"kind": "causal_limit", "tau": 1.0}},
-        "sweeps": {
-            "grid": {
-                "d": [20],
-                "delta": [0.5],
-                "gamma": [0.5],
-                "T": [4],
-                "positional": ["prefix2"],
-                "weights": ["mean", "causal1"],
-                "snr": [0.0, 1.0, 2.0],
-                "centered": [True],
-                "replicates": 2,
-                "top_k": 2,
-            }
+    config = build_tiny_config(
+        sweep={
+            "d": [20],
+            "T": [4],
+            "weights": ["mean", "causal1"],
+            "snr": [0.0, 1.0, 2.0],
+            "centered": [True],
         },
-        "execution": {"block_size": 4},
-    }
+        run=run,
+        seed=11,
+        weight_models={"causal1": {"kind": "causal_limit", "tau": 1.0}},
+    )
     config.update(copy.deepcopy(overrides))
     return config
 
@@ -129,10 +128,11 @@ class RunResult:
 
 
 def fragment_files(workdir: str | os.PathLike[str]) -> dict[Path, int]:
-    """Every fragment (current, orphaned, salvaged) under ``workdir/results`` -> mtime_ns."""
+    """Every fragment (current, orphaned, salvaged: old-style files and each block's task
+    files) under ``workdir/results`` -> mtime_ns."""
     root = Path(workdir) / "results"
     found: dict[Path, int] = {}
-    for pattern in ("*/*/fragments/*.npz", "*/*/salvage/*.npz"):
+    for pattern in ("*/*/fragments/*.npz", "*/*/salvage/*.npz", "*/*/salvage/*/*.npz"):
         for path in root.glob(pattern):
             if not path.name.startswith("."):
                 found[path] = path.stat().st_mtime_ns
@@ -161,7 +161,7 @@ def snakemake_command(
     cores: int = 2,
     targets: Sequence[str] = (STORES_TARGET,),
 ) -> list[str]:
-    """Command line running the repository's Snakefile in ``workdir`` with the default profile.
+    """Command line running the shipped Snakefile in ``workdir`` with the default profile.
 
     ``targets`` default to the stores only; pass ``()`` for the whole pipeline (rule all).
     """
@@ -177,6 +177,22 @@ def snakemake_command(
         str(cores),
         *args,
         *targets,
+    ]
+
+
+def attnrmt_run_command(cores: int = 2) -> list[str]:
+    """``attnrmt run config.yaml`` (the one documented command: sweep, report, summary)
+    with the repository's Snakefile and default profile, run in a workdir."""
+    return [
+        str(ATTNRMT),
+        "run",
+        "config.yaml",
+        "--snakefile",
+        str(SNAKEFILE),
+        "--profile",
+        str(DEFAULT_PROFILE),
+        "--cores",
+        str(cores),
     ]
 
 
@@ -301,10 +317,28 @@ class Workdir:
             os.killpg(process.pid, signal.SIGKILL)
         process.wait(timeout=60)
 
+    def start_attnrmt_run(
+        self, cores: int = 2, log_name: str = "attnrmt-run.log"
+    ) -> subprocess.Popen:
+        """Start ``attnrmt run`` (:func:`attnrmt_run_command`) in the background, in its own
+        session; it runs Snakemake in a session of its own (:func:`snakemake_child`)."""
+        log = open(self.path / log_name, "wb")
+        process = subprocess.Popen(
+            attnrmt_run_command(cores),
+            cwd=self.path,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=subprocess_environment(),
+            start_new_session=True,
+        )
+        log.close()
+        self._processes.append(process)
+        return process
+
     def worker_pids(self, timeout: float = 120) -> dict[str, int]:
         """Worker address -> pid of the run's live cluster (connects with the run's TLS
         credentials, as the owner of the run)."""
-        from attnrmt.sweep.cluster import connect
+        from attnrmt.sweep.run.cluster import connect
 
         with connect(self.run_dir, timeout=f"{timeout}s") as client:
             return {address: int(pid) for address, pid in client.run(os.getpid).items()}
@@ -324,10 +358,13 @@ class Workdir:
     def close(self) -> None:
         """Kill background Snakemake runs we started (with their Dask clusters); remove the
         run's scheduler file and credentials if a killed run left them."""
-        from attnrmt.sweep.cluster import shutdown_run_cluster
+        from attnrmt.sweep.run.cluster import shutdown_run_cluster
 
         for process in self._processes:
             if process.poll() is None:
+                for child in child_pids(process.pid):  # attnrmt run's Snakemake session
+                    with contextlib.suppress(ProcessLookupError):
+                        os.killpg(child, signal.SIGKILL)
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(process.pid, signal.SIGKILL)
                 process.wait(timeout=60)
@@ -336,7 +373,7 @@ class Workdir:
 
     def open_cells(self, sweep: str = "grid") -> Any:
         """``cells.zarr`` of a sweep (through its pointer), loaded into memory."""
-        from attnrmt.sweep.table_reader import open_cells
+        from attnrmt.sweep.store.cell_table.reader import open_cells
 
         return open_cells(self.sweep_dir(sweep) / "cells.zarr").load()
 
@@ -348,6 +385,97 @@ class Workdir:
             return dataset.load()
 
 
+def child_pids(pid: int) -> list[int]:
+    """Pids of the direct children of a process (``/proc/<pid>/task/*/children``)."""
+    found: list[int] = []
+    for children in Path(f"/proc/{pid}/task").glob("*/children"):
+        with contextlib.suppress(OSError):
+            found += [int(child) for child in children.read_text().split()]
+    return found
+
+
+def snakemake_child(process: subprocess.Popen, timeout: float = 60) -> int:
+    """Pid of the Snakemake that an ``attnrmt run`` process started (its own session: the
+    pid is also its process group)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and process.poll() is None:
+        children = child_pids(process.pid)
+        if children:
+            return children[0]
+        time.sleep(0.02)
+    raise AssertionError("attnrmt run started no Snakemake")
+
+
+def wait_until(
+    predicate: Any, timeout: float, what: str, process: subprocess.Popen | None = None
+) -> None:
+    """Poll ``predicate()`` every 20 ms until true; fail naming ``what`` after ``timeout``
+    seconds or when ``process`` exits first."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if process is not None and process.poll() is not None:
+            raise AssertionError(f"exited ({process.returncode}) before {what}")
+        if time.monotonic() > deadline:
+            raise AssertionError(f"no {what} after {timeout} s")
+        time.sleep(0.02)
+
+
+def stop_seconds(
+    process: subprocess.Popen, signum: int, group: int | None = None, timeout: float = 120
+) -> float:
+    """Send ``signum`` to ``process``; seconds until it and every process of ``group``
+    (default: its own) are gone."""
+    started = time.monotonic()
+    os.kill(process.pid, signum)
+    process.wait(timeout=timeout)
+    pgid = process.pid if group is None else group
+    while process_group(pgid) and time.monotonic() - started < timeout:
+        time.sleep(0.02)
+    return time.monotonic() - started
+
+
+def damage_file(path: Path, how: str, rng: np.random.Generator) -> None:
+    """Damage a file as a disk or a stray writer would, keeping its mtime (so that only
+    reading it can tell): ``truncate`` to half its size, or ``flip`` (every bit of 64
+    bytes at a random place in its middle half inverted)."""
+    stat = path.stat()
+    data = bytearray(path.read_bytes())
+    if how == "truncate":
+        data = data[: len(data) // 2]
+    elif how == "flip":
+        start = int(rng.integers(len(data) // 4, 3 * len(data) // 4 - 64))
+        data[start : start + 64] = bytes(byte ^ 0xFF for byte in data[start : start + 64])
+    else:
+        raise ValueError(f"how={how!r}")
+    path.write_bytes(bytes(data))
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+
+
+def finished_cells_now(workdir: Workdir) -> set[tuple[str, str]]:
+    """Cell ids with a finished result on disk (in any fragment, cache entry or salvage
+    file of the run that is intact: read whole and verified), read from a copy of
+    ``results/`` so that nothing is moved aside or restored by the reading."""
+    import tempfile
+
+    from attnrmt.sweep.store import fragments
+
+    with tempfile.TemporaryDirectory() as scratch:
+        copy = Path(scratch) / "results"
+        shutil.copytree(
+            workdir.path / "results", copy, symlinks=True, ignore=shutil.ignore_patterns(".dask")
+        )
+        found: set[tuple[str, str]] = set()
+        for sweep_dir in sorted((copy / workdir.run_name).iterdir()):
+            for path in fragments.fragment_paths(sweep_dir) if sweep_dir.is_dir() else []:
+                with contextlib.redirect_stderr(io.StringIO()):
+                    arrays = fragments.read_fragment_arrays(path)
+                if arrays is not None:
+                    found.update(
+                        zip(arrays["cell_key"].tolist(), arrays["cell_seed"].tolist(), strict=True)
+                    )
+        return found
+
+
 def numeric_variables(
     dataset: Any, exclude: Iterable[str] = ("compute_seconds", *PROVENANCE_FIELDS)
 ) -> Any:
@@ -355,6 +483,41 @@ def numeric_variables(
     kept = dataset.drop_vars([name for name in exclude if name in dataset.variables])
     kept.attrs = {key: value for key, value in kept.attrs.items() if key != "environments"}
     return kept
+
+
+# --------------------------------------------------------------------------- crash reports
+
+#: What a crash prints instead of a clear error. A Python traceback has its header and its
+#: ``File "...", line N`` frames; Snakemake's own error report for an exception in the
+#: Snakefile or an included file prints no "Traceback" header but names the exception and
+#: the place (``KeyError in file "/.../Snakefile", line 2:``) and then the same frames, and a
+#: failed job gives ``Error in rule NAME:``.
+CRASH_REPORT_PATTERNS: tuple[re.Pattern[str], ...] = (
+    re.compile(r"Traceback \(most recent call last\):"),
+    re.compile(r'\s*File "[^"]*", line \d+'),
+    re.compile(r'\w+ in file "[^"]*", line \d+'),
+    re.compile(r"Error in rule "),
+)
+
+
+def crash_report_lines(output: str) -> list[str]:
+    """The lines of ``output`` that start like a line of a crash report
+    (:data:`CRASH_REPORT_PATTERNS`): a Python traceback or Snakemake's error report.
+    O(len(output))."""
+    return [
+        line
+        for line in output.splitlines()
+        if any(pattern.match(line) for pattern in CRASH_REPORT_PATTERNS)
+    ]
+
+
+def assert_no_crash_report(output: str, what: str = "a bad input") -> None:
+    """Fail when ``output`` shows a Python traceback or Snakemake's error report instead
+    of a clear error (:func:`crash_report_lines`), quoting the end of ``output``."""
+    found = crash_report_lines(output)
+    assert not found, (
+        f"{what} gave a crash report instead of a clear error ({found[:3]}):\n{output[-3000:]}"
+    )
 
 
 # --------------------------------------------------------------------------- security
@@ -389,7 +552,7 @@ def wait_for_scheduler_file(
     workdir: Workdir, process: subprocess.Popen, timeout: float = 180
 ) -> dict[str, Any]:
     """Contents of the run's scheduler file once its cluster is up."""
-    from attnrmt.sweep.cluster import read_scheduler_file, scheduler_file_path
+    from attnrmt.sweep.run.cluster import read_scheduler_file, scheduler_file_path
 
     deadline = time.monotonic() + timeout
     path = scheduler_file_path(workdir.run_dir)
@@ -403,8 +566,8 @@ def wait_for_scheduler_file(
 
 def credential_files(run_dir: Path) -> list[Path]:
     """The run's secret files: TLS certificate and key, scheduler file."""
-    from attnrmt.sweep.cluster import cluster_dir, scheduler_file_path
-    from attnrmt.sweep.cluster.security import credential_paths
+    from attnrmt.sweep.run.cluster import cluster_dir, scheduler_file_path
+    from attnrmt.sweep.run.cluster.security import credential_paths
 
     return [*credential_paths(cluster_dir(run_dir)), scheduler_file_path(run_dir)]
 
@@ -436,7 +599,7 @@ def assert_locked_out(report: Mapping[str, Any]) -> None:
 
 def assert_private_modes(run_dir: Path) -> None:
     """.dask/ and tls/ are 0700; credentials, scheduler file and cluster log 0600."""
-    from attnrmt.sweep.cluster import cluster_dir
+    from attnrmt.sweep.run.cluster import cluster_dir
 
     dask_dir = cluster_dir(run_dir)
     for directory in (dask_dir, dask_dir / "tls"):

@@ -25,6 +25,9 @@ from typing import Any
 import pytest
 import yaml
 
+from attnrmt.workflow import SNAKEFILE
+from tests.e2e.helpers import assert_no_crash_report
+
 REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 DOCS = REPO / "docs" / "bad-inputs.md"
@@ -55,6 +58,16 @@ BASE_CONFIG: dict[str, Any] = {
 }
 
 _DELETE = object()
+
+#: K classes: a second sweep for the K-class cases (label model ``lab3`` added by each).
+K_SWEEP: dict[str, Any] = {
+    "d": [20],
+    "T": 4,
+    "classes": {"K": 3},
+    "positional": ["iid", "lab3"],
+    "snr": [1.0],
+    "top_k": 2,
+}
 
 
 @dataclass(frozen=True)
@@ -322,6 +335,13 @@ CASES: tuple[Case, ...] = (
         {"positional_models.mk": {"kind": "markov", "rr": 0.5}},
     ),
     Case(
+        "config-misspelt-noise-value",
+        "config",
+        "`noise: shard` (for `shared`)",
+        ("sweeps.main.noise='shard': must be one of independent, shared (did you mean 'shared'?)",),
+        {"sweeps.main.noise": "shard"},
+    ),
+    Case(
         "config-several-problems",
         "config",
         "two mistakes at once: both are named",
@@ -341,6 +361,111 @@ CASES: tuple[Case, ...] = (
         "`d: [2, 30]` without `top_k`: the default top_k = 3 is too large",
         ("sweeps.main.top_k=3: must be <= min(d)=2", "not set in the config: this is its default"),
         {"sweeps.main.top_k": _DELETE, "sweeps.main.d": [2, 30]},
+    ),
+    # ----------------------------------------------------------------- config: K classes
+    Case(
+        "config-classes-misspelt",
+        "config",
+        "`clases:` for `classes:` in a sweep",
+        ("sweeps.main: unknown key 'clases' (did you mean 'classes'?)",),
+        {"sweeps.main.clases": {"K": 3}},
+    ),
+    Case(
+        "config-classes-unknown-preset",
+        "config",
+        "a Gram preset that does not exist (`simplx`)",
+        ("sweeps.kc.classes.means='simplx'", "did you mean 'simplex'?"),
+        {
+            "label_models": {"lab3": {"kind": "prefix", "L": 2}},
+            "sweeps.kc": {**K_SWEEP, "classes": {"K": 3, "means": "simplx"}},
+        },
+    ),
+    Case(
+        "config-classes-gram-not-psd",
+        "config",
+        "a class-mean Gram matrix with a negative eigenvalue",
+        ("sweeps.kc.classes.means=", "positive semidefinite"),
+        {
+            "label_models": {"lab3": {"kind": "prefix", "L": 2}},
+            "sweeps.kc": {**K_SWEEP, "classes": {"K": 2, "means": [[1, 2], [2, 1]]}},
+        },
+    ),
+    Case(
+        "config-classes-d-below-K",
+        "config",
+        "`d` smaller than the number of classes",
+        ("sweeps.kc.d[0]=4: must be >= classes.K=5",),
+        {
+            "label_models": {"lab3": {"kind": "prefix", "L": 2}},
+            "sweeps.kc": {**K_SWEEP, "d": [4], "top_k": 4, "classes": {"K": 5}},
+        },
+    ),
+    Case(
+        "config-label-model-p-wrong-length",
+        "config",
+        "label probabilities `p` not of length K",
+        ("label_models.lab3.p=[0.5, 0.5]: must be a list of length 3",),
+        {"label_models": {"lab3": {"kind": "iid", "p": [0.5, 0.5]}}, "sweeps.kc": K_SWEEP},
+    ),
+    Case(
+        "config-label-model-misspelt",
+        "config",
+        "a sweep with classes naming an undefined label model (`lab4` for `lab3`)",
+        ("sweeps.kc.positional[1]='lab4': no label model named 'lab4'", "did you mean 'lab3'?"),
+        {
+            "label_models": {"lab3": {"kind": "prefix", "L": 2}},
+            "sweeps.kc": {**K_SWEEP, "positional": ["iid", "lab4"]},
+        },
+    ),
+    # table laws (sweep key `table`, section `table_models`)
+    Case(
+        "config-misspelt-table-law",
+        "config",
+        "a sweep naming `table: radmacher` (misspelt built-in law)",
+        ("sweeps.main.table='radmacher'", "(did you mean 'rademacher'?)"),
+        {"sweeps.main.table": "radmacher"},
+    ),
+    Case(
+        "config-misspelt-table-law-in-list",
+        "config",
+        "a sweep naming `table: [gaussian, radmacher]` (a misspelt law on the table axis)",
+        ("sweeps.main.table[1]='radmacher'", "(did you mean 'rademacher'?)"),
+        {"sweeps.main.table": ["gaussian", "radmacher"]},
+    ),
+    Case(
+        "config-repeated-table-law",
+        "config",
+        "a sweep naming `table: [gaussian, gaussian]` (a law twice on the table axis)",
+        ("sweeps.main.table[1]='gaussian'", "duplicate of sweeps.main.table[0]"),
+        {"sweeps.main.table": ["gaussian", "gaussian"]},
+    ),
+    Case(
+        "config-misspelt-table-kind",
+        "config",
+        "`table_models.t3: {kind: studnet_t, nu: 3}`",
+        ("table_models.t3.kind='studnet_t'", "(did you mean 'student_t'?)"),
+        {"table_models.t3": {"kind": "studnet_t", "nu": 3}, "sweeps.main.table": "t3"},
+    ),
+    Case(
+        "config-student-t-nu-two",
+        "config",
+        "`student_t` with `nu: 2` (no unit variance)",
+        ("table_models.t2.nu=2", "must be > 2"),
+        {"table_models.t2": {"kind": "student_t", "nu": 2}, "sweeps.main.table": "t2"},
+    ),
+    Case(
+        "config-sparse-p-above-one",
+        "config",
+        "`sparse` with `p: 1.5`",
+        ("table_models.sp.p=1.5", "must lie in (0, 1]"),
+        {"table_models.sp": {"kind": "sparse", "p": 1.5}, "sweeps.main.table": "sp"},
+    ),
+    Case(
+        "config-misspelt-table-parameter",
+        "config",
+        "`{kind: student_t, nuu: 3}` (`nuu` for `nu`)",
+        ("table_models.t3: unknown key 'nuu' (did you mean 'nu'?)",),
+        {"table_models.t3": {"kind": "student_t", "nuu": 3}},
     ),
     # ----------------------------------------------------------------- real snakemake -n
     Case(
@@ -671,9 +796,10 @@ SNAKEMAKE_PREFIX = "attnrmt: invalid configuration: "
 def run_snakemake_case(case: Case, tmp: Path) -> str:
     """The ``attnrmt: invalid configuration:`` lines of a failing ``snakemake -n``.
 
-    Fails when Snakemake accepts the config, prints a traceback, or reports the problem
-    without the prefix (the culprit must be named in a prefixed line, with its full key
-    path, not found anywhere in Snakemake's output).
+    Fails when Snakemake accepts the config, prints a crash report (a Python traceback or
+    Snakemake's own error report: :func:`tests.e2e.helpers.assert_no_crash_report`), or
+    reports the problem without the prefix (the culprit must be named in a prefixed line,
+    with its full key path, not found anywhere in Snakemake's output).
     """
     config = write_config(tmp, case.patch)
     proc = subprocess.run(
@@ -683,7 +809,7 @@ def run_snakemake_case(case: Case, tmp: Path) -> str:
             "--cores",
             "1",
             "--snakefile",
-            str(REPO / "Snakefile"),
+            str(SNAKEFILE),
             "--directory",
             str(tmp),
             "--configfile",
@@ -696,21 +822,21 @@ def run_snakemake_case(case: Case, tmp: Path) -> str:
     )
     output = proc.stdout + proc.stderr
     assert proc.returncode != 0, f"snakemake -n accepted a bad config:\n{output[-2000:]}"
-    assert "Traceback" not in output, f"a traceback instead of a clear error:\n{output[-3000:]}"
+    assert_no_crash_report(output, "snakemake -n of a bad config")
     problems = [line for line in output.splitlines() if line.startswith(SNAKEMAKE_PREFIX)]
     assert problems, f"no {SNAKEMAKE_PREFIX!r} line:\n{output[-3000:]}"
     return "\n".join(problems)
 
 
 def run_cli_case(case: Case, tmp: Path) -> str:
-    """stderr of a failing ``attnrmt`` command (fails on success or on a traceback)."""
+    """Output of a failing ``attnrmt`` command (fails on success or on a crash report)."""
     config = write_config(tmp, case.patch)
     argv = [arg.replace("{config}", str(config)) for arg in case.argv]
     proc = subprocess.run(
         [str(BIN / "attnrmt"), *argv], capture_output=True, text=True, timeout=120, cwd=tmp
     )
     assert proc.returncode != 0, f"attnrmt {argv} accepted bad input:\n{proc.stdout[-2000:]}"
-    assert "Traceback" not in proc.stderr, f"a traceback instead of a clear error:\n{proc.stderr}"
+    assert_no_crash_report(proc.stdout + proc.stderr, f"attnrmt {' '.join(argv)}")
     return proc.stdout + proc.stderr
 
 
@@ -801,7 +927,7 @@ def render_docs() -> str:
         "is a case of the parametrised test `tests/e2e/test_bad_inputs.py`, which checks exactly",
         "that; the last column lists the pieces the message must contain.",
         "",
-        "Config errors come from `attnrmt.sweep.config.validate_config` (raising",
+        "Config errors come from `attnrmt.sweep.spec.config.validate_config` (raising",
         "`ConfigError`, which lists **every** problem, one line each): the Snakefile calls",
         "the same function once, so `snakemake -n` prints each problem on a line starting",
         "`attnrmt: invalid configuration:` (no traceback), and `attnrmt validate CONFIG`",

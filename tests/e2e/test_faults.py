@@ -2,7 +2,9 @@
 read-only results directory. Real Snakemake, Dask and filesystems; nothing monkeypatched.
 
 * A Dask worker SIGKILLed while it computes a cell (proved: the nanny logs "killed by
-  signal 9" and the scheduler sends that task to a worker a second time): the nanny
+  signal 9", and the scheduler, when it removes the dead worker, still has a task
+  processing on it that it had there, unchanged, just before the kill, and sends that
+  task to a worker again; a kill of an idle worker proves nothing and is retried): the nanny
   restarts the worker, Dask recomputes the task, the block completes without Snakemake
   noticing, the numbers are identical.
 * Every worker process of the run's cluster SIGKILLed at once while a block runs: the
@@ -13,6 +15,12 @@ read-only results directory. Real Snakemake, Dask and filesystems; nothing monke
   can allocate its 364 TiB embedding table, so ``simulate_cell`` raises ``MemoryError``
   at once. With ``--keep-going`` its block fails with a log naming the cell and the
   error, every other sweep finishes, and ``attnrmt plan`` shows what is missing.
+* ``kill -9`` of the whole run (Snakemake and its workers) in the middle of a block of
+  slow cells: the block's finished tasks are on disk (``salvage/<block>/``), so the rerun
+  computes only the cells that were in flight or not started; a second run of the same
+  results folder while the first lives is refused naming the live run (pid, host, start)
+  without Snakemake's advice to ``--unlock``; a killed writer's temporaries are removed
+  by the next run.
 * A full filesystem (a small tmpfs mounted on ``results/``) and a read-only one (a
   read-only bind mount; root ignores file permissions, so ``chmod`` would prove nothing):
   a clear error, no partial fragment, nothing already there modified; once the space is
@@ -28,7 +36,9 @@ import contextlib
 import hashlib
 import json
 import os
+import re
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -43,7 +53,7 @@ import xarray as xr
 import yaml
 
 from attnrmt.sweep import store
-from attnrmt.sweep.cluster import connect
+from attnrmt.sweep.run.cluster import connect
 from tests.e2e.helpers import (
     Workdir,
     count_cells,
@@ -51,6 +61,7 @@ from tests.e2e.helpers import (
     numeric_variables,
     tiny_config,
     wait_for_scheduler_file,
+    wait_until,
     written_since,
 )
 
@@ -106,73 +117,126 @@ def reference(tmp_path_factory: pytest.TempPathFactory) -> tuple[Workdir, xr.Dat
 # --------------------------------------------------------------------------- Dask faults
 
 
-def processing_starts(client: Any, keys: list[str]) -> list[tuple]:
-    """(key, timestamp) of every time the scheduler sent one of ``keys`` to a worker."""
+def processing_snapshot(client: Any, address: str) -> tuple[float, list[str]]:
+    """(scheduler time, keys) the scheduler has processing on the worker at ``address``."""
 
-    def story(dask_scheduler: Any) -> list[tuple]:
-        return [
-            (entry[0], entry[-1])
-            for entry in dask_scheduler.story(*keys)
-            if entry[2] == "processing"
+    def snapshot(dask_scheduler: Any, address: str) -> tuple[float, list[str]]:
+        from distributed.metrics import time as scheduler_time
+
+        worker = dask_scheduler.workers.get(address)
+        keys = [] if worker is None else [str(task.key) for task in worker.processing]
+        return scheduler_time(), keys
+
+    moment, keys = client.run_on_scheduler(snapshot, address=address)
+    return float(moment), list(keys)
+
+
+def kill_outcome(
+    client: Any, address: str, since: float, keys: list[str]
+) -> tuple[bool, list[str], list[str]]:
+    """What the scheduler made of a kill of the worker at ``address`` made after ``since``.
+
+    Returns ``(removed, in_flight, resent)``: whether the scheduler has removed that worker
+    (its ``remove-worker`` event, logged after ``since``); the keys of ``keys`` its event
+    lists as processing on that worker when it was removed and whose transition log shows
+    no transition between ``since`` and the removal (so each was processing on the victim,
+    unfinished, from before the kill until the worker was lost); and those of them that
+    the scheduler has since sent to a worker again (a transition to ``processing`` after
+    the removal).
+    """
+
+    def outcome(
+        dask_scheduler: Any, address: str, since: float, keys: list[str]
+    ) -> tuple[bool, list[str], list[str]]:
+        removals = [
+            (stamp, event)
+            for stamp, event in dask_scheduler.get_events(address)
+            if isinstance(event, dict) and event.get("action") == "remove-worker" and stamp >= since
         ]
+        if not removals:
+            return False, [], []
+        removed_at, event = removals[0]
+        lost = {str(key) for key in event.get("processing-tasks", ())} & set(keys)
+        in_flight, resent = [], []
+        for key in sorted(lost):
+            story = dask_scheduler.story(key)
+            if any(since <= entry[-1] < removed_at for entry in story):
+                continue  # it moved or finished between our look and the removal
+            in_flight.append(key)
+            if any(entry[2] == "processing" and entry[-1] > removed_at for entry in story):
+                resent.append(key)
+        return True, in_flight, resent
 
-    return client.run_on_scheduler(story)
+    removed, in_flight, resent = client.run_on_scheduler(
+        outcome, address=address, since=since, keys=keys
+    )
+    return bool(removed), list(in_flight), list(resent)
 
 
-def finished_before(client: Any, keys: list[str], moment: float) -> bool:
-    """Whether one of ``keys`` reached memory (finished) before ``moment`` (scheduler time)."""
+def kill_busy_worker(
+    workdir: Workdir, process: subprocess.Popen, attempts: int = 5
+) -> tuple[int, list[str]]:
+    """SIGKILL a worker of the run's cluster while it computes a cell; return its pid and
+    the keys the kill interrupted.
 
-    def story(dask_scheduler: Any) -> bool:
-        return any(
-            entry[2] == "memory" and entry[-1] < moment for entry in dask_scheduler.story(*keys)
-        )
-
-    return client.run_on_scheduler(story)
-
-
-def kill_busy_worker(workdir: Workdir, process: subprocess.Popen, attempts: int = 5) -> int:
-    """SIGKILL a worker of the run's cluster while it computes a cell; return its pid.
-
-    Proof that the kill hit work in flight: the task the worker was computing is sent to
-    a worker a second time. If it finished between our look and the kill (a miss), the
-    next busy worker is tried.
+    Proof that the kill hit work in flight, per key (:func:`kill_outcome`): the scheduler,
+    when it removed the dead worker, still had the key processing on it, unchanged since
+    our look just before the kill, and then sent that key to a worker again. A kill that
+    lands on an idle worker (its cells finished between our look and the kill) is a miss:
+    the next busy worker is tried.
     """
     wait_for_scheduler_file(workdir, process)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         client = connect(workdir.run_dir, timeout="30s")
+    misses: list[str] = []
     try:
         for _ in range(attempts):
-            victim, keys = busy_worker(client, process, workdir)
-            moment = client.run_on_scheduler(time.time)
+            found = busy_worker(client, process)
+            if found is None:
+                break  # the run ended (or never got busy) before a kill hit work in flight
+            address, victim = found
+            since, keys = processing_snapshot(client, address)
+            if not keys:
+                continue  # it finished its cells between the two looks
             os.kill(victim, signal.SIGKILL)
             deadline = time.monotonic() + 120
             while time.monotonic() < deadline and process.poll() is None:
-                if len(processing_starts(client, keys)) >= 2:
-                    return victim  # the lost task went to a worker again
-                if finished_before(client, keys, moment):
-                    break  # a miss: the cell had finished before the kill
+                with contextlib.suppress(OSError):  # a comm dropped: ask again
+                    removed, in_flight, resent = kill_outcome(client, address, since, keys)
+                    if resent:
+                        return victim, resent  # a task lost in flight went to a worker again
+                    if removed and not in_flight:
+                        break  # a miss: nothing of ours was in flight on the victim
                 time.sleep(0.05)
-        pytest.fail(f"no kill hit a task in flight:\n{background_log(workdir)[-4000:]}")
+            misses.append(f"pid {victim} ({address}) processing {keys}")
+        pytest.fail(
+            f"no kill hit a task in flight (killed: {misses}; snakemake exit code "
+            f"{process.poll()}):\n{background_log(workdir)[-4000:]}"
+        )
     finally:
         client.close()
 
 
 def busy_worker(
-    client: Any, process: subprocess.Popen, workdir: Workdir, timeout: float = 120
-) -> tuple[int, list[str]]:
-    """Pid of a Dask worker computing a cell right now, and the keys it is computing."""
+    client: Any, process: subprocess.Popen, timeout: float = 120
+) -> tuple[str, int] | None:
+    """Address and pid of a Dask worker computing a cell right now; None when the run ends
+    (or ``timeout`` passes) first.
+
+    The pid is asked of that worker alone: another one may be dead (killed by an earlier
+    attempt) and not yet removed, or a new one just starting.
+    """
     deadline = time.monotonic() + timeout
-    pids: dict[str, int] = {}
     while time.monotonic() < deadline and process.poll() is None:
-        busy = {worker: keys for worker, keys in client.processing().items() if keys}
-        for worker, keys in busy.items():
-            if worker not in pids:
-                pids = client.run(os.getpid)
-            if worker in pids:
-                return int(pids[worker]), [str(key) for key in keys]
+        with contextlib.suppress(OSError):  # a comm dropped, or the run's cluster closed
+            busy = [worker for worker, keys in client.processing().items() if keys]
+            for worker in busy:
+                pid = client.run(os.getpid, workers=[worker], on_error="return").get(worker)
+                if isinstance(pid, int):
+                    return worker, pid
         time.sleep(0.01)
-    pytest.fail(f"never saw a busy worker:\n{background_log(workdir)[-4000:]}")
+    return None
 
 
 def test_killed_worker_block_completes_with_identical_numbers(
@@ -183,7 +247,8 @@ def test_killed_worker_block_completes_with_identical_numbers(
     workdir = Workdir.create(tmp_path / "work", fault_config())
     try:
         process = workdir.start(cores=2)
-        victim = kill_busy_worker(workdir, process)
+        victim, interrupted = kill_busy_worker(workdir, process)
+        assert interrupted  # keys processing on the victim at the kill, sent again after
         assert wait_for(process, workdir) == 0, background_log(workdir)[-6000:]
         output = background_log(workdir)
         # the nanny saw its worker die of our signal
@@ -207,7 +272,8 @@ def test_every_worker_killed_mid_block_finished_blocks_kept(
         process = workdir.start(cores=2)
         wait_for_scheduler_file(workdir, process)
         with connect(workdir.run_dir, timeout="30s") as client:
-            busy_worker(client, process, workdir)  # a block is computing right now
+            # a block is computing right now
+            assert busy_worker(client, process) is not None, background_log(workdir)[-4000:]
         finished = fragment_files(workdir.path)
         victims = workdir.worker_pids()
         for pid in victims.values():
@@ -222,6 +288,72 @@ def test_every_worker_killed_mid_block_finished_blocks_kept(
             assert len(store.read_fragment(path).cell_keys) >= 1
         assert count_cells(after).computed == N_CELLS  # no finished cell computed twice
         xr.testing.assert_identical(numeric_variables(workdir.open_cells()), reference[1])
+    finally:
+        workdir.close()
+
+
+# --------------------------------------------------------------------------- kill -9
+
+SLOW_CELLS = 24
+
+
+def slow_block_config(run: str = "salvage") -> dict[str, Any]:
+    """One block of 24 cells at d = 800: ~0.4 s each on a quiet machine, estimated at
+    ~0.5 s by the cost model, so two cells make a task (12 tasks) and reach the disk
+    together as the task finishes."""
+    config = tiny_config(run=run, execution={"block_size": SLOW_CELLS})
+    config["sweeps"]["grid"].update(
+        d=[800],
+        weights=["mean"],
+        replicates=2,
+        snr=[0.25 * index for index in range(SLOW_CELLS // 2)],
+    )
+    return config
+
+
+def test_sigkill_mid_block_loses_only_cells_in_flight_and_a_second_run_is_refused(
+    tmp_path: Path,
+) -> None:
+    """SIGKILL of the whole run while its one block is half done: the rerun computes only
+    the cells that had not reached ``salvage/<block>/``. Before the kill, a second run of
+    the same folder is refused with the live run's pid and host. The killed writers'
+    temporaries are gone after the rerun."""
+    workdir = Workdir.create(tmp_path / "work", slow_block_config())
+    salvage = workdir.sweep_dir() / "salvage"
+    try:
+        process = workdir.start(cores=2)
+        wait_for_scheduler_file(workdir, process)
+        second = workdir.run(check=False)  # while the first computes
+        assert second.returncode != 0, second.output[-3000:]
+        assert "is being written by a live run" in second.output, second.output[-3000:]
+        assert f"pid {process.pid} on host {socket.gethostname()}, started" in second.output
+        # refused before Snakemake's own lock, whose message advises --unlock
+        assert "LockException" not in second.output
+        assert "removed with the --unlock argument" not in second.output
+        wait_until(
+            lambda: len(list(salvage.glob("*/*.npz"))) >= 3, 240, "3 salvaged tasks", process
+        )
+        workdir.kill(process)  # SIGKILL of Snakemake's process group (workers included)
+        assert not list((workdir.sweep_dir() / "fragments").glob("*.npz")), (
+            "the block finished before the kill"
+        )
+        salvaged = count_cells(salvage.glob("*/*.npz")).computed
+        assert 3 <= salvaged < SLOW_CELLS
+        dead = subprocess.Popen(["true"])  # a pid that is no longer alive
+        dead.wait()
+        stale = [
+            workdir.sweep_dir() / "fragments" / f".x.npz.{dead.pid}.0123abcd.tmp",
+            workdir.sweep_dir() / f".analysis.zarr.{dead.pid}.89abcdef.tmp",
+        ]
+        stale[0].write_bytes(b"PK partial")
+        stale[1].mkdir()
+        resumed = workdir.run()
+        assert (resumed.computed, resumed.reused) == (SLOW_CELLS - salvaged, salvaged)
+        removed = re.search(r"removed (\d+) temporaries left by killed writers", resumed.output)
+        assert removed and int(removed.group(1)) >= 2, resumed.output[-3000:]
+        assert not any(path.exists() for path in stale)
+        assert not list(salvage.glob("*/*.npz"))  # the completed block's salvage is cleared
+        assert workdir.open_cells().attrs["cells_present"] == SLOW_CELLS
     finally:
         workdir.close()
 

@@ -8,7 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from attnrmt.sweep.provenance import commit_label, git_state
+from attnrmt.sweep.report.provenance import commit_label
+from attnrmt.sweep.run.provenance import git_state
 from tests.e2e.helpers import REPO_ROOT, Workdir, subprocess_environment, tiny_config
 
 ATTNRMT = Path(sys.executable).with_name("attnrmt")

@@ -1,16 +1,21 @@
-"""The README and docs show commands that work as shown.
+"""The README and the docs site's pages show commands that work as shown.
 
-- The five-line Python example prints what the README claims.
-- Every line of every ``bash`` block of README.md and docs/*.md is either executed here, in
-  a scratch copy of the workflow (``.venv/bin/`` becomes this interpreter's bin; the
-  README's ``my.yaml`` is the README's own sweep with its grid shrunk to d = 24 and 4 snr
-  values so that the run takes seconds; commands with a SLURM profile run as ``-n``), or
-  listed in :data:`NOT_RUN` with the reason. A new command in the docs fails
+- The five-line Python example (README.md, included in the site's home page) prints what
+  the README claims.
+- Every line of every ``bash`` block of README.md and docs/*.md (the site's pages, Getting
+  started among them) is either executed here, in a scratch copy of the workflow
+  (``.venv/bin/`` becomes this interpreter's bin; ``my.yaml`` is the sweep of Getting
+  started, "Writing a sweep", with its grid shrunk to d = 24 and 4 snr values so that the
+  run takes seconds; commands with a SLURM profile run as ``-n``), or listed in
+  :data:`NOT_RUN` with the reason. A new command in the docs fails
   :func:`test_every_shell_line_is_run_or_excused` until it is classified.
-- The run those commands make is then checked for what the README promises of it: the end
+- The run those commands make is then checked for what the docs promise of it: the end
   summary, the report's overview page and its omission of analyses without data, the run
   folder's record refusing another config, ``make`` taking the run name from the config,
   and the run time stated alike in README.md and config.yaml.
+
+The site's notebooks run their own sweeps when ``make docs`` executes them (mkdocs.yml);
+tests/test_docs.py checks the rest of what the pages and the README state.
 """
 
 from __future__ import annotations
@@ -34,6 +39,8 @@ from tests.e2e.helpers import subprocess_environment
 REPO = Path(__file__).resolve().parents[2]
 README = REPO / "README.md"
 DOCS = sorted((REPO / "docs").glob("*.md"))
+#: The site's page that holds the depth: the sweep config of "Writing a sweep" and its commands.
+GETTING_STARTED = REPO / "docs" / "getting-started.md"
 BIN = Path(sys.executable).parent
 
 #: Command lines the docs show that this test does not execute, by prefix, with the reason.
@@ -42,6 +49,7 @@ NOT_RUN = {
     "make test": "the whole test suite (this test is part of it)",
     "make report": "checked with `make -n` in test_make_takes_the_run_name_from_the_config",
     "make bench": "benchmarks (minutes)",
+    "make docs": "builds the site, executing its notebooks (~1-2 minutes); make test runs it",
     "cd ": "directories of a cluster or a clone; the test runs in a scratch copy",
     ".venv/bin/pip install": "installs the package (minutes, network); CI does this",
     "git clone": "needs network",
@@ -135,22 +143,25 @@ def test_every_shell_line_is_run_or_excused() -> None:
         }, f"unclassified command: {command}"
 
 
+def documented_sweep_text() -> str:
+    """The YAML of the sweep config that Getting started, "Writing a sweep", shows."""
+    section = GETTING_STARTED.read_text(encoding="utf-8").split("## Writing a sweep", 1)[1]
+    return section.split("```yaml\n", 1)[1].split("```", 1)[0]
+
+
 def readme_sweep(grid_d: list[int], snr_num: int) -> dict:
-    """The README's own sweep config, its grid shrunk so that it runs in seconds."""
-    text = README.read_text(encoding="utf-8")
-    section = text.split("## Writing a sweep", 1)[1]
-    config = yaml.safe_load(section.split("```yaml\n", 1)[1].split("```", 1)[0])
+    """The documented sweep config, its grid shrunk so that it runs in seconds."""
+    config = yaml.safe_load(documented_sweep_text())
     for sweep in config["sweeps"].values():
         sweep.update(d=grid_d, replicates=2, top_k=2)
         sweep["snr"] = {**sweep["snr"], "num": snr_num}
     return config
 
 
-def test_readme_sweep_is_valid_as_written() -> None:
-    from attnrmt.sweep.config import load_valid_config
+def test_documented_sweep_is_valid_as_written() -> None:
+    from attnrmt.sweep.spec.config import load_valid_config
 
-    text = README.read_text(encoding="utf-8").split("## Writing a sweep", 1)[1]
-    path_free = yaml.safe_load(text.split("```yaml\n", 1)[1].split("```", 1)[0])
+    path_free = yaml.safe_load(documented_sweep_text())
     warnings = load_valid_config(path_free).warnings  # raises on any problem
     # it shows how to define each kind of model, so some are defined but unused: warned
     assert {w.split(":")[0] for w in warnings} == {
@@ -176,9 +187,8 @@ def as_run(command: str, workdir: Path) -> list[str]:
 def documented_run(tmp_path_factory: pytest.TempPathFactory) -> dict:
     """Execute every documented command in order in a scratch copy of the workflow."""
     workdir = tmp_path_factory.mktemp("readme")
-    for name in ("Snakefile", "workflow"):
-        (workdir / name).symlink_to(REPO / name)
-    shutil.copytree(REPO / "profiles", workdir / "profiles")
+    (workdir / "Snakefile").symlink_to(REPO / "Snakefile")  # includes the shipped workflow
+    shutil.copytree(REPO / "profiles", workdir / "profiles")  # (the link's target)
     shutil.copytree(REPO / "configs", workdir / "configs")
     shutil.copy(REPO / "config.yaml", workdir / "config.yaml")
     config = readme_sweep(grid_d=[24], snr_num=4)
@@ -212,7 +222,7 @@ def documented_run(tmp_path_factory: pytest.TempPathFactory) -> dict:
             "started": started,
         }
     finally:
-        from attnrmt.sweep.cluster import shutdown_run_cluster
+        from attnrmt.sweep.run.cluster import shutdown_run_cluster
 
         shutdown_run_cluster(workdir / "results" / config["run"])  # wait for the daemon
 
@@ -232,7 +242,7 @@ def test_end_summary_names_results_cells_and_verdicts(documented_run: dict) -> N
         out for cmd, out in documented_run["outputs"].items() if "attnrmt summary" in cmd
     )
     lines = summary.stdout.splitlines()
-    n_cells = 1 * 4 * 4 * 2  # d x weights x snr x replicates of the shrunk README sweep
+    n_cells = 1 * 4 * 4 * 2  # d x weights x snr x replicates of the shrunk documented sweep
     assert lines[0] == (
         "run 'mysweep' (my.yaml): results in results/mysweep/, report results/mysweep/report.html"
     )
@@ -290,8 +300,12 @@ def test_report_opens_on_an_overview_and_leaves_out_analyses_without_data(
         for path in paths
     ]
     names = {Path(path).name for path in reported}
-    # the README sweep has no causal_attention weights, no label model, no uncentred S
+    # the documented sweep has no causal_attention weights, no label model, no uncentred S,
+    # no table law
     assert not names & {
+        "universality.csv",
+        "universality_verdict.csv",
+        "universality.png",
         "causal_verdict.csv",
         "downstream_ranking.csv",
         "centring.csv",
@@ -372,7 +386,7 @@ def test_make_takes_the_run_name_from_the_config(tmp_path: Path) -> None:
 def test_readme_and_config_yaml_state_the_same_run() -> None:
     """The default run's size and measured time are stated alike (and the size is true)."""
     from attnrmt.sweep import plan_run
-    from attnrmt.sweep.config import load_valid_config
+    from attnrmt.sweep.spec.config import load_valid_config
 
     valid = load_valid_config(REPO / "config.yaml")
     cells = sum(len(s.cells) for s in plan_run(valid.config, valid.sweeps).sweeps.values())

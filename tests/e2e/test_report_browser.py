@@ -21,11 +21,13 @@ import shutil
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from attnrmt.contract import FIGURES
 from tests.e2e.helpers import Workdir, tiny_config, with_sweep
+from tests.e2e.test_classes_pipeline import K_SWEEP
 
 REPORT_MARKS = (pytest.mark.e2e, pytest.mark.browser, pytest.mark.slow)
 
@@ -106,23 +108,23 @@ def require_chromium() -> str:
     return browser
 
 
-def probe_report(browser: str, report: Path, tmp_path: Path) -> list[dict]:
-    """Open ``report`` (with :data:`PROBE` appended) in headless Chromium; the probe result."""
+def run_probe(
+    browser: str,
+    report: Path,
+    probe: str,
+    page: Path,
+    flags: tuple[str, ...],
+    what: str,
+) -> Any:
+    """Open a copy of ``report`` (at ``page``) with the script ``probe`` appended in headless
+    Chromium (``flags`` added) and return what the script stored in
+    ``<body data-attnrmt-probe>``; ``what`` names the page in the failure message."""
     text = report.read_text(encoding="utf-8")
     cut = text.rfind("</body>")
     assert cut > 0, "report has no </body>"
-    probed = tmp_path / "probed-report.html"
-    probed.write_text(f"{text[:cut]}<script>{PROBE}</script>{text[cut:]}", encoding="utf-8")
-    profile = tmp_path / "chromium-profile"
+    page.write_text(f"{text[:cut]}<script>{probe}</script>{text[cut:]}", encoding="utf-8")
     completed = subprocess.run(
-        [
-            browser,
-            *CHROMIUM_FLAGS,
-            f"--user-data-dir={profile}",
-            "--virtual-time-budget=30000",
-            "--dump-dom",
-            probed.as_uri(),
-        ],
+        [browser, *CHROMIUM_FLAGS, *flags, "--dump-dom", page.as_uri()],
         capture_output=True,
         text=True,
         timeout=180,
@@ -130,15 +132,24 @@ def probe_report(browser: str, report: Path, tmp_path: Path) -> list[dict]:
     )
     assert completed.returncode == 0, completed.stderr[-2000:]
     match = re.search(r'data-attnrmt-probe="([^"]*)"', completed.stdout)
-    assert match, "the report's page did not finish rendering (no probe result in the DOM)"
+    assert match, f"the {what} did not finish rendering (no probe result in the DOM)"
     return json.loads(html.unescape(match.group(1)))
+
+
+def probe_report(browser: str, report: Path, tmp_path: Path) -> list[dict]:
+    """Open ``report`` (with :data:`PROBE` appended) in headless Chromium; the probe result."""
+    flags = (f"--user-data-dir={tmp_path / 'chromium-profile'}", "--virtual-time-budget=30000")
+    result: list[dict] = run_probe(
+        browser, report, PROBE, tmp_path / "probed-report.html", flags, "report's page"
+    )
+    return result
 
 
 @pytest.fixture(scope="module")
 def report(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """report.html of a tiny run with data for every figure: thresholds, finite size, causal
-    attention, a label model (downstream) and both centrings (the report leaves out
-    figures of analyses without data)."""
+    attention, a label model (downstream), both centrings and two table laws (the report
+    leaves out figures of analyses without data)."""
     config = tiny_config(
         run="report",
         positional_models={
@@ -159,6 +170,15 @@ def report(tmp_path_factory: pytest.TempPathFactory) -> Path:
         centered=[True, False],
         snr=[0.0, 1.0, 2.0, 3.0],
     )
+    # a second table law on a smaller copy of the grid: the universality figure has data
+    config["sweeps"]["signs"] = {
+        **config["sweeps"]["grid"], "weights": ["mean"], "positional": ["prefix2"],
+        "centered": [True], "table": "rademacher",
+    }  # fmt: skip
+    config["sweeps"]["gaussian"] = {**config["sweeps"]["signs"], "table": "gaussian"}
+    # a K = 3 sweep (tests/e2e/test_classes_pipeline.py): the K-class figure has data
+    config["label_models"] = {"pre2": {"kind": "prefix", "L": 2}}
+    config["sweeps"]["k3"] = K_SWEEP
     workdir = Workdir.create(tmp_path_factory.mktemp("report-run"), config)
     try:
         workdir.run(targets=())
@@ -208,3 +228,64 @@ def test_missing_browser_skips_locally_and_fails_in_ci(monkeypatch: pytest.Monke
                 require_chromium()
         except pytest.skip.Exception:  # a skip here would hide the missing browser
             pytest.fail(f"CI={value}: require_chromium skipped instead of failing")
+
+
+# --------------------------------------------------------------------------- landing page
+# Snakemake's content pane centres its child vertically (profiles/default/report.css says
+# where): a landing page shorter than the window opened on a blank band, a taller one had
+# its top above the pane, out of scroll reach. The probe records where the overview's first
+# line sits relative to the pane, and the pane's scroll position.
+LANDING_PROBE = r"""
+(function () {
+  function done(result) {
+    document.body.setAttribute("data-attnrmt-probe", JSON.stringify(result));
+  }
+  window.addEventListener("load", function () { setTimeout(function () {
+    var brand = document.getElementById("brand");
+    if (!brand) { return done({error: "no landing page (#brand)"}); }
+    var pane = brand.closest(".h-screen");
+    var first = Array.prototype.slice.call(document.querySelectorAll("strong"))
+      .find(function (e) { return e.textContent.indexOf("attnrmt run ") === 0; });
+    if (!pane || !first) { return done({error: "no content pane or overview text"}); }
+    done({
+      gap: first.getBoundingClientRect().top - pane.getBoundingClientRect().top,
+      scrollTop: pane.scrollTop,
+      paneHeight: pane.clientHeight,
+      contentHeight: pane.scrollHeight,
+      text: pane.textContent,
+    });
+  }, 500); });
+})();
+"""
+
+
+def probe_landing(browser: str, report: Path, tmp_path: Path, height: int) -> dict:
+    """Open ``report`` with :data:`LANDING_PROBE` in a 1280 x ``height`` window."""
+    flags = (
+        f"--user-data-dir={tmp_path / f'chromium-{height}'}",
+        f"--window-size=1280,{height}",
+        "--virtual-time-budget=20000",
+    )
+    result: dict = run_probe(
+        browser, report, LANDING_PROBE, tmp_path / f"landing-{height}.html", flags, "landing page"
+    )
+    return result
+
+
+@report_test
+def test_landing_page_starts_at_the_top_in_a_tall_and_a_short_window(
+    report: Path, tmp_path: Path
+) -> None:
+    """The overview's first line sits at the top of the pane (its padding, < 40 px) in a
+    window taller than the overview (no blank band) and in one shorter (nothing above the
+    pane's scroll origin); the overview says at which d its thresholds are."""
+    browser = require_chromium()
+    tall, short = (probe_landing(browser, report, tmp_path, h) for h in (3000, 500))
+    for seen in (tall, short):
+        assert "error" not in seen, seen
+        assert 0 <= seen["gap"] < 40 and seen["scrollTop"] == 0, seen
+    assert tall["contentHeight"] <= tall["paneHeight"]  # the band case is exercised
+    assert short["contentHeight"] > short["paneHeight"]  # and the clipped one
+    assert "at the largest d where it is an estimate rather than a bound" in " ".join(
+        tall["text"].split()
+    )

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from attnrmt.sweep.cluster import connect
+from attnrmt.sweep.run.cluster import connect
 from tests.e2e.helpers import (
     Workdir,
     assert_locked_out,
@@ -47,10 +47,11 @@ STOP_BOUND_SECONDS = 60
 
 
 def long_config() -> dict:
-    """80 cells of d = 400 in blocks of 4: long enough to inspect the run while it works."""
+    """80 cells of d = 600 in blocks of 4: long enough to inspect the run while it works
+    (at d = 400 a 2-core run could finish before the checks of a loaded machine ended)."""
     config = tiny_config(run="secure", execution={"block_size": 4})
     config["sweeps"]["grid"].update(
-        d=[400], snr=[0.25 * i for i in range(N_SNR)], replicates=N_REPLICATES
+        d=[600], snr=[0.25 * i for i in range(N_SNR)], replicates=N_REPLICATES
     )
     return config
 

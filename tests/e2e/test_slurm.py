@@ -30,7 +30,8 @@ import pytest
 import xarray as xr
 import yaml
 
-from attnrmt.sweep.cluster import connect
+from attnrmt import workflow
+from attnrmt.sweep.run.cluster import connect
 from tests.e2e.helpers import (
     REPO_ROOT,
     Workdir,
@@ -47,7 +48,7 @@ from tests.e2e.helpers import (
 pytestmark = [pytest.mark.slurm, pytest.mark.e2e, pytest.mark.slow]
 
 HARNESS = REPO_ROOT / "tests" / "harness" / "slurm.sh"
-PROFILES = REPO_ROOT / "profiles"
+PROFILES = workflow.PROFILES_DIR
 N_CELLS = 12  # tiny_config: 2 weights x 3 snr x 2 replicates
 BLOCK_SIZE = 6  # one block per weights line: 2 blocks
 USABLE_STATES = ("idle", "mixed", "allocated", "completing")
@@ -278,9 +279,9 @@ def test_unsatisfiable_worker_request_stops_the_run_fast(slurm: str, tmp_path: P
 def test_pending_reason_that_never_clears_is_recognised(slurm: str, tmp_path: Path) -> None:
     """A real job pending with PartitionConfig (more cores than the node): the watch of a
     running cluster names it as fatal; a job held for later is only reported."""
-    from attnrmt.sweep.cluster import ClusterSettings
-    from attnrmt.sweep.cluster.jobqueue import PendingWatch
-    from attnrmt.sweep.cluster.slurm import job_states
+    from attnrmt.sweep.run.cluster import ClusterSettings
+    from attnrmt.sweep.run.cluster.jobqueue import PendingWatch
+    from attnrmt.sweep.run.cluster.slurm import job_states
 
     script = tmp_path / "job.sh"
     script.write_text("#!/bin/bash\nsleep 1\n")

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from attnrmt.sweep.cluster.slurm import job_states
+from attnrmt.sweep.run.cluster.slurm import job_states
 from tests.e2e.helpers import (
     DEFAULT_PROFILE,
     SNAKEFILE,
@@ -92,8 +92,8 @@ def status(workdir: Workdir) -> dict[str, Any]:
 
 
 def test_submit_runs_the_whole_run_as_one_job_and_refuses_a_second(
-    slurm: str,
-    tmp_path: Path,  # noqa: F811
+    slurm: str,  # noqa: F811
+    tmp_path: Path,
 ) -> None:
     workdir = Workdir.create(tmp_path / "work", tiny_config(run="submitted"))
     driver_dir = workdir.run_dir / "driver"
@@ -147,8 +147,8 @@ def test_submit_runs_the_whole_run_as_one_job_and_refuses_a_second(
 
 
 def test_a_driver_request_slurm_cannot_run_is_refused_at_once(
-    slurm: str,
-    tmp_path: Path,  # noqa: F811
+    slurm: str,  # noqa: F811
+    tmp_path: Path,
 ) -> None:
     """More cores than the node has: SLURM's objection (``sbatch --test-only``), exit 2,
     nothing queued and no job record."""
@@ -163,8 +163,8 @@ def test_a_driver_request_slurm_cannot_run_is_refused_at_once(
 
 
 def test_driver_job_told_to_stop_ends_its_run_cleanly(
-    slurm: str,
-    tmp_path: Path,  # noqa: F811
+    slurm: str,  # noqa: F811
+    tmp_path: Path,
 ) -> None:
     """SIGTERM to the batch shell (``scancel --batch --signal=TERM``, as SLURM's
     ``--signal=B:TERM@...`` before the walltime) reaches the run through ``exec``: the run

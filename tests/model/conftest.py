@@ -20,3 +20,36 @@ def assert_products_in_precision(
     for found, expected in pairs:
         assert found.dtype == dtype and found.shape == expected.shape
         np.testing.assert_allclose(found, expected, rtol=0, atol=tolerance * np.abs(expected).max())
+
+
+#: Fields of a CellResult compared as squared overlaps (absolute tolerance).
+OVERLAP_FIELDS = (
+    "overlap_signal",
+    "overlap_class_mean",
+    "overlap_table_mean",
+    "pop_overlap_signal",
+)
+
+
+def assert_same_cell(
+    found, expected, *, value_rtol: float, value_atol: float, overlap_atol: float
+) -> None:
+    """Two :class:`attnrmt.model.CellResult` of the same cell agree: eigenvalue fields to
+    ``value_rtol`` relative plus ``value_atol`` times the largest eigenvalue of ``S``
+    (rounding of a backward-stable eigensolver is absolute, ~eps ||S||, so zero and small
+    eigenvalues need the absolute part), overlaps to ``overlap_atol``, the rest exactly."""
+    scale = value_atol * float(np.abs(expected.eigenvalues).max())
+    for name in ("eigenvalues", "top_eigenvalues", "pop_top_eigenvalues"):
+        found_values, expected_values = getattr(found, name), getattr(expected, name)
+        assert found_values.shape == expected_values.shape, name
+        np.testing.assert_allclose(
+            found_values, expected_values, rtol=value_rtol, atol=scale, err_msg=name
+        )
+    for name in OVERLAP_FIELDS:
+        np.testing.assert_allclose(
+            getattr(found, name), getattr(expected, name), rtol=0, atol=overlap_atol, err_msg=name
+        )
+    for name in ("alpha", "kappa", "sigma", "V", "N"):
+        assert getattr(found, name) == getattr(expected, name), name
+    np.testing.assert_array_equal(found.effective_weights, expected.effective_weights)
+    np.testing.assert_equal(found.downstream_accuracy, expected.downstream_accuracy)

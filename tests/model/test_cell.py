@@ -347,7 +347,7 @@ def test_bad_arguments_raise_value_error_naming_them(changes: dict, fragment: st
 
 def test_largest_allowed_snr_still_simulates_finite_numbers() -> None:
     """MAX_SNR (the config's ceiling too) is safely below where float64 overflows."""
-    from attnrmt.model.cell import MAX_SNR
+    from attnrmt.model._cell_steps import MAX_SNR
 
     # exact route and Lanczos route for the population pairs; the top route (dense below
     # d = 200, block Lanczos above)
@@ -602,7 +602,7 @@ def test_sample_spectrum_in_the_smaller_dimension_matches_the_d_route(centered: 
     rng = np.random.default_rng(8)
     pooled = rng.standard_normal((70, 120))
     pooled[:, 0] += 2.0 * np.sign(rng.standard_normal(70))  # one outlier
-    values, vectors = cell._sample_spectrum_from_samples(pooled, centered, 3)
+    values, vectors = cell.sample_spectrum_from_samples(pooled, centered, 3)
     lower = _linalg.lower_gram(pooled, 1 / 70)
     if centered:
         _linalg.add_rank_one(lower, -1.0, pooled.mean(axis=0))
@@ -671,7 +671,7 @@ def test_sample_spectrum_through_the_tokens_matches_the_d_route(centered: bool) 
     signs, _ = sample_signs({"kind": "prefix", "L": 2}, T, N, rng)
     tokens = sample_tokens(signs, V, rng)
     token_weights = rng.uniform(0.1, 1.0, (N, T))
-    assert cell._sample_through_tokens(d, V, N, 3)
+    assert cell.sample_through_tokens(d, V, N, 3)
     values, vectors = cell._sample_spectrum_from_tokens(
         cell.token_incidence(tokens, token_weights, V), table.embeddings, centered, 3
     )
@@ -699,8 +699,8 @@ def test_the_smaller_dimension_is_chosen_by_its_flop_count() -> None:
     """The token route only where it counts fewer flops: V well below d and N."""
     from attnrmt.model import cell
 
-    assert cell._sample_through_tokens(1000, 500, 2000, 3)  # delta = 2, gamma = 0.5
-    assert not cell._sample_through_tokens(1000, 800, 1250, 3)  # measured slower there
-    assert not cell._sample_through_tokens(1000, 2000, 2000, 3)  # V > d
-    assert not cell._sample_through_tokens(1000, 500, 400, 3)  # N < V: the sample route
-    assert not cell._sample_through_tokens(1000, 3, 2000, 3)  # top_k >= V
+    assert cell.sample_through_tokens(1000, 500, 2000, 3)  # delta = 2, gamma = 0.5
+    assert not cell.sample_through_tokens(1000, 800, 1250, 3)  # measured slower there
+    assert not cell.sample_through_tokens(1000, 2000, 2000, 3)  # V > d
+    assert not cell.sample_through_tokens(1000, 500, 400, 3)  # N < V: the sample route
+    assert not cell.sample_through_tokens(1000, 3, 2000, 3)  # top_k >= V

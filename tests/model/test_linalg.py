@@ -191,18 +191,18 @@ def test_block_lanczos_overlap_stop_rule_next_to_a_near_degenerate_pair() -> Non
 
 
 def test_stop_rule_bounds() -> None:
-    """``_converged`` on hand-made Ritz data: the Kato-Temple bound r^2/gap accepts a value
+    """``converged`` on hand-made Ritz data: the Kato-Temple bound r^2/gap accepts a value
     whose residual alone would not; a vector needs r/gap (gap less the neighbour's
     residual) below the tolerance; with overlap cosines the bound is 2 a cos + a^2."""
     values = np.array([2.0, 1.0, 0.5])
     # value 1: r = 1e-6, gap 1 - 1e-6: error bound 1e-12 <= 1e-10 * 2, vector angle 1e-6
     residuals = np.array([1e-6, 1e-12, 1e-12])
-    assert _linalg._converged(values, residuals, 2, 0, 1e-10, 1e-7)
-    assert not _linalg._converged(values, residuals, 2, 1, 1e-10, 1e-7)  # angle 1e-6
-    assert _linalg._converged(values, residuals, 2, 1, 1e-10, 1e-5)
+    assert _linalg.converged(values, residuals, 2, 0, 1e-10, 1e-7)
+    assert not _linalg.converged(values, residuals, 2, 1, 1e-10, 1e-7)  # angle 1e-6
+    assert _linalg.converged(values, residuals, 2, 1, 1e-10, 1e-5)
     # overlaps: cos 0.01 -> 2e-6 * 0.01 + 1e-12 <= 1e-7; cos 0.5 -> 1e-6 > 1e-7
-    assert _linalg._converged(values, residuals, 2, 1, 1e-10, 1e-7, np.array([0.01]))
-    assert not _linalg._converged(values, residuals, 2, 1, 1e-10, 1e-7, np.array([0.5]))
+    assert _linalg.converged(values, residuals, 2, 1, 1e-10, 1e-7, np.array([0.01]))
+    assert not _linalg.converged(values, residuals, 2, 1, 1e-10, 1e-7, np.array([0.5]))
     # the gap is less the neighbour's residual, clipped at 0
     np.testing.assert_allclose(
         _linalg._ritz_gaps(values, np.array([0.0, 0.999, 0.0])), [0.001, 0.5, 0.0], atol=1e-15

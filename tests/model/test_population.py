@@ -27,19 +27,30 @@ Pass rate: 40/40 disjoint groups of one table (seeds 0-39) with
 Breaking the code on purpose (scratch edits of ``model/cell.py:population_matrix``,
 restored): ``alpha - kappa`` -> ``alpha`` fails with z = 270 on entry (0, 0); dropping the
 ``-kappa mbar mbar^T`` term fails with z = 33; ``sigma**2`` -> ``sigma`` (uncentred) fails
-with z = 15.
+with z = 15. A 3% error in the ``mbar`` coefficient passes these sampling tests; the exact
+tests below (enumeration at tiny sizes, no sampling noise) catch it: ``-kappa`` ->
+``-1.03 kappa`` in ``population_rank_one_terms`` gives a coefficient 3.0% off and the
+matrix 1.2% of its largest entry off (tolerance 1e-12; 11 of the 12 exact cases fail, the
+V x V route of a centred cell clips ``kappa + c_1 < 0`` to 0 and hides it there), and
+``sigma**2`` -> ``1.03 sigma**2`` (uncentred) gives 4.8% and 1.9%.
 """
 
 from __future__ import annotations
 
 import functools
+import itertools
 from collections.abc import Iterator
 
 import numpy as np
 import pytest
 
 from attnrmt.model import simulate_cell
-from attnrmt.model.cell import lower_gram, population_matrix
+from attnrmt.model.cell import (
+    lower_gram,
+    population_matrix,
+    population_rank_one_terms,
+    population_rows,
+)
 from attnrmt.model.table import EmbeddingTable, realised_sizes, sample_table
 
 D = 20
@@ -197,6 +208,141 @@ def test_population_matrix_is_the_covariance_of_pooled_vectors() -> None:
 
 def test_cell_population_fields_match_the_empirical_covariance() -> None:
     check_cell_pop_fields_match_empirical(SEEDS)
+
+
+# --------------------------------------------------------------------------- exact, tiny
+#
+# The covariance (centred) or second moment (uncentred) of the pooled vector given the
+# table, computed exactly by enumeration: every token tuple (v_1, ..., v_T) in {0..V-1}^T
+# has probability P(xi = s(v)) (2/V)^T, with s(v) the classes of its tokens and P(xi) the
+# Markov chain's law written here from its definition (fair first sign, each next sign
+# kept with probability (1 + r)/2). The pooled vector of a tuple is sum_t w_t e_{v_t}.
+# Nothing of the code's formula, samplers or R is used, only the table. At V^T <= 216
+# tuples the sums are exact to rounding: the code's matrix must match to 1e-12 of its
+# largest entry (measured: <= 4e-16; the V x V route's Y^T Y <= 6e-16), and its rank-one
+# coefficients, read off the exact matrix by least squares on
+# (exact - (kappa/V) E^T E) = c_1 mbar mbar^T + c_2 Dlt Dlt^T (residual measured <= 6e-16
+# of the largest entry: the formula's form is exact), must match to 1e-12 relative
+# (measured <= 8e-15). The cells' eigenvalues: <= 4e-16 of the largest, overlaps <= 9e-16.
+
+EXACT_T = 3
+EXACT_R = 0.4  # markov
+EXACT_WEIGHTS = np.array([0.5, 0.3, 0.2])  # alpha, kappa, sigma^2 and 1 all differ
+EXACT_SNR = 2.0
+EXACT_RTOL = 1e-12
+#: (d, delta, top_k): V = 6 >= d (the d x d route), and V = 4 < d = 8 (the V x V route of
+#: ``population_rows``, taken for top_k < V < d).
+EXACT_CASES = ((3, 0.5, 3), (8, 2.0, 3))
+
+
+def markov_sign_probabilities(signs: np.ndarray, r: float) -> np.ndarray:
+    """``P(xi)`` of the stationary two-state chain for sign rows ``signs`` (n, T)."""
+    kept = signs[:, 1:] == signs[:, :-1]
+    return 0.5 * np.prod(np.where(kept, (1 + r) / 2, (1 - r) / 2), axis=1)
+
+
+def exact_pooled_moment(embeddings: np.ndarray, centered: bool) -> np.ndarray:
+    """``Cov(c | E)`` (centred) or ``E[c c^T | E]`` by enumeration of all token tuples.
+
+    O(V^T (T d + d^2)) time, O(V^T d) memory.
+    """
+    V = embeddings.shape[0]
+    tuples = np.array(list(itertools.product(range(V), repeat=EXACT_T)))
+    signs = np.where(tuples < V // 2, 1, -1)
+    probability = markov_sign_probabilities(signs, EXACT_R) * (2.0 / V) ** EXACT_T
+    assert probability.sum() == pytest.approx(1.0, rel=1e-14)
+    pooled = np.einsum("t,ntd->nd", EXACT_WEIGHTS, embeddings[tuples])
+    mean = probability @ pooled
+    second = (pooled * probability[:, None]).T @ pooled
+    return second - np.outer(mean, mean) if centered else second
+
+
+def exact_table(d: int, delta: float, seed: int) -> EmbeddingTable:
+    """The table ``simulate_cell`` draws at ``(d, delta, seed)`` (its first child stream)."""
+    V, _ = realised_sizes(d, delta, 0.5)
+    stream = np.random.default_rng(np.random.SeedSequence(seed).spawn(4)[0])
+    return sample_table(d, V, EXACT_SNR, stream)
+
+
+def definition_scalars() -> tuple[float, float, float]:
+    """``alpha = w^T R w`` with ``R = r^|t-t'|``, ``kappa = ||w||^2``, ``sigma = sum w``."""
+    t = np.arange(EXACT_T)
+    R = EXACT_R ** np.abs(t[:, None] - t[None, :])
+    w = EXACT_WEIGHTS
+    return float(w @ R @ w), float(w @ w), float(w.sum())
+
+
+def table_means(embeddings: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(mbar, Dlt)`` from their definitions (first half of the rows is class +1)."""
+    half = embeddings.shape[0] // 2
+    plus, minus = embeddings[:half].mean(axis=0), embeddings[half:].mean(axis=0)
+    return (plus + minus) / 2, (plus - minus) / 2
+
+
+@pytest.mark.parametrize("centered", [True, False])
+@pytest.mark.parametrize(("d", "delta", "top_k"), EXACT_CASES)
+def test_population_matrix_and_its_rank_one_coefficients_are_exact(
+    d: int, delta: float, top_k: int, centered: bool
+) -> None:
+    """``population_matrix``, ``population_rows`` and the coefficients of
+    ``population_rank_one_terms`` equal the exact conditional moment (enumeration)."""
+    table = exact_table(d, delta, seed=5)
+    E = table.embeddings
+    V = E.shape[0]
+    exact = exact_pooled_moment(E, centered)
+    scale = np.abs(exact).max()
+    alpha, kappa, sigma = definition_scalars()
+    mbar, dlt = table_means(E)
+    # the rank-one coefficients, read off the exact matrix
+    remainder = exact - (kappa / V) * E.T @ E
+    basis = np.stack([np.outer(mbar, mbar).ravel(), np.outer(dlt, dlt).ravel()], axis=1)
+    coefficients, *_ = np.linalg.lstsq(basis, remainder.ravel(), rcond=None)
+    assert np.abs(basis @ coefficients - remainder.ravel()).max() <= EXACT_RTOL * scale
+    terms = population_rank_one_terms(mbar, dlt, alpha, kappa, sigma, centered)
+    np.testing.assert_array_equal(terms[0][1], mbar)
+    np.testing.assert_array_equal(terms[1][1], dlt)
+    np.testing.assert_allclose([terms[0][0], terms[1][0]], coefficients, rtol=EXACT_RTOL)
+    # the d x d matrix (lower triangle) and the V x V route's rows Y (P = Y^T Y)
+    lower = np.tril(
+        population_matrix(lower_gram(E, kappa / V), mbar, dlt, alpha, kappa, sigma, centered)
+    )
+    np.testing.assert_allclose(lower + np.tril(lower, -1).T, exact, rtol=0, atol=EXACT_RTOL * scale)
+    rows = population_rows(table, terms, kappa)
+    np.testing.assert_allclose(rows.T @ rows, exact, rtol=0, atol=EXACT_RTOL * scale)
+
+
+@pytest.mark.parametrize("spectrum", ["full", "top"])
+@pytest.mark.parametrize("centered", [True, False])
+@pytest.mark.parametrize(("d", "delta", "top_k"), EXACT_CASES)
+def test_cell_population_fields_are_the_exact_matrix_eigenpairs(
+    d: int, delta: float, top_k: int, centered: bool, spectrum: str
+) -> None:
+    """A cell's ``pop_top_eigenvalues`` and ``pop_overlap_signal`` (either route) are the
+    top eigenpairs of the exact conditional moment of its own table (1e-12 of the largest
+    eigenvalue; overlaps 1e-9: the top eigenvalues are well separated)."""
+    result = simulate_cell(
+        d,
+        delta,
+        0.5,
+        EXACT_T,
+        {"kind": "markov", "r": EXACT_R},
+        {"kind": "custom", "values": EXACT_WEIGHTS.tolist()},
+        EXACT_SNR,
+        centered=centered,
+        top_k=top_k,
+        seed=5,
+        spectrum=spectrum,
+    )
+    assert (result.alpha, result.kappa, result.sigma) == pytest.approx(
+        definition_scalars(), rel=1e-14
+    )
+    values, vectors = top_eigenpairs(
+        exact_pooled_moment(exact_table(d, delta, 5).embeddings, centered), top_k
+    )
+    np.testing.assert_allclose(
+        result.pop_top_eigenvalues, values, rtol=0, atol=EXACT_RTOL * values[0]
+    )
+    np.testing.assert_allclose(result.pop_overlap_signal, vectors[0] ** 2, rtol=0, atol=1e-9)
 
 
 # disjoint seed groups: python -m benchmarks.seed_groups tests.model.test_population

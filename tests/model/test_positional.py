@@ -145,6 +145,11 @@ def test_canonical_specs() -> None:
         ({"kind": "label", "rho": [0.5, 0.5]}, 4, "positional.rho="),
         ({"kind": "label", "rho": [0.5, 0.5, 2.0, 0]}, 4, "positional.rho="),
         ({"kind": "label", "rho0": 0.5}, 4, "label needs"),
+        # A bare kind name is shown as the dict it stands for.
+        ("prefix", 4, "positional={'kind': 'prefix'}: prefix needs 'L'"),
+        ("markov", 4, "positional={'kind': 'markov'}: markov needs 'r'"),
+        ("label", 4, "positional={'kind': 'label'}: label needs"),
+        ("custom", 4, "positional={'kind': 'custom'}: custom needs 'R'"),
         ({"kind": "label", "rho0": 0.5, "L": 9}, 4, "positional.L=9"),
         ({"kind": "label", "rho": [0, 0, 0, 0], "rho0": 0.5, "L": 1}, 4, "not both"),
         ({"kind": "custom", "R": [[1, 0.5], [0.4, 1]]}, 2, "symmetric"),

@@ -152,6 +152,8 @@ def test_canonical_specs() -> None:
         ({"kind": "custom", "values": [0, 0, 0]}, "must not be all zero"),
         ({"kind": "custom", "values": [1, float("nan"), 0]}, "weights.values="),
         ({"kind": "custom"}, "needs 'values'"),
+        # A bare kind name is shown as the dict it stands for.
+        ("custom", "weights={'kind': 'custom'}: custom needs 'values'"),
         (7, "weights=7"),
     ],
 )

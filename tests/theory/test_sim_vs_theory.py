@@ -82,12 +82,12 @@ import pytest
 from attnrmt.model import CellResult, simulate_cell
 from attnrmt.theory import (
     SpikePrediction,
-    bulk_cdf,
     bulk_edges,
     mean_spike,
     spike,
     spike_outliers,
 )
+from tests.theory.conftest import ks_distance
 
 pytestmark = pytest.mark.slow
 
@@ -167,20 +167,6 @@ def sample_edge(result: CellResult) -> float:
 def population_edge(result: CellResult) -> float:
     """Upper edge of the population bulk ``kappa MP_delta``, units of S."""
     return result.kappa * (1 + np.sqrt(ratios(result)[0])) ** 2
-
-
-def ks_distance(sample: np.ndarray, delta: float, gamma: float) -> float:
-    """sup |ECDF - F| for ``F = bulk_cdf`` with its atom at 0 (left limit F(0-) = 0).
-
-    Eigenvalues within 1e-9 of 0 (relative to the largest) are exact zeros up to rounding.
-    """
-    x = np.sort(np.asarray(sample, dtype=float))
-    x = np.where(np.abs(x) <= 1e-9 * np.abs(x).max(), 0.0, x)
-    n = x.size
-    cdf = bulk_cdf(x, delta, gamma)
-    cdf_left = np.where(x == 0.0, 0.0, cdf)  # the continuous part has no other jumps
-    rank = np.arange(1, n + 1)
-    return float(max(np.max(rank / n - cdf), np.max(cdf_left - (rank - 1) / n)))
 
 
 def mean_over_seeds(params: tuple, field: str, seeds: Seeds) -> float:

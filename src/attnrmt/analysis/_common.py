@@ -6,16 +6,19 @@ contract of ``cells.zarr`` / ``theory.zarr`` (``docs/data-contract.md``).
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Hashable, Sequence
+from typing import Any, cast
 
 import numpy as np
 import xarray as xr
 
-from attnrmt.contract import AXES
+from attnrmt.contract import ALL_AXES
 
 
-def present_axes(ds: xr.Dataset | xr.DataArray, axes: Sequence[str] = AXES) -> list[str]:
-    """The axes of ``axes`` that are dimensions of ``ds`` (in contract order)."""
+def present_axes(ds: xr.Dataset | xr.DataArray, axes: Sequence[str] = ALL_AXES) -> list[str]:
+    """The axes of ``axes`` that are dimensions of ``ds`` (in contract order; ``table``
+    only where the sweep sets it)."""
     return [a for a in axes if a in ds.dims]
 
 
@@ -39,6 +42,24 @@ def effective_ratios(cells: xr.Dataset) -> tuple[xr.DataArray, xr.DataArray]:
         delta = cells["delta"].astype(float)
     gamma = d / cells["N"].where(cells["N"] > 0) if "N" in cells else cells["gamma"].astype(float)
     return delta, gamma
+
+
+def replicate_mean_sem(da: xr.DataArray) -> tuple[xr.DataArray, xr.DataArray, xr.DataArray]:
+    """Replicate mean, standard error of the mean and count of ``da`` over ``replicate``.
+
+    Missing replicates (NaN: failed or absent cells) are skipped; the standard error is
+    ``std(ddof=1) / sqrt(n)`` and NaN where fewer than two replicates are present, with no
+    warning on those points (numpy warns about zero degrees of freedom). A ``da`` without a
+    ``replicate`` dimension is its own mean, with NaN error and count 1. O(size of ``da``).
+    """
+    if "replicate" not in da.dims:
+        return da, xr.full_like(da, np.nan, dtype=float), xr.ones_like(da, dtype=int)
+    n = da.notnull().sum("replicate")
+    mean = da.mean("replicate", skipna=True)
+    with warnings.catch_warnings():  # < 2 replicates: NaN, masked just below
+        warnings.filterwarnings("ignore", "Degrees of freedom <= 0", RuntimeWarning)
+        sem = da.std("replicate", ddof=1, skipna=True) / np.sqrt(n.where(n > 1))
+    return mean, sem.where(n > 1), n
 
 
 def drop_variant(da: xr.DataArray) -> xr.DataArray:
@@ -166,7 +187,7 @@ def coord_records(da: xr.DataArray | xr.Dataset, dims: Sequence[Hashable]) -> li
     ]
 
 
-def plain(value: object) -> object:
+def plain(value: Any) -> Any:
     """Numpy scalar -> Python scalar (for tidy tables)."""
     return value.item() if isinstance(value, np.generic) else value
 
@@ -189,8 +210,24 @@ def stored_spectrum(cells: xr.Dataset) -> str:
     """
     if "spectrum" in cells.attrs:
         return str(cells.attrs["spectrum"])
-    eigenvalues = cells["eigenvalues"]
-    finite = np.isfinite(eigenvalues).sum("eig")
+    # numpy's ufunc stubs return ndarray; on a DataArray the ufunc returns a DataArray.
+    finite = cast(xr.DataArray, np.isfinite(cells["eigenvalues"])).sum("eig")
     top_k = cells.sizes.get("k", 1)
     stored = int(finite.max()) if finite.size else 0
     return "top" if 0 < stored <= 2 * top_k < int(np.max(cells["d"].values)) else "full"
+
+
+__all__ = [
+    "BULK_SKIPPED_NOTE",
+    "at_signal",
+    "bootstrap_indices",
+    "coord_records",
+    "drop_variant",
+    "effective_ratios",
+    "mean_ci",
+    "plain",
+    "present_axes",
+    "replicate_mean_sem",
+    "signal_index",
+    "stored_spectrum",
+]

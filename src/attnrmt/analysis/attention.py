@@ -18,7 +18,7 @@ import pandas as pd
 import xarray as xr
 
 from attnrmt.analysis._common import mean_ci, plain
-from attnrmt.contract import AXES
+from attnrmt.contract import ALL_AXES
 from attnrmt.model import causal_limit_weights, harmonic_weights
 
 
@@ -73,7 +73,7 @@ def causal_weights_table(
     if not present or "effective_weights" not in cells:
         return pd.DataFrame()
     eff = cells["effective_weights"].sel(weights=present)
-    dims = [a for a in AXES if a in eff.dims]
+    dims = [a for a in ALL_AXES if a in eff.dims]
     eff = eff.transpose(*dims, "replicate", "position")
     rows = []
     for index in np.ndindex(*(eff.sizes[d] for d in dims)):
@@ -132,3 +132,11 @@ def causal_verdict(table: pd.DataFrame) -> pd.DataFrame:
     group = [k for k in keys if k != "reference"]
     best = out.loc[out.groupby(group)["distance_at_d_max"].idxmin(), [*group, "reference"]]
     return out.merge(best.rename(columns={"reference": "closest_reference"}), on=group)
+
+
+__all__ = [
+    "attention_weight_models",
+    "causal_verdict",
+    "causal_weights_table",
+    "relative_distance",
+]

@@ -124,13 +124,13 @@ def ks_distances(
     owner = np.repeat(np.arange(n_rows), sizes)
     raw_cdf = np.asarray(bulk_cdf(scaled, delta[owner], gamma[owner]), dtype=float)
     cdf = (raw_cdf - atoms[owner]) / (1.0 - atoms[owner])
-    for row, part in zip(np.flatnonzero(sizes), _split_nonempty(cdf, sizes), strict=True):
+    for fitted, part in zip(np.flatnonzero(sizes), _split_nonempty(cdf, sizes), strict=True):
         n = part.size
         above = np.arange(1, n + 1) / n - part
         below = part - np.arange(0, n) / n
-        fields["ks"][row] = float(max(above.max(), below.max()))
-        fields["lower_edge"][row] = float(retained[row][0])
-        fields["upper_edge"][row] = float(retained[row][-1])
+        fields["ks"][fitted] = float(max(above.max(), below.max()))
+        fields["lower_edge"][fitted] = float(retained[fitted][0])
+        fields["upper_edge"][fitted] = float(retained[fitted][-1])
     return fields
 
 
@@ -218,3 +218,11 @@ def bulk_fit(cells: xr.Dataset, *, margin: float, zero_tol: float = DEFAULT_ZERO
         },
         attrs={"outlier_margin": margin, "zero_tol": zero_tol},
     )
+
+
+__all__ = [
+    "DEFAULT_ZERO_TOL",
+    "bulk_fit",
+    "ks_distance",
+    "ks_distances",
+]

@@ -13,7 +13,7 @@ import pandas as pd
 import xarray as xr
 
 from attnrmt.analysis._common import drop_variant
-from attnrmt.contract import AXES
+from attnrmt.contract import ALL_AXES
 
 
 def centring_table(sweep: str, cells: xr.Dataset, theory: xr.Dataset) -> pd.DataFrame:
@@ -69,7 +69,12 @@ def centring_table(sweep: str, cells: xr.Dataset, theory: xr.Dataset) -> pd.Data
     frame.insert(0, "sweep", sweep)
     cols = [
         "sweep",
-        *[a for a in AXES if a in frame],
-        *[c for c in frame if c not in AXES and c != "sweep"],
+        *[a for a in ALL_AXES if a in frame],
+        *[c for c in frame if c not in ALL_AXES and c != "sweep"],
     ]
     return frame.loc[:, cols]
+
+
+__all__ = [
+    "centring_table",
+]

@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from attnrmt.analysis._common import at_signal, effective_ratios
+from attnrmt.analysis._common import at_signal, effective_ratios, replicate_mean_sem
 from attnrmt.analysis.thresholds import (
     FREE_SLOPE,
     MIN_FSS_D,
@@ -25,10 +25,11 @@ from attnrmt.analysis.thresholds import (
     SLOPE_CONSISTENCY_P,
     SLOPES_DIFFER,
 )
-from attnrmt.contract import AXES, VARIANTS
+from attnrmt.contract import AXES, TABLE_AXIS, VARIANTS
 from attnrmt.theory import predict
 
-#: Columns of comparison.csv in order (parameter columns last).
+#: Columns of comparison.csv in order (parameter columns last; ``table`` after ``weights``
+#: only for a sweep with that axis, :func:`_finalise`).
 COMPARISON_COLUMNS = (
     "sweep",
     "quantity",
@@ -119,15 +120,6 @@ def complete_theory(theory: xr.Dataset | None, cells: xr.Dataset) -> xr.Dataset:
     return out
 
 
-def _mean_sem(da: xr.DataArray) -> tuple[xr.DataArray, xr.DataArray]:
-    if "replicate" not in da.dims:
-        return da, xr.zeros_like(da) * np.nan
-    n = da.notnull().sum("replicate")
-    mean = da.mean("replicate")
-    sem = da.std("replicate", ddof=1) / np.sqrt(n.where(n > 0))
-    return mean, sem.where(n > 1)
-
-
 def _rows(
     sweep: str,
     quantity: str,
@@ -142,7 +134,7 @@ def _rows(
         ds["regime"] = regime.broadcast_like(theory)
     for coord in list(ds.coords):
         if coord not in ds.dims:
-            ds = ds.drop_vars(coord)
+            ds = ds.drop_vars([coord])
     frame = ds.to_dataframe().reset_index()
     frame.insert(0, "quantity", quantity)
     frame.insert(0, "sweep", sweep)
@@ -152,6 +144,12 @@ def _rows(
 
 
 def _finalise(frame: pd.DataFrame, columns: tuple[str, ...]) -> pd.DataFrame:
+    """``frame`` on ``columns`` (NaN where it lacks one), plus ``table`` after ``weights``
+    where the sweep has that axis (docs/data-contract.md, "Table laws"): a sweep without it
+    keeps the columns it always had. O(rows x columns)."""
+    if TABLE_AXIS in frame:
+        at = columns.index("weights") + 1
+        columns = (*columns[:at], TABLE_AXIS, *columns[at:])
     for col in columns:
         if col not in frame:
             frame[col] = np.nan
@@ -223,7 +221,7 @@ def comparison_table(
         ]
     for name, emp, th, regime in pairs:
         emp = emp.drop_vars("k", errors="ignore")
-        mean, sem = _mean_sem(emp)
+        mean, sem, _ = replicate_mean_sem(emp)
         frames.append(_rows(sweep, name, mean, sem, th, regime))
 
     # thresholds and the theta line (no snr axis)
@@ -377,8 +375,8 @@ def thresholds_table(
     frame.insert(0, "sweep", sweep)
     no_verdict = frame["finite_size"].str.contains("no verdict")
     for variant in VARIANTS:
-        th = frame[f"theory_{variant}"]
-        consistent = (th >= frame["ci_low"]) & (th <= frame["ci_high"])
+        predicted = frame[f"theory_{variant}"]
+        consistent = (predicted >= frame["ci_low"]) & (predicted <= frame["ci_high"])
         frame[f"consistent_{variant}"] = consistent.astype(object).where(~no_verdict, None)
     return _finalise(frame, THRESHOLD_COLUMNS)
 
@@ -450,3 +448,14 @@ def variant_summary(
         summary = summary.drop(columns="fraction")
     summary["n"] = summary["n"].fillna(0).astype(int)
     return summary
+
+
+__all__ = [
+    "COMPARISON_COLUMNS",
+    "THRESHOLD_COLUMNS",
+    "comparison_table",
+    "complete_theory",
+    "theory_from_cells",
+    "thresholds_table",
+    "variant_summary",
+]

@@ -6,11 +6,12 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import xarray as xr
+from numpy.typing import ArrayLike
 
 from attnrmt.analysis._common import mean_ci, plain
-from attnrmt.contract import AXES
+from attnrmt.contract import ALL_AXES
 
-GROUP = tuple(a for a in AXES if a != "weights")
+GROUP = tuple(a for a in ALL_AXES if a != "weights")
 
 
 def downstream_table(
@@ -29,7 +30,7 @@ def downstream_table(
     if "downstream_accuracy" not in cells:
         return pd.DataFrame()
     acc = cells["downstream_accuracy"]
-    dims = [a for a in AXES if a in acc.dims]
+    dims = [a for a in ALL_AXES if a in acc.dims]
     acc = acc.transpose(*dims, "replicate")
     ratio = cells["alpha"] / cells["kappa"]
     if "replicate" in ratio.dims:
@@ -67,15 +68,14 @@ def _ranks(x: np.ndarray) -> np.ndarray:
     return ranks
 
 
-def spearman(x: np.ndarray, y: np.ndarray) -> float:
+def spearman(x: ArrayLike, y: ArrayLike) -> float:
     """Spearman rank correlation (NaN with fewer than 2 points or a constant input)."""
-    x = np.asarray(x, dtype=float)
-    y = np.asarray(y, dtype=float)
-    ok = np.isfinite(x) & np.isfinite(y)
-    x, y = x[ok], y[ok]
-    if x.size < 2:
+    xs, ys = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    ok = np.isfinite(xs) & np.isfinite(ys)
+    xs, ys = xs[ok], ys[ok]
+    if xs.size < 2:
         return float("nan")
-    rx, ry = _ranks(x), _ranks(y)
+    rx, ry = _ranks(xs), _ranks(ys)
     sx, sy = rx.std(), ry.std()
     if sx == 0 or sy == 0:
         return float("nan")
@@ -89,7 +89,7 @@ def downstream_ranking(table: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame()
     group_cols = ["sweep", *[c for c in GROUP if c in table]]
     rows = []
-    for key, frame in table.groupby(group_cols, sort=False):
+    for key, frame in table.groupby(group_cols, sort=False, dropna=False):
         record = dict(zip(group_cols, key, strict=True))
         record["ranking_accuracy"] = " > ".join(
             frame.sort_values("accuracy", ascending=False)["weights"].astype(str)
@@ -100,3 +100,11 @@ def downstream_ranking(table: pd.DataFrame) -> pd.DataFrame:
         record["spearman"] = spearman(frame["alpha_over_kappa"], frame["accuracy"])
         rows.append(record)
     return pd.DataFrame(rows)
+
+
+__all__ = [
+    "GROUP",
+    "downstream_ranking",
+    "downstream_table",
+    "spearman",
+]

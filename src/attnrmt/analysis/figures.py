@@ -25,10 +25,10 @@ import pandas as pd
 import xarray as xr
 from matplotlib.figure import Figure
 
-from attnrmt.analysis._common import at_signal, drop_variant, effective_ratios
+from attnrmt.analysis._common import at_signal, drop_variant, effective_ratios, replicate_mean_sem
 from attnrmt.analysis.attention import attention_weight_models
 from attnrmt.analysis.comparison import complete_theory
-from attnrmt.contract import AXES, FIGURES
+from attnrmt.contract import ALL_AXES, FIGURES, TABLE_AXIS, TRANSITIONS
 from attnrmt.model import causal_limit_weights, harmonic_weights
 from attnrmt.theory import bulk_density, critical_theta
 
@@ -58,7 +58,7 @@ def _pick(ds: xr.Dataset | xr.DataArray, prefer: Mapping[str, Any] | None = None
     """Select one value of every axis: ``prefer[axis]`` when given (``None`` keeps the whole
     axis), else the largest ``d``, centred, and the first value of the others."""
     sel: dict[str, Any] = {}
-    for dim in AXES:
+    for dim in ALL_AXES:
         if dim not in ds.dims or (prefer and dim in prefer and prefer[dim] is None):
             continue
         if prefer and dim in prefer:
@@ -73,10 +73,9 @@ def _pick(ds: xr.Dataset | xr.DataArray, prefer: Mapping[str, Any] | None = None
 
 
 def _mean_err(da: xr.DataArray) -> tuple[np.ndarray, np.ndarray]:
-    n = da.notnull().sum("replicate")
-    mean = da.mean("replicate")
-    err = 1.96 * da.std("replicate", ddof=1) / np.sqrt(n.where(n > 1))
-    return np.asarray(mean.values, float), np.nan_to_num(np.asarray(err.values, float))
+    """Replicate mean and 95% error bar (1.96 standard errors; no bar below 2 replicates)."""
+    mean, sem, _ = replicate_mean_sem(da)
+    return np.asarray(mean.values, float), np.nan_to_num(1.96 * np.asarray(sem.values, float))
 
 
 def _lowest_finished_snr(cells: xr.Dataset, delta: float, gamma: float) -> float | None:
@@ -91,7 +90,7 @@ def _lowest_finished_snr(cells: xr.Dataset, delta: float, gamma: float) -> float
 def figure_spectra(data: Data, max_panels: int = 9) -> Figure:
     """Histograms of ``S/kappa`` against the density of ``MP_delta ⊠ MP_gamma``
     (docs/model.md, "Bulk law")."""
-    panels = []
+    panels: list[tuple[str, float, float]] = []
     for sweep, (cells, _theory, analysis) in data.items():
         if "bulk_skipped" in analysis.attrs:  # spectrum: top, no bulk to show
             continue
@@ -234,7 +233,7 @@ def figure_outlier_vs_snr(data: Data, max_columns: int = 4) -> Figure:
                 ax_o.errorbar(
                     [est],
                     [0.02],
-                    xerr=[[est - lo], [hi - est]],
+                    xerr=np.array([[est - lo], [hi - est]]),
                     fmt=marker,
                     color="m",
                     ms=6,
@@ -294,7 +293,7 @@ def figure_phase_diagram(data: Data) -> Figure:
             ax.errorbar(
                 xs[ok],
                 e[ok],
-                yerr=[e[ok] - lo_[ok], hi_[ok] - e[ok]],
+                yerr=np.array([e[ok] - lo_[ok], hi_[ok] - e[ok]]),
                 fmt="o",
                 color="k",
                 ms=4,
@@ -350,9 +349,9 @@ def figure_pooling(pooling: pd.DataFrame) -> Figure:
         for k, (wname, g) in enumerate(f.groupby("weights", sort=False)):
             g = g.groupby("snr").mean(numeric_only=True).reset_index()
             axes[1, j].errorbar(
-                g["snr"],
-                g["recovery"],
-                yerr=[g["recovery"] - g["recovery_ci_low"], g["recovery_ci_high"] - g["recovery"]],
+                g["snr"].to_numpy(),
+                g["recovery"].to_numpy(),
+                yerr=_error_bars(g["recovery"], g["recovery_ci_low"], g["recovery_ci_high"]),
                 fmt="o-",
                 ms=3,
                 lw=0.8,
@@ -402,9 +401,9 @@ def figure_causal_weights(
     for k, (ref, g) in enumerate(sub.groupby("reference")):
         g = g.groupby("d").mean(numeric_only=True).reset_index()
         ax_d.errorbar(
-            g["d"],
-            g["distance"],
-            yerr=[g["distance"] - g["ci_low"], g["ci_high"] - g["distance"]],
+            g["d"].to_numpy(),
+            g["distance"].to_numpy(),
+            yerr=_error_bars(g["distance"], g["ci_low"], g["ci_high"]),
             fmt="o-",
             color=f"C{k + 3}",
             label=f"to {ref}",
@@ -419,6 +418,14 @@ def figure_causal_weights(
     return fig
 
 
+def _error_bars(value: pd.Series, low: pd.Series, high: pd.Series) -> np.ndarray:
+    """``(2, n)`` array of the distances down to ``low`` and up to ``high`` (what
+    ``errorbar(yerr=...)`` takes; an array, not a list of Series: pandas 2 and
+    matplotlib 3.10 warn on those, e.g. for a single point). O(n)."""
+    centre = value.to_numpy(dtype=float)
+    return np.array([centre - low.to_numpy(dtype=float), high.to_numpy(dtype=float) - centre])
+
+
 def figure_downstream(downstream: pd.DataFrame) -> Figure:
     """Downstream accuracy (with CI) against alpha/kappa, one series per snr."""
     if downstream.empty or "accuracy" not in downstream:
@@ -428,9 +435,9 @@ def figure_downstream(downstream: pd.DataFrame) -> Figure:
     for k, (snr, g) in enumerate(frame.groupby("snr")):
         g = g.groupby("weights").mean(numeric_only=True).reset_index()
         ax.errorbar(
-            g["alpha_over_kappa"],
-            g["accuracy"],
-            yerr=[g["accuracy"] - g["ci_low"], g["ci_high"] - g["accuracy"]],
+            g["alpha_over_kappa"].to_numpy(),
+            g["accuracy"].to_numpy(),
+            yerr=_error_bars(g["accuracy"], g["ci_low"], g["ci_high"]),
             fmt="o",
             color=f"C{k}",
             label=f"snr={snr:g}",
@@ -451,58 +458,121 @@ def figure_downstream(downstream: pd.DataFrame) -> Figure:
     return fig
 
 
+#: Curves :func:`figure_finite_size` draws at most (the first ones with a point to draw).
+FSS_MAX_CURVES = 6
+
+
+def _censored(value: float, grid: np.ndarray) -> str:
+    """``value`` of the exponent scan, ``<=``/``>=`` where it sits on an end of ``grid``
+    (the scan cannot see beyond it). O(1)."""
+    step = float(grid[1] - grid[0]) if grid.size > 1 else 0.0
+    if value <= grid[0] + step / 2:
+        return f"<={grid[0]:.2g}"
+    if value >= grid[-1] - step / 2:
+        return f">={grid[-1]:.2g}"
+    return f"{value:.2f}"
+
+
+def exponent_label(fitted: float, low: float, high: float, grid: np.ndarray) -> str:
+    """The fitted exponent ``w`` of ``a + b d^(-w)`` with its CI, as the figure's legend
+    shows it (docs/thresholds.md, "Finite-size scaling"): ``w = 0.52 [0.31, 0.90]``; a CI
+    end on the scan's edge is censored (``>=1.5``); a CI spanning the whole scan (both
+    edges) pins nothing, ``w not pinned``; no fit, ``""``. O(1)."""
+    if not np.isfinite(fitted):
+        return ""
+    lo, hi = _censored(low, grid), _censored(high, grid)
+    if lo.startswith("<=") and hi.startswith(">="):
+        return "w not pinned"
+    return f"w = {_censored(fitted, grid)} [{lo}, {hi}]"
+
+
+def _curve_rows(per_d: pd.DataFrame, keys: Sequence[str], key: tuple, transition: str) -> Any:
+    """The rows of one curve (``keys`` equal to ``key``) and transition. O(rows)."""
+    mask = per_d["transition"] == transition
+    for col, val in zip(keys, key, strict=True):
+        mask &= per_d[col] == val
+    return per_d[mask]
+
+
+def _measured(rows: pd.DataFrame) -> np.ndarray:
+    """Rows whose threshold is an estimate (a crossing inside the swept snr), not a bound."""
+    return ((rows["bound"] == "none") & np.isfinite(rows["estimate"].to_numpy(float))).to_numpy()
+
+
 def figure_finite_size(thresholds: pd.DataFrame, exponent: float) -> Figure:
     """Threshold estimates against ``d^(-exponent)`` with the fitted extrapolation (the
     inverse-variance weighted ``a + b d^(-exponent)`` of ``thresholds.csv``, its limit ``a``
-    as a star) and the measured exponent ``w`` (docs/thresholds.md, "Finite-size
-    scaling")."""
+    as a star) and the measured exponent ``w`` in the legend (docs/thresholds.md,
+    "Finite-size scaling").
+
+    Estimates are filled points with their CI; thresholds that are only bounds (no
+    crossing inside the swept snr) are open points at the fitted line's crossing
+    (``extrapolated``), without a CI. A curve with nothing to draw has no legend entry.
+    O(rows of ``thresholds``).
+    """
+    from matplotlib.lines import Line2D
+
+    from attnrmt.analysis.thresholds import EXPONENT_GRID
+
     if thresholds.empty or "finite_size" not in thresholds:
         return _empty("Finite size", "no thresholds")
+    if TABLE_AXIS in thresholds:  # a curve per law; "" where a sweep has no table axis
+        thresholds = thresholds.assign(table=thresholds[TABLE_AXIS].fillna(""))
     fss = thresholds[thresholds["finite_size"] != "none"]
     if fss.empty:
         return _empty("Finite size", "no sweep with several d")
     per_d = thresholds[thresholds["finite_size"] == "none"]
     keys = [
         c
-        for c in ("sweep", "delta", "gamma", "T", "positional", "weights", "centered")
+        for c in ("sweep", "delta", "gamma", "T", "positional", "weights", TABLE_AXIS, "centered")
         if c in thresholds
     ]
-    groups = list(fss.groupby(keys, sort=False))[:6]
-    fig, axes = _subplots(1, 2, figsize=(10, 4.2))
-    for ax, tr in zip(axes, ("population", "sample"), strict=True):
-        for k, (key, frow) in enumerate(groups):
-            frow = frow[frow["transition"] == tr]
-            mask = np.ones(len(per_d), bool)
-            for col, val in zip(keys, key, strict=True):
-                mask &= (per_d[col] == val).to_numpy()
-            pts = per_d[mask & (per_d["transition"] == tr).to_numpy()]
-            x = pts["d"].to_numpy(float) ** (-exponent)
-            y = pts["extrapolated"].to_numpy(float)
+    per_d = per_d[np.isfinite(per_d["extrapolated"].to_numpy(float))]  # what can be drawn
+    groups = [
+        (key, frows)
+        for key, frows in fss.groupby(keys, sort=False)
+        if any(not _curve_rows(per_d, keys, key, tr).empty for tr in TRANSITIONS)
+    ][:FSS_MAX_CURVES]
+    if not groups:
+        return _empty("Finite size", "no threshold crossing to draw (every curve empty)")
+    fig = Figure(figsize=(10, 5.2), layout="constrained")
+    axes = fig.subplots(1, 2)
+    for ax, tr in zip(axes, TRANSITIONS, strict=True):
+        handles: list[Any] = []
+        for k, (key, frows) in enumerate(groups):
+            frow = frows[frows["transition"] == tr]
+            pts = _curve_rows(per_d, keys, key, tr)
+            if pts.empty:
+                continue
             color = f"C{k}"
+            x = pts["d"].to_numpy(float) ** (-exponent)
+            measured = _measured(pts)
             est = pts["estimate"].to_numpy(float)
-            lo = np.where(np.isfinite(est), pts["ci_low"], np.nan)
-            hi = np.where(np.isfinite(est), pts["ci_high"], np.nan)
             ax.errorbar(
-                x,
-                y,
-                yerr=[np.nan_to_num(y - lo), np.nan_to_num(hi - y)],
+                x[measured],
+                est[measured],
+                yerr=_error_bars(pts["estimate"], pts["ci_low"], pts["ci_high"])[:, measured],
                 fmt="o",
                 color=color,
-                label="/".join(str(k) for k in key[4:6]),
             )
+            ax.plot(  # bounds: where the fitted line crosses theta_c, no CI
+                x[~measured],
+                pts["extrapolated"].to_numpy(float)[~measured],
+                "o",
+                mfc="none",
+                color=color,
+            )
+            label = "/".join(str(part) for part in key[4:6])
             if not frow.empty:
                 a = float(frow["estimate"].iloc[0])
-                xs = np.linspace(0, x.max() * 1.05 if x.size else 1, 20)
                 if x.size >= 2 and np.isfinite(a):
                     b = float(frow.get("fss_slope", pd.Series([np.nan])).iloc[0])
+                    xs = np.linspace(0, x.max() * 1.05, 20)
                     ax.plot(xs, a + b * xs, color=color, lw=0.8)  # the weighted fit
                     ax.errorbar(
                         [0],
                         [a],
-                        yerr=[
-                            [a - float(frow["ci_low"].iloc[0])],
-                            [float(frow["ci_high"].iloc[0]) - a],
-                        ],
+                        yerr=_error_bars(frow["estimate"], frow["ci_low"], frow["ci_high"])[:, :1],
                         fmt="*",
                         ms=9,
                         color=color,
@@ -514,26 +584,38 @@ def figure_finite_size(thresholds: pd.DataFrame, exponent: float) -> Figure:
                         ls=style["ls"],
                         lw=0.6,
                     )
-                fitted = frow.get("fss_exponent", pd.Series([np.nan])).iloc[0]
-                if np.isfinite(fitted):  # the measured exponent, with its CI
-                    ax.annotate(
-                        f"w = {fitted:.2f} [{frow['fss_exponent_ci_low'].iloc[0]:.2f}, "
-                        f"{frow['fss_exponent_ci_high'].iloc[0]:.2f}]",
-                        (0, a),
-                        fontsize=6,
-                        color=color,
-                        xytext=(4, -10 - 8 * k),
-                        textcoords="offset points",
+                if "fss_exponent" in frow:
+                    w = exponent_label(
+                        float(frow["fss_exponent"].iloc[0]),
+                        float(frow["fss_exponent_ci_low"].iloc[0]),
+                        float(frow["fss_exponent_ci_high"].iloc[0]),
+                        EXPONENT_GRID,
                     )
+                    label += f"  ({w})" if w else ""
+            handles.append(Line2D([], [], color=color, marker="o", lw=0.8, label=label))
+        handles += [
+            Line2D([], [], color="0.3", marker="o", ls="", label="estimate, 95% CI"),
+            Line2D(
+                [], [], color="0.3", marker="o", mfc="none", ls="", label="bound: fit's crossing"
+            ),
+            Line2D([], [], color="0.3", marker="*", ms=9, ls="", label="d->inf limit, 95% CI"),
+        ]
         ax.set_xlabel(rf"$d^{{-{exponent:.3g}}}$ (d = dimension)")
         ax.set_ylabel("threshold " + SNR_LABEL)
-        ax.set_title(
-            f"{tr}: stars = d->inf fit, w = fitted exponent [95% CI]\n"
-            "solid finite_vocab, dashed paper",
-            fontsize=8,
+        ax.set_title(f"{tr} threshold; lines: theory, finite_vocab solid, paper dashed", fontsize=8)
+        ax.legend(
+            handles=handles,
+            fontsize=6.5,
+            loc="upper center",
+            bbox_to_anchor=(0.5, -0.14),
+            ncol=2,
+            frameon=False,
         )
-        ax.legend(fontsize=7)
-    fig.tight_layout()
+    fig.suptitle(
+        "Finite-size trend: w = fitted exponent of a + b d^-w [95% CI] (not pinned: the CI "
+        f"spans the whole scan {EXPONENT_GRID[0]:.2g} to {EXPONENT_GRID[-1]:.2g})",
+        fontsize=8,
+    )
     return fig
 
 
@@ -598,6 +680,64 @@ def figure_centring(data: Data) -> Figure:
     return fig
 
 
+# --------------------------------------------------------------------------- universality
+
+
+def _law_order(table: pd.DataFrame) -> list[str]:
+    """Laws from light to heavy tails: by fourth moment, then (infinite ones) by falling
+    parameter ``nu``."""
+    laws = table.drop_duplicates("law").sort_values(
+        ["fourth_moment", "parameter", "law"], ascending=[True, False, True]
+    )
+    return [str(law) for law in laws["law"]]
+
+
+def figure_universality(table: pd.DataFrame) -> Figure:
+    """Mean absolute error against the Gaussian finite_vocab theory per table law and d
+    (``universality.csv``; :mod:`attnrmt.analysis.universality`): filled where the law is
+    within Monte-Carlo error of the Gaussian cells, open where it differs; dashed lines
+    are the Gaussian cells' own error at each d."""
+    from attnrmt.analysis.universality import UNIVERSALITY_QUANTITIES
+
+    if table.empty:
+        return _empty("universality", "no sweep with a non-Gaussian table law")
+    laws = _law_order(table)
+    position = {law: i for i, law in enumerate(laws)}
+    quantities = [q for q in UNIVERSALITY_QUANTITIES if (table["quantity"] == q).any()]
+    ncols = min(4, len(quantities))
+    nrows = -(-len(quantities) // ncols)
+    fig, axes = _subplots(nrows, ncols, figsize=(3.6 * ncols, 3.0 * nrows + 0.6), squeeze=False)
+    ds = sorted(table["d"].unique())
+    for ax, quantity in zip(axes.flat, quantities, strict=False):
+        part = table[table["quantity"] == quantity]
+        for index, d in enumerate(ds):
+            at_d = part[part["d"] == d]
+            colour = f"C{index}"
+            x = at_d["law"].map(position).to_numpy(float) + 0.12 * (index - (len(ds) - 1) / 2)
+            y = at_d["mean_abs_error"].to_numpy(float)
+            ok = at_d["consistent"].eq(True).to_numpy()
+            ax.plot(x[ok], y[ok], "o", color=colour, label=f"d={int(d)}")
+            ax.plot(x[~ok], y[~ok], "o", mfc="none", color=colour)
+            gaussian = float(at_d["gaussian_mean_abs_error"].mean()) if len(at_d) else np.nan
+            if np.isfinite(gaussian):
+                ax.axhline(gaussian, ls="--", lw=0.8, color=colour)
+        ax.set_yscale("log")
+        ax.set_xticks(range(len(laws)))
+        ax.set_xticklabels(laws, rotation=60, fontsize=7)
+        ax.set_title(quantity, fontsize=9)
+        ax.set_ylabel("mean |error| (dimensionless)", fontsize=7)
+    for ax in list(axes.flat)[len(quantities) :]:
+        ax.set_axis_off()
+    axes.flat[0].legend(fontsize=7)
+    fig.suptitle(
+        "error against the Gaussian finite_vocab theory per table law "
+        "(filled: within Monte-Carlo error of the Gaussian cells; dashed: Gaussian cells)",
+        fontsize=9,
+    )
+    fig.tight_layout()
+    return fig
+
+
 def save(fig: Figure, stem: str | os.PathLike[str], formats: Sequence[str]) -> list[Path]:
     """Write ``fig`` as ``stem.<fmt>`` for every format."""
     paths = []
@@ -607,6 +747,66 @@ def save(fig: Figure, stem: str | os.PathLike[str], formats: Sequence[str]) -> l
         fig.savefig(path, dpi=110)
         paths.append(path)
     return paths
+
+
+# --------------------------------------------------------------------------- K classes
+
+
+def _threshold_bands(ax: Any, rows: pd.DataFrame, spike: int, color: str) -> None:
+    """Shade a spike's estimated sample threshold and CI (classes_thresholds.csv rows)."""
+    found = rows[(rows["spike"] == spike) & (rows["transition"] == "sample")]
+    for _, row in found.iterrows():
+        if row["bound"] == "none":
+            ax.axvspan(row["ci_low"], row["ci_high"], color=color, alpha=0.12, lw=0)
+            ax.axvline(row["estimate"], color=color, lw=0.6, ls=":")
+
+
+def figure_classes_spikes(data: Data, thresholds: pd.DataFrame) -> Figure:
+    """Top K-1 eigenvalues and own-direction overlaps against snr of the first K-class
+    sweep, one column per label model (up to three), with both variants' theory per
+    spike and the estimated sample thresholds (docs/model.md, "K-class spikes")."""
+    from attnrmt.analysis.classes import classes_of
+
+    found = [name for name, (cells, _, _) in data.items() if classes_of(cells) is not None]
+    if not found:
+        return _empty("K-class spikes", "no sweep with classes")
+    sweep = found[0]
+    cells, theory, _ = data[sweep]
+    spikes = int(classes_of(cells)["spikes"])  # type: ignore[index]
+    labels = list(cells["positional"].values)[:3]
+    fig, axes = _subplots(2, len(labels), figsize=(5.0 * len(labels), 7.5), squeeze=False)
+    snr = np.asarray(cells["snr"].values, float)
+    rows = thresholds[thresholds["sweep"] == sweep] if "sweep" in thresholds else thresholds
+    for column, label in enumerate(labels):
+        c = _pick(cells, {"positional": label, "snr": None})
+        t = _pick(theory, {"positional": label, "snr": None})
+        here = rows[rows["positional"] == label] if "positional" in rows else rows
+        if "d" in here and "d" in c.coords:  # the bands of the d drawn (the largest)
+            here = here[here["d"] == int(c["d"].values)]
+        ax_e, ax_o = axes[0, column], axes[1, column]
+        for j in range(spikes):
+            color = f"C{j + 1}"
+            mean, err = _mean_err(c["top_eigenvalues"].isel(k=j))
+            ax_e.errorbar(snr, mean, yerr=err, fmt="o", ms=3, color=color, label=f"spike {j}")
+            mean, err = _mean_err(c["spike_overlap_table"].isel(spike=j))
+            ax_o.errorbar(snr, mean, yerr=err, fmt="o", ms=3, color=color, label=f"spike {j}")
+            for variant in ("finite_vocab", "paper"):
+                ls = STYLE[variant]["ls"]
+                curve = t["spike_sample_eigenvalue"].sel(variant=variant).isel(spike=j)
+                ax_e.plot(snr, np.asarray(curve.values, float), ls=ls, color=color, lw=1)
+            overlap = t["spike_sample_overlap"].sel(variant="finite_vocab").isel(spike=j)
+            ax_o.plot(snr, np.asarray(overlap.values, float), ls="-", color=color, lw=1)
+            for ax in (ax_e, ax_o):
+                _threshold_bands(ax, here, j, color)
+        ax_e.set_title(f"{sweep}: labels {label} (solid finite_vocab, dashed paper)")
+        ax_e.set_ylabel("eigenvalue j+1 of S (units of S)")
+        ax_o.set_ylabel("squared overlap with own table spike direction (fraction)")
+        ax_o.set_ylim(-0.02, 1.02)
+        for ax in (ax_e, ax_o):
+            ax.set_xlabel(SNR_LABEL)
+            ax.legend(fontsize=7)
+    fig.tight_layout()
+    return fig
 
 
 def make_figures(
@@ -634,17 +834,21 @@ def make_figures(
     )
 
     s = settings_with_defaults(settings)
-    root = Path(run_dir)
+    from attnrmt.sweep.store.layout import RunLayout
+
+    run = RunLayout(run_dir)
+    root = run.root
     data = {}
+    classes_data: dict[str, tuple[xr.Dataset, xr.Dataset, xr.Dataset]] = {}
     for sweep in sweeps:
-        theory_path = root / sweep / "theory.zarr"
-        cells = open_store(root / sweep / "cells.zarr")
-        theory = open_store(theory_path) if theory_path.exists() else None
-        data[sweep] = (
-            cells,
-            complete_theory(theory, cells),
-            decode_bounds(open_store(root / sweep / "analysis.zarr")),
-        )
+        stores = run.sweep(sweep)
+        cells = open_store(stores.cells)
+        theory = open_store(stores.theory) if stores.theory.exists() else None
+        analysis = decode_bounds(open_store(stores.analysis))
+        if theory is not None and "spike_theta" in theory:  # K classes: own figure only
+            classes_data[sweep] = (cells, theory, analysis)
+            continue
+        data[sweep] = (cells, complete_theory(theory, cells), analysis)
 
     def table(name: str) -> pd.DataFrame:
         path = root / f"{name}.csv"
@@ -662,6 +866,8 @@ def make_figures(
             table("thresholds"), float(s["finite_size_exponent"])
         ),
         "centring": lambda: figure_centring(data),
+        "classes_spikes": lambda: figure_classes_spikes(classes_data, table("classes_thresholds")),
+        "universality": lambda: figure_universality(table("universality")),
     }
     formats = list(dict.fromkeys(["png", *s["figure_formats"]]))
     paths: list[Path] = []
@@ -670,3 +876,26 @@ def make_figures(
         paths += save(builders[name](), Path(figure_dir) / name, formats)
         append_log(log_path, f"{name}: {time.perf_counter() - started:.2f} s")
     return paths
+
+
+__all__ = [
+    "FSS_MAX_CURVES",
+    "PHASE_MIN_SNR",
+    "SNR_LABEL",
+    "STYLE",
+    "Data",
+    "exponent_label",
+    "figure_causal_weights",
+    "figure_centring",
+    "figure_classes_spikes",
+    "figure_downstream",
+    "figure_finite_size",
+    "figure_outlier_vs_snr",
+    "figure_phase_diagram",
+    "figure_pooling",
+    "figure_spectra",
+    "figure_universality",
+    "make_figures",
+    "outlier_panels",
+    "save",
+]

@@ -8,7 +8,6 @@
 
 from __future__ import annotations
 
-import copy
 import os
 import time
 from collections.abc import Mapping, Sequence
@@ -23,6 +22,12 @@ from attnrmt.analysis._common import BULK_SKIPPED_NOTE, stored_spectrum
 from attnrmt.analysis.attention import causal_verdict, causal_weights_table
 from attnrmt.analysis.bulk_fit import bulk_fit
 from attnrmt.analysis.centring import centring_table
+from attnrmt.analysis.classes import (
+    classes_of,
+    spike_comparison,
+    spike_threshold_dataset,
+    spike_thresholds,
+)
 from attnrmt.analysis.comparison import (
     comparison_table,
     complete_theory,
@@ -32,7 +37,12 @@ from attnrmt.analysis.comparison import (
 from attnrmt.analysis.downstream import downstream_ranking, downstream_table
 from attnrmt.analysis.pooling import ordering_table, pooling_table
 from attnrmt.analysis.thresholds import estimate_thresholds, finite_size_thresholds
-from attnrmt.contract import PROVENANCE_FIELDS, with_variable_attrs
+from attnrmt.analysis.universality import (
+    universality_inputs,
+    universality_table,
+    universality_verdict,
+)
+from attnrmt.contract import PROVENANCE_FIELDS, TABLES, with_variable_attrs
 
 #: Bound codes of ``threshold_bound`` in analysis.zarr (CF flag_values / flag_meanings).
 BOUND_CODES = ("none", "below", "above", "interval", "failed")
@@ -41,20 +51,14 @@ BOUND_CODES = ("none", "below", "above", "interval", "failed")
 def settings_with_defaults(settings: Mapping[str, Any] | None) -> dict[str, Any]:
     """The ``analysis:`` config block with the schema's defaults filled in.
 
-    The config schema (``attnrmt/sweep/config.schema.yaml``, ``analysis.properties``) is
+    The config schema (``attnrmt/sweep/spec/config.schema.yaml``, ``analysis.properties``) is
     the only place the defaults are written; a config loaded by
     :func:`attnrmt.sweep.load_config` already has them, so this matters only for direct
     library calls with a partial block.
     """
-    from attnrmt.sweep.config import load_schema
+    from attnrmt.sweep.spec.schema import with_defaults
 
-    properties = load_schema()["properties"]["analysis"]["properties"]
-    defaults = {
-        name: copy.deepcopy(spec["default"])
-        for name, spec in properties.items()
-        if "default" in spec
-    }
-    return {**defaults, **dict(settings or {})}
+    return with_defaults(settings, "analysis")
 
 
 def ci_settings(settings: Mapping[str, Any]) -> dict[str, Any]:
@@ -75,20 +79,20 @@ LAZY_CELL_VARIABLES = ("eigenvalues", "cell_key", "compute_seconds", *PROVENANCE
 
 def open_store(path: str | os.PathLike[str]) -> xr.Dataset:
     """Open a store eagerly, with consolidated metadata when present. ``cells.zarr`` opens
-    through :func:`attnrmt.sweep.table_reader.open_cells` (cell table or dense store) and
+    through :func:`attnrmt.sweep.store.cell_table.reader.open_cells` (cell table or dense store) and
     keeps :data:`LAZY_CELL_VARIABLES` lazy: ``eigenvalues`` is read chunk by chunk where
     an analysis uses it, the others only if something reads them. The rest is about 300
     bytes per cell with ``top_k = 3`` (measured: ``docs/scaling.md``, "End to end with
     tiny cells"). Other stores are inspected
-    (:func:`attnrmt.sweep.grid.has_consolidated_metadata`) rather than opened with
+    (:func:`attnrmt.sweep.store.grid.has_consolidated_metadata`) rather than opened with
     ``consolidated=None``, which warns on a store without consolidated metadata."""
     if Path(path).name == "cells.zarr":
-        from attnrmt.sweep.table_reader import open_cells
+        from attnrmt.sweep.store.cell_table.reader import open_cells
 
         cells = open_cells(path)
         lazy = [name for name in LAZY_CELL_VARIABLES if name in cells.variables]
         return cells.drop_vars(lazy).load().assign({name: cells[name] for name in lazy})
-    from attnrmt.sweep.grid import has_consolidated_metadata
+    from attnrmt.sweep.store.grid import has_consolidated_metadata
 
     return xr.open_zarr(path, consolidated=has_consolidated_metadata(path)).load()
 
@@ -143,6 +147,12 @@ def analysis_dataset(
         "flag_meanings": " ".join(BOUND_CODES),
     }
     parts = [bulk, thr] if fss is None else [bulk, thr, fss]
+    if classes_of(cells) is not None and theory is not None and "spike_theta" in theory:
+        # K classes: each successive spike threshold (attnrmt.analysis.classes)
+        spikes = spike_thresholds(
+            "", cells, theory, margin=float(s["threshold_margin"]), **ci_settings(s)
+        )
+        parts.append(spike_threshold_dataset(spikes, BOUND_CODES))
     out = xr.merge(parts, combine_attrs="drop_conflicts", join="outer")
     out.attrs.update(
         {
@@ -239,6 +249,8 @@ def sweep_tables(
     """All tables of :data:`TABLES` for one sweep (pure function of the three datasets)."""
     s = settings_with_defaults(settings)
     ci = ci_settings(s)
+    if classes_of(cells) is not None:  # K classes: their own tables
+        return classes_sweep_tables(sweep, cells, theory, analysis, s)
     theory = complete_theory(theory, cells)
     analysis = decode_bounds(analysis)
     comparison = comparison_table(sweep, cells, theory, analysis)
@@ -246,7 +258,10 @@ def sweep_tables(
     pool = pooling_table(sweep, cells, **ci)
     causal = causal_weights_table(sweep, cells, weight_models or {}, **ci)
     down = downstream_table(sweep, cells, **ci)
+    empty = pd.DataFrame()
     return {
+        "classes_thresholds": empty,
+        "classes_spikes": empty,
         "comparison": comparison,
         "thresholds": thresholds,
         "summary": variant_summary(comparison, thresholds),
@@ -259,6 +274,70 @@ def sweep_tables(
         "downstream_ranking": downstream_ranking(down),
         "centring": centring_table(sweep, cells, theory),
     }
+
+
+def classes_sweep_tables(
+    sweep: str,
+    cells: xr.Dataset,
+    theory: xr.Dataset | None,
+    analysis: xr.Dataset,
+    settings: Mapping[str, Any],
+) -> dict[str, pd.DataFrame]:
+    """The tables of a K-class sweep (:mod:`attnrmt.analysis.classes`): successive spike
+    thresholds and per-spike comparisons against its K-class ``theory.zarr``, the bulk
+    fit, pooling and the (multi-class) downstream readout; the two-class theory tables
+    stay empty (their predictions do not describe K classes)."""
+    if theory is None or "spike_theta" not in theory:
+        raise ValueError(f"sweep {sweep!r}: a K-class sweep needs its K-class theory.zarr")
+    analysis_settings = settings_with_defaults(settings)
+    ci = ci_settings(analysis_settings)
+    down = downstream_table(sweep, cells, **ci)
+    pool = pooling_table(sweep, cells, **ci)
+    tables = {name: pd.DataFrame() for name in TABLES}
+    tables.update(
+        {
+            "classes_thresholds": spike_thresholds(
+                sweep,
+                cells,
+                theory,
+                margin=float(analysis_settings["threshold_margin"]),
+                **ci,
+            ),
+            "classes_spikes": spike_comparison(sweep, cells, theory),
+            "bulk": bulk_table(sweep, analysis),
+            "pooling": pool,
+            "pooling_order": ordering_table(pool, list(analysis_settings["pooling_order"])),
+            "downstream": down,
+            "downstream_ranking": downstream_ranking(down),
+        }
+    )
+    return tables
+
+
+def across_sweep_tables(
+    law_inputs: Sequence[pd.DataFrame], settings: Mapping[str, Any] | None = None
+) -> dict[str, pd.DataFrame]:
+    """The tables made from several sweeps at once: ``universality`` and
+    ``universality_verdict`` (:mod:`attnrmt.analysis.universality`; empty unless a sweep
+    has a non-Gaussian table law and a Gaussian sweep shares its grid). O(rows)."""
+    frames = [frame for frame in law_inputs if not frame.empty]
+    inputs = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+    table = (
+        universality_table(inputs, ci_level=float(settings_with_defaults(settings)["ci_level"]))
+        if not inputs.empty
+        else pd.DataFrame()
+    )
+    return {"universality": table, "universality_verdict": universality_verdict(table)}
+
+
+def placeholder_note(name: str) -> str:
+    """The one row (column ``note``) of a table the run has no data for: it is still
+    written, so every run has the same files (Snakemake's outputs do not depend on what the
+    sweeps hold), and says so; the report and the end summary leave it out. O(1)."""
+    return (
+        f"no {name} data in this run: no sweep of the config feeds this table "
+        "(a placeholder; docs/data-contract.md, Tables)"
+    )
 
 
 def write_tables(
@@ -278,28 +357,40 @@ def write_tables(
         ``s/analysis.zarr``.
     sweeps : sequence of str
     outputs : mapping table name -> CSV path
-        Keys from :data:`TABLES` (an empty table is written with a header-free note column).
+        Keys from :data:`TABLES`; a table without data is written as a placeholder, one
+        ``note`` column (:func:`placeholder_note`).
     settings, weight_models : mapping
         The config's ``analysis:`` and ``weight_models:`` blocks.
     """
     started = time.perf_counter()
-    root = Path(run_dir)
+    from attnrmt.sweep.store.layout import RunLayout
+
+    run = RunLayout(run_dir)
     collected: dict[str, list[pd.DataFrame]] = {name: [] for name in outputs}
+    law_inputs = []
     for sweep in sweeps:
-        cells = open_store(root / sweep / "cells.zarr")
-        theory_path = root / sweep / "theory.zarr"
-        theory = open_store(theory_path) if theory_path.exists() else None
-        analysis = open_store(root / sweep / "analysis.zarr")
+        stores = run.sweep(sweep)
+        cells = open_store(stores.cells)
+        theory = open_store(stores.theory) if stores.theory.exists() else None
+        analysis = open_store(stores.analysis)
         tables = sweep_tables(sweep, cells, theory, analysis, settings, weight_models)
         for name in outputs:
-            if not tables[name].empty:
+            if name in tables and not tables[name].empty:
                 collected[name].append(tables[name])
+        law_inputs.append(
+            universality_inputs(
+                sweep, cells.attrs, tables["comparison"], tables["thresholds"], analysis
+            )
+        )
+    for name, frame in across_sweep_tables(law_inputs, settings).items():
+        if name in outputs and not frame.empty:
+            collected[name].append(frame)
     result = {}
     for name, path in outputs.items():
         frame = (
             pd.concat(collected[name], ignore_index=True)
             if collected[name]
-            else pd.DataFrame({"note": [f"no {name} data in this run"]})
+            else pd.DataFrame({"note": [placeholder_note(name)]})
         )
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         frame.to_csv(path, index=False, float_format="%.6g")
@@ -307,3 +398,23 @@ def write_tables(
     seconds = time.perf_counter() - started
     append_log(log_path, f"tables for {len(sweeps)} sweeps in {seconds:.2f} s")
     return result
+
+
+__all__ = [
+    "BOUND_CODES",
+    "LAZY_CELL_VARIABLES",
+    "across_sweep_tables",
+    "analysis_dataset",
+    "analyze_sweep",
+    "append_log",
+    "bulk_table",
+    "ci_settings",
+    "classes_sweep_tables",
+    "decode_bounds",
+    "objectify_strings",
+    "open_store",
+    "placeholder_note",
+    "settings_with_defaults",
+    "sweep_tables",
+    "write_tables",
+]

@@ -17,9 +17,9 @@ import pandas as pd
 import xarray as xr
 
 from attnrmt.analysis._common import at_signal, mean_ci, plain
-from attnrmt.contract import AXES
+from attnrmt.contract import ALL_AXES
 
-GROUP = tuple(a for a in AXES if a != "weights")
+GROUP = tuple(a for a in ALL_AXES if a != "weights")
 
 
 def pooling_table(
@@ -46,7 +46,7 @@ def pooling_table(
     if "replicate" in ratio.dims:
         ratio = ratio.mean("replicate")
     overlap = at_signal(cells, "overlap_signal").drop_vars("k", errors="ignore")
-    dims = [a for a in AXES if a in overlap.dims]
+    dims = [a for a in ALL_AXES if a in overlap.dims]
     overlap = overlap.transpose(*dims, "replicate")
     ratio = ratio.broadcast_like(overlap.isel(replicate=0, drop=True)).transpose(*dims)
     rows = []
@@ -108,3 +108,10 @@ def ordering_table(pooling: pd.DataFrame, order: Sequence[str]) -> pd.DataFrame:
         record["order"] = " > ".join(present)
         rows.append(record)
     return pd.DataFrame(rows)
+
+
+__all__ = [
+    "GROUP",
+    "ordering_table",
+    "pooling_table",
+]

@@ -19,7 +19,10 @@ Estimator ("theta inversion + linear extrapolation"):
    line through the detected points is extrapolated to ``theta_c``; the crossing is the
    threshold. Its intercept/slope (``snr`` offset) discriminates the variants: 0 (paper)
    versus ``delta`` (finite_vocab).
-3. CIs: percentile bootstrap, resampling replicates independently at every ``snr``.
+3. CIs: percentile bootstrap, resampling replicates independently at every ``snr``; in a
+   ``noise: shared`` sweep (one noise realisation per replicate curve, cells attribute
+   ``noise``) whole replicate curves are resampled instead, the same replicates at every
+   ``snr`` (docs/thresholds.md, "Shared-noise curves").
 4. Out of range: when every swept point is detected the estimate is a bound
    (``threshold < min snr``), when fewer than two are detected it is ``> max snr`` (or an
    interval between the last undetected and the single detected point); the model-based
@@ -43,12 +46,13 @@ Estimator ("theta inversion + linear extrapolation"):
 from __future__ import annotations
 
 import warnings
+from typing import Any
 
 import numpy as np
 import xarray as xr
 
 from attnrmt.analysis._common import at_signal, effective_ratios
-from attnrmt.contract import CURVE_AXES, TRANSITIONS
+from attnrmt.contract import CURVE_AXES, TABLE_AXIS, TRANSITIONS
 from attnrmt.theory.spike import critical_theta, theta_from_population, theta_from_sample
 
 DEFAULT_MARGIN = 0.1
@@ -143,7 +147,8 @@ def fit_threshold(
     n_boot: int = DEFAULT_N_BOOT,
     level: float = DEFAULT_LEVEL,
     rng: np.random.Generator | None = None,
-) -> dict[str, object]:
+    curves: bool = False,
+) -> dict[str, Any]:
     """Threshold in ``snr`` from ``theta_hat`` replicates along one snr curve (steps 2–4).
 
     Parameters
@@ -163,6 +168,11 @@ def fit_threshold(
         CI level.
     rng : numpy.random.Generator, optional
         Resampling generator (default: seeded with 0).
+    curves : bool
+        Resample whole replicate curves (column ``r`` of ``theta_reps`` at every snr
+        together): the replicates of a ``noise: shared`` sweep, whose snr values share one
+        noise realisation (docs/thresholds.md, "Shared-noise curves"). Default False:
+        replicates resampled independently at each snr (independent cells).
 
     Returns
     -------
@@ -182,15 +192,16 @@ def fit_threshold(
     with np.errstate(invalid="ignore"), _all_nan_rows_stay_nan():
         mean = np.nanmean(y, axis=1)
     detected = _contiguous_from_top(np.isfinite(mean) & (mean > level_c))
-    intercept, slope, _n = _masked_line(s, mean, detected)
-    intercept, slope = float(intercept), float(slope)
+    line_intercept, line_slope, _n = _masked_line(s, mean, detected)
+    intercept, slope = float(line_intercept), float(line_slope)
     with np.errstate(divide="ignore", invalid="ignore"):
         crossing = (theta_c - intercept) / slope if slope > 0 else np.nan
         offset = intercept / slope if slope > 0 else np.nan
 
-    # bootstrap: resample replicates at each snr independently
+    # bootstrap: resample replicates at each snr independently (or whole curves)
     n_rep = y.shape[1]
-    idx = rng.integers(0, n_rep, size=(n_boot, s.size, n_rep))
+    idx = rng.integers(0, n_rep, size=(n_boot, 1 if curves else s.size, n_rep))
+    idx = np.broadcast_to(idx, (n_boot, s.size, n_rep))
     samples = np.take_along_axis(np.broadcast_to(y, (n_boot, *y.shape)), idx, axis=2)
     with np.errstate(invalid="ignore"), _all_nan_rows_stay_nan():
         boot_mean = np.nanmean(samples, axis=2)
@@ -284,8 +295,44 @@ def _pooled_mean_variance(y: np.ndarray, detected: np.ndarray) -> np.ndarray:
         return np.where(dof > 0, pooled / n_mean, np.nan)
 
 
+def _line_sums(s: np.ndarray, y: np.ndarray, mask: np.ndarray, axis: int) -> tuple[np.ndarray, ...]:
+    """Least-squares sums of lines ``y = a + b s`` along ``axis`` over the points ``mask``
+    holds (``s`` broadcast against ``y``): ``(n, sbar, ybar, Sxx, Sxy)``, centred within
+    each line. O(size of y)."""
+    n = mask.sum(axis)
+    sbar = np.where(mask, s, 0.0).sum(axis) / n
+    ybar = np.where(mask, y, 0.0).sum(axis) / n
+    ds = np.where(mask, s - np.expand_dims(sbar, axis), 0.0)
+    dy = np.where(mask, y - np.expand_dims(ybar, axis), 0.0)
+    return n, sbar, ybar, (ds * ds).sum(axis), (ds * dy).sum(axis)
+
+
+def _replicate_slope_variance(
+    s: np.ndarray, y: np.ndarray, detected: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Variance of the free slope ``B_d`` of the mean curve at each ``d``, estimated from
+    whole replicate curves (shared noise: the points of one curve are correlated).
+
+    ``y`` (..., D, S, R) replicates, ``detected`` (..., D, S). Each replicate's own line is
+    fitted by least squares over its finite detected points; the slope of the replicate
+    mean is the mean of those slopes (least squares is linear in ``theta``), so its
+    variance is ``var_r(b_r) / k`` over the ``k`` replicates with two such points (ddof 1;
+    NaN below ``k = 2``). Reduces to ``v_d / Sxx_d`` of :func:`_shared_slope_lines` when
+    the points are independent. Returns ``(variance, k)``, both (..., D). O(size of y).
+    """
+    with np.errstate(invalid="ignore", divide="ignore"), _all_nan_rows_stay_nan():
+        n, _, _, sxx, sxy = _line_sums(s[:, None], y, detected[..., None] & np.isfinite(y), -2)
+        slopes = np.where((n >= 2) & (sxx > 0), sxy / sxx, np.nan)
+        k = np.isfinite(slopes).sum(-1)
+        return np.where(k >= 2, np.nanvar(slopes, axis=-1, ddof=1) / k, np.nan), k
+
+
 def _shared_slope_lines(
-    s: np.ndarray, mean: np.ndarray, detected: np.ndarray, mean_variance: np.ndarray
+    s: np.ndarray,
+    mean: np.ndarray,
+    detected: np.ndarray,
+    mean_variance: np.ndarray,
+    slope_variance: np.ndarray | None = None,
 ) -> tuple[np.ndarray, ...]:
     """Lines ``theta = A_d + B snr`` with one slope ``B`` shared by all ``d`` (vectorised).
 
@@ -297,17 +344,15 @@ def _shared_slope_lines(
     ``B_d = Sxy_d / Sxx_d`` and the slope-consistency statistic
     ``Q = sum_d w_d Sxx_d (B_d - B)^2`` (chi-square with ``dof`` = number of ``d`` with two
     detected points minus 1 when the slopes agree; docs/thresholds.md, "Shared slope").
+    With ``slope_variance`` (..., D), the variance of each ``B_d`` measured on whole
+    replicate curves (:func:`_replicate_slope_variance`; shared-noise sweeps, whose points
+    along ``snr`` are correlated), ``B`` is the ``1/slope_variance``-weighted mean of the
+    ``B_d`` and ``Q = sum_d (B_d - B)^2 / slope_variance_d``: the same formulas, since
+    ``w_d Sxx_d`` is ``1/Var(B_d)`` for independent points.
     Returns ``(A (..., D), B (...), B_d (..., D), Q (...), dof (...))``. O(size of mean).
     """
-    m = detected.astype(float)
-    n = m.sum(-1)
     with np.errstate(invalid="ignore", divide="ignore"):
-        sbar = (m * s).sum(-1) / n
-        ybar = np.where(detected, mean, 0.0).sum(-1) / n
-        ds = np.where(detected, s - sbar[..., None], 0.0)
-        dy = np.where(detected, mean - ybar[..., None], 0.0)
-        sxx = (ds * ds).sum(-1)
-        sxy = (ds * dy).sum(-1)
+        n, sbar, ybar, sxx, sxy = _line_sums(s, mean, detected, -1)
         used = n >= 1
         good = np.isfinite(mean_variance) & (mean_variance > 0)
         all_good = np.all(good | ~used, axis=-1, keepdims=True)
@@ -319,7 +364,40 @@ def _shared_slope_lines(
         own = np.where(two & (sxx > 0), sxy / sxx, np.nan)
         q = np.where(two, w * sxx * (own - slope[..., None]) ** 2, 0.0).sum(-1)
         dof = two.sum(-1) - 1
-    return intercept, slope, own, np.where(all_good[..., 0], q, np.nan), dof
+        if slope_variance is None:
+            return intercept, slope, own, np.where(all_good[..., 0], q, np.nan), dof
+        has_slope = two & (sxx > 0)
+        good_slope = np.isfinite(slope_variance) & (slope_variance > 0)
+        all_slopes = np.all(good_slope | ~has_slope, axis=-1)
+        weight = np.where(
+            has_slope & good_slope, 1.0 / np.where(good_slope, slope_variance, 1.0), 0.0
+        )
+        total = weight.sum(-1)
+        curve_slope = np.where(
+            total > 0, (weight * np.where(has_slope, own, 0.0)).sum(-1) / total, np.nan
+        )
+        slope = np.where(
+            all_slopes, curve_slope, np.where(den > 0, sxy.sum(-1) / sxx.sum(-1), np.nan)
+        )
+        intercept = np.where(used, ybar - slope[..., None] * sbar, np.nan)
+        deviation = np.where(has_slope, own - slope[..., None], 0.0)
+        q = (weight * deviation**2).sum(-1)
+    return intercept, slope, own, np.where(all_slopes, q, np.nan), dof
+
+
+def _slope_consistency_p(q: float, dof: int, nu: int | None) -> float:
+    """p-value of the slope-consistency statistic ``Q`` of :func:`_shared_slope_lines`:
+    chi-square with ``dof`` degrees of freedom (known point variances, ``nu`` None), or,
+    with slope variances estimated from ``nu + 1`` replicate curves at the fewest,
+    ``Q / dof`` against ``F(dof, nu)``, which keeps the nominal rate with few replicates
+    (docs/thresholds.md, "Shared slope"). NaN without two slopes. O(1)."""
+    from scipy.stats import chi2, f
+
+    if dof < 1 or not np.isfinite(q):
+        return float("nan")
+    if nu is None:
+        return float(chi2.sf(q, dof))
+    return float(f.sf(q / dof, dof, nu)) if nu >= 1 else float("nan")
 
 
 def fit_thresholds_shared_slope(
@@ -332,7 +410,8 @@ def fit_thresholds_shared_slope(
     level: float = DEFAULT_LEVEL,
     rng: np.random.Generator | None = None,
     min_p: float | None = None,
-) -> dict[str, object]:
+    curves: bool = False,
+) -> dict[str, Any]:
     """Thresholds at every ``d`` of one curve with one ``theta``-vs-``snr`` slope shared by
     all ``d`` (docs/thresholds.md, "Shared slope").
 
@@ -358,6 +437,13 @@ def fit_thresholds_shared_slope(
     margin, n_boot, level, rng : as in :func:`fit_threshold`.
     min_p : float, optional
         Smallest slope-consistency p-value at which the slope is still shared.
+    curves : bool
+        The replicates are whole curves (shared noise): resample them whole (as
+        :func:`fit_threshold`; at each ``d`` the same replicates at every snr, the ``d``
+        independently, each ``d`` being its own setting with its own seeds), and weigh the
+        per-``d`` slopes and test their consistency with slope variances measured on the
+        curves (:func:`_replicate_slope_variance`), not with the independent-points
+        formula, which the curves' correlation along ``snr`` makes too small.
 
     Returns
     -------
@@ -368,8 +454,6 @@ def fit_thresholds_shared_slope(
         consistency test, NaN with fewer than two ``d`` of two detected points), ``shared``
         (bool: the slope was shared). O(n_boot D S R) time and memory.
     """
-    from scipy.stats import chi2
-
     rng = np.random.default_rng(0) if rng is None else rng
     min_p = SLOPE_CONSISTENCY_P if min_p is None else min_p
     s = np.asarray(snr, dtype=float)
@@ -380,28 +464,45 @@ def fit_thresholds_shared_slope(
     n_d, _, n_rep = y.shape
     level_c = (tc * (1.0 + margin))[:, None]
 
-    def lines(samples: np.ndarray) -> tuple[np.ndarray, ...]:
+    def lines(samples: np.ndarray) -> tuple[Any, ...]:
         with np.errstate(invalid="ignore"), _all_nan_rows_stay_nan():
             mean = np.nanmean(samples, axis=-1)
         detected = _contiguous_from_top(np.isfinite(mean) & (mean > level_c))
+        slope_variance, slope_count = (
+            _replicate_slope_variance(s, samples, detected) if curves else (None, None)
+        )
         a, b, own, q, dof = _shared_slope_lines(
-            s, mean, detected, _pooled_mean_variance(samples, detected)
+            s, mean, detected, _pooled_mean_variance(samples, detected), slope_variance
         )
         with np.errstate(invalid="ignore", divide="ignore"):
             crossing = np.where(b[..., None] > 0, (tc - a) / b[..., None], np.nan)
-        return crossing, a, b, own, q, dof, detected
+        return crossing, a, b, own, q, dof, detected, slope_count
 
-    crossing, intercept, slope, _own, q, dof, detected = lines(y)
-    slope = float(slope)
-    p_value = float(chi2.sf(q, dof)) if dof >= 1 and np.isfinite(q) else float("nan")
+    crossing, intercept, slopes, own, q, dof, detected, slope_count = lines(y)
+    slope = float(slopes)
+    nu = None  # the F test's denominator: curves at the d with a slope and the fewest
+    if slope_count is not None:
+        counts = slope_count[np.isfinite(own)]
+        nu = int(counts.min()) - 1 if counts.size else 0
+    p_value = _slope_consistency_p(float(q), int(dof), nu)
     if np.isfinite(p_value) and p_value < min_p:
         fits = [
-            fit_threshold(s, y[i], float(tc[i]), margin=margin, n_boot=n_boot, level=level, rng=rng)
+            fit_threshold(
+                s,
+                y[i],
+                float(tc[i]),
+                margin=margin,
+                n_boot=n_boot,
+                level=level,
+                rng=rng,
+                curves=curves,
+            )
             for i in range(n_d)
         ]
         out = {key: np.array([fit[key] for fit in fits]) for key in fits[0]}
         return {**out, "shared_slope": slope, "slope_p": p_value, "shared": False}
-    idx = rng.integers(0, n_rep, size=(n_boot, *y.shape))
+    idx = rng.integers(0, n_rep, size=(n_boot, n_d, 1, n_rep) if curves else (n_boot, *y.shape))
+    idx = np.broadcast_to(idx, (n_boot, *y.shape))
     samples = np.take_along_axis(np.broadcast_to(y, (n_boot, *y.shape)), idx, axis=-1)
     boot = lines(samples)[0].T  # (D, n_boot)
     per_d = [
@@ -448,6 +549,7 @@ def estimate_thresholds(
     n_boot: int = DEFAULT_N_BOOT,
     level: float = DEFAULT_LEVEL,
     seed: int = 0,
+    curves: bool | None = None,
 ) -> xr.Dataset:
     """Both empirical thresholds for every snr curve of a sweep (module estimator).
 
@@ -458,6 +560,9 @@ def estimate_thresholds(
     margin, n_boot, level : see :func:`fit_threshold`.
     seed : int
         Seed of the bootstrap generator (one generator per curve, derived from ``seed``).
+    curves : bool, optional
+        Resample whole replicate curves (:func:`fit_threshold`); default: when the cells
+        are of a ``noise: shared`` sweep (attribute ``noise``, :func:`shares_noise`).
 
     Returns
     -------
@@ -472,6 +577,7 @@ def estimate_thresholds(
         the attribute ``slope_consistency_min_p``; a single-``d`` sweep uses
         :func:`fit_threshold` per curve. O(curves x n_boot x snr x replicates).
     """
+    curves = shares_noise(cells) if curves is None else bool(curves)
     th = theta_hat(cells)
     delta, gamma = effective_ratios(cells)
     curve_dims = [d for d in CURVE_AXES if d in th.dims]
@@ -491,10 +597,14 @@ def estimate_thresholds(
     dvals = np.asarray(dmean.transpose(*curve_dims).values, dtype=float)
     gvals = np.asarray(gmean.transpose(*curve_dims).values, dtype=float)
     values = np.asarray(th.values, dtype=float)
-    root = np.random.default_rng(seed)
     multi_d = "d" in curve_dims and th.sizes["d"] >= 2
     d_axis = curve_dims.index("d") if multi_d else 0
     rest_shape = shape[:d_axis] + shape[d_axis + 1 :] if multi_d else ()
+    # one generator stream per table law (docs/data-contract.md, "Table laws"), so a law's
+    # resamples are those of a one-law sweep on the same grid; one stream without the axis
+    loop_dims = [dim for dim in curve_dims if not (multi_d and dim == "d")]
+    law_axis = loop_dims.index(TABLE_AXIS) if TABLE_AXIS in loop_dims else None
+    roots: dict[int, np.random.Generator] = {}
     shared_slope = np.full((*rest_shape, n_tr), np.nan)
     slope_p = np.full((*rest_shape, n_tr), np.nan)
     for index in np.ndindex(*shape):
@@ -504,8 +614,11 @@ def estimate_thresholds(
                     critical_theta(dvals[index], gvals[index], str(transition))
                 )
     for index in np.ndindex(*(rest_shape if multi_d else shape)):
+        law = 0 if law_axis is None else index[law_axis]
+        if law not in roots:
+            roots[law] = np.random.default_rng(seed)
         for t in range(n_tr):
-            rng = np.random.default_rng(root.integers(2**63))
+            rng = np.random.default_rng(roots[law].integers(2**63))
             if multi_d:  # every d of the curve at once, one shared slope
                 at = [(*index[:d_axis], i, *index[d_axis:], t) for i in range(shape[d_axis])]
                 usable = [i for i in at if np.isfinite(theta_c[i]) and np.isfinite(values[i]).any()]
@@ -519,6 +632,7 @@ def estimate_thresholds(
                     n_boot=n_boot,
                     level=level,
                     rng=rng,
+                    curves=curves,
                 )
                 shared_slope[(*index, t)] = fit["shared_slope"]
                 slope_p[(*index, t)] = fit["slope_p"]
@@ -538,6 +652,7 @@ def estimate_thresholds(
                 n_boot=n_boot,
                 level=level,
                 rng=rng,
+                curves=curves,
             )
             for name in _SCALARS:
                 out[name][at_curve] = fit[name]
@@ -594,7 +709,22 @@ def estimate_thresholds(
             attrs={"long_name": "p-value of equal slopes across d", "units": "1"},
         )
         ds.attrs["slope_consistency_min_p"] = SLOPE_CONSISTENCY_P
+    if curves:  # independent sweeps keep their attributes
+        ds.attrs["bootstrap_resamples"] = CURVE_RESAMPLING
     return ds
+
+
+# --------------------------------------------------------------------------- shared noise
+
+#: ``bootstrap_resamples`` attribute of thresholds resampled by whole replicate curves.
+CURVE_RESAMPLING = "whole replicate curves"
+
+
+def shares_noise(cells: xr.Dataset) -> bool:
+    """Whether ``cells`` are of a ``noise: shared`` sweep (attribute ``noise``, written by
+    the store, docs/data-contract.md, "Shared-noise sweeps"): the snr values of one
+    replicate share one noise realisation, so CIs resample whole replicate curves. O(1)."""
+    return str(cells.attrs.get("noise", "independent")) == "shared"
 
 
 def finite_size_weights(boot: np.ndarray | None, n: int) -> np.ndarray:
@@ -852,3 +982,28 @@ def finite_size_exponent_fit(
                 limit_ci_high=float(ci_a[1]),
             )
     return result
+
+
+__all__ = [
+    "CURVE_RESAMPLING",
+    "DEFAULT_EXPONENT",
+    "DEFAULT_LEVEL",
+    "DEFAULT_MARGIN",
+    "DEFAULT_N_BOOT",
+    "EXPONENT_GRID",
+    "FREE_SLOPE",
+    "MIN_EXPONENT_D",
+    "MIN_FSS_D",
+    "SHARED_SLOPE",
+    "SLOPES_DIFFER",
+    "SLOPE_CONSISTENCY_P",
+    "estimate_thresholds",
+    "finite_size_exponent_fit",
+    "finite_size_fit",
+    "finite_size_thresholds",
+    "finite_size_weights",
+    "fit_threshold",
+    "fit_thresholds_shared_slope",
+    "shares_noise",
+    "theta_hat",
+]

@@ -38,7 +38,7 @@ Measured changes (CPU s, rounds, basis columns S + P):
 - old stop rule (``r <= 1e-10 |theta|`` for values, ``r <= 1e-7 gap`` for vectors, every
   2 blocks), widths 16 + 16: 8.9 s, 50 rounds, 640 + 800;
 - Kato-Temple value bound, gaps less the neighbour's residual, overlap-aware vector test,
-  checks every 32 columns (:func:`_converged`): 8.3 s, 46 rounds, 576 + 736. The binding
+  checks every 32 columns (:func:`converged`): 8.3 s, 46 rounds, 576 + 736. The binding
   test is the third vector of each matrix (a bulk-edge vector, relative gap ~5e-3), not
   the values; the measured errors stay far inside the bounds (<= 1.4e-14 in values,
   <= 1.6e-10 in overlaps at d <= 2000, ``tests/model/test_cell.py``);
@@ -122,6 +122,7 @@ Measured changes (CPU s, rounds, basis columns S + P):
 from __future__ import annotations
 
 from collections.abc import Callable, Generator
+from typing import Any
 
 import numpy as np
 import scipy.linalg
@@ -489,20 +490,37 @@ def block_lanczos_top(
     Cost: O(m (cost of A on one vector) + n m^2) time for a basis of m columns, O(n m)
     memory.
     """
-    options = {
-        "value_tol": value_tol,
-        "vector_tol": vector_tol,
-        "max_columns": max_columns,
-        "directions": directions,
-    }
     (found,) = run_lanczos_together(
-        lambda blocks: [apply(blocks[0])],
-        [_block_lanczos_steps(start, n_values, n_vectors, rng, **options)],
+        one_operator(apply),
+        [
+            _block_lanczos_steps(
+                start,
+                n_values,
+                n_vectors,
+                rng,
+                value_tol=value_tol,
+                vector_tol=vector_tol,
+                max_columns=max_columns,
+                directions=directions,
+            )
+        ],
     )
     return found
 
 
 LanczosSteps = Generator[np.ndarray, np.ndarray, "tuple[np.ndarray, np.ndarray] | None"]
+
+
+def one_operator(
+    apply: Callable[[np.ndarray], np.ndarray],
+) -> Callable[[list[np.ndarray | None]], list[np.ndarray | None]]:
+    """``apply`` as the ``apply_all`` of :func:`run_lanczos_together` for a single run."""
+
+    def apply_all(blocks: list[np.ndarray | None]) -> list[np.ndarray | None]:
+        (block,) = blocks
+        return [None if block is None else apply(block)]
+
+    return apply_all
 
 
 def run_lanczos_together(
@@ -523,8 +541,11 @@ def run_lanczos_together(
         for index, run in enumerate(runs):
             if pending[index] is None:
                 continue
+            product = products[index]
+            if product is None:
+                raise ValueError(f"apply_all returned no product for pending run {index}")
             try:
-                pending[index] = run.send(products[index])
+                pending[index] = run.send(product)
             except StopIteration as finished:
                 results[index], pending[index] = finished.value, None
     return results
@@ -592,7 +613,7 @@ def _block_lanczos_steps(
                 if projections is None
                 else np.abs(ritz[:, :n_vectors].T @ projections[:end]).max(axis=1, initial=0.0)
             )
-            if _converged(
+            if converged(
                 values, residuals, n_values, n_vectors, value_tol, vector_tol, cosines, floor_tol
             ):
                 vectors = basis[:, :end] @ ritz[:, : max(n_vectors, n_returned)]
@@ -621,7 +642,7 @@ def _reorthogonalize(block: np.ndarray, basis: np.ndarray) -> None:
             return
 
 
-def _converged(
+def converged(
     values: np.ndarray,
     residuals: np.ndarray,
     n_values: int,
@@ -789,7 +810,7 @@ def shared_operator_top_eigenpairs(
     stopped short. Returns ``[(values descending, unit vectors (n, n_vectors)), ...]``.
     ``directions[i]`` (n, q) unit columns, when given, makes operator ``i``'s vectors
     converge in their squared overlaps with those directions (to ``BLOCK_OVERLAP_TOL``)
-    rather than in angle (:func:`_converged`).
+    rather than in angle (:func:`converged`).
 
     ``rough_apply_all``, when given, is a cheaper approximation of ``apply_all`` (the top
     route passes float32 products, ~2.3x faster per pass over the table: 0.12 against 0.29
@@ -810,7 +831,10 @@ def shared_operator_top_eigenpairs(
         def apply(block: np.ndarray) -> np.ndarray:
             blocks: list[np.ndarray | None] = [None] * len(starts)
             blocks[index] = block
-            return apply_all(blocks)[index]
+            product = apply_all(blocks)[index]
+            if product is None:
+                raise ValueError(f"apply_all returned no product for run {index}")
+            return product
 
         return apply
 
@@ -843,3 +867,743 @@ def shared_operator_top_eigenpairs(
         else dense_top_eigenpairs(alone(index), n, n_values[index], n_vectors[index])
         for index, pair in enumerate(found)
     ]
+
+
+# ------------------------------------------------------ rank-one families (simulate_curve)
+#
+# A *family* is ``A(s) = A' + w(s) w(s)^T`` with ``w(s) = w0 + s w1`` for several scalars
+# ``s`` (docs/model.md, "Curves: one decomposition per replicate"): in the eigenbasis of
+# ``A' = Q diag(lambda) Q^T`` each member is ``diag(lambda) + z(s) z(s)^T`` with
+# ``z(s) = Q^T w0 + s Q^T w1``, whose eigenvalues are the roots of the secular equation
+# ``f(mu) = 1 + sum_i z_i^2 / (lambda_i - mu) = 0`` (Golub 1973), one in each interval
+# ``(lambda_j, lambda_{j+1})`` and one in ``(lambda_n, lambda_n + |z|^2]``, and whose
+# eigenvector for a root ``mu`` is ``z / (lambda - mu)`` (Bunch, Nielsen and Sorensen 1978).
+
+_EPS = float(np.finfo(np.float64).eps)
+# Deflation tolerance factor (LAPACK dlaed2): a weight or a pole gap below 8 eps times the
+# problem's scale changes nothing at the rounding level of any backward-stable solver.
+DEFLATION_FACTOR = 8.0
+# A secular iteration converges in 2-5 steps (quadratically); bisection, the fallback, needs
+# at most ~60 to reach the rounding floor of a double.
+_SECULAR_MAX_STEPS = 120
+# :func:`_secular_iterate` compacts its evaluator when fewer than this fraction of the
+# pairs it holds are still iterating.
+_COMPACT_FRACTION = 0.6
+
+
+def _apply_householder_transpose(
+    factored: np.ndarray, tau: np.ndarray, vectors: np.ndarray
+) -> np.ndarray:
+    """``Q^T @ vectors`` for the ``Q`` of :func:`_apply_householder` (``dormqr``, trans
+    ``T``). O(n^2 k) for k vectors."""
+    result = np.array(vectors, dtype=np.float64, order="F", copy=True)
+    n, k = result.shape
+    if n < 2:
+        return result
+    reflectors = np.asfortranarray(factored[1:, :-1])
+    applied, _, info = lapack.dormqr(
+        "L", "T", reflectors, tau, result[1:], lwork=max(1, 64 * k), overwrite_c=1
+    )
+    if info != 0:  # pragma: no cover - LAPACK failure
+        raise np.linalg.LinAlgError(f"dormqr failed with info={info}")
+    result[1:] = applied
+    return result
+
+
+def eigenvalues_and_components(
+    lower: np.ndarray, vectors: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """All eigenvalues of a symmetric matrix (ascending) and the components ``Q^T vectors``
+    of a few vectors in its eigenbasis, without forming ``Q``.
+
+    One Householder tridiagonalisation ``A = H T H^T`` (``dsytrd``, as
+    :func:`spectrum_and_top_eigenvectors`), ``H^T vectors`` by the stored reflectors
+    (O(n^2 k)), the eigendecomposition ``T = Z diag Z^T`` by divide and conquer
+    (``dstevd``; O(n^2) to O(n^3) with a small constant, no back-transformation) and
+    ``Z^T (H^T vectors)`` (O(n^2 k)). ``lower`` (Fortran order, lower triangle) is
+    overwritten. Returns (values (n,), components (n, k)).
+    """
+    vectors = np.asarray(vectors, dtype=np.float64).reshape(lower.shape[0], -1)
+    factored, diagonal, offdiagonal, tau = _tridiagonalize(lower)
+    reduced = _apply_householder_transpose(factored, tau, vectors)
+    del factored
+    values, tridiagonal_vectors, info = lapack.dstevd(diagonal, offdiagonal, compute_v=1)
+    if info != 0:  # pragma: no cover - LAPACK failure
+        raise np.linalg.LinAlgError(f"dstevd failed with info={info}")
+    return values, tridiagonal_vectors.T @ reduced
+
+
+def deflate_family(
+    poles: np.ndarray, components: np.ndarray, s_values: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Deflation of a family ``diag(poles) + z(s) z(s)^T``, ``z(s) = components[:, 0] + s
+    components[:, 1]``, that holds for every ``s`` in ``s_values`` (docs/model.md,
+    "Curves: one decomposition per replicate", deflation rules).
+
+    1. Coincident poles (Bunch, Nielsen and Sorensen 1978; LAPACK ``dlaed2``): a run of
+       consecutive poles with gaps ``<= 8 eps max|lambda|`` spans an eigenspace (to that
+       tolerance) in which only the span of the two columns ``z0``, ``z1`` is seen by the
+       update: an orthogonal transform of the run's rows (Householder QR of its ``(c, 2)``
+       block of ``z0, z1``) leaves at most two nonzero rows, the other ``c - 2`` poles are
+       eigenvalues of every member. All columns of ``components`` (the probe components
+       too) are transformed alike, so the eigenbasis stays consistent.
+    2. Negligible weights: pole ``i`` with ``|z_i(s)| |z(s)| <= 8 eps max(max|lambda|,
+       |z(s)|^2)`` for every ``s`` is an eigenvalue of every member, with eigenvector
+       ``e_i``.
+
+    ``poles`` ascending (n,), ``components`` (n, 2 + L). Returns (the transformed
+    components (a copy), the mask of poles that stay in the secular equation). O(n (2 +
+    L) + S n) time.
+    """
+    components = np.array(components, dtype=np.float64, copy=True)
+    n = poles.size
+    pole_scale = float(np.abs(poles).max(initial=0.0))
+    gap_tolerance = DEFLATION_FACTOR * _EPS * pole_scale
+    close = np.flatnonzero(np.diff(poles) <= gap_tolerance)
+    if close.size:
+        starts = close[np.flatnonzero(np.diff(close, prepend=-2) > 1)]
+        for start in starts:
+            stop = start + 1
+            while stop < n - 1 and poles[stop + 1] - poles[stop] <= gap_tolerance:
+                stop += 1
+            rows = slice(start, stop + 1)
+            if stop - start + 1 > 2:
+                reflector, _ = np.linalg.qr(components[rows, :2], mode="complete")
+                components[rows] = reflector.T @ components[rows]
+                components[start + 2 : stop + 1, :2] = 0.0
+    zeta = components[None, :, 0] + s_values[:, None] * components[None, :, 1]
+    norms = np.sqrt(np.sum(zeta**2, axis=1))
+    scale = np.maximum(pole_scale, norms**2)
+    negligible = np.abs(zeta) * norms[:, None] <= (DEFLATION_FACTOR * _EPS * scale)[:, None]
+    return components, ~np.all(negligible, axis=0)
+
+
+_Evaluation = tuple[np.ndarray, ...]
+
+
+def _secular_step(
+    value: np.ndarray,
+    slope: np.ndarray,
+    delta_origin: np.ndarray,
+    delta_other: np.ndarray,
+    weight_origin: np.ndarray,
+    weight_other: np.ndarray,
+    fixed: bool,
+) -> tuple[np.ndarray, np.ndarray]:
+    """The two candidate corrections ``eta`` of a rational model of ``f`` with poles at
+    the origin pole (``delta_origin = lambda_o - mu``) and the other end of the interval
+    (``delta_other``; for the top interval the pole below the origin): the model
+    ``c + a/(delta_origin - eta) + b/(delta_other - eta)`` matches ``f`` (``value``) and,
+    for the middle way (Li 1993, LAPACK ``dlaed4``; ``fixed`` False), its slope, with the
+    origin pole's exact weight ``a``; the fixed-weight model (``fixed``: both exact weights,
+    ``c`` from ``f`` alone) gives the initial guess. Its roots solve ``C eta^2 - A eta + B =
+    0``; the caller keeps the one inside its bracket."""
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        if fixed:
+            c = value - weight_origin / delta_origin - weight_other / delta_other
+            a = c * (delta_origin + delta_other) + weight_origin + weight_other
+        else:
+            c = (
+                value
+                - delta_other * slope
+                - (delta_origin - delta_other) * weight_origin / delta_origin**2
+            )
+            a = (delta_origin + delta_other) * value - delta_origin * delta_other * slope
+        b = delta_origin * delta_other * value
+        root = np.sqrt(np.maximum(a * a - 4.0 * b * c, 0.0))
+        big = np.where(a >= 0.0, a + root, a - root)
+        return big / (2.0 * c), 2.0 * b / big
+
+
+class _SecularEvaluator:
+    """The secular functions of a set of pairs, for :func:`_secular_iterate`: ``__call__
+    (upper, tau)`` returns ``(f, f', bound, delta_origin, delta_other, weight_origin,
+    weight_other, mu)`` at ``mu = lambda_origin + tau`` for the current pairs (the origin
+    is ``lambda_{j+1}`` if ``upper`` else ``lambda_j``, the other pole the interval's other
+    end, the pole below for the top interval); ``keep(mask)`` drops the converged pairs.
+    Differences to the origin are exact, so ``lambda_i - mu = (lambda_i - lambda_origin)
+    - tau`` keeps its relative accuracy next to a pole; ``bound`` bounds the rounding
+    error of ``f`` (LAPACK ``dlaed4``'s ``erretm``)."""
+
+    def __call__(self, upper: np.ndarray, tau: np.ndarray) -> _Evaluation:
+        raise NotImplementedError
+
+    def keep(self, mask: np.ndarray) -> None:
+        raise NotImplementedError
+
+
+def _secular_iterate(
+    width: np.ndarray, top: np.ndarray, evaluate: _SecularEvaluator
+) -> tuple[np.ndarray, np.ndarray]:
+    """Roots of secular equations, one per pair, each in its interval ``(lambda_j,
+    lambda_j + width)`` (the pole ``lambda_{j+1}`` at its upper end unless ``top``), with
+    ``evaluate`` a :class:`_SecularEvaluator` of the same pairs.
+
+    Method (as LAPACK ``dlaed4``): one evaluation at the midpoint picks the origin (the
+    pole of the half holding the root) and gives the fixed-weight initial guess; then
+    middle-way steps (:func:`_secular_step`, quadratic convergence: about four steps from
+    the initial guess to the rounding floor), safeguarded by a bracket updated from the
+    sign of ``f``, with the origin term solved against the rest of ``f`` (frozen) for the
+    offset when the model's steps leave the bracket (they are corrections ``tau + eta``,
+    which cancel for a root far closer to its pole than ``eps |tau|``), and bisection
+    whenever no candidate falls inside it or two steps did
+    not reduce ``|f|`` four-fold (so the bracket halves at least every third step); stop
+    when ``|f| <= bound`` or the bracket is at the rounding floor ``4 eps |tau|`` of the
+    offset (exact, so a root ``1e-20`` above its pole still has the offset, hence the
+    eigenvector, right to rounding; ``4 eps |mu|`` when the origin pole has no weight,
+    whose interval may have its root at the pole itself). Raises LinAlgError if a root is
+    not converged within ``_SECULAR_MAX_STEPS`` (unreachable: the bisection bound). O(steps
+    x cost of
+    ``evaluate``). Returns (upper (bool), tau) per pair; the root is ``lambda_origin +
+    tau``.
+    """
+    n_pairs = width.size
+    half = 0.5 * width
+    upper = np.zeros(n_pairs, dtype=bool)
+    evaluation = evaluate(upper, half)
+    value = evaluation[0]
+    upper = (value < 0.0) & ~top
+    beyond = top & (value < 0.0)
+    # the midpoint seen from the chosen origin: swap the roles of the two poles
+    delta_lower, delta_upper = evaluation[3], evaluation[4]
+    weight_lower, weight_upper = evaluation[5], evaluation[6]
+    evaluation = (
+        evaluation[0],
+        evaluation[1],
+        evaluation[2],
+        np.where(upper, delta_upper, delta_lower),
+        np.where(upper, delta_lower, delta_upper),
+        np.where(upper, weight_upper, weight_lower),
+        np.where(upper, weight_lower, weight_upper),
+        evaluation[7],
+    )
+    tau = np.where(upper, -half, half)
+    low = np.where(upper, -half, np.where(beyond, half, 0.0))
+    high = np.where(upper, 0.0, np.where(beyond, width, half))
+    # ``held``: the pairs the evaluator still holds; ``going``: which of them iterate. The
+    # evaluator drops the converged ones only when they are a third of what it holds
+    # (compaction copies its per-pair arrays).
+    held = np.arange(n_pairs)
+    going = np.abs(value) > evaluation[2]
+    # two steps that do not halve |f| are followed by a bisection: the bracket then halves
+    # at least every third step, whatever the model (quadratic convergence never
+    # triggers it)
+    size = np.abs(value)
+    before, bisect = np.full(n_pairs, np.inf), np.zeros(n_pairs, dtype=bool)
+    fixed = True
+    for _ in range(_SECULAR_MAX_STEPS):
+        if not going.any():
+            break
+        if np.count_nonzero(going) < _COMPACT_FRACTION * held.size:
+            evaluate.keep(going)
+            evaluation = tuple(part[going] for part in evaluation)
+            held, size, before = held[going], size[going], before[going]
+            bisect, going = bisect[going], going[going]
+        first, second = _secular_step(
+            evaluation[0],
+            evaluation[1],
+            evaluation[3],
+            evaluation[4],
+            evaluation[5],
+            evaluation[6],
+            fixed,
+        )
+        fixed = False
+        lo, hi, current = low[held], high[held], tau[held]
+        first, second = current + first, current + second
+        # the origin term against the rest of f frozen, solved for the offset itself (no
+        # cancellation in tau + eta: a root 1e-60 from its pole)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            rest = evaluation[0] - evaluation[5] / evaluation[3]
+            third = evaluation[5] / rest
+        step = np.where(
+            (second > lo) & (second < hi),
+            second,
+            np.where(
+                (first > lo) & (first < hi),
+                first,
+                np.where((third > lo) & (third < hi), third, 0.5 * (lo + hi)),
+            ),
+        )
+        step = np.where(bisect, 0.5 * (lo + hi), step)
+        step = np.where(going, step, current)
+        tau[held] = step
+        evaluation = evaluate(upper[held], step)
+        value, bound = evaluation[0], evaluation[2]
+        lo = np.where(going & (value < 0.0), step, lo)
+        hi = np.where(going & (value > 0.0), step, hi)
+        low[held], high[held] = lo, hi
+        bisect = np.abs(value) > 0.25 * before
+        before, size = size, np.abs(value)
+        # the offset tau from the origin pole is exact, so it (hence the eigenvector
+        # component ``z_o / (lambda_o - mu) = -z_o / tau``) resolves to ``eps |tau|`` even
+        # where the root is far closer to the pole than ``eps |mu|``; with no weight at
+        # the origin there is no such component (the root may be the pole: tau -> 0)
+        floor = 4.0 * _EPS * np.where(evaluation[5] > 0.0, np.abs(step), np.abs(evaluation[7]))
+        going &= (np.abs(value) > bound) & (hi - lo > floor)
+    if going.any():  # pragma: no cover - the bisection bound makes this unreachable
+        raise np.linalg.LinAlgError(
+            f"secular iteration: {np.count_nonzero(going)} roots not converged in "
+            f"{_SECULAR_MAX_STEPS} steps"
+        )
+    return upper, tau
+
+
+# Elements of a (pairs x poles) block of the direct evaluation (~1 MB: stays in cache).
+_DIRECT_BLOCK_ELEMENTS = 1 << 17
+
+
+def _pole_pair(n: int, interval: np.ndarray, upper: np.ndarray) -> tuple[np.ndarray, ...]:
+    """(origin, other) pole indices of :func:`_secular_iterate`'s pairs: the other end of
+    an interior interval, the pole below for the top one (itself when n = 1)."""
+    origin = interval + upper
+    other = np.where(upper, interval, np.where(interval == n - 1, interval - 1, interval + 1))
+    return origin, np.clip(other, 0, n - 1)
+
+
+class _DirectEvaluator(_SecularEvaluator):
+    """Pair ``p``: the equation with weights ``weights[row[p]]`` (n,) and root in interval
+    ``interval[p]``, summed over all poles. O(n) a pair and evaluation, in row blocks of
+    ``_DIRECT_BLOCK_ELEMENTS``."""
+
+    def __init__(
+        self, poles: np.ndarray, weights: np.ndarray, row: np.ndarray, interval: np.ndarray
+    ) -> None:
+        self.poles, self.weights, self.row, self.interval = poles, weights, row, interval
+
+    def keep(self, mask: np.ndarray) -> None:
+        self.row, self.interval = self.row[mask], self.interval[mask]
+
+    def __call__(self, upper: np.ndarray, tau: np.ndarray) -> _Evaluation:
+        poles, n = self.poles, self.poles.size
+        out = np.empty((8, tau.size))
+        block = max(1, _DIRECT_BLOCK_ELEMENTS // max(n, 1))
+        for start in range(0, tau.size, block):
+            part = slice(start, start + block)
+            rows = self.row[part]
+            origin, other = _pole_pair(n, self.interval[part], upper[part])
+            shift = tau[part]
+            delta = poles[None, :] - poles[origin][:, None]
+            delta -= shift[:, None]
+            terms = self.weights[rows] / delta
+            total = terms.sum(axis=1)
+            slope = (terms / delta).sum(axis=1)
+            value = 1.0 + total
+            out[:, part] = (
+                value,
+                slope,
+                _EPS
+                * (
+                    8.0 * (1.0 + np.abs(terms).sum(axis=1))
+                    + 3.0 * np.abs(value)
+                    + np.abs(shift) * slope
+                ),
+                -shift,
+                (poles[other] - poles[origin]) - shift,
+                self.weights[rows, origin],
+                self.weights[rows, other],
+                poles[origin] + shift,
+            )
+        return tuple(out)
+
+
+# Far-field acceleration of :func:`family_spectra` (cost in docs/model.md,
+# "Curves: one decomposition per replicate"): in interval j the ``NEAR_POLES`` poles on each side
+# are summed exactly and the others through ``FAR_TERMS`` Taylor coefficients about the
+# interval's midpoint, shared by every member of the family; the truncation error is at
+# most ``r^FAR_TERMS / (1 - r)`` of the far poles' absolute sum, with ``r`` the interval's
+# half-width over the distance to its nearest far pole, so intervals with ``r > FAR_RATIO``
+# (1.1e-16 at 0.1) are solved by the direct sum instead.
+NEAR_POLES = 12
+FAR_TERMS = 16
+FAR_RATIO = 0.1
+# Intervals a block of the far-field moments (rows of a block x poles matrix in cache).
+_FAR_BLOCK_ROWS = 32
+
+
+def _far_field_moments(
+    poles: np.ndarray, weights: np.ndarray, intervals: np.ndarray, near: int, terms: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Taylor coefficients ``M_t = sum_far w_i / (lambda_i - m_j)^(t+1)`` of the far
+    poles' sum ``sum_far w_i / (lambda_i - mu) = sum_t M_t (mu - m_j)^t`` about each
+    interval's midpoint ``m_j`` (far: ``i <= j - near`` or ``i > j + near``) and the
+    absolute sum ``sum_far |w_i / (lambda_i - m_j)|`` (for the rounding bound), for every
+    column of ``weights`` (n, c). Returns ((intervals, terms, c), (intervals, c)).
+    O(terms x intervals x n), in blocks of ``_FAR_BLOCK_ROWS`` intervals."""
+    n = poles.size
+    middle = 0.5 * (poles[intervals] + poles[intervals + 1])
+    moments = np.zeros((intervals.size, terms, weights.shape[1]))
+    absolute = np.zeros((intervals.size, weights.shape[1]))
+    columns = np.arange(n)
+    for start in range(0, intervals.size, _FAR_BLOCK_ROWS):
+        rows = slice(start, start + _FAR_BLOCK_ROWS)
+        j, m = intervals[rows], middle[rows]
+        offset = columns[None, :] - j[:, None]
+        far = (offset <= -near) | (offset > near)
+        with np.errstate(divide="ignore"):
+            kernel = np.where(far, 1.0 / (poles[None, :] - m[:, None]), 0.0)
+        absolute[rows] = np.abs(kernel) @ np.abs(weights)
+        power = kernel.copy()
+        for term in range(terms):
+            moments[rows, term] = power @ weights
+            if term + 1 < terms:
+                power *= kernel
+    return moments, absolute
+
+
+def _horner(coefficients: np.ndarray, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``sum_t c_t x^t`` and its derivative, per row of ``coefficients`` (P, terms)."""
+    value = coefficients[:, -1].copy()
+    slope = np.zeros_like(value)
+    for term in range(coefficients.shape[1] - 2, -1, -1):
+        slope *= x
+        slope += value
+        value *= x
+        value += coefficients[:, term]
+    return value, slope
+
+
+class _FarEvaluator(_SecularEvaluator):
+    """Pair ``p`` as in :class:`_DirectEvaluator`, with the ``2 near`` nearest poles summed
+    exactly and the far ones from their Taylor coefficients about ``middle[p]``
+    (``coefficients`` (P, terms), already combined for each pair's member; ``absolute``
+    their absolute sum at the midpoint). O(near + terms) a pair and evaluation."""
+
+    def __init__(
+        self,
+        poles: np.ndarray,
+        weights: np.ndarray,
+        row: np.ndarray,
+        interval: np.ndarray,
+        middle: np.ndarray,
+        coefficients: np.ndarray,
+        absolute: np.ndarray,
+        near: int,
+    ) -> None:
+        n = poles.size
+        neighbours = interval[:, None] + np.arange(-near + 1, near + 1)[None, :]
+        valid = (neighbours >= 0) & (neighbours < n)
+        neighbours = np.clip(neighbours, 0, n - 1)
+        self.poles, self.near = poles, near
+        self.interval, self.middle, self.absolute = interval, middle, absolute
+        self.coefficients = coefficients
+        self.near_weights = np.where(valid, weights[row[:, None], neighbours], 0.0)
+        self.near_poles = poles[neighbours]
+
+    def keep(self, mask: np.ndarray) -> None:
+        self.interval, self.middle = self.interval[mask], self.middle[mask]
+        self.absolute, self.coefficients = self.absolute[mask], self.coefficients[mask]
+        self.near_weights, self.near_poles = self.near_weights[mask], self.near_poles[mask]
+
+    def __call__(self, upper: np.ndarray, tau: np.ndarray) -> _Evaluation:
+        poles, near = self.poles, self.near
+        origin, other = _pole_pair(poles.size, self.interval, upper)
+        origin_pole = poles[origin]
+        delta = self.near_poles - origin_pole[:, None]
+        delta -= tau[:, None]
+        terms = self.near_weights / delta
+        below, above = terms[:, :near].sum(axis=1), terms[:, near:].sum(axis=1)
+        terms /= delta
+        slope_near = terms.sum(axis=1)
+        far, far_slope = _horner(self.coefficients, (origin_pole - self.middle) + tau)
+        value = 1.0 + below + above + far
+        slope = slope_near + far_slope
+        # near terms below mu are negative, above positive: |terms| sums to above - below
+        bound = _EPS * (
+            8.0 * (1.0 + above - below + self.absolute) + 3.0 * np.abs(value) + np.abs(tau) * slope
+        )
+        # poles j - 1, j, j + 1 are the near columns near - 2, near - 1, near
+        weight_lower = self.near_weights[:, near - 1]
+        weight_upper = self.near_weights[:, near]
+        top = self.interval == poles.size - 1
+        weight_other = np.where(
+            upper, weight_lower, np.where(top, self.near_weights[:, max(near - 2, 0)], weight_upper)
+        )
+        return (
+            value,
+            slope,
+            bound,
+            -tau,
+            (poles[other] - origin_pole) - tau,
+            np.where(upper, weight_upper, weight_lower),
+            weight_other,
+            origin_pole + tau,
+        )
+
+
+def _far_ratios(poles: np.ndarray, near: int) -> np.ndarray:
+    """``r_j`` of every interior interval: half its width over the distance from its
+    midpoint to the nearest pole outside the ``near`` poles on each side (inf-free:
+    an interval with no far pole gets 0). O(n)."""
+    n = poles.size
+    j = np.arange(n - 1)
+    middle = 0.5 * (poles[:-1] + poles[1:])
+    far_left = np.where(j - near >= 0, middle - poles[np.maximum(j - near, 0)], np.inf)
+    far_right = np.where(j + near + 1 < n, poles[np.minimum(j + near + 1, n - 1)] - middle, np.inf)
+    return 0.5 * np.diff(poles) / np.minimum(far_left, far_right)
+
+
+_EvaluatorFactory = Callable[[np.ndarray], _SecularEvaluator]
+
+
+def _root_pairs(
+    poles: np.ndarray,
+    weights: np.ndarray,
+    rows: np.ndarray,
+    intervals: np.ndarray,
+    factory: _EvaluatorFactory | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Roots of the pairs ``(rows[p], intervals[p])`` (see :class:`_DirectEvaluator`) as
+    (origin pole index, tau); an interval of width ``<= 8 eps max|lambda|`` (two
+    coincident poles left by :func:`deflate_family`) has its root at its lower pole.
+    ``factory(subset)``, when given, builds the evaluator of the pairs ``subset``
+    (default: the direct sum)."""
+    n = poles.size
+    top = intervals == n - 1
+    upper_end = poles[-1] + np.sum(weights, axis=1)[rows] * (1.0 + 16.0 * _EPS)
+    width = np.where(
+        top, upper_end - poles[-1], poles[np.minimum(intervals + 1, n - 1)] - poles[intervals]
+    )
+    tiny = ~top & (width <= DEFLATION_FACTOR * _EPS * float(np.abs(poles).max(initial=0.0)))
+    origin, tau = intervals.copy(), np.zeros(intervals.size)
+    solve = np.flatnonzero(~tiny & (width > 0))
+    if solve.size:
+        evaluate = (
+            factory(solve)
+            if factory is not None
+            else _DirectEvaluator(poles, weights, rows[solve], intervals[solve])
+        )
+        upper, found = _secular_iterate(width[solve], top[solve], evaluate)
+        origin[solve] += upper
+        tau[solve] = found
+    return origin, tau
+
+
+def family_spectra(
+    poles: np.ndarray, components: np.ndarray, s_values: np.ndarray, active: np.ndarray
+) -> np.ndarray:
+    """All eigenvalues (ascending) of every member ``diag(poles) + z(s) z(s)^T`` of a
+    deflated family (:func:`deflate_family`), (S, n).
+
+    The deflated poles are eigenvalues of every member; the active ones give one secular
+    equation per member, a root per interval (:func:`_secular_iterate`). For ``n > 4
+    NEAR_POLES``, intervals whose far-field ratio is at most ``FAR_RATIO`` share Taylor
+    coefficients of their far poles (:func:`_far_field_moments`, O(FAR_TERMS n^2) once,
+    cheaper than one member's direct sums already) and iterate on ``2 NEAR_POLES`` poles
+    (O(S n (NEAR_POLES + FAR_TERMS)) a step); the others (~2% of a bulk spectrum's
+    intervals, the top one, and every interval of a smaller family) sum over every pole
+    (O(n) a root and step).
+    """
+    poles_active = poles[active]
+    n, members = poles_active.size, s_values.size
+    fixed = poles[~active]
+    if n == 0:
+        return np.broadcast_to(np.sort(fixed), (members, fixed.size)).copy()
+    z0, z1 = components[active, 0], components[active, 1]
+    weights = (z0[None, :] + s_values[:, None] * z1[None, :]) ** 2
+    ratios = _far_ratios(poles_active, NEAR_POLES)
+    use_far = n > 4 * NEAR_POLES
+    far = np.flatnonzero(ratios <= FAR_RATIO) if use_far else np.zeros(0, dtype=int)
+    direct = np.setdiff1d(np.arange(n), far)
+    roots = np.empty((members, n))
+    if far.size:
+        moments, absolute = _far_field_moments(
+            poles_active, np.stack([z0 * z0, z0 * z1, z1 * z1], axis=1), far, NEAR_POLES, FAR_TERMS
+        )
+        mix = np.stack([np.ones(members), 2.0 * s_values, s_values**2], axis=0)  # (3, S)
+        rows = np.tile(np.arange(members), far.size)
+        position = np.repeat(np.arange(far.size), members)
+        intervals = far[position]
+        # (pairs, terms): the far sum's coefficients for each pair's member
+        coefficients = np.einsum("ptc,cp->pt", moments[position], mix[:, rows])
+        absolute_sum = np.einsum("pc,cp->p", absolute[position], np.abs(mix[:, rows]))
+        middle = 0.5 * (poles_active[intervals] + poles_active[intervals + 1])
+
+        def factory(subset: np.ndarray) -> _SecularEvaluator:
+            return _FarEvaluator(
+                poles_active,
+                weights,
+                rows[subset],
+                intervals[subset],
+                middle[subset],
+                coefficients[subset],
+                absolute_sum[subset],
+                NEAR_POLES,
+            )
+
+        origin, tau = _root_pairs(poles_active, weights, rows, intervals, factory)
+        roots[rows, intervals] = poles_active[origin] + tau
+    if direct.size:
+        rows = np.tile(np.arange(members), direct.size)
+        intervals = np.repeat(direct, members)
+        origin, tau = _root_pairs(poles_active, weights, rows, intervals)
+        roots[rows, intervals] = poles_active[origin] + tau
+    if fixed.size:
+        roots = np.concatenate([roots, np.broadcast_to(fixed, (members, fixed.size))], axis=1)
+    return np.sort(roots, axis=1)
+
+
+def family_top(
+    poles: np.ndarray,
+    components: np.ndarray,
+    s_values: np.ndarray,
+    active: np.ndarray,
+    count: int,
+) -> tuple[np.ndarray, np.ndarray]:
+    """The ``count`` largest eigenvalues of every member of a deflated family
+    (:func:`deflate_family`) and the inner products of their unit eigenvectors with the
+    probe columns ``components[:, 2:]`` (all in the family's eigenbasis).
+
+    A root ``mu`` (origin pole ``o``, offset ``tau``) has the eigenvector ``z(s) / (lambda -
+    mu)`` with ``lambda_i - mu = (lambda_i - lambda_o) - tau`` (accurate next to a pole); a
+    root at a coincident pair of poles ``j, j+1`` has ``(z_{j+1} e_j - z_j e_{j+1})`` (the
+    rotation that deflates the pair); a deflated pole ``i`` has ``e_i``. Returns (values
+    (S, count) descending, inner products (S, count, L)). O(S count n (1 + L)).
+    """
+    members, probes = s_values.size, components.shape[1] - 2
+    poles_active, rows_active = poles[active], components[active]
+    n = poles_active.size
+    take = min(count, n)
+    values = np.empty((members, 0))
+    inner = np.empty((members, 0, probes))
+    if take:
+        zeta = rows_active[None, :, 0] + s_values[:, None] * rows_active[None, :, 1]
+        intervals = np.tile(np.arange(n - 1, n - 1 - take, -1), members)
+        rows = np.repeat(np.arange(members), take)
+        origin, tau = _root_pairs(poles_active, zeta**2, rows, intervals)
+        delta = poles_active[None, :] - poles_active[origin][:, None]
+        delta -= tau[:, None]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            vectors = zeta[rows] / delta
+        at_pole = ~np.isfinite(vectors).all(axis=1)
+        vectors[at_pole] = 0.0
+        vectors[at_pole, origin[at_pole]] = 1.0
+        gap = poles_active[np.minimum(intervals + 1, n - 1)] - poles_active[intervals]
+        pair = (intervals < n - 1) & (
+            gap <= DEFLATION_FACTOR * _EPS * float(np.abs(poles).max(initial=0.0))
+        )
+        for p in np.flatnonzero(pair):
+            j = intervals[p]
+            lower, upper = zeta[rows[p], j + 1], -zeta[rows[p], j]
+            vectors[p] = 0.0
+            vectors[p, j], vectors[p, j + 1] = (lower, upper) if lower or upper else (1.0, 0.0)
+        vectors /= np.sqrt(np.sum(vectors**2, axis=1))[:, None]
+        values = (poles_active[origin] + tau).reshape(members, take)
+        inner = (vectors @ rows_active[:, 2:]).reshape(members, take, probes)
+    fixed = np.flatnonzero(~active)
+    if fixed.size:
+        fixed = fixed[np.argsort(poles[fixed])[::-1][:count]]
+        values = np.concatenate(
+            [values, np.broadcast_to(poles[fixed], (members, fixed.size))], axis=1
+        )
+        inner = np.concatenate(
+            [inner, np.broadcast_to(components[fixed, 2:], (members, fixed.size, probes))], axis=1
+        )
+    order = np.argsort(-values, axis=1, kind="stable")[:, :count]
+    return (
+        np.take_along_axis(values, order, axis=1),
+        np.take_along_axis(inner, order[:, :, None], axis=1),
+    )
+
+
+def family_lanczos_steps(
+    start: np.ndarray,
+    tracked: np.ndarray,
+    check: Callable[[np.ndarray, np.ndarray, np.ndarray, int], Any],
+    rng: np.random.Generator,
+    *,
+    max_columns: int = _BLOCK_MAX_COLUMNS,
+    check_every: int = _BLOCK_CHECK_EVERY_COLUMNS,
+) -> Generator[np.ndarray, np.ndarray, Any]:
+    """Block Lanczos on ``A'`` for a whole family ``A(s) = A' + w(s) w(s)^T``, as a
+    generator for :func:`run_lanczos_together` (yields blocks, receives ``A' X``).
+
+    The recurrence, reorthogonalisation and deflation of lost directions are those of
+    :func:`block_lanczos_top`. When ``start`` holds ``w0`` and ``w1``, the block Krylov
+    space of every member from ``start`` is that of ``A'`` (``A(s) v = A' v + w(s) (w(s) .
+    v)`` with ``w(s)`` in the first block), so one basis ``Q`` serves the family:
+    ``Q^T A(s) Q = T + (Q^T w(s)) (Q^T w(s))^T`` with ``T`` the projected block-tridiagonal
+    matrix, and the Ritz residual of every member is ``||B_m y_last||`` as for ``A'``.
+
+    ``tracked`` (n, c) are vectors kept projected on the basis (``Q^T tracked``, one block
+    of rows a step); every ``check_every`` columns (and when the basis is full)
+    ``check(T, Q^T tracked, B_m, low)`` (``low`` the first column of the last block)
+    returns the result or None to continue. Returns that result, or None when
+    ``max_columns`` (or n) did not suffice. O(m (cost of a product) + n m^2) time, O(n m)
+    memory.
+    """
+    n, width = start.shape
+    capacity = min(max_columns, n) // width * width
+    basis = np.empty((n, capacity), order="F")
+    projected = np.zeros((capacity, capacity))
+    block, _ = _orthonormal_block(start, basis[:, :0], 1.0, rng)
+    basis[:, :width] = block
+    projections = np.empty((capacity, tracked.shape[1]))
+    projections[:width] = block.T @ tracked
+    product = yield block
+    end, scale, checked = width, 0.0, 0
+    while True:
+        low = end - width
+        current = basis[:, low:end]
+        diagonal = current.T @ product
+        diagonal = 0.5 * (diagonal + diagonal.T)
+        projected[low:end, low:end] = diagonal
+        scale = max(scale, float(np.abs(diagonal).max()))
+        product -= current @ diagonal
+        if low > 0:
+            product -= basis[:, low - width : low] @ projected[low - width : low, low:end]
+        _reorthogonalize(product, basis[:, :end])
+        last = end + width > capacity
+        block, coupling = _orthonormal_block(product, basis[:, :end], scale, rng)
+        if last or end >= checked + check_every:
+            checked = end
+            found = check(projected[:end, :end], projections[:end], coupling, low)
+            if found is not None:
+                return found
+        if last:
+            return None
+        basis[:, end : end + width] = block
+        projections[end : end + width] = block.T @ tracked
+        projected[end : end + width, low:end] = coupling
+        projected[low:end, end : end + width] = coupling.T
+        end += width
+        product = yield block
+
+
+__all__ = [
+    "BLOCK_FLOOR_TOL",
+    "BLOCK_OVERLAP_TOL",
+    "BLOCK_VALUE_TOL",
+    "BLOCK_VECTOR_TOL",
+    "DEFLATION_FACTOR",
+    "DENSE_TOP_MAX_N",
+    "FAR_RATIO",
+    "FAR_TERMS",
+    "NEAR_POLES",
+    "REFINE_EXTRA_COLUMNS",
+    "ROUGH_FLOOR_TOL",
+    "ROUGH_VALUE_TOL",
+    "ROUGH_VECTOR_TOL",
+    "ROW_ORIENTED_DTYPES",
+    "LanczosSteps",
+    "add_rank_one",
+    "block_lanczos_top",
+    "converged",
+    "deflate_family",
+    "dense_top_eigenpairs",
+    "eigenvalues_and_components",
+    "family_lanczos_steps",
+    "family_spectra",
+    "family_top",
+    "lanczos_top_eigenpairs",
+    "lower_gram",
+    "one_operator",
+    "run_lanczos_together",
+    "shared_operator_top_eigenpairs",
+    "spectrum_and_top_eigenvectors",
+    "tall_times",
+    "tall_transpose_times",
+    "top_eigenpairs",
+    "uses_krylov",
+    "warm_start_blocks",
+]

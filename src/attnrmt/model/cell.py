@@ -27,7 +27,7 @@ the exact reduction as fallback and for small d. All symmetric matrices live as 
 triangle of a Fortran-ordered array and are updated in place. When ``N``
 or ``V`` is below ``d`` the parts work in the smaller dimension instead (docs/model.md,
 "Full cells"): S from the N x N Gram of the pooled rows (``N < d``,
-:func:`_sample_spectrum_from_samples`) or through the tokens (``V < min(N, d)``,
+:func:`sample_spectrum_from_samples`) or through the tokens (``V < min(N, d)``,
 :func:`_sample_spectrum_from_tokens`), the population matrix from a V x V Gram
 (``V < d``, :func:`_population_top_from_tokens`).
 """
@@ -39,15 +39,22 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, fields
-from numbers import Integral
 from typing import Any
 
 import numpy as np
 import scipy.linalg
 import scipy.sparse
 
-from attnrmt._validation import check_int, check_positive
 from attnrmt.contract import SPECTRA, stored_eigenvalue_count
+from attnrmt.model._cell_steps import (
+    add_rank_one_terms,
+    cell_readout,
+    check_cell_arguments,
+    check_seed,
+    readonly,
+    sample_spectrum_from_samples,
+    sample_through_tokens,
+)
 from attnrmt.model._linalg import (
     add_rank_one,
     lower_gram,
@@ -59,14 +66,13 @@ from attnrmt.model._linalg import (
     uses_krylov,
 )
 from attnrmt.model.positional import positional_correlation, sample_signs, validate_positional
-from attnrmt.model.readout import ridge_readout_accuracy
 from attnrmt.model.table import (
     EmbeddingTable,
     helper_threads,
-    realised_sizes,
     sample_table,
     sample_tokens,
 )
+from attnrmt.model.table_laws import validate_table
 from attnrmt.model.weights import (
     causal_attention_weights,
     pooling_scalars,
@@ -129,49 +135,6 @@ class CellResult:
 
 
 # --------------------------------------------------------------------------- validation
-
-MAX_SNR = 1e100
-"""Largest ``snr`` simulated: from about 1e130 on, sums of squares of the embeddings
-overflow float64 (the transitions are at snr of order 1)."""
-
-
-def _check_seed(seed: Any) -> int | list[int]:
-    def _word(value: Any) -> int:
-        if isinstance(value, bool) or not isinstance(value, Integral) or value < 0:
-            raise ValueError(f"seed={seed!r}: must be a non-negative int or a sequence of them")
-        return int(value)
-
-    if isinstance(seed, Sequence | np.ndarray) and not isinstance(seed, str | bytes):
-        words = [_word(value) for value in seed]
-        if not words:
-            raise ValueError(f"seed={seed!r}: an empty sequence is not a seed")
-        return words
-    return _word(seed)
-
-
-def _check_cell_arguments(
-    d: Any, delta: Any, gamma: Any, T: Any, snr: Any, centered: Any, top_k: Any
-) -> tuple[int, float, float, int, float, bool, int, int, int]:
-    d = check_int("d", d, minimum=2)
-    delta = float(check_positive("delta", delta))
-    gamma = float(check_positive("gamma", gamma))
-    T = check_int("T", T, minimum=1)
-    snr = float(check_positive("snr", snr, allow_zero=True))
-    if snr > MAX_SNR:
-        raise ValueError(
-            f"snr={snr!r}: must be <= {MAX_SNR:g} (larger values overflow float64 in S)"
-        )
-    if not isinstance(centered, bool | np.bool_):
-        raise ValueError(f"centered={centered!r}: must be a bool")
-    top_k = check_int("top_k", top_k, minimum=1)
-    if top_k > d:
-        raise ValueError(f"top_k={top_k!r}: must be <= d={d}")
-    V, N = realised_sizes(d, delta, gamma)
-    if V < 2:
-        raise ValueError(f"delta={delta!r}: gives V = 2 round(d/(2 delta)) = {V} < 2 (d={d})")
-    if N < 2:
-        raise ValueError(f"gamma={gamma!r}: gives N = round(d/gamma) = {N} < 2 (d={d})")
-    return d, delta, gamma, T, snr, bool(centered), top_k, V, N
 
 
 # ------------------------------------------------------------------------------ pooling
@@ -304,16 +267,6 @@ def table_transpose_pass(embeddings: np.ndarray, block: np.ndarray) -> np.ndarra
     return tall_transpose_times(embeddings, block)
 
 
-def _add_rank_one_terms(
-    product: np.ndarray, block: np.ndarray, terms: Sequence[tuple[float, np.ndarray]]
-) -> np.ndarray:
-    """``product += sum_i c_i v_i (v_i^T block)`` in place (O(d b) per term)."""
-    for coefficient, vector in terms:
-        if coefficient != 0.0:
-            product += np.outer(coefficient * vector, vector @ block)
-    return product
-
-
 def table_operators(
     incidence: scipy.sparse.csr_array,
     embeddings: np.ndarray,
@@ -377,7 +330,7 @@ def table_operators(
             product = products[:, column : column + block.shape[1]].astype(np.float64)
             column += block.shape[1]
             terms = sample_terms if index == 0 else population_terms
-            results.append(_add_rank_one_terms(product, block, terms))
+            results.append(add_rank_one_terms(product, block, terms))
         return results
 
     return apply_all
@@ -401,12 +354,6 @@ def unit_columns(*directions: np.ndarray) -> np.ndarray:
     return np.stack(columns, axis=1) if columns else np.zeros((directions[0].size, 0))
 
 
-def _readonly(array: np.ndarray) -> np.ndarray:
-    array = np.ascontiguousarray(array, dtype=np.float64)
-    array.setflags(write=False)
-    return array
-
-
 # --------------------------------------------------------------------------------- cell
 
 
@@ -422,6 +369,7 @@ def simulate_cell(
     top_k: int = 3,
     seed: int | Sequence[int] = 0,
     spectrum: str = "full",
+    table: Mapping[str, Any] | str | None = None,
 ) -> CellResult:
     """Simulate one cell of the generative model (docs/model.md, "The generative model") and measure
     it (docs/model.md, "Tokens, pooling and S", "Spikes").
@@ -458,6 +406,12 @@ def simulate_cell(
         ascending, and all other fields are the same as the full route's to 1e-10 relative
         (eigenvalues) and 5e-7 (overlaps) (O((V d + N T) m) time for m Krylov vectors,
         O(V d) memory).
+    table : str or dict, optional
+        Law of the table's noise entries (:func:`attnrmt.model.validate_table`;
+        docs/model.md, "Table laws"). None or ``"gaussian"``: ``z_v ~ N(0, I_d)``, the
+        same numbers as without the argument. The other laws transform the same normals
+        (and draw their auxiliary numbers from the table's stream), so the signs, tokens
+        and solver stream are those of the Gaussian cell of the same seed.
 
     Returns
     -------
@@ -469,14 +423,15 @@ def simulate_cell(
         Naming the argument and value, for any invalid argument.
     """
     start_time = time.perf_counter()
-    d, delta, gamma, T, snr, centered, top_k, V, N = _check_cell_arguments(
+    d, delta, gamma, T, snr, centered, top_k, V, N = check_cell_arguments(
         d, delta, gamma, T, snr, centered, top_k
     )
     if spectrum not in SPECTRA:
         raise ValueError(f"spectrum={spectrum!r}: must be one of {list(SPECTRA)}")
     positional_spec = validate_positional(positional, T)
     weights_spec = validate_weights(weights, T)
-    seed_words = _check_seed(seed)
+    table_law = validate_table(table)
+    seed_words = check_seed(seed)
     table_stream, sign_stream, token_stream, solver_stream = (
         np.random.default_rng(child) for child in np.random.SeedSequence(seed_words).spawn(4)
     )
@@ -484,13 +439,13 @@ def simulate_cell(
     R = positional_correlation(positional_spec, T)
     # the float32 copy of E is drawn with it when the top route will iterate on it
     rough_dtype = TOP_WARM_START_DTYPE if spectrum == "top" and uses_krylov(d) else None
-    table = sample_table(d, V, snr, table_stream, rough_dtype)
+    drawn = sample_table(d, V, snr, table_stream, rough_dtype, table_law)
     signs, labels = sample_signs(positional_spec, T, N, sign_stream)
     tokens = sample_tokens(signs, V, token_stream)
     del signs
 
     if weights_spec["kind"] == "causal_attention":
-        per_sequence = causal_attention_weights(table.embeddings, tokens, weights_spec["tau"])
+        per_sequence = causal_attention_weights(drawn.embeddings, tokens, weights_spec["tau"])
         effective_weights = per_sequence.mean(axis=0)
         token_weights = per_sequence
     else:
@@ -498,11 +453,11 @@ def simulate_cell(
         token_weights = effective_weights
     alpha, kappa, sigma = pooling_scalars(effective_weights, R)
     population_terms = population_rank_one_terms(
-        table.table_mean, table.class_mean_difference, alpha, kappa, sigma, centered
+        drawn.table_mean, drawn.class_mean_difference, alpha, kappa, sigma, centered
     )
     measure = _measure_top if spectrum == "top" else _measure_full
     eigenvalues, top_vectors, pop_top_eigenvalues, pop_vectors, downstream_accuracy = measure(
-        table,
+        drawn,
         tokens,
         token_weights,
         labels,
@@ -514,29 +469,22 @@ def simulate_cell(
     )
 
     return CellResult(
-        eigenvalues=_readonly(eigenvalues),
-        top_eigenvalues=_readonly(eigenvalues[::-1][:top_k]),
-        overlap_signal=_readonly(squared_overlaps(top_vectors, table.signal_direction)),
-        overlap_class_mean=_readonly(squared_overlaps(top_vectors, table.class_mean_difference)),
-        overlap_table_mean=_readonly(squared_overlaps(top_vectors, table.table_mean)),
-        pop_top_eigenvalues=_readonly(pop_top_eigenvalues),
-        pop_overlap_signal=_readonly(squared_overlaps(pop_vectors, table.signal_direction)),
+        eigenvalues=readonly(eigenvalues),
+        top_eigenvalues=readonly(eigenvalues[::-1][:top_k]),
+        overlap_signal=readonly(squared_overlaps(top_vectors, drawn.signal_direction)),
+        overlap_class_mean=readonly(squared_overlaps(top_vectors, drawn.class_mean_difference)),
+        overlap_table_mean=readonly(squared_overlaps(top_vectors, drawn.table_mean)),
+        pop_top_eigenvalues=readonly(pop_top_eigenvalues),
+        pop_overlap_signal=readonly(squared_overlaps(pop_vectors, drawn.signal_direction)),
         alpha=alpha,
         kappa=kappa,
         sigma=sigma,
         V=int(V),
         N=int(N),
-        effective_weights=_readonly(effective_weights),
+        effective_weights=readonly(effective_weights),
         downstream_accuracy=float(downstream_accuracy),
         compute_seconds=time.perf_counter() - start_time,
     )
-
-
-def _readout(pooled: np.ndarray, labels: np.ndarray | None) -> float:
-    """Downstream accuracy of the ridge readout of ``y`` (NaN without labels)."""
-    if labels is None:
-        return float("nan")
-    return ridge_readout_accuracy(pooled, labels.astype(np.float64))
 
 
 def _spike_start(d: int, table: EmbeddingTable, rng: np.random.Generator, width: int) -> np.ndarray:
@@ -552,43 +500,6 @@ def _spike_start(d: int, table: EmbeddingTable, rng: np.random.Generator, width:
 
 
 _Measured = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, float]
-
-
-def _sample_spectrum_from_samples(
-    pooled: np.ndarray, centered: bool, top_k: int
-) -> tuple[np.ndarray, np.ndarray]:
-    """All d eigenvalues of ``S`` and its top-k eigenvectors in the smaller dimension, for
-    ``N < d`` (``gamma > 1``).
-
-    With ``X`` the (centred, when ``centered``) pooled rows, ``S = X^T X / N`` and
-    ``K = X X^T / N`` (N x N) share their nonzero eigenvalues, and ``S`` has ``d - N`` more
-    zeros; a unit eigenvector ``z`` of ``K`` with eigenvalue ``lambda > 0`` gives the unit
-    eigenvector ``X^T z / sqrt(N lambda)`` of ``S``. O(N^2 d + N^3) time instead of
-    O(N d^2 + d^3), O(N d + N^2) memory. Measured (one BLAS thread, gamma = 2): 0.031 s
-    instead of 0.12 s at d = 1000, 0.15 s instead of 0.7-0.9 s at d = 2000.
-    """
-    n_samples, d = pooled.shape
-    rows = pooled - pooled.mean(axis=0) if centered else pooled
-    small_values, small_vectors = spectrum_and_top_eigenvectors(
-        lower_gram(rows.T, 1.0 / n_samples), top_k
-    )
-    eigenvalues = np.concatenate([np.zeros(d - n_samples), small_values])
-    eigenvalues.sort()
-    vectors = rows.T @ small_vectors
-    return eigenvalues, vectors / np.maximum(np.sqrt(np.sum(vectors**2, axis=0)), 1e-300)
-
-
-def _sample_through_tokens(d: int, V: int, n_samples: int, top_k: int) -> bool:
-    """Whether the full route takes S through the tokens (:func:`_sample_spectrum_from_tokens`):
-    for ``top_k < V < min(N, d)`` when its leading flop count ``V^2 d / 2 + 11 V^3 / 3``
-    (``E E^T``, Cholesky, ``L^T B L``, reduction) is below the d route's ``N d^2 / 2 +
-    4 d^3 / 3`` (``S``, reduction). Measured (one BLAS thread, CPU ms, sample part):
-    d = 1000, V = 500, N = 2000: 41 against 129; d = 2000, V = 1000, N = 4000: 240 against
-    977; d = 1000, V = 800, N = 1250 (counts 2.2 against 1.96 d^3, so the d route): 121
-    against 110."""
-    if not top_k < V < min(n_samples, d):
-        return False
-    return V**2 * d / 2 + 11 * V**3 / 3 < n_samples * d**2 / 2 + 4 * d**3 / 3
 
 
 def _sample_spectrum_from_tokens(
@@ -645,15 +556,15 @@ def _measure_full(
 
     O(N d^2 + V d^2 + d^3) time, O(d^2 + (N + V) d) memory (module docstring); each part
     works in the smaller dimension when there is one: the sample part for ``N < d``
-    (:func:`_sample_spectrum_from_samples`) or ``V < min(N, d)``
-    (:func:`_sample_spectrum_from_tokens`, where :func:`_sample_through_tokens` counts
+    (:func:`sample_spectrum_from_samples`) or ``V < min(N, d)``
+    (:func:`_sample_spectrum_from_tokens`, where :func:`sample_through_tokens` counts
     fewer flops), the population part for ``V < d`` (:func:`_population_top_from_tokens`).
     Returns (eigenvalues ascending (d,), top vectors of S (d, k), population values
     descending (k,), population vectors (d, k), downstream accuracy).
     """
     n_samples, V = tokens.shape[0], table.vocabulary_size
     found = None
-    if _sample_through_tokens(table.dimension, V, n_samples, top_k):
+    if sample_through_tokens(table.dimension, V, n_samples, top_k):
         found = _sample_spectrum_from_tokens(
             token_incidence(tokens, token_weights, V), table.embeddings, centered, top_k
         )
@@ -664,11 +575,13 @@ def _measure_full(
         if labels is not None or found is None
         else None
     )
-    downstream_accuracy = _readout(pooled, labels)
+    downstream_accuracy = cell_readout(pooled, labels)
     if found is not None:
         eigenvalues, top_vectors = found
+    elif pooled is None:  # unreachable: the rows are formed when S is not from the tokens
+        raise AssertionError("pooled rows missing for the sample spectrum")
     elif top_k < n_samples < table.dimension:
-        eigenvalues, top_vectors = _sample_spectrum_from_samples(pooled, centered, top_k)
+        eigenvalues, top_vectors = sample_spectrum_from_samples(pooled, centered, top_k)
     else:
         # S = (1/N) sum_n c_n c_n^T, minus the outer product of the mean when centred
         # (the same as centring the rows first, without another pass over them).
@@ -829,7 +742,7 @@ def _measure_top(
     d, V = table.dimension, table.vocabulary_size
     incidence = token_incidence(tokens, token_weights, V)
     downstream_accuracy = (
-        _readout(incidence @ table.embeddings, labels) if labels is not None else float("nan")
+        cell_readout(incidence @ table.embeddings, labels) if labels is not None else float("nan")
     )
     n_values = stored_eigenvalue_count("top", d, top_k)
     widths = (min(TOP_BLOCK_WIDTH, d), min(POP_BLOCK_WIDTH, d))

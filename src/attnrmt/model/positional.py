@@ -24,11 +24,11 @@ Every model has ``E[xi_t] = 0`` and ``R_tt = 1``. Samplers draw all ``n`` sequen
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, SupportsFloat
 
 import numpy as np
 
-from attnrmt._validation import check_int, check_numeric, split_model_spec
+from attnrmt._validation import check_int, check_numeric, spec_dict, split_model_spec
 
 POSITIONAL_KINDS = ("iid", "prefix", "markov", "label", "custom")
 
@@ -48,7 +48,7 @@ _PARAMS = {
 }
 
 
-def _float(value: float) -> float:
+def _float(value: SupportsFloat) -> float:
     """Plain Python float with ``-0.0`` normalised to ``0.0``."""
     return float(value) + 0.0
 
@@ -129,11 +129,11 @@ def validate_positional(spec: Mapping[str, Any] | str, T: int) -> dict[str, Any]
     canonical: dict[str, Any] = {"kind": kind}
     if kind == "prefix":
         if "L" not in params:
-            raise ValueError(f"positional={dict(spec)!r}: prefix needs 'L'")
+            raise ValueError(f"positional={spec_dict(spec)!r}: prefix needs 'L'")
         canonical["L"] = _check_L(params["L"], T, "positional.L")
     elif kind == "markov":
         if "r" not in params:
-            raise ValueError(f"positional={dict(spec)!r}: markov needs 'r'")
+            raise ValueError(f"positional={spec_dict(spec)!r}: markov needs 'r'")
         r = check_numeric("positional.r", params["r"])
         if r.ndim != 0 or not abs(float(r)) < 1:
             raise ValueError(f"positional.r={params['r']!r}: must be a number with |r| < 1")
@@ -142,7 +142,7 @@ def validate_positional(spec: Mapping[str, Any] | str, T: int) -> dict[str, Any]
         if "rho" in params:
             if "rho0" in params or "L" in params:
                 raise ValueError(
-                    f"positional={dict(spec)!r}: give either 'rho' or 'rho0' + 'L', not both"
+                    f"positional={spec_dict(spec)!r}: give either 'rho' or 'rho0' + 'L', not both"
                 )
             rho = _check_signed_unit("positional.rho", params["rho"])
             if rho.shape != (T,):
@@ -153,7 +153,7 @@ def validate_positional(spec: Mapping[str, Any] | str, T: int) -> dict[str, Any]
         else:
             if "rho0" not in params or "L" not in params:
                 raise ValueError(
-                    f"positional={dict(spec)!r}: label needs 'rho' or both 'rho0' and 'L'"
+                    f"positional={spec_dict(spec)!r}: label needs 'rho' or both 'rho0' and 'L'"
                 )
             rho0 = _check_signed_unit("positional.rho0", params["rho0"])
             if rho0.ndim != 0:
@@ -162,7 +162,7 @@ def validate_positional(spec: Mapping[str, Any] | str, T: int) -> dict[str, Any]
             canonical["rho0"] = _float(rho0)
     elif kind == "custom":
         if "R" not in params:
-            raise ValueError(f"positional={dict(spec)!r}: custom needs 'R'")
+            raise ValueError(f"positional={spec_dict(spec)!r}: custom needs 'R'")
         R = _check_custom_R(params["R"], T)
         canonical["R"] = [[_float(x) for x in row] for row in R]
     return dict(sorted(canonical.items()))

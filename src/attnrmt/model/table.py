@@ -4,17 +4,23 @@ Storage convention: ``embeddings`` has shape ``(V, d)`` and row ``v`` is ``e_v``
 the model's ``E`` (d x V) transposed, so that gathering tokens reads contiguous rows.
 Tokens ``0 .. V/2 - 1`` have class ``s_v = +1`` and tokens ``V/2 .. V - 1`` class ``-1``.
 The signal direction is ``u = e_1`` (first coordinate axis): the noise ``z_v ~ N(0, I_d)``
-is rotation invariant, so any fixed direction gives the same law.
+is rotation invariant, so any fixed direction gives the same law. Other laws of i.i.d.
+unit-variance entries (:mod:`attnrmt.model.table_laws`; docs/model.md, "Table laws") are
+not, and keep ``u = e_1``, a coordinate axis.
 """
 
 from __future__ import annotations
 
 import itertools
 import os
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
+
+from attnrmt.model.table_laws import AUXILIARY_KINDS, apply_table_law, validate_table
 
 
 @dataclass(frozen=True, eq=False)
@@ -80,7 +86,19 @@ def class_means(embeddings: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 # The table is drawn in a fixed number of row blocks, each from its own child generator,
 # so the numbers do not depend on how many threads fill them.
-_TABLE_BLOCKS_PER_CLASS = 2
+TABLE_BLOCKS_PER_CLASS = 2
+
+
+def child_seeds(rng: np.random.Generator, n: int) -> list[np.random.SeedSequence]:
+    """``rng``'s seed sequence spawned into ``n`` children (``seed_seq.spawn(n)``). O(n).
+
+    A generator built from a seed (``default_rng(seed)``) holds a ``SeedSequence``; the
+    only other numpy kind, ``SeedlessSeedSequence``, cannot spawn.
+    """
+    seed_seq = rng.bit_generator.seed_seq
+    if not isinstance(seed_seq, np.random.SeedSequence):
+        raise TypeError(f"rng's seed sequence {seed_seq!r} cannot spawn child seeds")
+    return seed_seq.spawn(n)
 
 
 def helper_threads() -> int:
@@ -105,26 +123,46 @@ def helper_threads() -> int:
 _FUSED_CHUNK_BYTES = 1 << 18
 
 
+def _draw_noise(
+    rows: np.ndarray,
+    generator: np.random.Generator,
+    law: Mapping[str, Any],
+    auxiliary: np.random.Generator | None,
+) -> None:
+    """Fill ``rows`` with the table law's entries: standard normals from ``generator``,
+    then :func:`attnrmt.model.table_laws.apply_table_law` (nothing more for
+    ``gaussian``). O(rows) time."""
+    generator.standard_normal(out=rows)
+    if law["kind"] != "gaussian":
+        apply_table_law(rows, law, auxiliary)
+
+
 def _fill_rows_with_rough_copy(
     rows: np.ndarray,
     rough_rows: np.ndarray,
     generator: np.random.Generator,
     shift: float,
+    law: Mapping[str, Any] | None = None,
+    auxiliary: np.random.Generator | None = None,
 ) -> tuple[np.ndarray, float]:
-    """Fill ``rows`` with standard normals (``shift`` added to column 0), write them
+    """Fill ``rows`` with the table law's noise (standard normals by default; ``shift``
+    added to column 0), write them
     rounded into ``rough_rows`` and return their column sums and ``max |rough_rows|``, one
     chunk of rows at a time, so that each chunk is summed and rounded while it is in
     cache (one pass over memory instead of three: draw, sum, round). Bit-identical to
     ``generator.standard_normal(out=rows); rows[:, 0] += shift; rows.sum(axis=0)``: a
     generator fills consecutive chunks with the numbers of one call, and numpy sums the
     rows of a C-ordered array over axis 0 one after the other, as the loop below does
-    (``tests/model/test_cell.py`` checks both). O(rows) time, O(d) extra memory."""
+    (``tests/model/test_cell.py`` checks both; the ``auxiliary`` stream of a non-Gaussian
+    law is chunked the same way, ``tests/model/test_table_laws.py``). O(rows) time, O(d)
+    extra memory."""
+    law = law or {"kind": "gaussian"}
     chunk = max(1, _FUSED_CHUNK_BYTES // (8 * rows.shape[1]))
     sums = np.zeros(rows.shape[1])
     largest = 0.0
     for start in range(0, rows.shape[0], chunk):
         part = rows[start : start + chunk]
-        generator.standard_normal(out=part)
+        _draw_noise(part, generator, law, auxiliary)
         part[:, 0] += shift
         if start == 0:
             sums[:] = part[0]
@@ -138,15 +176,26 @@ def _fill_rows_with_rough_copy(
 
 
 def sample_table(
-    d: int, V: int, snr: float, rng: np.random.Generator, rough_dtype: type | None = None
+    d: int,
+    V: int,
+    snr: float,
+    rng: np.random.Generator,
+    rough_dtype: type | None = None,
+    table: Mapping[str, Any] | str | None = None,
 ) -> EmbeddingTable:
     """Draw ``E``: ``e_v = s_v mu + z_v`` with ``mu = sqrt(snr) e_1``
-    (docs/model.md, "Embedding table").
+    (docs/model.md, "Embedding table"), ``z_v`` of the law ``table`` (docs/model.md,
+    "Table laws"; default Gaussian).
 
-    The ``V x d`` Gaussian noise is filled in ``2 * _TABLE_BLOCKS_PER_CLASS`` row blocks,
+    The ``V x d`` noise is filled in ``2 * TABLE_BLOCKS_PER_CLASS`` row blocks,
     each from its own SFC64 generator seeded by a child of ``rng``'s seed sequence, in
     parallel threads
-    (:func:`helper_threads`); the result does not depend on the thread count. The class
+    (:func:`helper_threads`); the result does not depend on the thread count. Each block
+    draws standard normals; a non-Gaussian law transforms them
+    (:func:`attnrmt.model.table_laws.apply_table_law`), and ``student_t`` / ``sparse``
+    draw their auxiliary numbers (one per entry, row-major) from a second SFC64 generator
+    per block, seeded by the first child of that block's seed sequence
+    (``child.spawn(1)[0]``), so the normals are the Gaussian table's. The class
     sums are accumulated per block while it is hot in cache. With ``rough_dtype`` the
     table is also rounded to it (``rough_embeddings``) chunk by chunk as it is drawn
     (:func:`_fill_rows_with_rough_copy`; the same ``embeddings`` and sums, bit for bit).
@@ -161,19 +210,27 @@ def sample_table(
     rng : numpy.random.Generator
     rough_dtype : numpy float type, optional
         Precision of the rough copy (None: none).
+    table : str or dict, optional
+        Law of the noise entries (:func:`attnrmt.model.table_laws.validate_table`; None:
+        ``gaussian``).
     """
+    law = validate_table(table)
     half = V // 2
     embeddings = np.empty((V, d))
-    rough = None if rough_dtype is None else np.empty((V, d), dtype=rough_dtype)
+    rough: np.ndarray | None = None if rough_dtype is None else np.empty((V, d), dtype=rough_dtype)
     token_class = np.repeat(np.array([1, -1], dtype=np.int8), half)
-    edges = np.linspace(0, half, _TABLE_BLOCKS_PER_CLASS + 1).round().astype(int)
+    edges = np.linspace(0, half, TABLE_BLOCKS_PER_CLASS + 1).round().astype(int)
     blocks = [(start, stop) for start, stop in itertools.pairwise(edges) if stop > start]
     blocks += [(start + half, stop + half) for start, stop in blocks]
     # SFC64 (a small chaotic counter generator that passes BigCrush and PractRand) fills
     # normals ~20% faster than PCG64; each block gets its own child seed of ``rng``.
-    generators = [
-        np.random.Generator(np.random.SFC64(child))
-        for child in rng.bit_generator.seed_seq.spawn(len(blocks))
+    children = child_seeds(rng, len(blocks))
+    generators = [np.random.Generator(np.random.SFC64(child)) for child in children]
+    auxiliaries = [
+        np.random.Generator(np.random.SFC64(child.spawn(1)[0]))
+        if law["kind"] in AUXILIARY_KINDS
+        else None
+        for child in children
     ]
     amplitude = np.sqrt(snr)
 
@@ -182,9 +239,14 @@ def sample_table(
         rows = embeddings[start:stop]
         if rough is not None:
             return _fill_rows_with_rough_copy(
-                rows, rough[start:stop], generators[index], amplitude * token_class[start]
+                rows,
+                rough[start:stop],
+                generators[index],
+                amplitude * token_class[start],
+                law,
+                auxiliaries[index],
             )
-        generators[index].standard_normal(out=rows)
+        _draw_noise(rows, generators[index], law, auxiliaries[index])
         rows[:, 0] += amplitude * token_class[start]
         return rows.sum(axis=0), float("nan")
 
@@ -222,7 +284,9 @@ def sample_tokens(signs: np.ndarray, V: int, rng: np.random.Generator) -> np.nda
 
 
 __all__ = [
+    "TABLE_BLOCKS_PER_CLASS",
     "EmbeddingTable",
+    "child_seeds",
     "class_means",
     "helper_threads",
     "realised_sizes",

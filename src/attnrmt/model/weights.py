@@ -22,7 +22,13 @@ from typing import Any
 
 import numpy as np
 
-from attnrmt._validation import check_finite_array, check_int, check_numeric, split_model_spec
+from attnrmt._validation import (
+    check_finite_array,
+    check_int,
+    check_numeric,
+    spec_dict,
+    split_model_spec,
+)
 from attnrmt.contract import BUILTIN_WEIGHTS
 
 WEIGHT_KINDS = (*BUILTIN_WEIGHTS, "causal_limit", "causal_attention", "custom")
@@ -84,7 +90,7 @@ def validate_weights(spec: Mapping[str, Any] | str, T: int) -> dict[str, Any]:
         canonical["tau"] = _check_tau(params.get("tau", 0.0))
     elif kind == "custom":
         if "values" not in params:
-            raise ValueError(f"weights={dict(spec)!r}: custom needs 'values'")
+            raise ValueError(f"weights={spec_dict(spec)!r}: custom needs 'values'")
         values = check_numeric("weights.values", params["values"])
         if values.shape != (T,):
             raise ValueError(f"weights.values={params['values']!r}: must be a list of length T={T}")

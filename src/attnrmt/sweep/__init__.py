@@ -9,9 +9,25 @@ their modules because they pull in Dask and Zarr):
 - :func:`plan_run`, :class:`RunPlan`, :class:`SweepPlan`, :class:`Cell`, :class:`Block`.
 """
 
-from attnrmt.contract import AXES
-from attnrmt.sweep.config import ConfigError, check_config, load_config
-from attnrmt.sweep.plan import MODEL_VERSION, Block, Cell, RunPlan, SweepPlan, plan_run
+from attnrmt._lazy import lazy_door
+
+#: Where each public name lives (imported on first use, PEP 562).
+_EXPORTS = {
+    "AXES": "attnrmt.contract",
+    "Block": "attnrmt.sweep.spec.plan",
+    "Cell": "attnrmt.sweep.spec.plan",
+    "ConfigError": "attnrmt.sweep.spec.config",
+    "MODEL_VERSION": "attnrmt.sweep.spec.plan",
+    "RunPlan": "attnrmt.sweep.spec.plan",
+    "SweepPlan": "attnrmt.sweep.spec.plan",
+    "check_config": "attnrmt.sweep.spec.config",
+    "validate_config": "attnrmt.sweep.spec.config",
+    "ValidConfig": "attnrmt.sweep.spec.config",
+    "load_config": "attnrmt.sweep.spec.config",
+    "plan_run": "attnrmt.sweep.spec.plan",
+}
+
+__getattr__, __dir__ = lazy_door(__name__, _EXPORTS)
 
 __all__ = [
     "AXES",
@@ -21,7 +37,9 @@ __all__ = [
     "ConfigError",
     "RunPlan",
     "SweepPlan",
+    "ValidConfig",
     "check_config",
     "load_config",
     "plan_run",
+    "validate_config",
 ]

@@ -60,6 +60,8 @@ __all__ = [
     "bulk_edges",
     "bulk_moments",
     "critical_u",
+    "critical_u_of_arrays",
+    "scalar_or_array",
 ]
 
 _BISECTION_STEPS = 64
@@ -69,7 +71,7 @@ _NEWTON_MAX_STEPS = 100
 _EDGE_BISECTION_STEPS = 130  # the (z2, z1) bracket can be ~1/delta wide when delta -> 0
 
 
-def _scalar_or_array(values: NDArray[np.float64]) -> np.float64 | NDArray[np.float64]:
+def scalar_or_array(values: NDArray[np.float64]) -> np.float64 | NDArray[np.float64]:
     """0-d arrays become numpy scalars; anything else is returned unchanged."""
     return values[()] if values.ndim == 0 else values
 
@@ -100,7 +102,7 @@ def _on_varying_axes(solver: Callable[[NDArray, NDArray], NDArray]) -> Callable:
 
 
 @_on_varying_axes
-def _critical_u(delta: NDArray, gamma: NDArray) -> NDArray:
+def critical_u_of_arrays(delta: NDArray, gamma: NDArray) -> NDArray:
     """Positive root ``u*`` of (H) by Newton from the right (validated float arrays).
 
     ``h`` is increasing and convex on ``u > 0`` with ``h(0) = -1``, and
@@ -252,7 +254,7 @@ def critical_u(delta: ArrayLike, gamma: ArrayLike) -> np.float64 | NDArray[np.fl
         ``u*`` with the broadcast shape.
     """
     delta_arr, gamma_arr = _ratios(delta, gamma)
-    return _scalar_or_array(_critical_u(delta_arr, gamma_arr).copy())
+    return scalar_or_array(critical_u_of_arrays(delta_arr, gamma_arr).copy())
 
 
 def bulk_edges(
@@ -283,16 +285,16 @@ def bulk_edges(
     """
     delta_arr, gamma_arr = _ratios(delta, gamma)
     delta_arr, gamma_arr = np.broadcast_arrays(delta_arr, gamma_arr)
-    upper = _f(_critical_u(delta_arr, gamma_arr), delta_arr, gamma_arr)
+    upper = _f(critical_u_of_arrays(delta_arr, gamma_arr), delta_arr, gamma_arr)
     lower = _lower_edge(delta_arr, gamma_arr).copy()
-    return _scalar_or_array(lower), _scalar_or_array(upper)
+    return scalar_or_array(lower), scalar_or_array(upper)
 
 
 def bulk_atom(delta: ArrayLike, gamma: ArrayLike) -> np.float64 | NDArray[np.float64]:
     """Mass of the atom at 0: ``max(0, 1 - 1/delta, 1 - 1/gamma)`` (docs/model.md, "Bulk law")."""
     delta_arr, gamma_arr = _ratios(delta, gamma)
     atom = np.maximum(np.maximum(1.0 - 1.0 / delta_arr, 1.0 - 1.0 / gamma_arr), 0.0)
-    return _scalar_or_array(atom)
+    return scalar_or_array(atom)
 
 
 def bulk_moments(
@@ -318,7 +320,7 @@ def bulk_moments(
         + gamma_arr**2
         + 3.0 * delta_arr * gamma_arr
     )
-    return _scalar_or_array(m1), _scalar_or_array(m2), _scalar_or_array(m3)
+    return scalar_or_array(m1), scalar_or_array(m2), scalar_or_array(m3)
 
 
 def _inside(x: NDArray, delta: NDArray, gamma: NDArray) -> tuple[NDArray, NDArray, NDArray]:
@@ -326,7 +328,7 @@ def _inside(x: NDArray, delta: NDArray, gamma: NDArray) -> tuple[NDArray, NDArra
     # edges on the (delta, gamma) shape only, then broadcast against x
     delta, gamma = np.broadcast_arrays(delta, gamma)
     lower = _lower_edge(delta, gamma)
-    upper = _f(_critical_u(delta, gamma), delta, gamma)
+    upper = _f(critical_u_of_arrays(delta, gamma), delta, gamma)
     x, lower, upper = np.broadcast_arrays(x, lower, upper)
     inside = (x > lower) & (x < upper) & (x > 0.0)
     return inside, lower, upper
@@ -363,7 +365,7 @@ def bulk_density(
         xs, ds, gs = x_b[inside], delta_b[inside], gamma_b[inside]
         root = _complex_root(xs, ds, gs)
         density[inside] = root.w.imag / (np.pi * xs)
-    return _scalar_or_array(density)
+    return scalar_or_array(density)
 
 
 def bulk_cdf(x: ArrayLike, delta: ArrayLike, gamma: ArrayLike) -> np.float64 | NDArray[np.float64]:
@@ -403,4 +405,4 @@ def bulk_cdf(x: ArrayLike, delta: ArrayLike, gamma: ArrayLike) -> np.float64 | N
         ]
         inner = 1.0 + (2.0 * imag_u - args[0] - args[1] - args[2]) / np.pi
         cdf[inside] = np.clip(inner, atom[inside], 1.0)
-    return _scalar_or_array(cdf)
+    return scalar_or_array(cdf)

@@ -27,7 +27,8 @@ import xarray as xr
 from numpy.typing import ArrayLike
 
 from attnrmt._validation import check_positive
-from attnrmt.contract import AXES, VARIANTS, with_variable_attrs
+from attnrmt.contract import ALL_AXES, TABLE_AXIS, VARIANTS, with_variable_attrs
+from attnrmt.model.table_laws import table_no_theory, validate_table
 from attnrmt.theory.bulk import bulk_atom, bulk_edges
 from attnrmt.theory.spike import mean_spike, spike
 
@@ -90,6 +91,7 @@ def predict(
     sigma: ArrayLike | xr.DataArray,
     centered: ArrayLike | xr.DataArray = True,
     variants: Sequence[str] = VARIANTS,
+    table: Mapping[str, Any] | str | None = None,
 ) -> xr.Dataset:
     """Every theory prediction of ``theory.zarr``, broadcast over the inputs' dimensions.
 
@@ -127,6 +129,10 @@ def predict(
     centered : DataArray or array_like of bool, default True
         Whether ``S`` is formed from centred vectors (the mean spike exists only when not).
     variants : sequence of str, default :data:`attnrmt.contract.VARIANTS`
+    table : str or dict, optional
+        Law of the table's entries (:func:`attnrmt.model.validate_table`; None:
+        ``gaussian``). Every law with ``E z^4 < inf`` gets the Gaussian predictions
+        (universality, ``docs/model.md``, "Table laws"); a heavier-tailed law gets none.
 
     Returns
     -------
@@ -136,13 +142,18 @@ def predict(
         dimensions (``variant`` last for :data:`VARIANT_VARIABLES`); ``alpha``, ``kappa``,
         ``sigma``, ``delta_effective``, ``gamma_effective`` keep their own. A point with a
         non-finite input or ``kappa <= 0`` (an absent cell) is NaN in every prediction.
-        Plain numbers give a dataset with only the ``variant`` dimension.
+        Plain numbers give a dataset with only the ``variant`` dimension. A non-Gaussian
+        ``table`` is named in ``attrs["table"]`` (canonical spec); one without theory
+        (:func:`attnrmt.model.table_no_theory`) is NaN in every prediction, with the reason
+        in ``attrs["no_theory"]``.
 
     Notes
     -----
     Time and memory O(grid points x variants), the size of the output; no replicate
     dimension is involved.
     """
+    law = validate_table(table)
+    no_theory = table_no_theory(law)
     given = {
         name: _as_dataarray(value)
         for name, value in (
@@ -164,6 +175,8 @@ def predict(
     uncentred = ~np.asarray(centred.transpose(*dims).values, dtype=bool)
     valid = np.all([np.isfinite(a) for a in arrays.values()], axis=0) & (arrays["kappa"] > 0)
     valid &= (arrays["delta"] > 0) & (arrays["gamma"] > 0) & (arrays["snr"] >= 0)
+    if no_theory is not None:  # a heavy-tailed table: no point has a prediction
+        valid &= False
     all_valid = bool(valid.all())
     # broadcast views stay views when every point is valid, so the bulk solvers (which
     # skip axes along which delta and gamma do not vary) run once per (delta, gamma)
@@ -205,11 +218,10 @@ def predict(
         name: xr.DataArray(np.stack(values, axis=-1), dims=(*dims, "variant"), coords=coords)
         for name, values in per_variant.items()
     }
-    pop_bulk_edge = on_grid(pop_bulk_edge)
     mean = mean_spike(d_, g_, safe["sigma"], k_)
     data_vars.update(
         {
-            "pop_bulk_edge": pop_bulk_edge,
+            "pop_bulk_edge": on_grid(pop_bulk_edge),
             "mean_spike_outlier": on_grid(masked(np.where(uncentred, mean.sample_outlier, np.nan))),
             "mean_spike_pop_outlier": on_grid(
                 masked(np.where(uncentred, mean.population_outlier, np.nan))
@@ -223,14 +235,19 @@ def predict(
         }
     )
     out = xr.Dataset(data_vars).assign_coords(variant=("variant", list(variants)))
-    return with_variable_attrs(out)
+    out = with_variable_attrs(out)
+    if law["kind"] != "gaussian":
+        out.attrs["table"] = law
+    if no_theory is not None:
+        out.attrs["no_theory"] = no_theory
+    return out
 
 
 # --------------------------------------------------------------------------- inputs
 
 
 def pooling_inputs(
-    T: Sequence[int],
+    T: Sequence[int] | np.ndarray,
     positional: Mapping[tuple[str, int], Any],
     weights: Mapping[tuple[str, int], Any],
 ) -> dict[str, xr.DataArray]:
@@ -262,7 +279,9 @@ def pooling_inputs(
 
 
 def ratio_inputs(
-    d: Sequence[int], delta: Sequence[float], gamma: Sequence[float]
+    d: Sequence[int] | np.ndarray,
+    delta: Sequence[float] | np.ndarray,
+    gamma: Sequence[float] | np.ndarray,
 ) -> dict[str, xr.DataArray]:
     """Effective ratios ``d/V``, ``d/N`` of the realised sizes on ``(d, delta, gamma)``.
 
@@ -286,28 +305,77 @@ def ratio_inputs(
     }
 
 
+def along_table_laws(predictions: xr.Dataset, laws: Mapping[str, Any]) -> xr.Dataset:
+    """``predictions`` (of a Gaussian table) on a ``table`` dimension of the laws ``laws``
+    (``{name: spec}``, in order; docs/data-contract.md, "Table laws").
+
+    Every variable with an ``snr`` dimension (the predictions) gets the ``table``
+    dimension, placed after ``weights`` (:data:`attnrmt.contract.ALL_AXES`): the Gaussian
+    values for a law with ``E z^4 < inf`` (universality), NaN for a law without theory;
+    the inputs (``alpha``, ``kappa``, ``sigma``, the effective ratios) keep their own
+    dimensions. The string variable ``no_theory`` along ``table`` says why a law has no
+    theory (:func:`attnrmt.model.table_no_theory`; ``''`` where it has one).
+    O(grid points x laws).
+    """
+    names = list(laws)
+    reasons = [table_no_theory(validate_table(laws[name])) or "" for name in names]
+    has_theory = xr.DataArray([not reason for reason in reasons], dims=TABLE_AXIS)
+    order = [*ALL_AXES, "variant"]
+    out = predictions.copy()
+    for name, variable in predictions.data_vars.items():
+        if "snr" not in variable.dims:
+            continue
+        spread = variable.expand_dims({TABLE_AXIS: len(names)}).where(has_theory)
+        dims = sorted(spread.dims, key=lambda dim: order.index(dim) if dim in order else len(order))
+        out[name] = spread.transpose(*dims).assign_attrs(variable.attrs)
+    out["no_theory"] = xr.DataArray(np.asarray(reasons, dtype=object), dims=TABLE_AXIS)
+    out = out.assign_coords({TABLE_AXIS: (TABLE_AXIS, np.asarray(names, dtype=object))})
+    return with_variable_attrs(out)
+
+
 def predict_grid(
-    axes: Mapping[str, Sequence[Any]],
+    axes: Mapping[str, Sequence[Any] | np.ndarray],
     positional: Mapping[tuple[str, int], Any],
     weights: Mapping[tuple[str, int], Any],
     variants: Sequence[str] = VARIANTS,
+    table: Mapping[str, Any] | str | None = None,
+    table_laws: Mapping[str, Any] | None = None,
 ) -> xr.Dataset:
     """:func:`predict` on a sweep's axes (the content of ``theory.zarr``).
 
     Parameters
     ----------
     axes : mapping axis -> coordinate values
-        Every axis of :data:`attnrmt.contract.AXES` (``positional``/``weights`` by name).
+        Every axis of :data:`attnrmt.contract.AXES` (``positional``/``weights`` by name),
+        and ``table`` (law names) in a sweep that sets it.
     positional, weights : mapping ``(name, T)`` -> spec
         As in :func:`pooling_inputs`.
+    table : str or dict, optional
+        Table law, as in :func:`predict` (None: ``gaussian``), of a grid without a
+        ``table`` axis.
+    table_laws : mapping name -> spec, optional
+        The spec of each law of the ``table`` axis (required with it):
+        :func:`along_table_laws`.
 
     Returns
     -------
     xarray.Dataset
-        Predictions on ``(*AXES, "variant")``; ``alpha``, ``kappa``, ``sigma`` on
-        ``(T, positional, weights)``; ``delta_effective``, ``gamma_effective`` on
-        ``(d, delta, gamma)``. O(grid points x variants) time and memory.
+        Predictions on ``(*AXES, "variant")`` (``table`` after ``weights`` where the axes
+        have it); ``alpha``, ``kappa``, ``sigma`` on ``(T, positional, weights)``;
+        ``delta_effective``, ``gamma_effective`` on ``(d, delta, gamma)``.
+        O(grid points x variants x laws) time and memory.
     """
+    if TABLE_AXIS in axes:
+        if table_laws is None:
+            raise ValueError("table_laws: required when axes has a 'table' axis")
+        gaussian = predict_grid(
+            {axis: values for axis, values in axes.items() if axis != TABLE_AXIS},
+            positional,
+            weights,
+            variants,
+        )
+        names = [str(name) for name in axes[TABLE_AXIS]]
+        return along_table_laws(gaussian, {name: table_laws[name] for name in names})
     ratios = ratio_inputs(axes["d"], axes["delta"], axes["gamma"])
     scalars = pooling_inputs(axes["T"], positional, weights)
     snr = xr.DataArray(
@@ -327,9 +395,10 @@ def predict_grid(
         scalars["sigma"],
         centered,
         variants,
+        table,
     )
     ordered = {
-        name: [d for d in (*AXES, "variant") if d in out[name].dims] for name in out.data_vars
+        name: [d for d in (*ALL_AXES, "variant") if d in out[name].dims] for name in out.data_vars
     }
     return out.assign({name: out[name].transpose(*dims) for name, dims in ordered.items()})
 
@@ -343,6 +412,7 @@ def predict_point(
     weights: Any,
     centered: bool = True,
     variants: Sequence[str] = VARIANTS,
+    table: Mapping[str, Any] | str | None = None,
 ) -> xr.Dataset:
     """:func:`predict` at one parameter point from model specs (``attnrmt theory``).
 
@@ -352,7 +422,9 @@ def predict_point(
     limit ``causal_limit(tau)``: the dataset's ``weights_substituted`` attribute then names
     the substitution (empty otherwise). The weight vector used is the ``pooling_weights``
     variable (dimension ``position``, 1-based). ``delta``, ``gamma`` are used as given (no
-    realised sizes: there is no ``d``).
+    realised sizes: there is no ``d``). ``table`` is the table law, as in :func:`predict`
+    (None: ``gaussian``; a non-Gaussian law adds ``table`` and, without theory,
+    ``no_theory`` to the attributes).
     """
     from attnrmt.model import (
         pooling_weights,
@@ -371,18 +443,22 @@ def predict_point(
     )
     point = {name: float(value.squeeze()) for name, value in scalars.items()}
     out = predict(
-        delta, gamma, snr, point["alpha"], point["kappa"], point["sigma"], centered, variants
+        delta, gamma, snr, point["alpha"], point["kappa"], point["sigma"], centered, variants, table
     )
     R = positional_correlation(positional_spec, int(T))
     w = pooling_weights(weights_spec, int(T), R)
     out["pooling_weights"] = xr.DataArray(
         np.asarray(w, dtype=float),
         dims="position",
-        attrs={"long_name": "pooling weights w_t used by the theory (dimensionless)", "units": "1"},
+        attrs={  # the data contract's form (docs/data-contract.md, "Units"): no units
+            "long_name": "pooling weight w_t",
+            "comment": "weights used by the theory (dimensionless)",
+        },
     )
     out = out.assign_coords(position=np.arange(1, int(T) + 1))
-    out["position"].attrs = {"long_name": "sequence position t (1-based)", "units": "1"}
+    out["position"].attrs = {"long_name": "position t", "comment": "1-based index in the sequence"}
     substituted = weights_spec.get("kind") == "causal_attention"
+    table_attrs = dict(out.attrs)  # predict's: the table law and why it has no theory
     out.attrs = {
         "positional": positional_spec,
         "weights": weights_spec,
@@ -392,6 +468,7 @@ def predict_point(
             if substituted
             else ""
         ),
+        **table_attrs,
     }
     return out
 
@@ -400,6 +477,7 @@ __all__ = [
     "COMMON_VARIABLES",
     "THEORY_VARIABLES",
     "VARIANT_VARIABLES",
+    "along_table_laws",
     "pooling_inputs",
     "predict",
     "predict_grid",

@@ -31,7 +31,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from attnrmt._validation import check_choice, check_finite_array, check_positive
 from attnrmt.contract import VARIANTS
-from attnrmt.theory.bulk import _critical_u, _scalar_or_array
+from attnrmt.theory.bulk import critical_u_of_arrays, scalar_or_array
 
 #: Bisection steps of :func:`theta_from_sample` (halves the bracket to machine precision).
 _BISECTION_STEPS = 100
@@ -113,7 +113,7 @@ def _outliers(theta: NDArray, delta: NDArray, gamma: NDArray, kappa: NDArray) ->
     with np.errstate(divide="ignore", invalid="ignore"):
         u = np.where(excess > 0.0, 1.0 / excess, np.nan)
         population_present = excess > np.sqrt(delta)  # u < 1/sqrt(delta)
-        sample_present = (excess > 0.0) & (u < _critical_u(delta, gamma))
+        sample_present = (excess > 0.0) & (u < critical_u_of_arrays(delta, gamma))
         lifted = (1.0 + u) * (1.0 + delta * u) / u
         population_outlier = np.where(population_present, kappa * lifted, np.nan)
         sample_outlier = np.where(sample_present, kappa * lifted * (1.0 + gamma * u), np.nan)
@@ -132,7 +132,7 @@ def _outliers(theta: NDArray, delta: NDArray, gamma: NDArray, kappa: NDArray) ->
 
 
 def _as_outliers(fields: dict) -> SpikeOutliers:
-    return SpikeOutliers(**{name: _scalar_or_array(value) for name, value in fields.items()})
+    return SpikeOutliers(**{name: scalar_or_array(value) for name, value in fields.items()})
 
 
 def spike_outliers(
@@ -223,7 +223,7 @@ def spike(
         fields["sample_overlap"] = fields["sample_overlap"] * alignment
 
     theta_population = delta_arr + np.sqrt(delta_arr)
-    theta_sample = delta_arr + 1.0 / _critical_u(delta_arr, gamma_arr)
+    theta_sample = delta_arr + 1.0 / critical_u_of_arrays(delta_arr, gamma_arr)
     with np.errstate(divide="ignore"):
         inverse_ratio = np.where(ratio > 0.0, 1.0 / np.where(ratio > 0.0, ratio, 1.0), np.inf)
     threshold_population = theta_population * inverse_ratio - bias
@@ -234,7 +234,7 @@ def spike(
     )
 
     def out(values: NDArray) -> Float:
-        return _scalar_or_array(np.broadcast_to(values, shape).copy())
+        return scalar_or_array(np.broadcast_to(values, shape).copy())
 
     return SpikePrediction(
         theta=out(theta),
@@ -279,7 +279,7 @@ def mean_spike(
 # --------------------------------------------------------------------------- inverse maps
 
 
-def critical_theta(delta: np.ndarray, gamma: np.ndarray, transition: str) -> np.ndarray:
+def critical_theta(delta: ArrayLike, gamma: ArrayLike, transition: str) -> np.ndarray:
     """Critical spike strength (units of kappa): ``delta + sqrt(delta)`` (population) or
     ``delta + 1/u*`` (sample), ``docs/model.md``, "Thresholds"."""
     delta = np.asarray(delta, dtype=float)
@@ -287,7 +287,7 @@ def critical_theta(delta: np.ndarray, gamma: np.ndarray, transition: str) -> np.
         return delta + np.sqrt(delta)
     if transition == "sample":
         gamma = np.asarray(gamma, dtype=float)
-        return delta + 1.0 / np.asarray(_critical_u(delta, gamma), dtype=float)
+        return delta + 1.0 / np.asarray(critical_u_of_arrays(delta, gamma), dtype=float)
     raise ValueError(f"transition={transition!r}: must be 'population' or 'sample'")
 
 
@@ -331,7 +331,7 @@ def theta_from_sample(
     ok = np.isfinite(x) & np.isfinite(delta) & np.isfinite(gamma)
     d_ = np.where(ok, delta, 1.0)
     g_ = np.where(ok, gamma, 1.0)
-    v_star = 1.0 / np.asarray(_critical_u(d_, g_), dtype=float)
+    v_star = 1.0 / np.asarray(critical_u_of_arrays(d_, g_), dtype=float)
 
     def g(v: np.ndarray) -> np.ndarray:
         return (v + 1.0) * (v + d_) * (v + g_) / (v * v)

@@ -1,0 +1,239 @@
+"""K-class sweeps: successive spike thresholds with CIs and per-spike comparisons against
+both theory variants (docs/model.md, "K-class spikes", "K-class thresholds";
+docs/thresholds.md for the estimator; docs/data-contract.md, "K-class sweeps").
+
+Each spike ``j`` of the pooled signal matrix has its own outlier through the same bulk
+maps, so the estimator of :mod:`attnrmt.analysis.thresholds` applies spike by spike:
+the ``(j+1)``-th largest eigenvalue of ``S`` (of ``Sigma_E`` for the population
+transition) is inverted to ``theta_hat_j`` (:func:`spike_theta_hat`), and
+:func:`attnrmt.analysis.thresholds.fit_threshold` fits the line of the detected points
+along ``snr`` and extrapolates it to ``theta_c``, with a percentile-bootstrap CI over
+replicates (:func:`spike_thresholds`). For balanced labels and non-``optimal`` weights
+``theta_j`` is exactly affine in ``snr`` (``Theta = snr X + delta J`` with ``J`` the
+identity on the range of ``B``), as the estimator assumes.
+
+Pure functions of the ``cells`` and ``theory`` datasets; O(curves x spikes x transitions
+x n_boot x snr x replicates).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import xarray as xr
+
+from attnrmt.analysis._common import effective_ratios, plain, replicate_mean_sem
+from attnrmt.analysis.thresholds import fit_threshold
+from attnrmt.contract import CURVE_AXES, TRANSITIONS, VARIANTS
+from attnrmt.theory.spike import critical_theta, theta_from_population, theta_from_sample
+
+__all__ = [
+    "classes_of",
+    "spike_comparison",
+    "spike_theta_hat",
+    "spike_threshold_dataset",
+    "spike_thresholds",
+]
+
+#: Measured quantity -> (cells variable, theory variable, variants it is compared with).
+#: An overlap is compared with the variant whose spike direction it is measured against
+#: (finite_vocab: the table's class means; paper: the true means, docs/model.md,
+#: "K-class spikes"); eigenvalues with both.
+_COMPARED = {
+    "sample_eigenvalue": ("top_eigenvalues", "spike_sample_eigenvalue", VARIANTS),
+    "pop_eigenvalue": ("pop_top_eigenvalues", "spike_pop_eigenvalue", VARIANTS),
+    "sample_overlap_table": ("spike_overlap_table", "spike_sample_overlap", ("finite_vocab",)),
+    "sample_overlap_signal": ("spike_overlap_signal", "spike_sample_overlap", ("paper",)),
+    "pop_overlap_table": ("spike_pop_overlap_table", "spike_pop_overlap", ("finite_vocab",)),
+    "pop_overlap_signal": ("spike_pop_overlap_signal", "spike_pop_overlap", ("paper",)),
+}
+
+
+def classes_of(dataset: xr.Dataset) -> dict[str, Any] | None:
+    """The ``classes`` attribute of a K-class sweep's store (``{"K", "means",
+    "means_name", "spikes"}``), None for a two-class sweep."""
+    text = dataset.attrs.get("classes")
+    return json.loads(text) if text else None
+
+
+def _on_spikes(cells: xr.Dataset, name: str, spikes: int) -> xr.DataArray:
+    """``cells[name]`` (top-k) restricted to ``k < spikes`` and renamed to ``spike``."""
+    values = cells[name].isel(k=slice(0, spikes))
+    return values.rename(k="spike").assign_coords(spike=np.arange(values.sizes["k"]))
+
+
+def spike_theta_hat(cells: xr.Dataset) -> xr.DataArray:
+    """Per-replicate ``theta_hat_j`` of every spike and both transitions: the ``j``-th
+    largest eigenvalue of ``Sigma_E`` (population) and of ``S`` (sample) through the
+    inverse bulk maps (:func:`attnrmt.theory.theta_from_population`,
+    :func:`attnrmt.theory.theta_from_sample`; at or inside the edge: ``theta_c``).
+
+    Returns
+    -------
+    xarray.DataArray
+        Dims of the cells' ``top_eigenvalues`` with ``k`` -> ``spike`` (the first
+        ``spikes`` entries), plus ``transition``.
+    """
+    classes = classes_of(cells)
+    if classes is None:
+        raise ValueError("spike_theta_hat: not a K-class sweep (no 'classes' attribute)")
+    spikes = int(classes["spikes"])
+    delta, gamma = effective_ratios(cells)
+    kappa = cells["kappa"]
+    pop = _on_spikes(cells, "pop_top_eigenvalues", spikes)
+    sam = _on_spikes(cells, "top_eigenvalues", spikes)
+    pop_theta = xr.apply_ufunc(theta_from_population, pop, delta, kappa)
+    sam_theta = xr.apply_ufunc(theta_from_sample, sam, delta, gamma, kappa)
+    out = xr.concat([pop_theta, sam_theta], dim="transition", join="outer")
+    return out.assign_coords(transition=list(TRANSITIONS))
+
+
+def _theory_at(values: np.ndarray, snr: np.ndarray, near: float) -> float:
+    """A theory threshold along one curve: its value at the swept ``snr`` nearest ``near``
+    (constant along the curve unless the weights are ``optimal``, which depend on snr)."""
+    if not np.isfinite(values).any():
+        return float("nan")
+    point = int(np.nanargmin(np.abs(snr - near))) if np.isfinite(near) else snr.size // 2
+    return float(values[point])
+
+
+def _at_curve(ratio: xr.DataArray, point: dict[str, Any]) -> float:
+    """A realised ratio of one curve (equal at every present cell of it; NaN if none)."""
+    values = np.asarray(ratio.sel({k: v for k, v in point.items() if k in ratio.dims}).values)
+    finite = values[np.isfinite(values)]
+    return float(finite[0]) if finite.size else float("nan")
+
+
+def spike_thresholds(
+    sweep: str,
+    cells: xr.Dataset,
+    theory: xr.Dataset,
+    *,
+    margin: float,
+    n_boot: int,
+    level: float,
+    seed: int,
+) -> pd.DataFrame:
+    """Successive thresholds: one estimate with CI (or bound) per curve, spike and
+    transition (module docstring), beside both variants' predictions.
+
+    Returns
+    -------
+    pandas.DataFrame
+        ``sweep``, the curve axes, ``spike``, ``transition``, ``estimate``, ``ci_low``,
+        ``ci_high``, ``bound`` (as in thresholds.csv), ``extrapolated``, ``n_detected``,
+        ``theta_critical``, ``paper``, ``finite_vocab`` (theory thresholds in snr) and
+        ``contains_paper`` / ``contains_finite_vocab`` (the CI or bound contains it).
+    """
+    theta = spike_theta_hat(cells)
+    delta, gamma = effective_ratios(cells)
+    snr = np.asarray(cells["snr"].values, dtype=float)
+    dims = [axis for axis in CURVE_AXES if axis in theta.dims]
+    theta = theta.transpose(*dims, "spike", "transition", "snr", "replicate")
+    rng = np.random.default_rng(seed)
+    rows = []
+    for index in np.ndindex(*(theta.sizes[dim] for dim in dims)):
+        point = {dim: plain(theta[dim].values[i]) for dim, i in zip(dims, index, strict=True)}
+        delta_eff, gamma_eff = (_at_curve(ratio, point) for ratio in (delta, gamma))
+        for spike in range(theta.sizes["spike"]):
+            for t_index, transition in enumerate(TRANSITIONS):
+                reps = theta.values[(*index, spike, t_index)]
+                if not np.isfinite(reps).any():
+                    continue
+                theta_c = float(critical_theta(delta_eff, gamma_eff, transition))
+                fit = fit_threshold(
+                    snr, reps, theta_c, margin=margin, n_boot=n_boot, level=level, rng=rng
+                )
+                row: dict[str, Any] = {
+                    "sweep": sweep,
+                    **point,
+                    "spike": spike,
+                    "transition": transition,
+                    **{key: fit[key] for key in ("estimate", "ci_low", "ci_high", "bound")},
+                    "extrapolated": fit["extrapolated"],
+                    "n_detected": fit["n_detected"],
+                    "theta_critical": theta_c,
+                }
+                name = f"spike_threshold_{transition}"
+                for variant in VARIANTS:
+                    along = theory[name].sel(point, method=None).sel(variant=variant, spike=spike)
+                    predicted = _theory_at(
+                        np.asarray(along.transpose("snr").values, dtype=float),
+                        np.asarray(along["snr"].values, dtype=float),
+                        fit["estimate"],
+                    )
+                    row[variant] = predicted
+                    row[f"contains_{variant}"] = bool(
+                        np.isfinite(predicted) and fit["ci_low"] <= predicted <= fit["ci_high"]
+                    )
+                rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def spike_comparison(sweep: str, cells: xr.Dataset, theory: xr.Dataset) -> pd.DataFrame:
+    """Replicate mean (and standard error) of every per-spike quantity of
+    :data:`_COMPARED` at every grid point, beside the variant(s) it is compared with.
+
+    Returns
+    -------
+    pandas.DataFrame
+        ``sweep``, the axes, ``spike``, ``quantity``, ``variant``, ``measured``, ``sem``,
+        ``theory``, ``rel_error`` (``|measured - theory| / |theory|``).
+    """
+    classes = classes_of(cells)
+    if classes is None:
+        return pd.DataFrame()
+    spikes = int(classes["spikes"])
+    frames = []
+    for quantity, (cell_name, theory_name, variants) in _COMPARED.items():
+        measured = (
+            _on_spikes(cells, cell_name, spikes) if "k" in cells[cell_name].dims
+            else cells[cell_name]
+        )  # fmt: skip
+        mean, sem, _ = replicate_mean_sem(measured)
+        for variant in variants:
+            predicted = theory[theory_name].sel(variant=variant, drop=True)
+            table = xr.Dataset({"measured": mean, "sem": sem, "theory": predicted})
+            frame = table.to_dataframe().reset_index()
+            frame = frame[[c for c in frame.columns if c in (*mean.dims, *table.data_vars)]]
+            frame.insert(0, "sweep", sweep)
+            frame["quantity"] = quantity
+            frame["variant"] = variant
+            with np.errstate(divide="ignore", invalid="ignore"):
+                frame["rel_error"] = (frame["measured"] - frame["theory"]).abs() / frame[
+                    "theory"
+                ].abs()
+            frames.append(frame)
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+#: Columns of :func:`spike_thresholds` stored in analysis.zarr, and their variable names.
+_STORED = {
+    "estimate": "spike_threshold_estimate",
+    "ci_low": "spike_threshold_ci_low",
+    "ci_high": "spike_threshold_ci_high",
+    "extrapolated": "spike_threshold_extrapolated",
+    "n_detected": "spike_threshold_n_detected",
+}
+
+
+def spike_threshold_dataset(table: pd.DataFrame, bound_codes: tuple[str, ...]) -> xr.Dataset:
+    """:func:`spike_thresholds` as analysis.zarr variables on ``(curve axes, spike,
+    transition)``: :data:`_STORED` and ``spike_threshold_bound`` (int8 codes of
+    ``bound_codes``, CF flags). O(rows)."""
+    if table.empty:
+        return xr.Dataset()
+    index = [c for c in (*CURVE_AXES, "spike", "transition") if c in table]
+    frame = table.set_index(index)
+    out = xr.Dataset.from_dataframe(frame[list(_STORED)]).rename(_STORED)
+    codes = frame["bound"].map({name: code for code, name in enumerate(bound_codes)})
+    bound = xr.DataArray.from_series(codes.astype(float)).fillna(bound_codes.index("failed"))
+    out["spike_threshold_bound"] = bound.astype(np.int8)
+    out["spike_threshold_bound"].attrs = {
+        "flag_values": list(range(len(bound_codes))),
+        "flag_meanings": " ".join(bound_codes),
+    }
+    return out

@@ -1,0 +1,482 @@
+"""Universality of the Gaussian theory across table laws (docs/model.md, "Table laws";
+docs/data-contract.md, "Tables").
+
+A sweep's table laws are its ``table`` axis (config key ``table``, docs/data-contract.md,
+"Table laws"; a sweep without it is gaussian, and a store written when a sweep had one law
+names it in its attributes). Each non-Gaussian law is compared point by point with the
+Gaussian cells on the same grid (every parameter column but ``table`` equal): those of its
+own sweep's ``gaussian`` law when it has one, else of any Gaussian sweep. Seven quantities:
+
+- ``bulk_ks``: KS distance of the bulk from ``kappa MP_delta [x] MP_gamma`` (its theory is 0);
+- ``population_outlier``, ``sample_outlier``, ``population_overlap``, ``sample_overlap``:
+  the rows of ``comparison.csv`` (replicate mean and standard error), against the Gaussian
+  sweep's ``finite_vocab`` prediction;
+- ``threshold_population``, ``threshold_sample``: the per-``d`` rows of ``thresholds.csv``
+  (estimate and CI, or a bound), against the Gaussian ``finite_vocab`` threshold.
+
+The *error* of a law is ``empirical - theory`` with the Gaussian theory (also for a law
+without theory, ``student_t`` with ``nu <= 4``: that is the prediction it would be given).
+At finite ``d`` the Gaussian cells have their own error (finite-size corrections), so the
+question "within Monte-Carlo error of the Gaussian theory" is answered by testing whether
+the law's cells and the Gaussian cells agree: a Welch two-sample t test per point (from
+mean, standard error and replicate count) for the first five quantities, a z test of the
+two threshold estimates (standard errors from the CI half-widths) or, for a bound, whether
+the two intervals overlap. The per-point p-values of one (law, quantity, d) are combined
+by Fisher's method (``-2 sum log p ~ chi2(2 k)``, the points are independent cells), and
+the combined p-value is compared with ``FAMILY_ALPHA / m`` (Bonferroni over the ``m``
+tests of the law), so a law that follows the Gaussian theory is called "differs" with
+probability at most :data:`FAMILY_ALPHA`.
+
+Everything here is a pure function of tables; O(rows) time.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import xarray as xr
+
+from attnrmt.analysis._common import replicate_mean_sem
+from attnrmt.contract import AXES, TABLE_AXIS
+
+#: Quantities of the universality study, in report order.
+UNIVERSALITY_QUANTITIES: tuple[str, ...] = (
+    "bulk_ks",
+    "population_outlier",
+    "sample_outlier",
+    "population_overlap",
+    "sample_overlap",
+    "threshold_population",
+    "threshold_sample",
+)
+
+#: Probability that a law following the Gaussian theory is called "differs" (Bonferroni
+#: over its tests).
+FAMILY_ALPHA = 0.01
+
+#: Theory variant the errors are measured against.
+REFERENCE_VARIANT = "finite_vocab"
+
+#: Parameter columns that identify a grid point (``snr`` absent for thresholds); the
+#: ``table`` axis is not one of them: it is the ``law`` compared.
+POINT_COLUMNS: tuple[str, ...] = AXES
+
+#: Columns of the per-point input rows (:func:`universality_inputs`).
+INPUT_COLUMNS: tuple[str, ...] = (
+    "sweep",
+    "law",
+    "kind",
+    "parameter",
+    "fourth_moment",
+    "quantity",
+    "empirical",
+    "empirical_sem",
+    "n",
+    "low",
+    "high",
+    "theory",
+    *POINT_COLUMNS,
+)
+
+#: Columns of universality.csv (:func:`universality_table`).
+UNIVERSALITY_COLUMNS: tuple[str, ...] = (
+    "law",
+    "sweep",
+    "kind",
+    "parameter",
+    "fourth_moment",
+    "quantity",
+    "d",
+    "n_points",
+    "mean_abs_error",
+    "gaussian_mean_abs_error",
+    "max_abs_z",
+    "p_value",
+    "alpha",
+    "consistent",
+)
+
+#: Columns of universality_verdict.csv (:func:`universality_verdict`).
+VERDICT_COLUMNS: tuple[str, ...] = (
+    "law",
+    "sweep",
+    "kind",
+    "parameter",
+    "fourth_moment",
+    "verdict",
+    "at_largest_d",
+    "differs",
+    "family",
+)
+
+_COMPARISON_QUANTITIES = (
+    "population_outlier",
+    "sample_outlier",
+    "population_overlap",
+    "sample_overlap",
+)
+_PARAMETER = {"student_t": "nu", "sparse": "p"}
+
+
+def sweep_laws(cells_attrs: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """``{name: canonical spec}`` of a sweep's table laws, in the order of its ``table``
+    axis, from its cells' attributes: the ``table`` entry of ``model_summary``
+    (docs/data-contract.md, "Table laws"), or a store written when a sweep had one law
+    (``table_name``, ``table_law``); ``{"gaussian": {"kind": "gaussian"}}`` for a sweep
+    that sets none. O(laws)."""
+    summary = json.loads(str(cells_attrs.get("model_summary", "{}")))
+    if summary.get(TABLE_AXIS):
+        return {str(name): dict(spec) for name, spec in summary[TABLE_AXIS].items()}
+    if "table_name" in cells_attrs:
+        return {str(cells_attrs["table_name"]): dict(json.loads(str(cells_attrs["table_law"])))}
+    return {"gaussian": {"kind": "gaussian"}}
+
+
+def _law_columns(name: str, law: Mapping[str, Any]) -> dict[str, Any]:
+    from attnrmt.model.table_laws import table_moments
+
+    kind = str(law["kind"])
+    parameter = law.get(_PARAMETER.get(kind, ""), np.nan)
+    return {
+        "law": name,
+        "kind": kind,
+        "parameter": float(parameter),
+        "fourth_moment": float(table_moments(law)[1]),
+    }
+
+
+def _bulk_ks_rows(analysis: xr.Dataset) -> pd.DataFrame:
+    """Replicate mean, standard error and count of ``bulk_ks`` per grid point."""
+    if "bulk_ks" not in analysis or "replicate" not in analysis["bulk_ks"].dims:
+        return pd.DataFrame()
+    ks = analysis["bulk_ks"]
+    mean, sem, n = replicate_mean_sem(ks)
+    frame = xr.Dataset({"empirical": mean, "empirical_sem": sem, "n": n})
+    frame = frame.drop_vars([c for c in frame.coords if c not in frame.dims])
+    rows = frame.to_dataframe().reset_index()
+    rows["theory"] = 0.0
+    return rows.assign(quantity="bulk_ks")
+
+
+def universality_inputs(
+    sweep: str,
+    cells_attrs: Mapping[str, Any],
+    comparison: pd.DataFrame,
+    thresholds: pd.DataFrame,
+    analysis: xr.Dataset,
+) -> pd.DataFrame:
+    """Per-point rows of one sweep for the universality comparison (:data:`INPUT_COLUMNS`).
+
+    ``comparison`` and ``thresholds`` are the sweep's rows of ``comparison.csv`` and
+    ``thresholds.csv`` (:func:`attnrmt.analysis.comparison.comparison_table`,
+    :func:`~attnrmt.analysis.comparison.thresholds_table`); ``analysis`` its
+    ``analysis.zarr`` (``bulk_ks`` per replicate). A row's ``law`` is its ``table``
+    coordinate (the sweep's only law where it has no ``table`` axis: :func:`sweep_laws`).
+    ``n`` is the replicate count (``cells_attrs["replicates"]``); ``low``/``high`` the
+    threshold CI or bound. O(rows).
+    """
+    laws = sweep_laws(cells_attrs)
+    replicates = int(cells_attrs.get("replicates", 0))
+    frames = []
+    if not comparison.empty:
+        rows = comparison[
+            comparison["quantity"].isin(_COMPARISON_QUANTITIES)
+            & (comparison["variant"] == REFERENCE_VARIANT)
+        ]
+        frames.append(rows.assign(n=replicates))
+    if not thresholds.empty:
+        rows = thresholds[thresholds["finite_size"] == "none"]
+        frames.append(
+            pd.DataFrame(
+                {
+                    "quantity": "threshold_" + rows["transition"].astype(str),
+                    "empirical": rows["estimate"],
+                    "low": rows["ci_low"],
+                    "high": rows["ci_high"],
+                    "theory": rows[f"theory_{REFERENCE_VARIANT}"],
+                    "n": replicates,
+                    **{c: rows[c] for c in (*POINT_COLUMNS, TABLE_AXIS) if c in rows},
+                }
+            )
+        )
+    frames.append(_bulk_ks_rows(analysis))
+    frames = [f for f in frames if not f.empty]
+    if not frames:
+        return pd.DataFrame(columns=list(INPUT_COLUMNS))
+    out = pd.concat(frames, ignore_index=True)
+    out["sweep"] = sweep
+    if TABLE_AXIS in out:
+        names = out[TABLE_AXIS].astype(str)
+    else:  # a sweep without a table axis: its one law
+        names = pd.Series(next(iter(laws)), index=out.index)
+    columns = pd.DataFrame([_law_columns(name, laws[name]) for name in laws])
+    out = out.drop(columns=[TABLE_AXIS], errors="ignore").assign(law=names.to_numpy())
+    out = out.merge(columns, on="law", how="left")
+    for column in INPUT_COLUMNS:
+        if column not in out:
+            out[column] = np.nan
+    return out.loc[:, list(INPUT_COLUMNS)]
+
+
+def welch_p_values(
+    mean_a: Any, sem_a: Any, n_a: Any, mean_b: Any, sem_b: Any, n_b: Any
+) -> np.ndarray:
+    """Two-sided p-values of Welch's t test that two means are equal, from the means,
+    standard errors and sample sizes (Welch-Satterthwaite degrees of freedom); NaN where an
+    input is missing or both errors are 0. O(points)."""
+    from scipy import stats
+
+    mean_a, sem_a, n_a, mean_b, sem_b, n_b = (
+        np.asarray(x, dtype=float) for x in (mean_a, sem_a, n_a, mean_b, sem_b, n_b)
+    )
+    va, vb = sem_a**2, sem_b**2
+    se = np.sqrt(va + vb)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t = (mean_a - mean_b) / se
+        df = (va + vb) ** 2 / (va**2 / (n_a - 1) + vb**2 / (n_b - 1))
+    p = 2.0 * stats.t.sf(np.abs(t), df)
+    return np.where(np.isfinite(t) & (se > 0) & np.isfinite(df), p, np.nan)
+
+
+def threshold_p_values(
+    law: pd.DataFrame, gaussian: pd.DataFrame, ci_level: float = 0.95
+) -> tuple[np.ndarray, np.ndarray]:
+    """``(p, z)`` of the threshold comparison per matched row: a two-sided z test of the two
+    estimates with standard errors ``(high - low) / (2 z_level)`` where both are estimated;
+    where one is only a bound, ``p`` is 1 if the intervals ``[low, high]`` overlap and 0
+    otherwise (``z`` NaN). O(rows)."""
+    from scipy import stats
+
+    z_level = float(stats.norm.ppf(0.5 + ci_level / 2.0))
+    est_l, est_g = law["empirical"].to_numpy(float), gaussian["empirical"].to_numpy(float)
+    low_l, high_l = law["low"].to_numpy(float), law["high"].to_numpy(float)
+    low_g, high_g = gaussian["low"].to_numpy(float), gaussian["high"].to_numpy(float)
+    with np.errstate(invalid="ignore"):
+        se = np.sqrt(
+            ((high_l - low_l) / (2 * z_level)) ** 2 + ((high_g - low_g) / (2 * z_level)) ** 2
+        )
+        z = (est_l - est_g) / se
+    estimated = np.isfinite(z) & (se > 0)
+    overlap = (low_l <= high_g) & (low_g <= high_l)
+    p = np.where(estimated, 2.0 * stats.norm.sf(np.abs(np.where(estimated, z, 0.0))), overlap)
+    return p.astype(float), np.where(estimated, z, np.nan)
+
+
+def fisher_combined(p_values: np.ndarray) -> float:
+    """Fisher's combined p-value of independent tests, ``chi2.sf(-2 sum log p, 2 k)``;
+    NaN entries are left out, NaN when none is left. O(k)."""
+    from scipy import stats
+
+    p = np.asarray(p_values, dtype=float)
+    p = p[np.isfinite(p)]
+    if p.size == 0:
+        return math.nan
+    with np.errstate(divide="ignore"):  # a p of 0 (a bound outside the interval): 0
+        statistic = -2.0 * np.sum(np.log(np.clip(p, 0.0, 1.0)))
+    return float(stats.chi2.sf(statistic, 2 * p.size))
+
+
+def _match(law: pd.DataFrame, gaussian: pd.DataFrame, keys: Sequence[str]) -> pd.DataFrame:
+    return law.merge(
+        gaussian.drop_duplicates(keys), on=list(keys), how="inner", suffixes=("", "_g")
+    )
+
+
+def universality_table(
+    inputs: pd.DataFrame, family_alpha: float = FAMILY_ALPHA, ci_level: float = 0.95
+) -> pd.DataFrame:
+    """Each non-Gaussian law against the Gaussian cells, per (law, quantity, d)
+    (:data:`UNIVERSALITY_COLUMNS`; module docstring).
+
+    ``mean_abs_error`` is the mean over matched points of ``|empirical - theory|`` with
+    the Gaussian sweep's theory, ``gaussian_mean_abs_error`` the same for the Gaussian
+    cells; ``p_value`` is Fisher's combination of the per-point tests, ``alpha`` the
+    Bonferroni level ``family_alpha / m`` (``m`` tests of the law) and ``consistent``
+    ``p_value >= alpha``. A law with no Gaussian sweep on its grid has no rows. O(rows).
+    """
+    if inputs.empty or not (inputs["kind"] == "gaussian").any():
+        return pd.DataFrame(columns=list(UNIVERSALITY_COLUMNS))
+    gaussian_rows = inputs[inputs["kind"] == "gaussian"]
+    rows = []
+    laws = inputs[inputs["kind"] != "gaussian"].groupby(["sweep", "law"], sort=False)
+    for (sweep, _), law_rows in laws:
+        own = gaussian_rows[gaussian_rows["sweep"] == sweep]  # its own sweep's, if any
+        gaussian = own if not own.empty else gaussian_rows
+        found = []
+        for quantity in UNIVERSALITY_QUANTITIES:
+            part = law_rows[law_rows["quantity"] == quantity]
+            if part.empty:
+                continue
+            keys = ["quantity", *[c for c in POINT_COLUMNS if part[c].notna().any()]]
+            matched = _match(part, gaussian[gaussian["quantity"] == quantity], keys)
+            for d, at_d in matched.groupby("d", sort=True):
+                theory = at_d["theory_g"].to_numpy(float)
+                error = at_d["empirical"].to_numpy(float) - theory
+                gaussian_error = at_d["empirical_g"].to_numpy(float) - theory
+                if quantity.startswith("threshold_"):
+                    gaussian_part = at_d[[c for c in at_d.columns if str(c).endswith("_g")]]
+                    p, z = threshold_p_values(
+                        at_d, gaussian_part.rename(columns=lambda c: str(c)[:-2]), ci_level
+                    )
+                else:
+                    p = welch_p_values(
+                        at_d["empirical"], at_d["empirical_sem"], at_d["n"],
+                        at_d["empirical_g"], at_d["empirical_sem_g"], at_d["n_g"],
+                    )  # fmt: skip
+                    with np.errstate(invalid="ignore", divide="ignore"):
+                        z = (at_d["empirical"] - at_d["empirical_g"]).to_numpy(float) / np.sqrt(
+                            at_d["empirical_sem"].to_numpy(float) ** 2
+                            + at_d["empirical_sem_g"].to_numpy(float) ** 2
+                        )
+                first = at_d.iloc[0]
+                found.append(
+                    {
+                        "law": first["law"],
+                        "sweep": sweep,
+                        "kind": first["kind"],
+                        "parameter": first["parameter"],
+                        "fourth_moment": first["fourth_moment"],
+                        "quantity": quantity,
+                        "d": d,
+                        "n_points": len(at_d),
+                        "mean_abs_error": _nanmean(np.abs(error)),
+                        "gaussian_mean_abs_error": _nanmean(np.abs(gaussian_error)),
+                        "max_abs_z": _nanmax(np.abs(z)),
+                        "p_value": fisher_combined(p),
+                    }
+                )
+        tested = [row for row in found if math.isfinite(row["p_value"])]
+        for row in found:  # a test without a p-value (no spread measured) is not counted
+            row["alpha"] = family_alpha / max(1, len(tested))
+            row["consistent"] = (
+                bool(row["p_value"] >= row["alpha"]) if math.isfinite(row["p_value"]) else None
+            )
+        rows += found
+    return pd.DataFrame(rows, columns=list(UNIVERSALITY_COLUMNS))
+
+
+def _nanmean(values: np.ndarray) -> float:
+    values = np.asarray(values, dtype=float)
+    values = values[np.isfinite(values)]
+    return float(values.mean()) if values.size else math.nan
+
+
+def _nanmax(values: np.ndarray) -> float:
+    values = np.asarray(values, dtype=float)
+    values = values[np.isfinite(values)]
+    return float(values.max()) if values.size else math.nan
+
+
+def _family_sentence(kind: str, laws: pd.DataFrame) -> str:
+    """``student_t (nu): within Monte-Carlo error for nu >= 10; differs from nu <= 5``."""
+    name = _PARAMETER[kind]
+    # order from the mildest law (Gaussian-like end) to the most extreme one
+    ordered = laws.sort_values("parameter", ascending=False)
+    holds = ordered["verdict"].str.startswith("within").to_numpy()
+    values = ordered["parameter"].to_numpy(float)
+    if holds.all():
+        return f"{kind} ({name}): within Monte-Carlo error for every {name} down to {values[-1]:g}"
+    first_break = int(np.argmax(~holds))
+    text = f"{kind} ({name}): differs from {name} <= {values[first_break]:g}"
+    if first_break > 0:
+        text = (
+            f"{kind} ({name}): within Monte-Carlo error for {name} >= "
+            f"{values[first_break - 1]:g}; differs from {name} <= {values[first_break]:g}"
+        )
+    if not holds[first_break:].any():
+        return text
+    return (
+        text
+        + " (not monotone: "
+        + ", ".join(
+            f"{name}={v:g} within"
+            for v, h in zip(values[first_break:], holds[first_break:], strict=True)
+            if h
+        )
+        + ")"
+    )
+
+
+def _failing_test(quantity: str, d: float, p_value: float, max_z: float) -> str:
+    """``sample_outlier@d=800 (p=1e-05, max|z|=4.2)``, or the bound's note."""
+    if math.isfinite(max_z):
+        return f"{quantity}@d={int(d)} (p={p_value:.2g}, max|z|={max_z:.2g})"
+    return f"{quantity}@d={int(d)} (a bound that excludes the Gaussian threshold)"
+
+
+def universality_verdict(table: pd.DataFrame) -> pd.DataFrame:
+    """One verdict per law (:data:`VERDICT_COLUMNS`) from :func:`universality_table`.
+
+    ``verdict`` is ``"within Monte-Carlo error of the Gaussian theory"`` when every
+    (quantity, d) test of the law is consistent, else ``"differs from the Gaussian
+    theory"``; ``at_largest_d`` names the quantities that differ at the largest ``d``
+    (``d=800: within`` when none: a finite-size departure); ``differs`` lists the failing
+    tests (``quantity@d=...``, smallest d first, ``|z|`` max in brackets). ``family``
+    (``student_t``, ``sparse``) says from which ``nu`` / ``p`` on the laws of that kind
+    differ, in order of the parameter. O(rows).
+    """
+    if table.empty:
+        return pd.DataFrame(columns=list(VERDICT_COLUMNS))
+    rows = []
+    for (sweep, _), part in table.groupby(["sweep", "law"], sort=False):
+        failing = part[part["consistent"].eq(False)].sort_values(["d", "quantity"])
+        differs = "; ".join(
+            _failing_test(str(quantity), float(d), float(p_value), float(max_z))
+            for quantity, d, p_value, max_z in zip(
+                failing["quantity"],
+                failing["d"],
+                failing["p_value"],
+                failing["max_abs_z"],
+                strict=True,
+            )
+        )
+        first = part.iloc[0]
+        largest = float(part["d"].max())
+        at_largest = sorted(failing.loc[failing["d"] == largest, "quantity"].astype(str))
+        rows.append(
+            {
+                "law": first["law"],
+                "sweep": sweep,
+                "kind": first["kind"],
+                "parameter": first["parameter"],
+                "fourth_moment": first["fourth_moment"],
+                "verdict": (
+                    "within Monte-Carlo error of the Gaussian theory"
+                    if failing.empty
+                    else "differs from the Gaussian theory"
+                ),
+                "at_largest_d": f"d={int(largest)}: "
+                + (", ".join(dict.fromkeys(at_largest)) if at_largest else "within"),
+                "differs": differs,
+                "family": "",
+            }
+        )
+    out = pd.DataFrame(rows, columns=list(VERDICT_COLUMNS))
+    for kind in _PARAMETER:
+        mask = out["kind"] == kind
+        if mask.any():
+            out.loc[mask, "family"] = _family_sentence(kind, out[mask])
+    return out
+
+
+__all__ = [
+    "FAMILY_ALPHA",
+    "INPUT_COLUMNS",
+    "POINT_COLUMNS",
+    "REFERENCE_VARIANT",
+    "UNIVERSALITY_COLUMNS",
+    "UNIVERSALITY_QUANTITIES",
+    "VERDICT_COLUMNS",
+    "fisher_combined",
+    "sweep_laws",
+    "threshold_p_values",
+    "universality_inputs",
+    "universality_table",
+    "universality_verdict",
+    "welch_p_values",
+]

@@ -1,0 +1,771 @@
+"""What a run is, and the whole run as one SLURM batch job: submit and log out.
+
+A run (``attnrmt run CONFIG``, :func:`attnrmt.run`; ``make run`` and the driver job call
+the first, so its steps are written once, in :func:`pipeline_commands`): validate the
+config, run Snakemake on the shipped workflow (:data:`attnrmt.workflow.SNAKEFILE`) with a
+workflow profile (``ATTNRMT_END_SUMMARY=later``) in the working directory (results under
+``./results/``), build the report (``snakemake --report results/<run>/report.html``),
+print the end summary (:func:`attnrmt.sweep.report.summary.run_summary`).
+
+:func:`execute_run` runs the Snakemake steps as child processes in their own session;
+their output goes to the run's log (``results/<run>/logs/run-<UTC time>.log``) and, split
+by :class:`attnrmt.run_output.OutputSplitter`, only our messages and errors (in full)
+reach the screen, under a live progress bar (:mod:`attnrmt.sweep.report.progress_bar`). With
+``signal_handlers`` (the command line) it forwards SIGINT, SIGTERM and SIGHUP (as SIGTERM)
+to the running step, once: Snakemake then stops within seconds, keeping what finished
+(:func:`attnrmt.sweep.run.cluster.stop_on_signals`), and the later steps are skipped.
+Without (:func:`attnrmt.run` in a notebook, whose kernel owns SIGINT) a
+:class:`KeyboardInterrupt` while a step runs is forwarded the same way.
+
+``attnrmt submit CONFIG`` (:func:`submit`) writes, under ``results/<run>/driver/`` (a 0700
+folder; files 0600, like the cluster credentials):
+
+- ``driver.sbatch``: the batch script (:func:`driver_script`): ``#SBATCH`` lines from
+  :class:`DriverRequest`, ``--signal=B:TERM@`` :data:`STOP_LEAD_SECONDS` so that the run
+  is told to stop before the walltime ends, and ``exec`` of ``attnrmt run`` (the batch
+  shell becomes the run: SLURM's signal reaches it);
+- ``driver.log``: the job's output, appended to by every submission;
+- ``job.json``: the job id, submission time, script, log and command.
+
+Before submitting it refuses when the run's last driver job is still queued or alive
+(:func:`active_driver`: one ``squeue``; concurrent submits take turns on a POSIX lock of
+``driver/.submit.lock``), so rerunning the command never starts a second driver; when
+that job is gone, the same command submits a new one, which resumes the run
+(finished cells are kept). SLURM's objection to the request (``sbatch --test-only``:
+a walltime above the partition's limit, more cores than any node has) is reported at once
+instead of a job that pends forever.
+
+Cost: O(1) files and three SLURM commands per submission; memory O(1).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import shlex
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from attnrmt.sweep.run.cluster import security, slurm
+
+DRIVER_DIRNAME = "driver"
+SCRIPT_FILENAME = "driver.sbatch"
+LOG_FILENAME = "driver.log"
+RECORD_FILENAME = "job.json"
+RESULTS_DIRNAME = "results"
+"""Where the Snakefile writes runs (``results/<run>/``, relative to the working directory)."""
+DEFAULT_PROFILE = "default"
+"""The shipped profile ``attnrmt run`` uses unless ``--profile`` names another
+(:func:`attnrmt.workflow.profile_path`)."""
+DEFAULT_DRIVER_CPUS = 2
+"""Cores of a driver job unless ``attnrmt submit --cpus-per-task`` says otherwise (enough
+for Snakemake with ``profiles/slurm`` or ``profiles/slurm-dask``; with ``profiles/default``
+the cells run inside the driver's allocation: ask for more)."""
+STOP_LEAD_SECONDS = 120
+"""SLURM sends SIGTERM to the driver this many seconds before its walltime ends (time for
+the run to stop and for Snakemake to release its lock)."""
+END_SUMMARY_VARIABLE = "ATTNRMT_END_SUMMARY"
+"""Set to ``later`` for the sweep step: the summary is printed after the report."""
+RUN_LOG_DIR = ("logs",)
+"""Where under ``results/<run>`` a run's log (every line Snakemake printed) is written."""
+
+
+# --------------------------------------------------------------------------- a run
+
+
+def snakemake_command(
+    config: str | os.PathLike[str],
+    profile: str | os.PathLike[str],
+    snakefile: str | os.PathLike[str] | None = None,
+    cores: int | str | None = None,
+    extra: Sequence[str] = (),
+) -> list[str]:
+    """Snakemake (``python -m snakemake`` of this interpreter: any venv, conda or pipx
+    install) on ``snakefile`` (default: the shipped workflow) with a config file and a
+    workflow profile; ``cores`` (``--cores``) only when given (else the profile decides)."""
+    from attnrmt.workflow import SNAKEFILE
+
+    command = [
+        sys.executable,
+        "-m",
+        "snakemake",
+        "--snakefile",
+        str(SNAKEFILE if snakefile is None else snakefile),
+    ]
+    if cores is not None:
+        command += ["--cores", str(cores)]
+    # targets and options before --configfile, which takes every file name after it
+    return [*command, *extra, "--workflow-profile", str(profile), "--configfile", str(config)]
+
+
+def pipeline_commands(
+    config: str | os.PathLike[str],
+    run_name: str,
+    profile: str | os.PathLike[str] = DEFAULT_PROFILE,
+    snakefile: str | os.PathLike[str] | None = None,
+    cores: int | str | None = None,
+) -> list[list[str]]:
+    """The Snakemake steps of a run: the sweep, then its report
+    (``results/<run>/report.html``). The config is validated before and the summary
+    printed after (:func:`execute_run`). ``profile``: a directory or a shipped profile's
+    name (:func:`attnrmt.workflow.profile_path`)."""
+    from attnrmt.workflow import profile_path
+
+    report = Path(RESULTS_DIRNAME) / run_name / "report.html"
+    folder = profile_path(profile)
+    return [
+        snakemake_command(config, folder, snakefile, cores),
+        snakemake_command(config, folder, snakefile, cores, ["--report", str(report)]),
+    ]
+
+
+FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+"""Signals :func:`run_steps` passes to the running step (SIGHUP as SIGTERM)."""
+
+
+@dataclass
+class _Forwarder:
+    """Forwards :data:`FORWARDED_SIGNALS` to the running child, once per signal received;
+    remembers the first."""
+
+    child: subprocess.Popen | None = None
+    received: int | None = None
+    previous: dict[int, Any] = field(default_factory=dict)
+
+    def __call__(self, signum: int, frame: Any) -> None:
+        if self.received is None:
+            self.received = signum
+        if self.child is not None and self.child.poll() is None:
+            # a closed terminal (SIGHUP) stops the run as cleanly as SIGTERM
+            self.child.send_signal(signal.SIGTERM if signum == signal.SIGHUP else signum)
+
+    def install(self) -> None:
+        for signum in FORWARDED_SIGNALS:
+            self.previous[signum] = signal.signal(signum, self)
+
+    def restore(self) -> None:
+        for signum, handler in self.previous.items():
+            signal.signal(signum, handler)
+        self.previous.clear()
+
+
+def _plain_line(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+@dataclass
+class StepOutput:
+    """Where a step's output goes: every line to ``log`` (binary, or None: nowhere),
+    the lines :attr:`splitter` keeps to ``show`` (all lines when ``splitter`` is None)."""
+
+    log: Any = None
+    show: Any = _plain_line
+    splitter: Any = None
+
+
+def _stream(child: subprocess.Popen, output: StepOutput, forwarder: _Forwarder) -> int:
+    """Copy the child's output line by line (module docstring) until it exits; its exit
+    code. A KeyboardInterrupt meanwhile (no handler installed) is forwarded as SIGINT."""
+    assert child.stdout is not None
+    while True:
+        try:
+            raw = child.stdout.readline()
+        except KeyboardInterrupt:
+            forwarder(signal.SIGINT, None)
+            continue
+        if not raw:
+            break
+        if output.log is not None:
+            output.log.write(raw)
+            output.log.flush()
+        line = raw.decode("utf-8", errors="replace").rstrip("\r\n")
+        shown = line if output.splitter is None else output.splitter.screen_line(line)
+        if shown is not None:
+            output.show(shown)
+    child.stdout.close()
+    while True:
+        try:
+            return child.wait()
+        except KeyboardInterrupt:
+            forwarder(signal.SIGINT, None)
+
+
+def run_steps(
+    commands: Sequence[Sequence[str]],
+    sweep_env: dict[str, str],
+    output: StepOutput | None = None,
+    signal_handlers: bool = True,
+) -> int:
+    """Run ``commands`` in order (the first with ``sweep_env`` added to the environment),
+    stopping at the first failure or signal; return the exit code (``128 + signal`` when
+    stopped by one and the child's code does not say otherwise).
+
+    Each child's stdout and stderr go through ``output`` (default: every line to stderr).
+    ``signal_handlers``: install the forwarder for :data:`FORWARDED_SIGNALS` (restored at
+    the end; main thread only); without, only a KeyboardInterrupt is forwarded.
+    """
+    return _run_steps(commands, sweep_env, output, signal_handlers)[0]
+
+
+def _run_steps(
+    commands: Sequence[Sequence[str]],
+    sweep_env: dict[str, str],
+    output: StepOutput | None,
+    signal_handlers: bool,
+) -> tuple[int, int | None]:
+    """:func:`run_steps` and the signal received (None: none)."""
+    output = StepOutput() if output is None else output
+    forwarder = _Forwarder()
+    if signal_handlers:
+        forwarder.install()
+    try:
+        for index, command in enumerate(commands):
+            env = {**os.environ, "PYTHONUNBUFFERED": "1", **(sweep_env if index == 0 else {})}
+            # own session: a Ctrl-C reaches the child once, through the forwarder
+            forwarder.child = subprocess.Popen(
+                list(command),
+                env=env,
+                start_new_session=True,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+            )
+            code = _stream(forwarder.child, output, forwarder)
+            if code < 0:  # ended by a signal (before its handlers were installed)
+                code = 128 - code
+            if forwarder.received is not None:
+                return (code if code != 0 else 128 + forwarder.received), forwarder.received
+            if code != 0:
+                return code, None
+        return 0, None
+    finally:
+        forwarder.restore()
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    """How a run ended: exit code, where its results and log are, the errors shown."""
+
+    code: int
+    run_dir: Path
+    log: Path
+    errors: tuple[str, ...]
+    interrupted: bool = False
+    """True when the run was stopped by a signal or a KeyboardInterrupt."""
+
+
+def run_log_path(run_dir: Path, started: float) -> Path:
+    """``results/<run>/logs/run-YYYYmmddTHHMMSSZ.log`` for a run started at ``started``."""
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(started))
+    return run_dir.joinpath(*RUN_LOG_DIR, f"run-{stamp}.log")
+
+
+def execute_run(
+    config: str | os.PathLike[str],
+    profile: str | os.PathLike[str] = DEFAULT_PROFILE,
+    snakefile: str | os.PathLike[str] | None = None,
+    cores: int | str | None = None,
+    display: Any = None,
+    signal_handlers: bool = True,
+    summary_stream: Any = None,
+) -> RunOutcome:
+    """Validate, sweep, report, summary (module docstring), showing the progress on
+    ``display`` (default :func:`attnrmt.sweep.report.progress_bar.choose_display`).
+
+    The summary goes to ``summary_stream`` (default stdout) after a successful run; after a
+    failed one, a line naming the exit code and the run's log. The config's warnings are
+    left to the caller (``attnrmt run`` prints them once, when validating).
+
+    Raises
+    ------
+    attnrmt.sweep.spec.config.ConfigError
+        An invalid config, or a run folder of another config file (before anything runs).
+    attnrmt.extras.MissingExtra
+        Snakemake (the ``workflow`` extra) is not installed.
+    """
+    from attnrmt.extras import require_extra
+    from attnrmt.sweep import plan_run
+    from attnrmt.sweep.run.locks import RunInProgress, hold_writer_lock, release_writer_lock
+    from attnrmt.sweep.spec.config import load_valid_config
+    from attnrmt.sweep.store.run_record import claim_run_dir
+    from attnrmt.workflow import profile_extras, profile_path
+
+    require_extra("workflow", "attnrmt run")
+    for extra in profile_extras(profile_path(profile)):
+        require_extra(extra, f"attnrmt run --profile {profile}")
+    valid = load_valid_config(Path(config))
+    run_plan = plan_run(valid.config, valid.sweeps)
+    commands = pipeline_commands(config, run_plan.run, profile, snakefile, cores)
+    run_dir = Path(RESULTS_DIRNAME) / run_plan.run
+    claim_run_dir(run_dir, Path(config), write=False)  # refused before any folder is made
+    started = time.time()
+    log_path = run_log_path(run_dir, started)
+    try:  # one writer for all the steps (attnrmt.sweep.run.locks)
+        hold_writer_lock(run_dir)
+    except RunInProgress as busy:
+        print(f"attnrmt run: {busy}", file=sys.stderr, flush=True)
+        return RunOutcome(1, run_dir, log_path, (str(busy),))
+    try:
+        return _execute_steps(
+            run_plan,
+            valid.warnings,
+            commands,
+            run_dir,
+            started,
+            log_path,
+            config,
+            display,
+            signal_handlers,
+            summary_stream,
+        )
+    finally:
+        release_writer_lock(run_dir)
+
+
+def _execute_steps(
+    run_plan: Any,
+    warnings: Sequence[str],
+    commands: Sequence[Sequence[str]],
+    run_dir: Path,
+    started: float,
+    log_path: Path,
+    config: str | os.PathLike[str],
+    display: Any,
+    signal_handlers: bool,
+    summary_stream: Any,
+) -> RunOutcome:
+    """:func:`execute_run`'s steps, with the run folder's writer lock held."""
+    from attnrmt.run_output import OutputSplitter, message_key
+    from attnrmt.sweep.report.progress_bar import ProgressTicker, choose_display
+    from attnrmt.sweep.report.summary import run_summary
+    from attnrmt.sweep.run.locks import writer_env
+
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    display = choose_display() if display is None else display
+    ticker = ProgressTicker(run_plan, run_dir, display)
+    splitter = OutputSplitter(seen={message_key(f"attnrmt: warning: {w}") for w in warnings})
+    ticker.message(f"attnrmt run: {run_plan.run!r} -> {run_dir}/; Snakemake's output: {log_path}")
+    ticker.start()
+    code, interrupted = 1, False
+    try:
+        with open(log_path, "ab") as log:
+            for index, command in enumerate(commands):
+                splitter.showing = True
+                if index == 1:
+                    splitter.steps_done = splitter.steps_total = splitter.rule = None
+                ticker.stage = "starting Snakemake" if index == 0 else "report"
+                log.write(f"$ {shlex.join(command)}\n".encode())
+                output = StepOutput(log, ticker.message, _StageSplitter(splitter, ticker, index))
+                env = {
+                    **writer_env(run_dir),
+                    **({END_SUMMARY_VARIABLE: "later"} if index == 0 else {}),
+                }
+                code, received = _run_steps([command], env, output, signal_handlers)
+                if code != 0:
+                    interrupted = received is not None
+                    break
+    except KeyboardInterrupt:  # pragma: no cover - forwarded in _stream
+        code, interrupted = 130, True
+    finally:
+        ticker.stage = "done" if code == 0 else "stopped" if interrupted else "failed"
+        ticker.stop()
+    stream = sys.stdout if summary_stream is None else summary_stream
+    if code == 0:
+        for line in run_summary(run_plan, RESULTS_DIRNAME, started, str(config)):
+            print(line, file=stream, flush=True)
+    elif interrupted:
+        ticker.message(
+            f"attnrmt run: {run_plan.run!r} stopped (exit {code}); finished "
+            f"cells are kept in {run_dir}/, the same command resumes; "
+            f"log {log_path}"
+        )
+    else:
+        ticker.message(
+            f"attnrmt run: {run_plan.run!r} failed (exit {code}); the errors "
+            f"are above, every line Snakemake printed is in {log_path}"
+        )
+    return RunOutcome(code, run_dir, log_path, tuple(splitter.error_lines), interrupted)
+
+
+@dataclass
+class _StageSplitter:
+    """The run's :class:`~attnrmt.run_output.OutputSplitter`, also telling the ticker
+    the stage (``step N/M rule``, or ``report``) after each line."""
+
+    splitter: Any
+    ticker: Any
+    index: int
+
+    def screen_line(self, line: str) -> str | None:
+        shown = self.splitter.screen_line(line)
+        stage = self.splitter.stage()
+        if self.index == 0 and stage is not None:
+            self.ticker.stage = stage
+        return shown
+
+
+def run_pipeline(
+    config: str | os.PathLike[str],
+    profile: str | os.PathLike[str] = DEFAULT_PROFILE,
+    snakefile: str | os.PathLike[str] | None = None,
+    cores: int | str | None = None,
+) -> int:
+    """``attnrmt run``: :func:`execute_run` with signal forwarding; the exit code.
+
+    Raises
+    ------
+    attnrmt.sweep.spec.config.ConfigError
+        An invalid config (before anything runs).
+    """
+    return execute_run(config, profile, snakefile, cores).code
+
+
+# --------------------------------------------------------------------------- driver job
+
+
+@dataclass(frozen=True)
+class DriverPaths:
+    """Files of a run's driver job (module docstring)."""
+
+    directory: Path
+    script: Path
+    log: Path
+    record: Path
+
+
+def driver_paths(run_dir: str | os.PathLike[str]) -> DriverPaths:
+    """``results/<run>/driver/`` and its files."""
+    directory = Path(run_dir) / DRIVER_DIRNAME
+    return DriverPaths(
+        directory,
+        directory / SCRIPT_FILENAME,
+        directory / LOG_FILENAME,
+        directory / RECORD_FILENAME,
+    )
+
+
+@dataclass(frozen=True)
+class DriverRequest:
+    """The driver job's own SLURM request; ``None`` leaves a value to the site's default.
+
+    The driver runs Snakemake (and, with ``profiles/default``, the Dask cluster computing
+    the cells inside its allocation); with ``profiles/slurm`` and ``profiles/slurm-dask``
+    the cells run in other jobs and a couple of cores suffice.
+    """
+
+    time: str | None = None
+    cpus_per_task: int | None = None
+    mem: str | None = None
+    partition: str | None = None
+    account: str | None = None
+    extra: tuple[str, ...] = ()
+    """More ``sbatch`` options, as written on sbatch's command line (``--qos=normal``)."""
+
+    def directives(self) -> list[str]:
+        """``--option=value`` of every value set, then :attr:`extra`."""
+        values = {
+            "time": self.time,
+            "cpus-per-task": self.cpus_per_task,
+            "mem": self.mem,
+            "partition": self.partition,
+            "account": self.account,
+        }
+        return [f"--{name}={value}" for name, value in values.items() if value is not None] + [
+            *self.extra
+        ]
+
+
+def driver_script(
+    run_command: Sequence[str], run_name: str, workdir: Path, log: Path, request: DriverRequest
+) -> str:
+    """The batch script of a driver job: ``#SBATCH`` lines, then ``exec`` of the run."""
+    directives = [
+        f"--job-name=attnrmt-{run_name}",
+        f"--chdir={workdir}",
+        f"--output={log}",
+        "--open-mode=append",
+        f"--signal=B:TERM@{STOP_LEAD_SECONDS}",
+        *request.directives(),
+    ]
+    lines = ["#!/bin/bash", *(f"#SBATCH {shlex.quote(item)}" for item in directives)]
+    lines += [
+        f"# attnrmt submit: the whole run {run_name!r} as one job. SLURM sends SIGTERM",
+        f"# {STOP_LEAD_SECONDS} s before the walltime; `exec` makes the run this shell's",
+        "# process, so the signal reaches it and it stops cleanly, keeping what finished.",
+        "# Rerun the same `attnrmt submit` command to resume.",
+        "set -eu",
+        'echo "attnrmt driver: job ${SLURM_JOB_ID:-?} on $(hostname), '
+        'started $(date -u +%Y-%m-%dT%H:%M:%SZ)"',
+        f"exec {shlex.join(run_command)}",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def run_command(
+    config: Path, profile: Path, snakefile: Path | None, cores: int | str | None
+) -> list[str]:
+    """``attnrmt run`` with this interpreter, absolute paths (the job's view)."""
+    command = [sys.executable, "-m", "attnrmt", "run", str(config), "--profile", str(profile)]
+    if snakefile is not None:
+        command += ["--snakefile", str(snakefile)]
+    if cores is not None:
+        command += ["--cores", str(cores)]
+    return command
+
+
+def read_driver_record(run_dir: str | os.PathLike[str]) -> dict[str, Any] | None:
+    """``results/<run>/driver/job.json``, or ``None`` when missing or unreadable."""
+    try:
+        record = json.loads(driver_paths(run_dir).record.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return record if isinstance(record, dict) and record.get("job_id") else None
+
+
+def driver_state(record: dict[str, Any]) -> slurm.JobState | None:
+    """The recorded driver job as squeue lists it, or ``None`` when it is gone (ended)."""
+    return slurm.job_states([str(record["job_id"])]).get(str(record["job_id"]))
+
+
+def active_driver(run_dir: str | os.PathLike[str]) -> tuple[dict[str, Any], slurm.JobState] | None:
+    """``(record, state)`` of the run's driver job while it is queued or alive, else None."""
+    record = read_driver_record(run_dir)
+    if record is None:
+        return None
+    state = driver_state(record)
+    return (record, state) if state is not None and state.active else None
+
+
+def job_start_time(job_id: str) -> str | None:
+    """When a job started (squeue ``%S``, the cluster's local time), or ``None``."""
+    done = subprocess.run(
+        ["squeue", "-h", "-j", str(job_id), "-o", "%S"],
+        capture_output=True,
+        text=True,
+        timeout=slurm.COMMAND_TIMEOUT_SECONDS,
+        check=False,
+    )
+    text = done.stdout.strip()
+    return text if done.returncode == 0 and text and text not in ("N/A", "Unknown") else None
+
+
+def follow_hint(config: str | os.PathLike[str], record: dict[str, Any]) -> str:
+    """How to follow and stop a driver job."""
+    return (
+        f"follow it with `attnrmt status {config}` (progress, ETA, driver job state) and "
+        f"`tail -f {record['log']}`; stop it with `scancel {record['job_id']}` "
+        "(finished cells are kept; the same submit command resumes)"
+    )
+
+
+def _utc(epoch: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(epoch))
+
+
+class DriverAlive(RuntimeError):
+    """The run's driver job is still queued or running: no second one is submitted."""
+
+
+def submit(
+    config: str | os.PathLike[str],
+    profile: str | os.PathLike[str] = DEFAULT_PROFILE,
+    request: DriverRequest | None = None,
+    snakefile: str | os.PathLike[str] | None = None,
+    cores: int | str | None = None,
+) -> dict[str, Any]:
+    """``attnrmt submit``: write the driver job's files and submit it; return its record.
+
+    Run in the workflow's working directory (the job runs there). O(1).
+
+    Raises
+    ------
+    attnrmt.sweep.spec.config.ConfigError
+        An invalid config, or a run folder that belongs to another config file.
+    DriverAlive
+        The run's last driver job is still queued or running (the message says which,
+        since when, and how to follow it).
+    ValueError
+        No ``sbatch`` here, or SLURM refuses the request (``sbatch --test-only``) or the
+        submission (nothing is queued).
+    """
+    from attnrmt.sweep.spec.config import load_valid_config
+    from attnrmt.sweep.store.run_record import claim_run_dir
+    from attnrmt.workflow import profile_path
+
+    valid = load_valid_config(config)
+    if shutil.which("sbatch") is None:
+        raise ValueError(
+            "sbatch not found: attnrmt submit needs SLURM's commands on PATH "
+            "(run it on a login node of the cluster)"
+        )
+    run_name = str(valid.config["run"])
+    run_dir = Path(RESULTS_DIRNAME) / run_name
+    claim_run_dir(run_dir, config)
+    paths = driver_paths(run_dir)
+    security.private_directory(paths.directory)
+    with _submission_lock(paths.directory):  # two submits at once: the second sees the first
+        refuse_if_alive(run_dir, run_name, config)
+        command = run_command(
+            Path(config).resolve(),
+            profile_path(profile).resolve(),
+            None if snakefile is None else Path(snakefile).resolve(),
+            cores,
+        )
+        script = driver_script(
+            command, run_name, Path.cwd(), paths.log.resolve(), request or DriverRequest()
+        )
+        write_driver_files(paths, script)
+        objection = slurm.dry_run_submission(script, paths.directory)
+        if objection is not None:
+            raise ValueError(f"SLURM cannot run the driver job ({paths.script}): {objection}")
+        record = {
+            "job_id": sbatch(paths.script),
+            "run": run_name,
+            "submitted": time.time(),
+            "host": socket.gethostname(),
+            "workdir": str(Path.cwd()),
+            "config": str(config),
+            "profile": str(profile),
+            "script": str(paths.script),
+            "log": str(paths.log),
+            "command": command,
+        }
+        security.write_private_file(paths.record, json.dumps(record, indent=1))
+    return record
+
+
+@contextlib.contextmanager
+def _submission_lock(directory: Path) -> Iterator[None]:
+    """An exclusive POSIX lock on ``directory/.submit.lock`` while a submit decides."""
+    descriptor = os.open(
+        directory / ".submit.lock", os.O_WRONLY | os.O_CREAT, security.PRIVATE_FILE_MODE
+    )
+    try:
+        fcntl.lockf(descriptor, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(descriptor)  # releases the lock
+
+
+def refuse_if_alive(run_dir: Path, run_name: str, config: str | os.PathLike[str]) -> None:
+    """Raise :class:`DriverAlive` when the run's driver job is queued or alive."""
+    alive = active_driver(run_dir)
+    if alive is None:
+        return
+    record, state = alive
+    started = job_start_time(state.job_id) if state.state == "RUNNING" else None
+    since = f" since {started}" if started else ""
+    raise DriverAlive(
+        f"driver job {record['job_id']} of run {run_name!r} is {state.state}{since} "
+        f"(submitted {_utc(record['submitted'])}); {follow_hint(config, record)}"
+    )
+
+
+def write_driver_files(paths: DriverPaths, script: str) -> None:
+    """The batch script (0600) and the log it appends to (created 0600 here, so that SLURM
+    appends to a private file instead of creating one with the default umask)."""
+    security.write_private_file(paths.script, script)
+    descriptor = os.open(
+        paths.log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, security.PRIVATE_FILE_MODE
+    )
+    os.close(descriptor)
+    os.chmod(paths.log, security.PRIVATE_FILE_MODE)
+
+
+def sbatch(script: Path) -> str:
+    """Submit a batch script (``sbatch --parsable``); its job id.
+
+    Raises
+    ------
+    ValueError
+        sbatch failed (its message).
+    """
+    done = subprocess.run(
+        ["sbatch", "--parsable", str(script)],
+        capture_output=True,
+        text=True,
+        timeout=slurm.COMMAND_TIMEOUT_SECONDS,
+        check=False,
+    )
+    job_id = done.stdout.strip().split(";")[0]
+    if done.returncode != 0 or not job_id:
+        raise ValueError(
+            f"sbatch {script} failed ({done.returncode}): {(done.stderr or done.stdout).strip()}"
+        )
+    return job_id
+
+
+def driver_status_line(run_dir: str | os.PathLike[str]) -> tuple[str, dict[str, Any]] | None:
+    """For ``attnrmt status``: one line on the run's driver job and its JSON form, or
+    ``None`` when the run has no driver record. One ``squeue``."""
+    record = read_driver_record(run_dir)
+    if record is None:
+        return None
+    try:
+        state = driver_state(record)
+        text = "not in the queue (ended; see its log)" if state is None else state.state
+        if state is not None and state.state == "PENDING":
+            text += f" ({state.reason})"
+        state_name = None if state is None else state.state
+    except (OSError, subprocess.SubprocessError):
+        text, state_name = "unknown (squeue unavailable here)", None
+    line = (
+        f"driver job {record['job_id']} (submitted {_utc(record['submitted'])}): {text}; "
+        f"log {record['log']}"
+    )
+    return line, {
+        "job_id": record["job_id"],
+        "state": state_name,
+        "log": record["log"],
+        "submitted": record["submitted"],
+    }
+
+
+__all__ = [
+    "DEFAULT_DRIVER_CPUS",
+    "DEFAULT_PROFILE",
+    "DRIVER_DIRNAME",
+    "END_SUMMARY_VARIABLE",
+    "FORWARDED_SIGNALS",
+    "LOG_FILENAME",
+    "RECORD_FILENAME",
+    "RESULTS_DIRNAME",
+    "RUN_LOG_DIR",
+    "SCRIPT_FILENAME",
+    "STOP_LEAD_SECONDS",
+    "DriverAlive",
+    "DriverPaths",
+    "DriverRequest",
+    "RunOutcome",
+    "StepOutput",
+    "active_driver",
+    "driver_paths",
+    "driver_script",
+    "driver_state",
+    "driver_status_line",
+    "execute_run",
+    "follow_hint",
+    "job_start_time",
+    "pipeline_commands",
+    "read_driver_record",
+    "refuse_if_alive",
+    "run_command",
+    "run_log_path",
+    "run_pipeline",
+    "run_steps",
+    "sbatch",
+    "snakemake_command",
+    "submit",
+    "write_driver_files",
+]

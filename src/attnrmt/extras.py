@@ -1,0 +1,50 @@
+"""Which optional extra a command needs, and the one message when it is missing.
+
+The base install (``pip install attnrmt``) reads results and computes the model and the
+theory. Running sweeps needs ``attnrmt[workflow]`` (Snakemake, the Dask cluster, figures,
+the report); clusters need ``attnrmt[hpc]`` (dask-jobqueue, Snakemake's SLURM executor);
+``attnrmt[all]`` is both. :func:`require_extra` raises :class:`MissingExtra` naming the
+extra and the pip command, so a command that needs one says so instead of failing deep
+inside with an ``ImportError``.
+
+Cost: one :func:`importlib.util.find_spec` per module of the extra (no import).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+
+EXTRA_MODULES: dict[str, tuple[str, ...]] = {
+    "workflow": ("snakemake", "distributed", "cryptography", "bokeh", "matplotlib", "pygments"),
+    "hpc": ("dask_jobqueue", "snakemake_executor_plugin_slurm"),
+}
+"""Importable modules each extra installs (pyproject.toml ``[project.optional-dependencies]``)."""
+
+
+class MissingExtra(ImportError):
+    """A command needs an optional extra that is not installed (the message says which
+    and how to install it)."""
+
+
+def missing_modules(extra: str) -> list[str]:
+    """Modules of ``extra`` (:data:`EXTRA_MODULES`) that cannot be imported here."""
+    return [name for name in EXTRA_MODULES[extra] if importlib.util.find_spec(name) is None]
+
+
+def require_extra(extra: str, needed_by: str) -> None:
+    """Raise :class:`MissingExtra` when a module of ``extra`` is missing.
+
+    ``needed_by`` names what needs it (``"attnrmt run"``), for the message::
+
+        attnrmt run needs the 'workflow' extra (snakemake, distributed not installed):
+        pip install 'attnrmt[workflow]'
+    """
+    missing = missing_modules(extra)
+    if missing:
+        raise MissingExtra(
+            f"{needed_by} needs the {extra!r} extra ({', '.join(missing)} not installed): "
+            f"pip install 'attnrmt[{extra}]'"
+        )
+
+
+__all__ = ["EXTRA_MODULES", "MissingExtra", "missing_modules", "require_extra"]

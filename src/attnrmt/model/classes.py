@@ -1,0 +1,997 @@
+"""K token classes: class means from a Gram matrix, label models over the classes, the
+pooled label moments, and one simulation cell (docs/model.md, "K classes").
+
+The vocabulary of ``V = K round(d / (K delta))`` tokens is split into ``K`` classes of
+``V/K`` tokens each: tokens ``k V/K .. (k+1) V/K - 1`` have class (label) ``k`` (0-based,
+``k = 0 .. K-1``). Class ``k`` has the mean ``mu_k`` with ``mu_k . mu_l = snr G_kl``
+(:func:`class_mean_gram`), realised as ``mu_k = sqrt(snr) sum_j F_kj e_j`` with
+``F F^T = G`` (:func:`class_mean_factor`), so the means live in the first ``K``
+coordinates. Row ``v`` of the table is ``e_v = mu_{k(v)} + z_v``, ``z_v ~ N(0, I_d)``.
+
+A label model is a dict ``{"kind": ..., **params}`` (:func:`validate_label_model`):
+
+========== ================================= ============================================
+kind       parameters                        law of the labels ``l_1 .. l_T``
+========== ================================= ============================================
+``iid``    ``p`` (K probabilities; default   independent, ``P(l_t = k) = p_k``
+           uniform)
+``prefix`` ``L`` (1 <= L <= T), ``p``        positions ``1..L`` share one label drawn from
+                                             ``p``, the others independent from ``p``
+``markov`` ``P`` (K x K row-stochastic) or   stationary chain: ``l_1`` from the unique
+           ``r`` (``P = r I + (1-r) 11^T/K``) stationary law ``pi``, then ``P``
+``custom`` ``sequences`` (m x T labels),     ``l`` is ``sequences[i]`` with probability
+           ``probabilities`` (m)             ``probabilities[i]``
+========== ================================= ============================================
+
+With ``K = 2``, ``means = "simplex"`` (``G = [[1, -1], [-1, 1]]``, means ``+-sqrt(snr) e_1``)
+and the label models ``iid`` (uniform), ``prefix`` (uniform) and ``markov`` (``r``), the
+cell draws the same table, tokens and labels as :func:`attnrmt.model.simulate_cell` with the
+sign models ``iid``, ``prefix`` and ``markov`` for the same seed (label 0 is sign +1), and
+measures the same quantities to rounding (``tests/model/test_classes.py``).
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, fields
+from typing import Any
+
+import numpy as np
+
+from attnrmt._validation import (
+    check_choice,
+    check_int,
+    check_numeric,
+    check_positive,
+    spec_dict,
+    split_model_spec,
+)
+from attnrmt.model._cell_steps import MAX_SNR, check_seed, readonly, sample_spectrum_from_samples
+from attnrmt.model._linalg import (
+    add_rank_one,
+    lower_gram,
+    spectrum_and_top_eigenvectors,
+    top_eigenpairs,
+)
+from attnrmt.model.cell import pool, squared_overlaps
+from attnrmt.model.readout import ridge_readout_accuracy_multiclass
+from attnrmt.model.table import TABLE_BLOCKS_PER_CLASS, child_seeds, helper_threads
+from attnrmt.model.weights import (
+    causal_attention_weights,
+    optimal_weights,
+    pooling_weights,
+    validate_weights,
+)
+
+MEANS_PRESETS = ("orthogonal", "simplex")
+LABEL_KINDS = ("iid", "prefix", "markov", "custom")
+#: Largest number of classes (labels are stored as int8).
+MAX_CLASSES = 127
+
+_LABEL_PARAMS = {
+    "iid": ("p",),
+    "prefix": ("L", "p"),
+    "markov": ("P", "r"),
+    "custom": ("sequences", "probabilities"),
+}
+# Entries of G, P, p and probabilities are O(1): absolute tolerances for rounding of
+# hand-written or computed numbers (a row of P summing to 1 - 1e-13 is a stochastic row).
+_SUM_ATOL = 1e-10
+_SYMMETRY_ATOL = 1e-10
+_PSD_RTOL = 1e-9
+# Semidefinite Cholesky: a pivot below this times the largest diagonal entry is zero.
+_PIVOT_RTOL = 1e-10
+# Eigenvalues of the signal matrix B below this times its largest are zero (its rank).
+_RANK_RTOL = 1e-10
+# Alternating maximisation of the top spike (optimal_class_weights): starts and stop rule.
+_OPTIMAL_STARTS = 3
+_OPTIMAL_MAX_STEPS = 500
+_OPTIMAL_RTOL = 1e-14
+
+
+# ------------------------------------------------------------------------------ means
+
+
+def class_mean_gram(means: str | Any, K: int) -> np.ndarray:
+    """The class-mean Gram matrix ``G`` (K x K, ``mu_k . mu_l = snr G_kl``)
+    (docs/model.md, "K-class model").
+
+    Parameters
+    ----------
+    means : {"orthogonal", "simplex"} or array_like (K, K)
+        ``orthogonal``: ``G = I`` (orthogonal means of norm ``sqrt(snr)``). ``simplex``:
+        ``G_kl = (K delta_kl - 1)/(K - 1)`` (centred unit means at equal angles, the
+        vertices of a regular simplex; ``K = 2`` gives ``+-mu``, the two-class model). An
+        array: any symmetric positive semidefinite matrix.
+    K : int >= 2
+
+    Raises
+    ------
+    ValueError
+        Unknown preset, wrong shape, not symmetric or not positive semidefinite.
+    """
+    K = check_int("K", K, minimum=2)
+    if isinstance(means, str):
+        check_choice("means", means, MEANS_PRESETS)
+        if means == "orthogonal":
+            return np.eye(K)
+        return (K * np.eye(K) - 1.0) / (K - 1)
+    G = check_numeric("means", means)
+    if G.shape != (K, K):
+        raise ValueError(f"means={means!r}: a Gram matrix must be {K} x {K} (K={K})")
+    scale = max(1.0, float(np.abs(G).max()))
+    if not np.allclose(G, G.T, rtol=0.0, atol=_SYMMETRY_ATOL * scale):
+        raise ValueError(f"means={means!r}: a Gram matrix must be symmetric")
+    G = 0.5 * (G + G.T)
+    smallest = float(np.linalg.eigvalsh(G)[0])
+    if smallest < -_PSD_RTOL * scale:
+        raise ValueError(
+            f"means={means!r}: a Gram matrix must be positive semidefinite "
+            f"(smallest eigenvalue {smallest:.3g})"
+        )
+    return G
+
+
+def class_mean_factor(G: np.ndarray) -> np.ndarray:
+    """Lower-triangular ``F`` with ``F F^T = G``: Cholesky for a positive semidefinite
+    ``G``, a pivot at rounding level (``_PIVOT_RTOL``) giving a zero column (for a PSD
+    matrix the rest of that column of the Schur complement vanishes too). Row ``k`` holds
+    the coordinates of ``mu_k / sqrt(snr)`` (docs/model.md, "K-class model"). ``simplex``
+    with ``K = 2`` gives ``F = [[1, 0], [-1, 0]]`` exactly. O(K^3).
+
+    Raises
+    ------
+    ValueError
+        When ``F F^T`` does not reproduce ``G`` (``G`` not positive semidefinite).
+    """
+    G = np.asarray(G, dtype=np.float64)
+    K = G.shape[0]
+    factor = np.zeros((K, K))
+    scale = max(float(np.max(np.diag(G))), 1e-300)
+    for j in range(K):
+        pivot = G[j, j] - factor[j, :j] @ factor[j, :j]
+        if pivot > _PIVOT_RTOL * scale:
+            factor[j, j] = np.sqrt(pivot)
+            factor[j + 1 :, j] = (G[j + 1 :, j] - factor[j + 1 :, :j] @ factor[j, :j]) / factor[
+                j, j
+            ]
+    if not np.allclose(factor @ factor.T, G, rtol=0.0, atol=1e-8 * scale):
+        raise ValueError(f"G={G!r}: not positive semidefinite (no factor F F^T = G)")
+    return factor
+
+
+# ---------------------------------------------------------------------- label models
+
+
+def _check_probabilities(name: str, value: Any, size: int) -> np.ndarray:
+    p = check_numeric(name, value)
+    if p.shape != (size,):
+        raise ValueError(f"{name}={value!r}: must be a list of length {size}")
+    if np.any(p < 0) or abs(float(p.sum()) - 1.0) > _SUM_ATOL:
+        raise ValueError(f"{name}={value!r}: must be non-negative and sum to 1")
+    return p
+
+
+def _floats(values: np.ndarray) -> list[Any]:
+    """Nested lists of plain floats (``-0.0`` -> ``0.0``)."""
+    return (np.asarray(values, dtype=np.float64) + 0.0).tolist()
+
+
+def _symmetric_transition(r: float, K: int) -> np.ndarray:
+    """``P = r I + (1 - r) 11^T / K``; the diagonal is ``(1 + (K-1) r)/K`` (for ``K = 2``
+    exactly the two-class model's keep probability ``(1 + r)/2``)."""
+    P = np.full((K, K), (1.0 - r) / K)
+    np.fill_diagonal(P, (1.0 + (K - 1) * r) / K)
+    return P
+
+
+def _stationary_law(P: np.ndarray) -> np.ndarray | None:
+    """The unique stationary law ``pi P = pi`` of a stochastic ``P``, or None when it is not
+    unique (eigenvalue 1 of ``P`` not simple). Exactly uniform for a doubly stochastic
+    ``P`` (column sums 1 to ``_SUM_ATOL``). O(K^3)."""
+    K = P.shape[0]
+    singular = np.linalg.svd(P.T - np.eye(K), compute_uv=False)
+    if K > 1 and singular[-2] <= 1e-9:
+        return None
+    if np.allclose(P.sum(axis=0), 1.0, rtol=0.0, atol=_SUM_ATOL):
+        return np.full(K, 1.0 / K)
+    system = np.vstack([P.T - np.eye(K), np.ones((1, K))])
+    pi = np.linalg.lstsq(system, np.concatenate([np.zeros(K), [1.0]]), rcond=None)[0]
+    pi = np.clip(pi, 0.0, None)
+    return pi / pi.sum()
+
+
+def validate_label_model(spec: Mapping[str, Any] | str, T: int, K: int) -> dict[str, Any]:
+    """Check a label model over ``K`` classes and return its canonical dict
+    (docs/model.md, "K-class label models"; module docstring).
+
+    Parameters
+    ----------
+    spec : dict or str
+        ``{"kind": ..., **params}``; a bare string is a kind with its defaults (``iid``
+        uniform).
+    T : int >= 1
+        Sequence length.
+    K : int in [2, MAX_CLASSES]
+        Number of classes.
+
+    Returns
+    -------
+    dict
+        Keys sorted; ``p`` always present for ``iid`` and ``prefix`` (uniform when not
+        given); ``markov`` keeps the ``r`` shorthand unexpanded; numbers as ``float``/``int``
+        and (nested) lists.
+
+    Raises
+    ------
+    ValueError
+        Naming the offending argument and value: unknown kind or parameter, ``L`` outside
+        ``1..T``, probabilities not a distribution, ``P`` not stochastic or without a
+        unique stationary law, ``r`` outside ``[-1/(K-1), 1)``, custom sequences not of
+        length ``T`` or with labels outside ``0..K-1``.
+    """
+    T = check_int("T", T, minimum=1)
+    K = check_int("K", K, minimum=2)
+    if K > MAX_CLASSES:
+        raise ValueError(f"K={K!r}: must be <= {MAX_CLASSES}")
+    kind, params = split_model_spec("labels", spec, _LABEL_PARAMS)
+    canonical: dict[str, Any] = {"kind": kind}
+    if kind in ("iid", "prefix"):
+        p = (
+            np.full(K, 1.0 / K)
+            if "p" not in params
+            else _check_probabilities("labels.p", params["p"], K)
+        )
+        canonical["p"] = _floats(p)
+        if kind == "prefix":
+            if "L" not in params:
+                raise ValueError(f"labels={spec_dict(spec)!r}: prefix needs 'L'")
+            L = check_int("labels.L", params["L"], minimum=1)
+            if L > T:
+                raise ValueError(f"labels.L={params['L']!r}: must be <= T={T}")
+            canonical["L"] = L
+    elif kind == "markov":
+        if ("P" in params) == ("r" in params):
+            raise ValueError(f"labels={spec_dict(spec)!r}: markov needs exactly one of 'P', 'r'")
+        if "r" in params:
+            r = check_numeric("labels.r", params["r"])
+            if r.ndim != 0 or not -1.0 / (K - 1) <= float(r) < 1.0:
+                raise ValueError(
+                    f"labels.r={params['r']!r}: must be a number in "
+                    f"[-1/(K-1), 1) = [{-1.0 / (K - 1):.6g}, 1) (K={K})"
+                )
+            canonical["r"] = float(r) + 0.0
+        else:
+            P = check_numeric("labels.P", params["P"])
+            if P.shape != (K, K):
+                raise ValueError(f"labels.P={params['P']!r}: must be a {K} x {K} matrix")
+            if np.any(P < 0) or not np.allclose(P.sum(axis=1), 1.0, rtol=0.0, atol=_SUM_ATOL):
+                raise ValueError(
+                    f"labels.P={params['P']!r}: rows must be probability "
+                    "distributions (non-negative, summing to 1)"
+                )
+            if _stationary_law(P) is None:
+                raise ValueError(
+                    f"labels.P={params['P']!r}: has no unique stationary law "
+                    "(the stationary start is not defined)"
+                )
+            canonical["P"] = _floats(P)
+    else:
+        if "sequences" not in params or "probabilities" not in params:
+            raise ValueError(
+                f"labels={spec_dict(spec)!r}: custom needs 'sequences' and 'probabilities'"
+            )
+        sequences = check_numeric("labels.sequences", params["sequences"])
+        if (
+            sequences.ndim != 2
+            or sequences.shape[1] != T
+            or sequences.shape[0] < 1
+            or np.any(sequences != np.round(sequences))
+            or np.any((sequences < 0) | (sequences > K - 1))
+        ):
+            raise ValueError(
+                f"labels.sequences={params['sequences']!r}: must be a non-empty "
+                f"list of length-{T} lists of labels in 0..{K - 1}"
+            )
+        probabilities = _check_probabilities(
+            "labels.probabilities", params["probabilities"], sequences.shape[0]
+        )
+        canonical["sequences"] = sequences.astype(int).tolist()
+        canonical["probabilities"] = _floats(probabilities)
+    return dict(sorted(canonical.items()))
+
+
+def transition_matrix(spec: Mapping[str, Any], K: int) -> np.ndarray:
+    """``P`` (K x K) of a ``markov`` label model (``r`` expanded, module docstring)."""
+    if "r" in spec:
+        return _symmetric_transition(float(spec["r"]), K)
+    return np.asarray(spec["P"], dtype=np.float64)
+
+
+def label_pair_law(spec: Mapping[str, Any] | str, T: int, K: int) -> np.ndarray:
+    """Exact pair law ``C[t, s, k, l] = P(l_t = k, l_s = l)``, shape (T, T, K, K)
+    (docs/model.md, "K-class label models"); ``C[t, t]`` is ``diag(p_t)`` (the marginal
+    law at ``t``, :func:`label_marginals`).
+
+    * ``iid``: ``p p^T`` off the diagonal of positions;
+    * ``prefix``: ``diag(p)`` for ``t, s <= L`` (one shared label), ``p p^T`` otherwise;
+    * ``markov``: ``diag(pi) P^(s - t)`` for ``s >= t``, its transpose for ``s < t``;
+    * ``custom``: ``sum_i probabilities_i 1[seq_i,t = k] 1[seq_i,s = l]``.
+
+    O(T^2 K^2) memory, O(T K^3 + T^2 K^2) time (O(m T^2 K^2) for ``custom``).
+    """
+    spec = validate_label_model(spec, T, K)
+    kind = spec["kind"]
+    if kind == "custom":
+        sequences = np.asarray(spec["sequences"])
+        one_hot = (sequences[:, :, None] == np.arange(K)).astype(np.float64)  # (m, T, K)
+        return np.einsum("i,itk,isl->tskl", np.asarray(spec["probabilities"]), one_hot, one_hot)
+    if kind == "markov":
+        P = transition_matrix(spec, K)
+        pi = _stationary_law(P)
+        assert pi is not None  # validated
+        powers = [np.eye(K)]
+        for _ in range(T - 1):
+            powers.append(powers[-1] @ P)
+        pairs = np.empty((T, T, K, K))
+        for t, s in itertools.product(range(T), repeat=2):
+            forward = pi[:, None] * powers[abs(s - t)]  # P(l_min = k, l_max = l)
+            pairs[t, s] = forward if s >= t else forward.T
+        return pairs
+    p = np.asarray(spec["p"], dtype=np.float64)
+    pairs = np.broadcast_to(np.outer(p, p), (T, T, K, K)).copy()
+    shared = spec["L"] if kind == "prefix" else 1
+    pairs[:shared, :shared] = np.diag(p)
+    pairs[np.arange(T), np.arange(T)] = np.diag(p)
+    return pairs
+
+
+def label_marginals(pairs: np.ndarray) -> np.ndarray:
+    """``p[t, k] = P(l_t = k)`` (T, K): the diagonals of ``C[t, t]``."""
+    return np.einsum("ttkk->tk", pairs)
+
+
+def labels_are_balanced(pairs: np.ndarray) -> bool:
+    """Whether every position's label is uniform over the ``K`` classes (to ``_SUM_ATOL``):
+    the condition under which the K-class theory holds (docs/model.md, "K-class population
+    covariance")."""
+    K = pairs.shape[-1]
+    return bool(np.allclose(label_marginals(pairs), 1.0 / K, rtol=0.0, atol=_SUM_ATOL))
+
+
+def _categorical(p: np.ndarray, shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
+    """Independent labels from ``p``: uniform ``p`` (all entries equal) as
+    ``K - 1 - integers(0, K)`` in int8 (for ``K = 2`` the draws of the two-class model's
+    fair signs, label 0 = sign +1), otherwise by inverting the cumulative law of
+    ``rng.random``."""
+    K = p.size
+    if np.all(p == p[0]):
+        return (K - 1 - rng.integers(0, K, size=shape, dtype=np.int8)).astype(np.int8)
+    found = np.searchsorted(np.cumsum(p), rng.random(shape), side="right")
+    return np.minimum(found, K - 1).astype(np.int8)
+
+
+def _markov_steps(first: np.ndarray, P: np.ndarray, uniforms: np.ndarray) -> np.ndarray:
+    """Chain from ``first`` (n,) with one uniform a step (n, T-1): from state ``k`` the next
+    state is ``k`` when ``u < P_kk``, otherwise the other states in ascending order by the
+    rest of ``u`` (exactly the law ``P``; for ``K = 2`` the two-class model's
+    keep-with-probability rule). O(n T K)."""
+    K = P.shape[0]
+    order = np.array([[k, *(j for j in range(K) if j != k)] for k in range(K)])
+    cumulative = np.cumsum(np.take_along_axis(P, order, axis=1), axis=1)
+    labels = np.empty((first.size, uniforms.shape[1] + 1), dtype=np.int8)
+    labels[:, 0] = first
+    for step in range(uniforms.shape[1]):
+        current = labels[:, step]
+        position = np.sum(uniforms[:, step, None] >= cumulative[current], axis=1)
+        labels[:, step + 1] = order[current, np.minimum(position, K - 1)]
+    return labels
+
+
+def sample_labels(
+    spec: Mapping[str, Any] | str, T: int, K: int, n: int, rng: np.random.Generator
+) -> np.ndarray:
+    """Draw ``n`` label sequences (n, T) of int8 in ``0..K-1`` (docs/model.md, "K-class
+    label models"), vectorised over ``n`` (``markov`` loops over the ``T - 1`` steps).
+
+    ``iid``: one categorical draw per position (:func:`_categorical`). ``prefix``: all
+    positions iid, then one shared label per sequence over ``1..L`` (the two-class
+    model's order). ``markov``: ``l_1`` from the stationary law (uniform for a doubly
+    stochastic ``P``), then one uniform a step (:func:`_markov_steps`). ``custom``: an
+    index ``i`` per sequence with ``rng.choice``. O(n T) time and memory.
+    """
+    spec = validate_label_model(spec, T, K)
+    n = check_int("n", n, minimum=0)
+    kind = spec["kind"]
+    if kind == "custom":
+        sequences = np.asarray(spec["sequences"], dtype=np.int8)
+        index = rng.choice(sequences.shape[0], size=n, p=np.asarray(spec["probabilities"]))
+        return sequences[index]
+    if kind == "markov":
+        P = transition_matrix(spec, K)
+        pi = _stationary_law(P)
+        assert pi is not None  # validated
+        first = _categorical(pi, (n, 1), rng)[:, 0]
+        return _markov_steps(first, P, rng.random((n, T - 1)))
+    p = np.asarray(spec["p"], dtype=np.float64)
+    labels = _categorical(p, (n, T), rng)
+    if kind == "prefix":
+        labels[:, : spec["L"]] = _categorical(p, (n, 1), rng)
+    return labels
+
+
+# ------------------------------------------------------------------- pooled moments
+
+
+def pooled_label_moments(
+    w: np.ndarray, pairs: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Moments of the pooled label histogram ``Y = sum_t w_t e_{l_t}`` (docs/model.md,
+    "Pooled signal matrix"): its mean ``sum_t w_t p_t`` (K,), its second moment
+    ``E[Y Y^T] = sum_{t,s} w_t w_s C_ts`` (K, K), and the class noise weights
+    ``q_k = sum_t w_t^2 p_t(k)`` (K,; they sum to ``kappa``). O(T^2 K^2).
+    """
+    marginals = label_marginals(pairs)
+    second = np.einsum("t,s,tskl->kl", w, w, pairs)
+    return w @ marginals, 0.5 * (second + second.T), (w * w) @ marginals
+
+
+def signal_matrix(w: np.ndarray, pairs: np.ndarray, centered: bool = True) -> np.ndarray:
+    """The pooled signal matrix ``B`` (K x K; docs/model.md, "Pooled signal matrix"):
+    ``A = Cov(Y) = sum_{t,s} w_t w_s (C_ts - p_t p_s^T)`` for centred ``S`` and the second
+    moment ``E[Y Y^T] = A + E[Y] E[Y]^T`` for uncentred ``S``. ``alpha`` of the two-class
+    model generalised: for ``K = 2`` and balanced labels ``A = (alpha / 2) J`` with
+    ``J = I - 11^T/2``. O(T^2 K^2)."""
+    mean, second, _ = pooled_label_moments(np.asarray(w, dtype=np.float64), pairs)
+    return second - np.outer(mean, mean) if centered else second
+
+
+def _psd_sqrt(matrix: np.ndarray) -> np.ndarray:
+    """Symmetric square root of a symmetric positive semidefinite matrix (eigenvalues
+    clipped at 0). O(K^3)."""
+    values, vectors = np.linalg.eigh(0.5 * (matrix + matrix.T))
+    return (vectors * np.sqrt(np.clip(values, 0.0, None))) @ vectors.T
+
+
+def _top_spike(weights: np.ndarray, projected: np.ndarray) -> tuple[float, np.ndarray]:
+    """``max_x x^T A~(w) x`` and its unit ``x``, ``A~(w) = sum w_t w_s D~_ts``."""
+    values, vectors = np.linalg.eigh(np.einsum("t,tskl,s->kl", weights, projected, weights))
+    return float(values[-1]), vectors[:, -1]
+
+
+def optimal_class_weights(pairs: np.ndarray, mean_gram: np.ndarray) -> np.ndarray:
+    """Pooling that maximises the top spike strength ``theta_1(w)`` (docs/model.md,
+    "K-class optimal weights").
+
+    With ``A(w) = sum_{t,s} w_t w_s D_ts`` (``D_ts = C_ts - p_t p_s^T``) and the centred
+    class-mean Gram ``H = J mean_gram J``, ``kappa theta_1 = lambda_max(H^(1/2) A(w)
+    H^(1/2))``, so ``theta_1 = max over unit w, x of (w (x) x)^T D~ (w (x) x)`` with the
+    blocks ``D~_ts = H^(1/2) D_ts H^(1/2)``: a biquadratic form. It is maximised by
+    alternating the two exact partial maximisations (``w`` = top eigenvector of
+    ``R^(x)_ts = x^T D~_ts x``, ``x`` = top eigenvector of ``A~(w)``; each step can only
+    increase ``theta_1``) from the top singular pairs of the top ``_OPTIMAL_STARTS``
+    eigenvectors of the ``TK x TK`` matrix ``D~`` (whose top eigenvalue bounds
+    ``theta_1``; when its top eigenvector has rank one, e.g. for ``K = 2`` or
+    class-exchangeable laws where ``D_ts = R_ts J/K``, the start is the maximum). The
+    result is :func:`attnrmt.model.optimal_weights` of ``R^(x)`` at the best ``x`` (unit
+    norm, ``sum(w) > 0``, the ties of a degenerate top eigenvalue broken as there): for
+    ``D_ts = R_ts J/K`` that is the two-class ``optimal`` of ``R``. O(T^3 K^3 + steps
+    (T^3 + T^2 K^2)).
+
+    Parameters
+    ----------
+    pairs : ndarray (T, T, K, K)
+        Label pair law (:func:`label_pair_law`).
+    mean_gram : ndarray (K, K)
+        The class-mean Gram the spike sees, ``snr G + K delta I`` in the finite-vocabulary
+        theory (docs/model.md, "K-class spikes"); only its centred part matters.
+    """
+    T, K = pairs.shape[0], pairs.shape[-1]
+    marginals = label_marginals(pairs)
+    centred_pairs = pairs - np.einsum("tk,sl->tskl", marginals, marginals)
+    J = np.eye(K) - 1.0 / K
+    root = _psd_sqrt(J @ mean_gram @ J)
+    projected = np.einsum("ka,tsab,bl->tskl", root, centred_pairs, root)
+    _, big_vectors = np.linalg.eigh(projected.transpose(0, 2, 1, 3).reshape(T * K, T * K))
+    best_value, best_x = -np.inf, np.zeros(K)
+    for column in range(1, min(_OPTIMAL_STARTS, T * K) + 1):
+        left, _, right = np.linalg.svd(big_vectors[:, -column].reshape(T, K))
+        w, x = left[:, 0], right[0]
+        value = -np.inf
+        for _ in range(_OPTIMAL_MAX_STEPS):
+            w = np.linalg.eigh(np.einsum("k,tskl,l->ts", x, projected, x))[1][:, -1]
+            new_value, x = _top_spike(w, projected)
+            converged = new_value - value <= _OPTIMAL_RTOL * max(abs(new_value), 1e-300)
+            value = new_value
+            if converged:
+                break
+        if value > best_value:
+            best_value, best_x = value, x
+    return optimal_weights(np.einsum("k,tskl,l->ts", best_x, projected, best_x))
+
+
+def class_pooling_weights(
+    weights: Mapping[str, Any] | str, T: int, pairs: np.ndarray, mean_gram: np.ndarray
+) -> np.ndarray:
+    """The weight vector ``w`` (T,) of a weights spec for a K-class label law: ``optimal``
+    is :func:`optimal_class_weights` (needs ``pairs`` and ``mean_gram``), every other kind
+    is :func:`attnrmt.model.pooling_weights` (``causal_attention``: its deterministic
+    limit ``causal_limit(tau)``) (docs/model.md, "Weights", "K-class optimal weights")."""
+    spec = validate_weights(weights, T)
+    if spec["kind"] == "optimal":
+        return optimal_class_weights(pairs, mean_gram)
+    return pooling_weights(spec, T)
+
+
+def class_theory_inputs(
+    labels: Mapping[str, Any] | str,
+    weights: Mapping[str, Any] | str,
+    T: int,
+    K: int,
+    means: str | Any,
+    snr: float,
+    delta: float,
+    centered: bool = True,
+) -> dict[str, Any]:
+    """What :mod:`attnrmt.theory.classes` takes, from model specs (docs/model.md,
+    "K classes"): ``{"signal_matrix": B, "kappa", "sigma", "weights": w, "gram": G}``.
+
+    ``optimal`` weights maximise the finite-vocabulary top spike at ``snr``, ``delta``
+    (:func:`optimal_class_weights` with ``snr G + K delta I``), as in
+    :func:`simulate_classes_cell` (which uses the realised ``d/V``). O(T^2 K^2 + T^3 K^3).
+
+    Raises
+    ------
+    ValueError
+        For an invalid spec, and for unbalanced labels (some position's label not uniform
+        over the classes): the theory's bulk is then not ``MP_delta`` (docs/model.md,
+        "K-class population covariance").
+    """
+    K = check_int("K", K, minimum=2)
+    G = class_mean_gram(means, K)
+    pairs = label_pair_law(labels, T, K)
+    if not labels_are_balanced(pairs):
+        raise ValueError(
+            f"labels={labels!r}: the K-class theory needs balanced labels "
+            "(every position uniform over the classes); its noise is then "
+            "kappa times one Wishart matrix of ratio delta"
+        )
+    snr_value = float(check_positive("snr", snr, allow_zero=True))
+    delta_value = float(check_positive("delta", delta))
+    w = class_pooling_weights(weights, T, pairs, snr_value * G + K * delta_value * np.eye(K))
+    return {
+        "signal_matrix": signal_matrix(w, pairs, centered),
+        "kappa": float(w @ w),
+        "sigma": float(w.sum()),
+        "weights": w,
+        "gram": G,
+    }
+
+
+# ----------------------------------------------------------------------- the table
+
+
+def class_sizes(d: int, delta: float, gamma: float, K: int) -> tuple[int, int]:
+    """``V = K round(d / (K delta))`` (every class ``V/K`` tokens) and ``N = round(d /
+    gamma)`` (docs/model.md, "K-class model"); ``K = 2`` is
+    :func:`attnrmt.model.realised_sizes`."""
+    return K * round(d / (K * delta)), round(d / gamma)
+
+
+def sample_class_table(
+    d: int, V: int, K: int, snr: float, factor: np.ndarray, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Draw the table ``e_v = mu_{k(v)} + z_v`` (docs/model.md, "K-class model").
+
+    The noise is filled as :func:`attnrmt.model.table.sample_table` fills it:
+    ``TABLE_BLOCKS_PER_CLASS`` row blocks per class, block ``i`` from an SFC64 generator
+    seeded by the ``i``-th child of ``rng``'s seed sequence (thread-count independent), so
+    ``K = 2`` gives its noise bit for bit; then ``mu_k = sqrt(snr) F[k]`` is added to the
+    first ``K`` coordinates of class ``k``'s rows (``K = 2``, simplex: ``+-sqrt(snr)`` on
+    coordinate 0, the same sums as there). O(V d) time, 8 V d bytes.
+
+    Returns
+    -------
+    embeddings : ndarray (V, d)
+    class_means : ndarray (d, K)
+        ``m_k``, the average of class ``k``'s rows.
+    signal_means : ndarray (d, K)
+        ``mu_k``.
+    """
+    size = V // K
+    embeddings = np.empty((V, d))
+    edges = np.linspace(0, size, TABLE_BLOCKS_PER_CLASS + 1).round().astype(int)
+    within = [(start, stop) for start, stop in itertools.pairwise(edges) if stop > start]
+    blocks = [(start + k * size, stop + k * size) for k in range(K) for start, stop in within]
+    generators = [
+        np.random.Generator(np.random.SFC64(child)) for child in child_seeds(rng, len(blocks))
+    ]
+
+    def fill(index: int) -> None:
+        start, stop = blocks[index]
+        generators[index].standard_normal(out=embeddings[start:stop])
+
+    threads = min(helper_threads(), len(blocks))
+    if threads > 1:
+        with ThreadPoolExecutor(threads) as executor:
+            list(executor.map(fill, range(len(blocks))))
+    else:
+        for index in range(len(blocks)):
+            fill(index)
+    signal_means = np.zeros((d, K))
+    signal_means[:K] = np.sqrt(snr) * factor.T
+    for k in range(K):
+        embeddings[k * size : (k + 1) * size, :K] += signal_means[:K, k]
+    class_means = embeddings.reshape(K, size, d).mean(axis=1).T
+    return embeddings, class_means, signal_means
+
+
+def class_tokens(labels: np.ndarray, V: int, K: int, rng: np.random.Generator) -> np.ndarray:
+    """Token indices (int64, shape of ``labels``), uniform among the ``V/K`` tokens of each
+    label's class (docs/model.md, "K-class model"); ``K = 2`` draws what
+    :func:`attnrmt.model.table.sample_tokens` draws. O(n T)."""
+    size = V // K
+    within = rng.integers(0, size, size=labels.shape, dtype=np.int64)
+    return labels.astype(np.int64) * size + within
+
+
+def class_population_matrix(
+    embeddings: np.ndarray,
+    class_means: np.ndarray,
+    moments: tuple[np.ndarray, ...],
+    centered: bool,
+) -> np.ndarray:
+    """The population version of ``S`` given the table (docs/model.md, "K-class population
+    covariance"), on the lower triangle (Fortran order):
+
+    ``P = E^T diag(K q_{k(v)} / V) E + M (B - diag(q)) M^T``
+
+    with ``M = [m_1 .. m_K]``, ``q`` the class noise weights and ``B`` the signal matrix
+    (``Cov(Y)`` centred, ``E[Y Y^T]`` uncentred; :func:`pooled_label_moments`): exact for
+    any label law. Balanced labels (``q_k = kappa/K``) give ``(kappa/V) E^T E + M (B -
+    (kappa/K) I) M^T``. O(V d^2 + K d^2) time, O(d^2) memory.
+    """
+    V, K = embeddings.shape[0], class_means.shape[1]
+    mean, second, noise = moments
+    core = second - np.outer(mean, mean) if centered else second
+    if np.all(noise == noise[0]):
+        population = lower_gram(embeddings, K * float(noise[0]) / V)
+    else:
+        row_scales = np.sqrt(K * np.repeat(noise, V // K) / V)
+        population = lower_gram(embeddings * row_scales[:, None], 1.0)
+    values, vectors = np.linalg.eigh(core - np.diag(noise))
+    for value, vector in zip(values, vectors.T, strict=True):
+        add_rank_one(population, float(value), class_means @ vector)
+    return population
+
+
+def spike_directions(
+    means: np.ndarray, core: np.ndarray, rank: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """The top ``rank`` eigenpairs of ``M core M^T`` (``M`` d x K, ``core`` K x K PSD) from
+    ``M = Q R``: the eigenpairs ``(lambda, y)`` of ``R core R^T`` (K x K) give ``Q y``.
+    Columns whose eigenvalue is at rounding level (``_RANK_RTOL`` of ``||core|| ||M||^2``)
+    are NaN (no direction). O(d K^2). Returns (values descending (rank,), unit directions
+    (d, rank))."""
+    Q, R = np.linalg.qr(means)
+    values, vectors = np.linalg.eigh(R @ core @ R.T)
+    values, vectors = values[::-1][:rank], vectors[:, ::-1][:, :rank]
+    directions = Q @ vectors
+    scale = float(np.abs(core).max()) * float(np.sum(means**2))
+    absent = values <= _RANK_RTOL * max(scale, 1e-300)
+    directions[:, absent] = np.nan
+    return np.where(absent, 0.0, values), directions
+
+
+# ----------------------------------------------------------------------------- cell
+
+
+@dataclass(frozen=True, eq=False)
+class ClassesCellResult:
+    """Measurements of one K-class cell (docs/model.md, "K-class cell").
+
+    ``r`` is the rank of the signal matrix ``B`` (``K - 1`` centred, ``K`` uncentred, for
+    the label models here); the table spike directions ``v_j`` are the unit eigenvectors
+    of ``M B M^T`` (``M`` the table's class means), the signal directions ``s_j`` those of
+    ``M_mu B M_mu^T`` (``M_mu`` the true means ``mu_k``), both ordered by eigenvalue,
+    descending. Overlaps are squared, in [0, 1]; NaN for a direction that does not exist
+    (``snr = 0`` for ``s_j``).
+
+    Attributes
+    ----------
+    eigenvalues : ndarray (d,)
+        All eigenvalues of ``S``, ascending.
+    top_eigenvalues, pop_top_eigenvalues : ndarray (k,)
+        The ``k = top_k`` largest of ``S`` and of the population matrix, descending.
+    overlap_table_spikes, overlap_signal_spikes : ndarray (k, r)
+        ``(x_i . v_j)^2`` and ``(x_i . s_j)^2`` for the top-k unit eigenvectors ``x_i``
+        of ``S``.
+    overlap_table_subspace, overlap_signal_subspace : ndarray (k,)
+        Squared norm of the projection of ``x_i`` on the span of the ``v_j`` (the range of
+        ``M B M^T``) and of the ``s_j``; basis-free, so also defined for equal spike
+        strengths.
+    overlap_table_mean : ndarray (k,)
+        With ``mbar = M 1 / K``, the table mean.
+    pop_overlap_table_spikes, pop_overlap_signal_spikes, pop_overlap_table_subspace,
+    pop_overlap_signal_subspace : ndarray
+        The same for the top-k eigenvectors of the population matrix.
+    table_spike_strengths, signal_spike_strengths : ndarray (r,)
+        Eigenvalues of ``M B M^T / kappa`` and ``M_mu B M_mu^T / kappa`` (units of kappa):
+        the realised spike strengths ``theta_j`` in the finite-vocabulary and the paper
+        sense.
+    class_mean_gram : ndarray (K, K)
+        ``M^T M`` (tends to ``snr G + K delta I``, docs/model.md, "K-class spikes").
+    signal_matrix : ndarray (K, K)
+        ``B``.
+    kappa, sigma : float
+        ``||w||^2``, ``sum_t w_t`` of ``effective_weights``.
+    K, V, N : int
+    effective_weights : ndarray (T,)
+        For ``causal_attention`` the mean of the measured per-sequence weights.
+    downstream_accuracy : float
+        Test accuracy of the one-vs-rest ridge readout of the sequence class
+        (:func:`sequence_classes`; ``prefix`` label models) from the pooled vectors
+        (:func:`attnrmt.model.readout.ridge_readout_accuracy_multiclass`); NaN for label
+        models without a sequence class.
+    compute_seconds : float
+    """
+
+    eigenvalues: np.ndarray
+    top_eigenvalues: np.ndarray
+    pop_top_eigenvalues: np.ndarray
+    overlap_table_spikes: np.ndarray
+    overlap_signal_spikes: np.ndarray
+    overlap_table_subspace: np.ndarray
+    overlap_signal_subspace: np.ndarray
+    overlap_table_mean: np.ndarray
+    pop_overlap_table_spikes: np.ndarray
+    pop_overlap_signal_spikes: np.ndarray
+    pop_overlap_table_subspace: np.ndarray
+    pop_overlap_signal_subspace: np.ndarray
+    table_spike_strengths: np.ndarray
+    signal_spike_strengths: np.ndarray
+    class_mean_gram: np.ndarray
+    signal_matrix: np.ndarray
+    kappa: float
+    sigma: float
+    K: int
+    V: int
+    N: int
+    effective_weights: np.ndarray
+    downstream_accuracy: float
+    compute_seconds: float
+
+    def to_dict(self) -> dict[str, Any]:
+        """Fields as a dict (arrays read-only float64, scalars Python numbers)."""
+        return {field.name: getattr(self, field.name) for field in fields(self)}
+
+
+def _check_classes_arguments(
+    d: Any,
+    delta: Any,
+    gamma: Any,
+    T: Any,
+    K: Any,
+    snr: Any,
+    centered: Any,
+    top_k: Any,
+) -> tuple[int, float, float, int, int, float, bool, int, int, int]:
+    K = check_int("K", K, minimum=2)
+    if K > MAX_CLASSES:
+        raise ValueError(f"K={K!r}: must be <= {MAX_CLASSES}")
+    d = check_int("d", d, minimum=max(2, K))
+    delta = float(check_positive("delta", delta))
+    gamma = float(check_positive("gamma", gamma))
+    T = check_int("T", T, minimum=1)
+    snr = float(check_positive("snr", snr, allow_zero=True))
+    if snr > MAX_SNR:
+        raise ValueError(f"snr={snr!r}: must be <= {MAX_SNR:g}")
+    if not isinstance(centered, bool | np.bool_):
+        raise ValueError(f"centered={centered!r}: must be a bool")
+    top_k = min(K + 1, d) if top_k is None else check_int("top_k", top_k, minimum=1)
+    if top_k > d:
+        raise ValueError(f"top_k={top_k!r}: must be <= d={d}")
+    V, N = class_sizes(d, delta, gamma, K)
+    if V < K:
+        raise ValueError(f"delta={delta!r}: gives V = K round(d/(K delta)) = {V} < K={K}")
+    if N < 2:
+        raise ValueError(f"gamma={gamma!r}: gives N = round(d/gamma) = {N} < 2 (d={d})")
+    return d, delta, gamma, T, K, snr, bool(centered), top_k, V, N
+
+
+def _sample_spectrum(pooled: np.ndarray, centered: bool, top_k: int) -> tuple[np.ndarray, ...]:
+    """All eigenvalues of ``S`` (ascending) and its top-k unit eigenvectors: through the
+    N x N Gram for ``top_k < N < d`` (``attnrmt.model.cell``, as there), else from the
+    d x d matrix (one ``dsyrk``, the centring rank-one term, one reduction).
+    O(min(N, d)^2 max(N, d) + min(N, d)^3)."""
+    n_samples, d = pooled.shape
+    if top_k < n_samples < d:
+        return sample_spectrum_from_samples(pooled, centered, top_k)
+    sample = lower_gram(pooled, 1.0 / n_samples)
+    if centered:
+        add_rank_one(sample, -1.0, pooled.mean(axis=0))
+    return spectrum_and_top_eigenvectors(sample, top_k)
+
+
+def sequence_classes(spec: Mapping[str, Any], labels: np.ndarray) -> np.ndarray:
+    """The class of each sequence where the label model has one (docs/model.md, "K-class
+    readout"): for ``prefix`` the label the positions ``1..L`` share (column 0 of the
+    drawn labels (n, T)), the K-class counterpart of the two-class ``label`` model's
+    ``y``. O(n).
+
+    Raises
+    ------
+    ValueError
+        For a label model without a sequence class (``iid``, ``markov``, ``custom``).
+    """
+    if spec["kind"] != "prefix":
+        raise ValueError(f"labels={spec!r}: only prefix label models have a sequence class")
+    return np.asarray(labels[:, 0], dtype=np.int64)
+
+
+def _overlap_table(vectors: np.ndarray, directions: np.ndarray) -> np.ndarray:
+    """``(x_i . v_j)^2`` (k, r) for unit columns (NaN columns stay NaN)."""
+    return np.clip((vectors.T @ directions) ** 2, 0.0, 1.0)
+
+
+def _subspace_overlap(overlaps: np.ndarray) -> np.ndarray:
+    """Row sums over the directions that exist (NaN when none does)."""
+    present = ~np.isnan(overlaps[0]) if overlaps.shape[0] else np.zeros(0, dtype=bool)
+    if not np.any(present):
+        return np.full(overlaps.shape[0], np.nan)
+    return np.clip(overlaps[:, present].sum(axis=1), 0.0, 1.0)
+
+
+def simulate_classes_cell(
+    d: int,
+    delta: float,
+    gamma: float,
+    T: int,
+    K: int,
+    means: str | Any,
+    labels: Mapping[str, Any] | str,
+    weights: Mapping[str, Any] | str,
+    snr: float,
+    centered: bool = True,
+    top_k: int | None = None,
+    seed: int | Sequence[int] = 0,
+) -> ClassesCellResult:
+    """Simulate one K-class cell and measure it (docs/model.md, "K-class cell").
+
+    Parameters
+    ----------
+    d : int >= max(2, K)
+    delta, gamma : float > 0
+        ``V = K round(d/(K delta))`` (>= K), ``N = round(d/gamma)`` (>= 2).
+    T : int >= 1
+    K : int in [2, MAX_CLASSES]
+    means : {"orthogonal", "simplex"} or (K, K) array
+        Class-mean Gram ``G`` (:func:`class_mean_gram`).
+    labels : dict or str
+        Label model (:func:`validate_label_model`).
+    weights : str or dict
+        :func:`attnrmt.model.validate_weights`; ``optimal`` maximises the top spike of
+        the finite-vocabulary theory at this cell's ``snr`` and realised ``d/V``
+        (:func:`optimal_class_weights`).
+    snr : float in [0, MAX_SNR]
+    centered : bool
+    top_k : int in [1, d], default ``min(K + 1, d)``
+    seed : int or sequence of int
+        As :func:`attnrmt.model.simulate_cell`: ``SeedSequence(seed).spawn(4)`` gives the
+        table, label, token and solver streams, in that order.
+
+    Returns
+    -------
+    ClassesCellResult
+
+    Notes
+    -----
+    O(N T d + N d^2 + V d^2 + d^3) time (``N x N`` Gram for the sample spectrum when
+    ``N < d``), O(d^2 + (N + V) d) memory. No top-k (matrix-free) route.
+    """
+    start_time = time.perf_counter()
+    d, delta, gamma, T, K, snr, centered, top_k, V, N = _check_classes_arguments(
+        d, delta, gamma, T, K, snr, centered, top_k
+    )
+    G = class_mean_gram(means, K)
+    factor = class_mean_factor(G)
+    label_spec = validate_label_model(labels, T, K)
+    weights_spec = validate_weights(weights, T)
+    table_stream, label_stream, token_stream, solver_stream = (
+        np.random.default_rng(child) for child in np.random.SeedSequence(check_seed(seed)).spawn(4)
+    )
+    pairs = label_pair_law(label_spec, T, K)
+    embeddings, class_means, signal_means = sample_class_table(d, V, K, snr, factor, table_stream)
+    labels_drawn = sample_labels(label_spec, T, K, N, label_stream)
+    tokens = class_tokens(labels_drawn, V, K, token_stream)
+
+    if weights_spec["kind"] == "causal_attention":
+        token_weights = causal_attention_weights(embeddings, tokens, weights_spec["tau"])
+        effective_weights = token_weights.mean(axis=0)
+    else:
+        effective_weights = class_pooling_weights(
+            weights_spec, T, pairs, snr * G + K * (d / V) * np.eye(K)
+        )
+        token_weights = effective_weights
+    moments = pooled_label_moments(effective_weights, pairs)
+    core = signal_matrix(effective_weights, pairs, centered)
+    kappa = float(effective_weights @ effective_weights)
+
+    pooled = pool(tokens, token_weights, embeddings)
+    eigenvalues, top_vectors = _sample_spectrum(pooled, centered, top_k)
+    downstream_accuracy = (
+        ridge_readout_accuracy_multiclass(pooled, sequence_classes(label_spec, labels_drawn), K)
+        if label_spec["kind"] == "prefix"
+        else float("nan")
+    )
+    table_mean = class_means.mean(axis=1)
+    start = solver_stream.standard_normal(d)
+    for direction in (*(class_means[:, : K - 1] - table_mean[:, None]).T, table_mean):
+        start += np.sqrt(d) * direction / max(np.sqrt(np.sum(direction**2)), 1e-300)
+    pop_values, pop_vectors = top_eigenpairs(
+        class_population_matrix(embeddings, class_means, moments, centered), top_k, start
+    )
+
+    core_values = np.linalg.eigvalsh(core)
+    rank = int(np.sum(core_values > _RANK_RTOL * max(float(core_values[-1]), 1e-300)))
+    table_values, table_directions = spike_directions(class_means, core, rank)
+    signal_values, signal_directions = spike_directions(signal_means, core, rank)
+    overlaps = {
+        f"{prefix}overlap_{kind}_spikes": _overlap_table(vectors, directions)
+        for prefix, vectors in (("", top_vectors), ("pop_", pop_vectors))
+        for kind, directions in (("table", table_directions), ("signal", signal_directions))
+    }
+    subspaces = {
+        name.replace("_spikes", "_subspace"): _subspace_overlap(value)
+        for name, value in overlaps.items()
+    }
+    return ClassesCellResult(
+        eigenvalues=readonly(eigenvalues),
+        top_eigenvalues=readonly(eigenvalues[::-1][:top_k]),
+        pop_top_eigenvalues=readonly(pop_values),
+        **{name: readonly(value) for name, value in {**overlaps, **subspaces}.items()},
+        overlap_table_mean=readonly(squared_overlaps(top_vectors, table_mean)),
+        table_spike_strengths=readonly(table_values / kappa),
+        signal_spike_strengths=readonly(signal_values / kappa),
+        class_mean_gram=readonly(class_means.T @ class_means),
+        signal_matrix=readonly(core),
+        kappa=kappa,
+        sigma=float(effective_weights.sum()),
+        K=K,
+        V=int(V),
+        N=int(N),
+        effective_weights=readonly(effective_weights),
+        downstream_accuracy=downstream_accuracy,
+        compute_seconds=time.perf_counter() - start_time,
+    )
+
+
+__all__ = [
+    "LABEL_KINDS",
+    "MAX_CLASSES",
+    "MEANS_PRESETS",
+    "ClassesCellResult",
+    "class_mean_factor",
+    "class_mean_gram",
+    "class_pooling_weights",
+    "class_population_matrix",
+    "class_sizes",
+    "class_theory_inputs",
+    "class_tokens",
+    "label_marginals",
+    "label_pair_law",
+    "labels_are_balanced",
+    "optimal_class_weights",
+    "pooled_label_moments",
+    "sample_class_table",
+    "sample_labels",
+    "sequence_classes",
+    "signal_matrix",
+    "simulate_classes_cell",
+    "spike_directions",
+    "transition_matrix",
+    "validate_label_model",
+]

@@ -1,0 +1,787 @@
+"""A whole snr curve of one replicate from one decomposition (docs/model.md, "Curves: one
+decomposition per replicate").
+
+:func:`simulate_curve` returns, for every ``snr`` of a list, the :class:`CellResult` of
+:func:`attnrmt.model.simulate_cell` with that ``snr`` and the same seed (the same table
+noise, signs and tokens). The signal enters the table as ``E(snr) = Z + sqrt(snr) s u^T``
+(``Z`` the noise, ``s`` the token classes, ``u = e_1``), so every matrix of a cell is a
+fixed matrix plus a rank-one term whose vector is linear in ``r = sqrt(snr)``:
+
+- ``S(snr) = S' + w(r) w(r)^T`` with ``S' = Y0^T (I - yhat yhat^T) Y0``, ``w(r) = Y0^T
+  yhat + r |y| u``, where ``Y0`` are the (centred) pooled rows of ``Z`` over ``sqrt(N)``
+  and ``y = a / sqrt(N)``, ``a_n = sum_t w_t xi_{n,t}`` (centred); equivalently ``S0 +
+  r (h u^T + u h^T) + r^2 q u u^T`` with ``h = Y0^T y``, ``q = |y|^2``;
+- in the smaller dimension (``N < d`` or ``V < min(N, d)``, as the cell chooses): ``K(snr)
+  = Y(r) Y(r)^T = K' + g(r) g(r)^T`` with ``Y(r) = Y0 + r y u^T``, ``K'`` the Gram matrix
+  of ``Y0`` without its first column and ``g(r) = Y0 u + r y`` (for the tokens route ``Y0
+  = B^(1/2) Z``, ``y = B^(1/2) s`` with ``B`` the token Gram matrix of the cell's
+  ``_sample_spectrum_from_tokens``);
+- the population matrix ``P(snr) = P' + alpha (Dlt0 + r u)(Dlt0 + r u)^T`` with ``P' =
+  (kappa/V) Z^T Z + c_1 mbar mbar^T - kappa Dlt0 Dlt0^T`` (``Dlt0``, ``mbar`` the class
+  means of ``Z``), or its ``V x V`` Gram form for ``V < d``.
+
+So one eigendecomposition of the fixed matrix (full route: ``dsytrd`` + ``dstevd``, the
+components of the few vectors in its eigenbasis without forming it) or one block Krylov
+basis from a start block holding both vectors of ``w`` (top route, and the population
+matrix: the Krylov space is then the same for every ``snr``) gives every member through a
+rank-one secular equation (:mod:`attnrmt.model._linalg`, "rank-one families").
+
+Weights that depend on the table (``causal_attention``) have no such structure: the curve
+then runs :func:`attnrmt.model.simulate_cell` for each ``snr`` with the shared seed
+(:func:`curve_shares_decomposition` says which case applies).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import scipy.linalg
+import scipy.sparse
+from scipy.linalg import blas
+
+from attnrmt._validation import check_finite_array
+from attnrmt.contract import SPECTRA, stored_eigenvalue_count
+from attnrmt.model._cell_steps import (
+    MAX_SNR,
+    add_rank_one_terms,
+    cell_readout,
+    check_cell_arguments,
+    check_seed,
+    readonly,
+    sample_through_tokens,
+)
+from attnrmt.model._linalg import (
+    BLOCK_FLOOR_TOL,
+    BLOCK_OVERLAP_TOL,
+    BLOCK_VALUE_TOL,
+    add_rank_one,
+    converged,
+    deflate_family,
+    eigenvalues_and_components,
+    family_lanczos_steps,
+    family_spectra,
+    family_top,
+    lower_gram,
+    one_operator,
+    run_lanczos_together,
+    uses_krylov,
+)
+from attnrmt.model.cell import (
+    POP_BLOCK_WIDTH,
+    TOP_BLOCK_WIDTH,
+    CellResult,
+    pool,
+    population_rank_one_terms,
+    population_rows,
+    simulate_cell,
+    table_operators,
+    token_incidence,
+)
+from attnrmt.model.positional import positional_correlation, sample_signs, validate_positional
+from attnrmt.model.table import EmbeddingTable, sample_table, sample_tokens
+from attnrmt.model.table_laws import validate_table
+from attnrmt.model.weights import pooling_scalars, pooling_weights, validate_weights
+
+# Population matrices of fewer dimensions are decomposed exactly; larger ones by the
+# family's block Krylov iteration (the cell switches to Lanczos at the same size,
+# ``_linalg._LANCZOS_MIN_D``).
+DENSE_POPULATION_MAX_N = 299
+# Block width of the full route's population Krylov iteration (dense products ``dsymm``):
+# the two vectors of ``w``, the table-mean direction and one random column.
+FULL_POPULATION_BLOCK_WIDTH = 4
+
+
+# ------------------------------------------------------------------------------ public
+
+
+def curve_shares_decomposition(weights: Mapping[str, Any] | str, T: int) -> bool:
+    """Whether :func:`simulate_curve` shares one decomposition across its ``snr`` values
+    for these pooling weights: False for ``causal_attention`` (weights computed from the
+    table, so the signal is not a rank-one term), whose curve runs one
+    :func:`attnrmt.model.simulate_cell` per ``snr``. O(T)."""
+    return validate_weights(weights, T)["kind"] != "causal_attention"
+
+
+def simulate_curve(
+    d: int,
+    delta: float,
+    gamma: float,
+    T: int,
+    positional: Mapping[str, Any] | str,
+    weights: Mapping[str, Any] | str,
+    snrs: Sequence[float] | np.ndarray,
+    centered: bool = True,
+    top_k: int = 3,
+    seed: int | Sequence[int] = 0,
+    spectrum: str = "full",
+    table: Mapping[str, Any] | str | None = None,
+) -> list[CellResult]:
+    """The cells ``simulate_cell(d, delta, gamma, T, positional, weights, snr, centered,
+    top_k, seed, spectrum, table)`` for every ``snr`` in ``snrs``, from one decomposition
+    (docs/model.md, "Curves: one decomposition per replicate"; module docstring).
+
+    Every field equals the cell's to rounding: full route, eigenvalues to ~1e-14 of the
+    largest and overlaps to ~1e-12 (measured <= 2e-14 and <= 4e-12 at d <= 1000); the top
+    route and the population matrix's Krylov run stop at the cell's own bounds (1e-10
+    relative in values, 5e-7 on each squared overlap, ``_linalg.BLOCK_*``), measured <=
+    3e-13 and <= 1.2e-8 against the cell at d = 400 - 1000. This holds at ``snr = 0``,
+    next to both thresholds and through the smaller-dimension routes the cell takes for
+    ``N < d`` and ``V < d`` (the curve takes the same ones; ``tests/model/test_curve.py``).
+    ``causal_attention`` weights have no shared decomposition: each ``snr`` is then one
+    :func:`attnrmt.model.simulate_cell` with the shared seed
+    (:func:`curve_shares_decomposition`).
+
+    ``compute_seconds`` of every result is the curve's wall time divided by the number
+    of ``snr`` values (the shared work is not attributable to one of them); for
+    ``causal_attention`` each result keeps its own cell's time.
+
+    Parameters
+    ----------
+    d, delta, gamma, T, positional, weights, centered, top_k, seed, spectrum, table
+        As :func:`attnrmt.model.simulate_cell` (``table``: the law of the table's noise,
+        docs/model.md, "Table laws"; the signal is still the rank-one term ``sqrt(snr) s
+        u^T`` added to the noise, whatever its law; None or ``"gaussian"``: the numbers of
+        the Gaussian curve).
+    snrs : sequence of float in [0, MAX_SNR]
+        The ``||mu||^2`` values, in the order of the results (repeats allowed).
+
+    Returns
+    -------
+    list of CellResult, one per ``snr``.
+
+    Cost (full route, ``d x d``): one cell's ``O(N d^2 + V d^2)`` products, one ``O(d^3)``
+    tridiagonalisation and divide and conquer (no back-transformation), ``O(FAR_TERMS
+    d^2)`` far-field coefficients shared by every ``snr``, then ``O(d (NEAR_POLES +
+    FAR_TERMS))`` a step for each ``snr``'s ``d`` roots (about five steps), and the
+    population matrix's Krylov basis once (``O(m d^2)``, ``O(m^3)`` a stop check). Top
+    route: one block Krylov run for the whole curve (``O(m (V d + N T) + d m^2)``, ``O(m^3
+    + S m)`` a stop check). ``label`` readout: ``O(N d^2 + d^3)`` once, ``O(N d + d^2)`` a
+    ``snr``. Measured (``benchmarks/bench_curve.py``, one BLAS thread): see
+    ``benchmarks/results.md``, ``bench_curve``.
+
+    Raises
+    ------
+    ValueError
+        Naming the argument and value, for any invalid argument.
+    """
+    start_time = time.perf_counter()
+    d, delta, gamma, T, _, centered, top_k, V, N = check_cell_arguments(
+        d, delta, gamma, T, 0.0, centered, top_k
+    )
+    snr_values = _check_snrs(snrs)
+    if spectrum not in SPECTRA:
+        raise ValueError(f"spectrum={spectrum!r}: must be one of {list(SPECTRA)}")
+    positional_spec = validate_positional(positional, T)
+    weights_spec = validate_weights(weights, T)
+    seed_words = check_seed(seed)
+    table_law = validate_table(table)
+    if weights_spec["kind"] == "causal_attention":
+        return [
+            simulate_cell(
+                d,
+                delta,
+                gamma,
+                T,
+                positional_spec,
+                weights_spec,
+                float(snr),
+                centered,
+                top_k,
+                seed,
+                spectrum,
+                table_law,
+            )
+            for snr in snr_values
+        ]
+
+    table_stream, sign_stream, token_stream, solver_stream = (
+        np.random.default_rng(child) for child in np.random.SeedSequence(seed_words).spawn(4)
+    )
+    R = positional_correlation(positional_spec, T)
+    noise = sample_table(d, V, 0.0, table_stream, None, table_law)  # the table at snr = 0: Z
+    signs, labels = sample_signs(positional_spec, T, N, sign_stream)
+    tokens = sample_tokens(signs, V, token_stream)
+    del signs
+    effective_weights = pooling_weights(weights_spec, T, R)
+    alpha, kappa, sigma = pooling_scalars(effective_weights, R)
+    draws = _Draws(
+        noise,
+        tokens,
+        effective_weights,
+        labels,
+        alpha,
+        kappa,
+        sigma,
+        centered,
+        population_rank_one_terms(
+            noise.table_mean, noise.class_mean_difference, alpha, kappa, sigma, centered
+        ),
+    )
+    roots = np.sqrt(snr_values)
+    measure = _measure_top if spectrum == "top" else _measure_full
+    sample, population, accuracy = measure(draws, roots, top_k, solver_stream)
+
+    seconds = (time.perf_counter() - start_time) / snr_values.size
+    return [
+        CellResult(
+            eigenvalues=readonly(sample.eigenvalues[index]),
+            top_eigenvalues=readonly(sample.eigenvalues[index][::-1][:top_k]),
+            overlap_signal=readonly(sample.overlaps[index, 0]),
+            overlap_class_mean=readonly(sample.overlaps[index, 1]),
+            overlap_table_mean=readonly(sample.overlaps[index, 2]),
+            pop_top_eigenvalues=readonly(population.eigenvalues[index][:top_k]),
+            pop_overlap_signal=readonly(population.overlaps[index, 0]),
+            alpha=alpha,
+            kappa=kappa,
+            sigma=sigma,
+            V=int(V),
+            N=int(N),
+            effective_weights=readonly(effective_weights),
+            downstream_accuracy=float(accuracy[index]),
+            compute_seconds=seconds,
+        )
+        for index in range(snr_values.size)
+    ]
+
+
+def _check_snrs(snrs: Any) -> np.ndarray:
+    """The snr values as a 1-d float array: non-empty, each in [0, MAX_SNR]."""
+    values = check_finite_array("snrs", snrs)
+    if values.ndim != 1 or values.size == 0:
+        raise ValueError(f"snrs={snrs!r}: must be a non-empty sequence of numbers")
+    if np.any(values < 0) or np.any(values > MAX_SNR):
+        raise ValueError(f"snrs={snrs!r}: every snr must lie in [0, {MAX_SNR:g}]")
+    return values.astype(np.float64)
+
+
+# ------------------------------------------------------------------------------ draws
+
+
+class _Draws:
+    """What a replicate draws once for its whole curve: the noise table ``Z`` (the table
+    at snr = 0), the tokens, the pooling weights and scalars, and the population matrix's
+    rank-one terms at snr = 0."""
+
+    def __init__(
+        self,
+        noise: EmbeddingTable,
+        tokens: np.ndarray,
+        weights: np.ndarray,
+        labels: np.ndarray | None,
+        alpha: float,
+        kappa: float,
+        sigma: float,
+        centered: bool,
+        population_terms: tuple[tuple[float, np.ndarray], ...],
+    ) -> None:
+        self.noise, self.tokens, self.weights, self.labels = noise, tokens, weights, labels
+        self.alpha, self.kappa, self.sigma, self.centered = alpha, kappa, sigma, centered
+        self.population_terms = population_terms
+        self.d, self.V, self.N = noise.dimension, noise.vocabulary_size, tokens.shape[0]
+        self.signal = noise.signal_direction
+        self.class_mean = noise.class_mean_difference
+        self.table_mean = noise.table_mean
+
+    def signal_coefficients(self) -> np.ndarray:
+        """``a_n = sum_t w_t s_{v_{n,t}} = sum_t w_t xi_{n,t}`` (N,): the pooled rows are
+        ``C(r) = C0 + r a u^T``. O(N T)."""
+        return (self.noise.token_class[self.tokens] * self.weights).sum(axis=1)
+
+    def class_mean_norms(self, roots: np.ndarray) -> np.ndarray:
+        """``|Dlt0 + r u|^2`` for each ``r`` (the class-mean direction of the cell at
+        ``snr = r^2``). O(S d)."""
+        return np.array([np.sum((self.class_mean + r * self.signal) ** 2) for r in roots])
+
+
+class _Measured:
+    """Per ``snr``: eigenvalues (list of arrays, as a cell stores them) and the squared
+    overlaps ``(S, directions, k)`` of the top vectors."""
+
+    def __init__(self, eigenvalues: list[np.ndarray], overlaps: np.ndarray) -> None:
+        self.eigenvalues, self.overlaps = eigenvalues, overlaps
+
+
+def _squared(inner: np.ndarray, norms: np.ndarray) -> np.ndarray:
+    """``inner^2 / norms`` clipped to [0, 1] (NaN where a norm is 0), as
+    :func:`attnrmt.model.cell.squared_overlaps`."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.where(norms > 0, inner**2 / np.where(norms > 0, norms, 1.0), np.nan)
+    return np.clip(ratio, 0.0, 1.0)
+
+
+# ------------------------------------------------------------------ the sample families
+
+
+class _SampleFamily:
+    """``S(r)`` as a family ``A' + w(r) w(r)^T`` (module docstring) in ``n`` dimensions:
+    ``lower`` (the fixed matrix, lower triangle, Fortran order; None for the top route's
+    operator), ``tracked`` (n, 2 + L): ``w0``, ``w1`` and the probe vectors whose inner
+    products give the overlaps, and ``overlaps(roots, values, inner)`` (S, 3, k)."""
+
+    def __init__(
+        self,
+        lower: np.ndarray | None,
+        tracked: np.ndarray,
+        overlaps: Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray],
+    ) -> None:
+        self.lower, self.tracked, self.overlaps = lower, tracked, overlaps
+
+
+def _d_route_overlaps(draws: _Draws) -> Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]:
+    """Overlaps from the inner products with the probes ``[u, Dlt0, mbar]`` (d route):
+    ``Dlt(r) = Dlt0 + r u``. ``inner`` (S, k, 3) -> (S, 3, k)."""
+    mean_norm = float(np.sum(draws.table_mean**2))
+
+    def overlaps(roots: np.ndarray, values: np.ndarray, inner: np.ndarray) -> np.ndarray:
+        class_norms = draws.class_mean_norms(roots)[:, None]
+        signal = _squared(inner[..., 0], np.ones_like(class_norms))
+        class_mean = _squared(inner[..., 1] + roots[:, None] * inner[..., 0], class_norms)
+        table_mean = _squared(inner[..., 2], np.full_like(class_norms, mean_norm))
+        return np.stack([signal, class_mean, table_mean], axis=1)
+
+    return overlaps
+
+
+def _gram_overlaps(draws: _Draws) -> Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]:
+    """Overlaps in the smaller dimension: probes ``[Y0 u, y, Y0 Dlt0, Y0 mbar]``, and an
+    eigenvector ``z`` of ``K`` with eigenvalue ``lambda`` gives ``x = Y^T z / sqrt(lambda)``
+    with ``x . v = z . (Y(r) v) / sqrt(lambda)``, ``Y(r) v = Y0 v + r (u . v) y`` (module
+    docstring). ``inner`` (S, k, 4) -> (S, 3, k)."""
+    mean_norm = float(np.sum(draws.table_mean**2))
+    class_first, mean_first = float(draws.class_mean[0]), float(draws.table_mean[0])
+
+    def overlaps(roots: np.ndarray, values: np.ndarray, inner: np.ndarray) -> np.ndarray:
+        r = roots[:, None]
+        scale = np.maximum(values, 0.0)
+        class_norms = draws.class_mean_norms(roots)[:, None]
+        signal = _squared(inner[..., 0] + r * inner[..., 1], scale)
+        class_mean = _squared(
+            inner[..., 2] + r * inner[..., 0] + (r * class_first + r * r) * inner[..., 1],
+            scale * class_norms,
+        )
+        table_mean = _squared(inner[..., 3] + r * mean_first * inner[..., 1], scale * mean_norm)
+        return np.stack([signal, class_mean, table_mean], axis=1)
+
+    return overlaps
+
+
+def _gram_family(draws: _Draws, rows: np.ndarray, y: np.ndarray) -> _SampleFamily:
+    """``K(r) = Y(r) Y(r)^T`` for ``Y(r) = rows + r y u^T`` (m, d): ``K'`` from the rows
+    without their first column (``u = e_1``), ``w0 = rows u``, ``w1 = y``. O(m^2 d)."""
+    fixed = np.array(rows, copy=True)
+    fixed[:, 0] = 0.0
+    lower = lower_gram(fixed.T, 1.0)
+    del fixed
+    # w0 = Y0 u, w1 = y, then the probes [Y0 u, y, Y0 Dlt0, Y0 mbar]
+    tracked = np.stack(
+        [rows[:, 0], y, rows[:, 0], y, rows @ draws.class_mean, rows @ draws.table_mean], axis=1
+    )
+    return _SampleFamily(lower, tracked, _gram_overlaps(draws))
+
+
+def _sample_family(draws: _Draws, top_k: int) -> tuple[_SampleFamily, np.ndarray | None]:
+    """The family of ``S`` in the dimension the cell's full route works in (``_measure_full``:
+    through the tokens, the N x N Gram matrix, or d x d), and the pooled rows of ``Z``
+    when they were formed (for the readout). O(N d^2) (d route)."""
+    d, V, N = draws.d, draws.V, draws.N
+    signal = draws.signal_coefficients()
+    if sample_through_tokens(d, V, N, top_k):
+        return _token_family(draws), None
+    pooled = pool(draws.tokens, draws.weights, draws.noise.embeddings)
+    centred_signal = signal - signal.mean() if draws.centered else signal
+    if top_k < N < d:
+        rows = pooled - pooled.mean(axis=0) if draws.centered else pooled
+        return _gram_family(draws, rows / np.sqrt(N), centred_signal / np.sqrt(N)), pooled
+    lower = lower_gram(pooled, 1.0 / N)
+    if draws.centered:
+        add_rank_one(lower, -1.0, pooled.mean(axis=0))
+    # S' = S0 - h h^T / q with h = C0^T a / N (the centred a sums to 0), q = |a|^2 / N
+    h = pooled.T @ centred_signal / N
+    q = float(centred_signal @ centred_signal) / N
+    w0, w1 = (h / np.sqrt(q), np.sqrt(q) * draws.signal) if q > 0 else (0 * h, 0 * h)
+    if q > 0:
+        add_rank_one(lower, -1.0 / q, h)
+    tracked = np.stack([w0, w1, draws.signal, draws.class_mean, draws.table_mean], axis=1)
+    return _SampleFamily(lower, tracked, _d_route_overlaps(draws)), pooled
+
+
+def _token_family(draws: _Draws) -> _SampleFamily:
+    """``S = E^T B E`` through the tokens (the cell's ``_sample_spectrum_from_tokens``,
+    ``V < min(N, d)``): with ``B = U diag(beta) U^T`` (positive semi-definite), ``S = Y^T
+    Y`` for ``Y = diag(sqrt(beta)) U^T E = Y0 + r y u^T``, ``Y0 = diag(sqrt(beta)) U^T Z``,
+    ``y = diag(sqrt(beta)) U^T s``. O(V^3 + V^2 d + N T^2)."""
+    incidence = token_incidence(draws.tokens, draws.weights, draws.V)
+    gram = (incidence.T @ incidence).toarray() / draws.N
+    if draws.centered:
+        token_mean = np.asarray(incidence.sum(axis=0)).ravel() / draws.N
+        gram -= np.outer(token_mean, token_mean)
+    values, vectors = scipy.linalg.eigh(gram, check_finite=False)
+    root = np.sqrt(np.maximum(values, 0.0))
+    rows = root[:, None] * (vectors.T @ draws.noise.embeddings)
+    y = root * (vectors.T @ draws.noise.token_class.astype(np.float64))
+    return _gram_family(draws, rows, y)
+
+
+# --------------------------------------------------------------- the population family
+
+
+def _population_family(draws: _Draws) -> tuple[np.ndarray, np.ndarray, bool]:
+    """The population matrix as a family: (the fixed matrix, lower triangle; tracked
+    ``[w0, w1, probes]``; whether it is the Gram form).
+
+    d x d: ``P' + alpha (Dlt0 + r u)(Dlt0 + r u)^T``, probes ``[u]``. For ``V < d`` (as
+    the cell): ``K' + g(r) g(r)^T`` in V dimensions, with rows ``Y0`` from
+    :func:`attnrmt.model.cell.population_rows` of ``Z``, ``y = sqrt(alpha / V) s`` (``Y(r)
+    = Y0 + r y u^T``, since ``mbar`` does not move and ``Dlt = Dlt0 + r u``), probes ``[Y0
+    u, y]``. O(V d^2) or O(V^2 d)."""
+    alpha, kappa, V, d = draws.alpha, draws.kappa, draws.V, draws.d
+    if V < d:
+        rows = population_rows(draws.noise, draws.population_terms, kappa)
+        y = np.sqrt(alpha / V) * draws.noise.token_class.astype(np.float64)
+        fixed = np.array(rows, copy=True)
+        fixed[:, 0] = 0.0
+        tracked = np.stack([rows[:, 0], y, rows[:, 0], y], axis=1)
+        return lower_gram(fixed.T, 1.0), tracked, True
+    lower = lower_gram(draws.noise.embeddings, kappa / V)
+    (mean_coefficient, table_mean), (class_coefficient, class_mean) = draws.population_terms
+    add_rank_one(lower, mean_coefficient, table_mean)
+    add_rank_one(lower, class_coefficient - alpha, class_mean)
+    tracked = np.stack(
+        [np.sqrt(alpha) * class_mean, np.sqrt(alpha) * draws.signal, draws.signal], axis=1
+    )
+    return lower, tracked, False
+
+
+def _population_overlaps(
+    roots: np.ndarray, values: np.ndarray, inner: np.ndarray, gram: bool
+) -> np.ndarray:
+    """Squared overlaps with ``u`` of the population matrix's top vectors, (S, 1, k):
+    ``inner`` with ``u`` (d route) or with ``[Y0 u, y]`` (Gram form, over ``lambda``)."""
+    if gram:
+        return _squared(inner[..., 0] + roots[:, None] * inner[..., 1], np.maximum(values, 0.0))[
+            :, None
+        ]
+    return _squared(inner[..., 0], np.ones(values.shape))[:, None]
+
+
+# ------------------------------------------------------------------------- solutions
+
+
+def _dense_solution(
+    lower: np.ndarray, tracked: np.ndarray, roots: np.ndarray, count: int, full: bool
+) -> tuple[np.ndarray | None, np.ndarray, np.ndarray]:
+    """Every member from one eigendecomposition (:func:`eigenvalues_and_components`):
+    (all eigenvalues (S, n) ascending if ``full``, the ``count`` largest (S, count)
+    descending, their vectors' inner products with the probes (S, count, L))."""
+    poles, components = eigenvalues_and_components(lower, tracked)
+    components, active = deflate_family(poles, components, roots)
+    spectra = family_spectra(poles, components, roots, active) if full else None
+    values, inner = family_top(poles, components, roots, active, count)
+    return spectra, values, inner
+
+
+def _krylov_check(
+    roots: np.ndarray,
+    n_values: int,
+    n_vectors: int,
+    n_probes: int,
+    overlaps: Callable[[np.ndarray, np.ndarray], np.ndarray],
+) -> Callable[[np.ndarray, np.ndarray, np.ndarray, int], Any]:
+    """The stop test of a family's block Krylov run (:func:`family_lanczos_steps`): the
+    family projected on the basis, decomposed (:func:`eigenvalues_and_components`) and
+    solved for every member's ``n_values + 1`` largest Ritz pairs (:func:`family_top`,
+    with the rows of the last block as extra probes: the Ritz residuals); every member
+    must pass the cell's top-route stop rule (``_linalg.converged``: Kato-Temple for the
+    values, Davis-Kahan on the squared overlaps, ``overlaps(values, inner)`` (S, q, c)
+    the squared overlaps of the Ritz vectors). Returns (values (S, n_values), inner
+    (S, n_vectors, L)) or None."""
+    count = n_values + 1
+
+    def check(
+        projected: np.ndarray, projections: np.ndarray, coupling: np.ndarray, low: int
+    ) -> Any:
+        if projected.shape[0] < count:
+            return None
+        # the components of the tracked vectors and of the last block's unit vectors
+        # (the Ritz residuals) in the projected matrix's eigenbasis, without forming it
+        last = np.zeros((projected.shape[0], projected.shape[0] - low))
+        last[low:] = np.eye(projected.shape[0] - low)
+        values, components = eigenvalues_and_components(
+            np.asfortranarray(projected), np.concatenate([projections, last], axis=1)
+        )
+        components, active = deflate_family(values, components, roots)
+        top, inner = family_top(values, components, roots, active, count)
+        residuals = np.sqrt(np.sum((inner[..., n_probes:] @ coupling.T) ** 2, axis=2))
+        cosines = np.sqrt(np.nanmax(overlaps(top, inner[..., :n_probes]), axis=1, initial=0.0))
+        for member in range(roots.size):
+            if not converged(
+                top[member],
+                residuals[member],
+                n_values,
+                n_vectors,
+                BLOCK_VALUE_TOL,
+                BLOCK_OVERLAP_TOL,
+                cosines[member, :n_vectors],
+                BLOCK_FLOOR_TOL,
+            ):
+                return None
+        return top[:, :n_values], inner[:, :n_vectors, :n_probes]
+
+    return check
+
+
+def _start_block(
+    tracked: np.ndarray, spikes: Sequence[np.ndarray], width: int, rng: np.random.Generator
+) -> np.ndarray:
+    """Krylov start: ``w0``, ``w1`` (so the space serves every member), then random
+    columns, the first ones plus the unit ``spikes`` at the cell's weight ``sqrt(n)``."""
+    n = tracked.shape[0]
+    start = rng.standard_normal((n, width))
+    start[:, :2] = tracked[:, :2]
+    for column, direction in enumerate(spikes, start=2):
+        norm = max(np.sqrt(np.sum(direction**2)), 1e-300)
+        if column < width:
+            start[:, column] += np.sqrt(n) * direction / norm
+    return start
+
+
+def _symmetric_product(lower: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
+    """``X -> A X`` for the symmetric ``A`` held in ``lower``'s lower triangle (Fortran
+    order): ``L X + L^T X - diag(A) X`` by two triangular products (``dtrmm``, each reads
+    half of ``A``). One BLAS thread, 4 columns: 1.0 ms at d = 1000 and 4.0 ms at
+    d = 2000, against 1.8 and 7.8 ms for ``dsymm`` (and 0.9 and 2.9 ms on a full
+    symmetric copy, whose O(d^2) build costs 3 and 26 ms and d^2 more memory)."""
+    diagonal = np.diagonal(lower).copy()
+
+    def apply(block: np.ndarray) -> np.ndarray:
+        product = blas.dtrmm(1.0, lower, block, side=0, lower=1)
+        product += blas.dtrmm(1.0, lower, block, side=0, lower=1, trans_a=1)
+        product -= diagonal[:, None] * block
+        return product
+
+    return apply
+
+
+def _population_solution(
+    draws: _Draws, roots: np.ndarray, top_k: int, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray]:
+    """Top ``top_k`` eigenvalues (S, k) and squared overlaps with ``u`` (S, 1, k) of the
+    population matrix for every ``snr`` (full route): exact decomposition up to
+    ``DENSE_POPULATION_MAX_N`` dimensions, else the family's block Krylov run on the
+    formed matrix (:func:`_symmetric_product`; the exact decomposition if it stops
+    short)."""
+    lower, tracked, gram = _population_family(draws)
+    n, n_probes = lower.shape[0], tracked.shape[1] - 2
+
+    def overlaps(values: np.ndarray, inner: np.ndarray) -> np.ndarray:
+        return _population_overlaps(roots, values, inner, gram)
+
+    found = None
+    if n > DENSE_POPULATION_MAX_N:
+        check = _krylov_check(roots, min(top_k + 1, n), top_k, n_probes, overlaps)
+        start = _start_block(
+            tracked, [] if gram else [draws.table_mean], min(FULL_POPULATION_BLOCK_WIDTH, n), rng
+        )
+        apply = _symmetric_product(lower)
+        (found,) = run_lanczos_together(
+            one_operator(apply), [family_lanczos_steps(start, tracked, check, rng)]
+        )
+    if found is None:
+        _, values, inner = _dense_solution(lower, tracked, roots, top_k, full=False)
+    else:
+        values, inner = found
+    values, inner = values[:, :top_k], inner[:, :top_k]
+    return values, overlaps(values, inner)
+
+
+def _readouts(draws: _Draws, pooled: np.ndarray | None, roots: np.ndarray) -> np.ndarray:
+    """Downstream accuracy of every ``snr`` (NaN without labels): the cell's ridge readout
+    (:func:`attnrmt.model.ridge_readout_accuracy`) of the pooled rows ``C(r) = C0 + r a
+    u^T``, whose standardised features differ between members in their first column only
+    (:func:`_ridge_curve`)."""
+    if draws.labels is None:
+        return np.full(roots.size, np.nan)
+    if pooled is None:
+        pooled = pool(draws.tokens, draws.weights, draws.noise.embeddings)
+    return _ridge_curve(pooled, draws.signal_coefficients(), draws.labels.astype(np.float64), roots)
+
+
+def _ridge_curve(
+    pooled: np.ndarray, signal: np.ndarray, labels: np.ndarray, roots: np.ndarray
+) -> np.ndarray:
+    """:func:`attnrmt.model.ridge_readout_accuracy` (default split and ridge) of the
+    features ``pooled + r signal e_1^T`` for every ``r``, sharing the work on the fixed
+    columns: with ``X = [x0(r), X1]`` (standardised on the training rows), the primal
+    system ``(X^T X + n lambda I) beta = X^T t`` is solved by block elimination against
+    the Cholesky factor of ``X1^T X1 + n lambda I`` and the dual one ``(X X^T + n lambda
+    I) alpha = t`` by Sherman-Morrison against that of ``X1 X1^T + n lambda I`` (the same
+    numbers as the readout's solve to rounding). O(N d^2 + d^3) once, O(N d + d^2) a
+    member."""
+    from attnrmt.model.readout import DEFAULT_RIDGE, DEFAULT_TRAIN_FRACTION
+
+    n_total, n_features = pooled.shape
+    n_train = int(np.floor(DEFAULT_TRAIN_FRACTION * n_total))
+    if n_train < 1 or n_train >= n_total:  # the readout's own error for this shape
+        return np.array([cell_readout(pooled, labels) for _ in roots])
+    train, test = pooled[:n_train, 1:], pooled[n_train:, 1:]
+    mean, spread = train.mean(axis=0), train.std(axis=0)
+    spread[spread == 0] = 1.0
+    rest_train, rest_test = (train - mean) / spread, (test - mean) / spread
+    label_mean = labels[:n_train].mean()
+    target = labels[:n_train] - label_mean
+    penalty = n_train * DEFAULT_RIDGE
+    primal = n_features <= n_train
+    if primal:
+        gram = rest_train.T @ rest_train
+    else:
+        gram = rest_train @ rest_train.T
+    gram[np.diag_indices_from(gram)] += penalty
+    factor = scipy.linalg.cho_factor(gram, lower=True, check_finite=False)
+    fixed = scipy.linalg.cho_solve(
+        factor, rest_train.T @ target if primal else target, check_finite=False
+    )
+    accuracies = []
+    for r in roots:
+        first = pooled[:, 0] + r * signal
+        first_mean, first_spread = first[:n_train].mean(), first[:n_train].std()
+        first_spread = first_spread if first_spread != 0 else 1.0
+        first_train = (first[:n_train] - first_mean) / first_spread
+        first_test = (first[n_train:] - first_mean) / first_spread
+        if primal:
+            coupling = rest_train.T @ first_train
+            solved = scipy.linalg.cho_solve(factor, coupling, check_finite=False)
+            schur = first_train @ first_train + penalty - coupling @ solved
+            beta_first = (first_train @ target - coupling @ fixed) / schur
+            predictions = first_test * beta_first + rest_test @ (fixed - solved * beta_first)
+        else:
+            solved = scipy.linalg.cho_solve(factor, first_train, check_finite=False)
+            dual = fixed - solved * (first_train @ fixed) / (1.0 + first_train @ solved)
+            predictions = first_test * (first_train @ dual) + rest_test @ (rest_train.T @ dual)
+        predicted = np.where(predictions + label_mean >= 0, 1.0, -1.0)
+        accuracies.append(float(np.mean(predicted == labels[n_train:])))
+    return np.array(accuracies)
+
+
+# ------------------------------------------------------------------------------ routes
+
+
+def _measure_full(
+    draws: _Draws, roots: np.ndarray, top_k: int, rng: np.random.Generator
+) -> tuple[_Measured, _Measured, np.ndarray]:
+    """The full route for every ``snr``: all ``d`` eigenvalues of ``S`` (the family's
+    secular roots, plus ``d - m`` zeros in an m-dimensional Gram form, as the cell), the
+    top-k overlaps, the population matrix's top pairs and the readouts."""
+    family, pooled = _sample_family(draws, top_k)
+    n = family.tracked.shape[0]
+    if family.lower is None:
+        raise AssertionError("the sample family's matrix was released before its solution")
+    spectra, values, inner = _dense_solution(family.lower, family.tracked, roots, top_k, full=True)
+    family.lower = None
+    assert spectra is not None
+    zeros = np.zeros(draws.d - n)
+    eigenvalues = [np.sort(np.concatenate([zeros, row])) if zeros.size else row for row in spectra]
+    sample = _Measured(eigenvalues, family.overlaps(roots, values, inner))
+    pop_values, pop_overlaps = _population_solution(draws, roots, top_k, rng)
+    accuracy = _readouts(draws, pooled, roots)
+    return sample, _Measured(list(pop_values), pop_overlaps), accuracy
+
+
+def _measure_top(
+    draws: _Draws, roots: np.ndarray, top_k: int, rng: np.random.Generator
+) -> tuple[_Measured, _Measured, np.ndarray]:
+    """The top route for every ``snr`` (docs/model.md, "Top-k cells"): the ``min(2 top_k,
+    d)`` largest eigenvalues of ``S`` and the top-k pairs of both matrices, matrix-free:
+    one block Krylov run per matrix for the whole curve (:func:`family_lanczos_steps`,
+    widths ``TOP_BLOCK_WIDTH`` and ``POP_BLOCK_WIDTH`` in lockstep, sharing each round's
+    two passes over ``Z``), stopped when every ``snr`` passes the cell's stop rule. At
+    ``d <= DENSE_TOP_MAX_N`` (and if a run stops short) the matrices are formed from the
+    same operators and decomposed, as the cell's dense route."""
+    d, V = draws.d, draws.V
+    incidence = token_incidence(draws.tokens, draws.weights, V)
+    pooled = incidence @ draws.noise.embeddings if draws.labels is not None else None
+    accuracy = _readouts(draws, pooled, roots)
+    signal = draws.signal_coefficients()
+    centred_signal = signal - signal.mean() if draws.centered else signal
+    # h = C0^T a / N through the table: C0 = W Z, and the centred a sums to 0
+    h = draws.noise.embeddings.T @ (incidence.T @ centred_signal) / draws.N
+    q = float(centred_signal @ centred_signal) / draws.N
+    w0, w1 = (h / np.sqrt(q), np.sqrt(q) * draws.signal) if q > 0 else (0 * h, 0 * h)
+    sample_terms = [(-1.0 / q, h)] if q > 0 else []
+    alpha = draws.alpha
+    population_terms = [(-alpha, draws.class_mean)]
+    operators = table_operators(
+        incidence, draws.noise.embeddings, draws.centered, draws.population_terms, draws.kappa
+    )
+
+    def apply_all(blocks: list[np.ndarray | None]) -> list[np.ndarray | None]:
+        products = operators(blocks)
+        for index, terms in ((0, sample_terms), (1, population_terms)):
+            block, product = blocks[index], products[index]
+            if block is not None and product is not None:
+                products[index] = add_rank_one_terms(product, block, terms)
+        return products
+
+    sample_tracked = np.stack([w0, w1, draws.signal, draws.class_mean, draws.table_mean], axis=1)
+    pop_tracked = np.stack(
+        [np.sqrt(alpha) * draws.class_mean, np.sqrt(alpha) * draws.signal, draws.signal], axis=1
+    )
+    sample_overlaps = _d_route_overlaps(draws)
+    n_values = stored_eigenvalue_count("top", d, top_k)
+    pop_n_values = min(top_k + 1, d)
+    checks = [
+        _krylov_check(
+            roots, n_values, top_k, 3, lambda values, inner: sample_overlaps(roots, values, inner)
+        ),
+        _krylov_check(
+            roots,
+            pop_n_values,
+            top_k,
+            1,
+            lambda values, inner: _population_overlaps(roots, values, inner, False),
+        ),
+    ]
+    found: list[Any] = [None, None]
+    if uses_krylov(d):
+        starts = [
+            _start_block(
+                sample_tracked, [draws.class_mean, draws.table_mean], min(TOP_BLOCK_WIDTH, d), rng
+            ),
+            _start_block(pop_tracked, [draws.table_mean], min(POP_BLOCK_WIDTH, d), rng),
+        ]
+        found = run_lanczos_together(
+            apply_all,
+            [
+                family_lanczos_steps(start, tracked, check, rng)
+                for start, tracked, check in zip(
+                    starts, (sample_tracked, pop_tracked), checks, strict=True
+                )
+            ],
+        )
+    results = []
+    for index, (tracked, n_wanted) in enumerate(
+        ((sample_tracked, n_values), (pop_tracked, pop_n_values))
+    ):
+        if found[index] is None:
+            blocks: list[np.ndarray | None] = [None, None]
+            blocks[index] = np.eye(d)
+            matrix = apply_all(blocks)[index]
+            assert matrix is not None
+            lower = np.asfortranarray(0.5 * (matrix + matrix.T))
+            _, values, inner = _dense_solution(lower, tracked, roots, n_wanted, full=False)
+            found[index] = (values, inner[:, :top_k])
+        results.append(found[index])
+    (values, inner), (pop_values, pop_inner) = results
+    sample = _Measured(
+        [row[::-1].copy() for row in values], sample_overlaps(roots, values[:, :top_k], inner)
+    )
+    pop_values = pop_values[:, :top_k]
+    population = _Measured(
+        list(pop_values), _population_overlaps(roots, pop_values, pop_inner, False)
+    )
+    return sample, population, accuracy
+
+
+__all__ = ["curve_shares_decomposition", "simulate_curve"]

@@ -1,0 +1,221 @@
+"""Laws of the embedding table's noise ``z_v`` (docs/model.md, "Table laws").
+
+A table law is a spec like the positional and weights models: a bare name
+(``"gaussian"``, ``"rademacher"``, ``"uniform"``) or a dict ``{"kind": "student_t",
+"nu": 3.0}``, ``{"kind": "sparse", "p": 0.1}``. Every law has i.i.d. entries with mean 0
+and variance 1:
+
+============= ============== ========================================= ================
+kind          parameter      entry ``z`` (``g ~ N(0, 1)``)             ``E z^4``
+============= ============== ========================================= ================
+``gaussian``  —              ``g``                                     3
+``rademacher`` —             ``sign(g)``                               1
+``uniform``   —              ``sqrt(3) erf(g / sqrt(2))``              9/5
+                             (uniform on ``[-sqrt(3), sqrt(3)]``)
+``student_t`` ``nu > 2``     ``g sqrt((nu - 2) / (2 G))``,             ``3 (nu-2)/(nu-4)``
+                             ``G ~ Gamma(nu/2, 1)``                    (inf if nu <= 4)
+``sparse``    ``0 < p <= 1`` ``g 1[U < p] / sqrt(p)``, ``U ~ U[0, 1)`` ``3 / p``
+============= ============== ========================================= ================
+
+Every entry is a function of the standard normal ``g`` that the Gaussian table draws at
+that place, plus (``student_t``, ``sparse``) one auxiliary draw from a second stream
+(:func:`attnrmt.model.table.sample_table`). So ``gaussian`` consumes the random numbers it
+always did, and the laws are coupled: at one seed, ``rademacher`` is the sign of the
+Gaussian table, ``sparse`` masks it (``p = 1`` is the Gaussian table bit for bit, and the
+masks are nested in ``p``), and ``student_t`` rescales it row-entry by entry.
+
+This module imports only numpy (``scipy.special.erf`` on first use of ``uniform``), so a
+sweep config can validate a law without importing the simulator.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from attnrmt._validation import check_numeric, split_model_spec
+
+TABLE_KINDS = ("gaussian", "rademacher", "uniform", "student_t", "sparse")
+
+_PARAMS: dict[str, tuple[str, ...]] = {
+    "gaussian": (),
+    "rademacher": (),
+    "uniform": (),
+    "student_t": ("nu",),
+    "sparse": ("p",),
+}
+
+#: Laws whose entries need a second, auxiliary draw (a Gamma or a uniform per entry).
+AUXILIARY_KINDS = ("student_t", "sparse")
+
+# Rows a chunk of the auxiliary draws (:func:`apply_table_law`): ~256 KiB of float64, the
+# buffer the auxiliary numbers are drawn into.
+_AUXILIARY_CHUNK_BYTES = 1 << 18
+
+
+def _suggest(value: Any, options: tuple[str, ...]) -> str:
+    """`` (did you mean 'x'?)`` for the closest option, or ``""``."""
+    close = difflib.get_close_matches(str(value), options, n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def _scalar(name: str, value: Any) -> float:
+    array = check_numeric(name, value)
+    if array.ndim != 0:
+        raise ValueError(f"{name}={value!r}: must be a number")
+    return float(array) + 0.0
+
+
+def validate_table(spec: Mapping[str, Any] | str | None = None) -> dict[str, Any]:
+    """Check a table law and return its canonical dict (docs/model.md, "Table laws").
+
+    Parameters
+    ----------
+    spec : str, dict or None
+        A name of :data:`TABLE_KINDS` without parameters, or ``{"kind": ..., **params}``;
+        None means ``"gaussian"``.
+
+    Returns
+    -------
+    dict
+        Keys sorted, ``{"kind": name}`` plus ``nu`` (``student_t``) or ``p`` (``sparse``)
+        as a ``float``.
+
+    Raises
+    ------
+    ValueError
+        Naming the key and the value: an unknown kind or parameter (with the closest
+        known name), a missing parameter, ``nu`` not a finite number > 2, ``p`` not a
+        number in (0, 1].
+
+    O(1).
+    """
+    if spec is None:
+        spec = "gaussian"
+    kind = (
+        spec if isinstance(spec, str) else (spec.get("kind") if isinstance(spec, Mapping) else None)
+    )
+    if isinstance(kind, str) and kind not in _PARAMS:
+        raise ValueError(
+            f"table.kind={kind!r}: must be one of "
+            f"{', '.join(map(repr, TABLE_KINDS))}{_suggest(kind, TABLE_KINDS)}"
+        )
+    if isinstance(spec, Mapping) and isinstance(kind, str):
+        unknown = [key for key in spec if key != "kind" and key not in _PARAMS[kind]]
+        if unknown:
+            raise ValueError(
+                f"table={dict(spec)!r}: unexpected parameter {unknown[0]!r} for kind "
+                f"{kind!r}{_suggest(unknown[0], _PARAMS[kind])} "
+                f"(allowed: {list(_PARAMS[kind])})"
+            )
+    kind, params = split_model_spec("table", spec, _PARAMS)
+    canonical: dict[str, Any] = {"kind": kind}
+    for name in _PARAMS[kind]:
+        if name not in params:
+            raise ValueError(f"table={spec!r}: {kind} needs {name!r}")
+    if kind == "student_t":
+        nu = _scalar("table.nu", params["nu"])
+        if not nu > 2:
+            raise ValueError(
+                f"table.nu={params['nu']!r}: must be > 2 (a Student t of "
+                "unit variance needs nu > 2)"
+            )
+        canonical["nu"] = nu
+    elif kind == "sparse":
+        p = _scalar("table.p", params["p"])
+        if not 0 < p <= 1:
+            raise ValueError(f"table.p={params['p']!r}: must lie in (0, 1]")
+        canonical["p"] = p
+    return dict(sorted(canonical.items()))
+
+
+def table_moments(spec: Mapping[str, Any] | str | None = None) -> tuple[float, float]:
+    """``(E z^2, E z^4)`` of one table entry: ``(1.0, m4)`` with ``m4`` from the module
+    docstring's table (``inf`` for ``student_t`` with ``nu <= 4``). O(1)."""
+    law = validate_table(spec)
+    kind = law["kind"]
+    if kind == "gaussian":
+        return 1.0, 3.0
+    if kind == "rademacher":
+        return 1.0, 1.0
+    if kind == "uniform":
+        return 1.0, 9.0 / 5.0
+    if kind == "student_t":
+        nu = law["nu"]
+        return 1.0, 3.0 * (nu - 2.0) / (nu - 4.0) if nu > 4 else math.inf
+    return 1.0, 3.0 / law["p"]
+
+
+def table_no_theory(spec: Mapping[str, Any] | str | None = None) -> str | None:
+    """Why the Gaussian theory does not apply to a table law, or None when it does
+    (docs/model.md, "Table laws"): the bulk edges, outliers and overlaps of the Gaussian
+    theory hold for every law with ``E z^4 < inf`` (universality); without it the largest
+    eigenvalues escape to infinity. O(1)."""
+    law = validate_table(spec)
+    if math.isfinite(table_moments(law)[1]):
+        return None
+    return (
+        f"student_t nu={law['nu']:g} has infinite fourth moment: the Gaussian bulk "
+        "edges, outliers and overlaps need E z^4 < inf (the largest eigenvalues of a "
+        "table with heavier tails escape to infinity)"
+    )
+
+
+def apply_table_law(
+    normals: np.ndarray, law: Mapping[str, Any], auxiliary: np.random.Generator | None
+) -> np.ndarray:
+    """Turn the standard normals ``g`` of ``normals`` (C-ordered rows) into the law's
+    entries ``z`` in place (module docstring) and return it.
+
+    ``law`` is a canonical spec (:func:`validate_table`); ``auxiliary`` draws the Gamma
+    (``student_t``) or uniform (``sparse``) numbers, one per entry in row-major order,
+    chunk by chunk into a buffer of ~256 KiB: the result does not depend on the chunking
+    or on how the rows are split, provided each split keeps its own stream order.
+    ``gaussian`` leaves ``normals`` untouched. O(rows x d) time, O(d + 32 K) extra memory.
+    """
+    kind = law["kind"]
+    if kind == "gaussian":
+        return normals
+    if kind == "rademacher":
+        return np.copysign(1.0, normals, out=normals)
+    if kind == "uniform":
+        from scipy.special import erf
+
+        np.multiply(normals, 1.0 / math.sqrt(2.0), out=normals)
+        erf(normals, out=normals)
+        normals *= math.sqrt(3.0)
+        return normals
+    if auxiliary is None:
+        raise ValueError(f"table={dict(law)!r}: needs an auxiliary generator")
+    rows = normals.reshape(-1, normals.shape[-1])  # a view: (n,) -> (1, n), (r, d) as is
+    chunk = max(1, _AUXILIARY_CHUNK_BYTES // (8 * max(1, rows.shape[1])))
+    buffer = np.empty((min(chunk, rows.shape[0]), rows.shape[1]))
+    for start in range(0, rows.shape[0], chunk):
+        part = rows[start : start + chunk]
+        drawn = buffer[: part.shape[0]]
+        if kind == "student_t":
+            nu = law["nu"]
+            auxiliary.standard_gamma(0.5 * nu, out=drawn)
+            # t sqrt((nu-2)/nu) with t = g / sqrt(2 G / nu): g sqrt((nu - 2) / (2 G))
+            np.divide(0.5 * (nu - 2.0), drawn, out=drawn)
+            np.sqrt(drawn, out=drawn)
+        else:
+            p = law["p"]
+            auxiliary.random(out=drawn)
+            drawn[...] = np.where(drawn < p, 1.0 / math.sqrt(p), 0.0)
+        part *= drawn
+    return normals
+
+
+__all__ = [
+    "AUXILIARY_KINDS",
+    "TABLE_KINDS",
+    "apply_table_law",
+    "table_moments",
+    "table_no_theory",
+    "validate_table",
+]

@@ -1,0 +1,127 @@
+"""What ``attnrmt run`` shows: Snakemake's output split between the run's log and the screen.
+
+The driver (:mod:`attnrmt.driver`) runs each Snakemake step as a child process whose
+stdout and stderr go to one pipe. Every line goes to the run's log file
+(``results/<run>/logs/run-<UTC time>.log``); the screen gets only what a person needs
+while a live bar (:mod:`attnrmt.sweep.report.progress_bar`) shows the progress:
+
+- our own messages (lines starting ``attnrmt``: warnings, a refused config, the cells
+  kept after a stop), each once; the block jobs' per-block and ``attnrmt: progress``
+  lines are left out (the bar shows the same numbers);
+- errors in full: a line starting an error (Snakemake's ``Error in rule``,
+  ``RuleException``, ``WorkflowError``, any ``...Error``/``...Exception``, a traceback,
+  ``Exiting because ...``) and every line after it up to the next line of Snakemake's job
+  chatter (the job logs printed by ``show-failed-logs`` included);
+- lines before the first recognised line (a problem before Snakemake starts logging).
+
+Job chatter (job and report banners, ``N of M steps``, the DAG's job table, Dask's
+``2026-... - distributed...`` lines of the worker processes) is left out: it is in the log.
+:class:`OutputSplitter` also reads the ``N of M steps (P%) done`` lines and the rule of
+the last job started, for the bar's stage text.
+
+Why not Snakemake's own settings: ``quiet`` is one filter shared by Snakemake's stream and
+log-file handlers, so quieting the screen empties ``.snakemake/log/`` too; a logger plugin
+(snakemake-interface-logger-plugins) sees Snakemake's log records only, not what Dask's
+worker processes and rule bodies write to the inherited stderr, and would have to be
+installed as a separate ``snakemake_logger_plugin_*`` package to be found. The split here
+works for every executor and Snakemake version the floor allows, and a line it does not
+recognise in an error block is shown, not hidden.
+
+Cost: O(1) per line (a few anchored regular expressions).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+_WEEKDAY = r"(Mon|Tue|Wed|Thu|Fri|Sat|Sun)"
+_CHATTER = re.compile(
+    r"^("
+    rf"\[{_WEEKDAY} .*\]$"  # the time stamp before each job
+    r"|(local)?(rule|checkpoint) \S+:$"  # a job's banner (its indented lines follow)
+    r"|Select jobs to execute|Execute \d+ jobs|Finished jobid|\d+ of \d+ steps"
+    r"|Building DAG of jobs|Using shell:|Provided (cores|resources|remote nodes)"
+    r"|Rules claiming more threads|Job stats:|Using workflow specific profile"
+    r"|Assuming unrestricted shared filesystem|Shell command:|Creating report"
+    r"|Adding |Report created|Downloading resources|Loading script code"
+    r"|Complete log\(s\):|Elapsed time:|Trying to restart job|Nothing to be done"
+    r"|Shutting down, this might take|Removing output files of failed job"
+    r"|Will exit after finishing currently running jobs|Terminating processes on user"
+    r"|SNAKEMAKE$|host: |Activating |Waiting (at most|for )"
+    r"|\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} - "  # Python logging (Dask's processes)
+    r")"
+)
+_ERROR_START = re.compile(
+    r"^(Error in (rule|group)|Error:|RuleException|WorkflowError|Traceback \(most recent"
+    r"|\w*(Error|Exception)\b|Exiting because|Logfile \S.*:)"
+)
+_OURS = re.compile(r"^attnrmt\b")
+#: Our lines the bar stands for: the progress line, each block's summary, the cluster's end.
+_OUR_CHATTER = re.compile(r"^attnrmt: (progress |\S+ block [0-9a-f]+: |Dask cluster closed)")
+_STEPS = re.compile(r"^(\d+) of (\d+) steps")
+_JOB_TOTAL = re.compile(r"^total\s+(\d+)$")  # last row of Snakemake's job table
+_RULE_STARTED = re.compile(r"^(?:local)?(?:rule|checkpoint) (\S+):$")
+#: Lines of an error block that say nothing (Snakemake prints them for `run:` rules).
+_EMPTY_DETAIL = re.compile(r"^\s+message: None$|^Shell command: None$")
+
+
+def message_key(line: str) -> str:
+    """Our message without its ``attnrmt ...:`` prefix. O(len(line))."""
+    return line.split(": ", 1)[-1]
+
+
+@dataclass
+class OutputSplitter:
+    """Decides line by line what of a Snakemake step's output reaches the screen.
+
+    ``showing`` starts True: lines before the first recognised one are shown.
+    """
+
+    showing: bool = True
+    steps_done: int | None = None
+    steps_total: int | None = None
+    rule: str | None = None
+    """The rule of the last job Snakemake started."""
+    error_lines: list[str] = field(default_factory=list)
+    """Every line shown as part of an error block, in order."""
+    seen: set[str] = field(default_factory=set)
+    """Our messages shown so far, without their ``attnrmt ...:`` prefix (each once: the
+    driver's own ``attnrmt run: warning: X`` and the Snakefile's ``attnrmt: warning: X``
+    are one message)."""
+
+    def screen_line(self, line: str) -> str | None:
+        """``line`` (no newline) if it goes to the screen, else None; updates the stage."""
+        if _OURS.match(line):
+            self.showing = not _OUR_CHATTER.match(line)
+            seen = message_key(line)
+            if not self.showing or seen in self.seen:
+                return None
+            self.seen.add(seen)
+            return line
+        if total := _JOB_TOTAL.match(line):
+            self.steps_total = int(total.group(1))
+        if steps := _STEPS.match(line):
+            self.steps_done, self.steps_total = int(steps.group(1)), int(steps.group(2))
+        if started := _RULE_STARTED.match(line):
+            self.rule = started.group(1)
+        if _CHATTER.match(line):
+            self.showing = False
+            return None
+        if _ERROR_START.match(line):
+            self.showing = True
+        if not self.showing or not line.strip() or _EMPTY_DETAIL.match(line):
+            return None
+        self.error_lines.append(line)
+        return line
+
+    def stage(self) -> str | None:
+        """``"step 3/11 gather_cells"`` (what Snakemake last reported), or None."""
+        if self.steps_total is None and self.rule is None:
+            return None
+        done = self.steps_done if self.steps_done is not None else 0
+        steps = f"step {done}/{self.steps_total}" if self.steps_total is not None else ""
+        return " ".join(part for part in (steps, self.rule or "") if part)
+
+
+__all__ = ["OutputSplitter", "message_key"]

@@ -1,0 +1,85 @@
+"""``attnrmt.run``: a whole run from Python (a script, a notebook), as ``attnrmt run`` does.
+
+::
+
+    import attnrmt
+    tree = attnrmt.run("my-sweep.yaml", cores=2)     # results under ./results/<run>/
+    tree["transition/cells"].top_eigenvalues
+
+The same steps as the command line (:func:`attnrmt.driver.execute_run`: validate, the
+sweep, the report, the summary), the same live progress (in a Jupyter kernel an HTML
+bar updated in place, else the terminal bar or plain lines:
+:func:`attnrmt.sweep.report.progress_bar.choose_display`), the same split of Snakemake's output
+(errors in full into the cell, everything in ``results/<run>/logs/run-*.log``). It installs
+no signal handler (the kernel owns SIGINT): interrupting the kernel forwards one SIGINT to
+Snakemake, which stops keeping what finished, and then raises :class:`KeyboardInterrupt`.
+Returns :func:`attnrmt.open_results` of the run (docs/python-api.md).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from attnrmt.driver import DEFAULT_PROFILE
+
+
+class RunFailed(RuntimeError):
+    """A run from :func:`run` ended with an error; :attr:`log` is its full log,
+    :attr:`errors` the error lines that were shown."""
+
+    def __init__(self, message: str, log: os.PathLike[str], errors: tuple[str, ...]) -> None:
+        super().__init__(message)
+        self.log = log
+        self.errors = errors
+
+
+def run(
+    config: str | os.PathLike[str],
+    cores: int | str | None = None,
+    profile: str | os.PathLike[str] = DEFAULT_PROFILE,
+    snakefile: str | os.PathLike[str] | None = None,
+    squeeze: bool = False,
+    display: Any = None,
+) -> Any:
+    """Run the sweep of ``config`` in the working directory; its results as an
+    :class:`xarray.DataTree` (:func:`attnrmt.open_results`, ``squeeze`` as there).
+
+    ``cores``: Snakemake's ``--cores`` (default: the profile's); ``profile``: a shipped
+    profile's name or a profile folder; ``display``: a progress display
+    (:class:`attnrmt.sweep.report.progress_bar.ProgressDisplay`; default: chosen for where
+    this runs). The config's warnings are printed (stderr) before the run.
+
+    Raises
+    ------
+    attnrmt.sweep.spec.config.ConfigError
+        An invalid config (nothing ran).
+    attnrmt.extras.MissingExtra
+        The ``workflow`` extra (or ``hpc`` for a cluster profile) is not installed.
+    RunFailed
+        Snakemake failed (the errors were shown; the message names the log).
+    KeyboardInterrupt
+        Interrupted: the run was stopped cleanly first (finished cells are kept).
+    """
+    import sys
+
+    from attnrmt.driver import execute_run
+    from attnrmt.sweep.spec.config import load_valid_config
+    from attnrmt.sweep.store.cell_table.reader import open_results
+
+    for warning in load_valid_config(Path(config)).warnings:
+        print(f"attnrmt run: warning: {warning}", file=sys.stderr)
+    outcome = execute_run(config, profile, snakefile, cores, display=display, signal_handlers=False)
+    if outcome.interrupted:
+        raise KeyboardInterrupt(f"run stopped; finished cells are kept in {outcome.run_dir}")
+    if outcome.code != 0:
+        raise RunFailed(
+            f"the run failed (exit {outcome.code}); full log: {outcome.log}",
+            outcome.log,
+            outcome.errors,
+        )
+    return open_results(outcome.run_dir, squeeze=squeeze)
+
+
+__all__ = ["RunFailed", "run"]

@@ -1,0 +1,88 @@
+"""``failed_cells.csv``: one row per planned cell whose last attempt failed (rule
+``failed_cells``; columns :data:`FAILED_CELLS_COLUMNS`, ``docs/data-contract.md``).
+
+Cells are described by the plan (model names, replicate) so that the table reads like
+the config. Cost: O(failure records + failed cells).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from attnrmt.sweep.store.failures import (
+    unresolved_failures,
+)
+
+#: Columns of ``failed_cells.csv``: where the cell is, what it is, and how it failed
+#: (``docs/data-contract.md``, "Failure causes").
+FAILED_CELLS_COLUMNS = (
+    "sweep",
+    "block",
+    "cell_key",
+    "d",
+    "delta",
+    "gamma",
+    "T",
+    "positional",
+    "weights",
+    "snr",
+    "centered",
+    "replicate",
+    "cause",
+    "error",
+    "time",
+)
+
+
+def failed_cells_table(run_plan: Any, run_dir: str | os.PathLike[str]) -> pd.DataFrame:
+    """One row per planned cell whose last attempt failed (:data:`FAILED_CELLS_COLUMNS`).
+
+    Cells are described by the plan (model *names*, replicate), so that the table reads
+    like the config; failures of cells the config no longer holds are left out.
+    """
+    rows = []
+    for name, sweep in run_plan.sweeps.items():
+        failures = unresolved_failures(Path(run_dir) / name)
+        failing = {failure.get("key") for failure in failures}
+        # only the failing cells are built (the plan holds its cells as arrays)
+        cells = {
+            key: sweep.cells[index] for index, key in enumerate(sweep.cell_keys()) if key in failing
+        }
+        for failure in failures:
+            cell = cells.get(failure.get("key"))
+            if cell is None:
+                continue
+            rows.append(
+                {
+                    "sweep": name,
+                    "block": failure["block"],
+                    "cell_key": cell.key,
+                    **{axis: getattr(cell, axis) for axis in FAILED_CELLS_COLUMNS[3:12]},
+                    "cause": failure["cause"],
+                    "error": " ".join(str(failure.get("error", "")).split()),
+                    "time": failure.get("time"),
+                }
+            )
+    return pd.DataFrame(rows, columns=list(FAILED_CELLS_COLUMNS))
+
+
+def write_failed_cells_table(
+    run_plan: Any, run_dir: str | os.PathLike[str], output_path: str | os.PathLike[str]
+) -> Path:
+    """Write :func:`failed_cells_table` as CSV (rule ``failed_cells``); header only when
+    nothing failed."""
+    target = Path(output_path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    failed_cells_table(run_plan, run_dir).to_csv(target, index=False)
+    return target
+
+
+__all__ = [
+    "FAILED_CELLS_COLUMNS",
+    "failed_cells_table",
+    "write_failed_cells_table",
+]

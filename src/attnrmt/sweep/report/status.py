@@ -1,0 +1,678 @@
+"""Where a run stands: cells done / failed / pending per sweep, throughput and an ETA.
+
+Read-only: the functions here only ``stat`` files and read small members of fragment
+files (``docs/data-contract.md``, "Files"; :mod:`attnrmt.sweep.store.fragments`); they take no
+lock and write nothing but what the fragment reader does with a damaged file (moved
+aside, restored from its intact copy), so ``attnrmt status`` can run from another terminal
+while a run is writing, and after it.
+
+Counts (per sweep of the plan):
+
+- **done**: planned cells with a finished result in the sweep's fragments (``fragments/``,
+  ``cache/`` or ``salvage/``), as ``attnrmt plan`` counts them: the cell ids of every file
+  are read and verified (a damaged file's cells are not done).
+- **failed**: planned cells, not done, whose block's last attempt failed
+  (:func:`attnrmt.sweep.run.failures.unresolved_failures`).
+- **pending**: the rest, split when a live Snakemake of the workflow works in the run's
+  directory (``<workdir>/results/<run>``: a held liveness token in
+  ``<workdir>/.snakemake/attnrmt-live/``, :mod:`attnrmt.sweep.run.locks`, asked with
+  ``F_GETLK``, which queries a lock without taking one) into **running** and **queued**;
+  with no live run they are **missing** (and there is no ETA). Running cells are those
+  being computed: of the cells of unfinished blocks whose log
+  ``logs/simulate_block/<sweep>/<block>.log``, created when the block job starts, is newer
+  than the oldest live token (blocks in flight: all their cells are submitted to Dask),
+  as many as the measured busy cores (:func:`computing_split`); the others are queued.
+  Where the lock query is unsupported the split is unknown (None) and only ``pending`` is
+  given. Snakemake's own "job started" markers
+  depend on its persistence backend and stay behind when a run is killed, so they are
+  not used.
+
+Throughput and ETA: each fragment's mtime is when its block finished. Over the newest
+fragments finished in the last :data:`RATE_WINDOW_SECONDS` (at most
+:data:`MAX_TIMED_FRAGMENTS`), with mtimes ``t_1 <= ... <= t_k`` (``k >= 2``)::
+
+    cells_per_second = sum_{i=2..k} cells_i / (t_k - t_1)
+    busy_cores       = sum_{i=2..k} compute_seconds of the cells computed in i / (t_k - t_1)
+
+(the first fragment opens the interval). The cost model (:mod:`attnrmt.sweep.spec.cost`,
+``seconds = CELL_OVERHEAD_SECONDS + work * seconds_per_work``) is recalibrated from the
+measured ``compute_seconds`` of the newest finished cells, not from a fresh probe::
+
+    seconds_per_work = sum (compute_seconds - CELL_OVERHEAD_SECONDS) / sum work
+
+and the ETA is the pending cells' estimated one-core seconds over ``busy_cores``. All
+wall-clock overheads (Snakemake, Dask, writing fragments) land in ``busy_cores``, which
+is the useful core-seconds per wall second actually achieved.
+
+Cost: O(fragments) ``stat`` calls (and O(unfinished blocks) log ``stat`` calls while a
+run lives), O(planned cells) set and cost-model arithmetic, and
+reads of two small members of at most :data:`MAX_TIMED_FRAGMENTS` fragments (plus the
+``cell_key`` and ``cell_seed`` members of every fragment, ~0.3 ms each); memory
+O(planned cells).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from attnrmt.sweep.report.progress import (
+    UNREADABLE,
+    FragmentFile,
+    SweepCount,
+    count_sweep,
+    done_cell_keys,
+    scan_fragment_files,
+)
+from attnrmt.sweep.run.failures import describe_causes, merge_cause_counts
+from attnrmt.sweep.run.locks import (
+    live_run_since,
+    token_is_held,
+)
+from attnrmt.sweep.spec.cost import (
+    CELL_OVERHEAD_SECONDS,
+    DEFAULT_SECONDS_PER_WORK,
+    planned_cell_work,
+)
+from attnrmt.sweep.store import fragments
+from attnrmt.sweep.store.layout import RunLayout
+
+#: Throughput is measured over fragments finished within this many seconds before now.
+RATE_WINDOW_SECONDS = 300.0
+#: At most this many of the newest fragments have their timings read (calibration, rate).
+MAX_TIMED_FRAGMENTS = 256
+#: A run prints its progress line at most once per this many seconds.
+PROGRESS_INTERVAL_SECONDS = 30.0
+#: ... and spends at most this share of one core on it: after a line that cost ``c`` CPU
+#: seconds (``run_status`` reads every done key, O(cells of the run)), the next one waits
+#: at least ``c / PROGRESS_CPU_SHARE`` (a 10^6-cell run: ~5 s a line, one every ~4 min).
+PROGRESS_CPU_SHARE = 0.02
+
+#: Where a block job's log lives under ``results/<run>`` (rule ``simulate_block``).
+#: The block jobs' logs (``logs/simulate_block/<sweep>/<block>.log``, :class:`RunLayout`).
+BLOCK_LOG_RULE = "simulate_block"
+
+
+# --------------------------------------------------------------------------- files
+
+
+@dataclass(frozen=True)
+class FragmentTiming:
+    """Timing of one finished block: mtime, its cells and what the computed ones cost."""
+
+    mtime: float
+    n_cells: int
+    computed_seconds: float
+    """Sum of ``compute_seconds`` over the cells this fragment's job computed."""
+    computed_work: float
+    """Sum of the cost model's work units over those same cells."""
+    n_computed: int
+
+
+def read_cell_timings(path: Path) -> tuple[np.ndarray, np.ndarray]:
+    """``(computed, compute_seconds)`` of a fragment, reading only those two members."""
+    with open(path, "rb") as handle, np.load(handle, allow_pickle=False) as npz:
+        computed = np.asarray(npz["computed"], dtype=bool)
+        seconds = (
+            np.asarray(npz["compute_seconds"], dtype=np.float64)
+            if "compute_seconds" in npz.files
+            else np.zeros(computed.shape)
+        )
+    return computed, seconds
+
+
+_TIMING_CACHE: dict[tuple[str, int, int, int, int], FragmentTiming] = {}
+_TIMING_CACHE_LOCK = threading.Lock()
+
+
+def fragment_timing(file: FragmentFile, block: Any) -> FragmentTiming | None:
+    """:class:`FragmentTiming` of a planned block's fragment (cached by file identity,
+    so ``--watch`` and the progress line read each fragment once); None if unreadable."""
+    try:
+        stat = file.path.stat()
+    except OSError:
+        return None
+    signature = (str(file.path), stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns)
+    with _TIMING_CACHE_LOCK:
+        cached = _TIMING_CACHE.get(signature)
+    if cached is not None:
+        return cached
+    try:
+        computed, seconds = read_cell_timings(file.path)
+    except UNREADABLE:
+        return None
+    if computed.size != len(block.cells):
+        return None
+    work = np.array([planned_cell_work(cell) for cell in block.cells])
+    timing = FragmentTiming(
+        mtime=stat.st_mtime,
+        n_cells=int(computed.size),
+        computed_seconds=float(seconds[computed].sum()),
+        computed_work=float(work[computed].sum()),
+        n_computed=int(computed.sum()),
+    )
+    with _TIMING_CACHE_LOCK:
+        _TIMING_CACHE[signature] = timing
+    return timing
+
+
+# --------------------------------------------------------------------------- live run
+
+
+def running_blocks(
+    sweep_plan: Any, run_dir: Path, done: set[str], failed: set[str], since: float
+) -> list[Any]:
+    """Unfinished blocks of a sweep whose log was written at or after ``since``.
+
+    O(blocks) ``stat`` calls.
+    """
+    log_dir = RunLayout(run_dir).log(BLOCK_LOG_RULE, sweep_plan.name)
+    running = []
+    for block in sweep_plan.blocks:
+        keys = block.cell_keys
+        if all(key in done or key in failed for key in keys):
+            continue
+        try:
+            if (log_dir / f"{block.key}.log").stat().st_mtime >= since:
+                running.append(block)
+        except OSError:
+            continue
+    return running
+
+
+# --------------------------------------------------------------------------- estimates
+
+
+def recalibrated_seconds_per_work(
+    timings: Sequence[FragmentTiming], fallback: float = DEFAULT_SECONDS_PER_WORK
+) -> float:
+    """``max(sum (compute_seconds - CELL_OVERHEAD_SECONDS), 0) / sum work`` over the
+    computed cells (0 when they took no more than the fixed overhead).
+
+    ``fallback`` when no cell was computed (nothing measured yet). O(len(timings)).
+    """
+    n_computed = sum(timing.n_computed for timing in timings)
+    work = sum(timing.computed_work for timing in timings)
+    if n_computed == 0 or work <= 0:
+        return fallback
+    seconds = sum(timing.computed_seconds for timing in timings)
+    return max(seconds - n_computed * CELL_OVERHEAD_SECONDS, 0.0) / work
+
+
+def throughput(
+    timings: Sequence[FragmentTiming], now: float, window_seconds: float = RATE_WINDOW_SECONDS
+) -> tuple[float | None, float | None]:
+    """``(cells_per_second, busy_cores)`` over the fragments of the last ``window_seconds``.
+
+    With the window's fragments at ``t_1 <= ... <= t_k``: the cells and compute seconds
+    of fragments ``2..k`` over ``t_k - t_1`` (module docstring). ``(None, None)`` when
+    fewer than two fragments finished in the window, or all at the same instant.
+    """
+    recent = sorted(
+        (timing for timing in timings if now - window_seconds <= timing.mtime <= now + 1.0),
+        key=lambda timing: timing.mtime,
+    )
+    if len(recent) < 2:
+        return None, None
+    span = recent[-1].mtime - recent[0].mtime
+    if span <= 0:
+        return None, None
+    cells = sum(timing.n_cells for timing in recent[1:])
+    core_seconds = sum(timing.computed_seconds for timing in recent[1:])
+    return cells / span, core_seconds / span
+
+
+def estimated_seconds(cells: Iterable[Any], seconds_per_work: float) -> float:
+    """One-core seconds of ``cells`` by the cost model: ``sum overhead + work * spw``."""
+    total = 0.0
+    for cell in cells:
+        total += CELL_OVERHEAD_SECONDS + planned_cell_work(cell) * seconds_per_work
+    return total
+
+
+def eta_seconds(remaining_core_seconds: float, busy_cores: float | None) -> float | None:
+    """Wall seconds left: remaining one-core seconds over the measured busy cores
+    (0 when nothing remains; None when the throughput is unknown)."""
+    if remaining_core_seconds <= 0:
+        return 0.0
+    if busy_cores is None or busy_cores <= 0:
+        return None
+    return remaining_core_seconds / busy_cores
+
+
+# --------------------------------------------------------------------------- status
+
+
+@dataclass(frozen=True)
+class SweepStatus:
+    """Counts, throughput and ETA of one sweep (module docstring)."""
+
+    sweep: str
+    cells: int
+    done: int
+    failed: int
+    pending: int
+    running: int | None
+    queued: int | None
+    missing: int | None
+    cells_per_second: float | None
+    remaining_core_seconds: float
+    eta_seconds: float | None
+    last_fragment_age_seconds: float | None
+    failed_by_cause: dict[str, int] = field(default_factory=dict)
+    """Failed cells per cause (:func:`attnrmt.sweep.run.failures.count_failures_by_cause`)."""
+
+    @property
+    def percent_done(self) -> float:
+        """Done cells in percent of the planned ones (100 for an empty sweep)."""
+        return 100.0 * self.done / self.cells if self.cells else 100.0
+
+
+@dataclass(frozen=True)
+class RunStatus:
+    """Status of every sweep of a run and of the run as a whole."""
+
+    run: str
+    time: float
+    sweeps: list[SweepStatus]
+    total: SweepStatus
+    seconds_per_work: float
+    calibrated: bool
+    """True when ``seconds_per_work`` comes from measured cells, False for the default."""
+    live: bool | None
+    """Whether a Snakemake of the workflow is alive in the run's directory (None: unknown)."""
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON-ready dict (``attnrmt status --json``)."""
+        return {
+            "run": self.run,
+            "time": self.time,
+            "seconds_per_work": self.seconds_per_work,
+            "calibrated": self.calibrated,
+            "live": self.live,
+            "sweeps": [{**asdict(row), "percent_done": row.percent_done} for row in self.sweeps],
+            "total": {**asdict(self.total), "percent_done": self.total.percent_done},
+        }
+
+
+def _newest_timings(scans: Sequence[SweepCount]) -> dict[str, list[FragmentTiming]]:
+    """Timings of the newest :data:`MAX_TIMED_FRAGMENTS` planned fragments, per sweep."""
+    candidates = [
+        (file, scan)
+        for scan in scans
+        for file in scan.files
+        if file.planned and file.path.parent.name == fragments.FRAGMENTS_DIRNAME
+    ]
+    candidates.sort(key=lambda pair: pair[0].mtime, reverse=True)
+    timings: dict[str, list[FragmentTiming]] = {scan.sweep_plan.name: [] for scan in scans}
+    blocks = {scan.sweep_plan.name: scan.sweep_plan.block_index() for scan in scans}
+    for file, scan in candidates[:MAX_TIMED_FRAGMENTS]:
+        timing = fragment_timing(file, blocks[scan.sweep_plan.name][file.block])
+        if timing is not None:
+            timings[scan.sweep_plan.name].append(timing)
+    return timings
+
+
+def remaining_work(
+    sweep_plan: Any, done: set[str], failed: set[str], seconds_per_work: float
+) -> tuple[int, int, float]:
+    """``(done, failed, one-core seconds left)`` of a sweep, block by block.
+
+    A block never mixes lines and a cell's cost (:func:`planned_cell_work`) depends only
+    on its line, so each block's cost is its first cell's times its cells left: one
+    :class:`~attnrmt.sweep.spec.plan.Cell` built per block, the keys from the plan's arrays
+    (:attr:`~attnrmt.sweep.spec.plan.Block.cell_keys`). O(cells) set lookups; building every
+    cell instead took most of the Snakemake process's CPU in a 10^6-cell run (one
+    progress line every 30 s).
+    """
+    n_done = n_failed = 0
+    seconds = 0.0
+    for block in sweep_plan.blocks:
+        keys = block.cell_keys
+        block_done = sum(key in done for key in keys)
+        block_failed = sum(key in failed for key in keys)
+        left = sum(key not in done and key not in failed for key in keys)
+        n_done, n_failed = n_done + block_done, n_failed + block_failed
+        if left:
+            seconds += estimated_seconds([block.cells[0]], seconds_per_work) * left
+    return n_done, n_failed, seconds
+
+
+def _sweep_row(
+    name: str,
+    sweep_plan: Any,
+    done: set[str],
+    failed: set[str],
+    timings: Sequence[FragmentTiming],
+    seconds_per_work: float,
+    busy_cores: float | None,
+    now: float,
+    window_seconds: float,
+    newest_mtime: float | None,
+    split: tuple[int | None, int | None, int | None],
+    failed_by_cause: dict[str, int],
+) -> SweepStatus:
+    n_done, n_failed, remaining = remaining_work(sweep_plan, done, failed, seconds_per_work)
+    n_cells = sweep_plan.n_cells
+    cells_per_second, _ = throughput(timings, now, window_seconds)
+    return SweepStatus(
+        sweep=name,
+        cells=n_cells,
+        done=n_done,
+        failed=n_failed,
+        pending=n_cells - n_done - n_failed,
+        running=split[0],
+        queued=split[1],
+        missing=split[2],
+        cells_per_second=cells_per_second,
+        remaining_core_seconds=remaining,
+        eta_seconds=eta_seconds(remaining, busy_cores),
+        last_fragment_age_seconds=None if newest_mtime is None else max(now - newest_mtime, 0.0),
+        failed_by_cause=failed_by_cause,
+    )
+
+
+def _pending_split(
+    scan: SweepCount, run_dir: Path, known: bool, since: float | None
+) -> tuple[int | None, int | None, int | None]:
+    """``(running, queued, missing)`` cells of a sweep (module docstring)."""
+    pending = sum(
+        key not in scan.done and key not in scan.failed for key in scan.sweep_plan.cell_keys()
+    )
+    if not known:
+        return None, None, None
+    if since is None:
+        return 0, 0, pending
+    blocks = running_blocks(scan.sweep_plan, run_dir, scan.done, scan.failed, since)
+    running = sum(
+        key not in scan.done and key not in scan.failed
+        for block in blocks
+        for key in block.cell_keys
+    )
+    return running, pending - running, 0
+
+
+def computing_split(
+    splits: Sequence[tuple[int | None, int | None, int | None]], busy_cores: float | None
+) -> list[tuple[int | None, int | None, int | None]]:
+    """``(running, queued, missing)`` per sweep with **running** the cells being computed.
+
+    The cells of the blocks in flight (``splits``' running) are all submitted to Dask, but
+    only as many run as the cluster has threads: the measured busy cores (one cell keeps
+    one core busy), ``max(1, round(busy_cores))``, handed to the sweeps in order; the rest
+    of their in-flight cells count as queued. Without a measured throughput the in-flight
+    cells are kept (an upper bound). O(sweeps).
+    """
+    if busy_cores is None:
+        return list(splits)
+    slots = max(1, round(busy_cores))
+    result = []
+    for running, queued, missing in splits:
+        if running is None or queued is None:
+            result.append((running, queued, missing))
+            continue
+        computing = min(running, slots)
+        slots -= computing
+        result.append((computing, queued + running - computing, missing))
+    return result
+
+
+def run_status(
+    run_plan: Any,
+    run_dir: str | os.PathLike[str],
+    now: float | None = None,
+    window_seconds: float = RATE_WINDOW_SECONDS,
+) -> RunStatus:
+    """Status of every sweep of ``run_plan`` from the files under ``run_dir``.
+
+    Busy cores are measured run-wide (sweeps share the cluster), so each sweep's ETA is
+    the time the whole run's throughput needs for its pending cells, and the run's ETA
+    that for all of them. ``now`` defaults to the current time (seconds since the epoch).
+    Read-only; O(fragments + planned cells) (module docstring).
+    """
+    now = time.time() if now is None else float(now)
+    run_dir = Path(run_dir)
+    scans = [count_sweep(sweep, run_dir / name) for name, sweep in run_plan.sweeps.items()]
+    timings = _newest_timings(scans)
+    all_timings = [timing for sweep_timings in timings.values() for timing in sweep_timings]
+    calibrated = any(timing.n_computed for timing in all_timings)
+    seconds_per_work = recalibrated_seconds_per_work(all_timings)
+    _, busy_cores = throughput(all_timings, now, window_seconds)
+    known, since = live_run_since(RunLayout(run_dir).workdir)
+    if known and since is None:
+        busy_cores = None  # a stopped run makes no progress: no ETA
+    splits = computing_split(
+        [_pending_split(scan, run_dir, known, since) for scan in scans], busy_cores
+    )
+    rows = []
+    for scan, split in zip(scans, splits, strict=True):
+        mtimes = [file.mtime for file in scan.files if file.planned]
+        rows.append(
+            _sweep_row(
+                scan.sweep_plan.name,
+                scan.sweep_plan,
+                scan.done,
+                scan.failed,
+                timings[scan.sweep_plan.name],
+                seconds_per_work,
+                busy_cores,
+                now,
+                window_seconds,
+                max(mtimes, default=None),
+                split,
+                scan.failed_by_cause,
+            )
+        )
+    ages = [
+        row.last_fragment_age_seconds for row in rows if row.last_fragment_age_seconds is not None
+    ]
+    rate, _ = throughput(all_timings, now, window_seconds)
+    remaining = sum(row.remaining_core_seconds for row in rows)
+    total = SweepStatus(
+        sweep="total",
+        cells=sum(row.cells for row in rows),
+        done=sum(row.done for row in rows),
+        failed=sum(row.failed for row in rows),
+        pending=sum(row.pending for row in rows),
+        running=None if not known else sum(row.running or 0 for row in rows),
+        queued=None if not known else sum(row.queued or 0 for row in rows),
+        missing=None if not known else sum(row.missing or 0 for row in rows),
+        cells_per_second=rate,
+        remaining_core_seconds=remaining,
+        eta_seconds=eta_seconds(remaining, busy_cores),
+        last_fragment_age_seconds=min(ages, default=None),
+        failed_by_cause=merge_cause_counts(row.failed_by_cause for row in rows),
+    )
+    live = (since is not None) if known else None
+    return RunStatus(run_plan.run, now, rows, total, seconds_per_work, calibrated, live)
+
+
+# --------------------------------------------------------------------------- text
+
+
+def format_duration(seconds: float | None) -> str:
+    """``"3.5 s"``, ``"42 s"``, ``"3.5 min"``, ``"2.1 h"``, ``"1.5 d"``; ``"unknown"`` for
+    None. The one duration format of the CLI (``attnrmt plan`` and ``attnrmt status``)."""
+    if seconds is None:
+        return "unknown"
+    if seconds < 10:
+        return f"{seconds:.2g} s"
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.1f} min"
+    if seconds < 172800:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds / 86400:.1f} d"
+
+
+def rate_text(cells_per_second: float | None) -> str:
+    """``"2.1 cells/s"``, ``"42 cells/min"``; ``"-"`` when unknown. O(1)."""
+    if cells_per_second is None:
+        return "-"
+    if cells_per_second >= 1:
+        return f"{cells_per_second:.3g} cells/s"
+    return f"{cells_per_second * 60:.3g} cells/min"
+
+
+def progress_line(status: RunStatus) -> str:
+    """One line: run, done / total cells (percent), failed, throughput, ETA."""
+    total = status.total
+    failed = (
+        f", {total.failed:,} failed ({describe_causes(total.failed_by_cause)})"
+        if total.failed
+        else ""
+    )
+    rate = total.cells_per_second
+    return (
+        f"attnrmt: progress {status.run}: {total.done:,}/{total.cells:,} cells "
+        f"({total.percent_done:.1f}%){failed}, "
+        f"{'rate not yet measured' if rate is None else rate_text(rate)}, "
+        f"ETA {format_duration(total.eta_seconds)}"
+    )
+
+
+def status_table(status: RunStatus) -> list[str]:
+    """Lines of ``attnrmt status``: a table per sweep and a total, then the calibration."""
+    header = (
+        "sweep",
+        "cells",
+        "done",
+        "%",
+        "failed",
+        "running",
+        "queued",
+        "missing",
+        "rate",
+        "ETA",
+        "last block",
+    )
+    lines: list[tuple[str, ...]] = [header]
+    for row in [*status.sweeps, status.total]:
+        age = row.last_fragment_age_seconds
+        counts = (row.running, row.queued, row.missing)
+        split = ["?" if count is None else f"{count:,}" for count in counts]
+        lines.append(
+            (
+                row.sweep,
+                f"{row.cells:,}",
+                f"{row.done:,}",
+                f"{row.percent_done:.1f}",
+                f"{row.failed:,}",
+                *split,
+                rate_text(row.cells_per_second),
+                format_duration(row.eta_seconds),
+                "-" if age is None else format_duration(age) + " ago",
+            )
+        )
+    widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
+    text = [
+        "  ".join(
+            [line[0].ljust(widths[0])]
+            + [value.rjust(width) for value, width in zip(line[1:], widths[1:], strict=True)]
+        )
+        for line in lines
+    ]
+    if status.total.failed:
+        text.append(f"failed cells by cause: {describe_causes(status.total.failed_by_cause)}")
+    source = (
+        "recalibrated from the compute_seconds of the newest finished cells"
+        if status.calibrated
+        else "built-in constant (no computed cell yet)"
+    )
+    text.append(
+        f"ETA: pending cells' cost-model seconds ({status.seconds_per_work:.2e} s per work "
+        f"unit, {source}) over the cores busy in the last {RATE_WINDOW_SECONDS:.0f} s; "
+        + {
+            True: "a live Snakemake runs the sweep; running = cells being computed (as many "
+            "as cores were busy; until that is measured, every cell of the blocks in "
+            "flight)",
+            False: "no live Snakemake in the run's directory: pending cells are missing, no ETA",
+            None: "cannot tell running from queued here (? = unknown)",
+        }[status.live]
+    )
+    return text
+
+
+# --------------------------------------------------------------------------- during a run
+
+_last_progress = [0.0, 0.0]  # when the last line started (monotonic), its CPU seconds
+_progress_lock = threading.Lock()
+
+
+def next_progress_wait(
+    last_cost_seconds: float, interval_seconds: float, cpu_share: float = PROGRESS_CPU_SHARE
+) -> float:
+    """Seconds between two progress lines: ``interval_seconds``, or longer when the last
+    line cost so much CPU that lines that often would take more than ``cpu_share`` of a
+    core (the driving process also hosts the Dask scheduler and the block jobs). O(1)."""
+    return max(interval_seconds, last_cost_seconds / cpu_share)
+
+
+def print_progress(
+    run_plan: Any,
+    run_dir: str | os.PathLike[str],
+    interval_seconds: float = PROGRESS_INTERVAL_SECONDS,
+    stream: Any = None,
+) -> str | None:
+    """Print :func:`progress_line` to stderr if none was printed in the last
+    ``interval_seconds`` by this process; return the line (None when skipped).
+
+    The wait grows with the last line's CPU cost (:func:`next_progress_wait`): at most
+    ``PROGRESS_CPU_SHARE`` of a core goes to progress lines, whatever the run's size.
+    Called by block jobs after their fragment is written (they are threads of one
+    Snakemake process under the local executor: one line per interval for the run). Never
+    raises: a problem reading the status only skips the line.
+    """
+    with _progress_lock:
+        now = time.monotonic()
+        wait = next_progress_wait(_last_progress[1], interval_seconds)
+        if _last_progress[0] and now - _last_progress[0] < wait:
+            return None
+        _last_progress[0] = now
+    started = time.thread_time()
+    try:
+        line = progress_line(run_status(run_plan, run_dir))
+    except Exception:  # a progress line must never fail a block job
+        return None
+    finally:
+        _last_progress[1] = time.thread_time() - started
+    print(line, file=sys.stderr if stream is None else stream, flush=True)
+    return line
+
+
+__all__ = [
+    "BLOCK_LOG_RULE",
+    "MAX_TIMED_FRAGMENTS",
+    "PROGRESS_CPU_SHARE",
+    "PROGRESS_INTERVAL_SECONDS",
+    "RATE_WINDOW_SECONDS",
+    "FragmentFile",
+    "FragmentTiming",
+    "RunStatus",
+    "SweepStatus",
+    "computing_split",
+    "done_cell_keys",
+    "eta_seconds",
+    "format_duration",
+    "live_run_since",
+    "next_progress_wait",
+    "print_progress",
+    "progress_line",
+    "rate_text",
+    "recalibrated_seconds_per_work",
+    "run_status",
+    "running_blocks",
+    "scan_fragment_files",
+    "status_table",
+    "throughput",
+    "token_is_held",
+]

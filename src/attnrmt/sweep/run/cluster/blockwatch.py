@@ -1,0 +1,168 @@
+"""Fail fast for ``profiles/slurm``: block jobs SLURM will never run stop the run.
+
+With Snakemake's SLURM executor every block (and every other rule instance) is its own
+SLURM job. The executor submits each job with ``--comment rule_<rule>...`` and
+``--job-name <run uuid>``, from the workflow's working directory, and never looks at why a
+job pends: a request no node can satisfy (more cores or memory than any node has, a
+walltime above the partition's limit, a wrong partition, account or QOS) waits in the
+queue forever.
+
+:class:`BlockJobWatch`, started by the Snakefile's ``onstart`` in the Snakemake process
+that drives the run (:func:`start_block_job_watch`), polls ``squeue`` every
+:data:`POLL_SECONDS` for this user's jobs whose working directory is the run's and whose
+comment starts with ``rule_`` (the executor's jobs of this workflow; a driver job of
+``attnrmt submit`` has no such comment). When one pends for a reason that never clears
+(:func:`attnrmt.sweep.run.cluster.slurm.is_unsatisfiable`) it prints ONE message naming the
+request (cores, memory, walltime, partition, as SLURM records it) and SLURM's reason, sends
+SIGTERM to its own process (the stop path of a SIGTERM: Snakemake schedules no new job,
+:func:`attnrmt.sweep.run.cluster.lifecycle.stop_on_signals` bounds the wait) and cancels the
+run's queued jobs, so nothing is left in the queue. Jobs pending for queue load (Priority,
+Resources) only log a line every :data:`PENDING_REPORT_SECONDS`.
+
+Cost per poll: one ``squeue`` of this user's jobs (O(jobs) output and parsing).
+"""
+
+from __future__ import annotations
+
+import getpass
+import os
+import signal
+import subprocess
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from attnrmt.sweep.run.cluster import slurm
+
+POLL_SECONDS = 15.0
+"""How often the watch asks squeue about the run's block jobs."""
+PENDING_REPORT_SECONDS = 60.0
+"""How often a line is logged while block jobs wait for queue load."""
+EXECUTOR_COMMENT_PREFIX = "rule_"
+"""Start of the ``--comment`` snakemake-executor-plugin-slurm gives each job it submits."""
+SQUEUE_FIELDS = ("%i", "%T", "%k", "%Z", "%C", "%m", "%l", "%P", "%r")
+"""id, state, comment, working directory, cpus, memory, time limit, partition, reason
+(reason last: it is free text)."""
+
+
+def parse_block_jobs(text: str, workdir: str | os.PathLike[str]) -> dict[str, slurm.JobState]:
+    """Jobs of the SLURM executor in ``workdir`` from ``squeue -o`` :data:`SQUEUE_FIELDS`
+    output, by id; ``request`` reads ``rule=..., cores=..., memory=..., walltime=...,
+    partition=...``. O(lines)."""
+    wanted = Path(workdir).resolve()
+    jobs = {}
+    for line in text.splitlines():
+        parts = line.strip().split("|", len(SQUEUE_FIELDS) - 1)
+        if len(parts) != len(SQUEUE_FIELDS):
+            continue
+        job_id, state, comment, directory, cpus, memory, limit, partition, reason = parts
+        if not comment.startswith(EXECUTOR_COMMENT_PREFIX) or Path(directory) != wanted:
+            continue
+        rule = comment[len(EXECUTOR_COMMENT_PREFIX) :].split("_wildcards_", 1)[0]
+        request = (
+            f"rule={rule}, cores={cpus}, memory={memory}, walltime={limit}, partition={partition}"
+        )
+        jobs[job_id] = slurm.JobState(job_id, state, reason, request)
+    return jobs
+
+
+def run_block_jobs(workdir: str | os.PathLike[str]) -> dict[str, slurm.JobState]:
+    """This user's SLURM executor jobs in ``workdir`` that squeue lists (one ``squeue``)."""
+    done = subprocess.run(
+        ["squeue", "-h", "-u", getpass.getuser(), "-o", "|".join(SQUEUE_FIELDS)],
+        capture_output=True,
+        text=True,
+        timeout=slurm.COMMAND_TIMEOUT_SECONDS,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"squeue failed ({done.returncode}): {done.stderr.strip()}")
+    return parse_block_jobs(done.stdout, workdir)
+
+
+def fatal_block_message(states: Mapping[str, slurm.JobState]) -> str | None:
+    """The one message for a block job that can never run, or ``None``."""
+    job = slurm.first_unsatisfiable(states)
+    if job is None:
+        return None
+    return (
+        f"SLURM will never run the job {job.job_id} of this run ({job.request}): pending "
+        f"with reason {job.reason}. Edit default-resources / set-resources (slurm_partition, "
+        "cpus_per_task, mem_mb, runtime) in your profile; rerun the same command to resume."
+    )
+
+
+def cancel_jobs(job_ids: list[str]) -> None:
+    """``scancel`` these jobs (nothing when the list is empty)."""
+    if job_ids:
+        subprocess.run(
+            ["scancel", *job_ids],
+            capture_output=True,
+            timeout=slurm.COMMAND_TIMEOUT_SECONDS,
+            check=False,
+        )
+
+
+def stop_this_run(message: str, workdir: str | os.PathLike[str]) -> None:
+    """Say ``message``, SIGTERM this process (Snakemake stops scheduling; the run's stop
+    path), then cancel the run's queued or running SLURM executor jobs."""
+    from attnrmt.sweep.run.cluster.lifecycle import say
+
+    say(f"stopping the run: {message}")
+    os.kill(os.getpid(), signal.SIGTERM)
+    try:
+        active = [job.job_id for job in run_block_jobs(workdir).values() if job.active]
+    except (OSError, RuntimeError, subprocess.SubprocessError):
+        active = []
+    cancel_jobs(active)
+
+
+class BlockJobWatch(slurm.PendingWatch):
+    """Watch of the run's SLURM executor jobs (module docstring)."""
+
+    kind = "block jobs"
+
+    def __init__(
+        self,
+        workdir: str | os.PathLike[str],
+        on_fatal: Callable[[str], None] | None = None,
+        poll_seconds: float = POLL_SECONDS,
+    ) -> None:
+        self.workdir = Path(workdir)
+        super().__init__(
+            on_fatal or (lambda message: stop_this_run(message, self.workdir)),
+            poll_seconds,
+            PENDING_REPORT_SECONDS,
+        )
+
+    def job_states(self) -> Mapping[str, slurm.JobState]:
+        """The run's SLURM executor jobs squeue lists."""
+        return run_block_jobs(self.workdir)
+
+    def fatal_message(self, states: Mapping[str, slurm.JobState]) -> str | None:
+        """:func:`fatal_block_message`."""
+        return fatal_block_message(states)
+
+
+def start_block_job_watch(workflow: Any) -> BlockJobWatch | None:
+    """For the Snakefile's ``onstart``: watch the run's jobs when Snakemake's executor is
+    ``slurm`` (``profiles/slurm``); ``None`` (no watch) for any other executor."""
+    plugin = getattr(workflow, "executor_plugin", None)
+    if plugin is None or getattr(plugin, "name", None) != "slurm":
+        return None
+    return BlockJobWatch(Path.cwd()).start()
+
+
+__all__ = [
+    "EXECUTOR_COMMENT_PREFIX",
+    "PENDING_REPORT_SECONDS",
+    "POLL_SECONDS",
+    "SQUEUE_FIELDS",
+    "BlockJobWatch",
+    "cancel_jobs",
+    "fatal_block_message",
+    "parse_block_jobs",
+    "run_block_jobs",
+    "start_block_job_watch",
+    "stop_this_run",
+]

@@ -1,0 +1,197 @@
+"""Dask workers as batch jobs through dask-jobqueue (SLURM, PBS, LSF, SGE, HTCondor, OAR).
+
+What a profile's ``dask.jobqueue`` block sets is passed to the dask-jobqueue cluster class
+of ``dask.mode``; what it leaves unset comes from dask-jobqueue's own configuration
+(``~/.config/dask/jobqueue.yaml``, ``DASK_JOBQUEUE__<SYSTEM>__*``), never from code here.
+On top of it attnrmt adds only what a run needs: TLS with the run's credentials, the
+scheduler's dashboard on loopback, worker ``--lifetime`` below the walltime and BLAS
+threads pinned to one per worker thread.
+
+For SLURM (:mod:`.slurm`) a :class:`PendingWatch` turns a request that can never run into
+one message within a poll or two, and logs a periodic line while jobs wait in the queue.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from attnrmt.sweep.run.cluster import slurm
+from attnrmt.sweep.run.cluster.settings import ClusterSettings
+from attnrmt.sweep.run.cluster.sizing import BLAS_THREAD_VARIABLES, parse_walltime, worker_lifetime
+
+LOGGER = logging.getLogger("attnrmt.cluster")
+
+CLUSTER_CLASSES = {
+    "slurm": "SLURMCluster",
+    "pbs": "PBSCluster",
+    "lsf": "LSFCluster",
+    "sge": "SGECluster",
+    "htcondor": "HTCondorCluster",
+    "oar": "OARCluster",
+}
+PASSED_THROUGH = (
+    "cores",
+    "processes",
+    "memory",
+    "walltime",
+    "queue",
+    "account",
+    "interface",
+    "local_directory",
+    "log_directory",
+    "job_extra_directives",
+    "death_timeout",
+)
+"""``dask.jobqueue`` keys handed to dask-jobqueue under the same name."""
+POLL_SECONDS = 10.0
+"""How often a :class:`PendingWatch` asks the batch system about the worker jobs."""
+PENDING_REPORT_SECONDS = 60.0
+"""How often a :class:`PendingWatch` logs a line while worker jobs wait in the queue."""
+
+
+def site_setting(system: str, key: str) -> Any:
+    """dask-jobqueue's configured value of ``jobqueue.<system>.<key>`` (``-`` spelling)."""
+    import dask
+    import dask_jobqueue  # noqa: F401  (registers jobqueue.yaml defaults)
+
+    return dask.config.get(f"jobqueue.{system}.{key.replace('_', '-')}", default=None)
+
+
+def cluster_kwargs(
+    settings: ClusterSettings, security: Any, tls_dir: Path, log_directory: Path
+) -> dict[str, Any]:
+    """Keyword arguments of the dask-jobqueue cluster class for ``settings.mode``.
+
+    Only the profile's keys (non-null) are passed; ``walltime``, ``worker-extra-args``,
+    ``job-script-prologue``, ``log-directory`` and ``scheduler-options`` are read from the
+    site configuration when the profile leaves them out, and extended (never replaced).
+    """
+    system = settings.mode
+    profile = settings.jobqueue
+    kwargs: dict[str, Any] = {key: profile[key] for key in PASSED_THROUGH if key in profile}
+    walltime = profile.get("walltime") or site_setting(system, "walltime")
+    lifetime, stagger = worker_lifetime(parse_walltime(walltime))
+    kwargs["worker_extra_args"] = [
+        *(site_setting(system, "worker_extra_args") or []),
+        "--lifetime",
+        f"{lifetime}s",
+        "--lifetime-stagger",
+        f"{stagger}s",
+    ]
+    # dask-jobqueue gives each job's processes x threads = cores: one BLAS thread each
+    kwargs["job_script_prologue"] = [
+        *(profile.get("job_script_prologue") or site_setting(system, "job_script_prologue") or []),
+        *(f"export {name}=1" for name in BLAS_THREAD_VARIABLES),
+    ]
+    if not (profile.get("log_directory") or site_setting(system, "log_directory")):
+        kwargs["log_directory"] = str(log_directory)
+    kwargs["scheduler_options"] = {
+        **(site_setting(system, "scheduler_options") or {}),
+        "dashboard_address": settings.dashboard or "127.0.0.1:0",
+        "dashboard": settings.dashboard is not None,
+    }
+    if settings.idle_timeout is not None:
+        kwargs["scheduler_options"]["idle_timeout"] = f"{settings.idle_timeout}s"
+    kwargs["security"] = security
+    kwargs["protocol"] = "tls://"
+    kwargs["shared_temp_directory"] = str(tls_dir)
+    kwargs["silence_logs"] = False  # INFO to .dask/cluster.log
+    return kwargs
+
+
+def describe_request(settings: ClusterSettings) -> str:
+    """The worker-job request in words: cores, memory, walltime, queue (profile or site)."""
+    parts = []
+    for key, label in (
+        ("cores", "cores"),
+        ("memory", "memory"),
+        ("walltime", "walltime"),
+        ("queue", "partition/queue"),
+        ("account", "account"),
+    ):
+        value = settings.jobqueue.get(key) or site_setting(settings.mode, key)
+        if value is not None:
+            parts.append(f"{label}={value}")
+    return ", ".join(parts)
+
+
+def new_jobqueue_cluster(settings: ClusterSettings, kwargs: Mapping[str, Any]) -> Any:
+    """An instance of the dask-jobqueue cluster class of ``settings.mode``."""
+    import dask_jobqueue
+
+    cluster_class = getattr(dask_jobqueue, CLUSTER_CLASSES[settings.mode])
+    return cluster_class(**kwargs)
+
+
+def unsatisfiable_request(settings: ClusterSettings, cluster: Any, directory: Path) -> str | None:
+    """Why the batch system can never run the worker job (a dry run), or ``None``.
+
+    SLURM only (``sbatch --test-only``); other systems are not checked.
+    """
+    if settings.mode != "slurm":
+        return None
+    objection = slurm.dry_run_submission(cluster.job_script(), directory)
+    if objection is None:
+        return None
+    return (
+        f"SLURM cannot run the Dask worker jobs ({describe_request(settings)}): {objection}. "
+        "Edit dask.jobqueue in your profile (or jobqueue.yaml)."
+    )
+
+
+def worker_job_ids(cluster: Any) -> list[str]:
+    """Batch job ids of a dask-jobqueue cluster's current worker jobs."""
+    jobs = list(cluster.workers.values())
+    return [str(job.job_id) for job in jobs if getattr(job, "job_id", None)]
+
+
+class PendingWatch(slurm.PendingWatch):
+    """A thread watching a SLURM cluster's worker jobs while the run lasts
+    (:class:`attnrmt.sweep.run.cluster.slurm.PendingWatch`): every :data:`POLL_SECONDS` one
+    ``squeue``; a worker job that can never run calls ``on_fatal`` with one message naming
+    the request and SLURM's reason; queue load logs a line every
+    :data:`PENDING_REPORT_SECONDS`.
+    """
+
+    kind = "worker jobs"
+
+    def __init__(
+        self, settings: ClusterSettings, cluster: Any, on_fatal: Callable[[str], None]
+    ) -> None:
+        super().__init__(on_fatal, POLL_SECONDS, PENDING_REPORT_SECONDS)
+        self.settings = settings
+        self.cluster = cluster
+
+    def job_states(self) -> Mapping[str, slurm.JobState]:
+        """State and reason of the cluster's current worker jobs."""
+        return slurm.job_states(worker_job_ids(self.cluster))
+
+    def fatal_message(self, states: Mapping[str, slurm.JobState]) -> str | None:
+        """The one message for a worker job that can never run, if there is one."""
+        job = slurm.first_unsatisfiable(states)
+        if job is None:
+            return None
+        return (
+            f"SLURM will never run the Dask worker job {job.job_id} "
+            f"({describe_request(self.settings)}): pending with reason {job.reason}. "
+            "Edit dask.jobqueue in your profile (or jobqueue.yaml)."
+        )
+
+
+__all__ = [
+    "CLUSTER_CLASSES",
+    "LOGGER",
+    "PASSED_THROUGH",
+    "PENDING_REPORT_SECONDS",
+    "POLL_SECONDS",
+    "PendingWatch",
+    "cluster_kwargs",
+    "describe_request",
+    "new_jobqueue_cluster",
+    "site_setting",
+    "unsatisfiable_request",
+    "worker_job_ids",
+]

@@ -1,0 +1,735 @@
+"""Start and stop: one Dask cluster object per run, in the Snakemake process.
+
+With the shipped profiles (``force-use-threads``) block jobs are threads of one Snakemake
+process, so the first block job that needs the cluster creates it
+(:class:`distributed.LocalCluster` or a dask-jobqueue cluster) and every later block job
+uses the same object; the Snakefile's ``onsuccess``/``onerror`` close it
+(:func:`shutdown_run_cluster`), and ``onstart`` installs :func:`stop_on_signals` so that
+SIGINT/SIGTERM stop a run within seconds. distributed owns the processes: the nannies
+restart a killed worker, dask-jobqueue submits and cancels worker jobs, and a SIGKILLed
+Snakemake takes its local workers with it (they exit when their parent dies) while batch
+workers exit after their ``death-timeout``. (Without ``force-use-threads`` each block job
+is a process of its own and starts a cluster of its own.)
+
+Own process control that remains, each for a measured need:
+
+* closing the clients of running block jobs on SIGINT/SIGTERM (:func:`stop_run`): without
+  it Snakemake waits for block jobs, which wait for workers that may never come (a pending
+  batch job) -- measured: a run never ended on SIGTERM;
+* the pending-job watch of :mod:`.jobqueue` (a job pending with PartitionConfig waits
+  forever, silently -- measured: still waiting after 13 minutes).
+
+Every connection is mutual TLS with credentials made for this cluster (:mod:`.security`);
+``results/<run>/.dask/scheduler.json`` (0600) names the scheduler, dashboard and
+credential files for the user's own clients (:func:`connect`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import signal
+import socket
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from attnrmt.sweep.run.cluster import jobqueue, security
+from attnrmt.sweep.run.cluster.settings import LOOPBACK, ClusterSettings
+from attnrmt.sweep.run.cluster.sizing import (
+    allocation_cores,
+    configure_worker_environment,
+    usable_cores,
+    worker_layout,
+)
+
+DASK_DIRNAME = ".dask"
+SCHEDULER_FILENAME = "scheduler.json"
+CLUSTER_LOG_FILENAME = "cluster.log"
+CLOSE_TIMEOUT_SECONDS = 20
+"""Seconds a closing cluster may take (nannies, batch-job cancellation)."""
+CLIENT_TIMEOUT = "60s"
+LOGGED = ("distributed", "dask_jobqueue", "attnrmt")
+"""Loggers copied to ``.dask/cluster.log``."""
+LOGGER = logging.getLogger("attnrmt.cluster")
+
+
+class RunStopped(RuntimeError):
+    """The run's cluster was stopped (a signal, or a batch request that can never run)."""
+
+
+@dataclass
+class RunCluster:
+    """A run's live cluster and who uses it."""
+
+    run_dir: Path
+    settings: ClusterSettings
+    cluster: Any
+    security: Any
+    watch: jobqueue.PendingWatch | None = None
+    log_handler: logging.Handler | None = None
+    client: Any = None
+    client_lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def shared_client(self) -> Any:
+        """The run's one :class:`distributed.Client` in this process, opened on first use
+        and again after it was closed (a block's walltime deadline closes it).
+
+        Block jobs are threads of one Snakemake process; they share this client instead of
+        opening one each: a client costs a TLS handshake, a scheduler registration, its
+        heartbeats and an event-loop thread -- measured ~0.024 s of CPU per block more than
+        a shared one, in the process that also hosts the scheduler (docs/scaling.md,
+        "Pipeline overhead"). distributed's Client is thread-safe; each block waits on and
+        releases its own futures. Thread-safe; O(1) after the first call.
+        """
+        from distributed import Client
+
+        with self.client_lock:
+            if self.client is None or self.client.status in ("closing", "closed"):
+                self.client = Client(
+                    self.cluster.scheduler_address,
+                    security=self.security,
+                    set_as_default=False,
+                    timeout=CLIENT_TIMEOUT,
+                )
+            return self.client
+
+    def scheduler_info(self) -> dict[str, Any]:
+        """What :func:`connect` needs: address, dashboard link, credential files."""
+        cert, key = security.credential_paths(cluster_dir(self.run_dir))
+        return {
+            "address": self.cluster.scheduler_address,
+            "dashboard": self.cluster.dashboard_link if self.settings.dashboard else None,
+            "mode": self.settings.mode,
+            "pid": os.getpid(),
+            "host": socket.gethostname(),
+            "started": time.time(),
+            "tls_cert": str(cert),
+            "tls_key": str(key),
+        }
+
+
+_RUNS: dict[Path, RunCluster] = {}
+_CLIENTS: dict[Path, list[Any]] = {}
+"""Clients of running block jobs, by run (every mode), once per block using it (block jobs
+share the run's client): closed when the run is stopped."""
+_STOPPED: dict[Path, str] = {}
+_DASHBOARDS: dict[Path, str] = {}
+_REGISTRY_LOCK = threading.RLock()
+
+
+def cluster_dir(run_dir: str | os.PathLike[str]) -> Path:
+    """``results/<run>/.dask``: scheduler file, credentials, cluster log, worker logs."""
+    return Path(run_dir) / DASK_DIRNAME
+
+
+def scheduler_file_path(run_dir: str | os.PathLike[str]) -> Path:
+    """``results/<run>/.dask/scheduler.json``."""
+    return cluster_dir(run_dir) / SCHEDULER_FILENAME
+
+
+def read_scheduler_file(path: str | os.PathLike[str]) -> dict[str, Any] | None:
+    """Contents of a scheduler file, or ``None`` when it is missing or unreadable."""
+    try:
+        info = json.loads(Path(path).read_text())
+    except (OSError, ValueError):
+        return None
+    return info if isinstance(info, dict) and "address" in info else None
+
+
+def _key(run_dir: str | os.PathLike[str]) -> Path:
+    return Path(run_dir).resolve()
+
+
+def say(message: str) -> None:
+    """One line for the person running the pipeline (stderr, as Snakemake's own).
+
+    Written with one ``os.write`` of the whole line: safe in a signal handler (no
+    re-entrant call into the stream's buffer the interrupted main thread may be writing)
+    and never interleaved with another thread's line on the same pipe. A stream without a
+    file descriptor (a notebook, pytest's ``capsys``) gets a plain ``print``.
+    """
+    line = f"attnrmt: {message}\n"
+    try:
+        descriptor = sys.stderr.fileno()
+    except (AttributeError, OSError, ValueError):
+        print(line, end="", file=sys.stderr, flush=True)
+        return
+    with contextlib.suppress(OSError):
+        sys.stderr.flush()
+        os.write(descriptor, line.encode())
+
+
+# --------------------------------------------------------------------------- start
+
+
+def local_cluster_kwargs(cores: int, settings: ClusterSettings, workdir: Path) -> dict[str, Any]:
+    """LocalCluster arguments: worker processes sized to ``cores``, everything on loopback.
+
+    Scheduler, nannies, workers and every HTTP server (dashboard, worker metrics) bind to
+    127.0.0.1; with the dashboard off the scheduler's HTTP server still answers health
+    checks, also on loopback. Workers serve no dashboard pages of their own
+    (``worker_dashboard_address=None``; their HTTP server, metrics and health only, still
+    listens on the worker's loopback address): the run's dashboard is the scheduler's, and
+    a worker dashboard imports bokeh in every worker process (measured ~0.6 s of CPU per
+    worker at start-up, docs/scaling.md, "Pipeline overhead").
+    """
+    layout = worker_layout(cores, settings.n_workers, settings.threads_per_worker)
+    configure_worker_environment(layout.blas_threads)
+    scheduler_kwargs: dict[str, Any] = {"dashboard": settings.dashboard is not None}
+    if settings.idle_timeout is not None:
+        scheduler_kwargs["idle_timeout"] = f"{settings.idle_timeout}s"
+    return {
+        "n_workers": layout.n_workers,
+        "threads_per_worker": layout.threads_per_worker,
+        "processes": True,
+        "host": LOOPBACK,
+        "protocol": "tls://",
+        "dashboard_address": settings.dashboard or f"{LOOPBACK}:0",
+        "worker_dashboard_address": None,
+        "local_directory": str(workdir),
+        "memory_limit": settings.memory_limit or "auto",
+        "scheduler_kwargs": scheduler_kwargs,
+        "silence_logs": False,  # INFO to .dask/cluster.log (worker deaths, restarts)
+    }
+
+
+@contextlib.contextmanager
+def spawning_without_main_script() -> Iterator[None]:
+    """Worker processes started inside this block do not re-run the parent's main script.
+
+    The ``spawn`` start method (distributed's default) re-executes the parent's
+    ``__main__`` file in every child, as ``__mp_main__``, when ``__main__`` has a
+    ``__file__``. In the pipeline that file is the ``snakemake`` executable, whose import of
+    ``snakemake.cli`` a worker never uses (tasks are attnrmt functions, pickled by
+    reference) but pays for at start (measured ~0.8 s of CPU per worker) and again at
+    exit (a longer interpreter teardown); docs/scaling.md, "Pipeline overhead". The
+    attribute is hidden only while the cluster starts its workers; a worker a nanny
+    restarts later re-runs the script as before (slower, equally correct).
+    """
+    main = sys.modules.get("__main__")
+    main_file = getattr(main, "__file__", None)
+    if main is None or main_file is None:
+        yield
+        return
+    del main.__file__
+    try:
+        yield
+    finally:
+        main.__file__ = main_file
+
+
+def _attach_cluster_log(run_dir: Path) -> logging.Handler:
+    """Copy distributed's log lines (worker deaths, restarts) to ``.dask/cluster.log`` (0600)."""
+    path = cluster_dir(run_dir) / CLUSTER_LOG_FILENAME
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, security.PRIVATE_FILE_MODE)
+    os.close(descriptor)
+    handler = logging.FileHandler(path)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s %(message)s"))
+    handler.setLevel(logging.INFO)
+    for name in LOGGED:
+        logger = logging.getLogger(name)
+        for console in logger.handlers:  # the terminal keeps showing warnings only
+            if console.level == logging.NOTSET:
+                console.setLevel(logging.WARNING)
+        logger.setLevel(logging.INFO)
+        logger.addHandler(handler)
+    return handler
+
+
+def _detach_cluster_log(handler: logging.Handler | None) -> None:
+    if handler is None:
+        return
+    for name in LOGGED:
+        logging.getLogger(name).removeHandler(handler)
+    handler.close()
+
+
+def start_run_cluster(run_dir: str | os.PathLike[str], settings: ClusterSettings) -> RunCluster:
+    """Create the run's cluster with fresh credentials; publish its scheduler file.
+
+    Raises
+    ------
+    RunStopped
+        A batch request the batch system can never run (named, with its reason).
+    """
+    run_path = Path(run_dir)
+    dask_dir = security.private_directory(cluster_dir(run_path))
+    run_security = security.new_run_credentials(dask_dir)
+    handler = _attach_cluster_log(run_path)
+    try:
+        if settings.is_jobqueue:
+            cert, _ = security.credential_paths(dask_dir)
+            kwargs = jobqueue.cluster_kwargs(
+                settings, run_security, cert.parent, dask_dir / f"{settings.mode}-logs"
+            )
+            cluster = jobqueue.new_jobqueue_cluster(settings, kwargs)
+            LOGGER.info("worker job script:\n%s", cluster.job_script())
+            objection = jobqueue.unsatisfiable_request(settings, cluster, dask_dir)
+            if objection is not None:
+                cluster.close()
+                raise RunStopped(objection)
+            n_jobs = int(settings.jobqueue["n_workers"])
+            cluster.scale(jobs=n_jobs)
+        else:
+            from distributed import LocalCluster
+
+            cores = min(usable_cores(), settings.max_cores or usable_cores())
+            workdir = Path(settings.local_directory or dask_dir / "workers")
+            workdir.mkdir(parents=True, exist_ok=True)
+            with spawning_without_main_script():
+                cluster = LocalCluster(
+                    security=run_security, **local_cluster_kwargs(cores, settings, workdir)
+                )
+    except BaseException:
+        _detach_cluster_log(handler)
+        raise
+    run = RunCluster(run_path, settings, cluster, run_security, log_handler=handler)
+    if settings.mode == "slurm":
+        run.watch = jobqueue.PendingWatch(
+            settings, cluster, lambda message: stop_run(run_path, message)
+        ).start()
+    info = run.scheduler_info()
+    security.write_private_file(scheduler_file_path(run_path), json.dumps(info, indent=1))
+    say(
+        f"Dask cluster {info['address']} ({settings.mode}, TLS); "
+        f"dashboard {info['dashboard'] or 'off'}"
+    )
+    return run
+
+
+def get_run_cluster(run_dir: str | os.PathLike[str], settings: ClusterSettings) -> RunCluster:
+    """The run's cluster of this process, started on first use (thread-safe).
+
+    Raises
+    ------
+    RunStopped
+        When the run was stopped (signal, unsatisfiable request).
+    """
+    key = _key(run_dir)
+    with _REGISTRY_LOCK:
+        if key in _STOPPED:
+            raise RunStopped(_STOPPED[key])
+        run = _RUNS.get(key)
+        if run is not None and _is_running(run.cluster):
+            return run
+        if run is not None:  # closed under us (idle timeout): start again
+            _close(run)
+        try:
+            run = start_run_cluster(run_dir, settings)
+        except RunStopped as stopped:
+            _STOPPED[key] = str(stopped)
+            say(f"stopping the run: {stopped}")
+            raise
+        _RUNS[key] = run
+        if settings.dashboard is not None:
+            _DASHBOARDS[key] = run.cluster.dashboard_link
+        return run
+
+
+def dashboard_link(run_dir: str | os.PathLike[str]) -> str | None:
+    """The dashboard link of the run's cluster in this process (also after it closed), for
+    the run's final summary; ``None`` when no cluster with a dashboard ran."""
+    with _REGISTRY_LOCK:
+        return _DASHBOARDS.get(_key(run_dir))
+
+
+def _is_running(cluster: Any) -> bool:
+    from distributed.core import Status
+
+    return getattr(cluster, "status", None) == Status.running
+
+
+# --------------------------------------------------------------------------- clients
+
+
+@contextlib.contextmanager
+def run_client(run_dir: str | os.PathLike[str], settings: ClusterSettings) -> Iterator[Any]:
+    """A :class:`distributed.Client` of the run's cluster.
+
+    ``local`` and the batch systems use the run's cluster of this process
+    (:func:`get_run_cluster`) and its one client (:meth:`RunCluster.shared_client`, closed
+    with the cluster); ``address`` connects to the user's scheduler with the TLS
+    settings of the user's Dask configuration; ``job`` runs an in-process LocalCluster
+    sized to the allocation, with credentials that never touch the disk.
+    """
+    from distributed import Client, LocalCluster
+
+    if settings.mode == "address":
+        with _address_client(settings) as client, _registered(run_dir, client):
+            yield client
+    elif settings.mode == "job":
+        workdir = Path(settings.local_directory or cluster_dir(run_dir) / "workers")
+        workdir.mkdir(parents=True, exist_ok=True)
+        job_security = security.in_memory_security()
+        kwargs = local_cluster_kwargs(allocation_cores(), settings, workdir)
+        with spawning_without_main_script():
+            job_cluster = LocalCluster(security=job_security, **kwargs)
+        with (
+            job_cluster as cluster,
+            Client(cluster, security=job_security, set_as_default=False) as client,
+            _registered(run_dir, client),
+        ):
+            yield client
+    else:
+        run = get_run_cluster(run_dir, settings)
+        with _registered(run_dir, run.shared_client()) as client:
+            yield client  # closed with the cluster (_close) or by stop_run
+
+
+@contextlib.contextmanager
+def _registered(run_dir: str | os.PathLike[str], client: Any) -> Iterator[Any]:
+    """Book a block job's client under its run while it works (see :func:`stop_run`)."""
+    key = _key(run_dir)
+    with _REGISTRY_LOCK:
+        if key in _STOPPED:
+            raise RunStopped(_STOPPED[key])
+        _CLIENTS.setdefault(key, []).append(client)
+    try:
+        yield client
+    finally:
+        with _REGISTRY_LOCK:
+            _CLIENTS.get(key, []).remove(client)
+
+
+@contextlib.contextmanager
+def _address_client(settings: ClusterSettings) -> Iterator[Any]:
+    """Client of a scheduler the user runs; TLS from the user's Dask config (docs/cluster.md)."""
+    from distributed import Client
+    from distributed.security import Security
+
+    if not (settings.address or settings.scheduler_file):
+        raise ValueError("dask.mode 'address' needs dask.address or dask.scheduler_file")
+    if settings.address and not settings.address.startswith("tls://"):
+        say(
+            f"warning: {settings.address} is not a tls:// address: anyone who can reach it "
+            "can run code as its owner (docs/cluster.md, Security)"
+        )
+    kwargs: dict[str, Any] = {"set_as_default": False, "timeout": CLIENT_TIMEOUT}
+    kwargs["security"] = Security()  # distributed.comm.tls.* of the user's configuration
+    if settings.address:
+        client = Client(settings.address, **kwargs)
+    else:
+        client = Client(scheduler_file=settings.scheduler_file, **kwargs)
+    try:
+        yield client
+    finally:
+        client.close()
+
+
+def connect(run_dir: str | os.PathLike[str], timeout: str = CLIENT_TIMEOUT) -> Any:
+    """A Client of a running run's cluster for its owner (scheduler file + credentials)."""
+    from distributed import Client
+
+    info = read_scheduler_file(scheduler_file_path(run_dir))
+    if info is None:
+        raise FileNotFoundError(f"no running Dask cluster for {run_dir}")
+    return Client(
+        info["address"],
+        security=security.run_security(cluster_dir(run_dir)),
+        set_as_default=False,
+        timeout=timeout,
+    )
+
+
+# --------------------------------------------------------------------------- stop
+
+
+def run_stop_reason(run_dir: str | os.PathLike[str]) -> str | None:
+    """Why the run's cluster was stopped (signal, unsatisfiable request), or ``None``."""
+    with _REGISTRY_LOCK:
+        return _STOPPED.get(_key(run_dir))
+
+
+def stop_run(run_dir: str | os.PathLike[str], reason: str) -> None:
+    """Stop a run's work at once: refuse new block jobs, close running ones' clients.
+
+    Closing a client cancels its futures, so a block job waiting on them ends within
+    seconds with what it finished (blocks salvage it); the cluster itself is closed in a
+    background thread (:func:`shutdown_run_cluster`). Returns at once: safe in a signal
+    handler.
+    """
+    key = _key(run_dir)
+    with _REGISTRY_LOCK:
+        if key in _STOPPED:
+            return
+        _STOPPED[key] = reason
+        clients = list({id(client): client for client in _CLIENTS.get(key, ())}.values())
+    _in_background(_close_clients_then_cluster, run_dir, clients)
+    say(f"stopping the run: {reason}")
+
+
+def _close_clients_then_cluster(run_dir: str | os.PathLike[str], clients: list[Any]) -> None:
+    for client in clients:
+        with contextlib.suppress(Exception):
+            client.close(timeout=5)
+    shutdown_run_cluster(run_dir)
+
+
+def stop_all_runs(reason: str) -> None:
+    """:func:`stop_run` for every run with a cluster or a working client in this process."""
+    with _REGISTRY_LOCK:
+        run_dirs = set(_RUNS) | {key for key, clients in _CLIENTS.items() if clients}
+    for run_dir in sorted(run_dirs):
+        stop_run(run_dir, reason)
+
+
+def stop_on_signals(
+    release_locks: Callable[[], None] | None = None,
+    batch_workers: bool = True,
+    store_finished: Callable[[], None] | None = None,
+) -> None:
+    """Make SIGINT and SIGTERM stop the run within :data:`STOP_GRACE_SECONDS` plus the
+    time to store what finished.
+
+    Call in the main thread after Snakemake installed its handlers (the Snakefile's
+    ``onstart``). The first signal stops the run's block jobs (:func:`stop_all_runs`:
+    their clients closed, their finished tasks already salvaged) and then reaches the
+    previous handler: Snakemake finds its block jobs ending, removes their incomplete
+    outputs, runs ``onerror`` (which stores the finished cells) and releases its lock.
+    Snakemake waits for every job it runs, and a gather, a theory or an analysis job
+    cannot be interrupted, so if the process is still alive :data:`STOP_GRACE_SECONDS`
+    later it exits anyway (:func:`_exit_if_still_running_after`), after
+    ``store_finished()`` (the Snakefile's: the finished cells into every sweep's table,
+    so that ``open_results`` shows them) and ``release_locks()`` (this process's own
+    directory locks, so the rerun finds none). Later signals do nothing more: the exit
+    is already on its way, and a second ``KeyboardInterrupt`` would cut the storing short.
+
+    With ``batch_workers`` (a dask-jobqueue mode), dask-jobqueue is imported here too: it
+    sets a SIGINT handler when imported (``dask_jobqueue.runner``), which fails outside the
+    main thread (block jobs are threads) and would replace Snakemake's; the handler it
+    sets is undone. Other modes never import it (it took ~0.2 s of every run's start).
+    """
+    if batch_workers:
+        before = signal.getsignal(signal.SIGINT)
+        with contextlib.suppress(ImportError):
+            import dask_jobqueue  # noqa: F401
+        signal.signal(signal.SIGINT, before)
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        previous = signal.getsignal(signum)
+
+        def handler(number: int, frame: Any, previous: Any = previous) -> None:
+            if not _exit_if_still_running_after(
+                STOP_GRACE_SECONDS, number, release_locks, store_finished
+            ):
+                return  # a repeated signal: the stop is under way
+            stop_all_runs(f"{signal.Signals(number).name} received")
+            if callable(previous):
+                previous(number, frame)
+            elif previous == signal.SIG_DFL:
+                signal.signal(number, signal.SIG_DFL)
+                os.kill(os.getpid(), number)
+
+        signal.signal(signum, handler)
+
+
+#: Seconds a stopped run may take to wind down (Snakemake running ``onerror`` and
+#: removing its lock, block jobs ending) before the process stores the finished cells
+#: itself and exits. With nothing but block jobs running Snakemake is done in ~1-2 s; a
+#: gather, theory or analysis job in progress cannot be interrupted and would hold it as
+#: long as that job takes. Exiting is as safe as a SIGKILL, which every run survives:
+#: finished cells are in fragments, cache and salvage, temporaries are removed by the
+#: next run, which also removes the stale lock (:mod:`attnrmt.sweep.run.locks`).
+STOP_GRACE_SECONDS = 3.0
+_EXIT_TIMER: list[threading.Timer] = []
+
+
+def _exit_if_still_running_after(
+    seconds: float,
+    signum: int,
+    release_locks: Callable[[], None] | None = None,
+    store_finished: Callable[[], None] | None = None,
+) -> bool:
+    """Start (once; False when already started) a daemon timer that ends the process
+    ``seconds`` after a stop signal, calling ``store_finished()`` and ``release_locks()``
+    first (errors reported, never raised: the exit must happen)."""
+    with _REGISTRY_LOCK:
+        if _EXIT_TIMER:
+            return False
+
+        def hard_exit() -> None:
+            say(
+                f"still running {seconds:.0f} s after {signal.Signals(signum).name}: storing "
+                "the finished cells and exiting; rerun the same command to resume"
+            )
+            for step in (store_finished, release_locks):
+                if step is not None:
+                    try:
+                        step()
+                    except Exception as exc:  # the exit must happen
+                        say(f"while stopping: {exc!r}")
+            os._exit(128 + signum)
+
+        timer = threading.Timer(seconds, hard_exit)
+        timer.daemon = True
+        _EXIT_TIMER.append(timer)
+    timer.start()
+    return True
+
+
+def _close(run: RunCluster) -> None:
+    """Close a cluster, then delete its credentials (restarting nannies still read them)."""
+    if run.watch is not None:
+        run.watch.stop()
+    if run.client is not None:
+        with contextlib.suppress(Exception):
+            run.client.close(timeout=5)
+    with contextlib.suppress(Exception):
+        run.cluster.close(timeout=CLOSE_TIMEOUT_SECONDS)
+    _detach_cluster_log(run.log_handler)
+    _remove_credentials(run.run_dir)
+
+
+def shutdown_run_cluster(run_dir: str | os.PathLike[str], wait: bool = True) -> bool:
+    """Close the run's cluster of this process, if any; remove its scheduler file and
+    credentials (O(workers)).
+
+    Safe to call when no cluster was started (does nothing but tidy up). ``wait=False``
+    closes in a background thread (Snakemake's ``onsuccess``/``onerror`` return at once).
+
+    Returns
+    -------
+    bool
+        Whether a live cluster of this process was closed.
+    """
+    with _REGISTRY_LOCK:
+        run = _RUNS.pop(_key(run_dir), None)
+    with contextlib.suppress(FileNotFoundError):
+        scheduler_file_path(run_dir).unlink()
+    if run is None:
+        _remove_credentials(run_dir)
+        return False
+    link = dashboard_link(run_dir)
+    say(f"Dask cluster closed (its dashboard was {link})" if link else "Dask cluster closed")
+    if wait:
+        _close(run)
+    else:
+        _in_background(_close, run)
+    return True
+
+
+_CLOSING: list[threading.Thread] = []
+"""Threads closing clients or clusters in the background, joined at exit."""
+
+
+def _in_background(target: Callable[..., None], *args: Any) -> None:
+    """Run ``target(*args)`` in a daemon thread that the process waits for at exit
+    (:func:`_finish_closing`) before distributed's own ``atexit`` closes what is left: two
+    closes of one cluster at once end in distributed's ``UnboundLocalError`` traceback."""
+    thread = threading.Thread(target=target, args=args, daemon=True)
+    with _REGISTRY_LOCK:
+        if not _CLOSING:
+            import atexit
+
+            import distributed.deploy.spec  # noqa: F401  (its atexit first, so ours runs before it)
+
+            atexit.register(_finish_closing)
+        _CLOSING.append(thread)
+    thread.start()
+
+
+def _finish_closing() -> None:
+    """Wait (at most :data:`CLOSE_TIMEOUT_SECONDS` plus 10 s in all) for the closing threads."""
+    deadline = time.monotonic() + CLOSE_TIMEOUT_SECONDS + 10
+    for thread in list(_CLOSING):
+        thread.join(max(0.0, deadline - time.monotonic()))
+
+
+class BlocksLeft:
+    """The fragments a run's block jobs have still to write, in the process driving the run.
+
+    The run's cluster is released (:func:`shutdown_run_cluster`, in the background) as
+    soon as the last of them is written: the gathers that follow need no cluster, so the
+    workers' teardown overlaps them instead of following them (docs/scaling.md, "Pipeline
+    overhead"). Fragments already on disk when this is built are not waited for; when a
+    block fails, or the run targets only some sweeps, the set never empties and the
+    cluster is closed at the end of the run as before.
+
+    Cost: O(blocks) ``stat`` calls when built, O(1) per finished block; thread-safe (block
+    jobs are threads of one Snakemake process).
+    """
+
+    def __init__(self, fragments: Iterable[str | os.PathLike[str]]) -> None:
+        self._left = {os.path.normpath(path) for path in fragments if not os.path.exists(path)}
+        self._lock = threading.Lock()
+
+    def finished(self, fragment: str | os.PathLike[str]) -> bool:
+        """Record that ``fragment`` was written; True once: when it was the last one left."""
+        with self._lock:
+            if not self._left:
+                return False
+            self._left.discard(os.path.normpath(fragment))
+            return not self._left
+
+
+#: In the ``__qualname__`` of the wake-up callbacks Snakemake's job rate limiter arms.
+RATE_LIMITER_WAKEUP = "JobScheduler._schedule_reevalutation"
+
+
+def cancel_rate_limiter_wakeups() -> int:
+    """Cancel the pending wake-up timers of Snakemake's job rate limiter; return how many.
+
+    Snakemake 9 (``JobScheduler._schedule_reevalutation``, ``--max-jobs-per-timespan``,
+    default 100/1s) arms a 1 s :class:`threading.Timer` at every round of its scheduling
+    loop while ready jobs wait -- here the blocks waiting for a ``dask_clients`` slot. The
+    round a timer starts arms the next one, and every finished job starts a further
+    chain, so the loop ran O(finished blocks) rounds per second, each O(ready jobs), in
+    the process that also hosts the Dask scheduler (snakemake/snakemake#3744;
+    docs/scaling.md, "Pipeline overhead"). A block job calls this as it ends: the job
+    finishing wakes the scheduler anyway, and that round re-arms one timer if the limiter
+    still holds jobs back, so no job waits longer. O(threads of the process).
+    """
+    cancelled = 0
+    for thread in threading.enumerate():
+        wakeup = getattr(thread, "function", None)
+        if isinstance(thread, threading.Timer) and RATE_LIMITER_WAKEUP in getattr(
+            wakeup, "__qualname__", ""
+        ):
+            thread.cancel()
+            cancelled += 1
+    return cancelled
+
+
+def _remove_credentials(run_dir: str | os.PathLike[str]) -> None:
+    for path in security.credential_paths(cluster_dir(run_dir)):
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+
+
+__all__ = [
+    "CLIENT_TIMEOUT",
+    "CLOSE_TIMEOUT_SECONDS",
+    "CLUSTER_LOG_FILENAME",
+    "DASK_DIRNAME",
+    "LOGGED",
+    "LOGGER",
+    "RATE_LIMITER_WAKEUP",
+    "SCHEDULER_FILENAME",
+    "STOP_GRACE_SECONDS",
+    "BlocksLeft",
+    "RunCluster",
+    "RunStopped",
+    "cancel_rate_limiter_wakeups",
+    "cluster_dir",
+    "connect",
+    "dashboard_link",
+    "get_run_cluster",
+    "local_cluster_kwargs",
+    "read_scheduler_file",
+    "run_client",
+    "run_stop_reason",
+    "say",
+    "scheduler_file_path",
+    "shutdown_run_cluster",
+    "spawning_without_main_script",
+    "start_run_cluster",
+    "stop_all_runs",
+    "stop_on_signals",
+    "stop_run",
+]

@@ -1,0 +1,126 @@
+"""Per-run TLS credentials: every scheduler, worker and client of a run authenticates with
+a key pair made for that run, so nobody without it can talk to the run's cluster
+(docs/cluster.md, section "Security").
+
+The credentials are a fresh self-signed certificate and its private key
+(:meth:`distributed.security.Security.temporary`, RSA 2048), written to
+``results/<run>/.dask/tls/`` (directory 0700, files 0600, created with those modes, never
+logged) because batch workers on other nodes and the user's own clients must read them
+from the shared filesystem. Plain-TCP connections and TLS connections without a
+certificate signed by that key are refused (``require_encryption`` and mutual TLS).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from attnrmt.sweep.store.atomic import write_text_atomically
+
+TLS_DIRNAME = "tls"
+CERT_FILENAME = "cert.pem"
+KEY_FILENAME = "key.pem"
+PRIVATE_DIR_MODE = 0o700
+PRIVATE_FILE_MODE = 0o600
+
+
+def private_directory(path: str | os.PathLike[str]) -> Path:
+    """Create ``path`` (and parents) with the leaf at mode 0700; return it.
+
+    An existing directory is tightened to 0700 (never loosened by the umask).
+    """
+    directory = Path(path)
+    directory.mkdir(parents=True, exist_ok=True, mode=PRIVATE_DIR_MODE)
+    os.chmod(directory, PRIVATE_DIR_MODE)
+    return directory
+
+
+def write_private_file(path: str | os.PathLike[str], text: str) -> Path:
+    """Write ``text`` to ``path`` atomically, readable by the owner only (0600).
+
+    The file is created 0600 under a temporary name (no moment where it is readable by
+    others) and renamed over ``path``.
+    """
+    return write_text_atomically(path, text, mode=PRIVATE_FILE_MODE, durable=False)
+
+
+def credential_paths(dask_dir: str | os.PathLike[str]) -> tuple[Path, Path]:
+    """(certificate, key) file paths of a run's credentials under ``.dask/``."""
+    tls_dir = Path(dask_dir) / TLS_DIRNAME
+    return tls_dir / CERT_FILENAME, tls_dir / KEY_FILENAME
+
+
+def security_from_files(cert: str | os.PathLike[str], key: str | os.PathLike[str]) -> Any:
+    """A mutual-TLS :class:`~distributed.security.Security` for every role from one pair.
+
+    The certificate is its own CA: only holders of the key can present a certificate the
+    other side accepts.
+    """
+    from distributed.security import Security
+
+    cert_file, key_file = str(cert), str(key)
+    return Security(
+        require_encryption=True,
+        tls_ca_file=cert_file,
+        tls_client_cert=cert_file,
+        tls_client_key=key_file,
+        tls_scheduler_cert=cert_file,
+        tls_scheduler_key=key_file,
+        tls_worker_cert=cert_file,
+        tls_worker_key=key_file,
+    )
+
+
+def new_run_credentials(dask_dir: str | os.PathLike[str]) -> Any:
+    """Make fresh credentials for a run's cluster in ``dask_dir/tls``; their Security.
+
+    Cost: one RSA-2048 key generation (~0.1 s).
+    """
+    from distributed.security import Security
+
+    private_directory(dask_dir)
+    cert_path, key_path = credential_paths(dask_dir)
+    private_directory(cert_path.parent)
+    temporary = Security.temporary()
+    write_private_file(key_path, temporary.tls_client_key)
+    write_private_file(cert_path, temporary.tls_client_cert)
+    return security_from_files(cert_path, key_path)
+
+
+def run_security(dask_dir: str | os.PathLike[str]) -> Any:
+    """The Security of a running cluster's credentials (for a client of the same user).
+
+    Raises
+    ------
+    FileNotFoundError
+        When the run has no credentials (no cluster ever started there).
+    """
+    cert_path, key_path = credential_paths(dask_dir)
+    for path in (cert_path, key_path):
+        if not path.is_file():
+            raise FileNotFoundError(f"no Dask credentials at {path}: is the run's cluster up?")
+    return security_from_files(cert_path, key_path)
+
+
+def in_memory_security() -> Any:
+    """Credentials that never touch the disk (an in-process cluster of one job)."""
+    from distributed.security import Security
+
+    return Security.temporary()
+
+
+__all__ = [
+    "CERT_FILENAME",
+    "KEY_FILENAME",
+    "PRIVATE_DIR_MODE",
+    "PRIVATE_FILE_MODE",
+    "TLS_DIRNAME",
+    "credential_paths",
+    "in_memory_security",
+    "new_run_credentials",
+    "private_directory",
+    "run_security",
+    "security_from_files",
+    "write_private_file",
+]

@@ -1,0 +1,157 @@
+"""The ``dask:`` block of a config as validated settings (no defaults here: the config
+schema, ``src/attnrmt/sweep/config.schema.yaml``, is the only place for attnrmt defaults;
+worker-job settings a profile leaves unset come from dask-jobqueue's own configuration,
+``jobqueue.yaml`` / ``DASK_JOBQUEUE__<SYSTEM>__*``)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+LOCAL_MODES = ("local", "job")
+"""Modes whose workers are processes of this machine (everything binds to loopback)."""
+JOBQUEUE_SYSTEMS = ("slurm", "pbs", "lsf", "sge", "htcondor", "oar")
+"""Batch systems whose workers dask-jobqueue submits as jobs (``dask.mode`` values)."""
+MODES = ("local", "address", "job", *JOBQUEUE_SYSTEMS)
+LOOPBACK = "127.0.0.1"
+
+
+@dataclass(frozen=True)
+class ClusterSettings:
+    """Validated Dask settings of a run (the ``dask:`` block of the config).
+
+    Attributes
+    ----------
+    mode : str
+        One of :data:`MODES`: ``local``, ``address``, ``job`` or a batch system of
+        :data:`JOBQUEUE_SYSTEMS` (dask-jobqueue workers).
+    n_workers : int or None
+        Local worker processes (``None``: one per usable core).
+    threads_per_worker : int
+        Threads per local worker process.
+    address, scheduler_file : str or None
+        The scheduler of ``mode: address``.
+    memory_limit : str or None
+        Per-worker memory limit of a local cluster (``None``: Dask's ``"auto"``).
+    local_directory : str or None
+        Scratch directory of local workers (``None``: ``results/<run>/.dask/workers``).
+    dashboard : str or None
+        Dashboard bind address; ``None`` turns the dashboard pages off (the scheduler's
+        HTTP server then still answers health checks, on loopback).
+    idle_timeout : float or None
+        Seconds without clients after which the scheduler closes itself (``None``: never;
+        the run closes its cluster in ``onsuccess``/``onerror``).
+    task_retries : int
+        Dask retries per cell task (transient failures, lost workers).
+    max_cores : int or None
+        Cap on the cores a ``local`` cluster uses (Snakemake's ``--cores``); ``None``: all.
+    jobqueue : dict
+        Worker-job settings of a batch-system mode (``dask.jobqueue``), ``None`` values
+        left out (dask-jobqueue's configuration decides them).
+    """
+
+    mode: str
+    n_workers: int | None
+    threads_per_worker: int
+    task_retries: int
+    address: str | None = None
+    scheduler_file: str | None = None
+    memory_limit: str | None = None
+    local_directory: str | None = None
+    dashboard: str | None = None
+    idle_timeout: float | None = None
+    max_cores: int | None = None
+    jobqueue: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_config(
+        cls, dask_config: Mapping[str, Any] | None, max_cores: int | None = None
+    ) -> ClusterSettings:
+        """Build settings from the config's (schema-filled) ``dask`` mapping.
+
+        Parameters
+        ----------
+        dask_config : mapping or None
+            The ``dask:`` block of a validated config; keys it lacks take the schema's
+            defaults (:func:`schema_defaults`).
+        max_cores : int, optional
+            Cores granted to the run (Snakemake's ``--cores``); caps a ``local`` cluster.
+
+        Raises
+        ------
+        ValueError
+            Unknown mode.
+        """
+        defaults = schema_defaults()
+        given = dict(dask_config or {})
+        cfg = {**defaults, **given}
+        cfg["jobqueue"] = {**defaults["jobqueue"], **dict(given.get("jobqueue") or {})}
+        mode = str(cfg["mode"])
+        if mode not in MODES:
+            raise ValueError(f"dask.mode must be one of {MODES}, got {mode!r}")
+        return cls(
+            mode=mode,
+            n_workers=None if cfg["n_workers"] is None else int(cfg["n_workers"]),
+            threads_per_worker=int(cfg["threads_per_worker"]),
+            task_retries=int(cfg["task_retries"]),
+            address=cfg.get("address") or None,
+            scheduler_file=cfg.get("scheduler_file") or None,
+            memory_limit=cfg.get("memory_limit") or None,
+            local_directory=cfg.get("local_directory") or None,
+            dashboard=dashboard_address(cfg.get("dashboard", False)),
+            idle_timeout=None if cfg.get("idle_timeout") is None else float(cfg["idle_timeout"]),
+            max_cores=None if not max_cores else max(1, int(max_cores)),
+            jobqueue={
+                key: value
+                for key, value in dict(cfg.get("jobqueue") or {}).items()
+                if value is not None and value != []
+            },
+        )
+
+    @property
+    def is_jobqueue(self) -> bool:
+        """Whether workers are batch jobs submitted by dask-jobqueue."""
+        return self.mode in JOBQUEUE_SYSTEMS
+
+
+def schema_defaults() -> dict[str, Any]:
+    """Defaults of the ``dask:`` block (:func:`attnrmt.sweep.spec.schema.schema_default`)."""
+    from attnrmt.sweep.spec.schema import schema_default
+
+    return dict(schema_default("dask"))
+
+
+def dashboard_address(setting: bool | str | int | None) -> str | None:
+    """Normalise the ``dask.dashboard`` setting to a bind address (``None`` = off).
+
+    ``True`` means a free port on loopback (``127.0.0.1:0``: several runs on one machine
+    never collide, and no other host can reach it); an int is a port on loopback; a string
+    is an address used as given (``host:port``; a bare ``:port`` is put on loopback).
+    """
+    if isinstance(setting, str):  # as written on a command line
+        text = setting.strip()
+        if text.lower() in ("", "false", "no", "off", "none", "null"):
+            return None
+        if text.lower() in ("true", "yes", "on"):
+            setting = True
+        elif text.isdigit():
+            setting = int(text)
+        else:
+            return f"{LOOPBACK}{text}" if text.startswith(":") else text
+    if setting is None or setting is False:
+        return None
+    if setting is True:
+        return f"{LOOPBACK}:0"
+    return f"{LOOPBACK}:{int(setting)}"
+
+
+__all__ = [
+    "JOBQUEUE_SYSTEMS",
+    "LOCAL_MODES",
+    "LOOPBACK",
+    "MODES",
+    "ClusterSettings",
+    "dashboard_address",
+    "schema_defaults",
+]

@@ -1,0 +1,141 @@
+"""Sizing: how the cores of a machine or a job are split between Dask workers, threads and
+BLAS, and when batch workers retire before their walltime. Pure functions, O(1)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+BLAS_THREAD_VARIABLES = (
+    "OMP_NUM_THREADS",
+    "OPENBLAS_NUM_THREADS",
+    "MKL_NUM_THREADS",
+    "VECLIB_MAXIMUM_THREADS",
+    "NUMEXPR_NUM_THREADS",
+)
+
+
+def usable_cores() -> int:
+    """Cores this process may use (CPU affinity, falling back to ``os.cpu_count``)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # pragma: no cover - non-Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def allocation_cores(environ: Mapping[str, str] | None = None) -> int:
+    """Cores of the current SLURM allocation (``SLURM_CPUS_PER_TASK``) or the usable cores."""
+    env = os.environ if environ is None else environ
+    value = env.get("SLURM_CPUS_PER_TASK", "")
+    if value.isdigit() and int(value) > 0:
+        return int(value)
+    return usable_cores()
+
+
+@dataclass(frozen=True)
+class WorkerLayout:
+    """How a machine's cores are split: processes x threads x BLAS threads <= cores."""
+
+    n_workers: int
+    threads_per_worker: int
+    blas_threads: int
+
+
+def worker_layout(cores: int, n_workers: int | None, threads_per_worker: int) -> WorkerLayout:
+    """Size workers so that ``n_workers * threads_per_worker * blas_threads <= cores``.
+
+    Parameters
+    ----------
+    cores : int
+        Cores available.
+    n_workers : int or None
+        Requested worker processes; ``None`` means ``max(1, cores // threads_per_worker)``.
+    threads_per_worker : int
+        Threads per worker.
+
+    Returns
+    -------
+    WorkerLayout
+        BLAS threads per worker are ``cores // (n_workers * threads_per_worker)``, at least 1.
+    """
+    cores = max(1, int(cores))
+    threads = max(1, int(threads_per_worker))
+    workers = max(1, cores // threads) if n_workers is None else max(1, int(n_workers))
+    blas = max(1, cores // (workers * threads))
+    return WorkerLayout(n_workers=workers, threads_per_worker=threads, blas_threads=blas)
+
+
+def blas_environment(blas_threads: int) -> dict[str, str]:
+    """Environment variables pinning BLAS/OpenMP pools to ``blas_threads`` threads."""
+    return {name: str(int(blas_threads)) for name in BLAS_THREAD_VARIABLES}
+
+
+def configure_worker_environment(blas_threads: int) -> None:
+    """Make worker processes spawned by Dask nannies start with ``blas_threads`` BLAS threads.
+
+    Dask's nanny sets ``distributed.nanny.pre-spawn-environ`` before the worker imports
+    numpy; we overwrite its BLAS entries (default 1) with our layout.
+    """
+    import dask
+
+    environ = dict(dask.config.get("distributed.nanny.pre-spawn-environ", default={}) or {})
+    environ.update(blas_environment(blas_threads))
+    # A cell allocates and frees arrays of tens of MB; trimming the heap after each free
+    # (Dask's default threshold, 64 KiB) makes every cell fault its memory in again.
+    environ.pop("MALLOC_TRIM_THRESHOLD_", None)
+    dask.config.set(
+        {
+            "distributed.nanny.pre-spawn-environ": environ,
+            # the statistical profiler samples every worker thread every 10 ms: CPU taken
+            # from the cells, for a dashboard panel nobody needs for a sweep
+            "distributed.worker.profile.enabled": False,
+        }
+    )
+
+
+def parse_walltime(walltime: str) -> int:
+    """Seconds in a SLURM walltime (``MM``, ``MM:SS``, ``HH:MM:SS``, ``D-HH[:MM[:SS]]``)."""
+    text = str(walltime).strip()
+    days = 0
+    if "-" in text:
+        day_text, text = text.split("-", 1)
+        days = int(day_text)
+        parts = [int(p) for p in text.split(":")]
+        parts += [0] * (3 - len(parts))
+        hours, minutes, seconds = parts
+    else:
+        parts = [int(p) for p in text.split(":")]
+        if len(parts) == 1:
+            hours, minutes, seconds = 0, parts[0], 0
+        elif len(parts) == 2:
+            hours, (minutes, seconds) = 0, parts
+        else:
+            hours, minutes, seconds = parts
+    return ((days * 24 + hours) * 60 + minutes) * 60 + seconds
+
+
+def worker_lifetime(walltime_seconds: int) -> tuple[int, int]:
+    """Worker ``--lifetime`` and ``--lifetime-stagger`` (seconds) for a SLURM walltime.
+
+    Workers retire (handing their data over) before SLURM kills the job: the lifetime keeps
+    a margin of 10% of the walltime (at least 2 minutes, at most 15) plus the stagger
+    (5% of the walltime, at most 5 minutes) so that workers do not all leave at once.
+    """
+    margin = min(max(120, walltime_seconds // 10), 900)
+    stagger = min(walltime_seconds // 20, 300)
+    lifetime = max(60, walltime_seconds - margin - stagger)
+    return lifetime, stagger
+
+
+__all__ = [
+    "BLAS_THREAD_VARIABLES",
+    "WorkerLayout",
+    "allocation_cores",
+    "blas_environment",
+    "configure_worker_environment",
+    "parse_walltime",
+    "usable_cores",
+    "worker_layout",
+    "worker_lifetime",
+]

@@ -1,0 +1,314 @@
+"""SLURM specifics over the generic job-queue code (:mod:`.jobqueue`): a dry run of a
+job script before any job is queued, the state and pending reason of queued jobs, sorted
+into reasons that clear by waiting and reasons that never do, and :class:`PendingWatch`,
+the thread that turns a request that can never run into one message (used for the Dask
+worker jobs of ``profiles/slurm-dask``, :mod:`.jobqueue`, and for the block jobs of
+Snakemake's SLURM executor, :mod:`.blockwatch`).
+
+All calls are one ``sbatch``/``squeue``/``sinfo`` process each (O(jobs) output).
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Self
+
+COMMAND_TIMEOUT_SECONDS = 60
+UNSATISFIABLE_REASONS = (
+    "PartitionConfig",
+    "PartitionNodeLimit",
+    "PartitionTimeLimit",
+    "InvalidAccount",
+    "InvalidQOS",
+    "BadConstraints",
+    "QOSMaxCpuPerJobLimit",
+    "QOSMaxMemoryPerJob",
+    "QOSMaxNodePerJobLimit",
+    "QOSMaxWallDurationPerJobLimit",
+    "AssocMaxCpuPerJobLimit",
+    "AssocMaxNodesPerJobLimit",
+    "AssocMaxWallDurationPerJobLimit",
+    "DependencyNeverSatisfied",
+)
+"""squeue pending reasons no amount of waiting resolves (the request itself is wrong)."""
+UNAVAILABLE_NODES = re.compile(r"UnavailableNodes:(\S*)")
+ACTIVE_STATES = (
+    "PENDING",
+    "CONFIGURING",
+    "RUNNING",
+    "COMPLETING",
+    "SUSPENDED",
+    "REQUEUED",
+    "REQUEUE_HOLD",
+    "REQUEUE_FED",
+    "RESIZING",
+    "SIGNALING",
+    "STAGE_OUT",
+    "STOPPED",
+)
+"""squeue states of a job that is queued or still alive (squeue also lists ended jobs for
+the cluster's MinJobAge, as COMPLETED, FAILED, CANCELLED, TIMEOUT, ...)."""
+LOGGER = logging.getLogger("attnrmt.cluster")
+
+
+@dataclass(frozen=True)
+class JobState:
+    """One queued job as squeue reports it."""
+
+    job_id: str
+    state: str
+    reason: str
+    request: str = ""
+    """What the job asked for in words (cores, memory, walltime, partition), when known."""
+
+    @property
+    def active(self) -> bool:
+        """Whether the job is queued or alive (:data:`ACTIVE_STATES`)."""
+        return self.state in ACTIVE_STATES
+
+
+def dry_run_submission(job_script: str, directory: str | os.PathLike[str]) -> str | None:
+    """``sbatch --test-only`` of a job script: SLURM's objection, or ``None`` if it could run.
+
+    SLURM checks the request against the partitions and nodes it knows (cores, memory,
+    walltime, partition, node names) without queuing anything; a request no node can
+    satisfy gets "Requested node configuration is not available" at once, where a real
+    submission would pend forever with reason PartitionConfig.
+    """
+    with tempfile.NamedTemporaryFile(
+        "w", dir=directory, prefix=".test-job-", suffix=".sh", delete=False
+    ) as handle:
+        handle.write(job_script)
+    try:
+        done = subprocess.run(
+            ["sbatch", "--test-only", handle.name],
+            capture_output=True,
+            text=True,
+            timeout=COMMAND_TIMEOUT_SECONDS,
+            check=False,
+        )
+    finally:
+        Path(handle.name).unlink(missing_ok=True)
+    if done.returncode == 0:
+        return None
+    lines = [line.strip() for line in (done.stderr + done.stdout).splitlines() if line.strip()]
+    return "; ".join(lines) or f"sbatch --test-only exited with {done.returncode}"
+
+
+def parse_squeue(text: str) -> dict[str, JobState]:
+    """Jobs of ``squeue -h -o '%i|%T|%r'`` output, by id."""
+    jobs = {}
+    for line in text.splitlines():
+        parts = line.strip().split("|", 2)
+        if len(parts) == 3:
+            jobs[parts[0]] = JobState(job_id=parts[0], state=parts[1], reason=parts[2])
+    return jobs
+
+
+def job_states(job_ids: Iterable[str]) -> dict[str, JobState]:
+    """State and reason of the given jobs (jobs squeue no longer lists are left out)."""
+    ids = sorted({str(job_id) for job_id in job_ids if job_id})
+    if not ids:
+        return {}
+    done = subprocess.run(
+        ["squeue", "-h", "-j", ",".join(ids), "-o", "%i|%T|%r"],
+        capture_output=True,
+        text=True,
+        timeout=COMMAND_TIMEOUT_SECONDS,
+        check=False,
+    )
+    return parse_squeue(done.stdout) if done.returncode == 0 else {}
+
+
+def known_nodes() -> set[str]:
+    """Node names SLURM knows (``sinfo -N``)."""
+    done = subprocess.run(
+        ["sinfo", "-h", "-N", "-o", "%N"],
+        capture_output=True,
+        text=True,
+        timeout=COMMAND_TIMEOUT_SECONDS,
+        check=False,
+    )
+    return set(done.stdout.split())
+
+
+def is_unsatisfiable(reason: str, nodes: set[str] | None = None) -> bool:
+    """Whether a pending reason means the request can never run.
+
+    ``ReqNodeNotAvail`` counts only when it names nodes SLURM does not know (a down or
+    drained node may come back); ``nodes`` is :func:`known_nodes` (queried when needed).
+    """
+    if any(reason.startswith(name) for name in UNSATISFIABLE_REASONS):
+        return True
+    if reason.startswith("ReqNodeNotAvail"):
+        named = UNAVAILABLE_NODES.search(reason)
+        wanted = {name for name in (named.group(1) if named else "").split(",") if name}
+        return bool(wanted - (known_nodes() if nodes is None else nodes))
+    return False
+
+
+def pending_summary(states: Mapping[str, JobState]) -> dict[str, int]:
+    """Pending jobs counted by reason."""
+    counts: dict[str, int] = {}
+    for job in states.values():
+        if job.state == "PENDING":
+            counts[job.reason] = counts.get(job.reason, 0) + 1
+    return counts
+
+
+# --------------------------------------------------------------------------- watch
+
+
+class PendingWatch:
+    """A thread watching a set of SLURM jobs while a run lasts.
+
+    Every ``poll_seconds`` it reads their state (:meth:`job_states`, one ``squeue``). A
+    job pending for a reason that never clears (:func:`is_unsatisfiable`) calls
+    ``on_fatal`` with :meth:`fatal_message` (one message naming the request and SLURM's
+    reason) and the watch ends; jobs pending for queue load (Priority, Resources) log a
+    line every ``report_seconds`` ("3 block jobs pending: Resources x3, 2 min").
+    Subclasses say which jobs (:meth:`job_states`) and how the message reads
+    (:meth:`fatal_message`); ``kind`` names the jobs in the periodic line.
+    """
+
+    kind = "jobs"
+
+    def __init__(
+        self,
+        on_fatal: Callable[[str], None],
+        poll_seconds: float,
+        report_seconds: float,
+    ) -> None:
+        self.on_fatal = on_fatal
+        self.poll_seconds = poll_seconds
+        self.report_seconds = report_seconds
+        self.stopped = threading.Event()
+        self.started = time.monotonic()
+        self.thread = threading.Thread(target=self._watch, name="attnrmt-pending", daemon=True)
+
+    def start(self) -> Self:
+        """Start watching; returns self."""
+        self.thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop watching (returns at once)."""
+        self.stopped.set()
+
+    def job_states(self) -> Mapping[str, JobState]:
+        """The watched jobs that squeue lists, by id."""
+        raise NotImplementedError
+
+    def fatal_message(self, states: Mapping[str, JobState]) -> str | None:
+        """The one message for a watched job that can never run, if there is one."""
+        raise NotImplementedError
+
+    def report_pending(self, states: Mapping[str, JobState]) -> str | None:
+        """Log (stderr) how many watched jobs wait, why, and for how long; the line."""
+        pending = pending_summary(states)
+        if not pending:
+            return None
+        minutes = (time.monotonic() - self.started) / 60
+        reasons = ", ".join(f"{reason} x{count}" for reason, count in sorted(pending.items()))
+        line = f"attnrmt: {sum(pending.values())} {self.kind} pending: {reasons}, {minutes:.0f} min"
+        print(line, file=sys.stderr, flush=True)
+        return line
+
+    def _watch(self) -> None:
+        last_report = time.monotonic()
+        while not self.stopped.wait(self.poll_seconds):
+            try:
+                states = self.job_states()
+                message = self.fatal_message(states)
+            except Exception as exc:  # squeue unavailable for a moment: try again later
+                LOGGER.debug("pending watch: %r", exc)
+                continue
+            if message is not None:
+                self.on_fatal(message)
+                return
+            if time.monotonic() - last_report >= self.report_seconds:
+                last_report = time.monotonic()
+                self.report_pending(states)
+
+
+def first_unsatisfiable(states: Mapping[str, JobState]) -> JobState | None:
+    """The first pending job (by id) whose reason never clears, or ``None``."""
+    for job_id in sorted(states, key=lambda text: (len(text), text)):
+        job = states[job_id]
+        if job.state == "PENDING" and is_unsatisfiable(job.reason):
+            return job
+    return None
+
+
+#: Seconds before its end time from which a failing block of a SLURM job counts as ended
+#: by its walltime: a block stops itself a minute before
+#: (``attnrmt.sweep.run.blocks.STOP_BEFORE_WALLTIME_SECONDS``), and SLURM sends SIGTERM at
+#: the limit (or earlier with ``--signal``) to a run driven from a batch job.
+WALLTIME_MARGIN_SECONDS = 300.0
+
+
+def slurm_job_end_time(environ: Mapping[str, str] = os.environ) -> float | None:
+    """End time (Unix seconds) of the SLURM job this process runs in, or ``None`` outside
+    one or when SLURM cannot tell: ``SLURM_JOB_END_TIME`` when SLURM sets it (23.02+),
+    else ``squeue -h -j $SLURM_JOB_ID -o %e``, asked once per job and process (a block
+    asks when it starts: once SLURM has ended the job, squeue may no longer list it)."""
+    if environ.get("SLURM_JOB_END_TIME", "").isdigit():
+        return float(environ["SLURM_JOB_END_TIME"])
+    job = environ.get("SLURM_JOB_ID")
+    return _squeue_end_time(job) if job else None
+
+
+@functools.lru_cache(maxsize=16)
+def _squeue_end_time(job: str) -> float | None:
+    try:
+        shown = subprocess.run(
+            ["squeue", "-h", "-j", job, "-o", "%e"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=True,
+        ).stdout.strip()
+        return datetime.fromisoformat(shown).timestamp()
+    except (OSError, subprocess.SubprocessError, ValueError):
+        return None
+
+
+def slurm_walltime_reached(end_time: float | None, now: float | None = None) -> bool:
+    """Whether ``now`` is within :data:`WALLTIME_MARGIN_SECONDS` of (or past) the job's
+    ``end_time`` (:func:`slurm_job_end_time`; ``None``: not in a SLURM job): a stop
+    signal now is SLURM ending the job at its walltime."""
+    current = time.time() if now is None else now
+    return end_time is not None and current >= end_time - WALLTIME_MARGIN_SECONDS
+
+
+__all__ = [
+    "ACTIVE_STATES",
+    "COMMAND_TIMEOUT_SECONDS",
+    "LOGGER",
+    "UNAVAILABLE_NODES",
+    "UNSATISFIABLE_REASONS",
+    "WALLTIME_MARGIN_SECONDS",
+    "JobState",
+    "PendingWatch",
+    "dry_run_submission",
+    "first_unsatisfiable",
+    "is_unsatisfiable",
+    "job_states",
+    "known_nodes",
+    "parse_squeue",
+    "pending_summary",
+    "slurm_job_end_time",
+    "slurm_walltime_reached",
+]

@@ -1,0 +1,246 @@
+"""Failed cells: what the last attempt of a block left in ``<sweep>/failures/`` (read side).
+
+A block whose cells fail after Dask's retries records them
+(:func:`record_block_failures`: cell key, seed, simulate parameters,
+error) and fails its Snakemake job; the record is removed when the block later succeeds.
+This module answers the questions a user asks afterwards:
+
+- which failures still stand (:func:`unresolved_failures`, listed by ``attnrmt plan``);
+- which blocks to leave out when the config sets ``skip_failed: true``
+  (:func:`failed_blocks`), so that everything that did finish is gathered, analysed and
+  reported;
+- the table of failed cells in the report (:func:`failed_cells_table`, rule
+  ``failed_cells``);
+- why each cell failed (:func:`classify_failure`: one of
+  :data:`attnrmt.contract.FAILURE_CAUSES`, stored as ``cause``) and how many failed per
+  cause (:func:`count_failures_by_cause`);
+- whether the run has failed often enough to stop (:class:`FailureBudget`,
+  ``execution.max_failures``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import math
+import os
+from collections import Counter
+from collections.abc import Collection, Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from attnrmt.contract import FAILURE_CAUSES
+from attnrmt.sweep.store.failures import (
+    RUN_STARTED_MARKER,
+    run_failures_since,
+    unresolved_failures,
+)
+
+# ------------------------------------------------------------------ write side
+
+
+# ------------------------------------------------------------------ causes
+
+#: Topic of the event a Dask nanny logs when it restarts its worker for exceeding its
+#: memory limit (``distributed.worker_memory``: "exceeded 95% memory budget").
+MEMORY_RESTART_TOPIC = "worker-restart-memory"
+
+#: Words of a ``ValueError`` raised on non-finite numbers (numpy/scipy: "array must not
+#: contain infs or NaNs", "non-finite values").
+NON_FINITE_WORDS = ("infs or nans", "non-finite", "not finite", "nan or inf")
+
+
+def classify_failure(
+    error: BaseException, memory_restarted: Collection[str] = (), walltime: bool = False
+) -> str:
+    """Why a cell failed: one of :data:`attnrmt.contract.FAILURE_CAUSES`.
+
+    Decided from what the block sees (``docs/data-contract.md``, "Failure causes"), first
+    match wins:
+
+    1. ``MemoryError`` -> ``out_of_memory``;
+    2. ``ArithmeticError`` (``FloatingPointError``, ``ZeroDivisionError``,
+       ``OverflowError``), ``numpy.linalg.LinAlgError`` or a ``ValueError`` about
+       non-finite numbers (:data:`NON_FINITE_WORDS`) -> ``numerical``;
+    3. a task lost with its worker or client (``distributed.KilledWorker``, a cancelled
+       future, a closed comm): ``walltime`` when the block was stopped at its
+       SLURM time limit (``walltime``: :func:`slurm_walltime_reached`); else
+       ``out_of_memory`` for a ``KilledWorker`` whose last worker is in
+       ``memory_restarted`` (workers their nanny restarted for exceeding their memory
+       limit: :func:`memory_restarted_workers`); else ``killed``;
+    4. anything else -> ``other``.
+
+    O(1) (``memory_restarted`` is a set).
+    """
+    if isinstance(error, MemoryError):
+        return "out_of_memory"
+    if isinstance(error, ArithmeticError | np.linalg.LinAlgError) or (
+        isinstance(error, ValueError)
+        and any(word in str(error).lower() for word in NON_FINITE_WORDS)
+    ):
+        return "numerical"
+    from distributed import KilledWorker
+    from distributed.comm import CommClosedError
+
+    lost = (
+        KilledWorker,
+        asyncio.CancelledError,
+        concurrent.futures.CancelledError,
+        CommClosedError,
+    )  # distributed's FutureCancelledError is the third
+    if not isinstance(error, lost):
+        return "other"
+    if walltime:
+        return "walltime"
+    if isinstance(error, KilledWorker):
+        worker = getattr(error.last_worker, "address", error.last_worker)
+        return "out_of_memory" if worker in memory_restarted else "killed"
+    return "killed"
+
+
+def memory_restarted_workers(client: Any) -> set[str]:
+    """Addresses of the workers a nanny restarted for exceeding their memory limit (the
+    scheduler's :data:`MEMORY_RESTART_TOPIC` events). O(events); ``set()`` when the
+    scheduler cannot be asked."""
+    try:
+        events = client.get_events(MEMORY_RESTART_TOPIC)
+    except Exception:  # a lost scheduler: no memory evidence
+        return set()
+    return {str(message.get("worker")) for _, message in events if isinstance(message, dict)}
+
+
+def count_failures_by_cause(failures: Iterable[Mapping[str, Any]]) -> dict[str, int]:
+    """Failed cells per cause, most frequent first (ties in :data:`FAILURE_CAUSES` order);
+    records written before causes were recorded count as ``other``. O(failures)."""
+    return _ranked(Counter(str(failure.get("cause") or "other") for failure in failures))
+
+
+def merge_cause_counts(counts: Iterable[Mapping[str, int]]) -> dict[str, int]:
+    """Sum of :func:`count_failures_by_cause` results (e.g. of every sweep), ranked alike."""
+    total: Counter[str] = Counter()
+    for part in counts:
+        total.update(part)
+    return _ranked(total)
+
+
+def _ranked(counts: Mapping[str, int]) -> dict[str, int]:
+    order = {cause: position for position, cause in enumerate(FAILURE_CAUSES)}
+    ranked = sorted(counts, key=lambda cause: (-counts[cause], order.get(cause, len(order))))
+    return {cause: counts[cause] for cause in ranked if counts[cause]}
+
+
+def describe_causes(counts: Mapping[str, int]) -> str:
+    """``"51 out_of_memory, 6 numerical"`` (in the order of ``counts``)."""
+    return ", ".join(f"{count:,} {cause}" for cause, count in counts.items())
+
+
+# ------------------------------------------------------------------ read side
+
+
+def failed_blocks(run_plan: Any, run_dir: str | os.PathLike[str]) -> dict[str, set[str]]:
+    """Per sweep, the keys of planned blocks with a standing failure record."""
+    blocks: dict[str, set[str]] = {}
+    for name, sweep in run_plan.sweeps.items():
+        planned = {block.key for block in sweep.blocks}
+        failed = {str(cell["block"]) for cell in unresolved_failures(Path(run_dir) / name)}
+        blocks[name] = failed & planned
+    return blocks
+
+
+# ------------------------------------------------------------------ max_failures
+
+
+def max_failed_cells(setting: int | float | None, n_cells: int) -> int | None:
+    """The failed-cell count at which a run stops (``execution.max_failures``).
+
+    A whole number ``>= 1`` is a count; a fraction ``0 < f < 1`` of the run's ``n_cells``
+    gives ``max(1, ceil(f * n_cells))``; ``None`` never stops.
+    """
+    if setting is None:
+        return None
+    if isinstance(setting, float) and setting < 1:
+        return max(1, math.ceil(setting * n_cells))
+    return int(setting)
+
+
+@dataclass(frozen=True)
+class FailureBudget:
+    """``execution.max_failures`` of a run: stop when ``limit`` cells have failed.
+
+    Counted are the cells of the failure records written since the run started
+    (:data:`RUN_STARTED_MARKER`), so a rerun starts afresh and retries them. Each block
+    checks before computing (:meth:`exceeded`, O(failure records)); it is race-free
+    enough: blocks already computing when the limit is reached finish (at most the
+    blocks in flight, ``dask_clients`` or ``jobs``), and two blocks failing at once may
+    both be counted after the limit; no block starts computing once the records on disk
+    reach it.
+    """
+
+    limit: int | None
+    n_cells: int
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any], run_plan: Any) -> FailureBudget:
+        """From the validated config and the run's plan (its cell count)."""
+        n_cells = sum(len(sweep.cells) for sweep in run_plan.sweeps.values())
+        setting = config["execution"]["max_failures"]
+        return cls(limit=max_failed_cells(setting, n_cells), n_cells=n_cells)
+
+    def exceeded(
+        self, run_dir: str | os.PathLike[str], retried: str | os.PathLike[str] | None = None
+    ) -> str | None:
+        """The one stop message when this run's failed cells reached the limit, else
+        ``None``: ``max_failures reached: 57 of 2,578 cells failed (51 out_of_memory,
+        6 numerical); stopping. ...``.
+
+        ``retried``: the failure record of the block asking, left out of the count, so
+        that Snakemake's retry of a failed block (with more memory) still runs.
+        """
+        if self.limit is None:
+            return None
+        marker = Path(run_dir) / RUN_STARTED_MARKER
+        try:
+            since: float | None = marker.stat().st_mtime
+        except OSError:
+            since = None
+        failures = run_failures_since(run_dir, since, retried)
+        if len(failures) < self.limit:
+            return None
+        return (
+            f"max_failures reached: {len(failures):,} of {self.n_cells:,} cells failed "
+            f"({describe_causes(count_failures_by_cause(failures))}); stopping. "
+            "Fix and rerun the same command to resume."
+        )
+
+
+class MaxFailuresReached(RuntimeError):
+    """A block not computed because the run reached ``execution.max_failures``."""
+
+
+def describe_skipped(skipped: Mapping[str, set[str]]) -> str:
+    """One line naming the blocks a ``skip_failed`` run leaves out (empty when none)."""
+    parts = [f"{sweep}: {len(keys)}" for sweep, keys in skipped.items() if keys]
+    if not parts:
+        return ""
+    return (
+        "attnrmt: skip_failed: leaving out blocks whose last attempt failed "
+        f"({', '.join(parts)}); see failed_cells.csv or `attnrmt plan`"
+    )
+
+
+__all__ = [
+    "MEMORY_RESTART_TOPIC",
+    "FailureBudget",
+    "MaxFailuresReached",
+    "classify_failure",
+    "count_failures_by_cause",
+    "describe_causes",
+    "describe_skipped",
+    "failed_blocks",
+    "max_failed_cells",
+    "memory_restarted_workers",
+    "merge_cause_counts",
+]

@@ -1,0 +1,12 @@
+"""What to compute, pure.
+
+The config schema and its validation, cell identity, the plan and the cost model."""
+
+from attnrmt._lazy import lazy_door
+
+#: Where each public name lives (imported on first use, PEP 562).
+_EXPORTS: dict[str, str] = {}
+
+__getattr__, __dir__ = lazy_door(__name__, _EXPORTS)
+
+__all__: list[str] = []

@@ -1,0 +1,218 @@
+"""K-class sweeps: the ``classes`` setting of a sweep and the ``label_models`` it picks
+(docs/model.md, "K classes"; docs/data-contract.md, "K-class sweeps").
+
+A sweep with ``classes: {K, means}`` simulates :func:`attnrmt.model.simulate_classes_cell`
+cells: its ``positional`` axis names *label models* (``label_models`` entries or the
+built-in ``iid``, uniform i.i.d. labels) instead of sign models. Each cell's positional
+spec is the canonical K-class spec (:func:`classes_spec`)::
+
+    {"kind": "classes", "K": K, "labels": <canonical label model>, "means": G}
+
+(``G`` the K x K class-mean Gram as nested lists), so K, ``G`` and the label law enter the
+cell key through the spec the key already hashes, and a sweep without ``classes`` keeps
+every key, seed and number it had. Pure functions; O(K^2 T^2) per (label model, T).
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Mapping
+from typing import Any
+
+from attnrmt.sweep.spec.config import ConfigError
+
+#: Built-in label models (no ``label_models`` entry needed): uniform i.i.d. labels.
+BUILTIN_LABELS: tuple[str, ...] = ("iid",)
+#: The ``kind`` of a K-class positional spec (no sign model has it).
+CLASSES_KIND = "classes"
+
+__all__ = [
+    "BUILTIN_LABELS",
+    "CLASSES_KIND",
+    "classes_spec",
+    "is_classes_spec",
+    "resolve_classes",
+    "resolve_label_models",
+    "spike_count",
+    "unused_label_models",
+]
+
+
+def is_classes_spec(spec: Mapping[str, Any]) -> bool:
+    """Whether a cell's positional spec is a K-class spec (:func:`classes_spec`)."""
+    return isinstance(spec, Mapping) and spec.get("kind") == CLASSES_KIND
+
+
+def classes_spec(K: int, gram: Any, labels: Mapping[str, Any]) -> dict[str, Any]:
+    """The canonical K-class positional spec (module docstring). O(K^2)."""
+    import numpy as np
+
+    return {
+        "K": int(K),
+        "kind": CLASSES_KIND,
+        "labels": dict(labels),
+        "means": (np.asarray(gram, dtype=np.float64) + 0.0).tolist(),
+    }
+
+
+def spike_count(classes: Mapping[str, Any] | None, centered: list[bool]) -> int:
+    """Entries of the ``spike`` dimension of a K-class sweep: the largest rank of the
+    pooled signal matrix over its ``centered`` values (``K - 1`` centred, ``K`` uncentred,
+    docs/model.md, "Pooled signal matrix"); 0 without ``classes``."""
+    if not classes:
+        return 0
+    K = int(classes["K"])
+    return K if not all(centered) else K - 1
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 160 else text[:155] + " ...]"
+
+
+def resolve_classes(prefix: str, sweep: Mapping[str, Any], axes: Mapping[str, list]) -> Any:
+    """The checked ``classes`` setting of a sweep: ``{"K": K, "means": G (K x K lists),
+    "means_name": preset or "explicit"}``, or None when the sweep has none.
+
+    Raises
+    ------
+    ConfigError
+        Naming ``<prefix>.classes.<key>`` and the value: ``means`` not a preset
+        (with a suggestion) nor a symmetric PSD K x K matrix, ``top_k`` below the number of
+        spikes (:func:`spike_count`), ``d < K``, ``V < K`` tokens, ``spectrum: top`` (the
+        K-class cell has the full route only).
+    """
+    raw = sweep.get("classes")
+    if raw is None:
+        return None
+    from attnrmt.model.classes import (
+        MAX_CLASSES,
+        MEANS_PRESETS,
+        class_mean_gram,
+        class_sizes,
+    )
+
+    K = raw["K"]
+    if not 2 <= K <= MAX_CLASSES:
+        raise ConfigError(f"{prefix}.classes.K={K!r}: must be an integer in [2, {MAX_CLASSES}]")
+    means = raw.get("means", "simplex")
+    if isinstance(means, str) and means not in MEANS_PRESETS:
+        close = difflib.get_close_matches(means, MEANS_PRESETS, n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise ConfigError(
+            f"{prefix}.classes.means={means!r}: no Gram preset named {means!r}{hint} "
+            f"(presets: {', '.join(MEANS_PRESETS)}, or a {K} x {K} matrix)"
+        )
+    try:
+        gram = class_mean_gram(means, K)
+    except ValueError as error:
+        text = str(error)
+        text = text[len("means=") :] if text.startswith("means=") else text
+        raise ConfigError(f"{prefix}.classes.means={text}") from error
+    problems = []
+    if sweep.get("spectrum", "full") != "full":
+        problems.append(
+            f"{prefix}.spectrum={sweep.get('spectrum')!r}: a sweep with classes has only the "
+            "full route (spectrum: full)"
+        )
+    tables = sweep.get("table")
+    if tables is not None and any(
+        value != "gaussian" for value in (tables if isinstance(tables, list) else [tables])
+    ):
+        problems.append(f"{prefix}.table={tables!r}: a sweep with classes has Gaussian tables only")
+    spikes = K if not all(axes["centered"]) else K - 1
+    top_k = sweep.get("top_k", 3)
+    if isinstance(top_k, int) and top_k < spikes:
+        problems.append(
+            f"{prefix}.top_k={top_k!r}: must be >= {spikes}, the spikes of K={K} classes "
+            f"({'K - 1 centred' if spikes == K - 1 else 'K uncentred'}), so that each is measured"
+        )
+    for index, d in enumerate(axes["d"]):
+        if d < K:
+            problems.append(f"{prefix}.d[{index}]={d!r}: must be >= classes.K={K}")
+            continue
+        for delta_index, delta in enumerate(axes["delta"]):
+            V, _ = class_sizes(d, delta, 1.0, K)
+            if V < K:
+                problems.append(
+                    f"{prefix}.delta[{delta_index}]={delta!r}: gives V = K round(d/(K delta)) "
+                    f"= {V} < K={K} tokens for d={d}"
+                )
+    if problems:
+        raise ConfigError(*problems)
+    return {
+        "K": int(K),
+        "means": (gram + 0.0).tolist(),
+        "means_name": means if isinstance(means, str) else "explicit",
+    }
+
+
+def _label_table(config: Mapping[str, Any]) -> dict[str, Any]:
+    declared = dict(config.get("label_models") or {})
+    for name in declared:
+        if name in BUILTIN_LABELS:
+            raise ConfigError(
+                f"label_models.{name}: {name!r} is a built-in label model name; choose another"
+            )
+    return {**{name: {"kind": name} for name in BUILTIN_LABELS}, **declared}
+
+
+def _label_error(key_path: str, spec: Any, error: ValueError, used_by: str) -> ConfigError:
+    """A label model's ValueError with the config key path in place of ``labels``."""
+    text = str(error)
+    if text.startswith(("labels.", "labels=")):
+        return ConfigError(f"{key_path}{text[len('labels') :]} ({used_by})")
+    return ConfigError(f"{key_path}={_short(spec)}: {text} ({used_by})")
+
+
+def resolve_label_models(
+    config: Mapping[str, Any], prefix: str, axes: Mapping[str, list], classes: Mapping[str, Any]
+) -> dict[tuple[str, int], dict[str, Any]]:
+    """The K-class positional spec (:func:`classes_spec`) per ``(label model name, T)`` of
+    a sweep with ``classes``: each name on its ``positional`` axis resolved in
+    ``label_models`` (or :data:`BUILTIN_LABELS`) and validated for every ``T`` and the
+    sweep's K (:func:`attnrmt.model.validate_label_model`). O(names x T x K^2 T^2).
+
+    Raises
+    ------
+    ConfigError
+        An unknown name (with a suggestion, and a hint when it is a positional model), or
+        an invalid label model, naming ``label_models.<name>.<key>`` and the sweep.
+    """
+    from attnrmt.model.classes import validate_label_model
+
+    table = _label_table(config)
+    K = int(classes["K"])
+    specs: dict[tuple[str, int], dict[str, Any]] = {}
+    for index, name in enumerate(axes["positional"]):
+        if name not in table:
+            close = difflib.get_close_matches(name, list(table), n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            if name in (config.get("positional_models") or {}):
+                hint += "; it is a positional (sign) model: a sweep with classes names label models"
+            raise ConfigError(
+                f"{prefix}.positional[{index}]={name!r}: no label model named {name!r}{hint} "
+                f"(known: {', '.join(table)})"
+            )
+        key_path = (
+            f"label_models.{name}"
+            if name not in BUILTIN_LABELS
+            else f"{prefix}.positional[{index}]"
+        )
+        for T in axes["T"]:
+            used_by = f"used by {prefix} with T={T}, K={K}"
+            try:
+                labels = validate_label_model(table[name], T, K)
+            except ValueError as error:
+                raise _label_error(key_path, table[name], error, used_by) from error
+            specs[(name, T)] = classes_spec(K, classes["means"], labels)
+    return specs
+
+
+def unused_label_models(config: Mapping[str, Any], used: set[str]) -> list[str]:
+    """Warnings for ``label_models`` entries no sweep with classes uses."""
+    return [
+        f"label_models.{name}: defined but used by no sweep with classes"
+        for name in config.get("label_models") or {}
+        if name not in used
+    ]

@@ -1,0 +1,1093 @@
+"""Load and validate a sweep config: JSON schema (with defaults), then semantic checks.
+
+The schema (``config.schema.yaml`` next to this module) is the authority on keys, types
+and defaults. It is applied with the same default-filling validator as
+:func:`snakemake.utils.validate`, so the Snakefile and :func:`load_config` see the same
+filled config. The semantic checks (:func:`check_config`) then resolve every
+model name a sweep uses and validate the model against every ``T`` of that sweep through
+:func:`attnrmt.model.validate_positional` / :func:`attnrmt.model.validate_weights`.
+
+Every problem raises :class:`ConfigError` (a :class:`ValueError`) whose message names the
+key path and the value, e.g.
+``sweeps.transition.positional[0]='prefix9': no positional model named 'prefix9' (known:
+iid, prefix4)``.
+"""
+
+from __future__ import annotations
+
+import copy
+import difflib
+import functools
+import math
+import os
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from numbers import Integral
+from pathlib import Path
+from typing import Any, SupportsFloat
+
+import yaml
+
+from attnrmt.contract import (
+    AXES,
+    BUILTIN_POSITIONAL,
+    BUILTIN_WEIGHTS,
+    SIGNIFICANT_DIGITS,
+    TABLE_AXIS,
+    round_significant,
+)
+from attnrmt.sweep.spec.schema import SCHEMA_PATH, load_schema, schema_default
+
+_REAL_AXES = ("delta", "gamma", "snr")
+_INT_AXES = ("d", "T")
+_MODEL_SECTIONS = {
+    "positional": ("positional_models", BUILTIN_POSITIONAL),
+    "weights": ("weight_models", BUILTIN_WEIGHTS),
+}
+_MODEL_NOUN = {"positional": "positional model", "weights": "weight model"}
+_SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
+_MAX_REPR = 160
+
+
+class ConfigError(ValueError):
+    """Config problems; each message names the key path, the value and what is wrong.
+
+    ``ConfigError("one problem")`` or ``ConfigError("first", "second", ...)``: every
+    problem of a config is reported, not the first one and a count. :attr:`problems`
+    holds them in order; ``str(error)`` is the single problem, or a numbered list.
+    """
+
+    def __init__(self, *problems: str) -> None:
+        self.problems: tuple[str, ...] = tuple(str(problem) for problem in problems)
+        super().__init__(*self.problems)
+
+    def __str__(self) -> str:
+        if len(self.problems) == 1:
+            return self.problems[0]
+        listed = "; ".join(f"({i}) {p}" for i, p in enumerate(self.problems, start=1))
+        return f"{len(self.problems)} problems: {listed}"
+
+
+def collect_problems(checks: Iterable[Any]) -> None:
+    """Call every zero-argument check; raise one :class:`ConfigError` with all problems.
+
+    O(number of checks): a check that raises stops only itself, not the ones after it.
+    """
+    problems: list[str] = []
+    for check in checks:
+        try:
+            check()
+        except ConfigError as error:
+            problems.extend(error.problems)
+    if problems:
+        raise ConfigError(*dict.fromkeys(problems))  # one line per problem, once
+
+
+# --------------------------------------------------------------------------- numbers
+
+
+def normalise_real(value: SupportsFloat) -> float:
+    """``value`` rounded to 12 significant digits, as a plain float (``-0.0`` -> ``0.0``).
+
+    ``normalise_real(numpy.linspace(0, 0.3, 4)[1]) == normalise_real(0.1) == 0.1``, so a
+    grid point hashes the same whether it came from a linspace or was typed.
+    """
+    return round_significant(value)
+
+
+def snr_values(snr: Any) -> list[float]:
+    """The ``snr`` axis as a list: a scalar, a list, or ``{start, stop, num}`` (linspace).
+
+    ``{start, stop, num}`` follows :func:`numpy.linspace` (endpoint included), computed in
+    pure Python: ``start + i * (stop - start) / (num - 1)``.
+    """
+    if isinstance(snr, Mapping):
+        start, stop, num = float(snr["start"]), float(snr["stop"]), int(snr["num"])
+        if num == 1:
+            return [start]
+        step = (stop - start) / (num - 1)
+        return [start + i * step for i in range(num - 1)] + [stop]
+    return list(snr) if isinstance(snr, list | tuple) else [snr]
+
+
+def normalise_axis(axis: str, raw: Any) -> list:
+    """One axis of a sweep as a list of normalised coordinate values.
+
+    Scalars become 1-lists; ``d`` and ``T`` become ``int``; ``delta``, ``gamma``, ``snr``
+    become floats rounded by :func:`normalise_real`; ``snr`` may be ``{start, stop, num}``.
+    """
+    values = (
+        snr_values(raw)
+        if axis == "snr"
+        else (list(raw) if isinstance(raw, list | tuple) else [raw])
+    )
+    if axis in _INT_AXES:
+        return [int(value) for value in values]
+    if axis in _REAL_AXES:
+        return [normalise_real(value) for value in values]
+    if axis == "centered":
+        return [bool(value) for value in values]
+    return [str(value) for value in values]
+
+
+# --------------------------------------------------------------------------- schema
+
+
+@functools.cache
+def _default_filling_validator_class() -> type:
+    """Draft 2020-12 validator that fills ``default`` values of ``properties``.
+
+    Same approach as :func:`snakemake.utils.validate` (the jsonschema FAQ recipe), except
+    that defaults are deep-copied (no shared mutable defaults) and only filled into
+    objects.
+    """
+    from jsonschema import Draft202012Validator, validators
+
+    validate_properties = Draft202012Validator.VALIDATORS["properties"]
+
+    def set_defaults(validator, properties, instance, schema):
+        if validator.is_type(instance, "object"):
+            for name, subschema in properties.items():
+                if isinstance(subschema, Mapping) and "default" in subschema:
+                    instance.setdefault(name, copy.deepcopy(subschema["default"]))
+        yield from validate_properties(validator, properties, instance, schema)
+
+    return validators.extend(Draft202012Validator, {"properties": set_defaults})
+
+
+def apply_schema(config: Mapping[str, Any]) -> dict[str, Any]:
+    """Validate ``config`` against the schema and return a copy with defaults filled.
+
+    Raises
+    ------
+    ConfigError
+        With every problem (in key order), each a readable message. A required key that
+        is missing because it is misspelt is reported once, as the unknown key with a
+        "did you mean" suggestion (``sweps`` -> ``'sweeps'``; ``rr`` -> ``'r'``), at
+        every nesting level.
+    """
+    if not isinstance(config, Mapping):
+        raise ConfigError(f"config={_short_repr(config)}: must be a mapping of keys to values")
+    filled = copy.deepcopy(dict(config))
+    validator = _default_filling_validator_class()(load_schema())
+    errors = sorted(validator.iter_errors(filled), key=_error_sort_key)
+    errors = [error for error in errors if not _missing_because_misspelt(error, errors)]
+    if errors:
+        messages = [describe_schema_error(error) for error in errors]
+        raise ConfigError(*dict.fromkeys(messages))  # dict: drop repeats, keep order
+    return filled
+
+
+def _missing_because_misspelt(error: Any, errors: Sequence[Any]) -> bool:
+    """Whether ``error`` is a missing required key that an unknown key beside it misspells."""
+    if error.validator != "required" or not isinstance(error.instance, Mapping):
+        return False
+    missing = [name for name in error.validator_value if name not in error.instance]
+    for other in errors:
+        if other.validator != "additionalProperties" or other.instance is not error.instance:
+            continue
+        unknown = [
+            str(key) for key in other.instance if key not in other.schema.get("properties", {})
+        ]
+        if any(difflib.get_close_matches(name, unknown, n=1) for name in missing):
+            return True
+    return False
+
+
+def _error_sort_key(error: Any) -> tuple:
+    return (tuple(str(part) for part in error.absolute_path), str(error.message))
+
+
+def format_key_path(parts: Iterable[Any]) -> str:
+    """``["sweeps", "t", "d", 0]`` -> ``"sweeps.t.d[0]"`` (``"config"`` for the root)."""
+    text = ""
+    for part in parts:
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+    return text or "config"
+
+
+def _short_repr(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= _MAX_REPR else text[: _MAX_REPR - 5] + " ...]"
+
+
+def _most_specific(error: Any) -> Any:
+    """Descend into anyOf/oneOf alternatives when exactly one of them fits the value's type.
+
+    An alternative whose only complaint is the value's type (at the same path) does not
+    fit; when exactly one alternative fits, its error is the informative one. Otherwise
+    the anyOf/oneOf error itself is described (with the schema's ``x-expected``).
+    """
+    return _most_specific_errors(error)[0]
+
+
+def _most_specific_errors(error: Any) -> list[Any]:
+    """:func:`_most_specific` and the other complaints of the alternative it chose, first
+    the chosen one (``{start: 0, stop: 2, step: 0.2}``: ``num`` missing AND ``step``
+    unknown). O(errors)."""
+    found = [error]
+    while error.validator in ("anyOf", "oneOf") and error.context:
+        fitting = [
+            sub
+            for sub in error.context
+            if sub.validator != "type" or len(sub.absolute_path) > len(error.absolute_path)
+        ]
+        branches = {sub.relative_schema_path[0] for sub in fitting}
+        if len(branches) != 1:
+            return found
+        error = min(fitting, key=_error_sort_key)
+        found = [error, *sorted((sub for sub in fitting if sub is not error), key=_error_sort_key)]
+    return found
+
+
+_TYPE_PHRASES = {
+    "integer": "an integer",
+    "number": "a number",
+    "string": "a string",
+    "boolean": "true or false",
+    "array": "a list",
+    "object": "a mapping",
+    "null": "null",
+}
+
+
+def _type_phrase(expected: Any) -> str:
+    names = [expected] if isinstance(expected, str) else list(expected)
+    return " or ".join(_TYPE_PHRASES.get(name, name) for name in names)
+
+
+def _yaml_number_hint(value: Any) -> str:
+    """Why a string that looks like a number or boolean is not one (YAML's typing rules)."""
+    if not isinstance(value, str):
+        return ""
+    if value.strip().lower() in ("true", "false"):
+        return " (a quoted true/false is text: write it without quotes)"
+    try:
+        float(value)
+    except ValueError:
+        return ""
+    if re.fullmatch(r"\s*[-+]?[0-9]+[eE][-+]?[0-9]+\s*", value):
+        return " (YAML reads this as a string: write exponents with a dot, e.g. 1.0e-3)"
+    return " (a quoted number is text: write it without quotes)"
+
+
+#: JSON-schema bound keywords and the comparison each one demands.
+_BOUND_SYMBOLS = {
+    "minimum": ">=",
+    "exclusiveMinimum": ">",
+    "maximum": "<=",
+    "exclusiveMaximum": "<",
+}
+
+
+def describe_schema_error(error: Any) -> str:
+    """One-line message for a jsonschema ``ValidationError``: key path, value, problem.
+
+    Inside an anyOf/oneOf, the chosen alternative's unknown keys are named beside its
+    missing ones (``snr: {start, stop, step}``: ``step`` unknown, ``num`` missing), unless
+    an unknown key misspells the missing one (then only the unknown key, with its hint).
+    """
+    errors = _most_specific_errors(error)
+    errors = [sub for sub in errors if not _missing_because_misspelt(sub, errors)]
+    unknown = [sub for sub in errors if sub.validator == "additionalProperties"]
+    missing = [sub for sub in errors if sub.validator == "required"]
+    if unknown and missing:
+        return "; ".join(_describe_one_error(sub) for sub in [*unknown, *missing])
+    return _describe_one_error(errors[0])
+
+
+def _describe_one_error(error: Any) -> str:
+    path = format_key_path(error.absolute_path)
+    value = error.instance
+    shown = f"{path}={_short_repr(value)}"
+    kind, expected = error.validator, error.validator_value
+    schema = error.schema if isinstance(error.schema, Mapping) else {}
+    if "propertyNames" in error.schema_path:
+        return (
+            f"{path}: name {value!r} is not allowed: use letters, digits, '_', '.', '-' "
+            "(starting with a letter or digit, at most 100 characters)"
+        )
+    if kind in ("anyOf", "oneOf"):
+        phrase = schema.get("x-expected", "a value matching the schema")
+        return f"{shown}: must be {phrase}{_yaml_number_hint(value)}"
+    if kind == "type":
+        return f"{shown}: must be {_type_phrase(expected)}{_yaml_number_hint(value)}"
+    if kind in _BOUND_SYMBOLS:
+        return f"{shown}: must be {_BOUND_SYMBOLS[kind]} {expected}"
+    if kind == "enum":
+        close = (
+            difflib.get_close_matches(value, [str(option) for option in expected], n=1)
+            if isinstance(value, str)
+            else []
+        )
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        return f"{shown}: must be one of {', '.join(map(str, expected))}{hint}"
+    if kind == "const":
+        return f"{shown}: must be {expected!r}"
+    if kind == "required":
+        missing = [name for name in expected if name not in value]
+        return f"{path}: missing required key {', '.join(map(repr, missing))}"
+    if kind == "additionalProperties":
+        return _describe_unknown_keys(path, value, schema)
+    if kind == "pattern":
+        return (
+            f"{shown}: must be safe in a file path: letters, digits, '_', '.', '-', "
+            "starting with a letter or digit, at most 100 characters"
+        )
+    if kind in ("minItems", "minProperties"):
+        return f"{shown}: must have at least {expected} entr{'y' if expected == 1 else 'ies'}"
+    return f"{shown}: {error.message}"
+
+
+def _describe_unknown_keys(path: str, value: Mapping, schema: Mapping) -> str:
+    allowed = list(schema.get("properties", {}))
+    unknown = [key for key in value if key not in allowed]
+    hints = []
+    for key in unknown:
+        close = difflib.get_close_matches(str(key), allowed, n=1)
+        hints.append(f"{key!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
+    where = f"{path}: unknown key" if path != "config" else "config: unknown top-level key"
+    plural = "s" if len(unknown) > 1 else ""
+    return f"{where}{plural} {', '.join(hints)} (allowed: {', '.join(allowed)})"
+
+
+# --------------------------------------------------------------------------- semantics
+
+
+@dataclass(frozen=True)
+class ResolvedSweep:
+    """A sweep after the semantic checks: normalised axes and canonical model specs.
+
+    Attributes
+    ----------
+    name : str
+        Sweep name (``results/<run>/<name>/``).
+    axes : dict[str, list]
+        Coordinate values per axis, in :data:`AXES` order, normalised (see
+        :func:`normalise_axis`), duplicates rejected; then ``table`` (the law names) in a
+        sweep that sets it (:func:`attnrmt.contract.sweep_axes`).
+    replicates, top_k : int
+    positional_specs, weights_specs : dict[tuple[str, int], dict]
+        Canonical spec (from :mod:`attnrmt.model`) per ``(model name, T)``; one dict
+        object per pair, shared by every cell that uses it.
+    spectrum : str
+        ``"full"`` or ``"top"`` (:data:`attnrmt.contract.SPECTRA`).
+    table_specs : dict[str, dict] or None
+        Canonical spec (:func:`attnrmt.model.validate_table`) of each table law the sweep
+        names (config key ``table``, then also the axis ``axes["table"]``, the names in
+        the config's order); None when the sweep does not set it (then the table is
+        gaussian, the sweep has no ``table`` axis and nothing about it changes).
+    noise : str
+        ``"independent"`` (every cell its own seed) or ``"shared"`` (one seed per
+        replicate curve; docs/data-contract.md, "Shared-noise sweeps").
+    """
+
+    name: str
+    axes: dict[str, list]
+    replicates: int
+    top_k: int
+    positional_specs: dict[tuple[str, int], dict[str, Any]]
+    weights_specs: dict[tuple[str, int], dict[str, Any]]
+    spectrum: str = "full"
+    #: K-class sweeps only (docs/model.md, "K classes"): ``{"K", "means", "means_name"}``
+    #: (:func:`attnrmt.sweep.spec.classes.resolve_classes`); None for two-class sweeps.
+    classes: dict[str, Any] | None = None
+    table_specs: dict[str, dict[str, Any]] | None = None
+    noise: str = "independent"
+
+    @property
+    def table(self) -> tuple[str, ...] | None:
+        """Names of the sweep's table laws (its ``table`` axis), None when not set."""
+        return None if self.table_specs is None else tuple(self.axes[TABLE_AXIS])
+
+
+def _check_run_name(run: Any) -> None:
+    if not isinstance(run, str) or not _SAFE_NAME.match(run):
+        raise ConfigError(
+            f"run={_short_repr(run)}: must be safe in a file path: letters, digits, '_', "
+            "'.', '-', starting with a letter or digit, at most 100 characters"
+        )
+
+
+def _check_no_duplicates(key_path: str, raw_values: Sequence, values: Sequence) -> None:
+    first_index: dict[Any, int] = {}
+    for index, value in enumerate(values):
+        marker = (type(value) is bool, value)
+        if marker in first_index:
+            earlier = first_index[marker]
+            raw = raw_values[index] if index < len(raw_values) else value
+            raise ConfigError(
+                f"{key_path}[{index}]={raw!r}: duplicate of {key_path}[{earlier}] "
+                f"(both are {value!r} after normalisation to {SIGNIFICANT_DIGITS} "
+                "significant digits)"
+            )
+        first_index[marker] = index
+
+
+def _check_axis_bounds(prefix: str, axes: Mapping[str, list], raw: Mapping[str, Any]) -> None:
+    bounds = {
+        "d": (lambda v: v >= 2, "must be an integer >= 2"),
+        "T": (lambda v: v >= 1, "must be an integer >= 1"),
+        "delta": (lambda v: math.isfinite(v) and v > 0, "must be a finite number > 0"),
+        "gamma": (lambda v: math.isfinite(v) and v > 0, "must be a finite number > 0"),
+        "snr": (lambda v: math.isfinite(v) and v >= 0, "must be a finite number >= 0"),
+    }
+    for axis, (is_valid, requirement) in bounds.items():
+        for index, value in enumerate(axes[axis]):
+            if not is_valid(value):
+                raise ConfigError(f"{prefix}.{axis}[{index}]={value!r}: {requirement}")
+    snr = raw.get("snr")
+    if isinstance(snr, Mapping) and int(snr["num"]) < 1:
+        raise ConfigError(f"{prefix}.snr.num={snr['num']!r}: must be >= 1")
+
+
+def _check_realised_sizes(prefix: str, axes: Mapping[str, list]) -> None:
+    """Every (d, delta) gives V >= 2 tokens and every (d, gamma) N >= 2 samples
+    (docs/model.md, "Sizes and ratios")."""
+    from attnrmt.model import realised_sizes
+
+    for d_index, d in enumerate(axes["d"]):
+        for index, delta in enumerate(axes["delta"]):
+            vocabulary, _ = realised_sizes(d, delta, 1.0)
+            if vocabulary < 2:
+                raise ConfigError(
+                    f"{prefix}.delta[{index}]={delta!r}: gives V = 2 round(d/(2 delta)) = "
+                    f"{vocabulary} < 2 tokens for d={d} ({prefix}.d[{d_index}])"
+                )
+        for index, gamma in enumerate(axes["gamma"]):
+            _, n_samples = realised_sizes(d, 1.0, gamma)
+            if n_samples < 2:
+                raise ConfigError(
+                    f"{prefix}.gamma[{index}]={gamma!r}: gives N = round(d/gamma) = "
+                    f"{n_samples} < 2 samples for d={d} ({prefix}.d[{d_index}])"
+                )
+
+
+def _sweep_axes(prefix: str, sweep: Mapping[str, Any]) -> dict[str, list]:
+    """Normalised axes of one sweep; every axis is checked (all problems reported)."""
+    axes: dict[str, list] = {}
+
+    def normalise(axis: str) -> Any:
+        def check() -> None:
+            if axis not in sweep:
+                raise ConfigError(
+                    f"{prefix}: missing axis {axis!r} (load the config with load_config)"
+                )
+            raw = sweep[axis]
+            try:
+                values = normalise_axis(axis, raw)
+            except (TypeError, ValueError, KeyError) as error:
+                raise ConfigError(f"{prefix}.{axis}={_short_repr(raw)}: {error}") from error
+            raw_list = raw if isinstance(raw, list | tuple) else [raw]
+            _check_no_duplicates(f"{prefix}.{axis}", raw_list, values)
+            axes[axis] = values
+
+        return check
+
+    collect_problems(normalise(axis) for axis in AXES)
+    _check_axis_bounds(prefix, axes, sweep)
+    _check_realised_sizes(prefix, axes)
+    return axes
+
+
+def _check_count(key_path: str, value: Any, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, Integral) or value < minimum:
+        raise ConfigError(f"{key_path}={value!r}: must be an integer >= {minimum}")
+    return int(value)
+
+
+def _model_table(config: Mapping[str, Any], section: str, builtins: Sequence[str]) -> dict:
+    declared = dict(config.get(section) or {})
+    for name in declared:
+        if name in builtins:
+            raise ConfigError(
+                f"{section}.{name}: {name!r} is a built-in model name; choose another name"
+            )
+    table: dict[str, Any] = {name: {"kind": name} for name in builtins}
+    table.update(declared)
+    return table
+
+
+def _check_prefix_length(section: str, name: str, spec: Any, T: int, used_by: str) -> None:
+    """Own L <= T check so the message points at the model's key (the model checks too)."""
+    if isinstance(spec, Mapping) and isinstance(spec.get("L"), Integral) and spec["L"] > T:
+        raise ConfigError(f"{section}.{name}.L={spec['L']!r}: must be <= T={T} ({used_by})")
+
+
+def _model_error(key_path: str, spec: Any, error: ValueError, used_by: str) -> ConfigError:
+    """Re-raise a model's ValueError with the config key path in place of its argument name.
+
+    The model names the argument (``positional.R=...: ...``, ``weights={...}: ...``);
+    that prefix is replaced by the config key path (``positional_models.cust.R=...``).
+    """
+    text = str(error)
+    for argument in ("positional", "weights"):
+        if text.startswith((f"{argument}.", f"{argument}=")):
+            return ConfigError(f"{key_path}{text[len(argument) :]} ({used_by})")
+    return ConfigError(f"{key_path}={_short_repr(spec)}: {text} ({used_by})")
+
+
+def _model_validator(kind: str) -> Any:
+    from attnrmt import model
+
+    return model.validate_positional if kind == "positional" else model.validate_weights
+
+
+def _resolve_models(
+    config: Mapping[str, Any],
+    prefix: str,
+    axes: Mapping[str, list],
+    kind: str,
+) -> dict[tuple[str, int], dict[str, Any]]:
+    """Canonical spec per (name, T) for the models a sweep uses on axis ``kind``."""
+    section, builtins = _MODEL_SECTIONS[kind]
+    validate = _model_validator(kind)
+    table = _model_table(config, section, builtins)
+    specs: dict[tuple[str, int], dict[str, Any]] = {}
+    for index, name in enumerate(axes[kind]):
+        if name not in table:
+            raise ConfigError(
+                f"{prefix}.{kind}[{index}]={name!r}: no {_MODEL_NOUN[kind]} named {name!r} "
+                f"(known: {', '.join(table)})"
+            )
+        key_path = f"{section}.{name}" if name not in builtins else f"{prefix}.{kind}[{index}]"
+        for T in axes["T"]:
+            used_by = f"used by {prefix} with T={T}"
+            _check_prefix_length(section, name, table[name], T, used_by)
+            try:
+                specs[(name, T)] = validate(table[name], T)
+            except ValueError as error:
+                raise _model_error(key_path, table[name], error, used_by) from error
+    return specs
+
+
+def _check_sized_models(config: Mapping[str, Any]) -> None:
+    """Validate custom models at their own size (T = len(R), len(values)), used or not."""
+    for kind, size_key in (("positional", "R"), ("weights", "values")):
+        section, _ = _MODEL_SECTIONS[kind]
+        validate = _model_validator(kind)
+        for name, spec in (config.get(section) or {}).items():
+            if not isinstance(spec, Mapping) or spec.get("kind") != "custom":
+                continue
+            size = len(spec.get(size_key) or [])
+            if size < 1:
+                continue  # the schema reports the missing or empty entry
+            try:
+                validate(spec, size)
+            except ValueError as error:
+                used_by = f"checked with T={size}, its own size"
+                raise _model_error(f"{section}.{name}", spec, error, used_by) from error
+
+
+# --------------------------------------------------------------------------- table laws
+# The sweep key ``table`` is the axis of the laws of the table's noise (docs/model.md,
+# "Table laws"; docs/data-contract.md, "Table laws"): each a built-in (TABLE_BUILTINS) or a
+# ``table_models`` entry, checked by attnrmt.model.validate_table (imported on use).
+
+#: Table laws that need no entry in ``table_models`` (no parameter).
+TABLE_BUILTINS: tuple[str, ...] = ("gaussian", "rademacher", "uniform")
+
+
+def _table_models(config: Mapping[str, Any]) -> dict[str, Any]:
+    """Built-in and declared table laws by name; a declared built-in name is refused."""
+    declared = dict(config.get("table_models") or {})
+    for name in declared:
+        if name in TABLE_BUILTINS:
+            raise ConfigError(
+                f"table_models.{name}: {name!r} is a built-in table law; choose another name"
+            )
+    return {**{name: {"kind": name} for name in TABLE_BUILTINS}, **declared}
+
+
+def _table_error(key_path: str, spec: Any, error: ValueError) -> ConfigError:
+    """A :func:`attnrmt.model.validate_table` message with ``table`` replaced by the config
+    key path (``table.nu=2.0: ...`` -> ``table_models.t2.nu=2.0: ...``)."""
+    text = str(error)
+    if text.startswith(("table.", "table=")):
+        return ConfigError(f"{key_path}{text[len('table') :]}")
+    return ConfigError(f"{key_path}={_short_repr(spec)}: {text}")
+
+
+def resolve_table_law(config: Mapping[str, Any], key_path: str, name: Any) -> dict[str, Any]:
+    """Canonical spec of the table law a sweep names at ``key_path`` (``sweeps.<s>.table``
+    or, in a list, ``sweeps.<s>.table[i]``).
+
+    Raises
+    ------
+    ConfigError
+        An unknown name (with the closest known one), or a ``table_models`` entry that
+        :func:`attnrmt.model.validate_table` refuses (unknown kind with a suggestion,
+        ``nu <= 2``, ``p`` outside (0, 1]), naming the entry's key path and value. O(models).
+    """
+    from attnrmt.model.table_laws import validate_table
+
+    table = _table_models(config)
+    if name not in table:
+        close = difflib.get_close_matches(str(name), list(table), n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise ConfigError(
+            f"{key_path}={name!r}: no table law named {name!r}{hint} (known: {', '.join(table)})"
+        )
+    entry_path = f"table_models.{name}" if name not in TABLE_BUILTINS else key_path
+    try:
+        return validate_table(table[name])
+    except ValueError as error:
+        raise _table_error(entry_path, table[name], error) from error
+
+
+def resolve_table_axis(
+    config: Mapping[str, Any], prefix: str, raw: Any
+) -> tuple[list[str], dict[str, dict[str, Any]]]:
+    """The ``table`` axis of a sweep (a name or a list of names, ``sweeps.<s>.table``):
+    its names in the config's order and the canonical spec of each
+    (:func:`resolve_table_law`). Every name is checked, each problem names its key path
+    (``sweeps.<s>.table[1]='t33': ... (did you mean 't3'?)``; a single name keeps the
+    path ``sweeps.<s>.table``); a repeated name is refused. O(names x models)."""
+    names = normalise_axis(TABLE_AXIS, raw)
+    listed = isinstance(raw, list | tuple)
+    _check_no_duplicates(f"{prefix}.table", list(raw) if listed else [raw], names)
+    specs: dict[str, dict[str, Any]] = {}
+
+    def check(index: int, name: str) -> Any:
+        key_path = f"{prefix}.table[{index}]" if listed else f"{prefix}.table"
+        return lambda: specs.__setitem__(name, resolve_table_law(config, key_path, name))
+
+    collect_problems(check(index, name) for index, name in enumerate(names))
+    return names, specs
+
+
+def _check_table_models(config: Mapping[str, Any]) -> None:
+    """Validate every ``table_models`` entry, used by a sweep or not (all problems)."""
+    from attnrmt.model.table_laws import validate_table
+
+    def check(name: str, spec: Any) -> Any:
+        def run() -> None:
+            try:
+                validate_table(spec)
+            except ValueError as error:
+                raise _table_error(f"table_models.{name}", spec, error) from error
+
+        return run
+
+    collect_problems(
+        [lambda: _table_models(config)]
+        + [check(name, spec) for name, spec in (config.get("table_models") or {}).items()]
+    )
+
+
+def resolve_sweep(config: Mapping[str, Any], name: str) -> ResolvedSweep:
+    """Semantic checks of one sweep of a schema-valid config; its axes and model specs.
+
+    Raises
+    ------
+    ConfigError
+        Naming the key path and the value (the axes' problems first; the models are
+        checked once the axes are valid).
+    """
+    prefix = f"sweeps.{name}"
+    if not isinstance(name, str) or not _SAFE_NAME.match(name):
+        raise ConfigError(f"sweeps: name {name!r} is not safe in a file path")
+    sweep = config["sweeps"][name]
+    axes = _sweep_axes(prefix, sweep)
+    replicates = _check_count(f"{prefix}.replicates", sweep.get("replicates", 1), 1)
+    top_k = _check_count(f"{prefix}.top_k", sweep.get("top_k", 3), 1)
+    specs: dict[str, Any] = {}
+
+    def check_top_k() -> None:
+        if top_k > min(axes["d"]):
+            raise ConfigError(f"{prefix}.top_k={top_k!r}: must be <= min(d)={min(axes['d'])}")
+
+    def resolve(kind: str) -> Any:
+        return lambda: specs.__setitem__(kind, _resolve_models(config, prefix, axes, kind))
+
+    table: dict[str, Any] = {}
+
+    def resolve_table() -> None:
+        if sweep.get("table") is not None:
+            names, table["specs"] = resolve_table_axis(config, prefix, sweep["table"])
+            axes[TABLE_AXIS] = names
+
+    # ---- K classes (attnrmt.sweep.spec.classes): label models on the positional axis
+    classes = _resolve_classes_block(config, prefix, sweep, axes, specs)
+    positional_check = resolve("positional") if classes is None else classes
+    # ---- end K classes
+
+    collect_problems([check_top_k, positional_check, resolve("weights"), resolve_table])
+    return ResolvedSweep(
+        name=name,
+        axes=axes,
+        replicates=replicates,
+        top_k=top_k,
+        positional_specs=specs["positional"],
+        weights_specs=specs["weights"],
+        spectrum=sweep.get("spectrum", schema_default("sweep", "spectrum")),
+        classes=specs.get("classes"),
+        table_specs=table.get("specs"),
+        noise=sweep.get("noise", schema_default("sweep", "noise")),
+    )
+
+
+def _resolve_classes_block(
+    config: Mapping[str, Any],
+    prefix: str,
+    sweep: Mapping[str, Any],
+    axes: Mapping[str, list],
+    specs: dict[str, Any],
+) -> Any:
+    """For a sweep with ``classes``: the check that fills ``specs["positional"]`` with
+    K-class specs and ``specs["classes"]`` (:mod:`attnrmt.sweep.spec.classes`); None for
+    a two-class sweep (its positional models resolve as ever)."""
+    if sweep.get("classes") is None:
+        return None
+    from attnrmt.sweep.spec import classes as k_classes
+
+    def check() -> None:
+        resolved = k_classes.resolve_classes(prefix, sweep, axes)
+        specs["classes"] = resolved
+        specs["positional"] = k_classes.resolve_label_models(config, prefix, axes, resolved)
+
+    return check
+
+
+def resolve_sweeps(config: Mapping[str, Any]) -> dict[str, ResolvedSweep]:
+    """:func:`resolve_sweep` for every sweep, in config order (also checks run and seed).
+
+    Raises
+    ------
+    ConfigError
+        With the problems of every sweep (each sweep's first problems; O(sweeps) checks).
+    """
+    resolved: dict[str, ResolvedSweep] = {}
+    sweeps = config.get("sweeps")
+
+    def check_sweeps() -> None:
+        if not isinstance(sweeps, Mapping) or not sweeps:
+            raise ConfigError(f"sweeps={_short_repr(sweeps)}: must define at least one sweep")
+
+    def resolve(name: str) -> Any:
+        return lambda: resolved.__setitem__(name, resolve_sweep(config, name))
+
+    collect_problems(
+        [
+            lambda: _check_run_name(config.get("run", "default")),
+            lambda: _check_count("seed", config.get("seed", 2026), 0),
+            check_sweeps,
+            lambda: _check_sized_models(config),
+            lambda: _check_table_models(config),
+            *(resolve(name) for name in (sweeps if isinstance(sweeps, Mapping) else {})),
+        ]
+    )
+    return resolved
+
+
+def check_config(config: Mapping[str, Any]) -> None:
+    """Semantic checks of a schema-valid config (defaults filled).
+
+    Checks that every model name a sweep uses exists (or is a built-in), validates each
+    named model against every ``T`` of every sweep that uses it (``L <= T``, ``|r| < 1``,
+    custom weights of length ``T``, a realisable custom ``R``, ...), ``d >= 2``,
+    ``delta, gamma > 0`` with at least 2 tokens ``V`` and 2 samples ``N`` for every ``d``,
+    ``snr >= 0``, ``replicates >= 1``, ``1 <= top_k <= min(d)``,
+    a path-safe run name, and no duplicate axis values after normalisation.
+
+    Raises
+    ------
+    ConfigError
+        Naming the key path and the value.
+    """
+    resolve_sweeps(config)
+
+
+def unused_models(config: Mapping[str, Any], sweeps: Mapping[str, ResolvedSweep]) -> list[str]:
+    """Warnings for models defined in the config that no sweep uses (O(models + sweeps)).
+
+    ``positional_models.mk: defined but used by no sweep (sweeps use: iid, prefix4)``.
+    """
+    warnings = []
+    for kind, (section, _) in _MODEL_SECTIONS.items():
+        used = list(
+            dict.fromkeys(
+                name
+                for sweep in sweeps.values()
+                if kind != "positional" or sweep.classes is None
+                for name in sweep.axes[kind]
+            )
+        )
+        for name in config.get(section) or {}:
+            if name not in used:
+                warnings.append(
+                    f"{section}.{name}: defined but used by no sweep "
+                    f"(sweeps use: {', '.join(used)})"
+                )
+    if config.get("label_models"):  # K classes: label models used by sweeps with classes
+        from attnrmt.sweep.spec.classes import unused_label_models
+
+        labels = {name for s in sweeps.values() if s.classes for name in s.axes["positional"]}
+        warnings.extend(unused_label_models(config, labels))
+    used_tables = list(dict.fromkeys(name for s in sweeps.values() for name in s.table or ()))
+    for name in config.get("table_models") or {}:
+        if name not in used_tables:
+            warnings.append(
+                f"table_models.{name}: defined but used by no sweep "
+                f"(sweeps use: {', '.join(used_tables) or 'none'})"
+            )
+    return warnings
+
+
+def defaulted_key_paths(raw: Any, filled: Any, prefix: str = "") -> set[str]:
+    """Key paths that ``filled`` has and ``raw`` lacks: the values the schema defaulted.
+
+    ``defaulted_key_paths({"sweeps": {"s": {}}}, load_config(...))`` contains
+    ``"sweeps.s.top_k"``. O(size of the config).
+    """
+    found: set[str] = set()
+    if not isinstance(filled, Mapping):
+        return found
+    raw_map = raw if isinstance(raw, Mapping) else {}
+    for key, value in filled.items():
+        path = f"{prefix}.{key}" if prefix else str(key)
+        if key not in raw_map:
+            found.add(path)
+        else:
+            found |= defaulted_key_paths(raw_map[key], value, path)
+    return found
+
+
+_KEY_PATH = re.compile(r"^([A-Za-z0-9_.-]+)")
+
+
+def note_defaults(error: ConfigError, defaulted: set[str]) -> ConfigError:
+    """``error`` with "(not in the config: the default)" after problems about a default.
+
+    A problem names its key path first (``sweeps.s.top_k=3: must be <= min(d)=2``); when
+    that key was filled from the schema, the user never wrote it, and the message says so.
+    """
+    problems = []
+    for problem in error.problems:
+        match = _KEY_PATH.match(problem)
+        if match and match.group(1) in defaulted:
+            problem += f" ({match.group(1)} is not set in the config: this is its default)"
+        problems.append(problem)
+    return type(error)(*problems)
+
+
+# --------------------------------------------------------------------------- validated config
+
+
+@dataclass(frozen=True)
+class ValidConfig:
+    """A config after the one validation: schema, defaults, semantics, warnings.
+
+    Attributes
+    ----------
+    config : dict
+        Every default filled, every sweep axis normalised to a list of coordinates.
+    sweeps : dict[str, ResolvedSweep]
+        The resolved sweeps (:func:`attnrmt.sweep.spec.plan.plan_run` takes them, so the
+        semantic checks run once).
+    warnings : tuple of str
+        Things that are legal but probably not meant (defined-but-unused models).
+    source : str or None
+        The config file the config came from (None for a mapping).
+    """
+
+    config: dict[str, Any]
+    sweeps: dict[str, ResolvedSweep]
+    warnings: tuple[str, ...] = ()
+    source: str | None = None
+
+
+def run_name_from_file(path: str | os.PathLike[str]) -> str:
+    """The run name of a config file that does not set ``run:``: the file's stem.
+
+    ``my-sweep.yaml`` -> ``my-sweep``, so two config files never share ``results/<run>/``
+    by accident. Raises :class:`ConfigError` when the stem is not a safe run name.
+    """
+    stem = Path(path).stem
+    if not _SAFE_NAME.match(stem):
+        raise ConfigError(
+            f"run: not set, and the config file's name {stem!r} is not a safe run name "
+            "(letters, digits, '_', '.', '-'): set run: in the config"
+        )
+    return stem
+
+
+def validate_config(
+    raw: Mapping[str, Any], source: str | os.PathLike[str] | None = None
+) -> ValidConfig:
+    """The one validation of a config: schema (filling defaults), then the semantic checks.
+
+    Parameters
+    ----------
+    raw : mapping
+        The config as written (not modified).
+    source : str or Path, optional
+        The config file it came from; when ``run:`` is absent, the run name is the file's
+        stem (:func:`run_name_from_file`); without a file it is the schema's default.
+
+    Raises
+    ------
+    ConfigError
+        With every problem found; a problem about a value the user did not write says it
+        is the default (:func:`note_defaults`).
+    """
+    if not isinstance(raw, Mapping):
+        raise ConfigError(f"config={_short_repr(raw)}: must be a mapping of keys to values")
+    raw = dict(raw)
+    if source is not None and "run" not in raw:
+        raw = {"run": run_name_from_file(source), **raw}
+    config = apply_schema(raw)
+    try:
+        sweeps = resolve_sweeps(config)
+    except ConfigError as error:
+        raise note_defaults(error, defaulted_key_paths(raw, config)) from None
+    for name, sweep in sweeps.items():
+        config["sweeps"][name].update(sweep.axes)
+    return ValidConfig(
+        config=config,
+        sweeps=sweeps,
+        warnings=tuple(unused_models(config, sweeps)),
+        source=None if source is None else os.fspath(source),
+    )
+
+
+# --------------------------------------------------------------------------- loading
+
+
+class _DuplicateKey(yaml.YAMLError):
+    """A mapping of the YAML file names one key twice (the error names both places)."""
+
+    def __init__(self, key: Any, first: Any, again: Any) -> None:
+        super().__init__(f"duplicate key {key!r}")
+        self.problem_mark = again
+        self.problem = (
+            f"duplicate key {key!r} (first at line {first.line + 1}, column "
+            f"{first.column + 1}): YAML would keep only the last value; remove one"
+        )
+        self.context = None
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """``yaml.SafeLoader`` that refuses a key given twice in one mapping (plain YAML keeps
+    the last value silently: ``snr: {start: 0, stop: 2, num: 11, stop: 3}``). Keys merged
+    in with ``<<:`` may still be overridden, as YAML intends. O(keys) per mapping."""
+
+    def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+        if isinstance(node, yaml.MappingNode):
+            seen: dict[Any, Any] = {}
+            for key_node, _ in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge":
+                    continue
+                key = self.construct_object(key_node, deep=True)
+                try:
+                    first = seen.setdefault(key, key_node.start_mark)
+                except TypeError:  # an unhashable key: SafeLoader reports it
+                    continue
+                if first is not key_node.start_mark:
+                    raise _DuplicateKey(key, first, key_node.start_mark)
+        return super().construct_mapping(node, deep=deep)
+
+
+def read_config_source(source: str | os.PathLike[str] | Mapping[str, Any]) -> dict[str, Any]:
+    """The raw config: a mapping as given, or a YAML file parsed with a safe loader that
+    refuses a key given twice in one mapping (:class:`_UniqueKeyLoader`).
+
+    A YAML syntax error or a duplicate key names the file, line and column.
+    """
+    if isinstance(source, Mapping):
+        return dict(source)
+    path = Path(source)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError as error:
+        raise ConfigError(f"config file {str(path)!r}: not found") from error
+    except OSError as error:
+        raise ConfigError(f"config file {str(path)!r}: cannot be read ({error})") from error
+    try:
+        loaded = yaml.load(text, Loader=_UniqueKeyLoader)  # a SafeLoader: plain data only
+    except yaml.YAMLError as error:
+        raise ConfigError(describe_yaml_error(path, error)) from error
+    if not isinstance(loaded, Mapping):
+        raise ConfigError(
+            f"config file {str(path)!r}: must hold a mapping of keys to values, "
+            f"got {_short_repr(loaded)}"
+        )
+    return dict(loaded)
+
+
+def describe_yaml_error(path: str | Path, error: Exception) -> str:
+    """``config file 'my.yaml', line 3, column 7: not valid YAML: <problem>`` (1-based)."""
+    mark = getattr(error, "problem_mark", None)
+    where = f", line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+    problem = getattr(error, "problem", None) or " ".join(str(error).split())
+    context = getattr(error, "context", None)
+    detail = f"{problem} ({context})" if context else problem
+    return f"config file {str(path)!r}{where}: not valid YAML: {detail}"
+
+
+def load_valid_config(source: str | os.PathLike[str] | Mapping[str, Any]) -> ValidConfig:
+    """Read and validate a config once (:func:`validate_config`); file or mapping."""
+    raw = read_config_source(source)
+    return validate_config(raw, None if isinstance(source, Mapping) else source)
+
+
+def load_config(source: str | Path | Mapping[str, Any]) -> dict[str, Any]:
+    """Load a config: schema (filling defaults), then the semantic checks.
+
+    Parameters
+    ----------
+    source : str, Path or Mapping
+        Path of a YAML file, or an already-parsed mapping (not modified). A file without
+        ``run:`` runs as the file's stem (``my.yaml`` -> ``results/my/``).
+
+    Returns
+    -------
+    dict
+        The config with every default filled and every sweep axis normalised to a list
+        of coordinate values (:func:`normalise_axis`; ``snr: {start, stop, num}`` is
+        expanded).
+
+    Raises
+    ------
+    ConfigError
+        Naming the key path, the value and what is wrong, for every problem.
+    """
+    return load_valid_config(source).config
+
+
+# --------------------------------------------------------------------------- Snakemake
+
+
+# --------------------------------------------------------------------------- run folder
+
+
+__all__ = [
+    "AXES",
+    "BUILTIN_POSITIONAL",
+    "BUILTIN_WEIGHTS",
+    "SCHEMA_PATH",
+    "TABLE_BUILTINS",
+    "ConfigError",
+    "ResolvedSweep",
+    "ValidConfig",
+    "apply_schema",
+    "check_config",
+    "describe_schema_error",
+    "describe_yaml_error",
+    "format_key_path",
+    "load_config",
+    "load_schema",
+    "load_valid_config",
+    "normalise_axis",
+    "normalise_real",
+    "read_config_source",
+    "resolve_sweep",
+    "resolve_sweeps",
+    "resolve_table_axis",
+    "resolve_table_law",
+    "run_name_from_file",
+    "snr_values",
+    "unused_models",
+    "validate_config",
+]

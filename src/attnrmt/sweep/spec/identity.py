@@ -1,0 +1,382 @@
+"""A cell's identity, defined once (``docs/architecture.md``, "Cell identity").
+
+- the **cell key**: sha256 hex of the cell's canonical parameters (:func:`cell_key`; the
+  plan hashes a line's shared prefix once, :func:`key_prefix` / :func:`key_middle` /
+  :func:`key_suffix`, :func:`line_digests`); model names never enter it, specs do;
+- the **seed**: four uint32 words of the key and the run's root seed
+  (:func:`seed_words`), stored as text (:func:`seed_token`);
+- the **block key**: 64 bits of sha256 over the root seed and the sorted cell keys
+  (:func:`block_key`, vectorised :func:`block_key_of_digests`);
+- the **cell id**: key bytes and root seed in one ``S40`` value (:func:`cell_ids`, from
+  :func:`key_bytes` and :func:`root_seeds_of`), and its one 64-bit digest
+  (:func:`id_digests`) for sorting and look-ups; a digest match is always confirmed on the
+  whole id, so a collision can only cost a recomputation;
+- the Dask **task key** of a cell (:func:`task_key`).
+
+Canonical JSON (:func:`canonical_json`, numbers by :func:`canonical_number`) is what
+every hash is taken of. Everything here is pure and O(size of its input).
+"""
+
+from __future__ import annotations
+
+import binascii
+import functools
+import hashlib
+import json
+import struct
+from collections.abc import Iterable, Mapping, Sequence
+from numbers import Integral, Real
+from typing import Any
+
+import numpy as np
+
+from attnrmt.contract import round_significant
+
+#: Bump when :func:`attnrmt.model.simulate_cell` changes its output for the same inputs;
+#: every cell key (and so every fragment) changes with it.
+MODEL_VERSION = 1
+
+
+#: Bytes of a raw cell key (sha256 digest).
+KEY_DIGEST_BYTES = 32
+
+#: Hex digits of a block key (64 bits).
+BLOCK_KEY_HEX = 16
+
+
+#: The first 16 bytes of a key as four little-endian uint32 seed words.
+_SEED_WORDS = struct.Struct("<4I")
+
+
+def canonical_number(value: Any) -> Any:
+    """A number in canonical form for hashing: integral values as ``int``, others rounded.
+
+    Booleans stay booleans; ``4``, ``4.0`` -> ``4``; ``0.30000000000000004`` -> ``0.3``
+    (12 significant digits).
+    """
+    if isinstance(value, bool) or not isinstance(value, Real):
+        return value
+    if isinstance(value, Integral):
+        return int(value)
+    rounded = round_significant(value)
+    if rounded.is_integer():
+        return int(rounded)
+    return rounded
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def number_json(value: int | float) -> str:
+    """JSON text of :func:`canonical_number` (cached: grid values repeat across cells)."""
+    return json.dumps(canonical_number(value), allow_nan=False)
+
+
+def _canonical_tree(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {str(key): _canonical_tree(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_canonical_tree(item) for item in value]
+    return canonical_number(value)
+
+
+def canonical_json(value: Any) -> str:
+    """Canonical JSON: sorted keys, no whitespace, numbers by :func:`canonical_number`."""
+    return json.dumps(
+        _canonical_tree(value), sort_keys=True, separators=(",", ":"), allow_nan=False
+    )
+
+
+class _SpecJsonCache:
+    """Canonical JSON of spec dicts, cached by object identity.
+
+    The plan shares one spec dict among all cells that use it, so each spec (a custom
+    ``R`` can hold T^2 numbers) is serialised once. The cache holds a reference to each
+    spec, so an ``id`` is never reused while cached; specs must not be mutated.
+    """
+
+    def __init__(self, capacity: int = 4096) -> None:
+        self._entries: dict[int, tuple[Any, str]] = {}
+        self._capacity = capacity
+
+    def __call__(self, spec: Any) -> str:
+        entry = self._entries.get(id(spec))
+        if entry is not None and entry[0] is spec:
+            return entry[1]
+        text = canonical_json(spec)
+        if len(self._entries) >= self._capacity:
+            self._entries.clear()
+        self._entries[id(spec)] = (spec, text)
+        return text
+
+
+spec_json = _SpecJsonCache()
+
+
+# The key's spectrum entry: none for the default (full) route, see :func:`cell_key`.
+_SPECTRUM_JSON = {"full": "", "top": '"spectrum":"top",'}
+
+
+def cell_key(
+    *,
+    d: int,
+    delta: float,
+    gamma: float,
+    T: int,
+    positional_spec: Mapping[str, Any],
+    weights_spec: Mapping[str, Any],
+    snr: float,
+    centered: bool,
+    replicate: int,
+    top_k: int,
+    spectrum: str = "full",
+    table_spec: Mapping[str, Any] | None = None,
+    noise: str = "independent",
+) -> str:
+    """sha256 hex of a cell's canonical parameters (model names excluded, specs included).
+
+    The canonical JSON is, with keys sorted: ``T, centered, d, delta, gamma,
+    model_version, positional, replicate, snr, [spectrum,] [table,] top_k, weights``
+    (numbers by :func:`canonical_number`; specs by :func:`canonical_json`). ``spectrum``
+    enters only when it is ``"top"`` (a top cell stores other data) and ``table`` (the
+    canonical spec of the table law, docs/model.md, "Table laws") only when it is not
+    gaussian, so full Gaussian cells keep the keys they had before either key existed;
+    likewise ``noise`` enters (``"noise":"shared"``, after ``model_version``) only when it
+    is ``"shared"`` (:func:`curve_key`).
+    """
+    text = (
+        key_prefix(d, delta, gamma, T, positional_spec, centered, noise)
+        + key_middle(number_json(snr), number_json(replicate))
+        + key_suffix(top_k, spectrum, weights_spec, table_spec)
+    )
+    return hashlib.sha256(text.encode("ascii")).hexdigest()
+
+
+def key_prefix(
+    d: int,
+    delta: float,
+    gamma: float,
+    T: int,
+    positional_spec: Mapping[str, Any],
+    centered: bool,
+    noise: str = "independent",
+) -> str:
+    number = number_json
+    return (
+        f'{{"T":{number(T)},"centered":{"true" if centered else "false"},'
+        f'"d":{number(d)},"delta":{number(delta)},'
+        f'"gamma":{number(gamma)},"model_version":{MODEL_VERSION},{_NOISE_JSON[noise]}'
+        f'"positional":{spec_json(positional_spec)},"replicate":'
+    )
+
+
+def key_middle(snr_json: str, replicate_json: str) -> str:
+    return f'{replicate_json},"snr":{snr_json},'
+
+
+def key_suffix(
+    top_k: int,
+    spectrum: str,
+    weights_spec: Mapping[str, Any],
+    table_spec: Mapping[str, Any] | None = None,
+) -> str:
+    return (
+        f'{_SPECTRUM_JSON[spectrum]}{table_json(table_spec)}"top_k":{number_json(top_k)},'
+        f'"weights":{spec_json(weights_spec)}}}'
+    )
+
+
+def table_json(table_spec: Mapping[str, Any] | None) -> str:
+    """The key's ``table`` entry: ``""`` for no law or gaussian (the keys of Gaussian cells
+    do not change), else ``'"table":<canonical spec>,'``. O(1)."""
+    if table_spec is None or table_spec.get("kind") == "gaussian":
+        return ""
+    return f'"table":{spec_json(table_spec)},'
+
+
+# --------------------------------------------------------------------------- shared noise
+
+# The key's noise entry: none for the default (independent cells), see :func:`cell_key`.
+_NOISE_JSON = {"independent": "", "shared": '"noise":"shared",'}
+
+
+def curve_key_text(prefix: str, replicate_json: str, suffix: str) -> str:
+    """Canonical JSON of a shared-noise curve: a cell key's text without its ``snr``
+    entry (``prefix`` from :func:`key_prefix` with ``noise="shared"``, ``suffix`` from
+    :func:`key_suffix`). O(size of the specs)."""
+    return f"{prefix}{replicate_json},{suffix}"
+
+
+def curve_key(
+    *,
+    d: int,
+    delta: float,
+    gamma: float,
+    T: int,
+    positional_spec: Mapping[str, Any],
+    weights_spec: Mapping[str, Any],
+    centered: bool,
+    replicate: int,
+    top_k: int,
+    spectrum: str = "full",
+    table_spec: Mapping[str, Any] | None = None,
+) -> str:
+    """sha256 hex of one replicate's curve of a ``noise: shared`` sweep: the parameters of
+    :func:`cell_key` (``noise="shared"``) without ``snr``. Every cell of the curve takes
+    its seed from it (:func:`seed_words` of this key), so the snr values of a replicate
+    share their table noise, signs and tokens (docs/data-contract.md, "Shared-noise
+    sweeps"); the cells' own keys stay distinct (they hold ``snr``). O(1) beyond the specs.
+    """
+    text = curve_key_text(
+        key_prefix(d, delta, gamma, T, positional_spec, centered, "shared"),
+        number_json(replicate),
+        key_suffix(top_k, spectrum, weights_spec, table_spec),
+    )
+    return hashlib.sha256(text.encode("ascii")).hexdigest()
+
+
+def block_key(root_seed: int, cell_keys: list[str]) -> str:
+    """Short stable hex: sha256 over the root seed and the sorted cell keys."""
+    digest = hashlib.sha256(f"attnrmt-block:{int(root_seed)}".encode("ascii"))
+    for key in sorted(cell_keys):
+        digest.update(b":" + key.encode("ascii"))
+    return digest.hexdigest()[:BLOCK_KEY_HEX]
+
+
+def block_key_of_digests(root_seed: int, key_digests: np.ndarray) -> str:
+    """:func:`block_key` of cells given as raw key digests, ``(m, 32)`` uint8.
+
+    The same bytes are hashed (``":" + hex key`` per key, hex keys sorted; sorting the hex
+    text sorts the digests), in one ``update``. O(m log m), vectorised.
+    """
+    hexed = np.frombuffer(
+        binascii.hexlify(np.ascontiguousarray(key_digests).tobytes()),
+        dtype=f"S{2 * KEY_DIGEST_BYTES}",
+    )
+    joined = np.empty((hexed.size, 2 * KEY_DIGEST_BYTES + 1), dtype=np.uint8)
+    joined[:, 0] = ord(":")
+    joined[:, 1:] = np.sort(hexed).view(np.uint8).reshape(hexed.size, -1)
+    digest = hashlib.sha256(f"attnrmt-block:{int(root_seed)}".encode("ascii"))
+    digest.update(joined.tobytes())
+    return digest.hexdigest()[:BLOCK_KEY_HEX]
+
+
+def line_digests(prefix: str, tails: Iterable[bytes], count: int) -> bytearray:
+    """Concatenated sha256 digests of ``prefix + tail`` for each of ``count`` tails: the
+    prefix is hashed once and its state copied per tail. O(count) time, 32 bytes per tail
+    held (the digests), tails consumed one at a time."""
+    start = hashlib.sha256(prefix.encode("ascii"))
+    digests = bytearray(count * KEY_DIGEST_BYTES)
+    view = memoryview(digests)
+    offset = 0
+    for tail in tails:
+        state = start.copy()
+        state.update(tail)
+        view[offset : offset + KEY_DIGEST_BYTES] = state.digest()
+        offset += KEY_DIGEST_BYTES
+    return digests
+
+
+def seed_words(key: str, root_seed: int) -> list[int]:
+    """Seed for :func:`numpy.random.default_rng`: the hex ``key``'s first 16 bytes as four
+    little-endian uint32 words, then ``root_seed``. O(1)."""
+    return [*_SEED_WORDS.unpack(bytes.fromhex(key[:32])), int(root_seed)]
+
+
+def task_key(key: str, seed: str) -> str:
+    """The Dask key of a cell's task: ``attnrmt-cell-`` and 32 hex digits of sha256 over key and
+    seed token (the same cell of two sweeps is one task). O(1)."""
+    return "attnrmt-cell-" + hashlib.sha256(f"{key}|{seed}".encode()).hexdigest()[:32]
+
+
+def seed_token(seed_words: Sequence[int]) -> str:
+    """Canonical text of a cell's seed words (used to match reusable results)."""
+    return json.dumps([int(word) for word in seed_words], separators=(",", ":"))
+
+
+def cell_id_hashes(cell_id_pairs: Iterable[tuple[str, str]]) -> np.ndarray:
+    """:func:`id_digests` of ``(hex cell key, seed token)`` pairs, ``(n,)`` uint64. O(n)."""
+    pairs = list(cell_id_pairs)
+    if not pairs:
+        return np.empty(0, dtype=np.uint64)
+    keys, seeds = zip(*pairs, strict=True)
+    return id_digests(cell_ids(key_bytes(keys), root_seeds_of(seeds)))
+
+
+def key_bytes(keys: Sequence[str]) -> np.ndarray:
+    """``(n,)`` ``S32`` array of hex cell keys as raw bytes. O(n), one C-level decode."""
+    if len(keys) == 0:
+        return np.empty(0, dtype=f"S{KEY_DIGEST_BYTES}")
+    try:
+        text = "".join(keys)
+    except TypeError:  # numpy str_ or other objects
+        text = "".join(str(key) for key in keys)
+    raw = binascii.unhexlify(text)
+    return np.frombuffer(raw, dtype=f"S{KEY_DIGEST_BYTES}")
+
+
+def root_seeds_of(seed_tokens: Sequence[str]) -> np.ndarray:
+    """Root seed (last seed word) of each seed token ``"[w0,w1,w2,w3,root]"``. O(n)."""
+    return np.array(
+        [int(str(token).rsplit(",", 1)[1].rstrip("]")) for token in seed_tokens], dtype=np.int64
+    )
+
+
+def cell_ids(keys: np.ndarray, root_seeds: np.ndarray) -> np.ndarray:
+    """``(n,)`` ``S40`` ids: key bytes then the root seed (little-endian int64).
+
+    A cell is reused only if key *and* seed match (``docs/architecture.md``, "Cell
+    identity"); the first four seed words derive from the key, so key + root seed is the
+    whole identity.
+    """
+    key_part = np.ascontiguousarray(keys, dtype=f"S{KEY_DIGEST_BYTES}").view(np.uint8)
+    seed_part = np.ascontiguousarray(root_seeds, dtype="<i8").view(np.uint8)
+    joined = np.concatenate(
+        [key_part.reshape(-1, KEY_DIGEST_BYTES), seed_part.reshape(-1, 8)], axis=1
+    )
+    return np.ascontiguousarray(joined).view(f"S{KEY_DIGEST_BYTES + 8}").reshape(-1)
+
+
+#: Odd 64-bit constant mixing the root seed into an id's digest (Fibonacci hashing).
+_SEED_MIX = np.uint64(0x9E3779B97F4A7C15)
+
+
+def id_digests(ids: np.ndarray) -> np.ndarray:
+    """``(n,)`` uint64 digest of ``S40`` ids: the key's first 8 bytes XOR the mixed seed.
+
+    Keys are sha256 digests, so 8 of their bytes are a uniform 64-bit hash: sorting and
+    searching uint64 is ~10x faster than fixed-width bytes. Equal ids have equal digests;
+    distinct ids rarely do (``n^2 / 2^65``), and :class:`IdIndex` checks. O(n).
+    """
+    raw = np.ascontiguousarray(ids, dtype=f"S{KEY_DIGEST_BYTES + 8}").view(np.uint8)
+    raw = raw.reshape(-1, KEY_DIGEST_BYTES + 8)
+    key_part = np.ascontiguousarray(raw[:, :8]).view("<u8").reshape(-1)
+    seed_part = np.ascontiguousarray(raw[:, KEY_DIGEST_BYTES:]).view("<u8").reshape(-1)
+    return key_part ^ (seed_part * _SEED_MIX)
+
+
+__all__ = [
+    "BLOCK_KEY_HEX",
+    "KEY_DIGEST_BYTES",
+    "MODEL_VERSION",
+    "block_key",
+    "block_key_of_digests",
+    "canonical_json",
+    "canonical_number",
+    "cell_id_hashes",
+    "cell_ids",
+    "cell_key",
+    "curve_key",
+    "curve_key_text",
+    "id_digests",
+    "key_bytes",
+    "key_middle",
+    "key_prefix",
+    "key_suffix",
+    "line_digests",
+    "number_json",
+    "root_seeds_of",
+    "seed_token",
+    "seed_words",
+    "spec_json",
+    "table_json",
+    "task_key",
+]

@@ -1,0 +1,877 @@
+"""Plan a run: expand each sweep into cells (content-keyed) and group them into blocks.
+
+A **cell** is one call of :func:`attnrmt.model.simulate_cell` (one grid point, one
+replicate). Its identity, :attr:`Cell.key`, is the sha256 of the canonical JSON of its
+parameters: model *specs* (not their names), numbers normalised (so ``0.1`` from a
+linspace and a typed ``0.1`` are the same cell), plus :data:`MODEL_VERSION`. Its random
+generator is ``numpy.random.default_rng(cell.seed_words(root_seed))``; neither depends on
+the grid position, the block size or the execution order.
+
+A **block** is one Snakemake job: cells of one *line* (every parameter equal except
+``snr`` and ``replicate``), sorted by ``(snr, replicate)``, chunked by ``block_size``
+(``auto``: about ``block_seconds`` of estimated work per block, from the cost model). Its
+key hashes only the root seed and its cells' keys, so extending an axis adds blocks and
+leaves every block whose membership did not change (and its fragment) intact.
+
+With ``noise: shared`` a line's cells are ordered by ``(replicate, snr)`` instead and
+blocks hold whole replicate curves (:func:`curve_block_size`); each cell's seed comes from
+its curve's key (:func:`attnrmt.sweep.spec.identity.curve_key`), so the snr values of a
+replicate share one noise realisation (docs/data-contract.md, "Shared-noise sweeps").
+"""
+
+from __future__ import annotations
+
+import binascii
+import hashlib
+import math
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from numbers import Integral
+from typing import Any, overload
+
+import numpy as np
+
+from attnrmt.contract import ALL_AXES, AXES, TABLE_AXIS, sweep_axes
+from attnrmt.sweep.spec.config import ResolvedSweep, resolve_sweeps
+from attnrmt.sweep.spec.identity import (
+    BLOCK_KEY_HEX,
+    KEY_DIGEST_BYTES,
+    MODEL_VERSION,
+    block_key,
+    block_key_of_digests,
+    canonical_json,
+    canonical_number,
+    cell_key,
+    curve_key,
+    curve_key_text,
+    key_middle,
+    key_prefix,
+    key_suffix,
+    line_digests,
+    number_json,
+    seed_words,
+)
+
+#: Parameters that vary within a line (a line is one block group).
+LINE_FREE_PARAMETERS = ("snr", "replicate")
+
+
+# --------------------------------------------------------------------------- canonical JSON
+
+
+# The canonical JSON of :func:`cell_key` in three parts: what is fixed along a line up to
+# the replicate (prefix), the replicate and snr (middle), the rest (suffix). The plan
+# hashes each line's prefix once and only the middle and suffix per cell.
+
+
+# --------------------------------------------------------------------------- cells, blocks
+
+
+@dataclass(frozen=True, slots=True)
+class Cell:
+    """One simulation cell: a grid point of a sweep and a replicate index.
+
+    Attributes
+    ----------
+    d, delta, gamma, T, snr, centered
+        Model parameters (docs/model.md, "The generative model"), normalised coordinate values.
+    positional, weights : str
+        Model *names* (dataset coordinates; not part of the key).
+    replicate : int
+        Replicate index, ``0 .. replicates - 1``.
+    top_k : int
+        Number of top eigenpairs measured.
+    positional_spec, weights_spec : dict
+        Canonical specs (shared between cells; do not mutate).
+    spectrum : str
+        ``"full"`` or ``"top"`` (:func:`attnrmt.model.simulate_cell`); part of the key only
+        when ``"top"``.
+    table_spec : dict or None
+        Canonical table law (:func:`attnrmt.model.validate_table`); None (the sweep sets no
+        ``table``) and gaussian are the same cell, with the key it always had; another law
+        enters the key and :meth:`simulate_kwargs`.
+    table : str or None
+        Name of that law, the cell's coordinate on the ``table`` axis (not part of the
+        key); None in a sweep that does not set ``table``.
+    noise : str
+        ``"independent"`` or ``"shared"`` (one seed per replicate curve,
+        :func:`attnrmt.sweep.spec.identity.curve_key`); part of the key only when shared.
+    curve_length : int
+        With shared noise, the snr values of the cell's curve (its share of the curve's
+        cost, :func:`attnrmt.sweep.spec.cost.planned_cell_work`); 1 otherwise. Not part
+        of the key.
+    key : str
+        sha256 hex of the canonical parameters (:func:`cell_key`), computed on creation.
+    """
+
+    d: int
+    delta: float
+    gamma: float
+    T: int
+    positional: str
+    weights: str
+    snr: float
+    centered: bool
+    replicate: int
+    top_k: int
+    positional_spec: dict[str, Any] = field(repr=False)
+    weights_spec: dict[str, Any] = field(repr=False)
+    spectrum: str = "full"
+    table_spec: dict[str, Any] | None = field(default=None, repr=False)
+    noise: str = "independent"
+    curve_length: int = field(default=1, repr=False, compare=False)
+    table: str | None = None
+    key: str = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        key = cell_key(
+            d=self.d,
+            delta=self.delta,
+            gamma=self.gamma,
+            T=self.T,
+            positional_spec=self.positional_spec,
+            weights_spec=self.weights_spec,
+            snr=self.snr,
+            centered=self.centered,
+            replicate=self.replicate,
+            top_k=self.top_k,
+            spectrum=self.spectrum,
+            table_spec=self.table_spec,
+            noise=self.noise,
+        )
+        object.__setattr__(self, "key", key)
+
+    def __hash__(self) -> int:
+        return hash(self.key)
+
+    @property
+    def coords(self) -> dict[str, Any]:
+        """Axis coordinates of the cell, in :data:`~attnrmt.contract.ALL_AXES` order (names
+        for models; ``table`` only in a sweep that sets it)."""
+        return {
+            axis: getattr(self, axis)
+            for axis in ALL_AXES
+            if axis != TABLE_AXIS or self.table is not None
+        }
+
+    @property
+    def line(self) -> tuple:
+        """Every coordinate except ``snr`` (the block grouping; replicate excluded too)."""
+        return tuple(value for axis, value in self.coords.items() if axis != "snr")
+
+    def seed_words(self, root_seed: int) -> list[int]:
+        """Seed for :func:`numpy.random.default_rng` (:func:`identity.seed_words`): of the
+        cell's key, or with ``noise: shared`` of its curve's key (:meth:`seed_key`)."""
+        return seed_words(self.seed_key(), root_seed)
+
+    def seed_key(self) -> str:
+        """The key the seed comes from: the cell's own, or its replicate curve's
+        (:func:`attnrmt.sweep.spec.identity.curve_key`) when the noise is shared."""
+        if self.noise != "shared":
+            return self.key
+        return curve_key(
+            d=self.d,
+            delta=self.delta,
+            gamma=self.gamma,
+            T=self.T,
+            positional_spec=self.positional_spec,
+            weights_spec=self.weights_spec,
+            centered=self.centered,
+            replicate=self.replicate,
+            top_k=self.top_k,
+            spectrum=self.spectrum,
+            table_spec=self.table_spec,
+        )
+
+    def simulate_kwargs(self) -> dict[str, Any]:
+        """Keyword arguments for :func:`attnrmt.model.simulate_cell` (without ``seed``);
+        ``table`` only for a non-Gaussian law (:func:`table_kwargs`)."""
+        return {
+            "d": self.d,
+            "delta": self.delta,
+            "gamma": self.gamma,
+            "T": self.T,
+            "positional": self.positional_spec,
+            "weights": self.weights_spec,
+            "snr": self.snr,
+            "centered": self.centered,
+            "top_k": self.top_k,
+            "spectrum": self.spectrum,
+            **table_kwargs(self.table_spec),
+        }
+
+
+def table_kwargs(table_spec: dict[str, Any] | None) -> dict[str, Any]:
+    """``{"table": spec}`` for a non-Gaussian law, ``{}`` otherwise: the simulate kwargs of
+    Gaussian cells stay what they were before table laws existed. O(1)."""
+    if table_spec is None or table_spec.get("kind") == "gaussian":
+        return {}
+    return {"table": table_spec}
+
+
+#: Field names of :class:`Cell`'s constructor, in order (the key is computed, not given).
+_CELL_FIELDS = (
+    "d",
+    "delta",
+    "gamma",
+    "T",
+    "positional",
+    "weights",
+    "snr",
+    "centered",
+    "replicate",
+    "top_k",
+    "positional_spec",
+    "weights_spec",
+    "spectrum",
+    "table_spec",
+    "noise",
+    "curve_length",
+    "table",
+)
+
+
+class CellGrid:
+    """The cells of one sweep as arrays: a cell is an integer position in the grid.
+
+    Positions number the cells in grid order: the sweep's axes (:attr:`axis_names`:
+    :data:`AXES`, with ``table`` after ``weights`` where set) with each axis in the
+    config's order (last fastest), then the replicate, i.e. the C-order flat index of
+    ``shape = (len(axes[a]) for a in axis_names) + (replicates,)``; coordinates follow
+    by :func:`numpy.unravel_index`. The only per-cell data held is :attr:`keys`, the raw
+    sha256 key of every cell (``(cells, 32)`` uint8, 32 bytes per cell, computed once:
+    block keys need them); :class:`Cell` objects are built on access
+    (:meth:`cell`). Memory: O(axes + models) + 32 bytes per cell.
+
+    A *line* is a point of every axis except ``snr`` (and the replicate): its cells
+    are, in block order (sorted by ``(snr, replicate)``), :meth:`line_positions`.
+    Keys, seeds and blocks are those of one :class:`Cell` per cell (``docs/architecture.md``,
+    "Cell identity" and "The plan holds arrays, not cells").
+    """
+
+    def __init__(self, resolved: ResolvedSweep) -> None:
+        #: The sweep's axes in order (:func:`attnrmt.contract.sweep_axes`).
+        self.axis_names: tuple[str, ...] = sweep_axes(resolved.axes)
+        self.axes: dict[str, list] = {axis: list(resolved.axes[axis]) for axis in self.axis_names}
+        self.replicates = int(resolved.replicates)
+        self.top_k = int(resolved.top_k)
+        self.spectrum = str(resolved.spectrum)
+        self.noise = str(getattr(resolved, "noise", "independent"))
+        self.positional_specs = resolved.positional_specs
+        self.weights_specs = resolved.weights_specs
+        #: Canonical spec of each law of the ``table`` axis (None: not set, gaussian).
+        self.table_specs: dict[str, dict[str, Any]] | None = getattr(resolved, "table_specs", None)
+        self.shape: tuple[int, ...] = (
+            *(len(self.axes[axis]) for axis in self.axis_names),
+            self.replicates,
+        )
+        self.size = math.prod(self.shape)
+        snr_axis = self.axis_names.index("snr")
+        #: Distance between consecutive snr values of one line (centered x replicates).
+        self.snr_stride = math.prod(self.shape[snr_axis + 1 :])
+        #: snr indices sorted by value (stable, as ``sorted`` of ``(snr, replicate)``).
+        self.snr_order = np.argsort(np.asarray(self.axes["snr"], dtype=np.float64), kind="stable")
+        self.line_length = len(self.axes["snr"]) * self.replicates
+        self.keys = self._all_keys()
+        #: Bytes the seed words come from: each cell's key, or with shared noise its
+        #: curve's key (:meth:`_curve_seed_bytes`), ``(cells, 16)`` uint8.
+        self.seed_bytes = self._curve_seed_bytes() if self.noise == "shared" else self.keys[:, :16]
+
+    # ------------------------------------------------------------------ lines
+
+    def line_bases(self) -> Iterator[int]:
+        """Flat position of each line's first grid cell (snr index 0, replicate 0), lines
+        in order of first appearance in grid order (``d .. weights`` and ``table``, then
+        ``centered``). O(lines)."""
+        outer = math.prod(self.shape[: self.axis_names.index("snr")])
+        n_centered = len(self.axes["centered"])
+        line_span = len(self.axes["snr"]) * self.snr_stride
+        for outer_index in range(outer):
+            for centered_index in range(n_centered):
+                yield outer_index * line_span + centered_index * self.replicates
+
+    def line_positions(self, base: int, start: int = 0, stop: int | None = None) -> np.ndarray:
+        """Flat positions of members ``start:stop`` of the line at ``base``, in block order
+        (snr ascending, then replicate). O(stop - start)."""
+        stop = self.line_length if stop is None else stop
+        member = np.arange(start, stop, dtype=np.int64)
+        if self.noise == "shared":  # whole curves: replicate, then snr ascending
+            n_snr = len(self.axes["snr"])
+            snr_index = self.snr_order[member % n_snr]
+            return base + snr_index * self.snr_stride + member // n_snr
+        snr_index = self.snr_order[member // self.replicates]
+        return base + snr_index * self.snr_stride + member % self.replicates
+
+    def line_position(self, base: int, member: int) -> int:
+        """Flat position of one member of a line (O(1))."""
+        if self.noise == "shared":
+            replicate, snr_index = divmod(member, len(self.axes["snr"]))
+        else:
+            snr_index, replicate = divmod(member, self.replicates)
+        return base + int(self.snr_order[snr_index]) * self.snr_stride + replicate
+
+    # ------------------------------------------------------------------ keys
+
+    def _all_keys(self) -> np.ndarray:
+        """Raw keys of every cell (:func:`cell_key`, hashed per line). O(cells)."""
+        keys = np.empty((self.size, KEY_DIGEST_BYTES), dtype=np.uint8)
+        snr_json = [number_json(snr) for snr in self.axes["snr"]]
+        replicate_json = [number_json(replicate) for replicate in range(self.replicates)]
+        in_grid_order = np.add.outer(
+            np.arange(len(snr_json)) * self.snr_stride, np.arange(self.replicates)
+        ).reshape(-1)
+        for base in self.line_bases():
+            d, delta, gamma, T, positional, weights, table, centered = self._line_point(base)
+            suffix = key_suffix(
+                self.top_k, self.spectrum, self.weights_specs[(weights, T)], self.table_spec(table)
+            )
+            prefix = key_prefix(
+                d, delta, gamma, T, self.positional_specs[(positional, T)], centered, self.noise
+            )
+            tails = (
+                (key_middle(snr, replicate) + suffix).encode("ascii")
+                for snr in snr_json
+                for replicate in replicate_json
+            )
+            keys[base + in_grid_order] = np.frombuffer(
+                line_digests(prefix, tails, self.line_length), dtype=np.uint8
+            ).reshape(-1, KEY_DIGEST_BYTES)
+        return keys
+
+    def _curve_seed_bytes(self) -> np.ndarray:
+        """With shared noise: the first 16 bytes of each cell's curve key
+        (:func:`attnrmt.sweep.spec.identity.curve_key`, one hash per line and replicate),
+        ``(cells, 16)`` uint8. O(lines x replicates) hashes, O(cells) copies."""
+        seeds = np.empty((self.size, 16), dtype=np.uint8)
+        snr_offsets = np.arange(len(self.axes["snr"])) * self.snr_stride
+        for base in self.line_bases():
+            d, delta, gamma, T, positional, weights, table, centered = self._line_point(base)
+            prefix = key_prefix(
+                d, delta, gamma, T, self.positional_specs[(positional, T)], centered, "shared"
+            )
+            suffix = key_suffix(
+                self.top_k, self.spectrum, self.weights_specs[(weights, T)], self.table_spec(table)
+            )
+            for replicate in range(self.replicates):
+                text = curve_key_text(prefix, number_json(replicate), suffix)
+                digest = hashlib.sha256(text.encode("ascii")).digest()[:16]
+                seeds[base + snr_offsets + replicate] = np.frombuffer(digest, dtype=np.uint8)
+        return seeds
+
+    def key_hex(self, position: int) -> str:
+        """Hex key of the cell at ``position``."""
+        return self.keys[position].tobytes().hex()
+
+    def keys_hex(self, positions: np.ndarray) -> list[str]:
+        """Hex keys of the cells at ``positions``. O(len(positions))."""
+        raw = binascii.hexlify(np.ascontiguousarray(self.keys[positions]).tobytes())
+        width = 2 * KEY_DIGEST_BYTES
+        return [raw[i : i + width].decode("ascii") for i in range(0, len(raw), width)]
+
+    # ------------------------------------------------------------------ cells
+
+    def values(self, position: int) -> tuple:
+        """The coordinates of a position along :attr:`axis_names` (``d, delta, gamma, T,
+        positional, weights, [table,] snr, centered``: values, model names), then the
+        replicate. O(axes)."""
+        indices = []
+        for size in reversed(self.shape):
+            position, index = divmod(position, size)
+            indices.append(index)
+        indices.reverse()
+        return (
+            *(
+                self.axes[axis][index]
+                for axis, index in zip(self.axis_names, indices, strict=False)
+            ),
+            indices[-1],
+        )
+
+    def table_spec(self, table: str | None) -> dict[str, Any] | None:
+        """Canonical spec of the law named ``table`` (None: the sweep sets no ``table``)."""
+        return None if table is None or self.table_specs is None else self.table_specs[table]
+
+    def _with_table(self, values: tuple) -> tuple:
+        """:meth:`values`-like ``values`` with ``table`` at its place (None where the sweep
+        has no ``table`` axis): ``(d, delta, gamma, T, positional, weights, table, snr,
+        centered, replicate)``. O(1)."""
+        if TABLE_AXIS in self.axes:
+            return values
+        at = AXES.index("snr")
+        return (*values[:at], None, *values[at:])
+
+    def _line_point(self, base: int) -> tuple:
+        """``(d, delta, gamma, T, positional, weights, table, centered)`` of a line."""
+        d, delta, gamma, T, positional, weights, table, _, centered, _ = self._with_table(
+            self.values(base)
+        )
+        return d, delta, gamma, T, positional, weights, table, centered
+
+    def cell(self, position: int) -> Cell:
+        """The :class:`Cell` at ``position`` (its key read from :attr:`keys`). O(axes)."""
+        return self._cell(self.values(int(position)), self.key_hex(int(position)))
+
+    def _cell(self, values: tuple, key: str) -> Cell:
+        d, delta, gamma, T, positional, weights, table, snr, centered, replicate = self._with_table(
+            values
+        )
+        cell = object.__new__(Cell)
+        fields = (
+            d,
+            delta,
+            gamma,
+            T,
+            positional,
+            weights,
+            snr,
+            centered,
+            replicate,
+            self.top_k,
+            self.positional_specs[(positional, T)],
+            self.weights_specs[(weights, T)],
+            self.spectrum,
+            self.table_spec(table),
+            self.noise,
+            len(self.axes["snr"]) if self.noise == "shared" else 1,
+            table,
+        )
+        for name, value in zip(_CELL_FIELDS, fields, strict=True):
+            object.__setattr__(cell, name, value)
+        object.__setattr__(cell, "key", key)
+        return cell
+
+    def columns(self, positions: np.ndarray) -> list[list]:
+        """Coordinate values (model names for models) of ``positions``, one list per axis
+        of :attr:`axis_names`, then the replicates (vectorised unravel). O(len(positions))."""
+        indices = np.unravel_index(np.asarray(positions, dtype=np.int64), self.shape)
+        columns = [
+            np.asarray(self.axes[axis], dtype=object)[index].tolist()
+            for axis, index in zip(self.axis_names, indices, strict=False)
+        ]
+        return [*columns, indices[-1].tolist()]
+
+    def cells(self, positions: np.ndarray) -> list[Cell]:
+        """:class:`Cell` objects of ``positions``. O(len(positions))."""
+        return [
+            self._cell(values, key)
+            for values, key in zip(
+                zip(*self.columns(positions), strict=True), self.keys_hex(positions), strict=True
+            )
+        ]
+
+    def block_params(self, positions: np.ndarray, root_seed: int) -> list[dict[str, Any]]:
+        """``{"key", "seed", "kwargs"}`` of the cells at ``positions``: equal to
+        :func:`attnrmt.sweep.run.blocks.block_params` of their :class:`Cell` objects
+        (``Cell.key``, ``Cell.seed_words(root_seed)``, ``Cell.simulate_kwargs()``, same
+        dict order), built from the arrays without a Cell per cell: seed words are the
+        keys' first 16 bytes viewed as little-endian uint32 (with shared noise, the curve
+        keys', :attr:`seed_bytes`, and every dict gets ``"curve": True``).
+        O(len(positions))."""
+        positions = np.asarray(positions, dtype=np.int64)
+        columns = self.columns(positions)[:-1]  # the replicate is not a kwarg
+        laws = columns.pop(self.axis_names.index(TABLE_AXIS)) if TABLE_AXIS in self.axes else None
+        words = np.ascontiguousarray(self.seed_bytes[positions]).view("<u4").tolist()
+        root, top_k, spectrum = int(root_seed), self.top_k, self.spectrum
+        positional_specs, weights_specs = self.positional_specs, self.weights_specs
+        params = [
+            {
+                "key": key,
+                "seed": [*seed, root],
+                "kwargs": {
+                    "d": d,
+                    "delta": delta,
+                    "gamma": gamma,
+                    "T": T,
+                    "positional": positional_specs[(positional, T)],
+                    "weights": weights_specs[(weights, T)],
+                    "snr": snr,
+                    "centered": centered,
+                    "top_k": top_k,
+                    "spectrum": spectrum,
+                },
+            }
+            for key, seed, d, delta, gamma, T, positional, weights, snr, centered in zip(
+                self.keys_hex(positions), words, *columns, strict=True
+            )
+        ]
+        if laws is not None:  # a table axis: each law's kwargs (table_kwargs), by name
+            kwargs_of = {
+                name: table_kwargs(self.table_spec(name)) for name in self.axes[TABLE_AXIS]
+            }
+            for entry, law in zip(params, laws, strict=True):
+                entry["kwargs"].update(kwargs_of[law])
+        if self.noise == "shared":
+            for entry in params:
+                entry["curve"] = True
+        return params
+
+
+#: Cells built at a time when iterating over a :class:`CellSequence`.
+_ITER_CHUNK = 4096
+
+
+class CellSequence(Sequence):
+    """A read-only sequence of the cells of a :class:`CellGrid`, built on access.
+
+    Either the whole grid in grid order (``line=None``) or members ``start:stop`` of one
+    line in block order. Holds no cell: O(1) memory; iteration builds :data:`_ITER_CHUNK`
+    cells at a time. :attr:`positions` gives the flat positions (an array).
+    """
+
+    __slots__ = ("grid", "line", "start", "stop")
+
+    def __init__(
+        self, grid: CellGrid, line: int | None = None, start: int = 0, stop: int | None = None
+    ) -> None:
+        self.grid = grid
+        self.line = line
+        self.start = start
+        self.stop = (grid.size if line is None else grid.line_length) if stop is None else stop
+
+    def __len__(self) -> int:
+        return self.stop - self.start
+
+    @property
+    def positions(self) -> np.ndarray:
+        """Flat grid positions of the cells, in sequence order (int64)."""
+        if self.line is None:
+            return np.arange(self.start, self.stop, dtype=np.int64)
+        return self.grid.line_positions(self.line, self.start, self.stop)
+
+    def _position(self, index: int) -> int:
+        if self.line is None:
+            return self.start + index
+        return self.grid.line_position(self.line, self.start + index)
+
+    @overload
+    def __getitem__(self, index: int) -> Cell: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[Cell]: ...
+
+    def __getitem__(self, index: int | slice) -> Cell | list[Cell]:
+        if isinstance(index, slice):
+            return self.grid.cells(self.positions[index])
+        length = len(self)
+        if not -length <= index < length:
+            raise IndexError(index)
+        return self.grid.cell(self._position(index % length))
+
+    def __iter__(self) -> Iterator[Cell]:
+        for begin in range(0, len(self), _ITER_CHUNK):
+            chunk = CellSequence(
+                self.grid,
+                self.line,
+                self.start + begin,
+                min(self.stop, self.start + begin + _ITER_CHUNK),
+            )
+            yield from self.grid.cells(chunk.positions)
+
+    def block_params(self, root_seed: int) -> list[dict[str, Any]]:
+        """:meth:`CellGrid.block_params` of these cells (what a block job receives)."""
+        return self.grid.block_params(self.positions, root_seed)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Sequence):
+            return NotImplemented
+        return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"CellSequence({len(self)} cells)"
+
+
+@dataclass(frozen=True, slots=True)
+class Block:
+    """One Snakemake job: cells of one line, sorted by ``(snr, replicate)``.
+
+    Attributes
+    ----------
+    key : str
+        :func:`block_key` of the root seed and the cells' keys (content only).
+    cells : CellSequence
+        The block's cells, built on access from the plan's arrays.
+    """
+
+    key: str
+    cells: CellSequence
+
+    def __hash__(self) -> int:
+        return hash(self.key)
+
+    @property
+    def cell_keys(self) -> list[str]:
+        """Keys of the block's cells, in block order, from the plan's raw keys. O(cells)."""
+        return self.cells.grid.keys_hex(self.cells.positions)
+
+
+@dataclass(frozen=True)
+class SweepPlan:
+    """Cells and blocks of one sweep.
+
+    Attributes
+    ----------
+    name : str
+    axes : dict[str, list]
+        Coordinate values of the sweep's axes in order (``d, delta, gamma, T, positional,
+        weights, [table,] snr, centered``; ``table`` only where the sweep sets it,
+        :func:`attnrmt.contract.sweep_axes`).
+    replicates, top_k : int
+    cells : sequence of Cell
+        Grid order: :attr:`axes` in order (last fastest), then replicate. A
+        :class:`CellSequence` over :attr:`grid` (cells built on access).
+    blocks : list[Block]
+        Lines in grid order; within a line, chunks of ``block_size`` cells.
+    config_sha256 : str
+        sha256 of the sweep's canonical config (axes, models used, replicates, top_k,
+        root seed, :data:`MODEL_VERSION`); not execution, dask or analysis settings.
+    models : dict
+        ``{"positional": {name: canonical spec}, "weights": {name: canonical spec}}``
+        for the models this sweep uses (canonical specs do not depend on ``T``).
+    spectrum : str
+        ``"full"`` or ``"top"`` (config key ``spectrum``): what ``eigenvalues`` holds.
+    noise : str
+        ``"independent"`` or ``"shared"`` (config key ``noise``).
+    grid : CellGrid
+        The cells as arrays (positions, raw keys).
+    table : tuple of str or None
+        Names of the sweep's table laws, its ``table`` axis (config key ``table``; None:
+        not set, gaussian). When set, :attr:`models` has a ``"table"`` entry ``{name:
+        canonical spec}``.
+    """
+
+    name: str
+    axes: dict[str, list]
+    replicates: int
+    top_k: int
+    cells: Sequence[Cell] = field(repr=False)
+    blocks: list[Block] = field(repr=False)
+    config_sha256: str
+    models: dict[str, dict[str, dict[str, Any]]] = field(repr=False)
+    grid: CellGrid = field(repr=False, compare=False)
+    spectrum: str = "full"
+    #: K-class sweeps: ``{"K", "means", "means_name"}`` (docs/model.md, "K classes");
+    #: None for two-class sweeps.
+    classes: dict[str, Any] | None = None
+    table: tuple[str, ...] | None = None
+    noise: str = "independent"
+
+    @property
+    def n_cells(self) -> int:
+        """Number of cells."""
+        return len(self.cells)
+
+    def block_index(self) -> dict[str, Block]:
+        """``{block key: block}``."""
+        return {block.key: block for block in self.blocks}
+
+    def cell_keys(self) -> list[str]:
+        """Hex keys of every cell, in :attr:`cells` order: from :attr:`grid`'s raw keys
+        without building a :class:`Cell` (~0.2 s per 10^6 cells). O(cells)."""
+        return self.grid.keys_hex(np.arange(self.grid.size))
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """Plan of a run: ``run`` name, root ``seed``, ``sweeps`` ``{name: SweepPlan}``."""
+
+    run: str
+    seed: int
+    sweeps: dict[str, SweepPlan]
+
+
+def check_block_sizes(block_size: int | str, block_seconds: float) -> None:
+    """Check the execution settings of :func:`grid_blocks`."""
+    auto = block_size == "auto"
+    if not auto and (not isinstance(block_size, Integral) or block_size < 1):
+        raise ValueError(f"block_size={block_size!r}: must be >= 1 or 'auto'")
+    if auto and not block_seconds > 0:
+        raise ValueError(f"block_seconds={block_seconds!r}: must be > 0 with block_size auto")
+
+
+def line_block_size(
+    first_cell: Cell, line_length: int, block_size: int | str, block_seconds: float
+) -> int:
+    """Cells per block of a line: ``block_size``, or for ``"auto"`` the cost model's
+    :func:`attnrmt.sweep.spec.cost.cells_per_block` of the line's first cell."""
+    from attnrmt.sweep.spec.cost import cells_per_block, estimated_cell_seconds
+
+    if block_size != "auto":
+        return int(block_size)
+    return cells_per_block(
+        estimated_cell_seconds(first_cell.simulate_kwargs()), block_seconds, line_length
+    )
+
+
+def curve_block_size(
+    first_cell: Cell, n_snr: int, replicates: int, block_size: int | str, block_seconds: float
+) -> int:
+    """Cells per block of a shared-noise line: whole replicate curves only, so a curve is
+    computed from one decomposition in one block job (docs/data-contract.md, "Shared-noise
+    sweeps"). An integer ``block_size`` rounds up to whole curves (at least one);
+    ``"auto"`` fits curves of :func:`attnrmt.sweep.spec.cost.estimated_curve_seconds` into
+    ``block_seconds`` (at least one, at most the line's ``replicates``). O(1)."""
+    from attnrmt.sweep.spec.cost import cells_per_block, estimated_curve_seconds
+
+    if block_size != "auto":
+        curves = -(-int(block_size) // n_snr)
+    else:
+        seconds = estimated_curve_seconds(first_cell.simulate_kwargs(), n_snr)
+        curves = cells_per_block(seconds, block_seconds, replicates)
+    return int(min(max(curves, 1), replicates)) * n_snr
+
+
+def grid_blocks(
+    grid: CellGrid, root_seed: int, block_size: int | str, block_seconds: float = 0.0
+) -> list[Block]:
+    """Blocks of a :class:`CellGrid` by index arithmetic: the blocks of the object-per-cell
+    oracle ``tests/sweep/oracles.make_blocks`` (keys, cells, order) without a Python object
+    per cell. Each block is a range of one
+    line's members (:class:`CellSequence`); its key hashes the raw keys of that range
+    (:func:`block_key_of_digests`). O(lines + blocks) objects, O(cells) hashing."""
+    check_block_sizes(block_size, block_seconds)
+    blocks = []
+    length = grid.line_length
+    for base in grid.line_bases():
+        first = grid.cell(grid.line_position(base, 0))
+        if grid.noise == "shared":
+            size = curve_block_size(
+                first, len(grid.axes["snr"]), grid.replicates, block_size, block_seconds
+            )
+        else:
+            size = line_block_size(first, length, block_size, block_seconds)
+        positions = grid.line_positions(base)
+        for start in range(0, length, size):
+            stop = min(start + size, length)
+            key = block_key_of_digests(root_seed, grid.keys[positions[start:stop]])
+            blocks.append(Block(key, CellSequence(grid, base, start, stop)))
+    return blocks
+
+
+def execution_settings(config: Mapping[str, Any]) -> dict[str, Any]:
+    """The config's ``execution:`` block with the schema's defaults filled in."""
+    from attnrmt.sweep.spec.schema import with_defaults
+
+    return with_defaults(config.get("execution"), "execution")
+
+
+def _models_used(resolved: ResolvedSweep) -> dict[str, dict[str, dict[str, Any]]]:
+    first_T = resolved.axes["T"][0]
+    models = {
+        "positional": {
+            name: resolved.positional_specs[(name, first_T)] for name in resolved.axes["positional"]
+        },
+        "weights": {
+            name: resolved.weights_specs[(name, first_T)] for name in resolved.axes["weights"]
+        },
+    }
+    if resolved.table_specs is not None:  # only where set, in the axis' order
+        models["table"] = dict(resolved.table_specs)
+    return models
+
+
+def sweep_config_sha256(resolved: ResolvedSweep, root_seed: int) -> str:
+    """sha256 of a sweep's canonical config (see :attr:`SweepPlan.config_sha256`)."""
+    specs = {
+        kind: {f"{name}@T={T}": spec for (name, T), spec in table.items()}
+        for kind, table in (
+            ("positional", resolved.positional_specs),
+            ("weights", resolved.weights_specs),
+        )
+    }
+    payload = {
+        "axes": {axis: resolved.axes[axis] for axis in AXES},
+        "models": specs,
+        "replicates": resolved.replicates,
+        "top_k": resolved.top_k,
+        "seed": int(root_seed),
+        "model_version": MODEL_VERSION,
+    }
+    if resolved.spectrum != "full":  # full sweeps keep their hash
+        payload["spectrum"] = resolved.spectrum
+    if resolved.table_specs is not None:  # sweeps without a table law keep their hash
+        payload["table"] = dict(resolved.table_specs)  # one law: the hash it always had
+        if len(resolved.table_specs) > 1:  # several: their order is the grid's too
+            payload["table_order"] = list(resolved.axes[TABLE_AXIS])
+    if getattr(resolved, "noise", "independent") != "independent":  # so do independent ones
+        payload["noise"] = resolved.noise
+    return hashlib.sha256(canonical_json(payload).encode("ascii")).hexdigest()
+
+
+def plan_sweep(
+    resolved: ResolvedSweep, root_seed: int, block_size: int | str, block_seconds: float = 0.0
+) -> SweepPlan:
+    """Cells, blocks and config hash of one resolved sweep.
+
+    The cells are a :class:`CellGrid` (raw keys, 32 bytes per cell) viewed as a
+    :class:`CellSequence`; blocks are line ranges (:func:`grid_blocks`). O(cells) hashing,
+    O(lines + blocks) Python objects.
+    """
+    grid = CellGrid(resolved)
+    return SweepPlan(
+        name=resolved.name,
+        axes={axis: list(values) for axis, values in grid.axes.items()},
+        replicates=resolved.replicates,
+        top_k=resolved.top_k,
+        cells=CellSequence(grid),
+        blocks=grid_blocks(grid, root_seed, block_size, block_seconds),
+        config_sha256=sweep_config_sha256(resolved, root_seed),
+        models=_models_used(resolved),
+        spectrum=resolved.spectrum,
+        grid=grid,
+        classes=resolved.classes,
+        table=resolved.table,
+        noise=grid.noise,
+    )
+
+
+def plan_run(
+    config: Mapping[str, Any], resolved: Mapping[str, ResolvedSweep] | None = None
+) -> RunPlan:
+    """Plan every sweep of a schema-valid config (e.g. from :func:`load_config`).
+
+    ``resolved``: the sweeps the one validation already resolved
+    (:attr:`attnrmt.sweep.spec.config.ValidConfig.sweeps`), so the semantic checks are not
+    repeated; without it they run here and raise
+    :class:`~attnrmt.sweep.spec.config.ConfigError` on a problem.
+    """
+    resolved = resolve_sweeps(config) if resolved is None else resolved
+    root_seed = int(config.get("seed", 2026))
+    execution = execution_settings(config)
+    block_size, block_seconds = execution["block_size"], float(execution["block_seconds"])
+    return RunPlan(
+        run=str(config.get("run", "default")),
+        seed=root_seed,
+        sweeps={
+            name: plan_sweep(sweep, root_seed, block_size, block_seconds)
+            for name, sweep in resolved.items()
+        },
+    )
+
+
+__all__ = [
+    "BLOCK_KEY_HEX",
+    "KEY_DIGEST_BYTES",
+    "MODEL_VERSION",
+    "Block",
+    "Cell",
+    "CellGrid",
+    "CellSequence",
+    "RunPlan",
+    "SweepPlan",
+    "block_key",
+    "block_key_of_digests",
+    "canonical_json",
+    "canonical_number",
+    "cell_key",
+    "check_block_sizes",
+    "curve_block_size",
+    "execution_settings",
+    "grid_blocks",
+    "line_block_size",
+    "plan_run",
+    "plan_sweep",
+    "sweep_config_sha256",
+    "table_kwargs",
+]

@@ -1,0 +1,72 @@
+"""The config schema (``config.schema.yaml``, JSON Schema draft 2020-12) and the one
+accessor of its defaults.
+
+Defaults are written only in the schema; every module that needs one asks
+:func:`schema_default` (a key path) or :func:`with_defaults` (a config block with the
+schema's defaults filled in), never re-reading the schema itself. The schema is parsed once
+per process (~5 ms with libyaml); a look-up is O(depth of the key path).
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+__all__ = ["SCHEMA_PATH", "load_schema", "schema_default", "schema_node", "with_defaults"]
+
+#: The config schema, shipped beside this module.
+SCHEMA_PATH = Path(__file__).with_name("config.schema.yaml")
+
+
+@functools.cache
+def load_schema() -> dict[str, Any]:
+    """The config schema (parsed once; treat the returned dict as read-only).
+
+    Parsed with libyaml's safe loader when PyYAML has it (the same safe constructor; the
+    pure-Python parser took ~0.2 s of every Snakemake start, docs/scaling.md, "Pipeline
+    overhead")."""
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    with SCHEMA_PATH.open(encoding="utf-8") as handle:
+        return yaml.load(handle, Loader=loader)  # a safe loader: plain data only
+
+
+def schema_node(*path: str) -> Mapping[str, Any]:
+    """The schema of the config key at ``path`` (``("execution",)``, ``("dask", "mode")``;
+    ``("sweep", key)`` for a key of any sweep). Raises KeyError for a key the schema lacks."""
+    schema = load_schema()
+    node: Mapping[str, Any] = schema["$defs"]["sweep"] if path[:1] == ("sweep",) else schema
+    for key in path[1:] if path[:1] == ("sweep",) else path:
+        node = node["properties"][key]
+    return node
+
+
+def _default_of(node: Mapping[str, Any]) -> Any:
+    """A schema node's default; an object's defaults filled in from its properties' (a
+    property without a default gives None)."""
+    if "properties" in node:
+        nested = {key: _default_of(child) for key, child in node["properties"].items()}
+        return {**copy.deepcopy(dict(node.get("default") or {})), **nested}
+    return copy.deepcopy(node.get("default"))
+
+
+def schema_default(*path: str) -> Any:
+    """The schema's default of the config key at ``path`` (see :func:`schema_node`); for an
+    object, its properties' defaults filled in recursively (a fresh copy)."""
+    return _default_of(schema_node(*path))
+
+
+def with_defaults(values: Mapping[str, Any] | None, *path: str) -> dict[str, Any]:
+    """The config block ``values`` at ``path`` with the schema's defaults of its missing
+    top-level keys filled in (a config loaded through validation already has them; this
+    serves library calls given a partial block)."""
+    defaults = {
+        key: _default_of(child)
+        for key, child in schema_node(*path)["properties"].items()
+        if "default" in child
+    }
+    return {**defaults, **dict(values or {})}

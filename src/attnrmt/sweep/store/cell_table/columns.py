@@ -1,0 +1,283 @@
+"""The columns of a cell table being extended (:mod:`attnrmt.sweep.store.cell_table.layout`).
+
+A :class:`TableColumns` opens each column of the published version at its length, or
+creates it, and appends to it in whole chunks (:class:`Column`: one partial chunk
+buffered, O(chunk) memory whatever the update's size); chunk files are written through
+Zarr (each replaced atomically by its LocalStore) while every ``zarr.json`` keeps the
+published shape, so a reader of the published version never sees the new rows.
+:meth:`TableColumns.publish` makes the written chunks durable, then writes each array's
+``zarr.json`` and last the root ``zarr.json`` with the consolidated metadata of every
+column (:func:`attnrmt.sweep.store.atomic.write_bytes_atomically`): the publish step.
+Cost: O(rows and values appended) + O(columns) fixed (one partial chunk per column
+rewritten, one ``zarr.json`` each).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from attnrmt.sweep.store.atomic import fsync_tree, write_bytes_atomically
+from attnrmt.sweep.store.cell_table.layout import compressors
+
+__all__ = ["Column", "TableColumns"]
+
+
+def _metadata_bytes(metadata: Any) -> bytes:
+    from zarr.core.buffer import default_buffer_prototype
+
+    return bytes(metadata.to_buffer_dict(default_buffer_prototype())["zarr.json"].to_bytes())
+
+
+@functools.lru_cache(maxsize=64)
+def _template(dtype: str, tail: tuple[int, ...], chunk: int, fill: Any) -> Any:
+    """Metadata of an empty column of this dtype, shape tail, chunk and fill (built once
+    per process: Zarr derives the codecs' parameters from the dtype, ~4 ms a call)."""
+    import zarr
+    from zarr.storage import MemoryStore
+
+    return zarr.create_array(
+        MemoryStore(),
+        shape=(0, *tail),
+        dtype=str if dtype == "str" else np.dtype(dtype),
+        chunks=(chunk, *tail),
+        fill_value=fill,
+        compressors=compressors(),
+    ).metadata
+
+
+def new_metadata(
+    dtype: Any,
+    tail: tuple[int, ...],
+    chunk: int,
+    dims: Sequence[str],
+    fill: Any,
+    attrs: Mapping[str, Any],
+) -> Any:
+    """Zarr v3 metadata of an empty column ``(0, *tail)`` (built in memory: nothing on disk
+    until :meth:`TableColumns.publish`). ``dtype`` ``str``: variable-length UTF-8."""
+    key = "str" if dtype is str else np.dtype(dtype).str
+    template = _template(key, tuple(tail), int(chunk), fill)
+    return dataclasses.replace(template, attributes=dict(attrs), dimension_names=tuple(dims))
+
+
+#: Rows the in-memory array a column writes through has room for (never stored).
+_ROOM = 2**40
+
+
+class Column:
+    """Appends rows to one array of the table from row ``length`` on, in whole chunks.
+
+    Values are buffered until they reach the next chunk boundary, so every write but the
+    first (which completes the partial last chunk of the previous version: Zarr reads it,
+    adds the new rows and rewrites it whole) and the last covers whole chunks. Writes
+    go through an in-memory array with room for any number of rows (no shape is written
+    before the publish) and are queued in ``jobs`` (run together by
+    :meth:`TableColumns.drain`: one round trip to Zarr's event loop for every column).
+    Memory: at most one chunk of buffered rows. Its dtype is the array's (values are
+    cast).
+    """
+
+    def __init__(self, store: Path, name: str, metadata: Any, jobs: list[Any]) -> None:
+        self.store = store
+        self.name = name
+        self.published = metadata
+        self.jobs = jobs
+        self.length = int(metadata.shape[0])
+        self.chunk = int(metadata.chunk_grid.chunk_shape[0])
+        self.dtype = metadata.dtype.to_native_dtype()
+        self.pending: list[np.ndarray] = []
+        self.n_pending = 0
+        self.written_chunks: set[int] = set()
+        self._writable: Any = None
+
+    @property
+    def metadata(self) -> Any:
+        """The column's metadata at its current length."""
+        if self.length == self.published.shape[0]:
+            return self.published
+        return self.published.update_shape((self.length, *self.published.shape[1:]))
+
+    def _array(self) -> Any:
+        """The array to write through: in memory only, with room for any number of rows
+        (its shape is never written; one codec pipeline for every write)."""
+        if self._writable is None:
+            from zarr.core.array import AsyncArray
+            from zarr.storage import LocalStore, StorePath
+
+            roomy = self.published.update_shape((_ROOM, *self.published.shape[1:]))
+            self._writable = AsyncArray(roomy, StorePath(LocalStore(self.store), self.name))
+        return self._writable
+
+    def add(self, values: np.ndarray) -> None:
+        values = np.asarray(values)
+        if values.dtype != self.dtype:
+            values = values.astype(self.dtype)
+        if len(values) == 0:
+            return
+        self.pending.append(values)
+        self.n_pending += len(values)
+        end = self.length + self.n_pending
+        if end // self.chunk > self.length // self.chunk:  # reaches a chunk boundary
+            joined = np.concatenate(self.pending)
+            cut = (end // self.chunk) * self.chunk - self.length
+            self._write(joined[:cut])
+            self.pending = [joined[cut:]] if cut < len(joined) else []
+            self.n_pending = len(joined) - cut
+
+    def close(self) -> None:
+        """Queue the buffered rows (the new partial last chunk)."""
+        if self.pending:
+            self._write(np.concatenate(self.pending))
+        self.pending, self.n_pending = [], 0
+
+    def _write(self, values: np.ndarray) -> None:
+        end = self.length + len(values)
+        self.jobs.append((self._array(), slice(self.length, end), values))
+        self.written_chunks.update(range(self.length // self.chunk, (end - 1) // self.chunk + 1))
+        self.length = end
+
+    def rewrite(self, start: int, values: np.ndarray) -> None:
+        """Queue the replacement of rows ``start .. start + len(values)`` below the current
+        length (their chunks rewritten whole; only ``superseded_at_version`` does this)."""
+        self.jobs.append((self._array(), slice(start, start + len(values)), values))
+        self.written_chunks.update(
+            range(start // self.chunk, (start + len(values) - 1) // self.chunk + 1)
+        )
+
+    def chunk_files(self) -> list[Path]:
+        """Files of the chunks written (those Zarr kept: an all-fill chunk is deleted)."""
+        tail = "/0" * (len(self.published.shape) - 1)
+        paths = (
+            self.store / self.name / "c" / f"{index}{tail}" for index in sorted(self.written_chunks)
+        )
+        return [path for path in paths if path.is_file()]
+
+
+class TableColumns:
+    """The columns of one table: published ones opened at their length, new ones created.
+
+    ``published``: ``name -> metadata JSON`` of the published version (the root's
+    consolidated metadata), None for a new table. A column new to an existing table is
+    created at the length of the rows it must align with (``length``), its old rows
+    unwritten chunks, i.e. its fill value.
+    """
+
+    def __init__(self, store: Path, published: Mapping[str, Mapping[str, Any]] | None) -> None:
+        self.store = store
+        self.published = dict(published or {})
+        self.columns: dict[str, Column] = {}
+        self.jobs: list[Any] = []
+
+    def has(self, name: str) -> bool:
+        return name in self.columns or name in self.published
+
+    def column_length(self, name: str) -> int:
+        """Rows (or values) of column ``name`` so far, the buffered ones included."""
+        if name in self.columns:
+            return self.columns[name].length + self.columns[name].n_pending
+        return int(self.published[name]["shape"][0]) if name in self.published else 0
+
+    def column(
+        self,
+        name: str,
+        *,
+        dtype: Any,
+        tail: tuple[int, ...],
+        chunk: int,
+        dims: Sequence[str],
+        fill: Any,
+        attrs: Mapping[str, Any],
+        length: int = 0,
+    ) -> Column:
+        """The column ``name``, opened or created (``length`` rows of fill) on first use."""
+        if name not in self.columns:
+            if name in self.published:
+                from zarr.core.metadata import ArrayV3Metadata
+
+                metadata = ArrayV3Metadata.from_dict(dict(self.published[name]))
+            else:
+                metadata = new_metadata(dtype, tail, chunk, dims, fill, attrs)
+                metadata = metadata.update_shape((int(length), *tail))
+            self.columns[name] = Column(self.store, name, metadata, self.jobs)
+        return self.columns[name]
+
+    def drain(self) -> None:
+        """Run the queued writes together (each column queues at most one per chunk
+        boundary crossed, so no two of them touch the same chunk)."""
+        if not self.jobs:
+            return
+        import asyncio
+
+        from zarr.core.sync import sync
+
+        jobs, self.jobs[:] = list(self.jobs), []
+
+        async def run() -> None:
+            await asyncio.gather(*(array.setitem(where, values) for array, where, values in jobs))
+
+        sync(run())
+
+    def close(self) -> None:
+        """Write every column's buffered rows."""
+        for column in self.columns.values():
+            column.close()
+        self.drain()
+
+    def written_files(self) -> list[Path]:
+        return [path for column in self.columns.values() for path in column.chunk_files()]
+
+    def metadata(self) -> dict[str, Any]:
+        """``name -> metadata`` of every column after this update."""
+        from zarr.core.metadata import ArrayV3Metadata
+
+        merged = {
+            name: ArrayV3Metadata.from_dict(dict(meta))
+            for name, meta in self.published.items()
+            if name not in self.columns
+        }
+        merged.update({name: column.metadata for name, column in self.columns.items()})
+        return dict(sorted(merged.items()))
+
+    def publish(self, attrs: Mapping[str, Any]) -> None:
+        """Make the written chunks durable, write every changed array's ``zarr.json``, then
+        replace the root ``zarr.json`` (attributes ``attrs`` and the consolidated metadata
+        of every column): the publish."""
+        from zarr.core.buffer import default_buffer_prototype
+        from zarr.core.group import ConsolidatedMetadata, GroupMetadata
+
+        self.drain()
+        _fsync_files(self.written_files())
+        metadata = self.metadata()
+        for name, column in self.columns.items():
+            published = self.published.get(name)
+            if published is None or list(published["shape"]) != list(column.metadata.shape):
+                (self.store / name).mkdir(parents=True, exist_ok=True)
+                write_bytes_atomically(
+                    self.store / name / "zarr.json", _metadata_bytes(column.metadata), durable=False
+                )
+        root = GroupMetadata(
+            attributes=dict(attrs), consolidated_metadata=ConsolidatedMetadata(metadata=metadata)
+        )
+        payload = root.to_buffer_dict(default_buffer_prototype())["zarr.json"].to_bytes()
+        write_bytes_atomically(self.store / "zarr.json", bytes(payload), durable=True)
+        self.published = {name: meta.to_dict() for name, meta in metadata.items()}
+        self.columns = {}
+
+
+def _fsync_files(paths: Sequence[Path]) -> None:
+    """fsync the chunk files an update wrote (:func:`attnrmt.sweep.store.atomic.fsync_tree`
+    of each, from a few threads: the file system then commits them in fewer journal
+    transactions). O(files written)."""
+    if len(paths) <= 2:
+        for path in paths:
+            fsync_tree(path)
+        return
+    with ThreadPoolExecutor(max_workers=min(8, len(paths))) as pool:
+        list(pool.map(fsync_tree, paths))

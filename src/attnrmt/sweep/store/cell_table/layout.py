@@ -1,0 +1,225 @@
+"""On-disk layout of a sweep's cell table (format 3), shared by writer and reader.
+
+``<sweep>/cell_table.zarr`` is one Zarr v3 group that :func:`xarray.open_zarr` opens as a
+CF-1.10 dataset along a ``cell`` dimension (``docs/data-contract.md``, "cells.zarr");
+``<sweep>/cells.zarr``, the rule ``gather_cells``' output, is a snapshot of its published
+version made of hard links (no byte copied)::
+
+    <sweep>/cell_table.zarr/   (no rule owns it: it survives reruns)
+      zarr.json          root group: CF global attributes, the table's bookkeeping
+                         (FORMAT_ATTR, table_version, grid_index, ...) and the consolidated
+                         metadata of every column: THE published version, replaced
+                         atomically (the only file a publish replaces in place)
+      d delta gamma T positional weights snr centered replicate      (cell)
+                         the cell's grid coordinates (``coordinates`` of every column)
+      cell_key (cell, key_byte) uint8     sha256 of the cell's canonical parameters
+      root_seed (cell) int64              the run's root seed (with cell_key: the cell's id)
+      alpha kappa sigma V N compute_seconds downstream_accuracy           (cell)
+      top_eigenvalues overlap_signal ...  (cell, k)  NaN-padded to top_k
+      eigenvalue_count (cell)             CF contiguous ragged array: the cell's count,
+                                          attribute sample_dimension = eigenvalue_sample
+      eigenvalue_start (cell)             first index of the cell in eigenvalue_sample
+                                          (the cumulative count: random access)
+      eigenvalues (eigenvalue_sample)     every stored spectrum, concatenated in row order
+      effective_weight_count / _start (cell), effective_weights (effective_weight_sample)
+      environment_id peak_memory_bytes attempt                            (cell)
+      superseded_at_version (cell) int32  a row is current in version v iff
+                                          v < superseded_at_version (NEVER_SUPERSEDED)
+      grid/<version>/    Zarr v3 group, immutable, outside the consolidated metadata: the
+                         dense index of one version, ``row`` (grid points x replicates)
+                         int64 (-1: absent) with the plan's axes, identity and the view's
+                         attributes; fragments.json (fragments whose cells are all current)
+    <sweep>/cells.zarr/  the published version's files, hard-linked: root zarr.json,
+                         every column, grid/<version>
+
+Every column is only ever extended: an update writes the chunks from the old length on
+(the partial last chunk rewritten whole, its prefix unchanged; Zarr's LocalStore replaces
+each chunk file atomically, by rename), then each array's ``zarr.json``, then the root
+``zarr.json``. A reader works from the root's consolidated metadata, so it sees the
+shapes of one version, whose rows and values never change, until it opens again. The
+only writes to old rows are ``superseded_at_version`` going from NEVER_SUPERSEDED to the
+new version's number, which no older version can tell apart. Since every file is replaced
+by a rename, never written in place, a hard link keeps the content it was made with: the
+snapshot never changes. See ``docs/data-contract.md``, "cells.zarr", and
+``docs/scaling.md``, "The result store at 10⁶ cells".
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from attnrmt.contract import VARIABLE_ATTRS, sweep_axes
+
+#: Version of the layout above (1: a dense ``cells.zarr``; 2: ``cell_table/`` segments
+#: with a ``cells.zarr/manifest.json`` pointer; both read, and upgraded by the next gather).
+STORE_FORMAT_VERSION = 3
+#: Root attribute holding :data:`STORE_FORMAT_VERSION` (what tells a table from format 1).
+FORMAT_ATTR = "attnrmt_cell_table_format"
+#: The table (no rule owns it) and its snapshot (rule ``gather_cells``' output, which
+#: Snakemake deletes before rerunning the rule).
+TABLE_STORE_NAME = "cell_table.zarr"
+CELLS_STORE_NAME = "cells.zarr"
+GRID_DIRNAME = "grid"
+#: Name of the grid-index array in a grid group.
+ROW_ARRAY = "row"
+INGESTED_NAME = "fragments.json"
+LOCK_NAME = ".cell_table.lock"
+#: Format 2's directory and pointer (read only to upgrade them).
+LEGACY_TABLE_DIRNAME = "cell_table"
+LEGACY_MANIFEST_NAME = "manifest.json"
+
+CELL_DIM = "cell"
+KEY_DIM = "key_byte"
+TOP_K_DIM = "k"
+ROOT_SEED = "root_seed"
+CELL_KEY = "cell_key"
+SUPERSEDED = "superseded_at_version"
+#: ``superseded_at_version`` of a row no version has superseded (int32 max).
+NEVER_SUPERSEDED = 2**31 - 1
+
+
+def coordinate_names(axes: Iterable[str]) -> tuple[str, ...]:
+    """The grid coordinates every column of a sweep's table names in its ``coordinates``
+    attribute, for a sweep with the axes ``axes``: its axes in order
+    (:func:`attnrmt.contract.sweep_axes`, ``table`` where set), then ``replicate``. O(axes)."""
+    return (*sweep_axes(axes), "replicate")
+
+
+#: Rows per chunk of the per-cell columns, and values per chunk of a sample dimension:
+#: ~1 MB chunks of float64 before compression. Fixed when a column is created.
+ROW_CHUNK = 131_072
+VALUE_CHUNK = 131_072
+#: Bytes a chunk of the dense view may hold in memory (bounds every lazy read).
+DENSE_CHUNK_BYTES = 64 * 2**20
+
+
+@dataclass(frozen=True)
+class RaggedNames:
+    """Names of the CF contiguous ragged array of a per-cell array field."""
+
+    count: str
+    start: str
+    sample: str
+
+
+def ragged_names(field: str) -> RaggedNames:
+    """``eigenvalues`` -> ``eigenvalue_count``, ``eigenvalue_start``, ``eigenvalue_sample``
+    (the field's singular: its name without a final ``s``). O(1)."""
+    stem = field[:-1] if field.endswith("s") else field
+    return RaggedNames(f"{stem}_count", f"{stem}_start", f"{stem}_sample")
+
+
+def compressors() -> list[Any]:
+    """Zarr v3 codecs of every array: Blosc zstd, byte shuffle (lossless)."""
+    from zarr.codecs import BloscCodec
+
+    return [BloscCodec(cname="zstd", clevel=5, shuffle="shuffle")]
+
+
+def store_dir(sweep_dir: str | os.PathLike[str]) -> Path:
+    """``<sweep>/cell_table.zarr``, the table."""
+    return Path(sweep_dir) / TABLE_STORE_NAME
+
+
+def table_store(path: str | os.PathLike[str]) -> Path:
+    """The store a path names: itself if it is a ``.zarr`` (the table or a snapshot),
+    else the table of the sweep directory it is."""
+    location = Path(path)
+    return location if location.name.endswith(".zarr") else store_dir(location)
+
+
+_TABLE_ONLY_ATTRS: dict[str, dict[str, str]] = {
+    CELL_KEY: {
+        "long_name": "sha256 content key of the cell, its 32 bytes (hex: bytes(row).hex())",
+        "units": "1",
+    },
+    ROOT_SEED: {"long_name": "root seed of the run (with cell_key: the cell's id)", "units": "1"},
+    SUPERSEDED: {
+        "long_name": "table version from which the row is superseded: current in "
+        f"version v iff v < this ({NEVER_SUPERSEDED}: never)",
+        "units": "1",
+    },
+}
+
+
+def column_attrs(name: str) -> dict[str, str]:
+    """CF attributes of a table column: the contract's (``attnrmt.contract.VARIABLE_ATTRS``)
+    for every measured field and coordinate, the table's own for its bookkeeping and the
+    ragged arrays' counts and starts. O(1)."""
+    if name in _TABLE_ONLY_ATTRS:
+        return dict(_TABLE_ONLY_ATTRS[name])
+    if name.endswith("_count") or name.endswith("_start"):
+        what = "number of values" if name.endswith("_count") else "index of the first value"
+        field = name.rsplit("_", 1)[0] + "s"
+        return {
+            "long_name": f"{what} of the cell in {ragged_names(field).sample} ({field})",
+            "units": "1",
+        }
+    return dict(VARIABLE_ATTRS[name])
+
+
+@dataclass(frozen=True)
+class TableState:
+    """One published version of a table: the root ``zarr.json``, parsed."""
+
+    attrs: Mapping[str, Any]
+    arrays: Mapping[str, Mapping[str, Any]]
+
+    @property
+    def version(self) -> int:
+        """The version's number (1, 2, ...), compared with ``superseded_at_version``."""
+        return int(self.attrs["table_version"])
+
+    @property
+    def version_id(self) -> str:
+        return str(self.attrs["table_version_id"])
+
+    @property
+    def grid(self) -> str:
+        """Path of the version's grid group inside ``cells.zarr``."""
+        return str(self.attrs["grid_index"])
+
+    @property
+    def rows(self) -> int:
+        """Rows of the table in this version (current or superseded)."""
+        return int(self.arrays[CELL_KEY]["shape"][0]) if CELL_KEY in self.arrays else 0
+
+    def length(self, name: str) -> int:
+        """Length along the first dimension of array ``name`` (0 if absent)."""
+        return int(self.arrays[name]["shape"][0]) if name in self.arrays else 0
+
+
+def read_state(store: str | os.PathLike[str]) -> TableState | None:
+    """The published version of the table ``store`` (a ``cells.zarr``), or None if there is
+    none (no root ``zarr.json``, another format, unreadable). One small JSON read."""
+    try:
+        root = json.loads((Path(store) / "zarr.json").read_text())
+    except (OSError, ValueError):
+        return None
+    attrs = root.get("attributes", {})
+    if attrs.get(FORMAT_ATTR) != STORE_FORMAT_VERSION:
+        return None
+    consolidated = root.get("consolidated_metadata") or {}
+    return TableState(attrs=attrs, arrays=dict(consolidated.get("metadata", {})))
+
+
+__all__ = [
+    "CELLS_STORE_NAME",
+    "FORMAT_ATTR",
+    "STORE_FORMAT_VERSION",
+    "TABLE_STORE_NAME",
+    "RaggedNames",
+    "TableState",
+    "column_attrs",
+    "compressors",
+    "coordinate_names",
+    "ragged_names",
+    "read_state",
+    "store_dir",
+    "table_store",
+]

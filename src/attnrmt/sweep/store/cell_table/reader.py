@@ -1,0 +1,497 @@
+"""Reader of the stores: the lazy dense view of a cell table, and :func:`open_results`.
+
+:func:`open_cells` reads the root ``zarr.json`` of ``cells.zarr`` (the published version:
+consolidated metadata of every column) and the version's grid index (8 bytes per grid
+point), then returns the dense ``cells`` dataset of the data contract
+(``docs/data-contract.md``, "cells.zarr") with every variable a Dask array. Each Dask
+chunk is one setting (a point of ``d .. weights``) with its whole ``snr`` curve(s), all
+replicates and the whole ``k``/``eig``/``position`` axes (the ``snr`` axis is split when a
+chunk would exceed :data:`~attnrmt.sweep.store.cell_table.layout.DENSE_CHUNK_BYTES`);
+computing it reads only the table chunks holding that setting's rows — O(1) chunks of each
+column — and pads spectra (CF ragged arrays: count, start, values) to the largest ``d`` in
+memory only (nothing padded is stored or read). Values are bit-identical to
+:func:`attnrmt.sweep.store.grid.cells_dataset` of the same records.
+:func:`iter_current_rows` streams the table's current rows column by column (the
+provenance summary).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import json
+import os
+import warnings
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any, cast
+
+import numpy as np
+
+from attnrmt.contract import (
+    ABSENT_INT,
+    POOLING_FIELDS,
+    PROVENANCE_ABSENT,
+    PROVENANCE_FIELDS,
+    SIZE_FIELDS,
+    SPIKE_FIELDS,
+    TOP_K_FIELDS,
+    stored_eigenvalue_count,
+    with_variable_attrs,
+)
+from attnrmt.sweep.store.cell_table.layout import (
+    CELL_KEY,
+    CELLS_STORE_NAME,
+    DENSE_CHUNK_BYTES,
+    LEGACY_MANIFEST_NAME,
+    LEGACY_TABLE_DIRNAME,
+    NEVER_SUPERSEDED,
+    ROW_ARRAY,
+    ROW_CHUNK,
+    STORE_FORMAT_VERSION,
+    SUPERSEDED,
+    TableState,
+    ragged_names,
+    read_state,
+    store_dir,
+    table_store,
+)
+from attnrmt.sweep.store.grid import (
+    CELL_ATTRS,
+    CELLS_VIEW_NOTES,
+    axis_coordinates,
+    cells_view,
+    first_present,
+    has_consolidated_metadata,
+)
+
+STORE_NAMES = ("cells", "theory", "analysis")
+#: Per-cell variables of the dense view that come from a ragged table field, with the
+#: dense dimension they are padded along.
+RAGGED_DIMS = {"eigenvalues": "eig", "effective_weights": "position"}
+#: Scalar per-cell float variables (besides the pooling scalars).
+CELL_SCALARS = ("compute_seconds", "downstream_accuracy")
+
+
+# --------------------------------------------------------------------------- table access
+
+
+@functools.lru_cache(maxsize=64)
+def _columns(store: str, version_id: str) -> dict[str, Any]:
+    """The columns of a table, opened from its root's consolidated metadata (cached per
+    version: the rows and values of a version never change, and a later version's
+    metadata, a superset, reads them the same)."""
+    import zarr
+
+    group = zarr.open_group(store, mode="r", use_consolidated=True)
+    return dict(group.arrays())
+
+
+def _absent(name: str, size: int) -> np.ndarray:
+    """What a row reads as in a column the table lacks (provenance: unknown; else NaN)."""
+    if name in PROVENANCE_FIELDS:
+        return np.full(size, PROVENANCE_ABSENT[name], dtype=np.int64)
+    return np.full(size, np.nan)
+
+
+def contiguous_runs(
+    starts: np.ndarray, ends: np.ndarray, gap: int
+) -> list[tuple[int, int, np.ndarray]]:
+    """Group sorted ranges into runs whose gaps are below ``gap``: (lo, hi, members)."""
+    order = np.argsort(starts, kind="stable")
+    runs: list[tuple[int, int, np.ndarray]] = []
+    lo = hi = -1
+    members: list[int] = []
+    for index in order.tolist():
+        start, end = int(starts[index]), int(ends[index])
+        if members and start - hi <= gap:
+            hi = max(hi, end)
+            members.append(index)
+            continue
+        if members:
+            runs.append((lo, hi, np.array(members)))
+        lo, hi, members = start, end, [index]
+    if members:
+        runs.append((lo, hi, np.array(members)))
+    return runs
+
+
+def take_rows(
+    columns: Mapping[str, Any], rows: np.ndarray, field: str, kind: str, width: int
+) -> np.ndarray:
+    """Values of ``field`` for ``rows`` of the table, in the order of ``rows``.
+
+    ``kind``: ``scalar`` -> ``(n,)``; ``topk``/``ragged`` -> ``(n, width)`` NaN-padded;
+    ``key`` -> ``(n,)`` hex strings. Reads only the chunks holding the rows (a ragged
+    field: its count and start at the rows, then one slice of values per run of nearby
+    cells). O(n x width).
+    """
+    if kind == "ragged":
+        names = ragged_names(field)
+        out = np.full((rows.size, width), np.nan)
+        if field not in columns:
+            return out
+        starts = np.asarray(columns[names.start].oindex[rows], dtype=np.int64)
+        lengths = np.asarray(columns[names.count].oindex[rows], dtype=np.int64)
+        values = columns[field]
+        for lo, hi, members in contiguous_runs(starts, starts + lengths, values.chunks[0]):
+            chunk = values[lo:hi]
+            for member in members.tolist():
+                length = min(int(lengths[member]), width)
+                begin = int(starts[member]) - lo
+                out[member, :length] = chunk[begin : begin + length]
+        return out
+    name = CELL_KEY if kind == "key" else field
+    if name not in columns:
+        absent = _absent(name, rows.size)
+        return absent if kind == "scalar" else np.full((rows.size, width), np.nan)
+    array = columns[name]
+    values = array.oindex[rows] if array.ndim == 1 else array.oindex[rows, :]
+    if kind == "key":
+        keys = np.empty(rows.size, dtype=object)
+        keys[:] = [bytes(row).hex() for row in np.asarray(values, dtype=np.uint8)]
+        return keys
+    if kind == "scalar":
+        return np.asarray(values)
+    out = np.full((rows.size, width), np.nan)
+    out[:, : min(width, values.shape[1])] = values[:, :width]
+    return out
+
+
+def fill_block(
+    rows_block: np.ndarray,
+    store: str,
+    version_id: str,
+    field: str,
+    kind: str,
+    width: int,
+    dtype: Any,
+    fill: Any,
+) -> np.ndarray:
+    """Dense block of ``field`` for a block of the grid index (``-1``: absent -> ``fill``)."""
+    tail = () if kind in ("scalar", "key") else (width,)
+    out = np.full((*rows_block.shape, *tail), fill, dtype=dtype)
+    flat_rows = rows_block.reshape(-1)
+    present = np.flatnonzero(flat_rows >= 0)
+    if present.size:
+        values = take_rows(_columns(store, version_id), flat_rows[present], field, kind, width)
+        out.reshape(-1, *tail)[present] = values
+    return out
+
+
+def table_environments(path: str | os.PathLike[str]) -> dict[int, str]:
+    """``environment_id -> environment JSON`` of a sweep's table (its ``environments``
+    attribute; empty without a table). One small read."""
+    state = read_state(table_store(path))
+    if state is None:
+        return {}
+    return {
+        int(env): str(text)
+        for env, text in json.loads(str(state.attrs.get("environments", "{}"))).items()
+    }
+
+
+def iter_current_rows(
+    path: str | os.PathLike[str], names: Sequence[str], chunk_rows: int = ROW_CHUNK
+) -> Iterator[dict[str, np.ndarray]]:
+    """The current rows of the published version of a sweep's table (a sweep directory or
+    its ``cells.zarr``), ``chunk_rows`` rows at a time: ``{name: values}`` of each
+    per-cell column ``name`` (its absent value where the table lacks it). Nothing without a
+    table. Memory O(chunk); time O(rows) over the columns named and
+    ``superseded_at_version``."""
+    store = table_store(path)
+    state = read_state(store)
+    if state is None:
+        return
+    columns = _columns(str(store), state.version_id)
+    for lo in range(0, state.rows, chunk_rows):
+        hi = min(lo + chunk_rows, state.rows)
+        superseded = (
+            np.asarray(columns[SUPERSEDED][lo:hi])
+            if SUPERSEDED in columns
+            else np.full(hi - lo, NEVER_SUPERSEDED)
+        )
+        take = np.flatnonzero(superseded > state.version)
+        if take.size:
+            yield {
+                name: (
+                    np.asarray(columns[name][lo:hi])[take]
+                    if name in columns
+                    else _absent(name, take.size)
+                )
+                for name in names
+            }
+
+
+# --------------------------------------------------------------------------- dense view
+
+
+def _dense_chunks(shape: tuple[int, ...], snr_axis: int, max_width: int) -> tuple[int, ...]:
+    """One chunk per point of the axes before ``snr`` (``d .. weights``, ``table``), whole
+    along the rest; ``snr`` (at ``snr_axis`` of ``shape``) split to stay under the budget."""
+    n_snr, tail = shape[snr_axis], shape[snr_axis + 1 :]
+    per_snr = max(1, int(np.prod(tail)) * max(1, max_width) * 8)
+    snr_chunk = int(max(1, min(n_snr, DENSE_CHUNK_BYTES // per_snr)))
+    return (*(1,) * snr_axis, snr_chunk, *tail)
+
+
+def _nanmean_last(block: np.ndarray) -> np.ndarray:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", category=RuntimeWarning)  # mean of all-NaN: absent
+        return np.nanmean(block, axis=-1)
+
+
+def dense_view(
+    attrs: Mapping[str, Any],
+    rows: np.ndarray,
+    fill: Any,
+    fill_args: tuple[Any, ...],
+    extra_attrs: Mapping[str, Any],
+) -> Any:
+    """The lazy dense ``cells`` dataset of a grid version (``attrs``: its attributes,
+    ``rows``: its row index, grid-shaped) whose blocks are
+    ``fill(rows_block, *fill_args, field, kind, width, dtype, fill_value)``: one Dask
+    chunk per setting (:func:`_dense_chunks`). O(variables) graph building, no data read."""
+    import dask.array as da
+
+    shape = tuple(int(n) for n in attrs["shape"])
+    coords = axis_coordinates(attrs["axes"])
+    top_k = int(attrs["top_k"])
+    spectrum = attrs["dataset_attrs"].get("spectrum", "full")  # absent: written before top
+    n_eig = stored_eigenvalue_count(spectrum, max(coords["d"]), top_k)
+    max_t = int(max(coords["T"]))
+    axis_dims = tuple(coords)
+    row_grid = da.from_array(
+        rows.reshape(shape),
+        chunks=_dense_chunks(shape, axis_dims.index("snr"), max(n_eig, max_t)),
+        name=False,
+    )
+
+    def lazy(field: str, kind: str, width: int, dtype: Any, fill_value: Any) -> Any:
+        new_axis = [] if kind in ("scalar", "key") else [len(shape)]
+        chunks = row_grid.chunks if not new_axis else (*row_grid.chunks, (width,))
+        return row_grid.map_blocks(
+            fill,
+            *fill_args,
+            field,
+            kind,
+            width,
+            dtype,
+            fill_value,
+            dtype=dtype,
+            chunks=chunks,
+            new_axis=new_axis or None,
+            meta=np.empty((0,) * (len(shape) + len(new_axis)), dtype=dtype),
+        )
+
+    cell_dims = (*axis_dims, "replicate")
+    data_vars: dict[str, tuple[tuple[str, ...], Any]] = {
+        "eigenvalues": (
+            (*cell_dims, "eig"),
+            lazy("eigenvalues", "ragged", n_eig, np.float64, np.nan),
+        ),
+        **{
+            name: ((*cell_dims, "k"), lazy(name, "topk", top_k, np.float64, np.nan))
+            for name in TOP_K_FIELDS
+        },
+        **{name: (cell_dims, lazy(name, "scalar", 0, np.float64, np.nan)) for name in CELL_SCALARS},
+        "effective_weights": (
+            (*cell_dims, "position"),
+            lazy("effective_weights", "ragged", max_t, np.float64, np.nan),
+        ),
+        "cell_key": (cell_dims, lazy("cell_key", "key", 0, object, "")),
+        **{
+            name: (cell_dims, lazy(name, "scalar", 0, np.int64, PROVENANCE_ABSENT[name]))
+            for name in PROVENANCE_FIELDS
+        },
+    }
+    for name in POOLING_FIELDS:
+        per_replicate = lazy(name, "scalar", 0, np.float64, np.nan)
+        data_vars[name] = (
+            axis_dims,
+            per_replicate.map_blocks(_nanmean_last, drop_axis=-1, dtype=np.float64),
+        )
+        data_vars[f"{name}_replicate"] = (cell_dims, per_replicate)
+    for name in SIZE_FIELDS:
+        per_replicate = lazy(name, "scalar", 0, np.int64, ABSENT_INT)
+        data_vars[name] = (
+            axis_dims,
+            per_replicate.map_blocks(first_present, drop_axis=-1, dtype=np.int64),
+        )
+    spikes = _spike_count(attrs)  # K classes: the spike dimension, only where used
+    for name in SPIKE_FIELDS if spikes else ():
+        data_vars[name] = ((*cell_dims, "spike"), lazy(name, "ragged", spikes, np.float64, np.nan))
+    replicates = int(attrs["replicates"])
+    dataset = cells_view(
+        data_vars,
+        coords,
+        replicates=replicates,
+        top_k=top_k,
+        n_eig=n_eig,
+        max_t=max_t,
+        attrs={
+            **attrs["dataset_attrs"],
+            "replicates": replicates,
+            "top_k": top_k,
+            **CELLS_VIEW_NOTES,
+            **extra_attrs,
+        },
+    )
+    if spikes:
+        dataset = dataset.assign_coords(spike=("spike", np.arange(spikes), CELL_ATTRS["spike"]))
+    # cells_present / cells_total come last in the reference layout
+    dataset.attrs["cells_present"] = int(attrs["dataset_attrs"]["cells_present"])
+    dataset.attrs["cells_total"] = int(attrs["dataset_attrs"]["cells_total"])
+    return dataset
+
+
+def _spike_count(attrs: Mapping[str, Any]) -> int:
+    """Length of the ``spike`` dimension of a K-class sweep's view (its ``classes``
+    attribute, :func:`attnrmt.sweep.store.grid.sweep_classes_attrs`); 0 otherwise."""
+    classes = attrs["dataset_attrs"].get("classes")
+    return int(json.loads(classes)["spikes"]) if classes else 0
+
+
+def open_cell_table(store: str | os.PathLike[str], state: TableState) -> Any:
+    """The lazy dense ``cells`` dataset of one published version (``state``) of a table
+    (``cell_table.zarr``, or a ``cells.zarr`` snapshot). Reads the version's grid index."""
+    import zarr
+
+    grid = zarr.open_group(str(Path(store) / state.grid), mode="r")
+    attrs: dict[str, Any] = dict(grid.attrs)
+    rows = np.asarray(cast(Any, grid[ROW_ARRAY])[:])
+    return dense_view(
+        attrs,
+        rows,
+        fill_block,
+        (str(Path(store)), state.version_id),
+        {
+            "store_format_version": STORE_FORMAT_VERSION,
+            "environments": str(state.attrs.get("environments", "{}")),
+            "spectrum_storage": (
+                "eigenvalues stored as a CF contiguous ragged array (any length per cell: "
+                "full or top spectra, any d); NaN-padded to the longest stored spectrum "
+                "only in this view"
+            ),
+        },
+    )
+
+
+def open_cells(path: str | os.PathLike[str]) -> Any:
+    """Open a sweep's cells lazily: a sweep directory (its table, the newest published
+    version), its ``cells.zarr`` (the version the pipeline gathered) or a table.
+
+    A cell table of format 3, or its snapshot, gives the lazy dense view of its published
+    version (:func:`open_cell_table`); one of format 2 (``cell_table/`` segments, a
+    ``cells.zarr/manifest.json`` pointer) the same view through
+    :func:`attnrmt.sweep.store.cell_table.legacy.open_legacy`; a dense ``cells.zarr``
+    (format 1, or a synthetic dataset) is opened with :func:`xarray.open_zarr`.
+    """
+    import xarray as xr
+
+    from attnrmt.sweep.store.cell_table import legacy
+
+    location = Path(path)
+    candidates = (
+        [location]
+        if location.name.endswith(".zarr")
+        else [store_dir(location), location / CELLS_STORE_NAME]
+    )
+    for store in candidates:
+        state = read_state(store)
+        if state is not None:
+            return open_cell_table(store, state)
+    resolved = legacy.resolve(location)
+    if resolved is not None:
+        return legacy.open_legacy(*resolved)
+    dense = candidates[-1]
+    if (dense / "zarr.json").is_file() or (dense / ".zmetadata").is_file():
+        return xr.open_zarr(dense, consolidated=has_consolidated_metadata(dense))
+    raise FileNotFoundError(f"{str(path)!r}: no cells store (cell_table.zarr, cells.zarr)")
+
+
+def _has_store(directory: Path) -> bool:
+    return (
+        any((directory / f"{name}.zarr").is_dir() for name in (*STORE_NAMES, "cell_table"))
+        or (directory / LEGACY_TABLE_DIRNAME / LEGACY_MANIFEST_NAME).is_file()
+    )
+
+
+def open_results(run_dir: str | os.PathLike[str], squeeze: bool = False) -> Any:
+    """Open ``results/<run>`` as an :class:`xarray.DataTree`, lazily (Dask arrays).
+
+    One group per sweep with children ``cells`` (the table's newest complete version),
+    ``theory`` and, when present, ``analysis``. Numeric coordinates are ascending. Every
+    variable and coordinate carries the data contract's ``long_name`` and ``comment``, and
+    ``units`` where it has a dimension (:data:`attnrmt.contract.VARIABLE_ATTRS`), so that
+    xarray's ``.plot`` labels its axes.
+
+    Parameters
+    ----------
+    run_dir : path
+        ``results/<run>`` (the directory holding one directory per sweep).
+    squeeze : bool
+        Drop every dimension of length one (it stays as a scalar coordinate), so that
+        ``tree["s/cells"].top_eigenvalues.sel(k=0).mean("replicate").plot.line(x="snr")``
+        works on a sweep with one ``d``, one model, ... The default keeps the full
+        contract's dimensions (``docs/data-contract.md``, "Dimensions").
+
+    Raises
+    ------
+    FileNotFoundError
+        ``run_dir`` does not exist.
+    ValueError
+        ``run_dir`` is a sweep directory (pass its parent) or holds no sweep results.
+    """
+    import xarray as xr
+
+    root = Path(run_dir)
+    if not root.is_dir():
+        raise FileNotFoundError(f"run_dir={str(run_dir)!r}: no such directory")
+    if _has_store(root) or (root / "fragments").is_dir():
+        raise ValueError(
+            f"run_dir={str(run_dir)!r} is the directory of one sweep, not of a run: pass "
+            f"its parent, open_results({str(root.parent)!r}), and select "
+            f"tree[{root.name!r}]"
+        )
+    groups: dict[str, Any] = {"/": xr.Dataset(attrs={"run_dir": str(root)})}
+    for sweep_dir in sorted(path for path in root.iterdir() if path.is_dir()):
+        if not _has_store(sweep_dir):
+            continue
+        with contextlib.suppress(FileNotFoundError):  # only theory stored yet
+            groups[f"/{sweep_dir.name}/cells"] = open_cells(sweep_dir)
+        for name in STORE_NAMES[1:]:
+            path = sweep_dir / f"{name}.zarr"
+            if path.is_dir():
+                groups[f"/{sweep_dir.name}/{name}"] = xr.open_zarr(
+                    path, consolidated=has_consolidated_metadata(path)
+                )
+    if len(groups) == 1:
+        raise ValueError(
+            f"run_dir={str(run_dir)!r} holds no sweep results (no <sweep>/cell_table, "
+            f"cells.zarr or theory.zarr): is it results/<run> of a run that has started?"
+        )
+    # the contract's labels (docs/data-contract.md, "Units"), also on stores written by an
+    # older version; names the contract does not know keep their stored attributes
+    groups = {
+        name: with_variable_attrs(dataset, missing="keep") for name, dataset in groups.items()
+    }
+    if squeeze:
+        groups = {name: _squeezed(dataset) for name, dataset in groups.items()}
+    return xr.DataTree.from_dict(groups)
+
+
+def _squeezed(dataset: Any) -> Any:
+    single = [dim for dim, size in dataset.sizes.items() if size == 1]
+    return dataset.squeeze(single) if single else dataset
+
+
+__all__ = [
+    "contiguous_runs",
+    "dense_view",
+    "iter_current_rows",
+    "open_cell_table",
+    "open_cells",
+    "open_results",
+    "table_environments",
+]

@@ -1,0 +1,1042 @@
+"""Writer of the cell table (:mod:`attnrmt.sweep.store.cell_table.layout`): rule ``gather_cells``.
+
+One writer per sweep at a time (``fcntl`` lock on ``<sweep>/.cell_table.lock``). An
+update of ``<sweep>/cell_table.zarr``, with ``G`` grid points, ``n`` new cells in ``f``
+new fragments (a +1% update of a 10^6-cell sweep: G = 1.01e6, n = 1e4, f = 1e3):
+
+1. finds the table row of every plan cell (:func:`~attnrmt.sweep.store.cell_table.lookup.
+   plan_grid`: O(G) int64). When the previous grid version has the same identity (ids at
+   equal coordinates are equal), its rows are carried over by coordinates
+   (:func:`~attnrmt.sweep.store.cell_table.lookup.carried_rows`: O(G) array work, 8 probe
+   ids read from one chunk); otherwise the ids ``(cell_key, root_seed)`` of the current
+   rows are read (O(rows) x 40 bytes), every plan cell looked up
+   (:class:`~attnrmt.sweep.store.cell_table.lookup.IdIndex`, O(G log G)) and kept only
+   where the previous version placed its row at the same grid point;
+2. reads the fragments not recorded as ingested (skipped unread: O(1) each) in batches
+   (:func:`ingest_fragments`, :func:`take_batch`: the cells of a batch are looked up
+   together, O(n log n) vectorised, O(f) file reads) and hands them to the
+   :class:`TableWriter`, which turns them into columns once per chunk (O(n + values),
+   not O(f x columns)) and appends them from the table's last row
+   (:class:`~attnrmt.sweep.store.cell_table.columns.TableColumns`: whole chunks, one
+   partial chunk rewritten per column);
+3. marks the rows of the previous version the plan no longer uses
+   (``superseded_at_version``: only the chunks holding such rows are rewritten; none in
+   an extension);
+4. writes the grid index of the current plan (O(G): 8 bytes per grid point, compressed)
+   to a new grid directory (renamed into place), then publishes: each array's
+   ``zarr.json``, then the root ``zarr.json`` with the consolidated metadata, replaced
+   atomically;
+5. (rule ``gather_cells``) replaces ``<sweep>/cells.zarr`` by hard links to the
+   published version's files (:func:`link_snapshot`: O(files), no byte copied).
+
+So an update costs O(G) vectorised numpy + O(f) fragment reads + O(n) + a fixed cost a
+full write pays too (the import of zarr, one partial chunk and one ``zarr.json`` per
+column, and the snapshot's links); measured in ``docs/scaling.md``, "The result store at
+10⁶ cells".
+
+Memory: O(grid points) arrays, never a Python object per cell: grid positions and rows
+(int64), the missing cells' ids (40 bytes each) and their digest index, the new row of
+each (int64), a bool and an int32 per table row (``superseded_at_version``), plus a batch
+of fragments and the writer's held fragments (each at most :data:`PENDING_BYTES` or one
+chunk of rows) and one chunk per column whatever the spectra's size; a full lookup adds
+~100 bytes per table row. Bytes written are O(new cells) + O(grid) + O(columns) chunks.
+Values are copied bit for bit from the fragments (float64, int64).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import shutil
+import time
+import uuid
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any, cast
+
+import numpy as np
+
+from attnrmt.contract import ABSENT_INT, PROVENANCE_ABSENT, PROVENANCE_FIELDS, TOP_K_FIELDS
+from attnrmt.sweep.spec.identity import KEY_DIGEST_BYTES, cell_ids, key_bytes, root_seeds_of
+from attnrmt.sweep.store.atomic import (
+    atomic_path,
+    is_temporary,
+    remove_stale_temporaries,
+)
+from attnrmt.sweep.store.cell_table.columns import TableColumns
+from attnrmt.sweep.store.cell_table.layout import (
+    CELL_DIM,
+    CELL_KEY,
+    FORMAT_ATTR,
+    GRID_DIRNAME,
+    INGESTED_NAME,
+    KEY_DIM,
+    LEGACY_MANIFEST_NAME,
+    LEGACY_TABLE_DIRNAME,
+    LOCK_NAME,
+    NEVER_SUPERSEDED,
+    ROOT_SEED,
+    ROW_ARRAY,
+    ROW_CHUNK,
+    STORE_FORMAT_VERSION,
+    SUPERSEDED,
+    TOP_K_DIM,
+    VALUE_CHUNK,
+    TableState,
+    column_attrs,
+    compressors,
+    coordinate_names,
+    ragged_names,
+    read_state,
+    store_dir,
+)
+from attnrmt.sweep.store.cell_table.lookup import (
+    IdIndex,
+    carried_rows,
+    grid_identity,
+    plan_grid,
+    plan_ids,
+    renamed_models,
+    row_points,
+)
+from attnrmt.sweep.store.fragments import (
+    FRAGMENT_SUFFIX,
+    fragment_paths,
+    read_fragment_arrays,
+)
+from attnrmt.sweep.store.grid import axis_coordinates, dataset_attrs, log_line
+from attnrmt.sweep.store.provenance import ENVIRONMENTS_MEMBER, absent_column, environments_of
+
+#: Members of a fragment that are not result fields.
+_FRAGMENT_META = ("format_version", "cell_key", "cell_seed", "computed", ENVIRONMENTS_MEMBER)
+#: Grid versions kept besides the current one (readers that opened them keep working).
+KEEP_OLD_GRIDS = 2
+#: Bytes of fragment members a :class:`TableWriter` holds before it turns them into
+#: columns (besides the rows of :data:`~attnrmt.sweep.store.cell_table.layout.ROW_CHUNK`).
+PENDING_BYTES = 8 * 2**20
+#: Fragments read before their cells are looked up together (:func:`take_batch`).
+BATCH_FRAGMENTS = 256
+_ID_DTYPE = f"S{KEY_DIGEST_BYTES + 8}"
+
+
+# --------------------------------------------------------------------------- new rows
+
+
+def _fill_of(name: str, dtype: np.dtype) -> Any:
+    """Fill value of a column (what a row written before the column existed reads as)."""
+    if name in PROVENANCE_FIELDS:
+        return PROVENANCE_ABSENT[name]
+    if name == SUPERSEDED:
+        return NEVER_SUPERSEDED
+    if name.endswith(("_count", "_start")):  # a ragged field new to the table: no values
+        return 0
+    if dtype.kind == "f":
+        return np.nan
+    if dtype.kind == "b":
+        return False
+    if dtype.kind in "TUO":
+        return ""
+    return ABSENT_INT if dtype.kind == "i" and name not in (CELL_KEY, ROOT_SEED) else 0
+
+
+class TableWriter:
+    """Appends fragments' cells to a table as new rows (:class:`TableColumns`).
+
+    Columns come from the fragments' fields: scalars ``(cell,)``, top-k fields
+    ``(cell, k)`` (NaN-padded), every other array field a CF contiguous ragged array
+    (``<stem>_count``, ``<stem>_start`` along ``cell``, the values along
+    ``<stem>_sample``); besides them each row gets its grid coordinates (from its flat
+    position in the plan's grid), ``cell_key``, ``root_seed``, the provenance columns
+    (:data:`attnrmt.contract.PROVENANCE_FIELDS`, filled for fragments without them) and
+    ``superseded_at_version``. The distinct environments are collected
+    (:attr:`environments`, id -> JSON).
+
+    Fragments are held as they come (:meth:`append`: O(1) per fragment, a copy only of
+    the rows taken from a partly taken one) and turned into columns together once they
+    hold :data:`~attnrmt.sweep.store.cell_table.layout.ROW_CHUNK` rows or
+    :data:`PENDING_BYTES` (:meth:`_flush`: one concatenation per column, O(rows +
+    values)), so the cost per fragment is a few list appends whatever its size. Memory: at
+    most ``ROW_CHUNK`` rows or ``PENDING_BYTES`` of fragments, plus one chunk per column.
+    """
+
+    def __init__(
+        self,
+        columns: TableColumns,
+        first_row: int,
+        top_k: int,
+        coords: Mapping[str, np.ndarray],
+        shape: tuple[int, ...],
+    ) -> None:
+        self.columns = columns
+        self.first_row = int(first_row)
+        self.top_k = int(top_k)
+        self.coords = coords
+        self.shape = shape
+        self.rows = 0
+        self.ingested: list[str] = []
+        self.environments: dict[int, str] = {}
+        self.pending: list[tuple[np.ndarray, Mapping[str, np.ndarray], np.ndarray]] = []
+        self.pending_rows = 0
+        self.pending_bytes = 0
+
+    def _add(
+        self,
+        name: str,
+        values: np.ndarray,
+        *,
+        dims: tuple[str, ...] = (CELL_DIM,),
+        chunk: int | None = None,
+        sample_dimension: str | None = None,
+        length: int | None = None,
+    ) -> None:
+        """Append ``values`` to column ``name``, created on first use (chunks of ``chunk``,
+        default :data:`~attnrmt.sweep.store.cell_table.layout.ROW_CHUNK` rows)."""
+        values = np.asarray(values)
+        if not self.columns.has(name):
+            attrs = column_attrs(name)
+            coordinates = coordinate_names(self.coords)
+            if dims[0] == CELL_DIM and name not in coordinates:
+                attrs["coordinates"] = " ".join(coordinates)
+            if sample_dimension is not None:
+                attrs["sample_dimension"] = sample_dimension
+            dtype = str if values.dtype.kind in "TUO" else values.dtype
+        else:
+            attrs, dtype = {}, values.dtype
+        self.columns.column(
+            name,
+            dtype=dtype,
+            tail=tuple(values.shape[1:]),
+            chunk=ROW_CHUNK if chunk is None else chunk,
+            dims=dims,
+            fill=_fill_of(name, np.dtype(values.dtype)),
+            attrs=attrs,
+            length=self.first_row if length is None else length,
+        ).add(values)
+
+    def append(
+        self,
+        ids: np.ndarray,
+        arrays: Mapping[str, np.ndarray],
+        take: np.ndarray,
+        points: np.ndarray,
+    ) -> None:
+        """Append rows ``take`` (sorted, distinct) of a fragment: its ``S40`` ids, decoded
+        npz members ``arrays`` and the flat grid position of each row taken (``points``).
+        O(1) when every row is taken, else O(fragment)."""
+        n_taken = int(take.size)
+        if n_taken == 0:
+            return
+        if n_taken != ids.size:
+            arrays, ids = fragment_rows(arrays, take), ids[take]
+        self.environments.update(environments_of(arrays))
+        self.pending.append((ids, arrays, np.asarray(points, dtype=np.int64)))
+        self.rows += n_taken
+        self.pending_rows += n_taken
+        self.pending_bytes += sum(np.asarray(member).nbytes for member in arrays.values())
+        if self.pending_rows >= ROW_CHUNK or self.pending_bytes >= PENDING_BYTES:
+            self._flush()
+
+    def _flush(self) -> None:
+        """Turn the held fragments into column data. O(rows + values held)."""
+        if not self.pending:
+            return
+        pending, self.pending = self.pending, []
+        self.pending_rows = self.pending_bytes = 0
+        members = [arrays for _, arrays, _ in pending]
+        counts = [int(ids.size) for ids, _, _ in pending]
+        keys = (
+            np.concatenate([ids for ids, _, _ in pending])
+            .view(np.uint8)
+            .reshape(-1, KEY_DIGEST_BYTES + 8)
+        )
+        points = np.concatenate([points for _, _, points in pending])
+        index = np.unravel_index(points, self.shape)
+        for axis, along in zip(self.coords, index, strict=False):
+            self._add(axis, self.coords[axis][along])
+        self._add("replicate", index[-1].astype(np.int64))
+        self._add(CELL_KEY, keys[:, :KEY_DIGEST_BYTES], dims=(CELL_DIM, KEY_DIM))
+        self._add(
+            ROOT_SEED, np.ascontiguousarray(keys[:, KEY_DIGEST_BYTES:]).view("<i8").reshape(-1)
+        )
+        for name in PROVENANCE_FIELDS:  # old fragments: filled, so columns stay aligned
+            self._add(
+                name,
+                np.concatenate(
+                    [
+                        np.asarray(arrays[name], dtype=np.int64)
+                        if name in arrays
+                        else absent_column(name, count)
+                        for arrays, count in zip(members, counts, strict=True)
+                    ]
+                ),
+            )
+        for name in _result_members(members):
+            if not name.endswith("__values"):
+                self._add(name, np.concatenate([arrays[name] for arrays in members]))
+                continue
+            field = name[: -len("__values")]
+            flat, starts, lengths = _joined_ragged(members, field)
+            if field in TOP_K_FIELDS:
+                self._add(
+                    field,
+                    _padded_rows(flat, starts, lengths, self.top_k),
+                    dims=(CELL_DIM, TOP_K_DIM),
+                )
+                continue
+            names = ragged_names(field)
+            base = self.columns.column_length(field)
+            self._add(names.count, lengths.astype(np.int64), sample_dimension=names.sample)
+            self._add(
+                names.start, base + np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
+            )
+            self._add(
+                field,
+                _ragged_take(flat, starts, lengths),
+                dims=(names.sample,),
+                chunk=VALUE_CHUNK,
+                length=base,
+            )
+        self._add(SUPERSEDED, np.full(keys.shape[0], NEVER_SUPERSEDED, dtype=np.int32))
+        self.columns.drain()
+
+    def close(self) -> None:
+        """Write what is held and every column's partial last chunk."""
+        self._flush()
+        self.columns.close()
+
+
+def _result_members(members: Sequence[Mapping[str, np.ndarray]]) -> list[str]:
+    """Names of the result members (scalars and ``__values``) the fragments share; a
+    fragment with other result fields than the first is an error (its columns would not
+    align)."""
+
+    def names(arrays: Mapping[str, np.ndarray]) -> list[str]:
+        return [
+            name
+            for name in arrays
+            if name not in _FRAGMENT_META
+            and name not in PROVENANCE_FIELDS
+            and not name.endswith("__offsets")
+        ]
+
+    first = names(members[0])
+    for arrays in members[1:]:
+        if set(names(arrays)) != set(first):
+            raise ValueError(
+                f"fragments with different result fields: {sorted(first)} "
+                f"and {sorted(names(arrays))}"
+            )
+    return first
+
+
+def _joined_ragged(
+    members: Sequence[Mapping[str, np.ndarray]], field: str
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(values, start, length)`` of a ragged field over several fragments: their
+    ``__values`` concatenated, each cell's start in that and its length. Two
+    concatenations and O(cells + values) vectorised work, whatever the fragments' count."""
+    flats = [arrays[f"{field}__values"] for arrays in members]
+    offsets = [arrays[f"{field}__offsets"] for arrays in members]
+    sizes = np.array([flat.size for flat in flats], dtype=np.int64)
+    cells = np.array([offset.size - 1 for offset in offsets], dtype=np.int64)
+    joined = np.concatenate(offsets).astype(np.int64, copy=False)
+    last = np.cumsum(cells + 1) - 1  # each fragment's closing offset in ``joined``
+    lengths = np.delete(np.diff(joined), last[:-1])
+    starts = np.delete(joined, last) + np.repeat(np.cumsum(sizes) - sizes, cells)
+    return np.concatenate(flats).astype(np.float64, copy=False), starts, lengths
+
+
+def fragment_rows(arrays: Mapping[str, np.ndarray], take: np.ndarray) -> dict[str, np.ndarray]:
+    """The members of a fragment restricted to the cells ``take`` (per-cell members
+    indexed, ragged fields re-cut with new offsets; ``format_version`` and
+    ``environments`` kept whole). O(members of the fragment)."""
+    out: dict[str, np.ndarray] = {}
+    for name, member in arrays.items():
+        if name in ("format_version", ENVIRONMENTS_MEMBER) or name.endswith("__offsets"):
+            if not name.endswith("__offsets"):
+                out[name] = member
+            continue
+        if not name.endswith("__values"):
+            out[name] = np.asarray(member)[take]
+            continue
+        field = name[: -len("__values")]
+        offsets = np.asarray(arrays[f"{field}__offsets"], dtype=np.int64)
+        starts, lengths = offsets[:-1][take], np.diff(offsets)[take]
+        out[name] = _ragged_take(np.asarray(member), starts, lengths)
+        out[f"{field}__offsets"] = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    return out
+
+
+def _padded_rows(
+    flat: np.ndarray, starts: np.ndarray, lengths: np.ndarray, width: int
+) -> np.ndarray:
+    """``(n, width)`` rows of a ragged array, NaN-padded (top-k fields). O(n width)."""
+    out = np.full((starts.size, width), np.nan)
+    columns = np.arange(width)
+    present = columns < np.minimum(lengths, width)[:, None]
+    out[present] = flat[(starts[:, None] + columns)[present]]
+    return out
+
+
+def _ragged_take(flat: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """Concatenation of ``flat[start:start+length]`` for each row (vectorised). O(values)."""
+    total = int(lengths.sum())
+    if total == 0:
+        return np.empty(0)
+    if (
+        starts.size
+        and starts[0] == 0
+        and total == flat.size
+        and np.all(starts[1:] == np.cumsum(lengths)[:-1])
+    ):
+        return flat
+    row_offsets = np.repeat(starts - np.concatenate([[0], np.cumsum(lengths)[:-1]]), lengths)
+    return flat[np.arange(total) + row_offsets]
+
+
+# --------------------------------------------------------------------------- the table
+
+
+@contextlib.contextmanager
+def table_lock(sweep_dir: Path) -> Iterator[None]:
+    """Exclusive lock of one sweep's table (blocks until the other writer finishes)."""
+    sweep_dir.mkdir(parents=True, exist_ok=True)
+    with open(sweep_dir / LOCK_NAME, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _array(store: Path, state: TableState, name: str) -> Any:
+    """Column ``name`` of the published version ``state`` (its consolidated metadata)."""
+    import zarr
+    from zarr.core.array import AsyncArray
+    from zarr.core.metadata import ArrayV3Metadata
+    from zarr.storage import LocalStore, StorePath
+
+    metadata = ArrayV3Metadata.from_dict(dict(state.arrays[name]))
+    return zarr.Array(AsyncArray(metadata, StorePath(LocalStore(store), name)))
+
+
+def read_table_ids(store: Path, state: TableState) -> np.ndarray:
+    """``S40`` ids of every row of the published version, in row order. O(rows)."""
+    keys = np.ascontiguousarray(_array(store, state, CELL_KEY)[:])
+    return cell_ids(
+        keys.view(f"S{KEY_DIGEST_BYTES}").reshape(-1),
+        np.asarray(_array(store, state, ROOT_SEED)[:]),
+    )
+
+
+def read_table_ids_at(store: Path, state: TableState, rows: np.ndarray) -> np.ndarray:
+    """``S40`` ids of the given rows (reads the chunks holding them). O(rows)."""
+    keys = np.ascontiguousarray(_array(store, state, CELL_KEY).oindex[rows, :])
+    return cell_ids(
+        keys.view(f"S{KEY_DIGEST_BYTES}").reshape(-1),
+        np.asarray(_array(store, state, ROOT_SEED).oindex[rows]),
+    )
+
+
+def read_grid(store: Path, state: TableState | None) -> tuple[dict[str, Any], np.ndarray] | None:
+    """The published version's grid attributes and ``row`` index (None if unreadable)."""
+    import zarr
+
+    if state is None:
+        return None
+    try:
+        group = zarr.open_group(str(store / state.grid), mode="r")
+        attrs: dict[str, Any] = dict(group.attrs)
+        rows = np.asarray(cast(Any, group[ROW_ARRAY])[:]).reshape([int(n) for n in attrs["shape"]])
+    except (OSError, KeyError, ValueError, FileNotFoundError):
+        return None
+    return attrs, rows
+
+
+def ingested_fragments(store: Path, state: TableState | None) -> set[str]:
+    """Names of fragments whose every cell is a current row of the published version."""
+    if state is None:
+        return set()
+    with contextlib.suppress(OSError, ValueError):
+        return set(json.loads((store / state.grid / INGESTED_NAME).read_text()))
+    return set()
+
+
+def _superseded_column(store: Path, state: TableState | None) -> np.ndarray:
+    """``superseded_at_version`` of every row of the published version. O(rows) int32."""
+    if state is None or SUPERSEDED not in state.arrays:
+        return np.full(state.rows if state else 0, NEVER_SUPERSEDED, dtype=np.int32)
+    return np.asarray(_array(store, state, SUPERSEDED)[:], dtype=np.int32)
+
+
+def _plan_rows(
+    store: Path,
+    state: TableState | None,
+    current: np.ndarray,
+    grid: tuple[dict[str, Any], np.ndarray] | None,
+    sweep_plan: Any,
+    positions: np.ndarray,
+    shape: tuple[int, ...],
+    root_seed: int,
+    identity: Mapping[str, Any],
+) -> tuple[np.ndarray, bool]:
+    """Current row of each plan cell placed at its grid point (``-1``: none), and whether
+    some plan cells have their id in the table at another grid point (a renamed model):
+    then every fragment is read again, since those cells must be stored at their new
+    coordinates. O(grid points), or O(rows) ids read when rows cannot be carried over."""
+    if state is None or state.rows == 0:
+        return np.full(positions.size, -1, dtype=np.int64), False
+    carried = carried_rows(
+        grid,
+        sweep_plan,
+        identity,
+        positions,
+        lambda indices: plan_ids(sweep_plan, indices, root_seed),
+        lambda rows: read_table_ids_at(store, state, rows),
+    )
+    if carried is not None:
+        return carried, renamed_models(grid[0].get("identity") if grid else None, identity)
+    current_rows = np.flatnonzero(current)
+    found = IdIndex(read_table_ids(store, state)[current_rows]).find(
+        plan_ids(sweep_plan, None, root_seed)
+    )
+    plan_rows = np.where(found >= 0, current_rows[np.maximum(found, 0)], -1)
+    points = (
+        row_points(grid, sweep_plan, shape, state.rows)
+        if grid is not None
+        else np.full(state.rows, -1, dtype=np.int64)
+    )
+    misplaced = (plan_rows >= 0) & (points[np.maximum(plan_rows, 0)] != positions)
+    plan_rows[misplaced] = -1
+    return plan_rows.astype(np.int64), bool(misplaced.any())
+
+
+def update_cell_table(
+    sweep_plan: Any,
+    fragment_files: Iterable[str | os.PathLike[str]],
+    sweep_dir: str | os.PathLike[str],
+    root_seed: int,
+    scan_all_fragments: bool = True,
+    snapshot: str | os.PathLike[str] | None = None,
+) -> dict[str, Any]:
+    """Append the plan's missing cells to the sweep's ``cell_table.zarr``; publish a new
+    version; link ``snapshot`` to it.
+
+    Parameters
+    ----------
+    sweep_plan : SweepPlan
+    fragment_files : iterable of path
+        Fragments to read first (the sweep's current blocks).
+    sweep_dir : path
+        ``results/<run>/<sweep>``.
+    root_seed : int
+    scan_all_fragments : bool
+        When cells are still missing after ``fragment_files``, also read the sweep's other
+        fragments (cache, salvage, orphans): an interrupted run's finished cells, or a
+        store of an older format upgraded from its fragments, without recomputing any
+        cell.
+    snapshot : path, optional
+        ``<sweep>/cells.zarr``: replaced by a snapshot of the published version
+        (:func:`link_snapshot`); a format-2 ``cell_table/`` is then removed.
+
+    Returns
+    -------
+    dict
+        The summary of the published version (:func:`receipt`).
+    """
+    sweep = Path(sweep_dir)
+    store = store_dir(sweep)
+    with table_lock(sweep):
+        state, legacy = _update(
+            sweep_plan, fragment_files, sweep, store, root_seed, scan_all_fragments
+        )
+        if snapshot is not None:
+            link_snapshot(store, state, Path(snapshot))
+            if legacy:  # format 2, now upgraded and no longer pointed at
+                shutil.rmtree(sweep / LEGACY_TABLE_DIRNAME, ignore_errors=True)
+    return receipt(state)
+
+
+def _update(
+    sweep_plan: Any,
+    fragment_files: Iterable[str | os.PathLike[str]],
+    sweep: Path,
+    store: Path,
+    root_seed: int,
+    scan_all_fragments: bool,
+) -> tuple[TableState, bool]:
+    """:func:`update_cell_table` under the lock: the published state, and whether the sweep
+    has a format-2 ``cell_table/``."""
+    state = read_state(store)
+    legacy = (sweep / LEGACY_TABLE_DIRNAME / LEGACY_MANIFEST_NAME).is_file()
+    if state is None:
+        _clear_unpublished(store)
+    _remove_leftovers(store, state)
+    positions, shape = plan_grid(sweep_plan)
+    identity = grid_identity(sweep_plan, root_seed)
+    version = (state.version if state else 0) + 1
+    superseded_at = _superseded_column(store, state)
+    current = superseded_at >= version  # > the published version (dead writers' too)
+    grid = read_grid(store, state)
+    plan_rows, reread = _plan_rows(
+        store, state, current, grid, sweep_plan, positions, shape, root_seed, identity
+    )
+    missing = np.flatnonzero(plan_rows < 0)
+    # the missing cells' ids (distinct: their parameters differ), their grid points
+    # and the row of each in the update once a fragment provided it
+    wanted_index = IdIndex(
+        plan_ids(sweep_plan, None if missing.size == positions.size else missing, root_seed)
+    )
+    new_row = np.full(missing.size, -1, dtype=np.int64)
+    previous = set() if reread else ingested_fragments(store, state)
+    done = set(previous)
+    first_row = state.rows if state else 0
+    columns = TableColumns(store, state.arrays if state else None)
+    writer = TableWriter(
+        columns, first_row, int(sweep_plan.top_k), axis_coordinates(sweep_plan.axes), shape
+    )
+    wanted_points = positions[missing]
+    given = [Path(path) for path in fragment_files]
+    n_taken = ingest_fragments(given, True, done, wanted_index, new_row, wanted_points, writer)
+    if scan_all_fragments and n_taken < missing.size:
+        ingest_fragments(
+            fragment_paths(sweep), False, done, wanted_index, new_row, wanted_points, writer
+        )
+    writer.close()
+    plan_rows[missing] = np.where(new_row >= 0, new_row + first_row, -1)
+    used = np.zeros(first_row, dtype=bool)
+    used[plan_rows[(plan_rows >= 0) & (plan_rows < first_row)]] = True
+    superseded = current & ~used
+    rows = np.full(int(np.prod(shape)), -1, dtype=np.int64)
+    rows[positions] = plan_rows
+    attrs = grid_attrs(sweep_plan, root_seed, rows, shape, identity)
+    _mark_superseded(columns, superseded_at, version, superseded)
+    if (
+        state is not None
+        and writer.rows == 0
+        and not superseded.any()
+        and _same_grid(grid, rows, attrs)
+    ):
+        return state, legacy  # nothing changed: readers keep the current version
+    kept = previous if not superseded.any() else set()
+    ingested = sorted(kept | {name for name in writer.ingested})
+    published = _publish(
+        store,
+        state,
+        columns,
+        version,
+        rows,
+        attrs,
+        ingested,
+        {**_environments(state), **writer.environments},
+        sweep_plan,
+        root_seed,
+    )
+    _collect_garbage(store, published)
+    return published, legacy
+
+
+def _mark_superseded(
+    columns: TableColumns, superseded_at: np.ndarray, version: int, superseded: np.ndarray
+) -> None:
+    """Set ``superseded_at_version`` of the ``superseded`` rows to ``version``, and back to
+    NEVER_SUPERSEDED where a writer killed before publishing had set it (a number above
+    the published version): only the chunks holding such rows are rewritten."""
+    wanted = np.where(superseded_at >= version, NEVER_SUPERSEDED, superseded_at)
+    wanted[superseded] = version
+    changed = np.flatnonzero(wanted != superseded_at)
+    if changed.size == 0:
+        return
+    column = columns.column(
+        SUPERSEDED,
+        dtype=np.int32,
+        tail=(),
+        chunk=ROW_CHUNK,
+        dims=(CELL_DIM,),
+        fill=NEVER_SUPERSEDED,
+        attrs={},
+    )
+    for chunk in np.unique(changed // column.chunk).tolist():
+        lo = chunk * column.chunk
+        column.rewrite(lo, wanted[lo : min(lo + column.chunk, wanted.size)])
+    columns.drain()
+
+
+def _environments(state: TableState | None) -> dict[int, str]:
+    if state is None:
+        return {}
+    return {
+        int(env): str(text)
+        for env, text in json.loads(str(state.attrs.get("environments", "{}"))).items()
+    }
+
+
+def grid_attrs(
+    sweep_plan: Any,
+    root_seed: int,
+    rows: np.ndarray,
+    shape: tuple[int, ...],
+    identity: Mapping[str, Any],
+) -> dict[str, Any]:
+    """Attributes of a grid version: axes, sizes, identity and the dense view's
+    dataset attributes."""
+    return json.loads(
+        json.dumps(
+            {
+                "format_version": STORE_FORMAT_VERSION,
+                "shape": list(shape),
+                "identity": dict(identity),
+                "axes": {axis: list(values) for axis, values in sweep_plan.axes.items()},
+                "replicates": int(sweep_plan.replicates),
+                "top_k": int(sweep_plan.top_k),
+                "dataset_attrs": {
+                    **dataset_attrs(sweep_plan, root_seed, "attnrmt simulated cells"),
+                    "cells_present": int(np.count_nonzero(rows >= 0)),
+                    "cells_total": int(rows.size),
+                },
+            },
+            default=str,
+        )
+    )
+
+
+def _same_grid(
+    grid: tuple[dict[str, Any], np.ndarray] | None, rows: np.ndarray, attrs: Mapping[str, Any]
+) -> bool:
+    """Whether the published version already has this grid index and these attributes."""
+    if grid is None:
+        return False
+    old_attrs, old_rows = grid
+    return old_attrs == dict(attrs) and np.array_equal(old_rows.reshape(-1), rows)
+
+
+def table_attrs(
+    sweep_plan: Any,
+    root_seed: int,
+    attrs: Mapping[str, Any],
+    version: int,
+    version_id: str,
+    environments: Mapping[int, str],
+) -> dict[str, Any]:
+    """Root attributes of a version: CF global attributes, the sweep's, the bookkeeping."""
+    from attnrmt import __version__
+
+    sweep = {
+        key: value
+        for key, value in attrs["dataset_attrs"].items()
+        if key not in ("title", "Conventions")
+    }
+    return {
+        "Conventions": "CF-1.10",
+        "title": "attnrmt cell table: one row per stored cell",
+        "source": f"attnrmt {__version__}",
+        **sweep,
+        "replicates": int(sweep_plan.replicates),
+        "top_k": int(sweep_plan.top_k),
+        "environments": json.dumps(
+            {str(k): v for k, v in sorted(environments.items())}, sort_keys=True
+        ),
+        FORMAT_ATTR: STORE_FORMAT_VERSION,
+        "table_version": int(version),
+        "table_version_id": version_id,
+        "grid_index": f"{GRID_DIRNAME}/{version_id}",
+        "current_rows": "rows with superseded_at_version > table_version (each grid "
+        "point x replicate at most once)",
+        "dense_grid": "current.set_index(cell=["
+        + ", ".join(repr(name) for name in coordinate_names(sweep_plan.axes))
+        + "]).unstack('cell')",
+        "written": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    }
+
+
+def _publish(
+    store: Path,
+    state: TableState | None,
+    columns: TableColumns,
+    version: int,
+    rows: np.ndarray,
+    attrs: Mapping[str, Any],
+    ingested: Sequence[str],
+    environments: Mapping[int, str],
+    sweep_plan: Any,
+    root_seed: int,
+) -> TableState:
+    """Write the grid version (immutable, renamed into place), then publish the columns'
+    metadata and the root ``zarr.json``; the new state."""
+    import zarr
+
+    version_id = f"{version:06d}-{time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:8]}"
+    with atomic_path(store / GRID_DIRNAME / version_id) as tmp:
+        group = zarr.open_group(str(tmp), mode="w", zarr_format=3)
+        group.create_array(
+            ROW_ARRAY,
+            data=rows,
+            chunks=(min(rows.size, 1 << 20) or 1,),
+            compressors=compressors(),
+            fill_value=-1,
+            dimension_names=("grid_point",),
+        )
+        group.attrs.update(dict(attrs))
+        (tmp / INGESTED_NAME).write_text(json.dumps(list(ingested)))
+    root = table_attrs(sweep_plan, root_seed, attrs, version, version_id, environments)
+    columns.publish(root)
+    published = read_state(store)
+    if published is None or published.version_id != version_id:
+        raise RuntimeError(f"{store}: version {version_id} was not published")
+    return published
+
+
+def receipt(state: TableState) -> dict[str, Any]:
+    """What a gather reports: the published version, its rows and cells."""
+    return {
+        "format_version": STORE_FORMAT_VERSION,
+        "table_version": state.version,
+        "version": state.version_id,
+        "grid": state.grid,
+        "rows": state.rows,
+        "cells_present": int(state.attrs["cells_present"]),
+        "cells_total": int(state.attrs["cells_total"]),
+        "written": state.attrs.get("written"),
+    }
+
+
+def _clear_unpublished(store: Path) -> None:
+    """Clear a table directory with no published version (what a writer killed before its
+    first publish left). A table of a newer format is an error (never overwritten)."""
+    with contextlib.suppress(OSError, ValueError):
+        newer = json.loads((store / "zarr.json").read_text()).get("attributes", {})
+        if int(newer.get(FORMAT_ATTR, 0)) > STORE_FORMAT_VERSION:
+            raise ValueError(
+                f"{store}: a cell table of format {newer[FORMAT_ATTR]}, newer "
+                f"than this attnrmt's ({STORE_FORMAT_VERSION}): upgrade attnrmt"
+            )
+    if store.is_dir():
+        shutil.rmtree(store)
+
+
+def link_snapshot(store: Path, state: TableState, target: Path) -> None:
+    """Replace ``target`` (``<sweep>/cells.zarr``) by the published version ``state`` of
+    the table ``store``: its root ``zarr.json``, every column and its grid version,
+    hard-linked (a file that cannot be linked, e.g. on another file system, is copied).
+
+    Every file of the table is replaced by a rename, never rewritten, so the links keep
+    this version's content whatever is published later. Built beside ``target`` and
+    renamed over it (:func:`attnrmt.sweep.store.atomic.atomic_path`). O(files) links, no
+    byte of data copied."""
+    with atomic_path(target, durable=False, replace_tree=True) as tmp:
+        tmp.mkdir()
+        _link(store / "zarr.json", tmp / "zarr.json")
+        for name in (*state.arrays, state.grid):
+            for directory, _, files in os.walk(store / name):
+                inside = tmp / Path(directory).relative_to(store)
+                inside.mkdir(parents=True, exist_ok=True)
+                for file in files:
+                    if not file.endswith(".partial") and not is_temporary(Path(file)):
+                        _link(Path(directory) / file, inside / file)
+
+
+def _link(source: Path, link: Path) -> None:
+    try:
+        os.link(source, link)
+    except OSError:  # no hard links here (another file system, a limit): a copy
+        shutil.copy2(source, link)
+
+
+def _remove_leftovers(store: Path, state: TableState | None) -> None:
+    """Remove what a killed writer left and no published version uses: temporaries
+    (ours and Zarr's ``*.partial``), columns the published metadata lacks, and grid
+    versions newer than the published one. O(entries of the store and of each column's
+    chunk directory)."""
+    if not store.is_dir():
+        return
+    remove_stale_temporaries(store, recursive=False)
+    arrays = set(state.arrays) if state else set()
+    for entry in store.iterdir():
+        if entry.is_dir() and entry.name != GRID_DIRNAME and entry.name not in arrays:
+            shutil.rmtree(entry, ignore_errors=True)
+        elif entry.name.endswith(".partial") or is_temporary(entry):
+            entry.unlink(missing_ok=True)
+    for name in arrays:
+        for pattern in ("*.partial", "c/*.partial", "c/*/*.partial"):
+            for path in (store / name).glob(pattern):
+                path.unlink(missing_ok=True)
+    grids = store / GRID_DIRNAME
+    published = state.version if state else 0
+    for path in grids.iterdir() if grids.is_dir() else []:
+        number = path.name.split("-", 1)[0]
+        if is_temporary(path) or (number.isdigit() and int(number) > published):
+            shutil.rmtree(path, ignore_errors=True)
+
+
+def _collect_garbage(store: Path, state: TableState) -> None:
+    """Drop grid versions older than the :data:`KEEP_OLD_GRIDS` previous ones."""
+    grids = sorted(
+        path for path in (store / GRID_DIRNAME).iterdir() if not path.name.startswith(".")
+    )
+    current = Path(state.grid).name
+    old = [path for path in grids if path.name < current]
+    for path in old[: max(0, len(old) - KEEP_OLD_GRIDS)]:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+# --------------------------------------------------------------------------- fragments
+
+
+def take_batch(
+    batch: Sequence[tuple[str, bool, Mapping[str, np.ndarray]]],
+    wanted_index: IdIndex,
+    new_row: np.ndarray,
+    wanted_points: np.ndarray,
+    writer: TableWriter,
+) -> int:
+    """Append to ``writer`` the wanted cells of a batch of fragments ``(name, is_given,
+    arrays)`` not taken yet; the number appended.
+
+    ``new_row`` holds, for each wanted id of ``wanted_index``, its row among the update's
+    new rows (``-1``: not found yet); it is updated. ``wanted_points`` is the flat grid
+    position of each wanted id. A cell present twice (in two fragments, or twice in one)
+    is taken from its first occurrence in reading order. The batch's ids are built and
+    looked up in one go: O(cells of the batch x log wanted) vectorised, plus O(1) calls
+    per fragment (:meth:`TableWriter.append`). Fragments given by the caller are
+    recorded as ingested.
+    """
+    if not batch:
+        return 0
+    counts = np.array([arrays["cell_key"].size for _, _, arrays in batch], dtype=np.int64)
+    bounds = np.concatenate([[0], np.cumsum(counts)])
+    ids = cell_ids(
+        key_bytes(np.concatenate([arrays["cell_key"] for _, _, arrays in batch]).tolist()),
+        root_seeds_of(np.concatenate([arrays["cell_seed"] for _, _, arrays in batch]).tolist()),
+    )
+    position = wanted_index.find(ids)
+    hit = position >= 0
+    hit[hit] = new_row[position[hit]] < 0
+    rows = np.flatnonzero(hit)
+    rows = np.sort(rows[np.unique(position[rows], return_index=True)[1]])
+    new_row[position[rows]] = writer.rows + np.arange(rows.size)
+    points = wanted_points[position[rows]]
+    cuts = np.searchsorted(rows, bounds).tolist()
+    starts = bounds.tolist()
+    for index, (name, is_given, arrays) in enumerate(batch):
+        writer.append(
+            ids[starts[index] : starts[index + 1]],
+            arrays,
+            rows[cuts[index] : cuts[index + 1]] - starts[index],
+            points[cuts[index] : cuts[index + 1]],
+        )
+        if is_given:
+            writer.ingested.append(name)
+    return int(rows.size)
+
+
+def ingest_fragments(
+    paths: Iterable[str | os.PathLike[str]],
+    given: bool,
+    done: set[str],
+    wanted_index: IdIndex,
+    new_row: np.ndarray,
+    wanted_points: np.ndarray,
+    writer: TableWriter,
+) -> int:
+    """Read the fragments ``paths`` whose name is not in ``done`` (added to it), in
+    batches of at most :data:`BATCH_FRAGMENTS` fragments, :data:`PENDING_BYTES` or
+    :data:`~attnrmt.sweep.store.cell_table.layout.ROW_CHUNK` cells, and append their wanted
+    cells (:func:`take_batch`); read none once every wanted cell is found. Given
+    fragments left unread are recorded as ingested too (their cells are plan cells, each
+    a current row). The number of cells appended.
+    O(fragments read) file reads + O(their cells) vectorised work."""
+    n_taken = int(np.count_nonzero(new_row >= 0))
+    start = n_taken
+    batch: list[tuple[str, bool, dict[str, np.ndarray]]] = []
+    batch_bytes = batch_cells = 0
+    for path in paths:
+        name = os.path.basename(path)
+        if name in done or n_taken == new_row.size:
+            if given:  # its cells are plan cells, all current once every wanted one is
+                writer.ingested.append(name)
+            continue
+        done.add(name)  # its hard link in cache/ holds the same cells
+        arrays = read_fragment_arrays(path)
+        if arrays is None or "cell_key" not in arrays:
+            continue
+        batch.append((name, given, arrays))
+        batch_bytes += sum(member.nbytes for member in arrays.values())
+        batch_cells += arrays["cell_key"].size
+        if (
+            len(batch) >= BATCH_FRAGMENTS
+            or batch_bytes >= PENDING_BYTES
+            or batch_cells >= ROW_CHUNK
+        ):
+            n_taken += take_batch(batch, wanted_index, new_row, wanted_points, writer)
+            batch, batch_bytes, batch_cells = [], 0, 0
+    n_taken += take_batch(batch, wanted_index, new_row, wanted_points, writer)
+    return n_taken - start
+
+
+# --------------------------------------------------------------------------- rules
+
+
+def gather_cells(
+    sweep_plan: Any,
+    fragment_files: Iterable[str | os.PathLike[str]],
+    output_path: str | os.PathLike[str],
+    root_seed: int,
+    log_path: str | os.PathLike[str] | None = None,
+) -> Path:
+    """Rule ``gather_cells``: update the sweep's table, replace ``cells.zarr`` by its
+    snapshot.
+
+    ``output_path`` (``results/<run>/<sweep>/cells.zarr``) becomes a hard-linked snapshot
+    of the published version (:func:`link_snapshot`): the directory Snakemake tracks and
+    deletes before a rerun, at no cost, since the table itself,
+    ``<sweep>/cell_table.zarr``, is owned by no rule; an update appends only the new
+    cells. Returns ``output_path``.
+    """
+    started = time.perf_counter()
+    files = [Path(path) for path in fragment_files]
+    target = Path(output_path)
+    summary = update_cell_table(sweep_plan, files, target.parent, root_seed, snapshot=target)
+    log_line(
+        log_path,
+        f"{target}: {summary['cells_present']}/{summary['cells_total']} cells, "
+        f"{summary['rows']} rows, table version {summary['table_version']}, "
+        f"{len(files)} fragments, in {time.perf_counter() - started:.2f} s",
+    )
+    return target
+
+
+def store_finished_cells(run_plan: Any, results_dir: str | os.PathLike[str]) -> list[str]:
+    """Best effort after a failed or interrupted run: store every sweep's finished cells.
+
+    Called by the Snakefile's ``onerror``: each sweep with fragments gets a table version
+    holding whatever cells finished (``cells.zarr``, the rule's output, is left alone),
+    so :func:`attnrmt.open_results` shows them. Returns one line per sweep stored;
+    problems are reported in the lines, never raised. O(fragments) reads.
+    """
+    lines = []
+    for name, sweep_plan in run_plan.sweeps.items():
+        sweep_dir = Path(results_dir) / name
+        if not fragment_paths(sweep_dir):
+            continue
+        try:
+            summary = update_cell_table(sweep_plan, [], sweep_dir, run_plan.seed)
+        except Exception as exc:  # reported, never raised: the run has failed already
+            lines.append(f"{name}: finished cells not stored ({exc!r})")
+            continue
+        lines.append(
+            f"{name}: {summary['cells_present']}/{summary['cells_total']} "
+            f"finished cells stored (open_results shows them)"
+        )
+    return lines
+
+
+__all__ = [
+    "FRAGMENT_SUFFIX",
+    "TableWriter",
+    "gather_cells",
+    "plan_ids",
+    "store_finished_cells",
+    "update_cell_table",
+]

@@ -1,0 +1,158 @@
+"""Failure records: ``<sweep>/failures/<block>.json``, what the last attempt of a block
+left when some of its cells failed (``docs/data-contract.md``, "Failure causes").
+
+A block whose cells fail after Dask's retries records them (:func:`record_block_failures`:
+cell key, seed, simulate parameters, error, cause) and fails its Snakemake job; the
+record is removed when the block later succeeds (:func:`clear_block_failures`).
+:func:`read_failures` and :func:`unresolved_failures` read them back;
+:func:`mark_run_started` stamps the start of a run so that :func:`run_failures_since`
+counts only this run's failures. Cost: O(records) file reads.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from attnrmt.sweep.store.atomic import write_json_atomically
+from attnrmt.sweep.store.fragments import finished_cell_keys
+from attnrmt.sweep.store.layout import FAILURES_DIRNAME, RunLayout, SweepLayout
+
+
+def failure_record_path(fragment_path: str | os.PathLike[str]) -> Path:
+    """``<sweep>/failures/<block>.json`` of the block whose fragment is ``fragment_path``."""
+    return SweepLayout.of_fragment(fragment_path).failure_record(Path(fragment_path).stem)
+
+
+def record_block_failures(
+    fragment_path: str | os.PathLike[str],
+    failed_cells: Sequence[Mapping[str, Any]],
+    attempt: int = 1,
+    mem_mb: int | None = None,
+) -> Path:
+    """Write what failed in a block (atomically), replacing an earlier record.
+
+    ``failed_cells``: one mapping per failed cell, ``{"key", "seed", "params", "error",
+    "cause"}`` (JSON-serialisable; ``cause`` from :func:`classify_failure`). The record
+    also names the block, the time, the number of the attempt
+    (:func:`attnrmt.sweep.store.provenance.block_attempt` reads it back) and the memory the
+    block job was granted (Snakemake's ``mem_mb`` resource; ``None`` when unknown).
+    """
+    path = failure_record_path(fragment_path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    payload = {
+        "block": Path(fragment_path).stem,
+        "attempt": int(attempt),
+        "mem_mb": None if mem_mb is None else int(mem_mb),
+        "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "cells": [dict(cell) for cell in failed_cells],
+    }
+    write_json_atomically(path, payload)
+    return path
+
+
+def clear_block_failures(fragment_path: str | os.PathLike[str]) -> None:
+    """Remove a block's failure record (it has now succeeded)."""
+    with contextlib.suppress(FileNotFoundError):
+        failure_record_path(fragment_path).unlink()
+
+
+def read_failures(sweep_dir: str | os.PathLike[str]) -> list[dict[str, Any]]:
+    """Every failed cell recorded under ``sweep_dir``, each with its ``block``, ``time`` and
+    ``cause`` (``other`` in records older than causes).
+
+    Sorted by block, then cell key. Unreadable records are skipped.
+    """
+    directory = SweepLayout(sweep_dir).failures_dir
+    failed: list[dict[str, Any]] = []
+    for path in sorted(directory.glob("*.json")) if directory.is_dir() else []:
+        try:
+            record = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        for cell in record.get("cells", []):
+            failed.append(
+                {"cause": "other", **cell, "block": record.get("block"), "time": record.get("time")}
+            )
+    return sorted(failed, key=lambda cell: (str(cell["block"]), str(cell.get("key"))))
+
+
+def unresolved_failures(
+    sweep_dir: str | os.PathLike[str], done: Iterable[str] | None = None
+) -> list[dict[str, Any]]:
+    """Recorded failures of a sweep whose cell has not been finished since.
+
+    Parameters
+    ----------
+    sweep_dir : path
+        ``results/<run>/<sweep>``.
+    done : iterable of str, optional
+        Keys of finished cells (default: read from the sweep's fragments).
+
+    Returns
+    -------
+    list of dict
+        ``{"key", "seed", "params", "error", "cause", "block", "time"}`` per failed cell.
+    """
+    sweep = Path(sweep_dir)
+    failed = read_failures(sweep)
+    if not failed:  # the common case: no need to read every fragment's cell keys
+        return []
+    finished = set(done) if done is not None else set(finished_cell_keys(sweep))
+    return [cell for cell in failed if cell.get("key") not in finished]
+
+
+#: Marker the main Snakemake process touches when a run starts (Snakefile ``onstart``):
+#: failure records older than it belong to earlier runs and do not count against
+#: ``execution.max_failures`` (the rerun retries them).
+#: File name of the run-start marker (:attr:`RunLayout.started_marker`).
+RUN_STARTED_MARKER = RunLayout(".").started_marker.name
+
+
+def mark_run_started(run_dir: str | os.PathLike[str]) -> Path:
+    """Touch ``<run_dir>/.run-started`` (its mtime is the run's start). O(1)."""
+    marker = RunLayout(run_dir).started_marker
+    marker.parent.mkdir(parents=True, exist_ok=True)
+    marker.touch()
+    return marker
+
+
+def run_failures_since(
+    run_dir: str | os.PathLike[str],
+    since: float | None,
+    left_out: str | os.PathLike[str] | None = None,
+) -> list[dict[str, Any]]:
+    """Failed cells in every ``<run_dir>/<sweep>/failures/<block>.json`` written at or
+    after ``since`` (Unix seconds; ``None``: all), but the record ``left_out``. Reads
+    only the failures folders: O(failure records), never a fragment."""
+    failed: list[dict[str, Any]] = []
+    skipped = None if left_out is None else Path(left_out).resolve()
+    for path in Path(run_dir).glob(f"*/{FAILURES_DIRNAME}/*.json"):
+        try:
+            if skipped is not None and path.resolve() == skipped:
+                continue
+            if since is not None and path.stat().st_mtime < since:
+                continue
+            record = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue  # removed since listed (its block succeeded), or being replaced
+        failed.extend({"cause": "other", **cell} for cell in record.get("cells", []))
+    return failed
+
+
+__all__ = [
+    "FAILURES_DIRNAME",
+    "RUN_STARTED_MARKER",
+    "clear_block_failures",
+    "failure_record_path",
+    "mark_run_started",
+    "read_failures",
+    "record_block_failures",
+    "run_failures_since",
+    "unresolved_failures",
+]

@@ -1,0 +1,399 @@
+"""The dense grid view of a sweep: coordinates, attributes, chunking, and Zarr writing.
+
+Shared by the writer (:mod:`attnrmt.sweep.store.cell_table.writer`), the reader
+(:mod:`attnrmt.sweep.store.cell_table.reader`) and ``theory.zarr``
+(:mod:`attnrmt.sweep.store.theory`):
+the names and attributes of every stored variable (:data:`CELL_ATTRS`), the axis
+coordinates (numeric axes ascending), the position of a cell in the grid, and
+:func:`cells_dataset`, the in-memory dense assembly of a set of records (the reference the
+lazy reader reproduces bit for bit; fine for small sweeps and tests, O(grid x max d)
+memory). See ``docs/data-contract.md``, "cells.zarr".
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import warnings
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from attnrmt.contract import (
+    ABSENT_INT,
+    AXES,
+    POOLING_FIELDS,
+    SIZE_FIELDS,
+    TABLE_AXIS,
+    TOP_K_FIELDS,
+    VARIABLE_ATTRS,
+    stored_eigenvalue_count,
+    sweep_axes,
+)
+from attnrmt.sweep.store.atomic import atomic_path
+
+#: Attributes of every variable of the cells view: the contract's one table
+#: (``docs/data-contract.md``, "Units"), plus the fill value of the integer sizes.
+CELL_ATTRS: dict[str, dict[str, str]] = {
+    name: {**attrs, **({"absent_value": str(ABSENT_INT)} if name in SIZE_FIELDS else {})}
+    for name, attrs in VARIABLE_ATTRS.items()
+}
+
+
+#: Axes whose coordinates are numbers: stored ascending whatever the config's order, so
+#: ``sel(snr=slice(0, 1))`` works on a sweep written ``snr: {start: 2.5, stop: 0}``.
+NUMERIC_AXES: tuple[str, ...] = tuple(
+    a for a in AXES if a not in ("positional", "weights", "centered")
+)
+
+
+def _coordinate_values(axis: str, values: Sequence[Any]) -> np.ndarray:
+    if axis in ("positional", "weights", TABLE_AXIS):
+        return np.asarray([str(value) for value in values], dtype=object)
+    if axis == "centered":
+        return np.asarray([bool(value) for value in values], dtype=bool)
+    if axis in ("d", "T"):
+        return np.sort(np.asarray([int(value) for value in values], dtype=np.int64))
+    return np.sort(np.asarray([float(value) for value in values], dtype=np.float64))
+
+
+def axis_coordinates(axes: Mapping[str, Sequence[Any]]) -> dict[str, np.ndarray]:
+    """Coordinate arrays of the sweep axes, in the fixed axis order
+    (:func:`attnrmt.contract.sweep_axes`: ``table`` only where ``axes`` has it).
+
+    Numeric axes (:data:`NUMERIC_AXES`) ascending; model and law names and ``centered``
+    in the config's order (``docs/data-contract.md``, "Dimensions").
+    """
+    return {axis: _coordinate_values(axis, axes[axis]) for axis in sweep_axes(axes)}
+
+
+def grid_lookups(coords: Mapping[str, np.ndarray]) -> dict[str, dict[Any, int]]:
+    """``{axis: {coordinate value: index}}`` of :func:`axis_coordinates` output."""
+    return {
+        axis: {value: index for index, value in enumerate(values.tolist())}
+        for axis, values in coords.items()
+    }
+
+
+def cell_grid_index(cell: Any, lookups: Mapping[str, Mapping[Any, int]]) -> tuple[int, ...]:
+    """Index of a plan cell in the sweep grid (axes in order, then replicate)."""
+    return (*(lookups[axis][getattr(cell, axis)] for axis in lookups), int(cell.replicate))
+
+
+def _attrs_json(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, default=str)
+
+
+def dataset_attrs(sweep_plan: Any, root_seed: int, title: str) -> dict[str, Any]:
+    from attnrmt import __version__
+
+    return {
+        "title": title,
+        "sweep": str(sweep_plan.name),
+        "attnrmt_version": str(__version__),
+        "config_sha256": str(sweep_plan.config_sha256),
+        "root_seed": int(root_seed),
+        "model_summary": _attrs_json(model_summary(sweep_plan)),
+        "spectrum": sweep_spectrum(sweep_plan),
+        "Conventions": "CF-1.10 (attributes only)",
+        **sweep_classes_attrs(sweep_plan),
+        **shared_noise_attrs(sweep_plan),
+    }
+
+
+def sweep_classes_attrs(sweep_plan: Any) -> dict[str, Any]:
+    """``{"classes": JSON of {K, means, means_name, spikes}}`` of a K-class sweep
+    (docs/data-contract.md, "K-class sweeps"; ``spikes`` the length of the ``spike``
+    dimension, :func:`attnrmt.sweep.spec.classes.spike_count`), ``{}`` otherwise, so a
+    two-class sweep's attributes are unchanged."""
+    classes = getattr(sweep_plan, "classes", None)
+    if not classes:
+        return {}
+    from attnrmt.sweep.spec.classes import spike_count
+
+    spikes = spike_count(classes, list(sweep_plan.axes["centered"]))
+    return {"classes": _attrs_json({**classes, "spikes": spikes})}
+
+
+def table_coordinate(attrs: Mapping[str, Any]) -> dict[str, Any]:
+    """The scalar coordinate ``table`` (the law's name) of a store written when a sweep had
+    one law and named it in the attribute ``table_name`` (docs/data-contract.md, "Table
+    laws": stores of today have the ``table`` dimension instead), ``{}`` otherwise. O(1)."""
+    if "table_name" not in attrs:
+        return {}
+    name = np.asarray(str(attrs["table_name"]), dtype=object)  # text as object, as the axes
+    return {"table": ((), name, CELL_ATTRS["table"])}
+
+
+def shared_noise_attrs(sweep_plan: Any) -> dict[str, str]:
+    """``{"noise": "shared"}`` for a ``noise: shared`` sweep (the analysis then resamples
+    whole replicate curves, docs/thresholds.md), else nothing: independent sweeps keep
+    their attributes."""
+    noise = str(getattr(sweep_plan, "noise", "independent"))
+    return {} if noise == "independent" else {"noise": noise}
+
+
+def sweep_spectrum(sweep_plan: Any) -> str:
+    """The sweep's ``spectrum`` (``full`` or ``top``; plans made before it existed: full)."""
+    return str(getattr(sweep_plan, "spectrum", "full"))
+
+
+def model_summary(sweep_plan: Any) -> dict[str, dict[str, Any]]:
+    """Canonical specs of the named models a sweep uses: ``{positional: {...}, weights: {...}}``."""
+    if getattr(sweep_plan, "models", None):
+        return {kind: dict(specs) for kind, specs in sweep_plan.models.items()}
+    summary: dict[str, dict[str, Any]] = {"positional": {}, "weights": {}}
+    for cell in sweep_plan.cells:
+        summary["positional"].setdefault(str(cell.positional), dict(cell.positional_spec))
+        summary["weights"].setdefault(str(cell.weights), dict(cell.weights_spec))
+    return summary
+
+
+def _float_encoding(chunks: tuple[int, ...]) -> dict[str, Any]:
+    return {"_FillValue": np.nan, "chunks": chunks}
+
+
+def _chunks_for(dims: Sequence[str], sizes: Mapping[str, int]) -> tuple[int, ...]:
+    """One chunk per point of the slow axes (d .. weights, table), whole along the rest."""
+    slow = {"d", "delta", "gamma", "T", "positional", "weights", TABLE_AXIS}
+    return tuple(1 if dim in slow else max(1, sizes[dim]) for dim in dims)
+
+
+def cells_dataset(
+    sweep_plan: Any,
+    records: Mapping[str, Mapping[str, Any]],
+    root_seed: int,
+) -> Any:
+    """Assemble a sweep's cell results into the ``cells.zarr`` dataset (data contract).
+
+    Parameters
+    ----------
+    sweep_plan : SweepPlan
+        ``.name``, ``.axes``, ``.replicates``, ``.top_k``, ``.cells`` (with ``.key`` and the
+        axis attributes), ``.config_sha256``.
+    records : mapping
+        ``cell_key -> CellResult.to_dict()``-like record; cells without a record are absent
+        (NaN, ``-1`` for ``V``/``N``, ``''`` for ``cell_key``).
+    root_seed : int
+        The run's root seed (dataset attribute).
+
+    Returns
+    -------
+    xarray.Dataset
+        Dims ``d, delta, gamma, T, positional, weights, [table,] snr, centered, replicate,
+        k, eig, position`` (``table`` where the sweep sets it). ``alpha``, ``kappa``,
+        ``sigma``, ``V``, ``N`` are over the axes only
+        (``alpha``/``kappa``/``sigma`` = mean over replicates, exact for deterministic
+        weights); ``alpha_replicate`` etc. keep the per-replicate values (they vary only for
+        ``causal_attention``).
+    """
+
+    coords = axis_coordinates(sweep_plan.axes)
+    lookups = grid_lookups(coords)
+    n_replicates = int(sweep_plan.replicates)
+    top_k = int(sweep_plan.top_k)
+    grid_shape = tuple(len(values) for values in coords.values())
+    cell_shape = (*grid_shape, n_replicates)
+    n_eig = stored_eigenvalue_count(sweep_spectrum(sweep_plan), max(coords["d"]), top_k)
+    max_t = int(max(coords["T"]))
+
+    def nan_array(*tail: int) -> np.ndarray:
+        return np.full((*cell_shape, *tail), np.nan)
+
+    per_k = {name: nan_array(top_k) for name in TOP_K_FIELDS}
+    eigenvalues = nan_array(n_eig)
+    weights = nan_array(max_t)
+    per_cell = {
+        name: nan_array() for name in (*POOLING_FIELDS, "compute_seconds", "downstream_accuracy")
+    }
+    sizes = {name: np.full(cell_shape, ABSENT_INT, dtype=np.int64) for name in SIZE_FIELDS}
+    cell_keys = np.full(cell_shape, "", dtype=object)
+
+    for cell in sweep_plan.cells:
+        index = cell_grid_index(cell, lookups)
+        record = records.get(cell.key)
+        if record is None:
+            continue
+        cell_keys[index] = cell.key
+        for name in TOP_K_FIELDS:
+            values = np.asarray(record[name], dtype=np.float64)
+            per_k[name][index][: values.size] = values
+        spectrum = np.asarray(record["eigenvalues"], dtype=np.float64)
+        eigenvalues[index][: spectrum.size] = spectrum
+        effective = np.asarray(record["effective_weights"], dtype=np.float64)
+        weights[index][: effective.size] = effective
+        for name in per_cell:
+            per_cell[name][index] = float(record[name])
+        for name in SIZE_FIELDS:
+            sizes[name][index] = int(record[name])
+
+    axis_dims = tuple(coords)
+    cell_dims = (*axis_dims, "replicate")
+    data_vars: dict[str, tuple[tuple[str, ...], np.ndarray]] = {
+        "eigenvalues": ((*cell_dims, "eig"), eigenvalues),
+        **{name: ((*cell_dims, "k"), per_k[name]) for name in TOP_K_FIELDS},
+        "compute_seconds": (cell_dims, per_cell["compute_seconds"]),
+        "downstream_accuracy": (cell_dims, per_cell["downstream_accuracy"]),
+        "effective_weights": ((*cell_dims, "position"), weights),
+        "cell_key": (cell_dims, cell_keys),
+    }
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", category=RuntimeWarning)  # mean of all-NaN: absent
+        for name in POOLING_FIELDS:
+            data_vars[name] = (axis_dims, np.nanmean(per_cell[name], axis=-1))
+            data_vars[f"{name}_replicate"] = (cell_dims, per_cell[name])
+    for name in SIZE_FIELDS:
+        data_vars[name] = (axis_dims, first_present(sizes[name]))
+
+    return cells_view(
+        data_vars,
+        coords,
+        replicates=n_replicates,
+        top_k=top_k,
+        n_eig=n_eig,
+        max_t=max_t,
+        attrs={
+            **dataset_attrs(sweep_plan, root_seed, "attnrmt simulated cells"),
+            "replicates": n_replicates,
+            "top_k": top_k,
+            **CELLS_VIEW_NOTES,
+            "cells_present": int(np.count_nonzero(cell_keys != "")),
+            "cells_total": int(cell_keys.size),
+        },
+    )
+
+
+#: Dataset attributes of every cells view that explain its conventions
+#: (``docs/data-contract.md``, "cells.zarr").
+CELLS_VIEW_NOTES: dict[str, str] = {
+    "pooling_scalars": (
+        "alpha, kappa, sigma are over the axes only: the mean over replicates of "
+        "alpha_replicate, kappa_replicate, sigma_replicate (identical across "
+        "replicates except for causal_attention, whose weights are measured)"
+    ),
+    "absent_cells": "grid points without a result: NaN (floats), -1 (V, N), '' (cell_key)",
+}
+
+
+def cells_view(
+    data_vars: Mapping[str, tuple[tuple[str, ...], Any]],
+    coords: Mapping[str, Any],
+    *,
+    replicates: int,
+    top_k: int,
+    n_eig: int,
+    max_t: int,
+    attrs: Mapping[str, Any],
+) -> Any:
+    """The cells dataset of the data contract from its variables (numpy or dask arrays):
+    contract attributes on every variable (:data:`CELL_ATTRS`), the axis coordinates plus
+    ``replicate``, ``k``, ``eig`` (``n_eig``: :func:`attnrmt.contract.stored_eigenvalue_count`
+    at the largest ``d``) and ``position``. O(number of variables); no data copied.
+    Shared by the in-memory reference (:func:`cells_dataset`) and the lazy reader."""
+    import xarray as xr
+
+    return xr.Dataset(
+        data_vars={
+            name: xr.Variable(dims, values, attrs=CELL_ATTRS.get(name, {}))
+            for name, (dims, values) in data_vars.items()
+        },
+        coords={
+            **{axis: (axis, values, CELL_ATTRS[axis]) for axis, values in coords.items()},
+            "replicate": ("replicate", np.arange(replicates), CELL_ATTRS["replicate"]),
+            "k": ("k", np.arange(top_k), CELL_ATTRS["k"]),
+            "eig": ("eig", np.arange(n_eig), CELL_ATTRS["eig"]),
+            "position": ("position", np.arange(max_t), CELL_ATTRS["position"]),
+            **table_coordinate(attrs),
+        },
+        attrs=dict(attrs),
+    )
+
+
+def first_present(values: np.ndarray) -> np.ndarray:
+    """Collapse the replicate axis of an int array, ignoring ``ABSENT_INT`` entries."""
+    present = np.where(values == ABSENT_INT, np.iinfo(np.int64).min, values)
+    collapsed = present.max(axis=-1)
+    return np.where(collapsed == np.iinfo(np.int64).min, ABSENT_INT, collapsed)
+
+
+def dataset_encoding(dataset: Any) -> dict[str, dict[str, Any]]:
+    """Explicit Zarr encodings: NaN fill for floats, chunks whole along fast dims."""
+    sizes = dict(dataset.sizes)
+    encoding: dict[str, dict[str, Any]] = {}
+    for name, variable in dataset.variables.items():
+        dims = variable.dims
+        chunks = _chunks_for(dims, sizes) if name not in dataset.dims else (sizes[name],)
+        if np.issubdtype(variable.dtype, np.floating):
+            encoding[name] = _float_encoding(chunks)
+        else:
+            encoding[name] = {"chunks": chunks}
+    return encoding
+
+
+def write_zarr_atomically(dataset: Any, path: str | os.PathLike[str]) -> Path:
+    """Write ``dataset`` as Zarr v3 to a temporary sibling, consolidate once, rename to ``path``.
+
+    Any existing store at ``path`` is replaced (only the owning rule writes it).
+    """
+    import zarr
+
+    with atomic_path(path, replace_tree=True) as tmp:
+        dataset.to_zarr(
+            tmp,
+            mode="w",
+            zarr_format=3,
+            consolidated=False,
+            encoding=dataset_encoding(dataset),
+        )
+        with warnings.catch_warnings():
+            # Zarr 3 warns that consolidated metadata is not yet in the v3 spec; we write it
+            # deliberately (one read of the metadata for every open) and xarray reads it.
+            warnings.filterwarnings("ignore", message="Consolidated metadata", category=UserWarning)
+            zarr.consolidate_metadata(str(tmp))
+    return Path(path)
+
+
+def log_line(log_path: str | os.PathLike[str] | None, line: str) -> None:
+    if log_path is None:
+        return
+    Path(log_path).parent.mkdir(parents=True, exist_ok=True)
+    with open(log_path, "a") as handle:
+        handle.write(f"{time.strftime('%Y-%m-%d %H:%M:%S')} {line}\n")
+
+
+def has_consolidated_metadata(path: str | os.PathLike[str]) -> bool:
+    """Whether a Zarr store (v3 ``zarr.json`` or v2 ``.zmetadata``) has consolidated metadata."""
+    root = Path(path)
+    if (root / ".zmetadata").is_file():
+        return True
+    try:
+        metadata = json.loads((root / "zarr.json").read_text())
+    except (OSError, ValueError):
+        return False
+    return bool(metadata.get("consolidated_metadata"))
+
+
+__all__ = [
+    "CELLS_VIEW_NOTES",
+    "CELL_ATTRS",
+    "NUMERIC_AXES",
+    "axis_coordinates",
+    "cell_grid_index",
+    "cells_dataset",
+    "cells_view",
+    "dataset_attrs",
+    "dataset_encoding",
+    "first_present",
+    "grid_lookups",
+    "has_consolidated_metadata",
+    "log_line",
+    "model_summary",
+    "shared_noise_attrs",
+    "sweep_classes_attrs",
+    "sweep_spectrum",
+    "table_coordinate",
+    "write_zarr_atomically",
+]

@@ -1,0 +1,177 @@
+"""Where everything of a run lives: the one spelling of every path under
+``results/<run>/`` (``docs/data-contract.md``, "Results folder").
+
+::
+
+    results/<run>/                     RunLayout(run_dir)
+      .attnrmt-run.json                .record          (store/run_record.py)
+      .run-started                     .started_marker  (store/failures.py)
+      .calibration.json                .calibration     (run/calibration.py)
+      .dask/                           .cluster_dir     (run/cluster/)
+      driver/                          .driver_dir      (driver.py)
+      logs/<rule>/...                  .log(rule, *parts)
+      figures/<name>.<fmt>             .figure(name, fmt)
+      <table>.csv, failed_cells.csv    .table(name)
+      report.html                      .report
+      <sweep>/                         SweepLayout = .sweep(name)
+        fragments/<block>.npz          .fragment(block)
+        cache/<block>.npz              .cached(block)
+        salvage/                       .salvage_dir
+        failures/<block>.json          .failure_record(block)
+        cells.zarr theory.zarr analysis.zarr
+
+Paths are built, never probed: every property is O(1) and touches no file. Names may be
+Snakemake wildcard patterns (``RunLayout(...).sweep("{sweep}").fragment("{block}")``).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = [
+    "CACHE_DIRNAME",
+    "FAILURES_DIRNAME",
+    "FRAGMENTS_DIRNAME",
+    "FRAGMENT_SUFFIX",
+    "RESULTS_DIRNAME",
+    "SALVAGE_DIRNAME",
+    "RunLayout",
+    "SweepLayout",
+]
+
+#: Where runs go, relative to the working directory.
+RESULTS_DIRNAME = "results"
+FRAGMENTS_DIRNAME = "fragments"
+CACHE_DIRNAME = "cache"
+SALVAGE_DIRNAME = "salvage"
+FAILURES_DIRNAME = "failures"
+FRAGMENT_SUFFIX = ".npz"
+
+
+@dataclass(frozen=True)
+class RunLayout:
+    """The paths of one run folder ``root`` (``results/<run>``)."""
+
+    root: Path
+
+    def __init__(self, root: str | os.PathLike[str]) -> None:
+        object.__setattr__(self, "root", Path(root))
+
+    @classmethod
+    def of(cls, run: str, results: str | os.PathLike[str] = RESULTS_DIRNAME) -> RunLayout:
+        """The layout of run ``run`` under the results folder ``results``."""
+        return cls(Path(results) / run)
+
+    @property
+    def name(self) -> str:
+        """The run's name (the folder's)."""
+        return self.root.name
+
+    @property
+    def workdir(self) -> Path:
+        """The working directory the run was started in (Snakemake's ``.snakemake/``)."""
+        return self.root.parent.parent
+
+    @property
+    def record(self) -> Path:
+        return self.root / ".attnrmt-run.json"
+
+    @property
+    def started_marker(self) -> Path:
+        return self.root / ".run-started"
+
+    @property
+    def calibration(self) -> Path:
+        return self.root / ".calibration.json"
+
+    @property
+    def cluster_dir(self) -> Path:
+        return self.root / ".dask"
+
+    @property
+    def driver_dir(self) -> Path:
+        return self.root / "driver"
+
+    @property
+    def report(self) -> Path:
+        return self.root / "report.html"
+
+    @property
+    def figures_dir(self) -> Path:
+        return self.root / "figures"
+
+    def figure(self, name: str, fmt: str) -> Path:
+        return self.figures_dir / f"{name}.{fmt}"
+
+    def table(self, name: str) -> Path:
+        """``<run>/<name>.csv``."""
+        return self.root / f"{name}.csv"
+
+    def log(self, rule: str, *parts: str) -> Path:
+        """``<run>/logs/<rule>/<parts...>``."""
+        return self.root.joinpath("logs", rule, *parts)
+
+    def sweep(self, name: str) -> SweepLayout:
+        return SweepLayout(self.root / name)
+
+
+@dataclass(frozen=True)
+class SweepLayout:
+    """The paths of one sweep folder ``root`` (``results/<run>/<sweep>``)."""
+
+    root: Path
+
+    def __init__(self, root: str | os.PathLike[str]) -> None:
+        object.__setattr__(self, "root", Path(root))
+
+    @classmethod
+    def of_fragment(cls, fragment: str | os.PathLike[str]) -> SweepLayout:
+        """The sweep whose ``fragments/``, ``cache/`` or ``salvage/`` holds ``fragment``."""
+        return cls(Path(fragment).parent.parent)
+
+    @property
+    def name(self) -> str:
+        return self.root.name
+
+    @property
+    def run(self) -> RunLayout:
+        return RunLayout(self.root.parent)
+
+    @property
+    def fragments_dir(self) -> Path:
+        return self.root / FRAGMENTS_DIRNAME
+
+    @property
+    def cache_dir(self) -> Path:
+        return self.root / CACHE_DIRNAME
+
+    @property
+    def salvage_dir(self) -> Path:
+        return self.root / SALVAGE_DIRNAME
+
+    @property
+    def failures_dir(self) -> Path:
+        return self.root / FAILURES_DIRNAME
+
+    def fragment(self, block: str) -> Path:
+        return self.fragments_dir / f"{block}{FRAGMENT_SUFFIX}"
+
+    def cached(self, block: str) -> Path:
+        return self.cache_dir / f"{block}{FRAGMENT_SUFFIX}"
+
+    def failure_record(self, block: str) -> Path:
+        return self.failures_dir / f"{block}.json"
+
+    @property
+    def cells(self) -> Path:
+        return self.root / "cells.zarr"
+
+    @property
+    def theory(self) -> Path:
+        return self.root / "theory.zarr"
+
+    @property
+    def analysis(self) -> Path:
+        return self.root / "analysis.zarr"

@@ -1,0 +1,126 @@
+"""Provenance columns of each cell: how the code, environment and resources that
+produced it are encoded in fragments and the cell table (measured by
+:mod:`attnrmt.sweep.run.provenance`, summed up by :mod:`attnrmt.sweep.report.provenance`).
+
+Metadata only: nothing here enters a cell's identity (its key and seed) or changes a
+number. ``docs/data-contract.md``, "Provenance" documents the stored names.
+
+Per cell, a record (``CellResult.to_dict()`` plus these keys) carries
+
+- ``environment``: canonical JSON of the worker process's environment
+  (:func:`process_environment`: package version, git commit and dirty flag, Python,
+  numpy, scipy, BLAS, host), computed once per process and cached;
+- ``peak_memory_bytes``: the worker process's peak resident memory by the end of the
+  cell (``resource.getrusage(RUSAGE_SELF).ru_maxrss``; a process-wide high-water mark);
+- ``attempt``: the block-job attempt that computed the cell (1 = first; a block whose
+  previous attempt failed counts one more, from its failure record);
+- wall time: the existing ``compute_seconds``.
+
+Fragments store the environment once per distinct value: ``environments`` (one JSON
+string per distinct environment) and ``environment_id`` per cell (:func:`environment_id`,
+64 bits of the JSON's sha256; ``0`` = unknown). Cells computed before provenance existed
+get :data:`~attnrmt.contract.PROVENANCE_ABSENT`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from attnrmt.contract import PROVENANCE_ABSENT, PROVENANCE_FIELDS
+
+#: Record key of the environment JSON (stored deduplicated: :data:`ENVIRONMENTS_MEMBER`).
+ENVIRONMENT_KEY = "environment"
+#: Fragment member and segment/dataset attribute holding the distinct environments.
+ENVIRONMENTS_MEMBER = "environments"
+#: Record keys that are provenance, not results (never part of a cell's identity).
+PROVENANCE_KEYS: frozenset[str] = frozenset({ENVIRONMENT_KEY, *PROVENANCE_FIELDS})
+
+
+def environment_id(environment_json: str) -> int:
+    """64-bit id of an environment JSON: the first 8 bytes of its sha256 (signed, != 0).
+
+    ``""`` (unknown) maps to ``0``, :data:`~attnrmt.contract.PROVENANCE_ABSENT`'s value.
+    """
+    if not environment_json:
+        return int(PROVENANCE_ABSENT["environment_id"])
+    digest = hashlib.sha256(environment_json.encode()).digest()
+    return int.from_bytes(digest[:8], "little", signed=True) or 1
+
+
+# --------------------------------------------------------------------------- fragments
+
+
+def encode_provenance(records: Sequence[Mapping[str, Any]]) -> dict[str, np.ndarray]:
+    """Fragment members of the records' provenance (see the module docstring).
+
+    ``environments`` ``(m,)`` str (distinct JSON, first-seen order) and, per cell,
+    :data:`~attnrmt.contract.PROVENANCE_FIELDS` ``(n,)`` int64; missing keys (cells
+    from old fragments) get :data:`~attnrmt.contract.PROVENANCE_ABSENT`. O(n).
+    """
+    texts = [str(record.get(ENVIRONMENT_KEY, "")) for record in records]
+    distinct = [text for text in dict.fromkeys(texts) if text]
+    ids = {text: environment_id(text) for text in dict.fromkeys(texts)}
+    members = {
+        ENVIRONMENTS_MEMBER: np.asarray(distinct, dtype=np.str_).reshape(len(distinct)),
+        "environment_id": np.array([ids[text] for text in texts], dtype=np.int64),
+    }
+    for name in PROVENANCE_FIELDS:
+        if name != "environment_id":
+            members[name] = np.array(
+                [int(record.get(name, PROVENANCE_ABSENT[name])) for record in records],
+                dtype=np.int64,
+            )
+    return members
+
+
+def environments_of(arrays: Mapping[str, np.ndarray]) -> dict[int, str]:
+    """``environment_id -> environment JSON`` of a fragment's members (``{}`` if none)."""
+    if ENVIRONMENTS_MEMBER not in arrays:
+        return {}
+    return {environment_id(str(text)): str(text) for text in arrays[ENVIRONMENTS_MEMBER]}
+
+
+def decode_provenance(arrays: Mapping[str, np.ndarray], n_cells: int) -> list[dict[str, Any]]:
+    """Inverse of :func:`encode_provenance`: the known provenance keys of each cell.
+
+    Unknown values (:data:`~attnrmt.contract.PROVENANCE_ABSENT`, or a fragment written
+    before provenance) are left out, so a record without provenance round-trips without
+    it. O(n).
+    """
+    known: list[dict[str, Any]] = [{} for _ in range(n_cells)]
+    environments = environments_of(arrays)
+    for name in PROVENANCE_FIELDS:
+        if name not in arrays:
+            continue
+        for index, value in enumerate(np.asarray(arrays[name]).tolist()):
+            if value == PROVENANCE_ABSENT[name]:
+                continue
+            if name == "environment_id":
+                known[index][ENVIRONMENT_KEY] = environments.get(value, "")
+            else:
+                known[index][name] = int(value)
+    return known
+
+
+def absent_column(name: str, n_cells: int) -> np.ndarray:
+    """``(n_cells,)`` int64 fill of a provenance field for cells without provenance."""
+    return np.full(n_cells, PROVENANCE_ABSENT[name], dtype=np.int64)
+
+
+# --------------------------------------------------------------------------- summary
+
+
+__all__ = [
+    "ENVIRONMENTS_MEMBER",
+    "ENVIRONMENT_KEY",
+    "PROVENANCE_KEYS",
+    "absent_column",
+    "decode_provenance",
+    "encode_provenance",
+    "environment_id",
+    "environments_of",
+]

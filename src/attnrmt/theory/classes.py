@@ -1,0 +1,326 @@
+"""K-class spikes: the eigenvalues of the pooled signal matrix on the two-class bulk
+(docs/model.md, "K classes").
+
+With the pooled signal matrix ``B`` (K x K, :func:`attnrmt.model.classes.signal_matrix`:
+``A = Cov(Y)`` for centred ``S``, ``E[Y Y^T]`` uncentred), the class-mean Gram ``G`` and the
+variant's limit Gram of the table's class means
+
+    ``H = snr G + K delta I``  (``finite_vocab``),   ``H = snr G``  (``paper``),
+
+the spike strengths are the eigenvalues ``theta_1 >= .. >= theta_r`` (``r = rank B``) of
+
+    ``Theta = B^(1/2) H B^(1/2) / kappa``  (units of kappa).
+
+Each ``theta_j`` goes through the rank-one maps of :func:`attnrmt.theory.spike_outliers`
+(finite-rank perturbation of a Wishart matrix, Benaych-Georges and Nadakuditi 2011: each
+eigenvalue of the perturbation has its own outlier and its eigenvector its own overlap):
+population outlier ``kappa (1 + u)(1 + delta u)/u``, sample outlier ``kappa f(u)``,
+``u = 1/(theta_j - delta)``; the overlaps are with the spike's own direction ``v_j`` (the
+table direction ``M B^(1/2) q_j`` in ``finite_vocab``, the signal direction in ``paper``),
+and with the span of the true class means times the squared cosine
+``q_j^T Theta_0 q_j / theta_j`` (``Theta_0 = B^(1/2) snr G B^(1/2) / kappa``), the
+``snr / (snr + delta)`` of the two-class model. ``K = 2``, ``G`` simplex, balanced labels:
+``Theta = (alpha/kappa)(snr + delta)`` (``finite_vocab``), ``(alpha/kappa) snr`` (``paper``),
+and uncentred the second eigenvalue is the mean spike ``sigma^2 delta / kappa``.
+
+The formulas assume balanced labels (every position uniform over the classes): the noise
+is then ``kappa`` times one Wishart matrix of ratio ``delta`` (docs/model.md, "K-class
+population covariance").
+
+Unlike the rank-one functions of :mod:`attnrmt.theory.spike`, these take one parameter point
+(``K x K`` matrices, scalar ratios) and do not broadcast; each costs O(K^3) plus the
+thresholds' bracketing and bisection (O(r^3) per step).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+from attnrmt._validation import check_choice, check_finite_array, check_positive
+from attnrmt.contract import VARIANTS
+from attnrmt.theory.spike import critical_theta, spike_outliers
+
+__all__ = [
+    "ClassSpikes",
+    "class_mean_gram_limit",
+    "class_spike_matrix",
+    "class_spikes",
+    "class_thresholds",
+]
+
+# Eigenvalues of B below this times its largest are zero (its rank r).
+_RANK_RTOL = 1e-10
+# Spike strengths within this relative distance (of the largest) are one degenerate group.
+_GROUP_RTOL = 1e-9
+# Threshold search: doubling steps from |snr| = 1 (up to 2^60), then bisection steps.
+_BRACKET_STEPS = 60
+_BISECTION_STEPS = 200
+# Symmetry / semi-definiteness tolerance of B and G (entries O(1) or O(kappa)).
+_SYMMETRY_RTOL = 1e-10
+_PSD_RTOL = 1e-9
+
+
+@dataclass(frozen=True)
+class ClassSpikes:
+    """K-class spike predictions for one variant (docs/model.md, "K-class spikes"), one entry
+    per eigenvalue of the spike matrix, descending (``r = rank B`` entries).
+
+    Attributes
+    ----------
+    theta : ndarray (r,)
+        Spike strengths (units of kappa).
+    group : ndarray of int (r,)
+        Equal strengths (to ``_GROUP_RTOL``) share a group: their eigenvectors are
+        determined only as a subspace, and the sample's outliers of one group split by
+        finite-d fluctuations.
+    mean_coefficients : ndarray (K, r)
+        ``a_j = B^(1/2) q_j / sqrt(kappa theta_j)``: the spike direction is ``M a_j`` (unit
+        in the limit), ``M`` the table's class means (``finite_vocab``) or the true means
+        (``paper``); NaN where ``theta_j = 0``.
+    population_outlier, sample_outlier : ndarray (r,)
+        Units of ``S``; NaN when absent.
+    population_overlap, sample_overlap : ndarray (r,)
+        Squared overlap of the outlier's eigenvector with the spike's own direction; 0 when
+        absent.
+    population_overlap_signal, sample_overlap_signal : ndarray (r,)
+        Squared overlap with the span of the true class means (``mu_k``, centred for
+        centred ``S``): the own-direction overlap times ``q_j^T Theta_0 q_j / theta_j``,
+        averaged over the spike's group.
+    threshold_snr_population, threshold_snr_sample : ndarray (r,)
+        The ``snr`` at which ``theta_j`` (the j-th largest) crosses ``delta + sqrt(delta)``
+        resp. ``delta + 1/u*`` (:func:`class_thresholds`).
+    """
+
+    theta: np.ndarray
+    group: np.ndarray
+    mean_coefficients: np.ndarray
+    population_outlier: np.ndarray
+    sample_outlier: np.ndarray
+    population_overlap: np.ndarray
+    sample_overlap: np.ndarray
+    population_overlap_signal: np.ndarray
+    sample_overlap_signal: np.ndarray
+    threshold_snr_population: np.ndarray
+    threshold_snr_sample: np.ndarray
+
+
+def _check_psd(name: str, value: ArrayLike, K: int | None = None) -> np.ndarray:
+    """A symmetric positive semidefinite square matrix (symmetrised), ValueError otherwise."""
+    matrix = check_finite_array(name, value)
+    if matrix.ndim != 2 or matrix.shape[0] != matrix.shape[1] or matrix.shape[0] < 2:
+        raise ValueError(f"{name}={value!r}: must be a square K x K matrix, K >= 2")
+    if K is not None and matrix.shape[0] != K:
+        raise ValueError(f"{name}={value!r}: must be {K} x {K}")
+    scale = max(float(np.abs(matrix).max()), 1e-300)
+    if not np.allclose(matrix, matrix.T, rtol=0.0, atol=_SYMMETRY_RTOL * scale):
+        raise ValueError(f"{name}={value!r}: must be symmetric")
+    matrix = 0.5 * (matrix + matrix.T)
+    if float(np.linalg.eigvalsh(matrix)[0]) < -_PSD_RTOL * scale:
+        raise ValueError(f"{name}={value!r}: must be positive semidefinite")
+    return matrix
+
+
+def _psd_sqrt(matrix: np.ndarray) -> np.ndarray:
+    values, vectors = np.linalg.eigh(matrix)
+    return (vectors * np.sqrt(np.clip(values, 0.0, None))) @ vectors.T
+
+
+def _signal_range(B: np.ndarray) -> np.ndarray:
+    """Orthonormal basis (K, r) of the range of ``B`` (``r = rank B``)."""
+    values, vectors = np.linalg.eigh(B)
+    keep = values > _RANK_RTOL * max(float(values[-1]), 1e-300)
+    return vectors[:, keep]
+
+
+def class_mean_gram_limit(
+    G: ArrayLike, snr: float, delta: float, variant: str = "finite_vocab"
+) -> np.ndarray:
+    """The limit of the Gram matrix ``M^T M`` of the class means the spike sees
+    (docs/model.md, "K-class spikes"): ``snr G + K delta I`` (``finite_vocab``: each table
+    class mean is ``mu_k`` plus the average of ``V/K`` noise rows, of squared norm
+    ``d K / V = K delta`` and orthogonal to everything else) or ``snr G`` (``paper``).
+    O(K^2)."""
+    gram = _check_psd("G", G)
+    snr_value = float(check_positive("snr", snr, allow_zero=True))
+    delta_value = float(check_positive("delta", delta))
+    check_choice("variant", variant, VARIANTS)
+    bias = gram.shape[0] * delta_value if variant == "finite_vocab" else 0.0
+    return snr_value * gram + bias * np.eye(gram.shape[0])
+
+
+def class_spike_matrix(B: ArrayLike, H: ArrayLike, kappa: float) -> np.ndarray:
+    """``Theta = B^(1/2) H B^(1/2) / kappa`` (K x K; docs/model.md, "K-class spikes"): its
+    nonzero eigenvalues are those of ``M B M^T / kappa`` for class means with ``M^T M = H``.
+    O(K^3)."""
+    signal = _check_psd("B", B)
+    gram = _check_psd("H", H, signal.shape[0])
+    kappa_value = float(check_positive("kappa", kappa))
+    root = _psd_sqrt(signal)
+    return root @ gram @ root / kappa_value
+
+
+def _strength(slope: np.ndarray, offset: np.ndarray, snr: float, index: int) -> float:
+    """The ``index``-th largest eigenvalue of ``snr slope + offset`` (r x r)."""
+    return float(np.linalg.eigvalsh(snr * slope + offset)[::-1][index])
+
+
+def _crossing(slope: np.ndarray, offset: np.ndarray, index: int, critical: float) -> float:
+    """``inf { s : lambda_index(s slope + offset) > critical }`` for PSD ``slope``: the
+    strength is non-decreasing in ``s`` (Weyl), so doubling brackets it and bisection
+    finds it; ``-inf`` / ``inf`` when it is above / below ``critical`` for every ``s``
+    within ``2^_BRACKET_STEPS``."""
+    above_at_zero = _strength(slope, offset, 0.0, index) > critical
+    step = -1.0 if above_at_zero else 1.0
+    inner, outer = 0.0, step
+    for _ in range(_BRACKET_STEPS):
+        if (_strength(slope, offset, outer, index) > critical) != above_at_zero:
+            break
+        inner, outer = outer, 2.0 * outer
+    else:
+        return -np.inf if above_at_zero else np.inf
+    low, high = (outer, inner) if above_at_zero else (inner, outer)
+    for _ in range(_BISECTION_STEPS):
+        middle = 0.5 * (low + high)
+        if middle in (low, high):
+            break
+        if _strength(slope, offset, middle, index) > critical:
+            high = middle
+        else:
+            low = middle
+    return high
+
+
+def class_thresholds(
+    B: ArrayLike,
+    G: ArrayLike,
+    delta: float,
+    gamma: float,
+    kappa: float,
+    variant: str = "finite_vocab",
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per-spike thresholds in ``snr`` (docs/model.md, "K-class thresholds").
+
+    On the range of ``B`` (orthonormal basis ``U``, ``r = rank B``), ``Theta(snr) = snr X +
+    Y`` with ``X = U^T B^(1/2) G B^(1/2) U / kappa`` (PSD) and ``Y = b K delta U^T B U /
+    kappa`` (``b = 1`` for ``finite_vocab``, 0 for ``paper``). The j-th largest strength
+    ``theta_j(snr)`` is non-decreasing in ``snr``; the threshold is where it crosses
+    ``delta + sqrt(delta)`` (population) and ``delta + 1/u*`` (sample), found by
+    bracketing and bisection to rounding, and may be negative (``finite_vocab``: the table's
+    class means alone make a spike) or ``+-inf`` (never / always above). ``K = 2``
+    reproduces :func:`attnrmt.theory.spike`'s thresholds. O(K^3 + r^3 (bracket +
+    bisection steps)).
+
+    Returns
+    -------
+    (threshold_snr_population (r,), threshold_snr_sample (r,))
+    """
+    signal = _check_psd("B", B)
+    gram = _check_psd("G", G, signal.shape[0])
+    delta_value = float(check_positive("delta", delta))
+    gamma_value = float(check_positive("gamma", gamma))
+    kappa_value = float(check_positive("kappa", kappa))
+    check_choice("variant", variant, VARIANTS)
+    basis = _signal_range(signal)
+    root = _psd_sqrt(signal)
+    slope = basis.T @ root @ gram @ root @ basis / kappa_value
+    bias = signal.shape[0] * delta_value if variant == "finite_vocab" else 0.0
+    offset = bias * (basis.T @ signal @ basis) / kappa_value
+    slope, offset = 0.5 * (slope + slope.T), 0.5 * (offset + offset.T)
+    critical = {
+        name: float(critical_theta(np.float64(delta_value), np.float64(gamma_value), name))
+        for name in ("population", "sample")
+    }
+    population, sample = (
+        np.array(
+            [_crossing(slope, offset, index, critical[name]) for index in range(basis.shape[1])]
+        )
+        for name in ("population", "sample")
+    )
+    return population, sample
+
+
+def _groups(theta: np.ndarray) -> np.ndarray:
+    """Group index per strength (descending input): a new group where the gap to the
+    previous one exceeds ``_GROUP_RTOL`` of the largest."""
+    if theta.size == 0:
+        return np.zeros(0, dtype=int)
+    tolerance = _GROUP_RTOL * max(abs(float(theta[0])), 1e-300)
+    return np.concatenate([[0], np.cumsum(np.diff(theta) < -tolerance)]).astype(int)
+
+
+def class_spikes(
+    B: ArrayLike,
+    G: ArrayLike,
+    snr: float,
+    delta: float,
+    gamma: float,
+    kappa: float,
+    variant: str = "finite_vocab",
+) -> ClassSpikes:
+    """Outliers, overlaps and thresholds of every K-class spike (docs/model.md, "K-class
+    spikes", "K-class thresholds"; module docstring).
+
+    Parameters
+    ----------
+    B : array_like (K, K)
+        Pooled signal matrix of balanced labels (:func:`attnrmt.model.classes.signal_matrix`;
+        centred or not, as ``S``).
+    G : array_like (K, K)
+        Class-mean Gram (``mu_k . mu_l = snr G_kl``).
+    snr : float >= 0
+    delta, gamma : float > 0
+        ``d/V``, ``d/N`` (the realised ratios when comparing with a cell).
+    kappa : float > 0
+        ``||w||^2``.
+    variant : {"finite_vocab", "paper"}
+
+    Returns
+    -------
+    ClassSpikes
+        ``r = rank B`` entries, by strength, descending. O(K^3 + thresholds).
+    """
+    signal = _check_psd("B", B)
+    gram = _check_psd("G", G, signal.shape[0])
+    snr_value = float(check_positive("snr", snr, allow_zero=True))
+    delta_value = float(check_positive("delta", delta))
+    gamma_value = float(check_positive("gamma", gamma))
+    kappa_value = float(check_positive("kappa", kappa))
+    H = class_mean_gram_limit(gram, snr_value, delta_value, variant)
+    basis = _signal_range(signal)
+    rank = basis.shape[1]
+    root = _psd_sqrt(signal)
+    # Theta restricted to the range of B (r x r): its eigenvalues are Theta's nonzero ones
+    values, small_vectors = np.linalg.eigh(
+        basis.T @ class_spike_matrix(signal, H, kappa_value) @ basis
+    )
+    theta = np.clip(values[::-1], 0.0, None)
+    vectors = basis @ small_vectors[:, ::-1]  # q_j (K, r)
+    group = _groups(theta)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        coefficients = np.where(theta > 0, root @ vectors / np.sqrt(kappa_value * theta), np.nan)
+        signal_part = root @ (snr_value * gram) @ root / kappa_value  # Theta_0
+        cosine = np.einsum("kj,kl,lj->j", vectors, signal_part, vectors) / theta
+    cosine = np.where(theta > 0, np.clip(cosine, 0.0, 1.0), 0.0)
+    cosine = np.array([cosine[group == g].mean() for g in group])
+    outliers = spike_outliers(theta, delta_value, gamma_value, kappa_value)
+    thresholds = class_thresholds(signal, gram, delta_value, gamma_value, kappa_value, variant)
+
+    def vector(value: object) -> np.ndarray:
+        return np.array(np.broadcast_to(np.asarray(value, dtype=float), (rank,)))
+
+    return ClassSpikes(
+        theta=theta,
+        group=group,
+        mean_coefficients=coefficients,
+        population_outlier=vector(outliers.population_outlier),
+        sample_outlier=vector(outliers.sample_outlier),
+        population_overlap=vector(outliers.population_overlap),
+        sample_overlap=vector(outliers.sample_overlap),
+        population_overlap_signal=vector(outliers.population_overlap) * cosine,
+        sample_overlap_signal=vector(outliers.sample_overlap) * cosine,
+        threshold_snr_population=thresholds[0],
+        threshold_snr_sample=thresholds[1],
+    )

@@ -1,0 +1,87 @@
+"""The Snakemake workflow, shipped inside the package: Snakefile, rules, report captions
+and the workflow profiles (``default``, ``slurm-dask``, ``slurm``).
+
+``attnrmt run`` runs :data:`SNAKEFILE` from any directory (results under
+``./results/``); a checkout's root ``Snakefile`` includes it, so ``snakemake`` there runs
+the same workflow, and its root ``profiles`` links to :data:`PROFILES_DIR`. A profile is
+named by a directory or by the name of a shipped one (:func:`profile_path`).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+WORKFLOW_DIR = Path(__file__).resolve().parent
+"""Folder of the shipped workflow (``Snakefile``, ``rules/``, ``report/``, ``profiles/``)."""
+SNAKEFILE = WORKFLOW_DIR / "Snakefile"
+"""The workflow's main Snakefile."""
+PROFILES_DIR = WORKFLOW_DIR / "profiles"
+"""The shipped workflow profiles, one folder each."""
+DEFAULT_PROFILE = "default"
+"""Profile of ``attnrmt run`` unless ``--profile`` names another."""
+
+
+def shipped_profiles() -> list[str]:
+    """Names of the shipped profiles (folders of :data:`PROFILES_DIR` with a
+    ``config.yaml``), sorted. O(profiles)."""
+    return sorted(path.parent.name for path in PROFILES_DIR.glob("*/config.yaml"))
+
+
+def profile_path(profile: str | os.PathLike[str]) -> Path:
+    """The profile folder ``profile`` names: an existing directory (relative to the
+    working directory) as given, else the shipped profile of that name.
+
+    Raises
+    ------
+    ValueError
+        Neither a directory nor a shipped profile (the message lists the shipped ones).
+    """
+    given = Path(profile)
+    if given.is_dir():
+        return given
+    shipped = PROFILES_DIR / str(profile)
+    if given.name == str(profile) and (shipped / "config.yaml").is_file():
+        return shipped
+    raise ValueError(
+        f"profile {str(profile)!r}: no such directory, and not a shipped profile "
+        f"({', '.join(shipped_profiles())}); `attnrmt init DIR` copies one to edit"
+    )
+
+
+_LOCAL_DASK_MODES = ("local", "job")
+"""Dask modes (config ``dask.mode``) that need no batch-system package."""
+
+
+def profile_extras(folder: str | os.PathLike[str]) -> list[str]:
+    """Optional extras a profile needs beyond ``workflow``: ``["hpc"]`` when it uses
+    Snakemake's SLURM executor or Dask workers as batch jobs (dask-jobqueue), else ``[]``.
+    Reads the profile's ``config.yaml`` (an unreadable one needs nothing here: Snakemake
+    reports it). O(size of the file)."""
+    import yaml
+
+    try:
+        settings = yaml.safe_load((Path(folder) / "config.yaml").read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError):
+        return []
+    if not isinstance(settings, dict):
+        return []
+    dask = (
+        (settings.get("config") or {}).get("dask")
+        if isinstance(settings.get("config"), dict)
+        else None
+    )
+    mode = dask.get("mode", "local") if isinstance(dask, dict) else "local"
+    needs_hpc = settings.get("executor") == "slurm" or mode not in _LOCAL_DASK_MODES
+    return ["hpc"] if needs_hpc else []
+
+
+__all__ = [
+    "DEFAULT_PROFILE",
+    "PROFILES_DIR",
+    "SNAKEFILE",
+    "WORKFLOW_DIR",
+    "profile_extras",
+    "profile_path",
+    "shipped_profiles",
+]
