@@ -221,9 +221,7 @@ def test_killed_run_resumes_without_recomputing_finished_blocks(tmp_path: Path) 
         # block killed between its cache write and its fragment link (publish_fragment)
         finished_cells = set(store.fragment_index(workdir.sweep_dir()))
         in_files = {
-            (key, seed)
-            for path in finished
-            for key, seed in store.read_fragment_cell_ids(path)
+            (key, seed) for path in finished for key, seed in store.read_fragment_cell_ids(path)
         }
         assert in_files and in_files <= finished_cells
         # a SIGKILLed Snakemake leaves its directory lock behind: the rerun removes it

@@ -17,6 +17,7 @@ from attnrmt.contract import PROVENANCE_FIELDS
 from attnrmt.sweep import store
 from attnrmt.sweep.spec import identity
 from attnrmt.sweep.spec.plan import plan_run
+from attnrmt.sweep.store import failures as failure_records
 from attnrmt.sweep.store import fragments, provenance
 from tests.conftest import build_tiny_config
 
@@ -49,6 +50,19 @@ def store_config(**sweep: Any) -> dict[str, Any]:
 def store_plan(d: list[int] | None = None, T: list[int] | None = None, **sweep: Any) -> Any:
     """Plan of one small sweep: 2 weights x 2 snr x 2 centrings x 2 replicates per (d, T)."""
     return plan_run(store_config(d=d or [6], T=T or [3], **sweep))
+
+
+def write_failed_block(run_dir: Path, sweep: str, block: str, causes: list[str]) -> Path:
+    """A failure record of ``len(causes)`` cells of block ``block`` of sweep ``sweep``
+    (``causes``: one failure cause per cell); returns its path."""
+    fragment = run_dir / sweep / "fragments" / f"{block}.npz"
+    return failure_records.record_block_failures(
+        fragment,
+        [
+            {"key": f"{block}{i}", "seed": "s", "error": "E()", "cause": cause}
+            for i, cause in enumerate(causes)
+        ],
+    )
 
 
 def synthetic_record(cell: Any) -> dict[str, Any]:

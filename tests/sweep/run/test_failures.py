@@ -28,7 +28,7 @@ from attnrmt.sweep.spec.config import load_config
 from attnrmt.sweep.spec.plan import plan_run
 from attnrmt.sweep.store import failures as failure_records
 from tests.conftest import build_tiny_config
-from tests.sweep.conftest import UNALLOCATABLE_D
+from tests.sweep.conftest import UNALLOCATABLE_D, write_failed_block
 
 
 def failing_cell_error(kwargs: dict[str, Any]) -> BaseException:
@@ -298,18 +298,6 @@ def test_counts_by_cause_most_frequent_first() -> None:
 )
 def test_max_failed_cells(setting: Any, n_cells: int, limit: int | None) -> None:
     assert failures.max_failed_cells(setting, n_cells) == limit
-
-
-def write_failed_block(run_dir: Path, sweep: str, block: str, causes: list[str]) -> Path:
-    """A failure record of ``len(causes)`` cells; returns its path."""
-    fragment = run_dir / sweep / "fragments" / f"{block}.npz"
-    return failure_records.record_block_failures(
-        fragment,
-        [
-            {"key": f"{block}{i}", "seed": "s", "error": "E()", "cause": cause}
-            for i, cause in enumerate(causes)
-        ],
-    )
 
 
 def test_budget_counts_this_runs_records_of_every_sweep(tmp_path: Path) -> None:

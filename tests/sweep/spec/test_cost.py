@@ -187,18 +187,3 @@ def test_top_constants_size_blocks_but_never_change_a_cell(monkeypatch) -> None:
         assert [b.key for b in sweep.blocks] != [b.key for b in other.blocks]
         assert [c.key for c in sweep.cells] == [c.key for c in other.cells]
         assert sweep.config_sha256 == other.config_sha256
-
-
-def test_calibration_is_kept_so_identical_plans_estimate_identically(tmp_path) -> None:
-    import json
-
-    from attnrmt.sweep.run.calibration import cached_seconds_per_work
-
-    path = tmp_path / "run" / ".calibration.json"
-    first = cached_seconds_per_work(path)
-    assert first > 0 and cached_seconds_per_work(path) == first  # read back, not re-measured
-    stored = json.loads(path.read_text())
-    stored["identity"]["host"] = "another-machine"
-    stored["seconds_per_work"] = 123.0
-    path.write_text(json.dumps(stored))
-    assert cached_seconds_per_work(path) != 123.0  # another machine's number is re-measured
