@@ -3,6 +3,7 @@ tests use an in-process Dask cluster."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from pathlib import Path
@@ -14,6 +15,7 @@ import xarray as xr
 
 from attnrmt.sweep import store
 from attnrmt.sweep.run import blocks, cluster
+from attnrmt.sweep.run.failures import classify_failure
 from attnrmt.sweep.spec import cost
 from attnrmt.sweep.spec.config import load_config
 from attnrmt.sweep.spec.plan import plan_run
@@ -313,6 +315,33 @@ def test_waiting_block_ends_when_its_client_closes(plan: Any) -> None:
         assert not worker.is_alive(), "the block kept waiting on a closed client"
     finished, failures = outcome["result"]
     assert finished == {} and len(failures) == len(cells)
+
+
+def test_a_result_left_unfetched_when_the_client_closes_is_a_lost_task() -> None:
+    """A task that finished on a worker just before its block's client closed (a stop, the
+    SLURM deadline) has a result the client can no longer fetch: ``result()`` raises
+    ``RuntimeError: IOLoop is closed``. It is a lost task (cause ``walltime`` at the
+    deadline, ``killed`` otherwise), not an ``other`` failure (seen in a CI run of the
+    SLURM walltime test before)."""
+    from distributed import Client, LocalCluster
+
+    with LocalCluster(
+        n_workers=1, processes=False, protocol="tcp", host="127.0.0.1", dashboard_address=":0"
+    ) as cluster:
+        client = Client(cluster.scheduler_address, set_as_default=False)
+        future = client.submit(np.zeros, 1000, key="unfetched")
+        deadline = time.monotonic() + 30
+        while future.status != "finished":  # finished on the worker, nothing fetched
+            assert time.monotonic() < deadline, "the task never finished"
+            time.sleep(0.01)
+        assert blocks._task_result(future, client).shape == (1000,)  # an open client fetches
+        client.close()
+        with pytest.raises(RuntimeError, match="IOLoop is closed"):
+            future.result()  # what the block saw before
+        with pytest.raises(asyncio.CancelledError, match="closed") as lost:
+            blocks._task_result(future, client)
+    assert classify_failure(lost.value, walltime=True) == "walltime"
+    assert classify_failure(lost.value) == "killed"
 
 
 # --------------------------------------------------------------------------- plausibility

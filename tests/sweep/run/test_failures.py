@@ -271,7 +271,8 @@ def test_block_ended_by_slurm_at_its_time_limit_records_walltime(
     assert ("SIGTERM received" in output) == sigterm, output[-3000:]
     record = json.loads(failure_records.failure_record_path(fragment).read_text())
     causes = {cell["cause"] for cell in record["cells"]}
-    assert causes == {"walltime"}, (causes, output[-3000:])
+    errors = {cell["error"] for cell in record["cells"] if cell["cause"] != "walltime"}
+    assert causes == {"walltime"}, (causes, errors, output[-3000:])
     assert not fragment.exists()
 
 

@@ -443,9 +443,7 @@ def compute_missing(
     for future in _completed_while_open(list(futures), client):
         bundle = futures[future]
         try:
-            if not future.done():  # left when the client closed: it will never report
-                raise asyncio.CancelledError("the block's Dask client was closed")
-            columns, failed = future.result()
+            columns, failed = _task_result(future, client)
         except (Exception, asyncio.CancelledError) as exc:  # lost cluster: cancelled futures
             failures.extend((cell, exc) for cell in bundle)
         else:
@@ -462,6 +460,25 @@ def compute_missing(
                 on_task(bundle_key(bundle), done)
         future.release()
     return finished, failures
+
+
+def _task_result(future: Any, client: Any) -> Any:
+    """The result of a task of :func:`compute_missing`, or ``asyncio.CancelledError`` when
+    the block's client closed before it could be had: a future left pending (it will
+    never report), or one that finished on a worker while its result was still to be
+    fetched (``result()`` then raises ``RuntimeError: IOLoop is closed``). A task's own
+    errors come back as they are (a task reports its cells' errors in its result, so the
+    RuntimeError of a closed client is never a cell's). O(1) besides the fetch."""
+    if not future.done():
+        raise asyncio.CancelledError("the block's Dask client was closed")
+    try:
+        return future.result()
+    except RuntimeError as exc:
+        if client.status not in ("closing", "closed"):
+            raise
+        raise asyncio.CancelledError(
+            "the block's Dask client was closed before the task's result was fetched"
+        ) from exc
 
 
 # --------------------------------------------------------------------------- shared-noise curves
