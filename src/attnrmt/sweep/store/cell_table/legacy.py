@@ -82,45 +82,37 @@ def take_rows(
     """Values of ``field`` for global ``rows`` of a format-2 table, in the order of
     ``rows`` (kinds as :func:`attnrmt.sweep.store.cell_table.reader.take_rows`). Reads the
     chunks holding the rows, segment by segment. O(n x width)."""
-    from attnrmt.sweep.store.cell_table.reader import contiguous_runs
+    from attnrmt.sweep.store.cell_table.reader import hex_keys, padded, read_ragged
 
     segment_of = np.searchsorted(offsets, rows, side="right") - 1
-    out: Any = (
-        np.empty(rows.size, dtype=object)
-        if kind == "key"
-        else None
-        if kind == "scalar"
-        else np.full((rows.size, width), np.nan)
-    )
+    parts: list[tuple[np.ndarray, np.ndarray]] = []
     for segment in np.unique(segment_of).tolist():
         where = np.flatnonzero(segment_of == segment)
         local = rows[where] - offsets[segment]
         path = segments[segment]
         if kind == "ragged":
-            starts = _array(path, f"{field}__start").oindex[local]
-            lengths = _array(path, f"{field}__length").oindex[local]
-            values = _array(path, f"{field}__values")
-            for lo, hi, members in contiguous_runs(starts, starts + lengths, values.chunks[0]):
-                chunk = values[lo:hi]
-                for member in members.tolist():
-                    length = min(int(lengths[member]), width)
-                    begin = int(starts[member]) - lo
-                    out[where[member], :length] = chunk[begin : begin + length]
-            continue
-        if field in PROVENANCE_FIELDS and not _has_array(path, field):
+            values = read_ragged(
+                _array(path, f"{field}__start").oindex[local],
+                _array(path, f"{field}__length").oindex[local],
+                _array(path, f"{field}__values"),
+                width,
+            )
+        elif field in PROVENANCE_FIELDS and not _has_array(path, field):
             values = np.full(local.size, PROVENANCE_ABSENT[field], dtype=np.int64)
         else:
             array = _array(path, "cell_key" if kind == "key" else field)
             values = array.oindex[local] if array.ndim == 1 else array.oindex[local, :]
-        if kind == "key":
-            out[where] = [bytes(row).hex() for row in np.asarray(values, dtype=np.uint8)]
-        elif kind == "scalar":
-            if out is None:
-                out = np.empty(rows.size, dtype=values.dtype)
-            out[where] = values
-        else:
-            out[where, : min(width, values.shape[1])] = values[:, :width]
-    return np.empty(0) if out is None else cast(np.ndarray, out)
+            if kind == "key":
+                values = hex_keys(values)
+            elif kind != "scalar":
+                values = padded(values, width)
+        parts.append((where, np.asarray(values)))
+    if not parts:
+        return np.empty(0)
+    out = np.empty((rows.size, *parts[0][1].shape[1:]), dtype=parts[0][1].dtype)
+    for where, values in parts:
+        out[where] = values
+    return out
 
 
 def fill_block(
@@ -133,16 +125,17 @@ def fill_block(
     dtype: Any,
     fill: Any,
 ) -> np.ndarray:
-    """Dense block of ``field`` for a block of the grid index (``-1``: absent -> ``fill``)."""
-    tail = () if kind in ("scalar", "key") else (width,)
-    out = np.full((*rows_block.shape, *tail), fill, dtype=dtype)
-    flat_rows = rows_block.reshape(-1)
-    present = np.flatnonzero(flat_rows >= 0)
-    if present.size:
-        out.reshape(-1, *tail)[present] = take_rows(
-            segments, offsets, flat_rows[present], field, kind, width
-        )
-    return out
+    """Dense block of ``field`` for a block of the grid index of a format-2 table."""
+    from attnrmt.sweep.store.cell_table.reader import dense_block
+
+    return dense_block(
+        rows_block,
+        kind,
+        width,
+        dtype,
+        fill,
+        lambda present: take_rows(segments, offsets, present, field, kind, width),
+    )
 
 
 def open_legacy(directory: Path, manifest: Mapping[str, Any]) -> Any:

@@ -22,7 +22,7 @@ import functools
 import json
 import os
 import warnings
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, cast
 
@@ -94,7 +94,7 @@ def _absent(name: str, size: int) -> np.ndarray:
     return np.full(size, np.nan)
 
 
-def contiguous_runs(
+def _contiguous_runs(
     starts: np.ndarray, ends: np.ndarray, gap: int
 ) -> list[tuple[int, int, np.ndarray]]:
     """Group sorted ranges into runs whose gaps are below ``gap``: (lo, hi, members)."""
@@ -116,6 +116,39 @@ def contiguous_runs(
     return runs
 
 
+def read_ragged(starts: Any, counts: Any, values: Any, width: int) -> np.ndarray:
+    """Rows of a CF contiguous ragged array, NaN-padded to ``width``: ``(n, width)``.
+
+    ``starts``/``counts``: each row's first sample and sample count; ``values``: the
+    sample array (Zarr). Reads one slice of ``values`` per run of nearby rows (gaps under
+    one chunk), so O(n x width) values and O(runs) reads.
+    """
+    starts = np.asarray(starts, dtype=np.int64)
+    counts = np.asarray(counts, dtype=np.int64)
+    out = np.full((starts.size, width), np.nan)
+    for lo, hi, members in _contiguous_runs(starts, starts + counts, values.chunks[0]):
+        chunk = values[lo:hi]
+        for member in members.tolist():
+            length = min(int(counts[member]), width)
+            begin = int(starts[member]) - lo
+            out[member, :length] = chunk[begin : begin + length]
+    return out
+
+
+def hex_keys(key_bytes: Any) -> np.ndarray:
+    """Cell keys as hex strings (object array) from their ``(n, 32)`` uint8 rows."""
+    keys = np.empty(len(key_bytes), dtype=object)
+    keys[:] = [bytes(row).hex() for row in np.asarray(key_bytes, dtype=np.uint8)]
+    return keys
+
+
+def padded(values: Any, width: int) -> np.ndarray:
+    """``(n, m)`` values as ``(n, width)``: cut or NaN-padded on the right."""
+    out = np.full((len(values), width), np.nan)
+    out[:, : min(width, values.shape[1])] = values[:, :width]
+    return out
+
+
 def take_rows(
     columns: Mapping[str, Any], rows: np.ndarray, field: str, kind: str, width: int
 ) -> np.ndarray:
@@ -128,19 +161,14 @@ def take_rows(
     """
     if kind == "ragged":
         names = ragged_names(field)
-        out = np.full((rows.size, width), np.nan)
         if field not in columns:
-            return out
-        starts = np.asarray(columns[names.start].oindex[rows], dtype=np.int64)
-        lengths = np.asarray(columns[names.count].oindex[rows], dtype=np.int64)
-        values = columns[field]
-        for lo, hi, members in contiguous_runs(starts, starts + lengths, values.chunks[0]):
-            chunk = values[lo:hi]
-            for member in members.tolist():
-                length = min(int(lengths[member]), width)
-                begin = int(starts[member]) - lo
-                out[member, :length] = chunk[begin : begin + length]
-        return out
+            return np.full((rows.size, width), np.nan)
+        return read_ragged(
+            columns[names.start].oindex[rows],
+            columns[names.count].oindex[rows],
+            columns[field],
+            width,
+        )
     name = CELL_KEY if kind == "key" else field
     if name not in columns:
         absent = _absent(name, rows.size)
@@ -148,13 +176,31 @@ def take_rows(
     array = columns[name]
     values = array.oindex[rows] if array.ndim == 1 else array.oindex[rows, :]
     if kind == "key":
-        keys = np.empty(rows.size, dtype=object)
-        keys[:] = [bytes(row).hex() for row in np.asarray(values, dtype=np.uint8)]
-        return keys
+        return hex_keys(values)
     if kind == "scalar":
         return np.asarray(values)
-    out = np.full((rows.size, width), np.nan)
-    out[:, : min(width, values.shape[1])] = values[:, :width]
+    return padded(values, width)
+
+
+def dense_block(
+    rows_block: np.ndarray,
+    kind: str,
+    width: int,
+    dtype: Any,
+    fill: Any,
+    take: Callable[[np.ndarray], np.ndarray],
+) -> np.ndarray:
+    """Dense block of one field for a block of the grid index (``-1``: absent -> ``fill``).
+
+    ``take(rows)`` returns the field's values at the present (``>= 0``) rows, in order
+    (a format's ``take_rows``). O(block x width).
+    """
+    tail = () if kind in ("scalar", "key") else (width,)
+    out = np.full((*rows_block.shape, *tail), fill, dtype=dtype)
+    flat_rows = rows_block.reshape(-1)
+    present = np.flatnonzero(flat_rows >= 0)
+    if present.size:
+        out.reshape(-1, *tail)[present] = take(flat_rows[present])
     return out
 
 
@@ -168,15 +214,16 @@ def fill_block(
     dtype: Any,
     fill: Any,
 ) -> np.ndarray:
-    """Dense block of ``field`` for a block of the grid index (``-1``: absent -> ``fill``)."""
-    tail = () if kind in ("scalar", "key") else (width,)
-    out = np.full((*rows_block.shape, *tail), fill, dtype=dtype)
-    flat_rows = rows_block.reshape(-1)
-    present = np.flatnonzero(flat_rows >= 0)
-    if present.size:
-        values = take_rows(_columns(store, version_id), flat_rows[present], field, kind, width)
-        out.reshape(-1, *tail)[present] = values
-    return out
+    """Dense block of ``field`` for a block of the grid index of a format-3 table."""
+    columns = _columns(store, version_id)
+    return dense_block(
+        rows_block,
+        kind,
+        width,
+        dtype,
+        fill,
+        lambda rows: take_rows(columns, rows, field, kind, width),
+    )
 
 
 def table_environments(path: str | os.PathLike[str]) -> dict[int, str]:
@@ -487,11 +534,14 @@ def _squeezed(dataset: Any) -> Any:
 
 
 __all__ = [
-    "contiguous_runs",
+    "dense_block",
     "dense_view",
+    "hex_keys",
     "iter_current_rows",
     "open_cell_table",
     "open_cells",
     "open_results",
+    "padded",
+    "read_ragged",
     "table_environments",
 ]
