@@ -6,8 +6,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
+from attnrmt.contract import AXES, TABLE_AXIS
 from attnrmt.sweep.report import failed_cells
 from attnrmt.sweep.run import blocks
 from attnrmt.sweep.spec.config import load_config
@@ -44,3 +46,32 @@ def test_block_records_cause_and_granted_memory(tmp_path: Path, scheduler_addres
     assert list(table.columns) == list(failed_cells.FAILED_CELLS_COLUMNS)
     assert table["cause"].tolist() == ["out_of_memory"]
     assert "MemoryError" in table["error"][0]
+
+
+def test_a_run_with_a_table_sweep_names_the_law_of_each_failed_cell(tmp_path: Path) -> None:
+    """A run whose sweeps differ in the ``table`` axis: the CSV has a ``table`` column
+    (after ``weights``, as in the contract), the law of each failed cell of the table
+    sweep, and an empty one for the sweep without it."""
+    config = build_tiny_config(sweep={"table": ["gaussian", "rademacher"], "replicates": 1})
+    config["sweeps"]["plain"] = {
+        key: value for key, value in config["sweeps"]["grid"].items() if key != "table"
+    }
+    plan = plan_run(load_config(config))
+    run_dir = tmp_path / "results" / "unit"
+    failing = {}
+    for name, sweep in plan.sweeps.items():
+        cell = sweep.cells[len(sweep.cells) - 1]
+        failing[name] = cell
+        failure_records.record_block_failures(
+            run_dir / name / "fragments" / "b.npz",
+            [{"key": cell.key, "seed": "s", "error": "E()", "cause": "numerical"}],
+        )
+    table = failed_cells.failed_cells_table(plan, run_dir)
+    columns = list(table.columns)
+    assert columns == list(failed_cells.failed_cells_columns([*AXES, TABLE_AXIS]))
+    assert columns.index("table") == columns.index("weights") + 1
+    by_sweep = table.set_index("sweep")
+    assert by_sweep.loc["grid", "table"] == failing["grid"].table == "rademacher"
+    assert by_sweep.loc["grid", "cell_key"] == failing["grid"].key
+    assert pd.isna(by_sweep.loc["plain", "table"])
+    assert by_sweep.loc["plain", "cell_key"] == failing["plain"].key

@@ -8,42 +8,44 @@ the config. Cost: O(failure records + failed cells).
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from attnrmt.sweep.store.failures import (
-    unresolved_failures,
-)
+from attnrmt.contract import AXES, sweep_axes
+from attnrmt.sweep.store.failures import unresolved_failures
 
-#: Columns of ``failed_cells.csv``: where the cell is, what it is, and how it failed
-#: (``docs/data-contract.md``, "Failure causes").
-FAILED_CELLS_COLUMNS = (
-    "sweep",
-    "block",
-    "cell_key",
-    "d",
-    "delta",
-    "gamma",
-    "T",
-    "positional",
-    "weights",
-    "snr",
-    "centered",
-    "replicate",
-    "cause",
-    "error",
-    "time",
-)
+#: Columns of ``failed_cells.csv`` before and after the axes: where the cell is, then
+#: (after the axes and ``replicate``) how it failed (``docs/data-contract.md``,
+#: "Failure causes").
+_WHERE_COLUMNS = ("sweep", "block", "cell_key")
+_HOW_COLUMNS = ("cause", "error", "time")
+
+
+def failed_cells_columns(axes: Iterable[str] = AXES) -> tuple[str, ...]:
+    """Columns of ``failed_cells.csv`` for a run whose sweeps have the axes ``axes``: the
+    place, every axis in the contract's order (``table`` only when a sweep has it), the
+    replicate, the failure. O(axes)."""
+    return (*_WHERE_COLUMNS, *sweep_axes(axes), "replicate", *_HOW_COLUMNS)
+
+
+#: Columns of ``failed_cells.csv`` of a run without a ``table`` axis.
+FAILED_CELLS_COLUMNS = failed_cells_columns()
 
 
 def failed_cells_table(run_plan: Any, run_dir: str | os.PathLike[str]) -> pd.DataFrame:
-    """One row per planned cell whose last attempt failed (:data:`FAILED_CELLS_COLUMNS`).
+    """One row per planned cell whose last attempt failed (:func:`failed_cells_columns`
+    of the run's axes; a cell of a sweep without an axis another sweep has leaves it empty).
 
     Cells are described by the plan (model *names*, replicate), so that the table reads
     like the config; failures of cells the config no longer holds are left out.
     """
+    columns = failed_cells_columns(
+        axis for sweep in run_plan.sweeps.values() for axis in sweep.axes
+    )
+    axes = columns[len(_WHERE_COLUMNS) : -len(_HOW_COLUMNS)]
     rows = []
     for name, sweep in run_plan.sweeps.items():
         failures = unresolved_failures(Path(run_dir) / name)
@@ -61,13 +63,13 @@ def failed_cells_table(run_plan: Any, run_dir: str | os.PathLike[str]) -> pd.Dat
                     "sweep": name,
                     "block": failure["block"],
                     "cell_key": cell.key,
-                    **{axis: getattr(cell, axis) for axis in FAILED_CELLS_COLUMNS[3:12]},
+                    **{axis: getattr(cell, axis) for axis in axes},
                     "cause": failure["cause"],
                     "error": " ".join(str(failure.get("error", "")).split()),
                     "time": failure.get("time"),
                 }
             )
-    return pd.DataFrame(rows, columns=list(FAILED_CELLS_COLUMNS))
+    return pd.DataFrame(rows, columns=list(columns))
 
 
 def write_failed_cells_table(
@@ -83,6 +85,7 @@ def write_failed_cells_table(
 
 __all__ = [
     "FAILED_CELLS_COLUMNS",
+    "failed_cells_columns",
     "failed_cells_table",
     "write_failed_cells_table",
 ]
