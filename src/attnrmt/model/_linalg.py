@@ -122,7 +122,7 @@ Measured changes (CPU s, rounds, basis columns S + P):
 from __future__ import annotations
 
 from collections.abc import Callable, Generator
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import scipy.linalg
@@ -194,8 +194,11 @@ def _tridiagonalize(lower: np.ndarray) -> tuple[np.ndarray, ...]:
     return factored, diagonal, offdiagonal, tau
 
 
-def _apply_householder(factored: np.ndarray, tau: np.ndarray, vectors: np.ndarray) -> np.ndarray:
-    """``Q @ vectors`` for ``Q = H(1) ... H(n-1)`` stored by ``dsytrd(lower=1)``.
+def _apply_householder(
+    factored: np.ndarray, tau: np.ndarray, vectors: np.ndarray, transpose: bool = False
+) -> np.ndarray:
+    """``Q @ vectors`` (``Q^T @ vectors`` if ``transpose``) for ``Q = H(1) ... H(n-1)``
+    stored by ``dsytrd(lower=1)``.
 
     ``H(i) = I - tau_i v_i v_i^T`` with ``v_i = (0_{i}, 1, factored[i+2:, i])`` (1-based
     ``i``): on rows ``2..n`` these are the reflectors of a QR factorisation stored in
@@ -209,7 +212,13 @@ def _apply_householder(factored: np.ndarray, tau: np.ndarray, vectors: np.ndarra
         return result
     reflectors = np.asfortranarray(factored[1:, :-1])
     applied, _, info = lapack.dormqr(
-        "L", "N", reflectors, tau, result[1:], lwork=max(1, 64 * k), overwrite_c=1
+        "L",
+        "T" if transpose else "N",
+        reflectors,
+        tau,
+        result[1:],
+        lwork=max(1, 64 * k),
+        overwrite_c=1,
     )
     if info != 0:  # pragma: no cover - LAPACK failure
         raise np.linalg.LinAlgError(f"dormqr failed with info={info}")
@@ -569,19 +578,76 @@ def _block_lanczos_steps(
     multiplied by the operator, receives the product, returns the result (with
     ``max(n_vectors, n_returned)`` Ritz vectors: the extra ones are not tested), checking
     the stop rule every ``check_every`` basis columns."""
+    wanted = n_values + 1  # one more Ritz value than needed: the gap below the last vector
+
+    def check(
+        basis: np.ndarray,
+        projected: np.ndarray,
+        projections: np.ndarray | None,
+        coupling: np.ndarray,
+        low: int,
+    ) -> tuple[np.ndarray, np.ndarray] | None:
+        end = projected.shape[0]
+        count = min(max(wanted, n_returned), end)
+        values, ritz = scipy.linalg.eigh(
+            projected,
+            subset_by_index=[end - count, end - 1],
+            driver="evr",
+            check_finite=False,
+        )
+        values, ritz = values[::-1], ritz[:, ::-1]
+        residuals = np.sqrt(np.sum((coupling @ ritz[low:end]) ** 2, axis=0))
+        cosines = (
+            None
+            if projections is None
+            else np.abs(ritz[:, :n_vectors].T @ projections).max(axis=1, initial=0.0)
+        )
+        if not converged(
+            values, residuals, n_values, n_vectors, value_tol, vector_tol, cosines, floor_tol
+        ):
+            return None
+        vectors = basis @ ritz[:, : max(n_vectors, n_returned)]
+        vectors /= np.sqrt(np.sum(vectors**2, axis=0))
+        return values[:n_values].copy(), vectors
+
+    return (
+        yield from _lanczos_recurrence(
+            start, rng, max_columns, directions, check_every, wanted, check
+        )
+    )
+
+
+def _lanczos_recurrence(
+    start: np.ndarray,
+    rng: np.random.Generator,
+    max_columns: int,
+    tracked: np.ndarray | None,
+    check_every: int,
+    first_check: int,
+    check: Callable[[np.ndarray, np.ndarray, np.ndarray | None, np.ndarray, int], Any],
+) -> Generator[np.ndarray, np.ndarray, Any]:
+    """The block Lanczos recurrence with full reorthogonalisation, as a generator: yields
+    each block to be multiplied by the operator and receives the product.
+
+    From ``first_check`` basis columns on, every ``check_every`` columns (and when the
+    basis is full) ``check(Q, T, Q^T tracked, B, low)`` (``Q`` the basis, ``T`` the
+    projected block-tridiagonal matrix, ``B`` the next coupling block, ``low`` the first
+    column of the last block; ``Q^T tracked`` is None without ``tracked``) returns the
+    result or None to continue. Returns that result, or None when ``max_columns`` (or n)
+    did not suffice. O(m (cost of a product) + n m^2) time, O(n m) memory for m columns.
+    """
     n, width = start.shape
     capacity = min(max_columns, n) // width * width
     basis = np.empty((n, capacity), order="F")
     projected = np.zeros((capacity, capacity))
     block, _ = _orthonormal_block(start, basis[:, :0], 1.0, rng)
     basis[:, :width] = block
-    # basis^T directions, one block of rows per step (O(n b q)): Ritz vectors' cosines
-    projections = None if directions is None else np.empty((capacity, directions.shape[1]))
+    # basis^T tracked, one block of rows per step (O(n b q))
+    projections = None if tracked is None else np.empty((capacity, tracked.shape[1]))
     if projections is not None:
-        projections[:width] = block.T @ directions
+        projections[:width] = block.T @ tracked
     product = yield block
-    end, steps, scale, checked = width, 0, 0.0, 0
-    wanted = n_values + 1  # one more Ritz value than needed: the gap below the last vector
+    end, scale, checked = width, 0.0, 0
     while True:
         low = end - width
         current = basis[:, low:end]
@@ -593,37 +659,24 @@ def _block_lanczos_steps(
         if low > 0:
             product -= basis[:, low - width : low] @ projected[low - width : low, low:end]
         _reorthogonalize(product, basis[:, :end])
-        steps += 1
         last = end + width > capacity
         block, coupling = _orthonormal_block(product, basis[:, :end], scale, rng)
-        due = end >= checked + check_every
-        if end >= wanted and (last or due):
+        if end >= first_check and (last or end >= checked + check_every):
             checked = end
-            count = min(max(wanted, n_returned), end)
-            values, ritz = scipy.linalg.eigh(
+            found = check(
+                basis[:, :end],
                 projected[:end, :end],
-                subset_by_index=[end - count, end - 1],
-                driver="evr",
-                check_finite=False,
+                None if projections is None else projections[:end],
+                coupling,
+                low,
             )
-            values, ritz = values[::-1], ritz[:, ::-1]
-            residuals = np.sqrt(np.sum((coupling @ ritz[low:end]) ** 2, axis=0))
-            cosines = (
-                None
-                if projections is None
-                else np.abs(ritz[:, :n_vectors].T @ projections[:end]).max(axis=1, initial=0.0)
-            )
-            if converged(
-                values, residuals, n_values, n_vectors, value_tol, vector_tol, cosines, floor_tol
-            ):
-                vectors = basis[:, :end] @ ritz[:, : max(n_vectors, n_returned)]
-                vectors /= np.sqrt(np.sum(vectors**2, axis=0))
-                return values[:n_values].copy(), vectors
+            if found is not None:
+                return found
         if last:
             return None
         basis[:, end : end + width] = block
         if projections is not None:
-            projections[end : end + width] = block.T @ directions
+            projections[end : end + width] = block.T @ tracked
         projected[end : end + width, low:end] = coupling
         projected[low:end, end : end + width] = coupling.T
         end += width
@@ -891,25 +944,6 @@ _SECULAR_MAX_STEPS = 120
 _COMPACT_FRACTION = 0.6
 
 
-def _apply_householder_transpose(
-    factored: np.ndarray, tau: np.ndarray, vectors: np.ndarray
-) -> np.ndarray:
-    """``Q^T @ vectors`` for the ``Q`` of :func:`_apply_householder` (``dormqr``, trans
-    ``T``). O(n^2 k) for k vectors."""
-    result = np.array(vectors, dtype=np.float64, order="F", copy=True)
-    n, k = result.shape
-    if n < 2:
-        return result
-    reflectors = np.asfortranarray(factored[1:, :-1])
-    applied, _, info = lapack.dormqr(
-        "L", "T", reflectors, tau, result[1:], lwork=max(1, 64 * k), overwrite_c=1
-    )
-    if info != 0:  # pragma: no cover - LAPACK failure
-        raise np.linalg.LinAlgError(f"dormqr failed with info={info}")
-    result[1:] = applied
-    return result
-
-
 def eigenvalues_and_components(
     lower: np.ndarray, vectors: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -925,7 +959,7 @@ def eigenvalues_and_components(
     """
     vectors = np.asarray(vectors, dtype=np.float64).reshape(lower.shape[0], -1)
     factored, diagonal, offdiagonal, tau = _tridiagonalize(lower)
-    reduced = _apply_householder_transpose(factored, tau, vectors)
+    reduced = _apply_householder(factored, tau, vectors, transpose=True)
     del factored
     values, tridiagonal_vectors, info = lapack.dstevd(diagonal, offdiagonal, compute_v=1)
     if info != 0:  # pragma: no cover - LAPACK failure
@@ -1532,42 +1566,19 @@ def family_lanczos_steps(
     ``max_columns`` (or n) did not suffice. O(m (cost of a product) + n m^2) time, O(n m)
     memory.
     """
-    n, width = start.shape
-    capacity = min(max_columns, n) // width * width
-    basis = np.empty((n, capacity), order="F")
-    projected = np.zeros((capacity, capacity))
-    block, _ = _orthonormal_block(start, basis[:, :0], 1.0, rng)
-    basis[:, :width] = block
-    projections = np.empty((capacity, tracked.shape[1]))
-    projections[:width] = block.T @ tracked
-    product = yield block
-    end, scale, checked = width, 0.0, 0
-    while True:
-        low = end - width
-        current = basis[:, low:end]
-        diagonal = current.T @ product
-        diagonal = 0.5 * (diagonal + diagonal.T)
-        projected[low:end, low:end] = diagonal
-        scale = max(scale, float(np.abs(diagonal).max()))
-        product -= current @ diagonal
-        if low > 0:
-            product -= basis[:, low - width : low] @ projected[low - width : low, low:end]
-        _reorthogonalize(product, basis[:, :end])
-        last = end + width > capacity
-        block, coupling = _orthonormal_block(product, basis[:, :end], scale, rng)
-        if last or end >= checked + check_every:
-            checked = end
-            found = check(projected[:end, :end], projections[:end], coupling, low)
-            if found is not None:
-                return found
-        if last:
-            return None
-        basis[:, end : end + width] = block
-        projections[end : end + width] = block.T @ tracked
-        projected[end : end + width, low:end] = coupling
-        projected[low:end, end : end + width] = coupling.T
-        end += width
-        product = yield block
+    return (
+        yield from _lanczos_recurrence(
+            start,
+            rng,
+            max_columns,
+            tracked,
+            check_every,
+            0,
+            lambda _basis, projected, projections, coupling, low: check(
+                projected, cast(np.ndarray, projections), coupling, low
+            ),
+        )
+    )
 
 
 __all__ = [
