@@ -61,16 +61,7 @@ def ridge_readout_accuracy(
     x_train, x_test, n_train = _standardised_split(features, train_fraction)
     label_mean = labels[:n_train].mean()
     target = labels[:n_train] - label_mean
-    penalty = n_train * ridge
-    n_features = x_train.shape[1]
-    if n_features <= n_train:
-        gram = x_train.T @ x_train
-        gram[np.diag_indices_from(gram)] += penalty
-        beta = np.linalg.solve(gram, x_train.T @ target)
-    else:
-        gram = x_train @ x_train.T
-        gram[np.diag_indices_from(gram)] += penalty
-        beta = x_train.T @ np.linalg.solve(gram, target)
+    beta = _ridge_coefficients(x_train, target, n_train * ridge)
     predictions = np.where(x_test @ beta + label_mean >= 0, 1.0, -1.0)
     return float(np.mean(predictions == labels[n_train:]))
 
@@ -120,17 +111,23 @@ def ridge_readout_accuracy_multiclass(
     one_hot = (classes[:, None] == np.arange(K)).astype(np.float64)
     label_mean = one_hot[:n_train].mean(axis=0)
     target = one_hot[:n_train] - label_mean
-    penalty = n_train * ridge
-    if x_train.shape[1] <= n_train:
-        gram = x_train.T @ x_train
-        gram[np.diag_indices_from(gram)] += penalty
-        beta = np.linalg.solve(gram, x_train.T @ target)
-    else:
-        gram = x_train @ x_train.T
-        gram[np.diag_indices_from(gram)] += penalty
-        beta = x_train.T @ np.linalg.solve(gram, target)
+    beta = _ridge_coefficients(x_train, target, n_train * ridge)
     predictions = np.argmax(x_test @ beta + label_mean, axis=1)
     return float(np.mean(predictions == classes[n_train:]))
+
+
+def _ridge_coefficients(x_train: np.ndarray, target: np.ndarray, penalty: float) -> np.ndarray:
+    """Ridge coefficients ``(X^T X + penalty I)^{-1} X^T y`` for ``X = x_train`` (n, p) and
+    targets ``y`` (n,) or (n, K), solved in the smaller dimension: the primal system when
+    ``p <= n``, else the dual ``X^T (X X^T + penalty I)^{-1} y``. O(n p min(n, p))."""
+    n_train, n_features = x_train.shape
+    if n_features <= n_train:
+        gram = x_train.T @ x_train
+        gram[np.diag_indices_from(gram)] += penalty
+        return np.linalg.solve(gram, x_train.T @ target)
+    gram = x_train @ x_train.T
+    gram[np.diag_indices_from(gram)] += penalty
+    return x_train.T @ np.linalg.solve(gram, target)
 
 
 def _standardised_split(
