@@ -83,7 +83,7 @@ def _synthetic_records(n_cells: int, d: int, rng: np.random.Generator) -> list[d
 def integrity_costs() -> dict[str, Any]:
     """The ``integrity_*`` numbers (module docstring)."""
     from attnrmt.sweep import load_config, plan_run
-    from attnrmt.sweep.run.blocks import BlockLog, TaskSalvage
+    from attnrmt.sweep.run.blocks import BlockLog, FinishedTask, TaskSalvage
     from attnrmt.sweep.spec.identity import seed_token
     from attnrmt.sweep.store import fragments
     from attnrmt.sweep.store.atomic import remove_stale_temporaries
@@ -168,12 +168,15 @@ def integrity_costs() -> dict[str, Any]:
 
         # one salvage write of a task of 100 tiny cells (d = 16: ~1 s of work a task)
         tiny = _synthetic_records(100, 16, rng)
-        task = {(f"{index:064x}", "[1, 2]"): record for index, record in enumerate(tiny)}
-        salvage = TaskSalvage(root / "salvage-bench", "block", 1, BlockLog(None))
+        ids = [(f"{index:064x}", "[1, 2]") for index in range(len(tiny))]
+        columns = fragments.encode_fragment(
+            [key for key, _ in ids], [seed for _, seed in ids], [True] * len(ids), tiny
+        )
+        salvage = TaskSalvage(root / "salvage-bench", "block", BlockLog(None))
 
         def salvage_write() -> float:
             started = time.perf_counter()
-            salvage.write(f"task-{time.perf_counter_ns()}", task)
+            salvage.write(FinishedTask(f"task-{time.perf_counter_ns()}", ids, columns))
             return time.perf_counter() - started
 
         salvage_seconds = _median(salvage_write, 7)

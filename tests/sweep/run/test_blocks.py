@@ -189,9 +189,16 @@ def test_bundled_cells_equal_cells_computed_one_by_one(
     cells = [blocks.BlockCell.from_params(p) for p in params_of(plan)]
     assert len(cost.bundle_by_cost([cost.estimated_cell_seconds(c.kwargs) for c in cells])) == 1
     with Client(scheduler_address, set_as_default=False) as client:
-        finished, failures = blocks.compute_missing(cells, client, retries=0)
+        tasks, failures = blocks.compute_missing(cells, client, retries=0, attempt=3)
     assert failures == []
+    finished = {}
+    for task in tasks:  # each task's columns name its cells and carry the attempt
+        fragment = store.decode_fragment(task.columns)
+        assert list(zip(fragment.cell_keys, fragment.cell_seeds, strict=True)) == task.cell_ids
+        finished.update(zip(task.cell_ids, fragment.records, strict=True))
+    assert sorted(finished) == sorted(cell.cell_id for cell in cells)
     for cell in cells:
+        assert finished[cell.cell_id]["attempt"] == 3
         direct = blocks.compute_cell(cell.kwargs, cell.seed)
         for name, value in direct.items():
             if name not in ("compute_seconds", *PROVENANCE_KEYS):
@@ -314,7 +321,7 @@ def test_waiting_block_ends_when_its_client_closes(plan: Any) -> None:
         worker.join(timeout=30)
         assert not worker.is_alive(), "the block kept waiting on a closed client"
     finished, failures = outcome["result"]
-    assert finished == {} and len(failures) == len(cells)
+    assert finished == [] and len(failures) == len(cells)
 
 
 def test_a_result_left_unfetched_when_the_client_closes_is_a_lost_task() -> None:
@@ -420,10 +427,11 @@ def test_values_no_cell_can_produce_are_rejected(field: str, value: float, words
 
 
 def test_salvage_says_where_the_finished_cells_are(tmp_path: Path) -> None:
-    salvage = blocks.TaskSalvage(tmp_path / "grid", "b1", 1, blocks.BlockLog(None))
+    salvage = blocks.TaskSalvage(tmp_path / "grid", "b1", blocks.BlockLog(None))
     assert salvage.describe(0) == "no cell had finished"
     _, record = _cell()
-    salvage.write("task-a", {("k" * 64, "[1, 2]"): record})
+    columns = store.encode_fragment(["k" * 64], ["[1, 2]"], [True], [{**record, "attempt": 1}])
+    salvage.write(blocks.FinishedTask("task-a", [("k" * 64, "[1, 2]")], columns))
     assert salvage.describe(1) == f"1 of its 1 finished cells kept in {tmp_path}/grid/salvage/b1"
     (path,) = (tmp_path / "grid" / "salvage" / "b1").iterdir()
     assert path.name == "task-a.npz" and store.read_fragment(path).cell_keys == ["k" * 64]

@@ -114,8 +114,11 @@ def test_locate_cells_finds_what_the_full_index_finds(
         wanted, sweep_dir, exclude=[sweep_dir / "fragments" / "a.npz"]
     )
     assert set(excluded) == {wanted[3]}
-    records = store.load_cell_records(wanted, located)
-    assert set(records) == set(wanted[:6])
+    sources, where = fragments.load_cell_columns(wanted, located)
+    assert set(where) == set(wanted[:6])
+    for cell_id, (source, row) in where.items():
+        stored = sources[source]
+        assert (stored["cell_key"][row], stored["cell_seed"][row]) == cell_id
 
 
 def test_records_match_on_key_and_seed(tmp_path: Path) -> None:
@@ -125,11 +128,74 @@ def test_records_match_on_key_and_seed(tmp_path: Path) -> None:
     index = store.fragment_index(sweep_dir)
     same = (cells[0].key, store.seed_token(cells[0].seed_words(plan.seed)))
     other_seed = (cells[0].key, store.seed_token(cells[0].seed_words(plan.seed + 1)))
-    records = store.load_cell_records([same, other_seed], index)
-    assert list(records) == [same]
-    np.testing.assert_array_equal(
-        records[same]["eigenvalues"], synthetic_record(cells[0])["eigenvalues"]
+    sources, where = fragments.load_cell_columns([same, other_seed], index)
+    assert list(where) == [same]
+    source, row = where[same]
+    record = fragments.decode_fragment(sources[source]).records[row]
+    np.testing.assert_array_equal(record["eigenvalues"], synthetic_record(cells[0])["eigenvalues"])
+
+
+def _columns_of(cells: list[Any], environment: str | None, attempt: int) -> dict[str, Any]:
+    """Fragment columns of ``cells`` with synthetic records; ``environment`` None: a
+    fragment written before provenance (no provenance members)."""
+    records = [
+        {**synthetic_record(cell), "environment": environment, "attempt": attempt}
+        if environment is not None
+        else synthetic_record(cell)
+        for cell in cells
+    ]
+    arrays = fragments.encode_fragment(
+        [cell.key for cell in cells],
+        [f"[{i}]" for i in range(len(cells))],
+        [True] * len(cells),
+        records,
     )
+    if environment is None:
+        for name in ("environments", "environment_id", "peak_memory_bytes", "attempt"):
+            del arrays[name]
+    return arrays
+
+
+def test_taking_cells_from_columns_equals_encoding_their_records() -> None:
+    """take_cells (the block job's fragment, from its tasks' and reused fragments' columns)
+    writes what encode_fragment writes for the decoded records of the same cells, member
+    for member in value, dtype and shape: interleaved sources, a cell taken twice, a
+    source written before provenance, two environments; with_identity sets keys, seeds,
+    computed and attempt. Shown to bite: offsets not rebased per run (a run starting past
+    row 0) fail the ragged members."""
+    plan = store_plan(d=[6, 9], T=[3, 5])
+    cells = list(plan.sweeps["grid"].cells[:9])
+    sources = [
+        _columns_of(cells[:4], '{"env": "a"}', 1),
+        _columns_of(cells[4:6], None, 0),
+        _columns_of(cells[6:], '{"env": "b"}', 2),
+    ]
+    picks = [(2, 1), (0, 2), (0, 3), (1, 1), (2, 0), (0, 0), (0, 2), (1, 0), (2, 2)]
+    taken = fragments.take_cells(sources, picks)
+    decoded = [fragments.decode_fragment(source) for source in sources]
+    records = [decoded[source].records[row] for source, row in picks]
+    expected = fragments.encode_fragment(
+        [decoded[source].cell_keys[row] for source, row in picks],
+        [decoded[source].cell_seeds[row] for source, row in picks],
+        [True] * len(picks),
+        records,
+    )
+    assert set(taken) == set(expected)
+    for name, array in expected.items():
+        assert taken[name].dtype == array.dtype and taken[name].shape == array.shape, name
+        assert taken[name].tobytes() == array.tobytes(), name
+    assert fragments.schema_problem(taken) is None
+    assert taken["environments"].tolist() == ['{"env": "b"}', '{"env": "a"}']
+    marked = fragments.with_identity(taken, cell_keys=["k"] * 9, computed=[False] * 9, attempt=4)
+    assert marked["cell_key"].tolist() == ["k"] * 9 and not marked["computed"].any()
+    assert marked["attempt"].tolist() == [4] * 9
+    assert marked["cell_seed"] is taken["cell_seed"]
+    with pytest.raises(ValueError, match="cell_seed: 1 values for 9 cells"):
+        fragments.with_identity(taken, cell_seeds=["[0]"])
+    empty = fragments.take_cells(sources, [])
+    assert {name: a.tolist() for name, a in empty.items()} == {
+        name: a.tolist() for name, a in fragments.encode_fragment([], [], [], []).items()
+    }
 
 
 def test_fast_fragment_reader_equals_numpy_load(tmp_path: Path) -> None:

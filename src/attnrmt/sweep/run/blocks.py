@@ -409,20 +409,33 @@ def bundle_key(cells: Sequence[BlockCell]) -> str:
     return f"attnrmt-cells-{digest.hexdigest()[:32]}"
 
 
+@dataclass(frozen=True)
+class FinishedTask:
+    """The finished cells of one task: their ids in order and their fragment columns
+    (:func:`attnrmt.sweep.store.fragments.with_identity`: keys, seeds and ``attempt``
+    filled in), as the worker encoded them; salvaged and written as they are."""
+
+    key: str
+    cell_ids: list[tuple[str, str]]
+    columns: dict[str, np.ndarray]
+
+
 def compute_missing(
     cells: Sequence[BlockCell],
     client: Any,
     retries: int,
-    on_task: Callable[[str, dict[tuple[str, str], dict[str, Any]]], None] | None = None,
-) -> tuple[dict[tuple[str, str], dict[str, Any]], list[tuple[BlockCell, BaseException]]]:
-    """Submit cells to Dask, wait for all; return finished records and failures.
+    on_task: Callable[[FinishedTask], None] | None = None,
+    attempt: int | None = None,
+) -> tuple[list[FinishedTask], list[tuple[BlockCell, BaseException]]]:
+    """Submit cells to Dask, wait for all; return the finished tasks and the failures.
 
     Cheap cells travel together: consecutive cells are bundled into one task of about
     :data:`attnrmt.sweep.spec.cost.TASK_TARGET_SECONDS` estimated work
     (:func:`attnrmt.sweep.spec.cost.bundle_by_cost`), so Dask's per-task cost stays small
-    against tiny cells while expensive cells remain one task each. ``on_task(key,
-    records)`` is called with each task's finished cells as the task completes (the
-    block's salvage).
+    against tiny cells while expensive cells remain one task each. A task returns its
+    cells as fragment columns; the block fills in their ids (and ``attempt``, when given)
+    and never decodes them. ``on_task(task)`` is called with each task's finished cells as
+    the task completes (the block's salvage). O(cells) on the block's side.
     """
 
     plain = [cell for cell in cells if not cell.curve]
@@ -438,7 +451,7 @@ def compute_missing(
         for bundle in bundles
     }
     futures.update(_submit_curves([cell for cell in cells if cell.curve], client, retries))
-    finished: dict[tuple[str, str], dict[str, Any]] = {}
+    finished: list[FinishedTask] = []
     failures: list[tuple[BlockCell, BaseException]] = []
     for future in _completed_while_open(list(futures), client):
         bundle = futures[future]
@@ -448,16 +461,26 @@ def compute_missing(
             failures.extend((cell, exc) for cell in bundle)
         else:
             errors = dict(failed)
-            records = iter(fragments.decode_fragment(columns).records)
-            done = {}
-            for position, cell in enumerate(bundle):
-                if position in errors:
-                    failures.append((cell, errors[position]))
-                else:
-                    done[cell.cell_id] = next(records)
-            finished.update(done)
-            if on_task is not None and done:
-                on_task(bundle_key(bundle), done)
+            failures.extend(
+                (cell, errors[position])
+                for position, cell in enumerate(bundle)
+                if position in errors
+            )
+            done = [cell.cell_id for position, cell in enumerate(bundle) if position not in errors]
+            if done:
+                task = FinishedTask(
+                    bundle_key(bundle),
+                    done,
+                    fragments.with_identity(
+                        columns,
+                        cell_keys=[key for key, _ in done],
+                        cell_seeds=[seed for _, seed in done],
+                        attempt=attempt,
+                    ),
+                )
+                finished.append(task)
+                if on_task is not None:
+                    on_task(task)
         future.release()
     return finished, failures
 
@@ -676,13 +699,13 @@ def run_block(
     wanted = unique_cells(block_cells)
     wanted_ids = [cell.cell_id for cell in wanted]
     located = fragments.locate_cells(wanted_ids, sweep_dir, exclude=[fragment], run_wide=True)
-    reused = fragments.load_cell_records(wanted_ids, located)
-    missing = [cell for cell in wanted if cell.cell_id not in reused]
+    sources, where = fragments.load_cell_columns(wanted_ids, located)
+    missing = [cell for cell in wanted if cell.cell_id not in where]
     log.info(
-        f"{fragment.name}: {len(block_cells)} cells, {len(reused)} reusable, "
+        f"{fragment.name}: {len(block_cells)} cells, {len(where)} reusable, "
         f"{len(missing)} to compute"
     )
-    computed: dict[tuple[str, str], dict[str, Any]] = {}
+    computed: set[tuple[str, str]] = set()
     if missing:
         failure_record = failure_record_path(fragment)
         stop_message = failure_budget.exceeded(run_dir, failure_record) if failure_budget else None
@@ -693,19 +716,21 @@ def run_block(
         attempt = run_provenance.block_attempt(failure_record)
         job_end_time = slurm_job_end_time()  # while SLURM still lists the job
         settings = ClusterSettings.from_config(dask_config, max_cores=max_cores)
-        salvage = TaskSalvage(sweep_dir, fragment.stem, attempt, log)
+        salvage = TaskSalvage(sweep_dir, fragment.stem, log)
         with run_client(run_dir, settings) as client:
             log.info(f"Dask scheduler {client.scheduler.address}")
             log.info(f"Dask dashboard {client.dashboard_link}")
             with closed_before(client, job_end_time) as deadline:  # record before SIGKILL
-                computed, failures = compute_missing(
-                    missing, client, settings.task_retries, salvage.write
+                tasks, failures = compute_missing(
+                    missing, client, settings.task_retries, salvage.write, attempt
                 )
             memory_restarted = memory_restarted_workers(client) if failures else set()
-        computed = {
-            cell_id: run_provenance.with_attempt(record, attempt)
-            for cell_id, record in computed.items()
-        }
+        for task in tasks:
+            where.update(
+                (cell_id, (len(sources), row)) for row, cell_id in enumerate(task.cell_ids)
+            )
+            sources.append(task.columns)
+            computed.update(task.cell_ids)
         if failures:
             kept = salvage.describe(len(computed))
             stop_reason = run_stop_reason(run_dir)
@@ -727,11 +752,9 @@ def run_block(
                 f"{len(failures)} of {len(missing)} cells of {fragment.name} failed "
                 f"(first: {failures[0][1]!r}); {kept}"
             )
-    arrays = fragments.encode_fragment(
-        cell_keys=[cell.key for cell in block_cells],
-        cell_seeds=[cell.cell_id[1] for cell in block_cells],
+    arrays = fragments.with_identity(  # columns copied as stored: no cell decoded
+        fragments.take_cells(sources, [where[cell.cell_id] for cell in block_cells]),
         computed=[cell.cell_id in computed for cell in block_cells],
-        records=[computed.get(cell.cell_id) or reused[cell.cell_id] for cell in block_cells],
     )
     fragments.publish_fragment(fragment, arrays)  # cache entry first, then the output
     fragments.clear_salvage(sweep_dir, fragment.stem)  # its cells are in both copies now
@@ -810,34 +833,25 @@ class TaskSalvage:
     """Writes each finished task's cells of one block to ``<sweep>/salvage/<block>/``
     (:func:`attnrmt.sweep.store.fragments.write_salvage`) as the task completes.
 
-    Cost per task: one small npz written (no fsync) and renamed, ~1 ms against the
-    ~:data:`attnrmt.sweep.spec.cost.TASK_TARGET_SECONDS` of work a task holds. A write
-    that fails (a full disk) is logged and skipped: the block's fragment write then
-    fails for real.
+    Cost per task: its columns written as one small npz (no fsync) and renamed, ~1 ms
+    against the ~:data:`attnrmt.sweep.spec.cost.TASK_TARGET_SECONDS` of work a task holds.
+    A write that fails (a full disk) is logged and skipped: the block's fragment write
+    then fails for real.
     """
 
-    def __init__(self, sweep_dir: Path, block: str, attempt: int, log: BlockLog) -> None:
+    def __init__(self, sweep_dir: Path, block: str, log: BlockLog) -> None:
         self.directory = fragments.salvage_dir(sweep_dir, block)
-        self.sweep_dir, self.block, self.attempt, self.log = sweep_dir, block, attempt, log
+        self.sweep_dir, self.block, self.log = sweep_dir, block, log
         self.cells = 0
 
-    def write(self, task: str, records: Mapping[tuple[str, str], Mapping[str, Any]]) -> None:
-        """Salvage one task's finished cells (``(key, seed token)`` -> record)."""
-        ids = list(records)
-        arrays = fragments.encode_fragment(
-            cell_keys=[key for key, _ in ids],
-            cell_seeds=[seed for _, seed in ids],
-            computed=[True] * len(ids),
-            records=[
-                run_provenance.with_attempt(records[cell_id], self.attempt) for cell_id in ids
-            ],
-        )
+    def write(self, task: FinishedTask) -> None:
+        """Salvage one task's finished cells (its columns, as the block got them)."""
         try:
-            fragments.write_salvage(self.sweep_dir, self.block, task, arrays)
+            fragments.write_salvage(self.sweep_dir, self.block, task.key, task.columns)
         except OSError as exc:
-            self.log.info(f"salvage of task {task} not written: {exc}")
+            self.log.info(f"salvage of task {task.key} not written: {exc}")
             return
-        self.cells += len(ids)
+        self.cells += len(task.cell_ids)
 
     def describe(self, n_finished: int) -> str:
         """Where the block's finished cells are, for its error message."""
@@ -858,6 +872,7 @@ __all__ = [
     "CellJobs",
     "CurveJobs",
     "Deadline",
+    "FinishedTask",
     "ImplausibleCellValues",
     "TaskSalvage",
     "block_params",

@@ -15,7 +15,6 @@ import resource
 import socket
 import subprocess
 import sys
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -117,11 +116,6 @@ def worker_provenance() -> dict[str, Any]:
     return {ENVIRONMENT_KEY: process_environment(), "peak_memory_bytes": peak_memory_bytes()}
 
 
-def with_attempt(record: Mapping[str, Any], attempt: int) -> dict[str, Any]:
-    """``record`` with its ``attempt`` set (a new dict; the arrays are shared)."""
-    return {**record, "attempt": int(attempt)}
-
-
 def block_attempt(failure_record: str | os.PathLike[str]) -> int:
     """Attempt number of a block job about to run: 1, or one more than its failed attempt.
 
@@ -144,6 +138,5 @@ __all__ = [
     "git_state",
     "peak_memory_bytes",
     "process_environment",
-    "with_attempt",
     "worker_provenance",
 ]

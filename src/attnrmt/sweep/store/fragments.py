@@ -68,7 +68,13 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from attnrmt.contract import POOLING_FIELDS, SIZE_FIELDS, TOP_K_FIELDS
+from attnrmt.contract import (
+    POOLING_FIELDS,
+    PROVENANCE_ABSENT,
+    PROVENANCE_FIELDS,
+    SIZE_FIELDS,
+    TOP_K_FIELDS,
+)
 from attnrmt.sweep.spec.identity import cell_id_hashes
 from attnrmt.sweep.store.atomic import atomic_path, write_bytes_atomically
 from attnrmt.sweep.store.layout import (
@@ -82,6 +88,7 @@ from attnrmt.sweep.store.provenance import (
     PROVENANCE_KEYS,
     decode_provenance,
     encode_provenance,
+    environments_of,
 )
 
 FRAGMENT_FORMAT_VERSION = 1
@@ -179,6 +186,106 @@ def decode_fragment(arrays: Mapping[str, np.ndarray]) -> Fragment:
         computed=np.asarray(arrays["computed"], dtype=bool),
         records=records,
     )
+
+
+#: Members that name a fragment's cells rather than hold their results.
+_IDENTITY_MEMBERS = ("format_version", "cell_key", "cell_seed", "computed")
+
+
+def with_identity(
+    arrays: Mapping[str, np.ndarray],
+    *,
+    cell_keys: Sequence[str] | None = None,
+    cell_seeds: Sequence[str] | None = None,
+    computed: Sequence[bool] | None = None,
+    attempt: int | None = None,
+) -> dict[str, np.ndarray]:
+    """A fragment's columns with the given identity members replaced (and every cell's
+    ``attempt`` when given), as :func:`encode_fragment` writes them; the result arrays
+    are shared. How a task's columns (keys left blank by the worker) become a fragment
+    without decoding a cell. O(cells)."""
+    out = dict(arrays)
+    n_cells = len(out["computed"])
+    for name, values, dtype in (
+        ("cell_key", cell_keys, np.str_),
+        ("cell_seed", cell_seeds, np.str_),
+        ("computed", computed, bool),
+    ):
+        if values is not None:
+            if len(values) != n_cells:
+                raise ValueError(f"{name}: {len(values)} values for {n_cells} cells")
+            out[name] = np.asarray(list(values), dtype=dtype).reshape(n_cells)
+    if attempt is not None and n_cells:
+        out["attempt"] = np.full(n_cells, int(attempt), dtype=np.int64)
+    return out
+
+
+def take_cells(
+    sources: Sequence[Mapping[str, np.ndarray]], picks: Sequence[tuple[int, int]]
+) -> dict[str, np.ndarray]:
+    """The fragment of the cells ``picks`` (``(source, row)`` pairs, in order) of the
+    fragments' columns ``sources``: what :func:`encode_fragment` writes for those cells'
+    decoded records, value for value and dtype for dtype, without decoding a cell.
+
+    The result fields are those of the first picked source (provenance of a source
+    written before provenance reads as :data:`attnrmt.contract.PROVENANCE_ABSENT`); a
+    picked source lacking one of them raises ``KeyError``. Rows of one source that follow
+    each other are copied as one slice: O(values + runs x members).
+    """
+    runs: list[list[int]] = []  # [source, first row, stop row]
+    for source, row in picks:
+        if runs and runs[-1][0] == source and runs[-1][2] == row:
+            runs[-1][2] = row + 1
+        else:
+            runs.append([source, row, row + 1])
+
+    def joined(name: str) -> np.ndarray:
+        return np.concatenate([_member(sources[source], name)[lo:hi] for source, lo, hi in runs])
+
+    out: dict[str, np.ndarray] = {
+        "format_version": np.asarray(FRAGMENT_FORMAT_VERSION, dtype=np.int64),
+    }
+    for name, dtype in (("cell_key", np.str_), ("cell_seed", np.str_), ("computed", bool)):
+        out[name] = joined(name) if runs else np.asarray([], dtype=dtype)
+    if not runs:
+        return out
+    ids = joined("environment_id").astype(np.int64)
+    texts: dict[int, str] = {}
+    for source in dict.fromkeys(source for source, _, _ in runs):
+        texts.update(environments_of(sources[source]))
+    distinct = [texts[i] for i in dict.fromkeys(ids.tolist()) if i in texts]
+    out[ENVIRONMENTS_MEMBER] = np.asarray(distinct, dtype=np.str_).reshape(len(distinct))
+    out["environment_id"] = ids
+    for name in PROVENANCE_FIELDS:
+        if name != "environment_id":
+            out[name] = joined(name).astype(np.int64)
+    skip = {*_IDENTITY_MEMBERS, ENVIRONMENTS_MEMBER, *PROVENANCE_KEYS}
+    for name in sources[runs[0][0]]:
+        if name in skip or name.endswith("__offsets"):
+            continue
+        if not name.endswith("__values"):
+            out[name] = joined(name)
+            continue
+        field = name[: -len("__values")]
+        values: list[np.ndarray] = []
+        lengths: list[np.ndarray] = []
+        for source, lo, hi in runs:
+            offsets = np.asarray(sources[source][f"{field}__offsets"])
+            values.append(np.asarray(sources[source][name])[offsets[lo] : offsets[hi]])
+            lengths.append(np.diff(offsets[lo : hi + 1]))
+        out[name] = np.concatenate(values).astype(np.float64, copy=False)
+        out[f"{field}__offsets"] = np.concatenate([[0], np.cumsum(np.concatenate(lengths))]).astype(
+            np.int64
+        )
+    return out
+
+
+def _member(arrays: Mapping[str, np.ndarray], name: str) -> np.ndarray:
+    """A fragment's member ``name``; a provenance column it lacks (written before
+    provenance) as its absent value for every cell."""
+    if name in arrays or name not in PROVENANCE_ABSENT:
+        return np.asarray(arrays[name])
+    return np.full(len(arrays["computed"]), PROVENANCE_ABSENT[name], dtype=np.int64)
 
 
 def write_fragment(path: str | os.PathLike[str], arrays: Mapping[str, np.ndarray]) -> Path:
@@ -1103,7 +1210,7 @@ def locate_cells(
 ) -> dict[tuple[str, str], Path]:
     """A fragment that probably holds each wanted ``(cell_key, cell_seed)``, for the ones
     found (the same files, in the same order, as :func:`fragment_index`; confirm with
-    :func:`load_cell_records`, which matches the full key and seed).
+    :func:`load_cell_columns`, which matches the full key and seed).
 
     What a block job asks before computing. Unlike :func:`fragment_index` it builds no
     map of every finished cell of the run, which cost O(cells of the run) per block, so
@@ -1127,26 +1234,31 @@ def finished_cell_keys(sweep_dir: str | os.PathLike[str]) -> set[str]:
     return {key for key, _ in fragment_index(sweep_dir)}
 
 
-def load_cell_records(
+def load_cell_columns(
     wanted: Iterable[tuple[str, str]], index: Mapping[tuple[str, str], Path]
-) -> dict[tuple[str, str], dict[str, Any]]:
-    """Records of the wanted ``(cell_key, cell_seed)`` found in ``index`` (each file read once)."""
+) -> tuple[list[dict[str, np.ndarray]], dict[tuple[str, str], tuple[int, int]]]:
+    """The wanted ``(cell_key, cell_seed)`` found in ``index``: the columns of the files
+    holding them (each read once and verified, :func:`read_fragment_arrays`) and where
+    each cell is in them, ``{cell id: (source, row)}`` for :func:`take_cells`. An unreadable
+    file contributes nothing (its cells are recomputed). O(bytes of those files)."""
     by_path: dict[Path, set[tuple[str, str]]] = {}
     for cell_id in wanted:
         if cell_id in index:
             by_path.setdefault(index[cell_id], set()).add(cell_id)
-    records: dict[tuple[str, str], dict[str, Any]] = {}
+    sources: list[dict[str, np.ndarray]] = []
+    where: dict[tuple[str, str], tuple[int, int]] = {}
     for path, ids in by_path.items():
-        try:
-            fragment = read_fragment(path)
-        except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile):
+        arrays = read_fragment_arrays(path)
+        if arrays is None:
             continue
-        for key, seed, record in zip(
-            fragment.cell_keys, fragment.cell_seeds, fragment.records, strict=True
+        source = len(sources)
+        sources.append(arrays)
+        for row, cell_id in enumerate(
+            zip(arrays["cell_key"].tolist(), arrays["cell_seed"].tolist(), strict=True)
         ):
-            if (key, seed) in ids:
-                records[(key, seed)] = record
-    return records
+            if cell_id in ids:
+                where[cell_id] = (source, row)
+    return sources, where
 
 
 __all__ = [
@@ -1171,7 +1283,7 @@ __all__ = [
     "fragment_bytes",
     "fragment_index",
     "fragment_paths",
-    "load_cell_records",
+    "load_cell_columns",
     "locate_cells",
     "lost_fragments",
     "publish_fragment",
@@ -1183,7 +1295,9 @@ __all__ = [
     "read_fragment_members",
     "salvage_dir",
     "schema_problem",
+    "take_cells",
     "twin_of",
+    "with_identity",
     "write_fragment",
     "write_salvage",
 ]
