@@ -38,6 +38,15 @@ def check_seed(seed: Any) -> int | list[int]:
     return _word(seed)
 
 
+def cell_streams(seed: Any) -> tuple[np.random.Generator, ...]:
+    """The four random streams of a cell, in their fixed order: table, signs (labels of a
+    K-class cell), tokens, solver, from ``SeedSequence(seed).spawn(4)`` (docs/model.md,
+    "The generative model"). ``seed`` is checked (:func:`check_seed`). O(1)."""
+    return tuple(
+        np.random.default_rng(child) for child in np.random.SeedSequence(check_seed(seed)).spawn(4)
+    )
+
+
 def check_cell_arguments(
     d: Any, delta: Any, gamma: Any, T: Any, snr: Any, centered: Any, top_k: Any
 ) -> tuple[int, float, float, int, float, bool, int, int, int]:
@@ -132,6 +141,7 @@ __all__ = [
     "MAX_SNR",
     "add_rank_one_terms",
     "cell_readout",
+    "cell_streams",
     "check_cell_arguments",
     "check_seed",
     "readonly",

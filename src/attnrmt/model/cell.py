@@ -49,8 +49,8 @@ from attnrmt.contract import SPECTRA, stored_eigenvalue_count
 from attnrmt.model._cell_steps import (
     add_rank_one_terms,
     cell_readout,
+    cell_streams,
     check_cell_arguments,
-    check_seed,
     readonly,
     sample_spectrum_from_samples,
     sample_through_tokens,
@@ -431,10 +431,7 @@ def simulate_cell(
     positional_spec = validate_positional(positional, T)
     weights_spec = validate_weights(weights, T)
     table_law = validate_table(table)
-    seed_words = check_seed(seed)
-    table_stream, sign_stream, token_stream, solver_stream = (
-        np.random.default_rng(child) for child in np.random.SeedSequence(seed_words).spawn(4)
-    )
+    table_stream, sign_stream, token_stream, solver_stream = cell_streams(seed)
 
     R = positional_correlation(positional_spec, T)
     # the float32 copy of E is drawn with it when the top route will iterate on it

@@ -49,7 +49,12 @@ from attnrmt._validation import (
     spec_dict,
     split_model_spec,
 )
-from attnrmt.model._cell_steps import MAX_SNR, check_seed, readonly, sample_spectrum_from_samples
+from attnrmt.model._cell_steps import (
+    MAX_SNR,
+    cell_streams,
+    readonly,
+    sample_spectrum_from_samples,
+)
 from attnrmt.model._linalg import (
     add_rank_one,
     lower_gram,
@@ -900,9 +905,7 @@ def simulate_classes_cell(
     factor = class_mean_factor(G)
     label_spec = validate_label_model(labels, T, K)
     weights_spec = validate_weights(weights, T)
-    table_stream, label_stream, token_stream, solver_stream = (
-        np.random.default_rng(child) for child in np.random.SeedSequence(check_seed(seed)).spawn(4)
-    )
+    table_stream, label_stream, token_stream, solver_stream = cell_streams(seed)
     pairs = label_pair_law(label_spec, T, K)
     embeddings, class_means, signal_means = sample_class_table(d, V, K, snr, factor, table_stream)
     labels_drawn = sample_labels(label_spec, T, K, N, label_stream)

@@ -48,6 +48,7 @@ from attnrmt.model._cell_steps import (
     MAX_SNR,
     add_rank_one_terms,
     cell_readout,
+    cell_streams,
     check_cell_arguments,
     check_seed,
     readonly,
@@ -197,9 +198,7 @@ def simulate_curve(
             for snr in snr_values
         ]
 
-    table_stream, sign_stream, token_stream, solver_stream = (
-        np.random.default_rng(child) for child in np.random.SeedSequence(seed_words).spawn(4)
-    )
+    table_stream, sign_stream, token_stream, solver_stream = cell_streams(seed_words)
     R = positional_correlation(positional_spec, T)
     noise = sample_table(d, V, 0.0, table_stream, None, table_law)  # the table at snr = 0: Z
     signs, labels = sample_signs(positional_spec, T, N, sign_stream)
