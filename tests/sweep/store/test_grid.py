@@ -48,3 +48,25 @@ def test_rewriting_a_store_replaces_it(tmp_path: Path) -> None:
     store.write_zarr_atomically(full, target)
     assert xr.open_zarr(target).attrs["cells_present"] == len(sweep.cells)
     assert sorted(os.listdir(tmp_path)) == ["cells.zarr"]
+
+
+def _lazy_dataset(sizes: dict[str, int]) -> xr.Dataset:
+    """A dataset of one float64 variable over ``sizes``, Dask zeros (no memory)."""
+    import dask.array as da
+
+    data = da.zeros(tuple(sizes.values()), chunks=-1, dtype=np.float64)
+    return xr.Dataset({"value": (tuple(sizes), data)})
+
+
+def test_dense_chunks_are_whole_along_fast_axes_and_group_settings_up_to_the_bound() -> None:
+    """``dataset_encoding``: fast axes (snr, eig) whole; slow axes (d, delta) grouped,
+    innermost first, while a chunk stays within ``STORE_CHUNK_BYTES``; a single setting
+    larger than the bound is one chunk; a small store is one chunk."""
+    bound = store.STORE_CHUNK_BYTES
+    point = bound // 4 // 8 // 4  # float64 values per snr value: a setting is bound / 4
+    chunks = store.dataset_encoding(_lazy_dataset({"d": 6, "delta": 5, "snr": 4, "eig": point}))
+    assert chunks["value"]["chunks"] == (1, 4, 4, point)
+    large = store.dataset_encoding(_lazy_dataset({"d": 3, "delta": 2, "snr": 4, "eig": 8 * point}))
+    assert large["value"]["chunks"] == (1, 1, 4, 8 * point)
+    small = store.dataset_encoding(_lazy_dataset({"d": 3, "delta": 2, "snr": 4, "eig": 10}))
+    assert small["value"]["chunks"] == (3, 2, 4, 10)

@@ -156,10 +156,24 @@ def _float_encoding(chunks: tuple[int, ...]) -> dict[str, Any]:
     return {"_FillValue": np.nan, "chunks": chunks}
 
 
-def _chunks_for(dims: Sequence[str], sizes: Mapping[str, int]) -> tuple[int, ...]:
-    """One chunk per point of the slow axes (d .. weights, table), whole along the rest."""
+#: Bytes a chunk of a dense store (``theory.zarr``, ``analysis.zarr``) holds at most, unless
+#: one point of its slow axes alone is larger.
+STORE_CHUNK_BYTES = 8 * 2**20
+
+
+def _chunks_for(dims: Sequence[str], sizes: Mapping[str, int], itemsize: int) -> tuple[int, ...]:
+    """Whole along the fast axes (``snr``, ``centered``, ``replicate``, ...); the slow axes
+    (``d .. weights``, ``table``), innermost first, as many points per chunk as keep it
+    under :data:`STORE_CHUNK_BYTES` (at least one point): a few chunk files per variable,
+    not one per setting. O(dims)."""
     slow = {"d", "delta", "gamma", "T", "positional", "weights", TABLE_AXIS}
-    return tuple(1 if dim in slow else max(1, sizes[dim]) for dim in dims)
+    chunks = [max(1, sizes[dim]) for dim in dims]
+    fast = [size for size, dim in zip(chunks, dims, strict=True) if dim not in slow]
+    chunk_bytes = max(1, itemsize) * int(np.prod(fast))
+    for index in reversed([i for i, dim in enumerate(dims) if dim in slow]):
+        chunks[index] = int(min(chunks[index], max(1, STORE_CHUNK_BYTES // chunk_bytes)))
+        chunk_bytes *= chunks[index]
+    return tuple(chunks)
 
 
 def cells_dataset(
@@ -320,12 +334,16 @@ def first_present(values: np.ndarray) -> np.ndarray:
 
 
 def dataset_encoding(dataset: Any) -> dict[str, dict[str, Any]]:
-    """Explicit Zarr encodings: NaN fill for floats, chunks whole along fast dims."""
+    """Explicit Zarr encodings: NaN fill for floats, chunks of :func:`_chunks_for`."""
     sizes = dict(dataset.sizes)
     encoding: dict[str, dict[str, Any]] = {}
     for name, variable in dataset.variables.items():
         dims = variable.dims
-        chunks = _chunks_for(dims, sizes) if name not in dataset.dims else (sizes[name],)
+        chunks = (
+            _chunks_for(dims, sizes, variable.dtype.itemsize)
+            if name not in dataset.dims
+            else (sizes[name],)
+        )
         if np.issubdtype(variable.dtype, np.floating):
             encoding[name] = _float_encoding(chunks)
         else:
@@ -380,6 +398,7 @@ __all__ = [
     "CELLS_VIEW_NOTES",
     "CELL_ATTRS",
     "NUMERIC_AXES",
+    "STORE_CHUNK_BYTES",
     "axis_coordinates",
     "cell_grid_index",
     "cells_dataset",
