@@ -89,7 +89,7 @@ def open_store(path: str | os.PathLike[str]) -> xr.Dataset:
     if Path(path).name == "cells.zarr":
         from attnrmt.sweep.store.cell_table.reader import open_cells
 
-        cells = open_cells(path)
+        cells = open_cells(path, per_setting=LAZY_CELL_VARIABLES)  # one read per column
         lazy = [name for name in LAZY_CELL_VARIABLES if name in cells.variables]
         return cells.drop_vars(lazy).load().assign({name: cells[name] for name in lazy})
     from attnrmt.sweep.store.grid import has_consolidated_metadata

@@ -19,6 +19,7 @@ import xarray as xr
 
 from attnrmt.contract import AXES, VARIABLE_ATTRS
 from attnrmt.sweep import store
+from attnrmt.sweep.store.cell_table.reader import read_ragged
 from tests.sweep.conftest import store_plan, synthetic_record
 from tests.sweep.store.cell_table.conftest import (
     assert_bit_identical,
@@ -250,3 +251,40 @@ def test_table_attributes_name_every_variable(tmp_path: Path) -> None:
         for key, value in VARIABLE_ATTRS[name].items():
             assert table[name].attrs[key] == value, (name, key)
     assert table.attrs["grid_index"] == f"grid/{table.attrs['table_version_id']}"
+
+
+def test_fields_outside_per_setting_are_one_chunk_with_the_same_values(tmp_path: Path) -> None:
+    """``open_cells(per_setting=[...])``: the named fields keep one Dask chunk per setting,
+    every other field is a single chunk (one read per column when loaded); the values are
+    those of the default view."""
+    plan = store_plan(d=[6, 9], T=[3, 5])
+    out = gathered(plan, tmp_path / "grid")
+    default = store.open_cells(out)
+    view = store.open_cells(out, per_setting=["eigenvalues"])
+    assert view["eigenvalues"].chunks == default["eigenvalues"].chunks
+    assert max(len(c) for c in default["V"].chunks) > 1  # the default splits by setting
+    for name in view.data_vars:
+        if name != "eigenvalues":
+            assert all(len(c) == 1 for c in view[name].chunks), name
+    assert_bit_identical(view, reference(plan))
+
+
+def test_read_ragged_gathers_unsorted_overlapping_and_truncated_ranges() -> None:
+    """Ranges in any order, overlapping, adjacent, across chunk edges, empty or longer
+    than ``width``: each row is its slice of ``values`` (cut at ``width``), NaN after;
+    the naive one-slice-per-row gather is the oracle."""
+    import zarr
+
+    rng = np.random.default_rng(11)
+    values = zarr.create_array(store={}, shape=(500,), chunks=(16,), dtype="f8")
+    values[:] = rng.normal(size=500)
+    starts = rng.integers(0, 450, size=60)
+    counts = rng.integers(0, 50, size=60)
+    counts[:3] = 0
+    width = 30
+    expected = np.full((60, width), np.nan)
+    stored = values[:]
+    for row, (start, count) in enumerate(zip(starts, counts, strict=True)):
+        length = min(int(count), width)
+        expected[row, :length] = stored[start : start + length]
+    np.testing.assert_array_equal(read_ragged(starts, counts, values, width), expected)

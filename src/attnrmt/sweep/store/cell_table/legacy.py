@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any, cast
 
@@ -138,8 +138,11 @@ def fill_block(
     )
 
 
-def open_legacy(directory: Path, manifest: Mapping[str, Any]) -> Any:
-    """The lazy dense ``cells`` dataset of one version (``manifest``) of a format-2 table."""
+def open_legacy(
+    directory: Path, manifest: Mapping[str, Any], per_setting: Collection[str] | None = None
+) -> Any:
+    """The lazy dense ``cells`` dataset of one version (``manifest``) of a format-2 table;
+    ``per_setting`` as in :func:`attnrmt.sweep.store.cell_table.reader.dense_view`."""
     import zarr
 
     from attnrmt.sweep.store.cell_table.reader import dense_view
@@ -168,4 +171,5 @@ def open_legacy(directory: Path, manifest: Mapping[str, Any]) -> Any:
                 "d); NaN-padded to the longest stored spectrum only in this view"
             ),
         },
+        per_setting,
     )

@@ -22,7 +22,7 @@ import functools
 import json
 import os
 import warnings
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, cast
 
@@ -97,23 +97,19 @@ def _absent(name: str, size: int) -> np.ndarray:
 def _contiguous_runs(
     starts: np.ndarray, ends: np.ndarray, gap: int
 ) -> list[tuple[int, int, np.ndarray]]:
-    """Group sorted ranges into runs whose gaps are below ``gap``: (lo, hi, members)."""
+    """Group ranges into runs whose gaps are below ``gap``: (lo, hi, members), members in
+    order of their start. O(n log n), vectorised."""
     order = np.argsort(starts, kind="stable")
-    runs: list[tuple[int, int, np.ndarray]] = []
-    lo = hi = -1
-    members: list[int] = []
-    for index in order.tolist():
-        start, end = int(starts[index]), int(ends[index])
-        if members and start - hi <= gap:
-            hi = max(hi, end)
-            members.append(index)
-            continue
-        if members:
-            runs.append((lo, hi, np.array(members)))
-        lo, hi, members = start, end, [index]
-    if members:
-        runs.append((lo, hi, np.array(members)))
-    return runs
+    if order.size == 0:
+        return []
+    sorted_starts = starts[order].astype(np.int64)
+    reach = np.maximum.accumulate(ends[order].astype(np.int64))  # the end of the run so far
+    breaks = np.flatnonzero(sorted_starts[1:] - reach[:-1] > gap) + 1
+    bounds = np.concatenate(([0], breaks, [order.size]))
+    return [
+        (int(sorted_starts[first]), int(reach[last - 1]), order[first:last])
+        for first, last in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True)
+    ]
 
 
 def read_ragged(starts: Any, counts: Any, values: Any, width: int) -> np.ndarray:
@@ -126,12 +122,14 @@ def read_ragged(starts: Any, counts: Any, values: Any, width: int) -> np.ndarray
     starts = np.asarray(starts, dtype=np.int64)
     counts = np.asarray(counts, dtype=np.int64)
     out = np.full((starts.size, width), np.nan)
+    positions = np.arange(width)
     for lo, hi, members in _contiguous_runs(starts, starts + counts, values.chunks[0]):
-        chunk = values[lo:hi]
-        for member in members.tolist():
-            length = min(int(counts[member]), width)
-            begin = int(starts[member]) - lo
-            out[member, :length] = chunk[begin : begin + length]
+        chunk = np.asarray(values[lo:hi])
+        stored = positions < np.minimum(counts[members], width)[:, None]
+        source = (starts[members] - lo)[:, None] + positions
+        block = np.full((members.size, width), np.nan)
+        block[stored] = chunk[source[stored]]
+        out[members] = block
     return out
 
 
@@ -294,11 +292,15 @@ def dense_view(
     fill: Any,
     fill_args: tuple[Any, ...],
     extra_attrs: Mapping[str, Any],
+    per_setting: Collection[str] | None = None,
 ) -> Any:
     """The lazy dense ``cells`` dataset of a grid version (``attrs``: its attributes,
     ``rows``: its row index, grid-shaped) whose blocks are
     ``fill(rows_block, *fill_args, field, kind, width, dtype, fill_value)``: one Dask
-    chunk per setting (:func:`_dense_chunks`). O(variables) graph building, no data read."""
+    chunk per setting (:func:`_dense_chunks`) for the fields in ``per_setting`` (None:
+    every field), one chunk for the others, whose computing reads each column once (the
+    quick way to load a field whole; O(cells) memory). O(variables) graph building, no
+    data read."""
     import dask.array as da
 
     shape = tuple(int(n) for n in attrs["shape"])
@@ -308,13 +310,15 @@ def dense_view(
     n_eig = stored_eigenvalue_count(spectrum, max(coords["d"]), top_k)
     max_t = int(max(coords["T"]))
     axis_dims = tuple(coords)
-    row_grid = da.from_array(
+    by_setting = da.from_array(
         rows.reshape(shape),
         chunks=_dense_chunks(shape, axis_dims.index("snr"), max(n_eig, max_t)),
         name=False,
     )
+    in_one = da.from_array(rows.reshape(shape), chunks=shape, name=False)
 
     def lazy(field: str, kind: str, width: int, dtype: Any, fill_value: Any) -> Any:
+        row_grid = by_setting if per_setting is None or field in per_setting else in_one
         new_axis = [] if kind in ("scalar", "key") else [len(shape)]
         chunks = row_grid.chunks if not new_axis else (*row_grid.chunks, (width,))
         return row_grid.map_blocks(
@@ -399,9 +403,14 @@ def _spike_count(attrs: Mapping[str, Any]) -> int:
     return int(json.loads(classes)["spikes"]) if classes else 0
 
 
-def open_cell_table(store: str | os.PathLike[str], state: TableState) -> Any:
+def open_cell_table(
+    store: str | os.PathLike[str],
+    state: TableState,
+    per_setting: Collection[str] | None = None,
+) -> Any:
     """The lazy dense ``cells`` dataset of one published version (``state``) of a table
-    (``cell_table.zarr``, or a ``cells.zarr`` snapshot). Reads the version's grid index."""
+    (``cell_table.zarr``, or a ``cells.zarr`` snapshot); ``per_setting`` as in
+    :func:`dense_view`. Reads the version's grid index."""
     import zarr
 
     grid = zarr.open_group(str(Path(store) / state.grid), mode="r")
@@ -421,12 +430,15 @@ def open_cell_table(store: str | os.PathLike[str], state: TableState) -> Any:
                 "only in this view"
             ),
         },
+        per_setting,
     )
 
 
-def open_cells(path: str | os.PathLike[str]) -> Any:
+def open_cells(path: str | os.PathLike[str], per_setting: Collection[str] | None = None) -> Any:
     """Open a sweep's cells lazily: a sweep directory (its table, the newest published
     version), its ``cells.zarr`` (the version the pipeline gathered) or a table.
+    ``per_setting``: the fields chunked one setting per Dask chunk (None: all); the
+    others are one chunk each (:func:`dense_view`: loading them reads each column once).
 
     A cell table of format 3, or its snapshot, gives the lazy dense view of its published
     version (:func:`open_cell_table`); one of format 2 (``cell_table/`` segments, a
@@ -447,10 +459,10 @@ def open_cells(path: str | os.PathLike[str]) -> Any:
     for store in candidates:
         state = read_state(store)
         if state is not None:
-            return open_cell_table(store, state)
+            return open_cell_table(store, state, per_setting)
     resolved = legacy.resolve(location)
     if resolved is not None:
-        return legacy.open_legacy(*resolved)
+        return legacy.open_legacy(*resolved, per_setting=per_setting)
     dense = candidates[-1]
     if (dense / "zarr.json").is_file() or (dense / ".zmetadata").is_file():
         return xr.open_zarr(dense, consolidated=has_consolidated_metadata(dense))
