@@ -55,30 +55,64 @@ def test_nan_padding_is_ignored() -> None:
     )
 
 
-def test_batched_distances_equal_one_spectrum_at_a_time() -> None:
-    """Rows of different lengths (NaN padding), ratios, scales, zeros, outliers and empty
-    rows in one batch: the same numbers as one call per row (the batching splits the
-    concatenated CDF values back to their rows)."""
+def _reference_fit(
+    spectrum: np.ndarray, delta: float, gamma: float, kappa: float
+) -> dict[str, float]:
+    """The statistic of docs/model.md, "Bulk law", written out for one spectrum: the oracle
+    of the vectorised :func:`ks_distances`."""
+    from attnrmt.theory import bulk_cdf
+
+    lam = np.sort(spectrum[np.isfinite(spectrum)])
+    out = dict.fromkeys(("ks", "n_outliers", "zero_fraction", "lower_edge", "upper_edge"), np.nan)
+    out["n_bulk"] = 0.0
+    if lam.size == 0:
+        return out
+    is_zero = lam <= 1e-9 * np.max(np.abs(lam))
+    is_outlier = lam > kappa * bulk_edges(delta, gamma)[1] * (1 + MARGIN)
+    bulk = lam[~is_zero & ~is_outlier]
+    out.update(n_outliers=is_outlier.sum(), zero_fraction=is_zero.mean(), n_bulk=bulk.size)
+    atom = bulk_atom(delta, gamma)
+    if bulk.size == 0 or atom >= 1.0:
+        return out
+    cdf = (bulk_cdf(bulk / kappa, delta, gamma) - atom) / (1 - atom)
+    n = bulk.size
+    steps = np.arange(n)
+    out["ks"] = max(np.max((steps + 1) / n - cdf), np.max(cdf - steps / n))
+    out.update(lower_edge=bulk[0], upper_edge=bulk[-1])
+    return {name: float(value) for name, value in out.items()}
+
+
+def test_batched_distances_equal_the_definition_one_spectrum_at_a_time() -> None:
+    """Rows of different lengths (NaN padding), unsorted, ratios with and without an atom,
+    exact zeros, outliers, scales and empty rows in one batch: the numbers of the
+    definition applied to each row alone (same floating-point operations per value, so
+    equal to the last bit)."""
     rng = np.random.default_rng(3)
     rows = []
-    for index in range(40):
-        delta, gamma = (0.5, 0.5) if index % 3 else (2.0, 1.5)
+    for index in range(60):
+        delta, gamma = [(0.5, 0.5), (2.0, 1.5), (0.25, 2.0)][index % 3]
         kappa = rng.uniform(0.2, 2.0)
         spectrum = np.full(60, np.nan)
         length = int(rng.integers(0, 60))
         spectrum[:length] = kappa * bulk_quantiles(max(length, 1), delta, gamma)[:length]
+        spectrum[:length] *= rng.uniform(0.9, 1.1, size=length)  # not exact quantiles
         if index % 5 == 0 and length:
             spectrum[length - 1] *= 3.0  # an outlier
-        rows.append((spectrum, delta, gamma, kappa))
+        if index % 7 == 0 and length > 2:
+            spectrum[:2] = 0.0  # exact zeros
+        rows.append((rng.permutation(spectrum), delta, gamma, kappa))
     batched = ks_distances(
         np.array([row[0] for row in rows]),
         *(np.array([row[i] for row in rows]) for i in (1, 2, 3)),
         margin=MARGIN,
+        zero_tol=1e-9,
     )
     for index, (spectrum, delta, gamma, kappa) in enumerate(rows):
-        one = ks_distance(spectrum, delta, gamma, kappa, margin=MARGIN)
-        for name, value in one.items():
+        expected = _reference_fit(spectrum, delta, gamma, kappa)
+        one = ks_distance(spectrum, delta, gamma, kappa, margin=MARGIN, zero_tol=1e-9)
+        for name, value in expected.items():
             np.testing.assert_equal(batched[name][index], value, err_msg=f"{name}, {index}")
+            np.testing.assert_equal(one[name], value, err_msg=f"{name}, {index}")
 
 
 def test_bulk_fit_on_contract_shaped_cells() -> None:

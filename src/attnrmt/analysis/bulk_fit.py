@@ -15,6 +15,8 @@ the remaining eigenvalues with the continuous part of the law,
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import xarray as xr
 
@@ -86,61 +88,121 @@ def ks_distances(
     ``delta``, ``gamma``, ``kappa`` (n,). Returns each field of :func:`ks_distance` as an
     (n,) array.
 
-    The closed-form CDF (:func:`attnrmt.theory.bulk_cdf`, elementwise) is evaluated once on
-    the retained eigenvalues of all rows together, and the edges and atoms once per row, so
-    the cost is O(n m log m) numpy work in a few vectorised calls instead of n calls of
-    ~2 ms of fixed overhead each (the bulk fit of 10^6 tiny cells). Values are those of
-    one call per row.
+    Every step is vectorised over the rows (sorted rows, masks of the zeros, outliers and
+    retained values, ranks by a cumulative sum); the closed-form CDF
+    (:func:`attnrmt.theory.bulk_cdf`, elementwise) is evaluated once on the retained
+    eigenvalues of all rows together. O(n m log m) numpy work in a few calls, no Python
+    loop over rows. Values are those of one call per row.
     """
     spectra = np.asarray(spectra, dtype=float)
-    n_rows = spectra.shape[0]
+    n_rows, width = spectra.shape
     fields = {name: np.full(n_rows, np.nan) for name in _FIELDS}
     fields["n_bulk"][:] = 0.0
-    if n_rows == 0:
+    if n_rows == 0 or width == 0:
         return fields
     _, upper = bulk_edges(delta, gamma)
     cutoffs = kappa * np.asarray(upper, dtype=float) * (1.0 + margin)
     atoms = np.broadcast_to(np.asarray(bulk_atom(delta, gamma), dtype=float), (n_rows,))
-    retained: list[np.ndarray] = []
-    for row in range(n_rows):
-        lam = spectra[row]
-        lam = np.sort(lam[np.isfinite(lam)])
-        if lam.size == 0:
-            retained.append(lam)
-            continue
-        is_zero = lam <= zero_tol * float(np.max(np.abs(lam)))
-        is_outlier = lam > cutoffs[row]
-        bulk = lam[~is_zero & ~is_outlier]
-        fields["n_outliers"][row] = float(is_outlier.sum())
-        fields["zero_fraction"][row] = float(is_zero.mean())
-        fields["n_bulk"][row] = float(bulk.size)
-        if atoms[row] >= 1.0:
-            bulk = bulk[:0]
-        retained.append(bulk)
-    sizes = np.array([bulk.size for bulk in retained])
+    lam = np.sort(spectra, axis=1)  # ascending, NaN last
+    finite = np.isfinite(lam)
+    n_finite = finite.sum(axis=1)
+    scale = np.max(np.abs(np.where(finite, lam, 0.0)), axis=1)
+    with np.errstate(invalid="ignore"):
+        is_zero = finite & (lam <= zero_tol * scale[:, None])
+        is_outlier = finite & (lam > cutoffs[:, None])
+    bulk = finite & ~is_zero & ~is_outlier
+    has = n_finite > 0
+    fields["n_outliers"][has] = is_outlier.sum(axis=1)[has]
+    fields["zero_fraction"][has] = is_zero.sum(axis=1)[has] / n_finite[has]
+    fields["n_bulk"][:] = bulk.sum(axis=1)
+    kept = bulk & (atoms < 1.0)[:, None]  # an atom of mass 1 leaves no continuous part
+    sizes = kept.sum(axis=1)
     if sizes.sum() == 0:
         return fields
-    scaled = np.concatenate([bulk / kappa[row] for row, bulk in enumerate(retained)])
-    owner = np.repeat(np.arange(n_rows), sizes)
+    owner = np.nonzero(kept)[0]
+    scaled = (lam / kappa[:, None])[kept]
     raw_cdf = np.asarray(bulk_cdf(scaled, delta[owner], gamma[owner]), dtype=float)
     cdf = (raw_cdf - atoms[owner]) / (1.0 - atoms[owner])
-    for fitted, part in zip(np.flatnonzero(sizes), _split_nonempty(cdf, sizes), strict=True):
-        n = part.size
-        above = np.arange(1, n + 1) / n - part
-        below = part - np.arange(0, n) / n
-        fields["ks"][fitted] = float(max(above.max(), below.max()))
-        fields["lower_edge"][fitted] = float(retained[fitted][0])
-        fields["upper_edge"][fitted] = float(retained[fitted][-1])
+    rank = (np.cumsum(kept, axis=1) - 1)[kept]  # position among the row's kept values
+    distance = np.full(lam.shape, -np.inf)
+    distance[kept] = np.maximum((rank + 1) / sizes[owner] - cdf, cdf - rank / sizes[owner])
+    fitted = sizes > 0
+    first = np.argmax(kept, axis=1)
+    last = width - 1 - np.argmax(kept[:, ::-1], axis=1)
+    rows = np.arange(n_rows)
+    fields["ks"][fitted] = distance.max(axis=1)[fitted]
+    fields["lower_edge"][fitted] = lam[rows, first][fitted]
+    fields["upper_edge"][fitted] = lam[rows, last][fitted]
     return fields
 
 
-def _split_nonempty(values: np.ndarray, sizes: np.ndarray) -> list[np.ndarray]:
-    """The consecutive parts of ``values`` of the non-zero ``sizes``, in order."""
-    parts = np.split(values, np.cumsum(sizes)[:-1])
-    return [part for part, size in zip(parts, sizes, strict=True) if size > 0]
-
-
 _FIELDS = ("ks", "n_outliers", "zero_fraction", "lower_edge", "upper_edge", "n_bulk")
+
+
+def _fit_block(
+    spectra: np.ndarray,
+    delta: np.ndarray,
+    gamma: np.ndarray,
+    kappa: np.ndarray,
+    *,
+    margin: float,
+    zero_tol: float,
+) -> np.ndarray:
+    """:func:`ks_distances` of a block of spectra ``(..., eig)`` with its ratios
+    ``(..., 1)``: ``(..., len(_FIELDS))``, NaN where a ratio is not finite or
+    ``kappa <= 0`` (an absent cell)."""
+    ratios = [np.asarray(a, dtype=float).reshape(-1) for a in (delta, gamma, kappa)]
+    usable = np.all(np.isfinite(ratios), axis=0) & (ratios[2] > 0)
+    fits = ks_distances(
+        np.asarray(spectra, dtype=float).reshape(-1, spectra.shape[-1])[usable],
+        *(a[usable] for a in ratios),
+        margin=margin,
+        zero_tol=zero_tol,
+    )
+    out = np.full((usable.size, len(_FIELDS)), np.nan)
+    for index, name in enumerate(_FIELDS):
+        out[usable, index] = fits[name]
+    return out.reshape(*spectra.shape[:-1], len(_FIELDS))
+
+
+def _fit_by_setting(
+    spectra: Any,
+    delta: np.ndarray,
+    gamma: np.ndarray,
+    kappa: np.ndarray,
+    *,
+    margin: float,
+    zero_tol: float,
+) -> np.ndarray:
+    """:func:`_fit_block` over ``spectra`` ``(settings..., snr, centered, replicate, eig)``
+    (a Dask array, read chunk by chunk: one setting per chunk in ``cells.zarr``'s view;
+    a NumPy array is split one setting per chunk), the chunks computed by Dask's
+    scheduler in parallel. Memory O(one chunk per thread + the fields of every cell);
+    time O(cells x eig log eig)."""
+    import dask.array as da
+
+    if not isinstance(spectra, da.Array):
+        n_outer = max(0, spectra.ndim - 4)
+        spectra = da.from_array(
+            np.asarray(spectra), chunks=(*(1,) * n_outer, *spectra.shape[n_outer:]), name=False
+        )
+    spectra = spectra.rechunk({spectra.ndim - 1: -1})
+    grid_chunks = spectra.chunks[:-1]
+    ratios = [
+        da.from_array(values[..., None], chunks=(*grid_chunks, (1,)), name=False)
+        for values in (delta, gamma, kappa)
+    ]
+    fitted = da.map_blocks(
+        _fit_block,
+        spectra,
+        *ratios,
+        margin=margin,
+        zero_tol=zero_tol,
+        chunks=(*grid_chunks, (len(_FIELDS),)),
+        dtype=np.float64,
+        meta=np.empty((0,) * spectra.ndim, dtype=np.float64),
+    )
+    return np.asarray(fitted.compute())
 
 
 def bulk_fit(cells: xr.Dataset, *, margin: float, zero_tol: float = DEFAULT_ZERO_TOL) -> xr.Dataset:
@@ -174,26 +236,9 @@ def bulk_fit(cells: xr.Dataset, *, margin: float, zero_tol: float = DEFAULT_ZERO
     eig = eig.transpose(*dims, "eig")
     delta, gamma, kappa = (a.transpose(*dims) for a in (delta, gamma, kappa))
     shape = tuple(eig.sizes[d] for d in dims)
-    out = {name: np.full(shape, np.nan) for name in _FIELDS}
     dv, gv, kv = (np.asarray(a.values, dtype=float) for a in (delta, gamma, kappa))
-    # Spectra are read one setting (the dims before snr, centered, replicate) at a time:
-    # memory O(one setting's spectra), not O(cells x d) (docs/scaling.md).
-    n_outer = max(0, len(dims) - 3)
-    for outer in np.ndindex(*shape[:n_outer]):
-        lam = np.asarray(eig[outer].values, dtype=float)
-        inner_shape = lam.shape[:-1]
-        ratios = [np.asarray(a[outer], dtype=float).reshape(-1) for a in (dv, gv, kv)]
-        usable = np.all(np.isfinite(ratios), axis=0) & (ratios[2] > 0)
-        fits = ks_distances(
-            lam.reshape(-1, lam.shape[-1])[usable],
-            *(a[usable] for a in ratios),
-            margin=margin,
-            zero_tol=zero_tol,
-        )
-        for name in _FIELDS:
-            values = np.full(usable.size, np.nan)
-            values[usable] = fits[name]
-            out[name][outer] = values.reshape(inner_shape)
+    fitted = _fit_by_setting(eig.data, dv, gv, kv, margin=margin, zero_tol=zero_tol)
+    out = {name: fitted[..., index] for index, name in enumerate(_FIELDS)}
     coords = {d: eig[d] for d in dims if d in eig.coords}
     lower, upper = bulk_edges(
         np.where(np.isfinite(dv), dv, 1.0), np.where(np.isfinite(gv), gv, 1.0)
