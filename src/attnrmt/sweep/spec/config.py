@@ -212,20 +212,13 @@ def _short_repr(value: Any) -> str:
     return text if len(text) <= _MAX_REPR else text[: _MAX_REPR - 5] + " ...]"
 
 
-def _most_specific(error: Any) -> Any:
-    """Descend into anyOf/oneOf alternatives when exactly one of them fits the value's type.
-
-    An alternative whose only complaint is the value's type (at the same path) does not
-    fit; when exactly one alternative fits, its error is the informative one. Otherwise
-    the anyOf/oneOf error itself is described (with the schema's ``x-expected``).
-    """
-    return _most_specific_errors(error)[0]
-
-
 def _most_specific_errors(error: Any) -> list[Any]:
-    """:func:`_most_specific` and the other complaints of the alternative it chose, first
-    the chosen one (``{start: 0, stop: 2, step: 0.2}``: ``num`` missing AND ``step``
-    unknown). O(errors)."""
+    """The most specific complaint about a value, first, and the other complaints of the
+    alternative it belongs to (``{start: 0, stop: 2, step: 0.2}``: ``num`` missing AND
+    ``step`` unknown). Descends into anyOf/oneOf alternatives when exactly one of them fits
+    the value's type (an alternative whose only complaint is the type, at the same path,
+    does not fit); otherwise the anyOf/oneOf error itself is described (with the schema's
+    ``x-expected``). O(errors)."""
     found = [error]
     while error.validator in ("anyOf", "oneOf") and error.context:
         fitting = [

@@ -52,10 +52,6 @@ from attnrmt.sweep.spec.identity import (
     seed_words,
 )
 
-#: Parameters that vary within a line (a line is one block group).
-LINE_FREE_PARAMETERS = ("snr", "replicate")
-
-
 # --------------------------------------------------------------------------- canonical JSON
 
 

@@ -66,9 +66,6 @@ from attnrmt.sweep.store.grid import (
 )
 
 STORE_NAMES = ("cells", "theory", "analysis")
-#: Per-cell variables of the dense view that come from a ragged table field, with the
-#: dense dimension they are padded along.
-RAGGED_DIMS = {"eigenvalues": "eig", "effective_weights": "position"}
 #: Scalar per-cell float variables (besides the pooling scalars).
 CELL_SCALARS = ("compute_seconds", "downstream_accuracy")
 
