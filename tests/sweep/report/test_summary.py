@@ -143,7 +143,7 @@ def test_summary_names_sweep_folders_the_config_no_longer_has(tmp_path) -> None:
     from attnrmt.sweep import load_config, plan_run
     from attnrmt.sweep.report.summary import run_summary
 
-    small = Path(__file__).with_name("configs") / "small.yaml"
+    small = Path(__file__).resolve().parents[2] / "configs" / "small.yaml"
     run_plan = plan_run(load_config(small))
     run_dir = tmp_path / run_plan.run
     (run_dir / "transition" / "fragments").mkdir(parents=True)  # a sweep of the config
@@ -169,7 +169,7 @@ def test_summary_names_placeholder_tables_and_explains_reused_cells(tmp_path) ->
     from attnrmt.sweep.report.summary import placeholder_tables, run_summary
     from tests.sweep.report.conftest import write_timed_block
 
-    tiny = Path(__file__).with_name("configs") / "tiny.yaml"
+    tiny = Path(__file__).resolve().parents[2] / "configs" / "tiny.yaml"
     run_plan = plan_run(load_config(tiny))
     run_dir = tmp_path / run_plan.run
     run_dir.mkdir()
