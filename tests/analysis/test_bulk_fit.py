@@ -11,6 +11,8 @@ from attnrmt.theory import bulk_atom, bulk_edges
 
 #: The schema's default ``analysis.bulk_margin`` is 0.05; these tests fix their own.
 MARGIN = 0.05
+#: The zero tolerance of the batched-vs-definition test (the schema default, written out).
+ZERO_TOL = 1e-9
 
 
 @pytest.mark.parametrize(("delta", "gamma"), [(0.5, 0.5), (0.25, 2.0), (2.0, 0.5), (2.0, 2.0)])
@@ -67,7 +69,7 @@ def _reference_fit(
     out["n_bulk"] = 0.0
     if lam.size == 0:
         return out
-    is_zero = lam <= 1e-9 * np.max(np.abs(lam))
+    is_zero = lam <= ZERO_TOL * np.max(np.abs(lam))
     is_outlier = lam > kappa * bulk_edges(delta, gamma)[1] * (1 + MARGIN)
     bulk = lam[~is_zero & ~is_outlier]
     out.update(n_outliers=is_outlier.sum(), zero_fraction=is_zero.mean(), n_bulk=bulk.size)
@@ -105,11 +107,11 @@ def test_batched_distances_equal_the_definition_one_spectrum_at_a_time() -> None
         np.array([row[0] for row in rows]),
         *(np.array([row[i] for row in rows]) for i in (1, 2, 3)),
         margin=MARGIN,
-        zero_tol=1e-9,
+        zero_tol=ZERO_TOL,
     )
     for index, (spectrum, delta, gamma, kappa) in enumerate(rows):
         expected = _reference_fit(spectrum, delta, gamma, kappa)
-        one = ks_distance(spectrum, delta, gamma, kappa, margin=MARGIN, zero_tol=1e-9)
+        one = ks_distance(spectrum, delta, gamma, kappa, margin=MARGIN, zero_tol=ZERO_TOL)
         for name, value in expected.items():
             np.testing.assert_equal(batched[name][index], value, err_msg=f"{name}, {index}")
             np.testing.assert_equal(one[name], value, err_msg=f"{name}, {index}")

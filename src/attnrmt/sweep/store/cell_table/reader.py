@@ -122,11 +122,8 @@ def read_ragged(starts: Any, counts: Any, values: Any, width: int) -> np.ndarray
     positions = np.arange(width)
     for lo, hi, members in _contiguous_runs(starts, starts + counts, values.chunks[0]):
         chunk = np.asarray(values[lo:hi])
-        stored = positions < np.minimum(counts[members], width)[:, None]
-        source = (starts[members] - lo)[:, None] + positions
-        block = np.full((members.size, width), np.nan)
-        block[stored] = chunk[source[stored]]
-        out[members] = block
+        rows, columns = np.nonzero(positions < np.minimum(counts[members], width)[:, None])
+        out[members[rows], columns] = chunk[starts[members[rows]] - lo + columns]
     return out
 
 
