@@ -246,3 +246,35 @@ def test_cancel_rate_limiter_wakeups_cancels_only_snakemakes_timers() -> None:
     finally:
         snakemake_timer.cancel()
         other_timer.cancel()
+
+
+def test_the_run_clusters_servers_run_the_quieter_housekeeping(tmp_path: Path) -> None:
+    """A run's real local cluster: the scheduler and each spawned worker run with the
+    HOUSEKEEPING intervals (the settings reach worker processes), and the workers' BLAS
+    pools have the layout's thread count."""
+    from attnrmt.sweep.run.cluster import run_client, shutdown_run_cluster
+    from attnrmt.sweep.run.cluster.sizing import HOUSEKEEPING
+
+    def settings_here() -> dict[str, Any]:
+        import os
+
+        import dask
+
+        return {
+            "config": {key: dask.config.get(key) for key in HOUSEKEEPING},
+            "blas": os.environ.get("OPENBLAS_NUM_THREADS"),
+        }
+
+    run_dir = tmp_path / "results" / "quiet"
+    settings = ClusterSettings.from_config({"mode": "local", "dashboard": False}, max_cores=1)
+    ours = {key: value for key, (_, value) in HOUSEKEEPING.items()}
+    try:
+        with run_client(run_dir, settings) as client:
+            on_workers = client.run(settings_here)
+            on_scheduler = client.run_on_scheduler(settings_here)
+    finally:
+        shutdown_run_cluster(run_dir)
+    assert len(on_workers) == 1
+    for where in [*on_workers.values(), on_scheduler]:
+        assert where["config"] == ours
+    assert [where["blas"] for where in on_workers.values()] == ["1"]

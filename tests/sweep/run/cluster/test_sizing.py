@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
 
 from attnrmt.sweep.run.cluster import (
@@ -47,3 +49,39 @@ def test_parse_walltime(walltime: str, seconds: int) -> None:
 def test_worker_lifetime_ends_before_the_walltime(walltime: int) -> None:
     lifetime, stagger = worker_lifetime(walltime)
     assert 0 < lifetime and lifetime + stagger < walltime
+
+
+@pytest.fixture
+def dask_config() -> Iterator[None]:
+    """Dask's configuration as installed (defaults, files, environment) for the test, the
+    session's restored after it (configure_worker_environment writes to it, and so did
+    any run cluster an earlier test started)."""
+    import copy
+
+    import dask
+
+    saved = copy.deepcopy(dask.config.config)
+    dask.config.refresh()
+    try:
+        yield
+    finally:
+        dask.config.config.clear()
+        dask.config.config.update(saved)
+
+
+def test_housekeeping_defaults_are_changed_and_a_users_value_is_kept(dask_config: None) -> None:
+    """configure_worker_environment: every HOUSEKEEPING key at Dask's default takes ours;
+    a key the user set (the tick here) keeps the user's value; BLAS threads land in the
+    nanny's pre-spawn environment."""
+    import dask
+
+    from attnrmt.sweep.run.cluster.sizing import HOUSEKEEPING, configure_worker_environment
+
+    for key, (default, _) in HOUSEKEEPING.items():
+        assert dask.config.get(key) == default, f"{key}: Dask's default changed"
+    dask.config.set({"distributed.admin.tick.interval": "50ms"})
+    configure_worker_environment(3)
+    for key, (_, ours) in HOUSEKEEPING.items():
+        expected = "50ms" if key == "distributed.admin.tick.interval" else ours
+        assert dask.config.get(key) == expected, key
+    assert dask.config.get("distributed.nanny.pre-spawn-environ")["OPENBLAS_NUM_THREADS"] == "3"
