@@ -57,13 +57,11 @@ from pathlib import Path
 from typing import Any
 
 from attnrmt.sweep.run.cluster import security, slurm
+from attnrmt.sweep.store.layout import RESULTS_DIRNAME, RunLayout
 
-DRIVER_DIRNAME = "driver"
 SCRIPT_FILENAME = "driver.sbatch"
 LOG_FILENAME = "driver.log"
 RECORD_FILENAME = "job.json"
-RESULTS_DIRNAME = "results"
-"""Where the Snakefile writes runs (``results/<run>/``, relative to the working directory)."""
 DEFAULT_PROFILE = "default"
 """The shipped profile ``attnrmt run`` uses unless ``--profile`` names another
 (:func:`attnrmt.workflow.profile_path`)."""
@@ -121,7 +119,7 @@ def pipeline_commands(
     name (:func:`attnrmt.workflow.profile_path`)."""
     from attnrmt.workflow import profile_path
 
-    report = Path(RESULTS_DIRNAME) / run_name / "report.html"
+    report = RunLayout.of(run_name).report
     folder = profile_path(profile)
     return [
         snakemake_command(config, folder, snakefile, cores),
@@ -306,7 +304,7 @@ def execute_run(
     valid = load_valid_config(Path(config))
     run_plan = plan_run(valid.config, valid.sweeps)
     commands = pipeline_commands(config, run_plan.run, profile, snakefile, cores)
-    run_dir = Path(RESULTS_DIRNAME) / run_plan.run
+    run_dir = RunLayout.of(run_plan.run).root
     claim_run_dir(run_dir, Path(config), write=False)  # refused before any folder is made
     started = time.time()
     log_path = run_log_path(run_dir, started)
@@ -444,8 +442,9 @@ class DriverPaths:
 
 
 def driver_paths(run_dir: str | os.PathLike[str]) -> DriverPaths:
-    """``results/<run>/driver/`` and its files."""
-    directory = Path(run_dir) / DRIVER_DIRNAME
+    """``results/<run>/driver/`` (:attr:`attnrmt.sweep.store.layout.RunLayout.driver_dir`)
+    and its files."""
+    directory = RunLayout(run_dir).driver_dir
     return DriverPaths(
         directory,
         directory / SCRIPT_FILENAME,
@@ -610,7 +609,7 @@ def submit(
             "(run it on a login node of the cluster)"
         )
     run_name = str(valid.config["run"])
-    run_dir = Path(RESULTS_DIRNAME) / run_name
+    run_dir = RunLayout.of(run_name).root
     claim_run_dir(run_dir, config)
     paths = driver_paths(run_dir)
     security.private_directory(paths.directory)
@@ -735,12 +734,10 @@ def driver_status_line(run_dir: str | os.PathLike[str]) -> tuple[str, dict[str, 
 __all__ = [
     "DEFAULT_DRIVER_CPUS",
     "DEFAULT_PROFILE",
-    "DRIVER_DIRNAME",
     "END_SUMMARY_VARIABLE",
     "FORWARDED_SIGNALS",
     "LOG_FILENAME",
     "RECORD_FILENAME",
-    "RESULTS_DIRNAME",
     "RUN_LOG_DIR",
     "SCRIPT_FILENAME",
     "STOP_LEAD_SECONDS",

@@ -3,12 +3,33 @@ check the array code against (no production caller builds them)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import warnings
+from collections.abc import Mapping, Sequence
+from typing import Any
 
+import numpy as np
+
+from attnrmt.contract import (
+    ABSENT_INT,
+    POOLING_FIELDS,
+    SIZE_FIELDS,
+    TOP_K_FIELDS,
+    stored_eigenvalue_count,
+)
 from attnrmt.sweep.spec.identity import block_key
 from attnrmt.sweep.spec.plan import Block, Cell, check_block_sizes, line_block_size
+from attnrmt.sweep.store.grid import (
+    CELLS_VIEW_NOTES,
+    axis_coordinates,
+    cell_grid_index,
+    cells_view,
+    dataset_attrs,
+    first_present,
+    grid_lookups,
+    sweep_spectrum,
+)
 
-__all__ = ["make_blocks"]
+__all__ = ["cells_dataset", "make_blocks"]
 
 
 def make_blocks(
@@ -35,3 +56,110 @@ def make_blocks(
             chunk = tuple(line_cells[start : start + size])
             blocks.append(Block(block_key(root_seed, [cell.key for cell in chunk]), chunk))
     return blocks
+
+
+def cells_dataset(
+    sweep_plan: Any,
+    records: Mapping[str, Mapping[str, Any]],
+    root_seed: int,
+) -> Any:
+    """Assemble a sweep's cell results into the ``cells.zarr`` dataset (data contract), in
+    memory, one record at a time: the reference the lazy cell-table reader
+    (:mod:`attnrmt.sweep.store.cell_table.reader`) reproduces bit for bit. O(grid x max d)
+    memory.
+
+    Parameters
+    ----------
+    sweep_plan : SweepPlan
+        ``.name``, ``.axes``, ``.replicates``, ``.top_k``, ``.cells`` (with ``.key`` and the
+        axis attributes), ``.config_sha256``.
+    records : mapping
+        ``cell_key -> CellResult.to_dict()``-like record; cells without a record are absent
+        (NaN, ``-1`` for ``V``/``N``, ``''`` for ``cell_key``).
+    root_seed : int
+        The run's root seed (dataset attribute).
+
+    Returns
+    -------
+    xarray.Dataset
+        Dims ``d, delta, gamma, T, positional, weights, [table,] snr, centered, replicate,
+        k, eig, position`` (``table`` where the sweep sets it). ``alpha``, ``kappa``,
+        ``sigma``, ``V``, ``N`` are over the axes only
+        (``alpha``/``kappa``/``sigma`` = mean over replicates, exact for deterministic
+        weights); ``alpha_replicate`` etc. keep the per-replicate values (they vary only for
+        ``causal_attention``).
+    """
+
+    coords = axis_coordinates(sweep_plan.axes)
+    lookups = grid_lookups(coords)
+    n_replicates = int(sweep_plan.replicates)
+    top_k = int(sweep_plan.top_k)
+    grid_shape = tuple(len(values) for values in coords.values())
+    cell_shape = (*grid_shape, n_replicates)
+    n_eig = stored_eigenvalue_count(sweep_spectrum(sweep_plan), max(coords["d"]), top_k)
+    max_t = int(max(coords["T"]))
+
+    def nan_array(*tail: int) -> np.ndarray:
+        return np.full((*cell_shape, *tail), np.nan)
+
+    per_k = {name: nan_array(top_k) for name in TOP_K_FIELDS}
+    eigenvalues = nan_array(n_eig)
+    weights = nan_array(max_t)
+    per_cell = {
+        name: nan_array() for name in (*POOLING_FIELDS, "compute_seconds", "downstream_accuracy")
+    }
+    sizes = {name: np.full(cell_shape, ABSENT_INT, dtype=np.int64) for name in SIZE_FIELDS}
+    cell_keys = np.full(cell_shape, "", dtype=object)
+
+    for cell in sweep_plan.cells:
+        index = cell_grid_index(cell, lookups)
+        record = records.get(cell.key)
+        if record is None:
+            continue
+        cell_keys[index] = cell.key
+        for name in TOP_K_FIELDS:
+            values = np.asarray(record[name], dtype=np.float64)
+            per_k[name][index][: values.size] = values
+        spectrum = np.asarray(record["eigenvalues"], dtype=np.float64)
+        eigenvalues[index][: spectrum.size] = spectrum
+        effective = np.asarray(record["effective_weights"], dtype=np.float64)
+        weights[index][: effective.size] = effective
+        for name in per_cell:
+            per_cell[name][index] = float(record[name])
+        for name in SIZE_FIELDS:
+            sizes[name][index] = int(record[name])
+
+    axis_dims = tuple(coords)
+    cell_dims = (*axis_dims, "replicate")
+    data_vars: dict[str, tuple[tuple[str, ...], np.ndarray]] = {
+        "eigenvalues": ((*cell_dims, "eig"), eigenvalues),
+        **{name: ((*cell_dims, "k"), per_k[name]) for name in TOP_K_FIELDS},
+        "compute_seconds": (cell_dims, per_cell["compute_seconds"]),
+        "downstream_accuracy": (cell_dims, per_cell["downstream_accuracy"]),
+        "effective_weights": ((*cell_dims, "position"), weights),
+        "cell_key": (cell_dims, cell_keys),
+    }
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", category=RuntimeWarning)  # mean of all-NaN: absent
+        for name in POOLING_FIELDS:
+            data_vars[name] = (axis_dims, np.nanmean(per_cell[name], axis=-1))
+            data_vars[f"{name}_replicate"] = (cell_dims, per_cell[name])
+    for name in SIZE_FIELDS:
+        data_vars[name] = (axis_dims, first_present(sizes[name]))
+
+    return cells_view(
+        data_vars,
+        coords,
+        replicates=n_replicates,
+        top_k=top_k,
+        n_eig=n_eig,
+        max_t=max_t,
+        attrs={
+            **dataset_attrs(sweep_plan, root_seed, "attnrmt simulated cells"),
+            "replicates": n_replicates,
+            "top_k": top_k,
+            **CELLS_VIEW_NOTES,
+            "cells_present": int(np.count_nonzero(cell_keys != "")),
+            "cells_total": int(cell_keys.size),
+        },
+    )

@@ -24,6 +24,7 @@ from attnrmt.sweep import store
 from attnrmt.sweep.spec.config import ConfigError, load_valid_config
 from attnrmt.sweep.spec.plan import plan_run
 from tests.sweep.conftest import store_config, synthetic_record, write_block_fragments
+from tests.sweep.oracles import cells_dataset
 from tests.sweep.store.cell_table.conftest import assert_bit_identical
 
 T3 = {"t3": {"kind": "student_t", "nu": 3.0}}
@@ -133,7 +134,7 @@ def laws_plan() -> Any:
 def _reference(plan: Any) -> xr.Dataset:
     sweep = plan.sweeps["grid"]
     records = {cell.key: synthetic_record(cell) for cell in sweep.cells}
-    return store.cells_dataset(sweep, records, plan.seed)
+    return cells_dataset(sweep, records, plan.seed)
 
 
 def test_dense_view_has_the_table_dimension_with_each_laws_cells(

@@ -14,6 +14,7 @@ from tests.sweep.conftest import (
     store_plan,
     synthetic_record,
 )
+from tests.sweep.oracles import cells_dataset
 
 
 def test_absent_cells_are_nan_minus_one_and_empty(tmp_path: Path) -> None:
@@ -21,7 +22,7 @@ def test_absent_cells_are_nan_minus_one_and_empty(tmp_path: Path) -> None:
     sweep = plan.sweeps["grid"]
     present = sweep.cells[: len(sweep.cells) // 2]
     records = {cell.key: synthetic_record(cell) for cell in present}
-    dataset = store.cells_dataset(sweep, records, plan.seed)
+    dataset = cells_dataset(sweep, records, plan.seed)
     absent = sweep.cells[-1]
     point = dataset.sel(
         **{axis: getattr(absent, axis) for axis in store.AXES}, replicate=absent.replicate
@@ -40,9 +41,9 @@ def test_rewriting_a_store_replaces_it(tmp_path: Path) -> None:
     plan = store_plan()
     sweep = plan.sweeps["grid"]
     target = tmp_path / "cells.zarr"
-    empty = store.cells_dataset(sweep, {}, plan.seed)
+    empty = cells_dataset(sweep, {}, plan.seed)
     store.write_zarr_atomically(empty, target)
-    full = store.cells_dataset(
+    full = cells_dataset(
         sweep, {cell.key: synthetic_record(cell) for cell in sweep.cells}, plan.seed
     )
     store.write_zarr_atomically(full, target)

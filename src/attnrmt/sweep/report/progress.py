@@ -121,18 +121,10 @@ def count_sweep(sweep_plan: Any, sweep_dir: str | os.PathLike[str]) -> SweepCoun
     return SweepCount(sweep_plan, files, done, failed, count_failures_by_cause(standing), standing)
 
 
-def count_run(run_plan: Any, run_dir: str | os.PathLike[str]) -> dict[str, SweepCount]:
-    """:func:`count_sweep` of every sweep of ``run_plan`` under ``run_dir``, in plan order."""
-    return {
-        name: count_sweep(sweep, Path(run_dir) / name) for name, sweep in run_plan.sweeps.items()
-    }
-
-
 __all__ = [
     "UNREADABLE",
     "FragmentFile",
     "SweepCount",
-    "count_run",
     "count_sweep",
     "done_cell_keys",
     "scan_fragment_files",

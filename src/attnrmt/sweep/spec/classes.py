@@ -30,17 +30,11 @@ __all__ = [
     "BUILTIN_LABELS",
     "CLASSES_KIND",
     "classes_spec",
-    "is_classes_spec",
     "resolve_classes",
     "resolve_label_models",
     "spike_count",
     "unused_label_models",
 ]
-
-
-def is_classes_spec(spec: Mapping[str, Any]) -> bool:
-    """Whether a cell's positional spec is a K-class spec (:func:`classes_spec`)."""
-    return isinstance(spec, Mapping) and spec.get("kind") == CLASSES_KIND
 
 
 def classes_spec(K: int, gram: Any, labels: Mapping[str, Any]) -> dict[str, Any]:

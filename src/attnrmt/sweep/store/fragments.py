@@ -942,24 +942,6 @@ def _walk_members(data: bytes) -> list[tuple[str, int, int, int, int]] | None:
     return members if data[at : at + 4] == b"PK\x01\x02" else None
 
 
-def _member_spans(data: bytes) -> list[tuple[str, int, int]] | None:
-    """``(name, begin, size)`` of the members :func:`_walk_members` finds, or None."""
-    members = _walk_members(data)
-    return None if members is None else [(name, begin, size) for name, _, begin, size, _ in members]
-
-
-def _stored_members(data: bytes) -> list[tuple[str, memoryview]] | None:
-    """``(name, bytes)`` of every member of an uncompressed zip (views of ``data``), or
-    None (:func:`_member_spans`)."""
-    spans = _member_spans(data)
-    view = memoryview(data)
-    return (
-        None
-        if spans is None
-        else [(name, view[begin : begin + size]) for name, begin, size in spans]
-    )
-
-
 def _fragment_entries(directory: str) -> list[os.DirEntry[str]]:
     """Complete fragment files of one sweep directory, in reading order: ``fragments/``,
     ``salvage/`` (old-style files and each block's task files), ``cache/``; names sorted

@@ -4,10 +4,8 @@ Shared by the writer (:mod:`attnrmt.sweep.store.cell_table.writer`), the reader
 (:mod:`attnrmt.sweep.store.cell_table.reader`) and ``theory.zarr``
 (:mod:`attnrmt.sweep.store.theory`):
 the names and attributes of every stored variable (:data:`CELL_ATTRS`), the axis
-coordinates (numeric axes ascending), the position of a cell in the grid, and
-:func:`cells_dataset`, the in-memory dense assembly of a set of records (the reference the
-lazy reader reproduces bit for bit; fine for small sweeps and tests, O(grid x max d)
-memory). See ``docs/data-contract.md``, "cells.zarr".
+coordinates (numeric axes ascending), and the position of a cell in the grid. See
+``docs/data-contract.md``, "cells.zarr".
 """
 
 from __future__ import annotations
@@ -24,13 +22,9 @@ import numpy as np
 
 from attnrmt.contract import (
     ABSENT_INT,
-    AXES,
-    POOLING_FIELDS,
     SIZE_FIELDS,
     TABLE_AXIS,
-    TOP_K_FIELDS,
     VARIABLE_ATTRS,
-    stored_eigenvalue_count,
     sweep_axes,
 )
 from attnrmt.sweep.store.atomic import atomic_path
@@ -41,13 +35,6 @@ CELL_ATTRS: dict[str, dict[str, str]] = {
     name: {**attrs, **({"absent_value": str(ABSENT_INT)} if name in SIZE_FIELDS else {})}
     for name, attrs in VARIABLE_ATTRS.items()
 }
-
-
-#: Axes whose coordinates are numbers: stored ascending whatever the config's order, so
-#: ``sel(snr=slice(0, 1))`` works on a sweep written ``snr: {start: 2.5, stop: 0}``.
-NUMERIC_AXES: tuple[str, ...] = tuple(
-    a for a in AXES if a not in ("positional", "weights", "centered")
-)
 
 
 def _coordinate_values(axis: str, values: Sequence[Any]) -> np.ndarray:
@@ -64,7 +51,8 @@ def axis_coordinates(axes: Mapping[str, Sequence[Any]]) -> dict[str, np.ndarray]
     """Coordinate arrays of the sweep axes, in the fixed axis order
     (:func:`attnrmt.contract.sweep_axes`: ``table`` only where ``axes`` has it).
 
-    Numeric axes (:data:`NUMERIC_AXES`) ascending; model and law names and ``centered``
+    Numeric axes ascending (so ``sel(snr=slice(0, 1))`` works on a sweep written
+    ``snr: {start: 2.5, stop: 0}``); model and law names and ``centered``
     in the config's order (``docs/data-contract.md``, "Dimensions").
     """
     return {axis: _coordinate_values(axis, axes[axis]) for axis in sweep_axes(axes)}
@@ -176,110 +164,6 @@ def _chunks_for(dims: Sequence[str], sizes: Mapping[str, int], itemsize: int) ->
     return tuple(chunks)
 
 
-def cells_dataset(
-    sweep_plan: Any,
-    records: Mapping[str, Mapping[str, Any]],
-    root_seed: int,
-) -> Any:
-    """Assemble a sweep's cell results into the ``cells.zarr`` dataset (data contract).
-
-    Parameters
-    ----------
-    sweep_plan : SweepPlan
-        ``.name``, ``.axes``, ``.replicates``, ``.top_k``, ``.cells`` (with ``.key`` and the
-        axis attributes), ``.config_sha256``.
-    records : mapping
-        ``cell_key -> CellResult.to_dict()``-like record; cells without a record are absent
-        (NaN, ``-1`` for ``V``/``N``, ``''`` for ``cell_key``).
-    root_seed : int
-        The run's root seed (dataset attribute).
-
-    Returns
-    -------
-    xarray.Dataset
-        Dims ``d, delta, gamma, T, positional, weights, [table,] snr, centered, replicate,
-        k, eig, position`` (``table`` where the sweep sets it). ``alpha``, ``kappa``,
-        ``sigma``, ``V``, ``N`` are over the axes only
-        (``alpha``/``kappa``/``sigma`` = mean over replicates, exact for deterministic
-        weights); ``alpha_replicate`` etc. keep the per-replicate values (they vary only for
-        ``causal_attention``).
-    """
-
-    coords = axis_coordinates(sweep_plan.axes)
-    lookups = grid_lookups(coords)
-    n_replicates = int(sweep_plan.replicates)
-    top_k = int(sweep_plan.top_k)
-    grid_shape = tuple(len(values) for values in coords.values())
-    cell_shape = (*grid_shape, n_replicates)
-    n_eig = stored_eigenvalue_count(sweep_spectrum(sweep_plan), max(coords["d"]), top_k)
-    max_t = int(max(coords["T"]))
-
-    def nan_array(*tail: int) -> np.ndarray:
-        return np.full((*cell_shape, *tail), np.nan)
-
-    per_k = {name: nan_array(top_k) for name in TOP_K_FIELDS}
-    eigenvalues = nan_array(n_eig)
-    weights = nan_array(max_t)
-    per_cell = {
-        name: nan_array() for name in (*POOLING_FIELDS, "compute_seconds", "downstream_accuracy")
-    }
-    sizes = {name: np.full(cell_shape, ABSENT_INT, dtype=np.int64) for name in SIZE_FIELDS}
-    cell_keys = np.full(cell_shape, "", dtype=object)
-
-    for cell in sweep_plan.cells:
-        index = cell_grid_index(cell, lookups)
-        record = records.get(cell.key)
-        if record is None:
-            continue
-        cell_keys[index] = cell.key
-        for name in TOP_K_FIELDS:
-            values = np.asarray(record[name], dtype=np.float64)
-            per_k[name][index][: values.size] = values
-        spectrum = np.asarray(record["eigenvalues"], dtype=np.float64)
-        eigenvalues[index][: spectrum.size] = spectrum
-        effective = np.asarray(record["effective_weights"], dtype=np.float64)
-        weights[index][: effective.size] = effective
-        for name in per_cell:
-            per_cell[name][index] = float(record[name])
-        for name in SIZE_FIELDS:
-            sizes[name][index] = int(record[name])
-
-    axis_dims = tuple(coords)
-    cell_dims = (*axis_dims, "replicate")
-    data_vars: dict[str, tuple[tuple[str, ...], np.ndarray]] = {
-        "eigenvalues": ((*cell_dims, "eig"), eigenvalues),
-        **{name: ((*cell_dims, "k"), per_k[name]) for name in TOP_K_FIELDS},
-        "compute_seconds": (cell_dims, per_cell["compute_seconds"]),
-        "downstream_accuracy": (cell_dims, per_cell["downstream_accuracy"]),
-        "effective_weights": ((*cell_dims, "position"), weights),
-        "cell_key": (cell_dims, cell_keys),
-    }
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", category=RuntimeWarning)  # mean of all-NaN: absent
-        for name in POOLING_FIELDS:
-            data_vars[name] = (axis_dims, np.nanmean(per_cell[name], axis=-1))
-            data_vars[f"{name}_replicate"] = (cell_dims, per_cell[name])
-    for name in SIZE_FIELDS:
-        data_vars[name] = (axis_dims, first_present(sizes[name]))
-
-    return cells_view(
-        data_vars,
-        coords,
-        replicates=n_replicates,
-        top_k=top_k,
-        n_eig=n_eig,
-        max_t=max_t,
-        attrs={
-            **dataset_attrs(sweep_plan, root_seed, "attnrmt simulated cells"),
-            "replicates": n_replicates,
-            "top_k": top_k,
-            **CELLS_VIEW_NOTES,
-            "cells_present": int(np.count_nonzero(cell_keys != "")),
-            "cells_total": int(cell_keys.size),
-        },
-    )
-
-
 #: Dataset attributes of every cells view that explain its conventions
 #: (``docs/data-contract.md``, "cells.zarr").
 CELLS_VIEW_NOTES: dict[str, str] = {
@@ -306,7 +190,7 @@ def cells_view(
     contract attributes on every variable (:data:`CELL_ATTRS`), the axis coordinates plus
     ``replicate``, ``k``, ``eig`` (``n_eig``: :func:`attnrmt.contract.stored_eigenvalue_count`
     at the largest ``d``) and ``position``. O(number of variables); no data copied.
-    Shared by the in-memory reference (:func:`cells_dataset`) and the lazy reader."""
+    What the lazy reader returns."""
     import xarray as xr
 
     return xr.Dataset(
@@ -397,11 +281,9 @@ def has_consolidated_metadata(path: str | os.PathLike[str]) -> bool:
 __all__ = [
     "CELLS_VIEW_NOTES",
     "CELL_ATTRS",
-    "NUMERIC_AXES",
     "STORE_CHUNK_BYTES",
     "axis_coordinates",
     "cell_grid_index",
-    "cells_dataset",
     "cells_view",
     "dataset_attrs",
     "dataset_encoding",

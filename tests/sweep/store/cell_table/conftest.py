@@ -14,6 +14,7 @@ from attnrmt.contract import PROVENANCE_FIELDS
 from attnrmt.sweep import store
 from attnrmt.sweep.spec.plan import plan_run
 from tests.sweep.conftest import store_config, synthetic_record, write_block_fragments
+from tests.sweep.oracles import cells_dataset
 
 #: Extensions of :func:`tests.sweep.conftest.store_plan`, one per axis kind.
 EXTENSIONS = {
@@ -53,7 +54,7 @@ def gathered(plan: Any, sweep_dir: Path) -> Path:
 def reference(plan: Any) -> xr.Dataset:
     """The in-memory dense assembly of every cell of ``plan`` (synthetic records)."""
     sweep = plan.sweeps["grid"]
-    return store.cells_dataset(
+    return cells_dataset(
         sweep, {cell.key: synthetic_record(cell) for cell in sweep.cells}, plan.seed
     )
 

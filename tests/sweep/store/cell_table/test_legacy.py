@@ -18,6 +18,7 @@ import xarray as xr
 
 from attnrmt.sweep import store
 from tests.sweep.conftest import store_plan, synthetic_record, write_block, write_block_fragments
+from tests.sweep.oracles import cells_dataset
 from tests.sweep.store.cell_table.conftest import assert_bit_identical, current, plain, reference
 
 FORMAT_2 = Path(__file__).parents[2] / "data" / "format2_store" / "grid"
@@ -116,7 +117,7 @@ def test_partial_fragments_give_the_finished_cells(tmp_path: Path) -> None:
     view = store.open_cells(sweep_dir).load()
     assert view.attrs["cells_present"] == len(first.cells) < view.attrs["cells_total"]
     records = {cell.key: synthetic_record(cell) for cell in first.cells}
-    assert_bit_identical(view, store.cells_dataset(sweep, records, plan.seed))
+    assert_bit_identical(view, cells_dataset(sweep, records, plan.seed))
     # the rest arrives: appended, the finished cells untouched
     paths = write_block_fragments(plan, sweep_dir)
     store.gather_cells(sweep, paths, sweep_dir / "cells.zarr", plan.seed)

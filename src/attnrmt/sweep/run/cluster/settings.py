@@ -9,8 +9,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-LOCAL_MODES = ("local", "job")
-"""Modes whose workers are processes of this machine (everything binds to loopback)."""
 JOBQUEUE_SYSTEMS = ("slurm", "pbs", "lsf", "sge", "htcondor", "oar")
 """Batch systems whose workers dask-jobqueue submits as jobs (``dask.mode`` values)."""
 MODES = ("local", "address", "job", *JOBQUEUE_SYSTEMS)
@@ -148,7 +146,6 @@ def dashboard_address(setting: bool | str | int | None) -> str | None:
 
 __all__ = [
     "JOBQUEUE_SYSTEMS",
-    "LOCAL_MODES",
     "LOOPBACK",
     "MODES",
     "ClusterSettings",

@@ -10,7 +10,7 @@ chunk would exceed :data:`~attnrmt.sweep.store.cell_table.layout.DENSE_CHUNK_BYT
 computing it reads only the table chunks holding that setting's rows — O(1) chunks of each
 column — and pads spectra (CF ragged arrays: count, start, values) to the largest ``d`` in
 memory only (nothing padded is stored or read). Values are bit-identical to
-:func:`attnrmt.sweep.store.grid.cells_dataset` of the same records.
+an in-memory assembly of the same records, one record at a time (the tests' oracle).
 :func:`iter_current_rows` streams the table's current rows column by column (the
 provenance summary).
 """
