@@ -255,7 +255,7 @@ PINNED: dict[str, tuple[str, str, list[str], str, int, str]] = {
         72,
         "db095bf81c98032624297dcac3cc3ea194ad57354abdd40a781171160df0bb99",
     ),
-    # the top cost constants refitted to measured top cells (sweep/cost.py): the auto
+    # the top cost constants refitted to measured top cells (sweep/spec/cost.py): the auto
     # blocks of the top sweep changed (8 -> 56 at block_seconds 0.05), its cells did not
     "top/auto": (
         "f448241cfd4bd7474659127f4e05ddbb151bc7503f60deb2ce786dc8f186448d",
