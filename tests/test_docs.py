@@ -28,7 +28,7 @@ def source_files() -> list[Path]:
         *(ROOT / "docs").glob("*.md"),
         *(ROOT / "configs").glob("*.yaml"),
     ]
-    for folder in ("src", "benchmarks"):  # src/attnrmt/workflow: Snakefile, rules, profiles
+    for folder in ("src", "workflow", "benchmarks"):
         files += [
             p
             for p in (ROOT / folder).rglob("*")

@@ -51,7 +51,7 @@ BOUND_CODES = ("none", "below", "above", "interval", "failed")
 def settings_with_defaults(settings: Mapping[str, Any] | None) -> dict[str, Any]:
     """The ``analysis:`` config block with the schema's defaults filled in.
 
-    The config schema (``attnrmt/sweep/spec/config.schema.yaml``, ``analysis.properties``) is
+    The config schema (``workflow/schemas/config.schema.yaml``, ``analysis.properties``) is
     the only place the defaults are written; a config loaded by
     :func:`attnrmt.sweep.load_config` already has them, so this matters only for direct
     library calls with a partial block.

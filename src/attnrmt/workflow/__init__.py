@@ -1,10 +1,12 @@
-"""The Snakemake workflow, shipped inside the package: Snakefile, rules, report captions
-and the workflow profiles (``default``, ``slurm-dask``, ``slurm``).
+"""Where the Snakemake workflow is: the checkout's top-level ``workflow/`` (Snakemake
+catalog layout: ``Snakefile``, ``rules/``, ``schemas/``, ``profiles/``, ``report/``).
 
-``attnrmt run`` runs :data:`SNAKEFILE` from any directory (results under
-``./results/``); a checkout's root ``Snakefile`` includes it, so ``snakemake`` there runs
-the same workflow, and its root ``profiles`` links to :data:`PROFILES_DIR`. A profile is
-named by a directory or by the name of a shipped one (:func:`profile_path`).
+The package reaches it through ``attnrmt/workflow/files``: in a checkout a link to
+``workflow/``, in a wheel a copy made at build time (``package-data``), so ``attnrmt run``
+runs :data:`SNAKEFILE` from any directory (results under ``./results/``). A checkout's
+root ``Snakefile`` includes ``workflow/Snakefile`` directly, so ``snakemake`` there runs
+the checkout's own rules whatever is installed (docs/architecture.md). A profile is named
+by a directory or by the name of a shipped one (:func:`profile_path`).
 """
 
 from __future__ import annotations
@@ -12,12 +14,15 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-WORKFLOW_DIR = Path(__file__).resolve().parent
-"""Folder of the shipped workflow (``Snakefile``, ``rules/``, ``report/``, ``profiles/``)."""
+WORKFLOW_DIR = (Path(__file__).parent / "files").resolve()
+"""Folder of the workflow (``Snakefile``, ``rules/``, ``schemas/``, ``report/``,
+``profiles/``): the checkout's ``workflow/`` or the wheel's copy of it."""
 SNAKEFILE = WORKFLOW_DIR / "Snakefile"
 """The workflow's main Snakefile."""
 PROFILES_DIR = WORKFLOW_DIR / "profiles"
 """The shipped workflow profiles, one folder each."""
+SCHEMA_PATH = WORKFLOW_DIR / "schemas" / "config.schema.yaml"
+"""The config schema (JSON Schema draft 2020-12): the one place defaults are written."""
 DEFAULT_PROFILE = "default"
 """Profile of ``attnrmt run`` unless ``--profile`` names another."""
 
@@ -79,6 +84,7 @@ def profile_extras(folder: str | os.PathLike[str]) -> list[str]:
 __all__ = [
     "DEFAULT_PROFILE",
     "PROFILES_DIR",
+    "SCHEMA_PATH",
     "SNAKEFILE",
     "WORKFLOW_DIR",
     "profile_extras",

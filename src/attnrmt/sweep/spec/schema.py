@@ -1,5 +1,5 @@
-"""The config schema (``config.schema.yaml``, JSON Schema draft 2020-12) and the one
-accessor of its defaults.
+"""The config schema (``workflow/schemas/config.schema.yaml``, JSON Schema draft 2020-12)
+and the one accessor of its defaults.
 
 Defaults are written only in the schema; every module that needs one asks
 :func:`schema_default` (a key path) or :func:`with_defaults` (a config block with the
@@ -12,15 +12,13 @@ from __future__ import annotations
 import copy
 import functools
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 import yaml
 
-__all__ = ["SCHEMA_PATH", "load_schema", "schema_default", "schema_node", "with_defaults"]
+from attnrmt.workflow import SCHEMA_PATH
 
-#: The config schema, shipped beside this module.
-SCHEMA_PATH = Path(__file__).with_name("config.schema.yaml")
+__all__ = ["SCHEMA_PATH", "load_schema", "schema_default", "schema_node", "with_defaults"]
 
 
 @functools.cache

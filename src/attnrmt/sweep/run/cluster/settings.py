@@ -1,5 +1,5 @@
 """The ``dask:`` block of a config as validated settings (no defaults here: the config
-schema, ``src/attnrmt/sweep/config.schema.yaml``, is the only place for attnrmt defaults;
+schema, ``workflow/schemas/config.schema.yaml``, is the only place for attnrmt defaults;
 worker-job settings a profile leaves unset come from dask-jobqueue's own configuration,
 ``jobqueue.yaml`` / ``DASK_JOBQUEUE__<SYSTEM>__*``)."""
 
