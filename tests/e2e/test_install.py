@@ -238,9 +238,86 @@ def test_a_base_install_reads_results_computes_theory_and_names_the_extra(
     assert "Traceback" not in refused.stderr
 
 
+def test_a_checkout_runs_its_own_rules_whatever_is_installed(
+    wheel: Path, installed_run: Path, tmp_path: Path
+) -> None:
+    """A copy of the checkout (root Snakefile + workflow/) with one rule added, run by an
+    interpreter whose attnrmt is the installed wheel (not editable): Snakemake sees the
+    copy's rule, so edits to a checkout's rules are never silently ignored."""
+    checkout = tmp_path / "checkout"
+    checkout.mkdir()
+    shutil.copy(REPO_ROOT / "Snakefile", checkout / "Snakefile")
+    shutil.copytree(REPO_ROOT / "workflow", checkout / "workflow")
+    with (checkout / "workflow" / "rules" / "report.smk").open("a", encoding="utf-8") as rules:
+        rules.write('\n\nrule edited_in_this_checkout:\n    output:\n        "edited.txt"\n')
+    shutil.copy(TINY, checkout / "config.yaml")
+    python = installed_run.parent / "venv" / "bin" / "python"
+    where = run(python, "-c", "import attnrmt; print(attnrmt.__file__)", cwd=checkout)
+    assert Path(where.stdout.strip()).is_relative_to(installed_run.parent / "venv")
+    listed = run(python, "-m", "snakemake", "--list-rules", "--cores", "1", cwd=checkout)
+    assert "edited_in_this_checkout" in listed.stdout.split(), listed.stdout
+
+
+MODULE_SNAKEFILE = """\
+configfile: "config.yaml"
+
+
+module attnrmt:
+    snakefile:
+        "{workflow}"
+    config:
+        config
+
+
+use rule * from attnrmt
+
+
+onstart:
+    attnrmt.onstart()
+
+
+onsuccess:
+    attnrmt.onsuccess()
+
+
+onerror:
+    attnrmt.onerror()
+"""
+
+
+def test_the_workflow_runs_as_a_snakemake_module(tmp_path: Path) -> None:
+    """Another directory's Snakefile deploys the workflow as snakedeploy deploys catalog
+    workflows (`module` + `use rule * from`) and runs the tiny sweep to its report tables
+    (docs/getting-started.md, "As a Snakemake module")."""
+    (tmp_path / "Snakefile").write_text(
+        MODULE_SNAKEFILE.format(workflow=REPO_ROOT / "workflow" / "Snakefile"), encoding="utf-8"
+    )
+    shutil.copy(TINY, tmp_path / "config.yaml")
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "snakemake",
+            "--cores",
+            "2",
+            "--workflow-profile",
+            str(REPO_ROOT / "workflow" / "profiles" / "default"),
+        ],
+        cwd=tmp_path,
+        env=subprocess_environment(),
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_SECONDS,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert (tmp_path / "results" / "tiny" / "thresholds.csv").is_file()
+    assert (tmp_path / "results" / "tiny" / "figures" / "spectra.png").is_file()
+
+
 def test_the_checkout_snakefile_is_the_shipped_workflow(tmp_path: Path) -> None:
-    """`snakemake` with the checkout's root Snakefile (which includes the package's) plans
-    the whole run by default, like `attnrmt run`: rule all, not nothing (an included
+    """`snakemake` with the checkout's root Snakefile (which includes workflow/Snakefile)
+    plans the whole run by default, like `attnrmt run`: rule all, not nothing (an included
     file's default target does not carry over by itself)."""
     shutil.copy(TINY, tmp_path / "config.yaml")
     done = subprocess.run(
