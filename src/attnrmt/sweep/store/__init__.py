@@ -8,8 +8,7 @@ The store is split along the data's lifecycle (``docs/architecture.md``, "Store"
 - :mod:`attnrmt.sweep.store.cell_table.layout` — the on-disk layout of the cell table (format 3);
 - :mod:`attnrmt.sweep.store.cell_table.writer` — ``gather_cells``: append-only updates, atomic
   publish, the ``cells.zarr`` snapshot (``columns``: the columns, ``lookup``: rows of the plan);
-- :mod:`attnrmt.sweep.store.cell_table.reader` — the lazy dense view and :func:`open_results`
-  (``legacy``: format 2, read-only);
+- :mod:`attnrmt.sweep.store.cell_table.reader` — the lazy dense view and :func:`open_results`;
 - :mod:`attnrmt.sweep.store.theory` — ``theory.zarr``.
 
 Import from those modules in new code; the names below keep older imports working.

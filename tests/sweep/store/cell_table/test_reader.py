@@ -288,3 +288,19 @@ def test_read_ragged_gathers_unsorted_overlapping_and_truncated_ranges() -> None
         length = min(int(count), width)
         expected[row, :length] = stored[start : start + length]
     np.testing.assert_array_equal(read_ragged(starts, counts, values, width), expected)
+
+
+def test_a_format_2_table_is_refused_with_the_command_that_rebuilds_it(tmp_path: Path) -> None:
+    """A sweep folder of attnrmt 0.1 (``cell_table/manifest.json``, a ``cells.zarr``
+    pointer): opened by folder or by ``cells.zarr``, the error names the folder and says
+    how to rebuild it from the fragments (docs/data-contract.md, "Older formats")."""
+    sweep = tmp_path / "results" / "old" / "transition"
+    (sweep / "cell_table").mkdir(parents=True)
+    (sweep / "cell_table" / "manifest.json").write_text('{"format_version": 2}')
+    (sweep / "cells.zarr").mkdir()
+    (sweep / "cells.zarr" / "manifest.json").write_text('{"format_version": 2}')
+    for path in (sweep, sweep / "cells.zarr"):
+        with pytest.raises(ValueError, match="format 2") as refused:
+            store.open_cells(path)
+        assert str(sweep) in str(refused.value)
+        assert "rerun `attnrmt run CONFIG`" in str(refused.value)

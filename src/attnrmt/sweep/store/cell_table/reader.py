@@ -435,14 +435,12 @@ def open_cells(path: str | os.PathLike[str], per_setting: Collection[str] | None
     others are one chunk each (:func:`dense_view`: loading them reads each column once).
 
     A cell table of format 3, or its snapshot, gives the lazy dense view of its published
-    version (:func:`open_cell_table`); one of format 2 (``cell_table/`` segments, a
-    ``cells.zarr/manifest.json`` pointer) the same view through
-    :func:`attnrmt.sweep.store.cell_table.legacy.open_legacy`; a dense ``cells.zarr``
-    (format 1, or a synthetic dataset) is opened with :func:`xarray.open_zarr`.
+    version (:func:`open_cell_table`); a dense ``cells.zarr`` (a synthetic dataset) is
+    opened with :func:`xarray.open_zarr`. A table of format 2 (attnrmt 0.1: a
+    ``cell_table/`` folder) is refused with the command that rebuilds it from its fragments
+    (docs/data-contract.md, "cells.zarr").
     """
     import xarray as xr
-
-    from attnrmt.sweep.store.cell_table import legacy
 
     location = Path(path)
     candidates = (
@@ -454,9 +452,13 @@ def open_cells(path: str | os.PathLike[str], per_setting: Collection[str] | None
         state = read_state(store)
         if state is not None:
             return open_cell_table(store, state, per_setting)
-    resolved = legacy.resolve(location)
-    if resolved is not None:
-        return legacy.open_legacy(*resolved, per_setting=per_setting)
+    sweep_dir = location.parent if location.name.endswith(".zarr") else location
+    if (sweep_dir / LEGACY_TABLE_DIRNAME / LEGACY_MANIFEST_NAME).is_file():
+        raise ValueError(
+            f"{str(sweep_dir)!r}: a cell table of format 2 (attnrmt 0.1), not read by this "
+            f"version: remove {str(sweep_dir / CELLS_STORE_NAME)!r} and rerun "
+            "`attnrmt run CONFIG`, which rebuilds the table from the sweep's fragments"
+        )
     dense = candidates[-1]
     if (dense / "zarr.json").is_file() or (dense / ".zmetadata").is_file():
         return xr.open_zarr(dense, consolidated=has_consolidated_metadata(dense))

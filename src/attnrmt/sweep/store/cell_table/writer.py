@@ -73,7 +73,6 @@ from attnrmt.sweep.store.cell_table.layout import (
     GRID_DIRNAME,
     INGESTED_NAME,
     KEY_DIM,
-    LEGACY_MANIFEST_NAME,
     LEGACY_TABLE_DIRNAME,
     LOCK_NAME,
     NEVER_SUPERSEDED,
@@ -549,13 +548,11 @@ def update_cell_table(
     sweep = Path(sweep_dir)
     store = store_dir(sweep)
     with table_lock(sweep):
-        state, legacy = _update(
-            sweep_plan, fragment_files, sweep, store, root_seed, scan_all_fragments
-        )
+        state = _update(sweep_plan, fragment_files, sweep, store, root_seed, scan_all_fragments)
         if snapshot is not None:
             link_snapshot(store, state, Path(snapshot))
-            if legacy:  # format 2, now upgraded and no longer pointed at
-                shutil.rmtree(sweep / LEGACY_TABLE_DIRNAME, ignore_errors=True)
+            # a format-2 table (attnrmt 0.1), replaced by this one: readers refused it
+            shutil.rmtree(sweep / LEGACY_TABLE_DIRNAME, ignore_errors=True)
     return receipt(state)
 
 
@@ -566,11 +563,9 @@ def _update(
     store: Path,
     root_seed: int,
     scan_all_fragments: bool,
-) -> tuple[TableState, bool]:
-    """:func:`update_cell_table` under the lock: the published state, and whether the sweep
-    has a format-2 ``cell_table/``."""
+) -> TableState:
+    """:func:`update_cell_table` under the lock: the published state."""
     state = read_state(store)
-    legacy = (sweep / LEGACY_TABLE_DIRNAME / LEGACY_MANIFEST_NAME).is_file()
     if state is None:
         _clear_unpublished(store)
     _remove_leftovers(store, state)
@@ -619,7 +614,7 @@ def _update(
         and not superseded.any()
         and _same_grid(grid, rows, attrs)
     ):
-        return state, legacy  # nothing changed: readers keep the current version
+        return state  # nothing changed: readers keep the current version
     kept = previous if not superseded.any() else set()
     ingested = sorted(kept | {name for name in writer.ingested})
     published = _publish(
@@ -635,7 +630,7 @@ def _update(
         root_seed,
     )
     _collect_garbage(store, published)
-    return published, legacy
+    return published
 
 
 def _mark_superseded(
