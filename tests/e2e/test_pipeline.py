@@ -129,6 +129,25 @@ def test_store_matches_data_contract(base_run) -> None:
     assert set(tree["grid"].children) == {"cells", "theory"}
 
 
+def test_xarray_engine_attnrmt_is_open_results(base_run) -> None:
+    """The xarray backend entry point (pyproject.toml) opens what open_results opens: a
+    sweep folder, a run folder with group=, theory by group, the whole tree."""
+    workdir = base_run[0]
+    tree = store.open_results(workdir.run_dir)
+    cells = tree["grid/cells"].to_dataset()
+    sweep = workdir.run_dir / "grid"
+    xr.testing.assert_identical(xr.open_dataset(sweep, engine="attnrmt"), cells)
+    xr.testing.assert_identical(
+        xr.open_dataset(workdir.run_dir, engine="attnrmt", group="grid"), cells
+    )
+    theory = xr.open_dataset(workdir.run_dir, engine="attnrmt", group="grid/theory")
+    xr.testing.assert_identical(theory, tree["grid/theory"].to_dataset())
+    assert xr.open_datatree(workdir.run_dir, engine="attnrmt").identical(tree)
+    assert xr.open_dataset(sweep).sizes == cells.sizes  # guessed from the folder
+    with pytest.raises(FileNotFoundError, match="no analysis store"):
+        xr.open_dataset(sweep, engine="attnrmt", group="analysis")
+
+
 def test_forced_rerun_reuses_every_cell(copy_of_base: Workdir) -> None:
     old = copy_of_base.open_cells()
     result = copy_of_base.run("--forcerun", "simulate_block")
