@@ -20,9 +20,9 @@ from typing import Any
 import pytest
 import xarray as xr
 
-from attnrmt.analysis.synthetic import make_synthetic
 from attnrmt.sweep.spec.config import load_config
 from attnrmt.sweep.spec.plan import RunPlan, plan_run
+from tests.analysis.synthetic import make_synthetic
 
 _TINY_CONFIG: dict[str, Any] = {
     "run": "unit",

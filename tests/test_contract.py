@@ -9,10 +9,10 @@ import pytest
 import xarray as xr
 
 from attnrmt.analysis.pipeline import analysis_dataset
-from attnrmt.analysis.synthetic import make_synthetic
 from attnrmt.contract import LONG_NAME_WIDTH, TOP_K_FIELDS, VARIABLE_ATTRS, with_variable_attrs
 from attnrmt.sweep import store
 from attnrmt.theory import THEORY_VARIABLES
+from tests.analysis.synthetic import make_synthetic
 
 #: Names whose values are strings or booleans: CF gives them no units.
 LABELS = {

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from attnrmt.analysis.bulk_fit import bulk_fit, ks_distance, ks_distances
-from attnrmt.analysis.synthetic import bulk_quantiles, make_synthetic
 from attnrmt.theory import bulk_atom, bulk_edges
+from tests.analysis.synthetic import bulk_quantiles, make_synthetic
 
 #: The schema's default ``analysis.bulk_margin`` is 0.05; these tests fix their own.
 MARGIN = 0.05

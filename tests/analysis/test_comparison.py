@@ -17,8 +17,8 @@ from attnrmt.analysis.comparison import (
     variant_summary,
 )
 from attnrmt.analysis.pipeline import analysis_dataset, decode_bounds
-from attnrmt.analysis.synthetic import make_synthetic
 from attnrmt.theory import spike
+from tests.analysis.synthetic import make_synthetic
 
 SNR = tuple(np.linspace(0.0, 3.0, 9))
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from attnrmt.analysis.synthetic import make_synthetic
 from attnrmt.analysis.thresholds import (
     CURVE_RESAMPLING,
     estimate_thresholds,
@@ -13,6 +12,7 @@ from attnrmt.analysis.thresholds import (
     fit_thresholds_shared_slope,
     shares_noise,
 )
+from tests.analysis.synthetic import make_synthetic
 
 #: Planted correlated curves: theta_hat = theta_c + slope max(0, snr - s_c) plus, per
 #: replicate, an offset (sd CURVE_OFFSET) and a slope error (sd CURVE_TILT, about s_c)

@@ -11,7 +11,7 @@ import pandas as pd
 
 from attnrmt.analysis.figures import figure_outlier_vs_snr, outlier_panels
 from attnrmt.analysis.pipeline import analysis_dataset
-from attnrmt.analysis.synthetic import make_synthetic
+from tests.analysis.synthetic import make_synthetic
 
 POSITIONAL = {"p4": {"kind": "prefix", "L": 4}, "mk": {"kind": "markov", "r": 0.5}}
 WEIGHTS = {"mean": "mean", "optimal": "optimal", "harmonic": "harmonic"}

@@ -19,9 +19,9 @@ from attnrmt.analysis.pipeline import (
     sweep_tables,
     write_tables,
 )
-from attnrmt.analysis.synthetic import make_synthetic
 from attnrmt.contract import FIGURES, TABLES
 from attnrmt.sweep.store import write_zarr_atomically
+from tests.analysis.synthetic import make_synthetic
 
 WEIGHT_MODELS = {
     "att": {"kind": "causal_attention", "tau": 1.0},

@@ -17,8 +17,8 @@ from attnrmt.analysis.centring import centring_table
 from attnrmt.analysis.downstream import downstream_ranking, downstream_table, spearman
 from attnrmt.analysis.pipeline import ci_settings, settings_with_defaults
 from attnrmt.analysis.pooling import ordering_table, pooling_table
-from attnrmt.analysis.synthetic import make_synthetic
 from attnrmt.model import causal_limit_weights, harmonic_weights
+from tests.analysis.synthetic import make_synthetic
 
 P4 = {"p4": {"kind": "prefix", "L": 4}}
 WEIGHTS = {"optimal": "optimal", "c1": {"kind": "causal_limit", "tau": 1.0}, "mean": "mean"}

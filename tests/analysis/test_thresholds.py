@@ -5,7 +5,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from attnrmt.analysis.synthetic import make_synthetic
 from attnrmt.analysis.thresholds import (
     SHARED_SLOPE,
     SLOPE_CONSISTENCY_P,
@@ -22,6 +21,7 @@ from attnrmt.analysis.thresholds import (
     theta_from_sample,
 )
 from attnrmt.theory import critical_u, spike, spike_outliers
+from tests.analysis.synthetic import make_synthetic
 
 
 @pytest.mark.parametrize(("delta", "gamma"), [(0.5, 0.5), (0.2, 1.5), (2.0, 0.3)])

@@ -39,11 +39,11 @@ import numpy as np
 import pytest
 import xarray as xr
 
-from attnrmt.analysis.synthetic import make_synthetic
 from attnrmt.analysis.thresholds import estimate_thresholds
 from attnrmt.contract import TRANSITIONS
 from attnrmt.model import simulate_cell
 from attnrmt.theory import spike
+from tests.analysis.synthetic import make_synthetic
 
 pytestmark = pytest.mark.slow
 

@@ -12,7 +12,6 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from attnrmt.analysis.synthetic import make_synthetic
 from attnrmt.analysis.universality import (
     INPUT_COLUMNS,
     fisher_combined,
@@ -22,6 +21,7 @@ from attnrmt.analysis.universality import (
     universality_verdict,
     welch_p_values,
 )
+from tests.analysis.synthetic import make_synthetic
 
 SEM = 0.01
 N = 10

@@ -10,8 +10,8 @@ Modules: ``bulk_fit`` (KS distance and edges of the bulk), ``thresholds`` (theta
 threshold fit with bootstrap CIs/bounds, finite-size extrapolation), ``comparison`` (tidy
 tables against both variants), ``pooling``, ``attention``, ``downstream``, ``centring``,
 ``universality`` (each table law against the Gaussian cells: errors and verdicts),
-``figures`` (imports matplotlib), ``pipeline`` (rule entry points), ``synthetic`` (planted
-test data).
+``figures`` (imports matplotlib), ``pipeline`` (rule entry points). Planted test data:
+``tests/analysis/synthetic.py``.
 """
 
 from attnrmt.analysis.bulk_fit import bulk_fit, ks_distance
