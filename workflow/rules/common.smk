@@ -6,7 +6,7 @@ import sys
 import time
 
 from attnrmt.contract import FIGURES, TABLES
-from attnrmt.sweep.run import hooks
+from attnrmt.workflow import hooks
 from attnrmt.sweep.store.layout import RunLayout
 from attnrmt.sweep.run.blocks import block_params, run_block
 from attnrmt.sweep.run.cluster import (
@@ -149,7 +149,7 @@ def figure_outputs():
 def simulate_block_job(wildcards, fragment, log_path, resources):
     """Body of the block job: run the block on the run's cluster
     (attnrmt.sweep.run.blocks.run_block), then the driving process's after-block chores
-    (attnrmt.sweep.run.hooks.after_block)."""
+    (attnrmt.workflow.hooks.after_block)."""
     run_block(
         block_cells(wildcards), fragment, RESULTS, config.get("dask"), log_path,
         granted_cores(), failure_budget=FAILURE_BUDGET,
@@ -159,7 +159,7 @@ def simulate_block_job(wildcards, fragment, log_path, resources):
 
 
 def report_finished_cells():
-    """Store every sweep's finished cells and say so (attnrmt.sweep.run.hooks): for the
+    """Store every sweep's finished cells and say so (attnrmt.workflow.hooks): for the
     Snakefile's onerror and a stopped run's exit (stop_on_signals)."""
     hooks.report_finished_cells(PLAN, RESULTS)
 

@@ -1,4 +1,4 @@
-"""What the Snakefile's hooks call in the driving process (``attnrmt.sweep.run.hooks``):
+"""What the Snakefile's hooks call in the driving process (``attnrmt.workflow.hooks``):
 each hook on real artefacts (failure records, fragments, tables), the end-to-end runs in
 tests/e2e/ showing them in a run's output."""
 
@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from attnrmt.sweep.run import hooks
 from attnrmt.sweep.run.failures import FailureBudget
 from attnrmt.sweep.store import failures as failure_records
+from attnrmt.workflow import hooks
 from tests.sweep.conftest import store_plan, write_block_fragments, write_failed_block
 
 
