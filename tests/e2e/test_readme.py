@@ -187,7 +187,8 @@ def as_run(command: str, workdir: Path) -> list[str]:
 def documented_run(tmp_path_factory: pytest.TempPathFactory) -> dict:
     """Execute every documented command in order in a scratch copy of the workflow."""
     workdir = tmp_path_factory.mktemp("readme")
-    (workdir / "Snakefile").symlink_to(REPO / "Snakefile")  # includes the shipped workflow
+    (workdir / "Snakefile").symlink_to(REPO / "Snakefile")  # includes workflow/Snakefile
+    (workdir / "workflow").symlink_to(REPO / "workflow")
     shutil.copytree(REPO / "profiles", workdir / "profiles")  # (the link's target)
     shutil.copytree(REPO / "configs", workdir / "configs")
     shutil.copy(REPO / "config.yaml", workdir / "config.yaml")
