@@ -706,7 +706,7 @@ def _verified_arrays(path: Path, data: bytes) -> dict[str, np.ndarray]:
     return arrays
 
 
-def _load_verified(path: Path) -> dict[str, np.ndarray]:
+def load_verified(path: Path) -> dict[str, np.ndarray]:
     """Read ``path`` once and verify it (:func:`_verified_arrays`); the damage carries the
     inode read (so that a file rewritten meanwhile is not moved aside)."""
     with open(path, "rb") as handle:
@@ -737,7 +737,7 @@ def read_fragment_arrays(path: str | os.PathLike[str]) -> dict[str, np.ndarray] 
     ~1,000 of them).
     """
     try:
-        return _recovered(Path(path), _load_verified)
+        return _recovered(Path(path), load_verified)
     except (OSError, FragmentDamaged):
         return None
 
@@ -752,7 +752,7 @@ def read_fragment(path: str | os.PathLike[str]) -> Fragment:
     OSError
         Absent or unreadable.
     """
-    return decode_fragment(_recovered(Path(path), _load_verified))
+    return decode_fragment(_recovered(Path(path), load_verified))
 
 
 def _load_members(
@@ -1266,6 +1266,7 @@ __all__ = [
     "fragment_index",
     "fragment_paths",
     "load_cell_columns",
+    "load_verified",
     "locate_cells",
     "lost_fragments",
     "publish_fragment",
