@@ -391,6 +391,9 @@ class ResolvedSweep:
     #: snr placed by the theory (:mod:`attnrmt.sweep.spec.placed`): ``{"around", "span",
     #: "points", "thresholds"}``; None for an axis written as values.
     snr_placed: dict[str, Any] | None = None
+    #: Groups of axes that vary together (config key ``zip``; :func:`_check_zip`); () for
+    #: the Cartesian product.
+    zip: tuple[tuple[str, ...], ...] = ()
 
     @property
     def table(self) -> tuple[str, ...] | None:
@@ -713,6 +716,7 @@ def resolve_sweep(config: Mapping[str, Any], name: str) -> ResolvedSweep:
     # ---- end K classes
 
     collect_problems([check_top_k, positional_check, resolve("weights"), resolve_table])
+    zipped = _check_zip(prefix, sweep.get("zip"), axes)
     placed = _place_snr(prefix, placed_spec, sweep, axes, specs)
     return ResolvedSweep(
         name=name,
@@ -726,6 +730,7 @@ def resolve_sweep(config: Mapping[str, Any], name: str) -> ResolvedSweep:
         table_specs=table.get("specs"),
         noise=sweep.get("noise", schema_default("sweep", "noise")),
         snr_placed=placed,
+        zip=zipped,
     )
 
 
@@ -763,6 +768,33 @@ def _place_snr(
 
 
 # ---- end placed snr
+
+
+# ---- zipped axes (docs/getting-started.md, "Zipped axes")
+def _check_zip(prefix: str, raw: Any, axes: Mapping[str, list]) -> tuple[tuple[str, ...], ...]:
+    """The sweep's ``zip`` groups, checked: an axis in one group at most, the axes of a
+    group of equal lengths (each problem names the key and value). O(axes)."""
+    groups = tuple(tuple(str(axis) for axis in group) for group in raw or ())
+    seen: dict[str, int] = {}
+    for index, group in enumerate(groups):
+        for place, axis in enumerate(group):
+            if axis in seen:
+                raise ConfigError(
+                    f"{prefix}.zip[{index}][{place}]={axis!r}: already zipped in "
+                    f"{prefix}.zip[{seen[axis]}]; an axis belongs to one group"
+                )
+            seen[axis] = index
+        lengths = {axis: len(axes[axis]) for axis in group}
+        if len(set(lengths.values())) > 1:
+            listed = ", ".join(f"{prefix}.{axis} has {n}" for axis, n in lengths.items())
+            raise ConfigError(
+                f"{prefix}.zip[{index}]={list(group)!r}: zipped axes need as many values "
+                f"each ({listed})"
+            )
+    return groups
+
+
+# ---- end zipped axes
 
 
 def _resolve_classes_block(
