@@ -14,7 +14,7 @@ import yaml
 
 from attnrmt.contract import TRANSITIONS, VARIANTS
 from attnrmt.sweep import ConfigError, plan_run
-from attnrmt.sweep.spec.config import validate_config
+from attnrmt.sweep.spec.config import load_valid_config, validate_config
 from attnrmt.sweep.spec.placed import place_points
 from attnrmt.theory.predict import predict_point
 
@@ -106,3 +106,24 @@ def test_plan_shows_placed_points(capsys: pytest.CaptureFixture[str], tmp_path: 
     assert cli.main([*args, "--json"]) == 0
     row = json.loads(capsys.readouterr().out)["sweeps"][0]
     assert row["snr_placed"]["snr"] == snr and row["snr_placed"]["span"] == SPAN
+
+
+#: The hand-placed range (first, last snr) of each sweep of the finite-size study's design
+#: (docs/thresholds.md, "Design of the study").
+HAND_RANGES = {
+    "fss_iid_mean": (0.55, 3.0),
+    "fss_markov_mean": (0.0, 1.1),
+    "fss_label_optimal": (0.3, 2.3),
+}
+
+
+def test_placed_finite_size_config_spans_the_hand_design() -> None:
+    """configs/finite-size-placed.yaml places each sweep's axis over the hand-placed
+    design's range within 0.15 snr at each end (a tenth of the narrowest range)."""
+    configs = Path(__file__).resolve().parents[3] / "configs"
+    placed = load_valid_config(configs / "finite-size-placed.yaml").sweeps
+    assert set(placed) == set(HAND_RANGES)
+    for name, (first, last) in HAND_RANGES.items():
+        snr = placed[name].axes["snr"]
+        assert placed[name].snr_placed is not None and len(snr) == 15
+        assert abs(snr[0] - first) <= 0.15 and abs(snr[-1] - last) <= 0.15
