@@ -23,7 +23,8 @@ Snakemake deletes a job's output before rerunning it (forced rerun, changed rule
 so every fragment is also written to ``<sweep>/cache/<block>.npz``, which no rule owns:
 finished cells survive any rerun and are reused bit for bit. The cache entry is an
 independent copy (its own inode and blocks), so damage to one copy leaves the other.
-Remove a sweep's directory to recompute it from scratch.
+Remove a sweep's directory, with the shared cell cache off
+(:mod:`attnrmt.sweep.store.cell_cache`), to recompute it from scratch.
 
 Integrity: nothing damaged is read back. Every read verifies what it reads
 (:func:`read_fragment_arrays`: the CRC32 of every member against its zip headers, the
