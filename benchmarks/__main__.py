@@ -488,6 +488,9 @@ def main(argv: list[str] | None = None) -> int:
         render(json.loads(RESULTS_JSON.read_text()))
         print(f"rendered {RESULTS_MD} from {RESULTS_JSON}")
         return 0
+    # benchmarks time computing cells: the shared cell cache (attnrmt.sweep.store.cell_cache)
+    # is off for them and the runs they start, unless the environment sets it
+    os.environ.setdefault("ATTNRMT_CELL_CACHE", "off")
     unknown = sorted(set(names) - set(discover()))
     if unknown:
         print(f"unknown benchmark(s) {unknown}; available: {discover()}", file=sys.stderr)

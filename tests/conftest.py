@@ -14,6 +14,7 @@ Everything here is O(1) in time and memory (a few dozen cells at most).
 from __future__ import annotations
 
 import copy
+import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -23,6 +24,11 @@ import xarray as xr
 from attnrmt.sweep.spec.config import load_config
 from attnrmt.sweep.spec.plan import RunPlan, plan_run
 from tests.analysis.synthetic import make_synthetic
+
+# The shared cell cache (attnrmt.sweep.store.cell_cache) is off for every test and the runs
+# they start (inherited by subprocesses): a test computes its cells, whatever ran before.
+# Tests of the cache point it at their own folder (monkeypatch.setenv).
+os.environ["ATTNRMT_CELL_CACHE"] = "off"
 
 _TINY_CONFIG: dict[str, Any] = {
     "run": "unit",

@@ -269,7 +269,7 @@ def test_every_config_problem_on_its_own_line(tmp_path: Path) -> None:
     assert result.stderr.splitlines() == [
         "attnrmt validate: error: config: unknown top-level key 'sweps' (did you mean "
         "'sweeps'?) (allowed: run, seed, skip_failed, positional_models, weight_models, "
-        "label_models, table_models, sweeps, execution, dask, analysis)",
+        "label_models, table_models, sweeps, execution, cell_cache, dask, analysis)",
         "attnrmt validate: error: seed=-1: must be >= 0",
     ]
 

@@ -138,6 +138,23 @@ def _print_plan_table(rows: list[dict[str, Any]]) -> None:
         print("  ".join([line[0].ljust(widths[0]), *numbers]))
 
 
+def _print_placed(rows: Sequence[Mapping[str, Any]]) -> None:
+    """Per sweep whose snr is placed by the theory: the thresholds it is placed around and
+    the placed points (docs/getting-started.md, "snr placed by the theory")."""
+    for row in rows:
+        placed = row.get("snr_placed")
+        if placed is None:
+            continue
+        thresholds = ", ".join(
+            f"{name} {value:.4g}" for name, value in placed["thresholds"].items()
+        )
+        low, high = placed["span"]
+        print(
+            f"{row['sweep']}: snr placed at {low:g}-{high:g} x thresholds ({thresholds}): "
+            + ", ".join(f"{value:.4g}" for value in placed["snr"])
+        )
+
+
 def _print_failures(rows: Sequence[Mapping[str, Any]], run_dir: Path) -> None:
     """One line per failed cell: sweep, block, key, main parameters and the error."""
     from attnrmt.sweep.run.failures import count_failures_by_cause, describe_causes
@@ -181,11 +198,15 @@ def command_plan(args: argparse.Namespace) -> int:
     for sweep in run_plan.sweeps.values():
         count = count_sweep(sweep, run_dir / sweep.name)
         rows.append(sweep_summary(sweep, count.done, seconds_per_work, count.failed_records))
+        placed = valid.sweeps[sweep.name].snr_placed
+        if placed is not None:
+            rows[-1]["snr_placed"] = {**placed, "snr": sweep.axes["snr"]}
     if args.json:
         print(json.dumps({"run": run_plan.run, "seed": run_plan.seed, "sweeps": rows}, indent=2))
         return EXIT_OK
     print(f"run {run_plan.run!r} (seed {run_plan.seed}) -> {run_dir}")
     _print_plan_table(rows)
+    _print_placed(rows)
     _print_failures(rows, run_dir)
     print(
         "cost: ESTIMATE in single-core compute time per cell, "

@@ -89,3 +89,20 @@ def test_the_exit_collection_skips_the_heap() -> None:
         assert gc.get_freeze_count() > 0
     finally:
         gc.unfreeze()
+
+
+def test_cell_cache_is_pruned_to_max_gb_after_a_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from attnrmt.sweep.store import cell_cache
+    from tests.sweep.store.test_cell_cache import block_columns
+
+    arrays, ids = block_columns(3)
+    cell_cache.write_cells(tmp_path, [arrays], {i: (0, r) for r, i in enumerate(ids)}, ids)
+    size = cell_cache.cache_bytes(tmp_path)
+    hooks.prune_cell_cache(None, {})  # the cache off: nothing to do
+    hooks.prune_cell_cache(tmp_path, {"cell_cache": {"max_gb": (size + 0.5) / 1e9}})
+    assert cell_cache.cache_bytes(tmp_path) == size and capsys.readouterr().err == ""
+    hooks.prune_cell_cache(tmp_path, {"cell_cache": {"max_gb": (size - 0.5) / 1e9}})
+    assert cell_cache.cache_bytes(tmp_path) < size
+    assert "least recently used cells evicted" in capsys.readouterr().err

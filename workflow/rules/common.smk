@@ -21,6 +21,7 @@ from attnrmt.sweep.run.cluster.blockwatch import start_block_job_watch
 from attnrmt.sweep.run.failures import FailureBudget, describe_skipped, failed_blocks
 from attnrmt.sweep.spec.plan import plan_run
 from attnrmt.sweep.store import gather_cells
+from attnrmt.sweep.store.cell_cache import cache_root
 from attnrmt.sweep.store.fragments import raise_for_lost_fragments
 from attnrmt.sweep.store.zarr_io import stop_zarr_io
 
@@ -41,6 +42,8 @@ if SKIPPED_MESSAGE:
     print(SKIPPED_MESSAGE, file=sys.stderr)
 # execution.max_failures: blocks stop computing once this run has failed that many cells
 FAILURE_BUDGET = FailureBudget.from_config(config, PLAN)
+# the shared cell cache (attnrmt.sweep.store.cell_cache): None when off
+CELL_CACHE = cache_root(VALID.config)
 # sweeps with a block to gather: the ones stored, analysed and reported
 GATHERED_SWEEPS = [name for name in SWEEPS if len(BLOCKS[name]) > len(SKIPPED_BLOCKS[name])]
 
@@ -153,7 +156,7 @@ def simulate_block_job(wildcards, fragment, log_path, resources):
     run_block(
         block_cells(wildcards), fragment, RESULTS, config.get("dask"), log_path,
         granted_cores(), failure_budget=FAILURE_BUDGET,
-        mem_mb=getattr(resources, "mem_mb", None),
+        mem_mb=getattr(resources, "mem_mb", None), cell_cache=CELL_CACHE,
     )
     hooks.after_block(fragment, PLAN, RESULTS, BLOCKS_LEFT, workflow.remote_exec)
 

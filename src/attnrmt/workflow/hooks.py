@@ -20,6 +20,7 @@ __all__ = [
     "after_block",
     "print_end_summary",
     "print_max_failures_message",
+    "prune_cell_cache",
     "report_finished_cells",
     "skip_exit_collection",
     "table_has_data",
@@ -60,6 +61,24 @@ def print_end_summary(run_plan: Any, run_started: float, config_file: str, resul
     link = dashboard_link(results)
     if link:
         print(f"Dask dashboard (while the run lasted): {link}", file=sys.stderr)
+
+
+def prune_cell_cache(root: Any, config: Any) -> None:
+    """Evict the shared cell cache's least recently used cells down to
+    ``cell_cache.max_gb`` (:func:`attnrmt.sweep.store.cell_cache.prune`; O(entries)),
+    saying so when it evicted any; nothing when the cache is off (``root`` None)."""
+    if root is None:
+        return
+    from attnrmt.sweep.store.cell_cache import max_bytes, prune
+
+    removed, freed = prune(root, max_bytes(config))
+    if removed:
+        print(
+            f"attnrmt: cell cache {root}: {removed} least recently used cells evicted "
+            f"({freed / 1e9:.2f} GB) to stay within cell_cache.max_gb",
+            file=sys.stderr,
+            flush=True,
+        )
 
 
 def print_max_failures_message(budget: Any, results: str) -> None:

@@ -46,6 +46,7 @@ from attnrmt.sweep.run.failures import (
 )
 from attnrmt.sweep.spec import identity
 from attnrmt.sweep.spec.cost import bundle_by_cost, estimated_cell_seconds
+from attnrmt.sweep.store import cell_cache as shared_cache
 from attnrmt.sweep.store import fragments
 from attnrmt.sweep.store.failures import (
     clear_block_failures,
@@ -648,6 +649,7 @@ def run_block(
     max_cores: int | None = None,
     failure_budget: FailureBudget | None = None,
     mem_mb: int | None = None,
+    cell_cache: str | os.PathLike[str] | None = None,
 ) -> BlockSummary:
     """Produce one block's fragment (the body of rule ``simulate_block``).
 
@@ -674,6 +676,10 @@ def run_block(
     mem_mb : int, optional
         Memory granted to the block job (Snakemake's ``mem_mb``), kept in its failure
         record.
+    cell_cache : path, optional
+        The shared cell cache (:mod:`attnrmt.sweep.store.cell_cache`): cells the run's
+        fragments lack are read from it before any is computed, and the block's cells it
+        lacks are written to it. None: off.
 
     Returns
     -------
@@ -700,10 +706,11 @@ def run_block(
     wanted_ids = [cell.cell_id for cell in wanted]
     located = fragments.locate_cells(wanted_ids, sweep_dir, exclude=[fragment], run_wide=True)
     sources, where = fragments.load_cell_columns(wanted_ids, located)
+    from_cache = _read_cell_cache(cell_cache, wanted_ids, sources, where)
     missing = [cell for cell in wanted if cell.cell_id not in where]
     log.info(
-        f"{fragment.name}: {len(block_cells)} cells, {len(where)} reusable, "
-        f"{len(missing)} to compute"
+        f"{fragment.name}: {len(block_cells)} cells, {len(where)} reusable "
+        f"({len(from_cache)} from the cell cache), {len(missing)} to compute"
     )
     computed: set[tuple[str, str]] = set()
     if missing:
@@ -757,6 +764,10 @@ def run_block(
         computed=[cell.cell_id in computed for cell in block_cells],
     )
     fragments.publish_fragment(fragment, arrays)  # cache entry first, then the output
+    if cell_cache is not None:  # every cell of the block the shared cache lacks
+        shared_cache.write_cells(
+            Path(cell_cache), sources, where, [i for i in wanted_ids if i not in from_cache]
+        )
     fragments.clear_salvage(sweep_dir, fragment.stem)  # its cells are in both copies now
     clear_block_failures(fragment)
     summary = BlockSummary(
@@ -769,6 +780,26 @@ def run_block(
     log.info(summary.describe())
     print(f"attnrmt: {sweep_dir.name} {summary.describe()}", flush=True)
     return summary
+
+
+def _read_cell_cache(
+    cell_cache: str | os.PathLike[str] | None,
+    wanted_ids: Sequence[tuple[str, str]],
+    sources: list[dict[str, np.ndarray]],
+    where: dict[tuple[str, str], tuple[int, int]],
+) -> set[tuple[str, str]]:
+    """Add the wanted cells ``where`` lacks and the shared cell cache holds to ``sources``
+    and ``where`` (:func:`attnrmt.sweep.store.cell_cache.read_cells`); return their ids.
+    O(wanted) lookups."""
+    if cell_cache is None:
+        return set()
+    cached, found = shared_cache.read_cells(
+        Path(cell_cache), [cell_id for cell_id in wanted_ids if cell_id not in where]
+    )
+    offset = len(sources)
+    sources.extend(cached)
+    where.update((cell_id, (source + offset, row)) for cell_id, (source, row) in found.items())
+    return set(found)
 
 
 #: Seconds before its SLURM job's end time at which a block stops waiting for its cells

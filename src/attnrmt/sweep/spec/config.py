@@ -388,6 +388,12 @@ class ResolvedSweep:
     classes: dict[str, Any] | None = None
     table_specs: dict[str, dict[str, Any]] | None = None
     noise: str = "independent"
+    #: snr placed by the theory (:mod:`attnrmt.sweep.spec.placed`): ``{"around", "span",
+    #: "points", "thresholds"}``; None for an axis written as values.
+    snr_placed: dict[str, Any] | None = None
+    #: Groups of axes that vary together (config key ``zip``; :func:`_check_zip`); () for
+    #: the Cartesian product.
+    zip: tuple[tuple[str, ...], ...] = ()
 
     @property
     def table(self) -> tuple[str, ...] | None:
@@ -682,7 +688,10 @@ def resolve_sweep(config: Mapping[str, Any], name: str) -> ResolvedSweep:
     if not isinstance(name, str) or not _SAFE_NAME.match(name):
         raise ConfigError(f"sweeps: name {name!r} is not safe in a file path")
     sweep = config["sweeps"][name]
-    axes = _sweep_axes(prefix, sweep)
+    # ---- snr placed by the theory (attnrmt.sweep.spec.placed): axes checked without it
+    placed_spec = _placed_snr_spec(sweep)
+    axes = _sweep_axes(prefix, sweep if placed_spec is None else {**sweep, "snr": 0.0})
+    # ---- end placed snr
     replicates = _check_count(f"{prefix}.replicates", sweep.get("replicates", 1), 1)
     top_k = _check_count(f"{prefix}.top_k", sweep.get("top_k", 3), 1)
     specs: dict[str, Any] = {}
@@ -707,6 +716,8 @@ def resolve_sweep(config: Mapping[str, Any], name: str) -> ResolvedSweep:
     # ---- end K classes
 
     collect_problems([check_top_k, positional_check, resolve("weights"), resolve_table])
+    zipped = _check_zip(prefix, sweep.get("zip"), axes)
+    placed = _place_snr(prefix, placed_spec, sweep, axes, specs)
     return ResolvedSweep(
         name=name,
         axes=axes,
@@ -718,7 +729,72 @@ def resolve_sweep(config: Mapping[str, Any], name: str) -> ResolvedSweep:
         classes=specs.get("classes"),
         table_specs=table.get("specs"),
         noise=sweep.get("noise", schema_default("sweep", "noise")),
+        snr_placed=placed,
+        zip=zipped,
     )
+
+
+# ---- snr placed by the theory (attnrmt.sweep.spec.placed)
+def _placed_snr_spec(sweep: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The sweep's ``snr: {around, span, points}`` spec, None for an axis of values."""
+    from attnrmt.sweep.spec.placed import is_placed
+
+    return sweep["snr"] if is_placed(sweep.get("snr")) else None
+
+
+def _place_snr(
+    prefix: str,
+    spec: Mapping[str, Any] | None,
+    sweep: Mapping[str, Any],
+    axes: dict[str, list],
+    specs: Mapping[str, Any],
+) -> dict[str, Any] | None:
+    """Set ``axes["snr"]`` from a placed spec (:func:`attnrmt.sweep.spec.placed.placed_axis`)
+    and return its record; None (axes unchanged) without one. K-class and table-law sweeps
+    have no single threshold pair to place around: refused, naming the key."""
+    if spec is None:
+        return None
+    from attnrmt.sweep.spec.placed import placed_axis
+
+    for key in ("classes", "table"):
+        if sweep.get(key) is not None:
+            raise ConfigError(
+                f"{prefix}.snr={_short_repr(dict(spec))}: placed by the theory only in a "
+                f"two-class gaussian sweep ({prefix}.{key} is set): write the snr values"
+            )
+    values, record = placed_axis(prefix, spec, axes, specs["positional"], specs["weights"])
+    axes["snr"] = values
+    return record
+
+
+# ---- end placed snr
+
+
+# ---- zipped axes (docs/getting-started.md, "Zipped axes")
+def _check_zip(prefix: str, raw: Any, axes: Mapping[str, list]) -> tuple[tuple[str, ...], ...]:
+    """The sweep's ``zip`` groups, checked: an axis in one group at most, the axes of a
+    group of equal lengths (each problem names the key and value). O(axes)."""
+    groups = tuple(tuple(str(axis) for axis in group) for group in raw or ())
+    seen: dict[str, int] = {}
+    for index, group in enumerate(groups):
+        for place, axis in enumerate(group):
+            if axis in seen:
+                raise ConfigError(
+                    f"{prefix}.zip[{index}][{place}]={axis!r}: already zipped in "
+                    f"{prefix}.zip[{seen[axis]}]; an axis belongs to one group"
+                )
+            seen[axis] = index
+        lengths = {axis: len(axes[axis]) for axis in group}
+        if len(set(lengths.values())) > 1:
+            listed = ", ".join(f"{prefix}.{axis} has {n}" for axis, n in lengths.items())
+            raise ConfigError(
+                f"{prefix}.zip[{index}]={list(group)!r}: zipped axes need as many values "
+                f"each ({listed})"
+            )
+    return groups
+
+
+# ---- end zipped axes
 
 
 def _resolve_classes_block(

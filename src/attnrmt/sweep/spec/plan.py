@@ -262,6 +262,14 @@ class CellGrid:
             self.replicates,
         )
         self.size = math.prod(self.shape)
+        #: Groups of axes that vary together (config key ``zip``): a cell exists only where
+        #: the axes of each group have the same index (docs/getting-started.md, "Zipped
+        #: axes"); () for the Cartesian product.
+        self.zip: tuple[tuple[str, ...], ...] = tuple(getattr(resolved, "zip", ()) or ())
+        #: Flat positions of the cells that exist, ascending; None: every position.
+        self.present: np.ndarray | None = self._present_positions() if self.zip else None
+        #: Number of cells (positions that exist).
+        self.n_cells = self.size if self.present is None else int(self.present.size)
         snr_axis = self.axis_names.index("snr")
         #: Distance between consecutive snr values of one line (centered x replicates).
         self.snr_stride = math.prod(self.shape[snr_axis + 1 :])
@@ -273,18 +281,54 @@ class CellGrid:
         #: curve's key (:meth:`_curve_seed_bytes`), ``(cells, 16)`` uint8.
         self.seed_bytes = self._curve_seed_bytes() if self.noise == "shared" else self.keys[:, :16]
 
+    # ------------------------------------------------------------------ zipped axes
+
+    def _present_positions(self) -> np.ndarray:
+        """Flat positions where every :attr:`zip` group's axes share one index, ascending
+        (a boolean mask of the grid, broadcast per group). O(size) bytes and time."""
+        mask = np.ones(self.shape, dtype=bool)
+        ndim = len(self.shape)
+        for group in self.zip:
+            dims = [self.axis_names.index(axis) for axis in group]
+            first = np.arange(self.shape[dims[0]]).reshape(
+                [-1 if dim == dims[0] else 1 for dim in range(ndim)]
+            )
+            for dim in dims[1:]:
+                other = np.arange(self.shape[dim]).reshape(
+                    [-1 if axis == dim else 1 for axis in range(ndim)]
+                )
+                mask &= first == other
+        return np.flatnonzero(mask.reshape(-1)).astype(np.int64)
+
+    def _line_exists(self, base: int) -> bool:
+        """Whether the line at ``base`` exists (every zip group aligned). O(axes)."""
+        if not self.zip:
+            return True
+        index = dict(zip(self.axis_names, np.unravel_index(base, self.shape), strict=False))
+        return all(len({int(index[axis]) for axis in group}) == 1 for group in self.zip)
+
+    def flat_positions(self, start: int = 0, stop: int | None = None) -> np.ndarray:
+        """Flat positions of cells ``start:stop`` in grid order (the cells that exist).
+        O(stop - start)."""
+        stop = self.n_cells if stop is None else stop
+        if self.present is None:
+            return np.arange(start, stop, dtype=np.int64)
+        return self.present[start:stop]
+
     # ------------------------------------------------------------------ lines
 
     def line_bases(self) -> Iterator[int]:
         """Flat position of each line's first grid cell (snr index 0, replicate 0), lines
         in order of first appearance in grid order (``d .. weights`` and ``table``, then
-        ``centered``). O(lines)."""
+        ``centered``); with :attr:`zip`, only lines that exist. O(lines)."""
         outer = math.prod(self.shape[: self.axis_names.index("snr")])
         n_centered = len(self.axes["centered"])
         line_span = len(self.axes["snr"]) * self.snr_stride
         for outer_index in range(outer):
             for centered_index in range(n_centered):
-                yield outer_index * line_span + centered_index * self.replicates
+                base = outer_index * line_span + centered_index * self.replicates
+                if self._line_exists(base):
+                    yield base
 
     def line_positions(self, base: int, start: int = 0, stop: int | None = None) -> np.ndarray:
         """Flat positions of members ``start:stop`` of the line at ``base``, in block order
@@ -310,7 +354,7 @@ class CellGrid:
 
     def _all_keys(self) -> np.ndarray:
         """Raw keys of every cell (:func:`cell_key`, hashed per line). O(cells)."""
-        keys = np.empty((self.size, KEY_DIGEST_BYTES), dtype=np.uint8)
+        keys = np.zeros((self.size, KEY_DIGEST_BYTES), dtype=np.uint8)
         snr_json = [number_json(snr) for snr in self.axes["snr"]]
         replicate_json = [number_json(replicate) for replicate in range(self.replicates)]
         in_grid_order = np.add.outer(
@@ -338,7 +382,7 @@ class CellGrid:
         """With shared noise: the first 16 bytes of each cell's curve key
         (:func:`attnrmt.sweep.spec.identity.curve_key`, one hash per line and replicate),
         ``(cells, 16)`` uint8. O(lines x replicates) hashes, O(cells) copies."""
-        seeds = np.empty((self.size, 16), dtype=np.uint8)
+        seeds = np.zeros((self.size, 16), dtype=np.uint8)
         snr_offsets = np.arange(len(self.axes["snr"])) * self.snr_stride
         for base in self.line_bases():
             d, delta, gamma, T, positional, weights, table, centered = self._line_point(base)
@@ -522,7 +566,7 @@ class CellSequence(Sequence):
         self.grid = grid
         self.line = line
         self.start = start
-        self.stop = (grid.size if line is None else grid.line_length) if stop is None else stop
+        self.stop = (grid.n_cells if line is None else grid.line_length) if stop is None else stop
 
     def __len__(self) -> int:
         return self.stop - self.start
@@ -531,12 +575,12 @@ class CellSequence(Sequence):
     def positions(self) -> np.ndarray:
         """Flat grid positions of the cells, in sequence order (int64)."""
         if self.line is None:
-            return np.arange(self.start, self.stop, dtype=np.int64)
+            return self.grid.flat_positions(self.start, self.stop)
         return self.grid.line_positions(self.line, self.start, self.stop)
 
     def _position(self, index: int) -> int:
         if self.line is None:
-            return self.start + index
+            return int(self.grid.flat_positions(self.start + index, self.start + index + 1)[0])
         return self.grid.line_position(self.line, self.start + index)
 
     @overload
@@ -665,7 +709,7 @@ class SweepPlan:
     def cell_keys(self) -> list[str]:
         """Hex keys of every cell, in :attr:`cells` order: from :attr:`grid`'s raw keys
         without building a :class:`Cell` (~0.2 s per 10^6 cells). O(cells)."""
-        return self.grid.keys_hex(np.arange(self.grid.size))
+        return self.grid.keys_hex(self.grid.flat_positions())
 
 
 @dataclass(frozen=True)
@@ -792,6 +836,8 @@ def sweep_config_sha256(resolved: ResolvedSweep, root_seed: int) -> str:
             payload["table_order"] = list(resolved.axes[TABLE_AXIS])
     if getattr(resolved, "noise", "independent") != "independent":  # so do independent ones
         payload["noise"] = resolved.noise
+    if getattr(resolved, "zip", ()):  # and Cartesian ones
+        payload["zip"] = [list(group) for group in resolved.zip]
     return hashlib.sha256(canonical_json(payload).encode("ascii")).hexdigest()
 
 

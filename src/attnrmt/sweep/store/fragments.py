@@ -23,7 +23,8 @@ Snakemake deletes a job's output before rerunning it (forced rerun, changed rule
 so every fragment is also written to ``<sweep>/cache/<block>.npz``, which no rule owns:
 finished cells survive any rerun and are reused bit for bit. The cache entry is an
 independent copy (its own inode and blocks), so damage to one copy leaves the other.
-Remove a sweep's directory to recompute it from scratch.
+Remove a sweep's directory, with the shared cell cache off
+(:mod:`attnrmt.sweep.store.cell_cache`), to recompute it from scratch.
 
 Integrity: nothing damaged is read back. Every read verifies what it reads
 (:func:`read_fragment_arrays`: the CRC32 of every member against its zip headers, the
@@ -706,7 +707,7 @@ def _verified_arrays(path: Path, data: bytes) -> dict[str, np.ndarray]:
     return arrays
 
 
-def _load_verified(path: Path) -> dict[str, np.ndarray]:
+def load_verified(path: Path) -> dict[str, np.ndarray]:
     """Read ``path`` once and verify it (:func:`_verified_arrays`); the damage carries the
     inode read (so that a file rewritten meanwhile is not moved aside)."""
     with open(path, "rb") as handle:
@@ -737,7 +738,7 @@ def read_fragment_arrays(path: str | os.PathLike[str]) -> dict[str, np.ndarray] 
     ~1,000 of them).
     """
     try:
-        return _recovered(Path(path), _load_verified)
+        return _recovered(Path(path), load_verified)
     except (OSError, FragmentDamaged):
         return None
 
@@ -752,7 +753,7 @@ def read_fragment(path: str | os.PathLike[str]) -> Fragment:
     OSError
         Absent or unreadable.
     """
-    return decode_fragment(_recovered(Path(path), _load_verified))
+    return decode_fragment(_recovered(Path(path), load_verified))
 
 
 def _load_members(
@@ -1266,6 +1267,7 @@ __all__ = [
     "fragment_index",
     "fragment_paths",
     "load_cell_columns",
+    "load_verified",
     "locate_cells",
     "lost_fragments",
     "publish_fragment",

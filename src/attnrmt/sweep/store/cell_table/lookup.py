@@ -125,7 +125,9 @@ def plan_grid(sweep_plan: Any) -> tuple[np.ndarray, tuple[int, ...]]:
             )
             for axis in coords
         ]
-        return permuted_positions(config_order, shape), shape
+        positions = permuted_positions(config_order, shape)
+        present = getattr(sweep_plan.grid, "present", None)  # zipped axes: cells that exist
+        return (positions if present is None else positions[present]), shape
     cells = sweep_plan.cells
     positions = np.asarray(
         np.ravel_multi_index(
@@ -173,7 +175,13 @@ def plan_ids(sweep_plan: Any, indices: np.ndarray | None, root_seed: int) -> np.
             cells if indices is None else [cells[i] for i in np.asarray(indices).tolist()],
             root_seed,
         )
-    keys = grid.keys if indices is None else grid.keys[np.asarray(indices, dtype=np.int64)]
+    present = getattr(grid, "present", None)  # zipped axes: plan cell i is present[i]
+    where = present if indices is None or present is None else present[np.asarray(indices)]
+    keys = (
+        (grid.keys if indices is None else grid.keys[np.asarray(indices, dtype=np.int64)])
+        if where is None
+        else grid.keys[where]
+    )
     return cell_ids(
         np.ascontiguousarray(keys).view(f"S{KEY_DIGEST_BYTES}").reshape(-1),
         np.full(len(keys), int(root_seed), dtype=np.int64),

@@ -1,0 +1,204 @@
+"""The shared cell cache: every finished cell of every run, content-keyed, outside any run
+(docs/architecture.md, "Cells shared across runs"; docs/data-contract.md, "The cell cache").
+
+A cell is fully determined by its key and seed words (docs/architecture.md, "Cell
+identity"), so its result can serve any run that plans the same cell: a copy of a config
+under another run name, a sweep extended in a new run, a colleague's run on the same
+cluster file system. Each entry is a one-cell fragment (the format of
+:mod:`attnrmt.sweep.store.fragments`, so its columns are copied bit for bit by
+:func:`attnrmt.sweep.store.fragments.take_cells`) at
+``<root>/<key[:2]>/<key>-<seed digest>.npz`` (:func:`entry_path`): found by its name, with
+no index to keep consistent between concurrent runs.
+
+* Location: config ``cell_cache.path`` (default ``~/.cache/attnrmt/cells``, on by
+  default; ``cell_cache.enabled: false`` turns it off); the environment variable
+  :data:`ENVIRONMENT_VARIABLE` (a path, or ``off``) overrides the config for a site or a
+  test session (:func:`cache_root`).
+* Writes: atomic (temporary sibling, rename; no fsync: a lost entry is recomputed), one
+  per computed cell, never over an existing entry.
+* Reads: verified like every fragment read (CRC32 of every member, members and shapes,
+  :func:`attnrmt.sweep.store.fragments.read_fragment_arrays`'s checks) and matched on the
+  full key and seed; a damaged or mismatched entry is removed and its cell recomputed.
+  A read sets the entry's mtime: the eviction's "last used".
+* Eviction (:func:`prune`): least recently used first until the entries' bytes are at most
+  ``cell_cache.max_gb``; run at the end of every successful run. O(entries).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sys
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from attnrmt.sweep.store.atomic import is_temporary, write_bytes_atomically
+from attnrmt.sweep.store.fragments import (
+    FRAGMENT_SUFFIX,
+    FragmentDamaged,
+    fragment_bytes,
+    load_verified,
+    take_cells,
+)
+
+#: Environment variable that overrides ``cell_cache.path``: a directory, or ``off``.
+ENVIRONMENT_VARIABLE = "ATTNRMT_CELL_CACHE"
+
+CellId = tuple[str, str]
+
+
+def cache_root(config: Mapping[str, Any]) -> Path | None:
+    """The cache directory of a validated config (``cell_cache`` filled from the schema),
+    or None when the cache is off; :data:`ENVIRONMENT_VARIABLE` wins over the config. O(1)."""
+    override = os.environ.get(ENVIRONMENT_VARIABLE)
+    if override is not None:
+        return None if override.strip().lower() in ("", "off") else Path(override).expanduser()
+    settings = config.get("cell_cache") or {}
+    if not settings.get("enabled", False) or not settings.get("path"):
+        return None
+    return Path(str(settings["path"])).expanduser()
+
+
+def max_bytes(config: Mapping[str, Any]) -> int:
+    """``cell_cache.max_gb`` of a validated config, in bytes (10^9 per GB). O(1)."""
+    return int(float((config.get("cell_cache") or {})["max_gb"]) * 1e9)
+
+
+def entry_path(root: Path, cell_id: CellId) -> Path:
+    """``<root>/<key[:2]>/<key>-<16 hex of sha256(seed words)>.npz`` of a cell. O(1)."""
+    key, seed = cell_id
+    seed_digest = hashlib.sha256(seed.encode("ascii")).hexdigest()[:16]
+    return root / key[:2] / f"{key}-{seed_digest}{FRAGMENT_SUFFIX}"
+
+
+def _say(message: str) -> None:
+    print(f"attnrmt: {message}", file=sys.stderr, flush=True)
+
+
+def _read_entry(path: Path, cell_id: CellId) -> dict[str, np.ndarray] | None:
+    """The verified columns of one entry holding exactly ``cell_id``, None when absent; a
+    damaged or mismatched entry is removed (said once) and None returned. Sets the entry's
+    mtime (last used). O(bytes of the entry)."""
+    try:
+        arrays = load_verified(path)
+    except FileNotFoundError:
+        return None
+    except (OSError, FragmentDamaged) as error:
+        reason = error.reason if isinstance(error, FragmentDamaged) else str(error)
+        _say(f"damaged cell cache entry {path} ({reason}) removed; its cell is recomputed")
+        path.unlink(missing_ok=True)
+        return None
+    ids = list(zip(arrays["cell_key"].tolist(), arrays["cell_seed"].tolist(), strict=True))
+    if ids != [cell_id]:
+        _say(f"cell cache entry {path} holds another cell; removed, its cell is recomputed")
+        path.unlink(missing_ok=True)
+        return None
+    try:
+        os.utime(path)
+    except OSError:  # a read-only cache still serves
+        pass
+    return arrays
+
+
+def read_cells(
+    root: Path, wanted: Iterable[CellId]
+) -> tuple[list[dict[str, np.ndarray]], dict[CellId, tuple[int, int]]]:
+    """The wanted cells the cache holds: their columns (one source per entry) and where
+    each is, ``{cell id: (source, 0)}``, as :func:`attnrmt.sweep.store.fragments.
+    load_cell_columns` gives them for :func:`~attnrmt.sweep.store.fragments.take_cells`.
+    O(wanted) ``open`` calls plus the bytes of the entries found."""
+    sources: list[dict[str, np.ndarray]] = []
+    where: dict[CellId, tuple[int, int]] = {}
+    for cell_id in wanted:
+        arrays = _read_entry(entry_path(root, cell_id), cell_id)
+        if arrays is not None:
+            where[cell_id] = (len(sources), 0)
+            sources.append(arrays)
+    return sources, where
+
+
+def write_cells(
+    root: Path,
+    sources: Sequence[Mapping[str, np.ndarray]],
+    where: Mapping[CellId, tuple[int, int]],
+    cell_ids: Iterable[CellId],
+) -> int:
+    """Write an entry for each of ``cell_ids`` (its row of ``sources``, copied as stored)
+    that the cache lacks; return how many were written. An unwritable cache is said once
+    and skipped (the run goes on). O(cells x bytes per cell)."""
+    written = 0
+    for cell_id in cell_ids:
+        path = entry_path(root, cell_id)
+        if path.exists():
+            continue
+        arrays = take_cells(sources, [where[cell_id]])
+        arrays["computed"] = np.ones(1, dtype=bool)  # computed by some run, once
+        try:
+            write_bytes_atomically(path, fragment_bytes(arrays), durable=False)
+        except OSError as error:
+            _say(f"cell cache {root} not written ({error.strerror or error}); the run goes on")
+            return written
+        written += 1
+    return written
+
+
+def _entries(root: Path) -> list[tuple[int, int, str]]:
+    """``(mtime ns, bytes, path)`` of every entry (temporaries left out). O(entries)."""
+    found = []
+    try:
+        shards = [entry for entry in os.scandir(root) if entry.is_dir(follow_symlinks=False)]
+    except OSError:
+        return []
+    for shard in shards:
+        try:
+            entries = list(os.scandir(shard.path))
+        except OSError:
+            continue
+        for entry in entries:
+            if not entry.name.endswith(FRAGMENT_SUFFIX) or is_temporary(Path(entry.path)):
+                continue
+            try:
+                stat = entry.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            found.append((stat.st_mtime_ns, stat.st_size, entry.path))
+    return found
+
+
+def prune(root: Path, limit_bytes: int) -> tuple[int, int]:
+    """Evict least recently used entries (oldest mtime first) until the entries' bytes
+    are at most ``limit_bytes``; return ``(entries removed, bytes removed)``.
+    O(entries log entries)."""
+    entries = sorted(_entries(root))
+    total = sum(size for _, size, _ in entries)
+    removed = freed = 0
+    for _, size, path in entries:
+        if total - freed <= limit_bytes:
+            break
+        try:
+            os.unlink(path)
+        except OSError:
+            continue
+        removed += 1
+        freed += size
+    return removed, freed
+
+
+def cache_bytes(root: Path) -> int:
+    """Bytes of every entry of the cache. O(entries)."""
+    return sum(size for _, size, _ in _entries(root))
+
+
+__all__ = [
+    "ENVIRONMENT_VARIABLE",
+    "cache_bytes",
+    "cache_root",
+    "entry_path",
+    "max_bytes",
+    "prune",
+    "read_cells",
+    "write_cells",
+]
