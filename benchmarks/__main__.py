@@ -273,6 +273,14 @@ TARGETS: tuple[Target, ...] = (
         ok_key="integrity_verify_ok",
         constant="bench_integrity.VERIFY_SHARE_TARGET",
     ),
+    Target(
+        "bench_coverage",
+        ("delta*", "misses", "d=*"),
+        "<=",
+        3.0,
+        "misses of finite_vocab by a 95% threshold CI (per d and d -> inf) in 20 real studies",
+        constant="bench_coverage.MAX_MISSES_OF_20",
+    ),
 )
 
 

@@ -319,29 +319,21 @@ VARIABLE_ATTRS: dict[str, dict[str, str]] = {
         "inferred theta_hat", "spike strength from the outlier; " + _KAPPA_SCALE
     ),
     "fss_limit": _quantity(
-        "d -> inf threshold", "threshold extrapolated to d -> inf; " + _SNR_SCALE
+        "d -> inf threshold",
+        "threshold extrapolated to d -> inf, averaged over the laws; " + _SNR_SCALE,
     ),
     "fss_slope": _quantity(
-        "finite-size slope b", "coefficient of d^(-exponent) in the fit; " + _SNR_SCALE
+        "finite-size slope b", "coefficient of d^(-w) of the law fss_law; " + _SNR_SCALE
     ),
     "fss_ci_low": _quantity("d -> inf CI low", "lower end of the limit's CI; " + _SNR_SCALE),
     "fss_ci_high": _quantity("d -> inf CI high", "upper end of the limit's CI; " + _SNR_SCALE),
     "fss_n_d": _quantity("d values in the fit", "distinct d of the finite-size fit (count)"),
-    "fss_exponent_fit": _quantity(
-        "fitted exponent w", "exponent w of the approach a + b d^(-w) (dimensionless)"
+    "fss_law": _quantity(
+        "finite-size law w",
+        "exponent w of the law a + b d^(-w) of largest Akaike weight (dimensionless)",
     ),
-    "fss_exponent_ci_low": _quantity("exponent CI low", "lower end of the CI of w (dimensionless)"),
-    "fss_exponent_ci_high": _quantity(
-        "exponent CI high", "upper end of the CI of w (dimensionless)"
-    ),
-    "fss_limit_free": _quantity(
-        "d -> inf threshold, free w", "limit with the fitted exponent; " + _SNR_SCALE
-    ),
-    "fss_limit_free_ci_low": _quantity(
-        "free-w limit CI low", "lower end of the CI of fss_limit_free; " + _SNR_SCALE
-    ),
-    "fss_limit_free_ci_high": _quantity(
-        "free-w limit CI high", "upper end of the CI of fss_limit_free; " + _SNR_SCALE
+    "fss_law_weight": _quantity(
+        "weight of the law", "Akaike weight of fss_law among the candidate laws (dimensionless)"
     ),
 }
 

@@ -130,3 +130,39 @@ def test_the_comparison_matches_planted_eigenvalues(
     # 0.5%/sqrt(8) = 0.18% of it
     assert float(eig["rel_error"].max()) < 4 * NOISE / np.sqrt(REPLICATES)
     assert set(table["quantity"]) >= {"sample_overlap_table", "sample_overlap_signal"}
+
+
+def test_each_overlap_is_compared_with_its_own_variant(
+    planted_classes: tuple[xr.Dataset, xr.Dataset],
+) -> None:
+    """The table overlaps are finite_vocab's prediction and the signal overlaps the paper's
+    (docs/model.md, "Two variants of the theory"): cells planted with exactly those give
+    zero error on every overlap row, and each row names the variant it is held to."""
+    cells, theory = planted_classes
+    predicted = {
+        variant: theory["spike_sample_overlap"].sel(variant=variant, drop=True)
+        for variant in ("finite_vocab", "paper")
+    }
+    pop = {
+        variant: theory["spike_pop_overlap"].sel(variant=variant, drop=True)
+        for variant in ("finite_vocab", "paper")
+    }
+    reps = xr.ones_like(cells["top_eigenvalues"].isel(k=slice(0, K - 1)).rename(k="spike"))
+    cells = cells.assign(
+        spike_overlap_table=reps * predicted["finite_vocab"],
+        spike_overlap_signal=reps * predicted["paper"],
+        spike_pop_overlap_table=reps * pop["finite_vocab"],
+        spike_pop_overlap_signal=reps * pop["paper"],
+    )
+    table = spike_comparison("planted", cells, theory)
+    overlaps = table[table["quantity"].str.contains("overlap") & (table["theory"] > 0.05)]
+    expected = {"table": "finite_vocab", "signal": "paper"}
+    for quantity, rows in overlaps.groupby("quantity"):
+        assert set(rows["variant"]) == {expected[str(quantity).rsplit("_", 1)[1]]}
+        assert float(rows["rel_error"].max()) < 1e-9, quantity
+    assert set(overlaps["quantity"]) == {
+        "sample_overlap_table",
+        "sample_overlap_signal",
+        "pop_overlap_table",
+        "pop_overlap_signal",
+    }

@@ -68,11 +68,9 @@ def test_main_figure_has_a_named_panel_per_positional_and_weights_line() -> None
 
 def _fss_table() -> pd.DataFrame:
     """thresholds.csv rows of three curves at d = 100 ... 800 plus their d->inf rows:
-    ``est`` measured at every d (its exponent CI spans the whole scan), ``mix`` a bound at
+    ``est`` measured at every d (law d^-1/3 of weight 0.41), ``mix`` a bound at
     the two smaller d (crossing 0.30, 0.32) and measured above, ``none`` nothing drawable
     (no crossing, no fit: the curve of a single-snr sweep)."""
-    from attnrmt.analysis.thresholds import EXPONENT_GRID
-
     rows = []
     base = {"sweep": "s", "delta": 0.5, "gamma": 0.5, "T": 8, "positional": "p", "centered": True}
     ds = (100.0, 200.0, 400.0, 800.0)
@@ -81,15 +79,15 @@ def _fss_table() -> pd.DataFrame:
             "est",
             [(0.80, "none"), (0.76, "none"), (0.74, "none"), (0.73, "none")],
             0.70,
-            (1.2, EXPONENT_GRID[0], EXPONENT_GRID[-1]),
+            (1 / 3, 0.41),
         ),
         (
             "mix",
             [(0.30, "below"), (0.32, "below"), (0.34, "none"), (0.35, "none")],
             0.37,
-            (0.40, 0.21, EXPONENT_GRID[-1]),
+            (1.0, 0.9),
         ),
-        ("none", [(np.nan, "none")] * 4, np.nan, (np.nan, np.nan, np.nan)),
+        ("none", [(np.nan, "none")] * 4, np.nan, (np.nan, np.nan)),
     ):
         for transition in ("population", "sample"):
             for d, (value, bound) in zip(ds, per_d, strict=True):
@@ -101,29 +99,26 @@ def _fss_table() -> pd.DataFrame:
                     "ci_high": value + 0.02 if measured else 0.0,
                     "bound": bound, "extrapolated": value, "finite_size": "none",
                     "theory_paper": 1.2, "theory_finite_vocab": 0.7, "fss_slope": np.nan,
-                    "fss_exponent": np.nan, "fss_exponent_ci_low": np.nan,
-                    "fss_exponent_ci_high": np.nan,
+                    "fss_law": np.nan, "fss_law_weight": np.nan,
                 })  # fmt: skip
             rows.append({
                 **base, "weights": weights, "transition": transition, "d": np.inf,
                 "estimate": limit, "ci_low": limit - 0.05, "ci_high": limit + 0.05,
                 "bound": "none", "extrapolated": limit,
-                "finite_size": "d->inf (a + b d^-1/3, inverse-variance weighted)",
+                "finite_size": "d->inf (a + b d^-w, w = 1/3, 1/2, 1 averaged with Akaike weights)",
                 "theory_paper": 1.2, "theory_finite_vocab": 0.7, "fss_slope": 0.4,
-                "fss_exponent": w[0], "fss_exponent_ci_low": w[1], "fss_exponent_ci_high": w[2],
+                "fss_law": w[0], "fss_law_weight": w[1],
             })  # fmt: skip
     return pd.DataFrame(rows)
 
 
-def test_exponent_label_censors_the_scan_edges_and_says_when_nothing_is_pinned() -> None:
-    from attnrmt.analysis.figures import exponent_label
-    from attnrmt.analysis.thresholds import EXPONENT_GRID as grid
+def test_law_label_names_the_law_and_its_weight() -> None:
+    from attnrmt.analysis.figures import law_label
 
-    assert exponent_label(0.52, 0.31, 0.9, grid) == "w = 0.52 [0.31, 0.90]"
-    assert exponent_label(0.40, 0.21, grid[-1], grid) == "w = 0.40 [0.21, >=1.5]"
-    assert exponent_label(grid[0], grid[0], 0.7, grid) == "w = <=0.05 [<=0.05, 0.70]"
-    assert exponent_label(1.1, grid[0], grid[-1], grid) == "w not pinned"
-    assert exponent_label(np.nan, np.nan, np.nan, grid) == ""
+    assert law_label(1 / 3, 0.414) == "d^-1/3, weight 0.41"
+    assert law_label(0.5, 0.3) == "d^-1/2, weight 0.30"
+    assert law_label(1.0, 0.9) == "d^-1, weight 0.90"
+    assert law_label(np.nan, np.nan) == ""
 
 
 def test_finite_size_figure_draws_bounds_open_and_labels_clear_of_the_data() -> None:
@@ -132,16 +127,15 @@ def test_finite_size_figure_draws_bounds_open_and_labels_clear_of_the_data() -> 
 
     from attnrmt.analysis.figures import figure_finite_size
 
-    fig = figure_finite_size(_fss_table(), 1 / 3)
+    fig = figure_finite_size(_fss_table())
     FigureCanvasAgg(fig)
     fig.canvas.draw()
     renderer = fig.canvas.get_renderer()  # type: ignore[attr-defined]
     for ax in fig.axes:
         legend = ax.get_legend()
         labels = [text.get_text() for text in legend.get_texts()]
-        # a curve with no point has no legend entry; exponents are in the legend, the
-        # one whose CI spans the whole scan says it is not pinned
-        assert labels[:2] == ["p/est  (w not pinned)", "p/mix  (w = 0.40 [0.21, >=1.5])"]
+        # a curve with no point has no legend entry; the laws are in the legend
+        assert labels[:2] == ["p/est  (d^-1/3, weight 0.41)", "p/mix  (d^-1, weight 0.90)"]
         assert not any("none" in label for label in labels), labels
         # no text inside the axes (annotations overlapped each other and the ticks) and
         # the legend clear of the axes and their tick labels

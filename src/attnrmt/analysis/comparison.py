@@ -60,26 +60,14 @@ THRESHOLD_COLUMNS = (
     "finite_size",
     "estimator",
     "slope_consistency_p",
+    "fss_law",
+    "fss_law_weight",
     "fss_slope",
-    "fss_exponent",
-    "fss_exponent_ci_low",
-    "fss_exponent_ci_high",
-    "fss_limit_free",
-    "fss_limit_free_ci_low",
-    "fss_limit_free_ci_high",
     *[a for a in AXES if a != "snr"],
 )
-#: analysis.zarr variables of the finite-size fits (slope of the fixed-exponent fit, the
-#: free-exponent fit) -> thresholds.csv columns of the d -> inf rows.
-_FSS_COLUMNS = {
-    "fss_slope": "fss_slope",
-    "fss_exponent_fit": "fss_exponent",
-    "fss_exponent_ci_low": "fss_exponent_ci_low",
-    "fss_exponent_ci_high": "fss_exponent_ci_high",
-    "fss_limit_free": "fss_limit_free",
-    "fss_limit_free_ci_low": "fss_limit_free_ci_low",
-    "fss_limit_free_ci_high": "fss_limit_free_ci_high",
-}
+#: analysis.zarr variables of the finite-size fit (the law of largest weight, its weight and
+#: its coefficient ``b``) -> thresholds.csv columns of the d -> inf rows (same names).
+_FSS_COLUMNS = ("fss_law", "fss_law_weight", "fss_slope")
 
 
 def theory_from_cells(cells: xr.Dataset) -> xr.Dataset:
@@ -336,8 +324,8 @@ def thresholds_table(
                         else xr.full_like(f["fss_limit"], np.inf)
                     ),
                     **{
-                        column: analysis[name].sel(transition=transition)
-                        for name, column in _FSS_COLUMNS.items()
+                        name: analysis[name].sel(transition=transition)
+                        for name in _FSS_COLUMNS
                         if name in analysis
                     },
                     **(
@@ -364,7 +352,7 @@ def thresholds_table(
             counts = fframe.pop("fss_n_d").to_numpy(dtype=float)
             fframe["finite_size"] = np.where(
                 counts >= MIN_FSS_D,
-                "d->inf (a + b d^-1/3, inverse-variance weighted)",
+                "d->inf (a + b d^-w, w = 1/3, 1/2, 1 averaged with Akaike weights)",
                 [
                     f"d->inf from {count:.0f} d values: no verdict (needs >= {MIN_FSS_D})"
                     for count in counts

@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Mapping, Sequence
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -462,28 +463,18 @@ def figure_downstream(downstream: pd.DataFrame) -> Figure:
 FSS_MAX_CURVES = 6
 
 
-def _censored(value: float, grid: np.ndarray) -> str:
-    """``value`` of the exponent scan, ``<=``/``>=`` where it sits on an end of ``grid``
-    (the scan cannot see beyond it). O(1)."""
-    step = float(grid[1] - grid[0]) if grid.size > 1 else 0.0
-    if value <= grid[0] + step / 2:
-        return f"<={grid[0]:.2g}"
-    if value >= grid[-1] - step / 2:
-        return f">={grid[-1]:.2g}"
-    return f"{value:.2f}"
+#: The finite-size figure's abscissa is ``d^(-FSS_AXIS_EXPONENT)`` (the slowest candidate law
+#: is a straight line there, the faster ones curve towards the limit at 0).
+FSS_AXIS_EXPONENT = 1.0 / 3.0
 
 
-def exponent_label(fitted: float, low: float, high: float, grid: np.ndarray) -> str:
-    """The fitted exponent ``w`` of ``a + b d^(-w)`` with its CI, as the figure's legend
-    shows it (docs/thresholds.md, "Finite-size scaling"): ``w = 0.52 [0.31, 0.90]``; a CI
-    end on the scan's edge is censored (``>=1.5``); a CI spanning the whole scan (both
-    edges) pins nothing, ``w not pinned``; no fit, ``""``. O(1)."""
-    if not np.isfinite(fitted):
+def law_label(law: float, weight: float) -> str:
+    """The law of largest Akaike weight of a ``d -> inf`` row, as the figure's legend shows
+    it (docs/thresholds.md, "Finite-size law"): ``d^-1/2, weight 0.41``; no fit, ``""``.
+    O(1)."""
+    if not (np.isfinite(law) and np.isfinite(weight)):
         return ""
-    lo, hi = _censored(low, grid), _censored(high, grid)
-    if lo.startswith("<=") and hi.startswith(">="):
-        return "w not pinned"
-    return f"w = {_censored(fitted, grid)} [{lo}, {hi}]"
+    return f"d^-{Fraction(law).limit_denominator(12)}, weight {weight:.2f}"
 
 
 def _curve_rows(per_d: pd.DataFrame, keys: Sequence[str], key: tuple, transition: str) -> Any:
@@ -499,11 +490,10 @@ def _measured(rows: pd.DataFrame) -> np.ndarray:
     return ((rows["bound"] == "none") & np.isfinite(rows["estimate"].to_numpy(float))).to_numpy()
 
 
-def figure_finite_size(thresholds: pd.DataFrame, exponent: float) -> Figure:
-    """Threshold estimates against ``d^(-exponent)`` with the fitted extrapolation (the
-    inverse-variance weighted ``a + b d^(-exponent)`` of ``thresholds.csv``, its limit ``a``
-    as a star) and the measured exponent ``w`` in the legend (docs/thresholds.md,
-    "Finite-size scaling").
+def figure_finite_size(thresholds: pd.DataFrame) -> Figure:
+    """Threshold estimates against ``d^(-1/3)`` with the ``d -> inf`` limit of
+    ``thresholds.csv`` (a star, its CI), the law of largest weight drawn through it, and
+    that law and its weight in the legend (docs/thresholds.md, "Finite-size law").
 
     Estimates are filled points with their CI; thresholds that are only bounds (no
     crossing inside the swept snr) are open points at the fitted line's crossing
@@ -512,8 +502,7 @@ def figure_finite_size(thresholds: pd.DataFrame, exponent: float) -> Figure:
     """
     from matplotlib.lines import Line2D
 
-    from attnrmt.analysis.thresholds import EXPONENT_GRID
-
+    exponent = FSS_AXIS_EXPONENT
     if thresholds.empty or "finite_size" not in thresholds:
         return _empty("Finite size", "no thresholds")
     if TABLE_AXIS in thresholds:  # a curve per law; "" where a sweep has no table axis
@@ -567,8 +556,9 @@ def figure_finite_size(thresholds: pd.DataFrame, exponent: float) -> Figure:
                 a = float(frow["estimate"].iloc[0])
                 if x.size >= 2 and np.isfinite(a):
                     b = float(frow.get("fss_slope", pd.Series([np.nan])).iloc[0])
-                    xs = np.linspace(0, x.max() * 1.05, 20)
-                    ax.plot(xs, a + b * xs, color=color, lw=0.8)  # the weighted fit
+                    law = float(frow.get("fss_law", pd.Series([exponent])).iloc[0])
+                    xs = np.linspace(0, x.max() * 1.05, 40)
+                    ax.plot(xs, a + b * xs ** (law / exponent), color=color, lw=0.8)
                     ax.errorbar(
                         [0],
                         [a],
@@ -584,12 +574,9 @@ def figure_finite_size(thresholds: pd.DataFrame, exponent: float) -> Figure:
                         ls=style["ls"],
                         lw=0.6,
                     )
-                if "fss_exponent" in frow:
-                    w = exponent_label(
-                        float(frow["fss_exponent"].iloc[0]),
-                        float(frow["fss_exponent_ci_low"].iloc[0]),
-                        float(frow["fss_exponent_ci_high"].iloc[0]),
-                        EXPONENT_GRID,
+                if "fss_law" in frow:
+                    w = law_label(
+                        float(frow["fss_law"].iloc[0]), float(frow["fss_law_weight"].iloc[0])
                     )
                     label += f"  ({w})" if w else ""
             handles.append(Line2D([], [], color=color, marker="o", lw=0.8, label=label))
@@ -612,8 +599,8 @@ def figure_finite_size(thresholds: pd.DataFrame, exponent: float) -> Figure:
             frameon=False,
         )
     fig.suptitle(
-        "Finite-size trend: w = fitted exponent of a + b d^-w [95% CI] (not pinned: the CI "
-        f"spans the whole scan {EXPONENT_GRID[0]:.2g} to {EXPONENT_GRID[-1]:.2g})",
+        "Finite-size trend: the d -> inf limit averages a + b d^-w over w = 1/3, 1/2, 1 "
+        "(Akaike weights); the legend names the law of largest weight",
         fontsize=8,
     )
     return fig
@@ -862,9 +849,7 @@ def make_figures(
         "pooling": lambda: figure_pooling(table("pooling")),
         "causal_weights": lambda: figure_causal_weights(data, table("causal"), weight_models or {}),
         "downstream": lambda: figure_downstream(table("downstream")),
-        "finite_size": lambda: figure_finite_size(
-            table("thresholds"), float(s["finite_size_exponent"])
-        ),
+        "finite_size": lambda: figure_finite_size(table("thresholds")),
         "centring": lambda: figure_centring(data),
         "classes_spikes": lambda: figure_classes_spikes(classes_data, table("classes_thresholds")),
         "universality": lambda: figure_universality(table("universality")),
@@ -884,7 +869,6 @@ __all__ = [
     "SNR_LABEL",
     "STYLE",
     "Data",
-    "exponent_label",
     "figure_causal_weights",
     "figure_centring",
     "figure_classes_spikes",
@@ -895,6 +879,7 @@ __all__ = [
     "figure_pooling",
     "figure_spectra",
     "figure_universality",
+    "law_label",
     "make_figures",
     "outlier_panels",
     "save",

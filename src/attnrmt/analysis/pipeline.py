@@ -133,9 +133,7 @@ def analysis_dataset(
         level=float(s["ci_level"]),
         seed=int(s["seed"]),
     )
-    fss = finite_size_thresholds(
-        thr, exponent=float(s["finite_size_exponent"]), level=float(s["ci_level"])
-    )
+    fss = finite_size_thresholds(thr, level=float(s["ci_level"]))
     bound = thr["threshold_bound"]
     codes = np.zeros(bound.shape, dtype=np.int8)
     for code, name in enumerate(BOUND_CODES):
@@ -162,7 +160,6 @@ def analysis_dataset(
             "bootstrap": int(s["bootstrap"]),
             "ci_level": float(s["ci_level"]),
             "bootstrap_seed": int(s["seed"]),
-            "finite_size_exponent": float(s["finite_size_exponent"]),
             "estimator": (
                 "theta inversion + linear extrapolation (docs/thresholds.md); several d:"
                 " one slope shared across d unless the per-d slopes differ"

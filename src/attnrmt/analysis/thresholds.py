@@ -27,15 +27,12 @@ Estimator ("theta inversion + linear extrapolation"):
    (``threshold < min snr``), when fewer than two are detected it is ``> max snr`` (or an
    interval between the last undetected and the single detected point); the model-based
    extrapolation is still reported in ``extrapolated``.
-5. Finite size: with several ``d``, fit ``estimate(d) = a + b d^(-1/3)`` (the BBP critical
-   window is ``theta - theta_c ~ d^(-1/3)``; edge fluctuations are ``d^(-2/3)`` in eigenvalue
-   and the outlier map is quadratic at the edge) by least squares weighted with the inverse
-   variance of each ``d``'s bootstrap crossings (:func:`finite_size_weights`: outlier
-   fluctuations shrink like ``d^(-1/2)``, so unweighted the noisy small ``d`` would carry the
-   extrapolation) and report ``a`` with a bootstrap CI, widened like the per-``d`` ones. The
-   limit is a verdict only from at least :data:`MIN_FSS_D` values of ``d`` (a line through
-   two points always fits); with four or more the exponent itself is fitted
-   (:func:`finite_size_exponent_fit`), so the law is measured, not assumed.
+5. Finite size: with several ``d``, fit ``estimate(d) = a + b d^(-w)`` for each law ``w`` of
+   :data:`FSS_LAWS` by least squares weighted with the inverse variance of each ``d``'s
+   bootstrap crossings (:func:`finite_size_weights`), and average the limits ``a`` with
+   Akaike weights; the CI mixes the laws' bootstrap limits in the same proportions, so the
+   law's own uncertainty is in it (:func:`finite_size_fit`). The limit is a verdict only
+   from at least :data:`MIN_FSS_D` values of ``d`` (a line through two points always fits).
 6. Shared slope: with several ``d`` the lines of step 2 share one slope across the ``d`` of
    a curve (it is ``alpha/kappa`` at every ``d``), fitted jointly with ``d``-specific
    intercepts (:func:`fit_thresholds_shared_slope`), unless a chi-square test finds the
@@ -58,13 +55,13 @@ from attnrmt.theory.spike import critical_theta, theta_from_population, theta_fr
 DEFAULT_MARGIN = 0.1
 DEFAULT_N_BOOT = 200
 DEFAULT_LEVEL = 0.95
-DEFAULT_EXPONENT = 1.0 / 3.0
 #: Fewest distinct d for a d -> inf limit that counts as a verdict (docs/thresholds.md).
 MIN_FSS_D = 3
-#: Fewest distinct d to fit the exponent too (three parameters and one degree of freedom).
-MIN_EXPONENT_D = 4
-#: Exponents searched by :func:`finite_size_exponent_fit` (grid, then the best point).
-EXPONENT_GRID = np.linspace(0.05, 1.5, 291)
+#: Candidate finite-size laws of the per-``d`` thresholds: exponents ``w`` of
+#: ``estimate(d) = a + b d^(-w)``, averaged by :func:`finite_size_fit` (docs/thresholds.md,
+#: "Finite-size law"): the critical window's 1/3, the outlier fluctuations' 1/2, and the
+#: ``O(1/d)`` corrections of the mean outlier location.
+FSS_LAWS = (1.0 / 3.0, 0.5, 1.0)
 #: Below this p-value of the slope-consistency test the per-``d`` slopes of a curve differ
 #: and every ``d`` keeps its own slope (docs/thresholds.md, "Shared slope").
 SLOPE_CONSISTENCY_P = 0.01
@@ -748,12 +745,40 @@ def finite_size_weights(boot: np.ndarray | None, n: int) -> np.ndarray:
     return 1.0 / scale**2
 
 
-def _widen(ci: np.ndarray, estimate: float, n_replicates: int | None) -> np.ndarray:
-    """Widen a bootstrap interval about ``estimate`` by ``sqrt(n/(n-1))`` for ``n``
-    resampled replicates (docs/thresholds.md, "Confidence intervals")."""
-    if n_replicates is None or n_replicates < 2 or not np.isfinite(estimate):
-        return ci
-    return estimate + np.sqrt(n_replicates / (n_replicates - 1.0)) * (ci - estimate)
+def _law_lines(
+    d: np.ndarray, y: np.ndarray, weights: np.ndarray, laws: np.ndarray
+) -> tuple[np.ndarray, ...]:
+    """Weighted least-squares lines ``y = a_k + b_k d^(-w_k)``, one per law ``w_k``
+    (vectorised over the leading axes of ``y`` (..., n); weight 0 leaves a point out).
+    Returns ``(a, b, chi2)``, each (..., K), ``chi2`` the weighted squared residual.
+    O(K x size of y)."""
+    x = d[None, :] ** (-laws[:, None])  # (K, n)
+    ys = y[..., None, :]
+    a, b, _ = _weighted_line(x, ys, weights)
+    residual = np.where(weights > 0, ys - a[..., None] - b[..., None] * x, 0.0)
+    return a, b, np.sum(weights * residual**2, axis=-1)
+
+
+def law_weights(chi2: np.ndarray) -> np.ndarray:
+    """Akaike weights ``exp(-chi2_k / 2)``, normalised over the last axis: the laws have
+    the same number of parameters, so AIC differs by ``chi2`` alone (docs/thresholds.md,
+    "Finite-size law"). O(size of chi2)."""
+    excess = chi2 - np.min(chi2, axis=-1, keepdims=True)
+    weight = np.exp(-0.5 * excess)
+    return weight / weight.sum(-1, keepdims=True)
+
+
+def mixture_interval(values: np.ndarray, probabilities: np.ndarray, level: float) -> np.ndarray:
+    """Central ``level`` interval of the mixture whose component ``k`` is the sample
+    ``values[:, k]`` (B draws) with probability ``probabilities[k]``: every draw of
+    component ``k`` weighs ``probabilities[k] / B``. O(B K log(B K))."""
+    flat = values.reshape(-1)
+    mass = np.broadcast_to(probabilities / values.shape[0], values.shape).reshape(-1)
+    order = np.argsort(flat)
+    cumulative = np.cumsum(mass[order])
+    tail = (1.0 - level) / 2.0
+    at = np.searchsorted(cumulative, [tail, 1.0 - tail])
+    return flat[order][np.minimum(at, flat.size - 1)]
 
 
 def finite_size_fit(
@@ -761,13 +786,16 @@ def finite_size_fit(
     estimates: np.ndarray,
     boot: np.ndarray | None = None,
     *,
-    exponent: float = DEFAULT_EXPONENT,
     level: float = DEFAULT_LEVEL,
     weights: np.ndarray | None = None,
     n_replicates: int | None = None,
+    laws: tuple[float, ...] = FSS_LAWS,
 ) -> dict[str, float]:
-    """Fit ``estimate(d) = a + b d^(-exponent)`` by weighted least squares and extrapolate
-    to ``d -> inf`` (docs/thresholds.md, "Finite-size scaling").
+    """The ``d -> inf`` limit with the finite-size law chosen by the data: each law
+    ``estimate(d) = a_k + b_k d^(-w_k)`` of ``laws`` fitted by weighted least squares,
+    averaged with Akaike weights (:func:`law_weights`); the CI is the central interval of
+    the mixture of the laws' bootstrap limits in those proportions, so the law's own
+    uncertainty is inside it (docs/thresholds.md, "Finite-size law").
 
     Parameters
     ----------
@@ -776,61 +804,71 @@ def finite_size_fit(
     estimates : ndarray (n,)
         Threshold estimates (use the extrapolated crossings so bounds still carry a value).
     boot : ndarray (n, B), optional
-        Bootstrap samples per d; the same fit (same weights) on each column gives the CI of
-        ``a``.
-    exponent : float
-        Scaling exponent (default 1/3: the BBP critical window).
+        Bootstrap samples per d; every law refitted on each complete column (same weights)
+        gives its bootstrap limits, widened about its ``a_k`` by ``sqrt(n/(n-1))`` for
+        ``n_replicates`` (``a_k`` is linear in the per-``d`` estimates, whose resamples are
+        under-dispersed) before they are mixed.
     level : float
         CI level.
     weights : ndarray (n,), optional
-        Weights of the estimates (:func:`finite_size_weights`); default equal.
+        Inverse variances of the estimates (:func:`finite_size_weights`); default equal.
     n_replicates : int, optional
-        Replicates per point behind ``boot``: the interval is widened by ``sqrt(n/(n-1))``
-        (``a`` is linear in the per-``d`` estimates, so their under-dispersed resamples
-        carry over).
+        Replicates per point behind ``boot``.
+    laws : tuple of float
+        Exponents ``w_k`` of the candidate laws.
 
     Returns
     -------
     dict
-        ``a`` (d -> inf limit), ``b``, ``ci_low``, ``ci_high`` (NaN without ``boot``),
-        ``n_d``.  O(n B) time.
+        ``a`` (averaged limit), ``b`` and ``law`` (coefficient and exponent of the law of
+        largest weight), ``law_weight`` (its weight), ``ci_low``, ``ci_high`` (NaN without
+        ``boot``), ``n_d``. O(K n B) time.
     """
     d = np.asarray(d, dtype=float)
     y = np.asarray(estimates, dtype=float)
-    x = d ** (-exponent)
     w = np.ones(d.size) if weights is None else np.asarray(weights, dtype=float)
-    ok = np.isfinite(y) & np.isfinite(x)
+    ok = np.isfinite(y) & (d > 0)
     nan = float("nan")
-    if np.unique(x[ok]).size < 2:
-        return {"a": nan, "b": nan, "ci_low": nan, "ci_high": nan, "n_d": float(ok.sum())}
-    a, b, _ = _weighted_line(x, y, np.where(ok, w, 0.0))
-    result = {"a": float(a), "b": float(b), "ci_low": nan, "ci_high": nan, "n_d": float(ok.sum())}
-    if boot is not None:
-        bt = np.asarray(boot, dtype=float).T  # (B, n)
-        mask = np.isfinite(bt) & ok
-        ab, _, nb = _weighted_line(x, bt, np.where(mask, w, 0.0))
-        ab = ab[nb == ok.sum()]
-        ab = ab[np.isfinite(ab)]
-        if ab.size >= 2:
-            tail = (1.0 - level) / 2.0
-            ci = _widen(np.quantile(ab, [tail, 1.0 - tail]), float(a), n_replicates)
-            result.update(ci_low=float(ci[0]), ci_high=float(ci[1]))
+    result = {"a": nan, "b": nan, "law": nan, "law_weight": nan, "ci_low": nan, "ci_high": nan}
+    result["n_d"] = float(np.unique(d[ok]).size)
+    if result["n_d"] < 2:
+        return result
+    exponents = np.asarray(laws, dtype=float)
+    w_ok = np.where(ok, w, 0.0)
+    a_k, b_k, chi2 = _law_lines(d, np.where(ok, y, 0.0), w_ok, exponents)
+    p = law_weights(chi2)
+    best = int(np.argmax(p))
+    result.update(
+        a=float(p @ a_k), b=float(b_k[best]), law=float(exponents[best]), law_weight=float(p[best])
+    )
+    if boot is None:
+        return result
+    samples = np.asarray(boot, dtype=float).T  # (B, n)
+    samples = samples[np.all(np.isfinite(samples[:, ok]), axis=1)]
+    if samples.shape[0] < 2:
+        return result
+    boot_a, _, _ = _law_lines(d, np.where(ok, samples, 0.0), w_ok, exponents)  # (B, K)
+    n = n_replicates or 0
+    spread = np.sqrt(n / (n - 1.0)) if n >= 2 else 1.0
+    boot_a = a_k + spread * (boot_a - a_k)
+    ci = mixture_interval(boot_a, p, level)
+    result.update(ci_low=float(ci[0]), ci_high=float(ci[1]))
     return result
 
 
 def finite_size_thresholds(
-    thresholds: xr.Dataset, *, exponent: float = DEFAULT_EXPONENT, level: float = DEFAULT_LEVEL
+    thresholds: xr.Dataset, *, level: float = DEFAULT_LEVEL
 ) -> xr.Dataset | None:
-    """Apply :func:`finite_size_fit` and :func:`finite_size_exponent_fit` along ``d`` to
-    every curve of :func:`estimate_thresholds`, each ``d`` weighted by the inverse variance
-    of its bootstrap crossings (:func:`finite_size_weights`).
+    """Apply :func:`finite_size_fit` along ``d`` to every curve of
+    :func:`estimate_thresholds`, each ``d`` weighted by the inverse variance of its
+    bootstrap crossings (:func:`finite_size_weights`).
 
     Returns
     -------
     xarray.Dataset or None
-        ``fss_limit``, ``fss_slope``, ``fss_ci_low``, ``fss_ci_high``, ``fss_n_d`` and the
-        free-exponent ``fss_exponent_*``, ``fss_limit_free*`` on the curve axes without
-        ``d`` (plus ``transition``); None when the sweep has a single ``d``.
+        ``fss_limit``, ``fss_slope``, ``fss_ci_low``, ``fss_ci_high``, ``fss_n_d``,
+        ``fss_law``, ``fss_law_weight`` on the curve axes without ``d`` (plus
+        ``transition``); None when the sweep has a single ``d``. O(curves x K x d x B).
     """
     if "d" not in thresholds.dims or thresholds.sizes["d"] < 2:
         return None
@@ -841,169 +879,64 @@ def finite_size_thresholds(
     n_rep = int(thresholds.sizes["replicate"]) if "replicate" in thresholds.dims else None
     d = np.asarray(est["d"].values, dtype=float)
     shape = tuple(est.sizes[o] for o in other)
-    fields = ("a", "b", "ci_low", "ci_high", "n_d")
-    free = (
-        "exponent",
-        "exponent_ci_low",
-        "exponent_ci_high",
-        "limit",
-        "limit_ci_low",
-        "limit_ci_high",
-    )
-    out = {f: np.full(shape, np.nan) for f in (*fields, *free)}
+    out = {name: np.full(shape, np.nan) for name in FSS_FIELDS}
     for index in np.ndindex(*shape):
         sel = (slice(None), *index)
-        weights = finite_size_weights(boot.values[sel], d.size)
         fit = finite_size_fit(
             d,
             est.values[sel],
             boot.values[sel],
-            exponent=exponent,
             level=level,
-            weights=weights,
+            weights=finite_size_weights(boot.values[sel], d.size),
             n_replicates=n_rep,
         )
-        for f in fields:
-            out[f][index] = fit[f]
-        fitted = finite_size_exponent_fit(
-            d, est.values[sel], boot.values[sel], level=level, weights=weights, n_replicates=n_rep
-        )
-        for f in free:
-            out[f][index] = fitted[f]
+        for name, key in FSS_FIELDS.items():
+            out[name][index] = fit[key]
     coords = {o: est[o] for o in other}
-
-    def da(values: np.ndarray, long_name: str, units: str = "1") -> xr.DataArray:
-        """Attributes here describe the fit; the writer labels them from the contract's
-        table (``attnrmt.contract.VARIABLE_ATTRS``)."""
-        return xr.DataArray(
-            values, dims=other, coords=coords, attrs={"long_name": long_name, "units": units}
-        )
-
+    # attributes come from the contract's table (attnrmt.contract.VARIABLE_ATTRS)
     return xr.Dataset(
-        {
-            "fss_limit": da(out["a"], "threshold extrapolated to d -> inf"),
-            "fss_slope": da(out["b"], "coefficient of d^(-exponent)"),
-            "fss_ci_low": da(out["ci_low"], "CI low of the d -> inf limit"),
-            "fss_ci_high": da(out["ci_high"], "CI high of the d -> inf limit"),
-            "fss_n_d": da(out["n_d"], f"d values in the fit (a verdict needs >= {MIN_FSS_D})", "1"),
-            "fss_exponent_fit": da(out["exponent"], "fitted exponent of the approach", "1"),
-            "fss_exponent_ci_low": da(out["exponent_ci_low"], "CI low of the exponent", "1"),
-            "fss_exponent_ci_high": da(out["exponent_ci_high"], "CI high of the exponent", "1"),
-            "fss_limit_free": da(out["limit"], "d -> inf limit with the fitted exponent"),
-            "fss_limit_free_ci_low": da(out["limit_ci_low"], "CI low of fss_limit_free"),
-            "fss_limit_free_ci_high": da(out["limit_ci_high"], "CI high of fss_limit_free"),
-        },
+        {name: xr.DataArray(values, dims=other, coords=coords) for name, values in out.items()},
         attrs={
-            "fss_exponent": exponent,
+            "fss_laws": list(FSS_LAWS),
             "fss_min_d": MIN_FSS_D,
             "fss_weights": "inverse variance of the per-d bootstrap crossings",
         },
     )
 
 
-def _exponent_scan(d: np.ndarray, y: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, ...]:
-    """Weighted least squares of ``y = a + b d^(-w)`` over :data:`EXPONENT_GRID`
-    (vectorised over the leading axes of ``y``): for each ``w`` the line in ``x = d^(-w)``
-    is exact, so the best ``w`` is the grid point of least weighted residual (weight 0
-    leaves a point out). Returns ``(a, b, w)``.
-
-    O(len(EXPONENT_GRID) x size of y) time.
-    """
-    x = d[None, :] ** (-EXPONENT_GRID[:, None])  # (W, n)
-    xs = np.broadcast_to(x, (*y.shape[:-1], *x.shape))  # (..., W, n)
-    ys = np.broadcast_to(y[..., None, :], xs.shape)
-    ws = np.broadcast_to(np.asarray(weights, dtype=float)[..., None, :], xs.shape)
-    a, b, _ = _weighted_line(xs, ys, ws)
-    residual = np.where(ws > 0, ys - a[..., None] - b[..., None] * xs, 0.0)
-    cost = np.where(np.isfinite(a), np.sum(ws * residual**2, axis=-1), np.inf)
-    best = np.argmin(cost, axis=-1)[..., None]
-    pick = lambda values: np.take_along_axis(values, best, axis=-1)[..., 0]  # noqa: E731
-    return pick(a), pick(b), EXPONENT_GRID[best[..., 0]]
-
-
-def finite_size_exponent_fit(
-    d: np.ndarray,
-    estimates: np.ndarray,
-    boot: np.ndarray | None = None,
-    *,
-    level: float = DEFAULT_LEVEL,
-    weights: np.ndarray | None = None,
-    n_replicates: int | None = None,
-) -> dict[str, float]:
-    """Fit ``estimate(d) = a + b d^(-w)`` with the exponent ``w`` free (the measured
-    finite-size law; docs/thresholds.md, "Finite-size scaling").
-
-    BBP fluctuations suggest ``w = 1/3`` next to the bulk edge and ``w = 1/2`` for an
-    outlier well outside it; the fit says which the data follow. ``w`` is searched on
-    :data:`EXPONENT_GRID` (weighted least squares with ``weights``, default equal; linear in
-    ``a``, ``b`` at each ``w``); CIs are percentiles of the same fit on each bootstrap
-    column of ``boot`` (n, B), the limit's widened by ``sqrt(n/(n-1))`` for
-    ``n_replicates`` as in :func:`finite_size_fit` (the exponent's is not: it is no linear
-    statistic). Needs at least :data:`MIN_EXPONENT_D` finite estimates, otherwise NaN.
-
-    Returns
-    -------
-    dict
-        ``exponent``, ``exponent_ci_low``, ``exponent_ci_high``, ``limit`` (``a``),
-        ``limit_ci_low``, ``limit_ci_high``.
-    """
-    d = np.asarray(d, dtype=float)
-    y = np.asarray(estimates, dtype=float)
-    w = np.ones(d.size) if weights is None else np.asarray(weights, dtype=float)
-    ok = np.isfinite(y) & (d > 0)
-    nan = float("nan")
-    result = {
-        key: nan
-        for key in (
-            "exponent",
-            "exponent_ci_low",
-            "exponent_ci_high",
-            "limit",
-            "limit_ci_low",
-            "limit_ci_high",
-        )
-    }
-    if np.unique(d[ok]).size < MIN_EXPONENT_D:
-        return result
-    a, _, exponent = _exponent_scan(d, y, np.where(ok, w, 0.0))
-    result.update(exponent=float(exponent), limit=float(a))
-    if boot is not None:
-        samples = np.asarray(boot, dtype=float).T  # (B, n)
-        complete = np.all(np.isfinite(samples[:, ok]), axis=1)
-        if complete.sum() >= 2:
-            boot_a, _, boot_w = _exponent_scan(d[ok], samples[complete][:, ok], w[ok])
-            tail = (1.0 - level) / 2.0
-            low_w, high_w = np.quantile(boot_w, [tail, 1.0 - tail])
-            ci_a = _widen(np.quantile(boot_a, [tail, 1.0 - tail]), float(a), n_replicates)
-            result.update(
-                exponent_ci_low=float(low_w),
-                exponent_ci_high=float(high_w),
-                limit_ci_low=float(ci_a[0]),
-                limit_ci_high=float(ci_a[1]),
-            )
-    return result
+#: analysis.zarr variables of :func:`finite_size_thresholds` -> keys of
+#: :func:`finite_size_fit`.
+FSS_FIELDS = {
+    "fss_limit": "a",
+    "fss_slope": "b",
+    "fss_ci_low": "ci_low",
+    "fss_ci_high": "ci_high",
+    "fss_n_d": "n_d",
+    "fss_law": "law",
+    "fss_law_weight": "law_weight",
+}
 
 
 __all__ = [
     "CURVE_RESAMPLING",
-    "DEFAULT_EXPONENT",
     "DEFAULT_LEVEL",
     "DEFAULT_MARGIN",
     "DEFAULT_N_BOOT",
-    "EXPONENT_GRID",
     "FREE_SLOPE",
-    "MIN_EXPONENT_D",
+    "FSS_FIELDS",
+    "FSS_LAWS",
     "MIN_FSS_D",
     "SHARED_SLOPE",
     "SLOPES_DIFFER",
     "SLOPE_CONSISTENCY_P",
     "estimate_thresholds",
-    "finite_size_exponent_fit",
     "finite_size_fit",
     "finite_size_thresholds",
     "finite_size_weights",
     "fit_threshold",
     "fit_thresholds_shared_slope",
+    "law_weights",
+    "mixture_interval",
     "shares_noise",
     "theta_hat",
 ]
