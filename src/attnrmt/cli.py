@@ -291,6 +291,29 @@ def _watch_status(run_plan: Any, run_dir: Path, seconds: float) -> int:
         return EXIT_OK
 
 
+def command_verify(args: argparse.Namespace) -> int:
+    """``attnrmt verify``: the full check of every sweep's stores (every byte against its
+    digest record; docs/data-contract.md, "Integrity"); one line per damaged store, exit 1
+    if any."""
+    from attnrmt.sweep.store.integrity import heal_hint, sweep_damage
+
+    run_dir = Path(args.run_dir)
+    if not run_dir.is_dir():
+        print(f"attnrmt verify: {run_dir}: no such directory", file=sys.stderr)
+        return EXIT_USAGE
+    damaged = checked = 0
+    for sweep_dir in sorted(path for path in run_dir.iterdir() if path.is_dir()):
+        for name, problems in sweep_damage(sweep_dir, full=True).items():
+            damaged += 1
+            print(f"{sweep_dir.name}/{name}: DAMAGED: " + "; ".join(problems))
+        checked += 1
+    if damaged:
+        print(f"{damaged} damaged store(s); heal them with {heal_hint()}")
+        return EXIT_REFUSED
+    print(f"{run_dir}: {checked} sweep folder(s), every recorded byte intact")
+    return EXIT_OK
+
+
 def command_run(args: argparse.Namespace) -> int:
     """``attnrmt run``: validate (printing ``attnrmt validate``'s line), Snakemake with the
     profile, report, summary (:func:`attnrmt.driver.run_pipeline`); ``--dry-run``
@@ -681,6 +704,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     provenance.add_argument("--json", action="store_true", help="print JSON")
     provenance.set_defaults(handler=command_provenance)
+
+    verify = commands.add_parser(
+        "verify", help="check every byte of a run's stores against their digest records"
+    )
+    verify.add_argument("run_dir", help="results/<run> directory")
+    verify.set_defaults(handler=command_verify)
 
     run = commands.add_parser(
         "run", help="a whole run: validate, Snakemake with a profile, report, summary"

@@ -85,7 +85,13 @@ def open_store(path: str | os.PathLike[str]) -> xr.Dataset:
     bytes per cell with ``top_k = 3`` (measured: ``docs/scaling.md``, "End to end with
     tiny cells"). Other stores are inspected
     (:func:`attnrmt.sweep.store.grid.has_consolidated_metadata`) rather than opened with
-    ``consolidated=None``, which warns on a store without consolidated metadata."""
+    ``consolidated=None``, which warns on a store without consolidated metadata. A store
+    with a digest record is checked first (:func:`attnrmt.sweep.store.integrity.damage`,
+    quick; docs/data-contract.md, "Integrity"): a damaged one raises ``DamagedStore``."""
+    from attnrmt.sweep.store.integrity import DamagedStore, damage, damaged_message, digest_path
+
+    if digest_path(path).is_file() and (problems := damage(path)):
+        raise DamagedStore(damaged_message(problems))
     if Path(path).name == "cells.zarr":
         from attnrmt.sweep.store.cell_table.reader import open_cells
 
@@ -363,6 +369,7 @@ def write_tables(
         The config's ``analysis:`` and ``weight_models:`` blocks.
     """
     started = time.perf_counter()
+    from attnrmt.sweep.store.integrity import record_products
     from attnrmt.sweep.store.layout import RunLayout
 
     run = RunLayout(run_dir)
@@ -395,6 +402,7 @@ def write_tables(
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         frame.to_csv(path, index=False, float_format="%.6g")
         result[name] = frame
+    record_products(run_dir, outputs.values())  # docs/data-contract.md, "Integrity"
     seconds = time.perf_counter() - started
     append_log(log_path, f"tables for {len(sweeps)} sweeps in {seconds:.2f} s")
     return result
