@@ -161,7 +161,8 @@ def test_a_changed_product_is_named_and_removed_for_its_rule(run: tuple[Any, Pat
     tables[0].write_text("a,b\n1,3\n")
     lines = integrity.heal_run(run_dir, ["grid"])
     assert lines == [
-        f"attnrmt run: {tables[0]}: checksum differs from the record: rewritten by this run"
+        f"attnrmt run: damaged product {tables[0]}: checksum differs from the record: "
+        "rewritten by this run"
     ]
     assert not tables[0].exists() and tables[1].exists()
 

@@ -204,7 +204,7 @@ def heal_run(run_dir: str | os.PathLike[str], sweeps: Iterable[str]) -> list[str
     lines = []
     for problem in products_damage(run_dir):
         Path(problem.split(": ", 1)[0]).unlink(missing_ok=True)
-        lines.append(f"attnrmt run: {problem}: rewritten by this run")
+        lines.append(f"attnrmt run: damaged product {problem}: rewritten by this run")
     for sweep in sweeps:
         sweep_dir = Path(run_dir) / sweep
         found = sweep_damage(sweep_dir, full=True)
