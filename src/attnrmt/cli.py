@@ -371,10 +371,15 @@ def command_submit(args: argparse.Namespace) -> int:
 
 
 def command_validate(args: argparse.Namespace) -> int:
-    """``attnrmt validate``: schema + semantic checks, one-line summary."""
+    """``attnrmt validate``: schema + semantic checks, the size limits
+    (:mod:`attnrmt.sweep.spec.bounds`, skipped with ``--force``), one-line summary."""
     from attnrmt.sweep import plan_run
+    from attnrmt.sweep.spec.bounds import plan_problems
+    from attnrmt.sweep.spec.config import ConfigError
 
     valid = _load(args)
+    if not getattr(args, "force", False) and (problems := plan_problems(valid.config)):
+        raise ConfigError(*problems)
     run_plan = plan_run(valid.config, valid.sweeps)
     n_cells = sum(len(sweep.cells) for sweep in run_plan.sweeps.values())
     names = ", ".join(run_plan.sweeps)
@@ -637,6 +642,9 @@ EPILOG = (
 )
 
 
+FORCE_HELP = "plan a sweep beyond the size limits (cells, memory per cell, core days)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``attnrmt`` argument parser (plain-text help)."""
     from attnrmt import __version__
@@ -649,6 +657,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     validate = commands.add_parser("validate", help="check a config (schema + semantics)")
     validate.add_argument("config", help="YAML config file")
+    validate.add_argument("--force", action="store_true", help=FORCE_HELP)
     validate.set_defaults(handler=command_validate)
 
     plan = commands.add_parser("plan", help="cells, blocks, progress and estimated cost")
@@ -809,6 +818,7 @@ def _add_run_arguments(parser: argparse.ArgumentParser) -> None:
     from attnrmt.workflow import shipped_profiles
 
     parser.add_argument("config", help="YAML config file")
+    parser.add_argument("--force", action="store_true", help=FORCE_HELP)
     parser.add_argument(
         "--profile",
         default=DEFAULT_PROFILE,
