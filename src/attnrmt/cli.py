@@ -29,6 +29,7 @@ model no sweep uses) go to stderr and do not fail.
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import math
 import os
@@ -858,9 +859,11 @@ def _one_line(message: str) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``attnrmt`` console script; returns the exit code.
 
-    Bare ``attnrmt`` prints the usage (exit 2). A closed pipe (``attnrmt plan ... | head``)
-    ends the command quietly, as for other Unix tools. Zarr's I/O thread, if a command
-    started it, is stopped before returning (:mod:`attnrmt.sweep.store.zarr_io`).
+    Bare ``attnrmt`` prints the usage (exit 2). A file the command may not write (a
+    read-only results folder or ``HOME``) is one sentence naming it (exit 1). A closed
+    pipe (``attnrmt plan ... | head``) ends the command quietly, as for other Unix tools.
+    Zarr's I/O thread, if a command started it, is stopped before returning
+    (:mod:`attnrmt.sweep.store.zarr_io`).
     """
     from attnrmt.extras import MissingExtra
     from attnrmt.sweep.spec.config import ConfigError
@@ -886,6 +889,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return EXIT_BROKEN_PIPE
+    except OSError as error:
+        if error.errno not in (errno.EACCES, errno.EPERM, errno.EROFS) or not error.filename:
+            raise
+        print(
+            f"attnrmt {args.command}: error: cannot write {error.filename}: {error.strerror} "
+            "(a read-only results folder or HOME: make it writable, or run where it is)",
+            file=sys.stderr,
+        )
+        return EXIT_REFUSED
     finally:
         from attnrmt.sweep.store.zarr_io import stop_zarr_io
 
