@@ -273,6 +273,22 @@ TARGETS: tuple[Target, ...] = (
         ok_key="integrity_verify_ok",
         constant="bench_integrity.VERIFY_SHARE_TARGET",
     ),
+    Target(
+        "bench_chaos",
+        ("chaos_after_silent",),
+        "<=",
+        0.0,
+        "faults after a complete run whose rerun exited 0 with wrong results (issue 34)",
+    ),
+    Target(
+        "bench_verify",
+        ("verify_quick_over_read",),
+        "<=",
+        0.10,
+        "store quick check (sizes, metadata checksums) / an open_results read of 10,000 cells",
+        ok_key="verify_quick_ok",
+        constant="bench_verify.QUICK_SHARE_TARGET",
+    ),
 )
 
 
