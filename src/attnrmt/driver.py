@@ -51,7 +51,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -326,6 +326,7 @@ def execute_run(
             display,
             signal_handlers,
             summary_stream,
+            valid.config.get("analysis"),
         )
     finally:
         release_writer_lock(run_dir)
@@ -342,8 +343,12 @@ def _execute_steps(
     display: Any,
     signal_handlers: bool,
     summary_stream: Any,
+    analysis_settings: Mapping[str, Any] | None = None,
 ) -> RunOutcome:
-    """:func:`execute_run`'s steps, with the run folder's writer lock held."""
+    """:func:`execute_run`'s steps, with the run folder's writer lock held; first the
+    stores are checked against their records and the config (docs/data-contract.md,
+    "Integrity")."""
+    from attnrmt.analysis.pipeline import settings_sha256
     from attnrmt.run_output import OutputSplitter, message_key
     from attnrmt.sweep.report.progress_bar import ProgressTicker, choose_display
     from attnrmt.sweep.report.summary import run_summary
@@ -358,7 +363,7 @@ def _execute_steps(
     expected = {name: sweep.config_sha256 for name, sweep in run_plan.sweeps.items()}
     for line in [  # docs/data-contract.md, "Integrity"
         *heal_run(run_dir, run_plan.sweeps),
-        *outdated_run(run_dir, expected),
+        *outdated_run(run_dir, expected, settings_sha256(analysis_settings)),
     ]:
         ticker.message(line)
     ticker.start()

@@ -15,6 +15,7 @@ from attnrmt.analysis.pipeline import (
     analysis_dataset,
     analyze_sweep,
     decode_bounds,
+    settings_sha256,
     settings_with_defaults,
     sweep_tables,
     write_tables,
@@ -337,6 +338,7 @@ def test_listing_the_models_in_another_order_changes_no_value() -> None:
     settings = {**SETTINGS, "bootstrap": 20}
     analysis = analysis_dataset(cells, theory, settings)
     flipped = analysis_dataset(cells.sel(reverse), theory.sel(reverse), settings)
+    assert analysis.attrs["analysis_settings_sha256"] == settings_sha256(settings)
     by_name = {axis: analysis[axis].values for axis in reverse}
     xr.testing.assert_identical(flipped.sel(by_name), analysis)
     tables = sweep_tables("s", cells, theory, analysis, settings, WEIGHT_MODELS)

@@ -61,6 +61,17 @@ def settings_with_defaults(settings: Mapping[str, Any] | None) -> dict[str, Any]
     return with_defaults(settings, "analysis")
 
 
+def settings_sha256(settings: Mapping[str, Any] | None) -> str:
+    """SHA-256 of the complete analysis settings (canonical JSON), stored with
+    ``analysis.zarr`` so a rerun sees a change of them without Snakemake's metadata
+    (docs/data-contract.md, "Integrity"). O(settings)."""
+    import hashlib
+    import json
+
+    text = json.dumps(settings_with_defaults(settings), sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
 def ci_settings(settings: Mapping[str, Any]) -> dict[str, Any]:
     """Keyword arguments of every replicate CI (:func:`attnrmt.analysis._common.mean_ci`)
     from a complete ``analysis:`` block: ``level``, ``n_boot``, ``seed``."""
@@ -174,6 +185,7 @@ def analysis_dataset(
                 " one slope shared across d unless the per-d slopes differ"
             ),
             "spectrum": spectrum,
+            "analysis_settings_sha256": settings_sha256(settings),
         }
     )
     if spectrum == "top":
@@ -422,6 +434,7 @@ __all__ = [
     "objectify_strings",
     "open_store",
     "placeholder_note",
+    "settings_sha256",
     "settings_with_defaults",
     "sweep_tables",
     "write_tables",

@@ -217,3 +217,21 @@ def test_attnrmt_verify_checks_every_byte(
     assert cli.main(["verify", str(sweep_dir.parent)]) == cli.EXIT_REFUSED
     out = capsys.readouterr().out
     assert f"grid/cells.zarr: DAMAGED: {chunk}: checksum" in out and "attnrmt run" in out
+
+
+def test_an_analysis_of_other_settings_is_removed_for_rebuild(run: tuple[Any, Path]) -> None:
+    """``analysis.zarr`` keeps the digest of the analysis settings it was made with; other
+    settings (here another bootstrap count) remove it before the rerun, the same keep it."""
+    from attnrmt.analysis.pipeline import settings_sha256
+
+    plan, sweep_dir = run
+    sha = plan.sweeps["grid"].config_sha256
+    attrs = {"config_sha256": sha, "analysis_settings_sha256": settings_sha256({})}
+    store.write_zarr_atomically(xr.Dataset(attrs=attrs), sweep_dir / "analysis.zarr")
+    assert integrity.outdated_run(sweep_dir.parent, {"grid": sha}, settings_sha256({})) == []
+    lines = integrity.outdated_run(
+        sweep_dir.parent, {"grid": sha}, settings_sha256({"bootstrap": 7})
+    )
+    assert len(lines) == 1 and "grid/analysis.zarr holds another analysis settings" in lines[0]
+    assert not (sweep_dir / "analysis.zarr").exists()
+    assert (sweep_dir / "cells.zarr").exists() and (sweep_dir / "theory.zarr").exists()

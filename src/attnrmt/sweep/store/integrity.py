@@ -227,20 +227,25 @@ def heal_run(run_dir: str | os.PathLike[str], sweeps: Iterable[str]) -> list[str
     return lines
 
 
-def stored_config_sha256(store: Path) -> str | None:
-    """The ``config_sha256`` attribute in a store's root ``zarr.json`` (None without)."""
+def stored_attribute(store: Path, name: str) -> str | None:
+    """An attribute in a store's root ``zarr.json`` (None without)."""
     try:
         attrs = json.loads((store / "zarr.json").read_text(encoding="utf-8"))["attributes"]
-        return str(attrs["config_sha256"])
+        return str(attrs[name])
     except (OSError, ValueError, KeyError, TypeError):
         return None
 
 
-def outdated_run(run_dir: str | os.PathLike[str], expected: Mapping[str, str]) -> list[str]:
+def outdated_run(
+    run_dir: str | os.PathLike[str],
+    expected: Mapping[str, str],
+    analysis_sha256: str | None = None,
+) -> list[str]:
     """Before a rerun: remove each store of a sweep made for another config of it (its
     ``config_sha256`` attribute, the digest of the sweep's canonical config, against
-    ``expected``, ``{sweep: config_sha256}`` of the plan), so that the rerun rebuilds it
-    from what the config says now, without Snakemake's metadata; of the cells only the
+    ``expected``, ``{sweep: config_sha256}`` of the plan; for ``analysis.zarr`` also its
+    ``analysis_settings_sha256`` against ``analysis_sha256``), so that the rerun rebuilds
+    it from what the config says now, without Snakemake's metadata; of the cells only the
     ``cells.zarr`` snapshot (the gather then updates the cell table with the plan's
     cells). One line per removed store. O(sweeps) small reads."""
     import shutil
@@ -249,14 +254,20 @@ def outdated_run(run_dir: str | os.PathLike[str], expected: Mapping[str, str]) -
     for sweep, sha in expected.items():
         for name in SWEEP_STORES:
             store = Path(run_dir) / sweep / name
-            stored = stored_config_sha256(store)
-            if stored is not None and stored != sha:
-                shutil.rmtree(store, ignore_errors=True)
-                digest_path(store).unlink(missing_ok=True)
-                lines.append(
-                    f"attnrmt run: {sweep}/{name} holds another config of the sweep "
-                    f"(config_sha256 {stored[:12]}, now {sha[:12]}): rebuilt by this run"
-                )
+            wanted = {"config_sha256": sha}
+            if name == "analysis.zarr" and analysis_sha256 is not None:
+                wanted["analysis_settings_sha256"] = analysis_sha256
+            for key, value in wanted.items():
+                stored = stored_attribute(store, key)
+                if stored is not None and stored != value:
+                    shutil.rmtree(store, ignore_errors=True)
+                    digest_path(store).unlink(missing_ok=True)
+                    what = "config of the sweep" if key == "config_sha256" else "analysis settings"
+                    lines.append(
+                        f"attnrmt run: {sweep}/{name} holds another {what} ({key} "
+                        f"{stored[:12]}, now {value[:12]}): rebuilt by this run"
+                    )
+                    break
     return lines
 
 
@@ -300,7 +311,7 @@ __all__ = [
     "products_damage",
     "record_products",
     "require_intact",
-    "stored_config_sha256",
+    "stored_attribute",
     "sweep_damage",
     "write_digest",
 ]
