@@ -674,7 +674,7 @@ def main() -> dict[str, Any]:
     """The chaos trials."""
     warnings.simplefilter("ignore")
     result = chaos() if FAULTS else {}
-    result.update(chaos_after())
+    result.update(chaos_after() if AFTER else {})
     result["target"] = (
         f"every fault survived, 0 extra cells, every stop <= 5 s, 0 silent, N + M >= 50 "
         f"(N = {FAULTS}, M = {AFTER})"
