@@ -3,10 +3,11 @@
 
 Each array chunk carries Zarr v3's own ``crc32c`` codec (a flipped byte fails its read,
 also through plain Zarr or xarray); a codec cannot see a deleted chunk (Zarr reads the
-fill value) or a damaged ``zarr.json``. So each writer of a store (``cell_table.zarr`` and
-its ``cells.zarr`` snapshot, ``theory.zarr``, ``analysis.zarr``) and of a product (CSV,
-PNG) records, in ``<name>.digest.json`` beside it, the size and CRC-32C of every file it
-wrote. Checks:
+fill value) or a damaged ``zarr.json``. So each writer of a store (the ``cells.zarr``
+snapshot, whose record also covers the ``cell_table.zarr`` files it links, ``theory.zarr``,
+``analysis.zarr``) records, in ``<name>.digest.json`` beside it, the size and CRC-32C of
+every file it wrote; the products (CSV, PNG) are recorded in the run's
+:data:`PRODUCTS_RECORD`. Checks:
 
 - **quick** (what :func:`attnrmt.open_results` and the analysis do): every recorded file
   present with its size, every ``zarr.json`` (and product file) with its CRC-32C;
