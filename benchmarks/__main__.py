@@ -281,6 +281,22 @@ TARGETS: tuple[Target, ...] = (
         "misses of finite_vocab by a 95% threshold CI (per d and d -> inf) in 20 real studies",
         constant="bench_coverage.MAX_MISSES_OF_20",
     ),
+    Target(
+        "bench_chaos",
+        ("chaos_after_silent",),
+        "<=",
+        0.0,
+        "faults after a complete run whose rerun exited 0 with wrong results (issue 34)",
+    ),
+    Target(
+        "bench_verify",
+        ("verify_quick_over_read",),
+        "<=",
+        0.10,
+        "store quick check (sizes, metadata checksums) / an open_results read of 10,000 cells",
+        ok_key="verify_quick_ok",
+        constant="bench_verify.QUICK_SHARE_TARGET",
+    ),
 )
 
 

@@ -19,6 +19,18 @@ command (what the integrity checks cost: bench_integrity.py).
     the live run. Reported: faults survived / tried, cells the rerun computed beyond
     those unfinished on disk after the fault (``extra_cells``: 0 is the target), and the
     slowest stop (SIGTERM/SIGINT to every process gone; target 5 s).
+
+``chaos_after_*``
+    ``M`` (``ATTNRMT_BENCH_CHAOS_AFTER``, default 24) trials on a copy of a complete clean
+    run (docs/data-contract.md, "Integrity"), kinds of :data:`AFTER_KINDS` in turn: a
+    store chunk (snapshot, table, theory, analysis, a grid version) with 4 bytes flipped,
+    deleted or truncated; the ``zarr.json`` of the table and the snapshot deleted; a CSV
+    changed; ``.snakemake/`` removed before a config edit (one more snr value); the models
+    listed in another order (compared by value: rows sorted, name axes selected); the run
+    record deleted before a run of another config file (which must be refused), then the
+    owner's run. Then ``attnrmt run`` once. A trial is **silent** when the rerun exits 0
+    with results that differ from the clean run's; it survives when the results are
+    identical and the rerun named what it redid (``damaged`` or ``another config``).
 Run with ``python -m benchmarks bench_chaos``.
 """
 
@@ -83,6 +95,27 @@ KINDS = tuple(
     )
 )
 """Fault kinds, taken in turn (``ATTNRMT_BENCH_CHAOS_KINDS``: a comma-separated subset)."""
+AFTER = int(os.environ.get("ATTNRMT_BENCH_CHAOS_AFTER", "24"))
+AFTER_KINDS = tuple(
+    os.environ.get("ATTNRMT_BENCH_CHAOS_AFTER_KINDS", "").split(",")
+    if os.environ.get("ATTNRMT_BENCH_CHAOS_AFTER_KINDS")
+    else (
+        "flip_snapshot_chunk",
+        "delete_snapshot_chunk",
+        "delete_both_chunks",
+        "flip_theory_chunk",
+        "flip_analysis_chunk",
+        "delete_zarr_json",
+        "flip_grid_chunk",
+        "truncate_table_chunk",
+        "change_csv",
+        "lost_metadata_config_edit",
+        "reordered_lists",
+        "deleted_record",
+    )
+)
+"""Faults after a complete run (``chaos_after_*``), taken in turn
+(``ATTNRMT_BENCH_CHAOS_AFTER_KINDS``: a comma-separated subset)."""
 STOP_TARGET_SECONDS = 5.0
 RUN_TIMEOUT_SECONDS = 900.0
 
@@ -300,12 +333,12 @@ def _workers(snakemake: int) -> set[int]:
     return found
 
 
-def _run_args() -> list[str]:
+def _run_args(config: str = "config.yaml") -> list[str]:
     from tests.e2e.helpers import DEFAULT_PROFILE, SNAKEFILE
 
     return [
         "run",
-        "config.yaml",
+        config,
         "--snakefile",
         str(SNAKEFILE),
         "--profile",
@@ -441,15 +474,210 @@ def run_trial(
     return trial
 
 
+# --------------------------------------------------------------------------- after a run
+
+
+def _chunk(store: Path, variable: str, rng: np.random.Generator) -> Path:
+    chunks = sorted(path for path in (store / variable / "c").rglob("*") if path.is_file())
+    return chunks[int(rng.integers(len(chunks)))]
+
+
+def _flip4(path: Path) -> None:
+    data = bytearray(path.read_bytes())
+    middle = len(data) // 2
+    data[middle : middle + 4] = bytes(byte ^ 0xFF for byte in data[middle : middle + 4])
+    path.write_bytes(bytes(data))
+
+
+def damage_after(kind: str, workdir: Workdir, rng: np.random.Generator) -> dict[str, Any]:
+    """Apply a fault of :data:`AFTER_KINDS` to a complete run; the config it is rerun
+    with (``None``: the same) and what was done."""
+    sweep = workdir.sweep_dir()
+    table, snap = sweep / "cell_table.zarr", sweep / "cells.zarr"
+    variable = str(rng.choice(["top_eigenvalues", "eigenvalues", "alpha_replicate"]))
+    done: dict[str, Any] = {}
+    if kind == "flip_snapshot_chunk":
+        _flip4(path := _chunk(snap, variable, rng))
+    elif kind == "delete_snapshot_chunk":
+        (path := _chunk(snap, variable, rng)).unlink()
+    elif kind == "delete_both_chunks":
+        path = _chunk(snap, variable, rng)
+        path.unlink()
+        (table / path.relative_to(snap)).unlink()
+    elif kind == "flip_theory_chunk":
+        _flip4(path := _chunk(sweep / "theory.zarr", "sample_outlier", rng))
+    elif kind == "flip_analysis_chunk":
+        _flip4(path := _chunk(sweep / "analysis.zarr", "threshold_estimate", rng))
+    elif kind == "delete_zarr_json":
+        (table / "zarr.json").unlink()
+        (path := snap / "zarr.json").unlink()
+    elif kind == "flip_grid_chunk":
+        grids = [p for p in (table / "grid").rglob("*") if p.is_file() and p.parent.name == "c"]
+        _flip4(path := grids[int(rng.integers(len(grids)))])
+    elif kind == "truncate_table_chunk":
+        path = _chunk(table, variable, rng)
+        path.write_bytes(path.read_bytes()[:-3])
+    elif kind == "change_csv":
+        path = workdir.run_dir / "thresholds.csv"
+        path.write_bytes(path.read_bytes().replace(b",", b";", 1))
+    elif kind == "lost_metadata_config_edit":
+        shutil.rmtree(workdir.path / ".snakemake", ignore_errors=True)
+        workdir.write_config(edited(workdir.config))
+        path = workdir.path / "config.yaml"
+    elif kind == "reordered_lists":
+        shutil.rmtree(workdir.path / ".snakemake", ignore_errors=True)
+        config = json.loads(json.dumps(workdir.config))
+        grid = config["sweeps"]["grid"]
+        grid["weights"], grid["d"] = grid["weights"][::-1], grid["d"][::-1]
+        workdir.write_config(config)
+        path = workdir.path / "config.yaml"
+    else:  # deleted_record: another config file under the same run name must be refused
+        (path := workdir.run_dir / ".attnrmt-run.json").unlink()
+        (workdir.path / "other.yaml").write_text((workdir.path / "config.yaml").read_text())
+        refused = subprocess.run(
+            [str(Path(sys.executable).with_name("attnrmt")), *_run_args("other.yaml")],
+            cwd=workdir.path,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        done["refused"] = refused.returncode != 0 and "config.yaml" in refused.stderr
+    done["damaged"] = str(path.relative_to(workdir.path))
+    return done
+
+
+ORDER_ATTRS = ("config_sha256", "model_summary")
+"""Store attributes that record the config's order of the names (the grid's order)."""
+
+
+def by_value(found: dict[str, Any]) -> dict[str, Any]:
+    """A snapshot in an order-free form: name axes sorted, table rows sorted, the
+    attributes that record the config's order left out."""
+    result = {}
+    for name, value in found.items():
+        if isinstance(value, pd.DataFrame):
+            value = value.sort_values(list(value.columns), kind="stable").reset_index(drop=True)
+        else:
+            value = value.sortby([dim for dim in ("positional", "weights") if dim in value.dims])
+            value.attrs = {k: v for k, v in value.attrs.items() if k not in ORDER_ATTRS}
+        result[name] = value
+    return result
+
+
+def run_after_trial(
+    path: Path,
+    kind: str,
+    clean: Workdir,
+    rng: np.random.Generator,
+    reference: dict[str, Any],
+    reference_edited: dict[str, Any],
+    deterministic: list[str],
+) -> dict[str, Any]:
+    """One fault after a complete run, and the rerun (module docstring)."""
+    trial: dict[str, Any] = {"kind": kind}
+    workdir = clean.copy_to(path)
+    try:
+        trial.update(damage_after(kind, workdir, rng))
+        before = fragment_files(workdir.path)
+        code, output = run_command(workdir)
+        computed = count_cells(written_since(before, fragment_files(workdir.path))).computed
+        new_cells = 8 if kind == "lost_metadata_config_edit" else 0
+        expected = reference_edited if kind == "lost_metadata_config_edit" else reference
+        got = snapshot(workdir) if code == 0 else {}
+        if kind == "reordered_lists":
+            got, expected = by_value(got), by_value(expected)
+        wrong = (
+            [name for name in differences(got, expected) if name not in deterministic]
+            if code == 0
+            else ["(rerun failed)"]
+        )
+        named = kind in ("reordered_lists", "deleted_record") or any(
+            word in output for word in ("damaged", "another config")
+        )
+        trial.update(
+            rerun_exit=code,
+            extra_cells=computed - new_cells,
+            differs=wrong,
+            named=named,
+            silent=code == 0 and bool(wrong),
+        )
+        if kind == "deleted_record":
+            trial["record_recreated"] = (workdir.run_dir / ".attnrmt-run.json").is_file()
+        if code != 0:
+            trial["rerun_output"] = output[-1500:]
+        trial["survived"] = bool(
+            code == 0
+            and not wrong
+            and named
+            and trial.get("refused", True)
+            and trial.get("record_recreated", True)
+        )
+    except Exception as exc:  # a trial that breaks the harness counts as not survived
+        trial.update(survived=False, error=repr(exc)[:500])
+    finally:
+        workdir.close()
+    return trial
+
+
+def chaos_after(n_trials: int = AFTER, seed: int = SEED) -> dict[str, Any]:
+    """The ``chaos_after_*`` trials (module docstring)."""
+    rng = np.random.default_rng(seed + 1)
+    root = Path(tempfile.mkdtemp(prefix="attnrmt-chaos-after-"))
+    base = chaos_config()
+    try:
+        clean = Workdir.create(root / "clean", base)
+        code, output = run_command(clean)
+        if code != 0:
+            raise RuntimeError(f"clean run failed:\n{output[-4000:]}")
+        reference = snapshot(clean)
+        reference_edited, _, _ = clean_run(root, edited(base), "clean-edited")
+        again = clean.copy_to(root / "clean-again")
+        shutil.rmtree(again.path / "results")
+        run_command(again)
+        deterministic = differences(snapshot(again), reference)
+        trials = []
+        for index in range(n_trials):
+            kind = AFTER_KINDS[index % len(AFTER_KINDS)]
+            trial = run_after_trial(
+                root / f"after-{index:02d}",
+                kind,
+                clean,
+                rng,
+                reference,
+                reference_edited,
+                deterministic,
+            )
+            trials.append(trial)
+            print(f"   after {index:2d} {kind:26s} {json.dumps(trial)}", flush=True)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    return {
+        "chaos_after_tried": len(trials),
+        "chaos_after_survived": sum(trial["survived"] for trial in trials),
+        "chaos_after_silent": sum(bool(trial.get("silent")) for trial in trials),
+        "chaos_after_extra_cells": sum(max(trial.get("extra_cells", 0), 0) for trial in trials),
+        "chaos_after_trials": {
+            f"{index:02d} {trial['kind']}": {
+                key: (json.dumps(value) if isinstance(value, list | dict) else value)
+                for key, value in trial.items()
+                if key != "kind"
+            }
+            for index, trial in enumerate(trials)
+        },
+    }
+
+
 # --------------------------------------------------------------------------- integrity
 
 
 def main() -> dict[str, Any]:
     """The chaos trials."""
     warnings.simplefilter("ignore")
-    result = chaos()
+    result = chaos() if FAULTS else {}
+    result.update(chaos_after() if AFTER else {})
     result["target"] = (
-        f"every fault survived, 0 extra cells, every stop <= 5 s, N >= 30 (N = {FAULTS})"
+        f"every fault survived, 0 extra cells, every stop <= 5 s, 0 silent, N + M >= 50 "
+        f"(N = {FAULTS}, M = {AFTER})"
     )
     return result
 

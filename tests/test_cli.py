@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -420,3 +422,19 @@ def test_run_dry_run_uses_the_shipped_workflow_from_any_directory(
         cli.main(["run", str(CONFIGS / "tiny.yaml"), "--cores", "0"])
     assert refused.value.code == 2
     assert "'0': a positive number of cores, or all" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("code", [errno.EROFS, errno.EACCES])
+def test_a_read_only_folder_is_one_sentence_not_a_traceback(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], code: int
+) -> None:
+    """A results folder or HOME the command may not write: one line naming the file."""
+
+    def refuse(args: Any) -> int:
+        raise OSError(code, os.strerror(code), "/data/results/run/.attnrmt-run.json")
+
+    monkeypatch.setattr(cli, "command_validate", refuse)
+    assert cli.main(["validate", "x.yaml"]) == cli.EXIT_REFUSED
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert "cannot write /data/results/run/.attnrmt-run.json" in err and "read-only" in err

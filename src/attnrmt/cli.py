@@ -29,6 +29,7 @@ model no sweep uses) go to stderr and do not fail.
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import math
 import os
@@ -312,6 +313,29 @@ def _watch_status(run_plan: Any, run_dir: Path, seconds: float) -> int:
         return EXIT_OK
 
 
+def command_verify(args: argparse.Namespace) -> int:
+    """``attnrmt verify``: the full check of every sweep's stores (every byte against its
+    digest record; docs/data-contract.md, "Integrity"); one line per damaged store, exit 1
+    if any."""
+    from attnrmt.sweep.store.integrity import heal_hint, sweep_damage
+
+    run_dir = Path(args.run_dir)
+    if not run_dir.is_dir():
+        print(f"attnrmt verify: {run_dir}: no such directory", file=sys.stderr)
+        return EXIT_USAGE
+    damaged = checked = 0
+    for sweep_dir in sorted(path for path in run_dir.iterdir() if path.is_dir()):
+        for name, problems in sweep_damage(sweep_dir, full=True).items():
+            damaged += 1
+            print(f"{sweep_dir.name}/{name}: DAMAGED: " + "; ".join(problems))
+        checked += 1
+    if damaged:
+        print(f"{damaged} damaged store(s); heal them with {heal_hint()}")
+        return EXIT_REFUSED
+    print(f"{run_dir}: {checked} sweep folder(s), every recorded byte intact")
+    return EXIT_OK
+
+
 def command_run(args: argparse.Namespace) -> int:
     """``attnrmt run``: validate (printing ``attnrmt validate``'s line), Snakemake with the
     profile, report, summary (:func:`attnrmt.driver.run_pipeline`); ``--dry-run``
@@ -369,10 +393,15 @@ def command_submit(args: argparse.Namespace) -> int:
 
 
 def command_validate(args: argparse.Namespace) -> int:
-    """``attnrmt validate``: schema + semantic checks, one-line summary."""
+    """``attnrmt validate``: schema + semantic checks, the size limits
+    (:mod:`attnrmt.sweep.spec.bounds`, skipped with ``--force``), one-line summary."""
     from attnrmt.sweep import plan_run
+    from attnrmt.sweep.spec.bounds import plan_problems
+    from attnrmt.sweep.spec.config import ConfigError
 
     valid = _load(args)
+    if not getattr(args, "force", False) and (problems := plan_problems(valid.config)):
+        raise ConfigError(*problems)
     run_plan = plan_run(valid.config, valid.sweeps)
     n_cells = sum(len(sweep.cells) for sweep in run_plan.sweeps.values())
     names = ", ".join(run_plan.sweeps)
@@ -635,6 +664,9 @@ EPILOG = (
 )
 
 
+FORCE_HELP = "plan a sweep beyond the size limits (cells, memory per cell, core days)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``attnrmt`` argument parser (plain-text help)."""
     from attnrmt import __version__
@@ -647,6 +679,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     validate = commands.add_parser("validate", help="check a config (schema + semantics)")
     validate.add_argument("config", help="YAML config file")
+    validate.add_argument("--force", action="store_true", help=FORCE_HELP)
     validate.set_defaults(handler=command_validate)
 
     plan = commands.add_parser("plan", help="cells, blocks, progress and estimated cost")
@@ -702,6 +735,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     provenance.add_argument("--json", action="store_true", help="print JSON")
     provenance.set_defaults(handler=command_provenance)
+
+    verify = commands.add_parser(
+        "verify", help="check every byte of a run's stores against their digest records"
+    )
+    verify.add_argument("run_dir", help="results/<run> directory")
+    verify.set_defaults(handler=command_verify)
 
     run = commands.add_parser(
         "run", help="a whole run: validate, Snakemake with a profile, report, summary"
@@ -801,6 +840,7 @@ def _add_run_arguments(parser: argparse.ArgumentParser) -> None:
     from attnrmt.workflow import shipped_profiles
 
     parser.add_argument("config", help="YAML config file")
+    parser.add_argument("--force", action="store_true", help=FORCE_HELP)
     parser.add_argument(
         "--profile",
         default=DEFAULT_PROFILE,
@@ -840,9 +880,11 @@ def _one_line(message: str) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``attnrmt`` console script; returns the exit code.
 
-    Bare ``attnrmt`` prints the usage (exit 2). A closed pipe (``attnrmt plan ... | head``)
-    ends the command quietly, as for other Unix tools. Zarr's I/O thread, if a command
-    started it, is stopped before returning (:mod:`attnrmt.sweep.store.zarr_io`).
+    Bare ``attnrmt`` prints the usage (exit 2). A file the command may not write (a
+    read-only results folder or ``HOME``) is one sentence naming it (exit 1). A closed
+    pipe (``attnrmt plan ... | head``) ends the command quietly, as for other Unix tools.
+    Zarr's I/O thread, if a command started it, is stopped before returning
+    (:mod:`attnrmt.sweep.store.zarr_io`).
     """
     from attnrmt.extras import MissingExtra
     from attnrmt.sweep.spec.config import ConfigError
@@ -868,6 +910,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return EXIT_BROKEN_PIPE
+    except OSError as error:
+        if error.errno not in (errno.EACCES, errno.EPERM, errno.EROFS) or not error.filename:
+            raise
+        print(
+            f"attnrmt {args.command}: error: cannot write {error.filename}: {error.strerror} "
+            "(a read-only results folder or HOME: make it writable, or run where it is)",
+            file=sys.stderr,
+        )
+        return EXIT_REFUSED
     finally:
         from attnrmt.sweep.store.zarr_io import stop_zarr_io
 

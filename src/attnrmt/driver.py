@@ -51,7 +51,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -305,7 +305,8 @@ def execute_run(
     run_plan = plan_run(valid.config, valid.sweeps)
     commands = pipeline_commands(config, run_plan.run, profile, snakefile, cores)
     run_dir = RunLayout.of(run_plan.run).root
-    claim_run_dir(run_dir, Path(config), write=False)  # refused before any folder is made
+    # refused before any folder is made; an existing folder's deleted record is rewritten
+    claim_run_dir(run_dir, Path(config), write=run_dir.is_dir())
     started = time.time()
     log_path = run_log_path(run_dir, started)
     try:  # one writer for all the steps (attnrmt.sweep.run.locks)
@@ -325,6 +326,7 @@ def execute_run(
             display,
             signal_handlers,
             summary_stream,
+            valid.config.get("analysis"),
         )
     finally:
         release_writer_lock(run_dir)
@@ -341,18 +343,29 @@ def _execute_steps(
     display: Any,
     signal_handlers: bool,
     summary_stream: Any,
+    analysis_settings: Mapping[str, Any] | None = None,
 ) -> RunOutcome:
-    """:func:`execute_run`'s steps, with the run folder's writer lock held."""
+    """:func:`execute_run`'s steps, with the run folder's writer lock held; first the
+    stores are checked against their records and the config (docs/data-contract.md,
+    "Integrity")."""
+    from attnrmt.analysis.pipeline import settings_sha256
     from attnrmt.run_output import OutputSplitter, message_key
     from attnrmt.sweep.report.progress_bar import ProgressTicker, choose_display
     from attnrmt.sweep.report.summary import run_summary
     from attnrmt.sweep.run.locks import writer_env
+    from attnrmt.sweep.store.integrity import heal_run, outdated_run
 
     log_path.parent.mkdir(parents=True, exist_ok=True)
     display = choose_display() if display is None else display
     ticker = ProgressTicker(run_plan, run_dir, display)
     splitter = OutputSplitter(seen={message_key(f"attnrmt: warning: {w}") for w in warnings})
     ticker.message(f"attnrmt run: {run_plan.run!r} -> {run_dir}/; Snakemake's output: {log_path}")
+    expected = {name: sweep.config_sha256 for name, sweep in run_plan.sweeps.items()}
+    for line in [  # docs/data-contract.md, "Integrity"
+        *heal_run(run_dir, run_plan.sweeps),
+        *outdated_run(run_dir, expected, settings_sha256(analysis_settings)),
+    ]:
+        ticker.message(line)
     ticker.start()
     code, interrupted = 1, False
     try:

@@ -12,6 +12,7 @@ from attnrmt.analysis.thresholds import (
     fit_thresholds_shared_slope,
     shares_noise,
 )
+from tests.analysis.conftest import curve_rng
 from tests.analysis.synthetic import make_synthetic
 
 #: Planted correlated curves: theta_hat = theta_c + slope max(0, snr - s_c) plus, per
@@ -140,8 +141,8 @@ def test_estimate_thresholds_resamples_curves_of_shared_cells() -> None:
     assert shares_noise(shared_cells)
     shared = estimate_thresholds(shared_cells, n_boot=50, seed=3)
     assert shared.attrs["bootstrap_resamples"] == CURVE_RESAMPLING
-    rng = np.random.default_rng(np.random.default_rng(3).integers(2**63))
     curve = shared.sel(transition="population").squeeze()
+    rng = curve_rng(3, curve, "population")  # the curve's own generator
     direct = fit_threshold(
         curve["theta_hat"]["snr"].values,
         curve["theta_hat"].transpose("snr", "replicate").values,

@@ -22,6 +22,7 @@ from attnrmt.analysis.thresholds import (
     theta_from_sample,
 )
 from attnrmt.theory import critical_u, spike, spike_outliers
+from tests.analysis.conftest import curve_rng
 from tests.analysis.synthetic import make_synthetic
 
 
@@ -463,8 +464,8 @@ def test_multi_d_sweeps_share_the_slope_and_single_d_sweeps_do_not() -> None:
     )
     alone = estimate_thresholds(single, n_boot=50, seed=3)
     assert "theta_slope_shared" not in alone and "slope_consistency_p" not in alone
-    rng = np.random.default_rng(np.random.default_rng(3).integers(2**63))
     curve = alone.sel(transition="population").squeeze()
+    rng = curve_rng(3, curve, "population")
     direct = fit_threshold(
         curve["theta_hat"]["snr"].values,
         curve["theta_hat"].transpose("snr", "replicate").values,
@@ -546,10 +547,9 @@ def test_threshold_ci_reaches_the_thresholds_table_unchanged() -> None:
         d=(240,), snr=tuple(np.linspace(0.0, 3.0, 9)), replicates=4, noise=0.01
     )
     estimates = estimate_thresholds(cells, n_boot=50, seed=3)
-    root = np.random.default_rng(3)
     for transition in ("population", "sample"):
-        rng = np.random.default_rng(root.integers(2**63))  # one generator per curve, in order
         curve = estimates.sel(transition=transition).squeeze()
+        rng = curve_rng(3, curve, transition)  # the curve's own generator
         direct = fit_threshold(
             curve["theta_hat"]["snr"].values,
             curve["theta_hat"].transpose("snr", "replicate").values,

@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import io
+import json
 import os
 import re
 import shutil
@@ -572,25 +573,33 @@ def credential_files(run_dir: Path) -> list[Path]:
     return [*credential_paths(cluster_dir(run_dir)), scheduler_file_path(run_dir)]
 
 
-def intruder_report(address: str, files: Iterable[Path]) -> dict[str, Any]:
+def intruder_report(
+    address: str, files: Iterable[Path], site_packages: Path | None = None
+) -> dict[str, Any]:
     """What :data:`OTHER_USER` achieves against a scheduler and files
-    (tests/harness/intruder.py)."""
-    import json
+    (tests/harness/intruder.py); with ``site_packages``, the intruder imports its packages
+    from there only (``python -S``)."""
 
+    env = subprocess_environment()
+    flags = []
+    if site_packages is not None:
+        env["PYTHONPATH"], flags = str(site_packages), ["-S"]
     done = subprocess.run(
-        [sys.executable, str(INTRUDER), OTHER_USER, address, *map(str, files)],
+        [sys.executable, *flags, str(INTRUDER), OTHER_USER, address, *map(str, files)],
         capture_output=True,
         text=True,
         timeout=120,
-        env=subprocess_environment(),
+        env=env,
     )
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def assert_locked_out(report: Mapping[str, Any]) -> None:
-    """The other user read no credential file and ran no code on the scheduler."""
+    """The other user read no credential file and ran no code on the scheduler, each
+    attempt refused by the scheduler (not failing to import what it needed)."""
     assert report["uid"] != 0, report
+    assert "No module named" not in json.dumps(report), report
     assert report["files"] and set(report["files"].values()) == {"PermissionError"}, report
     assert report["plain_tcp"] != "ran", report
     assert report["own_tls"] != "ran", report

@@ -15,10 +15,13 @@ from __future__ import annotations
 
 import os
 import signal
+import sysconfig
 import urllib.request
 from pathlib import Path
 
 import pytest
+from distributed import LocalCluster
+from distributed.security import Security
 
 from attnrmt.sweep.run.cluster import connect
 from tests.e2e.helpers import (
@@ -98,3 +101,28 @@ def test_local_run_is_private_and_stops_on_sigterm(tmp_path: Path) -> None:
         assert resumed.computed <= N_CELLS - count_cells(kept).computed
     finally:
         workdir.close()
+
+
+def test_the_intruder_needs_nothing_the_other_user_cannot_read(tmp_path: Path) -> None:
+    """A newcomer's clone (and its venv) inside a 0700 home: the other user cannot read
+    the packages, so the intruder must have loaded every module its attempts need before
+    dropping to that user. Its packages come through a 0700 directory here (a link to
+    this venv's site-packages, ``python -S``); against a TLS scheduler each attempt is
+    refused by the scheduler, none fails on an import."""
+    require_other_user()
+    private = tmp_path / "home"
+    private.mkdir(mode=0o700)
+    (private / "site-packages").symlink_to(sysconfig.get_paths()["purelib"])
+    secret = private / "secret"
+    secret.write_text("x")
+    with LocalCluster(
+        n_workers=0,
+        processes=False,
+        protocol="tls",
+        security=Security.temporary(),
+        dashboard_address=None,
+    ) as cluster:
+        report = intruder_report(
+            cluster.scheduler_address, [secret], site_packages=private / "site-packages"
+        )
+    assert_locked_out(report)

@@ -12,9 +12,11 @@ and tries, printing one JSON report:
 * ``anonymous_tls``: a TLS connection without any certificate that trusts any server.
 
 Each attempt is "ran" (the intruder ran code as the run's owner) or the error. It drops
-privileges in-process because the interpreter may live where that user cannot read it
-(a pyenv under /root); with a world-readable interpreter
-``runuser -u USER -- python -c ...`` would test the same thing.
+privileges in-process because the interpreter and the venv may live where that user
+cannot read them (a pyenv under /root, a clone in a 0700 home): every attempt is made
+once as root first, so that every module the attempts import lazily (``tornado.platform``,
+Dask's comms, ``ssl``) is loaded before the drop; those root attempts use no credential
+and their results are discarded.
 """
 
 from __future__ import annotations
@@ -68,6 +70,14 @@ def main(argv: list[str]) -> int:
     """Drop to the user, try, print the report."""
     user, address, *files = argv
     own_tls = Security.temporary()  # key generation needs imports: before the drop
+    host_port = address.split("://", 1)[-1]
+    attempts = {
+        "plain_tcp": lambda: attempt(f"tcp://{host_port}", None),
+        "own_tls": lambda: attempt(f"tls://{host_port}", own_tls),
+        "anonymous_tls": lambda: anonymous_tls(f"tls://{host_port}"),
+    }
+    for warm_up in attempts.values():  # loads their lazy imports while files are readable
+        warm_up()
     account = pwd.getpwnam(user)
     os.setgroups([])
     os.setgid(account.pw_gid)
@@ -80,10 +90,7 @@ def main(argv: list[str]) -> int:
             report["files"][path] = "read"
         except OSError as exc:
             report["files"][path] = type(exc).__name__
-    host_port = address.split("://", 1)[-1]
-    report["plain_tcp"] = attempt(f"tcp://{host_port}", None)
-    report["own_tls"] = attempt(f"tls://{host_port}", own_tls)
-    report["anonymous_tls"] = anonymous_tls(f"tls://{host_port}")
+    report.update({name: run() for name, run in attempts.items()})
     print(json.dumps(report))
     return 0
 

@@ -6,11 +6,14 @@ contract of ``cells.zarr`` / ``theory.zarr`` (``docs/data-contract.md``).
 
 from __future__ import annotations
 
+import hashlib
+import json
 import warnings
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from typing import Any, cast
 
 import numpy as np
+import pandas as pd
 import xarray as xr
 
 from attnrmt.contract import ALL_AXES
@@ -96,6 +99,20 @@ def signal_index(cells: xr.Dataset, *, population: bool = False) -> xr.DataArray
 def at_signal(cells: xr.Dataset, name: str, *, population: bool = False) -> xr.DataArray:
     """Variable ``name`` (with a ``k`` dim) at the signal index of :func:`signal_index`."""
     return cells[name].isel(k=signal_index(cells, population=population))
+
+
+def setting_rng(seed: int, setting: Mapping[str, Any]) -> np.random.Generator:
+    """The bootstrap generator of one setting (a curve, a grid point), keyed by its content.
+
+    Seeded by ``seed`` and the SHA-256 of the setting's canonical JSON (keys sorted), so a
+    setting's resamples do not depend on where it sits in the grid: listing the config's
+    values in another order changes no table value (docs/data-contract.md, "Seeds of the
+    analysis"). O(len(setting)).
+    """
+    text = json.dumps({str(k): setting[k] for k in sorted(setting)}, sort_keys=True, default=str)
+    digest = hashlib.sha256(text.encode()).digest()
+    words = np.frombuffer(digest[:16], dtype="<u4").tolist()
+    return np.random.default_rng([int(seed), *words])
 
 
 def bootstrap_indices(n: int, n_boot: int, rng: np.random.Generator) -> np.ndarray:
@@ -185,6 +202,14 @@ def coord_records(da: xr.DataArray | xr.Dataset, dims: Sequence[Hashable]) -> li
         {str(dim): plain(v) for dim, v in zip(dims, combo, strict=True)}
         for combo in itertools.product(*values)
     ]
+
+
+def ranked_names(values: pd.Series) -> str:
+    """The index names of ``values`` by decreasing value, ``>``-joined; ties (and NaN, last)
+    by name, so the config's order of the models does not show. O(n log n)."""
+    frame = pd.DataFrame({"value": values.to_numpy(), "name": [str(n) for n in values.index]})
+    frame = frame.sort_values(["value", "name"], ascending=[False, True], kind="stable")
+    return " > ".join(frame["name"])
 
 
 def plain(value: Any) -> Any:

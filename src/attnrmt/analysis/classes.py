@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from attnrmt.analysis._common import effective_ratios, plain, replicate_mean_sem
+from attnrmt.analysis._common import effective_ratios, plain, replicate_mean_sem, setting_rng
 from attnrmt.analysis.thresholds import fit_threshold
 from attnrmt.contract import CURVE_AXES, TRANSITIONS, VARIANTS
 from attnrmt.theory.spike import critical_theta, theta_from_population, theta_from_sample
@@ -133,7 +133,6 @@ def spike_thresholds(
     snr = np.asarray(cells["snr"].values, dtype=float)
     dims = [axis for axis in CURVE_AXES if axis in theta.dims]
     theta = theta.transpose(*dims, "spike", "transition", "snr", "replicate")
-    rng = np.random.default_rng(seed)
     rows = []
     for index in np.ndindex(*(theta.sizes[dim] for dim in dims)):
         point = {dim: plain(theta[dim].values[i]) for dim, i in zip(dims, index, strict=True)}
@@ -144,6 +143,7 @@ def spike_thresholds(
                 if not np.isfinite(reps).any():
                     continue
                 theta_c = float(critical_theta(delta_eff, gamma_eff, transition))
+                rng = setting_rng(seed, {**point, "spike": spike, "transition": transition})
                 fit = fit_threshold(
                     snr, reps, theta_c, margin=margin, n_boot=n_boot, level=level, rng=rng
                 )

@@ -8,7 +8,7 @@ import pandas as pd
 import xarray as xr
 from numpy.typing import ArrayLike
 
-from attnrmt.analysis._common import mean_ci, plain
+from attnrmt.analysis._common import mean_ci, plain, ranked_names
 from attnrmt.contract import ALL_AXES
 
 GROUP = tuple(a for a in ALL_AXES if a != "weights")
@@ -84,19 +84,16 @@ def spearman(x: ArrayLike, y: ArrayLike) -> float:
 
 def downstream_ranking(table: pd.DataFrame) -> pd.DataFrame:
     """Per group (all axes but ``weights``): accuracy and alpha/kappa rankings of the weights
-    and their Spearman correlation (1 = accuracy ordered exactly as alpha/kappa)."""
+    (ties by name, so the config's order of the models does not show) and their Spearman
+    correlation (1 = accuracy ordered exactly as alpha/kappa)."""
     if table.empty:
         return pd.DataFrame()
     group_cols = ["sweep", *[c for c in GROUP if c in table]]
     rows = []
     for key, frame in table.groupby(group_cols, sort=False, dropna=False):
         record = dict(zip(group_cols, key, strict=True))
-        record["ranking_accuracy"] = " > ".join(
-            frame.sort_values("accuracy", ascending=False)["weights"].astype(str)
-        )
-        record["ranking_alpha_kappa"] = " > ".join(
-            frame.sort_values("alpha_over_kappa", ascending=False)["weights"].astype(str)
-        )
+        record["ranking_accuracy"] = ranked_names(frame.set_index("weights")["accuracy"])
+        record["ranking_alpha_kappa"] = ranked_names(frame.set_index("weights")["alpha_over_kappa"])
         record["spearman"] = spearman(frame["alpha_over_kappa"], frame["accuracy"])
         rows.append(record)
     return pd.DataFrame(rows)

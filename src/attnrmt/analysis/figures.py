@@ -821,6 +821,7 @@ def make_figures(
     )
 
     s = settings_with_defaults(settings)
+    from attnrmt.sweep.store.integrity import record_products
     from attnrmt.sweep.store.layout import RunLayout
 
     run = RunLayout(run_dir)
@@ -860,6 +861,7 @@ def make_figures(
         started = time.perf_counter()
         paths += save(builders[name](), Path(figure_dir) / name, formats)
         append_log(log_path, f"{name}: {time.perf_counter() - started:.2f} s")
+    record_products(root, paths)  # docs/data-contract.md, "Integrity"
     return paths
 
 

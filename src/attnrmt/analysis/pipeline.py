@@ -61,6 +61,17 @@ def settings_with_defaults(settings: Mapping[str, Any] | None) -> dict[str, Any]
     return with_defaults(settings, "analysis")
 
 
+def settings_sha256(settings: Mapping[str, Any] | None) -> str:
+    """SHA-256 of the complete analysis settings (canonical JSON), stored with
+    ``analysis.zarr`` so a rerun sees a change of them without Snakemake's metadata
+    (docs/data-contract.md, "Integrity"). O(settings)."""
+    import hashlib
+    import json
+
+    text = json.dumps(settings_with_defaults(settings), sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
 def ci_settings(settings: Mapping[str, Any]) -> dict[str, Any]:
     """Keyword arguments of every replicate CI (:func:`attnrmt.analysis._common.mean_ci`)
     from a complete ``analysis:`` block: ``level``, ``n_boot``, ``seed``."""
@@ -85,7 +96,13 @@ def open_store(path: str | os.PathLike[str]) -> xr.Dataset:
     bytes per cell with ``top_k = 3`` (measured: ``docs/scaling.md``, "End to end with
     tiny cells"). Other stores are inspected
     (:func:`attnrmt.sweep.store.grid.has_consolidated_metadata`) rather than opened with
-    ``consolidated=None``, which warns on a store without consolidated metadata."""
+    ``consolidated=None``, which warns on a store without consolidated metadata. A store
+    with a digest record is checked first (:func:`attnrmt.sweep.store.integrity.damage`,
+    quick; docs/data-contract.md, "Integrity"): a damaged one raises ``DamagedStore``."""
+    from attnrmt.sweep.store.integrity import DamagedStore, damage, damaged_message, digest_path
+
+    if digest_path(path).is_file() and (problems := damage(path)):
+        raise DamagedStore(damaged_message(problems))
     if Path(path).name == "cells.zarr":
         from attnrmt.sweep.store.cell_table.reader import open_cells
 
@@ -165,6 +182,7 @@ def analysis_dataset(
                 " one slope shared across d unless the per-d slopes differ"
             ),
             "spectrum": spectrum,
+            "analysis_settings_sha256": settings_sha256(settings),
         }
     )
     if spectrum == "top":
@@ -360,6 +378,7 @@ def write_tables(
         The config's ``analysis:`` and ``weight_models:`` blocks.
     """
     started = time.perf_counter()
+    from attnrmt.sweep.store.integrity import record_products
     from attnrmt.sweep.store.layout import RunLayout
 
     run = RunLayout(run_dir)
@@ -392,6 +411,7 @@ def write_tables(
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         frame.to_csv(path, index=False, float_format="%.6g")
         result[name] = frame
+    record_products(run_dir, outputs.values())  # docs/data-contract.md, "Integrity"
     seconds = time.perf_counter() - started
     append_log(log_path, f"tables for {len(sweeps)} sweeps in {seconds:.2f} s")
     return result
@@ -411,6 +431,7 @@ __all__ = [
     "objectify_strings",
     "open_store",
     "placeholder_note",
+    "settings_sha256",
     "settings_with_defaults",
     "sweep_tables",
     "write_tables",

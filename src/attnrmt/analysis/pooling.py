@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from attnrmt.analysis._common import at_signal, mean_ci, plain
+from attnrmt.analysis._common import at_signal, mean_ci, plain, ranked_names
 from attnrmt.contract import ALL_AXES
 
 GROUP = tuple(a for a in ALL_AXES if a != "weights")
@@ -83,7 +83,7 @@ def ordering_table(pooling: pd.DataFrame, order: Sequence[str]) -> pd.DataFrame:
     -------
     pandas.DataFrame
         One row per group (all axes but ``weights``): ``ranking_alpha_kappa`` and
-        ``ranking_recovery`` (names by decreasing value, ``>``-joined),
+        ``ranking_recovery`` (names by decreasing value, ``>``-joined, ties by name),
         ``order_holds_alpha_kappa``, ``order_holds_recovery`` (strict decrease along
         ``order``), ``order_resolved_recovery`` (adjacent CIs do not overlap).
     """
@@ -94,8 +94,7 @@ def ordering_table(pooling: pd.DataFrame, order: Sequence[str]) -> pd.DataFrame:
         present = [w for w in order if w in frame.index]
         record = dict(zip(group_cols, key if isinstance(key, tuple) else (key,), strict=True))
         for col, label in (("alpha_over_kappa", "alpha_kappa"), ("recovery", "recovery")):
-            ranked = frame[col].sort_values(ascending=False)
-            record[f"ranking_{label}"] = " > ".join(map(str, ranked.index))
+            record[f"ranking_{label}"] = ranked_names(frame[col])
             vals = frame.loc[present, col].to_numpy(dtype=float)
             record[f"order_holds_{label}"] = (
                 bool(np.all(np.diff(vals) < 0)) if len(present) >= 2 else None

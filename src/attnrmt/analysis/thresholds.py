@@ -48,7 +48,7 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from attnrmt.analysis._common import at_signal, effective_ratios
+from attnrmt.analysis._common import at_signal, effective_ratios, plain, setting_rng
 from attnrmt.contract import CURVE_AXES, TABLE_AXIS, TRANSITIONS
 from attnrmt.theory.spike import critical_theta, theta_from_population, theta_from_sample
 
@@ -597,11 +597,9 @@ def estimate_thresholds(
     multi_d = "d" in curve_dims and th.sizes["d"] >= 2
     d_axis = curve_dims.index("d") if multi_d else 0
     rest_shape = shape[:d_axis] + shape[d_axis + 1 :] if multi_d else ()
-    # one generator stream per table law (docs/data-contract.md, "Table laws"), so a law's
-    # resamples are those of a one-law sweep on the same grid; one stream without the axis
+    # one generator per curve keyed by its coordinates but the law's (docs/data-contract.md,
+    # "Seeds of the analysis"): order-free, and a law's CIs are a one-law sweep's
     loop_dims = [dim for dim in curve_dims if not (multi_d and dim == "d")]
-    law_axis = loop_dims.index(TABLE_AXIS) if TABLE_AXIS in loop_dims else None
-    roots: dict[int, np.random.Generator] = {}
     shared_slope = np.full((*rest_shape, n_tr), np.nan)
     slope_p = np.full((*rest_shape, n_tr), np.nan)
     for index in np.ndindex(*shape):
@@ -611,11 +609,13 @@ def estimate_thresholds(
                     critical_theta(dvals[index], gvals[index], str(transition))
                 )
     for index in np.ndindex(*(rest_shape if multi_d else shape)):
-        law = 0 if law_axis is None else index[law_axis]
-        if law not in roots:
-            roots[law] = np.random.default_rng(seed)
+        setting = {
+            dim: plain(th[dim].values[i])
+            for dim, i in zip(loop_dims, index, strict=True)
+            if dim != TABLE_AXIS
+        }
         for t in range(n_tr):
-            rng = np.random.default_rng(roots[law].integers(2**63))
+            rng = setting_rng(seed, {**setting, "transition": str(th["transition"].values[t])})
             if multi_d:  # every d of the curve at once, one shared slope
                 at = [(*index[:d_axis], i, *index[d_axis:], t) for i in range(shape[d_axis])]
                 usable = [i for i in at if np.isfinite(theta_c[i]) and np.isfinite(values[i]).any()]

@@ -333,8 +333,8 @@ def test_status_watch_refreshes_until_interrupted(claimed_run: tuple[Path, Path,
 
 
 def test_remaining_work_by_block_equals_the_cell_by_cell_sum() -> None:
-    """status.remaining_work counts and costs a sweep block by block (one cell built per
-    block); it must equal counting and costing every cell, for any done/failed split."""
+    """status.remaining_work costs a sweep block by block (one cell built per block); it
+    must equal costing every cell, for any done/failed split."""
     config = store_config(d=[10, 24], T=[4, 8], weights=["mean", "harmonic"], replicates=3)
     config["execution"] = {"block_size": 5}
     sweep = next(iter(plan_run(config).sweeps.values()))
@@ -343,8 +343,7 @@ def test_remaining_work_by_block_equals_the_cell_by_cell_sum() -> None:
     rng = np.random.default_rng(0)
     done = {key for key in keys if rng.random() < 0.4}
     failed = {key for key in keys if key not in done and rng.random() < 0.2}
-    n_done, n_failed, seconds = status.remaining_work(sweep, done, failed, 1e-9)
-    assert (n_done, n_failed) == (len(done), len(failed))
+    seconds = status.remaining_work(sweep, done, failed, 1e-9)
     expected = status.estimated_seconds(
         [cell for cell in cells if cell.key not in done and cell.key not in failed], 1e-9
     )
@@ -380,3 +379,72 @@ def test_status_watch_shows_the_run_bar_until_nothing_is_left(
         if watcher.poll() is None:
             watcher.kill()
             watcher.communicate()
+
+
+def test_status_watch_exits_when_only_failed_cells_are_left(
+    claimed_run: tuple[Path, Path, Any],
+) -> None:
+    """A failed cell is not pending: with every other cell done and no live run,
+    ``attnrmt status --watch`` prints the final state and exits (it waits for pending 0)."""
+    _, run_dir, plan = claimed_run
+    blocks = plan.sweeps["grid"].blocks
+    for block in blocks[2:-1]:
+        write_timed_block(plan, run_dir / "grid", block, np.full(2, 1.0), EPOCH)
+    failing = blocks[-1]
+    record_block_failures(
+        run_dir / "grid" / fragments.FRAGMENTS_DIRNAME / f"{failing.key}.npz",
+        [
+            {"key": cell.key, "seed": "[]", "params": {}, "error": "boom", "cause": "numerical"}
+            for cell in failing.cells
+        ],
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "attnrmt", "status", str(run_dir), "--watch", "0.1"],
+        capture_output=True,
+        text=True,
+        env=subprocess_environment(),
+        timeout=30,  # it exits within a second or two; a pending failed cell never exits
+    )
+    assert done.returncode == 0, done.stderr
+    assert "10/12 cells (83.3%)" in done.stdout.splitlines()[-1]
+    assert "2 failed" in done.stdout.splitlines()[-1]
+
+
+def test_a_shrunk_sweep_counts_only_the_cells_its_plan_holds(tmp_path: Path) -> None:
+    """Fragments of a larger earlier plan stay in the sweep's folder; the shrunk plan's
+    counts (status, the one counter) hold only its own cells: 100 %, never more."""
+    full = plan_run(uniform_config(n_snr=3, block_size=2))
+    shrunk = plan_run(uniform_config(n_snr=2, block_size=2))
+    for block in full.sweeps["grid"].blocks:
+        write_timed_block(full, tmp_path / "unit" / "grid", block, np.full(2, 1.0), EPOCH)
+    result = status.run_status(shrunk, tmp_path / "unit", now=EPOCH + 1)
+    cells = shrunk.sweeps["grid"].n_cells
+    assert (result.total.cells, result.total.done, result.total.pending) == (cells, cells, 0)
+    assert result.total.percent_done == 100.0
+
+
+def test_the_eta_under_one_busy_core_is_the_remaining_work_over_that_core(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Replay: one worker, 1 s of compute per cell and as much wall overhead per block as
+    compute (0.5 busy cores): half the blocks done, the ETA is within a factor 1.5 of the
+    real remaining time (dividing by at least one core makes it half of it)."""
+    plan = plan_run(uniform_config(n_snr=10, block_size=2))
+    sweep = plan.sweeps["grid"]
+    seconds = np.ones((len(sweep.blocks), 2))
+    finished = replay_schedule(len(sweep.blocks), seconds.sum(axis=1), 1, overhead=2.0)
+    n_done = len(sweep.blocks) // 2
+    for index in range(n_done):
+        write_timed_block(
+            plan,
+            tmp_path / "unit" / "grid",
+            sweep.blocks[index],
+            seconds[index],
+            EPOCH + finished[index],
+        )
+    monkeypatch.setattr(status, "live_run_since", lambda workdir: (True, EPOCH))
+    now = finished[n_done - 1]
+    result = status.run_status(plan, tmp_path / "unit", now=EPOCH + now, window_seconds=1e6)
+    real_remaining = finished[-1] - now
+    assert result.total.eta_seconds is not None
+    assert 1 / 1.5 <= result.total.eta_seconds / real_remaining <= 1.5

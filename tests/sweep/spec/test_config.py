@@ -4,6 +4,7 @@ errors (key path + value), run names."""
 from __future__ import annotations
 
 import copy
+import time
 from pathlib import Path
 from typing import Any
 
@@ -522,3 +523,42 @@ def test_plan_run_reuses_the_resolved_sweeps() -> None:
     assert [c.key for c in planned.sweeps["transition"].cells] == [
         c.key for c in plan_run(valid.config).sweeps["transition"].cells
     ]
+
+
+def test_an_alias_bomb_is_refused_before_it_expands(tmp_path: Path) -> None:
+    """'Billion laughs', 9 levels of 9 aliases (9^9 values): refused within a second,
+    naming the file, without building the expansion."""
+    lines = ['a: &a ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]']
+    for level, name in enumerate("bcdefghi"):
+        previous = "abcdefghi"[level]
+        lines.append(f"{name}: &{name} [{', '.join([f'*{previous}'] * 9)}]")
+    path = tmp_path / "bomb.yaml"
+    path.write_text("\n".join(lines) + "\n")
+    started = time.perf_counter()
+    with pytest.raises(ConfigError, match=r"bomb\.yaml.*aliases .* expand to more than"):
+        load_config(path)
+    assert time.perf_counter() - started < 1.0
+
+
+def test_a_byte_that_is_not_utf8_is_named_with_line_and_column(tmp_path: Path) -> None:
+    path = tmp_path / "latin1.yaml"
+    path.write_bytes(b"run: x\nsweeps:\n  g:\n    note: caf\xe9\n")
+    with pytest.raises(ConfigError) as raised:
+        load_config(path)
+    assert str(raised.value) == (
+        f"config file {str(path)!r}, line 4, column 14: byte 0xe9 is not UTF-8: "
+        "save the file as UTF-8"
+    )
+
+
+def test_the_quoted_number_hint_only_for_a_quoted_number(tmp_path: Path) -> None:
+    """Unquoted ``1.0e308`` is a string to YAML (an exponent needs a sign): the hint says
+    that, not that it was quoted; a quoted ``"3"`` still gets the quoted-number hint."""
+    text = yaml.safe_dump(small_config())
+    path = tmp_path / "c.yaml"
+    for value, hint in (("1.0e308", "give the exponent a sign"), ('"3"', "a quoted number")):
+        path.write_text(text.replace("\nseed: 7\n", f"\nseed: {value}\n"))
+        with pytest.raises(ConfigError, match=hint) as raised:
+            load_config(path)
+        if value == "1.0e308":
+            assert "quoted" not in str(raised.value)

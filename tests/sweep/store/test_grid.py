@@ -48,7 +48,7 @@ def test_rewriting_a_store_replaces_it(tmp_path: Path) -> None:
     )
     store.write_zarr_atomically(full, target)
     assert xr.open_zarr(target).attrs["cells_present"] == len(sweep.cells)
-    assert sorted(os.listdir(tmp_path)) == ["cells.zarr"]
+    assert sorted(os.listdir(tmp_path)) == ["cells.zarr", "cells.zarr.digest.json"]
 
 
 def _lazy_dataset(sizes: dict[str, int]) -> xr.Dataset:

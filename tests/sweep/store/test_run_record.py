@@ -8,7 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from attnrmt.sweep.store.run_record import RUN_RECORD, RunDirConflict, claim_run_dir
+from attnrmt.sweep.store.run_record import (
+    RUN_RECORD,
+    RunDirConflict,
+    claim_run_dir,
+    copy_run_record,
+)
 
 
 def test_run_dir_belongs_to_one_config_file(
@@ -38,3 +43,22 @@ def test_run_dir_belongs_to_one_config_file(
     legacy.mkdir()
     claim_run_dir(legacy, "b.yaml")  # made before records existed: adopted
     assert json.loads((legacy / RUN_RECORD).read_text())["config_file"] == "b.yaml"
+
+
+def test_ownership_survives_a_deleted_record_and_the_right_config_recreates_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each gathered sweep keeps a copy of the record: with ``.attnrmt-run.json`` deleted,
+    another config under the same run name is still refused (naming the copy), and a run
+    of the owning config writes the record again."""
+    monkeypatch.chdir(tmp_path)
+    run_dir = tmp_path / "results" / "r"
+    claim_run_dir(run_dir, "a.yaml")
+    (run_dir / "grid").mkdir()
+    copy_run_record(run_dir / "grid")
+    (run_dir / RUN_RECORD).unlink()
+    with pytest.raises(RunDirConflict, match=f"grid/{RUN_RECORD}"):
+        claim_run_dir(run_dir, "b.yaml")
+    assert not (run_dir / RUN_RECORD).exists()
+    claim_run_dir(run_dir, "a.yaml")
+    assert json.loads((run_dir / RUN_RECORD).read_text())["config_file"] == "a.yaml"

@@ -323,60 +323,50 @@ def _newest_timings(scans: Sequence[SweepCount]) -> dict[str, list[FragmentTimin
 
 def remaining_work(
     sweep_plan: Any, done: set[str], failed: set[str], seconds_per_work: float
-) -> tuple[int, int, float]:
-    """``(done, failed, one-core seconds left)`` of a sweep, block by block.
+) -> float:
+    """One-core seconds left of a sweep's cells neither done nor failed, block by block.
 
     A block never mixes lines and a cell's cost (:func:`planned_cell_work`) depends only
     on its line, so each block's cost is its first cell's times its cells left: one
     :class:`~attnrmt.sweep.spec.plan.Cell` built per block, the keys from the plan's arrays
-    (:attr:`~attnrmt.sweep.spec.plan.Block.cell_keys`). O(cells) set lookups; building every
-    cell instead took most of the Snakemake process's CPU in a 10^6-cell run (one
-    progress line every 30 s).
+    (:attr:`~attnrmt.sweep.spec.plan.Block.cell_keys`). O(cells) set lookups.
     """
-    n_done = n_failed = 0
     seconds = 0.0
     for block in sweep_plan.blocks:
-        keys = block.cell_keys
-        block_done = sum(key in done for key in keys)
-        block_failed = sum(key in failed for key in keys)
-        left = sum(key not in done and key not in failed for key in keys)
-        n_done, n_failed = n_done + block_done, n_failed + block_failed
+        left = sum(key not in done and key not in failed for key in block.cell_keys)
         if left:
             seconds += estimated_seconds([block.cells[0]], seconds_per_work) * left
-    return n_done, n_failed, seconds
+    return seconds
 
 
 def _sweep_row(
-    name: str,
-    sweep_plan: Any,
-    done: set[str],
-    failed: set[str],
+    scan: SweepCount,
     timings: Sequence[FragmentTiming],
     seconds_per_work: float,
     busy_cores: float | None,
     now: float,
     window_seconds: float,
-    newest_mtime: float | None,
     split: tuple[int | None, int | None, int | None],
-    failed_by_cause: dict[str, int],
 ) -> SweepStatus:
-    n_done, n_failed, remaining = remaining_work(sweep_plan, done, failed, seconds_per_work)
-    n_cells = sweep_plan.n_cells
+    """One sweep's row: its counts are the one counter's
+    (:class:`~attnrmt.sweep.report.progress.SweepCount`)."""
+    remaining = remaining_work(scan.sweep_plan, scan.done, scan.failed, seconds_per_work)
     cells_per_second, _ = throughput(timings, now, window_seconds)
+    newest = max((file.mtime for file in scan.files if file.planned), default=None)
     return SweepStatus(
-        sweep=name,
-        cells=n_cells,
-        done=n_done,
-        failed=n_failed,
-        pending=n_cells - n_done - n_failed,
+        sweep=scan.sweep_plan.name,
+        cells=scan.cells,
+        done=len(scan.done),
+        failed=len(scan.failed),
+        pending=scan.pending,
         running=split[0],
         queued=split[1],
         missing=split[2],
         cells_per_second=cells_per_second,
         remaining_core_seconds=remaining,
         eta_seconds=eta_seconds(remaining, busy_cores),
-        last_fragment_age_seconds=None if newest_mtime is None else max(now - newest_mtime, 0.0),
-        failed_by_cause=failed_by_cause,
+        last_fragment_age_seconds=None if newest is None else max(now - newest, 0.0),
+        failed_by_cause=scan.failed_by_cause,
     )
 
 
@@ -384,9 +374,7 @@ def _pending_split(
     scan: SweepCount, run_dir: Path, known: bool, since: float | None
 ) -> tuple[int | None, int | None, int | None]:
     """``(running, queued, missing)`` cells of a sweep (module docstring)."""
-    pending = sum(
-        key not in scan.done and key not in scan.failed for key in scan.sweep_plan.cell_keys()
-    )
+    pending = scan.pending
     if not known:
         return None, None, None
     if since is None:
@@ -452,25 +440,18 @@ def run_status(
     splits = computing_split(
         [_pending_split(scan, run_dir, known, since) for scan in scans], busy_cores
     )
-    rows = []
-    for scan, split in zip(scans, splits, strict=True):
-        mtimes = [file.mtime for file in scan.files if file.planned]
-        rows.append(
-            _sweep_row(
-                scan.sweep_plan.name,
-                scan.sweep_plan,
-                scan.done,
-                scan.failed,
-                timings[scan.sweep_plan.name],
-                seconds_per_work,
-                busy_cores,
-                now,
-                window_seconds,
-                max(mtimes, default=None),
-                split,
-                scan.failed_by_cause,
-            )
+    rows = [
+        _sweep_row(
+            scan,
+            timings[scan.sweep_plan.name],
+            seconds_per_work,
+            busy_cores,
+            now,
+            window_seconds,
+            split,
         )
+        for scan, split in zip(scans, splits, strict=True)
+    ]
     ages = [
         row.last_fragment_age_seconds for row in rows if row.last_fragment_age_seconds is not None
     ]

@@ -262,6 +262,8 @@ def _yaml_number_hint(value: Any) -> str:
         return ""
     if re.fullmatch(r"\s*[-+]?[0-9]+[eE][-+]?[0-9]+\s*", value):
         return " (YAML reads this as a string: write exponents with a dot, e.g. 1.0e-3)"
+    if re.fullmatch(r"\s*[-+]?([0-9]+\.?[0-9]*|\.[0-9]+)[eE][0-9]+\s*", value):
+        return " (YAML reads this as a string: give the exponent a sign, e.g. 1.0e+3)"
     return " (a quoted number is text: write it without quotes)"
 
 
@@ -1057,6 +1059,55 @@ class _UniqueKeyLoader(yaml.SafeLoader):
                     raise _DuplicateKey(key, first, key_node.start_mark)
         return super().construct_mapping(node, deep=deep)
 
+    def get_single_data(self) -> Any:
+        """The document, refused before construction when its aliases expand to more
+        than :data:`MAX_YAML_NODES` nodes (an alias bomb; :func:`expanded_nodes`)."""
+        node = self.get_single_node()
+        if node is not None and expanded_nodes(node, MAX_YAML_NODES) > MAX_YAML_NODES:
+            raise _AliasBomb(node.start_mark)
+        return None if node is None else self.construct_document(node)
+
+
+#: Largest config file read (a config is a few kB; a long axis is ``{start, stop, num}``).
+MAX_CONFIG_BYTES = 1 << 20
+
+#: Most nodes a config may hold once its aliases are expanded (a large sweep's config has
+#: thousands; "billion laughs" has 10^9).
+MAX_YAML_NODES = 1_000_000
+
+
+def expanded_nodes(node: Any, limit: int) -> int:
+    """Nodes of a composed YAML document with every alias expanded, counted once per
+    distinct node (memoised), so O(distinct nodes) even when the expansion is
+    exponential; stops counting above ``limit``."""
+    sizes: dict[int, int] = {}
+
+    def size(current: Any) -> int:
+        if id(current) in sizes:
+            return sizes[id(current)]
+        total = 1
+        if isinstance(current, yaml.SequenceNode):
+            total += sum(size(child) for child in current.value)
+        elif isinstance(current, yaml.MappingNode):
+            total += sum(size(key) + size(value) for key, value in current.value)
+        sizes[id(current)] = min(total, limit + 1)
+        return sizes[id(current)]
+
+    return size(node)
+
+
+class _AliasBomb(yaml.YAMLError):
+    """A document whose aliases expand beyond :data:`MAX_YAML_NODES` nodes."""
+
+    def __init__(self, mark: Any) -> None:
+        super().__init__("aliases expand too far")
+        self.problem_mark = mark
+        self.problem = (
+            f"its aliases (*name) expand to more than {MAX_YAML_NODES:,} values: "
+            "write the values out, or use fewer nested aliases"
+        )
+        self.context = None
+
 
 def read_config_source(source: str | os.PathLike[str] | Mapping[str, Any]) -> dict[str, Any]:
     """The raw config: a mapping as given, or a YAML file parsed with a safe loader that
@@ -1068,9 +1119,17 @@ def read_config_source(source: str | os.PathLike[str] | Mapping[str, Any]) -> di
         return dict(source)
     path = Path(source)
     try:
+        size = path.stat().st_size
+        if size > MAX_CONFIG_BYTES:
+            raise ConfigError(
+                f"config file {str(path)!r}: {size:,} bytes; at most {MAX_CONFIG_BYTES:,} "
+                "(write a long axis as {start, stop, num})"
+            )
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError as error:
         raise ConfigError(f"config file {str(path)!r}: not found") from error
+    except UnicodeDecodeError as error:
+        raise ConfigError(describe_bad_byte(path, error)) from error
     except OSError as error:
         raise ConfigError(f"config file {str(path)!r}: cannot be read ({error})") from error
     try:
@@ -1083,6 +1142,18 @@ def read_config_source(source: str | os.PathLike[str] | Mapping[str, Any]) -> di
             f"got {_short_repr(loaded)}"
         )
     return dict(loaded)
+
+
+def describe_bad_byte(path: str | Path, error: UnicodeDecodeError) -> str:
+    """``config file 'my.yaml', line 3, column 7: byte 0xff is not UTF-8 ...`` (1-based;
+    the column counts bytes). O(bytes before the bad one)."""
+    before = bytes(error.object[: error.start])
+    line = before.count(b"\n") + 1
+    column = len(before) - (before.rfind(b"\n") + 1) + 1
+    return (
+        f"config file {str(path)!r}, line {line}, column {column}: byte "
+        f"0x{error.object[error.start]:02x} is not UTF-8: save the file as UTF-8"
+    )
 
 
 def describe_yaml_error(path: str | Path, error: Exception) -> str:

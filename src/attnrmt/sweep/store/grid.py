@@ -28,6 +28,7 @@ from attnrmt.contract import (
     sweep_axes,
 )
 from attnrmt.sweep.store.atomic import atomic_path
+from attnrmt.sweep.store.integrity import write_digest
 
 #: Attributes of every variable of the cells view: the contract's one table
 #: (``docs/data-contract.md``, "Units"), plus the fill value of the integer sizes.
@@ -218,7 +219,11 @@ def first_present(values: np.ndarray) -> np.ndarray:
 
 
 def dataset_encoding(dataset: Any) -> dict[str, dict[str, Any]]:
-    """Explicit Zarr encodings: NaN fill for floats, chunks of :func:`_chunks_for`."""
+    """Explicit Zarr encodings: NaN fill for floats, chunks of :func:`_chunks_for`, the
+    checksummed codecs of every store
+    (:func:`attnrmt.sweep.store.cell_table.layout.compressors`)."""
+    from attnrmt.sweep.store.cell_table.layout import compressors
+
     sizes = dict(dataset.sizes)
     encoding: dict[str, dict[str, Any]] = {}
     for name, variable in dataset.variables.items():
@@ -232,6 +237,7 @@ def dataset_encoding(dataset: Any) -> dict[str, dict[str, Any]]:
             encoding[name] = _float_encoding(chunks)
         else:
             encoding[name] = {"chunks": chunks}
+        encoding[name]["compressors"] = compressors()
     return encoding
 
 
@@ -255,6 +261,7 @@ def write_zarr_atomically(dataset: Any, path: str | os.PathLike[str]) -> Path:
             # deliberately (one read of the metadata for every open) and xarray reads it.
             warnings.filterwarnings("ignore", message="Consolidated metadata", category=UserWarning)
             zarr.consolidate_metadata(str(tmp))
+    write_digest(path)
     return Path(path)
 
 

@@ -36,8 +36,10 @@ def claim_run_dir(
     later run of ANOTHER config file with the same run name is refused, so no run silently
     writes into another config's results. The same file is recognised by either path (a
     copied project keeps its relative path; ``attnrmt plan`` from elsewhere gives the
-    absolute one). A folder without the record (made before records existed) is adopted.
-    ``write=False`` only checks (``attnrmt plan``).
+    absolute one). Each gathered sweep keeps a copy (:func:`copy_run_record`), so a
+    deleted record is still known: the owner is then read from a copy, and a run of the
+    right config recreates the record. A folder without any record (made before records
+    existed) is adopted. ``write=False`` only checks (``attnrmt plan``).
 
     Raises
     ------
@@ -50,28 +52,43 @@ def claim_run_dir(
         "config_file": _config_file_label(config_file),
         "config_path": str(Path(config_file).resolve()),
     }
-    if record.exists():
+    for copy in (record, *sorted(run_dir.glob(f"*/{RUN_RECORD}"))):
         try:
-            owner = json.loads(record.read_text(encoding="utf-8"))
+            owner = json.loads(copy.read_text(encoding="utf-8"))
             owner_name = str(owner["config_file"])
-        except (ValueError, KeyError, TypeError):
-            owner, owner_name = {}, None
-        if owner_name is not None and not any(owner.get(k) == v for k, v in mine.items()):
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        if not any(owner.get(k) == v for k, v in mine.items()):
             label = mine["config_file"]
             raise RunDirConflict(
                 f"run {run_dir.name!r}: {run_dir}/ holds the results of the config file "
-                f"{owner_name!r} (recorded in {record}), not of {label!r}. Give {label!r} "
+                f"{owner_name!r} (recorded in {copy}), not of {label!r}. Give {label!r} "
                 f"its own run name (set run: in it, or remove run: to use "
                 f"{Path(label).stem!r}), or delete {run_dir}/ to replace those results"
             )
-        if owner_name is not None:
+        if copy == record:
             return
+        break  # the record was deleted; a sweep's copy says it is ours: recreate it
     if write:
         write_text_atomically(record, json.dumps(mine, indent=2) + "\n", durable=False)
+
+
+def copy_run_record(sweep_dir: str | os.PathLike[str]) -> None:
+    """Keep a copy of the run's record in the sweep folder ``<run>/<sweep>/`` (written by
+    the gather, beside the sweep's stores; nothing when the run has no record). O(1)."""
+    sweep_dir = Path(sweep_dir)
+    record = RunLayout(sweep_dir.parent).record
+    try:
+        text = record.read_text(encoding="utf-8")
+    except OSError:
+        return
+    copy = sweep_dir / RUN_RECORD
+    if not copy.is_file() or copy.read_text(encoding="utf-8") != text:
+        write_text_atomically(copy, text, durable=False)
 
 
 class RunDirConflict(ConfigError):
     """``results/<run>/`` belongs to another config file (see :func:`claim_run_dir`)."""
 
 
-__all__ = ["RUN_RECORD", "RunDirConflict", "claim_run_dir"]
+__all__ = ["RUN_RECORD", "RunDirConflict", "claim_run_dir", "copy_run_record"]

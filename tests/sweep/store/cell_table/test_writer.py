@@ -473,3 +473,24 @@ def test_a_cell_twice_in_one_batch_is_stored_once(tmp_path: Path) -> None:
     table = plain(tmp_path / "grid")
     assert table.sizes["cell"] == len(cells)
     assert_bit_identical(store.open_cells(tmp_path / "grid" / "cells.zarr"), reference(plan))
+
+
+def test_superseded_rows_on_both_sides_of_a_chunk_boundary_are_all_marked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Chunks of 3 rows: dropping snr 2.0 supersedes rows in every chunk, at its first and
+    its last row (either side of each boundary); every one of them, and only they, is
+    marked, so the current rows are exactly the shrunk plan's."""
+    from attnrmt.sweep.store.cell_table import writer as table_writer
+
+    monkeypatch.setattr(table_writer, "ROW_CHUNK", 3)
+    sweep_dir = tmp_path / "grid"
+    full, shrunk = store_plan(), store_plan(snr=[0.0])
+    gathered(full, sweep_dir)
+    gathered(shrunk, sweep_dir)
+    table = plain(sweep_dir)
+    dropped = np.flatnonzero(table.snr.values != 0.0)
+    assert {0, 2} <= set((dropped % 3).tolist())  # rows either side of a boundary
+    expected = np.where(table.snr.values != 0.0, 2, 2**31 - 1)
+    np.testing.assert_array_equal(table.superseded_at_version.values, expected)
+    assert_bit_identical(store.open_cells(sweep_dir), reference(shrunk))

@@ -119,10 +119,12 @@ def ragged_names(field: str) -> RaggedNames:
 
 
 def compressors() -> list[Any]:
-    """Zarr v3 codecs of every array: Blosc zstd, byte shuffle (lossless)."""
-    from zarr.codecs import BloscCodec
+    """Zarr v3 codecs of every array of every store: Blosc zstd, byte shuffle (lossless),
+    then Zarr's ``crc32c`` checksum of the compressed chunk (a damaged chunk fails its
+    read; docs/data-contract.md, "Integrity")."""
+    from zarr.codecs import BloscCodec, Crc32cCodec
 
-    return [BloscCodec(cname="zstd", clevel=5, shuffle="shuffle")]
+    return [BloscCodec(cname="zstd", clevel=5, shuffle="shuffle"), Crc32cCodec()]
 
 
 def store_dir(sweep_dir: str | os.PathLike[str]) -> Path:

@@ -64,6 +64,7 @@ from attnrmt.sweep.store.grid import (
     first_present,
     has_consolidated_metadata,
 )
+from attnrmt.sweep.store.integrity import require_intact
 
 STORE_NAMES = ("cells", "theory", "analysis")
 #: Scalar per-cell float variables (besides the pooling scalars).
@@ -497,6 +498,10 @@ def open_results(run_dir: str | os.PathLike[str], squeeze: bool = False) -> Any:
         ``run_dir`` does not exist.
     ValueError
         ``run_dir`` is a sweep directory (pass its parent) or holds no sweep results.
+    attnrmt.sweep.store.integrity.DamagedStore
+        A store does not match its digest record (the quick check: files present with
+        their sizes, metadata by checksum); the message names the files and the command
+        that heals them.
     """
     import xarray as xr
 
@@ -511,6 +516,7 @@ def open_results(run_dir: str | os.PathLike[str], squeeze: bool = False) -> Any:
         )
     groups: dict[str, Any] = {"/": xr.Dataset(attrs={"run_dir": str(root)})}
     for sweep_dir in sorted(path for path in root.iterdir() if path.is_dir()):
+        require_intact(sweep_dir)  # docs/data-contract.md, "Integrity": the quick check
         if not _has_store(sweep_dir):
             continue
         with contextlib.suppress(FileNotFoundError):  # only theory stored yet

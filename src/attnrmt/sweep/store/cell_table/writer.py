@@ -106,7 +106,9 @@ from attnrmt.sweep.store.fragments import (
     read_fragment_arrays,
 )
 from attnrmt.sweep.store.grid import axis_coordinates, dataset_attrs, log_line
+from attnrmt.sweep.store.integrity import write_digest
 from attnrmt.sweep.store.provenance import ENVIRONMENTS_MEMBER, absent_column, environments_of
+from attnrmt.sweep.store.run_record import copy_run_record
 
 #: Members of a fragment that are not result fields.
 _FRAGMENT_META = ("format_version", "cell_key", "cell_seed", "computed", ENVIRONMENTS_MEMBER)
@@ -551,6 +553,7 @@ def update_cell_table(
         state = _update(sweep_plan, fragment_files, sweep, store, root_seed, scan_all_fragments)
         if snapshot is not None:
             link_snapshot(store, state, Path(snapshot))
+            write_digest(snapshot)
             # a format-2 table (attnrmt 0.1), replaced by this one: readers refused it
             shutil.rmtree(sweep / LEGACY_TABLE_DIRNAME, ignore_errors=True)
     return receipt(state)
@@ -993,6 +996,7 @@ def gather_cells(
     files = [Path(path) for path in fragment_files]
     target = Path(output_path)
     summary = update_cell_table(sweep_plan, files, target.parent, root_seed, snapshot=target)
+    copy_run_record(target.parent)  # the run's owner, also known without its record
     log_line(
         log_path,
         f"{target}: {summary['cells_present']}/{summary['cells_total']} cells, "

@@ -1,0 +1,95 @@
+"""Inputs bounded before anything allocates (docs/getting-started.md, "Size limits").
+
+From a validated config, before it is planned: each sweep's cell count, the memory of its
+largest cell and its total one-core time by the cost model
+(:func:`attnrmt.sweep.spec.cost.cell_work`). A sweep over a limit is refused naming the
+key, unless ``--force``. O(product of the d, delta, gamma, T and weights list lengths)
+per sweep, no cell built.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import os
+from collections.abc import Mapping
+from typing import Any
+
+from attnrmt.sweep.spec.cost import DEFAULT_SECONDS_PER_WORK, cell_work
+
+MAX_CELLS = 10_000_000
+"""Most cells a sweep may plan (the plan keeps ~100 bytes per cell in memory)."""
+MAX_CORE_DAYS = 10_000.0
+"""Most one-core days a sweep may cost by the cost model."""
+SIZED_AXES = ("d", "delta", "gamma", "T", "positional", "weights", "snr", "centered")
+
+
+def machine_bytes() -> int:
+    """Physical memory of this machine (``sysconf``); 0 where unknown. O(1)."""
+    try:
+        return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+    except (ValueError, OSError, AttributeError):
+        return 0
+
+
+def cell_bytes(d: int, delta: float, gamma: float, T: int) -> float:
+    """Bytes one cell holds at its peak (float64): ``S``, its eigenvectors and
+    ``Sigma_E`` (``3 d^2``), the samples and the table (``(N + V) d``) and the pooled
+    sequences (``N T d``), ``N = d / gamma``, ``V = d / delta``. O(1)."""
+    n_samples, vocabulary = d / gamma, d / delta
+    return 8.0 * (3.0 * d * d + (n_samples + vocabulary) * d + n_samples * T * d)
+
+
+def sweep_problems(
+    name: str, sweep: Mapping[str, Any], weight_models: Mapping[str, Any], memory: int
+) -> list[str]:
+    """What makes sweep ``name`` too large (module docstring); empty when it fits."""
+    lengths = {axis: len(sweep.get(axis) or [None]) for axis in SIZED_AXES}
+    replicates = int(sweep.get("replicates", 1))
+    n_cells = math.prod(lengths.values()) * replicates
+    if n_cells > MAX_CELLS:
+        shape = " x ".join(f"{lengths[axis]} {axis}" for axis in SIZED_AXES if lengths[axis] > 1)
+        return [
+            f"sweeps.{name}: {n_cells:,} cells ({shape} x {replicates} replicates); at most "
+            f"{MAX_CELLS:,} a sweep (attnrmt run --force to plan them anyway)"
+        ]
+    problems = []
+    d, T = max(sweep["d"]), max(sweep["T"])
+    delta, gamma = min(sweep["delta"]), min(sweep["gamma"])
+    peak = cell_bytes(d, delta, gamma, T)
+    if memory and peak > memory:
+        key = "T" if (d / gamma) * T > 10 * (3 * d + d / gamma + d / delta) else "d"
+        problems.append(
+            f"sweeps.{name}.{key}: a cell at d = {d}, T = {T}, delta = {delta:g}, gamma = "
+            f"{gamma:g} needs about {peak / 2**30:,.1f} GiB; this machine has "
+            f"{memory / 2**30:,.1f} GiB (attnrmt run --force to try anyway)"
+        )
+    per_line = n_cells / math.prod(lengths[a] for a in ("d", "delta", "gamma", "T", "weights"))
+    seconds = 0.0
+    for d_, delta_, gamma_, t_, weights in itertools.product(
+        sweep["d"], sweep["delta"], sweep["gamma"], sweep["T"], sweep["weights"]
+    ):
+        spec = weight_models.get(weights, weights)
+        work = cell_work(d_, delta_, gamma_, t_, spec, str(sweep.get("spectrum", "full")))
+        seconds += per_line * work * DEFAULT_SECONDS_PER_WORK
+    if seconds / 86400 > MAX_CORE_DAYS:
+        problems.append(
+            f"sweeps.{name}: about {seconds / 86400:,.0f} one-core days by the cost model "
+            f"(largest d = {d}); at most {MAX_CORE_DAYS:,.0f} (attnrmt run --force to run "
+            "it anyway)"
+        )
+    return problems
+
+
+def plan_problems(config: Mapping[str, Any]) -> list[str]:
+    """Every sweep's :func:`sweep_problems` of a validated config."""
+    memory = machine_bytes()
+    models = dict(config.get("weight_models") or {})
+    return [
+        problem
+        for name, sweep in config["sweeps"].items()
+        for problem in sweep_problems(name, sweep, models, memory)
+    ]
+
+
+__all__ = ["MAX_CELLS", "MAX_CORE_DAYS", "cell_bytes", "machine_bytes", "plan_problems"]
