@@ -538,3 +538,17 @@ def test_data_contract_lists_every_label_and_unit_as_the_contract_defines_them()
         for name, attrs in VARIABLE_ATTRS.items()
     ]
     assert documented == expected
+
+
+def test_architecture_names_every_module() -> None:
+    """docs/architecture.md's tree (its first code block) names every module of the
+    package, so a newcomer finds each file's room and job there."""
+    text = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    tree = text.split("```")[1]
+    words = set(re.findall(r"[\w.]+", tree))
+    unnamed = [
+        str(path.relative_to(ROOT))
+        for path in sorted((ROOT / "src" / "attnrmt").rglob("*.py"))
+        if path.name != "__init__.py" and path.name not in words and path.stem not in words
+    ]
+    assert not unnamed, f"modules missing from docs/architecture.md: {unnamed}"
