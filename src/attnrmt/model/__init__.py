@@ -24,13 +24,10 @@ Public interface (names fixed by docs/architecture.md):
   :func:`optimal_class_weights`, :func:`class_pooling_weights`, :func:`class_theory_inputs`
 """
 
-import importlib
-from typing import Any
+from attnrmt._lazy import lazy_door
 
-#: Where each public name lives. The package imports a module on first use of one of its
-#: names (PEP 562), so that validating a config (positional, weight and table models) does not
-#: import the cell and its scipy dependencies: the Snakemake process never simulates, and
-#: that import took ~0.4 s of every run's start (docs/scaling.md, "Pipeline overhead").
+#: Where each public name lives, imported on first use (attnrmt._lazy), so validating a
+#: config (positional, weight and table models) does not import the cell and scipy.
 _EXPORTS = {
     "CellResult": "attnrmt.model.cell",
     "ClassesCellResult": "attnrmt.model.classes",
@@ -69,19 +66,7 @@ _EXPORTS = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    """The public name ``name``, importing its module on first use (PEP 562)."""
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_EXPORTS})
-
+__getattr__, __dir__ = lazy_door(__name__, _EXPORTS)
 
 __all__ = [
     "BUILTIN_WEIGHTS",
