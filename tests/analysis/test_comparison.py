@@ -116,6 +116,18 @@ def test_thresholds_table_contains_both_variants_and_finite_size(planted_variant
     np.testing.assert_allclose(iid["estimate"], iid[f"theory_{variant}"], atol=0.08)
 
 
+def test_settings_below_the_large_t_bound_are_flagged() -> None:
+    # N T/V = T delta / gamma is 8 (the bound: large_T) at gamma 0.5 and 4 at gamma 1
+    cells, theory = make_synthetic(d=(120,), gamma=(0.5, 1.0), snr=SNR, replicates=2)
+    analysis = decode_bounds(analysis_dataset(cells, theory, {"bootstrap": 10}))
+    for table in (
+        thresholds_table("s", cells, theory, analysis),
+        comparison_table("s", cells, theory, analysis),
+    ):
+        flagged = table.groupby("gamma")["bulk_regime"].unique()
+        assert list(flagged.loc[0.5]) == ["large_T"] and list(flagged.loc[1.0]) == ["finite_T"]
+
+
 # disjoint seed groups: python -m benchmarks.seed_groups tests.analysis.test_comparison
 SEED_GROUP_CHECKS = {
     "comparison_names_the_planted_variant": (check_comparison_names_the_planted_variant, (0,)),

@@ -27,6 +27,7 @@ from attnrmt.analysis.thresholds import (
 )
 from attnrmt.contract import AXES, TABLE_AXIS, VARIANTS
 from attnrmt.theory import predict
+from attnrmt.theory.finite_t import large_t_bulk_holds
 
 #: Columns of comparison.csv in order (parameter columns last; ``table`` after ``weights``
 #: only for a sweep with that axis, :func:`_finalise`).
@@ -40,6 +41,7 @@ COMPARISON_COLUMNS = (
     "abs_error",
     "rel_error",
     "regime",
+    "bulk_regime",
     *AXES,
 )
 #: Columns of thresholds.csv.
@@ -55,6 +57,7 @@ THRESHOLD_COLUMNS = (
     "theory_finite_vocab",
     "consistent_paper",
     "consistent_finite_vocab",
+    "bulk_regime",
     "n_detected",
     "theta_offset",
     "finite_size",
@@ -134,7 +137,12 @@ def _rows(
 def _finalise(frame: pd.DataFrame, columns: tuple[str, ...]) -> pd.DataFrame:
     """``frame`` on ``columns`` (NaN where it lacks one), plus ``table`` after ``weights``
     where the sweep has that axis (docs/data-contract.md, "Table laws"): a sweep without it
-    keeps the columns it always had. O(rows x columns)."""
+    keeps the columns it always had. ``bulk_regime`` is ``finite_T`` where ``T delta / gamma``
+    is below :data:`attnrmt.theory.finite_t.FINITE_T_BOUND` (docs/model.md, "Where the
+    large-T bulk holds"), ``large_T`` elsewhere. O(rows x columns)."""
+    frame["bulk_regime"] = np.where(
+        large_t_bulk_holds(frame["delta"], frame["gamma"], frame["T"]), "large_T", "finite_T"
+    )
     if TABLE_AXIS in frame:
         at = columns.index("weights") + 1
         columns = (*columns[:at], TABLE_AXIS, *columns[at:])

@@ -120,7 +120,8 @@ def test_snakemake_validate_fills_the_same_defaults() -> None:
 def test_config_yaml_at_repo_root_is_valid_and_uses_every_model() -> None:
     valid = load_valid_config(REPO / "config.yaml")
     assert valid.config["run"] == "default"
-    assert valid.warnings == ()
+    # the bulk sweep reaches N T/V < 8 on purpose (test_small_token_counts_are_warned_about)
+    assert [w.split(":")[0] for w in valid.warnings] == ["sweeps.bulk"]
 
 
 def test_validating_the_default_config_imports_no_simulation_code() -> None:
@@ -430,12 +431,25 @@ def test_an_error_about_a_default_says_it_is_the_default() -> None:
 def test_defined_but_unused_models_are_warned_about() -> None:
     config = small_config()  # defines positional model `lab`, which no sweep uses
     config["weight_models"]["spare"] = {"kind": "causal_limit", "tau": 2.0}
-    warnings = validate_config(config).warnings
+    warnings = unused_model_warnings(config)
     assert [w.split(":")[0] for w in warnings] == ["positional_models.lab", "weight_models.spare"]
     assert all("defined but used by no sweep (sweeps use: " in w for w in warnings)
     config["sweeps"]["transition"]["positional"].append("lab")
     del config["weight_models"]["spare"]
-    assert validate_config(config).warnings == ()
+    assert unused_model_warnings(config) == []
+
+
+def unused_model_warnings(config: dict[str, Any]) -> list[str]:
+    """The warnings but the finite-T one (small_config's markov sweep has T delta/gamma < 8)."""
+    return [w for w in validate_config(config).warnings if "N T/V" not in w]
+
+
+def test_small_token_counts_are_warned_about() -> None:
+    # T delta / gamma = 8 * 0.5 / 0.5 = 8 is at the bound: no warning; 4 * 0.5 / 0.5 is below
+    assert validate_config(minimal_config(T=[8], delta=[0.5], gamma=[0.5])).warnings == ()
+    (warning,) = validate_config(minimal_config(T=[4, 8], delta=[0.5], gamma=[0.5])).warnings
+    assert warning.startswith("sweeps.s: 1 of 2 (delta, gamma, T) settings have N T/V")
+    assert "lowest 4 at delta=0.5, gamma=0.5, T=4" in warning
 
 
 def test_yaml_syntax_error_names_file_line_and_column(tmp_path: Path) -> None:

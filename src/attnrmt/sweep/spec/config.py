@@ -27,6 +27,7 @@ from numbers import Integral
 from pathlib import Path
 from typing import Any, SupportsFloat
 
+import numpy as np
 import yaml
 
 from attnrmt.contract import (
@@ -870,6 +871,31 @@ def check_config(config: Mapping[str, Any]) -> None:
     resolve_sweeps(config)
 
 
+def finite_t_warnings(sweeps: Mapping[str, ResolvedSweep]) -> list[str]:
+    """Warnings for sweeps with settings where each token is drawn fewer than
+    ``FINITE_T_BOUND`` times, ``T delta / gamma < 8``: there the large-T bulk is not accurate
+    (docs/model.md, "Where the large-T bulk holds"). O(settings)."""
+    from attnrmt.theory.finite_t import FINITE_T_BOUND, tokens_per_vocab
+
+    warnings = []
+    for name, sweep in sweeps.items():
+        axes = sweep.axes
+        grid = np.meshgrid(axes["delta"], axes["gamma"], axes["T"], indexing="ij")
+        draws = tokens_per_vocab(*grid)
+        if np.any(draws < FINITE_T_BOUND):
+            worst = np.unravel_index(np.argmin(draws), draws.shape)
+            delta, gamma, T = (float(g[worst]) for g in grid)
+            warnings.append(
+                f"sweeps.{name}: {int(np.sum(draws < FINITE_T_BOUND))} of {draws.size} "
+                f"(delta, gamma, T) settings have N T/V = T delta/gamma < {FINITE_T_BOUND:g} "
+                f"(lowest {draws[worst]:.3g} at delta={delta:g}, gamma={gamma:g}, T={T:g}): "
+                "the large-T bulk MP_delta ⊠ MP_gamma is not accurate there and their "
+                "thresholds are flagged bulk_regime=finite_T (docs/model.md explains where "
+                "the large-T bulk holds)"
+            )
+    return warnings
+
+
 def unused_models(config: Mapping[str, Any], sweeps: Mapping[str, ResolvedSweep]) -> list[str]:
     """Warnings for models defined in the config that no sweep uses (O(models + sweeps)).
 
@@ -1018,7 +1044,7 @@ def validate_config(
     return ValidConfig(
         config=config,
         sweeps=sweeps,
-        warnings=tuple(unused_models(config, sweeps)),
+        warnings=(*unused_models(config, sweeps), *finite_t_warnings(sweeps)),
         source=None if source is None else os.fspath(source),
     )
 

@@ -1,0 +1,102 @@
+"""The noise bulk at finite sequence length ``T`` (docs/model.md, "Where the large-T bulk
+holds", "The bulk at finite T").
+
+``S0 = Z A Z^T`` with ``A = Q Q^T / N`` and ``Q`` the ``V x N`` matrix of pooled token
+counts: each token is drawn about ``N T / V = T delta / gamma`` times, and the large-T bulk
+``MP_delta ⊠ MP_gamma`` (:mod:`attnrmt.theory.bulk`) is accurate only when that count is
+large; :func:`finite_t_stieltjes` gives the bulk at any ``N T / V``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from attnrmt._validation import check_finite_array, check_positive
+
+__all__ = ["FINITE_T_BOUND", "finite_t_stieltjes", "large_t_bulk_holds", "tokens_per_vocab"]
+
+#: ``N T / V`` from which the large-T bulk is accurate
+#: (docs/model.md, "Where the large-T bulk holds"): below it the largest noise
+#: eigenvalue exceeds the usual finite-``d`` offset below the edge ``f(u*)``, increasingly
+#: with ``d``.
+FINITE_T_BOUND = 8.0
+
+
+def tokens_per_vocab(delta: ArrayLike, gamma: ArrayLike, T: ArrayLike) -> NDArray[np.float64]:
+    """Mean number of draws of each token, ``N T / V = T delta / gamma`` (docs/model.md,
+    "Where the large-T bulk holds"); broadcast, O(size)."""
+    return check_positive("T", T) * check_positive("delta", delta) / check_positive("gamma", gamma)
+
+
+def large_t_bulk_holds(delta: ArrayLike, gamma: ArrayLike, T: ArrayLike) -> NDArray[np.bool_]:
+    """Whether ``MP_delta ⊠ MP_gamma`` describes the noise bulk: ``T delta / gamma >=``
+    :data:`FINITE_T_BOUND` (docs/model.md, "Where the large-T bulk holds"); broadcast, O(size)."""
+    return np.asarray(tokens_per_vocab(delta, gamma, T) >= FINITE_T_BOUND)
+
+
+def _token_cavity_sweep(
+    g: NDArray, zeta: NDArray, weights2: NDArray, tokens: float, rng: np.random.Generator
+) -> NDArray:
+    """One population-dynamics sweep of the token cavity variables of ``Q Q^T`` at ``zeta``
+    (docs/model.md, "The bulk at finite T"); ``g`` has shape (points, population).
+
+    A sequence seen from one of its tokens (at a uniform position ``t``) returns
+    ``w_t^2 h`` with ``h = 1/(-1 - sum_{s != t} w_s^2 g_s)``; a token with ``K ~ Poisson(N T/V)``
+    sequences has ``g = 1/(-zeta - sum_k w_{t_k}^2 h_k)``. O(points x population x
+    (T + N T/V)).
+    """
+    points, size = g.shape
+    T = weights2.size
+    row = np.arange(points)[:, None, None]
+    draws = g[row, rng.integers(0, size, (points, size, T))]
+    position = rng.integers(0, T, (points, size))
+    total = draws @ weights2
+    own = weights2[position] * np.take_along_axis(draws, position[..., None], -1)[..., 0]
+    returned = weights2[position] / (-1.0 - (total - own))
+    k_max = int(tokens + 8.0 * np.sqrt(tokens) + 8.0)
+    counts = rng.poisson(tokens, (points, size))
+    picked = returned[row, rng.integers(0, size, (points, size, k_max))]
+    used = np.arange(k_max) < np.minimum(counts, k_max)[..., None]
+    return 1.0 / (-zeta[:, None] - np.sum(np.where(used, picked, 0.0), axis=-1))
+
+
+def finite_t_stieltjes(
+    z: ArrayLike,
+    delta: float,
+    gamma: float,
+    weights: ArrayLike,
+    population: int = 2000,
+    sweeps: int = 60,
+    seed: int = 0,
+) -> NDArray[np.complex128]:
+    """Stieltjes transform ``m(z) = E[1/(x - z)]`` of the noise bulk of ``S / kappa`` at
+    finite ``T`` (docs/model.md, "The bulk at finite T"), for ``Im z > 0``.
+
+    Solves ``m = 1/(-z + (1 - m_A(zeta)/(delta m))/(delta m))``, ``zeta = -1/(delta m)``, with
+    ``m_A`` the Stieltjes transform of ``V A / kappa`` from the cavity equations of the
+    sparse token-sequence graph, by population dynamics (``population`` members per point,
+    ``sweeps`` damped sweeps, the second half averaged). Monte-Carlo error
+    ~ ``1/sqrt(population x sweeps / 2)`` relative. O(points x population x sweeps x
+    (T + N T/V)).
+    """
+    z_arr = np.atleast_1d(np.asarray(z, dtype=complex))
+    w = check_finite_array("weights", weights)
+    T = w.size
+    kappa = float(w @ w)
+    tokens = float(tokens_per_vocab(delta, gamma, T))
+    scale = T / (tokens * kappa)  # V A / kappa = scale * Q Q^T
+    rng = np.random.default_rng(seed)
+    m = -1.0 / z_arr  # outside-the-support start
+    g = np.broadcast_to(-1.0 / (-1.0 / (delta * m) / scale)[:, None], (z_arr.size, population))
+    g = np.array(g)
+    total, kept = np.zeros_like(m), 0
+    for sweep in range(sweeps):
+        zeta = -1.0 / (delta * m)
+        g = _token_cavity_sweep(g, zeta / scale, w * w, tokens, rng)
+        m_a = g.mean(axis=1) / scale
+        m_new = 1.0 / (-z_arr + (1.0 - m_a / (delta * m)) / (delta * m))
+        m = 0.5 * (m + m_new)
+        if sweep >= sweeps // 2:
+            total, kept = total + m_new, kept + 1
+    return np.asarray(total / kept, dtype=np.complex128)
