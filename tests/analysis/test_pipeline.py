@@ -219,7 +219,7 @@ def test_bootstrap_and_seed_reach_every_ci() -> None:
     for label, settings in {
         "base": {"bootstrap": 40, "seed": 0},
         "seed": {"bootstrap": 40, "seed": 1},
-        "bootstrap": {"bootstrap": 41, "seed": 0},
+        "bootstrap": {"bootstrap": 60, "seed": 0},  # streams are prefix-stable: not 41
     }.items():
         analysis = analysis_dataset(cells, theory, settings)
         tables = sweep_tables("s", cells, theory, analysis, settings, WEIGHT_MODELS)
