@@ -57,3 +57,19 @@ def test_force_plans_a_sweep_beyond_the_memory_limit(
     path = config_file(tmp_path, d=[20, 30_000])
     assert cli.main(["validate", path, "--force"]) == cli.EXIT_OK
     assert "valid" in capsys.readouterr().out
+
+
+def test_the_ceilings_are_the_configs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``execution.max_cells`` / ``max_core_days`` set the limits (defaults in the schema):
+    the tiny sweep's 12 cells pass a ceiling of 12 and are refused under one of 11."""
+    config = tiny_config(run="bounded")
+    path = tmp_path / "c.yaml"
+    for ceiling, code in ((12, cli.EXIT_OK), (11, cli.EXIT_USAGE)):
+        config["execution"] = {**config.get("execution", {}), "max_cells": ceiling}
+        path.write_text(yaml.safe_dump(config))
+        assert cli.main(["validate", str(path)]) == code
+    assert "execution.max_cells" in capsys.readouterr().err
+    config["execution"] = {**config["execution"], "max_cells": 12, "max_core_days": 1e-9}
+    path.write_text(yaml.safe_dump(config))
+    assert cli.main(["validate", str(path)]) == cli.EXIT_USAGE
+    assert "execution.max_core_days" in capsys.readouterr().err

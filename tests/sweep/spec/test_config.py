@@ -35,7 +35,13 @@ def test_minimal_config_gets_every_default() -> None:
     assert config["run"] == "default"
     assert config["seed"] == 2026
     assert config["positional_models"] == {} and config["weight_models"] == {}
-    assert config["execution"] == {"block_size": "auto", "block_seconds": 60, "max_failures": 0.05}
+    assert config["execution"] == {
+        "block_size": "auto",
+        "block_seconds": 60,
+        "max_failures": 0.05,
+        "max_cells": 10_000_000,
+        "max_core_days": 10_000,
+    }
     analysis_schema = load_schema()["properties"]["analysis"]["properties"]
     assert config["analysis"] == {
         name: entry["default"] for name, entry in analysis_schema.items() if "default" in entry

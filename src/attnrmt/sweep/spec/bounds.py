@@ -3,8 +3,9 @@
 From a validated config, before it is planned: each sweep's cell count, the memory of its
 largest cell and its total one-core time by the cost model
 (:func:`attnrmt.sweep.spec.cost.cell_work`). A sweep over a limit is refused naming the
-key, unless ``--force``. O(product of the d, delta, gamma, T and weights list lengths)
-per sweep, no cell built.
+key, unless ``--force``; the ceilings are the config's ``execution.max_cells`` and
+``execution.max_core_days`` (defaults in the schema). O(product of the d, delta, gamma,
+T and weights list lengths) per sweep, no cell built.
 """
 
 from __future__ import annotations
@@ -17,10 +18,6 @@ from typing import Any
 
 from attnrmt.sweep.spec.cost import DEFAULT_SECONDS_PER_WORK, cell_work
 
-MAX_CELLS = 10_000_000
-"""Most cells a sweep may plan (the plan keeps ~100 bytes per cell in memory)."""
-MAX_CORE_DAYS = 10_000.0
-"""Most one-core days a sweep may cost by the cost model."""
 SIZED_AXES = ("d", "delta", "gamma", "T", "positional", "weights", "snr", "centered")
 
 
@@ -41,17 +38,24 @@ def cell_bytes(d: int, delta: float, gamma: float, T: int) -> float:
 
 
 def sweep_problems(
-    name: str, sweep: Mapping[str, Any], weight_models: Mapping[str, Any], memory: int
+    name: str,
+    sweep: Mapping[str, Any],
+    weight_models: Mapping[str, Any],
+    memory: int,
+    ceilings: Mapping[str, Any],
 ) -> list[str]:
-    """What makes sweep ``name`` too large (module docstring); empty when it fits."""
+    """What makes sweep ``name`` too large (module docstring) under ``ceilings`` (the
+    config's ``execution`` block); empty when it fits."""
+    max_cells, max_core_days = int(ceilings["max_cells"]), float(ceilings["max_core_days"])
     lengths = {axis: len(sweep.get(axis) or [None]) for axis in SIZED_AXES}
     replicates = int(sweep.get("replicates", 1))
     n_cells = math.prod(lengths.values()) * replicates
-    if n_cells > MAX_CELLS:
+    if n_cells > max_cells:
         shape = " x ".join(f"{lengths[axis]} {axis}" for axis in SIZED_AXES if lengths[axis] > 1)
         return [
             f"sweeps.{name}: {n_cells:,} cells ({shape} x {replicates} replicates); at most "
-            f"{MAX_CELLS:,} a sweep (attnrmt run --force to plan them anyway)"
+            f"{max_cells:,} a sweep (execution.max_cells; attnrmt run --force to plan them "
+            "anyway)"
         ]
     problems = []
     d, T = max(sweep["d"]), max(sweep["T"])
@@ -72,11 +76,11 @@ def sweep_problems(
         spec = weight_models.get(weights, weights)
         work = cell_work(d_, delta_, gamma_, t_, spec, str(sweep.get("spectrum", "full")))
         seconds += per_line * work * DEFAULT_SECONDS_PER_WORK
-    if seconds / 86400 > MAX_CORE_DAYS:
+    if seconds / 86400 > max_core_days:
         problems.append(
             f"sweeps.{name}: about {seconds / 86400:,.0f} one-core days by the cost model "
-            f"(largest d = {d}); at most {MAX_CORE_DAYS:,.0f} (attnrmt run --force to run "
-            "it anyway)"
+            f"(largest d = {d}); at most {max_core_days:,.0f} (execution.max_core_days; "
+            "attnrmt run --force to run it anyway)"
         )
     return problems
 
@@ -88,8 +92,8 @@ def plan_problems(config: Mapping[str, Any]) -> list[str]:
     return [
         problem
         for name, sweep in config["sweeps"].items()
-        for problem in sweep_problems(name, sweep, models, memory)
+        for problem in sweep_problems(name, sweep, models, memory, config["execution"])
     ]
 
 
-__all__ = ["MAX_CELLS", "MAX_CORE_DAYS", "cell_bytes", "machine_bytes", "plan_problems"]
+__all__ = ["cell_bytes", "machine_bytes", "plan_problems"]
