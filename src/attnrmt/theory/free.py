@@ -1,0 +1,345 @@
+"""Numerical free probability for the bulk: ``MP_c1 ⊠ ... ⊠ MP_ck ⊠ nu`` (docs/model.md,
+"A general bulk by subordination").
+
+``nu`` is a population law, discrete (:class:`DiscreteLaw`) or Marchenko–Pastur in closed
+form (:class:`MarchenkoPastur`), known through ``u_nu(s) = ∫ t/(s - t) dnu(t)`` and its
+derivative. Because the S-transform of ``MP_c`` is ``1/(1 + c w)``, the product law ``mu``
+has the explicit inverse subordination map
+
+    x(s) = s prod_i (1 + c_i u_nu(s)),      u_mu(x) = u_nu(s(x)),
+
+(``s = -1/m_companion``, Silverstein's equation for ``k = 1``), and
+``m_mu(x) = ∫ dmu(t)/(t - x) = -(1 + u_mu(x)) / x``. For ``x`` in the upper half plane the
+subordination point ``s(x)`` is the root with ``Im s > 0``; on the real axis it is the limit
+``eta -> 0`` of ``s(x + i eta)``. The support edges are ``x(s)`` at the real critical
+points ``x'(s) = 0`` that lie on this branch.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from attnrmt._validation import check_finite_array, check_positive
+
+__all__ = [
+    "DiscreteLaw",
+    "FreeProduct",
+    "MarchenkoPastur",
+    "SpikeTransforms",
+    "free_density",
+    "free_edges",
+    "free_spike",
+    "free_stieltjes",
+    "subordination",
+]
+
+_LADDER = 10.0 ** np.arange(1.0, -14.5, -0.5)  # eta / scale, then eta = 0
+_LEVEL_STEPS = 4
+_FINAL_STEPS = 30
+_HALVINGS = 12
+_GRID = 64  # samples of x'(s) per interval when bracketing critical points
+_LOGIT = 32.0  # samples reach exp(-_LOGIT) of an interval's ends
+_BISECTION_STEPS = 80
+_BRANCH_TOL = 1e-4  # relative distance of a critical point to the physical s(x)
+
+
+@dataclass(frozen=True)
+class DiscreteLaw:
+    """A discrete population law ``sum_j weights_j delta_{atoms_j}`` (atoms >= 0)."""
+
+    atoms: NDArray[np.float64]
+    weights: NDArray[np.float64]
+
+    @classmethod
+    def of(cls, atoms: ArrayLike, weights: ArrayLike | None = None) -> DiscreteLaw:
+        """Validated law; ``weights`` default to uniform and are normalised to sum 1."""
+        a = check_positive("atoms", atoms, allow_zero=True).ravel()
+        w = np.ones_like(a) if weights is None else check_positive("weights", weights).ravel()
+        if a.size == 0 or w.shape != a.shape:
+            raise ValueError(f"weights={weights!r}: must match atoms={atoms!r} (non-empty)")
+        return cls(atoms=a, weights=w / w.sum())
+
+    def transform(self, s: NDArray) -> tuple[NDArray, NDArray]:
+        """``u(s) = sum_j w_j t_j/(s - t_j)`` and ``u'(s)``; O(s.size x atoms)."""
+        diff = s[..., None] - self.atoms
+        ratio = self.atoms / diff
+        return ratio @ self.weights, -(ratio / diff) @ self.weights
+
+    def poles(self) -> NDArray[np.float64]:
+        """Sorted distinct positive atoms (where ``u`` is singular)."""
+        return np.unique(self.atoms[self.atoms > 0.0])
+
+    def scale(self) -> float:
+        """Largest atom (bounds the support)."""
+        return float(self.atoms.max())
+
+
+@dataclass(frozen=True)
+class MarchenkoPastur:
+    """``MP_c`` of mean 1 in closed form: ``u`` solves ``c u^2 + (1 + c - s) u + 1 = 0``."""
+
+    ratio: float
+
+    def transform(self, s: NDArray) -> tuple[NDArray, NDArray]:
+        """``u(s)`` (the root with ``|u| < 1/sqrt(c)``, the physical one) and ``u'(s)``; O(size)."""
+        c = self.ratio
+        b = 1.0 + c - np.asarray(s, dtype=complex)
+        root = np.sqrt(b * b - 4.0 * c)
+        denominator = np.where(np.abs(b + root) >= np.abs(b - root), b + root, b - root)
+        with np.errstate(all="ignore"):  # u' is infinite at the support's ends
+            u = -2.0 / denominator
+            slope = u / (2.0 * c * u + b)
+        if not np.iscomplexobj(s):
+            u, slope = u.real, slope.real
+        return u, slope
+
+    def poles(self) -> NDArray[np.float64]:
+        """The support ``[(1 - sqrt c)^2, (1 + sqrt c)^2]`` (``u`` is real only outside it)."""
+        return np.array([(1.0 - np.sqrt(self.ratio)) ** 2, (1.0 + np.sqrt(self.ratio)) ** 2])
+
+    def scale(self) -> float:
+        return float((1.0 + np.sqrt(self.ratio)) ** 2)
+
+
+Population = DiscreteLaw | MarchenkoPastur
+
+
+@dataclass(frozen=True)
+class FreeProduct:
+    """The law ``MP_{ratios[0]} ⊠ ... ⊠ population`` (docs/model.md, "A general bulk by
+    subordination"); ``ratios`` may be empty (then it is ``population`` itself)."""
+
+    ratios: tuple[float, ...]
+    population: Population
+
+    def inverse_map(self, s: NDArray) -> tuple[NDArray, NDArray, NDArray]:
+        """``x(s) = s prod_i (1 + c_i u(s))``, ``x'(s)`` and ``u(s)``; O(s.size x atoms)."""
+        u, du = self.population.transform(s)
+        x, dx = s, np.ones_like(s)
+        for c in self.ratios:
+            factor = 1.0 + c * u
+            x, dx = x * factor, dx * factor + x * c * du
+        return x, dx, u
+
+    def scale(self) -> float:
+        """An upper bound of the support: ``max(nu) prod_i (1 + sqrt c_i)^2``."""
+        return self.population.scale() * float(
+            np.prod([(1.0 + np.sqrt(c)) ** 2 for c in self.ratios])
+        )
+
+    def sampled(self, ratio: float) -> FreeProduct:
+        """``MP_ratio ⊠ self``."""
+        return FreeProduct((*self.ratios, float(check_positive("ratio", ratio))), self.population)
+
+
+def _newton(law: FreeProduct, s: NDArray, z: NDArray, steps: int, upper: bool) -> NDArray:
+    """Damped Newton for ``x(s) = z``: a step is halved until ``|x(s) - z|`` does not grow
+    (and ``Im s > 0`` when ``upper``); O(steps x halvings x size x atoms)."""
+    x, dx, _ = law.inverse_map(s)
+    residual = np.abs(x - z)
+    for _ in range(steps):
+        with np.errstate(all="ignore"):
+            step = (x - z) / dx
+        pending = np.isfinite(step)
+        factor = 1.0
+        for _ in range(_HALVINGS):
+            if not np.any(pending):
+                break
+            candidate = s - factor * np.where(pending, step, 0.0)
+            with np.errstate(all="ignore"):
+                xc, dxc, _ = law.inverse_map(candidate)
+                rc = np.abs(xc - z)
+            ok = pending & np.isfinite(rc) & (rc <= residual)
+            if upper:
+                ok &= candidate.imag > 0.0
+            s, x, dx = np.where(ok, candidate, s), np.where(ok, xc, x), np.where(ok, dxc, dx)
+            residual = np.where(ok, rc, residual)
+            pending &= ~ok
+            factor *= 0.5
+    return s
+
+
+def subordination(law: FreeProduct, x: ArrayLike) -> NDArray[np.complex128]:
+    """Subordination point ``s(x)`` on the real axis, ``Im s >= 0`` (docs/model.md,
+    "A general bulk by subordination").
+
+    Damped Newton along ``eta -> 0`` on ``z = x + i eta`` (``eta / scale`` from 10 down to
+    ``1e-14`` by factors ``sqrt(10)``, each level started from the previous one, then
+    ``eta = 0``), the branch folded to ``Im s >= 0``. O(x.size x atoms x 150).
+    """
+    x_arr = check_finite_array("x", x).astype(complex)
+    scale = law.scale()
+    s = x_arr + 1j * _LADDER[0] * scale
+    for eta in _LADDER:
+        s = _newton(law, s, x_arr + 1j * eta * scale, _LEVEL_STEPS, upper=True)
+    s = _newton(law, s, x_arr, _FINAL_STEPS, upper=False)
+    return s.real + 1j * np.abs(s.imag)
+
+
+def free_stieltjes(law: FreeProduct, x: ArrayLike) -> tuple[NDArray, NDArray]:
+    """``m(x) = ∫ dmu(t)/(t - x)`` (limit from ``Im x > 0``) and ``m'(x)``, the latter
+    meaningful outside the support (docs/model.md, "A general bulk by subordination").
+
+    ``m = -(1 + u(s))/x``; O(x.size x atoms x 150).
+    """
+    x_arr = check_finite_array("x", x)
+    s = subordination(law, x_arr)
+    _, dxs, u = law.inverse_map(s)
+    _, du = law.population.transform(s)
+    m = -(1.0 + u) / x_arr
+    with np.errstate(all="ignore"):
+        dm = (1.0 + u) / x_arr**2 - du / (x_arr * dxs)
+    return m, dm
+
+
+def free_density(law: FreeProduct, x: ArrayLike) -> NDArray[np.float64]:
+    """Density of the continuous part at ``x > 0``: ``Im m(x) / pi`` (docs/model.md,
+    "A general bulk by subordination"); 0 for ``x <= 0``. O(x.size x atoms x 150)."""
+    x_arr = check_finite_array("x", x)
+    positive = x_arr > 0.0
+    density = np.zeros(x_arr.shape)
+    if np.any(positive):
+        m, _ = free_stieltjes(law, x_arr[positive])
+        density[positive] = np.maximum(m.imag, 0.0) / np.pi
+    return density
+
+
+def _intervals(law: FreeProduct) -> list[tuple[float, float]]:
+    """Real intervals of ``s`` on which ``u`` is real and smooth."""
+    poles = law.population.poles()
+    if isinstance(law.population, MarchenkoPastur):
+        return [(-np.inf, poles[0]), (poles[1], np.inf)]
+    ends = np.concatenate([[-np.inf], poles, [np.inf]])
+    return list(itertools.pairwise(ends))
+
+
+def _on_interval(low: float, high: float, y: NDArray, scale: float) -> NDArray:
+    """Map the logit-like variable ``y`` onto ``(low, high)``, dense at finite ends."""
+    if np.isfinite(low) and np.isfinite(high):
+        return low + (high - low) / (1.0 + np.exp(-y))
+    if np.isfinite(low):
+        return low + scale * np.exp(y)
+    if np.isfinite(high):
+        return high - scale * np.exp(-y)
+    return scale * np.sinh(y)
+
+
+def _critical_points(law: FreeProduct) -> tuple[NDArray, NDArray]:
+    """Real critical points ``s`` of ``x(s)`` with ``x > 0`` on the physical branch, and
+    ``+1`` (local min: an upper edge) or ``-1`` (local max: a lower edge).
+
+    ``x'`` is sampled at :data:`_GRID` logit-spaced points of every interval, sign changes
+    are bisected to round-off, and a point is kept when ``s(x(s*))`` (:func:`subordination`)
+    returns to it. O(intervals x (_GRID + _BISECTION_STEPS) x atoms).
+    """
+    scale = law.scale()
+    y = np.linspace(-_LOGIT, _LOGIT, _GRID)
+    found_s, found_kind = [], []
+    for low, high in _intervals(law):
+
+        def slope(yy: NDArray, low: float = low, high: float = high) -> NDArray:
+            with np.errstate(all="ignore"):  # an end rounds onto a pole: x' = -inf there
+                return law.inverse_map(_on_interval(low, high, yy, scale))[1]
+
+        d = slope(y)
+        brackets = np.flatnonzero(np.sign(d[:-1]) * np.sign(d[1:]) < 0)
+        if brackets.size == 0:
+            continue
+        lo, hi = y[brackets], y[brackets + 1]
+        rising = d[brackets] < 0  # x' from - to +: a local minimum
+        for _ in range(_BISECTION_STEPS):
+            mid = 0.5 * (lo + hi)
+            below = (slope(mid) < 0) == rising
+            lo, hi = np.where(below, mid, lo), np.where(below, hi, mid)
+        found_s.append(_on_interval(low, high, 0.5 * (lo + hi), scale))
+        found_kind.append(np.where(rising, 1, -1))
+    if not found_s:
+        return np.zeros(0), np.zeros(0, dtype=int)
+    s_all, kind = np.concatenate(found_s), np.concatenate(found_kind)
+    x_all = law.inverse_map(s_all)[0]
+    positive = x_all > 0.0
+    s_all, kind, x_all = s_all[positive], kind[positive], x_all[positive]
+    physical = np.abs(subordination(law, x_all) - s_all) <= _BRANCH_TOL * (1.0 + np.abs(s_all))
+    return s_all[physical], kind[physical]
+
+
+def free_edges(law: FreeProduct) -> NDArray[np.float64]:
+    """Edges of the continuous part, shape ``(components, 2)`` rows ``(lower, upper)``
+    (docs/model.md, "A general bulk by subordination").
+
+    ``x`` at the physical real critical points of ``x(s)``; a first component without a
+    lower critical point starts at 0 (hard edge). Cost as ``_critical_points``.
+    """
+    s, kind = _critical_points(law)
+    order = np.argsort(law.inverse_map(s)[0])
+    x, kind = law.inverse_map(s[order])[0], kind[order]
+    if kind.size and kind[0] == 1:
+        x, kind = np.concatenate([[0.0], x]), np.concatenate([[-1], kind])
+    return x.reshape(-1, 2)
+
+
+@dataclass(frozen=True)
+class SpikeTransforms:
+    """Outliers of an additive rank-one spike ``theta`` on the population bulk and of its
+    sample (docs/model.md, "A general bulk by subordination"); NaN / 0 when absent."""
+
+    population_outlier: NDArray[np.float64]
+    sample_outlier: NDArray[np.float64]
+    population_overlap: NDArray[np.float64]
+    sample_overlap: NDArray[np.float64]
+
+
+def free_spike(theta: ArrayLike, bulk: FreeProduct, gamma: float) -> SpikeTransforms:
+    """Spike ``theta`` added to a population with law ``bulk``, sampled with ratio ``gamma``
+    (Benaych-Georges–Nadakuditi; docs/model.md, "A general bulk by subordination").
+
+    The population outlier ``ell`` solves ``m_bulk(ell) = -1/theta``; in the subordination
+    variable ``theta (1 + u(s)) = x_bulk(s)`` for ``s`` beyond the top critical point. Then
+    ``ell = x_bulk(s)``, the sample outlier ``x_sample(s)`` (present iff it lies beyond the
+    sample's top critical point), overlaps ``1/(theta^2 m_bulk'(ell))`` and that times
+    ``d ln x_sample / d ln x_bulk``. O(theta.size x atoms x _BISECTION_STEPS).
+    """
+    theta_arr = check_finite_array("theta", theta)
+    sample = bulk.sampled(gamma)
+    s_bulk = _top_critical(bulk)
+    s_sample = _top_critical(sample)
+    low = np.full(theta_arr.shape, s_bulk)
+    high = np.full(theta_arr.shape, s_bulk + max(bulk.scale(), 1.0) + np.abs(theta_arr) * 4.0)
+
+    def gap(s: NDArray) -> NDArray:
+        x, _, u = bulk.inverse_map(s)
+        return x - theta_arr * (1.0 + u)
+
+    present = (theta_arr > 0.0) & (gap(low) < 0.0)
+    for _ in range(_BISECTION_STEPS):
+        mid = 0.5 * (low + high)
+        negative = gap(mid) < 0.0
+        low, high = np.where(negative, mid, low), np.where(negative, high, mid)
+    s = 0.5 * (low + high)
+    x_pop, dx_pop, u = bulk.inverse_map(s)
+    _, du = bulk.population.transform(s)
+    x_smp, dx_smp, _ = sample.inverse_map(s)
+    sampled = present & (s > s_sample)
+    with np.errstate(all="ignore"):
+        dm = ((1.0 + u) * dx_pop - du * x_pop) / (x_pop**2 * dx_pop)
+        overlap = 1.0 / (theta_arr**2 * dm)
+        lift = (dx_smp / x_smp) / (dx_pop / x_pop)
+        sample_overlap = np.where(sampled, overlap * lift, 0.0)
+    return SpikeTransforms(
+        population_outlier=np.where(present, x_pop, np.nan),
+        sample_outlier=np.where(sampled, x_smp, np.nan),
+        population_overlap=np.where(present, np.maximum(overlap, 0.0), 0.0),
+        sample_overlap=np.maximum(sample_overlap, 0.0),
+    )
+
+
+def _top_critical(law: FreeProduct) -> float:
+    """``s`` of the upper edge of the top component (``max(nu)`` when ``law`` has no MP factor)."""
+    s, kind = _critical_points(law)
+    if s.size == 0:
+        return float(law.population.poles()[-1])
+    return float(s[kind == 1].max())
