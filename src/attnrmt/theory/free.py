@@ -17,7 +17,6 @@ points ``x'(s) = 0`` that lie on this branch.
 
 from __future__ import annotations
 
-import itertools
 from dataclasses import dataclass
 
 import numpy as np
@@ -44,6 +43,7 @@ _HALVINGS = 12
 _GRID = 64  # samples of x'(s) per interval when bracketing critical points
 _LOGIT = 32.0  # samples reach exp(-_LOGIT) of an interval's ends
 _BISECTION_STEPS = 80
+_CHUNK = 2_000_000  # array elements per evaluation of x' on the intervals
 _BRANCH_TOL = 1e-4  # relative distance of a critical point to the physical s(x)
 
 
@@ -208,24 +208,29 @@ def free_density(law: FreeProduct, x: ArrayLike) -> NDArray[np.float64]:
     return density
 
 
-def _intervals(law: FreeProduct) -> list[tuple[float, float]]:
-    """Real intervals of ``s`` on which ``u`` is real and smooth."""
+def _intervals(law: FreeProduct) -> tuple[NDArray, NDArray]:
+    """Ends ``(low, high)`` of the real intervals of ``s`` on which ``u`` is real and smooth."""
     poles = law.population.poles()
     if isinstance(law.population, MarchenkoPastur):
-        return [(-np.inf, poles[0]), (poles[1], np.inf)]
+        return np.array([-np.inf, poles[1]]), np.array([poles[0], np.inf])
     ends = np.concatenate([[-np.inf], poles, [np.inf]])
-    return list(itertools.pairwise(ends))
+    return ends[:-1], ends[1:]
 
 
-def _on_interval(low: float, high: float, y: NDArray, scale: float) -> NDArray:
-    """Map the logit-like variable ``y`` onto ``(low, high)``, dense at finite ends."""
-    if np.isfinite(low) and np.isfinite(high):
-        return low + (high - low) / (1.0 + np.exp(-y))
-    if np.isfinite(low):
-        return low + scale * np.exp(y)
-    if np.isfinite(high):
-        return high - scale * np.exp(-y)
-    return scale * np.sinh(y)
+def _on_intervals(low: NDArray, high: NDArray, y: NDArray, scale: float) -> NDArray:
+    """Map the logit-like ``y`` onto ``(low, high)`` (broadcast), dense at finite ends."""
+    finite_low, finite_high = np.isfinite(low), np.isfinite(high)
+    lo, hi = np.where(finite_low, low, 0.0), np.where(finite_high, high, 0.0)
+    with np.errstate(over="ignore"):
+        return np.where(
+            finite_low & finite_high,
+            lo + (hi - lo) / (1.0 + np.exp(-y)),
+            np.where(
+                finite_low,
+                lo + scale * np.exp(y),
+                np.where(finite_high, hi - scale * np.exp(-y), scale * np.sinh(y)),
+            ),
+        )
 
 
 def _critical_points(law: FreeProduct) -> tuple[NDArray, NDArray]:
@@ -234,35 +239,40 @@ def _critical_points(law: FreeProduct) -> tuple[NDArray, NDArray]:
 
     ``x'`` is sampled at :data:`_GRID` logit-spaced points of every interval, sign changes
     are bisected to round-off, and a point is kept when ``s(x(s*))`` (:func:`subordination`)
-    returns to it. O(intervals x (_GRID + _BISECTION_STEPS) x atoms).
+    returns to it. O(intervals x _GRID x atoms + brackets x _BISECTION_STEPS x atoms).
     """
     scale = law.scale()
+    low, high = _intervals(law)
     y = np.linspace(-_LOGIT, _LOGIT, _GRID)
-    found_s, found_kind = [], []
-    for low, high in _intervals(law):
 
-        def slope(yy: NDArray, low: float = low, high: float = high) -> NDArray:
-            with np.errstate(all="ignore"):  # an end rounds onto a pole: x' = -inf there
-                return law.inverse_map(_on_interval(low, high, yy, scale))[1]
+    def slope(low: NDArray, high: NDArray, y: NDArray) -> NDArray:
+        with np.errstate(all="ignore"):  # an end rounds onto a pole: x' = -inf there
+            return law.inverse_map(_on_intervals(low, high, y, scale))[1]
 
-        d = slope(y)
-        brackets = np.flatnonzero(np.sign(d[:-1]) * np.sign(d[1:]) < 0)
-        if brackets.size == 0:
-            continue
-        lo, hi = y[brackets], y[brackets + 1]
-        rising = d[brackets] < 0  # x' from - to +: a local minimum
-        for _ in range(_BISECTION_STEPS):
-            mid = 0.5 * (lo + hi)
-            below = (slope(mid) < 0) == rising
-            lo, hi = np.where(below, mid, lo), np.where(below, hi, mid)
-        found_s.append(_on_interval(low, high, 0.5 * (lo + hi), scale))
-        found_kind.append(np.where(rising, 1, -1))
-    if not found_s:
-        return np.zeros(0), np.zeros(0, dtype=int)
-    s_all, kind = np.concatenate(found_s), np.concatenate(found_kind)
+    rows = max(1, _CHUNK // (_GRID * np.size(getattr(law.population, "atoms", 1))))
+    d = np.concatenate(
+        [
+            slope(low[i : i + rows, None], high[i : i + rows, None], y)
+            for i in range(0, low.size, rows)
+        ]
+    )
+    interval, column = np.nonzero(np.sign(d[:, :-1]) * np.sign(d[:, 1:]) < 0)
+    low, high = low[interval], high[interval]
+    lo, hi = y[column], y[column + 1]
+    rising = d[interval, column] < 0  # x' from - to +: a local minimum
+    for _ in range(_BISECTION_STEPS):
+        mid = 0.5 * (lo + hi)
+        below = (slope(low, high, mid) < 0) == rising
+        lo, hi = np.where(below, mid, lo), np.where(below, hi, mid)
+    s_all = _on_intervals(low, high, 0.5 * (lo + hi), scale)
+    kind = np.where(rising, 1, -1)
     x_all = law.inverse_map(s_all)[0]
-    positive = x_all > 0.0
-    s_all, kind, x_all = s_all[positive], kind[positive], x_all[positive]
+    # s is physical for every intermediate law, so for each MP_c ⊠ nu alone x' >= 0 (a
+    # cheap necessary test before the solver's; x' is dimensionless)
+    u, du = law.population.transform(s_all)
+    single = [1.0 + c * u + c * s_all * du > -_BRANCH_TOL for c in law.ratios]
+    keep = (x_all > 0.0) & np.logical_and.reduce([np.ones_like(x_all, dtype=bool), *single])
+    s_all, kind, x_all = s_all[keep], kind[keep], x_all[keep]
     physical = np.abs(subordination(law, x_all) - s_all) <= _BRANCH_TOL * (1.0 + np.abs(s_all))
     return s_all[physical], kind[physical]
 
