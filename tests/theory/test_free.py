@@ -148,3 +148,12 @@ def test_a_general_bulk_point_costs_under_50_ms() -> None:
         free_density(law, [x])
         seconds.append(time.perf_counter() - start)
     assert np.median(seconds) < 0.05
+
+
+def test_laws_refuse_non_positive_ratios_and_mismatched_weights() -> None:
+    with pytest.raises(ValueError, match="ratios"):
+        FreeProduct((0.5, 0.0), DiscreteLaw.of([1.0]))
+    with pytest.raises(ValueError, match="ratio"):
+        MarchenkoPastur(-0.5)
+    with pytest.raises(ValueError, match="weights"):
+        DiscreteLaw.of([1.0, 2.0], [1.0])

@@ -84,6 +84,9 @@ class MarchenkoPastur:
 
     ratio: float
 
+    def __post_init__(self) -> None:
+        check_positive("ratio", self.ratio)
+
     def transform(self, s: NDArray) -> tuple[NDArray, NDArray]:
         """``u(s)`` (the root with ``|u| < 1/sqrt(c)``, the physical one) and ``u'(s)``; O(size)."""
         c = self.ratio
@@ -116,6 +119,9 @@ class FreeProduct:
     ratios: tuple[float, ...]
     population: Population
 
+    def __post_init__(self) -> None:
+        check_positive("ratios", list(self.ratios) or [1.0])
+
     def inverse_map(self, s: NDArray) -> tuple[NDArray, NDArray, NDArray]:
         """``x(s) = s prod_i (1 + c_i u(s))``, ``x'(s)`` and ``u(s)``; O(s.size x atoms)."""
         u, du = self.population.transform(s)
@@ -133,7 +139,7 @@ class FreeProduct:
 
     def sampled(self, ratio: float) -> FreeProduct:
         """``MP_ratio ⊠ self``."""
-        return FreeProduct((*self.ratios, float(check_positive("ratio", ratio))), self.population)
+        return FreeProduct((*self.ratios, float(ratio)), self.population)
 
 
 def _newton(law: FreeProduct, s: NDArray, z: NDArray, steps: int, upper: bool) -> NDArray:
@@ -169,7 +175,8 @@ def subordination(law: FreeProduct, x: ArrayLike) -> NDArray[np.complex128]:
 
     Damped Newton along ``eta -> 0`` on ``z = x + i eta`` (``eta / scale`` from 10 down to
     ``1e-14`` by factors ``sqrt(10)``, each level started from the previous one, then
-    ``eta = 0``), the branch folded to ``Im s >= 0``. O(x.size x atoms x 150).
+    ``eta = 0``), the branch folded to ``Im s >= 0``. O(x.size x atoms) per evaluation of
+    ``x(s)``, about 250 evaluations.
     """
     x_arr = check_finite_array("x", x).astype(complex)
     scale = law.scale()
@@ -184,7 +191,7 @@ def free_stieltjes(law: FreeProduct, x: ArrayLike) -> tuple[NDArray, NDArray]:
     """``m(x) = ∫ dmu(t)/(t - x)`` (limit from ``Im x > 0``) and ``m'(x)``, the latter
     meaningful outside the support (docs/model.md, "A general bulk by subordination").
 
-    ``m = -(1 + u(s))/x``; O(x.size x atoms x 150).
+    ``m = -(1 + u(s))/x``; cost as :func:`subordination`.
     """
     x_arr = check_finite_array("x", x)
     s = subordination(law, x_arr)
@@ -198,7 +205,7 @@ def free_stieltjes(law: FreeProduct, x: ArrayLike) -> tuple[NDArray, NDArray]:
 
 def free_density(law: FreeProduct, x: ArrayLike) -> NDArray[np.float64]:
     """Density of the continuous part at ``x > 0``: ``Im m(x) / pi`` (docs/model.md,
-    "A general bulk by subordination"); 0 for ``x <= 0``. O(x.size x atoms x 150)."""
+    "A general bulk by subordination"); 0 for ``x <= 0``. Cost as :func:`subordination`."""
     x_arr = check_finite_array("x", x)
     positive = x_arr > 0.0
     density = np.zeros(x_arr.shape)
