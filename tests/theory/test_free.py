@@ -18,8 +18,18 @@ from attnrmt.theory.free import (
     free_stieltjes,
 )
 
-# (delta, gamma): both below 1, one above, a hard edge at 0 (delta = 1), equal above 1
-RATIOS = [(0.5, 0.5), (0.3, 1.7), (2.0, 0.4), (1.0, 0.5), (1.5, 1.5), (0.05, 0.2)]
+# (delta, gamma): both below 1, one above, a hard edge at 0 (delta = 1), equal above 1, and
+# two where the lower edge's critical point sits next to the zero of x(s) at s = 0
+RATIOS = [
+    (0.5, 0.5),
+    (0.3, 1.7),
+    (2.0, 0.4),
+    (1.0, 0.5),
+    (1.5, 1.5),
+    (0.05, 0.2),
+    (3.0, 1.0),
+    (0.9, 1.1),
+]
 
 
 def _laws(delta: float, gamma: float) -> list[FreeProduct]:

@@ -40,7 +40,8 @@ _LADDER = 10.0 ** np.arange(1.0, -14.5, -0.5)  # eta / scale, then eta = 0
 _LEVEL_STEPS = 4
 _FINAL_STEPS = 30
 _HALVINGS = 12
-_GRID = 64  # samples of x'(s) per interval when bracketing critical points
+_GRID = 64  # samples of x'(s) per interval between poles when bracketing critical points
+_GRID_UNBOUNDED = 4096  # the same on the (at most two) unbounded intervals
 _LOGIT = 32.0  # samples reach exp(-_LOGIT) of an interval's ends
 _BISECTION_STEPS = 80
 _CHUNK = 2_000_000  # array elements per evaluation of x' on the intervals
@@ -244,35 +245,46 @@ def _critical_points(law: FreeProduct) -> tuple[NDArray, NDArray]:
     """Real critical points ``s`` of ``x(s)`` with ``x > 0`` on the physical branch, and
     ``+1`` (local min: an upper edge) or ``-1`` (local max: a lower edge).
 
-    ``x'`` is sampled at :data:`_GRID` logit-spaced points of every interval, sign changes
-    are bisected to round-off, and a point is kept when ``s(x(s*))`` (:func:`subordination`)
-    returns to it. O(intervals x _GRID x atoms + brackets x _BISECTION_STEPS x atoms).
+    ``x'`` is sampled at :data:`_GRID` logit-spaced points of every interval between poles
+    (:data:`_GRID_UNBOUNDED` on the unbounded ones, where critical points can sit close
+    together near ``s = 0``), sign changes are bisected to round-off, and a point is kept
+    when ``s(x(s*))`` (:func:`subordination`) returns to it.
+    O(atoms x (intervals x _GRID + _GRID_UNBOUNDED + brackets x _BISECTION_STEPS)).
     """
     scale = law.scale()
-    low, high = _intervals(law)
-    y = np.linspace(-_LOGIT, _LOGIT, _GRID)
 
     def slope(low: NDArray, high: NDArray, y: NDArray) -> NDArray:
         with np.errstate(all="ignore"):  # an end rounds onto a pole: x' = -inf there
             return law.inverse_map(_on_intervals(low, high, y, scale))[1]
 
-    rows = max(1, _CHUNK // (_GRID * np.size(getattr(law.population, "atoms", 1))))
-    d = np.concatenate(
-        [
-            slope(low[i : i + rows, None], high[i : i + rows, None], y)
-            for i in range(0, low.size, rows)
-        ]
-    )
-    interval, column = np.nonzero(np.sign(d[:, :-1]) * np.sign(d[:, 1:]) < 0)
-    low, high = low[interval], high[interval]
-    lo, hi = y[column], y[column + 1]
-    rising = d[interval, column] < 0  # x' from - to +: a local minimum
+    ends, los, his, rising = [], [], [], []
+    low_all, high_all = _intervals(law)
+    bounded = np.isfinite(low_all) & np.isfinite(high_all)
+    for group, size in ((bounded, _GRID), (~bounded, _GRID_UNBOUNDED)):
+        low, high = low_all[group], high_all[group]
+        y = np.linspace(-_LOGIT, _LOGIT, size)
+        rows = max(1, _CHUNK // (size * np.size(getattr(law.population, "atoms", 1))))
+        d = np.concatenate(
+            [np.zeros((0, size))]
+            + [
+                slope(low[i : i + rows, None], high[i : i + rows, None], y)
+                for i in range(0, low.size, rows)
+            ]
+        )
+        interval, column = np.nonzero(np.sign(d[:, :-1]) * np.sign(d[:, 1:]) < 0)
+        ends.append((low[interval], high[interval]))
+        los.append(y[column])
+        his.append(y[column + 1])
+        rising.append(d[interval, column] < 0)  # x' from - to +: a local minimum
+    low = np.concatenate([e[0] for e in ends])
+    high = np.concatenate([e[1] for e in ends])
+    lo, hi, is_min = np.concatenate(los), np.concatenate(his), np.concatenate(rising)
     for _ in range(_BISECTION_STEPS):
         mid = 0.5 * (lo + hi)
-        below = (slope(low, high, mid) < 0) == rising
+        below = (slope(low, high, mid) < 0) == is_min
         lo, hi = np.where(below, mid, lo), np.where(below, hi, mid)
     s_all = _on_intervals(low, high, 0.5 * (lo + hi), scale)
-    kind = np.where(rising, 1, -1)
+    kind = np.where(is_min, 1, -1)
     x_all = law.inverse_map(s_all)[0]
     # s is physical for every intermediate law, so for each MP_c ⊠ nu alone x' >= 0 (a
     # cheap necessary test before the solver's; x' is dimensionless)
