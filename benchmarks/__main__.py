@@ -297,6 +297,15 @@ TARGETS: tuple[Target, ...] = (
         ok_key="verify_quick_ok",
         constant="bench_verify.QUICK_SHARE_TARGET",
     ),
+    Target(
+        "bench_free",
+        ("density_point_seconds",),
+        "<=",
+        0.05,
+        "seconds of one density point of a general bulk (MP ⊠ MP ⊠ 1000 atoms)",
+        ok_key="density_point_ok",
+        constant="bench_free.POINT_SECONDS_TARGET",
+    ),
 )
 
 
