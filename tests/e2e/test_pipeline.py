@@ -91,7 +91,8 @@ def test_store_matches_data_contract(base_run) -> None:
     group = zarr.open_group(workdir.sweep_dir() / "cells.zarr", mode="r")
     assert group.metadata.zarr_format == 3
     assert group.attrs["attnrmt_cell_table_format"] == store.STORE_FORMAT_VERSION
-    assert group["eigenvalues"].metadata.codecs[-1].to_dict()["name"] == "blosc"
+    codecs = [codec.to_dict()["name"] for codec in group["eigenvalues"].metadata.codecs]
+    assert codecs[-2:] == ["blosc", "crc32c"]  # compressed, then checksummed (data contract)
     assert xr.open_zarr(workdir.sweep_dir() / "cells.zarr").sizes["cell"] == N_BASE_CELLS
     cells = workdir.open_cells()
     for name, dims in CONTRACT_VARIABLES.items():

@@ -157,7 +157,7 @@ POISON = {  # one cell whose 5,000,000 x 10,000,000 embedding table cannot be al
 def test_a_failing_run_shows_the_error_in_full_and_the_log_path(tmp_path: Path) -> None:
     (tmp_path / "fail.yaml").write_text(yaml.safe_dump(POISON), encoding="utf-8")
     done = subprocess.run(
-        [sys.executable, "-m", "attnrmt", "run", "fail.yaml", "--cores", "2"],
+        [sys.executable, "-m", "attnrmt", "run", "fail.yaml", "--cores", "2", "--force"],
         cwd=tmp_path,
         capture_output=True,
         text=True,

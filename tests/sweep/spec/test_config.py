@@ -456,6 +456,8 @@ def test_small_token_counts_are_warned_about() -> None:
     (warning,) = validate_config(minimal_config(T=[4, 8], delta=[0.5], gamma=[0.5])).warnings
     assert warning.startswith("sweeps.s: 1 of 2 (delta, gamma, T) settings have N T/V")
     assert "lowest 4 at delta=0.5, gamma=0.5, T=4" in warning
+    # below d = 100 the edge's own fluctuations exceed the tail: no warning
+    assert validate_config(minimal_config(d=[20, 99], T=[4], delta=[0.5])).warnings == ()
 
 
 def test_yaml_syntax_error_names_file_line_and_column(tmp_path: Path) -> None:

@@ -873,13 +873,16 @@ def check_config(config: Mapping[str, Any]) -> None:
 
 def finite_t_warnings(sweeps: Mapping[str, ResolvedSweep]) -> list[str]:
     """Warnings for sweeps with settings where each token is drawn fewer than
-    ``FINITE_T_BOUND`` times, ``T delta / gamma < 8``: there the large-T bulk is not accurate
-    (docs/model.md, "Where the large-T bulk holds"). O(settings)."""
-    from attnrmt.theory.finite_t import FINITE_T_BOUND, tokens_per_vocab
+    ``FINITE_T_BOUND`` times, ``T delta / gamma < 8``, at a ``d`` of at least
+    ``FINITE_T_MIN_D``: there the large-T bulk is not accurate (docs/model.md, "Where the
+    large-T bulk holds"). O(settings)."""
+    from attnrmt.theory.finite_t import FINITE_T_BOUND, FINITE_T_MIN_D, tokens_per_vocab
 
     warnings = []
     for name, sweep in sweeps.items():
         axes = sweep.axes
+        if max(axes["d"]) < FINITE_T_MIN_D:
+            continue
         grid = np.meshgrid(axes["delta"], axes["gamma"], axes["T"], indexing="ij")
         draws = tokens_per_vocab(*grid)
         if np.any(draws < FINITE_T_BOUND):
