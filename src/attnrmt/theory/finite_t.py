@@ -14,7 +14,13 @@ from numpy.typing import ArrayLike, NDArray
 
 from attnrmt._validation import check_finite_array, check_positive
 
-__all__ = ["FINITE_T_BOUND", "FINITE_T_MIN_D", "finite_t_stieltjes", "large_t_bulk_holds", "tokens_per_vocab"]
+__all__ = [
+    "FINITE_T_BOUND",
+    "FINITE_T_MIN_D",
+    "finite_t_stieltjes",
+    "large_t_bulk_holds",
+    "tokens_per_vocab",
+]
 
 #: ``N T / V`` from which the large-T bulk is accurate
 #: (docs/model.md, "Where the large-T bulk holds"): below it the largest noise
