@@ -43,7 +43,9 @@ report: $(STAMP)
 # The site (mkdocs.yml) into site/: every page, the API reference from the docstrings and
 # the notebooks executed (each runs its own tiny sweep); --strict fails on any warning,
 # a broken link or a notebook cell that raises. `make test` builds it before pytest.
-MKDOCS = NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+# The notebooks count the cells each of their runs computes: the shared cell cache is off
+# for them (ATTNRMT_CELL_CACHE=off), so the counts do not depend on what ran here before.
+MKDOCS = NO_MKDOCS_2_WARNING=1 ATTNRMT_CELL_CACHE=off $(BIN)/mkdocs build --strict
 docs: $(STAMP)
 	$(MKDOCS)
 
