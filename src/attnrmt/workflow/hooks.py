@@ -18,6 +18,7 @@ from typing import Any
 __all__ = [
     "END_SUMMARY_VARIABLE",
     "after_block",
+    "preload_imports",
     "print_end_summary",
     "print_max_failures_message",
     "prune_cell_cache",
@@ -44,6 +45,16 @@ def after_block(fragment: str, run_plan: Any, results: str, blocks_left: Any, re
     cancel_rate_limiter_wakeups()
     if blocks_left.finished(fragment):
         shutdown_run_cluster(results, wait=False)
+
+
+def preload_imports() -> None:
+    """Import Dask, distributed and xarray in the main thread when a run starts: rule bodies
+    run in threads of this process, and two threads importing dask's modules at once can
+    see one partially initialized (``cannot import name ... from partially initialized
+    module 'dask.base'``). Costs the imports once, O(1) after."""
+    import dask.array  # noqa: F401
+    import distributed  # noqa: F401
+    import xarray  # noqa: F401
 
 
 def print_end_summary(run_plan: Any, run_started: float, config_file: str, results: str) -> None:
