@@ -10,28 +10,17 @@ benchmarks bench_free`` records it. The general bulk is ``MP_0.5 ⊠ MP_0.5 ⊠ 
 from __future__ import annotations
 
 import json
-import time
-from collections.abc import Callable
 
 import numpy as np
 
 from attnrmt.theory import bulk_density
 from attnrmt.theory.free import DiscreteLaw, FreeProduct, free_density, free_edges
+from benchmarks.bench_theory import median_seconds
 
 ATOMS = 1000
 REPEATS = 7
 #: The target: seconds of one density point of the general bulk.
 POINT_SECONDS_TARGET = 0.05
-
-
-def _median_seconds(call: Callable[[], object], repeats: int = REPEATS) -> float:
-    """Median wall time of ``repeats`` calls."""
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        call()
-        times.append(time.perf_counter() - start)
-    return float(np.median(times))
 
 
 def main() -> dict[str, float | bool]:
@@ -40,14 +29,16 @@ def main() -> dict[str, float | bool]:
     law = FreeProduct((0.5, 0.5), DiscreteLaw.of(rng.uniform(0.5, 2.0, ATOMS)))
     upper = float(free_edges(law)[-1, 1])
     grid = np.linspace(0.01, 1.05 * upper, 400)
-    point = _median_seconds(lambda: free_density(law, [0.5 * upper]))
+    point = median_seconds(lambda: free_density(law, [0.5 * upper]), REPEATS)
     results: dict[str, float | bool] = {
         "atoms": float(ATOMS),
         "density_point_seconds": point,
         "density_point_ok": point <= POINT_SECONDS_TARGET,
-        "density_grid_400_seconds": _median_seconds(lambda: free_density(law, grid)),
-        "edges_seconds": _median_seconds(lambda: free_edges(law), repeats=1),
-        "closed_form_density_point_seconds": _median_seconds(lambda: bulk_density([2.0], 0.5, 0.5)),
+        "density_grid_400_seconds": median_seconds(lambda: free_density(law, grid), REPEATS),
+        "edges_seconds": median_seconds(lambda: free_edges(law), 1),
+        "closed_form_density_point_seconds": median_seconds(
+            lambda: bulk_density([2.0], 0.5, 0.5), REPEATS
+        ),
     }
     print(json.dumps(results))
     return results

@@ -58,7 +58,7 @@ def bench_bulk_density(n_grid: int = GRID_POINTS, delta: float = 0.5, gamma: flo
     return _best_seconds(lambda: bulk_density(x, delta, gamma))
 
 
-def _median_seconds(call: Callable[[], object], repeats: int = REPEATS) -> float:
+def median_seconds(call: Callable[[], object], repeats: int = REPEATS) -> float:
     """Median wall time of ``repeats`` calls."""
     times = []
     for _ in range(repeats):
@@ -89,8 +89,8 @@ def bench_predict(seed: int = 0) -> dict[str, float]:
     }
     centered = xr.DataArray([True, False], dims="centered")
     arrays = [a.values for a in xr.broadcast(*named.values(), centered)[:5]]
-    floor = _median_seconds(lambda: [spike(*arrays, variant=v) for v in VARIANTS])
-    engine = _median_seconds(lambda: predict(**named, centered=centered))
+    floor = median_seconds(lambda: [spike(*arrays, variant=v) for v in VARIANTS])
+    engine = median_seconds(lambda: predict(**named, centered=centered))
     return {
         "predict_grid_points": float(np.prod(list(PREDICT_GRID.values()))),
         "predict_seconds": engine,
