@@ -26,16 +26,13 @@ independent copy (its own inode and blocks), so damage to one copy leaves the ot
 Remove a sweep's directory, with the shared cell cache off
 (:mod:`attnrmt.sweep.store.cell_cache`), to recompute it from scratch.
 
-Integrity: nothing damaged is read back. Every read verifies what it reads
-(:func:`read_fragment_arrays`: the CRC32 of every member against its zip headers, the
-central directory against the members, the end record at the end of the file, the
-members and shapes of :func:`schema_problem`; the cell-id readers of ``attnrmt status``,
-``attnrmt plan`` and the block jobs' locator, :func:`read_fragment_members`: the zip
-structure and the CRC32 of the members they read). A damaged file (:class:`FragmentDamaged`)
-is moved to ``<sweep>/damaged/<time>-<folder>-<name>`` with a message naming it; if its
-twin (``fragments/<block>.npz`` for ``cache/<block>.npz`` and back) is intact, the twin
-is used and copied back in its place, else its cells are missing for every counter and
-the next run recomputes them (Snakemake sees the block's fragment gone).
+Integrity: nothing damaged is read back. Every read verifies what it reads (the zip
+structure and the CRC32 of every member read, plus :func:`schema_problem` for whole
+fragments). A damaged file (:class:`FragmentDamaged`) is moved to
+``<sweep>/damaged/<time>-<folder>-<name>`` with a message naming it; if its twin
+(``fragments/<block>.npz`` for ``cache/<block>.npz`` and back) is intact, the twin is used
+and copied back in its place, else its cells are missing for every counter and the next
+run recomputes them.
 
 Reuse is by ``(cell_key, cell_seed)`` across every fragment of the *run*
 (:func:`fragment_index` with ``run_wide=True`` looks in sibling sweeps too), so a cell two
@@ -54,7 +51,6 @@ import contextlib
 import io
 import math
 import os
-import re
 import shutil
 import struct
 import sys
@@ -433,131 +429,54 @@ def _ragged_problem(field: str, arrays: Mapping[str, np.ndarray], n_cells: int) 
     return None
 
 
-#: End of central directory record of a zip (22 bytes without comment).
-_END_RECORD = b"PK\x05\x06"
-
-
-def _verified_spans(data: bytes) -> list[tuple[str, int, int]] | None:
-    """``(name, begin, size)`` of every member of a stored zip whose bytes are intact, or
-    None when the file is not a zip :func:`_walk_members` walks (then read through
-    :mod:`zipfile`, which checks the CRC of what it reads).
-
-    Checks: the CRC32 of each member's data against its local header; the central
-    directory (:func:`_central_directory`) lists exactly these members, at these
-    offsets, with these sizes and CRCs, and starts right after the last one; the end
-    record ends the file. O(bytes) for the CRCs (``zlib.crc32``, ~1-2 GB/s) +
-    O(members).
+def _member_spans(data: bytes) -> list[tuple[str, int, int, int, int]]:
+    """``(name, data begin, stored size, CRC32, method)`` of every member of the zip
+    ``data``: its central directory as :mod:`zipfile` reads it, each member's data found
+    through its local header, whose signature and name must match. O(members).
 
     Raises
     ------
-    ValueError
-        With what is wrong.
+    ValueError, zipfile.BadZipFile, struct.error
+        A torn or malformed zip.
     """
-    members = _walk_members(data)
-    if members is None:
-        if _END_RECORD not in data[-65_557:]:
-            raise ValueError("no zip end record (a torn file)")
-        return None
-    view = memoryview(data)
-    for name, _, begin, size, crc in members:
-        if zlib.crc32(view[begin : begin + size]) != crc:
-            raise ValueError(f"member {name!r}: CRC32 mismatch")
-    listed, start_dir = _central_directory(data)
-    walked = [(name, header, size, crc) for name, header, _, size, crc in members]
-    end = members[-1][2] + members[-1][3] if members else 0
-    if listed != walked or start_dir != end:
-        raise ValueError("the central directory does not match the members")
-    return [(name, begin, size) for name, _, begin, size, _ in members]
+    spans = []
+    with zipfile.ZipFile(io.BytesIO(data)) as archive:
+        for info in archive.infolist():
+            at = info.header_offset
+            name_length, extra_length = struct.unpack_from("<HH", data, at + 26)
+            name = info.orig_filename.encode("utf-8" if info.flag_bits & 0x800 else "cp437")
+            if data[at : at + 4] != b"PK\x03\x04" or data[at + 30 : at + 30 + name_length] != name:
+                raise ValueError(f"member {info.filename!r}: bad local header")
+            begin = at + 30 + name_length + extra_length
+            spans.append((info.filename, begin, info.compress_size, info.CRC, info.compress_type))
+    return spans
 
 
-#: Central directory entry of a zip: signature, versions, flags, method, time, date, crc,
-#: sizes, name/extra/comment lengths, disk, attributes, local header offset (46 bytes).
-_CENTRAL_ENTRY = struct.Struct("<4sHHHHHHIIIHHHHHII")
-_END = struct.Struct("<4sHHHHIIH")
+#: Parsed ``.npy`` headers by their bytes, ``(dtype, shape)``, or None when not a plain
+#: C-order header (a sweep's fragments repeat a few dozen headers).
+_NPY_HEADERS: dict[bytes, tuple[np.dtype, tuple[int, ...]] | None] = {}
 
 
-def _central_directory(data: bytes) -> tuple[list[tuple[str, int, int, int]], int]:
-    """``[(name, local header offset, size, CRC32)]`` of a zip's central directory and its
-    offset, read from the end record, which must end the file (no comment, nothing
-    after it). Parsed in place (no copy of the file); a zip64 end record goes through
-    :mod:`zipfile`. O(members).
-
-    Raises
-    ------
-    ValueError
-        A torn or malformed directory.
-    """
-    if len(data) < _END.size:
-        raise ValueError("no zip end record (a torn file)")
-    (signature, _, _, _, count, size, offset, comment) = _END.unpack_from(data, len(data) - 22)
-    if signature != _END_RECORD or comment != 0:
-        raise ValueError("the zip end record does not end the file")
-    if count == 0xFFFF or offset == 0xFFFFFFFF or size == 0xFFFFFFFF:
-        try:  # zip64 end records: rare (> 65535 members or > 4 GiB)
-            with zipfile.ZipFile(io.BytesIO(data)) as archive:
-                return (
-                    [
-                        (info.filename, info.header_offset, info.file_size, info.CRC)
-                        for info in archive.infolist()
-                    ],
-                    archive.start_dir,
-                )
-        except Exception as exc:  # BadZipFile, NotImplementedError, ...
-            raise ValueError(f"central directory: {exc!r}") from exc
-    if offset + size != len(data) - 22:
-        raise ValueError("the central directory does not end at the end record")
-    entries, at = [], offset
-    for _ in range(count):
-        if at + _CENTRAL_ENTRY.size > offset + size:
-            raise ValueError("the central directory is torn")
-        fields = _CENTRAL_ENTRY.unpack_from(data, at)
-        if fields[0] != b"PK\x01\x02":
-            raise ValueError("bad central directory entry")
-        crc, usize, name_length, extra_length, comment_length = (
-            fields[7],
-            fields[9],
-            fields[10],
-            fields[11],
-            fields[12],
-        )
-        header = fields[16]
-        name_start = at + _CENTRAL_ENTRY.size
-        try:
-            name = data[name_start : name_start + name_length].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise ValueError("bad member name in the central directory") from exc
-        if usize == 0xFFFFFFFF or header == 0xFFFFFFFF:
-            extra = data[name_start + name_length : name_start + name_length + extra_length]
-            usize, header = _zip64_entry(extra, usize, header)
-        entries.append((name, header, usize, crc))
-        at = name_start + name_length + extra_length + comment_length
-    if at != offset + size:
-        raise ValueError("the central directory's size does not match its entries")
-    return entries, offset
-
-
-def _zip64_entry(extra: bytes, usize: int, header: int) -> tuple[int, int]:
-    """Size and header offset of a central entry from its zip64 extra field (tag 1: the
-    8-byte values of the 32-bit fields that are 0xFFFFFFFF, in order: uncompressed size,
-    compressed size, offset)."""
-    cursor = 0
-    while cursor + 4 <= len(extra):
-        tag = int.from_bytes(extra[cursor : cursor + 2], "little")
-        length = int.from_bytes(extra[cursor + 2 : cursor + 4], "little")
-        if tag == 1:
-            values = [
-                int.from_bytes(extra[at : at + 8], "little")
-                for at in range(cursor + 4, cursor + 4 + length - 7, 8)
-            ]
-            if usize == 0xFFFFFFFF and values:
-                usize = values.pop(0)
-                if values:  # the compressed size: equal, stored members
-                    values.pop(0)
-            if header == 0xFFFFFFFF and values:
-                header = values.pop(0)
-            return usize, header
-        cursor += 4 + length
-    raise ValueError("zip64 sizes missing from a central directory entry")
+def _npy_array(data: bytes, base: np.ndarray, begin: int, size: int) -> np.ndarray:
+    """The array of the ``.npy`` member ``data[begin : begin + size]``: a read-only view
+    of ``base`` (``data`` as uint8) for a version-1.0 C-order header (parsed by numpy
+    once per process), else :func:`numpy.lib.format.read_array`. O(1) plus the view."""
+    plain = data[begin : begin + 8] == b"\x93NUMPY\x01\x00"
+    length = int.from_bytes(data[begin + 8 : begin + 10], "little")
+    header = data[begin + 10 : begin + 10 + length]
+    if plain and header not in _NPY_HEADERS:
+        if len(_NPY_HEADERS) >= 4096:
+            _NPY_HEADERS.clear()
+        stream = io.BytesIO(data[begin : begin + 10 + length])
+        np.lib.format.read_magic(stream)
+        shape, fortran, dtype = np.lib.format.read_array_header_1_0(stream)
+        _NPY_HEADERS[header] = None if fortran or dtype.hasobject else (dtype, shape)
+    parsed = _NPY_HEADERS.get(header) if plain else None
+    start = begin + 10 + length
+    if parsed is None or start + math.prod(parsed[1]) * parsed[0].itemsize != begin + size:
+        stream = io.BytesIO(data[begin : begin + size])
+        return np.lib.format.read_array(stream, allow_pickle=False)
+    return base[start : begin + size].view(parsed[0]).reshape(parsed[1])
 
 
 def twin_of(path: str | os.PathLike[str]) -> Path | None:
@@ -671,9 +590,10 @@ def _restore(twin: Path, path: Path) -> None:
 
 
 def _verified_arrays(path: Path, data: bytes) -> dict[str, np.ndarray]:
-    """Every member of the fragment ``data`` as an array (read-only views of ``data``
-    where the member is a plain ``.npy``), verified (:func:`_verified_spans`,
-    :func:`schema_problem`).
+    """Every member of the fragment ``data`` as an array (read-only views of ``data``),
+    verified: the zip structure (:func:`_member_spans`), the CRC32 of every member
+    (``zlib.crc32``; compressed members through :mod:`zipfile`, which checks it) and
+    :func:`schema_problem`. O(bytes) (docs/data-contract.md, "Fragments").
 
     Raises
     ------
@@ -681,25 +601,19 @@ def _verified_arrays(path: Path, data: bytes) -> dict[str, np.ndarray]:
         With what is wrong.
     """
     try:
-        spans = _verified_spans(data)
-        if spans is None:  # not walkable (compressed, ...): zipfile checks the CRCs
-            with zipfile.ZipFile(io.BytesIO(data)) as archive:
-                members = [(info.filename, archive.read(info)) for info in archive.infolist()]
-            data = b"".join(member for _, member in members)
-            spans, at = [], 0
-            for filename, member in members:
-                spans.append((filename, at, len(member)))
-                at += len(member)
-        base = np.frombuffer(data, dtype=np.uint8)
+        view, base = memoryview(data), np.frombuffer(data, dtype=np.uint8)
         arrays: dict[str, np.ndarray] = {}
-        for filename, begin, size in spans:
-            array = _npy_array(data, base, begin, size)
-            if array is None:  # not a plain header: numpy's own reader
-                array = np.lib.format.read_array(
-                    io.BytesIO(data[begin : begin + size]), allow_pickle=False
-                )
-            arrays[filename.removesuffix(".npy")] = array
-    except Exception as exc:  # BadZipFile, zlib.error, NotImplementedError, ...: damage
+        for name, begin, size, crc, method in _member_spans(data):
+            if method != zipfile.ZIP_STORED:
+                with zipfile.ZipFile(io.BytesIO(data)) as archive:
+                    member = io.BytesIO(archive.read(name))
+                array = np.lib.format.read_array(member, allow_pickle=False)
+            elif zlib.crc32(view[begin : begin + size]) != crc:
+                raise ValueError(f"member {name!r}: CRC32 mismatch")
+            else:
+                array = _npy_array(data, base, begin, size)
+            arrays[name.removesuffix(".npy")] = array
+    except Exception as exc:  # BadZipFile, zlib.error, struct.error, ...: damage
         raise FragmentDamaged(path, str(exc) or type(exc).__name__) from exc
     problem = schema_problem(arrays)
     if problem is not None:
@@ -721,22 +635,9 @@ def load_verified(path: Path) -> dict[str, np.ndarray]:
 
 
 def read_fragment_arrays(path: str | os.PathLike[str]) -> dict[str, np.ndarray] | None:
-    """Every member of a fragment as an array (read-only), verified; None if absent,
-    unreadable or damaged (a damaged file is moved aside, and its intact twin used and
-    restored when there is one: :func:`_recovered`).
-
-    The same arrays as :func:`numpy.load` (``allow_pickle=False``), ~30x faster on
-    small fragments: the file is read once, its stored members are located by their
-    local headers (:func:`_walk_members`, which requires the central directory right
-    after the last member) and their ``.npy`` headers parsed by a regular expression
-    once per process (:func:`_npy_array`; ``numpy.load`` opens each member through
-    :mod:`zipfile` and parses its header with :func:`ast.literal_eval`); any other file
-    goes through :mod:`zipfile`. The arrays are read-only views of the file's bytes.
-    Verification (:func:`_verified_spans`, :func:`schema_problem`): the CRC32 of every
-    member, O(bytes) at ~1-2 GB/s, plus O(members + cells). O(fragment bytes) to read:
-    ~0.1 ms for a fragment of 31 members (the +1% update of a 10^6-cell sweep reads
-    ~1,000 of them).
-    """
+    """Every member of a fragment as a read-only array, verified (:func:`_verified_arrays`);
+    None if absent, unreadable or damaged (a damaged file is moved aside, and its intact
+    twin used and restored when there is one: :func:`_recovered`). O(fragment bytes)."""
     try:
         return _recovered(Path(path), load_verified)
     except (OSError, FragmentDamaged):
@@ -841,106 +742,6 @@ def raise_for_lost_fragments(paths: Iterable[str | os.PathLike[str]]) -> None:
             f"{len(lost)} damaged fragment(s) moved aside ({names}): their cells are "
             f"missing from the store; rerun the same command to recompute them"
         )
-
-
-#: Header of a C-order ``.npy`` member (what :func:`numpy.savez` writes for plain arrays).
-_NPY_HEADER = re.compile(
-    r"\{'descr': '([<>|=][a-zA-Z][0-9]*)', 'fortran_order': False, 'shape': \(([0-9, ]*)\), \}"
-)
-#: Parsed ``.npy`` headers by their bytes: ``(dtype, shape, count)``, or None when not a
-#: plain header. Fragments of one sweep repeat a few dozen headers, so a header is parsed
-#: once per process. Cleared when it grows past :data:`_HEADER_CACHE_SIZE` entries.
-_HEADER_CACHE: dict[bytes, tuple[np.dtype, tuple[int, ...], int] | None] = {}
-_HEADER_CACHE_SIZE = 4096
-#: Local file header of a zip member: signature, version, flags, method, time, date, crc,
-#: compressed size, uncompressed size, name length, extra length (30 bytes).
-_LOCAL_HEADER = struct.Struct("<4sHHHHHIIIHH")
-
-
-def _parse_npy_header(header: bytes) -> tuple[np.dtype, tuple[int, ...], int] | None:
-    """``(dtype, shape, number of items)`` of a plain C-order ``.npy`` header, or None."""
-    match = _NPY_HEADER.match(header.decode("latin1"))
-    if match is None:
-        return None
-    shape = tuple(int(n) for n in match.group(2).replace(" ", "").split(",") if n)
-    return np.dtype(match.group(1)), shape, math.prod(shape)
-
-
-def _npy_array(data: bytes, base: np.ndarray, begin: int, size: int) -> np.ndarray | None:
-    """The array of the ``.npy`` member ``data[begin : begin + size]`` as a read-only view
-    of ``base`` (``data`` as uint8), or None when its header is not a plain C-order
-    non-object array (then :func:`numpy.load` reads it). O(1) besides the view: headers
-    are parsed once per process (:data:`_HEADER_CACHE`)."""
-    if data[begin : begin + 6] != b"\x93NUMPY" or data[begin + 6] not in (1, 2, 3):
-        return None
-    width = 2 if data[begin + 6] == 1 else 4
-    length = int.from_bytes(data[begin + 8 : begin + 8 + width], "little")
-    start = begin + 8 + width
-    header = data[start : start + length]
-    if header in _HEADER_CACHE:
-        parsed = _HEADER_CACHE[header]
-    else:
-        if len(_HEADER_CACHE) >= _HEADER_CACHE_SIZE:
-            _HEADER_CACHE.clear()
-        parsed = _HEADER_CACHE[header] = _parse_npy_header(header)
-    if parsed is None:
-        return None
-    dtype, shape, count = parsed
-    start += length
-    if start + count * dtype.itemsize > begin + size:
-        return None
-    return base[start : start + count * dtype.itemsize].view(dtype).reshape(shape)
-
-
-#: The zip64 extra field :func:`numpy.savez` writes: tag 1, 16 bytes of sizes.
-_ZIP64_EXTRA = struct.Struct("<HHQQ")
-
-
-def _zip64_size(extra: bytes) -> int | None:
-    """Compressed size from a zip64 extra field (tag 1: uncompressed then compressed
-    size, 8 bytes each), or None."""
-    if len(extra) == _ZIP64_EXTRA.size:  # numpy.savez's: that field alone
-        tag, length, _, compressed = _ZIP64_EXTRA.unpack_from(extra)
-        if tag == 1 and length == 16:
-            return int(compressed)
-    cursor = 0
-    while cursor + 4 <= len(extra):
-        tag = int.from_bytes(extra[cursor : cursor + 2], "little")
-        length = int.from_bytes(extra[cursor + 2 : cursor + 4], "little")
-        if tag == 1 and length >= 16:
-            return int.from_bytes(extra[cursor + 12 : cursor + 20], "little")
-        cursor += 4 + length
-    return None
-
-
-def _walk_members(data: bytes) -> list[tuple[str, int, int, int, int]] | None:
-    """``(name, header offset, data begin, size, CRC32)`` of every member of an
-    uncompressed zip, walking its local headers (what :func:`numpy.savez` writes: stored,
-    sizes and CRC in the header or its zip64 extra); None for anything else (compressed
-    members, data descriptors, trailing garbage). O(members)."""
-    members = []
-    unpack = _LOCAL_HEADER.unpack_from
-    at = 0
-    end = len(data)
-    while at + 30 <= end and data[at : at + 4] == b"PK\x03\x04":
-        (_, _, flags, method, _, _, crc, _, size, name_length, extra_length) = unpack(data, at)
-        if flags & 0x08 or method != zipfile.ZIP_STORED:
-            return None
-        name_end = at + 30 + name_length
-        try:
-            name = data[at + 30 : name_end].decode("utf-8")
-        except UnicodeDecodeError:
-            return None
-        if size == 0xFFFFFFFF:
-            size = _zip64_size(data[name_end : name_end + extra_length])
-            if size is None:
-                return None
-        begin = name_end + extra_length
-        if begin + size > end:
-            return None
-        members.append((name, at, begin, size, crc))
-        at = begin + size
-    return members if data[at : at + 4] == b"PK\x01\x02" else None
 
 
 def _fragment_entries(directory: str) -> list[os.DirEntry[str]]:
