@@ -17,8 +17,8 @@ Metrics (medians over ``RUNS``; page cache warm, in-process caches cleared each 
     :func:`attnrmt.sweep.spec.plan_run` alone, in this process: what any command about the
     run pays before looking at a file.
 ``all_keys_seconds_1e5_cells`` (plain alternative)
-    :func:`attnrmt.sweep.store.fragments.finished_cell_keys`: reading the cell keys of every
-    fragment, as ``attnrmt plan`` counts done cells.
+    :func:`attnrmt.sweep.store.fragments.read_fragment_cell_ids` of every fragment (no
+    in-process index): reading the cell keys of every fragment once.
 
 Run with ``python -m benchmarks bench_status``.
 """
@@ -152,7 +152,13 @@ def main(runs: int = RUNS) -> dict[str, Any]:
         )
         status_seconds = statistics.median(timed(run_status, plan, run_dir) for _ in range(runs))
         keys_seconds = statistics.median(
-            timed(fragments.finished_cell_keys, run_dir / name)
+            timed(
+                lambda sweep_dir: [
+                    fragments.read_fragment_cell_ids(path)
+                    for path in fragments.fragment_paths(sweep_dir)
+                ],
+                run_dir / name,
+            )
             for _ in range(runs)
             for name in plan.sweeps
         )

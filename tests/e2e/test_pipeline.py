@@ -16,6 +16,7 @@ import zarr
 
 from attnrmt.contract import VARIABLE_ATTRS
 from attnrmt.sweep import store
+from attnrmt.sweep.store import fragments
 from tests.e2e.helpers import Workdir, fragment_files, numeric_variables, tiny_config, with_sweep
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
@@ -239,11 +240,16 @@ def test_killed_run_resumes_without_recomputing_finished_blocks(tmp_path: Path) 
         # finished cells: those in any complete file (a salvaged task file holds as few as
         # one cell, and may repeat cells of a block's fragment), plus cache entries of a
         # block killed between its cache write and its fragment link (publish_fragment)
-        finished_cells = set(store.fragment_index(workdir.sweep_dir()))
         in_files = {
             (key, seed) for path in finished for key, seed in store.read_fragment_cell_ids(path)
         }
+        finished_cells = {
+            cell_id
+            for path in fragments.fragment_paths(workdir.sweep_dir())
+            for cell_id in fragments.read_fragment_cell_ids(path)
+        }
         assert in_files and in_files <= finished_cells
+        assert set(fragments.locate_cells(sorted(in_files), workdir.sweep_dir())) == in_files
         # a SIGKILLed Snakemake leaves its directory lock behind: the rerun removes it
         # (no live Snakemake works here), no --unlock needed
         resumed = workdir.run()

@@ -19,6 +19,7 @@ from attnrmt.sweep.run.failures import classify_failure
 from attnrmt.sweep.spec import cost
 from attnrmt.sweep.spec.config import load_config
 from attnrmt.sweep.spec.plan import plan_run
+from attnrmt.sweep.store import fragments
 from attnrmt.sweep.store.provenance import PROVENANCE_KEYS
 from tests.conftest import build_tiny_config
 
@@ -133,7 +134,8 @@ def test_failed_cells_fail_the_block_and_salvage_the_others(
     assert str(run_dir / "grid" / "salvage" / "bad") in str(failed.value)
     assert not path.exists()
     assert len(list((run_dir / "grid" / "salvage" / "bad").glob("*.npz"))) == 1
-    assert store.finished_cell_keys(run_dir / "grid") == {params[0]["key"]}
+    keys = [params[0]["key"], broken["key"]]
+    assert fragments.finished_keys(keys, run_dir / "grid") == {params[0]["key"]}
     # what failed is recorded: the cell, its parameters and the error
     (failure,) = store.read_failures(run_dir / "grid")
     assert failure["key"] == "f" * 64 and failure["block"] == path.stem

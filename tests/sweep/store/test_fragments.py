@@ -77,43 +77,49 @@ def test_index_ignores_temporary_and_corrupt_files(tmp_path: Path) -> None:
     )
     (sweep_dir / "fragments" / ".good.npz.123.abc.tmp").write_bytes(b"PK partial")
     (sweep_dir / "fragments" / "truncated.npz").write_bytes(b"PK\x03\x04 truncated")
-    index = store.fragment_index(sweep_dir)
-    assert {key for key, _ in index} == {cell.key for cell in cells + salvaged}
-    assert store.finished_cell_keys(sweep_dir) == {cell.key for cell in cells + salvaged}
-    excluded = store.fragment_index(sweep_dir, exclude=[sweep_dir / "fragments" / "good.npz"])
-    assert {key for key, _ in excluded} == {salvaged[0].key}
+    keys = [cell.key for cell in plan.sweeps["grid"].cells]
+    assert fragments.finished_keys(keys, sweep_dir) == {cell.key for cell in cells + salvaged}
+
+
+def _ids(plan: Any, cells: Any, seed_offset: int = 0) -> list[tuple[str, str]]:
+    return [
+        (cell.key, store.seed_token(cell.seed_words(plan.seed + seed_offset))) for cell in cells
+    ]
 
 
 @pytest.mark.parametrize("merge_every", [1, 2, 64])
-def test_locate_cells_finds_what_the_full_index_finds(
+def test_the_one_index_locates_cells_merged_or_not(
     tmp_path: Path, monkeypatch, merge_every: int
 ) -> None:
-    """Block jobs ask :func:`fragments.locate_cells` (fingerprints, merged every few
-    files) instead of building the run's whole index: same answers, same exclusions, in
-    the sibling sweeps too, whether the files are merged (1, 2) or not yet (64)."""
-    locator = fragments.CellLocator()
-    locator.MERGE_EVERY = merge_every
-    monkeypatch.setattr(fragments, "_LOCATOR", locator)
+    """:func:`fragments.locate_cells` (fingerprints, merged every few files): the first
+    file holding each cell, exclusions, the sibling sweeps, whether the files are merged
+    (1, 2) or not yet (64)."""
+    index = fragments.CellIndex()
+    index.MERGE_EVERY = merge_every
+    monkeypatch.setattr(fragments, "_INDEX", index)
     plan = store_plan()
     grid = plan.sweeps["grid"].cells
     sweep_dir = tmp_path / "grid"
-    write_block(plan, sweep_dir / "fragments" / "a.npz", grid[:3])
+    a = sweep_dir / "fragments" / "a.npz"
+    write_block(plan, a, grid[:3])
     write_block(plan, sweep_dir / "salvage" / "b.npz", grid[3:4])
+    write_block(plan, sweep_dir / "salvage" / "b2.npz", grid[2:4])  # later: b's cells first
     write_block(plan, tmp_path / "other" / "cache" / "c.npz", grid[4:6])
     (sweep_dir / "fragments" / "truncated.npz").write_bytes(b"PK\x03\x04 truncated")
-    wanted = [(cell.key, store.seed_token(cell.seed_words(plan.seed))) for cell in grid]
-    wanted.append((grid[0].key, store.seed_token(grid[0].seed_words(plan.seed + 1))))
+    wanted = [*_ids(plan, grid), *_ids(plan, grid[:1], 1)]
+    expected = {
+        **{cell_id: a for cell_id in wanted[:3]},
+        wanted[3]: sweep_dir / "salvage" / "b.npz",
+        **{cell_id: tmp_path / "other" / "cache" / "c.npz" for cell_id in wanted[4:6]},
+    }
     for _ in range(2):  # the second call answers from what the first one read
-        full = store.fragment_index(sweep_dir, run_wide=True)
         located = fragments.locate_cells(wanted, sweep_dir, run_wide=True)
-        assert located == {cell_id: full[cell_id] for cell_id in wanted if cell_id in full}
-        assert set(located) == set(wanted[:6])
-    own = fragments.locate_cells(wanted, sweep_dir)
-    assert set(own) == set(wanted[:4])
-    excluded = fragments.locate_cells(
-        wanted, sweep_dir, exclude=[sweep_dir / "fragments" / "a.npz"]
-    )
-    assert set(excluded) == {wanted[3]}
+        assert {k: v.resolve() for k, v in located.items()} == {
+            k: v.resolve() for k, v in expected.items()
+        }
+    assert set(fragments.locate_cells(wanted, sweep_dir)) == set(wanted[:4])
+    excluded = fragments.locate_cells(wanted, sweep_dir, exclude=[a])
+    assert set(excluded) == set(wanted[2:4])
     sources, where = fragments.load_cell_columns(wanted, located)
     assert set(where) == set(wanted[:6])
     for cell_id, (source, row) in where.items():
@@ -125,10 +131,9 @@ def test_records_match_on_key_and_seed(tmp_path: Path) -> None:
     plan = store_plan()
     sweep_dir = tmp_path / "grid"
     cells = write_block(plan, sweep_dir / "fragments" / "a.npz", plan.sweeps["grid"].cells[:2])
-    index = store.fragment_index(sweep_dir)
-    same = (cells[0].key, store.seed_token(cells[0].seed_words(plan.seed)))
-    other_seed = (cells[0].key, store.seed_token(cells[0].seed_words(plan.seed + 1)))
-    sources, where = fragments.load_cell_columns([same, other_seed], index)
+    path = sweep_dir / "fragments" / "a.npz"
+    same, other_seed = _ids(plan, cells[:1])[0], _ids(plan, cells[:1], 1)[0]
+    sources, where = fragments.load_cell_columns([same, other_seed], {same: path, other_seed: path})
     assert list(where) == [same]
     source, row = where[same]
     record = fragments.decode_fragment(sources[source]).records[row]
@@ -369,7 +374,7 @@ def test_both_copies_damaged_the_cells_are_missing_everywhere(tmp_path: Path, ca
     for copy in (lost, fragments.twin_of(lost)):
         copy.write_bytes(copy.read_bytes()[:-30])
     expected = {key for block in sweep.blocks if block.key != lost.stem for key in block.cell_keys}
-    assert store.finished_cell_keys(sweep_dir) == expected
+    assert fragments.finished_keys(sweep.cell_keys(), sweep_dir) == expected
     message = capsys.readouterr().err
     assert f"damaged fragment {lost}" in message and "is damaged too" in message
     assert "its cells count as missing; rerun the same command" in message
@@ -440,7 +445,7 @@ def test_salvaged_tasks_are_listed_reused_and_cleared(tmp_path: Path) -> None:
         fragments.write_salvage(sweep_dir, block.key, f"task{index}", arrays)
     salvaged = [fragments.salvage_dir(sweep_dir, block.key) / f"task{i}.npz" for i in (0, 1)]
     assert fragments.fragment_paths(sweep_dir) == [first, *salvaged, fragments.twin_of(first)]
-    assert store.finished_cell_keys(sweep_dir) >= {cell.key for cell in block.cells[:2]}
+    assert fragments.finished_keys(block.cell_keys, sweep_dir) == set(block.cell_keys[:2])
     wanted = [(cell.key, identity.seed_token(cell.seed_words(plan.seed))) for cell in block.cells]
     assert set(fragments.locate_cells(wanted, sweep_dir)) == set(wanted[:2])
     fragments.clear_salvage(sweep_dir, block.key)

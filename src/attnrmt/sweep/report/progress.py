@@ -12,8 +12,7 @@ of each fragment's ids (cached per file), and O(planned cells) set look-ups.
 from __future__ import annotations
 
 import os
-import zipfile
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,9 +20,6 @@ from typing import Any
 from attnrmt.sweep.run.failures import count_failures_by_cause
 from attnrmt.sweep.store import fragments
 from attnrmt.sweep.store.failures import unresolved_failures
-
-#: Errors of reading a fragment that is not readable (damaged or replaced meanwhile).
-UNREADABLE = (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile)
 
 
 @dataclass(frozen=True)
@@ -64,23 +60,10 @@ def scan_fragment_files(sweep_dir: Path, planned_blocks: Iterable[str]) -> list[
     return found
 
 
-def done_cell_keys(sweep_plan: Any, files: Sequence[FragmentFile]) -> set[str]:
-    """Keys of the sweep's planned cells found in ``files``.
-
-    Every file has its ``cell_key`` and ``cell_seed`` members read, verified
-    (:func:`attnrmt.sweep.store.fragments.read_fragment_members`: a damaged file is moved
-    aside, its cells not done unless its intact copy restores it; cached per file
-    in-process), as ``attnrmt plan`` reads them.
-    """
-    planned_keys = set(sweep_plan.cell_keys())
-    done: set[str] = set()
-    for file in files:
-        try:
-            ids = fragments.cached_fragment_cell_ids(file.path)
-        except UNREADABLE:
-            continue
-        done.update(key for key, _ in ids if key in planned_keys)
-    return done
+def done_cell_keys(sweep_plan: Any, sweep_dir: Path) -> set[str]:
+    """Keys of the sweep's planned cells its fragments hold (the one index of finished
+    cells, :func:`attnrmt.sweep.store.fragments.finished_keys`)."""
+    return fragments.finished_keys(sweep_plan.cell_keys(), sweep_dir)
 
 
 @dataclass(frozen=True)
@@ -110,7 +93,7 @@ def count_sweep(sweep_plan: Any, sweep_dir: str | os.PathLike[str]) -> SweepCoun
     """Done, failed and pending cells of one planned sweep from its files (module docstring)."""
     sweep_dir = Path(sweep_dir)
     files = scan_fragment_files(sweep_dir, (block.key for block in sweep_plan.blocks))
-    done = done_cell_keys(sweep_plan, files)
+    done = done_cell_keys(sweep_plan, sweep_dir)
     planned_keys = set(sweep_plan.cell_keys())
     standing = [
         cell
@@ -122,7 +105,6 @@ def count_sweep(sweep_plan: Any, sweep_dir: str | os.PathLike[str]) -> SweepCoun
 
 
 __all__ = [
-    "UNREADABLE",
     "FragmentFile",
     "SweepCount",
     "count_sweep",

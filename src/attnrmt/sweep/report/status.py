@@ -57,6 +57,7 @@ import os
 import sys
 import threading
 import time
+import zipfile
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -65,7 +66,6 @@ from typing import Any
 import numpy as np
 
 from attnrmt.sweep.report.progress import (
-    UNREADABLE,
     FragmentFile,
     SweepCount,
     count_sweep,
@@ -147,7 +147,7 @@ def fragment_timing(file: FragmentFile, block: Any) -> FragmentTiming | None:
         return cached
     try:
         computed, seconds = read_cell_timings(file.path)
-    except UNREADABLE:
+    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile):
         return None
     if computed.size != len(block.cells):
         return None

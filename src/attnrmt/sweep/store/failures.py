@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from attnrmt.sweep.store.atomic import write_json_atomically
-from attnrmt.sweep.store.fragments import finished_cell_keys
+from attnrmt.sweep.store.fragments import finished_keys
 from attnrmt.sweep.store.layout import FAILURES_DIRNAME, RunLayout, SweepLayout
 
 
@@ -103,7 +103,8 @@ def unresolved_failures(
     failed = read_failures(sweep)
     if not failed:  # the common case: no need to read every fragment's cell keys
         return []
-    finished = set(done) if done is not None else set(finished_cell_keys(sweep))
+    keys = [str(cell["key"]) for cell in failed if isinstance(cell.get("key"), str)]
+    finished = set(done) if done is not None else finished_keys(keys, sweep)
     return [cell for cell in failed if cell.get("key") not in finished]
 
 

@@ -34,11 +34,9 @@ fragments). A damaged file (:class:`FragmentDamaged`) is moved to
 and copied back in its place, else its cells are missing for every counter and the next
 run recomputes them.
 
-Reuse is by ``(cell_key, cell_seed)`` across every fragment of the *run*
-(:func:`fragment_index` with ``run_wide=True`` looks in sibling sweeps too), so a cell two
-sweeps share is computed once. Block jobs ask :func:`locate_cells` (64-bit fingerprints of
-the ids, read once per process) for just their own cells, so the cost per block does not
-grow with the cells the run has finished.
+Reuse is by ``(cell_key, cell_seed)`` across every fragment of the *run*, through the
+one index of finished cells (:class:`CellIndex`: :func:`locate_cells` for block jobs,
+:func:`finished_keys` for the counters).
 
 Lifecycle: block jobs write fragments (this module) -> ``gather_cells`` appends them to the
 cell table (:mod:`attnrmt.sweep.store.cell_table.writer`) -> readers open the table
@@ -782,190 +780,117 @@ def fragment_paths(sweep_dir: str | os.PathLike[str]) -> list[Path]:
     return [Path(entry.path) for entry in _fragment_entries(os.fspath(sweep_dir))]
 
 
-_CELL_ID_CACHE: dict[tuple[int, int, int, int], list[tuple[str, str]]] = {}
-_CELL_ID_CACHE_LOCK = threading.Lock()
-
-
-def cached_fragment_cell_ids(path: Path) -> list[tuple[str, str]]:
-    """:func:`read_fragment_cell_ids`, cached in-process by (device, inode, size, mtime).
-
-    Block jobs run as threads of one Snakemake process, so each fragment's keys are read
-    once per run instead of once per job (thousands of fragments stay cheap: a ``stat``
-    each). Fragments are replaced atomically, so a changed file has a new inode/mtime.
-    """
-    stat = path.stat()
-    signature = (stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns)
-    with _CELL_ID_CACHE_LOCK:
-        cached = _CELL_ID_CACHE.get(signature)
-    if cached is not None:
-        return cached
-    ids = read_fragment_cell_ids(path)
-    with _CELL_ID_CACHE_LOCK:
-        _CELL_ID_CACHE[signature] = ids
-    return ids
-
-
-def fragment_index(
-    sweep_dir: str | os.PathLike[str],
-    exclude: Iterable[str | os.PathLike[str]] = (),
-    run_wide: bool = False,
-) -> dict[tuple[str, str], Path]:
-    """Map ``(cell_key, cell_seed)`` to a fragment holding that finished cell.
-
-    With ``run_wide``, the fragments of the run's other sweeps (sibling directories of
-    ``sweep_dir``) are searched too, after the sweep's own: a cell shared by two sweeps of
-    a run (same key and seed) is then reused instead of recomputed. Damaged files are
-    moved aside (:func:`read_fragment_members`) and their cells not indexed, unless an
-    intact twin restores them; a ``cache/`` twin of a listed fragment is not read.
-    O(fragments) ``stat`` calls; each file's keys are read once per process
-    (:func:`cached_fragment_cell_ids`).
-    """
-    excluded = {Path(path).resolve() for path in exclude}
-    sweep = Path(sweep_dir).resolve()
-    directories = [sweep]
-    if run_wide and sweep.parent.is_dir():
-        directories += sorted(
-            path for path in sweep.parent.iterdir() if path.is_dir() and path != sweep
-        )
-    index: dict[tuple[str, str], Path] = {}
-    for directory in directories:
-        entries = [
-            entry for entry in _fragment_entries(str(directory)) if Path(entry.path) not in excluded
-        ]
-        listed = {entry.path for entry in entries}
-        for entry in entries:
-            path = Path(entry.path)
-            if _twin_listed(entry.path, listed):
-                continue
-            try:
-                ids = cached_fragment_cell_ids(path)
-            except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile):
-                continue
-            for cell_id in ids:
-                index.setdefault(cell_id, path)
-    return index
-
-
 Signature = tuple[int, int, int, int]
 """A file's identity: device, inode, size, mtime (ns). Fragments are only ever replaced
 atomically, so a changed file has a new signature."""
 
 
-def _read_file_hashes(path: str) -> np.ndarray:
-    """Sorted :func:`cell_id_hashes` of one fragment file's cells, verified as read
-    (:func:`read_fragment_cell_ids`). O(cells of the file)."""
-    return np.sort(cell_id_hashes(read_fragment_cell_ids(path)))
+def _key_prefixes(keys: Sequence[str]) -> np.ndarray:
+    """The first 8 bytes of each hex cell key as uint64 (keys are sha256 digests: a
+    uniform 64-bit hash). O(n)."""
+    return np.array([int(key[:16], 16) for key in keys], dtype=np.uint64)
 
 
-class CellLocator:
-    """In-process index of the cell-id fingerprints of fragment files, by file identity.
+class CellIndex:
+    """The one index of finished cells (``docs/architecture.md``, "Cell identity").
 
-    Block jobs are threads of one Snakemake process: each fragment of the run is read
-    once per process (its ``cell_key`` and ``cell_seed`` members) and kept as 8 bytes per
-    cell. Files seen in at least :data:`MERGE_EVERY` calls' worth of new files are merged
-    into one sorted array (fingerprints and owning file), so a lookup costs one binary
-    search there plus one per file not merged yet, instead of one per file of the run.
-    Memory O(16 bytes x cells of the run); a merge O(cells log cells), every
-    :data:`MERGE_EVERY` new files. Thread-safe.
+    Per fragment file, by :data:`Signature`: its cells' fingerprints (:func:`cell_id_hashes`
+    of key and seed, sorted) and key prefixes (:func:`_key_prefixes`), read once per
+    process and verified (:func:`read_fragment_cell_ids`; a damaged file holds nothing).
+    Block jobs are threads of one Snakemake process, so each fragment is read once per
+    run. Every :data:`MERGE_EVERY` new files the fingerprints are merged into one sorted
+    array, so a lookup is one binary search there plus one per file not merged yet.
+    Memory O(24 bytes x cells of the run); a merge O(cells log cells). Thread-safe.
     """
 
     MERGE_EVERY = 64
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
+        self._prefixes: dict[Signature, np.ndarray] = {}
         self._pending: dict[Signature, np.ndarray] = {}
         self._merged_hashes = np.zeros(0, dtype=np.uint64)
         self._merged_owner = np.zeros(0, dtype=np.int64)
         self._owners: list[Signature] = []
-        self._merged: set[Signature] = set()
 
-    def _file(self, path: str, signature: Signature) -> np.ndarray | None:
-        """The file's sorted fingerprints if it is not merged yet (read on first sight);
-        None when merged."""
+    def _read(self, path: str, signature: Signature) -> bool:
+        """Index the file on first sight; whether it is readable. O(its cells)."""
         with self._lock:
-            if signature in self._merged:
-                return None
-            cached = self._pending.get(signature)
-        if cached is None:
-            cached = _read_file_hashes(path)
-            with self._lock:
-                self._pending[signature] = cached
+            if signature in self._prefixes:
+                return True
+        try:
+            ids = read_fragment_cell_ids(path)
+        except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile):
+            return False
+        hashes = np.sort(cell_id_hashes(ids))
+        prefixes = _key_prefixes([key for key, _ in ids])
+        with self._lock:
+            if signature not in self._prefixes:
+                self._prefixes[signature] = prefixes
+                self._pending[signature] = hashes
                 if len(self._pending) >= self.MERGE_EVERY:
                     self._merge()
-        return cached
+        return True
 
     def _merge(self) -> None:
         """Fold the pending files into the merged arrays (lock held)."""
-        hashes = [self._merged_hashes]
         owners = [self._merged_owner]
-        for signature, file_hashes in self._pending.items():
-            owners.append(np.full(file_hashes.size, len(self._owners), dtype=np.int64))
-            hashes.append(file_hashes)
+        for signature, hashes in self._pending.items():
+            owners.append(np.full(hashes.size, len(self._owners), dtype=np.int64))
             self._owners.append(signature)
-            self._merged.add(signature)
-        all_hashes = np.concatenate(hashes)
+        all_hashes = np.concatenate([self._merged_hashes, *self._pending.values()])
         order = np.argsort(all_hashes, kind="stable")
         self._merged_hashes = all_hashes[order]
         self._merged_owner = np.concatenate(owners)[order]
         self._pending = {}
 
     def locate(self, hashes: np.ndarray, files: Sequence[tuple[str, Signature]]) -> np.ndarray:
-        """For each fingerprint, the position in ``files`` of a file holding it, or -1.
-
-        ``files`` are the candidate fragments in preference order; a fingerprint is
-        attributed to the first of them that holds it.
-        """
-        where = np.full(hashes.size, -1, dtype=np.int64)
-        position_of = {signature: position for position, (_, signature) in enumerate(files)}
-        for position, (path, signature) in enumerate(files):
-            try:
-                file_hashes = self._file(path, signature)
-            except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile):
-                continue
-            if file_hashes is not None and file_hashes.size:
-                _mark(where, hashes, file_hashes, position, position_of)
+        """For each fingerprint, the position in ``files`` (candidates in preference order)
+        of the first file holding it, or -1. O(files + wanted x (log cells + unmerged
+        files))."""
+        readable = [self._read(path, signature) for path, signature in files]
+        position_of = {
+            sig: i for i, ((_, sig), ok) in enumerate(zip(files, readable, strict=True)) if ok
+        }
+        where = np.full(hashes.size, len(files), dtype=np.int64)
         with self._lock:
-            merged_hashes, merged_owner = self._merged_hashes, self._merged_owner
-            owners = list(self._owners)
-        if merged_hashes.size:
-            rank = np.array(
-                [position_of.get(signature, len(files)) for signature in owners] + [len(files)],
-                dtype=np.int64,
-            )
-            lo = np.searchsorted(merged_hashes, hashes, side="left")
-            hi = np.searchsorted(merged_hashes, hashes, side="right")
+            pending = [(position_of[s], h) for s, h in self._pending.items() if s in position_of]
+            merged, owner = self._merged_hashes, self._merged_owner
+            rank = np.array([position_of.get(s, len(files)) for s in self._owners] + [len(files)])
+        for position, file_hashes in pending:
+            if file_hashes.size:
+                probe = np.minimum(np.searchsorted(file_hashes, hashes), file_hashes.size - 1)
+                hit = file_hashes[probe] == hashes
+                where[hit] = np.minimum(where[hit], position)
+        if merged.size:
+            lo = np.searchsorted(merged, hashes, side="left")
+            hi = np.searchsorted(merged, hashes, side="right")
             for index in np.flatnonzero(hi > lo).tolist():
-                best = int(rank[merged_owner[lo[index] : hi[index]]].min())
-                if best < len(files) and (where[index] < 0 or best < where[index]):
-                    where[index] = best
+                best = int(rank[owner[lo[index] : hi[index]]].min())
+                where[index] = min(where[index], best)
+        where[where == len(files)] = -1
         return where
 
-
-def _mark(
-    where: np.ndarray,
-    hashes: np.ndarray,
-    file_hashes: np.ndarray,
-    position: int,
-    position_of: Mapping[Signature, int],
-) -> None:
-    """Set ``where`` to ``position`` for the fingerprints ``file_hashes`` holds, unless an
-    earlier file already holds them."""
-    probe = np.minimum(np.searchsorted(file_hashes, hashes), file_hashes.size - 1)
-    hit = (file_hashes[probe] == hashes) & ((where < 0) | (where > position))
-    where[hit] = position
+    def has_keys(self, prefixes: np.ndarray, files: Sequence[tuple[str, Signature]]) -> np.ndarray:
+        """Whether some file of ``files`` holds a cell of each key prefix (any seed).
+        O(cells of the files + wanted) x log."""
+        held = [self._prefixes.get(sig) for path, sig in files if self._read(path, sig)]
+        found = np.concatenate([np.zeros(0, np.uint64), *[p for p in held if p is not None]])
+        return np.isin(prefixes, found)
 
 
-_LOCATOR = CellLocator()
+_INDEX = CellIndex()
 
 
 def _run_fragment_files(
-    sweep_dir: Path, excluded: set[str], run_wide: bool
+    sweep_dir: str | os.PathLike[str], exclude: Iterable[str | os.PathLike[str]], run_wide: bool
 ) -> list[tuple[str, Signature]]:
-    """``(path, signature)`` of every complete fragment :func:`fragment_index` searches,
-    in its order (the sweep's own first; ``fragments/``, ``salvage/``, ``cache/``; names
-    sorted), a ``cache/`` twin of a listed fragment left out. O(files) ``stat`` calls,
-    no :class:`~pathlib.Path` per file."""
-    sweep = sweep_dir.resolve()
+    """``(path, signature)`` of the complete fragments of a sweep (with ``run_wide``, then
+    of the run's other sweeps, its sibling folders): ``fragments/``, ``salvage/``,
+    ``cache/``, names sorted, a ``cache/`` twin of a listed fragment left out (read
+    instead when that one is damaged). O(files) ``stat`` calls."""
+    excluded = {os.path.realpath(path) for path in exclude}
+    sweep = Path(sweep_dir).resolve()
     directories = [str(sweep)]
     if run_wide and sweep.parent.is_dir():
         directories += sorted(
@@ -992,30 +917,22 @@ def locate_cells(
     exclude: Iterable[str | os.PathLike[str]] = (),
     run_wide: bool = False,
 ) -> dict[tuple[str, str], Path]:
-    """A fragment that probably holds each wanted ``(cell_key, cell_seed)``, for the ones
-    found (the same files, in the same order, as :func:`fragment_index`; confirm with
-    :func:`load_cell_columns`, which matches the full key and seed).
-
-    What a block job asks before computing. Unlike :func:`fragment_index` it builds no
-    map of every finished cell of the run, which cost O(cells of the run) per block, so
-    O(blocks x cells) per run (2.7 s per block at 10^6 cells, and ~400 MB). The
-    fingerprints of each fragment (:func:`cell_id_hashes`) are read once per process
-    (:class:`CellLocator`): memory O(16 bytes x cells of the run); time per call
-    O(files) ``stat`` calls plus O(wanted x (log cells + unmerged files)).
-    """
-    excluded = {os.path.realpath(path) for path in exclude}
-    files = _run_fragment_files(Path(sweep_dir), excluded, run_wide)
-    where = _LOCATOR.locate(cell_id_hashes(wanted), files)
-    return {
-        wanted[index]: Path(files[position][0])
-        for index, position in enumerate(where.tolist())
-        if position >= 0
-    }
+    """A fragment that holds each wanted ``(cell_key, cell_seed)`` found (by fingerprint:
+    confirm with :func:`load_cell_columns`, which matches the full key and seed), the
+    first in :func:`_run_fragment_files`' order. What a block job asks before computing;
+    run-wide, a cell two sweeps share is computed once. O(files) ``stat`` calls plus
+    :meth:`CellIndex.locate`."""
+    files = _run_fragment_files(sweep_dir, exclude, run_wide)
+    where = _INDEX.locate(cell_id_hashes(wanted), files)
+    return {wanted[i]: Path(files[p][0]) for i, p in enumerate(where.tolist()) if p >= 0}
 
 
-def finished_cell_keys(sweep_dir: str | os.PathLike[str]) -> set[str]:
-    """Keys of every cell with a finished result in a sweep's fragments (any block)."""
-    return {key for key, _ in fragment_index(sweep_dir)}
+def finished_keys(keys: Sequence[str], sweep_dir: str | os.PathLike[str]) -> set[str]:
+    """The ``keys`` of which a fragment of the sweep holds a cell (any seed): what
+    ``attnrmt plan``, ``attnrmt status`` and the failure records count as done.
+    O(files) ``stat`` calls plus :meth:`CellIndex.has_keys`."""
+    found = _INDEX.has_keys(_key_prefixes(keys), _run_fragment_files(sweep_dir, (), False))
+    return {key for key, hit in zip(keys, found.tolist(), strict=True) if hit}
 
 
 def load_cell_columns(
@@ -1055,17 +972,15 @@ __all__ = [
     "RESULT_FIELDS",
     "SALVAGE_DIRNAME",
     "SCALAR_FIELDS",
-    "CellLocator",
+    "CellIndex",
     "Fragment",
     "FragmentDamaged",
     "FragmentsLost",
-    "cached_fragment_cell_ids",
     "clear_salvage",
     "decode_fragment",
     "encode_fragment",
-    "finished_cell_keys",
+    "finished_keys",
     "fragment_bytes",
-    "fragment_index",
     "fragment_paths",
     "load_cell_columns",
     "load_verified",
