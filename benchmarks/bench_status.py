@@ -133,7 +133,7 @@ def main(runs: int = RUNS) -> dict[str, Any]:
     from attnrmt.sweep import load_config, plan_run
     from attnrmt.sweep.report.status import run_status
     from attnrmt.sweep.store import fragments
-    from attnrmt.sweep.store.run_record import claim_run_dir
+    from attnrmt.sweep.store.guard import claim_run_dir
 
     config = {**big_config("bench-status"), "execution": {"block_size": 16}}
     with tempfile.TemporaryDirectory(prefix="attnrmt-bench-status-") as tmp:

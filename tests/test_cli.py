@@ -296,7 +296,7 @@ def test_unused_model_warning_and_run_name_from_the_file_stem(tmp_path: Path) ->
 def test_plan_refuses_a_run_folder_of_another_config(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from attnrmt.sweep.store.run_record import claim_run_dir
+    from attnrmt.sweep.store.guard import claim_run_dir
 
     monkeypatch.chdir(tmp_path)
     claim_run_dir(tmp_path / "results" / "test-small", "other.yaml")

@@ -185,7 +185,7 @@ def command_plan(args: argparse.Namespace) -> int:
     """``attnrmt plan``: cells, blocks, done and failed cells, estimated cost per sweep."""
     from attnrmt.sweep import plan_run
     from attnrmt.sweep.report.progress import count_sweep
-    from attnrmt.sweep.store.run_record import claim_run_dir
+    from attnrmt.sweep.store.guard import claim_run_dir
 
     valid = _load(args)
     run_plan = plan_run(valid.config, valid.sweeps)
@@ -230,7 +230,7 @@ def status_plan(target: str, results: str) -> tuple[Any, Path]:
     written by the first run: :func:`attnrmt.sweep.spec.config.claim_run_dir`)."""
     from attnrmt.sweep import plan_run
     from attnrmt.sweep.spec.config import load_valid_config
-    from attnrmt.sweep.store.run_record import RUN_RECORD
+    from attnrmt.sweep.store.guard import RUN_RECORD
 
     path = Path(target)
     if path.is_dir():

@@ -293,9 +293,13 @@ def execute_run(
     """
     from attnrmt.extras import require_extra
     from attnrmt.sweep import plan_run
-    from attnrmt.sweep.run.locks import RunInProgress, hold_writer_lock, release_writer_lock
     from attnrmt.sweep.spec.config import load_valid_config
-    from attnrmt.sweep.store.run_record import claim_run_dir
+    from attnrmt.sweep.store.guard import (
+        RunInProgress,
+        claim_run_dir,
+        hold_writer_lock,
+        release_writer_lock,
+    )
     from attnrmt.workflow import profile_extras, profile_path
 
     require_extra("workflow", "attnrmt run")
@@ -309,7 +313,7 @@ def execute_run(
     claim_run_dir(run_dir, Path(config), write=run_dir.is_dir())
     started = time.time()
     log_path = run_log_path(run_dir, started)
-    try:  # one writer for all the steps (attnrmt.sweep.run.locks)
+    try:  # one writer for all the steps (attnrmt.sweep.store.guard)
         hold_writer_lock(run_dir)
     except RunInProgress as busy:
         print(f"attnrmt run: {busy}", file=sys.stderr, flush=True)
@@ -352,7 +356,7 @@ def _execute_steps(
     from attnrmt.run_output import OutputSplitter, message_key
     from attnrmt.sweep.report.progress_bar import ProgressTicker, choose_display
     from attnrmt.sweep.report.summary import run_summary
-    from attnrmt.sweep.run.locks import writer_env
+    from attnrmt.sweep.store.guard import writer_env
     from attnrmt.sweep.store.integrity import heal_run, outdated_run
 
     log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -612,7 +616,7 @@ def submit(
         submission (nothing is queued).
     """
     from attnrmt.sweep.spec.config import load_valid_config
-    from attnrmt.sweep.store.run_record import claim_run_dir
+    from attnrmt.sweep.store.guard import claim_run_dir
     from attnrmt.workflow import profile_path
 
     valid = load_valid_config(config)

@@ -23,8 +23,8 @@ from attnrmt.sweep.spec.cost import CELL_OVERHEAD_SECONDS
 from attnrmt.sweep.spec.plan import plan_run
 from attnrmt.sweep.store import fragments
 from attnrmt.sweep.store.failures import record_block_failures
+from attnrmt.sweep.store.guard import claim_run_dir
 from attnrmt.sweep.store.layout import RunLayout
-from attnrmt.sweep.store.run_record import claim_run_dir
 from tests.e2e.helpers import subprocess_environment
 from tests.sweep.conftest import store_config, write_block
 from tests.sweep.report.conftest import EPOCH, uniform_config, write_timed_block
@@ -95,8 +95,8 @@ def test_finished_run_is_100_percent_with_zero_eta(tmp_path: Path) -> None:
 HOLD_TOKEN = (
     "import sys, time\n"
     "from pathlib import Path\n"
-    "from attnrmt.sweep.run.locks import hold_liveness_token\n"
-    "from attnrmt.sweep.run.locks import live_run_since\n"
+    "from attnrmt.sweep.store.guard import hold_liveness_token\n"
+    "from attnrmt.sweep.store.guard import live_run_since\n"
     "token = hold_liveness_token(sys.argv[1])\n"
     "assert live_run_since(Path(sys.argv[1]))[1] is not None\n"
     "print(token, flush=True)\n"
@@ -105,7 +105,7 @@ HOLD_TOKEN = (
 
 
 def test_running_queued_and_missing_follow_a_live_snakemake_token(tmp_path: Path) -> None:
-    """A real process holds a liveness token as Snakemake does (attnrmt.sweep.run.locks):
+    """A real process holds a liveness token as Snakemake does (attnrmt.sweep.store.guard):
     blocks whose log started after it are running, the rest queued; once it is killed,
     every pending cell is missing."""
     plan = plan_run(uniform_config(n_snr=3, block_size=2))  # 6 blocks of 2 cells

@@ -15,7 +15,7 @@ Counts (per sweep of the plan):
   (:func:`attnrmt.sweep.run.failures.unresolved_failures`).
 - **pending**: the rest, split when a live Snakemake of the workflow works in the run's
   directory (``<workdir>/results/<run>``: a held liveness token in
-  ``<workdir>/.snakemake/attnrmt-live/``, :mod:`attnrmt.sweep.run.locks`, asked with
+  ``<workdir>/.snakemake/attnrmt-live/``, :mod:`attnrmt.sweep.store.guard`, asked with
   ``F_GETLK``, which queries a lock without taking one) into **running** and **queued**;
   with no live run they are **missing** (and there is no ETA). Running cells are those
   being computed: of the cells of unfinished blocks whose log
@@ -73,16 +73,16 @@ from attnrmt.sweep.report.progress import (
     scan_fragment_files,
 )
 from attnrmt.sweep.run.failures import describe_causes, merge_cause_counts
-from attnrmt.sweep.run.locks import (
-    live_run_since,
-    token_is_held,
-)
 from attnrmt.sweep.spec.cost import (
     CELL_OVERHEAD_SECONDS,
     DEFAULT_SECONDS_PER_WORK,
     planned_cell_work,
 )
 from attnrmt.sweep.store import fragments
+from attnrmt.sweep.store.guard import (
+    live_run_since,
+    token_is_held,
+)
 from attnrmt.sweep.store.layout import RunLayout
 
 #: Throughput is measured over fragments finished within this many seconds before now.

@@ -4,7 +4,7 @@
 ::
 
     results/<run>/                     RunLayout(run_dir)
-      .attnrmt-run.json                .record          (store/run_record.py)
+      .attnrmt-run.json                .record          (store/guard.py)
       .run-started                     .started_marker  (store/failures.py)
       .calibration.json                .calibration     (run/calibration.py)
       .dask/                           .cluster_dir     (run/cluster/)

@@ -535,7 +535,7 @@ def stop_on_signals(
 #: gather, theory or analysis job in progress cannot be interrupted and would hold it as
 #: long as that job takes. Exiting is as safe as a SIGKILL, which every run survives:
 #: finished cells are in fragments, cache and salvage, temporaries are removed by the
-#: next run, which also removes the stale lock (:mod:`attnrmt.sweep.run.locks`).
+#: next run, which also removes the stale lock (:mod:`attnrmt.sweep.store.guard`).
 STOP_GRACE_SECONDS = 3.0
 _EXIT_TIMER: list[threading.Timer] = []
 

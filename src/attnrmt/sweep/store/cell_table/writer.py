@@ -46,13 +46,12 @@ Values are copied bit for bit from the fragments (float64, int64).
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
 import shutil
 import time
 import uuid
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, cast
 
@@ -74,7 +73,6 @@ from attnrmt.sweep.store.cell_table.layout import (
     INGESTED_NAME,
     KEY_DIM,
     LEGACY_TABLE_DIRNAME,
-    LOCK_NAME,
     NEVER_SUPERSEDED,
     ROOT_SEED,
     ROW_ARRAY,
@@ -106,9 +104,9 @@ from attnrmt.sweep.store.fragments import (
     read_fragment_arrays,
 )
 from attnrmt.sweep.store.grid import axis_coordinates, dataset_attrs, log_line
+from attnrmt.sweep.store.guard import copy_run_record, table_lock
 from attnrmt.sweep.store.integrity import write_digest
 from attnrmt.sweep.store.provenance import ENVIRONMENTS_MEMBER, absent_column, environments_of
-from attnrmt.sweep.store.run_record import copy_run_record
 
 #: Members of a fragment that are not result fields.
 _FRAGMENT_META = ("format_version", "cell_key", "cell_seed", "computed", ENVIRONMENTS_MEMBER)
@@ -398,18 +396,6 @@ def _ragged_take(flat: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> n
 
 
 # --------------------------------------------------------------------------- the table
-
-
-@contextlib.contextmanager
-def table_lock(sweep_dir: Path) -> Iterator[None]:
-    """Exclusive lock of one sweep's table (blocks until the other writer finishes)."""
-    sweep_dir.mkdir(parents=True, exist_ok=True)
-    with open(sweep_dir / LOCK_NAME, "a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def _array(store: Path, state: TableState, name: str) -> Any:

@@ -1,7 +1,9 @@
-"""Liveness tokens and stale Snakemake locks (run/locks.py)."""
+"""The one guard of a run folder (store/guard.py): liveness tokens and stale Snakemake
+locks, the writer lock, the run record."""
 
 from __future__ import annotations
 
+import json
 import signal
 import subprocess
 import sys
@@ -9,12 +11,14 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
-from attnrmt.sweep.run import locks as runlock
+import pytest
+
+from attnrmt.sweep.store import guard as runlock
 
 HOLDER = textwrap.dedent(
     """
     import sys, time
-    from attnrmt.sweep.run import locks as runlock
+    from attnrmt.sweep.store import guard as runlock
     runlock.hold_liveness_token(sys.argv[1])
     print("holding", flush=True)
     time.sleep(600)
@@ -61,7 +65,7 @@ def test_no_locks_nothing_to_do(tmp_path: Path) -> None:
 WRITER = textwrap.dedent(
     """
     import sys
-    from attnrmt.sweep.run import locks as runlock
+    from attnrmt.sweep.store import guard as runlock
     try:
         runlock.hold_writer_lock(sys.argv[1])
     except runlock.RunInProgress as busy:
@@ -104,3 +108,51 @@ def test_the_driver_holds_the_writer_lock_for_its_snakemake_children_only(
     finally:
         runlock.release_writer_lock(run_dir)
     assert _writer_child(run_dir) == "holding"
+
+
+def test_run_dir_belongs_to_one_config_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    run_dir = tmp_path / "results" / "r"
+    runlock.claim_run_dir(run_dir, "a.yaml", write=False)
+    assert not run_dir.exists()  # a check writes nothing
+    runlock.claim_run_dir(run_dir, "a.yaml")
+    assert json.loads((run_dir / runlock.RUN_RECORD).read_text()) == {
+        "config_file": "a.yaml",
+        "config_path": str(tmp_path / "a.yaml"),
+    }
+    runlock.claim_run_dir(run_dir, tmp_path / "a.yaml")  # same file, given absolute
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    runlock.claim_run_dir(run_dir, "../a.yaml", write=False)  # same file from another directory
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(runlock.RunDirConflict) as caught:
+        runlock.claim_run_dir(run_dir, "b.yaml", write=False)
+    message = str(caught.value)
+    for needle in ("'a.yaml'", "'b.yaml'", runlock.RUN_RECORD, "run name", "delete"):
+        assert needle in message, message
+    legacy = tmp_path / "results" / "old"
+    legacy.mkdir()
+    runlock.claim_run_dir(legacy, "b.yaml")  # made before records existed: adopted
+    assert json.loads((legacy / runlock.RUN_RECORD).read_text())["config_file"] == "b.yaml"
+
+
+def test_ownership_survives_a_deleted_record_and_the_right_config_recreates_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each gathered sweep keeps a copy of the record: with ``.attnrmt-run.json`` deleted,
+    another config under the same run name is still refused (naming the copy), and a run
+    of the owning config writes the record again."""
+    monkeypatch.chdir(tmp_path)
+    run_dir = tmp_path / "results" / "r"
+    runlock.claim_run_dir(run_dir, "a.yaml")
+    (run_dir / "grid").mkdir()
+    runlock.copy_run_record(run_dir / "grid")
+    (run_dir / runlock.RUN_RECORD).unlink()
+    with pytest.raises(runlock.RunDirConflict, match=f"grid/{runlock.RUN_RECORD}"):
+        runlock.claim_run_dir(run_dir, "b.yaml")
+    assert not (run_dir / runlock.RUN_RECORD).exists()
+    runlock.claim_run_dir(run_dir, "a.yaml")
+    assert json.loads((run_dir / runlock.RUN_RECORD).read_text())["config_file"] == "a.yaml"

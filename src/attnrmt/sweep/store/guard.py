@@ -1,0 +1,328 @@
+"""One writer per run folder (``docs/architecture.md``, "One writer per results folder").
+
+Four guards, one mechanism: a POSIX lock (``fcntl.lockf``, which NFS honours across hosts
+and the kernel drops when its process ends, SIGKILL included), so a dead run never
+blocks the next one.
+
+- **Liveness tokens**: every Snakemake process of the workflow locks its own token file
+  in ``.snakemake/attnrmt-live/`` for its whole life (:func:`claim_directory`, from the
+  Snakefile). Snakemake's directory locks left by a killed run are removed when no token
+  is held (what ``snakemake --unlock`` does); status asks who lives
+  (:func:`live_run_since`, ``F_GETLK``: it queries without taking the lock).
+- **The writer lock** ``results/<run>/.attnrmt-writer.lock`` (:func:`hold_writer_lock`),
+  with who holds it in ``.attnrmt-writer.json``: a second run of the folder is refused
+  naming the first (:class:`RunInProgress`). ``attnrmt run`` holds it across its steps
+  and tells its Snakemake children so through :data:`WRITER_ENV`.
+- **The run record** ``results/<run>/.attnrmt-run.json``: which config file the folder
+  belongs to (:func:`claim_run_dir`); each gathered sweep keeps a copy.
+- **The table lock** of one sweep's cell table (:func:`table_lock`, blocking ``flock``).
+
+A process must never open a lock file it holds again: closing any descriptor of a file
+drops the process's POSIX locks on it. Cost: O(tokens) file opens per Snakemake start.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import json
+import os
+import shutil
+import socket
+import struct
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import IO
+
+from attnrmt.sweep.spec.config import ConfigError
+from attnrmt.sweep.store.atomic import write_json_atomically, write_text_atomically
+from attnrmt.sweep.store.cell_table.layout import LOCK_NAME
+from attnrmt.sweep.store.layout import RunLayout
+
+LIVE_DIRNAME = "attnrmt-live"
+WRITER_LOCK_FILENAME = ".attnrmt-writer.lock"
+WRITER_RECORD_FILENAME = ".attnrmt-writer.json"
+RUN_RECORD = RunLayout(".").record.name
+#: ``"<pid>:<real path of the run folder>"``: the process ``pid`` (this one's parent, the
+#: ``attnrmt run`` driver) holds the folder's writer lock for this process's whole life.
+WRITER_ENV = "ATTNRMT_WRITER_LOCK_HOLDER"
+
+_held: dict[str, IO[str]] = {}  # this process's locks: "token" and real run folder paths
+
+
+def _try_lock(path: Path) -> IO[str] | None:
+    """``path`` opened and locked exclusively, or None when another process holds it."""
+    handle = open(path, "a")
+    try:
+        fcntl.lockf(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as exc:
+        handle.close()
+        if exc.errno not in (errno.EACCES, errno.EAGAIN):
+            raise
+        return None
+    return handle
+
+
+def _own_token() -> str:
+    return f"{socket.gethostname()}-{os.getpid()}.token"
+
+
+def token_is_held(path: Path) -> bool:
+    """Whether another process holds a POSIX lock on ``path`` (on Linux ``F_GETLK`` on a
+    read-only open; elsewhere a non-blocking ``lockf`` tried and released); a missing or
+    unreadable file is not. Never on this process's own token. O(1)."""
+    linux = sys.platform.startswith("linux")
+    try:
+        handle = open(path, "rb" if linux else "ab")
+    except OSError:
+        return False
+    with handle:
+        if not linux:
+            probe = _try_lock(Path(path))
+            if probe is not None:
+                probe.close()
+            return probe is None
+        request = struct.pack("hhqqi", fcntl.F_WRLCK, os.SEEK_SET, 0, 0, 0)  # struct flock
+        answer = fcntl.fcntl(handle.fileno(), fcntl.F_GETLK, request)
+        return struct.unpack("hhqqi", answer)[0] != fcntl.F_UNLCK
+
+
+def _tokens(workdir: str | os.PathLike[str]) -> list[Path]:
+    """Other processes' tokens in ``workdir``, sorted."""
+    live = Path(workdir) / ".snakemake" / LIVE_DIRNAME
+    own = _own_token() if "token" in _held else None
+    return [token for token in sorted(live.glob("*.token")) if token.name != own]
+
+
+def hold_liveness_token(workdir: str | os.PathLike[str] = ".") -> Path:
+    """Lock this process's token for the rest of its life (idempotent); its path. It is
+    locked before it gets its final name, so no prober sees it unlocked."""
+    live = Path(workdir) / ".snakemake" / LIVE_DIRNAME
+    token = live / _own_token()
+    if "token" not in _held:
+        live.mkdir(parents=True, exist_ok=True)
+        temporary = live / f".{token.stem}.tmp"
+        handle = open(temporary, "w")
+        fcntl.lockf(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        os.replace(temporary, token)
+        _held["token"] = handle
+    return token
+
+
+def remove_stale_locks(workdir: str | os.PathLike[str] = ".") -> bool:
+    """Remove Snakemake's directory locks if no other live process of the workflow holds a
+    token; whether locks were removed."""
+    locks = Path(workdir) / ".snakemake" / "locks"
+    if not any(locks.glob("*.lock")) or any(map(token_is_held, _tokens(workdir))):
+        return False
+    shutil.rmtree(locks, ignore_errors=True)
+    return True
+
+
+def prune_dead_tokens(workdir: str | os.PathLike[str] = ".") -> int:
+    """Delete the tokens no live process holds; how many. O(tokens)."""
+    removed = 0
+    for token in _tokens(workdir):
+        if not token_is_held(token):
+            with contextlib.suppress(FileNotFoundError):
+                token.unlink()
+                removed += 1
+    return removed
+
+
+def claim_directory(workdir: str | os.PathLike[str] = ".") -> bool:
+    """For the Snakefile: remove stale locks (saying so), prune dead tokens, hold this
+    process's token; whether stale locks were removed."""
+    removed = remove_stale_locks(workdir)
+    prune_dead_tokens(workdir)
+    if removed:
+        print(
+            "attnrmt: removed the Snakemake lock of a killed run (no live Snakemake of this "
+            "workflow works in this directory)",
+            flush=True,
+        )
+    hold_liveness_token(workdir)
+    return removed
+
+
+def live_run_since(workdir: Path) -> tuple[bool, float | None]:
+    """``(known, since)``: the start (token mtime) of the oldest live Snakemake of the
+    workflow in ``workdir``, None when none lives; ``(False, None)`` when the lock query
+    fails. This process's token counts as live without being opened. O(tokens)."""
+    since: float | None = None
+    own = _own_token()
+    for token in (workdir / ".snakemake" / LIVE_DIRNAME).glob("*.token"):
+        try:
+            held = ("token" in _held) if token.name == own else token_is_held(token)
+            started = token.stat().st_mtime
+        except FileNotFoundError:  # its process ended and a new one pruned it
+            continue
+        except OSError:
+            return False, None
+        if held:
+            since = started if since is None else min(since, started)
+    return True, since
+
+
+class RunInProgress(RuntimeError):
+    """Another live process writes this results folder (:func:`hold_writer_lock`)."""
+
+
+def writer_env(run_dir: str | os.PathLike[str]) -> dict[str, str]:
+    """The environment telling a child that this process holds ``run_dir``'s writer lock."""
+    return {WRITER_ENV: f"{os.getpid()}:{os.path.realpath(run_dir)}"}
+
+
+def hold_writer_lock(run_dir: str | os.PathLike[str], command: Sequence[str] | None = None) -> Path:
+    """Make this process the one writer of ``run_dir`` for the rest of its life (or until
+    :func:`release_writer_lock`) and record who it is; the record's path. Idempotent;
+    a child of the holder told through :data:`WRITER_ENV` passes. O(1).
+
+    Raises
+    ------
+    RunInProgress
+        The folder's writer lives; the message names its pid, host, start and command.
+    """
+    directory = Path(run_dir)
+    key = os.path.realpath(directory)
+    record = directory / WRITER_RECORD_FILENAME
+    if key in _held or os.environ.get(WRITER_ENV) == f"{os.getppid()}:{key}":
+        return record
+    directory.mkdir(parents=True, exist_ok=True)
+    handle = _try_lock(directory / WRITER_LOCK_FILENAME)
+    if handle is None:
+        raise RunInProgress(describe_writer(directory))
+    _held[key] = handle
+    command = list(sys.argv if command is None else command)
+    who = {"pid": os.getpid(), "host": socket.gethostname(), "started": time.time()}
+    write_json_atomically(record, {**who, "command": command})
+    return record
+
+
+def release_writer_lock(run_dir: str | os.PathLike[str]) -> None:
+    """Drop this process's writer lock on ``run_dir`` (no-op if none): for a process that
+    outlives its run (``attnrmt.run`` in a notebook). O(1)."""
+    handle = _held.pop(os.path.realpath(run_dir), None)
+    if handle is not None:
+        with contextlib.suppress(FileNotFoundError):
+            (Path(run_dir) / WRITER_RECORD_FILENAME).unlink()
+        handle.close()
+
+
+def describe_writer(run_dir: str | os.PathLike[str]) -> str:
+    """Why a second run of ``run_dir`` is refused: who writes it and what to do."""
+    try:
+        record = json.loads((Path(run_dir) / WRITER_RECORD_FILENAME).read_text())
+    except (OSError, ValueError):
+        record = {}
+    record = record if isinstance(record, dict) else {}
+    pid, host, started = record.get("pid", "?"), record.get("host", "?"), record.get("started")
+    since = (
+        time.strftime("%Y-%m-%d %H:%M:%S %Z", time.localtime(float(started)))
+        if isinstance(started, int | float)
+        else "an unknown time"
+    )
+    command = " ".join(str(part) for part in record.get("command", []))[:200]
+    return (
+        f"{run_dir} is being written by a live run: pid {pid} on host {host}, started "
+        f"{since}" + (f" ({command})" if command else "") + ". One run at a time writes a "
+        f"results folder: wait for it to end, or stop it (kill -TERM {pid} on {host}; its "
+        "finished cells are kept) and rerun the same command. Its Snakemake lock protects "
+        "it: do not remove it (no --unlock) while that run lives."
+    )
+
+
+class RunDirConflict(ConfigError):
+    """``results/<run>/`` belongs to another config file (see :func:`claim_run_dir`)."""
+
+
+def claim_run_dir(
+    run_dir: str | os.PathLike[str], config_file: str | os.PathLike[str], write: bool = True
+) -> None:
+    """Make sure ``results/<run>/`` belongs to ``config_file``; record it when new.
+
+    The record holds ``config_file`` (relative to the working directory when inside it)
+    and ``config_path`` (absolute); either identifies the file. A run of another config
+    with the same run name is refused. With the record deleted, a sweep's copy
+    (:func:`copy_run_record`) still names the owner, and the owner's run recreates the
+    record; a folder without any record is adopted. ``write=False`` only checks. O(sweeps).
+
+    Raises
+    ------
+    RunDirConflict
+        Naming both config files and the two ways out.
+    """
+    run_dir = Path(run_dir)
+    record = RunLayout(run_dir).record
+    absolute = Path(config_file).absolute()
+    with contextlib.suppress(ValueError):
+        absolute = absolute.relative_to(Path.cwd())
+    mine = {"config_file": str(absolute), "config_path": str(Path(config_file).resolve())}
+    for copy in (record, *sorted(run_dir.glob(f"*/{RUN_RECORD}"))):
+        try:
+            owner = json.loads(copy.read_text(encoding="utf-8"))
+            owner_name = str(owner["config_file"])
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        if not any(owner.get(k) == v for k, v in mine.items()):
+            label = mine["config_file"]
+            raise RunDirConflict(
+                f"run {run_dir.name!r}: {run_dir}/ holds the results of the config file "
+                f"{owner_name!r} (recorded in {copy}), not of {label!r}. Give {label!r} "
+                f"its own run name (set run: in it, or remove run: to use "
+                f"{Path(label).stem!r}), or delete {run_dir}/ to replace those results"
+            )
+        if copy == record:
+            return
+        break  # the record was deleted; a sweep's copy says it is ours: recreate it
+    if write:
+        write_text_atomically(record, json.dumps(mine, indent=2) + "\n", durable=False)
+
+
+def copy_run_record(sweep_dir: str | os.PathLike[str]) -> None:
+    """Keep a copy of the run's record in ``<run>/<sweep>/`` (nothing when the run has
+    none). O(1)."""
+    sweep_dir = Path(sweep_dir)
+    try:
+        text = RunLayout(sweep_dir.parent).record.read_text(encoding="utf-8")
+    except OSError:
+        return
+    copy = sweep_dir / RUN_RECORD
+    if not copy.is_file() or copy.read_text(encoding="utf-8") != text:
+        write_text_atomically(copy, text, durable=False)
+
+
+@contextlib.contextmanager
+def table_lock(sweep_dir: Path) -> Iterator[None]:
+    """Exclusive lock of one sweep's cell table; blocks until the other writer is done."""
+    sweep_dir.mkdir(parents=True, exist_ok=True)
+    with open(sweep_dir / LOCK_NAME, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+__all__ = [
+    "LIVE_DIRNAME",
+    "RUN_RECORD",
+    "WRITER_ENV",
+    "RunDirConflict",
+    "RunInProgress",
+    "claim_directory",
+    "claim_run_dir",
+    "copy_run_record",
+    "hold_liveness_token",
+    "hold_writer_lock",
+    "live_run_since",
+    "prune_dead_tokens",
+    "release_writer_lock",
+    "remove_stale_locks",
+    "table_lock",
+    "token_is_held",
+    "writer_env",
+]
