@@ -29,7 +29,7 @@ from attnrmt.sweep.store.grid import (
     sweep_spectrum,
 )
 
-__all__ = ["cells_dataset", "make_blocks"]
+__all__ = ["cell_block_params", "cells_dataset", "make_blocks"]
 
 
 def make_blocks(
@@ -56,6 +56,20 @@ def make_blocks(
             chunk = tuple(line_cells[start : start + size])
             blocks.append(Block(block_key(root_seed, [cell.key for cell in chunk]), chunk))
     return blocks
+
+
+def cell_block_params(cells: Sequence[Cell], root_seed: int) -> list[dict[str, Any]]:
+    """Block params built cell by cell (key, seed words, simulate kwargs; ``"curve": True``
+    with shared noise): what :meth:`attnrmt.sweep.spec.plan.CellGrid.block_params` must
+    give from arrays."""
+    params = [
+        {"key": cell.key, "seed": cell.seed_words(root_seed), "kwargs": cell.simulate_kwargs()}
+        for cell in cells
+    ]
+    for entry, cell in zip(params, cells, strict=True):
+        if cell.noise == "shared":
+            entry["curve"] = True
+    return params
 
 
 def cells_dataset(

@@ -34,7 +34,7 @@ def plan(tiny_plan: Any) -> Any:
 
 
 def params_of(plan: Any) -> list[dict[str, Any]]:
-    return blocks.block_params(plan.sweeps["grid"].cells, plan.seed)
+    return plan.sweeps["grid"].cells.block_params(plan.seed)
 
 
 def fragment_in(tmp_path: Path, name: str) -> Path:
@@ -206,7 +206,7 @@ def test_bundled_cells_equal_cells_computed_one_by_one(
 
 
 def test_bundle_columns_carry_the_cells_bit_for_bit(plan: Any) -> None:
-    """A bundle travels as fragment columns (compute_bundle_encoded); decoded on the block
+    """A bundle travels as fragment columns (compute_task); decoded on the block
     side, its cells encode to the same fragment bytes as the cells' own records (numbers
     and dtypes), failures keep their positions."""
     params = params_of(plan)
@@ -216,7 +216,7 @@ def test_bundle_columns_carry_the_cells_bit_for_bit(plan: Any) -> None:
         (bad, params[1]["seed"]),
         (params[2]["kwargs"], params[2]["seed"]),
     ]
-    columns, failed = blocks.compute_bundle_encoded(jobs)
+    columns, failed = blocks.compute_task(blocks.Task(tuple(((k,), s, False) for k, s in jobs)))
     assert [position for position, _ in failed] == [1]
     assert isinstance(failed[0][1], ValueError)
     decoded = store.decode_fragment(columns).records
@@ -238,9 +238,7 @@ def _run_all_blocks(
     paths = []
     for block in sweep_plan.blocks:
         path = run_dir / sweep_plan.name / "fragments" / f"{block.key}.npz"
-        summary = blocks.run_block(
-            blocks.block_params(block.cells, root_seed), path, run_dir, dask_config
-        )
+        summary = blocks.run_block(block.cells.block_params(root_seed), path, run_dir, dask_config)
         if dask_config is UNREACHABLE:
             assert summary.n_computed == 0
         paths.append(path)

@@ -500,13 +500,11 @@ class CellGrid:
         ]
 
     def block_params(self, positions: np.ndarray, root_seed: int) -> list[dict[str, Any]]:
-        """``{"key", "seed", "kwargs"}`` of the cells at ``positions``: equal to
-        :func:`attnrmt.sweep.run.blocks.block_params` of their :class:`Cell` objects
-        (``Cell.key``, ``Cell.seed_words(root_seed)``, ``Cell.simulate_kwargs()``, same
-        dict order), built from the arrays without a Cell per cell: seed words are the
-        keys' first 16 bytes viewed as little-endian uint32 (with shared noise, the curve
-        keys', :attr:`seed_bytes`, and every dict gets ``"curve": True``).
-        O(len(positions))."""
+        """What a block job receives (rule ``simulate_block`` builds it in the job, never
+        as Snakemake ``params``): per cell ``{"key", "seed", "kwargs"}``, the content key,
+        the seed words (:attr:`seed_bytes` as little-endian uint32 and the root seed) and
+        the simulate kwargs (model specs, never names), plus ``"curve": True`` with shared
+        noise: what :class:`Cell` gives, without a Cell per cell. O(len(positions))."""
         positions = np.asarray(positions, dtype=np.int64)
         columns = self.columns(positions)[:-1]  # the replicate is not a kwarg
         laws = columns.pop(self.axis_names.index(TABLE_AXIS)) if TABLE_AXIS in self.axes else None
