@@ -109,7 +109,8 @@ def test_changed_root_seed_is_not_reused(plan: Any, tmp_path: Path, scheduler_ad
     blocks.run_block(
         params, fragment_in(tmp_path, "a"), run_dir, UNREACHABLE | {"address": scheduler_address}
     )
-    reseeded = [dict(params[0], seed=[*params[0]["seed"][:-1], 99])]
+    reseeded = plan.sweeps["grid"].cells.block_params(99)[:1]  # the same cell, root seed 99
+    assert reseeded[0]["key"] == params[0]["key"] and reseeded[0]["id"] != params[0]["id"]
     summary = blocks.run_block(
         reseeded,
         fragment_in(tmp_path, "b"),
@@ -187,7 +188,7 @@ def test_bundled_cells_equal_cells_computed_one_by_one(
     from distributed import Client
 
     cells = [blocks.BlockCell.from_params(p) for p in params_of(plan)]
-    assert len(cost.bundle_by_cost([cost.estimated_cell_seconds(c.kwargs) for c in cells])) == 1
+    assert len(blocks.bundle_by_cost([cell.seconds for cell in cells])) == 1
     with Client(scheduler_address, set_as_default=False) as client:
         tasks, failures = blocks.compute_missing(cells, client, retries=0, attempt=3)
     assert failures == []
@@ -434,3 +435,28 @@ def test_salvage_says_where_the_finished_cells_are(tmp_path: Path) -> None:
     (path,) = (tmp_path / "grid" / "salvage" / "b1").iterdir()
     assert path.name == "task-a.npz" and store.read_fragment(path).cell_keys == ["k" * 64]
     assert store.read_fragment(path).records[0]["attempt"] == 1
+
+
+@pytest.mark.parametrize(
+    "costs",
+    [[], [0.01] * 50, [1.0] * 5, [0.05, 0.3, 0.01, 0.01, 0.5, 0.02], [0.19, 0.02, 0.19]],
+)
+def test_bundles_partition_positions_in_order(costs: list[float]) -> None:
+    bundles = blocks.bundle_by_cost(costs, target=0.2)
+    assert [i for bundle in bundles for i in bundle] == list(range(len(costs)))
+    for bundle in bundles[:-1]:  # every closed bundle reached the target ...
+        assert sum(costs[i] for i in bundle) >= 0.2
+        # ... and would not have without its last cell
+        assert sum(costs[i] for i in bundle[:-1]) < 0.2
+
+
+def test_expensive_cells_are_tasks_of_their_own() -> None:
+    assert blocks.bundle_by_cost([1.0, 2.0, 3.0], target=0.2) == [[0], [1], [2]]
+
+
+def test_tiny_cells_share_tasks() -> None:
+    tiny = cost.estimated_cell_seconds(
+        {"d": 20, "delta": 0.5, "gamma": 0.5, "T": 8, "weights": "mean"}
+    )
+    bundles = blocks.bundle_by_cost([tiny] * 64)
+    assert len(bundles) < 64 / 4

@@ -286,7 +286,11 @@ def plan_fingerprint(sweep: Any, seed: int) -> tuple[str, str, list[str], str, i
         )
     for block in sweep.blocks:
         blocks.update(f"{block.key}:{','.join(block.cell_keys)}\n".encode())
-        params.update(repr(block.cells.block_params(seed)).encode())
+        cell_params = [  # what a cell depends on: the pinned part of the params
+            {name: entry[name] for name in ("key", "seed", "kwargs", "curve") if name in entry}
+            for entry in block.cells.block_params(seed)
+        ]
+        params.update(repr(cell_params).encode())
     return (
         cells.hexdigest(),
         blocks.hexdigest(),

@@ -5,7 +5,7 @@ A block job is a Dask client. Cells already finished in any fragment of the run 
 orphaned by a change of block membership, salvaged from a failed block, or of another
 sweep with the same key and seed) or in the shared cell cache are copied bit for bit; the
 missing ones are submitted as **tasks**. A task is a few **groups** bundled to about
-:data:`attnrmt.sweep.spec.cost.TASK_TARGET_SECONDS` of estimated work, and a group is the
+:data:`TASK_TARGET_SECONDS` of estimated work, and a group is the
 cells of one seed source: one cell, or the missing snr values of one replicate curve of a
 ``noise: shared`` sweep (one :func:`attnrmt.model.simulate_curve`; docs/data-contract.md,
 "Shared-noise sweeps"). Task keys are content keys, so tasks are idempotent and concurrent
@@ -40,12 +40,6 @@ from attnrmt.sweep.run.failures import (
     classify_failure,
     memory_restarted_workers,
 )
-from attnrmt.sweep.spec import identity
-from attnrmt.sweep.spec.cost import (
-    bundle_by_cost,
-    estimated_cell_seconds,
-    estimated_curve_seconds,
-)
 from attnrmt.sweep.store import cell_cache as shared_cache
 from attnrmt.sweep.store import fragments
 from attnrmt.sweep.store.failures import (
@@ -55,35 +49,47 @@ from attnrmt.sweep.store.failures import (
 )
 from attnrmt.sweep.store.layout import SweepLayout
 
+#: Estimated seconds of work per Dask task: cheaper groups are bundled until a task
+#: reaches it (docs/scaling.md, "Pipeline overhead").
+TASK_TARGET_SECONDS = 1.0
+
 
 @dataclass(frozen=True)
 class BlockCell:
-    """What one cell of a block depends on: its key, seed words and simulate kwargs."""
+    """One cell of a block as the plan made it
+    (:meth:`attnrmt.sweep.spec.plan.CellGrid.block_params`): key, seed words, simulate
+    kwargs, whether it is of a shared-noise curve, seed token and estimated seconds."""
 
     key: str
     seed: tuple[int, ...]
     kwargs: dict[str, Any]
-    curve: bool = False
+    curve: bool
+    token: str
+    seconds: float
 
     @classmethod
     def from_params(cls, params: Mapping[str, Any]) -> BlockCell:
-        """From one entry of :meth:`attnrmt.sweep.spec.plan.CellGrid.block_params`."""
+        """From one entry of the plan's block params. O(1)."""
         return cls(
             key=str(params["key"]),
             seed=tuple(int(word) for word in params["seed"]),
             kwargs=dict(params["kwargs"]),
             curve=bool(params.get("curve", False)),
+            token=str(params["id"]),
+            seconds=float(params["seconds"]),
         )
 
-    @functools.cached_property
+    @property
     def cell_id(self) -> tuple[str, str]:
         """``(key, seed token)``: what a finished result must match to be reused."""
-        return self.key, identity.seed_token(self.seed)
+        return self.key, self.token
 
     @functools.cached_property
     def task_key(self) -> str:
-        """Dask task key: content-derived, identical for identical cells in any job."""
-        return identity.task_key(self.key, self.cell_id[1])
+        """Dask key of the cell's task: sha256 of key and seed token, so identical cells
+        of any job or sweep are one task. O(1)."""
+        digest = hashlib.sha256(f"{self.key}|{self.token}".encode()).hexdigest()
+        return "attnrmt-cell-" + digest[:32]
 
 
 @dataclass(frozen=True)
@@ -417,23 +423,29 @@ def bundle_key(cells: Sequence[BlockCell]) -> str:
 
 def task_groups(cells: Sequence[BlockCell]) -> list[list[BlockCell]]:
     """The cells grouped by seed source, in order of first appearance: a plain cell alone,
-    the cells of a shared-noise curve (equal seed words and parameters but ``snr``)
+    the cells of a shared-noise curve (one seed: the curve's key and the root seed)
     together, in their given order. O(cells)."""
     groups: dict[Any, list[BlockCell]] = {}
     for cell in cells:
-        if cell.curve:
-            rest = {name: value for name, value in cell.kwargs.items() if name != "snr"}
-            groups.setdefault((cell.seed, identity.canonical_json(rest)), []).append(cell)
-        else:
-            groups[cell.cell_id] = [cell]
+        groups.setdefault(cell.seed if cell.curve else cell.cell_id, []).append(cell)
     return list(groups.values())
 
 
-def group_seconds(group: Sequence[BlockCell]) -> float:
-    """Estimated seconds of one group (:mod:`attnrmt.sweep.spec.cost`). O(1)."""
-    if group[0].curve:
-        return estimated_curve_seconds(group[0].kwargs, len(group))
-    return sum(estimated_cell_seconds(cell.kwargs) for cell in group)
+def bundle_by_cost(costs: Sequence[float], target: float = TASK_TARGET_SECONDS) -> list[list[int]]:
+    """Positions ``0..len(costs)-1`` in consecutive bundles, each closed once its summed
+    cost reaches ``target``. O(len(costs))."""
+    bundles: list[list[int]] = []
+    current: list[int] = []
+    total = 0.0
+    for position, cost in enumerate(costs):
+        current.append(position)
+        total += cost
+        if total >= target:
+            bundles.append(current)
+            current, total = [], 0.0
+    if current:
+        bundles.append(current)
+    return bundles
 
 
 @dataclass(frozen=True)
@@ -455,13 +467,15 @@ def compute_missing(
     attempt: int | None = None,
 ) -> tuple[list[FinishedTask], list[tuple[BlockCell, BaseException]]]:
     """Submit cells to Dask as tasks of consecutive groups (:func:`task_groups`, bundled
-    by :func:`attnrmt.sweep.spec.cost.bundle_by_cost`, a group never split), wait for all;
+    by their cells' estimated seconds, :func:`bundle_by_cost`; a group is never split),
+    wait for all;
     return the finished tasks and the failures. The block fills in the cells' ids (and
     ``attempt``) without decoding them; ``on_task(task)`` runs as each task completes (the
     block's salvage). O(cells) on the block's side."""
     groups = task_groups(cells)
     futures: dict[Any, list[BlockCell]] = {}
-    for positions in bundle_by_cost([group_seconds(group) for group in groups]):
+    costs = [sum(cell.seconds for cell in group) for group in groups]
+    for positions in bundle_by_cost(costs):
         chosen = [groups[i] for i in positions]
         bundle = [cell for group in chosen for cell in group]
         task = Task.of(chosen)
@@ -784,7 +798,7 @@ class TaskSalvage:
     (:func:`attnrmt.sweep.store.fragments.write_salvage`) as the task completes.
 
     Cost per task: its columns written as one small npz (no fsync) and renamed, ~1 ms
-    against the ~:data:`attnrmt.sweep.spec.cost.TASK_TARGET_SECONDS` of work a task holds.
+    against the ~:data:`TASK_TARGET_SECONDS` of work a task holds.
     A write that fails (a full disk) is logged and skipped: the block's fragment write
     then fails for real.
     """
@@ -812,12 +826,14 @@ class TaskSalvage:
 
 __all__ = [
     "STOP_BEFORE_WALLTIME_SECONDS",
+    "TASK_TARGET_SECONDS",
     "BlockCell",
     "BlockLog",
     "FinishedTask",
     "ImplausibleCellValues",
     "Task",
     "TaskSalvage",
+    "bundle_by_cost",
     "classes_cell_record",
     "compute_cell",
     "compute_group",

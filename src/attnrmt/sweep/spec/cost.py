@@ -1,15 +1,15 @@
-"""Cost model of one cell, and bundling of cheap cells into one Dask task.
+"""Cost model of one cell.
 
 A cell costs ``CELL_OVERHEAD_SECONDS + work * seconds_per_work`` with ``work = d^3 + (N +
 V) d^2 + N T d`` (+ ``N T^2 d`` for causal attention), or the Krylov operation count of a
 ``spectrum: top`` cell; the constants and their fits are in docs/scaling.md ("One cell",
 "Top cells"). ``attnrmt plan`` prints estimates from it; blocks are sized and tasks
-bundled with it. Every function is O(1) per cell.
+bundled (:mod:`attnrmt.sweep.run.blocks`) by its estimates. Every function is O(1) per cell.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -20,9 +20,6 @@ DEFAULT_SECONDS_PER_WORK = 2e-10
 ATTENTION_WORK_FACTOR = 8.0
 #: Fixed seconds per cell (Python and numpy overhead; dominates below d ~ 100).
 CELL_OVERHEAD_SECONDS = 2e-3
-#: Estimated seconds of work per Dask task: cheaper cells are bundled until a task reaches
-#: it (docs/scaling.md, "Pipeline overhead").
-TASK_TARGET_SECONDS = 1.0
 
 
 #: Constants of :func:`top_work`: ``m = TOP_COLUMNS_SCALE d^TOP_COLUMNS_EXPONENT`` Krylov
@@ -155,23 +152,6 @@ def estimated_curve_seconds(
     return cell * (CURVE_FIXED_FACTOR + CURVE_PER_SNR_FACTOR * max(n_snr - 1, 0))
 
 
-def bundle_by_cost(costs: Sequence[float], target: float = TASK_TARGET_SECONDS) -> list[list[int]]:
-    """Positions ``0..len(costs)-1`` in consecutive bundles, each closed once its summed
-    cost reaches ``target``. O(len(costs))."""
-    bundles: list[list[int]] = []
-    current: list[int] = []
-    total = 0.0
-    for position, cost in enumerate(costs):
-        current.append(position)
-        total += cost
-        if total >= target:
-            bundles.append(current)
-            current, total = [], 0.0
-    if current:
-        bundles.append(current)
-    return bundles
-
-
 def cells_per_block(cell_seconds: float, target_seconds: float, line_length: int) -> int:
     """``round(target_seconds / cell_seconds)`` clamped to ``1 .. line_length``: cells of
     a line per block. Only the module's fixed constants (never a calibration) enter, so
@@ -188,11 +168,9 @@ __all__ = [
     "CURVE_FIXED_FACTOR",
     "CURVE_PER_SNR_FACTOR",
     "DEFAULT_SECONDS_PER_WORK",
-    "TASK_TARGET_SECONDS",
     "TOP_COLUMNS_EXPONENT",
     "TOP_COLUMNS_SCALE",
     "TOP_FIXED_WORK",
-    "bundle_by_cost",
     "cell_work",
     "cells_per_block",
     "estimated_cell_seconds",

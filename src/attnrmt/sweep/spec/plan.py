@@ -33,6 +33,7 @@ import numpy as np
 
 from attnrmt.contract import ALL_AXES, AXES, TABLE_AXIS, sweep_axes
 from attnrmt.sweep.spec.config import ResolvedSweep, resolve_sweeps
+from attnrmt.sweep.spec.cost import estimated_cell_seconds, estimated_curve_seconds
 from attnrmt.sweep.spec.identity import (
     BLOCK_KEY_HEX,
     KEY_DIGEST_BYTES,
@@ -49,6 +50,7 @@ from attnrmt.sweep.spec.identity import (
     key_suffix,
     line_digests,
     number_json,
+    seed_token,
     seed_words,
 )
 
@@ -501,10 +503,15 @@ class CellGrid:
 
     def block_params(self, positions: np.ndarray, root_seed: int) -> list[dict[str, Any]]:
         """What a block job receives (rule ``simulate_block`` builds it in the job, never
-        as Snakemake ``params``): per cell ``{"key", "seed", "kwargs"}``, the content key,
-        the seed words (:attr:`seed_bytes` as little-endian uint32 and the root seed) and
-        the simulate kwargs (model specs, never names), plus ``"curve": True`` with shared
-        noise: what :class:`Cell` gives, without a Cell per cell. O(len(positions))."""
+        as Snakemake ``params``): per cell the content ``"key"``, the ``"seed"`` words
+        (:attr:`seed_bytes` as little-endian uint32, then the root seed), the simulate
+        ``"kwargs"`` (model specs, never names), ``"curve": True`` with shared noise (what
+        :class:`Cell` gives, without a Cell per cell), then what the block needs of the
+        plan so that it never re-derives it: the ``"id"`` (seed token,
+        :func:`attnrmt.sweep.spec.identity.seed_token`) reused cells must match and the
+        estimated ``"seconds"`` of the cell (with shared noise, its share of its curve's;
+        :mod:`attnrmt.sweep.spec.cost`) that tasks are bundled by (docs/architecture.md,
+        "The walk"). O(len(positions))."""
         positions = np.asarray(positions, dtype=np.int64)
         columns = self.columns(positions)[:-1]  # the replicate is not a kwarg
         laws = columns.pop(self.axis_names.index(TABLE_AXIS)) if TABLE_AXIS in self.axes else None
@@ -538,9 +545,22 @@ class CellGrid:
             }
             for entry, law in zip(params, laws, strict=True):
                 entry["kwargs"].update(kwargs_of[law])
-        if self.noise == "shared":
-            for entry in params:
+        n_snr = len(self.axes["snr"])
+        seconds: dict[tuple, float] = {}  # one estimate per setting (snr does not enter it)
+        for entry in params:
+            kwargs = entry["kwargs"]
+            if self.noise == "shared":
                 entry["curve"] = True
+            entry["id"] = seed_token(entry["seed"])
+            point = (kwargs["d"], kwargs["delta"], kwargs["gamma"], kwargs["T"])
+            point += (id(kwargs["weights"]),)
+            if point not in seconds:
+                seconds[point] = (
+                    estimated_curve_seconds(kwargs, n_snr) / n_snr
+                    if self.noise == "shared"
+                    else estimated_cell_seconds(kwargs)
+                )
+            entry["seconds"] = seconds[point]
         return params
 
 
