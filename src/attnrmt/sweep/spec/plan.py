@@ -552,8 +552,13 @@ class CellGrid:
             if self.noise == "shared":
                 entry["curve"] = True
             entry["id"] = seed_token(entry["seed"])
-            point = (kwargs["d"], kwargs["delta"], kwargs["gamma"], kwargs["T"])
-            point += (id(kwargs["weights"]),)
+            point = (
+                kwargs["d"],
+                kwargs["delta"],
+                kwargs["gamma"],
+                kwargs["T"],
+                id(kwargs["weights"]),
+            )
             if point not in seconds:
                 seconds[point] = (
                     estimated_curve_seconds(kwargs, n_snr) / n_snr
