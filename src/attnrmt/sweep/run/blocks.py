@@ -584,49 +584,19 @@ def run_block(
     mem_mb: int | None = None,
     cell_cache: str | os.PathLike[str] | None = None,
 ) -> BlockSummary:
-    """Produce one block's fragment (the body of rule ``simulate_block``).
+    """Produce one block's fragment (the body of rule ``simulate_block``) and return
+    what it did.
 
-    Parameters
-    ----------
-    cells : sequence of mapping
-        The block's cells in canonical order, each ``{"key", "seed", "kwargs"}``:
-        content key, seed words (``Cell.seed_words(root_seed)``) and
-        ``Cell.simulate_kwargs()``.
-    fragment_path : path
-        ``results/<run>/<sweep>/fragments/<block>.npz`` (written atomically).
-    run_dir : path
-        ``results/<run>`` (holds the run's Dask scheduler file).
-    dask_config : mapping, optional
-        The config's ``dask:`` block (:class:`attnrmt.sweep.run.cluster.ClusterSettings`).
-    log_path : path, optional
-        Per-block log file.
-    max_cores : int, optional
-        Cores granted to the run (Snakemake's ``--cores``): caps a ``local`` cluster.
-    failure_budget : FailureBudget, optional
-        ``execution.max_failures`` of the run: once reached (by other blocks: a retry
-        of this one still runs), the block computes nothing and raises
-        :class:`MaxFailuresReached` (checked before computing, O(failure records)).
-    mem_mb : int, optional
-        Memory granted to the block job (Snakemake's ``mem_mb``), kept in its failure
-        record.
-    cell_cache : path, optional
-        The shared cell cache (:mod:`attnrmt.sweep.store.cell_cache`): cells the run's
-        fragments lack are read from it before any is computed, and the block's cells it
-        lacks are written to it. None: off.
-
-    Returns
-    -------
-    BlockSummary
-
-    Raises
-    ------
-    RuntimeError
-        If some cells failed after Dask's retries, or the run was stopped; the finished
-        cells are kept, task by task as they finished, in ``<sweep>/salvage/<block>/``
-        for the rerun, and the failures (cell, parameters, error, cause) recorded in
-        ``<sweep>/failures/<block>.json``.
-    MaxFailuresReached
-        If the run already reached ``failure_budget`` (nothing computed).
+    ``cells``: the plan's block params (:meth:`attnrmt.sweep.spec.plan.CellGrid.block_params`)
+    in block order; ``fragment_path``: ``results/<run>/<sweep>/fragments/<block>.npz``
+    (written atomically); ``run_dir``: ``results/<run>``; ``dask_config``: the config's
+    ``dask:`` block; ``max_cores``: Snakemake's ``--cores`` (caps a local cluster);
+    ``failure_budget``: ``execution.max_failures`` (once reached by other blocks, the block
+    computes nothing and raises :class:`MaxFailuresReached`); ``mem_mb``: kept in the
+    failure record; ``cell_cache``: the shared cell cache (read before computing, written
+    after; None: off). Raises ``RuntimeError`` when cells failed after Dask's retries or
+    the run was stopped: finished cells are salvaged task by task, failures recorded in
+    ``<sweep>/failures/<block>.json``. O(cells) besides the computing.
     """
     from attnrmt.sweep.run.cluster import ClusterSettings, run_client, run_stop_reason
 
