@@ -30,7 +30,7 @@ import pytest
 from threadpoolctl import threadpool_limits
 
 from attnrmt.sweep import load_config, plan_run
-from attnrmt.sweep.run.blocks import block_params, compute_cell
+from attnrmt.sweep.run.blocks import compute_cell
 from attnrmt.sweep.store import fragments
 from attnrmt.sweep.store.cell_table.reader import open_cells
 from attnrmt.sweep.store.provenance import PROVENANCE_KEYS
@@ -113,7 +113,7 @@ def test_stop_and_damage_resume_to_the_clean_numbers(tmp_path: Path) -> None:
         # more threads, ~1e-14 apart)
         for block, path in zip(sweep.blocks, blocks, strict=True):
             stored = fragments.read_fragment(path).records
-            for params, record in zip(block_params(block.cells, plan.seed), stored, strict=True):
+            for params, record in zip(block.cells.block_params(plan.seed), stored, strict=True):
                 with threadpool_limits(1):
                     clean = compute_cell(params["kwargs"], params["seed"])
                 for name, value in clean.items():

@@ -16,7 +16,8 @@ from attnrmt.contract import (
     TOP_K_FIELDS,
     stored_eigenvalue_count,
 )
-from attnrmt.sweep.spec.identity import block_key
+from attnrmt.sweep.spec.cost import estimated_cell_seconds, estimated_curve_seconds
+from attnrmt.sweep.spec.identity import block_key, seed_token
 from attnrmt.sweep.spec.plan import Block, Cell, check_block_sizes, line_block_size
 from attnrmt.sweep.store.grid import (
     CELLS_VIEW_NOTES,
@@ -29,7 +30,7 @@ from attnrmt.sweep.store.grid import (
     sweep_spectrum,
 )
 
-__all__ = ["cells_dataset", "make_blocks"]
+__all__ = ["cell_block_params", "cells_dataset", "make_blocks"]
 
 
 def make_blocks(
@@ -56,6 +57,27 @@ def make_blocks(
             chunk = tuple(line_cells[start : start + size])
             blocks.append(Block(block_key(root_seed, [cell.key for cell in chunk]), chunk))
     return blocks
+
+
+def cell_block_params(cells: Sequence[Cell], root_seed: int) -> list[dict[str, Any]]:
+    """Block params built cell by cell (key, seed words, simulate kwargs; ``"curve": True``
+    with shared noise; seed token, estimated seconds): what
+    :meth:`attnrmt.sweep.spec.plan.CellGrid.block_params` must give from arrays."""
+    params = [
+        {"key": cell.key, "seed": cell.seed_words(root_seed), "kwargs": cell.simulate_kwargs()}
+        for cell in cells
+    ]
+    for entry, cell in zip(params, cells, strict=True):
+        if cell.noise == "shared":
+            entry["curve"] = True
+        entry["id"] = seed_token(entry["seed"])
+        kwargs, n_snr = entry["kwargs"], cell.curve_length
+        entry["seconds"] = (
+            estimated_curve_seconds(kwargs, n_snr) / n_snr
+            if cell.noise == "shared"
+            else estimated_cell_seconds(kwargs)
+        )
+    return params
 
 
 def cells_dataset(

@@ -8,7 +8,7 @@ import time
 from attnrmt.contract import FIGURES, TABLES
 from attnrmt.workflow import hooks
 from attnrmt.sweep.store.layout import RunLayout
-from attnrmt.sweep.run.blocks import block_params, run_block
+from attnrmt.sweep.run.blocks import run_block
 from attnrmt.sweep.run.cluster import (
     BlocksLeft,
     ClusterSettings,
@@ -79,7 +79,7 @@ def gathered_fragments(wildcards):
 
 def block_cells(wildcards):
     """What a block's cells depend on, in block order: key, seed words, simulate kwargs."""
-    return block_params(BLOCKS[wildcards.sweep][wildcards.block].cells, PLAN.seed)
+    return BLOCKS[wildcards.sweep][wildcards.block].cells.block_params(PLAN.seed)
 
 
 def sweep_config_sha256(wildcards):

@@ -5,7 +5,7 @@ Design in docs/architecture.md; what the stores hold in docs/data-contract.md.
 Public here (light imports only; ``cluster``, ``blocks`` and ``store`` are imported from
 their modules because they pull in Dask and Zarr):
 
-- :func:`load_config`, :func:`check_config`, :class:`ConfigError` — config + schema.
+- :func:`load_config`, :func:`validate_config`, :class:`ConfigError` — config + schema.
 - :func:`plan_run`, :class:`RunPlan`, :class:`SweepPlan`, :class:`Cell`, :class:`Block`.
 """
 
@@ -17,10 +17,9 @@ _EXPORTS = {
     "Block": "attnrmt.sweep.spec.plan",
     "Cell": "attnrmt.sweep.spec.plan",
     "ConfigError": "attnrmt.sweep.spec.config",
-    "MODEL_VERSION": "attnrmt.sweep.spec.plan",
+    "MODEL_VERSION": "attnrmt.sweep.spec.identity",
     "RunPlan": "attnrmt.sweep.spec.plan",
     "SweepPlan": "attnrmt.sweep.spec.plan",
-    "check_config": "attnrmt.sweep.spec.config",
     "validate_config": "attnrmt.sweep.spec.config",
     "ValidConfig": "attnrmt.sweep.spec.config",
     "load_config": "attnrmt.sweep.spec.config",
@@ -38,7 +37,6 @@ __all__ = [
     "RunPlan",
     "SweepPlan",
     "ValidConfig",
-    "check_config",
     "load_config",
     "plan_run",
     "validate_config",

@@ -27,7 +27,7 @@ def test_block_records_cause_and_granted_memory(tmp_path: Path, scheduler_addres
             build_tiny_config(sweep={"d": [UNALLOCATABLE_D], "snr": [1.0], "replicates": 1})
         )
     )
-    params = blocks.block_params(plan.sweeps["grid"].cells, plan.seed)
+    params = plan.sweeps["grid"].cells.block_params(plan.seed)
     run_dir = tmp_path / "results" / "unit"
     fragment = run_dir / "grid" / "fragments" / "poison.npz"
     with pytest.raises(RuntimeError, match="1 of 1 cells"):

@@ -35,7 +35,7 @@ def plan(tiny_plan: Any) -> Any:
 
 
 def params_of(plan: Any) -> list[dict[str, Any]]:
-    return blocks.block_params(plan.sweeps["grid"].cells, plan.seed)
+    return plan.sweeps["grid"].cells.block_params(plan.seed)
 
 
 def fragment_in(tmp_path: Path, name: str) -> Path:
@@ -110,7 +110,8 @@ def test_changed_root_seed_is_not_reused(plan: Any, tmp_path: Path, scheduler_ad
     blocks.run_block(
         params, fragment_in(tmp_path, "a"), run_dir, UNREACHABLE | {"address": scheduler_address}
     )
-    reseeded = [dict(params[0], seed=[*params[0]["seed"][:-1], 99])]
+    reseeded = plan.sweeps["grid"].cells.block_params(99)[:1]  # the same cell, root seed 99
+    assert reseeded[0]["key"] == params[0]["key"] and reseeded[0]["id"] != params[0]["id"]
     summary = blocks.run_block(
         reseeded,
         fragment_in(tmp_path, "b"),
@@ -189,7 +190,7 @@ def test_bundled_cells_equal_cells_computed_one_by_one(
     from distributed import Client
 
     cells = [blocks.BlockCell.from_params(p) for p in params_of(plan)]
-    assert len(cost.bundle_by_cost([cost.estimated_cell_seconds(c.kwargs) for c in cells])) == 1
+    assert len(blocks.bundle_by_cost([cell.seconds for cell in cells])) == 1
     with Client(scheduler_address, set_as_default=False) as client:
         tasks, failures = blocks.compute_missing(cells, client, retries=0, attempt=3)
     assert failures == []
@@ -208,7 +209,7 @@ def test_bundled_cells_equal_cells_computed_one_by_one(
 
 
 def test_bundle_columns_carry_the_cells_bit_for_bit(plan: Any) -> None:
-    """A bundle travels as fragment columns (compute_bundle_encoded); decoded on the block
+    """A bundle travels as fragment columns (compute_task); decoded on the block
     side, its cells encode to the same fragment bytes as the cells' own records (numbers
     and dtypes), failures keep their positions."""
     params = params_of(plan)
@@ -218,7 +219,7 @@ def test_bundle_columns_carry_the_cells_bit_for_bit(plan: Any) -> None:
         (bad, params[1]["seed"]),
         (params[2]["kwargs"], params[2]["seed"]),
     ]
-    columns, failed = blocks.compute_bundle_encoded(jobs)
+    columns, failed = blocks.compute_task(blocks.Task(tuple(((k,), s, False) for k, s in jobs)))
     assert [position for position, _ in failed] == [1]
     assert isinstance(failed[0][1], ValueError)
     decoded = store.decode_fragment(columns).records
@@ -240,9 +241,7 @@ def _run_all_blocks(
     paths = []
     for block in sweep_plan.blocks:
         path = run_dir / sweep_plan.name / "fragments" / f"{block.key}.npz"
-        summary = blocks.run_block(
-            blocks.block_params(block.cells, root_seed), path, run_dir, dask_config
-        )
+        summary = blocks.run_block(block.cells.block_params(root_seed), path, run_dir, dask_config)
         if dask_config is UNREACHABLE:
             assert summary.n_computed == 0
         paths.append(path)
@@ -438,3 +437,28 @@ def test_salvage_says_where_the_finished_cells_are(tmp_path: Path) -> None:
     (path,) = (tmp_path / "grid" / "salvage" / "b1").iterdir()
     assert path.name == "task-a.npz" and store.read_fragment(path).cell_keys == ["k" * 64]
     assert store.read_fragment(path).records[0]["attempt"] == 1
+
+
+@pytest.mark.parametrize(
+    "costs",
+    [[], [0.01] * 50, [1.0] * 5, [0.05, 0.3, 0.01, 0.01, 0.5, 0.02], [0.19, 0.02, 0.19]],
+)
+def test_bundles_partition_positions_in_order(costs: list[float]) -> None:
+    bundles = blocks.bundle_by_cost(costs, target=0.2)
+    assert [i for bundle in bundles for i in bundle] == list(range(len(costs)))
+    for bundle in bundles[:-1]:  # every closed bundle reached the target ...
+        assert sum(costs[i] for i in bundle) >= 0.2
+        # ... and would not have without its last cell
+        assert sum(costs[i] for i in bundle[:-1]) < 0.2
+
+
+def test_expensive_cells_are_tasks_of_their_own() -> None:
+    assert blocks.bundle_by_cost([1.0, 2.0, 3.0], target=0.2) == [[0], [1], [2]]
+
+
+def test_tiny_cells_share_tasks() -> None:
+    tiny = cost.estimated_cell_seconds(
+        {"d": 20, "delta": 0.5, "gamma": 0.5, "T": 8, "weights": "mean"}
+    )
+    bundles = blocks.bundle_by_cost([tiny] * 64)
+    assert len(bundles) < 64 / 4

@@ -32,8 +32,8 @@ from tests.sweep.conftest import UNALLOCATABLE_D, write_failed_block
 
 
 def failing_cell_error(kwargs: dict[str, Any]) -> BaseException:
-    """The exception a real cell raises inside a block's Dask task (compute_bundle)."""
-    ((record, error),) = blocks.compute_bundle([(kwargs, [1, 2, 3])])
+    """The exception a real cell raises inside a block's Dask task (compute_group)."""
+    ((record, error),) = blocks.compute_group([kwargs], [1, 2, 3])
     assert record is None and error is not None
     return error
 
@@ -219,7 +219,7 @@ def test_block_ended_by_slurm_at_its_time_limit_records_walltime(
     )
     # 1-5 s per cell (quiet or loaded machine): 400 cells outlast the 2-3 minute limits
     # whatever the load (40 cells once finished in 38 s on a quiet machine)
-    params = blocks.block_params(plan.sweeps["grid"].cells, plan.seed)
+    params = plan.sweeps["grid"].cells.block_params(plan.seed)
     params_file = tmp_path / "params.json"
     params_file.write_text(json.dumps(params))
     script = tmp_path / "block_job.py"
@@ -327,7 +327,7 @@ def test_block_computes_nothing_once_the_budget_is_spent(tmp_path: Path) -> None
     fragment = run_dir / "grid" / "fragments" / "next.npz"
     with pytest.raises(failures.MaxFailuresReached, match="max_failures reached"):
         blocks.run_block(
-            blocks.block_params(plan.sweeps["grid"].cells, plan.seed),
+            plan.sweeps["grid"].cells.block_params(plan.seed),
             fragment,
             run_dir,
             {"mode": "address", "address": "tcp://127.0.0.1:9"},

@@ -41,7 +41,7 @@ def test_worker_provenance_is_the_process_environment_computed_once() -> None:
 
 def _first_cell_job() -> tuple[dict[str, Any], list[int]]:
     plan = store_plan()
-    params = blocks.block_params(plan.sweeps["grid"].cells[:1], plan.seed)[0]
+    params = plan.sweeps["grid"].cells.block_params(plan.seed)[0]
     return params["kwargs"], params["seed"]
 
 
@@ -89,7 +89,7 @@ def test_a_rerun_block_records_the_attempt_of_each_cell(
     """Attempt 1 fails one cell; attempt 2 computes it and reuses the salvaged sibling,
     whose provenance (attempt 1) travels with it."""
     plan = store_plan()
-    params = blocks.block_params(plan.sweeps["grid"].cells[:2], plan.seed)
+    params = plan.sweeps["grid"].cells.block_params(plan.seed)[:2]
     broken = dict(params[1], kwargs=dict(params[1]["kwargs"], d=1))  # d=1 raises
     path = tmp_path / "results" / "unit" / "grid" / "fragments" / "b.npz"
     settings = {"mode": "address", "address": scheduler_address}

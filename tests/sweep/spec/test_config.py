@@ -12,11 +12,12 @@ import numpy as np
 import pytest
 import yaml
 
-from attnrmt.sweep import ConfigError, check_config, load_config
+from attnrmt.sweep import ConfigError, load_config
 from attnrmt.sweep.spec.config import (
     apply_schema,
     load_valid_config,
     normalise_real,
+    resolve_sweeps,
     snr_values,
     validate_config,
 )
@@ -97,8 +98,8 @@ def test_load_config_accepts_path_str_and_mapping_without_mutating() -> None:
     assert load_config(SMALL) == from_mapping == load_config(str(SMALL))
 
 
-def test_check_config_passes_on_loaded_config() -> None:
-    check_config(load_config(SMALL))
+def test_semantic_checks_pass_on_loaded_config() -> None:
+    resolve_sweeps(load_config(SMALL))
 
 
 def test_custom_models_that_are_valid_are_accepted() -> None:

@@ -1,5 +1,4 @@
-"""Cost model of a cell and bundling of cheap cells into Dask tasks
-(attnrmt.sweep.spec.cost)."""
+"""Cost model of a cell (attnrmt.sweep.spec.cost)."""
 
 from __future__ import annotations
 
@@ -29,29 +28,6 @@ def test_causal_attention_costs_more() -> None:
     assert cost.estimated_cell_seconds(kwargs_of(400, attention)) > cost.estimated_cell_seconds(
         kwargs_of(400)
     )
-
-
-@pytest.mark.parametrize(
-    "costs",
-    [[], [0.01] * 50, [1.0] * 5, [0.05, 0.3, 0.01, 0.01, 0.5, 0.02], [0.19, 0.02, 0.19]],
-)
-def test_bundles_partition_positions_in_order(costs: list[float]) -> None:
-    bundles = cost.bundle_by_cost(costs, target=0.2)
-    assert [i for bundle in bundles for i in bundle] == list(range(len(costs)))
-    for bundle in bundles[:-1]:  # every closed bundle reached the target ...
-        assert sum(costs[i] for i in bundle) >= 0.2
-        # ... and would not have without its last cell
-        assert sum(costs[i] for i in bundle[:-1]) < 0.2
-
-
-def test_expensive_cells_are_tasks_of_their_own() -> None:
-    assert cost.bundle_by_cost([1.0, 2.0, 3.0], target=0.2) == [[0], [1], [2]]
-
-
-def test_tiny_cells_share_tasks() -> None:
-    tiny = cost.estimated_cell_seconds(kwargs_of(20))
-    bundles = cost.bundle_by_cost([tiny] * 64)
-    assert len(bundles) < 64 / 4
 
 
 def test_top_cells_cost_less_than_full_cells_at_large_d() -> None:

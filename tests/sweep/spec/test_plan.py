@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from attnrmt.sweep import AXES, Cell, load_config, plan_run
-from tests.sweep.oracles import make_blocks
+from tests.sweep.oracles import cell_block_params, make_blocks
 from tests.sweep.spec.conftest import SMALL, known_cell, plan_of, sweep_config
 
 
@@ -277,8 +277,6 @@ def plan_fingerprint(sweep: Any, seed: int) -> tuple[str, str, list[str], str, i
     """Hashes of every cell (key, seed words, coordinates, simulate kwargs), every block
     (key, its cells' keys in order) and every block's params (their repr, as Snakemake
     records them)."""
-    from attnrmt.sweep.run.blocks import block_params
-
     cells, blocks, params = hashlib.sha256(), hashlib.sha256(), hashlib.sha256()
     for c in sweep.cells:
         kwargs = json.dumps(c.simulate_kwargs(), sort_keys=True)
@@ -288,7 +286,11 @@ def plan_fingerprint(sweep: Any, seed: int) -> tuple[str, str, list[str], str, i
         )
     for block in sweep.blocks:
         blocks.update(f"{block.key}:{','.join(block.cell_keys)}\n".encode())
-        params.update(repr(block_params(block.cells, seed)).encode())
+        cell_params = [  # what a cell depends on: the pinned part of the params
+            {name: entry[name] for name in ("key", "seed", "kwargs", "curve") if name in entry}
+            for entry in block.cells.block_params(seed)
+        ]
+        params.update(repr(cell_params).encode())
     return (
         cells.hexdigest(),
         blocks.hexdigest(),
@@ -311,7 +313,6 @@ def test_array_blocks_equal_make_blocks_of_the_cell_objects(block_size: int | st
     """grid_blocks (line ranges, keys from the raw digests) and make_blocks (one object per
     cell, hex keys) give the same blocks; block params from the arrays equal those built
     cell by cell."""
-    from attnrmt.sweep.run.blocks import block_params
 
     plan = pin_plan(block_size)
     for sweep in plan.sweeps.values():
@@ -345,7 +346,7 @@ def test_array_blocks_equal_make_blocks_of_the_cell_objects(block_size: int | st
         assert [list(b.cells) for b in sweep.blocks] == [list(b.cells) for b in by_objects]
         for block, reference in zip(sweep.blocks, by_objects, strict=True):
             assert block.cell_keys == [cell.key for cell in reference.cells]
-            assert block_params(block.cells, plan.seed) == block_params(
+            assert block.cells.block_params(plan.seed) == cell_block_params(
                 list(reference.cells), plan.seed
             )
 

@@ -10,10 +10,11 @@ import numpy as np
 import pytest
 
 from attnrmt.model import simulate_curve
-from attnrmt.sweep.run.blocks import BlockCell, block_params, compute_curve, curve_groups
+from attnrmt.sweep.run.blocks import BlockCell, compute_group, task_groups
 from attnrmt.sweep.run.provenance import worker_provenance
 from attnrmt.sweep.spec.config import ConfigError, load_valid_config
 from attnrmt.sweep.spec.plan import SweepPlan, plan_run
+from tests.sweep.oracles import cell_block_params
 
 ROOT_SEED = 7
 
@@ -86,7 +87,7 @@ def test_shared_cells_share_one_seed_per_replicate_curve() -> None:
     assert len({words.pop() for words in seeds.values()}) == len(seeds)
     for block in shared.blocks:
         params = block.cells.block_params(ROOT_SEED)
-        assert params == block_params(list(block.cells), ROOT_SEED)
+        assert params == cell_block_params(list(block.cells), ROOT_SEED)
         assert all(entry["curve"] is True for entry in params)
 
 
@@ -141,14 +142,14 @@ def test_a_misspelt_noise_value_is_named_with_a_suggestion() -> None:
 
 def test_block_job_groups_and_computes_whole_curves() -> None:
     """A block's shared cells group into curves by seed and parameters (snr aside); one
-    :func:`compute_curve` per curve gives :func:`attnrmt.model.simulate_curve`'s numbers for
+    :func:`compute_group` per curve gives :func:`attnrmt.model.simulate_curve`'s numbers for
     exactly the snr values asked (a part of a curve, as after extending snr, too)."""
     plan = sweep_plan(noise="shared")
     cells = [BlockCell.from_params(entry) for entry in plan.blocks[0].cells.block_params(ROOT_SEED)]
-    groups = curve_groups(cells)
+    groups = task_groups(cells)
     assert [len(group) for group in groups] == [3] * (len(cells) // 3)
     part = groups[0][1:]  # snr 1 and 2 only
-    outcomes = compute_curve([cell.kwargs for cell in part], part[0].seed)
+    outcomes = compute_group([cell.kwargs for cell in part], part[0].seed, curve=True)
     assert all(error is None for _, error in outcomes)
     common = {k: v for k, v in part[0].kwargs.items() if k != "snr"}
     direct = simulate_curve(**common, snrs=[1.0, 2.0], seed=list(part[0].seed))
@@ -158,7 +159,7 @@ def test_block_job_groups_and_computes_whole_curves() -> None:
         np.testing.assert_array_equal(record["eigenvalues"], result.eigenvalues)
         assert set(worker_provenance()) <= set(record)  # the worker's provenance, as a cell's
     broken = [dict(part[0].kwargs, top_k=0), dict(part[1].kwargs, top_k=0)]
-    failed = compute_curve(broken, part[0].seed)
+    failed = compute_group(broken, part[0].seed, curve=True)
     assert all(record is None and isinstance(error, ValueError) for record, error in failed)
 
 

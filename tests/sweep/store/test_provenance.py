@@ -142,5 +142,6 @@ def test_cell_keys_do_not_depend_on_provenance(tmp_path: Path) -> None:
     assert ids_new == ids_old
     assert [key for key, _ in ids_new] == [cell.key for cell in cells]
     assert [
-        blocks.BlockCell.from_params(p).cell_id for p in blocks.block_params(cells, plan.seed)
+        blocks.BlockCell.from_params(p).cell_id
+        for p in plan.sweeps["grid"].cells.block_params(plan.seed)
     ] == ids_new

@@ -1,22 +1,18 @@
 """Run one block: reuse finished cells, compute the rest on the run's Dask cluster, write
-the fragment atomically.
+the fragment atomically (docs/architecture.md, "The walk"; docs/data-contract.md).
 
-A block job is a Dask client. Cells already finished in any fragment of the run
-(current, orphaned by a change of block membership, salvaged from a failed block, or of
-another sweep of the run with the same cell key and seed) are copied bit for bit; only
-the missing cells are submitted, cheap ones bundled a few to a task
-(``simulate_cell(**kwargs, seed=seed_words).to_dict()`` per cell, returned per bundle as
-fragment columns; task keys are content keys, so tasks are idempotent and concurrent jobs
-asking for the same cells share one task). Each task's cells reach the disk as the task
-finishes (``<sweep>/salvage/<block>/<task>.npz``,
-:func:`attnrmt.sweep.store.fragments.write_salvage`), so a block stopped in its middle, by
-a failure, a stop signal or ``kill -9``, loses only the cells in flight. A worker rejects
-a result holding values no cell can produce (:func:`implausible_values`): the cell fails
-with cause ``numerical``.
-Cells of a ``noise: shared`` sweep (``"curve": True``) are submitted as whole curves: the
-missing snr values of one replicate go to one :func:`attnrmt.model.simulate_curve` with
-their shared seed (:func:`compute_curve`), so extending the snr axis computes only the
-new values and copies the stored ones bit for bit.
+A block job is a Dask client. Cells already finished in any fragment of the run (current,
+orphaned by a change of block membership, salvaged from a failed block, or of another
+sweep with the same key and seed) or in the shared cell cache are copied bit for bit; the
+missing ones are submitted as **tasks**. A task is a few **groups** bundled to about
+:data:`TASK_TARGET_SECONDS` of estimated work, and a group is the
+cells of one seed source: one cell, or the missing snr values of one replicate curve of a
+``noise: shared`` sweep (one :func:`attnrmt.model.simulate_curve`; docs/data-contract.md,
+"Shared-noise sweeps"). Task keys are content keys, so tasks are idempotent and concurrent
+jobs asking for the same cells share one. Each task's cells reach the disk as it finishes
+(``<sweep>/salvage/<block>/<task>.npz``), so a block stopped in its middle (a failure, a
+stop, ``kill -9``) loses only the cells in flight. A worker rejects a result holding
+values no cell can produce (:func:`implausible_values`, cause ``numerical``).
 """
 
 from __future__ import annotations
@@ -44,8 +40,6 @@ from attnrmt.sweep.run.failures import (
     classify_failure,
     memory_restarted_workers,
 )
-from attnrmt.sweep.spec import identity
-from attnrmt.sweep.spec.cost import bundle_by_cost, estimated_cell_seconds
 from attnrmt.sweep.store import cell_cache as shared_cache
 from attnrmt.sweep.store import fragments
 from attnrmt.sweep.store.failures import (
@@ -55,37 +49,47 @@ from attnrmt.sweep.store.failures import (
 )
 from attnrmt.sweep.store.layout import SweepLayout
 
+#: Estimated seconds of work per Dask task: cheaper groups are bundled until a task
+#: reaches it (docs/scaling.md, "Pipeline overhead").
+TASK_TARGET_SECONDS = 1.0
+
 
 @dataclass(frozen=True)
 class BlockCell:
-    """What one cell of a block depends on: its key, seed words and simulate kwargs."""
+    """One cell of a block as the plan made it
+    (:meth:`attnrmt.sweep.spec.plan.CellGrid.block_params`): key, seed words, simulate
+    kwargs, whether it is of a shared-noise curve, seed token and estimated seconds."""
 
     key: str
     seed: tuple[int, ...]
     kwargs: dict[str, Any]
-    curve: bool = False
+    curve: bool
+    token: str
+    seconds: float
 
     @classmethod
     def from_params(cls, params: Mapping[str, Any]) -> BlockCell:
-        """From a ``{"key", "seed", "kwargs"}`` mapping (:func:`block_params`; ``"curve":
-        True`` marks a cell of a shared-noise curve)."""
+        """From one entry of the plan's block params. O(1)."""
         return cls(
             key=str(params["key"]),
             seed=tuple(int(word) for word in params["seed"]),
             kwargs=dict(params["kwargs"]),
             curve=bool(params.get("curve", False)),
+            token=str(params["id"]),
+            seconds=float(params["seconds"]),
         )
 
-    @functools.cached_property
+    @property
     def cell_id(self) -> tuple[str, str]:
-        """``(key, seed token)``: what a finished result must match to be reused (computed
-        once per cell: a block asks it several times per cell)."""
-        return self.key, identity.seed_token(self.seed)
+        """``(key, seed token)``: what a finished result must match to be reused."""
+        return self.key, self.token
 
     @functools.cached_property
     def task_key(self) -> str:
-        """Dask task key: content-derived, identical for identical cells in any job."""
-        return identity.task_key(self.key, self.cell_id[1])
+        """Dask key of the cell's task: sha256 of key and seed token, so identical cells
+        of any job or sweep are one task. O(1)."""
+        digest = hashlib.sha256(f"{self.key}|{self.token}".encode()).hexdigest()
+        return "attnrmt-cell-" + digest[:32]
 
 
 @dataclass(frozen=True)
@@ -106,59 +110,36 @@ class BlockSummary:
         )
 
 
-def block_params(cells: Sequence[Any], root_seed: int) -> list[dict[str, Any]]:
-    """What a block's cells depend on (what rule ``simulate_block`` passes to
-    :func:`run_block`; built in the job, never kept as Snakemake ``params``: those stay in
-    memory for the whole run).
-
-    Parameters
-    ----------
-    cells : sequence of Cell
-        The block's plan cells, in block order.
-    root_seed : int
-        The run's root seed.
-
-    Returns
-    -------
-    list of dict
-        ``{"key", "seed", "kwargs"}`` per cell: content key, ``Cell.seed_words(root_seed)``
-        and ``Cell.simulate_kwargs()`` (model specs, never names); cells of a
-        ``noise: shared`` sweep add ``"curve": True``.
-    """
-    from_arrays = getattr(cells, "block_params", None)
-    if from_arrays is not None:  # a plan's CellSequence: the same dicts, built from arrays
-        return from_arrays(root_seed)
-    params = [
-        {"key": cell.key, "seed": cell.seed_words(root_seed), "kwargs": cell.simulate_kwargs()}
-        for cell in cells
-    ]
-    for entry, cell in zip(params, cells, strict=True):
-        if getattr(cell, "noise", "independent") == "shared":
-            entry["curve"] = True
-    return params
-
-
 def compute_cell(kwargs: Mapping[str, Any], seed: Sequence[int]) -> dict[str, Any]:
-    """Dask task: simulate one cell; its ``CellResult.to_dict()`` plus the worker's provenance.
-
-    The numbers are a pure function of the arguments (idempotent; safe to retry); the
-    provenance keys (:func:`attnrmt.sweep.run.provenance.worker_provenance`: environment,
-    peak memory) describe the worker process that ran it.
-    """
+    """Simulate one cell: its ``CellResult.to_dict()`` plus the worker's provenance
+    (:func:`attnrmt.sweep.run.provenance.worker_provenance`). The numbers are a pure
+    function of the arguments (idempotent; safe to retry). Raises
+    :class:`ImplausibleCellValues` for a result no cell can produce. Cost: one cell."""
     from attnrmt.model import simulate_cell
 
     if _is_classes_cell(kwargs):  # K classes: the K-class model (classes_cell_record)
         record = classes_cell_record(kwargs, seed)
     else:
-        result = simulate_cell(**kwargs, seed=list(seed))
-        record = {
-            name: (np.array(value) if isinstance(value, np.ndarray) else value)
-            for name, value in result.to_dict().items()
-        }
+        record = _record(simulate_cell(**kwargs, seed=list(seed)))
+    return _checked(record, kwargs, run_provenance.worker_provenance())
+
+
+def _record(result: Any) -> dict[str, Any]:
+    """``result.to_dict()`` with every array copied (a record owns its arrays). O(d)."""
+    return {
+        name: (np.array(value) if isinstance(value, np.ndarray) else value)
+        for name, value in result.to_dict().items()
+    }
+
+
+def _checked(
+    record: dict[str, Any], kwargs: Mapping[str, Any], provenance: Mapping[str, Any]
+) -> dict[str, Any]:
+    """``record`` with the worker's provenance, or :class:`ImplausibleCellValues`. O(d)."""
     problem = implausible_values(record, kwargs)
     if problem is not None:
         raise ImplausibleCellValues(f"cell result rejected: {problem}")
-    return {**record, **run_provenance.worker_provenance()}
+    return {**record, **provenance}
 
 
 class ImplausibleCellValues(ArithmeticError):
@@ -347,53 +328,83 @@ def sweep_dir_of(fragment_path: str | os.PathLike[str]) -> Path:
 
 
 def unique_cells(cells: Sequence[BlockCell]) -> list[BlockCell]:
-    """Cells with distinct ``cell_id``, first occurrence kept, order preserved."""
+    """Cells with distinct ``cell_id``, first occurrence kept, order preserved. O(cells)."""
     seen: dict[tuple[str, str], BlockCell] = {}
     for cell in cells:
         seen.setdefault(cell.cell_id, cell)
     return list(seen.values())
 
 
-def compute_bundle(
-    jobs: Sequence[tuple[Mapping[str, Any], Sequence[int]]],
-) -> list[tuple[dict[str, Any] | None, Exception | None]]:
-    """Dask task: :func:`compute_cell` for each ``(kwargs, seed)``, in order.
+#: One outcome per cell: ``(record, None)`` or ``(None, exception)``.
+Outcome = tuple[dict[str, Any] | None, Exception | None]
 
-    A failing cell does not lose its siblings: each entry is ``(record, None)`` or
-    ``(None, exception)``. Pure function of its arguments (idempotent; safe to retry).
-    """
-    outcomes: list[tuple[dict[str, Any] | None, Exception | None]] = []
-    for kwargs, seed in jobs:
+
+def compute_group(
+    kwargs: Sequence[Mapping[str, Any]], seed: Sequence[int], curve: bool = False
+) -> list[Outcome]:
+    """The cells of one seed source, one outcome per cell (a failing cell does not lose
+    its siblings; pure, safe to retry). A plain group is one cell (:func:`compute_cell`);
+    a ``curve`` group is cells equal but for ``snr`` from one
+    :func:`attnrmt.model.simulate_curve` with ``seed`` (one decomposition for every snr;
+    if it raises, every cell fails with it). Cost: one cell, or one curve."""
+    if not curve:
+        outcomes: list[Outcome] = []
+        for cell_kwargs in kwargs:
+            try:
+                outcomes.append((compute_cell(cell_kwargs, seed), None))
+            except Exception as exc:  # reported per cell by compute_missing
+                outcomes.append((None, exc))
+        return outcomes
+    from attnrmt.model import simulate_curve
+
+    common = {name: value for name, value in kwargs[0].items() if name != "snr"}
+    try:
+        results = simulate_curve(
+            **common, snrs=[float(cell["snr"]) for cell in kwargs], seed=list(seed)
+        )
+    except Exception as exc:  # every cell of the curve fails with it
+        return [(None, exc) for _ in kwargs]
+    provenance = run_provenance.worker_provenance()
+    outcomes = []
+    for cell_kwargs, result in zip(kwargs, results, strict=True):
         try:
-            outcomes.append((compute_cell(kwargs, seed), None))
-        except Exception as exc:  # reported per cell by compute_missing
+            outcomes.append((_checked(_record(result), cell_kwargs, provenance), None))
+        except ImplausibleCellValues as exc:
             outcomes.append((None, exc))
     return outcomes
 
 
 @dataclass(frozen=True)
-class CellJobs:
-    """A bundle's ``(kwargs, seed words)`` pairs as one task argument that Dask does not
-    walk: it parses every list, tuple and dict of a task's arguments looking for futures,
-    which cost ~20% of the block jobs' process CPU with ~100 tiny cells per task (py-spy of
-    a 10^6-cell run)."""
+class Task:
+    """One Dask task: groups ``(kwargs of its cells, seed words, curve)``, as one argument
+    Dask does not walk (it parses every list, tuple and dict of a task's arguments looking
+    for futures; docs/scaling.md, "End to end with tiny cells")."""
 
-    pairs: tuple[tuple[Mapping[str, Any], tuple[int, ...]], ...]
+    groups: tuple[tuple[tuple[Mapping[str, Any], ...], tuple[int, ...], bool], ...]
+
+    @classmethod
+    def of(cls, groups: Sequence[Sequence[BlockCell]]) -> Task:
+        """The task of groups of block cells (:func:`task_groups`). O(cells)."""
+        return cls(
+            tuple(
+                (tuple(cell.kwargs for cell in group), group[0].seed, group[0].curve)
+                for group in groups
+            )
+        )
 
 
-def compute_bundle_encoded(
-    jobs: CellJobs | Sequence[tuple[Mapping[str, Any], Sequence[int]]],
-) -> tuple[dict[str, np.ndarray], list[tuple[int, Exception]]]:
-    """Dask task: :func:`compute_bundle`, its finished records returned as fragment
-    columns (:func:`attnrmt.sweep.store.fragments.encode_fragment`, cell keys and seeds left
-    empty: the block fills them) and its failures as ``(position in jobs, exception)``.
-
-    A few dozen arrays per bundle instead of a dict of arrays per cell: Dask ships every
-    array of a result as a frame of its own, and reading ~10 frames per cell cost the block
-    job's process ~0.5 ms per tiny cell (docs/scaling.md, "Tiny cells at 10^6").
-    The numbers round-trip bit for bit (the fragment format's contract). O(bundle).
-    """
-    outcomes = compute_bundle(jobs.pairs if isinstance(jobs, CellJobs) else jobs)
+def compute_task(task: Task) -> tuple[dict[str, np.ndarray], list[tuple[int, Exception]]]:
+    """Dask task: :func:`compute_group` of each group; the finished records as fragment
+    columns (:func:`attnrmt.sweep.store.fragments.encode_fragment`, keys and seeds left
+    empty: the block fills them), the failures as ``(position among the task's cells,
+    exception)``. One set of columns per task, not a dict of arrays per cell: Dask ships
+    every array as a frame of its own. Bit for bit (the fragment format's contract).
+    O(cells of the task)."""
+    outcomes = [
+        outcome
+        for kwargs, seed, curve in task.groups
+        for outcome in compute_group(kwargs, seed, curve)
+    ]
     done = [record for record, error in outcomes if error is None and record is not None]
     failed = [
         (position, error) for position, (_, error) in enumerate(outcomes) if error is not None
@@ -403,11 +414,38 @@ def compute_bundle_encoded(
 
 
 def bundle_key(cells: Sequence[BlockCell]) -> str:
-    """Dask key of a bundle: content-derived from its cells' task keys."""
+    """Dask key of a task: content-derived from its cells' task keys. O(cells)."""
     if len(cells) == 1:
         return cells[0].task_key
     digest = hashlib.sha256("|".join(cell.task_key for cell in cells).encode())
     return f"attnrmt-cells-{digest.hexdigest()[:32]}"
+
+
+def task_groups(cells: Sequence[BlockCell]) -> list[list[BlockCell]]:
+    """The cells grouped by seed source, in order of first appearance: a plain cell alone,
+    the cells of a shared-noise curve (one seed: the curve's key and the root seed)
+    together, in their given order. O(cells)."""
+    groups: dict[Any, list[BlockCell]] = {}
+    for cell in cells:
+        groups.setdefault(cell.seed if cell.curve else cell.cell_id, []).append(cell)
+    return list(groups.values())
+
+
+def bundle_by_cost(costs: Sequence[float], target: float = TASK_TARGET_SECONDS) -> list[list[int]]:
+    """Positions ``0..len(costs)-1`` in consecutive bundles, each closed once its summed
+    cost reaches ``target``. O(len(costs))."""
+    bundles: list[list[int]] = []
+    current: list[int] = []
+    total = 0.0
+    for position, cost in enumerate(costs):
+        current.append(position)
+        total += cost
+        if total >= target:
+            bundles.append(current)
+            current, total = [], 0.0
+    if current:
+        bundles.append(current)
+    return bundles
 
 
 @dataclass(frozen=True)
@@ -428,30 +466,20 @@ def compute_missing(
     on_task: Callable[[FinishedTask], None] | None = None,
     attempt: int | None = None,
 ) -> tuple[list[FinishedTask], list[tuple[BlockCell, BaseException]]]:
-    """Submit cells to Dask, wait for all; return the finished tasks and the failures.
-
-    Cheap cells travel together: consecutive cells are bundled into one task of about
-    :data:`attnrmt.sweep.spec.cost.TASK_TARGET_SECONDS` estimated work
-    (:func:`attnrmt.sweep.spec.cost.bundle_by_cost`), so Dask's per-task cost stays small
-    against tiny cells while expensive cells remain one task each. A task returns its
-    cells as fragment columns; the block fills in their ids (and ``attempt``, when given)
-    and never decodes them. ``on_task(task)`` is called with each task's finished cells as
-    the task completes (the block's salvage). O(cells) on the block's side.
-    """
-
-    plain = [cell for cell in cells if not cell.curve]
-    costs = [estimated_cell_seconds(cell.kwargs) for cell in plain]
-    bundles = [[plain[i] for i in positions] for positions in bundle_by_cost(costs)]
-    futures = {
-        client.submit(
-            compute_bundle_encoded,
-            CellJobs(tuple((cell.kwargs, cell.seed) for cell in bundle)),
-            key=bundle_key(bundle),
-            retries=retries,
-        ): bundle
-        for bundle in bundles
-    }
-    futures.update(_submit_curves([cell for cell in cells if cell.curve], client, retries))
+    """Submit cells to Dask as tasks of consecutive groups (:func:`task_groups`, bundled
+    by their cells' estimated seconds, :func:`bundle_by_cost`; a group is never split),
+    wait for all;
+    return the finished tasks and the failures. The block fills in the cells' ids (and
+    ``attempt``) without decoding them; ``on_task(task)`` runs as each task completes (the
+    block's salvage). O(cells) on the block's side."""
+    groups = task_groups(cells)
+    futures: dict[Any, list[BlockCell]] = {}
+    costs = [sum(cell.seconds for cell in group) for group in groups]
+    for positions in bundle_by_cost(costs):
+        chosen = [groups[i] for i in positions]
+        bundle = [cell for group in chosen for cell in group]
+        task = Task.of(chosen)
+        futures[client.submit(compute_task, task, key=bundle_key(bundle), retries=retries)] = bundle
     finished: list[FinishedTask] = []
     failures: list[tuple[BlockCell, BaseException]] = []
     for future in _completed_while_open(list(futures), client):
@@ -469,7 +497,7 @@ def compute_missing(
             )
             done = [cell.cell_id for position, cell in enumerate(bundle) if position not in errors]
             if done:
-                task = FinishedTask(
+                finished_task = FinishedTask(
                     bundle_key(bundle),
                     done,
                     fragments.with_identity(
@@ -479,20 +507,19 @@ def compute_missing(
                         attempt=attempt,
                     ),
                 )
-                finished.append(task)
+                finished.append(finished_task)
                 if on_task is not None:
-                    on_task(task)
+                    on_task(finished_task)
         future.release()
     return finished, failures
 
 
 def _task_result(future: Any, client: Any) -> Any:
     """The result of a task of :func:`compute_missing`, or ``asyncio.CancelledError`` when
-    the block's client closed before it could be had: a future left pending (it will
-    never report), or one that finished on a worker while its result was still to be
-    fetched (``result()`` then raises ``RuntimeError: IOLoop is closed``). A task's own
-    errors come back as they are (a task reports its cells' errors in its result, so the
-    RuntimeError of a closed client is never a cell's). O(1) besides the fetch."""
+    the block's client closed before it could be had (a future left pending never reports;
+    one finished but not fetched raises ``RuntimeError: IOLoop is closed``). A task
+    reports its cells' errors in its result, so that RuntimeError is never a cell's. O(1)
+    besides the fetch."""
     if not future.done():
         raise asyncio.CancelledError("the block's Dask client was closed")
     try:
@@ -503,100 +530,6 @@ def _task_result(future: Any, client: Any) -> Any:
         raise asyncio.CancelledError(
             "the block's Dask client was closed before the task's result was fetched"
         ) from exc
-
-
-# --------------------------------------------------------------------------- shared-noise curves
-
-
-def curve_groups(cells: Sequence[BlockCell]) -> list[list[BlockCell]]:
-    """Cells of shared-noise curves grouped into curves: equal seed words and equal
-    parameters but ``snr`` (docs/data-contract.md, "Shared-noise sweeps"), in order of
-    first appearance, each curve's cells in their given order. O(cells)."""
-    groups: dict[tuple[Any, ...], list[BlockCell]] = {}
-    for cell in cells:
-        rest = {name: value for name, value in cell.kwargs.items() if name != "snr"}
-        groups.setdefault((cell.seed, identity.canonical_json(rest)), []).append(cell)
-    return list(groups.values())
-
-
-@dataclass(frozen=True)
-class CurveJobs:
-    """A task's curves, each ``(kwargs of its cells, shared seed words)`` (one argument
-    that Dask does not walk, as :class:`CellJobs`)."""
-
-    curves: tuple[tuple[tuple[Mapping[str, Any], ...], tuple[int, ...]], ...]
-
-
-def compute_curve(
-    kwargs: Sequence[Mapping[str, Any]], seed: Sequence[int]
-) -> list[tuple[dict[str, Any] | None, Exception | None]]:
-    """Dask task body: the cells ``kwargs`` (equal but for ``snr``) of one shared-noise
-    curve from one :func:`attnrmt.model.simulate_curve` with ``seed``; per cell ``(record,
-    None)`` (``CellResult.to_dict()`` plus the worker's provenance, as
-    :func:`compute_cell`) or ``(None, exception)`` (the curve failed, or the cell's values
-    are implausible, :func:`implausible_values`). Pure function of its arguments. Cost: one
-    :func:`attnrmt.model.simulate_curve` (one decomposition for every snr)."""
-    from attnrmt.model import simulate_curve
-
-    common = {name: value for name, value in kwargs[0].items() if name != "snr"}
-    try:
-        results = simulate_curve(
-            **common, snrs=[float(cell["snr"]) for cell in kwargs], seed=list(seed)
-        )
-    except Exception as exc:  # every cell of the curve fails with it
-        return [(None, exc) for _ in kwargs]
-    provenance = run_provenance.worker_provenance()
-    outcomes: list[tuple[dict[str, Any] | None, Exception | None]] = []
-    for cell_kwargs, result in zip(kwargs, results, strict=True):
-        record = {
-            name: (np.array(value) if isinstance(value, np.ndarray) else value)
-            for name, value in result.to_dict().items()
-        }
-        problem = implausible_values(record, cell_kwargs)
-        if problem is not None:
-            outcomes.append((None, ImplausibleCellValues(f"cell result rejected: {problem}")))
-        else:
-            outcomes.append(({**record, **provenance}, None))
-    return outcomes
-
-
-def compute_curves_encoded(
-    jobs: CurveJobs,
-) -> tuple[dict[str, np.ndarray], list[tuple[int, Exception]]]:
-    """Dask task: :func:`compute_curve` for each curve of ``jobs``, returned as
-    :func:`compute_bundle_encoded` returns a bundle (positions count the cells of all the
-    curves in order). O(curves)."""
-    outcomes = [outcome for kwargs, seed in jobs.curves for outcome in compute_curve(kwargs, seed)]
-    done = [record for record, error in outcomes if error is None and record is not None]
-    failed = [
-        (position, error) for position, (_, error) in enumerate(outcomes) if error is not None
-    ]
-    blank = [""] * len(done)
-    return fragments.encode_fragment(blank, blank, [True] * len(done), done), failed
-
-
-def _submit_curves(
-    cells: Sequence[BlockCell], client: Any, retries: int
-) -> dict[Any, list[BlockCell]]:
-    """Submit shared-noise cells as whole curves (:func:`curve_groups`), cheap curves
-    bundled to about :data:`attnrmt.sweep.spec.cost.TASK_TARGET_SECONDS` a task (a curve is
-    never split between tasks); ``{future: the task's cells in order}``. O(cells)."""
-    from attnrmt.sweep.spec.cost import estimated_curve_seconds
-
-    curves = curve_groups(cells)
-    costs = [estimated_curve_seconds(curve[0].kwargs, len(curve)) for curve in curves]
-    futures: dict[Any, list[BlockCell]] = {}
-    for positions in bundle_by_cost(costs):
-        chosen = [curves[i] for i in positions]
-        bundle = [cell for curve in chosen for cell in curve]
-        jobs = CurveJobs(
-            tuple((tuple(cell.kwargs for cell in curve), curve[0].seed) for curve in chosen)
-        )
-        future = client.submit(
-            compute_curves_encoded, jobs, key=bundle_key(bundle), retries=retries
-        )
-        futures[future] = bundle
-    return futures
 
 
 #: Seconds a waiting block sleeps between checks that its client is still open (as
@@ -651,49 +584,19 @@ def run_block(
     mem_mb: int | None = None,
     cell_cache: str | os.PathLike[str] | None = None,
 ) -> BlockSummary:
-    """Produce one block's fragment (the body of rule ``simulate_block``).
+    """Produce one block's fragment (the body of rule ``simulate_block``) and return
+    what it did.
 
-    Parameters
-    ----------
-    cells : sequence of mapping
-        The block's cells in canonical order, each ``{"key", "seed", "kwargs"}``:
-        content key, seed words (``Cell.seed_words(root_seed)``) and
-        ``Cell.simulate_kwargs()``.
-    fragment_path : path
-        ``results/<run>/<sweep>/fragments/<block>.npz`` (written atomically).
-    run_dir : path
-        ``results/<run>`` (holds the run's Dask scheduler file).
-    dask_config : mapping, optional
-        The config's ``dask:`` block (:class:`attnrmt.sweep.run.cluster.ClusterSettings`).
-    log_path : path, optional
-        Per-block log file.
-    max_cores : int, optional
-        Cores granted to the run (Snakemake's ``--cores``): caps a ``local`` cluster.
-    failure_budget : FailureBudget, optional
-        ``execution.max_failures`` of the run: once reached (by other blocks: a retry
-        of this one still runs), the block computes nothing and raises
-        :class:`MaxFailuresReached` (checked before computing, O(failure records)).
-    mem_mb : int, optional
-        Memory granted to the block job (Snakemake's ``mem_mb``), kept in its failure
-        record.
-    cell_cache : path, optional
-        The shared cell cache (:mod:`attnrmt.sweep.store.cell_cache`): cells the run's
-        fragments lack are read from it before any is computed, and the block's cells it
-        lacks are written to it. None: off.
-
-    Returns
-    -------
-    BlockSummary
-
-    Raises
-    ------
-    RuntimeError
-        If some cells failed after Dask's retries, or the run was stopped; the finished
-        cells are kept, task by task as they finished, in ``<sweep>/salvage/<block>/``
-        for the rerun, and the failures (cell, parameters, error, cause) recorded in
-        ``<sweep>/failures/<block>.json``.
-    MaxFailuresReached
-        If the run already reached ``failure_budget`` (nothing computed).
+    ``cells``: the plan's block params (:meth:`attnrmt.sweep.spec.plan.CellGrid.block_params`)
+    in block order; ``fragment_path``: ``results/<run>/<sweep>/fragments/<block>.npz``
+    (written atomically); ``run_dir``: ``results/<run>``; ``dask_config``: the config's
+    ``dask:`` block; ``max_cores``: Snakemake's ``--cores`` (caps a local cluster);
+    ``failure_budget``: ``execution.max_failures`` (once reached by other blocks, the block
+    computes nothing and raises :class:`MaxFailuresReached`); ``mem_mb``: kept in the
+    failure record; ``cell_cache``: the shared cell cache (read before computing, written
+    after; None: off). Raises ``RuntimeError`` when cells failed after Dask's retries or
+    the run was stopped: finished cells are salvaged task by task, failures recorded in
+    ``<sweep>/failures/<block>.json``. O(cells) besides the computing.
     """
     from attnrmt.sweep.run.cluster import ClusterSettings, run_client, run_stop_reason
 
@@ -865,7 +768,7 @@ class TaskSalvage:
     (:func:`attnrmt.sweep.store.fragments.write_salvage`) as the task completes.
 
     Cost per task: its columns written as one small npz (no fsync) and renamed, ~1 ms
-    against the ~:data:`attnrmt.sweep.spec.cost.TASK_TARGET_SECONDS` of work a task holds.
+    against the ~:data:`TASK_TARGET_SECONDS` of work a task holds.
     A write that fails (a full disk) is logged and skipped: the block's fragment write
     then fails for real.
     """
@@ -892,35 +795,22 @@ class TaskSalvage:
 
 
 __all__ = [
-    "EIGENVALUE_FIELDS",
-    "FINITE_FIELDS",
-    "OVERLAP_FIELDS",
     "STOP_BEFORE_WALLTIME_SECONDS",
-    "VALUE_TOLERANCE",
+    "TASK_TARGET_SECONDS",
     "BlockCell",
     "BlockLog",
-    "BlockSummary",
-    "CellJobs",
-    "CurveJobs",
-    "Deadline",
     "FinishedTask",
     "ImplausibleCellValues",
+    "Task",
     "TaskSalvage",
-    "block_params",
-    "bundle_key",
+    "bundle_by_cost",
     "classes_cell_record",
-    "closed_before",
-    "compute_bundle",
-    "compute_bundle_encoded",
     "compute_cell",
-    "compute_curve",
-    "compute_curves_encoded",
+    "compute_group",
     "compute_missing",
-    "curve_groups",
+    "compute_task",
     "eigenvalue_bound",
-    "failure_entries",
     "implausible_values",
     "run_block",
-    "sweep_dir_of",
-    "unique_cells",
+    "task_groups",
 ]

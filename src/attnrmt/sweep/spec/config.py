@@ -3,7 +3,7 @@
 The schema (``config.schema.yaml`` next to this module) is the authority on keys, types
 and defaults. It is applied with the same default-filling validator as
 :func:`snakemake.utils.validate`, so the Snakefile and :func:`load_config` see the same
-filled config. The semantic checks (:func:`check_config`) then resolve every
+filled config. The semantic checks (:func:`resolve_sweeps`) then resolve every
 model name a sweep uses and validate the model against every ``T`` of that sweep through
 :func:`attnrmt.model.validate_positional` / :func:`attnrmt.model.validate_weights`.
 
@@ -18,7 +18,6 @@ from __future__ import annotations
 import copy
 import difflib
 import functools
-import math
 import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -38,7 +37,7 @@ from attnrmt.contract import (
     TABLE_AXIS,
     round_significant,
 )
-from attnrmt.sweep.spec.schema import SCHEMA_PATH, load_schema, schema_default
+from attnrmt.sweep.spec.schema import SCHEMA_PATH, load_schema
 
 _REAL_AXES = ("delta", "gamma", "snr")
 _INT_AXES = ("d", "T")
@@ -404,14 +403,6 @@ class ResolvedSweep:
         return None if self.table_specs is None else tuple(self.axes[TABLE_AXIS])
 
 
-def _check_run_name(run: Any) -> None:
-    if not isinstance(run, str) or not _SAFE_NAME.match(run):
-        raise ConfigError(
-            f"run={_short_repr(run)}: must be safe in a file path: letters, digits, '_', "
-            "'.', '-', starting with a letter or digit, at most 100 characters"
-        )
-
-
 def _check_no_duplicates(key_path: str, raw_values: Sequence, values: Sequence) -> None:
     first_index: dict[Any, int] = {}
     for index, value in enumerate(values):
@@ -425,23 +416,6 @@ def _check_no_duplicates(key_path: str, raw_values: Sequence, values: Sequence) 
                 "significant digits)"
             )
         first_index[marker] = index
-
-
-def _check_axis_bounds(prefix: str, axes: Mapping[str, list], raw: Mapping[str, Any]) -> None:
-    bounds = {
-        "d": (lambda v: v >= 2, "must be an integer >= 2"),
-        "T": (lambda v: v >= 1, "must be an integer >= 1"),
-        "delta": (lambda v: math.isfinite(v) and v > 0, "must be a finite number > 0"),
-        "gamma": (lambda v: math.isfinite(v) and v > 0, "must be a finite number > 0"),
-        "snr": (lambda v: math.isfinite(v) and v >= 0, "must be a finite number >= 0"),
-    }
-    for axis, (is_valid, requirement) in bounds.items():
-        for index, value in enumerate(axes[axis]):
-            if not is_valid(value):
-                raise ConfigError(f"{prefix}.{axis}[{index}]={value!r}: {requirement}")
-    snr = raw.get("snr")
-    if isinstance(snr, Mapping) and int(snr["num"]) < 1:
-        raise ConfigError(f"{prefix}.snr.num={snr['num']!r}: must be >= 1")
 
 
 def _check_realised_sizes(prefix: str, axes: Mapping[str, list]) -> None:
@@ -472,10 +446,6 @@ def _sweep_axes(prefix: str, sweep: Mapping[str, Any]) -> dict[str, list]:
 
     def normalise(axis: str) -> Any:
         def check() -> None:
-            if axis not in sweep:
-                raise ConfigError(
-                    f"{prefix}: missing axis {axis!r} (load the config with load_config)"
-                )
             raw = sweep[axis]
             try:
                 values = normalise_axis(axis, raw)
@@ -488,15 +458,8 @@ def _sweep_axes(prefix: str, sweep: Mapping[str, Any]) -> dict[str, list]:
         return check
 
     collect_problems(normalise(axis) for axis in AXES)
-    _check_axis_bounds(prefix, axes, sweep)
     _check_realised_sizes(prefix, axes)
     return axes
-
-
-def _check_count(key_path: str, value: Any, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, Integral) or value < minimum:
-        raise ConfigError(f"{key_path}={value!r}: must be an integer >= {minimum}")
-    return int(value)
 
 
 def _model_table(config: Mapping[str, Any], section: str, builtins: Sequence[str]) -> dict:
@@ -688,15 +651,12 @@ def resolve_sweep(config: Mapping[str, Any], name: str) -> ResolvedSweep:
         checked once the axes are valid).
     """
     prefix = f"sweeps.{name}"
-    if not isinstance(name, str) or not _SAFE_NAME.match(name):
-        raise ConfigError(f"sweeps: name {name!r} is not safe in a file path")
     sweep = config["sweeps"][name]
     # ---- snr placed by the theory (attnrmt.sweep.spec.placed): axes checked without it
     placed_spec = _placed_snr_spec(sweep)
     axes = _sweep_axes(prefix, sweep if placed_spec is None else {**sweep, "snr": 0.0})
     # ---- end placed snr
-    replicates = _check_count(f"{prefix}.replicates", sweep.get("replicates", 1), 1)
-    top_k = _check_count(f"{prefix}.top_k", sweep.get("top_k", 3), 1)
+    replicates, top_k = int(sweep["replicates"]), int(sweep["top_k"])
     specs: dict[str, Any] = {}
 
     def check_top_k() -> None:
@@ -728,10 +688,10 @@ def resolve_sweep(config: Mapping[str, Any], name: str) -> ResolvedSweep:
         top_k=top_k,
         positional_specs=specs["positional"],
         weights_specs=specs["weights"],
-        spectrum=sweep.get("spectrum", schema_default("sweep", "spectrum")),
+        spectrum=sweep["spectrum"],
         classes=specs.get("classes"),
         table_specs=table.get("specs"),
-        noise=sweep.get("noise", schema_default("sweep", "noise")),
+        noise=sweep["noise"],
         snr_placed=placed,
         zip=zipped,
     )
@@ -842,8 +802,6 @@ def resolve_sweeps(config: Mapping[str, Any]) -> dict[str, ResolvedSweep]:
 
     collect_problems(
         [
-            lambda: _check_run_name(config.get("run", "default")),
-            lambda: _check_count("seed", config.get("seed", 2026), 0),
             check_sweeps,
             lambda: _check_sized_models(config),
             lambda: _check_table_models(config),
@@ -851,24 +809,6 @@ def resolve_sweeps(config: Mapping[str, Any]) -> dict[str, ResolvedSweep]:
         ]
     )
     return resolved
-
-
-def check_config(config: Mapping[str, Any]) -> None:
-    """Semantic checks of a schema-valid config (defaults filled).
-
-    Checks that every model name a sweep uses exists (or is a built-in), validates each
-    named model against every ``T`` of every sweep that uses it (``L <= T``, ``|r| < 1``,
-    custom weights of length ``T``, a realisable custom ``R``, ...), ``d >= 2``,
-    ``delta, gamma > 0`` with at least 2 tokens ``V`` and 2 samples ``N`` for every ``d``,
-    ``snr >= 0``, ``replicates >= 1``, ``1 <= top_k <= min(d)``,
-    a path-safe run name, and no duplicate axis values after normalisation.
-
-    Raises
-    ------
-    ConfigError
-        Naming the key path and the value.
-    """
-    resolve_sweeps(config)
 
 
 def finite_t_warnings(sweeps: Mapping[str, ResolvedSweep]) -> list[str]:
@@ -1241,7 +1181,6 @@ __all__ = [
     "ResolvedSweep",
     "ValidConfig",
     "apply_schema",
-    "check_config",
     "describe_schema_error",
     "describe_yaml_error",
     "format_key_path",

@@ -11,7 +11,6 @@
   :func:`key_bytes` and :func:`root_seeds_of`), and its one 64-bit digest
   (:func:`id_digests`) for sorting and look-ups; a digest match is always confirmed on the
   whole id, so a collision can only cost a recomputation;
-- the Dask **task key** of a cell (:func:`task_key`).
 
 Canonical JSON (:func:`canonical_json`, numbers by :func:`canonical_number`) is what
 every hash is taken of. Everything here is pure and O(size of its input).
@@ -281,12 +280,6 @@ def seed_words(key: str, root_seed: int) -> list[int]:
     return [*_SEED_WORDS.unpack(bytes.fromhex(key[:32])), int(root_seed)]
 
 
-def task_key(key: str, seed: str) -> str:
-    """The Dask key of a cell's task: ``attnrmt-cell-`` and 32 hex digits of sha256 over key and
-    seed token (the same cell of two sweeps is one task). O(1)."""
-    return "attnrmt-cell-" + hashlib.sha256(f"{key}|{seed}".encode()).hexdigest()[:32]
-
-
 def seed_token(seed_words: Sequence[int]) -> str:
     """Canonical text of a cell's seed words (used to match reusable results)."""
     return json.dumps([int(word) for word in seed_words], separators=(",", ":"))
@@ -378,5 +371,4 @@ __all__ = [
     "seed_words",
     "spec_json",
     "table_json",
-    "task_key",
 ]

@@ -22,6 +22,7 @@ replicate share one noise realisation (docs/data-contract.md, "Shared-noise swee
 from __future__ import annotations
 
 import binascii
+import dataclasses
 import hashlib
 import math
 from collections.abc import Iterator, Mapping, Sequence
@@ -33,14 +34,12 @@ import numpy as np
 
 from attnrmt.contract import ALL_AXES, AXES, TABLE_AXIS, sweep_axes
 from attnrmt.sweep.spec.config import ResolvedSweep, resolve_sweeps
+from attnrmt.sweep.spec.cost import estimated_cell_seconds, estimated_curve_seconds
 from attnrmt.sweep.spec.identity import (
-    BLOCK_KEY_HEX,
     KEY_DIGEST_BYTES,
     MODEL_VERSION,
-    block_key,
     block_key_of_digests,
     canonical_json,
-    canonical_number,
     cell_key,
     curve_key,
     curve_key_text,
@@ -49,55 +48,23 @@ from attnrmt.sweep.spec.identity import (
     key_suffix,
     line_digests,
     number_json,
+    seed_token,
     seed_words,
 )
-
-# --------------------------------------------------------------------------- canonical JSON
-
-
-# The canonical JSON of :func:`cell_key` in three parts: what is fixed along a line up to
-# the replicate (prefix), the replicate and snr (middle), the rest (suffix). The plan
-# hashes each line's prefix once and only the middle and suffix per cell.
-
-
-# --------------------------------------------------------------------------- cells, blocks
 
 
 @dataclass(frozen=True, slots=True)
 class Cell:
-    """One simulation cell: a grid point of a sweep and a replicate index.
+    """One simulation cell: a grid point of a sweep and a replicate index, built on
+    access from the plan's arrays (:class:`CellGrid`).
 
-    Attributes
-    ----------
-    d, delta, gamma, T, snr, centered
-        Model parameters (docs/model.md, "The generative model"), normalised coordinate values.
-    positional, weights : str
-        Model *names* (dataset coordinates; not part of the key).
-    replicate : int
-        Replicate index, ``0 .. replicates - 1``.
-    top_k : int
-        Number of top eigenpairs measured.
-    positional_spec, weights_spec : dict
-        Canonical specs (shared between cells; do not mutate).
-    spectrum : str
-        ``"full"`` or ``"top"`` (:func:`attnrmt.model.simulate_cell`); part of the key only
-        when ``"top"``.
-    table_spec : dict or None
-        Canonical table law (:func:`attnrmt.model.validate_table`); None (the sweep sets no
-        ``table``) and gaussian are the same cell, with the key it always had; another law
-        enters the key and :meth:`simulate_kwargs`.
-    table : str or None
-        Name of that law, the cell's coordinate on the ``table`` axis (not part of the
-        key); None in a sweep that does not set ``table``.
-    noise : str
-        ``"independent"`` or ``"shared"`` (one seed per replicate curve,
-        :func:`attnrmt.sweep.spec.identity.curve_key`); part of the key only when shared.
-    curve_length : int
-        With shared noise, the snr values of the cell's curve (its share of the curve's
-        cost, :func:`attnrmt.sweep.spec.cost.planned_cell_work`); 1 otherwise. Not part
-        of the key.
-    key : str
-        sha256 hex of the canonical parameters (:func:`cell_key`), computed on creation.
+    Model parameters (docs/model.md, "The generative model") are normalised coordinate
+    values; ``positional``, ``weights`` and ``table`` are names (coordinates, not in the
+    key), the ``*_spec`` fields the canonical specs (shared; do not mutate). ``spectrum``
+    (``top``), ``table_spec`` (a non-Gaussian law) and ``noise`` (``shared``) enter the
+    key only off their defaults, so older cells keep their keys. ``curve_length``: the snr
+    values of the cell's shared-noise curve (1 otherwise). ``key``: :func:`cell_key`,
+    computed on creation (docs/architecture.md, "Cell identity").
     """
 
     d: int
@@ -206,43 +173,19 @@ def table_kwargs(table_spec: dict[str, Any] | None) -> dict[str, Any]:
 
 
 #: Field names of :class:`Cell`'s constructor, in order (the key is computed, not given).
-_CELL_FIELDS = (
-    "d",
-    "delta",
-    "gamma",
-    "T",
-    "positional",
-    "weights",
-    "snr",
-    "centered",
-    "replicate",
-    "top_k",
-    "positional_spec",
-    "weights_spec",
-    "spectrum",
-    "table_spec",
-    "noise",
-    "curve_length",
-    "table",
-)
+_CELL_FIELDS = tuple(name.name for name in dataclasses.fields(Cell) if name.init)
 
 
 class CellGrid:
     """The cells of one sweep as arrays: a cell is an integer position in the grid.
 
-    Positions number the cells in grid order: the sweep's axes (:attr:`axis_names`:
-    :data:`AXES`, with ``table`` after ``weights`` where set) with each axis in the
-    config's order (last fastest), then the replicate, i.e. the C-order flat index of
-    ``shape = (len(axes[a]) for a in axis_names) + (replicates,)``; coordinates follow
-    by :func:`numpy.unravel_index`. The only per-cell data held is :attr:`keys`, the raw
-    sha256 key of every cell (``(cells, 32)`` uint8, 32 bytes per cell, computed once:
-    block keys need them); :class:`Cell` objects are built on access
-    (:meth:`cell`). Memory: O(axes + models) + 32 bytes per cell.
-
-    A *line* is a point of every axis except ``snr`` (and the replicate): its cells
-    are, in block order (sorted by ``(snr, replicate)``), :meth:`line_positions`.
-    Keys, seeds and blocks are those of one :class:`Cell` per cell (``docs/architecture.md``,
-    "Cell identity" and "The plan holds arrays, not cells").
+    Positions are the C-order flat index of ``shape = (len of each axis of
+    :attr:`axis_names`) + (replicates,)``, coordinates by :func:`numpy.unravel_index`.
+    The only per-cell data held is :attr:`keys` (raw sha256 keys, 32 bytes per cell) and
+    :attr:`seed_bytes` (a view of the keys, or 16 bytes per cell with shared noise);
+    :class:`Cell` objects are built on access. A *line* is a point of every axis but
+    ``snr`` (and the replicate). Memory O(axes + models) + 32 bytes per cell
+    (docs/architecture.md, "Cell identity").
     """
 
     def __init__(self, resolved: ResolvedSweep) -> None:
@@ -500,13 +443,16 @@ class CellGrid:
         ]
 
     def block_params(self, positions: np.ndarray, root_seed: int) -> list[dict[str, Any]]:
-        """``{"key", "seed", "kwargs"}`` of the cells at ``positions``: equal to
-        :func:`attnrmt.sweep.run.blocks.block_params` of their :class:`Cell` objects
-        (``Cell.key``, ``Cell.seed_words(root_seed)``, ``Cell.simulate_kwargs()``, same
-        dict order), built from the arrays without a Cell per cell: seed words are the
-        keys' first 16 bytes viewed as little-endian uint32 (with shared noise, the curve
-        keys', :attr:`seed_bytes`, and every dict gets ``"curve": True``).
-        O(len(positions))."""
+        """What a block job receives (rule ``simulate_block`` builds it in the job, never
+        as Snakemake ``params``): per cell the content ``"key"``, the ``"seed"`` words
+        (:attr:`seed_bytes` as little-endian uint32, then the root seed), the simulate
+        ``"kwargs"`` (model specs, never names), ``"curve": True`` with shared noise (what
+        :class:`Cell` gives, without a Cell per cell), then what the block needs of the
+        plan so that it never re-derives it: the ``"id"`` (seed token,
+        :func:`attnrmt.sweep.spec.identity.seed_token`) reused cells must match and the
+        estimated ``"seconds"`` of the cell (with shared noise, its share of its curve's;
+        :mod:`attnrmt.sweep.spec.cost`) that tasks are bundled by (docs/architecture.md,
+        "The walk"). O(len(positions))."""
         positions = np.asarray(positions, dtype=np.int64)
         columns = self.columns(positions)[:-1]  # the replicate is not a kwarg
         laws = columns.pop(self.axis_names.index(TABLE_AXIS)) if TABLE_AXIS in self.axes else None
@@ -540,9 +486,27 @@ class CellGrid:
             }
             for entry, law in zip(params, laws, strict=True):
                 entry["kwargs"].update(kwargs_of[law])
-        if self.noise == "shared":
-            for entry in params:
+        n_snr = len(self.axes["snr"])
+        seconds: dict[tuple, float] = {}  # one estimate per setting (snr does not enter it)
+        for entry in params:
+            kwargs = entry["kwargs"]
+            if self.noise == "shared":
                 entry["curve"] = True
+            entry["id"] = seed_token(entry["seed"])
+            point = (
+                kwargs["d"],
+                kwargs["delta"],
+                kwargs["gamma"],
+                kwargs["T"],
+                id(kwargs["weights"]),
+            )
+            if point not in seconds:
+                seconds[point] = (
+                    estimated_curve_seconds(kwargs, n_snr) / n_snr
+                    if self.noise == "shared"
+                    else estimated_cell_seconds(kwargs)
+                )
+            entry["seconds"] = seconds[point]
         return params
 
 
@@ -650,35 +614,13 @@ class Block:
 class SweepPlan:
     """Cells and blocks of one sweep.
 
-    Attributes
-    ----------
-    name : str
-    axes : dict[str, list]
-        Coordinate values of the sweep's axes in order (``d, delta, gamma, T, positional,
-        weights, [table,] snr, centered``; ``table`` only where the sweep sets it,
-        :func:`attnrmt.contract.sweep_axes`).
-    replicates, top_k : int
-    cells : sequence of Cell
-        Grid order: :attr:`axes` in order (last fastest), then replicate. A
-        :class:`CellSequence` over :attr:`grid` (cells built on access).
-    blocks : list[Block]
-        Lines in grid order; within a line, chunks of ``block_size`` cells.
-    config_sha256 : str
-        sha256 of the sweep's canonical config (axes, models used, replicates, top_k,
-        root seed, :data:`MODEL_VERSION`); not execution, dask or analysis settings.
-    models : dict
-        ``{"positional": {name: canonical spec}, "weights": {name: canonical spec}}``
-        for the models this sweep uses (canonical specs do not depend on ``T``).
-    spectrum : str
-        ``"full"`` or ``"top"`` (config key ``spectrum``): what ``eigenvalues`` holds.
-    noise : str
-        ``"independent"`` or ``"shared"`` (config key ``noise``).
-    grid : CellGrid
-        The cells as arrays (positions, raw keys).
-    table : tuple of str or None
-        Names of the sweep's table laws, its ``table`` axis (config key ``table``; None:
-        not set, gaussian). When set, :attr:`models` has a ``"table"`` entry ``{name:
-        canonical spec}``.
+    ``axes``: coordinate values of the sweep's axes in order
+    (:func:`attnrmt.contract.sweep_axes`); ``cells``: a :class:`CellSequence` over
+    ``grid`` in grid order; ``blocks``: lines in grid order, each chunked;
+    ``config_sha256``: sha256 of the sweep's canonical config (axes, models, replicates,
+    top_k, root seed, :data:`MODEL_VERSION`; not execution, dask or analysis settings);
+    ``models``: ``{"positional"|"weights"[|"table"]: {name: canonical spec}}`` of the
+    models used; ``table``: the names of the ``table`` axis (None: gaussian, no axis).
     """
 
     name: str
@@ -893,27 +835,16 @@ def plan_run(
 
 
 __all__ = [
-    "BLOCK_KEY_HEX",
-    "KEY_DIGEST_BYTES",
-    "MODEL_VERSION",
     "Block",
     "Cell",
     "CellGrid",
     "CellSequence",
     "RunPlan",
     "SweepPlan",
-    "block_key",
-    "block_key_of_digests",
-    "canonical_json",
-    "canonical_number",
-    "cell_key",
     "check_block_sizes",
-    "curve_block_size",
-    "execution_settings",
     "grid_blocks",
     "line_block_size",
     "plan_run",
     "plan_sweep",
     "sweep_config_sha256",
-    "table_kwargs",
 ]
