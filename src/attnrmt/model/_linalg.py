@@ -812,7 +812,7 @@ def shared_operator_top_eigenpairs(
     ]
 
 
-# ------------------------------------------------------ rank-one families (simulate_curve)
+# ------------------------------------------------- rank-one families (model/_curve.py)
 #
 # A *family* is ``A(s) = A' + w(s) w(s)^T`` with ``w(s) = w0 + s w1`` for several scalars
 # ``s`` (docs/model.md, "Curves: one decomposition per replicate"): in the eigenbasis of

@@ -39,12 +39,13 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, fields
-from typing import Any
+from typing import Any, NamedTuple, overload
 
 import numpy as np
 import scipy.linalg
 import scipy.sparse
 
+from attnrmt._validation import check_int
 from attnrmt.contract import SPECTRA, stored_eigenvalue_count
 from attnrmt.model._cell_steps import (
     add_rank_one_terms,
@@ -110,6 +111,12 @@ class CellResult:
         Test accuracy of the ridge readout of ``y`` (``label`` models), NaN otherwise.
     compute_seconds : float
         Wall time of the cell.
+    spike_strength_table, ..., spike_pop_overlap_signal : ndarray (r,) or None
+        K-class cells only (:data:`attnrmt.contract.SPIKE_FIELDS`; the fields above then
+        have their K-class meaning, :func:`attnrmt.model.classes.simulate_classes`).
+    classes : dict or None
+        K-class cells only: ``K``, the (k, r) spike-overlap tables, the subspace overlaps,
+        ``class_mean_gram`` and ``signal_matrix``.
     """
 
     eigenvalues: np.ndarray
@@ -127,11 +134,23 @@ class CellResult:
     effective_weights: np.ndarray
     downstream_accuracy: float
     compute_seconds: float
+    spike_strength_table: np.ndarray | None = None
+    spike_strength_signal: np.ndarray | None = None
+    spike_overlap_table: np.ndarray | None = None
+    spike_overlap_signal: np.ndarray | None = None
+    spike_pop_overlap_table: np.ndarray | None = None
+    spike_pop_overlap_signal: np.ndarray | None = None
+    classes: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        """Fields as a dict: arrays as (read-only) float64 ndarrays, scalars as Python
-        ``float``/``int``. Use ``{k: np.asarray(v).tolist() ...}`` for JSON."""
-        return {field.name: getattr(self, field.name) for field in fields(self)}
+        """The stored record (docs/data-contract.md): fields but ``classes``, and the
+        ``spike_*`` fields only for K-class cells; arrays as (read-only) float64 ndarrays,
+        scalars as Python ``float``/``int``."""
+        return {
+            field.name: getattr(self, field.name)
+            for field in fields(self)
+            if field.name != "classes" and getattr(self, field.name) is not None
+        }
 
 
 # --------------------------------------------------------------------------- validation
@@ -357,6 +376,7 @@ def unit_columns(*directions: np.ndarray) -> np.ndarray:
 # --------------------------------------------------------------------------------- cell
 
 
+@overload
 def simulate_cell(
     d: int,
     delta: float,
@@ -365,12 +385,45 @@ def simulate_cell(
     positional: Mapping[str, Any] | str,
     weights: Mapping[str, Any] | str,
     snr: float,
+    centered: bool = ...,
+    top_k: int | None = ...,
+    seed: int | Sequence[int] = ...,
+    spectrum: str = ...,
+    table: Mapping[str, Any] | str | None = ...,
+) -> CellResult: ...
+
+
+@overload
+def simulate_cell(
+    d: int,
+    delta: float,
+    gamma: float,
+    T: int,
+    positional: Mapping[str, Any] | str,
+    weights: Mapping[str, Any] | str,
+    snr: Sequence[float] | np.ndarray,
+    centered: bool = ...,
+    top_k: int | None = ...,
+    seed: int | Sequence[int] = ...,
+    spectrum: str = ...,
+    table: Mapping[str, Any] | str | None = ...,
+) -> list[CellResult]: ...
+
+
+def simulate_cell(
+    d: int,
+    delta: float,
+    gamma: float,
+    T: int,
+    positional: Mapping[str, Any] | str,
+    weights: Mapping[str, Any] | str,
+    snr: float | Sequence[float] | np.ndarray,
     centered: bool = True,
-    top_k: int = 3,
+    top_k: int | None = None,
     seed: int | Sequence[int] = 0,
     spectrum: str = "full",
     table: Mapping[str, Any] | str | None = None,
-) -> CellResult:
+) -> CellResult | list[CellResult]:
     """Simulate one cell of the generative model (docs/model.md, "The generative model") and measure
     it (docs/model.md, "Tokens, pooling and S", "Spikes").
 
@@ -384,15 +437,19 @@ def simulate_cell(
     T : int >= 1
         Sequence length.
     positional : dict or str
-        Sign model (:func:`attnrmt.model.validate_positional`).
+        Sign model (:func:`attnrmt.model.validate_positional`), or a K-class spec
+        ``{"kind": "classes", "K", "means", "labels"}`` (docs/model.md, "K-class cell";
+        :func:`attnrmt.model.classes.simulate_classes`, full route only).
     weights : str or dict
         Pooling weights (:func:`attnrmt.model.validate_weights`).
-    snr : float in [0, MAX_SNR]
-        ``||mu||^2``.
+    snr : float in [0, MAX_SNR], or a sequence of them
+        ``||mu||^2``. A sequence gives the list of the cells of every ``snr`` with the
+        same seed, from one decomposition (docs/model.md, "Curves: one decomposition per
+        replicate"; :func:`attnrmt.model._curve.simulate_curve`).
     centered : bool
         Centre the pooled vectors before forming ``S``.
-    top_k : int in [1, d]
-        Number of top eigenpairs measured.
+    top_k : int in [1, d], optional
+        Number of top eigenpairs measured; None: ``min(K + 1, d)`` (K = 2 for sign models).
     seed : int or sequence of int (non-negative)
         Entropy of a :class:`numpy.random.SeedSequence` (what ``numpy.random.default_rng``
         takes). Independent child streams draw the table, the signs, the tokens and the
@@ -415,73 +472,160 @@ def simulate_cell(
 
     Returns
     -------
-    CellResult
+    CellResult, or a list of them for a sequence of ``snr``
 
     Raises
     ------
     ValueError
         Naming the argument and value, for any invalid argument.
     """
-    start_time = time.perf_counter()
-    d, delta, gamma, T, snr, centered, top_k, V, N = check_cell_arguments(
-        d, delta, gamma, T, snr, centered, top_k
-    )
     if spectrum not in SPECTRA:
         raise ValueError(f"spectrum={spectrum!r}: must be one of {list(SPECTRA)}")
+    if isinstance(snr, Sequence | np.ndarray) and np.ndim(snr) > 0:
+        from attnrmt.model._curve import simulate_curve
+
+        return simulate_curve(
+            d, delta, gamma, T, positional, weights, snr, centered, top_k, seed, spectrum, table
+        )
+    start_time = time.perf_counter()
+    if isinstance(positional, Mapping) and positional.get("kind") == "classes":
+        from attnrmt.model.classes import MAX_CLASSES, simulate_classes
+
+        K = check_int("K", positional.get("K"), minimum=2)
+        if K > MAX_CLASSES:
+            raise ValueError(f"K={K!r}: must be <= {MAX_CLASSES}")
+        if spectrum != "full" or validate_table(table)["kind"] != "gaussian":
+            raise ValueError(
+                f"spectrum={spectrum!r}, table={table!r}: K-class cells have the full route "
+                "and Gaussian tables only"
+            )
+        sizes = check_cell_arguments(d, delta, gamma, T, snr, centered, top_k, K)
+        values, classes = simulate_classes(sizes, K, positional, weights, seed)
+    else:
+        sizes = check_cell_arguments(d, delta, gamma, T, snr, centered, top_k)
+        values, classes = _simulate_signs(sizes, positional, weights, seed, spectrum, table), None
+    fields_of: dict[str, Any] = {
+        name: readonly(value) if isinstance(value, np.ndarray) else value
+        for name, value in values.items()
+    }
+    return CellResult(
+        **fields_of,
+        V=sizes[7],
+        N=sizes[8],
+        compute_seconds=time.perf_counter() - start_time,
+        classes=classes
+        and {
+            name: readonly(value) if isinstance(value, np.ndarray) else value
+            for name, value in classes.items()
+        },
+    )
+
+
+class Draws(NamedTuple):
+    """What a two-class cell draws (:func:`draw_cell`): the table, tokens, labels, the
+    pooling weights (``token_weights`` per token, per sequence for ``causal_attention``)
+    and scalars, the population matrix's rank-one terms and the solver stream."""
+
+    table: EmbeddingTable
+    tokens: np.ndarray
+    labels: np.ndarray | None
+    effective_weights: np.ndarray
+    token_weights: np.ndarray
+    alpha: float
+    kappa: float
+    sigma: float
+    population_terms: tuple[tuple[float, np.ndarray], ...]
+    solver_stream: np.random.Generator
+
+
+def draw_cell(
+    sizes: tuple[int, float, float, int, float, bool, int, int, int],
+    positional: Mapping[str, Any] | str,
+    weights: Mapping[str, Any] | str,
+    seed: Any,
+    table: Mapping[str, Any] | str | None,
+    rough_dtype: type | None = None,
+) -> Draws:
+    """Draw a two-class cell of checked ``sizes`` (``_cell_steps.check_cell_arguments``): the
+    table (with a ``rough_dtype`` copy for the top route's warm start), signs and
+    tokens from the cell's streams, then the pooling weights (docs/model.md, "The
+    generative model", "Pooling scalars"). O(V d + N T) time, plus O(N T d) for
+    ``causal_attention``."""
+    d, _, _, T, snr, centered, _, V, N = sizes
     positional_spec = validate_positional(positional, T)
     weights_spec = validate_weights(weights, T)
     table_law = validate_table(table)
     table_stream, sign_stream, token_stream, solver_stream = cell_streams(seed)
-
     R = positional_correlation(positional_spec, T)
-    # the float32 copy of E is drawn with it when the top route will iterate on it
-    rough_dtype = TOP_WARM_START_DTYPE if spectrum == "top" and uses_krylov(d) else None
     drawn = sample_table(d, V, snr, table_stream, rough_dtype, table_law)
     signs, labels = sample_signs(positional_spec, T, N, sign_stream)
     tokens = sample_tokens(signs, V, token_stream)
-    del signs
-
     if weights_spec["kind"] == "causal_attention":
-        per_sequence = causal_attention_weights(drawn.embeddings, tokens, weights_spec["tau"])
-        effective_weights = per_sequence.mean(axis=0)
-        token_weights = per_sequence
+        token_weights = causal_attention_weights(drawn.embeddings, tokens, weights_spec["tau"])
+        effective_weights = token_weights.mean(axis=0)
     else:
-        effective_weights = pooling_weights(weights_spec, T, R)
-        token_weights = effective_weights
+        effective_weights = token_weights = pooling_weights(weights_spec, T, R)
     alpha, kappa, sigma = pooling_scalars(effective_weights, R)
-    population_terms = population_rank_one_terms(
+    terms = population_rank_one_terms(
         drawn.table_mean, drawn.class_mean_difference, alpha, kappa, sigma, centered
     )
-    measure = _measure_top if spectrum == "top" else _measure_full
-    eigenvalues, top_vectors, pop_top_eigenvalues, pop_vectors, downstream_accuracy = measure(
+    return Draws(
         drawn,
         tokens,
-        token_weights,
         labels,
-        population_terms,
+        effective_weights,
+        token_weights,
+        alpha,
         kappa,
-        centered,
-        top_k,
+        sigma,
+        terms,
         solver_stream,
     )
 
-    return CellResult(
-        eigenvalues=readonly(eigenvalues),
-        top_eigenvalues=readonly(eigenvalues[::-1][:top_k]),
-        overlap_signal=readonly(squared_overlaps(top_vectors, drawn.signal_direction)),
-        overlap_class_mean=readonly(squared_overlaps(top_vectors, drawn.class_mean_difference)),
-        overlap_table_mean=readonly(squared_overlaps(top_vectors, drawn.table_mean)),
-        pop_top_eigenvalues=readonly(pop_top_eigenvalues),
-        pop_overlap_signal=readonly(squared_overlaps(pop_vectors, drawn.signal_direction)),
-        alpha=alpha,
-        kappa=kappa,
-        sigma=sigma,
-        V=int(V),
-        N=int(N),
-        effective_weights=readonly(effective_weights),
-        downstream_accuracy=float(downstream_accuracy),
-        compute_seconds=time.perf_counter() - start_time,
+
+def _simulate_signs(
+    sizes: tuple[int, float, float, int, float, bool, int, int, int],
+    positional: Mapping[str, Any] | str,
+    weights: Mapping[str, Any] | str,
+    seed: Any,
+    spectrum: str,
+    table: Mapping[str, Any] | str | None,
+) -> dict[str, Any]:
+    """The two-class route of :func:`simulate_cell` (a sign model): draw (:func:`draw_cell`)
+    and measure by the ``full`` or ``top`` route (:func:`_measure_full`,
+    :func:`_measure_top`). Returns the fields of :class:`CellResult` but ``V``, ``N`` and
+    the time."""
+    d, centered, top_k = sizes[0], sizes[5], sizes[6]
+    # the float32 copy of E is drawn with it when the top route will iterate on it
+    rough_dtype = TOP_WARM_START_DTYPE if spectrum == "top" and uses_krylov(d) else None
+    drawn = draw_cell(sizes, positional, weights, seed, table, rough_dtype)
+    table_drawn = drawn.table
+    measure = _measure_top if spectrum == "top" else _measure_full
+    eigenvalues, top_vectors, pop_top_eigenvalues, pop_vectors, downstream_accuracy = measure(
+        table_drawn,
+        drawn.tokens,
+        drawn.token_weights,
+        drawn.labels,
+        drawn.population_terms,
+        drawn.kappa,
+        centered,
+        top_k,
+        drawn.solver_stream,
     )
+    return {
+        "eigenvalues": eigenvalues,
+        "top_eigenvalues": eigenvalues[::-1][:top_k],
+        "overlap_signal": squared_overlaps(top_vectors, table_drawn.signal_direction),
+        "overlap_class_mean": squared_overlaps(top_vectors, table_drawn.class_mean_difference),
+        "overlap_table_mean": squared_overlaps(top_vectors, table_drawn.table_mean),
+        "pop_top_eigenvalues": pop_top_eigenvalues,
+        "pop_overlap_signal": squared_overlaps(pop_vectors, table_drawn.signal_direction),
+        "alpha": drawn.alpha,
+        "kappa": drawn.kappa,
+        "sigma": drawn.sigma,
+        "effective_weights": drawn.effective_weights,
+        "downstream_accuracy": float(downstream_accuracy),
+    }
 
 
 def _spike_start(d: int, table: EmbeddingTable, rng: np.random.Generator, width: int) -> np.ndarray:

@@ -14,7 +14,7 @@ a failure, a stop signal or ``kill -9``, loses only the cells in flight. A worke
 a result holding values no cell can produce (:func:`implausible_values`): the cell fails
 with cause ``numerical``.
 Cells of a ``noise: shared`` sweep (``"curve": True``) are submitted as whole curves: the
-missing snr values of one replicate go to one :func:`attnrmt.model.simulate_curve` with
+missing snr values of one replicate go to one :func:`attnrmt.model.simulate_cell` with
 their shared seed (:func:`compute_curve`), so extending the snr axis computes only the
 new values and copies the stored ones bit for bit.
 """
@@ -147,14 +147,11 @@ def compute_cell(kwargs: Mapping[str, Any], seed: Sequence[int]) -> dict[str, An
     """
     from attnrmt.model import simulate_cell
 
-    if _is_classes_cell(kwargs):  # K classes: the K-class model (classes_cell_record)
-        record = classes_cell_record(kwargs, seed)
-    else:
-        result = simulate_cell(**kwargs, seed=list(seed))
-        record = {
-            name: (np.array(value) if isinstance(value, np.ndarray) else value)
-            for name, value in result.to_dict().items()
-        }
+    result = simulate_cell(**kwargs, seed=list(seed))  # K-class cells too (their positional)
+    record = {
+        name: (np.array(value) if isinstance(value, np.ndarray) else value)
+        for name, value in result.to_dict().items()
+    }
     problem = implausible_values(record, kwargs)
     if problem is not None:
         raise ImplausibleCellValues(f"cell result rejected: {problem}")
@@ -259,78 +256,6 @@ def _is_classes_cell(kwargs: Mapping[str, Any]) -> bool:
     ``classes``, :mod:`attnrmt.sweep.spec.classes`)."""
     positional = kwargs.get("positional")
     return isinstance(positional, Mapping) and positional.get("kind") == "classes"
-
-
-def _diagonal(overlaps: np.ndarray, spikes: int) -> np.ndarray:
-    """``overlaps[j, j]`` for ``j < spikes`` ((k, r) table; NaN beyond its rows/columns)."""
-    out = np.full(spikes, np.nan)
-    size = min(spikes, *overlaps.shape) if overlaps.size else 0
-    out[:size] = np.diagonal(overlaps)[:size]
-    return out
-
-
-def classes_cell_record(kwargs: Mapping[str, Any], seed: Sequence[int]) -> dict[str, Any]:
-    """One K-class cell (:func:`attnrmt.model.simulate_classes_cell`) as a stored record
-    (docs/data-contract.md, "K-class sweeps"): the two-class fields with their K-class
-    meaning, and the per-spike fields :data:`attnrmt.contract.SPIKE_FIELDS` (length ``r =
-    rank B``; ``spike_overlap_*[j]`` is ``(x_j . v_j)^2`` of eigenvector ``j`` with spike
-    ``j``'s own direction, NaN for ``j >= top_k``).
-
-    ``overlap_signal`` / ``overlap_class_mean`` (and ``pop_overlap_signal``) hold the
-    overlaps with the span of the signal / table spike directions (basis-free);
-    ``alpha`` is ``K/(K-1) tr Cov(Y)`` of the pooled label histogram (the two-class
-    ``alpha`` for K = 2: ``Cov(Y) = (alpha/2) J``). O(the cell).
-    """
-    from attnrmt.model.classes import label_pair_law, simulate_classes_cell
-    from attnrmt.model.classes import signal_matrix as class_signal_matrix
-
-    spec = kwargs["positional"]
-    K = int(spec["K"])
-    table = kwargs.get("table")
-    if table is not None and (table.get("kind") if isinstance(table, Mapping) else table) != (
-        "gaussian"
-    ):
-        raise ValueError(f"table={table!r}: K-class cells have Gaussian tables only")
-    result = simulate_classes_cell(
-        d=kwargs["d"],
-        delta=kwargs["delta"],
-        gamma=kwargs["gamma"],
-        T=kwargs["T"],
-        K=K,
-        means=spec["means"],
-        labels=spec["labels"],
-        weights=kwargs["weights"],
-        snr=kwargs["snr"],
-        centered=kwargs["centered"],
-        top_k=kwargs["top_k"],
-        seed=list(seed),
-    )
-    weights = np.asarray(result.effective_weights)
-    covariance = class_signal_matrix(weights, label_pair_law(spec["labels"], kwargs["T"], K))
-    spikes = int(result.table_spike_strengths.size)
-    return {
-        "eigenvalues": np.array(result.eigenvalues),
-        "top_eigenvalues": np.array(result.top_eigenvalues),
-        "overlap_signal": np.array(result.overlap_signal_subspace),
-        "overlap_class_mean": np.array(result.overlap_table_subspace),
-        "overlap_table_mean": np.array(result.overlap_table_mean),
-        "pop_top_eigenvalues": np.array(result.pop_top_eigenvalues),
-        "pop_overlap_signal": np.array(result.pop_overlap_signal_subspace),
-        "alpha": float(K / (K - 1) * np.trace(covariance)),
-        "kappa": float(result.kappa),
-        "sigma": float(result.sigma),
-        "V": int(result.V),
-        "N": int(result.N),
-        "effective_weights": np.array(weights),
-        "downstream_accuracy": float(result.downstream_accuracy),
-        "compute_seconds": float(result.compute_seconds),
-        "spike_strength_table": np.array(result.table_spike_strengths),
-        "spike_strength_signal": np.array(result.signal_spike_strengths),
-        "spike_overlap_table": _diagonal(np.asarray(result.overlap_table_spikes), spikes),
-        "spike_overlap_signal": _diagonal(np.asarray(result.overlap_signal_spikes), spikes),
-        "spike_pop_overlap_table": _diagonal(np.asarray(result.pop_overlap_table_spikes), spikes),
-        "spike_pop_overlap_signal": _diagonal(np.asarray(result.pop_overlap_signal_spikes), spikes),
-    }
 
 
 def _first(values: np.ndarray, wrong: np.ndarray) -> str:
@@ -531,17 +456,17 @@ def compute_curve(
     kwargs: Sequence[Mapping[str, Any]], seed: Sequence[int]
 ) -> list[tuple[dict[str, Any] | None, Exception | None]]:
     """Dask task body: the cells ``kwargs`` (equal but for ``snr``) of one shared-noise
-    curve from one :func:`attnrmt.model.simulate_curve` with ``seed``; per cell ``(record,
-    None)`` (``CellResult.to_dict()`` plus the worker's provenance, as
+    curve from one :func:`attnrmt.model.simulate_cell` of their ``snr`` list with ``seed``;
+    per cell ``(record, None)`` (``CellResult.to_dict()`` plus the worker's provenance, as
     :func:`compute_cell`) or ``(None, exception)`` (the curve failed, or the cell's values
     are implausible, :func:`implausible_values`). Pure function of its arguments. Cost: one
-    :func:`attnrmt.model.simulate_curve` (one decomposition for every snr)."""
-    from attnrmt.model import simulate_curve
+    :func:`attnrmt.model.simulate_cell` (one decomposition for every snr)."""
+    from attnrmt.model import simulate_cell
 
     common = {name: value for name, value in kwargs[0].items() if name != "snr"}
     try:
-        results = simulate_curve(
-            **common, snrs=[float(cell["snr"]) for cell in kwargs], seed=list(seed)
+        results = simulate_cell(
+            **common, snr=[float(cell["snr"]) for cell in kwargs], seed=list(seed)
         )
     except Exception as exc:  # every cell of the curve fails with it
         return [(None, exc) for _ in kwargs]
@@ -908,7 +833,6 @@ __all__ = [
     "TaskSalvage",
     "block_params",
     "bundle_key",
-    "classes_cell_record",
     "closed_before",
     "compute_bundle",
     "compute_bundle_encoded",

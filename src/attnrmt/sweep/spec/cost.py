@@ -186,7 +186,7 @@ def estimated_cell_seconds(
 
 #: A shared-noise curve of ``n`` snr values costs about ``CURVE_FIXED_FACTOR +
 #: CURVE_PER_SNR_FACTOR (n - 1)`` of one cell of the same setting
-#: (:func:`attnrmt.model.simulate_curve`; ``bench_curve`` in benchmarks/results.md: a
+#: (:func:`attnrmt.model.simulate_cell` of an snr list; ``bench_curve`` in benchmarks/results.md: a
 #: one-point curve 1.24-1.34 cells at d = 1000-8000, each extra snr 0.0002-0.016 of a
 #: cell, the larger values taken).
 CURVE_FIXED_FACTOR = 1.35

@@ -27,8 +27,7 @@ matrix: the Krylov space is then the same for every ``snr``) gives every member 
 rank-one secular equation (:mod:`attnrmt.model._linalg`, "rank-one families").
 
 Weights that depend on the table (``causal_attention``) have no such structure: the curve
-then runs :func:`attnrmt.model.simulate_cell` for each ``snr`` with the shared seed
-(:func:`curve_shares_decomposition` says which case applies).
+then runs :func:`attnrmt.model.simulate_cell` for each ``snr`` with the shared seed.
 """
 
 from __future__ import annotations
@@ -43,14 +42,12 @@ import scipy.sparse
 from scipy.linalg import blas
 
 from attnrmt._validation import check_finite_array
-from attnrmt.contract import SPECTRA, stored_eigenvalue_count
+from attnrmt.contract import stored_eigenvalue_count
 from attnrmt.model._cell_steps import (
     MAX_SNR,
     add_rank_one_terms,
     cell_readout,
-    cell_streams,
     check_cell_arguments,
-    check_seed,
     readonly,
     sample_through_tokens,
 )
@@ -74,17 +71,15 @@ from attnrmt.model.cell import (
     POP_BLOCK_WIDTH,
     TOP_BLOCK_WIDTH,
     CellResult,
+    draw_cell,
     pool,
-    population_rank_one_terms,
     population_rows,
     simulate_cell,
     table_operators,
     token_incidence,
 )
-from attnrmt.model.positional import positional_correlation, sample_signs, validate_positional
-from attnrmt.model.table import EmbeddingTable, sample_table, sample_tokens
-from attnrmt.model.table_laws import validate_table
-from attnrmt.model.weights import pooling_scalars, pooling_weights, validate_weights
+from attnrmt.model.table import EmbeddingTable
+from attnrmt.model.weights import validate_weights
 
 # Population matrices of fewer dimensions are decomposed exactly; larger ones by the
 # family's block Krylov iteration (the cell switches to Lanczos at the same size,
@@ -95,17 +90,6 @@ DENSE_POPULATION_MAX_N = 299
 FULL_POPULATION_BLOCK_WIDTH = 4
 
 
-# ------------------------------------------------------------------------------ public
-
-
-def curve_shares_decomposition(weights: Mapping[str, Any] | str, T: int) -> bool:
-    """Whether :func:`simulate_curve` shares one decomposition across its ``snr`` values
-    for these pooling weights: False for ``causal_attention`` (weights computed from the
-    table, so the signal is not a rank-one term), whose curve runs one
-    :func:`attnrmt.model.simulate_cell` per ``snr``. O(T)."""
-    return validate_weights(weights, T)["kind"] != "causal_attention"
-
-
 def simulate_curve(
     d: int,
     delta: float,
@@ -114,110 +98,63 @@ def simulate_curve(
     positional: Mapping[str, Any] | str,
     weights: Mapping[str, Any] | str,
     snrs: Sequence[float] | np.ndarray,
-    centered: bool = True,
-    top_k: int = 3,
-    seed: int | Sequence[int] = 0,
-    spectrum: str = "full",
-    table: Mapping[str, Any] | str | None = None,
+    centered: bool,
+    top_k: int | None,
+    seed: int | Sequence[int],
+    spectrum: str,
+    table: Mapping[str, Any] | str | None,
 ) -> list[CellResult]:
-    """The cells ``simulate_cell(d, delta, gamma, T, positional, weights, snr, centered,
-    top_k, seed, spectrum, table)`` for every ``snr`` in ``snrs``, from one decomposition
-    (docs/model.md, "Curves: one decomposition per replicate"; module docstring).
+    """The curve route of :func:`attnrmt.model.simulate_cell` (a sequence of ``snr``): the
+    cells of every ``snr`` with the same seed, from one decomposition (docs/model.md,
+    "Curves: one decomposition per replicate"; module docstring). Every field equals the
+    single cell's to rounding (full route) or to the cell's own stop bounds (top route,
+    population Krylov run; ``tests/model/test_curve.py``). ``causal_attention`` weights
+    have no shared decomposition: one cell per ``snr``, each with its own time; otherwise
+    ``compute_seconds`` is the curve's time over the number of ``snr`` values.
 
-    Every field equals the cell's to rounding: full route, eigenvalues to ~1e-14 of the
-    largest and overlaps to ~1e-12 (measured <= 2e-14 and <= 4e-12 at d <= 1000); the top
-    route and the population matrix's Krylov run stop at the cell's own bounds (1e-10
-    relative in values, 5e-7 on each squared overlap, ``_linalg.BLOCK_*``), measured <=
-    3e-13 and <= 1.2e-8 against the cell at d = 400 - 1000. This holds at ``snr = 0``,
-    next to both thresholds and through the smaller-dimension routes the cell takes for
-    ``N < d`` and ``V < d`` (the curve takes the same ones; ``tests/model/test_curve.py``).
-    ``causal_attention`` weights have no shared decomposition: each ``snr`` is then one
-    :func:`attnrmt.model.simulate_cell` with the shared seed
-    (:func:`curve_shares_decomposition`).
-
-    ``compute_seconds`` of every result is the curve's wall time divided by the number
-    of ``snr`` values (the shared work is not attributable to one of them); for
-    ``causal_attention`` each result keeps its own cell's time.
-
-    Parameters
-    ----------
-    d, delta, gamma, T, positional, weights, centered, top_k, seed, spectrum, table
-        As :func:`attnrmt.model.simulate_cell` (``table``: the law of the table's noise,
-        docs/model.md, "Table laws"; the signal is still the rank-one term ``sqrt(snr) s
-        u^T`` added to the noise, whatever its law; None or ``"gaussian"``: the numbers of
-        the Gaussian curve).
-    snrs : sequence of float in [0, MAX_SNR]
-        The ``||mu||^2`` values, in the order of the results (repeats allowed).
-
-    Returns
-    -------
-    list of CellResult, one per ``snr``.
-
-    Cost (full route, ``d x d``): one cell's ``O(N d^2 + V d^2)`` products, one ``O(d^3)``
-    tridiagonalisation and divide and conquer (no back-transformation), ``O(FAR_TERMS
-    d^2)`` far-field coefficients shared by every ``snr``, then ``O(d (NEAR_POLES +
-    FAR_TERMS))`` a step for each ``snr``'s ``d`` roots (about five steps), and the
-    population matrix's Krylov basis once (``O(m d^2)``, ``O(m^3)`` a stop check). Top
-    route: one block Krylov run for the whole curve (``O(m (V d + N T) + d m^2)``, ``O(m^3
-    + S m)`` a stop check). ``label`` readout: ``O(N d^2 + d^3)`` once, ``O(N d + d^2)`` a
-    ``snr``. Measured (``benchmarks/bench_curve.py``, one BLAS thread): see
-    ``benchmarks/results.md``, ``bench_curve``.
-
-    Raises
-    ------
-    ValueError
-        Naming the argument and value, for any invalid argument.
+    Cost (full route): one cell's products, one ``O(d^3)`` tridiagonalisation without
+    back-transformation, ``O(FAR_TERMS d^2)`` shared far-field terms, then
+    ``O(d (NEAR_POLES + FAR_TERMS))`` a secular step for each ``snr``. Top route: one
+    block Krylov run for the whole curve, ``O(m (V d + N T) + d m^2)``
+    (docs/scaling.md; ``bench_curve`` in benchmarks/results.md).
     """
     start_time = time.perf_counter()
     d, delta, gamma, T, _, centered, top_k, V, N = check_cell_arguments(
         d, delta, gamma, T, 0.0, centered, top_k
     )
     snr_values = _check_snrs(snrs)
-    if spectrum not in SPECTRA:
-        raise ValueError(f"spectrum={spectrum!r}: must be one of {list(SPECTRA)}")
-    positional_spec = validate_positional(positional, T)
-    weights_spec = validate_weights(weights, T)
-    seed_words = check_seed(seed)
-    table_law = validate_table(table)
-    if weights_spec["kind"] == "causal_attention":
+    if validate_weights(weights, T)["kind"] == "causal_attention":
         return [
             simulate_cell(
                 d,
                 delta,
                 gamma,
                 T,
-                positional_spec,
-                weights_spec,
+                positional,
+                weights,
                 float(snr),
                 centered,
                 top_k,
                 seed,
                 spectrum,
-                table_law,
+                table,
             )
             for snr in snr_values
         ]
-
-    table_stream, sign_stream, token_stream, solver_stream = cell_streams(seed_words)
-    R = positional_correlation(positional_spec, T)
-    noise = sample_table(d, V, 0.0, table_stream, None, table_law)  # the table at snr = 0: Z
-    signs, labels = sample_signs(positional_spec, T, N, sign_stream)
-    tokens = sample_tokens(signs, V, token_stream)
-    del signs
-    effective_weights = pooling_weights(weights_spec, T, R)
-    alpha, kappa, sigma = pooling_scalars(effective_weights, R)
+    sizes = (d, delta, gamma, T, 0.0, centered, top_k, V, N)
+    drawn = draw_cell(sizes, positional, weights, seed, table)  # the table at snr = 0: Z
+    alpha, kappa, sigma = drawn.alpha, drawn.kappa, drawn.sigma
+    effective_weights, solver_stream = drawn.effective_weights, drawn.solver_stream
     draws = _Draws(
-        noise,
-        tokens,
+        drawn.table,
+        drawn.tokens,
         effective_weights,
-        labels,
+        drawn.labels,
         alpha,
         kappa,
         sigma,
         centered,
-        population_rank_one_terms(
-            noise.table_mean, noise.class_mean_difference, alpha, kappa, sigma, centered
-        ),
+        drawn.population_terms,
     )
     roots = np.sqrt(snr_values)
     measure = _measure_top if spectrum == "top" else _measure_full
@@ -248,11 +185,11 @@ def simulate_curve(
 
 def _check_snrs(snrs: Any) -> np.ndarray:
     """The snr values as a 1-d float array: non-empty, each in [0, MAX_SNR]."""
-    values = check_finite_array("snrs", snrs)
+    values = check_finite_array("snr", snrs)
     if values.ndim != 1 or values.size == 0:
-        raise ValueError(f"snrs={snrs!r}: must be a non-empty sequence of numbers")
+        raise ValueError(f"snr={snrs!r}: must be a non-empty sequence of numbers")
     if np.any(values < 0) or np.any(values > MAX_SNR):
-        raise ValueError(f"snrs={snrs!r}: every snr must lie in [0, {MAX_SNR:g}]")
+        raise ValueError(f"snr={snrs!r}: every snr must lie in [0, {MAX_SNR:g}]")
     return values.astype(np.float64)
 
 
@@ -783,4 +720,4 @@ def _measure_top(
     return sample, population, accuracy
 
 
-__all__ = ["curve_shares_decomposition", "simulate_curve"]
+__all__ = ["simulate_curve"]
