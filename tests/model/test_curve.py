@@ -275,7 +275,7 @@ def test_sample_matrix_is_a_rank_one_family_in_the_signal() -> None:
     """The identity behind the curve (d route): the cell's S at snr = r^2, formed from the
     pooled rows of the table E(r) = Z + r s u^T, equals S' + w(r) w(r)^T with S' and w
     from the table at snr 0 (to rounding, 1e-13 of the largest entry)."""
-    from attnrmt.model.cell import pool
+    from attnrmt.model.cell import Draws, pool
     from attnrmt.model.positional import sample_signs
     from attnrmt.model.table import sample_table, sample_tokens
 
@@ -285,16 +285,18 @@ def test_sample_matrix_is_a_rank_one_family_in_the_signal() -> None:
     signs, _ = sample_signs({"kind": "prefix", "L": 2}, T, N, streams[1])
     tokens = sample_tokens(signs, V, streams[2])
     weights = pooling_weights("mean", T, np.eye(T))
-    draws = _curve._Draws(
+    draws = Draws(
         noise,
         tokens,
-        weights,
         None,
+        weights,
+        weights,
         1.0,
         1.0,
         1.0,
-        True,
         ((0.0, noise.table_mean), (0.0, noise.class_mean_difference)),
+        streams[3],
+        True,
     )
     family, _ = _curve._sample_family(draws, top_k=3)
     fixed = np.tril(family.lower) + np.tril(family.lower, -1).T

@@ -1,35 +1,16 @@
-"""One simulation cell of the exact generative model (docs/model.md, "The generative model",
-"Population covariance given the table").
+"""One simulation cell of the exact generative model, and the one simulation door
+(docs/model.md, "The generative model", "Population covariance given the table").
 
 :func:`simulate_cell` draws a table, signs and tokens, pools, forms ``S`` and measures its
-spectrum, top eigenpairs (as overlaps, never raw eigenvectors) and the same for the
-population matrix given the table.
-
-Population matrix (docs/model.md, "Population covariance given the table").
-Conditional on ``E``, the pooled vector has mean
-``sigma mbar`` and covariance
-``Sigma_E = kappa (1/V) E E^T - kappa mbar mbar^T + (alpha - kappa) Dlt Dlt^T``.
-``pop_*`` fields describe the population version of whichever matrix ``S`` is: ``Sigma_E``
-for centred ``S``, and the second moment ``Sigma_E + sigma^2 mbar mbar^T`` for uncentred
-``S``. For ``causal_attention`` the pooled vectors are the real attention outputs and
-alpha/kappa/sigma (hence ``pop_*``) use the measured mean effective weights, which makes
-``pop_*`` the population of the linear pooling with those weights (exact in the large-d
-limit, approximate at finite d).
-
-Linear algebra: ``S`` is one symmetric rank-update product; its full spectrum comes from a
-single Householder tridiagonalisation (LAPACK ``dsytrd`` + ``dsterf``, what ``eigvalsh``
-does) and the top-k eigenvectors are obtained from the same tridiagonal form (``stebz`` +
-``stein``) and back-transformed with the stored reflectors, so they cost O(d^2 k) extra.
-The population matrix is formed the same way (one ``dsyrk`` of the table plus two rank-one
-updates); its top-k eigenpairs come from Lanczos with full reorthogonalisation and a
-residual-based stop (relative residual 1e-9; see :func:`lanczos_top_eigenpairs`), with
-the exact reduction as fallback and for small d. All symmetric matrices live as the lower
-triangle of a Fortran-ordered array and are updated in place. When ``N``
-or ``V`` is below ``d`` the parts work in the smaller dimension instead (docs/model.md,
-"Full cells"): S from the N x N Gram of the pooled rows (``N < d``,
-:func:`sample_spectrum_from_samples`) or through the tokens (``V < min(N, d)``,
-:func:`_sample_spectrum_from_tokens`), the population matrix from a V x V Gram
-(``V < d``, :func:`_population_top_from_tokens`).
+spectrum and top eigenpairs (as overlaps, never raw eigenvectors), and the same for the
+population matrix given the table, ``Sigma_E = kappa (1/V) E E^T - kappa mbar mbar^T +
+(alpha - kappa) Dlt Dlt^T`` (plus ``sigma^2 mbar mbar^T`` for uncentred ``S``; for
+``causal_attention`` with the measured mean weights). Routes chosen by its parameters:
+``full`` (:func:`_measure_full`: one tridiagonalisation of ``S``, Lanczos for the
+population matrix, each in the smaller dimension when ``N`` or ``V`` is below ``d``,
+docs/model.md, "Full cells"), ``top`` (:func:`_measure_top`, matrix-free, "Top-k cells"),
+a list of ``snr`` (:mod:`attnrmt.model._curve`) and K classes
+(:func:`attnrmt.model.classes.simulate_classes`). The kernels: :mod:`attnrmt.model._linalg`.
 """
 
 from __future__ import annotations
@@ -162,13 +143,9 @@ class CellResult:
 def token_incidence(
     tokens: np.ndarray, token_weights: np.ndarray, V: int
 ) -> scipy.sparse.csr_array:
-    """Sparse ``N x V`` matrix ``W`` with ``W[n, v] = sum_{t: v_{n,t} = v} w_{n,t}``.
-
-    ``W @ embeddings`` is the matrix of pooled vectors ``c_n = sum_t w_t e_{v_{n,t}}``
-    (docs/model.md, "Tokens, pooling and S") as rows. Repeated tokens within a row are
-    stored as duplicate entries,
-    which the product sums.
-    """
+    """Sparse ``N x V`` matrix ``W`` with ``W[n, v] = sum_{t: v_{n,t} = v} w_{n,t}``: ``W E``
+    are the pooled vectors as rows (docs/model.md, "Tokens, pooling and S"; repeated
+    tokens are duplicate entries, which the product sums). O(N T)."""
     n_sequences, T = tokens.shape
     indptr = np.arange(0, n_sequences * T + 1, T, dtype=np.int64)
     data = np.broadcast_to(token_weights, tokens.shape).ravel().astype(np.float64)
@@ -177,10 +154,8 @@ def token_incidence(
     )
 
 
-# Column blocks of the pooling product once the table no longer fits in a core's L2 cache
-# (4 MiB here): the gathered table rows then come from a V x 64 block that stays in cache.
-# Measured (one thread): 0.095 s instead of 0.13-0.155 s at d = 2000 (64 MB table), no
-# change at d = 1000 (16 MB).
+# Column blocks of the pooling product once the table no longer fits in a core's L2 cache:
+# the gathered rows then come from a V x 64 block in cache (docs/scaling.md).
 _POOL_BLOCK_COLUMNS = 64
 _POOL_BLOCKED_ABOVE_BYTES = 32 * 2**20
 
@@ -253,15 +228,10 @@ def population_matrix(
     sigma: float,
     centered: bool,
 ) -> np.ndarray:
-    """Population version of ``S`` given the table (docs/model.md, "Population covariance given the
-    table"), on the lower triangle.
-
-    ``kappa G - kappa mbar mbar^T + (alpha - kappa) Dlt Dlt^T`` (``Sigma_E``), plus
-    ``sigma^2 mbar mbar^T`` when ``S`` is uncentred (:func:`population_rank_one_terms`).
-    ``table_gram`` holds the lower triangle of ``kappa G = (kappa/V) E E^T`` (Fortran
-    order, see :func:`attnrmt.model._linalg.lower_gram`) and is updated in place and
-    returned.
-    """
+    """Population version of ``S`` given the table (docs/model.md, "Population covariance
+    given the table") on the lower triangle: ``table_gram`` (the lower triangle of
+    ``(kappa/V) E E^T``, Fortran order) plus the rank-one terms of
+    :func:`population_rank_one_terms`, updated in place and returned. O(d^2)."""
     terms = population_rank_one_terms(
         table_mean, class_mean_difference, alpha, kappa, sigma, centered
     )
@@ -296,25 +266,14 @@ def table_operators(
 ) -> Callable[[Blocks], Blocks]:
     """``[X_S, X_P] -> [S X_S, P X_P]`` without forming ``S`` or ``P`` (either may be None).
 
-    ``S = C^T C / N - [centred] cbar cbar^T`` with ``C = W E`` (``W`` the sparse N x V
-    token incidence of :func:`token_incidence`, T nonzeros a row; ``cbar = 1^T C / N``, so
-    centring is a rank-one correction) and ``P = (kappa/V) E^T E + rank-one terms``
-    (:func:`population_rank_one_terms`; ``docs/model.md``, "Population covariance given
-    the table"). Both
-    products go through the table: ``Z = E [X_S, X_P]`` in one pass over ``E``, then
-    ``W^T W Z_S / N`` (sparse, O(N T b)) and ``kappa Z_P / V``, then one pass of ``E^T``
-    (:func:`table_pass`, :func:`table_transpose_pass`: each in the faster orientation for
-    the pass precision).
-    So a round costs two passes over ``E`` (O(V d b)) for both matrices; the block
-    Lanczos runs of the two matrices advance in lockstep
-    (:func:`attnrmt.model._linalg.run_lanczos_together`). Memory: ``E`` and O(V b).
-
-    ``pass_table``, when given, is what the passes read instead of ``embeddings`` (which
-    then only gives the centring term): a float32 copy of ``E`` makes the passes in single
-    precision (``W`` too; the rank-one terms and the results stay float64), the
-    approximate operators of the top route's warm start, ~2.3x faster per pass
-    (``benchmarks/bench_cell.py``, ``top_warm_start``), products accurate to ~4e-7
-    relative (measured at d = 2000 and 4000).
+    ``S = C^T C / N - [centred] cbar cbar^T`` with ``C = W E`` (``W`` the token incidence,
+    :func:`token_incidence`) and ``P = (kappa/V) E^T E +`` the rank-one terms
+    (:func:`population_rank_one_terms`): one pass ``E [X_S, X_P]``, the sparse ``W^T W / N``
+    and ``kappa / V``, one pass of ``E^T`` (:func:`table_pass`, :func:`table_transpose_pass`),
+    so a round costs two passes over ``E`` (O(V d b)) for both matrices; memory ``E`` and
+    O(V b). ``pass_table`` (a float32 copy of ``E``), when given, is what the passes read:
+    the approximate operators of the top route's warm start (products to ~4e-7 relative;
+    the rank-one terms and results stay float64).
     """
     n_samples, V = incidence.shape
     transposed = incidence.T.tocsr()
@@ -524,7 +483,8 @@ def simulate_cell(
 class Draws(NamedTuple):
     """What a two-class cell draws (:func:`draw_cell`): the table, tokens, labels, the
     pooling weights (``token_weights`` per token, per sequence for ``causal_attention``)
-    and scalars, the population matrix's rank-one terms and the solver stream."""
+    and scalars, the population matrix's rank-one terms, the solver stream and whether
+    ``S`` is centred."""
 
     table: EmbeddingTable
     tokens: np.ndarray
@@ -536,6 +496,7 @@ class Draws(NamedTuple):
     sigma: float
     population_terms: tuple[tuple[float, np.ndarray], ...]
     solver_stream: np.random.Generator
+    centered: bool
 
 
 def draw_cell(
@@ -580,6 +541,7 @@ def draw_cell(
         sigma,
         terms,
         solver_stream,
+        centered,
     )
 
 
@@ -798,15 +760,9 @@ def _population_top_from_tokens(
     return values, vectors / np.maximum(np.sqrt(np.sum(vectors**2, axis=0)), 1e-300)
 
 
-# Block widths of the top route's Krylov solver for S and for the population matrix
-# (benchmark ``top_block_widths``, one BLAS thread, d = 4000, under load: a round is two
-# passes over E, memory-bound up to ~32 columns in all, so rounds decide; the population
-# matrix needs more of them (its top bulk spacings are relatively smaller), so it gets the
-# wider block. Measured CPU s / rounds: 12 + 20: 7.8 / 42, 16 + 16: 8.3 / 46,
-# 8 + 8: 7.9 / 60, 4 + 4: 11.5 / 88, 8 + 24: 9.1 / 44, 16 + 32: 9.5 / 36; a second run
-# at load 15-17: 12 + 20: 9.6 / 42, 8 + 8: 9.2 / 60, 16 + 16: 10.1 / 46 - differences of
-# this size are within the noise of a loaded machine; the fewest rounds is the choice that
-# depends least on the memory bandwidth other jobs leave.)
+# Block widths of the top route's Krylov solver for S and for the population matrix (the
+# population matrix needs more rounds; the fewest rounds wins: docs/scaling.md,
+# ``top_block_widths``).
 TOP_BLOCK_WIDTH = 12
 POP_BLOCK_WIDTH = 20
 # Precision of the top route's warm-start passes (None: no warm start); see
@@ -857,28 +813,15 @@ def _measure_top(
     top_k: int,
     solver_stream: np.random.Generator,
 ) -> _Measured:
-    """The top route (docs/model.md, "Top-k cells"): the ``2 top_k`` largest eigenvalues of
-    ``S`` and the ``top_k`` largest eigenpairs of both matrices, matrix-free
-    (:func:`table_operators`, :func:`attnrmt.model._linalg.shared_operator_top_eigenpairs`):
-    block Lanczos of widths
-    ``TOP_BLOCK_WIDTH`` (S) and ``POP_BLOCK_WIDTH`` (population matrix) in lockstep,
-    sharing each round's two passes over ``E``; each stops when its values are right to
-    1e-10 relative and the squared overlaps of its vectors with the directions the cell
-    reports (``u``, ``Dlt``, ``mbar`` for S; ``u`` for the population matrix) to 5e-7
-    (``BLOCK_OVERLAP_TOL``).
-    The same iteration on float32 passes first gives the start blocks (warm start,
-    ``TOP_WARM_START_DTYPE``): most rounds then cost a float32 pass, the last ~8-10 a
-    float64 one on narrower blocks (the ``2 top_k + 2`` and ``top_k + 3`` top Ritz
-    vectors of the warm start, ``_linalg.REFINE_EXTRA_COLUMNS``), and the stop rule (so
-    the accuracy) is the exact iteration's.
-
-    O(m (V d + N T) + d m^2) time for a Krylov basis of m columns (measured at delta =
-    gamma = 0.5: ~400-500 for S, 600-850 for the population matrix at d = 2000-4000),
-    O(V d + m d) memory (1.5 V d doubles with the float32 copy of ``E``): no d x d matrix
-    is formed (when :func:`attnrmt.model._linalg.uses_krylov`).
-    ``label`` models also form the pooled matrix (N x d) for the readout.
-    Returns (the ``min(2 top_k, d)`` largest eigenvalues ascending, ...) as
-    :func:`_measure_full`.
+    """The top route (docs/model.md, "Top-k cells"): the ``min(2 top_k, d)`` largest
+    eigenvalues of ``S`` (ascending) and the top-k eigenpairs of both matrices, matrix-free:
+    block Lanczos of widths ``TOP_BLOCK_WIDTH`` (S) and ``POP_BLOCK_WIDTH`` in lockstep,
+    sharing each round's two passes over ``E`` (:func:`table_operators`), after a float32
+    warm start (``TOP_WARM_START_DTYPE``), stopped by the exact iteration's rule (values
+    to 1e-10 relative, reported squared overlaps to ``BLOCK_OVERLAP_TOL``;
+    :func:`attnrmt.model._linalg.shared_operator_top_eigenpairs`). O(m (V d + N T) + d m^2)
+    time for m Krylov columns, O(V d + m d) memory; ``label`` models also pool (N x d).
+    Returns as :func:`_measure_full`.
     """
     d, V = table.dimension, table.vocabulary_size
     incidence = token_incidence(tokens, token_weights, V)
