@@ -1,4 +1,4 @@
-"""simulate_curve against simulate_cell: a 16-point snr curve of one replicate against one
+"""simulate_cell of a 16-point snr list (one replicate, the curve route) against one
 cell of the same replicate (docs/model.md, "Curves: one decomposition per replicate").
 
 Both run with one BLAS thread (threadpoolctl) on the same seed, alternated (paired)
@@ -40,7 +40,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from attnrmt.model import simulate_cell, simulate_curve
+from attnrmt.model import simulate_cell
 from benchmarks.bench_cell import CELL, PAUSE_S, TOP_CELL
 
 SNRS = tuple(float(snr) for snr in np.linspace(0.25, 4.0, 16))
@@ -70,10 +70,10 @@ def compare(d: int, spectrum: str, repeats: int) -> dict[str, float | int]:
             return simulate_cell(d, snr=CELL_SNR, seed=seed, spectrum=spectrum, **setting)
 
         def whole(seed: int = seed) -> object:
-            return simulate_curve(d, snrs=SNRS, seed=seed, spectrum=spectrum, **setting)
+            return simulate_cell(d, snr=SNRS, seed=seed, spectrum=spectrum, **setting)
 
         def one(seed: int = seed) -> object:
-            return simulate_curve(d, snrs=(CELL_SNR,), seed=seed, spectrum=spectrum, **setting)
+            return simulate_cell(d, snr=(CELL_SNR,), seed=seed, spectrum=spectrum, **setting)
 
         runs = {"cell": cell, "curve": whole, "one": one}
         for name, work in runs.items():

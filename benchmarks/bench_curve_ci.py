@@ -2,7 +2,7 @@
 bootstrap, on real curves (docs/thresholds.md, "Shared-noise curves").
 
 At each ``(d, sweeps)`` of ``SIZES``, that many sweeps of ``REPLICATES`` replicate curves
-each (:func:`attnrmt.model.simulate_curve`, iid/mean, delta = gamma = 0.5, T = 8,
+each (:func:`attnrmt.model.simulate_cell` of an snr list, iid/mean, delta = gamma = 0.5, T = 8,
 ``SNRS``), every curve its own seed. Per
 sweep and transition, :func:`attnrmt.analysis.thresholds.fit_threshold` gives the
 threshold and its 95% CI from
@@ -31,7 +31,7 @@ import time
 import numpy as np
 
 from attnrmt.analysis.thresholds import fit_threshold
-from attnrmt.model import simulate_curve
+from attnrmt.model import simulate_cell
 from attnrmt.theory import critical_u
 from attnrmt.theory.spike import critical_theta, theta_from_population, theta_from_sample
 
@@ -63,7 +63,7 @@ def theta_from_overlap(overlap: np.ndarray, delta: float, gamma: float) -> np.nd
 
 def curve_thetas(d: int, seed: list[int]) -> dict[str, np.ndarray]:
     """theta estimates along one replicate curve (per snr) for every estimator."""
-    results = simulate_curve(d, 0.5, 0.5, 8, "iid", "mean", SNRS, seed=seed)
+    results = simulate_cell(d, 0.5, 0.5, 8, "iid", "mean", SNRS, seed=seed)
     first = results[0]
     delta, gamma, kappa = d / first.V, d / first.N, float(first.kappa)
     pop = np.array([r.pop_top_eigenvalues[0] for r in results])

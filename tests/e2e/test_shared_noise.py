@@ -1,7 +1,7 @@
 """A ``noise: shared`` sweep end to end (real Snakemake, Dask, Zarr; tiny cells): the store
 keeps one row per (setting, snr, replicate), every row equals the replicate's
-:func:`attnrmt.model.simulate_curve`, extending the snr axis computes only the new values
-and leaves the stored ones bit-identical, and the analysis resamples whole curves
+:func:`attnrmt.model.simulate_cell` of the snr list, extending the snr axis computes only
+the new values and leaves the stored ones bit-identical, and the analysis resamples whole curves
 (docs/data-contract.md, "Shared-noise sweeps")."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from attnrmt.analysis.thresholds import CURVE_RESAMPLING, estimate_thresholds
-from attnrmt.model import simulate_cell, simulate_curve
+from attnrmt.model import simulate_cell
 from attnrmt.sweep.spec.config import load_valid_config
 from attnrmt.sweep.spec.identity import seed_words
 from attnrmt.sweep.spec.plan import plan_run
@@ -60,8 +60,8 @@ def test_shared_sweep_end_to_end(tmp_path: Path) -> None:
             assert len(seeds) == 1  # one seed for the whole curve
             kwargs = first_cell.simulate_kwargs()
             kwargs.pop("snr")
-            results = simulate_curve(
-                **kwargs, snrs=[cell.snr for cell in curve_cells], seed=list(seeds.pop())
+            results = simulate_cell(
+                **kwargs, snr=[cell.snr for cell in curve_cells], seed=list(seeds.pop())
             )
             for cell, result in zip(curve_cells, results, strict=True):
                 row = cells.sel(weights=weights, replicate=replicate, snr=cell.snr)
@@ -69,7 +69,7 @@ def test_shared_sweep_end_to_end(tmp_path: Path) -> None:
                     expected = np.asarray(getattr(result, field), dtype=float).reshape(-1)
                     got = np.asarray(row[field].values, dtype=float).reshape(-1)[: expected.size]
                     np.testing.assert_allclose(got, expected, rtol=1e-10, atol=1e-12)
-            # computed together: one simulate_curve gives each of its cells the same share
+            # computed together: one curve gives each of its cells the same share
             # of its wall time (separate cells would each measure their own)
             times = [
                 cells["compute_seconds"].sel(weights=weights, replicate=replicate, snr=snr).item()

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from types import SimpleNamespace
+from typing import Any
 
 import numpy as np
+
+from attnrmt.model import simulate_cell
 
 #: Rounding of a product of O(50) unit-size terms in each precision, relative to its largest
 #: entry (measured: 0 in float64, <= 2.7e-7 in float32).
@@ -53,3 +57,25 @@ def assert_same_cell(
         assert getattr(found, name) == getattr(expected, name), name
     np.testing.assert_array_equal(found.effective_weights, expected.effective_weights)
     np.testing.assert_equal(found.downstream_accuracy, expected.downstream_accuracy)
+
+
+def classes_cell(
+    d: int,
+    delta: float,
+    gamma: float,
+    T: int,
+    K: int,
+    means: Any,
+    labels: Any,
+    weights: Any,
+    snr: float,
+    centered: bool = True,
+    top_k: int | None = None,
+    seed: int = 0,
+) -> SimpleNamespace:
+    """A K-class :func:`attnrmt.model.simulate_cell` (positional ``{"kind": "classes", K,
+    means, labels}``): its record fields and its ``classes`` details as attributes."""
+    spec = {"kind": "classes", "K": K, "means": means, "labels": labels}
+    result = simulate_cell(d, delta, gamma, T, spec, weights, snr, centered, top_k, seed)
+    assert result.classes is not None
+    return SimpleNamespace(**result.to_dict(), **result.classes)

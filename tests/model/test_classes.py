@@ -55,7 +55,6 @@ from attnrmt.model import (
     sample_signs,
     signal_matrix,
     simulate_cell,
-    simulate_classes_cell,
     validate_label_model,
 )
 from attnrmt.model.classes import (
@@ -67,6 +66,7 @@ from attnrmt.model.classes import (
     sample_class_table,
 )
 from attnrmt.model.table import sample_table, sample_tokens
+from tests.model.conftest import classes_cell
 
 LINALG_TOL = 1e-9
 LANCZOS_OVERLAP_TOL = 1e-6
@@ -167,7 +167,7 @@ def test_two_classes_reproduce_simulate_cell(
     two = simulate_cell(
         60, delta, gamma, 6, positional, weights, 2.0, centered=centered, top_k=3, seed=11
     )
-    many = simulate_classes_cell(
+    many = classes_cell(
         60, delta, gamma, 6, 2, "simplex", labels, weights, 2.0, centered=centered, top_k=3, seed=11
     )
     _assert_reproduces_two_class(two, many, centered)
@@ -177,7 +177,7 @@ def test_two_classes_reproduce_simulate_cell_with_lanczos_population() -> None:
     two = simulate_cell(
         320, 0.5, 0.5, 6, {"kind": "prefix", "L": 3}, "optimal", 1.0, top_k=3, seed=2
     )
-    many = simulate_classes_cell(
+    many = classes_cell(
         320, 0.5, 0.5, 6, 2, "simplex", {"kind": "prefix", "L": 3}, "optimal", 1.0, top_k=3, seed=2
     )
     _assert_reproduces_two_class(two, many, True, LANCZOS_OVERLAP_TOL)
@@ -252,7 +252,7 @@ def direct_classes_cell(
         "eigenvalues": values,
         "top_eigenvalues": values[::-1][:top_k],
         "pop_top_eigenvalues": pop_values[::-1][:top_k],
-        "table_spike_strengths": np.linalg.eigvalsh(M @ B @ M.T)[::-1][:rank] / (w @ w),
+        "spike_strength_table": np.linalg.eigvalsh(M @ B @ M.T)[::-1][:rank] / (w @ w),
         "class_mean_gram": M.T @ M,
         "signal_matrix": B,
         "overlap_table_mean": (top.T @ M.mean(axis=1)) ** 2 / np.sum(M.mean(axis=1) ** 2),
@@ -337,7 +337,7 @@ DIRECT_CASES = {
 @pytest.mark.parametrize("name", list(DIRECT_CASES))
 def test_matches_direct_computation(name: str) -> None:
     d, delta, gamma, T, K, means, labels, weights, snr, centered = DIRECT_CASES[name]
-    result = simulate_classes_cell(
+    result = classes_cell(
         d, delta, gamma, T, K, means, labels, weights, snr, centered=centered, top_k=4, seed=7
     )
     expected = direct_classes_cell(
@@ -368,21 +368,21 @@ def test_matches_direct_computation(name: str) -> None:
 
 
 def test_result_shapes_and_ranges() -> None:
-    result = simulate_classes_cell(30, 0.5, 0.5, 4, 4, "simplex", "iid", "mean", 1.0, seed=3)
+    result = classes_cell(30, 0.5, 0.5, 4, 4, "simplex", "iid", "mean", 1.0, seed=3)
     assert result.top_eigenvalues.shape == result.pop_top_eigenvalues.shape == (5,)
     assert result.overlap_table_spikes.shape == result.overlap_signal_spikes.shape == (5, 3)
-    assert result.table_spike_strengths.shape == (3,)  # rank K - 1, centred
+    assert result.spike_strength_table.shape == (3,)  # rank K - 1, centred
     assert np.all(np.diff(result.top_eigenvalues) <= 0)
     for name in ("overlap_table_spikes", "overlap_signal_subspace", "pop_overlap_table_subspace"):
         assert np.all((getattr(result, name) >= 0) & (getattr(result, name) <= 1))
     assert not result.eigenvalues.flags.writeable
-    assert set(result.to_dict()) >= {"eigenvalues", "signal_matrix", "K", "V", "N"}
+    assert set(vars(result)) >= {"eigenvalues", "signal_matrix", "K", "V", "N"}
     # snr = 0: the true means are 0, so no signal direction exists
-    blank = simulate_classes_cell(30, 0.5, 0.5, 4, 3, "simplex", "iid", "mean", 0.0, seed=3)
+    blank = classes_cell(30, 0.5, 0.5, 4, 3, "simplex", "iid", "mean", 0.0, seed=3)
     assert np.all(np.isnan(blank.overlap_signal_spikes))
     assert np.all(np.isnan(blank.pop_overlap_signal_subspace))
-    assert np.all(blank.signal_spike_strengths == 0)
-    again = simulate_classes_cell(30, 0.5, 0.5, 4, 4, "simplex", "iid", "mean", 1.0, seed=3)
+    assert np.all(blank.spike_strength_signal == 0)
+    again = classes_cell(30, 0.5, 0.5, 4, 4, "simplex", "iid", "mean", 1.0, seed=3)
     assert np.array_equal(again.eigenvalues, result.eigenvalues)
 
 
@@ -634,4 +634,4 @@ def test_bad_cell_arguments_raise_naming_them(changes: dict, fragment: str) -> N
         **changes,
     }
     with pytest.raises(ValueError, match=fragment):
-        simulate_classes_cell(**arguments)
+        classes_cell(**arguments)

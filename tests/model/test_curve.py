@@ -1,8 +1,8 @@
-"""simulate_curve: every result equals simulate_cell of the same snr and seed, over routes,
-positional models, weights, centring and the shapes whose cells work in a smaller
-dimension; and the secular-equation numerics behind it, on constructed families with
-coincident poles, vanishing components and roots next to poles (docs/model.md, "Curves:
-one decomposition per replicate")."""
+"""simulate_cell of an snr list (the curve route): every result equals the cell of the
+same snr and seed, over routes, positional models, weights, centring and the shapes whose
+cells work in a smaller dimension; and the secular-equation numerics behind it, on
+constructed families with coincident poles, vanishing components and roots next to poles
+(docs/model.md, "Curves: one decomposition per replicate")."""
 
 from __future__ import annotations
 
@@ -13,14 +13,13 @@ import numpy as np
 import pytest
 
 from attnrmt.model import (
+    _curve,
     _linalg,
-    curve,
     pooling_scalars,
     pooling_weights,
     positional_correlation,
     realised_sizes,
     simulate_cell,
-    simulate_curve,
 )
 from attnrmt.theory import critical_u
 from tests.model.conftest import assert_same_cell
@@ -77,7 +76,7 @@ def threshold_snrs(d: int, delta: float, gamma: float, positional, weights) -> l
 
 
 def assert_curve_is_cells(d: int, spectrum: str, snrs: list[float], **cell) -> None:
-    results = simulate_curve(d, snrs=snrs, spectrum=spectrum, **cell)
+    results = simulate_cell(d, snr=snrs, spectrum=spectrum, **cell)
     assert len(results) == len(snrs)
     for snr, found in zip(snrs, results, strict=True):
         expected = simulate_cell(d, snr=snr, spectrum=spectrum, **cell)
@@ -126,7 +125,7 @@ def test_curve_equals_the_cells_through_krylov_iterations(
     block Lanczos, and the full route's population family Krylov run (d x d, or V x V for
     delta > 1) against the cell's exact population eigenpairs."""
     monkeypatch.setattr(_linalg, "DENSE_TOP_MAX_N", 40)
-    monkeypatch.setattr(curve, "DENSE_POPULATION_MAX_N", 20)
+    monkeypatch.setattr(_curve, "DENSE_POPULATION_MAX_N", 20)
     snrs = threshold_snrs(120, delta, gamma, positional, weights)
     assert_curve_is_cells(
         120,
@@ -167,7 +166,7 @@ def test_tiny_curves(spectrum: str, d: int, T_tiny: int, top_k: int) -> None:
     vectors are kept out of degenerate eigenspaces, in which any basis is right and
     overlaps are not comparable (d = 5 with five one-token rows has rank 2 centred)."""
     snrs = [0.0, 1.0, 4.0]
-    results = simulate_curve(
+    results = simulate_cell(
         d, 1.0, 1.0, T_tiny, "iid", "mean", snrs, top_k=top_k, seed=1, spectrum=spectrum
     )
     for snr, found in zip(snrs, results, strict=True):
@@ -193,14 +192,14 @@ def test_order_repeats_and_shared_seconds() -> None:
     }
     snrs = [3.0, 0.0, 3.0, 1.0]
     start = time.perf_counter()
-    results = simulate_curve(**cell, snrs=snrs)
+    results = simulate_cell(**cell, snr=snrs)
     elapsed = time.perf_counter() - start
     np.testing.assert_array_equal(results[0].eigenvalues, results[2].eigenvalues)
     assert results[0].top_eigenvalues[0] > results[3].top_eigenvalues[0]
     # an accounting identity, not a speed test: the shares sum to the call's own time
     assert len({result.compute_seconds for result in results}) == 1
     assert 0 < sum(result.compute_seconds for result in results) <= elapsed
-    alone = simulate_curve(**cell, snrs=[1.0])[0]
+    alone = simulate_cell(**cell, snr=[1.0])[0]
     assert_same_cell(
         results[3], alone, value_rtol=VALUE_RTOL, value_atol=VALUE_ATOL, overlap_atol=OVERLAP_ATOL
     )
@@ -210,8 +209,6 @@ def test_causal_attention_runs_one_cell_per_snr() -> None:
     """Weights computed from the table have no shared decomposition: the curve is the
     cells themselves, bit for bit (each with its own compute_seconds)."""
     weights = {"kind": "causal_attention", "tau": 1.0}
-    assert not curve.curve_shares_decomposition(weights, T)
-    assert curve.curve_shares_decomposition("mean", T)
     cell = {
         "d": 40,
         "delta": 0.5,
@@ -221,7 +218,7 @@ def test_causal_attention_runs_one_cell_per_snr() -> None:
         "weights": weights,
         "seed": 2,
     }
-    for found, snr in zip(simulate_curve(**cell, snrs=[0.0, 2.0]), [0.0, 2.0], strict=True):
+    for found, snr in zip(simulate_cell(**cell, snr=[0.0, 2.0]), [0.0, 2.0], strict=True):
         expected = simulate_cell(**cell, snr=snr)
         for name, value in expected.to_dict().items():
             if name != "compute_seconds":
@@ -231,11 +228,11 @@ def test_causal_attention_runs_one_cell_per_snr() -> None:
 @pytest.mark.parametrize(
     ("changes", "fragment"),
     [
-        ({"snrs": []}, "snrs=[]"),
-        ({"snrs": [1.0, -0.5]}, "snrs=[1.0, -0.5]"),
-        ({"snrs": [float("nan")]}, "snrs=[nan]"),
-        ({"snrs": [1e101]}, "snrs=[1e+101]"),
-        ({"snrs": [[1.0, 2.0]]}, "snrs=[[1.0, 2.0]]"),
+        ({"snr": []}, "snr=[]"),
+        ({"snr": [1.0, -0.5]}, "snr=[1.0, -0.5]"),
+        ({"snr": [float("nan")]}, "snr=[nan]"),
+        ({"snr": [1e101]}, "snr=[1e+101]"),
+        ({"snr": [[1.0, 2.0]]}, "snr=[[1.0, 2.0]]"),
         ({"d": 1}, "d=1"),
         ({"top_k": 0}, "top_k=0"),
         ({"spectrum": "some"}, "spectrum='some'"),
@@ -251,11 +248,11 @@ def test_bad_arguments_raise_value_error_naming_them(changes: dict, fragment: st
         "T": 3,
         "positional": "iid",
         "weights": "mean",
-        "snrs": [1.0],
+        "snr": [1.0],
         **changes,
     }
     with pytest.raises(ValueError) as error:
-        simulate_curve(**arguments)
+        simulate_cell(**arguments)
     assert fragment in str(error.value)
 
 
@@ -264,7 +261,7 @@ def test_largest_allowed_snr_still_gives_finite_numbers() -> None:
     from attnrmt.model._cell_steps import MAX_SNR
 
     for spectrum in ("full", "top"):
-        (result,) = simulate_curve(
+        (result,) = simulate_cell(
             20, 0.5, 0.5, 4, "iid", "mean", [MAX_SNR], seed=1, spectrum=spectrum
         )
         for name, value in result.to_dict().items():
@@ -278,7 +275,7 @@ def test_sample_matrix_is_a_rank_one_family_in_the_signal() -> None:
     """The identity behind the curve (d route): the cell's S at snr = r^2, formed from the
     pooled rows of the table E(r) = Z + r s u^T, equals S' + w(r) w(r)^T with S' and w
     from the table at snr 0 (to rounding, 1e-13 of the largest entry)."""
-    from attnrmt.model.cell import pool
+    from attnrmt.model.cell import Draws, pool
     from attnrmt.model.positional import sample_signs
     from attnrmt.model.table import sample_table, sample_tokens
 
@@ -288,18 +285,20 @@ def test_sample_matrix_is_a_rank_one_family_in_the_signal() -> None:
     signs, _ = sample_signs({"kind": "prefix", "L": 2}, T, N, streams[1])
     tokens = sample_tokens(signs, V, streams[2])
     weights = pooling_weights("mean", T, np.eye(T))
-    draws = curve._Draws(
+    draws = Draws(
         noise,
         tokens,
-        weights,
         None,
+        weights,
+        weights,
         1.0,
         1.0,
         1.0,
-        True,
         ((0.0, noise.table_mean), (0.0, noise.class_mean_difference)),
+        streams[3],
+        True,
     )
-    family, _ = curve._sample_family(draws, top_k=3)
+    family, _ = _curve._sample_family(draws, top_k=3)
     fixed = np.tril(family.lower) + np.tril(family.lower, -1).T
     w0, w1 = family.tracked[:, 0], family.tracked[:, 1]
     for r in (0.0, 0.7, 3.0):
@@ -456,7 +455,7 @@ def test_readout_curve_equals_the_readout_of_each_member(n: int, d: int) -> None
     signal = 0.8 * labels + 0.3 * rng.standard_normal(n)
     pooled[:, 0] = -2.0 * signal  # r = 2 leaves the first column constant
     roots = np.array([0.0, 0.3, 2.0, 5.0])
-    found = curve._ridge_curve(pooled, signal, labels, roots)
+    found = _curve._ridge_curve(pooled, signal, labels, roots)
     for r, accuracy in zip(roots, found, strict=True):
         features = pooled.copy()
         features[:, 0] += r * signal
@@ -511,21 +510,21 @@ def test_curve_with_a_table_law_equals_the_cells(spectrum: str, table) -> None:
     law matters (the rademacher curve differs from the Gaussian one)."""
     cell = {"delta": 0.5, "gamma": 0.5, "T": T, "positional": "iid", "weights": "mean"}
     snrs = threshold_snrs(60, 0.5, 0.5, "iid", "mean")
-    results = simulate_curve(60, snrs=snrs, spectrum=spectrum, seed=5, table=table, **cell)
+    results = simulate_cell(60, snr=snrs, spectrum=spectrum, seed=5, table=table, **cell)
     for snr, found in zip(snrs, results, strict=True):
         expected = simulate_cell(60, snr=snr, spectrum=spectrum, seed=5, table=table, **cell)
         assert_same_cell(
             found, expected, value_rtol=VALUE_RTOL, value_atol=VALUE_ATOL, overlap_atol=OVERLAP_ATOL
         )
-    gaussian = simulate_curve(60, snrs=snrs, spectrum=spectrum, seed=5, **cell)
+    gaussian = simulate_cell(60, snr=snrs, spectrum=spectrum, seed=5, **cell)
     assert not np.allclose(gaussian[-1].top_eigenvalues, results[-1].top_eigenvalues)
 
 
 def test_gaussian_table_law_is_the_default_bit_for_bit() -> None:
     """``table=None`` and ``table="gaussian"`` give the same curve bit for bit."""
     cell = {"delta": 0.5, "gamma": 0.5, "T": T, "positional": "iid", "weights": "mean"}
-    default = simulate_curve(40, snrs=[0.0, 1.0, 3.0], seed=2, **cell)
-    named = simulate_curve(40, snrs=[0.0, 1.0, 3.0], seed=2, table="gaussian", **cell)
+    default = simulate_cell(40, snr=[0.0, 1.0, 3.0], seed=2, **cell)
+    named = simulate_cell(40, snr=[0.0, 1.0, 3.0], seed=2, table="gaussian", **cell)
     for a, b in zip(default, named, strict=True):
         np.testing.assert_array_equal(a.eigenvalues, b.eigenvalues)
         np.testing.assert_array_equal(a.overlap_signal, b.overlap_signal)

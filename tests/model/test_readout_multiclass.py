@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from attnrmt.model import simulate_classes_cell
 from attnrmt.model.readout import ridge_readout_accuracy, ridge_readout_accuracy_multiclass
+from tests.model.conftest import classes_cell
 
 
 @pytest.mark.parametrize("shape", [(200, 5), (40, 60)])  # primal (d <= n) and dual (d > n)
@@ -45,8 +45,8 @@ def test_a_prefix_label_cell_reads_out_its_shared_label() -> None:
     """The shared label of a long prefix dominates the pooled vector at a strong signal:
     the readout is far above chance (1/3); iid labels have no sequence class (NaN)."""
     common = dict(d=30, delta=0.5, gamma=0.2, T=4, K=3, means="simplex", weights="mean")
-    prefix = simulate_classes_cell(**common, labels={"kind": "prefix", "L": 4}, snr=8.0, seed=1)
+    prefix = classes_cell(**common, labels={"kind": "prefix", "L": 4}, snr=8.0, seed=1)
     # measured 1.0 at this seed; with L = T the label is the whole sequence's, so a
     # readout below 0.8 would mean the wrong target or a broken fit
     assert prefix.downstream_accuracy > 0.8
-    assert np.isnan(simulate_classes_cell(**common, labels="iid", snr=8.0).downstream_accuracy)
+    assert np.isnan(classes_cell(**common, labels="iid", snr=8.0).downstream_accuracy)

@@ -86,19 +86,18 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
 from attnrmt.model import (
-    ClassesCellResult,
     class_theory_inputs,
     label_pair_law,
     pooling_scalars,
     pooling_weights,
     positional_correlation,
     signal_matrix,
-    simulate_classes_cell,
 )
 from attnrmt.model.classes import class_pooling_weights
 from attnrmt.theory import (
@@ -113,6 +112,7 @@ from attnrmt.theory import (
     spike,
     spike_outliers,
 )
+from tests.model.conftest import classes_cell
 
 G3 = [[1.0, 0.2, -0.3], [0.2, 0.6, 0.1], [-0.3, 0.1, 1.4]]
 P3 = [[0.6, 0.3, 0.1], [0.1, 0.6, 0.3], [0.3, 0.1, 0.6]]
@@ -362,14 +362,14 @@ Seeds = tuple[int, ...]
 
 
 @functools.cache
-def cell(case: str, seed: int) -> ClassesCellResult:
+def cell(case: str, seed: int) -> SimpleNamespace:
     K, means, labels, weights, delta, gamma, snr, centered = CASES[case]
-    return simulate_classes_cell(
+    return classes_cell(
         D, delta, gamma, T, K, means, labels, weights, snr, centered=centered, seed=seed
     )
 
 
-def predictions(case: str, reference: ClassesCellResult) -> dict[str, ClassSpikes]:
+def predictions(case: str, reference: SimpleNamespace) -> dict[str, ClassSpikes]:
     """Both variants at the realised ratios, with the cell's own weights."""
     K, means, labels, weights, _, _, snr, centered = CASES[case]
     delta, gamma = D / reference.V, D / reference.N
@@ -433,7 +433,7 @@ def mismatches(case: str, seeds: Seeds, variant: str) -> list[str]:
         )
         compare(
             f"g{group} strength",
-            group_mean("table_spike_strengths", index),
+            group_mean("spike_strength_table", index),
             prediction.theta[first],
             "strength",
             True,
@@ -475,7 +475,7 @@ def check_case(case: str, seeds: Seeds) -> None:
     # the true means' strengths are deterministic: the paper theta
     reference = cell(case, seeds[0])
     np.testing.assert_allclose(
-        reference.signal_spike_strengths, predictions(case, reference)["paper"].theta, rtol=1e-10
+        reference.spike_strength_signal, predictions(case, reference)["paper"].theta, rtol=1e-10
     )
 
 
@@ -489,7 +489,7 @@ def test_optimal_weights_of_the_cell_are_the_theory_inputs_weights() -> None:
     """The cell's ``optimal`` uses the realised d/V; :func:`class_theory_inputs` at that
     ``delta`` gives the same weights (what the comparison above relies on)."""
     K, means, labels, _, delta, gamma, snr, _ = CASES["D"]
-    result = simulate_classes_cell(24, delta, gamma, T, K, means, labels, "optimal", snr, seed=1)
+    result = classes_cell(24, delta, gamma, T, K, means, labels, "optimal", snr, seed=1)
     inputs = class_theory_inputs(labels, "optimal", T, K, means, snr, 24 / result.V)
     np.testing.assert_allclose(inputs["weights"], result.effective_weights, atol=1e-12)
     pairs = label_pair_law(labels, T, K)

@@ -9,20 +9,12 @@ from __future__ import annotations
 import hashlib
 import json
 import warnings
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any, cast
 
 import numpy as np
 import pandas as pd
 import xarray as xr
-
-from attnrmt.contract import ALL_AXES
-
-
-def present_axes(ds: xr.Dataset | xr.DataArray, axes: Sequence[str] = ALL_AXES) -> list[str]:
-    """The axes of ``axes`` that are dimensions of ``ds`` (in contract order; ``table``
-    only where the sweep sets it)."""
-    return [a for a in axes if a in ds.dims]
 
 
 def effective_ratios(cells: xr.Dataset) -> tuple[xr.DataArray, xr.DataArray]:
@@ -193,17 +185,6 @@ def mean_ci(
     return (mean, float(mean - q_high * se), float(mean - q_low * se))
 
 
-def coord_records(da: xr.DataArray | xr.Dataset, dims: Sequence[Hashable]) -> list[dict]:
-    """One dict of coordinate values per point of the product of ``dims``."""
-    import itertools
-
-    values = [np.asarray(da[dim].values) for dim in dims]
-    return [
-        {str(dim): plain(v) for dim, v in zip(dims, combo, strict=True)}
-        for combo in itertools.product(*values)
-    ]
-
-
 def ranked_names(values: pd.Series) -> str:
     """The index names of ``values`` by decreasing value, ``>``-joined; ties (and NaN, last)
     by name, so the config's order of the models does not show. O(n log n)."""
@@ -246,12 +227,10 @@ __all__ = [
     "BULK_SKIPPED_NOTE",
     "at_signal",
     "bootstrap_indices",
-    "coord_records",
     "drop_variant",
     "effective_ratios",
     "mean_ci",
     "plain",
-    "present_axes",
     "replicate_mean_sem",
     "signal_index",
     "stored_spectrum",

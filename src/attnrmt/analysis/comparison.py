@@ -25,9 +25,19 @@ from attnrmt.analysis.thresholds import (
     SLOPE_CONSISTENCY_P,
     SLOPES_DIFFER,
 )
-from attnrmt.contract import AXES, TABLE_AXIS, VARIANTS
+from attnrmt.contract import AXES, TABLE_AXIS, TRANSITIONS, VARIANTS
 from attnrmt.theory import predict
 from attnrmt.theory.finite_t import large_t_bulk_holds
+
+#: The spike quantities compared point by point (``comparison.csv`` rows, docs/data-contract.md).
+SPIKE_QUANTITIES: tuple[str, ...] = (
+    "population_outlier",
+    "sample_outlier",
+    "population_overlap",
+    "sample_overlap",
+)
+#: The quantities of :func:`variant_summary` (and of the universality study, with the bulk).
+SUMMARY_QUANTITIES = (*SPIKE_QUANTITIES, *(f"threshold_{t}" for t in TRANSITIONS))
 
 #: Columns of comparison.csv in order (parameter columns last; ``table`` after ``weights``
 #: only for a sweep with that axis, :func:`_finalise`).
@@ -402,16 +412,7 @@ def variant_summary(
     CI or bound contains the variant's threshold. Thresholds close to 0 make relative
     errors meaningless: read ``median_abs_error`` (snr units) for them.
     """
-    keep = comparison["quantity"].isin(
-        [
-            "population_outlier",
-            "sample_outlier",
-            "population_overlap",
-            "sample_overlap",
-            "threshold_population",
-            "threshold_sample",
-        ]
-    )
+    keep = comparison["quantity"].isin(SUMMARY_QUANTITIES)
     outl = comparison[
         keep
         & ((comparison["regime"] == "outlier") | comparison["quantity"].str.startswith("threshold"))
@@ -448,6 +449,8 @@ def variant_summary(
 
 __all__ = [
     "COMPARISON_COLUMNS",
+    "SPIKE_QUANTITIES",
+    "SUMMARY_QUANTITIES",
     "THRESHOLD_COLUMNS",
     "comparison_table",
     "complete_theory",

@@ -42,18 +42,11 @@ import pandas as pd
 import xarray as xr
 
 from attnrmt.analysis._common import replicate_mean_sem
+from attnrmt.analysis.comparison import SPIKE_QUANTITIES, SUMMARY_QUANTITIES
 from attnrmt.contract import AXES, TABLE_AXIS
 
 #: Quantities of the universality study, in report order.
-UNIVERSALITY_QUANTITIES: tuple[str, ...] = (
-    "bulk_ks",
-    "population_outlier",
-    "sample_outlier",
-    "population_overlap",
-    "sample_overlap",
-    "threshold_population",
-    "threshold_sample",
-)
+UNIVERSALITY_QUANTITIES: tuple[str, ...] = ("bulk_ks", *SUMMARY_QUANTITIES)
 
 #: Probability that a law following the Gaussian theory is called "differs" (Bonferroni
 #: over its tests).
@@ -114,12 +107,6 @@ VERDICT_COLUMNS: tuple[str, ...] = (
     "family",
 )
 
-_COMPARISON_QUANTITIES = (
-    "population_outlier",
-    "sample_outlier",
-    "population_overlap",
-    "sample_overlap",
-)
 _PARAMETER = {"student_t": "nu", "sparse": "p"}
 
 
@@ -185,7 +172,7 @@ def universality_inputs(
     frames = []
     if not comparison.empty:
         rows = comparison[
-            comparison["quantity"].isin(_COMPARISON_QUANTITIES)
+            comparison["quantity"].isin(SPIKE_QUANTITIES)
             & (comparison["variant"] == REFERENCE_VARIANT)
         ]
         frames.append(rows.assign(n=replicates))

@@ -5,10 +5,10 @@ scalars", and "Spikes" for the population covariance given the table).
 
 Public interface (names fixed by docs/architecture.md):
 
-- :func:`simulate_cell` -> :class:`CellResult`
-- :func:`simulate_curve` -> list of :class:`CellResult` (a whole snr curve of one
-  replicate from one decomposition; docs/model.md, "Curves: one decomposition per
-  replicate")
+- :func:`simulate_cell` -> :class:`CellResult`, the one simulator: routes ``full`` /
+  ``top`` (``spectrum``), a whole snr curve from one decomposition (a sequence of
+  ``snr``; docs/model.md, "Curves: one decomposition per replicate") and K-class cells
+  (a ``{"kind": "classes", ...}`` positional spec; docs/model.md, "K classes")
 - positional models: :func:`validate_positional`, :func:`positional_correlation`,
   :func:`sample_signs`
 - pooling weights: :func:`validate_weights`, :func:`pooling_weights`,
@@ -18,10 +18,10 @@ Public interface (names fixed by docs/architecture.md):
   :data:`TABLE_KINDS`
 - extras: :func:`realised_sizes` (V, N from d, delta, gamma),
   :func:`causal_attention_weights`, :func:`ridge_readout_accuracy`
-- K token classes (docs/model.md, "K classes"): :func:`simulate_classes_cell` ->
-  :class:`ClassesCellResult`, :func:`class_mean_gram`, :func:`validate_label_model`,
-  :func:`label_pair_law`, :func:`sample_labels`, :func:`signal_matrix`,
-  :func:`optimal_class_weights`, :func:`class_pooling_weights`, :func:`class_theory_inputs`
+- K token classes (docs/model.md, "K classes"): :func:`class_mean_gram`,
+  :func:`validate_label_model`, :func:`label_pair_law`, :func:`sample_labels`,
+  :func:`signal_matrix`, :func:`optimal_class_weights`,
+  :func:`class_pooling_weights`, :func:`class_theory_inputs`
 """
 
 from attnrmt._lazy import lazy_door
@@ -30,7 +30,6 @@ from attnrmt._lazy import lazy_door
 #: config (positional, weight and table models) does not import the cell and scipy.
 _EXPORTS = {
     "CellResult": "attnrmt.model.cell",
-    "ClassesCellResult": "attnrmt.model.classes",
     "LABEL_KINDS": "attnrmt.model.classes",
     "MEANS_PRESETS": "attnrmt.model.classes",
     "class_mean_gram": "attnrmt.model.classes",
@@ -40,10 +39,8 @@ _EXPORTS = {
     "optimal_class_weights": "attnrmt.model.classes",
     "sample_labels": "attnrmt.model.classes",
     "signal_matrix": "attnrmt.model.classes",
-    "simulate_classes_cell": "attnrmt.model.classes",
     "validate_label_model": "attnrmt.model.classes",
     "simulate_cell": "attnrmt.model.cell",
-    "simulate_curve": "attnrmt.model.curve",
     "POSITIONAL_KINDS": "attnrmt.model.positional",
     "positional_correlation": "attnrmt.model.positional",
     "sample_signs": "attnrmt.model.positional",
@@ -68,39 +65,4 @@ _EXPORTS = {
 
 __getattr__, __dir__ = lazy_door(__name__, _EXPORTS)
 
-__all__ = [
-    "BUILTIN_WEIGHTS",
-    "LABEL_KINDS",
-    "MEANS_PRESETS",
-    "POSITIONAL_KINDS",
-    "TABLE_KINDS",
-    "WEIGHT_KINDS",
-    "CellResult",
-    "ClassesCellResult",
-    "causal_attention_weights",
-    "causal_limit_weights",
-    "class_mean_gram",
-    "class_pooling_weights",
-    "class_theory_inputs",
-    "harmonic_weights",
-    "label_pair_law",
-    "optimal_class_weights",
-    "optimal_weights",
-    "pooling_scalars",
-    "pooling_weights",
-    "positional_correlation",
-    "realised_sizes",
-    "ridge_readout_accuracy",
-    "sample_labels",
-    "sample_signs",
-    "signal_matrix",
-    "simulate_cell",
-    "simulate_classes_cell",
-    "simulate_curve",
-    "table_moments",
-    "table_no_theory",
-    "validate_label_model",
-    "validate_positional",
-    "validate_table",
-    "validate_weights",
-]
+__all__ = sorted(_EXPORTS)

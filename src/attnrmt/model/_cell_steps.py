@@ -1,4 +1,5 @@
-"""Steps shared by the cell simulators (:mod:`.cell`, :mod:`.classes`, :mod:`.curve`):
+"""Steps shared by the routes of :func:`attnrmt.model.simulate_cell` (:mod:`.cell`,
+:mod:`.classes`, :mod:`._curve`):
 argument and seed checks, the rank-one terms of the pooled rows, the readout, the
 sample-route choice and the spectrum of the pooled samples (docs/model.md, "Full cells").
 
@@ -19,9 +20,6 @@ from attnrmt.model._linalg import (
     spectrum_and_top_eigenvectors,
 )
 from attnrmt.model.readout import ridge_readout_accuracy
-from attnrmt.model.table import (
-    realised_sizes,
-)
 
 
 def check_seed(seed: Any) -> int | list[int]:
@@ -48,9 +46,12 @@ def cell_streams(seed: Any) -> tuple[np.random.Generator, ...]:
 
 
 def check_cell_arguments(
-    d: Any, delta: Any, gamma: Any, T: Any, snr: Any, centered: Any, top_k: Any
+    d: Any, delta: Any, gamma: Any, T: Any, snr: Any, centered: Any, top_k: Any, K: int = 2
 ) -> tuple[int, float, float, int, float, bool, int, int, int]:
-    d = check_int("d", d, minimum=2)
+    """The checked arguments of a cell with ``K`` token classes and ``V = K round(d / (K
+    delta))``, ``N = round(d / gamma)`` (docs/model.md, "Sizes and ratios"); ``top_k``
+    None is ``min(K + 1, d)``. Raises ValueError naming the argument. O(1)."""
+    d = check_int("d", d, minimum=max(2, K))
     delta = float(check_positive("delta", delta))
     gamma = float(check_positive("gamma", gamma))
     T = check_int("T", T, minimum=1)
@@ -61,12 +62,12 @@ def check_cell_arguments(
         )
     if not isinstance(centered, bool | np.bool_):
         raise ValueError(f"centered={centered!r}: must be a bool")
-    top_k = check_int("top_k", top_k, minimum=1)
+    top_k = min(K + 1, d) if top_k is None else check_int("top_k", top_k, minimum=1)
     if top_k > d:
         raise ValueError(f"top_k={top_k!r}: must be <= d={d}")
-    V, N = realised_sizes(d, delta, gamma)
-    if V < 2:
-        raise ValueError(f"delta={delta!r}: gives V = 2 round(d/(2 delta)) = {V} < 2 (d={d})")
+    V, N = K * round(d / (K * delta)), round(d / gamma)
+    if V < K:
+        raise ValueError(f"delta={delta!r}: gives V = {K} round(d/({K} delta)) = {V} < {K} (d={d})")
     if N < 2:
         raise ValueError(f"gamma={gamma!r}: gives N = round(d/gamma) = {N} < 2 (d={d})")
     return d, delta, gamma, T, snr, bool(centered), top_k, V, N
@@ -106,8 +107,7 @@ def sample_spectrum_from_samples(
     ``K = X X^T / N`` (N x N) share their nonzero eigenvalues, and ``S`` has ``d - N`` more
     zeros; a unit eigenvector ``z`` of ``K`` with eigenvalue ``lambda > 0`` gives the unit
     eigenvector ``X^T z / sqrt(N lambda)`` of ``S``. O(N^2 d + N^3) time instead of
-    O(N d^2 + d^3), O(N d + N^2) memory. Measured (one BLAS thread, gamma = 2): 0.031 s
-    instead of 0.12 s at d = 1000, 0.15 s instead of 0.7-0.9 s at d = 2000.
+    O(N d^2 + d^3), O(N d + N^2) memory (docs/scaling.md).
     """
     n_samples, d = pooled.shape
     rows = pooled - pooled.mean(axis=0) if centered else pooled
@@ -124,10 +124,7 @@ def sample_through_tokens(d: int, V: int, n_samples: int, top_k: int) -> bool:
     """Whether the full route takes S through the tokens (:func:`_sample_spectrum_from_tokens`):
     for ``top_k < V < min(N, d)`` when its leading flop count ``V^2 d / 2 + 11 V^3 / 3``
     (``E E^T``, Cholesky, ``L^T B L``, reduction) is below the d route's ``N d^2 / 2 +
-    4 d^3 / 3`` (``S``, reduction). Measured (one BLAS thread, CPU ms, sample part):
-    d = 1000, V = 500, N = 2000: 41 against 129; d = 2000, V = 1000, N = 4000: 240 against
-    977; d = 1000, V = 800, N = 1250 (counts 2.2 against 1.96 d^3, so the d route): 121
-    against 110."""
+    4 d^3 / 3`` (``S``, reduction); docs/scaling.md, "The eigensolvers, measured". O(1)."""
     if not top_k < V < min(n_samples, d):
         return False
     return V**2 * d / 2 + 11 * V**3 / 3 < n_samples * d**2 / 2 + 4 * d**3 / 3

@@ -18,15 +18,9 @@ import numpy as np
 import scipy.linalg
 from scipy.linalg import blas, lapack
 
-# Precisions whose products with a tall operand (n >> b columns on the other side) run
-# in the row orientation (``(X^T A^T)^T`` for ``A X``, ``(Y^T A)^T`` for ``A^T Y``): the
-# same numbers and bytes, but OpenBLAS's float64 kernels run these shapes much faster
-# (one BLAS thread, CPU ms, column / row orientation). Passes over the table (V = 16000,
-# d = 8000): ``E X`` 8 columns 167 / 123, 14 columns 249 / 157, 32 columns 277 / 201;
-# ``E^T Y`` 186 / 101, 261 / 133, 292 / 174. Reorthogonalisation against a Krylov basis
-# (n = 1e4, m = 800, b = 20): ``Q^T X`` 14.3 / 9.8, ``Q C`` 17.1 / 8.3. In float32 the
-# column orientation is as fast or faster (table passes, 32 columns: 114 / 137 and 123 /
-# 138 ms), so the warm start's passes keep it.
+# Precisions whose products with a tall operand (n >> b columns on the other side) run in
+# the row orientation (``(X^T A^T)^T`` for ``A X``): the same numbers, faster float64
+# kernels (docs/scaling.md, "The eigensolvers, measured").
 ROW_ORIENTED_DTYPES = (np.dtype(np.float64),)
 
 
@@ -117,23 +111,12 @@ def _apply_householder(
 
 
 def spectrum_and_top_eigenvectors(lower: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """All eigenvalues (ascending) and the top-``k`` eigenvectors of a symmetric matrix.
-
-    One Householder tridiagonalisation ``A = Q T Q^T`` (``dsytrd``, blocked), all
-    eigenvalues of ``T`` (``dsterf``; together exactly what ``eigvalsh`` does), the
-    top-``k`` eigenvectors of ``T`` (bisection + inverse iteration, ``stebz`` + ``stein``)
-    and ``Q z`` by blocked reflectors (O(d^2 k)).
-
-    Parameters
-    ----------
-    lower : ndarray (d, d), Fortran order
-        Lower triangle holds the matrix (e.g. from :func:`lower_gram`); overwritten.
-    k : int
-
-    Returns
-    -------
-    eigenvalues : ndarray (d,), ascending
-    vectors : ndarray (d, k), unit columns, column ``j`` for the ``j``-th largest.
+    """All eigenvalues (ascending, (d,)) and the top-``k`` unit eigenvectors ((d, k),
+    column ``j`` the ``j``-th largest) of the symmetric matrix in the lower triangle of
+    ``lower`` (Fortran order; overwritten): one Householder tridiagonalisation
+    (``dsytrd``), all eigenvalues of ``T`` (``dsterf``; together what ``eigvalsh`` does),
+    its top-k eigenvectors (``stebz`` + ``stein``) and ``Q z`` by blocked reflectors.
+    O(d^3 + d^2 k).
     """
     factored, diagonal, offdiagonal, tau = _tridiagonalize(lower)
     eigenvalues, info = lapack.dsterf(diagonal.copy(), offdiagonal.copy())
@@ -187,33 +170,17 @@ def lanczos_top_eigenpairs(
     tol: float = _LANCZOS_TOL,
     max_steps: int | None = None,
 ) -> tuple[np.ndarray, np.ndarray] | None:
-    """Top-``k`` eigenpairs by Lanczos with full reorthogonalisation, or ``None``.
+    """Top-``k`` eigenpairs (values descending, unit vectors (d, k)) by Lanczos with full
+    reorthogonalisation, or ``None`` (not converged within ``max_steps``, default
+    ``min(d, max(400, 10 k))``, or the Krylov space exhausted first; the caller then uses
+    the exact reduction).
 
-    Each step is one symmetric matrix-vector product on the lower triangle (``dsymv``,
-    reads d^2/2 numbers), the three-term recurrence, and a classical Gram-Schmidt pass
-    against all previous Lanczos vectors (a second one when the first removed more than
-    30% of the norm). Every ``_LANCZOS_CHECK_EVERY`` steps the top-k Ritz pairs of the
-    tridiagonal matrix are formed and the run stops once every residual
-    ``|beta_m y_{m,i}|`` (exactly ``||A v_i - theta_i v_i||``) is at most
-    ``tol * |theta_1|``.
-
-    Parameters
-    ----------
-    lower : ndarray (d, d), Fortran order
-        Lower triangle holds the matrix; not modified.
-    k : int
-    start : ndarray (d,)
-        Start vector (should have a random component, so that no eigenvector is missed).
-    tol : float
-        Relative residual tolerance.
-    max_steps : int, optional
-        At most this many steps (default ``min(d, max(400, 10 k))``).
-
-    Returns
-    -------
-    (values descending (k,), unit vectors (d, k)) or ``None`` when not converged within
-    ``max_steps`` or the Krylov space is exhausted before k pairs converge (the caller then
-    uses the exact reduction).
+    A step: one ``dsymv`` on the lower triangle of ``lower`` (not modified), the
+    three-term recurrence and classical Gram-Schmidt against all previous vectors (twice
+    when the first pass removed more than 30% of the norm). Every
+    ``_LANCZOS_CHECK_EVERY`` steps the run stops once every top-k residual
+    ``|beta_m y_{m,i}|`` is at most ``tol |theta_1|``. ``start`` needs a random
+    component. O(m d^2) time, O(m d) memory for m steps.
     """
     n = lower.shape[0]
     max_steps = min(n, max_steps or max(400, 10 * k))
@@ -254,20 +221,11 @@ def lanczos_top_eigenpairs(
 def top_eigenpairs(
     lower: np.ndarray, k: int, start: np.ndarray | None = None
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Top-``k`` eigenvalues (descending) and unit eigenvectors (d, k) of a symmetric matrix.
-
-    For ``d >= _LANCZOS_MIN_D`` with a ``start`` vector: :func:`lanczos_top_eigenpairs`
-    (typically 60-120 matrix-vector products, 3-5x cheaper than a reduction on one core).
-    Otherwise, or if Lanczos does not converge: the exact route, tridiagonalisation +
-    ``stebz``/``stein`` for the k selected eigenpairs + blocked back-transformation.
-
-    Parameters
-    ----------
-    lower : ndarray (d, d), Fortran order
-        Lower triangle holds the matrix; overwritten by the exact route.
-    k : int
-    start : ndarray (d,), optional
-        Lanczos start vector.
+    """Top-``k`` eigenvalues (descending) and unit eigenvectors (d, k) of a symmetric
+    matrix (lower triangle of ``lower``, Fortran order; overwritten by the exact route):
+    :func:`lanczos_top_eigenpairs` from ``start`` for ``d >= _LANCZOS_MIN_D``, else or if
+    it does not converge the exact route (tridiagonalisation, ``stebz``/``stein``, blocked
+    back-transformation). O(m d^2) or O(d^3).
     """
     if start is not None and lower.shape[0] >= _LANCZOS_MIN_D:
         found = lanczos_top_eigenpairs(lower, k, start)
@@ -286,11 +244,7 @@ def top_eigenpairs(
 BLOCK_VALUE_TOL = 1e-10  # r <= this * |theta|: eigenvalues to 1e-10 relative
 BLOCK_VECTOR_TOL = 1e-7  # r <= this * gap: squared overlaps to ~2e-7
 # With overlap directions: the bound on each squared overlap's error (contract 1e-6; a
-# factor 2 of margin for the gap estimate of :func:`_ritz_gaps`). Was 1e-7: the binding
-# test is the top route's third population vector (a bulk-edge vector, cos ~0.02), whose
-# bound falls by ~1.6x a round, so 5e-7 saves 3-4 of the ~12 exact rounds after the warm
-# start (d = 4000); the measured overlap errors stay orders below the bound (<= 1.8e-9
-# against the full route at d = 1000, 2000; tests/model/test_cell.py).
+# factor 2 of margin for the gap estimate of :func:`_ritz_gaps`; docs/scaling.md).
 BLOCK_OVERLAP_TOL = 5e-7
 # Residuals below this times |theta_1| are at the rounding floor of the operator (the dense
 # route is no more accurate there), so they count as converged whatever the gap: only then
@@ -335,59 +289,21 @@ def block_lanczos_top(
     max_columns: int = _BLOCK_MAX_COLUMNS,
     directions: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray] | None:
-    """Largest eigenpairs of a symmetric operator by block Lanczos, or ``None``.
-
-    Block Lanczos with full reorthogonalisation (Golub & Van Loan, *Matrix Computations*,
-    4th ed., section 10.3.6): ``A Q_j = Q_{j-1} B_{j-1}^T + Q_j A_j + Q_{j+1} B_j``; the projected
-    block-tridiagonal matrix ``T_m`` gives Ritz pairs ``(theta_i, Q y_i)`` whose residual
-    is exactly ``r_i = ||B_m y_i[last block]||``. Each step applies the operator to ``b``
-    vectors at once (BLAS-3), then Gram-Schmidt against the whole basis (a second pass
-    only when the first removed more than 30% of a column, :func:`_reorthogonalize`).
-
-    Stop rule (checked every ``_BLOCK_CHECK_EVERY_COLUMNS`` basis columns), on the
-    ``n_values + 1`` largest Ritz pairs. ``gap_i`` is the distance from ``theta_i`` to the
-    nearest other Ritz value less that value's residual (:func:`_ritz_gaps`), an estimate
-    of the distance to the rest of the spectrum.
-
-    - every value (``i <= n_values``): ``min(r_i, r_i^2 / gap_i) <= value_tol |theta_i|``
-      (``|theta_i - lambda_i| <= r_i``, and ``<= r_i^2 / gap_i`` by Kato-Temple: bulk
-      values converge long before their residual reaches ``value_tol``);
-    - every vector (``i <= n_vectors``), with ``a_i = r_i / gap_i >= sin(angle)`` to the
-      eigenvector (Davis-Kahan): ``a_i <= vector_tol``; or, given ``directions`` (unit
-      columns ``d_j``), the bound on the error of every squared overlap
-      ``2 a_i max_j |v_i . d_j| + a_i^2 <= vector_tol`` (the overlaps are all a cell
-      reports of its vectors, and a bulk vector with small overlaps gets them right with
-      a larger angle). A residual alone bounds
-      the angle only by ``r/gap``, large next to a BBP threshold where the outlier is close
-      to the bulk edge, hence the gaps;
-    - or ``r_i <= BLOCK_FLOOR_TOL |theta_1|`` (rounding floor, module constants).
-
-    Parameters
-    ----------
-    apply : callable
-        ``X (n, b) -> A X (n, b)`` for a symmetric ``A``.
-    start : ndarray (n, b)
-        Start block (random components, so that no eigenvector is orthogonal to it).
-    n_values, n_vectors : int
-        How many largest eigenvalues / eigenvectors must converge (``n_vectors <=
-        n_values``).
-    rng : numpy.random.Generator
-        Replaces lost Krylov directions (deflation); unused otherwise.
-    value_tol, vector_tol : float
-        See the stop rule.
-    max_columns : int
-        Largest basis (memory ``8 n max_columns`` bytes).
-    directions : ndarray (n, q), optional
-        Unit directions whose squared overlaps with the vectors must be accurate to
-        ``vector_tol`` (instead of the vectors' angles).
-
-    Returns
-    -------
-    (values descending (n_values,), unit vectors (n, n_vectors)), or ``None`` when
+    """Largest eigenpairs of a symmetric operator by block Lanczos with full
+    reorthogonalisation (Golub & Van Loan, 4th ed., 10.3.6), or ``None`` when
     ``max_columns`` (or ``n``) columns did not suffice.
 
-    Cost: O(m (cost of A on one vector) + n m^2) time for a basis of m columns, O(n m)
-    memory.
+    ``apply``: ``X (n, b) -> A X``; ``start`` (n, b) with random components; ``rng``
+    replaces lost Krylov directions. Stop rule (every ``_BLOCK_CHECK_EVERY_COLUMNS``
+    columns, on the ``n_values + 1`` largest Ritz pairs, residual ``r_i = ||B_m y_i||``,
+    ``gap_i`` of :func:`_ritz_gaps`; :func:`converged`): every value
+    ``min(r_i, r_i^2 / gap_i) <= value_tol |theta_i|`` (Kato-Temple); every vector
+    ``a_i = r_i / gap_i <= vector_tol`` (Davis-Kahan), or, given unit ``directions``
+    (n, q), ``2 a_i max_j |v_i . d_j| + a_i^2 <= vector_tol`` on every squared overlap; or
+    ``r_i <= BLOCK_FLOOR_TOL |theta_1|`` (the rounding floor).
+
+    Returns (values descending (n_values,), unit vectors (n, n_vectors)). O(m (cost of A
+    on a vector) + n m^2) time for a basis of m columns, O(n m) memory.
     """
     (found,) = run_lanczos_together(
         one_operator(apply),
@@ -658,37 +574,13 @@ def uses_krylov(n: int) -> bool:
 # The single-precision warm start of :func:`shared_operator_top_eigenpairs` stops when
 # every wanted value is within 1e-6 relative and every wanted vector within 3e-4 in angle
 # of the rough operator's, or its residual is below 1e-6 |theta_1| (the float32 products
-# of the top route are accurate to ~4e-7 relative, measured at d = 2000 and 4000, so a
-# tighter start buys nothing; the floor keeps a near-degenerate pair from running the
-# rough iteration to its column budget). Measured at d = 4000 (CPU s; rounds rough +
-# exact): 1e-6 / 1e-3: 5.0 s, 34 + 12; 1e-7 / 1e-4: 6.3 s, 38 + 12; 1e-5 / 1e-1: 6.9 s,
-# 27 + 26; 1e-6 / 1e-2: 5.9 s, 30 + 18; no warm start: 8.2-8.9 s, 42 rounds. Re-measured
-# with the exact stop rule checked every round and the overlap bound 5e-7 (and only the
-# wanted vectors tested here, not all wanted values' vectors: 4.5 s against 5.0 s):
-# 1e-6 / 1e-3: 4.5 s, 34 + 8; 1e-6 / 3e-3: 4.8 s, 32 + 11; 1e-5 / 1e-2: 5.1 s, 30 + 14.
-# At d = 8000 (one run each, load ~10): 1e-3: 24.7 s, 38 + 12 rounds; 3e-4: 23.9 s,
-# 40 + 9; 1e-7 / 1e-4: 22.6 s, 40 + 9 (an exact round costs ~2.4 rough ones there); at
-# d = 4000 3e-4 and 1e-3 take the same rounds (34 + 8), at d = 2000 27 + 6 against
-# 24 + 9. Hence 3e-4. Re-measured once the exact rounds got cheaper (row-oriented
-# float64 passes, module docstring; d = 8000, seeds 0-3): looser stops do not win
-# (1e-3 / 3e-3 / 1e-2: 16.2 / 17.6 / 18.1 against 16.5 CPU s, medians within the noise
-# for 1e-3, whose rounds are the same or 1-2 more; ~1.5 exact rounds added for each
-# warm round saved), and 1e-5 for the values changes no round count.
+# are accurate to ~4e-7 relative; the choice: docs/scaling.md, "The eigensolvers,
+# measured").
 ROUGH_VALUE_TOL = 1e-6
 ROUGH_VECTOR_TOL = 3e-4
 ROUGH_FLOOR_TOL = 1e-6
 # After a converged warm start the exact iteration runs blocks of only ``n_values + 2``
-# columns (the warm start's top Ritz vectors), not the start's width: at large d a float64
-# round costs ~0.3 s plus ~12.5 ms a column (d = 8000, one BLAS thread; compute-bound
-# dgemm), and the narrow blocks need about the same rounds there. Measured (issue 9, top
-# cell, delta = gamma = 0.5, T = 8, exact rounds / exact columns S + P / CPU s of the exact
-# passes, load 4-7, one run each): d = 8000 seed 0: 9 / 72 + 42 / 5.1 s against 9 / 108 +
-# 140 / 6.0 s at the full widths 12 + 20, seed 1: 8 / 64 + 48 / 5.2 against 8 / 96 + 160
-# / 5.2; d = 1e4 seed 0: 10 / 80 + 36 / 8.6 s against 10 / 120 + 120 / 10.9 s. Narrower
-# still fails: S at width 6 (= its 6 wanted values) needs 28-33 rounds, widths 4 + 4
-# 63-65. At d = 4000 the narrow blocks cost some rounds (seeds 0-2: 14 / 11 / 8 against
-# 8 / 9 / 8, +0.1-0.5 s), at d = 2000 1-2 rounds (+0.05-0.1 s); d <= 4000 are not where
-# the top route's time is.
+# columns (the warm start's top Ritz vectors), not the start's width (docs/scaling.md).
 REFINE_EXTRA_COLUMNS = 2
 
 
@@ -755,18 +647,12 @@ def shared_operator_top_eigenpairs(
     converge in their squared overlaps with those directions (to ``BLOCK_OVERLAP_TOL``)
     rather than in angle (:func:`converged`).
 
-    ``rough_apply_all``, when given, is a cheaper approximation of ``apply_all`` (the top
-    route passes float32 products, ~2.3x faster per pass over the table: 0.12 against 0.29
-    s for 32 columns at d = 8000): a first block Lanczos on it gives the start blocks
-    (:func:`warm_start_blocks`), so that the exact iteration needs only its last rounds
-    (measured at d = 4000, widths 12 + 20: 34 rough + 12 exact rounds instead of 42 exact,
-    5.0 against 8.2-8.9 CPU s). After a converged warm start the exact iteration runs on
-    blocks of ``n_values + REFINE_EXTRA_COLUMNS`` columns (its start: the rough top Ritz
-    vectors), without one on the starts' widths. The stop rule of the exact iteration,
-    hence the accuracy, is the same with or without it. Tried and dropped: wider exact
-    blocks from more of the rough Ritz vectors (width 32 or 64 for the population
-    matrix: 11 and 10 exact rounds, slower), checking the exact stop rule every round (the
-    same rounds).
+    ``rough_apply_all``, when given, is a cheaper approximation of ``apply_all`` (float32
+    passes): a first block Lanczos on it gives the start blocks (:func:`warm_start_blocks`),
+    after which the exact iteration runs on blocks of ``n_values + REFINE_EXTRA_COLUMNS``
+    columns for its last rounds; its stop rule, hence the accuracy, is unchanged
+    (docs/scaling.md, "The eigensolvers, measured"). O(rounds x cost of ``apply_all`` +
+    n m^2) time for m basis columns.
     """
     n = starts[0].shape[0]
 
@@ -812,7 +698,7 @@ def shared_operator_top_eigenpairs(
     ]
 
 
-# ------------------------------------------------------ rank-one families (simulate_curve)
+# ------------------------------------------------- rank-one families (model/_curve.py)
 #
 # A *family* is ``A(s) = A' + w(s) w(s)^T`` with ``w(s) = w0 + s w1`` for several scalars
 # ``s`` (docs/model.md, "Curves: one decomposition per replicate"): in the eigenbasis of

@@ -1,35 +1,16 @@
-"""One simulation cell of the exact generative model (docs/model.md, "The generative model",
-"Population covariance given the table").
+"""One simulation cell of the exact generative model, and the one simulation door
+(docs/model.md, "The generative model", "Population covariance given the table").
 
 :func:`simulate_cell` draws a table, signs and tokens, pools, forms ``S`` and measures its
-spectrum, top eigenpairs (as overlaps, never raw eigenvectors) and the same for the
-population matrix given the table.
-
-Population matrix (docs/model.md, "Population covariance given the table").
-Conditional on ``E``, the pooled vector has mean
-``sigma mbar`` and covariance
-``Sigma_E = kappa (1/V) E E^T - kappa mbar mbar^T + (alpha - kappa) Dlt Dlt^T``.
-``pop_*`` fields describe the population version of whichever matrix ``S`` is: ``Sigma_E``
-for centred ``S``, and the second moment ``Sigma_E + sigma^2 mbar mbar^T`` for uncentred
-``S``. For ``causal_attention`` the pooled vectors are the real attention outputs and
-alpha/kappa/sigma (hence ``pop_*``) use the measured mean effective weights, which makes
-``pop_*`` the population of the linear pooling with those weights (exact in the large-d
-limit, approximate at finite d).
-
-Linear algebra: ``S`` is one symmetric rank-update product; its full spectrum comes from a
-single Householder tridiagonalisation (LAPACK ``dsytrd`` + ``dsterf``, what ``eigvalsh``
-does) and the top-k eigenvectors are obtained from the same tridiagonal form (``stebz`` +
-``stein``) and back-transformed with the stored reflectors, so they cost O(d^2 k) extra.
-The population matrix is formed the same way (one ``dsyrk`` of the table plus two rank-one
-updates); its top-k eigenpairs come from Lanczos with full reorthogonalisation and a
-residual-based stop (relative residual 1e-9; see :func:`lanczos_top_eigenpairs`), with
-the exact reduction as fallback and for small d. All symmetric matrices live as the lower
-triangle of a Fortran-ordered array and are updated in place. When ``N``
-or ``V`` is below ``d`` the parts work in the smaller dimension instead (docs/model.md,
-"Full cells"): S from the N x N Gram of the pooled rows (``N < d``,
-:func:`sample_spectrum_from_samples`) or through the tokens (``V < min(N, d)``,
-:func:`_sample_spectrum_from_tokens`), the population matrix from a V x V Gram
-(``V < d``, :func:`_population_top_from_tokens`).
+spectrum and top eigenpairs (as overlaps, never raw eigenvectors), and the same for the
+population matrix given the table, ``Sigma_E = kappa (1/V) E E^T - kappa mbar mbar^T +
+(alpha - kappa) Dlt Dlt^T`` (plus ``sigma^2 mbar mbar^T`` for uncentred ``S``; for
+``causal_attention`` with the measured mean weights). Routes chosen by its parameters:
+``full`` (:func:`_measure_full`: one tridiagonalisation of ``S``, Lanczos for the
+population matrix, each in the smaller dimension when ``N`` or ``V`` is below ``d``,
+docs/model.md, "Full cells"), ``top`` (:func:`_measure_top`, matrix-free, "Top-k cells"),
+a list of ``snr`` (:mod:`attnrmt.model._curve`) and K classes
+(:func:`attnrmt.model.classes.simulate_classes`). The kernels: :mod:`attnrmt.model._linalg`.
 """
 
 from __future__ import annotations
@@ -39,12 +20,13 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, fields
-from typing import Any
+from typing import Any, NamedTuple, overload
 
 import numpy as np
 import scipy.linalg
 import scipy.sparse
 
+from attnrmt._validation import check_int
 from attnrmt.contract import SPECTRA, stored_eigenvalue_count
 from attnrmt.model._cell_steps import (
     add_rank_one_terms,
@@ -110,6 +92,12 @@ class CellResult:
         Test accuracy of the ridge readout of ``y`` (``label`` models), NaN otherwise.
     compute_seconds : float
         Wall time of the cell.
+    spike_strength_table, ..., spike_pop_overlap_signal : ndarray (r,) or None
+        K-class cells only (:data:`attnrmt.contract.SPIKE_FIELDS`; the fields above then
+        have their K-class meaning, :func:`attnrmt.model.classes.simulate_classes`).
+    classes : dict or None
+        K-class cells only: ``K``, the (k, r) spike-overlap tables, the subspace overlaps,
+        ``class_mean_gram`` and ``signal_matrix``.
     """
 
     eigenvalues: np.ndarray
@@ -127,11 +115,23 @@ class CellResult:
     effective_weights: np.ndarray
     downstream_accuracy: float
     compute_seconds: float
+    spike_strength_table: np.ndarray | None = None
+    spike_strength_signal: np.ndarray | None = None
+    spike_overlap_table: np.ndarray | None = None
+    spike_overlap_signal: np.ndarray | None = None
+    spike_pop_overlap_table: np.ndarray | None = None
+    spike_pop_overlap_signal: np.ndarray | None = None
+    classes: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        """Fields as a dict: arrays as (read-only) float64 ndarrays, scalars as Python
-        ``float``/``int``. Use ``{k: np.asarray(v).tolist() ...}`` for JSON."""
-        return {field.name: getattr(self, field.name) for field in fields(self)}
+        """The stored record (docs/data-contract.md): fields but ``classes``, and the
+        ``spike_*`` fields only for K-class cells; arrays as (read-only) float64 ndarrays,
+        scalars as Python ``float``/``int``."""
+        return {
+            field.name: getattr(self, field.name)
+            for field in fields(self)
+            if field.name != "classes" and getattr(self, field.name) is not None
+        }
 
 
 # --------------------------------------------------------------------------- validation
@@ -143,13 +143,9 @@ class CellResult:
 def token_incidence(
     tokens: np.ndarray, token_weights: np.ndarray, V: int
 ) -> scipy.sparse.csr_array:
-    """Sparse ``N x V`` matrix ``W`` with ``W[n, v] = sum_{t: v_{n,t} = v} w_{n,t}``.
-
-    ``W @ embeddings`` is the matrix of pooled vectors ``c_n = sum_t w_t e_{v_{n,t}}``
-    (docs/model.md, "Tokens, pooling and S") as rows. Repeated tokens within a row are
-    stored as duplicate entries,
-    which the product sums.
-    """
+    """Sparse ``N x V`` matrix ``W`` with ``W[n, v] = sum_{t: v_{n,t} = v} w_{n,t}``: ``W E``
+    are the pooled vectors as rows (docs/model.md, "Tokens, pooling and S"; repeated
+    tokens are duplicate entries, which the product sums). O(N T)."""
     n_sequences, T = tokens.shape
     indptr = np.arange(0, n_sequences * T + 1, T, dtype=np.int64)
     data = np.broadcast_to(token_weights, tokens.shape).ravel().astype(np.float64)
@@ -158,10 +154,8 @@ def token_incidence(
     )
 
 
-# Column blocks of the pooling product once the table no longer fits in a core's L2 cache
-# (4 MiB here): the gathered table rows then come from a V x 64 block that stays in cache.
-# Measured (one thread): 0.095 s instead of 0.13-0.155 s at d = 2000 (64 MB table), no
-# change at d = 1000 (16 MB).
+# Column blocks of the pooling product once the table no longer fits in a core's L2 cache:
+# the gathered rows then come from a V x 64 block in cache (docs/scaling.md).
 _POOL_BLOCK_COLUMNS = 64
 _POOL_BLOCKED_ABOVE_BYTES = 32 * 2**20
 
@@ -234,15 +228,10 @@ def population_matrix(
     sigma: float,
     centered: bool,
 ) -> np.ndarray:
-    """Population version of ``S`` given the table (docs/model.md, "Population covariance given the
-    table"), on the lower triangle.
-
-    ``kappa G - kappa mbar mbar^T + (alpha - kappa) Dlt Dlt^T`` (``Sigma_E``), plus
-    ``sigma^2 mbar mbar^T`` when ``S`` is uncentred (:func:`population_rank_one_terms`).
-    ``table_gram`` holds the lower triangle of ``kappa G = (kappa/V) E E^T`` (Fortran
-    order, see :func:`attnrmt.model._linalg.lower_gram`) and is updated in place and
-    returned.
-    """
+    """Population version of ``S`` given the table (docs/model.md, "Population covariance
+    given the table") on the lower triangle: ``table_gram`` (the lower triangle of
+    ``(kappa/V) E E^T``, Fortran order) plus the rank-one terms of
+    :func:`population_rank_one_terms`, updated in place and returned. O(d^2)."""
     terms = population_rank_one_terms(
         table_mean, class_mean_difference, alpha, kappa, sigma, centered
     )
@@ -277,25 +266,14 @@ def table_operators(
 ) -> Callable[[Blocks], Blocks]:
     """``[X_S, X_P] -> [S X_S, P X_P]`` without forming ``S`` or ``P`` (either may be None).
 
-    ``S = C^T C / N - [centred] cbar cbar^T`` with ``C = W E`` (``W`` the sparse N x V
-    token incidence of :func:`token_incidence`, T nonzeros a row; ``cbar = 1^T C / N``, so
-    centring is a rank-one correction) and ``P = (kappa/V) E^T E + rank-one terms``
-    (:func:`population_rank_one_terms`; ``docs/model.md``, "Population covariance given
-    the table"). Both
-    products go through the table: ``Z = E [X_S, X_P]`` in one pass over ``E``, then
-    ``W^T W Z_S / N`` (sparse, O(N T b)) and ``kappa Z_P / V``, then one pass of ``E^T``
-    (:func:`table_pass`, :func:`table_transpose_pass`: each in the faster orientation for
-    the pass precision).
-    So a round costs two passes over ``E`` (O(V d b)) for both matrices; the block
-    Lanczos runs of the two matrices advance in lockstep
-    (:func:`attnrmt.model._linalg.run_lanczos_together`). Memory: ``E`` and O(V b).
-
-    ``pass_table``, when given, is what the passes read instead of ``embeddings`` (which
-    then only gives the centring term): a float32 copy of ``E`` makes the passes in single
-    precision (``W`` too; the rank-one terms and the results stay float64), the
-    approximate operators of the top route's warm start, ~2.3x faster per pass
-    (``benchmarks/bench_cell.py``, ``top_warm_start``), products accurate to ~4e-7
-    relative (measured at d = 2000 and 4000).
+    ``S = C^T C / N - [centred] cbar cbar^T`` with ``C = W E`` (``W`` the token incidence,
+    :func:`token_incidence`) and ``P = (kappa/V) E^T E +`` the rank-one terms
+    (:func:`population_rank_one_terms`): one pass ``E [X_S, X_P]``, the sparse ``W^T W / N``
+    and ``kappa / V``, one pass of ``E^T`` (:func:`table_pass`, :func:`table_transpose_pass`),
+    so a round costs two passes over ``E`` (O(V d b)) for both matrices; memory ``E`` and
+    O(V b). ``pass_table`` (a float32 copy of ``E``), when given, is what the passes read:
+    the approximate operators of the top route's warm start (products to ~4e-7 relative;
+    the rank-one terms and results stay float64).
     """
     n_samples, V = incidence.shape
     transposed = incidence.T.tocsr()
@@ -357,6 +335,7 @@ def unit_columns(*directions: np.ndarray) -> np.ndarray:
 # --------------------------------------------------------------------------------- cell
 
 
+@overload
 def simulate_cell(
     d: int,
     delta: float,
@@ -365,12 +344,45 @@ def simulate_cell(
     positional: Mapping[str, Any] | str,
     weights: Mapping[str, Any] | str,
     snr: float,
+    centered: bool = ...,
+    top_k: int | None = ...,
+    seed: int | Sequence[int] = ...,
+    spectrum: str = ...,
+    table: Mapping[str, Any] | str | None = ...,
+) -> CellResult: ...
+
+
+@overload
+def simulate_cell(
+    d: int,
+    delta: float,
+    gamma: float,
+    T: int,
+    positional: Mapping[str, Any] | str,
+    weights: Mapping[str, Any] | str,
+    snr: Sequence[float] | np.ndarray,
+    centered: bool = ...,
+    top_k: int | None = ...,
+    seed: int | Sequence[int] = ...,
+    spectrum: str = ...,
+    table: Mapping[str, Any] | str | None = ...,
+) -> list[CellResult]: ...
+
+
+def simulate_cell(
+    d: int,
+    delta: float,
+    gamma: float,
+    T: int,
+    positional: Mapping[str, Any] | str,
+    weights: Mapping[str, Any] | str,
+    snr: float | Sequence[float] | np.ndarray,
     centered: bool = True,
-    top_k: int = 3,
+    top_k: int | None = None,
     seed: int | Sequence[int] = 0,
     spectrum: str = "full",
     table: Mapping[str, Any] | str | None = None,
-) -> CellResult:
+) -> CellResult | list[CellResult]:
     """Simulate one cell of the generative model (docs/model.md, "The generative model") and measure
     it (docs/model.md, "Tokens, pooling and S", "Spikes").
 
@@ -384,15 +396,19 @@ def simulate_cell(
     T : int >= 1
         Sequence length.
     positional : dict or str
-        Sign model (:func:`attnrmt.model.validate_positional`).
+        Sign model (:func:`attnrmt.model.validate_positional`), or a K-class spec
+        ``{"kind": "classes", "K", "means", "labels"}`` (docs/model.md, "K-class cell";
+        :func:`attnrmt.model.classes.simulate_classes`, full route only).
     weights : str or dict
         Pooling weights (:func:`attnrmt.model.validate_weights`).
-    snr : float in [0, MAX_SNR]
-        ``||mu||^2``.
+    snr : float in [0, MAX_SNR], or a sequence of them
+        ``||mu||^2``. A sequence gives the list of the cells of every ``snr`` with the
+        same seed, from one decomposition (docs/model.md, "Curves: one decomposition per
+        replicate"; :func:`attnrmt.model._curve.simulate_curve`).
     centered : bool
         Centre the pooled vectors before forming ``S``.
-    top_k : int in [1, d]
-        Number of top eigenpairs measured.
+    top_k : int in [1, d], optional
+        Number of top eigenpairs measured; None: ``min(K + 1, d)`` (K = 2 for sign models).
     seed : int or sequence of int (non-negative)
         Entropy of a :class:`numpy.random.SeedSequence` (what ``numpy.random.default_rng``
         takes). Independent child streams draw the table, the signs, the tokens and the
@@ -415,73 +431,163 @@ def simulate_cell(
 
     Returns
     -------
-    CellResult
+    CellResult, or a list of them for a sequence of ``snr``
 
     Raises
     ------
     ValueError
         Naming the argument and value, for any invalid argument.
     """
-    start_time = time.perf_counter()
-    d, delta, gamma, T, snr, centered, top_k, V, N = check_cell_arguments(
-        d, delta, gamma, T, snr, centered, top_k
-    )
     if spectrum not in SPECTRA:
         raise ValueError(f"spectrum={spectrum!r}: must be one of {list(SPECTRA)}")
+    if isinstance(snr, Sequence | np.ndarray) and np.ndim(snr) > 0:
+        from attnrmt.model._curve import simulate_curve
+
+        return simulate_curve(
+            d, delta, gamma, T, positional, weights, snr, centered, top_k, seed, spectrum, table
+        )
+    start_time = time.perf_counter()
+    if isinstance(positional, Mapping) and positional.get("kind") == "classes":
+        from attnrmt.model.classes import MAX_CLASSES, simulate_classes
+
+        K = check_int("K", positional.get("K"), minimum=2)
+        if K > MAX_CLASSES:
+            raise ValueError(f"K={K!r}: must be <= {MAX_CLASSES}")
+        if spectrum != "full" or validate_table(table)["kind"] != "gaussian":
+            raise ValueError(
+                f"spectrum={spectrum!r}, table={table!r}: K-class cells have the full route "
+                "and Gaussian tables only"
+            )
+        sizes = check_cell_arguments(d, delta, gamma, T, snr, centered, top_k, K)
+        values, classes = simulate_classes(sizes, K, positional, weights, seed)
+    else:
+        sizes = check_cell_arguments(d, delta, gamma, T, snr, centered, top_k)
+        values, classes = _simulate_signs(sizes, positional, weights, seed, spectrum, table), None
+    fields_of: dict[str, Any] = {
+        name: readonly(value) if isinstance(value, np.ndarray) else value
+        for name, value in values.items()
+    }
+    return CellResult(
+        **fields_of,
+        V=sizes[7],
+        N=sizes[8],
+        compute_seconds=time.perf_counter() - start_time,
+        classes=classes
+        and {
+            name: readonly(value) if isinstance(value, np.ndarray) else value
+            for name, value in classes.items()
+        },
+    )
+
+
+class Draws(NamedTuple):
+    """What a two-class cell draws (:func:`draw_cell`): the table, tokens, labels, the
+    pooling weights (``token_weights`` per token, per sequence for ``causal_attention``)
+    and scalars, the population matrix's rank-one terms, the solver stream and whether
+    ``S`` is centred."""
+
+    table: EmbeddingTable
+    tokens: np.ndarray
+    labels: np.ndarray | None
+    effective_weights: np.ndarray
+    token_weights: np.ndarray
+    alpha: float
+    kappa: float
+    sigma: float
+    population_terms: tuple[tuple[float, np.ndarray], ...]
+    solver_stream: np.random.Generator
+    centered: bool
+
+
+def draw_cell(
+    sizes: tuple[int, float, float, int, float, bool, int, int, int],
+    positional: Mapping[str, Any] | str,
+    weights: Mapping[str, Any] | str,
+    seed: Any,
+    table: Mapping[str, Any] | str | None,
+    rough_dtype: type | None = None,
+) -> Draws:
+    """Draw a two-class cell of checked ``sizes`` (``_cell_steps.check_cell_arguments``): the
+    table (with a ``rough_dtype`` copy for the top route's warm start), signs and
+    tokens from the cell's streams, then the pooling weights (docs/model.md, "The
+    generative model", "Pooling scalars"). O(V d + N T) time, plus O(N T d) for
+    ``causal_attention``."""
+    d, _, _, T, snr, centered, _, V, N = sizes
     positional_spec = validate_positional(positional, T)
     weights_spec = validate_weights(weights, T)
     table_law = validate_table(table)
     table_stream, sign_stream, token_stream, solver_stream = cell_streams(seed)
-
     R = positional_correlation(positional_spec, T)
-    # the float32 copy of E is drawn with it when the top route will iterate on it
-    rough_dtype = TOP_WARM_START_DTYPE if spectrum == "top" and uses_krylov(d) else None
     drawn = sample_table(d, V, snr, table_stream, rough_dtype, table_law)
     signs, labels = sample_signs(positional_spec, T, N, sign_stream)
     tokens = sample_tokens(signs, V, token_stream)
-    del signs
-
     if weights_spec["kind"] == "causal_attention":
-        per_sequence = causal_attention_weights(drawn.embeddings, tokens, weights_spec["tau"])
-        effective_weights = per_sequence.mean(axis=0)
-        token_weights = per_sequence
+        token_weights = causal_attention_weights(drawn.embeddings, tokens, weights_spec["tau"])
+        effective_weights = token_weights.mean(axis=0)
     else:
-        effective_weights = pooling_weights(weights_spec, T, R)
-        token_weights = effective_weights
+        effective_weights = token_weights = pooling_weights(weights_spec, T, R)
     alpha, kappa, sigma = pooling_scalars(effective_weights, R)
-    population_terms = population_rank_one_terms(
+    terms = population_rank_one_terms(
         drawn.table_mean, drawn.class_mean_difference, alpha, kappa, sigma, centered
     )
-    measure = _measure_top if spectrum == "top" else _measure_full
-    eigenvalues, top_vectors, pop_top_eigenvalues, pop_vectors, downstream_accuracy = measure(
+    return Draws(
         drawn,
         tokens,
-        token_weights,
         labels,
-        population_terms,
+        effective_weights,
+        token_weights,
+        alpha,
         kappa,
-        centered,
-        top_k,
+        sigma,
+        terms,
         solver_stream,
+        centered,
     )
 
-    return CellResult(
-        eigenvalues=readonly(eigenvalues),
-        top_eigenvalues=readonly(eigenvalues[::-1][:top_k]),
-        overlap_signal=readonly(squared_overlaps(top_vectors, drawn.signal_direction)),
-        overlap_class_mean=readonly(squared_overlaps(top_vectors, drawn.class_mean_difference)),
-        overlap_table_mean=readonly(squared_overlaps(top_vectors, drawn.table_mean)),
-        pop_top_eigenvalues=readonly(pop_top_eigenvalues),
-        pop_overlap_signal=readonly(squared_overlaps(pop_vectors, drawn.signal_direction)),
-        alpha=alpha,
-        kappa=kappa,
-        sigma=sigma,
-        V=int(V),
-        N=int(N),
-        effective_weights=readonly(effective_weights),
-        downstream_accuracy=float(downstream_accuracy),
-        compute_seconds=time.perf_counter() - start_time,
+
+def _simulate_signs(
+    sizes: tuple[int, float, float, int, float, bool, int, int, int],
+    positional: Mapping[str, Any] | str,
+    weights: Mapping[str, Any] | str,
+    seed: Any,
+    spectrum: str,
+    table: Mapping[str, Any] | str | None,
+) -> dict[str, Any]:
+    """The two-class route of :func:`simulate_cell` (a sign model): draw (:func:`draw_cell`)
+    and measure by the ``full`` or ``top`` route (:func:`_measure_full`,
+    :func:`_measure_top`). Returns the fields of :class:`CellResult` but ``V``, ``N`` and
+    the time."""
+    d, centered, top_k = sizes[0], sizes[5], sizes[6]
+    # the float32 copy of E is drawn with it when the top route will iterate on it
+    rough_dtype = TOP_WARM_START_DTYPE if spectrum == "top" and uses_krylov(d) else None
+    drawn = draw_cell(sizes, positional, weights, seed, table, rough_dtype)
+    table_drawn = drawn.table
+    measure = _measure_top if spectrum == "top" else _measure_full
+    eigenvalues, top_vectors, pop_top_eigenvalues, pop_vectors, downstream_accuracy = measure(
+        table_drawn,
+        drawn.tokens,
+        drawn.token_weights,
+        drawn.labels,
+        drawn.population_terms,
+        drawn.kappa,
+        centered,
+        top_k,
+        drawn.solver_stream,
     )
+    return {
+        "eigenvalues": eigenvalues,
+        "top_eigenvalues": eigenvalues[::-1][:top_k],
+        "overlap_signal": squared_overlaps(top_vectors, table_drawn.signal_direction),
+        "overlap_class_mean": squared_overlaps(top_vectors, table_drawn.class_mean_difference),
+        "overlap_table_mean": squared_overlaps(top_vectors, table_drawn.table_mean),
+        "pop_top_eigenvalues": pop_top_eigenvalues,
+        "pop_overlap_signal": squared_overlaps(pop_vectors, table_drawn.signal_direction),
+        "alpha": drawn.alpha,
+        "kappa": drawn.kappa,
+        "sigma": drawn.sigma,
+        "effective_weights": drawn.effective_weights,
+        "downstream_accuracy": float(downstream_accuracy),
+    }
 
 
 def _spike_start(d: int, table: EmbeddingTable, rng: np.random.Generator, width: int) -> np.ndarray:
@@ -654,15 +760,9 @@ def _population_top_from_tokens(
     return values, vectors / np.maximum(np.sqrt(np.sum(vectors**2, axis=0)), 1e-300)
 
 
-# Block widths of the top route's Krylov solver for S and for the population matrix
-# (benchmark ``top_block_widths``, one BLAS thread, d = 4000, under load: a round is two
-# passes over E, memory-bound up to ~32 columns in all, so rounds decide; the population
-# matrix needs more of them (its top bulk spacings are relatively smaller), so it gets the
-# wider block. Measured CPU s / rounds: 12 + 20: 7.8 / 42, 16 + 16: 8.3 / 46,
-# 8 + 8: 7.9 / 60, 4 + 4: 11.5 / 88, 8 + 24: 9.1 / 44, 16 + 32: 9.5 / 36; a second run
-# at load 15-17: 12 + 20: 9.6 / 42, 8 + 8: 9.2 / 60, 16 + 16: 10.1 / 46 - differences of
-# this size are within the noise of a loaded machine; the fewest rounds is the choice that
-# depends least on the memory bandwidth other jobs leave.)
+# Block widths of the top route's Krylov solver for S and for the population matrix (the
+# population matrix needs more rounds; the fewest rounds wins: docs/scaling.md,
+# ``top_block_widths``).
 TOP_BLOCK_WIDTH = 12
 POP_BLOCK_WIDTH = 20
 # Precision of the top route's warm-start passes (None: no warm start); see
@@ -713,28 +813,15 @@ def _measure_top(
     top_k: int,
     solver_stream: np.random.Generator,
 ) -> _Measured:
-    """The top route (docs/model.md, "Top-k cells"): the ``2 top_k`` largest eigenvalues of
-    ``S`` and the ``top_k`` largest eigenpairs of both matrices, matrix-free
-    (:func:`table_operators`, :func:`attnrmt.model._linalg.shared_operator_top_eigenpairs`):
-    block Lanczos of widths
-    ``TOP_BLOCK_WIDTH`` (S) and ``POP_BLOCK_WIDTH`` (population matrix) in lockstep,
-    sharing each round's two passes over ``E``; each stops when its values are right to
-    1e-10 relative and the squared overlaps of its vectors with the directions the cell
-    reports (``u``, ``Dlt``, ``mbar`` for S; ``u`` for the population matrix) to 5e-7
-    (``BLOCK_OVERLAP_TOL``).
-    The same iteration on float32 passes first gives the start blocks (warm start,
-    ``TOP_WARM_START_DTYPE``): most rounds then cost a float32 pass, the last ~8-10 a
-    float64 one on narrower blocks (the ``2 top_k + 2`` and ``top_k + 3`` top Ritz
-    vectors of the warm start, ``_linalg.REFINE_EXTRA_COLUMNS``), and the stop rule (so
-    the accuracy) is the exact iteration's.
-
-    O(m (V d + N T) + d m^2) time for a Krylov basis of m columns (measured at delta =
-    gamma = 0.5: ~400-500 for S, 600-850 for the population matrix at d = 2000-4000),
-    O(V d + m d) memory (1.5 V d doubles with the float32 copy of ``E``): no d x d matrix
-    is formed (when :func:`attnrmt.model._linalg.uses_krylov`).
-    ``label`` models also form the pooled matrix (N x d) for the readout.
-    Returns (the ``min(2 top_k, d)`` largest eigenvalues ascending, ...) as
-    :func:`_measure_full`.
+    """The top route (docs/model.md, "Top-k cells"): the ``min(2 top_k, d)`` largest
+    eigenvalues of ``S`` (ascending) and the top-k eigenpairs of both matrices, matrix-free:
+    block Lanczos of widths ``TOP_BLOCK_WIDTH`` (S) and ``POP_BLOCK_WIDTH`` in lockstep,
+    sharing each round's two passes over ``E`` (:func:`table_operators`), after a float32
+    warm start (``TOP_WARM_START_DTYPE``), stopped by the exact iteration's rule (values
+    to 1e-10 relative, reported squared overlaps to ``BLOCK_OVERLAP_TOL``;
+    :func:`attnrmt.model._linalg.shared_operator_top_eigenpairs`). O(m (V d + N T) + d m^2)
+    time for m Krylov columns, O(V d + m d) memory; ``label`` models also pool (N x d).
+    Returns as :func:`_measure_full`.
     """
     d, V = table.dimension, table.vocabulary_size
     incidence = token_incidence(tokens, token_weights, V)

@@ -33,10 +33,8 @@ measures the same quantities to rounding (``tests/model/test_classes.py``).
 from __future__ import annotations
 
 import itertools
-import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, fields
 from typing import Any
 
 import numpy as np
@@ -50,9 +48,7 @@ from attnrmt._validation import (
     split_model_spec,
 )
 from attnrmt.model._cell_steps import (
-    MAX_SNR,
     cell_streams,
-    readonly,
     sample_spectrum_from_samples,
 )
 from attnrmt.model._linalg import (
@@ -546,7 +542,7 @@ def class_theory_inputs(
 
     ``optimal`` weights maximise the finite-vocabulary top spike at ``snr``, ``delta``
     (:func:`optimal_class_weights` with ``snr G + K delta I``), as in
-    :func:`simulate_classes_cell` (which uses the realised ``d/V``). O(T^2 K^2 + T^3 K^3).
+    :func:`simulate_classes` (which uses the realised ``d/V``). O(T^2 K^2 + T^3 K^3).
 
     Raises
     ------
@@ -694,124 +690,10 @@ def spike_directions(
 # ----------------------------------------------------------------------------- cell
 
 
-@dataclass(frozen=True, eq=False)
-class ClassesCellResult:
-    """Measurements of one K-class cell (docs/model.md, "K-class cell").
-
-    ``r`` is the rank of the signal matrix ``B`` (``K - 1`` centred, ``K`` uncentred, for
-    the label models here); the table spike directions ``v_j`` are the unit eigenvectors
-    of ``M B M^T`` (``M`` the table's class means), the signal directions ``s_j`` those of
-    ``M_mu B M_mu^T`` (``M_mu`` the true means ``mu_k``), both ordered by eigenvalue,
-    descending. Overlaps are squared, in [0, 1]; NaN for a direction that does not exist
-    (``snr = 0`` for ``s_j``).
-
-    Attributes
-    ----------
-    eigenvalues : ndarray (d,)
-        All eigenvalues of ``S``, ascending.
-    top_eigenvalues, pop_top_eigenvalues : ndarray (k,)
-        The ``k = top_k`` largest of ``S`` and of the population matrix, descending.
-    overlap_table_spikes, overlap_signal_spikes : ndarray (k, r)
-        ``(x_i . v_j)^2`` and ``(x_i . s_j)^2`` for the top-k unit eigenvectors ``x_i``
-        of ``S``.
-    overlap_table_subspace, overlap_signal_subspace : ndarray (k,)
-        Squared norm of the projection of ``x_i`` on the span of the ``v_j`` (the range of
-        ``M B M^T``) and of the ``s_j``; basis-free, so also defined for equal spike
-        strengths.
-    overlap_table_mean : ndarray (k,)
-        With ``mbar = M 1 / K``, the table mean.
-    pop_overlap_table_spikes, pop_overlap_signal_spikes, pop_overlap_table_subspace,
-    pop_overlap_signal_subspace : ndarray
-        The same for the top-k eigenvectors of the population matrix.
-    table_spike_strengths, signal_spike_strengths : ndarray (r,)
-        Eigenvalues of ``M B M^T / kappa`` and ``M_mu B M_mu^T / kappa`` (units of kappa):
-        the realised spike strengths ``theta_j`` in the finite-vocabulary and the paper
-        sense.
-    class_mean_gram : ndarray (K, K)
-        ``M^T M`` (tends to ``snr G + K delta I``, docs/model.md, "K-class spikes").
-    signal_matrix : ndarray (K, K)
-        ``B``.
-    kappa, sigma : float
-        ``||w||^2``, ``sum_t w_t`` of ``effective_weights``.
-    K, V, N : int
-    effective_weights : ndarray (T,)
-        For ``causal_attention`` the mean of the measured per-sequence weights.
-    downstream_accuracy : float
-        Test accuracy of the one-vs-rest ridge readout of the sequence class
-        (:func:`sequence_classes`; ``prefix`` label models) from the pooled vectors
-        (:func:`attnrmt.model.readout.ridge_readout_accuracy_multiclass`); NaN for label
-        models without a sequence class.
-    compute_seconds : float
-    """
-
-    eigenvalues: np.ndarray
-    top_eigenvalues: np.ndarray
-    pop_top_eigenvalues: np.ndarray
-    overlap_table_spikes: np.ndarray
-    overlap_signal_spikes: np.ndarray
-    overlap_table_subspace: np.ndarray
-    overlap_signal_subspace: np.ndarray
-    overlap_table_mean: np.ndarray
-    pop_overlap_table_spikes: np.ndarray
-    pop_overlap_signal_spikes: np.ndarray
-    pop_overlap_table_subspace: np.ndarray
-    pop_overlap_signal_subspace: np.ndarray
-    table_spike_strengths: np.ndarray
-    signal_spike_strengths: np.ndarray
-    class_mean_gram: np.ndarray
-    signal_matrix: np.ndarray
-    kappa: float
-    sigma: float
-    K: int
-    V: int
-    N: int
-    effective_weights: np.ndarray
-    downstream_accuracy: float
-    compute_seconds: float
-
-    def to_dict(self) -> dict[str, Any]:
-        """Fields as a dict (arrays read-only float64, scalars Python numbers)."""
-        return {field.name: getattr(self, field.name) for field in fields(self)}
-
-
-def _check_classes_arguments(
-    d: Any,
-    delta: Any,
-    gamma: Any,
-    T: Any,
-    K: Any,
-    snr: Any,
-    centered: Any,
-    top_k: Any,
-) -> tuple[int, float, float, int, int, float, bool, int, int, int]:
-    K = check_int("K", K, minimum=2)
-    if K > MAX_CLASSES:
-        raise ValueError(f"K={K!r}: must be <= {MAX_CLASSES}")
-    d = check_int("d", d, minimum=max(2, K))
-    delta = float(check_positive("delta", delta))
-    gamma = float(check_positive("gamma", gamma))
-    T = check_int("T", T, minimum=1)
-    snr = float(check_positive("snr", snr, allow_zero=True))
-    if snr > MAX_SNR:
-        raise ValueError(f"snr={snr!r}: must be <= {MAX_SNR:g}")
-    if not isinstance(centered, bool | np.bool_):
-        raise ValueError(f"centered={centered!r}: must be a bool")
-    top_k = min(K + 1, d) if top_k is None else check_int("top_k", top_k, minimum=1)
-    if top_k > d:
-        raise ValueError(f"top_k={top_k!r}: must be <= d={d}")
-    V, N = class_sizes(d, delta, gamma, K)
-    if V < K:
-        raise ValueError(f"delta={delta!r}: gives V = K round(d/(K delta)) = {V} < K={K}")
-    if N < 2:
-        raise ValueError(f"gamma={gamma!r}: gives N = round(d/gamma) = {N} < 2 (d={d})")
-    return d, delta, gamma, T, K, snr, bool(centered), top_k, V, N
-
-
 def _sample_spectrum(pooled: np.ndarray, centered: bool, top_k: int) -> tuple[np.ndarray, ...]:
     """All eigenvalues of ``S`` (ascending) and its top-k unit eigenvectors: through the
-    N x N Gram for ``top_k < N < d`` (``attnrmt.model.cell``, as there), else from the
-    d x d matrix (one ``dsyrk``, the centring rank-one term, one reduction).
-    O(min(N, d)^2 max(N, d) + min(N, d)^3)."""
+    N x N Gram for ``top_k < N < d``, else from the d x d matrix (docs/model.md, "Full
+    cells"). O(min(N, d)^2 max(N, d) + min(N, d)^3)."""
     n_samples, d = pooled.shape
     if top_k < n_samples < d:
         return sample_spectrum_from_samples(pooled, centered, top_k)
@@ -837,9 +719,12 @@ def sequence_classes(spec: Mapping[str, Any], labels: np.ndarray) -> np.ndarray:
     return np.asarray(labels[:, 0], dtype=np.int64)
 
 
-def _overlap_table(vectors: np.ndarray, directions: np.ndarray) -> np.ndarray:
-    """``(x_i . v_j)^2`` (k, r) for unit columns (NaN columns stay NaN)."""
-    return np.clip((vectors.T @ directions) ** 2, 0.0, 1.0)
+def _spike_diagonal(overlaps: np.ndarray, spikes: int) -> np.ndarray:
+    """``overlaps[j, j]`` for ``j < spikes`` ((k, r) table; NaN beyond its rows/columns)."""
+    out = np.full(spikes, np.nan)
+    size = min(spikes, *overlaps.shape) if overlaps.size else 0
+    out[:size] = np.diagonal(overlaps)[:size]
+    return out
 
 
 def _subspace_overlap(overlaps: np.ndarray) -> np.ndarray:
@@ -850,60 +735,38 @@ def _subspace_overlap(overlaps: np.ndarray) -> np.ndarray:
     return np.clip(overlaps[:, present].sum(axis=1), 0.0, 1.0)
 
 
-def simulate_classes_cell(
-    d: int,
-    delta: float,
-    gamma: float,
-    T: int,
+def simulate_classes(
+    sizes: tuple[int, float, float, int, float, bool, int, int, int],
     K: int,
-    means: str | Any,
-    labels: Mapping[str, Any] | str,
+    spec: Mapping[str, Any],
     weights: Mapping[str, Any] | str,
-    snr: float,
-    centered: bool = True,
-    top_k: int | None = None,
-    seed: int | Sequence[int] = 0,
-) -> ClassesCellResult:
-    """Simulate one K-class cell and measure it (docs/model.md, "K-class cell").
+    seed: Any,
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The K-class route of :func:`attnrmt.model.simulate_cell` (docs/model.md, "K-class
+    cell"; docs/data-contract.md, "K-class sweeps"): ``spec`` is the K-class positional
+    spec ``{"kind": "classes", "K", "means", "labels"}``, ``sizes`` the checked arguments
+    (:func:`attnrmt.model._cell_steps.check_cell_arguments`). Returns the fields of the
+    :class:`attnrmt.model.CellResult` with their K-class meaning and its ``classes``
+    details.
 
-    Parameters
-    ----------
-    d : int >= max(2, K)
-    delta, gamma : float > 0
-        ``V = K round(d/(K delta))`` (>= K), ``N = round(d/gamma)`` (>= 2).
-    T : int >= 1
-    K : int in [2, MAX_CLASSES]
-    means : {"orthogonal", "simplex"} or (K, K) array
-        Class-mean Gram ``G`` (:func:`class_mean_gram`).
-    labels : dict or str
-        Label model (:func:`validate_label_model`).
-    weights : str or dict
-        :func:`attnrmt.model.validate_weights`; ``optimal`` maximises the top spike of
-        the finite-vocabulary theory at this cell's ``snr`` and realised ``d/V``
-        (:func:`optimal_class_weights`).
-    snr : float in [0, MAX_SNR]
-    centered : bool
-    top_k : int in [1, d], default ``min(K + 1, d)``
-    seed : int or sequence of int
-        As :func:`attnrmt.model.simulate_cell`: ``SeedSequence(seed).spawn(4)`` gives the
-        table, label, token and solver streams, in that order.
+    ``overlap_signal`` / ``overlap_class_mean`` / ``pop_overlap_signal`` are the squared
+    overlaps with the span of the signal / table spike directions (``s_j`` the unit
+    eigenvectors of ``M_mu B M_mu^T``, ``v_j`` of ``M B M^T``, ``M`` the table's class
+    means, ``M_mu`` the true means, ``B`` the signal matrix of rank ``r``); ``alpha`` is
+    ``K/(K-1) tr B``; the ``spike_*`` fields (:data:`attnrmt.contract.SPIKE_FIELDS`) hold
+    per spike ``j`` its strength (units of kappa) and ``(x_j . v_j)^2``. ``classes``
+    holds ``K``, the full (k, r) overlap tables ``{,pop_}overlap_{table,signal}_spikes``,
+    the subspace overlaps, ``class_mean_gram`` ``M^T M`` and ``signal_matrix`` ``B``.
+    The downstream accuracy is the one-vs-rest ridge readout of the sequence class
+    (``prefix`` label models, NaN otherwise).
 
-    Returns
-    -------
-    ClassesCellResult
-
-    Notes
-    -----
-    O(N T d + N d^2 + V d^2 + d^3) time (``N x N`` Gram for the sample spectrum when
-    ``N < d``), O(d^2 + (N + V) d) memory. No top-k (matrix-free) route.
+    O(N T d + N d^2 + V d^2 + d^3) time (``N x N`` Gram for ``N < d``), O(d^2 + (N + V) d)
+    memory; full route only.
     """
-    start_time = time.perf_counter()
-    d, delta, gamma, T, K, snr, centered, top_k, V, N = _check_classes_arguments(
-        d, delta, gamma, T, K, snr, centered, top_k
-    )
-    G = class_mean_gram(means, K)
+    d, _, _, T, snr, centered, top_k, V, N = sizes
+    G = class_mean_gram(spec["means"], K)
     factor = class_mean_factor(G)
-    label_spec = validate_label_model(labels, T, K)
+    label_spec = validate_label_model(spec["labels"], T, K)
     weights_spec = validate_weights(weights, T)
     table_stream, label_stream, token_stream, solver_stream = cell_streams(seed)
     pairs = label_pair_law(label_spec, T, K)
@@ -942,41 +805,53 @@ def simulate_classes_cell(
     rank = int(np.sum(core_values > _RANK_RTOL * max(float(core_values[-1]), 1e-300)))
     table_values, table_directions = spike_directions(class_means, core, rank)
     signal_values, signal_directions = spike_directions(signal_means, core, rank)
-    overlaps = {
-        f"{prefix}overlap_{kind}_spikes": _overlap_table(vectors, directions)
+    tables = {
+        f"{prefix}overlap_{kind}_spikes": np.clip((vectors.T @ directions) ** 2, 0.0, 1.0)
         for prefix, vectors in (("", top_vectors), ("pop_", pop_vectors))
         for kind, directions in (("table", table_directions), ("signal", signal_directions))
     }
     subspaces = {
         name.replace("_spikes", "_subspace"): _subspace_overlap(value)
-        for name, value in overlaps.items()
+        for name, value in tables.items()
     }
-    return ClassesCellResult(
-        eigenvalues=readonly(eigenvalues),
-        top_eigenvalues=readonly(eigenvalues[::-1][:top_k]),
-        pop_top_eigenvalues=readonly(pop_values),
-        **{name: readonly(value) for name, value in {**overlaps, **subspaces}.items()},
-        overlap_table_mean=readonly(squared_overlaps(top_vectors, table_mean)),
-        table_spike_strengths=readonly(table_values / kappa),
-        signal_spike_strengths=readonly(signal_values / kappa),
-        class_mean_gram=readonly(class_means.T @ class_means),
-        signal_matrix=readonly(core),
-        kappa=kappa,
-        sigma=float(effective_weights.sum()),
-        K=K,
-        V=int(V),
-        N=int(N),
-        effective_weights=readonly(effective_weights),
-        downstream_accuracy=downstream_accuracy,
-        compute_seconds=time.perf_counter() - start_time,
-    )
+    spikes = table_values.size
+    fields = {
+        "eigenvalues": eigenvalues,
+        "top_eigenvalues": eigenvalues[::-1][:top_k],
+        "overlap_signal": subspaces["overlap_signal_subspace"],
+        "overlap_class_mean": subspaces["overlap_table_subspace"],
+        "overlap_table_mean": squared_overlaps(top_vectors, table_mean),
+        "pop_top_eigenvalues": pop_values,
+        "pop_overlap_signal": subspaces["pop_overlap_signal_subspace"],
+        "alpha": float(K / (K - 1) * np.trace(signal_matrix(effective_weights, pairs))),
+        "kappa": kappa,
+        "sigma": float(effective_weights.sum()),
+        "effective_weights": effective_weights,
+        "downstream_accuracy": float(downstream_accuracy),
+        "spike_strength_table": table_values / kappa,
+        "spike_strength_signal": signal_values / kappa,
+        **{
+            f"spike_{prefix}overlap_{kind}": _spike_diagonal(
+                tables[f"{prefix}overlap_{kind}_spikes"], spikes
+            )
+            for prefix in ("", "pop_")
+            for kind in ("table", "signal")
+        },
+    }
+    details = {
+        "K": K,
+        **tables,
+        **subspaces,
+        "class_mean_gram": class_means.T @ class_means,
+        "signal_matrix": core,
+    }
+    return fields, details
 
 
 __all__ = [
     "LABEL_KINDS",
     "MAX_CLASSES",
     "MEANS_PRESETS",
-    "ClassesCellResult",
     "class_mean_factor",
     "class_mean_gram",
     "class_pooling_weights",
@@ -993,7 +868,7 @@ __all__ = [
     "sample_labels",
     "sequence_classes",
     "signal_matrix",
-    "simulate_classes_cell",
+    "simulate_classes",
     "spike_directions",
     "transition_matrix",
     "validate_label_model",

@@ -10,7 +10,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from attnrmt.sweep.run.blocks import classes_cell_record, compute_cell
+from attnrmt.model import simulate_cell
+from attnrmt.sweep.run.blocks import compute_cell
 from attnrmt.sweep.spec.config import ConfigError, validate_config
 from attnrmt.sweep.spec.plan import RunPlan
 from attnrmt.sweep.spec.plan import plan_run as _plan_run
@@ -192,7 +193,8 @@ def test_a_block_job_computes_a_k_class_cell_with_spike_fields() -> None:
     record = compute_cell(params["kwargs"], params["seed"])
     assert record["spike_overlap_table"].shape == (2,)  # K - 1 spikes, centred
     assert np.all((record["spike_overlap_table"] >= 0) & (record["spike_overlap_table"] <= 1))
-    again = classes_cell_record(params["kwargs"], params["seed"])  # same seed: same numbers
+    # same seed: same numbers
+    again = simulate_cell(**params["kwargs"], seed=params["seed"]).to_dict()
     for name, value in again.items():
         if name != "compute_seconds":
             np.testing.assert_array_equal(value, record[name])
@@ -204,8 +206,8 @@ def test_a_k_class_cell_refuses_a_non_gaussian_table() -> None:
     """The K-class model draws Gaussian tables only: a table law is an error, not ignored."""
     plan = plan_run(k_config())
     params = plan.sweeps["k"].blocks[0].cells.block_params(plan.seed)[0]
-    with pytest.raises(ValueError, match="K-class cells have Gaussian tables only"):
-        classes_cell_record({**params["kwargs"], "table": {"kind": "rademacher"}}, params["seed"])
+    with pytest.raises(ValueError, match="Gaussian tables only"):
+        simulate_cell(**{**params["kwargs"], "table": {"kind": "rademacher"}}, seed=params["seed"])
     assert np.isfinite(
-        classes_cell_record({**params["kwargs"], "table": "gaussian"}, params["seed"])["kappa"]
+        simulate_cell(**{**params["kwargs"], "table": "gaussian"}, seed=params["seed"]).kappa
     )

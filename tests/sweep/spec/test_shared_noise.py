@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from attnrmt.model import simulate_curve
+from attnrmt.model import simulate_cell
 from attnrmt.sweep.run.blocks import BlockCell, compute_group, task_groups
 from attnrmt.sweep.run.provenance import worker_provenance
 from attnrmt.sweep.spec.config import ConfigError, load_valid_config
@@ -142,7 +142,7 @@ def test_a_misspelt_noise_value_is_named_with_a_suggestion() -> None:
 
 def test_block_job_groups_and_computes_whole_curves() -> None:
     """A block's shared cells group into curves by seed and parameters (snr aside); one
-    :func:`compute_group` per curve gives :func:`attnrmt.model.simulate_curve`'s numbers for
+    :func:`compute_group` per curve gives :func:`attnrmt.model.simulate_cell`'s numbers for
     exactly the snr values asked (a part of a curve, as after extending snr, too)."""
     plan = sweep_plan(noise="shared")
     cells = [BlockCell.from_params(entry) for entry in plan.blocks[0].cells.block_params(ROOT_SEED)]
@@ -152,7 +152,7 @@ def test_block_job_groups_and_computes_whole_curves() -> None:
     outcomes = compute_group([cell.kwargs for cell in part], part[0].seed, curve=True)
     assert all(error is None for _, error in outcomes)
     common = {k: v for k, v in part[0].kwargs.items() if k != "snr"}
-    direct = simulate_curve(**common, snrs=[1.0, 2.0], seed=list(part[0].seed))
+    direct = simulate_cell(**common, snr=[1.0, 2.0], seed=list(part[0].seed))
     for (record, _), result in zip(outcomes, direct, strict=True):
         assert record is not None
         np.testing.assert_array_equal(record["top_eigenvalues"], result.top_eigenvalues)

@@ -5,9 +5,9 @@ A block job is a Dask client. Cells already finished in any fragment of the run 
 orphaned by a change of block membership, salvaged from a failed block, or of another
 sweep with the same key and seed) or in the shared cell cache are copied bit for bit; the
 missing ones are submitted as **tasks**. A task is a few **groups** bundled to about
-:data:`TASK_TARGET_SECONDS` of estimated work, and a group is the
-cells of one seed source: one cell, or the missing snr values of one replicate curve of a
-``noise: shared`` sweep (one :func:`attnrmt.model.simulate_curve`; docs/data-contract.md,
+:data:`TASK_TARGET_SECONDS` of estimated work, and a group is the cells of one seed
+source: one cell, or the missing snr values of one replicate curve of a ``noise: shared``
+sweep (one :func:`attnrmt.model.simulate_cell` of an snr list; docs/data-contract.md,
 "Shared-noise sweeps"). Task keys are content keys, so tasks are idempotent and concurrent
 jobs asking for the same cells share one. Each task's cells reach the disk as it finishes
 (``<sweep>/salvage/<block>/<task>.npz``), so a block stopped in its middle (a failure, a
@@ -117,10 +117,7 @@ def compute_cell(kwargs: Mapping[str, Any], seed: Sequence[int]) -> dict[str, An
     :class:`ImplausibleCellValues` for a result no cell can produce. Cost: one cell."""
     from attnrmt.model import simulate_cell
 
-    if _is_classes_cell(kwargs):  # K classes: the K-class model (classes_cell_record)
-        record = classes_cell_record(kwargs, seed)
-    else:
-        record = _record(simulate_cell(**kwargs, seed=list(seed)))
+    record = _record(simulate_cell(**kwargs, seed=list(seed)))  # K-class cells too
     return _checked(record, kwargs, run_provenance.worker_provenance())
 
 
@@ -242,78 +239,6 @@ def _is_classes_cell(kwargs: Mapping[str, Any]) -> bool:
     return isinstance(positional, Mapping) and positional.get("kind") == "classes"
 
 
-def _diagonal(overlaps: np.ndarray, spikes: int) -> np.ndarray:
-    """``overlaps[j, j]`` for ``j < spikes`` ((k, r) table; NaN beyond its rows/columns)."""
-    out = np.full(spikes, np.nan)
-    size = min(spikes, *overlaps.shape) if overlaps.size else 0
-    out[:size] = np.diagonal(overlaps)[:size]
-    return out
-
-
-def classes_cell_record(kwargs: Mapping[str, Any], seed: Sequence[int]) -> dict[str, Any]:
-    """One K-class cell (:func:`attnrmt.model.simulate_classes_cell`) as a stored record
-    (docs/data-contract.md, "K-class sweeps"): the two-class fields with their K-class
-    meaning, and the per-spike fields :data:`attnrmt.contract.SPIKE_FIELDS` (length ``r =
-    rank B``; ``spike_overlap_*[j]`` is ``(x_j . v_j)^2`` of eigenvector ``j`` with spike
-    ``j``'s own direction, NaN for ``j >= top_k``).
-
-    ``overlap_signal`` / ``overlap_class_mean`` (and ``pop_overlap_signal``) hold the
-    overlaps with the span of the signal / table spike directions (basis-free);
-    ``alpha`` is ``K/(K-1) tr Cov(Y)`` of the pooled label histogram (the two-class
-    ``alpha`` for K = 2: ``Cov(Y) = (alpha/2) J``). O(the cell).
-    """
-    from attnrmt.model.classes import label_pair_law, simulate_classes_cell
-    from attnrmt.model.classes import signal_matrix as class_signal_matrix
-
-    spec = kwargs["positional"]
-    K = int(spec["K"])
-    table = kwargs.get("table")
-    if table is not None and (table.get("kind") if isinstance(table, Mapping) else table) != (
-        "gaussian"
-    ):
-        raise ValueError(f"table={table!r}: K-class cells have Gaussian tables only")
-    result = simulate_classes_cell(
-        d=kwargs["d"],
-        delta=kwargs["delta"],
-        gamma=kwargs["gamma"],
-        T=kwargs["T"],
-        K=K,
-        means=spec["means"],
-        labels=spec["labels"],
-        weights=kwargs["weights"],
-        snr=kwargs["snr"],
-        centered=kwargs["centered"],
-        top_k=kwargs["top_k"],
-        seed=list(seed),
-    )
-    weights = np.asarray(result.effective_weights)
-    covariance = class_signal_matrix(weights, label_pair_law(spec["labels"], kwargs["T"], K))
-    spikes = int(result.table_spike_strengths.size)
-    return {
-        "eigenvalues": np.array(result.eigenvalues),
-        "top_eigenvalues": np.array(result.top_eigenvalues),
-        "overlap_signal": np.array(result.overlap_signal_subspace),
-        "overlap_class_mean": np.array(result.overlap_table_subspace),
-        "overlap_table_mean": np.array(result.overlap_table_mean),
-        "pop_top_eigenvalues": np.array(result.pop_top_eigenvalues),
-        "pop_overlap_signal": np.array(result.pop_overlap_signal_subspace),
-        "alpha": float(K / (K - 1) * np.trace(covariance)),
-        "kappa": float(result.kappa),
-        "sigma": float(result.sigma),
-        "V": int(result.V),
-        "N": int(result.N),
-        "effective_weights": np.array(weights),
-        "downstream_accuracy": float(result.downstream_accuracy),
-        "compute_seconds": float(result.compute_seconds),
-        "spike_strength_table": np.array(result.table_spike_strengths),
-        "spike_strength_signal": np.array(result.signal_spike_strengths),
-        "spike_overlap_table": _diagonal(np.asarray(result.overlap_table_spikes), spikes),
-        "spike_overlap_signal": _diagonal(np.asarray(result.overlap_signal_spikes), spikes),
-        "spike_pop_overlap_table": _diagonal(np.asarray(result.pop_overlap_table_spikes), spikes),
-        "spike_pop_overlap_signal": _diagonal(np.asarray(result.pop_overlap_signal_spikes), spikes),
-    }
-
-
 def _first(values: np.ndarray, wrong: np.ndarray) -> str:
     """``"[i] = value"`` of the first wrong entry (``"= value"`` for a scalar)."""
     if values.ndim == 0:
@@ -345,8 +270,9 @@ def compute_group(
     """The cells of one seed source, one outcome per cell (a failing cell does not lose
     its siblings; pure, safe to retry). A plain group is one cell (:func:`compute_cell`);
     a ``curve`` group is cells equal but for ``snr`` from one
-    :func:`attnrmt.model.simulate_curve` with ``seed`` (one decomposition for every snr;
-    if it raises, every cell fails with it). Cost: one cell, or one curve."""
+    :func:`attnrmt.model.simulate_cell` of their ``snr`` list with ``seed`` (one
+    decomposition for every snr; if it raises, every cell fails with it). Cost: one cell,
+    or one curve."""
     if not curve:
         outcomes: list[Outcome] = []
         for cell_kwargs in kwargs:
@@ -355,12 +281,12 @@ def compute_group(
             except Exception as exc:  # reported per cell by compute_missing
                 outcomes.append((None, exc))
         return outcomes
-    from attnrmt.model import simulate_curve
+    from attnrmt.model import simulate_cell
 
     common = {name: value for name, value in kwargs[0].items() if name != "snr"}
     try:
-        results = simulate_curve(
-            **common, snrs=[float(cell["snr"]) for cell in kwargs], seed=list(seed)
+        results = simulate_cell(
+            **common, snr=[float(cell["snr"]) for cell in kwargs], seed=list(seed)
         )
     except Exception as exc:  # every cell of the curve fails with it
         return [(None, exc) for _ in kwargs]
@@ -804,7 +730,6 @@ __all__ = [
     "Task",
     "TaskSalvage",
     "bundle_by_cost",
-    "classes_cell_record",
     "compute_cell",
     "compute_group",
     "compute_missing",

@@ -1,7 +1,7 @@
 """K-class sweeps: the ``classes`` setting of a sweep and the ``label_models`` it picks
 (docs/model.md, "K classes"; docs/data-contract.md, "K-class sweeps").
 
-A sweep with ``classes: {K, means}`` simulates :func:`attnrmt.model.simulate_classes_cell`
+A sweep with ``classes: {K, means}`` simulates K-class :func:`attnrmt.model.simulate_cell`
 cells: its ``positional`` axis names *label models* (``label_models`` entries or the
 built-in ``iid``, uniform i.i.d. labels) instead of sign models. Each cell's positional
 spec is the canonical K-class spec (:func:`classes_spec`)::

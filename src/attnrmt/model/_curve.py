@@ -1,34 +1,14 @@
-"""A whole snr curve of one replicate from one decomposition (docs/model.md, "Curves: one
-decomposition per replicate").
+"""The curve route of :func:`attnrmt.model.simulate_cell`: a whole snr curve of one
+replicate from one decomposition (docs/model.md, "Curves: one decomposition per replicate",
+where the algebra is written out).
 
-:func:`simulate_curve` returns, for every ``snr`` of a list, the :class:`CellResult` of
-:func:`attnrmt.model.simulate_cell` with that ``snr`` and the same seed (the same table
-noise, signs and tokens). The signal enters the table as ``E(snr) = Z + sqrt(snr) s u^T``
-(``Z`` the noise, ``s`` the token classes, ``u = e_1``), so every matrix of a cell is a
-fixed matrix plus a rank-one term whose vector is linear in ``r = sqrt(snr)``:
-
-- ``S(snr) = S' + w(r) w(r)^T`` with ``S' = Y0^T (I - yhat yhat^T) Y0``, ``w(r) = Y0^T
-  yhat + r |y| u``, where ``Y0`` are the (centred) pooled rows of ``Z`` over ``sqrt(N)``
-  and ``y = a / sqrt(N)``, ``a_n = sum_t w_t xi_{n,t}`` (centred); equivalently ``S0 +
-  r (h u^T + u h^T) + r^2 q u u^T`` with ``h = Y0^T y``, ``q = |y|^2``;
-- in the smaller dimension (``N < d`` or ``V < min(N, d)``, as the cell chooses): ``K(snr)
-  = Y(r) Y(r)^T = K' + g(r) g(r)^T`` with ``Y(r) = Y0 + r y u^T``, ``K'`` the Gram matrix
-  of ``Y0`` without its first column and ``g(r) = Y0 u + r y`` (for the tokens route ``Y0
-  = B^(1/2) Z``, ``y = B^(1/2) s`` with ``B`` the token Gram matrix of the cell's
-  ``_sample_spectrum_from_tokens``);
-- the population matrix ``P(snr) = P' + alpha (Dlt0 + r u)(Dlt0 + r u)^T`` with ``P' =
-  (kappa/V) Z^T Z + c_1 mbar mbar^T - kappa Dlt0 Dlt0^T`` (``Dlt0``, ``mbar`` the class
-  means of ``Z``), or its ``V x V`` Gram form for ``V < d``.
-
-So one eigendecomposition of the fixed matrix (full route: ``dsytrd`` + ``dstevd``, the
-components of the few vectors in its eigenbasis without forming it) or one block Krylov
-basis from a start block holding both vectors of ``w`` (top route, and the population
-matrix: the Krylov space is then the same for every ``snr``) gives every member through a
-rank-one secular equation (:mod:`attnrmt.model._linalg`, "rank-one families").
-
-Weights that depend on the table (``causal_attention``) have no such structure: the curve
-then runs :func:`attnrmt.model.simulate_cell` for each ``snr`` with the shared seed
-(:func:`curve_shares_decomposition` says which case applies).
+With the table ``E(snr) = Z + sqrt(snr) s u^T``, every matrix of a cell is a fixed matrix
+plus a rank-one term whose vector is linear in ``r = sqrt(snr)`` (``S``, its smaller-
+dimension Gram forms, the population matrix), so one eigendecomposition of the fixed
+matrix (full route) or one block Krylov basis from a start holding both vectors of the
+term (top route, population matrix) gives every member through a rank-one secular
+equation (:mod:`attnrmt.model._linalg`, "rank-one families"). ``causal_attention``
+weights depend on the table: that curve is one cell per ``snr`` with the shared seed.
 """
 
 from __future__ import annotations
@@ -43,14 +23,12 @@ import scipy.sparse
 from scipy.linalg import blas
 
 from attnrmt._validation import check_finite_array
-from attnrmt.contract import SPECTRA, stored_eigenvalue_count
+from attnrmt.contract import stored_eigenvalue_count
 from attnrmt.model._cell_steps import (
     MAX_SNR,
     add_rank_one_terms,
     cell_readout,
-    cell_streams,
     check_cell_arguments,
-    check_seed,
     readonly,
     sample_through_tokens,
 )
@@ -74,17 +52,15 @@ from attnrmt.model.cell import (
     POP_BLOCK_WIDTH,
     TOP_BLOCK_WIDTH,
     CellResult,
+    Draws,
+    draw_cell,
     pool,
-    population_rank_one_terms,
     population_rows,
     simulate_cell,
     table_operators,
     token_incidence,
 )
-from attnrmt.model.positional import positional_correlation, sample_signs, validate_positional
-from attnrmt.model.table import EmbeddingTable, sample_table, sample_tokens
-from attnrmt.model.table_laws import validate_table
-from attnrmt.model.weights import pooling_scalars, pooling_weights, validate_weights
+from attnrmt.model.weights import validate_weights
 
 # Population matrices of fewer dimensions are decomposed exactly; larger ones by the
 # family's block Krylov iteration (the cell switches to Lanczos at the same size,
@@ -95,17 +71,6 @@ DENSE_POPULATION_MAX_N = 299
 FULL_POPULATION_BLOCK_WIDTH = 4
 
 
-# ------------------------------------------------------------------------------ public
-
-
-def curve_shares_decomposition(weights: Mapping[str, Any] | str, T: int) -> bool:
-    """Whether :func:`simulate_curve` shares one decomposition across its ``snr`` values
-    for these pooling weights: False for ``causal_attention`` (weights computed from the
-    table, so the signal is not a rank-one term), whose curve runs one
-    :func:`attnrmt.model.simulate_cell` per ``snr``. O(T)."""
-    return validate_weights(weights, T)["kind"] != "causal_attention"
-
-
 def simulate_curve(
     d: int,
     delta: float,
@@ -114,111 +79,53 @@ def simulate_curve(
     positional: Mapping[str, Any] | str,
     weights: Mapping[str, Any] | str,
     snrs: Sequence[float] | np.ndarray,
-    centered: bool = True,
-    top_k: int = 3,
-    seed: int | Sequence[int] = 0,
-    spectrum: str = "full",
-    table: Mapping[str, Any] | str | None = None,
+    centered: bool,
+    top_k: int | None,
+    seed: int | Sequence[int],
+    spectrum: str,
+    table: Mapping[str, Any] | str | None,
 ) -> list[CellResult]:
-    """The cells ``simulate_cell(d, delta, gamma, T, positional, weights, snr, centered,
-    top_k, seed, spectrum, table)`` for every ``snr`` in ``snrs``, from one decomposition
-    (docs/model.md, "Curves: one decomposition per replicate"; module docstring).
+    """The curve route of :func:`attnrmt.model.simulate_cell` (a sequence of ``snr``): the
+    cells of every ``snr`` with the same seed, from one decomposition (docs/model.md,
+    "Curves: one decomposition per replicate"; module docstring). Every field equals the
+    single cell's to rounding (full route) or to the cell's own stop bounds (top route,
+    population Krylov run; ``tests/model/test_curve.py``). ``causal_attention`` weights
+    have no shared decomposition: one cell per ``snr``, each with its own time; otherwise
+    ``compute_seconds`` is the curve's time over the number of ``snr`` values.
 
-    Every field equals the cell's to rounding: full route, eigenvalues to ~1e-14 of the
-    largest and overlaps to ~1e-12 (measured <= 2e-14 and <= 4e-12 at d <= 1000); the top
-    route and the population matrix's Krylov run stop at the cell's own bounds (1e-10
-    relative in values, 5e-7 on each squared overlap, ``_linalg.BLOCK_*``), measured <=
-    3e-13 and <= 1.2e-8 against the cell at d = 400 - 1000. This holds at ``snr = 0``,
-    next to both thresholds and through the smaller-dimension routes the cell takes for
-    ``N < d`` and ``V < d`` (the curve takes the same ones; ``tests/model/test_curve.py``).
-    ``causal_attention`` weights have no shared decomposition: each ``snr`` is then one
-    :func:`attnrmt.model.simulate_cell` with the shared seed
-    (:func:`curve_shares_decomposition`).
-
-    ``compute_seconds`` of every result is the curve's wall time divided by the number
-    of ``snr`` values (the shared work is not attributable to one of them); for
-    ``causal_attention`` each result keeps its own cell's time.
-
-    Parameters
-    ----------
-    d, delta, gamma, T, positional, weights, centered, top_k, seed, spectrum, table
-        As :func:`attnrmt.model.simulate_cell` (``table``: the law of the table's noise,
-        docs/model.md, "Table laws"; the signal is still the rank-one term ``sqrt(snr) s
-        u^T`` added to the noise, whatever its law; None or ``"gaussian"``: the numbers of
-        the Gaussian curve).
-    snrs : sequence of float in [0, MAX_SNR]
-        The ``||mu||^2`` values, in the order of the results (repeats allowed).
-
-    Returns
-    -------
-    list of CellResult, one per ``snr``.
-
-    Cost (full route, ``d x d``): one cell's ``O(N d^2 + V d^2)`` products, one ``O(d^3)``
-    tridiagonalisation and divide and conquer (no back-transformation), ``O(FAR_TERMS
-    d^2)`` far-field coefficients shared by every ``snr``, then ``O(d (NEAR_POLES +
-    FAR_TERMS))`` a step for each ``snr``'s ``d`` roots (about five steps), and the
-    population matrix's Krylov basis once (``O(m d^2)``, ``O(m^3)`` a stop check). Top
-    route: one block Krylov run for the whole curve (``O(m (V d + N T) + d m^2)``, ``O(m^3
-    + S m)`` a stop check). ``label`` readout: ``O(N d^2 + d^3)`` once, ``O(N d + d^2)`` a
-    ``snr``. Measured (``benchmarks/bench_curve.py``, one BLAS thread): see
-    ``benchmarks/results.md``, ``bench_curve``.
-
-    Raises
-    ------
-    ValueError
-        Naming the argument and value, for any invalid argument.
+    Cost (full route): one cell's products, one ``O(d^3)`` tridiagonalisation without
+    back-transformation, ``O(FAR_TERMS d^2)`` shared far-field terms, then
+    ``O(d (NEAR_POLES + FAR_TERMS))`` a secular step for each ``snr``. Top route: one
+    block Krylov run for the whole curve, ``O(m (V d + N T) + d m^2)``
+    (docs/scaling.md; ``bench_curve`` in benchmarks/results.md).
     """
     start_time = time.perf_counter()
     d, delta, gamma, T, _, centered, top_k, V, N = check_cell_arguments(
         d, delta, gamma, T, 0.0, centered, top_k
     )
     snr_values = _check_snrs(snrs)
-    if spectrum not in SPECTRA:
-        raise ValueError(f"spectrum={spectrum!r}: must be one of {list(SPECTRA)}")
-    positional_spec = validate_positional(positional, T)
-    weights_spec = validate_weights(weights, T)
-    seed_words = check_seed(seed)
-    table_law = validate_table(table)
-    if weights_spec["kind"] == "causal_attention":
+    if validate_weights(weights, T)["kind"] == "causal_attention":
         return [
             simulate_cell(
                 d,
                 delta,
                 gamma,
                 T,
-                positional_spec,
-                weights_spec,
+                positional,
+                weights,
                 float(snr),
                 centered,
                 top_k,
                 seed,
                 spectrum,
-                table_law,
+                table,
             )
             for snr in snr_values
         ]
-
-    table_stream, sign_stream, token_stream, solver_stream = cell_streams(seed_words)
-    R = positional_correlation(positional_spec, T)
-    noise = sample_table(d, V, 0.0, table_stream, None, table_law)  # the table at snr = 0: Z
-    signs, labels = sample_signs(positional_spec, T, N, sign_stream)
-    tokens = sample_tokens(signs, V, token_stream)
-    del signs
-    effective_weights = pooling_weights(weights_spec, T, R)
-    alpha, kappa, sigma = pooling_scalars(effective_weights, R)
-    draws = _Draws(
-        noise,
-        tokens,
-        effective_weights,
-        labels,
-        alpha,
-        kappa,
-        sigma,
-        centered,
-        population_rank_one_terms(
-            noise.table_mean, noise.class_mean_difference, alpha, kappa, sigma, centered
-        ),
-    )
+    sizes = (d, delta, gamma, T, 0.0, centered, top_k, V, N)
+    draws = draw_cell(sizes, positional, weights, seed, table)  # the table at snr = 0: Z
+    alpha, kappa, sigma = draws.alpha, draws.kappa, draws.sigma
+    effective_weights, solver_stream = draws.effective_weights, draws.solver_stream
     roots = np.sqrt(snr_values)
     measure = _measure_top if spectrum == "top" else _measure_full
     sample, population, accuracy = measure(draws, roots, top_k, solver_stream)
@@ -248,51 +155,29 @@ def simulate_curve(
 
 def _check_snrs(snrs: Any) -> np.ndarray:
     """The snr values as a 1-d float array: non-empty, each in [0, MAX_SNR]."""
-    values = check_finite_array("snrs", snrs)
+    values = check_finite_array("snr", snrs)
     if values.ndim != 1 or values.size == 0:
-        raise ValueError(f"snrs={snrs!r}: must be a non-empty sequence of numbers")
+        raise ValueError(f"snr={snrs!r}: must be a non-empty sequence of numbers")
     if np.any(values < 0) or np.any(values > MAX_SNR):
-        raise ValueError(f"snrs={snrs!r}: every snr must lie in [0, {MAX_SNR:g}]")
+        raise ValueError(f"snr={snrs!r}: every snr must lie in [0, {MAX_SNR:g}]")
     return values.astype(np.float64)
 
 
 # ------------------------------------------------------------------------------ draws
 
 
-class _Draws:
-    """What a replicate draws once for its whole curve: the noise table ``Z`` (the table
-    at snr = 0), the tokens, the pooling weights and scalars, and the population matrix's
-    rank-one terms at snr = 0."""
+def _signal_coefficients(draws: Draws) -> np.ndarray:
+    """``a_n = sum_t w_t s_{v_{n,t}}`` (N,): the pooled rows are ``C(r) = C0 + r a u^T``.
+    O(N T)."""
+    return (draws.table.token_class[draws.tokens] * draws.effective_weights).sum(axis=1)
 
-    def __init__(
-        self,
-        noise: EmbeddingTable,
-        tokens: np.ndarray,
-        weights: np.ndarray,
-        labels: np.ndarray | None,
-        alpha: float,
-        kappa: float,
-        sigma: float,
-        centered: bool,
-        population_terms: tuple[tuple[float, np.ndarray], ...],
-    ) -> None:
-        self.noise, self.tokens, self.weights, self.labels = noise, tokens, weights, labels
-        self.alpha, self.kappa, self.sigma, self.centered = alpha, kappa, sigma, centered
-        self.population_terms = population_terms
-        self.d, self.V, self.N = noise.dimension, noise.vocabulary_size, tokens.shape[0]
-        self.signal = noise.signal_direction
-        self.class_mean = noise.class_mean_difference
-        self.table_mean = noise.table_mean
 
-    def signal_coefficients(self) -> np.ndarray:
-        """``a_n = sum_t w_t s_{v_{n,t}} = sum_t w_t xi_{n,t}`` (N,): the pooled rows are
-        ``C(r) = C0 + r a u^T``. O(N T)."""
-        return (self.noise.token_class[self.tokens] * self.weights).sum(axis=1)
-
-    def class_mean_norms(self, roots: np.ndarray) -> np.ndarray:
-        """``|Dlt0 + r u|^2`` for each ``r`` (the class-mean direction of the cell at
-        ``snr = r^2``). O(S d)."""
-        return np.array([np.sum((self.class_mean + r * self.signal) ** 2) for r in roots])
+def _class_mean_norms(draws: Draws, roots: np.ndarray) -> np.ndarray:
+    """``|Dlt0 + r u|^2`` for each ``r`` (the class-mean direction at ``snr = r^2``). O(S d)."""
+    table = draws.table
+    return np.array(
+        [np.sum((table.class_mean_difference + r * table.signal_direction) ** 2) for r in roots]
+    )
 
 
 class _Measured:
@@ -329,13 +214,13 @@ class _SampleFamily:
         self.lower, self.tracked, self.overlaps = lower, tracked, overlaps
 
 
-def _d_route_overlaps(draws: _Draws) -> Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]:
+def _d_route_overlaps(draws: Draws) -> Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]:
     """Overlaps from the inner products with the probes ``[u, Dlt0, mbar]`` (d route):
     ``Dlt(r) = Dlt0 + r u``. ``inner`` (S, k, 3) -> (S, 3, k)."""
-    mean_norm = float(np.sum(draws.table_mean**2))
+    mean_norm = float(np.sum(draws.table.table_mean**2))
 
     def overlaps(roots: np.ndarray, values: np.ndarray, inner: np.ndarray) -> np.ndarray:
-        class_norms = draws.class_mean_norms(roots)[:, None]
+        class_norms = _class_mean_norms(draws, roots)[:, None]
         signal = _squared(inner[..., 0], np.ones_like(class_norms))
         class_mean = _squared(inner[..., 1] + roots[:, None] * inner[..., 0], class_norms)
         table_mean = _squared(inner[..., 2], np.full_like(class_norms, mean_norm))
@@ -344,18 +229,21 @@ def _d_route_overlaps(draws: _Draws) -> Callable[[np.ndarray, np.ndarray, np.nda
     return overlaps
 
 
-def _gram_overlaps(draws: _Draws) -> Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]:
+def _gram_overlaps(draws: Draws) -> Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]:
     """Overlaps in the smaller dimension: probes ``[Y0 u, y, Y0 Dlt0, Y0 mbar]``, and an
     eigenvector ``z`` of ``K`` with eigenvalue ``lambda`` gives ``x = Y^T z / sqrt(lambda)``
     with ``x . v = z . (Y(r) v) / sqrt(lambda)``, ``Y(r) v = Y0 v + r (u . v) y`` (module
     docstring). ``inner`` (S, k, 4) -> (S, 3, k)."""
-    mean_norm = float(np.sum(draws.table_mean**2))
-    class_first, mean_first = float(draws.class_mean[0]), float(draws.table_mean[0])
+    mean_norm = float(np.sum(draws.table.table_mean**2))
+    class_first, mean_first = (
+        float(draws.table.class_mean_difference[0]),
+        float(draws.table.table_mean[0]),
+    )
 
     def overlaps(roots: np.ndarray, values: np.ndarray, inner: np.ndarray) -> np.ndarray:
         r = roots[:, None]
         scale = np.maximum(values, 0.0)
-        class_norms = draws.class_mean_norms(roots)[:, None]
+        class_norms = _class_mean_norms(draws, roots)[:, None]
         signal = _squared(inner[..., 0] + r * inner[..., 1], scale)
         class_mean = _squared(
             inner[..., 2] + r * inner[..., 0] + (r * class_first + r * r) * inner[..., 1],
@@ -367,7 +255,7 @@ def _gram_overlaps(draws: _Draws) -> Callable[[np.ndarray, np.ndarray, np.ndarra
     return overlaps
 
 
-def _gram_family(draws: _Draws, rows: np.ndarray, y: np.ndarray) -> _SampleFamily:
+def _gram_family(draws: Draws, rows: np.ndarray, y: np.ndarray) -> _SampleFamily:
     """``K(r) = Y(r) Y(r)^T`` for ``Y(r) = rows + r y u^T`` (m, d): ``K'`` from the rows
     without their first column (``u = e_1``), ``w0 = rows u``, ``w1 = y``. O(m^2 d)."""
     fixed = np.array(rows, copy=True)
@@ -376,20 +264,28 @@ def _gram_family(draws: _Draws, rows: np.ndarray, y: np.ndarray) -> _SampleFamil
     del fixed
     # w0 = Y0 u, w1 = y, then the probes [Y0 u, y, Y0 Dlt0, Y0 mbar]
     tracked = np.stack(
-        [rows[:, 0], y, rows[:, 0], y, rows @ draws.class_mean, rows @ draws.table_mean], axis=1
+        [
+            rows[:, 0],
+            y,
+            rows[:, 0],
+            y,
+            rows @ draws.table.class_mean_difference,
+            rows @ draws.table.table_mean,
+        ],
+        axis=1,
     )
     return _SampleFamily(lower, tracked, _gram_overlaps(draws))
 
 
-def _sample_family(draws: _Draws, top_k: int) -> tuple[_SampleFamily, np.ndarray | None]:
+def _sample_family(draws: Draws, top_k: int) -> tuple[_SampleFamily, np.ndarray | None]:
     """The family of ``S`` in the dimension the cell's full route works in (``_measure_full``:
     through the tokens, the N x N Gram matrix, or d x d), and the pooled rows of ``Z``
     when they were formed (for the readout). O(N d^2) (d route)."""
-    d, V, N = draws.d, draws.V, draws.N
-    signal = draws.signal_coefficients()
+    d, V, N = draws.table.dimension, draws.table.vocabulary_size, draws.tokens.shape[0]
+    signal = _signal_coefficients(draws)
     if sample_through_tokens(d, V, N, top_k):
         return _token_family(draws), None
-    pooled = pool(draws.tokens, draws.weights, draws.noise.embeddings)
+    pooled = pool(draws.tokens, draws.effective_weights, draws.table.embeddings)
     centred_signal = signal - signal.mean() if draws.centered else signal
     if top_k < N < d:
         rows = pooled - pooled.mean(axis=0) if draws.centered else pooled
@@ -400,34 +296,45 @@ def _sample_family(draws: _Draws, top_k: int) -> tuple[_SampleFamily, np.ndarray
     # S' = S0 - h h^T / q with h = C0^T a / N (the centred a sums to 0), q = |a|^2 / N
     h = pooled.T @ centred_signal / N
     q = float(centred_signal @ centred_signal) / N
-    w0, w1 = (h / np.sqrt(q), np.sqrt(q) * draws.signal) if q > 0 else (0 * h, 0 * h)
+    w0, w1 = (
+        (h / np.sqrt(q), np.sqrt(q) * draws.table.signal_direction) if q > 0 else (0 * h, 0 * h)
+    )
     if q > 0:
         add_rank_one(lower, -1.0 / q, h)
-    tracked = np.stack([w0, w1, draws.signal, draws.class_mean, draws.table_mean], axis=1)
+    tracked = np.stack(
+        [
+            w0,
+            w1,
+            draws.table.signal_direction,
+            draws.table.class_mean_difference,
+            draws.table.table_mean,
+        ],
+        axis=1,
+    )
     return _SampleFamily(lower, tracked, _d_route_overlaps(draws)), pooled
 
 
-def _token_family(draws: _Draws) -> _SampleFamily:
+def _token_family(draws: Draws) -> _SampleFamily:
     """``S = E^T B E`` through the tokens (the cell's ``_sample_spectrum_from_tokens``,
     ``V < min(N, d)``): with ``B = U diag(beta) U^T`` (positive semi-definite), ``S = Y^T
     Y`` for ``Y = diag(sqrt(beta)) U^T E = Y0 + r y u^T``, ``Y0 = diag(sqrt(beta)) U^T Z``,
     ``y = diag(sqrt(beta)) U^T s``. O(V^3 + V^2 d + N T^2)."""
-    incidence = token_incidence(draws.tokens, draws.weights, draws.V)
-    gram = (incidence.T @ incidence).toarray() / draws.N
+    incidence = token_incidence(draws.tokens, draws.effective_weights, draws.table.vocabulary_size)
+    gram = (incidence.T @ incidence).toarray() / draws.tokens.shape[0]
     if draws.centered:
-        token_mean = np.asarray(incidence.sum(axis=0)).ravel() / draws.N
+        token_mean = np.asarray(incidence.sum(axis=0)).ravel() / draws.tokens.shape[0]
         gram -= np.outer(token_mean, token_mean)
     values, vectors = scipy.linalg.eigh(gram, check_finite=False)
     root = np.sqrt(np.maximum(values, 0.0))
-    rows = root[:, None] * (vectors.T @ draws.noise.embeddings)
-    y = root * (vectors.T @ draws.noise.token_class.astype(np.float64))
+    rows = root[:, None] * (vectors.T @ draws.table.embeddings)
+    y = root * (vectors.T @ draws.table.token_class.astype(np.float64))
     return _gram_family(draws, rows, y)
 
 
 # --------------------------------------------------------------- the population family
 
 
-def _population_family(draws: _Draws) -> tuple[np.ndarray, np.ndarray, bool]:
+def _population_family(draws: Draws) -> tuple[np.ndarray, np.ndarray, bool]:
     """The population matrix as a family: (the fixed matrix, lower triangle; tracked
     ``[w0, w1, probes]``; whether it is the Gram form).
 
@@ -436,20 +343,30 @@ def _population_family(draws: _Draws) -> tuple[np.ndarray, np.ndarray, bool]:
     :func:`attnrmt.model.cell.population_rows` of ``Z``, ``y = sqrt(alpha / V) s`` (``Y(r)
     = Y0 + r y u^T``, since ``mbar`` does not move and ``Dlt = Dlt0 + r u``), probes ``[Y0
     u, y]``. O(V d^2) or O(V^2 d)."""
-    alpha, kappa, V, d = draws.alpha, draws.kappa, draws.V, draws.d
+    alpha, kappa, V, d = (
+        draws.alpha,
+        draws.kappa,
+        draws.table.vocabulary_size,
+        draws.table.dimension,
+    )
     if V < d:
-        rows = population_rows(draws.noise, draws.population_terms, kappa)
-        y = np.sqrt(alpha / V) * draws.noise.token_class.astype(np.float64)
+        rows = population_rows(draws.table, draws.population_terms, kappa)
+        y = np.sqrt(alpha / V) * draws.table.token_class.astype(np.float64)
         fixed = np.array(rows, copy=True)
         fixed[:, 0] = 0.0
         tracked = np.stack([rows[:, 0], y, rows[:, 0], y], axis=1)
         return lower_gram(fixed.T, 1.0), tracked, True
-    lower = lower_gram(draws.noise.embeddings, kappa / V)
+    lower = lower_gram(draws.table.embeddings, kappa / V)
     (mean_coefficient, table_mean), (class_coefficient, class_mean) = draws.population_terms
     add_rank_one(lower, mean_coefficient, table_mean)
     add_rank_one(lower, class_coefficient - alpha, class_mean)
     tracked = np.stack(
-        [np.sqrt(alpha) * class_mean, np.sqrt(alpha) * draws.signal, draws.signal], axis=1
+        [
+            np.sqrt(alpha) * class_mean,
+            np.sqrt(alpha) * draws.table.signal_direction,
+            draws.table.signal_direction,
+        ],
+        axis=1,
     )
     return lower, tracked, False
 
@@ -565,7 +482,7 @@ def _symmetric_product(lower: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
 
 
 def _population_solution(
-    draws: _Draws, roots: np.ndarray, top_k: int, rng: np.random.Generator
+    draws: Draws, roots: np.ndarray, top_k: int, rng: np.random.Generator
 ) -> tuple[np.ndarray, np.ndarray]:
     """Top ``top_k`` eigenvalues (S, k) and squared overlaps with ``u`` (S, 1, k) of the
     population matrix for every ``snr`` (full route): exact decomposition up to
@@ -582,7 +499,10 @@ def _population_solution(
     if n > DENSE_POPULATION_MAX_N:
         check = _krylov_check(roots, min(top_k + 1, n), top_k, n_probes, overlaps)
         start = _start_block(
-            tracked, [] if gram else [draws.table_mean], min(FULL_POPULATION_BLOCK_WIDTH, n), rng
+            tracked,
+            [] if gram else [draws.table.table_mean],
+            min(FULL_POPULATION_BLOCK_WIDTH, n),
+            rng,
         )
         apply = _symmetric_product(lower)
         (found,) = run_lanczos_together(
@@ -596,7 +516,7 @@ def _population_solution(
     return values, overlaps(values, inner)
 
 
-def _readouts(draws: _Draws, pooled: np.ndarray | None, roots: np.ndarray) -> np.ndarray:
+def _readouts(draws: Draws, pooled: np.ndarray | None, roots: np.ndarray) -> np.ndarray:
     """Downstream accuracy of every ``snr`` (NaN without labels): the cell's ridge readout
     (:func:`attnrmt.model.ridge_readout_accuracy`) of the pooled rows ``C(r) = C0 + r a
     u^T``, whose standardised features differ between members in their first column only
@@ -604,8 +524,8 @@ def _readouts(draws: _Draws, pooled: np.ndarray | None, roots: np.ndarray) -> np
     if draws.labels is None:
         return np.full(roots.size, np.nan)
     if pooled is None:
-        pooled = pool(draws.tokens, draws.weights, draws.noise.embeddings)
-    return _ridge_curve(pooled, draws.signal_coefficients(), draws.labels.astype(np.float64), roots)
+        pooled = pool(draws.tokens, draws.effective_weights, draws.table.embeddings)
+    return _ridge_curve(pooled, _signal_coefficients(draws), draws.labels.astype(np.float64), roots)
 
 
 def _ridge_curve(
@@ -668,7 +588,7 @@ def _ridge_curve(
 
 
 def _measure_full(
-    draws: _Draws, roots: np.ndarray, top_k: int, rng: np.random.Generator
+    draws: Draws, roots: np.ndarray, top_k: int, rng: np.random.Generator
 ) -> tuple[_Measured, _Measured, np.ndarray]:
     """The full route for every ``snr``: all ``d`` eigenvalues of ``S`` (the family's
     secular roots, plus ``d - m`` zeros in an m-dimensional Gram form, as the cell), the
@@ -680,7 +600,7 @@ def _measure_full(
     spectra, values, inner = _dense_solution(family.lower, family.tracked, roots, top_k, full=True)
     family.lower = None
     assert spectra is not None
-    zeros = np.zeros(draws.d - n)
+    zeros = np.zeros(draws.table.dimension - n)
     eigenvalues = [np.sort(np.concatenate([zeros, row])) if zeros.size else row for row in spectra]
     sample = _Measured(eigenvalues, family.overlaps(roots, values, inner))
     pop_values, pop_overlaps = _population_solution(draws, roots, top_k, rng)
@@ -689,7 +609,7 @@ def _measure_full(
 
 
 def _measure_top(
-    draws: _Draws, roots: np.ndarray, top_k: int, rng: np.random.Generator
+    draws: Draws, roots: np.ndarray, top_k: int, rng: np.random.Generator
 ) -> tuple[_Measured, _Measured, np.ndarray]:
     """The top route for every ``snr`` (docs/model.md, "Top-k cells"): the ``min(2 top_k,
     d)`` largest eigenvalues of ``S`` and the top-k pairs of both matrices, matrix-free:
@@ -698,21 +618,23 @@ def _measure_top(
     two passes over ``Z``), stopped when every ``snr`` passes the cell's stop rule. At
     ``d <= DENSE_TOP_MAX_N`` (and if a run stops short) the matrices are formed from the
     same operators and decomposed, as the cell's dense route."""
-    d, V = draws.d, draws.V
-    incidence = token_incidence(draws.tokens, draws.weights, V)
-    pooled = incidence @ draws.noise.embeddings if draws.labels is not None else None
+    d, V = draws.table.dimension, draws.table.vocabulary_size
+    incidence = token_incidence(draws.tokens, draws.effective_weights, V)
+    pooled = incidence @ draws.table.embeddings if draws.labels is not None else None
     accuracy = _readouts(draws, pooled, roots)
-    signal = draws.signal_coefficients()
+    signal = _signal_coefficients(draws)
     centred_signal = signal - signal.mean() if draws.centered else signal
     # h = C0^T a / N through the table: C0 = W Z, and the centred a sums to 0
-    h = draws.noise.embeddings.T @ (incidence.T @ centred_signal) / draws.N
-    q = float(centred_signal @ centred_signal) / draws.N
-    w0, w1 = (h / np.sqrt(q), np.sqrt(q) * draws.signal) if q > 0 else (0 * h, 0 * h)
+    h = draws.table.embeddings.T @ (incidence.T @ centred_signal) / draws.tokens.shape[0]
+    q = float(centred_signal @ centred_signal) / draws.tokens.shape[0]
+    w0, w1 = (
+        (h / np.sqrt(q), np.sqrt(q) * draws.table.signal_direction) if q > 0 else (0 * h, 0 * h)
+    )
     sample_terms = [(-1.0 / q, h)] if q > 0 else []
     alpha = draws.alpha
-    population_terms = [(-alpha, draws.class_mean)]
+    population_terms = [(-alpha, draws.table.class_mean_difference)]
     operators = table_operators(
-        incidence, draws.noise.embeddings, draws.centered, draws.population_terms, draws.kappa
+        incidence, draws.table.embeddings, draws.centered, draws.population_terms, draws.kappa
     )
 
     def apply_all(blocks: list[np.ndarray | None]) -> list[np.ndarray | None]:
@@ -723,9 +645,23 @@ def _measure_top(
                 products[index] = add_rank_one_terms(product, block, terms)
         return products
 
-    sample_tracked = np.stack([w0, w1, draws.signal, draws.class_mean, draws.table_mean], axis=1)
+    sample_tracked = np.stack(
+        [
+            w0,
+            w1,
+            draws.table.signal_direction,
+            draws.table.class_mean_difference,
+            draws.table.table_mean,
+        ],
+        axis=1,
+    )
     pop_tracked = np.stack(
-        [np.sqrt(alpha) * draws.class_mean, np.sqrt(alpha) * draws.signal, draws.signal], axis=1
+        [
+            np.sqrt(alpha) * draws.table.class_mean_difference,
+            np.sqrt(alpha) * draws.table.signal_direction,
+            draws.table.signal_direction,
+        ],
+        axis=1,
     )
     sample_overlaps = _d_route_overlaps(draws)
     n_values = stored_eigenvalue_count("top", d, top_k)
@@ -746,9 +682,12 @@ def _measure_top(
     if uses_krylov(d):
         starts = [
             _start_block(
-                sample_tracked, [draws.class_mean, draws.table_mean], min(TOP_BLOCK_WIDTH, d), rng
+                sample_tracked,
+                [draws.table.class_mean_difference, draws.table.table_mean],
+                min(TOP_BLOCK_WIDTH, d),
+                rng,
             ),
-            _start_block(pop_tracked, [draws.table_mean], min(POP_BLOCK_WIDTH, d), rng),
+            _start_block(pop_tracked, [draws.table.table_mean], min(POP_BLOCK_WIDTH, d), rng),
         ]
         found = run_lanczos_together(
             apply_all,
@@ -783,4 +722,4 @@ def _measure_top(
     return sample, population, accuracy
 
 
-__all__ = ["curve_shares_decomposition", "simulate_curve"]
+__all__ = ["simulate_curve"]
