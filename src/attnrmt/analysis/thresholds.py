@@ -616,45 +616,40 @@ def estimate_thresholds(
         }
         for t in range(n_tr):
             rng = setting_rng(seed, {**setting, "transition": str(th["transition"].values[t])})
-            if multi_d:  # every d of the curve at once, one shared slope
-                at = [(*index[:d_axis], i, *index[d_axis:], t) for i in range(shape[d_axis])]
-                usable = [i for i in at if np.isfinite(theta_c[i]) and np.isfinite(values[i]).any()]
-                if not usable:
-                    continue
+            # every d of the curve at once (one shared slope), or the single curve
+            at = (
+                [(*index[:d_axis], i, *index[d_axis:], t) for i in range(shape[d_axis])]
+                if multi_d
+                else [(*index, t)]
+            )
+            usable = [i for i in at if np.isfinite(theta_c[i]) and np.isfinite(values[i]).any()]
+            if not usable:
+                continue
+            options: dict[str, Any] = {
+                "margin": margin,
+                "n_boot": n_boot,
+                "level": level,
+                "rng": rng,
+            }
+            if multi_d:
                 fit = fit_thresholds_shared_slope(
                     snr,
                     np.stack([values[i] for i in usable]),
                     np.array([theta_c[i] for i in usable]),
-                    margin=margin,
-                    n_boot=n_boot,
-                    level=level,
-                    rng=rng,
                     curves=curves,
+                    **options,
                 )
                 shared_slope[(*index, t)] = fit["shared_slope"]
                 slope_p[(*index, t)] = fit["slope_p"]
-                for row, i in enumerate(usable):
-                    for name in (*_SCALARS, "bound", "boot"):
-                        target = bound if name == "bound" else boot if name == "boot" else out[name]
-                        target[i] = fit[name][row]
-                continue
-            at_curve = (*index, t)
-            if not (np.isfinite(theta_c[at_curve]) and np.isfinite(values[at_curve]).any()):
-                continue
-            fit = fit_threshold(
-                snr,
-                values[at_curve],
-                float(theta_c[at_curve]),
-                margin=margin,
-                n_boot=n_boot,
-                level=level,
-                rng=rng,
-                curves=curves,
-            )
-            for name in _SCALARS:
-                out[name][at_curve] = fit[name]
-            bound[at_curve] = fit["bound"]
-            boot[at_curve] = fit["boot"]
+            else:
+                one = fit_threshold(
+                    snr, values[usable[0]], float(theta_c[usable[0]]), curves=curves, **options
+                )
+                fit = {name: [value] for name, value in one.items()}
+            for row, i in enumerate(usable):
+                for name in (*_SCALARS, "bound", "boot"):
+                    target = bound if name == "bound" else boot if name == "boot" else out[name]
+                    target[i] = fit[name][row]
     dims = [*curve_dims, "transition"]
     coords = {d: th[d] for d in dims}
 
