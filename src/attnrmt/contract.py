@@ -511,8 +511,18 @@ TABLES: dict[str, str] = {
     "universality_verdict": "per table law: within Monte-Carlo error of the Gaussian theory?",
 }
 
-#: Figures of a run, ``results/<run>/figures/<name>.<format>`` (drawn by
-#: :func:`attnrmt.analysis.figures.make_figures`; ``docs/data-contract.md``, "Files").
+#: Tables made from several sweeps at once: run-wide only. Every other table has its
+#: sweep's rows in ``results/<run>/<sweep>/tables/<name>.csv`` (:data:`SWEEP_TABLES`, with
+#: the sweep's ``universality_inputs``), concatenated into the run's.
+ACROSS_SWEEP_TABLES: tuple[str, ...] = ("universality", "universality_verdict")
+SWEEP_TABLES: tuple[str, ...] = (
+    *(name for name in TABLES if name not in ACROSS_SWEEP_TABLES),
+    "universality_inputs",
+)
+
+#: Figures: each sweep's ``results/<run>/<sweep>/figures/<name>.<format>`` (drawn by
+#: :func:`attnrmt.analysis.figures.make_figures`), but :data:`RUN_FIGURES`, drawn from
+#: several sweeps, in ``results/<run>/figures/`` (``docs/data-contract.md``, "Files").
 FIGURES: tuple[str, ...] = (
     "spectra",
     "outlier_vs_snr",
@@ -525,10 +535,13 @@ FIGURES: tuple[str, ...] = (
     "classes_spikes",  # K classes
     "universality",
 )
+RUN_FIGURES: tuple[str, ...] = ("universality",)
+SWEEP_FIGURES: tuple[str, ...] = tuple(name for name in FIGURES if name not in RUN_FIGURES)
 
 
 __all__ = [
     "ABSENT_INT",
+    "ACROSS_SWEEP_TABLES",
     "ALL_AXES",
     "AXES",
     "BUILTIN_POSITIONAL",
@@ -540,10 +553,13 @@ __all__ = [
     "POOLING_FIELDS",
     "PROVENANCE_ABSENT",
     "PROVENANCE_FIELDS",
+    "RUN_FIGURES",
     "SIGNIFICANT_DIGITS",
     "SIZE_FIELDS",
     "SPECTRA",
     "SPIKE_FIELDS",
+    "SWEEP_FIGURES",
+    "SWEEP_TABLES",
     "TABLES",
     "TABLE_AXIS",
     "TOP_K_FIELDS",

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 import xarray as xr
 
-from attnrmt.analysis.figures import figure_pooling, make_figures
+from attnrmt.analysis.figures import figure_pooling, make_figures, make_run_figures
 from attnrmt.analysis.pipeline import (
     BOUND_CODES,
     analysis_dataset,
@@ -18,9 +18,10 @@ from attnrmt.analysis.pipeline import (
     settings_sha256,
     settings_with_defaults,
     sweep_tables,
+    write_sweep_tables,
     write_tables,
 )
-from attnrmt.contract import FIGURES, TABLES
+from attnrmt.contract import FIGURES, SWEEP_TABLES, TABLES
 from attnrmt.sweep.store import write_zarr_atomically
 from tests.analysis.synthetic import make_synthetic
 
@@ -77,8 +78,19 @@ def write_synthetic_run(root: Path, holes: dict[str, int] | None = None) -> Path
             SETTINGS,
             root / "logs" / f"{name}.log",
         )
-    write_tables(root, list(SPECS), {n: root / f"{n}.csv" for n in TABLES}, SETTINGS, WEIGHT_MODELS)
+        tables = {n: root / name / "tables" / f"{n}.csv" for n in SWEEP_TABLES}
+        write_sweep_tables(root, name, tables, SETTINGS, WEIGHT_MODELS)
+    write_tables(root, list(SPECS), {n: root / f"{n}.csv" for n in TABLES}, SETTINGS)
     return root
+
+
+def draw_figures(root: Path) -> list[Path]:
+    """Every sweep's figures and the run's, as the figure rules draw them."""
+    log = root / "logs" / "figures.log"
+    paths = make_run_figures(root, root / "figures", SETTINGS, log)
+    for name in SPECS:
+        paths += make_figures(root, name, root / name / "figures", SETTINGS, WEIGHT_MODELS, log)
+    return paths
 
 
 @pytest.fixture(scope="module")
@@ -103,9 +115,7 @@ def test_failed_cells_leave_holes_not_errors(tmp_path: Path, holes: dict[str, in
     assert cells["eigenvalues"].isnull().all("eig").any()  # the holes are there
     for name in TABLES:
         assert (root / f"{name}.csv").is_file(), name
-    paths = make_figures(
-        root, list(SPECS), root / "figures", SETTINGS, WEIGHT_MODELS, root / "logs" / "figures.log"
-    )
+    paths = draw_figures(root)
     assert {path.stem for path in paths} == set(FIGURES)
     # the transition thresholds still come from the lines that finished
     thresholds = pd.read_csv(root / "thresholds.csv")
@@ -173,17 +183,11 @@ def test_tables_have_the_contract_columns(synthetic_run_dir: Path) -> None:
 
 @pytest.mark.slow
 def test_make_figures_writes_every_figure(synthetic_run_dir: Path) -> None:
-    paths = make_figures(
-        synthetic_run_dir,
-        ["transition", "bulk", "causal"],
-        synthetic_run_dir / "figures",
-        SETTINGS,
-        WEIGHT_MODELS,
-        synthetic_run_dir / "logs" / "figures.log",
-    )
+    paths = draw_figures(synthetic_run_dir)
     for name in FIGURES:
         for fmt in ("png", "pdf"):
-            path = synthetic_run_dir / "figures" / f"{name}.{fmt}"
+            folder = "figures" if name == "universality" else "transition/figures"
+            path = synthetic_run_dir / folder / f"{name}.{fmt}"
             assert path in paths
             assert path.stat().st_size > 1000
 

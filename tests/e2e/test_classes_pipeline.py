@@ -149,4 +149,4 @@ def test_the_workflow_runs_a_k_class_sweep_to_its_report(tmp_path: Path) -> None
     thresholds = pd.read_csv(results / "classes_thresholds.csv")
     assert set(thresholds["spike"]) == {0, 1} and len(thresholds) == 8
     assert "note" in pd.read_csv(results / "comparison.csv")  # no two-class sweep
-    assert (results / "figures" / "classes_spikes.png").stat().st_size > 10_000
+    assert (results / "k3" / "figures" / "classes_spikes.png").stat().st_size > 10_000

@@ -426,7 +426,7 @@ def test_failing_cell_fails_its_block_clearly_and_others_finish(
         assert failed["sweep"].tolist() == ["poison"] and "MemoryError" in failed["error"][0]
         assert failed["cause"].tolist() == ["out_of_memory"]
         assert not (workdir.sweep_dir("poison") / "cells.zarr").exists()
-        assert (workdir.run_dir / "figures" / "spectra.png").is_file()
+        assert (workdir.run_dir / "grid" / "figures" / "spectra.png").is_file()
         report = workdir.run_dir / "report.html"
         workdir.run("--config", "skip_failed=true", "--report", str(report), targets=())
         assert "failed_cells.csv" in report.read_text(encoding="utf-8")

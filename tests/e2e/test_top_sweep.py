@@ -43,7 +43,7 @@ def test_top_sweep_runs_end_to_end_beside_a_full_one(tmp_path) -> None:
         comparison = pd.read_csv(workdir.run_dir / "comparison.csv")
         overlaps = comparison[comparison["quantity"] == "sample_overlap"]
         assert set(overlaps["sweep"]) == {"full", "top"}
-        assert (workdir.run_dir / "figures" / "spectra.png").is_file()
+        assert (workdir.run_dir / "full" / "figures" / "spectra.png").is_file()
 
         report = workdir.run_dir / "report.html"
         workdir.run("--report", str(report), targets=())

@@ -1,6 +1,9 @@
-# Analysis: per sweep analysis.zarr (bulk fit, thresholds, finite size), then the run's
-# tables (comparison.csv, thresholds.csv, ...). Each rule body is one library call; the
-# analysis is imported there, not at parse time (docs/scaling.md, "Pipeline overhead").
+# Analysis: per sweep analysis.zarr (bulk fit, thresholds, finite size) and its tables
+# (<sweep>/tables/*.csv), then the run's tables (comparison.csv, thresholds.csv, ...: the
+# sweeps' concatenated). Each rule body is one library call; the analysis is imported there,
+# not at parse time (docs/scaling.md, "Pipeline overhead"). Per sweep so that a change of
+# one sweep redoes that sweep's products only (docs/architecture.md, "Only what changed is
+# redrawn").
 ANALYSIS_TABLES = list(TABLES)
 
 
@@ -22,11 +25,34 @@ rule analyze_sweep:
         )
 
 
+rule sweep_tables:
+    input:
+        cells=f"{RESULTS}/{{sweep}}/cells.zarr",
+        theory=f"{RESULTS}/{{sweep}}/theory.zarr",
+        analysis=f"{RESULTS}/{{sweep}}/analysis.zarr",
+    output:
+        **{name: f"{RESULTS}/{{sweep}}/tables/{name}.csv" for name in SWEEP_TABLES},
+    params:
+        settings=analysis_settings(),
+        weight_models=lambda wildcards: sweep_weight_models(wildcards.sweep),
+    log:
+        f"{RESULTS}/logs/sweep_tables/{{sweep}}.log",
+    run:
+        import attnrmt.analysis.pipeline
+
+        attnrmt.analysis.pipeline.write_sweep_tables(
+            RESULTS,
+            wildcards.sweep,
+            {name: output[name] for name in SWEEP_TABLES},
+            params.settings,
+            params.weight_models,
+            log[0],
+        )
+
+
 rule analysis_tables:
     input:
-        cells=expand(f"{RESULTS}/{{sweep}}/cells.zarr", sweep=GATHERED_SWEEPS),
-        theory=expand(f"{RESULTS}/{{sweep}}/theory.zarr", sweep=GATHERED_SWEEPS),
-        analysis=expand(f"{RESULTS}/{{sweep}}/analysis.zarr", sweep=GATHERED_SWEEPS),
+        expand(f"{RESULTS}/{{sweep}}/tables/{{name}}.csv", sweep=GATHERED_SWEEPS, name=SWEEP_TABLES),
     output:
         comparison=report_if_data(
             f"{RESULTS}/comparison.csv",
@@ -107,7 +133,6 @@ rule analysis_tables:
         ),
     params:
         settings=analysis_settings(),
-        weight_models=config.get("weight_models", {}),
         sweeps=GATHERED_SWEEPS,
     log:
         f"{RESULTS}/logs/analysis_tables/tables.log",
@@ -119,6 +144,5 @@ rule analysis_tables:
             params.sweeps,
             {name: output[name] for name in ANALYSIS_TABLES},
             params.settings,
-            params.weight_models,
             log[0],
         )

@@ -5,7 +5,7 @@ import re
 import sys
 import time
 
-from attnrmt.contract import FIGURES, TABLES
+from attnrmt.contract import RUN_FIGURES, SWEEP_FIGURES, SWEEP_TABLES, TABLES
 from attnrmt.workflow import hooks
 from attnrmt.sweep.store.layout import RunLayout
 from attnrmt.sweep.run.blocks import run_block
@@ -107,14 +107,21 @@ def get_store_output():
 
 
 def get_final_output():
-    """Input of the default target: the stores, analysis stores, tables, figures and failed cells."""
+    """Input of the default target: the stores, analysis stores, tables, each sweep's
+    figures, the run's figures and failed cells."""
     formats = list(dict.fromkeys(["png", *config["analysis"]["figure_formats"]]))
     return [
         *get_store_output(),
         *(sweep_path(sweep, "analysis.zarr") for sweep in GATHERED_SWEEPS),
         *(f"{RESULTS}/{name}.csv" for name in TABLES),
         f"{RESULTS}/failed_cells.csv",
-        *(f"{RESULTS}/figures/{name}.{fmt}" for name in FIGURES for fmt in formats),
+        *(
+            sweep_path(sweep, f"figures/{name}.{fmt}")
+            for sweep in GATHERED_SWEEPS
+            for name in SWEEP_FIGURES
+            for fmt in formats
+        ),
+        *(f"{RESULTS}/figures/{name}.{fmt}" for name in RUN_FIGURES for fmt in formats),
     ]
 
 
@@ -132,20 +139,29 @@ def analysis_settings():
     return config.get("analysis", {})
 
 
-def figure_outputs():
-    """One report() output per figure (PNG, shown in the report) plus the other formats."""
+def sweep_weight_models(sweep):
+    """The weight models a sweep uses (params: a model only another sweep uses is no
+    change of this sweep's products)."""
+    weights = config["sweeps"][sweep]["weights"]
+    used = {weights} if isinstance(weights, str) else set(weights)
+    return {name: spec for name, spec in config.get("weight_models", {}).items() if name in used}
+
+
+def figure_outputs(folder, names, sweep, table_folder):
+    """One report() output per figure of `names` in `folder` (PNG, shown in the report
+    when its table in `table_folder` has data) plus the other formats."""
     outputs = {}
-    for name in REPORT_FIGURES:
+    for name in names:
         outputs[name] = report_if_data(
-            f"{RESULTS}/figures/{name}.png",
-            f"{RESULTS}/{FIGURE_TABLES[name]}.csv",
+            f"{folder}/{name}.png",
+            f"{table_folder}/{FIGURE_TABLES[name]}.csv",
             caption=f"../report/{name}.rst",
             category="Figures",
-            labels={"figure": name},
+            labels={"figure": name, "sweep": sweep},
         )
         for fmt in FIGURE_FORMATS:
             if fmt != "png":
-                outputs[f"{name}_{fmt}"] = f"{RESULTS}/figures/{name}.{fmt}"
+                outputs[f"{name}_{fmt}"] = f"{folder}/{name}.{fmt}"
     return outputs
 
 

@@ -6,7 +6,6 @@ import os
 
 import attnrmt.sweep.report.summary
 
-REPORT_FIGURES = list(FIGURES)
 FIGURE_FORMATS = list(config["analysis"]["figure_formats"])
 # The table each figure draws: a figure whose table has no data is a placeholder, left out.
 FIGURE_TABLES = {
@@ -26,26 +25,51 @@ os.environ[attnrmt.sweep.report.summary.RUN_DIR_VARIABLE] = RESULTS
 report: "../report/workflow.rst"
 
 
-rule figures:
-    input:
-        tables=expand(f"{RESULTS}/{{name}}.csv", name=ANALYSIS_TABLES),
-        analysis=expand(f"{RESULTS}/{{sweep}}/analysis.zarr", sweep=GATHERED_SWEEPS),
-    output:
-        **figure_outputs(),
-    params:
-        settings=config.get("analysis", {}),
-        weight_models=config.get("weight_models", {}),
-        sweeps=GATHERED_SWEEPS,
-    log:
-        f"{RESULTS}/logs/figures/figures.log",
-    run:
-        import attnrmt.analysis.figures  # matplotlib: imported by this rule only
+# Each sweep's figures from its own stores and tables only (one rule per sweep, so that the
+# report can leave out each sweep's figures without data): adding a point to one sweep
+# redraws that sweep's figures only (docs/architecture.md, "Only what changed is redrawn").
+for SWEEP in GATHERED_SWEEPS:
 
-        attnrmt.analysis.figures.make_figures(
-            RESULTS,
-            params.sweeps,
-            f"{RESULTS}/figures",
-            params.settings,
-            params.weight_models,
-            log[0],
+    rule:
+        name:
+            f"figures_{SWEEP}"
+        input:
+            stores=[sweep_path(SWEEP, f"{store}.zarr") for store in ("cells", "theory", "analysis")],
+            tables=[sweep_path(SWEEP, f"tables/{name}.csv") for name in SWEEP_TABLES],
+        output:
+            **figure_outputs(sweep_path(SWEEP, "figures"), SWEEP_FIGURES, SWEEP, sweep_path(SWEEP, "tables")),
+        params:
+            sweep=SWEEP,
+            settings=analysis_settings(),
+            weight_models=sweep_weight_models(SWEEP),
+        log:
+            f"{RESULTS}/logs/figures/{SWEEP}.log",
+        run:
+            import attnrmt.analysis.figures  # matplotlib: imported by the figure rules only
+
+            attnrmt.analysis.figures.make_figures(
+                RESULTS,
+                params.sweep,
+                sweep_path(params.sweep, "figures"),
+                params.settings,
+                params.weight_models,
+                log[0],
+            )
+
+
+# The figures drawn from several sweeps (the run-wide universality.csv).
+rule run_figures:
+    input:
+        f"{RESULTS}/universality.csv",
+    output:
+        **figure_outputs(f"{RESULTS}/figures", RUN_FIGURES, "all sweeps", RESULTS),
+    params:
+        settings=analysis_settings(),
+    log:
+        f"{RESULTS}/logs/figures/run.log",
+    run:
+        import attnrmt.analysis.figures
+
+        attnrmt.analysis.figures.make_run_figures(
+            RESULTS, f"{RESULTS}/figures", params.settings, log[0]
         )

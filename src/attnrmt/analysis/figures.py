@@ -7,14 +7,16 @@ made from Snakemake's rule threads and from a notebook alike.
 Conventions: theory as lines (``finite_vocab`` solid, ``paper`` dashed), data as points with
 error bars (replicate mean ± 1.96 standard errors, or bootstrap CIs), every axis labelled
 with its units. Each ``figure_*`` function is a pure function of the datasets/tables that
-returns a :class:`matplotlib.figure.Figure`; :func:`make_figures` writes them all. A figure
-whose data the run lacks is still written, with a note saying so, so that the report and
-the rule outputs stay fixed.
+returns a :class:`matplotlib.figure.Figure`; :func:`make_figures` writes one sweep's,
+:func:`make_run_figures` the run-wide ones (docs/architecture.md, "Only what changed is
+redrawn"). A figure whose data the run lacks is still written, with a note saying so, so
+that the report and the rule outputs stay fixed.
 """
 
 from __future__ import annotations
 
 import os
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from fractions import Fraction
@@ -29,7 +31,7 @@ from matplotlib.figure import Figure
 from attnrmt.analysis._common import at_signal, drop_variant, effective_ratios, replicate_mean_sem
 from attnrmt.analysis.attention import attention_weight_models
 from attnrmt.analysis.comparison import complete_theory
-from attnrmt.contract import ALL_AXES, FIGURES, TABLE_AXIS, TRANSITIONS
+from attnrmt.contract import ALL_AXES, TABLE_AXIS, TRANSITIONS
 from attnrmt.model import causal_limit_weights, harmonic_weights
 from attnrmt.theory import bulk_density, critical_theta
 
@@ -796,52 +798,65 @@ def figure_classes_spikes(data: Data, thresholds: pd.DataFrame) -> Figure:
     return fig
 
 
+_DRAWING = threading.Lock()
+
+
+def _write_figures(
+    builders: Mapping[str, Any],
+    figure_dir: str | os.PathLike[str],
+    run_dir: str | os.PathLike[str],
+    settings: Mapping[str, Any] | None,
+    log_path: str | os.PathLike[str] | None,
+) -> list[Path]:
+    """Draw each of ``builders`` (name -> no-argument figure function) into ``figure_dir``
+    as PNG plus the settings' ``figure_formats``, and record them as the run's products
+    (docs/data-contract.md, "Integrity"). One drawing at a time in a process: the figure
+    rules of several sweeps run in threads, and matplotlib's mathtext parser is not
+    thread-safe. O(figures)."""
+    from attnrmt.analysis.pipeline import append_log, settings_with_defaults
+    from attnrmt.sweep.store.integrity import record_products
+
+    formats = list(dict.fromkeys(["png", *settings_with_defaults(settings)["figure_formats"]]))
+    paths: list[Path] = []
+    for name, build in builders.items():
+        started = time.perf_counter()
+        with _DRAWING:
+            paths += save(build(), Path(figure_dir) / name, formats)
+        append_log(log_path, f"{name}: {time.perf_counter() - started:.2f} s")
+    record_products(run_dir, paths)
+    return paths
+
+
 def make_figures(
     run_dir: str | os.PathLike[str],
-    sweeps: Sequence[str],
+    sweep: str,
     figure_dir: str | os.PathLike[str],
     settings: Mapping[str, Any] | None = None,
     weight_models: Mapping[str, Any] | None = None,
     log_path: str | os.PathLike[str] | None = None,
 ) -> list[Path]:
-    """Rule ``figures``: every figure of :data:`FIGURES` under ``figure_dir`` (PNG and PDF).
-
-    PNG is always written (the report shows it), plus every format in the settings'
-    ``figure_formats``.
-
-    Reads ``<run_dir>/<sweep>/{cells,theory,analysis}.zarr`` and the tables written by
-    :func:`attnrmt.analysis.pipeline.write_tables` (``pooling.csv``, ``causal.csv``,
-    ``downstream.csv``, ``thresholds.csv``).
-    """
-    from attnrmt.analysis.pipeline import (
-        append_log,
-        decode_bounds,
-        open_store,
-        settings_with_defaults,
-    )
-
-    s = settings_with_defaults(settings)
-    from attnrmt.sweep.store.integrity import record_products
+    """Rule ``figures_<sweep>``: every figure of ``SWEEP_FIGURES`` (:mod:`attnrmt.contract`)
+    of one sweep under
+    ``figure_dir``, from its stores (``<run_dir>/<sweep>/{cells,theory,analysis}.zarr``)
+    and its tables (``<sweep>/tables/*.csv``,
+    :func:`attnrmt.analysis.pipeline.write_sweep_tables`) only, so that a change of another
+    sweep leaves them alone. PNG always (the report shows it), plus ``figure_formats``."""
+    from attnrmt.analysis.pipeline import decode_bounds, open_store, read_table
     from attnrmt.sweep.store.layout import RunLayout
 
-    run = RunLayout(run_dir)
-    root = run.root
-    data = {}
-    classes_data: dict[str, tuple[xr.Dataset, xr.Dataset, xr.Dataset]] = {}
-    for sweep in sweeps:
-        stores = run.sweep(sweep)
-        cells = open_store(stores.cells)
-        theory = open_store(stores.theory) if stores.theory.exists() else None
-        analysis = decode_bounds(open_store(stores.analysis))
-        if theory is not None and "spike_theta" in theory:  # K classes: own figure only
-            classes_data[sweep] = (cells, theory, analysis)
-            continue
-        data[sweep] = (cells, complete_theory(theory, cells), analysis)
+    stores = RunLayout(run_dir).sweep(sweep)
+    cells = open_store(stores.cells)
+    theory = open_store(stores.theory) if stores.theory.exists() else None
+    analysis = decode_bounds(open_store(stores.analysis))
+    data: Data = {}
+    classes_data: Data = {}
+    if theory is not None and "spike_theta" in theory:  # K classes: own figure only
+        classes_data = {sweep: (cells, theory, analysis)}
+    else:
+        data = {sweep: (cells, complete_theory(theory, cells), analysis)}
 
     def table(name: str) -> pd.DataFrame:
-        path = root / f"{name}.csv"
-        frame = pd.read_csv(path) if path.exists() else pd.DataFrame()
-        return pd.DataFrame() if "note" in frame else frame
+        return read_table(stores.root / "tables" / f"{name}.csv")
 
     builders = {
         "spectra": lambda: figure_spectra(data),
@@ -853,16 +868,25 @@ def make_figures(
         "finite_size": lambda: figure_finite_size(table("thresholds")),
         "centring": lambda: figure_centring(data),
         "classes_spikes": lambda: figure_classes_spikes(classes_data, table("classes_thresholds")),
-        "universality": lambda: figure_universality(table("universality")),
     }
-    formats = list(dict.fromkeys(["png", *s["figure_formats"]]))
-    paths: list[Path] = []
-    for name in FIGURES:
-        started = time.perf_counter()
-        paths += save(builders[name](), Path(figure_dir) / name, formats)
-        append_log(log_path, f"{name}: {time.perf_counter() - started:.2f} s")
-    record_products(root, paths)  # docs/data-contract.md, "Integrity"
-    return paths
+    return _write_figures(builders, figure_dir, run_dir, settings, log_path)
+
+
+def make_run_figures(
+    run_dir: str | os.PathLike[str],
+    figure_dir: str | os.PathLike[str],
+    settings: Mapping[str, Any] | None = None,
+    log_path: str | os.PathLike[str] | None = None,
+) -> list[Path]:
+    """Rule ``run_figures``: the figures of ``RUN_FIGURES`` (:mod:`attnrmt.contract`) from
+    the run-wide tables
+    (``<run_dir>/universality.csv``; a placeholder table draws the no-data figure)."""
+    from attnrmt.analysis.pipeline import read_table
+
+    frame = read_table(Path(run_dir) / "universality.csv")
+    universality = pd.DataFrame() if "note" in frame else frame
+    builders = {"universality": lambda: figure_universality(universality)}
+    return _write_figures(builders, figure_dir, run_dir, settings, log_path)
 
 
 __all__ = [
@@ -883,6 +907,7 @@ __all__ = [
     "figure_universality",
     "law_label",
     "make_figures",
+    "make_run_figures",
     "outlier_panels",
     "save",
 ]

@@ -2,8 +2,11 @@
 
 * :func:`analyze_sweep` — ``cells.zarr`` + ``theory.zarr`` -> ``analysis.zarr`` (bulk fit,
   thresholds, finite-size extrapolation).
-* :func:`write_tables` — every sweep -> ``results/<run>/*.csv`` (comparison, thresholds, …).
-* :func:`attnrmt.analysis.figures.make_figures` — tables + stores -> ``figures/``.
+* :func:`write_sweep_tables` — one sweep's stores -> ``<sweep>/tables/*.csv``.
+* :func:`write_tables` — every sweep's tables -> ``results/<run>/*.csv`` (comparison, …).
+* :func:`attnrmt.analysis.figures.make_figures` — one sweep -> ``<sweep>/figures/``.
+
+Products are rebuilt per sweep (docs/architecture.md, "Only what changed is redrawn").
 """
 
 from __future__ import annotations
@@ -42,7 +45,7 @@ from attnrmt.analysis.universality import (
     universality_table,
     universality_verdict,
 )
-from attnrmt.contract import PROVENANCE_FIELDS, TABLES, with_variable_attrs
+from attnrmt.contract import PROVENANCE_FIELDS, SWEEP_TABLES, TABLES, with_variable_attrs
 
 #: Bound codes of ``threshold_bound`` in analysis.zarr (CF flag_values / flag_meanings).
 BOUND_CODES = ("none", "below", "above", "interval", "failed")
@@ -355,57 +358,84 @@ def placeholder_note(name: str) -> str:
     )
 
 
+def read_table(path: str | os.PathLike[str]) -> pd.DataFrame:
+    """A table CSV; an empty file (a table the sweep has no rows of) is an empty frame."""
+    try:
+        return pd.read_csv(path)
+    except pd.errors.EmptyDataError:
+        return pd.DataFrame()
+
+
+def write_sweep_tables(
+    run_dir: str | os.PathLike[str],
+    sweep: str,
+    outputs: Mapping[str, str | os.PathLike[str]],
+    settings: Mapping[str, Any] | None = None,
+    weight_models: Mapping[str, Any] | None = None,
+    log_path: str | os.PathLike[str] | None = None,
+) -> None:
+    """Rule ``sweep_tables``: one sweep's tables (``SWEEP_TABLES`` of
+    :mod:`attnrmt.contract`, keys of ``outputs``)
+    from its stores, at full precision (the run-wide tables and the sweep's figures read
+    them). O(cells of the sweep)."""
+    from attnrmt.sweep.store.integrity import record_products
+    from attnrmt.sweep.store.layout import RunLayout
+
+    started = time.perf_counter()
+    stores = RunLayout(run_dir).sweep(sweep)
+    cells = open_store(stores.cells)
+    theory = open_store(stores.theory) if stores.theory.exists() else None
+    analysis = open_store(stores.analysis)
+    tables = sweep_tables(sweep, cells, theory, analysis, settings, weight_models)
+    tables["universality_inputs"] = universality_inputs(
+        sweep, cells.attrs, tables["comparison"], tables["thresholds"], analysis
+    )
+    for name, path in outputs.items():
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        tables[name].to_csv(path, index=False)
+    record_products(run_dir, outputs.values())  # docs/data-contract.md, "Integrity"
+    append_log(log_path, f"tables of {sweep} in {time.perf_counter() - started:.2f} s")
+
+
 def write_tables(
     run_dir: str | os.PathLike[str],
     sweeps: Sequence[str],
     outputs: Mapping[str, str | os.PathLike[str]],
     settings: Mapping[str, Any] | None = None,
-    weight_models: Mapping[str, Any] | None = None,
     log_path: str | os.PathLike[str] | None = None,
 ) -> dict[str, pd.DataFrame]:
-    """Rule ``analysis_tables``: concatenate every sweep's tables into ``outputs`` (CSV).
+    """Rule ``analysis_tables``: every sweep's tables (:func:`write_sweep_tables`)
+    concatenated into ``outputs`` (CSV), plus the tables made from several sweeps at once
+    (:func:`across_sweep_tables`). O(rows).
 
     Parameters
     ----------
     run_dir : path
-        ``results/<run>``; sweep ``s`` has ``s/cells.zarr``, ``s/theory.zarr``,
-        ``s/analysis.zarr``.
+        ``results/<run>``; sweep ``s`` has its tables in ``s/tables/<name>.csv``.
     sweeps : sequence of str
     outputs : mapping table name -> CSV path
         Keys from :data:`TABLES`; a table without data is written as a placeholder, one
         ``note`` column (:func:`placeholder_note`).
-    settings, weight_models : mapping
-        The config's ``analysis:`` and ``weight_models:`` blocks.
+    settings : mapping
+        The config's ``analysis:`` block.
     """
-    started = time.perf_counter()
     from attnrmt.sweep.store.integrity import record_products
     from attnrmt.sweep.store.layout import RunLayout
 
+    started = time.perf_counter()
     run = RunLayout(run_dir)
-    collected: dict[str, list[pd.DataFrame]] = {name: [] for name in outputs}
-    law_inputs = []
-    for sweep in sweeps:
-        stores = run.sweep(sweep)
-        cells = open_store(stores.cells)
-        theory = open_store(stores.theory) if stores.theory.exists() else None
-        analysis = open_store(stores.analysis)
-        tables = sweep_tables(sweep, cells, theory, analysis, settings, weight_models)
-        for name in outputs:
-            if name in tables and not tables[name].empty:
-                collected[name].append(tables[name])
-        law_inputs.append(
-            universality_inputs(
-                sweep, cells.attrs, tables["comparison"], tables["thresholds"], analysis
-            )
-        )
-    for name, frame in across_sweep_tables(law_inputs, settings).items():
-        if name in outputs and not frame.empty:
-            collected[name].append(frame)
+    tables = {
+        name: [read_table(run.sweep(sweep).root / "tables" / f"{name}.csv") for sweep in sweeps]
+        for name in SWEEP_TABLES
+    }
+    for name, frame in across_sweep_tables(tables.pop("universality_inputs"), settings).items():
+        tables[name] = [frame]
     result = {}
     for name, path in outputs.items():
+        frames = [frame for frame in tables[name] if not frame.empty]
         frame = (
-            pd.concat(collected[name], ignore_index=True)
-            if collected[name]
+            pd.concat(frames, ignore_index=True)
+            if frames
             else pd.DataFrame({"note": [placeholder_note(name)]})
         )
         Path(path).parent.mkdir(parents=True, exist_ok=True)
@@ -431,8 +461,10 @@ __all__ = [
     "objectify_strings",
     "open_store",
     "placeholder_note",
+    "read_table",
     "settings_sha256",
     "settings_with_defaults",
     "sweep_tables",
+    "write_sweep_tables",
     "write_tables",
 ]

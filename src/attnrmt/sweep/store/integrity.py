@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -161,27 +162,33 @@ def _check(base: Path, files: dict[str, list[Any]], full: bool) -> list[str]:
 
 PRODUCTS_RECORD = "products.digest.json"
 """The record of a run's products (CSV tables, figures), in ``results/<run>/``."""
+_PRODUCTS_LOCK = threading.Lock()
 
 
 def record_products(
     run_dir: str | os.PathLike[str], paths: Iterable[str | os.PathLike[str]]
 ) -> Path:
     """Add (or update) the size and CRC-32C of product files under ``run_dir`` to its
-    :data:`PRODUCTS_RECORD` (files outside ``run_dir`` are skipped); the rules writing
-    products run one at a time. O(bytes)."""
+    :data:`PRODUCTS_RECORD` (files outside ``run_dir`` are skipped). The per-sweep product
+    rules run concurrently (in threads, or processes): the read-modify-write holds a thread
+    lock and a POSIX lock on ``.products.lock``. O(bytes)."""
+    import fcntl
+
     from attnrmt.sweep.store.atomic import write_bytes_atomically
 
     run_dir = Path(run_dir)
     record = run_dir / PRODUCTS_RECORD
-    try:
-        files = dict(json.loads(record.read_text(encoding="utf-8"))["files"])
-    except (OSError, ValueError, KeyError, TypeError):
-        files = {}
-    for path in map(Path, paths):
-        if path.resolve().is_relative_to(run_dir.resolve()):  # products elsewhere: not ours
-            name = str(path.resolve().relative_to(run_dir.resolve()))
-            files[name] = [path.stat().st_size, file_crc32c(path)]
-    write_bytes_atomically(record, json.dumps({"files": files}, sort_keys=True).encode())
+    with _PRODUCTS_LOCK, open(run_dir / ".products.lock", "a") as lock:
+        fcntl.lockf(lock, fcntl.LOCK_EX)
+        try:
+            files = dict(json.loads(record.read_text(encoding="utf-8"))["files"])
+        except (OSError, ValueError, KeyError, TypeError):
+            files = {}
+        for path in map(Path, paths):
+            if path.resolve().is_relative_to(run_dir.resolve()):  # elsewhere: not ours
+                name = str(path.resolve().relative_to(run_dir.resolve()))
+                files[name] = [path.stat().st_size, file_crc32c(path)]
+        write_bytes_atomically(record, json.dumps({"files": files}, sort_keys=True).encode())
     return record
 
 
