@@ -64,22 +64,41 @@ def anisotropic_bulk(lam: NDArray, signal: str, delta: float, gamma: float) -> A
     sample = population.sampled(float(gamma))
     s_pop, kind_pop = critical_points(population)
     s_smp, kind_smp = critical_points(sample)
-    x_smp = sample.inverse_map(s_smp)[0]
-    order = np.argsort(x_smp)
-    x_sorted, kinds = x_smp[order], kind_smp[order]
-    if kinds.size and kinds[0] == 1:
-        x_sorted = np.concatenate([[0.0], x_sorted])
-    top_pop = float(s_pop[kind_pop == 1].max())
+    x_smp = np.sort(sample.inverse_map(s_smp)[0])
+    if kind_smp[np.argsort(sample.inverse_map(s_smp)[0])][0] == 1:
+        x_smp = np.concatenate([[0.0], x_smp])
+    edges = x_smp.reshape(-1, 2)
+    edges[-1, 1] = _top_eigenvalue(sample, s_smp, kind_smp, lam.size)
     return AnisotropicBulk(
         population=population,
         sample=sample,
         signal=on_u,
         sized=law.atoms * law.weights / np.dot(law.atoms, law.weights),
-        s_pop=top_pop,
+        s_pop=float(s_pop[kind_pop == 1].max()),
         s_sample=float(s_smp[kind_smp == 1].max()),
-        edges=x_sorted.reshape(-1, 2),
-        pop_edge=float(population.inverse_map(np.array(top_pop))[0]),
+        edges=edges,
+        pop_edge=_top_eigenvalue(population, s_pop, kind_pop, lam.size),
     )
+
+
+def _top_eigenvalue(law: FreeProduct, s: NDArray, kind: NDArray, d: int) -> float:
+    """The largest noise eigenvalue: the top component's upper edge, or, when that component
+    holds one eigenvalue of ``Sigma`` (an atom of weight ``1/d`` alone between its critical
+    points), that eigenvalue's spike map ``x_rest(lambda_j)`` (docs/model.md, "Anisotropic
+    tables"). O(atoms x critical points)."""
+    x = law.inverse_map(s)[0]
+    order = np.argsort(x)
+    s, kind, x = s[order], kind[order], x[order]
+    low = s[-2] if s.size > 1 and kind[-2] == -1 else -np.inf
+    population = law.population
+    assert isinstance(population, DiscreteLaw)
+    inside = (population.atoms > low) & (population.atoms < s[-1])
+    if inside.sum() != 1 or population.weights[inside][0] * d > 1.5:
+        return float(x[-1])
+    rest = FreeProduct(
+        law.ratios, DiscreteLaw(population.atoms[~inside], population.weights[~inside])
+    )
+    return float(rest.inverse_map(population.atoms[inside])[0][0])
 
 
 def spike_solution(
