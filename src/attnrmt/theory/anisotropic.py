@@ -27,87 +27,103 @@ _BISECTION_STEPS = 100
 
 @dataclass(frozen=True)
 class AnisotropicBulk:
-    """The bulk of one ``(Sigma, delta, gamma)``: population ``MP_delta ⊠ nu_Sigma`` and
-    sample ``MP_gamma ⊠ MP_delta ⊠ nu_Sigma`` laws, their top critical points
-    ``s_pop``, ``s_sample`` and the sample law's edges (units of kappa)."""
+    """The bulk of one ``(Sigma, delta, gamma)`` (docs/model.md, "Anisotropic tables"):
+    population ``MP_delta ⊠ nu`` and sample ``MP_gamma ⊠ MP_delta ⊠ nu`` laws of the
+    eigenvalues ``nu`` of ``Sigma`` that are not isolated, their top critical points
+    ``s_pop``, ``s_sample``, the largest isolated eigenvalue ``floor`` (-inf: none), the
+    sample edges and the largest population noise eigenvalue (units of kappa)."""
 
     population: FreeProduct
     sample: FreeProduct
+    atoms: NDArray[np.float64]  # every distinct eigenvalue of Sigma
     signal: NDArray[np.float64]  # weights of u on the atoms
-    sized: NDArray[np.float64]  # size-biased weights lambda w / sum
+    sized: NDArray[np.float64]  # size-biased weights lambda w
+    isolated: NDArray[np.float64]  # signal weights on the isolated atoms, times delta/d
     s_pop: float
     s_sample: float
+    floor: float
     edges: NDArray[np.float64]
     pop_edge: float
 
     def transform(self, weights: NDArray, s: NDArray) -> tuple[NDArray, NDArray]:
         """``U_w(s)`` and ``U_w'(s)`` for weights on the atoms. O(s.size x atoms)."""
-        atoms = self.population.population.atoms  # type: ignore[union-attr]
-        diff = s[..., None] - atoms
-        ratio = atoms / diff
+        diff = s[..., None] - self.atoms
+        ratio = self.atoms / diff
         return ratio @ weights, -(ratio / diff) @ weights
+
+
+def _components(law: FreeProduct) -> tuple[NDArray, NDArray, NDArray]:
+    """Critical points ``s`` and kinds of ``law`` sorted by ``x(s)``, and the edges
+    ``(components, 2)`` (a first component without lower edge starts at 0)."""
+    s, kind = critical_points(law)
+    order = np.argsort(law.inverse_map(s)[0])
+    s, kind = s[order], kind[order]
+    x = law.inverse_map(s)[0]
+    if kind.size and kind[0] == 1:
+        x = np.concatenate([[0.0], x])
+    return s, kind, x.reshape(-1, 2)
 
 
 def anisotropic_bulk(lam: NDArray, signal: str, delta: float, gamma: float) -> AnisotropicBulk:
     """:class:`AnisotropicBulk` of the eigenvalues ``lam`` (coordinate order, the signal's
-    at 0 unless ``signal == "random"``). Equal eigenvalues are merged into one atom.
-    Cost: two critical-point scans of :mod:`attnrmt.theory.free` (O(atoms x 5000))."""
+    at 0 unless ``signal == "random"``). Equal eigenvalues are merged into one atom; an
+    eigenvalue alone in a component of ``MP_delta ⊠ nu_Sigma`` is isolated (a spike of
+    ``Sigma``) and leaves the bulk law. Cost: two or four critical-point scans of
+    :mod:`attnrmt.theory.free` (O(atoms x 5000) each)."""
     atoms, inverse = np.unique(np.round(lam, 12), return_inverse=True)
     weights = np.bincount(inverse, minlength=atoms.size) / lam.size
-    law = DiscreteLaw.of(atoms, weights)
-    if signal == "random":
-        on_u = law.weights
-    else:
-        on_u = np.zeros(atoms.size)
-        on_u[inverse[0]] = 1.0
-    population = FreeProduct((float(delta),), law)
+    on_u = weights.copy() if signal == "random" else np.eye(atoms.size)[inverse[0]]
+    full = FreeProduct((float(delta),), DiscreteLaw(atoms, weights))
+    s, kind, _ = _components(full)
+    alone = np.zeros(atoms.size, dtype=bool)
+    for i in np.flatnonzero((kind[:-1] == -1) & (kind[1:] == 1)):  # a component's ends
+        inside = (atoms > s[i]) & (atoms < s[i + 1])
+        if inside.sum() == 1 and weights[inside][0] * lam.size < 1.5:
+            alone |= inside
+    population = (
+        FreeProduct(full.ratios, DiscreteLaw(atoms[~alone], weights[~alone]))
+        if alone.any()
+        else full
+    )
     sample = population.sampled(float(gamma))
-    s_pop, kind_pop = critical_points(population)
-    s_smp, kind_smp = critical_points(sample)
-    x_smp = np.sort(sample.inverse_map(s_smp)[0])
-    if kind_smp[np.argsort(sample.inverse_map(s_smp)[0])][0] == 1:
-        x_smp = np.concatenate([[0.0], x_smp])
-    edges = x_smp.reshape(-1, 2)
-    edges[-1, 1] = _top_eigenvalue(sample, s_smp, kind_smp, lam.size)
+    s_pop, kind_pop, pop_edges = _components(population)
+    s_smp, kind_smp, edges = _components(sample)
+    top_pop, top_smp = float(s_pop[kind_pop == 1].max()), float(s_smp[kind_smp == 1].max())
+    floor = float(atoms[alone].max()) if alone.any() else -np.inf
+    pop_edge = pop_edges[-1, 1]
+    if alone.any():
+        pop_edge = max(pop_edge, float(population.inverse_map(np.array(floor))[0]))
+        if floor > top_smp:
+            edges[-1, 1] = max(edges[-1, 1], float(sample.inverse_map(np.array(floor))[0]))
     return AnisotropicBulk(
         population=population,
         sample=sample,
+        atoms=atoms,
         signal=on_u,
-        sized=law.atoms * law.weights / np.dot(law.atoms, law.weights),
-        s_pop=float(s_pop[kind_pop == 1].max()),
-        s_sample=float(s_smp[kind_smp == 1].max()),
+        sized=atoms * weights / np.dot(atoms, weights),
+        isolated=np.where(alone, on_u, 0.0) * delta / lam.size,
+        s_pop=top_pop,
+        s_sample=top_smp,
+        floor=floor,
         edges=edges,
-        pop_edge=_top_eigenvalue(population, s_pop, kind_pop, lam.size),
+        pop_edge=float(pop_edge),
     )
-
-
-def _top_eigenvalue(law: FreeProduct, s: NDArray, kind: NDArray, d: int) -> float:
-    """The largest noise eigenvalue: the top component's upper edge, or, when that component
-    holds one eigenvalue of ``Sigma`` (an atom of weight ``1/d`` alone between its critical
-    points), that eigenvalue's spike map ``x_rest(lambda_j)`` (docs/model.md, "Anisotropic
-    tables"). O(atoms x critical points)."""
-    x = law.inverse_map(s)[0]
-    order = np.argsort(x)
-    s, kind, x = s[order], kind[order], x[order]
-    low = s[-2] if s.size > 1 and kind[-2] == -1 else -np.inf
-    population = law.population
-    assert isinstance(population, DiscreteLaw)
-    inside = (population.atoms > low) & (population.atoms < s[-1])
-    if inside.sum() != 1 or population.weights[inside][0] * d > 1.5:
-        return float(x[-1])
-    rest = FreeProduct(
-        law.ratios, DiscreteLaw(population.atoms[~inside], population.weights[~inside])
-    )
-    return float(rest.inverse_map(population.atoms[inside])[0][0])
 
 
 def spike_solution(
-    bulk: AnisotropicBulk, strength: NDArray, target: NDArray, weight: NDArray, rest: NDArray
+    bulk: AnisotropicBulk,
+    strength: NDArray,
+    target: NDArray,
+    weight: NDArray,
+    rest: NDArray,
+    cross: float = 0.0,
 ) -> dict[str, NDArray]:
-    """Outliers (units of kappa) and squared overlaps with the target direction of the spike
-    ``strength * D(s) = x_pop(s)``, ``D = target (1 + U_w) + rest (1 + U_sized)`` (docs/model.md,
-    "Anisotropic tables"), ``weight`` the target's weights on the atoms. Bisection on
-    ``s > s_pop``; NaN / 0 where absent. O(points x atoms x 100)."""
+    """Outliers (units of kappa) and squared overlaps with the target direction of the top
+    eigenvalue solving ``strength * D(s) = x_pop(s)``, ``D = target (1 + U_w) + rest
+    (1 + U_sized)`` (docs/model.md, "Anisotropic tables"), ``weight`` the target's weights on
+    the atoms; ``cross`` (1 or 0) adds the class-mean noise's part along the target at
+    isolated eigenvalues. Bisection on ``s`` above ``s_pop`` and every isolated eigenvalue;
+    NaN / 0 where absent. O(points x atoms x 100)."""
     strength, target, rest = np.broadcast_arrays(strength, target, rest)
 
     def parts(s: NDArray) -> tuple[NDArray, ...]:
@@ -116,10 +132,18 @@ def spike_solution(
         u_r, du_r = bulk.transform(bulk.sized, s)
         return x, dx, target * (1 + u_w) + rest * (1 + u_r), target * du_w + rest * du_r, u_w
 
-    low = np.full(strength.shape, bulk.s_pop)
-    x0, _, d0, _, _ = parts(low)
-    present = (strength * d0 > x0) & (strength > 0)
-    high = low + strength * d0 + 1.0  # x(s) >= s and D decreases beyond s_pop
+    start = max(bulk.s_pop, bulk.floor * (1 + 1e-12) + 1e-300)
+    low = np.full(strength.shape, start)
+    with np.errstate(all="ignore"):
+        x0, _, d0, _, _ = parts(low)
+        present = (strength > 0) & ~(strength * d0 <= x0)
+    high = low + 1.0
+    for _ in range(200):  # x(s) >= s and D decreases beyond start: double until above
+        x, _, dd, _, _ = parts(high)
+        short = present & (x < strength * dd)
+        if not short.any():
+            break
+        high = np.where(short, low + 2.0 * (high - low), high)
     for _ in range(_BISECTION_STEPS):
         mid = 0.5 * (low + high)
         x, _, dd, _, _ = parts(mid)
@@ -131,13 +155,16 @@ def spike_solution(
     sampled = present & (s > bulk.s_sample)
     with np.errstate(all="ignore"):
         slope = dd / x**2 - ddd / (x * dx)  # (target + rest) m_v'(ell)
-        overlap = np.where(present, target * (1 + u_w) ** 2 / (x**2 * slope), 0.0)
+        noise = cross * (
+            (s[..., None] / (s[..., None] - bulk.atoms)) ** 2 @ (bulk.isolated * bulk.atoms)
+        )
+        overlap = np.where(present, (target * (1 + u_w) ** 2 + noise) / (x**2 * slope), 0.0)
         lift = (dx_smp / x_smp) / (dx / x)
     return {
         "pop_outlier": np.where(present, x, np.nan),
         "sample_outlier": np.where(sampled, x_smp, np.nan),
-        "pop_overlap": np.maximum(overlap, 0.0),
-        "sample_overlap": np.where(sampled, np.maximum(overlap * lift, 0.0), 0.0),
+        "pop_overlap": np.clip(overlap, 0.0, 1.0),
+        "sample_overlap": np.where(sampled, np.clip(overlap * lift, 0.0, 1.0), 0.0),
     }
 
 
@@ -191,7 +218,7 @@ def anisotropic_parts(
         out["pop_edge"][at] = kappa * bulk.pop_edge
         for variant in variants:
             rest = delta * float(variant == "finite_vocab")
-            spike = spike_solution(bulk, ratio, snr, bulk.signal, np.asarray(rest))
+            spike = spike_solution(bulk, ratio, snr, bulk.signal, np.asarray(rest), rest / delta)
             for name in fields:
                 scale = kappa if name.endswith("outlier") else 1.0
                 out[(variant, name)][at] = scale * spike[name]
