@@ -6,7 +6,8 @@ Tokens ``0 .. V/2 - 1`` have class ``s_v = +1`` and tokens ``V/2 .. V - 1`` clas
 The signal direction is ``u = e_1`` (first coordinate axis): the noise ``z_v ~ N(0, I_d)``
 is rotation invariant, so any fixed direction gives the same law. Other laws of i.i.d.
 unit-variance entries (:mod:`attnrmt.model.table_laws`; docs/model.md, "Table laws") are
-not, and keep ``u = e_1``, a coordinate axis.
+not, and keep ``u = e_1``, a coordinate axis; so does an ``anisotropic`` law, whose
+covariance is laid out around it (docs/model.md, "Anisotropic tables").
 """
 
 from __future__ import annotations
@@ -20,7 +21,15 @@ from typing import Any
 
 import numpy as np
 
-from attnrmt.model.table_laws import AUXILIARY_KINDS, apply_table_law, validate_table
+from attnrmt.model.table_laws import (
+    AUXILIARY_KINDS,
+    apply_covariance,
+    apply_table_law,
+    covariance_spectrum,
+    validate_table,
+)
+
+Covariance = tuple[np.ndarray, np.ndarray | None]
 
 
 @dataclass(frozen=True, eq=False)
@@ -128,13 +137,36 @@ def _draw_noise(
     generator: np.random.Generator,
     law: Mapping[str, Any],
     auxiliary: np.random.Generator | None,
+    covariance: Covariance | None = None,
 ) -> None:
     """Fill ``rows`` with the table law's entries: standard normals from ``generator``,
     then :func:`attnrmt.model.table_laws.apply_table_law` (nothing more for
-    ``gaussian``). O(rows) time."""
+    ``gaussian``) and ``covariance`` (:func:`attnrmt.model.table_laws.apply_covariance`).
+    O(rows) time."""
     generator.standard_normal(out=rows)
     if law["kind"] != "gaussian":
         apply_table_law(rows, law, auxiliary)
+    if covariance is not None:
+        apply_covariance(rows, *covariance)
+
+
+def _table_covariance(
+    law: Mapping[str, Any], d: int, rng: np.random.Generator
+) -> Covariance | None:
+    """``(sqrt(lambda), reflector)`` of an anisotropic law (docs/model.md, "Anisotropic
+    tables"), None otherwise: for ``random`` the unit ``h`` of the Householder reflection
+    taking ``e_1`` to a uniform direction ``r`` drawn from a child of ``rng`` spawned after
+    the blocks' (``Sigma = H diag(lambda) H``, ``u = e_1 = H r``). O(d)."""
+    lam = covariance_spectrum(law, d)
+    if lam is None:
+        return None
+    if law["signal"] != "random":
+        return np.sqrt(lam), None
+    direction = np.random.Generator(np.random.SFC64(child_seeds(rng, 1)[0])).standard_normal(d)
+    reflector = -direction / np.linalg.norm(direction)
+    reflector[0] += 1.0
+    norm = np.linalg.norm(reflector)
+    return np.sqrt(lam), (reflector / norm if norm > 1e-12 else None)
 
 
 def _fill_rows_with_rough_copy(
@@ -144,6 +176,7 @@ def _fill_rows_with_rough_copy(
     shift: float,
     law: Mapping[str, Any] | None = None,
     auxiliary: np.random.Generator | None = None,
+    covariance: Covariance | None = None,
 ) -> tuple[np.ndarray, float]:
     """Fill ``rows`` with the table law's noise (standard normals by default; ``shift``
     added to column 0), write them
@@ -162,7 +195,7 @@ def _fill_rows_with_rough_copy(
     largest = 0.0
     for start in range(0, rows.shape[0], chunk):
         part = rows[start : start + chunk]
-        _draw_noise(part, generator, law, auxiliary)
+        _draw_noise(part, generator, law, auxiliary, covariance)
         part[:, 0] += shift
         if start == 0:
             sums[:] = part[0]
@@ -232,6 +265,7 @@ def sample_table(
         else None
         for child in children
     ]
+    covariance = _table_covariance(law, d, rng)
     amplitude = np.sqrt(snr)
 
     def fill(index: int) -> tuple[np.ndarray, float]:
@@ -245,8 +279,9 @@ def sample_table(
                 amplitude * token_class[start],
                 law,
                 auxiliaries[index],
+                covariance,
             )
-        _draw_noise(rows, generators[index], law, auxiliaries[index])
+        _draw_noise(rows, generators[index], law, auxiliaries[index], covariance)
         rows[:, 0] += amplitude * token_class[start]
         return rows.sum(axis=0), float("nan")
 

@@ -17,6 +17,13 @@ kind          parameter      entry ``z`` (``g ~ N(0, 1)``)             ``E z^4``
 ``sparse``    ``0 < p <= 1`` ``g 1[U < p] / sqrt(p)``, ``U ~ U[0, 1)`` ``3 / p``
 ============= ============== ========================================= ================
 
+``{"kind": "anisotropic", "spectrum": ..., "signal": ...}`` is the Gaussian law with a
+covariance ``Sigma`` (docs/model.md, "Anisotropic tables"): rows ``z_v = Sigma^(1/2) g_v``
+with the spectrum ``power`` (``beta >= 0``: ``lambda_i ∝ i^(-beta)``), ``two_level``
+(``ratio > 0`` on a ``fraction`` of the directions, 1 on the rest) or a list (each value
+repeated ``d / len`` times), normalised to unit mean, and the signal ``u = e_1`` along the
+``top`` or ``bottom`` eigenvector of ``Sigma`` or a ``random`` direction in its eigenbasis.
+
 Every entry is a function of the standard normal ``g`` that the Gaussian table draws at
 that place, plus (``student_t``, ``sparse``) one auxiliary draw from a second stream
 (:func:`attnrmt.model.table.sample_table`). So ``gaussian`` consumes the random numbers it
@@ -39,7 +46,7 @@ import numpy as np
 
 from attnrmt._validation import check_numeric, split_model_spec
 
-TABLE_KINDS = ("gaussian", "rademacher", "uniform", "student_t", "sparse")
+TABLE_KINDS = ("gaussian", "rademacher", "uniform", "student_t", "sparse", "anisotropic")
 
 _PARAMS: dict[str, tuple[str, ...]] = {
     "gaussian": (),
@@ -47,7 +54,12 @@ _PARAMS: dict[str, tuple[str, ...]] = {
     "uniform": (),
     "student_t": ("nu",),
     "sparse": ("p",),
+    "anisotropic": ("spectrum", "signal", "beta", "ratio", "fraction"),
 }
+
+#: Where the signal direction sits in the eigenbasis of an anisotropic table's ``Sigma``.
+SIGNALS = ("random", "top", "bottom")
+_SPECTRUM_PARAMS = {"power": ("beta",), "two_level": ("ratio", "fraction")}
 
 #: Laws whose entries need a second, auxiliary draw (a Gamma or a uniform per entry).
 AUXILIARY_KINDS = ("student_t", "sparse")
@@ -114,6 +126,8 @@ def validate_table(spec: Mapping[str, Any] | str | None = None) -> dict[str, Any
             )
     kind, params = split_model_spec("table", spec, _PARAMS)
     canonical: dict[str, Any] = {"kind": kind}
+    if kind == "anisotropic":
+        return dict(sorted({**canonical, **_anisotropic(params)}.items()))
     for name in _PARAMS[kind]:
         if name not in params:
             raise ValueError(f"table={spec!r}: {kind} needs {name!r}")
@@ -133,12 +147,82 @@ def validate_table(spec: Mapping[str, Any] | str | None = None) -> dict[str, Any
     return dict(sorted(canonical.items()))
 
 
+def _anisotropic(params: Mapping[str, Any]) -> dict[str, Any]:
+    """The parameters of an ``anisotropic`` law, checked (module docstring). O(list)."""
+    signal, spectrum = params.get("signal"), params.get("spectrum")
+    if signal not in SIGNALS:
+        raise ValueError(f"table.signal={signal!r}: must be one of {', '.join(map(repr, SIGNALS))}")
+    out: dict[str, Any] = {"signal": signal}
+    needs = _SPECTRUM_PARAMS.get(spectrum, ()) if isinstance(spectrum, str) else ()
+    if isinstance(spectrum, str) and spectrum not in _SPECTRUM_PARAMS:
+        raise ValueError(
+            f"table.spectrum={spectrum!r}: must be 'power', 'two_level' or a list of "
+            f"positive numbers{_suggest(spectrum, tuple(_SPECTRUM_PARAMS))}"
+        )
+    extra = sorted(set(params) - {"signal", "spectrum", *needs})
+    if extra:
+        raise ValueError(f"table.{extra[0]}: not a parameter of spectrum={spectrum!r}")
+    if not isinstance(spectrum, str):
+        values = check_numeric("table.spectrum", spectrum)
+        if values.ndim != 1 or values.size == 0 or np.any(values <= 0):
+            raise ValueError(f"table.spectrum={spectrum!r}: must be a list of positive numbers")
+        return {**out, "spectrum": [float(v) for v in values]}
+    out["spectrum"] = spectrum
+    for name in needs:
+        if name not in params:
+            raise ValueError(f"table.spectrum={spectrum!r} needs {name!r}")
+        out[name] = _scalar(f"table.{name}", params[name])
+    bad = {
+        "beta": out.get("beta", 0.0) < 0,
+        "ratio": out.get("ratio", 1.0) <= 0,
+        "fraction": not 0 < out.get("fraction", 0.5) < 1,
+    }
+    for name, wrong in bad.items():
+        if wrong:
+            bound = {"beta": ">= 0", "ratio": "> 0", "fraction": "in (0, 1)"}[name]
+            raise ValueError(f"table.{name}={params[name]!r}: must be {bound}")
+    return out
+
+
+def covariance_spectrum(law: Mapping[str, Any], d: int) -> np.ndarray | None:
+    """Eigenvalues of ``Sigma`` (unit mean) in coordinate order, the signal's eigenvalue at
+    coordinate 0 for ``top`` / ``bottom``; None for a law without covariance (module
+    docstring). ValueError if ``d`` is not a multiple of a list's length. O(d)."""
+    spectrum = law.get("spectrum")
+    if spectrum is None:
+        return None
+    if spectrum == "power":
+        lam = np.arange(1.0, d + 1.0) ** -law["beta"]
+    elif spectrum == "two_level":
+        high = min(d - 1, max(1, round(law["fraction"] * d)))
+        lam = np.where(np.arange(d) < high, law["ratio"], 1.0)
+    else:
+        if d % len(spectrum):
+            raise ValueError(
+                f"table.spectrum has {len(spectrum)} values: d={d} must be a multiple of that"
+            )
+        lam = np.repeat(np.asarray(spectrum, dtype=float), d // len(spectrum))
+    lam = lam / lam.mean()
+    if law["signal"] != "random":
+        at = int(np.argmax(lam) if law["signal"] == "top" else np.argmin(lam))
+        lam[[0, at]] = lam[[at, 0]]
+    return lam
+
+
+def apply_covariance(rows: np.ndarray, root: np.ndarray, reflector: np.ndarray | None) -> None:
+    """``rows <- rows diag(root) H`` in place, ``H = I - 2 h h^T`` for a unit ``reflector``
+    ``h`` (None: ``H = I``): rows of covariance ``H diag(root^2) H``. O(rows x d)."""
+    rows *= root
+    if reflector is not None:
+        rows -= np.outer(rows @ reflector, 2.0 * reflector)
+
+
 def table_moments(spec: Mapping[str, Any] | str | None = None) -> tuple[float, float]:
     """``(E z^2, E z^4)`` of one table entry: ``(1.0, m4)`` with ``m4`` from the module
     docstring's table (``inf`` for ``student_t`` with ``nu <= 4``). O(1)."""
     law = validate_table(spec)
     kind = law["kind"]
-    if kind == "gaussian":
+    if kind in ("gaussian", "anisotropic"):
         return 1.0, 3.0
     if kind == "rademacher":
         return 1.0, 1.0
@@ -178,7 +262,7 @@ def apply_table_law(
     ``gaussian`` leaves ``normals`` untouched. O(rows x d) time, O(d + 32 K) extra memory.
     """
     kind = law["kind"]
-    if kind == "gaussian":
+    if kind in ("gaussian", "anisotropic"):
         return normals
     if kind == "rademacher":
         return np.copysign(1.0, normals, out=normals)
@@ -213,8 +297,11 @@ def apply_table_law(
 
 __all__ = [
     "AUXILIARY_KINDS",
+    "SIGNALS",
     "TABLE_KINDS",
+    "apply_covariance",
     "apply_table_law",
+    "covariance_spectrum",
     "table_moments",
     "table_no_theory",
     "validate_table",

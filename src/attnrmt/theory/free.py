@@ -29,6 +29,7 @@ __all__ = [
     "FreeProduct",
     "MarchenkoPastur",
     "SpikeTransforms",
+    "critical_points",
     "free_density",
     "free_edges",
     "free_spike",
@@ -241,7 +242,7 @@ def _on_intervals(low: NDArray, high: NDArray, y: NDArray, scale: float) -> NDAr
         )
 
 
-def _critical_points(law: FreeProduct) -> tuple[NDArray, NDArray]:
+def critical_points(law: FreeProduct) -> tuple[NDArray, NDArray]:
     """Real critical points ``s`` of ``x(s)`` with ``x > 0`` on the physical branch, and
     ``+1`` (local min: an upper edge) or ``-1`` (local max: a lower edge).
 
@@ -301,9 +302,9 @@ def free_edges(law: FreeProduct) -> NDArray[np.float64]:
     (docs/model.md, "A general bulk by subordination").
 
     ``x`` at the physical real critical points of ``x(s)``; a first component without a
-    lower critical point starts at 0 (hard edge). Cost as ``_critical_points``.
+    lower critical point starts at 0 (hard edge). Cost as ``critical_points``.
     """
-    s, kind = _critical_points(law)
+    s, kind = critical_points(law)
     order = np.argsort(law.inverse_map(s)[0])
     x, kind = law.inverse_map(s[order])[0], kind[order]
     if kind.size and kind[0] == 1:
@@ -368,7 +369,7 @@ def free_spike(theta: ArrayLike, bulk: FreeProduct, gamma: float) -> SpikeTransf
 
 def _top_critical(law: FreeProduct) -> float:
     """``s`` of the upper edge of the top component (``max(nu)`` when ``law`` has no MP factor)."""
-    s, kind = _critical_points(law)
+    s, kind = critical_points(law)
     if s.size == 0:
         return float(law.population.poles()[-1])
     return float(s[kind == 1].max())

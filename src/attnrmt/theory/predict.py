@@ -29,6 +29,7 @@ from numpy.typing import ArrayLike
 from attnrmt._validation import check_positive
 from attnrmt.contract import ALL_AXES, TABLE_AXIS, VARIANTS, with_variable_attrs
 from attnrmt.model.table_laws import table_no_theory, validate_table
+from attnrmt.theory.anisotropic import anisotropic_parts
 from attnrmt.theory.bulk import bulk_atom, bulk_edges
 from attnrmt.theory.spike import mean_spike, spike
 
@@ -70,6 +71,18 @@ def _as_dataarray(value: ArrayLike | xr.DataArray) -> xr.DataArray:
     return value if isinstance(value, xr.DataArray) else xr.DataArray(np.asarray(value))
 
 
+#: ``theory.zarr`` names of :func:`attnrmt.theory.anisotropic.anisotropic_parts`' fields.
+_ANISOTROPIC_FIELDS = {
+    "pop_outlier": "pop_outlier",
+    "sample_outlier": "sample_outlier",
+    "pop_overlap_signal": "pop_overlap",
+    "sample_overlap_signal": "sample_overlap",
+    "threshold_snr_population": "threshold_population",
+    "threshold_snr_sample": "threshold_sample",
+    "theta": "theta",
+}
+
+
 def _spike_fields(prediction: Any) -> dict[str, Any]:
     return {
         "pop_outlier": prediction.population_outlier,
@@ -92,6 +105,7 @@ def predict(
     centered: ArrayLike | xr.DataArray = True,
     variants: Sequence[str] = VARIANTS,
     table: Mapping[str, Any] | str | None = None,
+    d: ArrayLike | xr.DataArray | None = None,
 ) -> xr.Dataset:
     """Every theory prediction of ``theory.zarr``, broadcast over the inputs' dimensions.
 
@@ -145,7 +159,9 @@ def predict(
         Plain numbers give a dataset with only the ``variant`` dimension. A non-Gaussian
         ``table`` is named in ``attrs["table"]`` (canonical spec); one without theory
         (:func:`attnrmt.model.table_no_theory`) is NaN in every prediction, with the reason
-        in ``attrs["no_theory"]``.
+        in ``attrs["no_theory"]``. An ``anisotropic`` law gets its own predictions
+        (:func:`attnrmt.theory.anisotropic.anisotropic_parts`; docs/model.md, "Anisotropic
+        tables"), which need ``d``.
 
     Notes
     -----
@@ -154,6 +170,10 @@ def predict(
     """
     law = validate_table(table)
     no_theory = table_no_theory(law)
+    anisotropic = law["kind"] == "anisotropic"
+    if anisotropic and d is None:
+        raise ValueError(f"table={law!r}: an anisotropic table's theory needs d")
+    sizes = {"d": _as_dataarray(d)} if anisotropic and d is not None else {}
     given = {
         name: _as_dataarray(value)
         for name, value in (
@@ -164,7 +184,7 @@ def predict(
             ("kappa", kappa),
             ("sigma", sigma),
         )
-    }
+    } | sizes
     *numeric, centred = xr.broadcast(*given.values(), _as_dataarray(centered).astype(bool))
     dims = centred.dims
     coords = centred.coords
@@ -191,19 +211,22 @@ def predict(
     def on_grid(values: np.ndarray) -> xr.DataArray:
         return xr.DataArray(values, dims=dims, coords=coords)
 
-    lower, upper = bulk_edges(d_, g_)
+    parts = anisotropic_parts(law, safe, uncentred, variants, valid) if anisotropic else None
+    lower, upper = (parts["lower"] / k_, parts["upper"] / k_) if parts else bulk_edges(d_, g_)
     common = {
         "bulk_lower_edge": masked(k_ * np.asarray(lower)),
         "bulk_upper_edge": masked(k_ * np.asarray(upper)),
         "bulk_atom": masked(bulk_atom(d_, g_)),
     }
-    pop_bulk_edge = masked(k_ * (1.0 + np.sqrt(d_)) ** 2)
+    pop_bulk_edge = masked(parts["pop_edge"] if parts else k_ * (1.0 + np.sqrt(d_)) ** 2)
     per_variant: dict[str, list[np.ndarray]] = {name: [] for name in VARIANT_VARIABLES}
     for variant in variants:
         fields = {
             name: masked(value)
-            for name, value in _spike_fields(
-                spike(d_, g_, safe["snr"], safe["alpha"], k_, variant=variant)
+            for name, value in (
+                {name: parts[(variant, key)] for name, key in _ANISOTROPIC_FIELDS.items()}
+                if parts
+                else _spike_fields(spike(d_, g_, safe["snr"], safe["alpha"], k_, variant=variant))
             ).items()
         }
         fields["pop_top_eigenvalue"] = np.where(
@@ -218,15 +241,20 @@ def predict(
         name: xr.DataArray(np.stack(values, axis=-1), dims=(*dims, "variant"), coords=coords)
         for name, values in per_variant.items()
     }
-    mean = mean_spike(d_, g_, safe["sigma"], k_)
+    if parts:
+        mean_fields = (parts["mean_sample"], parts["mean_pop"], parts["mean_overlap"])
+    else:
+        mean = mean_spike(d_, g_, safe["sigma"], k_)
+        mean_fields = (mean.sample_outlier, mean.population_outlier, mean.sample_overlap)
+    mean_sample, mean_pop, mean_overlap = (
+        on_grid(masked(np.where(uncentred, value, np.nan))) for value in mean_fields
+    )
     data_vars.update(
         {
             "pop_bulk_edge": on_grid(pop_bulk_edge),
-            "mean_spike_outlier": on_grid(masked(np.where(uncentred, mean.sample_outlier, np.nan))),
-            "mean_spike_pop_outlier": on_grid(
-                masked(np.where(uncentred, mean.population_outlier, np.nan))
-            ),
-            "mean_spike_overlap": on_grid(masked(np.where(uncentred, mean.sample_overlap, np.nan))),
+            "mean_spike_outlier": mean_sample,
+            "mean_spike_pop_outlier": mean_pop,
+            "mean_spike_overlap": mean_overlap,
             "alpha": given["alpha"],
             "kappa": given["kappa"],
             "sigma": given["sigma"],
@@ -305,7 +333,11 @@ def ratio_inputs(
     }
 
 
-def along_table_laws(predictions: xr.Dataset, laws: Mapping[str, Any]) -> xr.Dataset:
+def along_table_laws(
+    predictions: xr.Dataset,
+    laws: Mapping[str, Any],
+    own: Mapping[str, xr.Dataset] | None = None,
+) -> xr.Dataset:
     """``predictions`` (of a Gaussian table) on a ``table`` dimension of the laws ``laws``
     (``{name: spec}``, in order; docs/data-contract.md, "Table laws").
 
@@ -314,7 +346,8 @@ def along_table_laws(predictions: xr.Dataset, laws: Mapping[str, Any]) -> xr.Dat
     values for a law with ``E z^4 < inf`` (universality), NaN for a law without theory;
     the inputs (``alpha``, ``kappa``, ``sigma``, the effective ratios) keep their own
     dimensions. The string variable ``no_theory`` along ``table`` says why a law has no
-    theory (:func:`attnrmt.model.table_no_theory`; ``''`` where it has one).
+    theory (:func:`attnrmt.model.table_no_theory`; ``''`` where it has one). A law in
+    ``own`` (an anisotropic one) takes its own predictions instead of the Gaussian ones.
     O(grid points x laws).
     """
     names = list(laws)
@@ -322,12 +355,15 @@ def along_table_laws(predictions: xr.Dataset, laws: Mapping[str, Any]) -> xr.Dat
     has_theory = xr.DataArray([not reason for reason in reasons], dims=TABLE_AXIS)
     order = [*ALL_AXES, "variant"]
     out = predictions.copy()
-    for name, variable in predictions.data_vars.items():
+    own = own or {}
+    for key, variable in predictions.data_vars.items():
         if "snr" not in variable.dims:
             continue
-        spread = variable.expand_dims({TABLE_AXIS: len(names)}).where(has_theory)
+        spread = xr.concat(
+            [own[name][key] if name in own else variable for name in names], dim=TABLE_AXIS
+        ).where(has_theory)
         dims = sorted(spread.dims, key=lambda dim: order.index(dim) if dim in order else len(order))
-        out[name] = spread.transpose(*dims).assign_attrs(variable.attrs)
+        out[key] = spread.transpose(*dims).assign_attrs(variable.attrs)
     out["no_theory"] = xr.DataArray(np.asarray(reasons, dtype=object), dims=TABLE_AXIS)
     out = out.assign_coords({TABLE_AXIS: (TABLE_AXIS, np.asarray(names, dtype=object))})
     return with_variable_attrs(out)
@@ -368,14 +404,15 @@ def predict_grid(
     if TABLE_AXIS in axes:
         if table_laws is None:
             raise ValueError("table_laws: required when axes has a 'table' axis")
-        gaussian = predict_grid(
-            {axis: values for axis, values in axes.items() if axis != TABLE_AXIS},
-            positional,
-            weights,
-            variants,
-        )
+        rest = {axis: values for axis, values in axes.items() if axis != TABLE_AXIS}
+        gaussian = predict_grid(rest, positional, weights, variants)
         names = [str(name) for name in axes[TABLE_AXIS]]
-        return along_table_laws(gaussian, {name: table_laws[name] for name in names})
+        own = {
+            name: predict_grid(rest, positional, weights, variants, table_laws[name])
+            for name in names
+            if table_laws[name]["kind"] == "anisotropic"
+        }
+        return along_table_laws(gaussian, {name: table_laws[name] for name in names}, own)
     ratios = ratio_inputs(axes["d"], axes["delta"], axes["gamma"])
     scalars = pooling_inputs(axes["T"], positional, weights)
     snr = xr.DataArray(
@@ -396,6 +433,7 @@ def predict_grid(
         centered,
         variants,
         table,
+        xr.DataArray(np.asarray(axes["d"], dtype=float), dims="d", coords={"d": list(axes["d"])}),
     )
     ordered = {
         name: [d for d in (*ALL_AXES, "variant") if d in out[name].dims] for name in out.data_vars
@@ -413,6 +451,7 @@ def predict_point(
     centered: bool = True,
     variants: Sequence[str] = VARIANTS,
     table: Mapping[str, Any] | str | None = None,
+    d: int | None = None,
 ) -> xr.Dataset:
     """:func:`predict` at one parameter point from model specs (``attnrmt theory``).
 
@@ -424,7 +463,7 @@ def predict_point(
     variable (dimension ``position``, 1-based). ``delta``, ``gamma`` are used as given (no
     realised sizes: there is no ``d``). ``table`` is the table law, as in :func:`predict`
     (None: ``gaussian``; a non-Gaussian law adds ``table`` and, without theory,
-    ``no_theory`` to the attributes).
+    ``no_theory`` to the attributes); an anisotropic law needs the dimension ``d``.
     """
     from attnrmt.model import (
         pooling_weights,
@@ -443,7 +482,16 @@ def predict_point(
     )
     point = {name: float(value.squeeze()) for name, value in scalars.items()}
     out = predict(
-        delta, gamma, snr, point["alpha"], point["kappa"], point["sigma"], centered, variants, table
+        delta,
+        gamma,
+        snr,
+        point["alpha"],
+        point["kappa"],
+        point["sigma"],
+        centered,
+        variants,
+        table,
+        d,
     )
     R = positional_correlation(positional_spec, int(T))
     w = pooling_weights(weights_spec, int(T), R)

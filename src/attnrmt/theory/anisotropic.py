@@ -1,0 +1,246 @@
+"""Theory of an anisotropic table, ``z_v ~ N(0, Sigma)`` (docs/model.md, "Anisotropic tables").
+
+The bulk of ``S / kappa`` is ``MP_gamma ⊠ MP_delta ⊠ nu_Sigma`` (:mod:`attnrmt.theory.free`,
+``nu_Sigma`` the ``d`` eigenvalues of ``Sigma``). A spike along ``v`` sees the bulk through
+``v^T (s - Sigma)^(-1) v`` at the subordination point ``s``: with the weights ``w_i`` of ``v``
+in ``Sigma``'s eigenbasis, ``U_w(s) = sum_i w_i lambda_i / (s - lambda_i)``. The signal
+direction ``u`` has the weights ``e_1`` (``top``/``bottom``) or ``1/d`` (``random``); the noise
+part ``eta ~ N(0, Sigma / V)`` of ``Dlt`` and the table mean have the size-biased weights
+``lambda_i / d``. Spike of the signal: ``(alpha/kappa) D(s) = x_pop(s)`` with
+``D = snr (1 + U_u) + b delta (1 + U_sized)`` (``b = 1`` for ``finite_vocab``, 0 for ``paper``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from attnrmt.model.table_laws import covariance_spectrum
+from attnrmt.theory.free import DiscreteLaw, FreeProduct, critical_points
+
+_BISECTION_STEPS = 100
+
+
+@dataclass(frozen=True)
+class AnisotropicBulk:
+    """The bulk of one ``(Sigma, delta, gamma)`` (docs/model.md, "Anisotropic tables"):
+    population ``MP_delta ⊠ nu`` and sample ``MP_gamma ⊠ MP_delta ⊠ nu`` laws of the
+    eigenvalues ``nu`` of ``Sigma`` that are not isolated, their top critical points
+    ``s_pop``, ``s_sample``, the largest isolated eigenvalue ``floor`` (-inf: none), the
+    sample edges and the largest population noise eigenvalue (units of kappa)."""
+
+    population: FreeProduct
+    sample: FreeProduct
+    atoms: NDArray[np.float64]  # every distinct eigenvalue of Sigma
+    signal: NDArray[np.float64]  # weights of u on the atoms
+    sized: NDArray[np.float64]  # size-biased weights lambda w
+    isolated: NDArray[np.float64]  # signal weights on the isolated atoms, times delta/d
+    s_pop: float
+    s_sample: float
+    floor: float
+    edges: NDArray[np.float64]
+    pop_edge: float
+
+    def transform(self, weights: NDArray, s: NDArray) -> tuple[NDArray, NDArray]:
+        """``U_w(s)`` and ``U_w'(s)`` for weights on the atoms. O(s.size x atoms)."""
+        diff = s[..., None] - self.atoms
+        ratio = self.atoms / diff
+        return ratio @ weights, -(ratio / diff) @ weights
+
+
+def _components(law: FreeProduct) -> tuple[NDArray, NDArray, NDArray]:
+    """Critical points ``s`` and kinds of ``law`` sorted by ``x(s)``, and the edges
+    ``(components, 2)`` (a first component without lower edge starts at 0)."""
+    s, kind = critical_points(law)
+    order = np.argsort(law.inverse_map(s)[0])
+    s, kind = s[order], kind[order]
+    x = law.inverse_map(s)[0]
+    if kind.size and kind[0] == 1:
+        x = np.concatenate([[0.0], x])
+    return s, kind, x.reshape(-1, 2)
+
+
+def anisotropic_bulk(lam: NDArray, signal: str, delta: float, gamma: float) -> AnisotropicBulk:
+    """:class:`AnisotropicBulk` of the eigenvalues ``lam`` (coordinate order, the signal's
+    at 0 unless ``signal == "random"``). Equal eigenvalues are merged into one atom; an
+    eigenvalue alone in a component of ``MP_delta ⊠ nu_Sigma`` is isolated (a spike of
+    ``Sigma``) and leaves the bulk law. Cost: two or four critical-point scans of
+    :mod:`attnrmt.theory.free` (O(atoms x 5000) each)."""
+    atoms, inverse = np.unique(np.round(lam, 12), return_inverse=True)
+    weights = np.bincount(inverse, minlength=atoms.size) / lam.size
+    on_u = weights.copy() if signal == "random" else np.eye(atoms.size)[inverse[0]]
+    full = FreeProduct((float(delta),), DiscreteLaw(atoms, weights))
+    s, kind, _ = _components(full)
+    alone = np.zeros(atoms.size, dtype=bool)
+    for i in np.flatnonzero((kind[:-1] == -1) & (kind[1:] == 1)):  # a component's ends
+        inside = (atoms > s[i]) & (atoms < s[i + 1])
+        if inside.sum() == 1 and weights[inside][0] * lam.size < 1.5:
+            alone |= inside
+    population = (
+        FreeProduct(full.ratios, DiscreteLaw(atoms[~alone], weights[~alone]))
+        if alone.any()
+        else full
+    )
+    sample = population.sampled(float(gamma))
+    s_pop, kind_pop, pop_edges = _components(population)
+    s_smp, kind_smp, edges = _components(sample)
+    top_pop, top_smp = float(s_pop[kind_pop == 1].max()), float(s_smp[kind_smp == 1].max())
+    floor = float(atoms[alone].max()) if alone.any() else -np.inf
+    pop_edge = pop_edges[-1, 1]
+    if alone.any():
+        pop_edge = max(pop_edge, float(population.inverse_map(np.array(floor))[0]))
+        if floor > top_smp:
+            edges[-1, 1] = max(edges[-1, 1], float(sample.inverse_map(np.array(floor))[0]))
+    return AnisotropicBulk(
+        population=population,
+        sample=sample,
+        atoms=atoms,
+        signal=on_u,
+        sized=atoms * weights / np.dot(atoms, weights),
+        isolated=np.where(alone, on_u, 0.0) * delta / lam.size,
+        s_pop=top_pop,
+        s_sample=top_smp,
+        floor=floor,
+        edges=edges,
+        pop_edge=float(pop_edge),
+    )
+
+
+def spike_solution(
+    bulk: AnisotropicBulk,
+    strength: NDArray,
+    target: NDArray,
+    weight: NDArray,
+    rest: NDArray,
+    cross: float = 0.0,
+) -> dict[str, NDArray]:
+    """Outliers (units of kappa) and squared overlaps with the target direction of the top
+    eigenvalue solving ``strength * D(s) = x_pop(s)``, ``D = target (1 + U_w) + rest
+    (1 + U_sized)`` (docs/model.md, "Anisotropic tables"), ``weight`` the target's weights on
+    the atoms; ``cross`` (1 or 0) adds the class-mean noise's part along the target at
+    isolated eigenvalues. Bisection on ``s`` above ``s_pop`` and every isolated eigenvalue;
+    NaN / 0 where absent. O(points x atoms x 100)."""
+    strength, target, rest = np.broadcast_arrays(strength, target, rest)
+
+    def parts(s: NDArray) -> tuple[NDArray, ...]:
+        x, dx, _ = bulk.population.inverse_map(s)
+        u_w, du_w = bulk.transform(weight, s)
+        u_r, du_r = bulk.transform(bulk.sized, s)
+        return x, dx, target * (1 + u_w) + rest * (1 + u_r), target * du_w + rest * du_r, u_w
+
+    start = max(bulk.s_pop, bulk.floor * (1 + 1e-12) + 1e-300)
+    low = np.full(strength.shape, start)
+    with np.errstate(all="ignore"):
+        x0, _, d0, _, _ = parts(low)
+        present = (strength > 0) & ~(strength * d0 <= x0)
+    high = low + 1.0
+    for _ in range(200):  # x(s) >= s and D decreases beyond start: double until above
+        x, _, dd, _, _ = parts(high)
+        short = present & (x < strength * dd)
+        if not short.any():
+            break
+        high = np.where(short, low + 2.0 * (high - low), high)
+    for _ in range(_BISECTION_STEPS):
+        mid = 0.5 * (low + high)
+        x, _, dd, _, _ = parts(mid)
+        below = x < strength * dd
+        low, high = np.where(below, mid, low), np.where(below, high, mid)
+    s = 0.5 * (low + high)
+    x, dx, dd, ddd, u_w = parts(s)
+    x_smp, dx_smp, _ = bulk.sample.inverse_map(s)
+    sampled = present & (s > bulk.s_sample)
+    with np.errstate(all="ignore"):
+        slope = dd / x**2 - ddd / (x * dx)  # (target + rest) m_v'(ell)
+        noise = cross * (
+            (s[..., None] / (s[..., None] - bulk.atoms)) ** 2 @ (bulk.isolated * bulk.atoms)
+        )
+        overlap = np.where(present, (target * (1 + u_w) ** 2 + noise) / (x**2 * slope), 0.0)
+        lift = (dx_smp / x_smp) / (dx / x)
+    return {
+        "pop_outlier": np.where(present, x, np.nan),
+        "sample_outlier": np.where(sampled, x_smp, np.nan),
+        "pop_overlap": np.clip(overlap, 0.0, 1.0),
+        "sample_overlap": np.where(sampled, np.clip(overlap * lift, 0.0, 1.0), 0.0),
+    }
+
+
+def thresholds(bulk: AnisotropicBulk, ratio: NDArray, rest: NDArray) -> tuple[NDArray, NDArray]:
+    """Population and sample threshold snr of the signal spike: ``D`` is linear in snr, so
+    ``snr = (x_pop(s*)/ratio - rest (1 + U_sized(s*))) / (1 + U_u(s*))`` at ``s* = s_pop``
+    resp. ``s_sample`` (``inf`` where ``ratio = alpha/kappa = 0``). O(points x atoms)."""
+    out = []
+    for s in (bulk.s_pop, bulk.s_sample):
+        point = np.array([s])
+        x = bulk.population.inverse_map(point)[0][0]
+        u_u = bulk.transform(bulk.signal, point)[0][0]
+        u_r = bulk.transform(bulk.sized, point)[0][0]
+        with np.errstate(divide="ignore"):
+            out.append((x / ratio - rest * (1 + u_r)) / (1 + u_u))
+    return out[0], out[1]
+
+
+def anisotropic_parts(
+    law: Mapping[str, Any],
+    arrays: Mapping[str, NDArray],
+    uncentred: NDArray,
+    variants: Sequence[str],
+    valid: NDArray,
+) -> dict[Any, Any]:
+    """Every prediction of :func:`attnrmt.theory.predict` for an anisotropic table on flat
+    point arrays (``d``, ``delta``, ``gamma``, ``snr``, ``alpha``, ``kappa``, ``sigma``):
+    the bulk once per distinct ``(d, delta, gamma)`` of the ``valid`` points, the spikes
+    vectorised over the rest (NaN elsewhere).
+    O(distinct bulks x 5000 x atoms + points x atoms x 100)."""
+    shape = np.broadcast_shapes(*(np.shape(a) for a in arrays.values()), np.shape(uncentred))
+    flat = {name: np.broadcast_to(a, shape).ravel() for name, a in arrays.items()}
+    uncentred = np.broadcast_to(uncentred, shape).ravel()
+    names = ("lower", "upper", "pop_edge", "mean_pop", "mean_sample", "mean_overlap")
+    out: dict[Any, Any] = {name: np.full(flat["delta"].size, np.nan) for name in names}
+    fields = ("pop_outlier", "sample_outlier", "pop_overlap", "sample_overlap")
+    for variant in variants:
+        for name in (*fields, "threshold_population", "threshold_sample", "theta"):
+            out[(variant, name)] = np.full(flat["delta"].size, np.nan)
+    keys = np.stack([flat["d"], flat["delta"], flat["gamma"]], axis=1)
+    for key in np.unique(keys[np.broadcast_to(valid, shape).ravel()], axis=0):
+        at = np.all(keys == key, axis=1)
+        d, delta, gamma = int(key[0]), float(key[1]), float(key[2])
+        lam = covariance_spectrum(law, d)
+        assert lam is not None
+        bulk = anisotropic_bulk(lam, law["signal"], delta, gamma)
+        kappa, snr = flat["kappa"][at], flat["snr"][at]
+        ratio = flat["alpha"][at] / kappa
+        out["lower"][at] = kappa * bulk.edges[0, 0]
+        out["upper"][at] = kappa * bulk.edges[-1, 1]
+        out["pop_edge"][at] = kappa * bulk.pop_edge
+        for variant in variants:
+            rest = delta * float(variant == "finite_vocab")
+            spike = spike_solution(bulk, ratio, snr, bulk.signal, np.asarray(rest), rest / delta)
+            for name in fields:
+                scale = kappa if name.endswith("outlier") else 1.0
+                out[(variant, name)][at] = scale * spike[name]
+            low, high = thresholds(bulk, ratio, np.asarray(rest))
+            out[(variant, "threshold_population")][at] = low
+            out[(variant, "threshold_sample")][at] = high
+            out[(variant, "theta")][at] = ratio * (snr + rest)
+        mean = spike_solution(
+            bulk, flat["sigma"][at] ** 2 / kappa, np.asarray(delta), bulk.sized, np.asarray(0.0)
+        )
+        out["mean_pop"][at] = kappa * mean["pop_outlier"]
+        out["mean_sample"][at] = kappa * mean["sample_outlier"]
+        out["mean_overlap"][at] = mean["sample_overlap"]
+    for name in ("mean_pop", "mean_sample", "mean_overlap"):
+        out[name] = np.where(uncentred, out[name], np.nan)
+    return {name: value.reshape(shape) for name, value in out.items()}
+
+
+__all__ = [
+    "AnisotropicBulk",
+    "anisotropic_bulk",
+    "anisotropic_parts",
+    "spike_solution",
+    "thresholds",
+]
