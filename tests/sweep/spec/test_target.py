@@ -28,12 +28,14 @@ CONFIG: dict[str, Any] = {
         }
     },
 }
-TARGET = Target(0.1, False, 1.0, ("population", "sample"), 4.0)
+BOTH = ("population", "sample")
+TARGET = Target(dict.fromkeys(BOTH, 0.1), dict.fromkeys(BOTH, False), 1.0, BOTH, 4.0)
 
 
 def row(halfwidth: float, estimate: float = 1.0, bound: str = "none", n: int = 3) -> dict:
     low, high = estimate - halfwidth, estimate + halfwidth
-    return {"estimate": estimate, "ci_low": low, "ci_high": high, "bound": bound, "n_detected": n}
+    out = {"estimate": estimate, "ci_low": low, "ci_high": high, "bound": bound, "n_detected": n}
+    return out | {"transition": "sample"}
 
 
 def cells(replicates: int, snr: Any) -> float:
@@ -51,6 +53,10 @@ def cells(replicates: int, snr: Any) -> float:
         ({"threshold_halfwidth": 0.1, "budget_cpu_hours": -1}, "budget_cpu_hours=-1"),
         ({"threshold_halfwidth": 0.1, "transitions": ["pop"]}, "sweeps.s.target.transitions"),
         ({"threshold_halfwidth": 0.1, "replicates": 3}, "unknown key 'replicates'"),
+        (
+            {"threshold_halfwidth": {"sample": 0.1}},
+            "sweeps.s.target.threshold_halfwidth={'sample': 0.1}: must give every transition",
+        ),
     ],
 )
 def test_a_bad_target_is_named_with_key_and_value(target: dict, message: str) -> None:
@@ -89,7 +95,7 @@ def test_bounds_and_thin_lines_get_snr_points() -> None:
 
 
 def test_the_budget_caps_the_round() -> None:
-    target = Target(0.1, False, 10 / 3600, ("sample",), 4.0)  # 10 CPU seconds
+    target = Target({"sample": 0.1}, {"sample": False}, 10 / 3600, ("sample",), 4.0)  # 10 s
     snr = [0.0, 1.0]
     assert next_design(target, 2, snr, [row(1.0, n=2)], cells, 4.0) == (5, snr)  # 6 s left
     assert next_design(target, 2, snr, [row(1.0, n=2)], cells, 10.0) is None
@@ -129,10 +135,25 @@ def test_rounds_advance_resume_and_stop(tmp_path: Path, monkeypatch: pytest.Monk
     table = pd.read_csv(run_dir / "rounds" / "rounds.csv")
     assert table["round"].tolist() == [0, 0, 1, 1]
     assert table["next"].tolist()[-1] == "met"
-    assert "round 1 analysed" in rounds.round_status_lines(run_dir)[0]
+    assert rounds.round_status_lines(run_dir)[:2] == [
+        f"round: 1 ({following})",
+        "targets after round 1 (half-width / goal):",
+    ]
 
     edited = copy.deepcopy(CONFIG)  # another target: the rounds start again from round 0
     edited["sweeps"]["s"]["target"]["threshold_halfwidth"] = 0.01
     Path("aim.yaml").write_text(yaml.safe_dump(edited))
     assert rounds.current_round(run_dir, "aim.yaml", "aim")[0] == 0
     assert not following.exists()
+
+
+def test_a_target_per_transition() -> None:
+    config = copy.deepcopy(CONFIG)
+    config["sweeps"]["s"]["target"] = {
+        "threshold_halfwidth": {"population": 0.025, "sample": 0.05},
+        "relative": {"population": False, "sample": True},
+    }
+    target = rounds.targeted(validate_config(config))["s"]
+    near_zero = {**row(0.02, estimate=-0.02), "transition": "population"}
+    assert distance(target, near_zero) == pytest.approx(0.8)  # 0.02 / 0.025
+    assert distance(target, row(0.02, estimate=0.2)) == pytest.approx(2.0)  # 0.02 / (5% x 0.2)

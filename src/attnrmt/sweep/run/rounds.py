@@ -15,7 +15,6 @@ Cost: O(threshold rows + sweeps) per round, plus one small YAML and CSV write.
 from __future__ import annotations
 
 import itertools
-import math
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -29,7 +28,14 @@ from attnrmt.sweep.spec.cost import estimated_cell_seconds, estimated_curve_seco
 from attnrmt.sweep.spec.target import distance, next_design, parse_target
 from attnrmt.sweep.store.atomic import write_text_atomically
 
-__all__ = ["advance", "current_round", "design_seconds", "round_status_lines", "targeted"]
+__all__ = [
+    "advance",
+    "current_round",
+    "design_seconds",
+    "latest_round",
+    "round_status_lines",
+    "targeted",
+]
 
 _ROUND = re.compile(r"round-(\d+)\.yaml")
 COLUMNS = "round sweep transition setting halfwidth goal distance replicates snr_points"
@@ -46,12 +52,22 @@ def targeted(valid: ValidConfig) -> dict[str, Any]:
     }
 
 
+def _round_files(folder: Path) -> dict[int, Path]:
+    return {int(m[1]): p for p in folder.glob("round-*.yaml") if (m := _ROUND.fullmatch(p.name))}
+
+
+def latest_round(run_dir: Path) -> Path | None:
+    """The config of the run's latest round, if it has rounds. O(round files)."""
+    found = _round_files(Path(run_dir) / "rounds")
+    return found[max(found)] if found else None
+
+
 def current_round(run_dir: Path, config: str | Path, run_name: str) -> tuple[int, Path]:
     """The round to run: the latest ``round-<n>.yaml`` (a resumed run) when round 0 is
     ``config`` as it is now, else round 0 written from ``config`` (the earlier rounds'
     configs removed; their cells stay reusable). O(round files)."""
     folder = Path(run_dir) / "rounds"
-    found = {int(m[1]): p for p in folder.glob("round-*.yaml") if (m := _ROUND.fullmatch(p.name))}
+    found = _round_files(folder)
     first = {**read_config_source(config), "run": run_name}
     if 0 in found and read_config_source(found[0]) == first:
         return max(found), found[max(found)]
@@ -113,7 +129,7 @@ def advance(
             changed = True
         for row in rows:
             limit = str(row.get("finite_size", "none")) not in ("none", "nan")
-            goal = target.halfwidth * (abs(row["estimate"]) if target.relative else 1.0)
+            goal = target.goal(row)
             setting = "d->inf" if limit else f"d={row['d']}"
             setting += "".join(f" {k}={row[k]}" for k in ("positional", "weights") if k in row)
             records.append(
@@ -145,23 +161,18 @@ def _next_text(design: Any, rows: Sequence[Any], target: Any) -> str:
 
 
 def round_status_lines(run_dir: Path) -> list[str]:
-    """``attnrmt status``'s lines of a run with targets: the latest round analysed and each
-    target's distance (half-width over goal; <= 1 met). O(rows of rounds.csv)."""
-    path = Path(run_dir) / "rounds" / "rounds.csv"
-    if not path.is_file():
+    """``attnrmt status``'s lines of a run with targets: its current round, and each
+    target's distance (half-width over goal; <= 1 met) in the latest round analysed.
+    O(rows of rounds.csv)."""
+    path, latest = Path(run_dir) / "rounds" / "rounds.csv", latest_round(run_dir)
+    if latest is None:
         return []
-    table = pd.read_csv(path)
-    last = table[table["round"] == table["round"].max()]
-    lines = [
-        f"round {int(last['round'].iloc[0])} analysed; targets (distance = half-width / goal):"
-    ]
-    for row in last.itertuples():
-        state = (
-            "met"
-            if row.distance <= 1
-            else f"{row.distance:.2f}"
-            if math.isfinite(row.distance)
-            else "bound"
-        )
-        lines.append(f"  {row.sweep} {row.transition} {row.setting}: {state} -> {row.next}")
+    lines = [f"round: {latest.stem.split('-')[1]} ({latest})"]
+    if path.is_file():
+        table = pd.read_csv(path)
+        last = table[table["round"] == table["round"].max()]
+        lines.append(f"targets after round {int(last['round'].iloc[0])} (half-width / goal):")
+        for row in last.itertuples():
+            state = "met" if row.distance <= 1 else f"{row.distance:.2f}"
+            lines.append(f"  {row.sweep} {row.transition} {row.setting}: {state}; next: {row.next}")
     return lines

@@ -3,10 +3,11 @@
 
 A sweep's ``target: {threshold_halfwidth, relative, budget_cpu_hours, transitions}`` asks
 for every threshold of the named transitions to a CI half-width (absolute, or a fraction
-of the estimate when ``relative``): the ``d -> inf`` limit when the sweep has several
-``d``, each ``d``'s threshold otherwise. A threshold's *distance* is its half-width over
-the goal (``<= 1``: met; a bound or a failed fit: infinite). :func:`next_design` turns the
-last round's thresholds into the next round's ``(replicates, snr)``:
+of the estimate when ``relative``; each one value or a mapping per transition): the
+``d -> inf`` limit when the sweep has several ``d``, each ``d``'s threshold otherwise. A
+threshold's *distance* is its half-width over the goal (``<= 1``: met; a bound or a failed
+fit: infinite). :func:`next_design` turns the last round's thresholds into the next
+round's ``(replicates, snr)``:
 
 * a CI that is a bound gets an snr point past the end of the axis it leaves (one spacing
   below the lowest point, never below 0, or above the highest); a crossing fitted on fewer
@@ -40,13 +41,23 @@ SAFETY = 1.2
 
 @dataclass(frozen=True)
 class Target:
-    """A sweep's precision target (schema ``sweep.target``; defaults written there)."""
+    """A sweep's precision target (schema ``sweep.target``; defaults written there):
+    ``halfwidth`` and ``relative`` per transition."""
 
-    halfwidth: float
-    relative: bool
+    halfwidth: Mapping[str, float]
+    relative: Mapping[str, bool]
     budget_cpu_hours: float
     transitions: tuple[str, ...]
     max_growth: float
+
+    def goal(self, row: Mapping[str, Any]) -> float:
+        """The half-width ``row`` (of ``row["transition"]``) must reach. O(1)."""
+        t = row["transition"]
+        return self.halfwidth[t] * (abs(float(row["estimate"])) if self.relative[t] else 1.0)
+
+
+def _per_transition(value: Any, transitions: Sequence[str]) -> dict[str, Any]:
+    return {t: value[t] if isinstance(value, Mapping) else value for t in transitions}
 
 
 def parse_target(prefix: str, raw: Mapping[str, Any]) -> Target:
@@ -54,28 +65,33 @@ def parse_target(prefix: str, raw: Mapping[str, Any]) -> Target:
     ``ConfigError`` names ``prefix.key=value`` the schema cannot judge. O(1)."""
     from attnrmt.sweep.spec.config import ConfigError
 
-    target = Target(
-        float(raw["threshold_halfwidth"]),
-        bool(raw["relative"]),
-        float(raw["budget_cpu_hours"]),
-        tuple(raw["transitions"]),
-        float(raw["max_growth"]),
-    )
-    if target.relative and target.halfwidth >= 1:
-        raise ConfigError(
-            f"{prefix}.threshold_halfwidth={raw['threshold_halfwidth']!r}: a relative "
-            "half-width is a fraction of the threshold (e.g. 0.05 for +-5%), below 1"
-        )
-    return target
+    transitions = tuple(raw["transitions"])
+    for key in ("threshold_halfwidth", "relative"):
+        value = raw[key]
+        if isinstance(value, Mapping) and set(value) != set(transitions):
+            raise ConfigError(
+                f"{prefix}.{key}={dict(value)!r}: must give every transition of "
+                f"{prefix}.transitions={list(transitions)!r}, no other"
+            )
+    halfwidth = _per_transition(raw["threshold_halfwidth"], transitions)
+    relative = _per_transition(raw["relative"], transitions)
+    for t in transitions:
+        if relative[t] and halfwidth[t] >= 1:
+            raise ConfigError(
+                f"{prefix}.threshold_halfwidth={raw['threshold_halfwidth']!r}: a relative "
+                f"half-width ({t}) is a fraction of the threshold (e.g. 0.05 for +-5%), below 1"
+            )
+    budget, growth = float(raw["budget_cpu_hours"]), float(raw["max_growth"])
+    return Target(halfwidth, relative, budget, transitions, growth)
 
 
 def distance(target: Target, row: Mapping[str, Any]) -> float:
-    """Half-width of ``row`` (``estimate``, ``ci_low``, ``ci_high``, ``bound``) over its
-    goal: ``<= 1`` met, ``inf`` for a bound or a failed fit. O(1)."""
+    """Half-width of ``row`` (``transition``, ``estimate``, ``ci_low``, ``ci_high``,
+    ``bound``) over its goal: ``<= 1`` met, ``inf`` for a bound or a failed fit. O(1)."""
     low, high, estimate = (float(row[k]) for k in ("ci_low", "ci_high", "estimate"))
     if row.get("bound", "none") != "none" or not math.isfinite(high - low + estimate):
         return math.inf
-    goal = target.halfwidth * (abs(estimate) if target.relative else 1.0)
+    goal = target.goal(row)
     return (high - low) / 2 / goal if goal > 0 else math.inf
 
 
