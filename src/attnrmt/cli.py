@@ -227,8 +227,8 @@ def command_plan(args: argparse.Namespace) -> int:
 def status_plan(target: str, results: str) -> tuple[Any, Path]:
     """``(run plan, run dir)`` of ``attnrmt status TARGET``: a config file (its run under
     ``results``) or a run directory ``results/<run>`` (its config from the run's record,
-    written by the first run: :func:`attnrmt.sweep.spec.config.claim_run_dir`)."""
-    from attnrmt.sweep import plan_run
+    written by the first run: :func:`attnrmt.sweep.spec.config.claim_run_dir`); the plan
+    of the run's current round when its sweeps state a target."""
     from attnrmt.sweep.spec.config import load_valid_config
     from attnrmt.sweep.store.guard import RUN_RECORD
 
@@ -242,11 +242,22 @@ def status_plan(target: str, results: str) -> tuple[Any, Path]:
                 f"{target}: not a run directory with a readable {RUN_RECORD} ({error}); "
                 "give the config file instead"
             ) from error
-        valid = load_valid_config(config_path)
-        return plan_run(valid.config, valid.sweeps), path
+        return _round_plan(load_valid_config(config_path), path), path
     valid = load_valid_config(path)
-    run_plan = plan_run(valid.config, valid.sweeps)
-    return run_plan, Path(results) / run_plan.run
+    run_dir = Path(results) / valid.config["run"]
+    return _round_plan(valid, run_dir), run_dir
+
+
+def _round_plan(valid: Any, run_dir: Path) -> Any:
+    """The plan of the run's current round when its sweeps state a target
+    (:mod:`attnrmt.sweep.run.rounds`), else of ``valid``."""
+    from attnrmt.sweep import plan_run
+    from attnrmt.sweep.run.rounds import latest_round
+    from attnrmt.sweep.spec.config import load_valid_config
+
+    latest = latest_round(run_dir)
+    valid = valid if latest is None else load_valid_config(latest)
+    return plan_run(valid.config, valid.sweeps)
 
 
 def command_status(args: argparse.Namespace) -> int:
@@ -256,6 +267,7 @@ def command_status(args: argparse.Namespace) -> int:
 
     from attnrmt.driver import driver_status_line
     from attnrmt.sweep.report.status import run_status, status_table
+    from attnrmt.sweep.run.rounds import round_status_lines
 
     run_plan, run_dir = status_plan(args.target, args.results)
     if args.watch is not None and not args.json:
@@ -272,7 +284,7 @@ def command_status(args: argparse.Namespace) -> int:
             else:
                 stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(status.time))
                 print(f"run {run_plan.run!r} -> {run_dir} at {stamp}")
-                print("\n".join(status_table(status)), flush=True)
+                print("\n".join(status_table(status) + round_status_lines(run_dir)), flush=True)
                 if driver is not None:
                     print(driver[0], flush=True)
             if args.watch is None:

@@ -318,22 +318,62 @@ def execute_run(
     except RunInProgress as busy:
         print(f"attnrmt run: {busy}", file=sys.stderr, flush=True)
         return RunOutcome(1, run_dir, log_path, (str(busy),))
-    try:
+    from attnrmt.sweep.run.rounds import targeted
+
+    def steps(plan: Any, valid: Any, commands: list, source: Any) -> RunOutcome:
         return _execute_steps(
-            run_plan,
+            plan,
             valid.warnings,
             commands,
             run_dir,
             started,
             log_path,
-            config,
+            source,
             display,
             signal_handlers,
             summary_stream,
             valid.config.get("analysis"),
         )
+
+    try:
+        targets = targeted(valid)
+        if not targets:
+            return steps(run_plan, valid, commands, config)
+        return _execute_rounds(  # docs/architecture.md, "Rounds"
+            targets,
+            config,
+            run_dir,
+            run_plan.run,
+            lambda plan, valid, path: steps(
+                plan, valid, pipeline_commands(path, run_plan.run, profile, snakefile, cores), path
+            ),
+        )
     finally:
         release_writer_lock(run_dir)
+
+
+def _execute_rounds(
+    targets: Mapping[str, Any], config: Any, run_dir: Path, run_name: str, steps: Any
+) -> RunOutcome:
+    """The rounds of a run whose sweeps state a target (:mod:`attnrmt.sweep.run.rounds`):
+    from the current round on, run its config (an incremental rerun) and plan the next,
+    until every target is met or its budget is spent. O(rounds) Snakemake runs."""
+    from attnrmt.sweep import plan_run
+    from attnrmt.sweep.run.rounds import advance, current_round, round_status_lines
+    from attnrmt.sweep.spec.config import load_valid_config
+    from attnrmt.sweep.store.guard import claim_run_dir
+
+    n, path = current_round(run_dir, config, run_name)
+    claim_run_dir(run_dir, Path(config))  # the rounds' configs run under the config's claim
+    while True:
+        valid = load_valid_config(path)
+        print(f"attnrmt run: {run_name!r} round {n} ({path})", flush=True)
+        outcome = steps(plan_run(valid.config, valid.sweeps), valid, path)
+        following = advance(run_dir, n, valid, targets) if outcome.code == 0 else None
+        if following is None:
+            print("\n".join(round_status_lines(run_dir) if outcome.code == 0 else []), flush=True)
+            return outcome
+        n, path = n + 1, following
 
 
 def _execute_steps(

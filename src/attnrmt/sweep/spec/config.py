@@ -681,6 +681,8 @@ def resolve_sweep(config: Mapping[str, Any], name: str) -> ResolvedSweep:
     collect_problems([check_top_k, positional_check, resolve("weights"), resolve_table])
     zipped = _check_zip(prefix, sweep.get("zip"), axes)
     placed = _place_snr(prefix, placed_spec, sweep, axes, specs)
+    if sweep.get("target") is not None:  # precision target (attnrmt.sweep.spec.target)
+        _check_target(prefix, sweep)
     return ResolvedSweep(
         name=name,
         axes=axes,
@@ -695,6 +697,16 @@ def resolve_sweep(config: Mapping[str, Any], name: str) -> ResolvedSweep:
         snr_placed=placed,
         zip=zipped,
     )
+
+
+def _check_target(prefix: str, sweep: Mapping[str, Any]) -> None:
+    """A sweep's ``target`` (:func:`attnrmt.sweep.spec.target.parse_target`); refused on a
+    K-class sweep, whose thresholds are another table."""
+    from attnrmt.sweep.spec.target import parse_target
+
+    if sweep.get("classes") is not None:
+        raise ConfigError(f"{prefix}.target: a K-class sweep (classes) cannot state a target")
+    parse_target(f"{prefix}.target", sweep["target"])
 
 
 # ---- snr placed by the theory (attnrmt.sweep.spec.placed)

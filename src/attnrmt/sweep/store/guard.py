@@ -256,6 +256,8 @@ def claim_run_dir(
         Naming both config files and the two ways out.
     """
     run_dir = Path(run_dir)
+    if Path(config_file).resolve().parent == (run_dir / "rounds").resolve():
+        return  # a round's config (attnrmt.sweep.run.rounds): the run claimed its folder
     record = RunLayout(run_dir).record
     absolute = Path(config_file).absolute()
     with contextlib.suppress(ValueError):

@@ -1,0 +1,159 @@
+"""Precision targets (attnrmt.sweep.spec.target) and their rounds (attnrmt.sweep.run.rounds;
+docs/architecture.md, "Rounds"): validation names key and value, the next design follows
+the 1/sqrt(R) law, the snr rules and the budget, and a round's files resume a run."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+import yaml
+
+from attnrmt.sweep import ConfigError
+from attnrmt.sweep.run import rounds
+from attnrmt.sweep.spec.config import load_valid_config, validate_config
+from attnrmt.sweep.spec.target import SAFETY, Target, distance, next_design
+
+CONFIG: dict[str, Any] = {
+    "run": "aim",
+    "sweeps": {
+        "s": {
+            "d": [40],
+            "snr": [0.0, 1.0, 2.0, 3.0],
+            "replicates": 2,
+            "target": {"threshold_halfwidth": 0.1, "budget_cpu_hours": 1.0},
+        }
+    },
+}
+BOTH = ("population", "sample")
+TARGET = Target(dict.fromkeys(BOTH, 0.1), dict.fromkeys(BOTH, False), 1.0, BOTH, 4.0)
+
+
+def row(halfwidth: float, estimate: float = 1.0, bound: str = "none", n: int = 3) -> dict:
+    low, high = estimate - halfwidth, estimate + halfwidth
+    out = {"estimate": estimate, "ci_low": low, "ci_high": high, "bound": bound, "n_detected": n}
+    return out | {"transition": "sample"}
+
+
+def cells(replicates: int, snr: Any) -> float:
+    return replicates * len(snr)  # one CPU second a cell
+
+
+@pytest.mark.parametrize(
+    ("target", "message"),
+    [
+        ({"threshold_halfwidth": 0}, "sweeps.s.target.threshold_halfwidth=0: must be > 0"),
+        (
+            {"threshold_halfwidth": 1.5, "relative": True},
+            "sweeps.s.target.threshold_halfwidth=1.5: a relative half-width",
+        ),
+        ({"threshold_halfwidth": 0.1, "budget_cpu_hours": -1}, "budget_cpu_hours=-1"),
+        ({"threshold_halfwidth": 0.1, "transitions": ["pop"]}, "sweeps.s.target.transitions"),
+        ({"threshold_halfwidth": 0.1, "replicates": 3}, "unknown key 'replicates'"),
+        (
+            {"threshold_halfwidth": {"sample": 0.1}},
+            "sweeps.s.target.threshold_halfwidth={'sample': 0.1}: must give every transition",
+        ),
+    ],
+)
+def test_a_bad_target_is_named_with_key_and_value(target: dict, message: str) -> None:
+    config = copy.deepcopy(CONFIG)
+    config["sweeps"]["s"]["target"] = target
+    with pytest.raises(ConfigError, match=message.replace("[", r"\[").replace(".", r"\.")):
+        validate_config(config)
+
+
+def test_replicates_follow_the_inverse_square_root_law() -> None:
+    design = next_design(TARGET, 4, [0.0, 1.0, 2.0, 3.0], [row(0.15, n=4)], cells, 0.0)
+    assert design == (int(-(-4 * 1.5**2 * SAFETY // 1)), [0.0, 1.0, 2.0, 3.0])  # 11
+    capped = next_design(TARGET, 4, [0.0, 1.0, 2.0, 3.0], [row(1.0, n=4)], cells, 0.0)
+    assert capped is not None and capped[0] == 16  # max_growth 4
+
+
+def test_a_met_target_asks_for_nothing() -> None:
+    rows = [row(0.099), row(0.05)]
+    assert max(distance(TARGET, r) for r in rows) == pytest.approx(0.99)
+    assert next_design(TARGET, 4, [0.0, 1.0, 2.0], rows, cells, 0.0) is None
+
+
+def test_bounds_and_thin_lines_get_snr_points() -> None:
+    snr = [1.0, 2.0, 3.0]
+    below = {**row(0.0), "bound": "below"}
+    above = {**row(0.0), "bound": "above"}
+    assert next_design(TARGET, 2, snr, [below], cells, 0.0) == (2, [0.0, 1.0, 2.0, 3.0])
+    assert next_design(TARGET, 2, snr, [above], cells, 0.0) == (2, [1.0, 2.0, 3.0, 4.0])
+    thin = {**row(0.05, estimate=1.2), "n_detected": 2}  # met, but in another row: far
+    far = {**row(0.3, estimate=1.1), "n_detected": 2}
+    design = next_design(TARGET, 2, snr, [thin, far], cells, 0.0)
+    assert design is not None and design[1] == [1.0, 1.5, 2.0, 2.5, 3.0]
+    extrapolated = {**row(0.3, estimate=1.0), "n_detected": 3}  # lowest detected: 3.0
+    design = next_design(TARGET, 2, [0.0, 1.0, 3.0, 4.0, 5.0], [extrapolated], cells, 0.0)
+    assert design is not None and design[1] == [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]
+
+
+def test_the_budget_caps_the_round() -> None:
+    target = Target({"sample": 0.1}, {"sample": False}, 10 / 3600, ("sample",), 4.0)  # 10 s
+    snr = [0.0, 1.0]
+    assert next_design(target, 2, snr, [row(1.0, n=2)], cells, 4.0) == (5, snr)  # 6 s left
+    assert next_design(target, 2, snr, [row(1.0, n=2)], cells, 10.0) is None
+
+
+def thresholds_csv(run_dir: Path, halfwidth: float) -> None:
+    frame = pd.DataFrame(
+        [
+            {"sweep": "s", "transition": t, "d": 40, "finite_size": "none", "bound": "none"}
+            | {"estimate": 1.0, "ci_low": 1 - halfwidth, "ci_high": 1 + halfwidth}
+            | {"n_detected": 3, "positional": "iid", "weights": "mean"}
+            for t in ("population", "sample")
+        ]
+    )
+    run_dir.mkdir(parents=True, exist_ok=True)
+    frame.to_csv(run_dir / "thresholds.csv", index=False)
+
+
+def test_rounds_advance_resume_and_stop(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    Path("aim.yaml").write_text(yaml.safe_dump(CONFIG))
+    run_dir = tmp_path / "results" / "aim"
+    n, path = rounds.current_round(run_dir, "aim.yaml", "aim")
+    valid = load_valid_config(path)
+    targets = rounds.targeted(valid)
+    assert (n, path.name, list(targets)) == (0, "round-0.yaml", ["s"])
+
+    thresholds_csv(run_dir, 0.2)
+    rounds.advance(run_dir, 0, valid, targets)
+    following = rounds.advance(run_dir, 0, valid, targets)  # a resumed round 0: its rows again
+    assert following is not None and following.name == "round-1.yaml"
+    assert load_valid_config(following).sweeps["s"].replicates == 8  # 2 x min(2^2 x 1.2, 4)
+    assert rounds.current_round(run_dir, "aim.yaml", "aim") == (1, following)  # resumed
+
+    thresholds_csv(run_dir, 0.05)  # round 1 met every target: no round 2
+    assert rounds.advance(run_dir, 1, load_valid_config(following), targets) is None
+    table = pd.read_csv(run_dir / "rounds" / "rounds.csv")
+    assert table["round"].tolist() == [0, 0, 1, 1]
+    assert table["next"].tolist()[-1] == "met"
+    assert rounds.round_status_lines(run_dir)[:2] == [
+        f"round: 1 ({following})",
+        "targets after round 1 (half-width / goal):",
+    ]
+
+    edited = copy.deepcopy(CONFIG)  # another target: the rounds start again from round 0
+    edited["sweeps"]["s"]["target"]["threshold_halfwidth"] = 0.01
+    Path("aim.yaml").write_text(yaml.safe_dump(edited))
+    assert rounds.current_round(run_dir, "aim.yaml", "aim")[0] == 0
+    assert not following.exists()
+
+
+def test_a_target_per_transition() -> None:
+    config = copy.deepcopy(CONFIG)
+    config["sweeps"]["s"]["target"] = {
+        "threshold_halfwidth": {"population": 0.025, "sample": 0.05},
+        "relative": {"population": False, "sample": True},
+    }
+    target = rounds.targeted(validate_config(config))["s"]
+    near_zero = {**row(0.02, estimate=-0.02), "transition": "population"}
+    assert distance(target, near_zero) == pytest.approx(0.8)  # 0.02 / 0.025
+    assert distance(target, row(0.02, estimate=0.2)) == pytest.approx(2.0)  # 0.02 / (5% x 0.2)
