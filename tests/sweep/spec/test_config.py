@@ -12,11 +12,11 @@ import numpy as np
 import pytest
 import yaml
 
+from attnrmt.contract import round_significant
 from attnrmt.sweep import ConfigError, load_config
 from attnrmt.sweep.spec.config import (
     apply_schema,
     load_valid_config,
-    normalise_real,
     resolve_sweeps,
     snr_values,
     validate_config,
@@ -86,7 +86,7 @@ def test_linspace_and_typed_list_give_identical_axes() -> None:
 def test_snr_values_matches_numpy_linspace() -> None:
     values = snr_values({"start": 0.0, "stop": 3.0, "num": 16})
     expected = np.linspace(0.0, 3.0, 16)
-    assert [normalise_real(v) for v in values] == [normalise_real(v) for v in expected]
+    assert [round_significant(v) for v in values] == [round_significant(v) for v in expected]
     assert snr_values({"start": 2.0, "stop": 5.0, "num": 1}) == [2.0]
 
 

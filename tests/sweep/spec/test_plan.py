@@ -150,7 +150,7 @@ def test_plan_run_accepts_a_config_validated_only_by_snakemake() -> None:
 
     with (SMALL).open(encoding="utf-8") as handle:
         raw = yaml.safe_load(handle)
-    from attnrmt.sweep.spec.config import SCHEMA_PATH
+    from attnrmt.sweep.spec.schema import SCHEMA_PATH
 
     validate(raw, str(SCHEMA_PATH))
     by_snakemake = plan_run(raw)

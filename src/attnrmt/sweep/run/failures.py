@@ -1,21 +1,7 @@
-"""Failed cells: what the last attempt of a block left in ``<sweep>/failures/`` (read side).
-
-A block whose cells fail after Dask's retries records them
-(:func:`record_block_failures`: cell key, seed, simulate parameters,
-error) and fails its Snakemake job; the record is removed when the block later succeeds.
-This module answers the questions a user asks afterwards:
-
-- which failures still stand (:func:`unresolved_failures`, listed by ``attnrmt plan``);
-- which blocks to leave out when the config sets ``skip_failed: true``
-  (:func:`failed_blocks`), so that everything that did finish is gathered, analysed and
-  reported;
-- the table of failed cells in the report (:func:`failed_cells_table`, rule
-  ``failed_cells``);
-- why each cell failed (:func:`classify_failure`: one of
-  :data:`attnrmt.contract.FAILURE_CAUSES`, stored as ``cause``) and how many failed per
-  cause (:func:`count_failures_by_cause`);
-- whether the run has failed often enough to stop (:class:`FailureBudget`,
-  ``execution.max_failures``).
+"""Failed cells (docs/data-contract.md, "Failure causes"): why a cell failed
+(:func:`classify_failure`), counts per cause, the blocks ``skip_failed`` leaves out
+(:func:`failed_blocks`) and the ``execution.max_failures`` budget (:class:`FailureBudget`).
+The records themselves are :mod:`attnrmt.sweep.store.failures`.
 """
 
 from __future__ import annotations
@@ -39,11 +25,6 @@ from attnrmt.sweep.store.failures import (
     unresolved_failures,
 )
 
-# ------------------------------------------------------------------ write side
-
-
-# ------------------------------------------------------------------ causes
-
 #: Topic of the event a Dask nanny logs when it restarts its worker for exceeding its
 #: memory limit (``distributed.worker_memory``: "exceeded 95% memory budget").
 MEMORY_RESTART_TOPIC = "worker-restart-memory"
@@ -56,24 +37,12 @@ NON_FINITE_WORDS = ("infs or nans", "non-finite", "not finite", "nan or inf")
 def classify_failure(
     error: BaseException, memory_restarted: Collection[str] = (), walltime: bool = False
 ) -> str:
-    """Why a cell failed: one of :data:`attnrmt.contract.FAILURE_CAUSES`.
-
-    Decided from what the block sees (``docs/data-contract.md``, "Failure causes"), first
-    match wins:
-
-    1. ``MemoryError`` -> ``out_of_memory``;
-    2. ``ArithmeticError`` (``FloatingPointError``, ``ZeroDivisionError``,
-       ``OverflowError``), ``numpy.linalg.LinAlgError`` or a ``ValueError`` about
-       non-finite numbers (:data:`NON_FINITE_WORDS`) -> ``numerical``;
-    3. a task lost with its worker or client (``distributed.KilledWorker``, a cancelled
-       future, a closed comm): ``walltime`` when the block was stopped at its
-       SLURM time limit (``walltime``: :func:`slurm_walltime_reached`); else
-       ``out_of_memory`` for a ``KilledWorker`` whose last worker is in
-       ``memory_restarted`` (workers their nanny restarted for exceeding their memory
-       limit: :func:`memory_restarted_workers`); else ``killed``;
-    4. anything else -> ``other``.
-
-    O(1) (``memory_restarted`` is a set).
+    """Why a cell failed, first match wins (docs/data-contract.md, "Failure causes"):
+    ``MemoryError`` -> ``out_of_memory``; an ``ArithmeticError``, ``LinAlgError`` or a
+    ``ValueError`` about non-finite numbers -> ``numerical``; a task lost with its worker
+    or client -> ``walltime`` (``walltime``: stopped at the SLURM time limit), else
+    ``out_of_memory`` for a ``KilledWorker`` whose last worker is in
+    ``memory_restarted``, else ``killed``; anything else -> ``other``. O(1).
     """
     if isinstance(error, MemoryError):
         return "out_of_memory"
@@ -137,9 +106,6 @@ def describe_causes(counts: Mapping[str, int]) -> str:
     return ", ".join(f"{count:,} {cause}" for cause, count in counts.items())
 
 
-# ------------------------------------------------------------------ read side
-
-
 def failed_blocks(run_plan: Any, run_dir: str | os.PathLike[str]) -> dict[str, set[str]]:
     """Per sweep, the keys of planned blocks with a standing failure record."""
     blocks: dict[str, set[str]] = {}
@@ -150,15 +116,9 @@ def failed_blocks(run_plan: Any, run_dir: str | os.PathLike[str]) -> dict[str, s
     return blocks
 
 
-# ------------------------------------------------------------------ max_failures
-
-
 def max_failed_cells(setting: int | float | None, n_cells: int) -> int | None:
-    """The failed-cell count at which a run stops (``execution.max_failures``).
-
-    A whole number ``>= 1`` is a count; a fraction ``0 < f < 1`` of the run's ``n_cells``
-    gives ``max(1, ceil(f * n_cells))``; ``None`` never stops.
-    """
+    """The failed-cell count at which a run stops (``execution.max_failures``): a count
+    ``>= 1``, ``max(1, ceil(f n_cells))`` for a fraction ``f``, or None (never). O(1)."""
     if setting is None:
         return None
     if isinstance(setting, float) and setting < 1:
@@ -168,15 +128,10 @@ def max_failed_cells(setting: int | float | None, n_cells: int) -> int | None:
 
 @dataclass(frozen=True)
 class FailureBudget:
-    """``execution.max_failures`` of a run: stop when ``limit`` cells have failed.
-
-    Counted are the cells of the failure records written since the run started
-    (:data:`RUN_STARTED_MARKER`), so a rerun starts afresh and retries them. Each block
-    checks before computing (:meth:`exceeded`, O(failure records)); it is race-free
-    enough: blocks already computing when the limit is reached finish (at most the
-    blocks in flight, ``dask_clients`` or ``jobs``), and two blocks failing at once may
-    both be counted after the limit; no block starts computing once the records on disk
-    reach it.
+    """``execution.max_failures`` of a run: stop when ``limit`` cells have failed since
+    the run started (:data:`RUN_STARTED_MARKER`; a rerun starts afresh). Each block checks
+    before computing (:meth:`exceeded`, O(failure records)); blocks already computing
+    finish, so a run may pass the limit by the blocks in flight.
     """
 
     limit: int | None
@@ -192,13 +147,9 @@ class FailureBudget:
     def exceeded(
         self, run_dir: str | os.PathLike[str], retried: str | os.PathLike[str] | None = None
     ) -> str | None:
-        """The one stop message when this run's failed cells reached the limit, else
-        ``None``: ``max_failures reached: 57 of 2,578 cells failed (51 out_of_memory,
-        6 numerical); stopping. ...``.
-
-        ``retried``: the failure record of the block asking, left out of the count, so
-        that Snakemake's retry of a failed block (with more memory) still runs.
-        """
+        """The one stop message once this run's failed cells reached the limit, else
+        None; ``retried`` (the asking block's record) is left out of the count, so that
+        Snakemake's retry of a failed block still runs."""
         if self.limit is None:
             return None
         marker = Path(run_dir) / RUN_STARTED_MARKER

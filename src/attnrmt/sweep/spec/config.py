@@ -1,16 +1,11 @@
 """Load and validate a sweep config: JSON schema (with defaults), then semantic checks.
 
-The schema (``config.schema.yaml`` next to this module) is the authority on keys, types
-and defaults. It is applied with the same default-filling validator as
-:func:`snakemake.utils.validate`, so the Snakefile and :func:`load_config` see the same
-filled config. The semantic checks (:func:`resolve_sweeps`) then resolve every
-model name a sweep uses and validate the model against every ``T`` of that sweep through
-:func:`attnrmt.model.validate_positional` / :func:`attnrmt.model.validate_weights`.
-
-Every problem raises :class:`ConfigError` (a :class:`ValueError`) whose message names the
-key path and the value, e.g.
-``sweeps.transition.positional[0]='prefix9': no positional model named 'prefix9' (known:
-iid, prefix4)``.
+The schema (``workflow/schemas/config.schema.yaml``) is the authority on keys, types and
+defaults, applied with :func:`snakemake.utils.validate`'s default-filling validator. The
+semantic checks (:func:`resolve_sweeps`) then resolve every model a sweep names against
+every ``T`` of it (:mod:`attnrmt.model` validators). Every problem is a
+:class:`ConfigError` naming the key path and the value (docs/getting-started.md). Cost:
+O(size of the config) plus the model checks.
 """
 
 from __future__ import annotations
@@ -24,7 +19,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from numbers import Integral
 from pathlib import Path
-from typing import Any, SupportsFloat
+from typing import Any
 
 import numpy as np
 import yaml
@@ -37,7 +32,7 @@ from attnrmt.contract import (
     TABLE_AXIS,
     round_significant,
 )
-from attnrmt.sweep.spec.schema import SCHEMA_PATH, load_schema
+from attnrmt.sweep.spec.schema import load_schema
 
 _REAL_AXES = ("delta", "gamma", "snr")
 _INT_AXES = ("d", "T")
@@ -87,15 +82,6 @@ def collect_problems(checks: Iterable[Any]) -> None:
 # --------------------------------------------------------------------------- numbers
 
 
-def normalise_real(value: SupportsFloat) -> float:
-    """``value`` rounded to 12 significant digits, as a plain float (``-0.0`` -> ``0.0``).
-
-    ``normalise_real(numpy.linspace(0, 0.3, 4)[1]) == normalise_real(0.1) == 0.1``, so a
-    grid point hashes the same whether it came from a linspace or was typed.
-    """
-    return round_significant(value)
-
-
 def snr_values(snr: Any) -> list[float]:
     """The ``snr`` axis as a list: a scalar, a list, or ``{start, stop, num}`` (linspace).
 
@@ -115,7 +101,8 @@ def normalise_axis(axis: str, raw: Any) -> list:
     """One axis of a sweep as a list of normalised coordinate values.
 
     Scalars become 1-lists; ``d`` and ``T`` become ``int``; ``delta``, ``gamma``, ``snr``
-    become floats rounded by :func:`normalise_real`; ``snr`` may be ``{start, stop, num}``.
+    become floats rounded to 12 significant digits (a linspace's ``0.1`` and a typed one
+    are one cell); ``snr`` may be ``{start, stop, num}``.
     """
     values = (
         snr_values(raw)
@@ -125,7 +112,7 @@ def normalise_axis(axis: str, raw: Any) -> list:
     if axis in _INT_AXES:
         return [int(value) for value in values]
     if axis in _REAL_AXES:
-        return [normalise_real(value) for value in values]
+        return [round_significant(value) for value in values]
     if axis == "centered":
         return [bool(value) for value in values]
     return [str(value) for value in values]
@@ -157,15 +144,9 @@ def _default_filling_validator_class() -> type:
 
 
 def apply_schema(config: Mapping[str, Any]) -> dict[str, Any]:
-    """Validate ``config`` against the schema and return a copy with defaults filled.
-
-    Raises
-    ------
-    ConfigError
-        With every problem (in key order), each a readable message. A required key that
-        is missing because it is misspelt is reported once, as the unknown key with a
-        "did you mean" suggestion (``sweps`` -> ``'sweeps'``; ``rr`` -> ``'r'``), at
-        every nesting level.
+    """A copy of ``config`` validated against the schema, defaults filled. Raises
+    :class:`ConfigError` with every problem (key order); a required key missing because
+    it is misspelt is reported once, as the unknown key with a "did you mean". O(size).
     """
     if not isinstance(config, Mapping):
         raise ConfigError(f"config={_short_repr(config)}: must be a mapping of keys to values")
@@ -352,31 +333,11 @@ def _describe_unknown_keys(path: str, value: Mapping, schema: Mapping) -> str:
 
 @dataclass(frozen=True)
 class ResolvedSweep:
-    """A sweep after the semantic checks: normalised axes and canonical model specs.
-
-    Attributes
-    ----------
-    name : str
-        Sweep name (``results/<run>/<name>/``).
-    axes : dict[str, list]
-        Coordinate values per axis, in :data:`AXES` order, normalised (see
-        :func:`normalise_axis`), duplicates rejected; then ``table`` (the law names) in a
-        sweep that sets it (:func:`attnrmt.contract.sweep_axes`).
-    replicates, top_k : int
-    positional_specs, weights_specs : dict[tuple[str, int], dict]
-        Canonical spec (from :mod:`attnrmt.model`) per ``(model name, T)``; one dict
-        object per pair, shared by every cell that uses it.
-    spectrum : str
-        ``"full"`` or ``"top"`` (:data:`attnrmt.contract.SPECTRA`).
-    table_specs : dict[str, dict] or None
-        Canonical spec (:func:`attnrmt.model.validate_table`) of each table law the sweep
-        names (config key ``table``, then also the axis ``axes["table"]``, the names in
-        the config's order); None when the sweep does not set it (then the table is
-        gaussian, the sweep has no ``table`` axis and nothing about it changes).
-    noise : str
-        ``"independent"`` (every cell its own seed) or ``"shared"`` (one seed per
-        replicate curve; docs/data-contract.md, "Shared-noise sweeps").
-    """
+    """A sweep after the semantic checks: normalised axes (:func:`normalise_axis`, in
+    :data:`AXES` order, then ``table`` where set) and canonical model specs per ``(name,
+    T)`` (one dict per pair, shared by every cell using it); ``table_specs``: the canonical
+    spec of each law of the ``table`` axis (None: gaussian, no axis); ``noise``:
+    ``independent`` or ``shared`` (docs/data-contract.md, "Shared-noise sweeps")."""
 
     name: str
     axes: dict[str, list]
@@ -575,16 +536,9 @@ def _table_error(key_path: str, spec: Any, error: ValueError) -> ConfigError:
 
 
 def resolve_table_law(config: Mapping[str, Any], key_path: str, name: Any) -> dict[str, Any]:
-    """Canonical spec of the table law a sweep names at ``key_path`` (``sweeps.<s>.table``
-    or, in a list, ``sweeps.<s>.table[i]``).
-
-    Raises
-    ------
-    ConfigError
-        An unknown name (with the closest known one), or a ``table_models`` entry that
-        :func:`attnrmt.model.validate_table` refuses (unknown kind with a suggestion,
-        ``nu <= 2``, ``p`` outside (0, 1]), naming the entry's key path and value. O(models).
-    """
+    """Canonical spec (:func:`attnrmt.model.validate_table`) of the table law a sweep
+    names at ``key_path``; :class:`ConfigError` for an unknown name (with the closest) or
+    a refused ``table_models`` entry, naming its key path and value. O(models)."""
     from attnrmt.model.table_laws import validate_table
 
     table = _table_models(config)
@@ -929,20 +883,10 @@ def note_defaults(error: ConfigError, defaulted: set[str]) -> ConfigError:
 
 @dataclass(frozen=True)
 class ValidConfig:
-    """A config after the one validation: schema, defaults, semantics, warnings.
-
-    Attributes
-    ----------
-    config : dict
-        Every default filled, every sweep axis normalised to a list of coordinates.
-    sweeps : dict[str, ResolvedSweep]
-        The resolved sweeps (:func:`attnrmt.sweep.spec.plan.plan_run` takes them, so the
-        semantic checks run once).
-    warnings : tuple of str
-        Things that are legal but probably not meant (defined-but-unused models).
-    source : str or None
-        The config file the config came from (None for a mapping).
-    """
+    """A config after the one validation: ``config`` (defaults filled, axes normalised),
+    ``sweeps`` (resolved; :func:`attnrmt.sweep.spec.plan.plan_run` takes them so the
+    checks run once), ``warnings`` (legal but probably not meant) and ``source`` (the
+    config file, None for a mapping)."""
 
     config: dict[str, Any]
     sweeps: dict[str, ResolvedSweep]
@@ -968,22 +912,10 @@ def run_name_from_file(path: str | os.PathLike[str]) -> str:
 def validate_config(
     raw: Mapping[str, Any], source: str | os.PathLike[str] | None = None
 ) -> ValidConfig:
-    """The one validation of a config: schema (filling defaults), then the semantic checks.
-
-    Parameters
-    ----------
-    raw : mapping
-        The config as written (not modified).
-    source : str or Path, optional
-        The config file it came from; when ``run:`` is absent, the run name is the file's
-        stem (:func:`run_name_from_file`); without a file it is the schema's default.
-
-    Raises
-    ------
-    ConfigError
-        With every problem found; a problem about a value the user did not write says it
-        is the default (:func:`note_defaults`).
-    """
+    """The one validation of a config (not modified): schema (filling defaults), then
+    the semantic checks. Without ``run:``, a config from the file ``source`` runs as the
+    file's stem (:func:`run_name_from_file`). Raises :class:`ConfigError` with every
+    problem; one about a value the user did not write says it is the default."""
     if not isinstance(raw, Mapping):
         raise ConfigError(f"config={_short_repr(raw)}: must be a mapping of keys to values")
     raw = dict(raw)
@@ -1154,60 +1086,24 @@ def load_valid_config(source: str | os.PathLike[str] | Mapping[str, Any]) -> Val
 
 
 def load_config(source: str | Path | Mapping[str, Any]) -> dict[str, Any]:
-    """Load a config: schema (filling defaults), then the semantic checks.
-
-    Parameters
-    ----------
-    source : str, Path or Mapping
-        Path of a YAML file, or an already-parsed mapping (not modified). A file without
-        ``run:`` runs as the file's stem (``my.yaml`` -> ``results/my/``).
-
-    Returns
-    -------
-    dict
-        The config with every default filled and every sweep axis normalised to a list
-        of coordinate values (:func:`normalise_axis`; ``snr: {start, stop, num}`` is
-        expanded).
-
-    Raises
-    ------
-    ConfigError
-        Naming the key path, the value and what is wrong, for every problem.
-    """
+    """The validated config of a YAML file or a mapping (:func:`load_valid_config`): every
+    default filled, every axis a list of coordinates (``snr: {start, stop, num}``
+    expanded). Raises :class:`ConfigError`."""
     return load_valid_config(source).config
 
 
-# --------------------------------------------------------------------------- Snakemake
-
-
-# --------------------------------------------------------------------------- run folder
-
-
 __all__ = [
-    "AXES",
-    "BUILTIN_POSITIONAL",
-    "BUILTIN_WEIGHTS",
-    "SCHEMA_PATH",
     "TABLE_BUILTINS",
     "ConfigError",
     "ResolvedSweep",
     "ValidConfig",
     "apply_schema",
-    "describe_schema_error",
-    "describe_yaml_error",
-    "format_key_path",
     "load_config",
-    "load_schema",
     "load_valid_config",
     "normalise_axis",
-    "normalise_real",
     "read_config_source",
-    "resolve_sweep",
     "resolve_sweeps",
-    "resolve_table_axis",
-    "resolve_table_law",
     "run_name_from_file",
     "snr_values",
-    "unused_models",
     "validate_config",
 ]

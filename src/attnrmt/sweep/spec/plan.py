@@ -33,7 +33,7 @@ from typing import Any, overload
 import numpy as np
 
 from attnrmt.contract import ALL_AXES, AXES, TABLE_AXIS, sweep_axes
-from attnrmt.sweep.spec.config import ResolvedSweep, resolve_sweeps
+from attnrmt.sweep.spec.config import ResolvedSweep, apply_schema, resolve_sweeps
 from attnrmt.sweep.spec.cost import estimated_cell_seconds, estimated_curve_seconds
 from attnrmt.sweep.spec.identity import (
     KEY_DIGEST_BYTES,
@@ -731,13 +731,6 @@ def grid_blocks(
     return blocks
 
 
-def execution_settings(config: Mapping[str, Any]) -> dict[str, Any]:
-    """The config's ``execution:`` block with the schema's defaults filled in."""
-    from attnrmt.sweep.spec.schema import with_defaults
-
-    return with_defaults(config.get("execution"), "execution")
-
-
 def _models_used(resolved: ResolvedSweep) -> dict[str, dict[str, dict[str, Any]]]:
     first_T = resolved.axes["T"][0]
     models = {
@@ -813,19 +806,18 @@ def plan_sweep(
 def plan_run(
     config: Mapping[str, Any], resolved: Mapping[str, ResolvedSweep] | None = None
 ) -> RunPlan:
-    """Plan every sweep of a schema-valid config (e.g. from :func:`load_config`).
-
-    ``resolved``: the sweeps the one validation already resolved
-    (:attr:`attnrmt.sweep.spec.config.ValidConfig.sweeps`), so the semantic checks are not
-    repeated; without it they run here and raise
-    :class:`~attnrmt.sweep.spec.config.ConfigError` on a problem.
-    """
-    resolved = resolve_sweeps(config) if resolved is None else resolved
-    root_seed = int(config.get("seed", 2026))
-    execution = execution_settings(config)
+    """Plan every sweep of a config. ``resolved``: the sweeps the one validation already
+    resolved (:attr:`attnrmt.sweep.spec.config.ValidConfig.sweeps`, its ``config`` filled
+    with the schema's defaults), so no check is repeated; without it the config is
+    validated here (schema and semantic checks; :class:`ConfigError` on a problem).
+    O(cells) hashing, O(lines + blocks) objects."""
+    if resolved is None:
+        config = apply_schema(config)
+        resolved = resolve_sweeps(config)
+    root_seed, execution = int(config["seed"]), config["execution"]
     block_size, block_seconds = execution["block_size"], float(execution["block_seconds"])
     return RunPlan(
-        run=str(config.get("run", "default")),
+        run=str(config["run"]),
         seed=root_seed,
         sweeps={
             name: plan_sweep(sweep, root_seed, block_size, block_seconds)

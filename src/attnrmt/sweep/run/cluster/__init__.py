@@ -1,25 +1,7 @@
-"""One Dask cluster per run, secured with per-run TLS credentials (docs/cluster.md).
-
-Modes (config ``dask.mode``; site settings come from Snakemake profiles):
-
-``local`` (default)
-    A :class:`distributed.LocalCluster` of worker processes sized to the machine, living in
-    the Snakemake process (:mod:`.lifecycle`); everything listens on 127.0.0.1.
-``slurm``, ``pbs``, ``lsf``, ``sge``, ``htcondor``, ``oar``
-    The dask-jobqueue cluster of that batch system (:mod:`.jobqueue`; SLURM specifics in
-    :mod:`.slurm`): ``dask.jobqueue.n_workers`` worker jobs that retire before their
-    walltime and are replaced; the scheduler listens on the site's ``interface``.
-``address``
-    Connect to a scheduler the user runs; TLS settings from the user's Dask configuration.
-``job``
-    An in-process LocalCluster sized to the job's allocation (``SLURM_CPUS_PER_TASK``),
-    for Snakemake's SLURM executor, where each block is its own job.
-
-Modules: :mod:`.settings` (the ``dask:`` block), :mod:`.sizing` (cores, BLAS threads,
-walltimes), :mod:`.security` (credentials), :mod:`.lifecycle` (start, clients, stop,
-signals), :mod:`.jobqueue` and :mod:`.slurm` (batch systems), :mod:`.blockwatch` (the
-block jobs of Snakemake's SLURM executor that SLURM can never run stop the run).
-"""
+"""One Dask cluster per run, secured with per-run TLS credentials; the modes
+(``dask.mode``: local, a batch system through dask-jobqueue, address, job) are described
+in docs/cluster.md. Modules: settings, sizing, security, lifecycle (start, clients, stop,
+signals), jobqueue and slurm (batch systems), blockwatch (unrunnable block jobs)."""
 
 from attnrmt._lazy import lazy_door
 

@@ -1,25 +1,14 @@
-"""Fail fast for ``profiles/slurm``: block jobs SLURM will never run stop the run.
+"""Fail fast for ``profiles/slurm`` (docs/cluster.md): block jobs SLURM will never run
+stop the run.
 
-With Snakemake's SLURM executor every block (and every other rule instance) is its own
-SLURM job. The executor submits each job with ``--comment rule_<rule>...`` and
-``--job-name <run uuid>``, from the workflow's working directory, and never looks at why a
-job pends: a request no node can satisfy (more cores or memory than any node has, a
-walltime above the partition's limit, a wrong partition, account or QOS) waits in the
-queue forever.
-
-:class:`BlockJobWatch`, started by the Snakefile's ``onstart`` in the Snakemake process
-that drives the run (:func:`start_block_job_watch`), polls ``squeue`` every
-:data:`POLL_SECONDS` for this user's jobs whose working directory is the run's and whose
-comment starts with ``rule_`` (the executor's jobs of this workflow; a driver job of
-``attnrmt submit`` has no such comment). When one pends for a reason that never clears
-(:func:`attnrmt.sweep.run.cluster.slurm.is_unsatisfiable`) it prints ONE message naming the
-request (cores, memory, walltime, partition, as SLURM records it) and SLURM's reason, sends
-SIGTERM to its own process (the stop path of a SIGTERM: Snakemake schedules no new job,
-:func:`attnrmt.sweep.run.cluster.lifecycle.stop_on_signals` bounds the wait) and cancels the
-run's queued jobs, so nothing is left in the queue. Jobs pending for queue load (Priority,
-Resources) only log a line every :data:`PENDING_REPORT_SECONDS`.
-
-Cost per poll: one ``squeue`` of this user's jobs (O(jobs) output and parsing).
+Snakemake's SLURM executor submits every block as its own job and never looks at why one
+pends: a request no node can satisfy waits forever. :class:`BlockJobWatch` (started by
+``onstart``) polls ``squeue`` every :data:`POLL_SECONDS` for this run's executor jobs
+(comment ``rule_*``, the run's working directory); one pending for a reason that never
+clears (:func:`attnrmt.sweep.run.cluster.slurm.is_unsatisfiable`) gets ONE message naming
+the request and SLURM's reason, a SIGTERM to this process (the stop path) and the run's
+queued jobs cancelled. Jobs pending for load only log a line every
+:data:`PENDING_REPORT_SECONDS`. Cost per poll: one ``squeue`` (O(jobs)).
 """
 
 from __future__ import annotations

@@ -1,27 +1,16 @@
-"""Start and stop: one Dask cluster object per run, in the Snakemake process.
+"""Start and stop one Dask cluster object per run, in the Snakemake process
+(docs/cluster.md; the measurements behind each choice are in docs/scaling.md, "Pipeline
+overhead").
 
-With the shipped profiles (``force-use-threads``) block jobs are threads of one Snakemake
-process, so the first block job that needs the cluster creates it
-(:class:`distributed.LocalCluster` or a dask-jobqueue cluster) and every later block job
-uses the same object; the Snakefile's ``onsuccess``/``onerror`` close it
-(:func:`shutdown_run_cluster`), and ``onstart`` installs :func:`stop_on_signals` so that
-SIGINT/SIGTERM stop a run within seconds. distributed owns the processes: the nannies
-restart a killed worker, dask-jobqueue submits and cancels worker jobs, and a SIGKILLed
-Snakemake takes its local workers with it (they exit when their parent dies) while batch
-workers exit after their ``death-timeout``. (Without ``force-use-threads`` each block job
-is a process of its own and starts a cluster of its own.)
-
-Own process control that remains, each for a measured need:
-
-* closing the clients of running block jobs on SIGINT/SIGTERM (:func:`stop_run`): without
-  it Snakemake waits for block jobs, which wait for workers that may never come (a pending
-  batch job) -- measured: a run never ended on SIGTERM;
-* the pending-job watch of :mod:`.jobqueue` (a job pending with PartitionConfig waits
-  forever, silently -- measured: still waiting after 13 minutes).
-
-Every connection is mutual TLS with credentials made for this cluster (:mod:`.security`);
-``results/<run>/.dask/scheduler.json`` (0600) names the scheduler, dashboard and
-credential files for the user's own clients (:func:`connect`).
+Block jobs are threads of one Snakemake process (``force-use-threads``): the first that
+needs the cluster starts it (a LocalCluster or a dask-jobqueue cluster), later ones share
+it and its one client; ``onsuccess``/``onerror`` close it (:func:`shutdown_run_cluster`)
+and ``onstart`` installs :func:`stop_on_signals`. distributed owns the processes. Own
+process control is kept to two needs: closing the block jobs' clients on SIGINT/SIGTERM
+(:func:`stop_run`; otherwise Snakemake waits for workers that may never come) and the
+pending-job watch of :mod:`.jobqueue`. Every connection is mutual TLS with the run's own
+credentials (:mod:`.security`); ``results/<run>/.dask/scheduler.json`` (0600) serves the
+user's own clients (:func:`connect`).
 """
 
 from __future__ import annotations
@@ -79,15 +68,9 @@ class RunCluster:
 
     def shared_client(self) -> Any:
         """The run's one :class:`distributed.Client` in this process, opened on first use
-        and again after it was closed (a block's walltime deadline closes it).
-
-        Block jobs are threads of one Snakemake process; they share this client instead of
-        opening one each: a client costs a TLS handshake, a scheduler registration, its
-        heartbeats and an event-loop thread -- measured ~0.024 s of CPU per block more than
-        a shared one, in the process that also hosts the scheduler (docs/scaling.md,
-        "Pipeline overhead"). distributed's Client is thread-safe; each block waits on and
-        releases its own futures. Thread-safe; O(1) after the first call.
-        """
+        and again after it was closed (a block's walltime deadline closes it): block jobs
+        share it instead of paying a client each (TLS handshake, registration, heartbeats).
+        Thread-safe; O(1) after the first call."""
         from distributed import Client
 
         with self.client_lock:
@@ -170,16 +153,9 @@ def say(message: str) -> None:
 
 
 def local_cluster_kwargs(cores: int, settings: ClusterSettings, workdir: Path) -> dict[str, Any]:
-    """LocalCluster arguments: worker processes sized to ``cores``, everything on loopback.
-
-    Scheduler, nannies, workers and every HTTP server (dashboard, worker metrics) bind to
-    127.0.0.1; with the dashboard off the scheduler's HTTP server still answers health
-    checks, also on loopback. Workers serve no dashboard pages of their own
-    (``worker_dashboard_address=None``; their HTTP server, metrics and health only, still
-    listens on the worker's loopback address): the run's dashboard is the scheduler's, and
-    a worker dashboard imports bokeh in every worker process (measured ~0.6 s of CPU per
-    worker at start-up, docs/scaling.md, "Pipeline overhead").
-    """
+    """LocalCluster arguments: worker processes sized to ``cores``; scheduler, nannies,
+    workers and every HTTP server on 127.0.0.1; no worker dashboards (each would import
+    bokeh in its worker). O(1)."""
     layout = worker_layout(cores, settings.n_workers, settings.threads_per_worker)
     configure_worker_environment(layout.blas_threads)
     scheduler_kwargs: dict[str, Any] = {"dashboard": settings.dashboard is not None}
@@ -202,17 +178,10 @@ def local_cluster_kwargs(cores: int, settings: ClusterSettings, workdir: Path) -
 
 @contextlib.contextmanager
 def spawning_without_main_script() -> Iterator[None]:
-    """Worker processes started inside this block do not re-run the parent's main script.
-
-    The ``spawn`` start method (distributed's default) re-executes the parent's
-    ``__main__`` file in every child, as ``__mp_main__``, when ``__main__`` has a
-    ``__file__``. In the pipeline that file is the ``snakemake`` executable, whose import of
-    ``snakemake.cli`` a worker never uses (tasks are attnrmt functions, pickled by
-    reference) but pays for at start (measured ~0.8 s of CPU per worker) and again at
-    exit (a longer interpreter teardown); docs/scaling.md, "Pipeline overhead". The
-    attribute is hidden only while the cluster starts its workers; a worker a nanny
-    restarts later re-runs the script as before (slower, equally correct).
-    """
+    """Worker processes started inside this block do not re-run the parent's main script
+    (``spawn`` re-executes ``__main__.__file__``, here the ``snakemake`` executable, in
+    every child). Only while the cluster starts its workers: a worker a nanny restarts
+    later re-runs it (slower, equally correct). O(1)."""
     main = sys.modules.get("__main__")
     main_file = getattr(main, "__file__", None)
     if main is None or main_file is None:
@@ -486,25 +455,15 @@ def stop_on_signals(
     store_finished: Callable[[], None] | None = None,
 ) -> None:
     """Make SIGINT and SIGTERM stop the run within :data:`STOP_GRACE_SECONDS` plus the
-    time to store what finished.
+    time to store what finished (call in the main thread from ``onstart``).
 
-    Call in the main thread after Snakemake installed its handlers (the Snakefile's
-    ``onstart``). The first signal stops the run's block jobs (:func:`stop_all_runs`:
-    their clients closed, their finished tasks already salvaged) and then reaches the
-    previous handler: Snakemake finds its block jobs ending, removes their incomplete
-    outputs, runs ``onerror`` (which stores the finished cells) and releases its lock.
-    Snakemake waits for every job it runs, and a gather, a theory or an analysis job
-    cannot be interrupted, so if the process is still alive :data:`STOP_GRACE_SECONDS`
-    later it exits anyway (:func:`_exit_if_still_running_after`), after
-    ``store_finished()`` (the Snakefile's: the finished cells into every sweep's table,
-    so that ``open_results`` shows them) and ``release_locks()`` (this process's own
-    directory locks, so the rerun finds none). Later signals do nothing more: the exit
-    is already on its way, and a second ``KeyboardInterrupt`` would cut the storing short.
-
-    With ``batch_workers`` (a dask-jobqueue mode), dask-jobqueue is imported here too: it
-    sets a SIGINT handler when imported (``dask_jobqueue.runner``), which fails outside the
-    main thread (block jobs are threads) and would replace Snakemake's; the handler it
-    sets is undone. Other modes never import it (it took ~0.2 s of every run's start).
+    The first signal stops the block jobs (:func:`stop_all_runs`) and reaches the previous
+    handler: Snakemake removes incomplete outputs, runs ``onerror`` (storing the finished
+    cells) and releases its lock. A gather, theory or analysis job cannot be interrupted,
+    so if the process still lives :data:`STOP_GRACE_SECONDS` later it exits anyway, after
+    ``store_finished()`` and ``release_locks()``; later signals do nothing more. With
+    ``batch_workers``, dask-jobqueue is imported here and the SIGINT handler its import
+    sets is undone (it would replace Snakemake's, and fails outside the main thread).
     """
     if batch_workers:
         before = signal.getsignal(signal.SIGINT)
@@ -529,13 +488,9 @@ def stop_on_signals(
         signal.signal(signum, handler)
 
 
-#: Seconds a stopped run may take to wind down (Snakemake running ``onerror`` and
-#: removing its lock, block jobs ending) before the process stores the finished cells
-#: itself and exits. With nothing but block jobs running Snakemake is done in ~1-2 s; a
-#: gather, theory or analysis job in progress cannot be interrupted and would hold it as
-#: long as that job takes. Exiting is as safe as a SIGKILL, which every run survives:
-#: finished cells are in fragments, cache and salvage, temporaries are removed by the
-#: next run, which also removes the stale lock (:mod:`attnrmt.sweep.store.guard`).
+#: Seconds a stopped run may take to wind down before the process stores the finished
+#: cells itself and exits (as safe as a SIGKILL, which every run survives; the next run
+#: removes the stale lock, :mod:`attnrmt.sweep.store.guard`).
 STOP_GRACE_SECONDS = 3.0
 _EXIT_TIMER: list[threading.Timer] = []
 
@@ -587,17 +542,9 @@ def _close(run: RunCluster) -> None:
 
 
 def shutdown_run_cluster(run_dir: str | os.PathLike[str], wait: bool = True) -> bool:
-    """Close the run's cluster of this process, if any; remove its scheduler file and
-    credentials (O(workers)).
-
-    Safe to call when no cluster was started (does nothing but tidy up). ``wait=False``
-    closes in a background thread (Snakemake's ``onsuccess``/``onerror`` return at once).
-
-    Returns
-    -------
-    bool
-        Whether a live cluster of this process was closed.
-    """
+    """Close the run's cluster of this process, if any (``wait=False``: in a background
+    thread), remove its scheduler file and credentials; whether a live cluster was
+    closed. Safe without a cluster. O(workers)."""
     with _REGISTRY_LOCK:
         run = _RUNS.pop(_key(run_dir), None)
     with contextlib.suppress(FileNotFoundError):
@@ -642,17 +589,11 @@ def _finish_closing() -> None:
 
 
 class BlocksLeft:
-    """The fragments a run's block jobs have still to write, in the process driving the run.
-
-    The run's cluster is released (:func:`shutdown_run_cluster`, in the background) as
-    soon as the last of them is written: the gathers that follow need no cluster, so the
-    workers' teardown overlaps them instead of following them (docs/scaling.md, "Pipeline
-    overhead"). Fragments already on disk when this is built are not waited for; when a
-    block fails, or the run targets only some sweeps, the set never empties and the
-    cluster is closed at the end of the run as before.
-
-    Cost: O(blocks) ``stat`` calls when built, O(1) per finished block; thread-safe (block
-    jobs are threads of one Snakemake process).
+    """The fragments a run's block jobs have still to write: the run's cluster is
+    released as soon as the last is written, so the workers' teardown overlaps the gathers
+    that follow. Fragments on disk when built are not waited for; if a block fails the set
+    never empties and the cluster closes at the end of the run. O(blocks) ``stat`` calls
+    when built, O(1) per block; thread-safe.
     """
 
     def __init__(self, fragments: Iterable[str | os.PathLike[str]]) -> None:
@@ -675,15 +616,10 @@ RATE_LIMITER_WAKEUP = "JobScheduler._schedule_reevalutation"
 def cancel_rate_limiter_wakeups() -> int:
     """Cancel the pending wake-up timers of Snakemake's job rate limiter; return how many.
 
-    Snakemake 9 (``JobScheduler._schedule_reevalutation``, ``--max-jobs-per-timespan``,
-    default 100/1s) arms a 1 s :class:`threading.Timer` at every round of its scheduling
-    loop while ready jobs wait -- here the blocks waiting for a ``dask_clients`` slot. The
-    round a timer starts arms the next one, and every finished job starts a further
-    chain, so the loop ran O(finished blocks) rounds per second, each O(ready jobs), in
-    the process that also hosts the Dask scheduler (snakemake/snakemake#3744;
-    docs/scaling.md, "Pipeline overhead"). A block job calls this as it ends: the job
-    finishing wakes the scheduler anyway, and that round re-arms one timer if the limiter
-    still holds jobs back, so no job waits longer. O(threads of the process).
+    Snakemake 9's limiter arms a 1 s timer each scheduling round while jobs wait, and each
+    finished job starts a further chain (snakemake/snakemake#3744; docs/scaling.md,
+    "Pipeline overhead"). A block job calls this as it ends: its end wakes the scheduler
+    anyway, which re-arms one timer if needed. O(threads of the process).
     """
     cancelled = 0
     for thread in threading.enumerate():

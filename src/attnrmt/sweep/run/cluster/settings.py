@@ -17,37 +17,10 @@ LOOPBACK = "127.0.0.1"
 
 @dataclass(frozen=True)
 class ClusterSettings:
-    """Validated Dask settings of a run (the ``dask:`` block of the config).
-
-    Attributes
-    ----------
-    mode : str
-        One of :data:`MODES`: ``local``, ``address``, ``job`` or a batch system of
-        :data:`JOBQUEUE_SYSTEMS` (dask-jobqueue workers).
-    n_workers : int or None
-        Local worker processes (``None``: one per usable core).
-    threads_per_worker : int
-        Threads per local worker process.
-    address, scheduler_file : str or None
-        The scheduler of ``mode: address``.
-    memory_limit : str or None
-        Per-worker memory limit of a local cluster (``None``: Dask's ``"auto"``).
-    local_directory : str or None
-        Scratch directory of local workers (``None``: ``results/<run>/.dask/workers``).
-    dashboard : str or None
-        Dashboard bind address; ``None`` turns the dashboard pages off (the scheduler's
-        HTTP server then still answers health checks, on loopback).
-    idle_timeout : float or None
-        Seconds without clients after which the scheduler closes itself (``None``: never;
-        the run closes its cluster in ``onsuccess``/``onerror``).
-    task_retries : int
-        Dask retries per cell task (transient failures, lost workers).
-    max_cores : int or None
-        Cap on the cores a ``local`` cluster uses (Snakemake's ``--cores``); ``None``: all.
-    jobqueue : dict
-        Worker-job settings of a batch-system mode (``dask.jobqueue``), ``None`` values
-        left out (dask-jobqueue's configuration decides them).
-    """
+    """Validated Dask settings of a run: the config's ``dask:`` block (each key described
+    in the schema, ``workflow/schemas/config.schema.yaml``), the dashboard as a bind
+    address (None: off), ``max_cores`` (Snakemake's ``--cores``, caps a local cluster) and
+    ``jobqueue`` without its null values (dask-jobqueue's configuration decides those)."""
 
     mode: str
     n_workers: int | None
@@ -66,21 +39,8 @@ class ClusterSettings:
     def from_config(
         cls, dask_config: Mapping[str, Any] | None, max_cores: int | None = None
     ) -> ClusterSettings:
-        """Build settings from the config's (schema-filled) ``dask`` mapping.
-
-        Parameters
-        ----------
-        dask_config : mapping or None
-            The ``dask:`` block of a validated config; keys it lacks take the schema's
-            defaults (:func:`schema_defaults`).
-        max_cores : int, optional
-            Cores granted to the run (Snakemake's ``--cores``); caps a ``local`` cluster.
-
-        Raises
-        ------
-        ValueError
-            Unknown mode.
-        """
+        """Settings of a ``dask:`` block; keys it lacks take the schema's defaults
+        (:func:`schema_defaults`). Raises ValueError for an unknown mode. O(keys)."""
         defaults = schema_defaults()
         given = dict(dask_config or {})
         cfg = {**defaults, **given}
@@ -121,12 +81,9 @@ def schema_defaults() -> dict[str, Any]:
 
 
 def dashboard_address(setting: bool | str | int | None) -> str | None:
-    """Normalise the ``dask.dashboard`` setting to a bind address (``None`` = off).
-
-    ``True`` means a free port on loopback (``127.0.0.1:0``: several runs on one machine
-    never collide, and no other host can reach it); an int is a port on loopback; a string
-    is an address used as given (``host:port``; a bare ``:port`` is put on loopback).
-    """
+    """The ``dask.dashboard`` setting as a bind address (None: off): ``True`` a free port
+    on loopback (runs never collide, no other host reaches it), an int a loopback port, a
+    string an address as given (a bare ``:port`` on loopback). O(1)."""
     if isinstance(setting, str):  # as written on a command line
         text = setting.strip()
         if text.lower() in ("", "false", "no", "off", "none", "null"):
