@@ -18,7 +18,7 @@ from attnrmt.contract import (
 )
 from attnrmt.sweep.spec.cost import estimated_cell_seconds, estimated_curve_seconds
 from attnrmt.sweep.spec.identity import block_key, seed_token
-from attnrmt.sweep.spec.plan import Block, Cell, check_block_sizes, line_block_size
+from attnrmt.sweep.spec.plan import Block, Cell, line_block_size
 from attnrmt.sweep.store.grid import (
     CELLS_VIEW_NOTES,
     axis_coordinates,
@@ -45,7 +45,6 @@ def make_blocks(
     in ``cells``. O(cells log line length) with one object per cell; the plan's
     :func:`attnrmt.sweep.spec.plan.grid_blocks` must give the same blocks from arrays.
     """
-    check_block_sizes(block_size, block_seconds)
     lines: dict[tuple, list[Cell]] = {}
     for cell in cells:
         lines.setdefault(cell.line, []).append(cell)

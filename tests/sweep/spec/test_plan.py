@@ -93,13 +93,6 @@ def test_config_sha256_ignores_site_and_analysis_settings() -> None:
     assert plan_of(sweep_config(snr=[1.0, 2.0])).config_sha256 != reference
 
 
-def test_make_blocks_rejects_bad_block_size() -> None:
-    with pytest.raises(ValueError, match="block_size=0"):
-        make_blocks([known_cell()], 1, 0)
-    with pytest.raises(ValueError, match="block_seconds=0"):
-        make_blocks([known_cell()], 1, "auto", 0.0)
-
-
 def test_auto_block_size_is_the_default_and_targets_block_seconds() -> None:
     from attnrmt.sweep.spec.cost import estimated_cell_seconds
 

@@ -27,7 +27,6 @@ import hashlib
 import math
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from numbers import Integral
 from typing import Any, overload
 
 import numpy as np
@@ -663,15 +662,6 @@ class RunPlan:
     sweeps: dict[str, SweepPlan]
 
 
-def check_block_sizes(block_size: int | str, block_seconds: float) -> None:
-    """Check the execution settings of :func:`grid_blocks`."""
-    auto = block_size == "auto"
-    if not auto and (not isinstance(block_size, Integral) or block_size < 1):
-        raise ValueError(f"block_size={block_size!r}: must be >= 1 or 'auto'")
-    if auto and not block_seconds > 0:
-        raise ValueError(f"block_seconds={block_seconds!r}: must be > 0 with block_size auto")
-
-
 def line_block_size(
     first_cell: Cell, line_length: int, block_size: int | str, block_seconds: float
 ) -> int:
@@ -712,7 +702,6 @@ def grid_blocks(
     per cell. Each block is a range of one
     line's members (:class:`CellSequence`); its key hashes the raw keys of that range
     (:func:`block_key_of_digests`). O(lines + blocks) objects, O(cells) hashing."""
-    check_block_sizes(block_size, block_seconds)
     blocks = []
     length = grid.line_length
     for base in grid.line_bases():
@@ -833,7 +822,6 @@ __all__ = [
     "CellSequence",
     "RunPlan",
     "SweepPlan",
-    "check_block_sizes",
     "grid_blocks",
     "line_block_size",
     "plan_run",
