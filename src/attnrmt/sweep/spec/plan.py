@@ -32,6 +32,7 @@ from typing import Any, overload
 import numpy as np
 
 from attnrmt.contract import ALL_AXES, AXES, TABLE_AXIS, sweep_axes
+from attnrmt.sweep.spec.classes import spike_count
 from attnrmt.sweep.spec.config import ResolvedSweep, apply_schema, resolve_sweeps
 from attnrmt.sweep.spec.cost import estimated_cell_seconds, estimated_curve_seconds
 from attnrmt.sweep.spec.identity import (
@@ -632,8 +633,9 @@ class SweepPlan:
     models: dict[str, dict[str, dict[str, Any]]] = field(repr=False)
     grid: CellGrid = field(repr=False, compare=False)
     spectrum: str = "full"
-    #: K-class sweeps: ``{"K", "means", "means_name"}`` (docs/model.md, "K classes");
-    #: None for two-class sweeps.
+    #: K-class sweeps: ``{"K", "means", "means_name", "spikes"}`` (docs/model.md, "K
+    #: classes"; ``spikes``: entries of the ``spike`` dimension,
+    #: :func:`attnrmt.sweep.spec.classes.spike_count`); None for two-class sweeps.
     classes: dict[str, Any] | None = None
     table: tuple[str, ...] | None = None
     noise: str = "independent"
@@ -786,7 +788,9 @@ def plan_sweep(
         models=_models_used(resolved),
         spectrum=resolved.spectrum,
         grid=grid,
-        classes=resolved.classes,
+        classes=None
+        if resolved.classes is None
+        else {**resolved.classes, "spikes": spike_count(resolved.classes, grid.axes["centered"])},
         table=resolved.table,
         noise=grid.noise,
     )

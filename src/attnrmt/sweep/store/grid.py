@@ -96,15 +96,12 @@ def dataset_attrs(sweep_plan: Any, root_seed: int, title: str) -> dict[str, Any]
 def sweep_classes_attrs(sweep_plan: Any) -> dict[str, Any]:
     """``{"classes": JSON of {K, means, means_name, spikes}}`` of a K-class sweep
     (docs/data-contract.md, "K-class sweeps"; ``spikes`` the length of the ``spike``
-    dimension, :func:`attnrmt.sweep.spec.classes.spike_count`), ``{}`` otherwise, so a
+    dimension, computed by the plan), ``{}`` otherwise, so a
     two-class sweep's attributes are unchanged."""
     classes = getattr(sweep_plan, "classes", None)
     if not classes:
         return {}
-    from attnrmt.sweep.spec.classes import spike_count
-
-    spikes = spike_count(classes, list(sweep_plan.axes["centered"]))
-    return {"classes": _attrs_json({**classes, "spikes": spikes})}
+    return {"classes": _attrs_json(classes)}  # the plan's, with its spike count
 
 
 def table_coordinate(attrs: Mapping[str, Any]) -> dict[str, Any]:

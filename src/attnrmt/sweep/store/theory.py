@@ -68,11 +68,10 @@ def classes_theory_dataset(sweep_plan: Any, root_seed: int) -> Any:
     """``theory.zarr`` of a K-class sweep: :func:`attnrmt.theory.predict_classes_grid` on
     its axes, both variants, one entry per spike (docs/data-contract.md, "K-class
     sweeps"). O(grid points x variants x K^3)."""
-    from attnrmt.sweep.spec.classes import spike_count
     from attnrmt.theory import along_table_laws, predict_classes_grid
 
     grid = sweep_plan.grid
-    spikes = spike_count(sweep_plan.classes, list(sweep_plan.axes["centered"]))
+    spikes = int(sweep_plan.classes["spikes"])  # computed once by the plan
     axes = axis_coordinates(sweep_plan.axes)
     predicted = predict_classes_grid(
         {axis: values for axis, values in axes.items() if axis != TABLE_AXIS},
