@@ -1,19 +1,8 @@
-"""A cell's identity, defined once (``docs/architecture.md``, "Cell identity").
-
-- the **cell key**: sha256 hex of the cell's canonical parameters (:func:`cell_key`; the
-  plan hashes a line's shared prefix once, :func:`key_prefix` / :func:`key_middle` /
-  :func:`key_suffix`, :func:`line_digests`); model names never enter it, specs do;
-- the **seed**: four uint32 words of the key and the run's root seed
-  (:func:`seed_words`), stored as text (:func:`seed_token`);
-- the **block key**: 64 bits of sha256 over the root seed and the sorted cell keys
-  (:func:`block_key`, vectorised :func:`block_key_of_digests`);
-- the **cell id**: key bytes and root seed in one ``S40`` value (:func:`cell_ids`, from
-  :func:`key_bytes` and :func:`root_seeds_of`), and its one 64-bit digest
-  (:func:`id_digests`) for sorting and look-ups; a digest match is always confirmed on the
-  whole id, so a collision can only cost a recomputation;
-
-Canonical JSON (:func:`canonical_json`, numbers by :func:`canonical_number`) is what
-every hash is taken of. Everything here is pure and O(size of its input).
+"""A cell's identity, defined once (docs/architecture.md, "Cell identity"): the cell key
+(sha256 of the canonical parameters, hashed per line by the plan), the seed words and
+their text token, the block key, and the cell id (key bytes and root seed in one ``S40``)
+with its one 64-bit digest for sorting and look-ups (a digest match is always confirmed on
+the whole id). Canonical JSON is what every hash is taken of. Pure; O(size of input).
 """
 
 from __future__ import annotations

@@ -1,22 +1,15 @@
-"""Plan a run: expand each sweep into cells (content-keyed) and group them into blocks.
+"""Plan a run: expand each sweep into cells (content-keyed) and group them into blocks
+(docs/architecture.md, "Cell identity" and "The walk").
 
-A **cell** is one call of :func:`attnrmt.model.simulate_cell` (one grid point, one
-replicate). Its identity, :attr:`Cell.key`, is the sha256 of the canonical JSON of its
-parameters: model *specs* (not their names), numbers normalised (so ``0.1`` from a
-linspace and a typed ``0.1`` are the same cell), plus :data:`MODEL_VERSION`. Its random
-generator is ``numpy.random.default_rng(cell.seed_words(root_seed))``; neither depends on
-the grid position, the block size or the execution order.
-
-A **block** is one Snakemake job: cells of one *line* (every parameter equal except
-``snr`` and ``replicate``), sorted by ``(snr, replicate)``, chunked by ``block_size``
-(``auto``: about ``block_seconds`` of estimated work per block, from the cost model). Its
-key hashes only the root seed and its cells' keys, so extending an axis adds blocks and
-leaves every block whose membership did not change (and its fragment) intact.
-
-With ``noise: shared`` a line's cells are ordered by ``(replicate, snr)`` instead and
-blocks hold whole replicate curves (:func:`curve_block_size`); each cell's seed comes from
-its curve's key (:func:`attnrmt.sweep.spec.identity.curve_key`), so the snr values of a
-replicate share one noise realisation (docs/data-contract.md, "Shared-noise sweeps").
+A **cell** is one grid point and replicate; its key hashes its canonical parameters
+(specs, not names; numbers normalised; :data:`MODEL_VERSION`) and its seed words come
+from the key and the root seed: neither depends on the grid position, the block size or
+the execution order. A **block** is one Snakemake job: cells of one *line* (all equal but
+``snr`` and ``replicate``) sorted by ``(snr, replicate)`` and chunked by ``block_size``
+(``auto``: about ``block_seconds`` of estimated work); its key hashes the root seed and
+its cells' keys, so extending an axis leaves every unchanged block intact. With ``noise:
+shared`` blocks hold whole replicate curves and a cell's seed comes from its curve's key
+(docs/data-contract.md, "Shared-noise sweeps"). O(cells) hashing, 32 bytes per cell.
 """
 
 from __future__ import annotations
@@ -633,9 +626,9 @@ class SweepPlan:
     models: dict[str, dict[str, dict[str, Any]]] = field(repr=False)
     grid: CellGrid = field(repr=False, compare=False)
     spectrum: str = "full"
-    #: K-class sweeps: ``{"K", "means", "means_name", "spikes"}`` (docs/model.md, "K
-    #: classes"; ``spikes``: entries of the ``spike`` dimension,
-    #: :func:`attnrmt.sweep.spec.classes.spike_count`); None for two-class sweeps.
+    #: K-class sweeps: ``{"K", "means", "means_name", "spikes"}`` (``spikes``: entries of
+    #: the ``spike`` dimension, :func:`attnrmt.sweep.spec.classes.spike_count`;
+    #: docs/model.md, "K classes"); None for two-class sweeps.
     classes: dict[str, Any] | None = None
     table: tuple[str, ...] | None = None
     noise: str = "independent"

@@ -1,13 +1,7 @@
-"""The Snakemake config adapter: validate Snakemake's ``config`` once (:func:`snakemake_config`)
-and restore the scalar types of values that came through its command line.
-
-Snakemake parses ``--config key=value`` entries (and a profile's ``config:`` entries, which
-become ``--config``) with PyYAML's ``BaseLoader`` for anything that is not a plain number:
-every scalar of a nested mapping arrives as a string (``dask: {jobqueue: {cores: 4}}`` gives
-``cores: '4'``). :func:`restore_scalar_types` walks the config alongside the JSON schema and
-turns such strings back into the integer, number, boolean or null the schema asks for, so
-that schema validation sees what the user wrote. Strings where the schema allows a string
-are left alone.
+"""The Snakemake config adapter: validate Snakemake's ``config`` once
+(:func:`snakemake_config`), first restoring the schema's scalar types of values that came
+through its command line (``--config`` and profiles' ``config:`` arrive as strings). O(size
+of the config).
 """
 
 from __future__ import annotations
@@ -117,25 +111,9 @@ def _item_schema(schema: Mapping[str, Any], root: Mapping[str, Any]) -> Mapping[
 
 
 def restore_scalar_types(value: Any, schema: Mapping[str, Any], root: Mapping | None = None) -> Any:
-    """Convert strings in ``value`` to the scalar types ``schema`` expects.
-
-    Mappings are updated in place (so Snakemake's ``config`` object stays the same object)
-    and returned; lists are rebuilt in place too.
-
-    Parameters
-    ----------
-    value : any
-        A config (sub)tree.
-    schema : mapping
-        Its JSON schema (sub)tree.
-    root : mapping, optional
-        The whole schema, for ``$ref`` resolution (default: ``schema``).
-
-    Returns
-    -------
-    any
-        ``value`` with restored scalars.
-    """
+    """``value`` with its strings converted to the scalar types ``schema`` (a subtree of
+    ``root``, for ``$ref``) expects; mappings and lists are updated in place (Snakemake's
+    ``config`` stays the same object). O(size of ``value``)."""
     root = schema if root is None else root
     schema = _resolve(schema, root)
     if isinstance(value, MutableMapping):
@@ -176,16 +154,9 @@ _ABSENT = object()
 
 def snakemake_config(config: dict[str, Any], config_files: Sequence[str | Path]) -> ValidConfig:
     """Validate Snakemake's ``config`` once and replace its contents by the filled config.
-
-    The rule for values that look like numbers (shared with ``attnrmt validate``): in a
-    config FILE a quoted number (``snr: "1.5"``) or boolean (``centered: "true"``) is text
-    and rejected, as YAML means it; values from Snakemake's command line (``--config``
-    and profiles' ``config:``, which Snakemake hands over as strings) get the schema's
-    type back (:func:`attnrmt.sweep.spec.snakemake_config.restore_scalar_types`), since a shell
-    cannot type them. The run name defaults to the stem of the last config file.
-
-    O(size of the config) besides the semantic checks.
-    """
+    A quoted number in a config FILE is text and refused, as YAML means it; values from
+    the command line get the schema's type back (a shell cannot type them). The run name
+    defaults to the stem of the last config file. O(size) besides the semantic checks."""
     from snakemake.utils import update_config
 
     from_files: dict[str, Any] = {}
