@@ -20,6 +20,18 @@ def test_settings_defaults_come_from_the_schema_and_bind_to_loopback() -> None:
         ClusterSettings.from_config({"mode": "cloud"})
 
 
+def test_a_validated_dask_block_is_taken_as_it_is(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The walk: the validated config carries the defaults, so the block job does not
+    return to the schema for them (docs/architecture.md, "The walk")."""
+    from attnrmt.sweep.run.cluster import settings as module
+    from attnrmt.sweep.spec.config import load_config
+
+    dask = load_config({"sweeps": {"s": {}}})["dask"]
+    expected = ClusterSettings.from_config({})
+    monkeypatch.setattr(module, "schema_defaults", lambda: pytest.fail("schema read again"))
+    assert ClusterSettings.from_config(dask) == expected
+
+
 @pytest.mark.parametrize(
     ("setting", "address"),
     [

@@ -5,6 +5,7 @@ worker-job settings a profile leaves unset come from dask-jobqueue's own configu
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -39,12 +40,15 @@ class ClusterSettings:
     def from_config(
         cls, dask_config: Mapping[str, Any] | None, max_cores: int | None = None
     ) -> ClusterSettings:
-        """Settings of a ``dask:`` block; keys it lacks take the schema's defaults
+        """Settings of a ``dask:`` block. A validated config's block is complete and taken
+        as it is; a partial one (a library call) gets the schema's defaults
         (:func:`schema_defaults`). Raises ValueError for an unknown mode. O(keys)."""
-        defaults = schema_defaults()
-        given = dict(dask_config or {})
-        cfg = {**defaults, **given}
-        cfg["jobqueue"] = {**defaults["jobqueue"], **dict(given.get("jobqueue") or {})}
+        cfg = dict(dask_config or {})
+        keys = {name.name for name in dataclasses.fields(cls)} - {"max_cores"}
+        if not keys <= cfg.keys() or "n_workers" not in (cfg.get("jobqueue") or {}):
+            defaults = schema_defaults()
+            jobqueue = {**defaults["jobqueue"], **dict(cfg.get("jobqueue") or {})}
+            cfg = {**defaults, **cfg, "jobqueue": jobqueue}
         mode = str(cfg["mode"])
         if mode not in MODES:
             raise ValueError(f"dask.mode must be one of {MODES}, got {mode!r}")
