@@ -212,10 +212,9 @@ class CellGrid:
         #: snr indices sorted by value (stable, as ``sorted`` of ``(snr, replicate)``).
         self.snr_order = np.argsort(np.asarray(self.axes["snr"], dtype=np.float64), kind="stable")
         self.line_length = len(self.axes["snr"]) * self.replicates
-        self.keys = self._all_keys()
-        #: Bytes the seed words come from: each cell's key, or with shared noise its
-        #: curve's key (:meth:`_curve_seed_bytes`), ``(cells, 16)`` uint8.
-        self.seed_bytes = self._curve_seed_bytes() if self.noise == "shared" else self.keys[:, :16]
+        #: Raw keys, and the bytes the seed words come from: each cell's key, or with shared
+        #: noise its curve's key, ``(cells, 16)`` uint8 (:meth:`_hash_lines`).
+        self.keys, self.seed_bytes = self._hash_lines()
 
     # ------------------------------------------------------------------ zipped axes
 
@@ -288,14 +287,18 @@ class CellGrid:
 
     # ------------------------------------------------------------------ keys
 
-    def _all_keys(self) -> np.ndarray:
-        """Raw keys of every cell (:func:`cell_key`, hashed per line). O(cells)."""
+    def _hash_lines(self) -> tuple[np.ndarray, np.ndarray]:
+        """Raw keys of every cell (:func:`cell_key`, a line's shared prefix hashed once) and
+        the seed bytes: the keys' first 16, or with shared noise the first 16 of each
+        cell's curve key (:func:`attnrmt.sweep.spec.identity.curve_key`, one hash per line
+        and replicate). O(cells)."""
         keys = np.zeros((self.size, KEY_DIGEST_BYTES), dtype=np.uint8)
+        shared = self.noise == "shared"
+        seeds = np.zeros((self.size, 16), dtype=np.uint8) if shared else keys[:, :16]
         snr_json = [number_json(snr) for snr in self.axes["snr"]]
         replicate_json = [number_json(replicate) for replicate in range(self.replicates)]
-        in_grid_order = np.add.outer(
-            np.arange(len(snr_json)) * self.snr_stride, np.arange(self.replicates)
-        ).reshape(-1)
+        snr_offsets = np.arange(len(snr_json)) * self.snr_stride
+        in_grid_order = np.add.outer(snr_offsets, np.arange(self.replicates)).reshape(-1)
         for base in self.line_bases():
             d, delta, gamma, T, positional, weights, table, centered = self._line_point(base)
             suffix = key_suffix(
@@ -312,27 +315,12 @@ class CellGrid:
             keys[base + in_grid_order] = np.frombuffer(
                 line_digests(prefix, tails, self.line_length), dtype=np.uint8
             ).reshape(-1, KEY_DIGEST_BYTES)
-        return keys
-
-    def _curve_seed_bytes(self) -> np.ndarray:
-        """With shared noise: the first 16 bytes of each cell's curve key
-        (:func:`attnrmt.sweep.spec.identity.curve_key`, one hash per line and replicate),
-        ``(cells, 16)`` uint8. O(lines x replicates) hashes, O(cells) copies."""
-        seeds = np.zeros((self.size, 16), dtype=np.uint8)
-        snr_offsets = np.arange(len(self.axes["snr"])) * self.snr_stride
-        for base in self.line_bases():
-            d, delta, gamma, T, positional, weights, table, centered = self._line_point(base)
-            prefix = key_prefix(
-                d, delta, gamma, T, self.positional_specs[(positional, T)], centered, "shared"
-            )
-            suffix = key_suffix(
-                self.top_k, self.spectrum, self.weights_specs[(weights, T)], self.table_spec(table)
-            )
-            for replicate in range(self.replicates):
-                text = curve_key_text(prefix, number_json(replicate), suffix)
-                digest = hashlib.sha256(text.encode("ascii")).digest()[:16]
-                seeds[base + snr_offsets + replicate] = np.frombuffer(digest, dtype=np.uint8)
-        return seeds
+            for replicate, text in enumerate(replicate_json if shared else ()):
+                digest = hashlib.sha256(curve_key_text(prefix, text, suffix).encode("ascii"))
+                seeds[base + snr_offsets + replicate] = np.frombuffer(
+                    digest.digest()[:16], dtype=np.uint8
+                )
+        return keys, seeds
 
     def key_hex(self, position: int) -> str:
         """Hex key of the cell at ``position``."""
