@@ -691,12 +691,9 @@ def failure_entries(
 
 class TaskSalvage:
     """Writes each finished task's cells of one block to ``<sweep>/salvage/<block>/``
-    (:func:`attnrmt.sweep.store.fragments.write_salvage`) as the task completes.
-
-    Cost per task: its columns written as one small npz (no fsync) and renamed, ~1 ms
-    against the ~:data:`TASK_TARGET_SECONDS` of work a task holds.
-    A write that fails (a full disk) is logged and skipped: the block's fragment write
-    then fails for real.
+    (:func:`attnrmt.sweep.store.fragments.write_salvage`) as the task completes: one
+    small npz per task, no fsync (O(task's cells)). A failed write (a full disk) is logged
+    and skipped; the block's fragment write then fails for real.
     """
 
     def __init__(self, sweep_dir: Path, block: str, log: BlockLog) -> None:

@@ -4,7 +4,7 @@ and the one accessor of its defaults.
 Defaults are written only in the schema; every module that needs one asks
 :func:`schema_default` (a key path) or :func:`with_defaults` (a config block with the
 schema's defaults filled in), never re-reading the schema itself. The schema is parsed once
-per process (~5 ms with libyaml); a look-up is O(depth of the key path).
+per process; a look-up is O(depth of the key path).
 """
 
 from __future__ import annotations
@@ -23,11 +23,8 @@ __all__ = ["SCHEMA_PATH", "load_schema", "schema_default", "schema_node", "with_
 
 @functools.cache
 def load_schema() -> dict[str, Any]:
-    """The config schema (parsed once; treat the returned dict as read-only).
-
-    Parsed with libyaml's safe loader when PyYAML has it (the same safe constructor; the
-    pure-Python parser took ~0.2 s of every Snakemake start, docs/scaling.md, "Pipeline
-    overhead")."""
+    """The config schema, parsed once (libyaml's safe loader when PyYAML has it;
+    docs/scaling.md, "Pipeline overhead"); treat the returned dict as read-only."""
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     with SCHEMA_PATH.open(encoding="utf-8") as handle:
         return yaml.load(handle, Loader=loader)  # a safe loader: plain data only

@@ -72,15 +72,10 @@ def blas_environment(blas_threads: int) -> dict[str, str]:
 
 
 #: Dask's periodic housekeeping that a sweep's cluster runs less often: ``{key: (Dask's
-#: default, ours)}``. Each of these callbacks runs in every server of the cluster (the
-#: scheduler and the nannies in the process that drives the run, each worker in its own)
-#: whether or not a task runs: at the defaults an idle two-worker cluster takes ~0.095 of a
-#: core (0.055 in the driving process, 0.02 in each worker), with these ~0.02; on a
-#: 2-core machine that is CPU taken from the cells (docs/scaling.md, "Pipeline overhead").
-#: The event-loop tick only feeds the "event loop unresponsive" warning (which keeps its
-#: 3 s limit), the system monitor only the dashboard's system panel; the memory monitor
-#: still enforces ``memory_limit``, checked twice a second instead of ten times; the
-#: statistical profiler (every worker thread every 10 ms) feeds a dashboard panel only.
+#: default, ours)}``: callbacks every server runs whether or not a task runs, CPU taken
+#: from the cells (docs/scaling.md, "Pipeline overhead"). The tick feeds only the "event
+#: loop unresponsive" warning, the system monitor and the profiler only dashboard panels;
+#: the memory monitor still enforces ``memory_limit``, twice a second.
 HOUSEKEEPING: dict[str, tuple[object, object]] = {
     "distributed.admin.tick.interval": ("20ms", "1s"),
     "distributed.admin.system-monitor.interval": ("500ms", "2s"),
