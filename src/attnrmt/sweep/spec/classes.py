@@ -19,7 +19,7 @@ import difflib
 from collections.abc import Mapping
 from typing import Any
 
-from attnrmt.sweep.spec.config import ConfigError
+from attnrmt.sweep.spec.config import ConfigError, model_error, named_models
 
 #: Built-in label models (no ``label_models`` entry needed): uniform i.i.d. labels.
 BUILTIN_LABELS: tuple[str, ...] = ("iid",)
@@ -57,11 +57,6 @@ def spike_count(classes: Mapping[str, Any] | None, centered: list[bool]) -> int:
         return 0
     K = int(classes["K"])
     return K if not all(centered) else K - 1
-
-
-def _short(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 160 else text[:155] + " ...]"
 
 
 def resolve_classes(prefix: str, sweep: Mapping[str, Any], axes: Mapping[str, list]) -> Any:
@@ -141,24 +136,6 @@ def resolve_classes(prefix: str, sweep: Mapping[str, Any], axes: Mapping[str, li
     }
 
 
-def _label_table(config: Mapping[str, Any]) -> dict[str, Any]:
-    declared = dict(config.get("label_models") or {})
-    for name in declared:
-        if name in BUILTIN_LABELS:
-            raise ConfigError(
-                f"label_models.{name}: {name!r} is a built-in label model name; choose another"
-            )
-    return {**{name: {"kind": name} for name in BUILTIN_LABELS}, **declared}
-
-
-def _label_error(key_path: str, spec: Any, error: ValueError, used_by: str) -> ConfigError:
-    """A label model's ValueError with the config key path in place of ``labels``."""
-    text = str(error)
-    if text.startswith(("labels.", "labels=")):
-        return ConfigError(f"{key_path}{text[len('labels') :]} ({used_by})")
-    return ConfigError(f"{key_path}={_short(spec)}: {text} ({used_by})")
-
-
 def resolve_label_models(
     config: Mapping[str, Any], prefix: str, axes: Mapping[str, list], classes: Mapping[str, Any]
 ) -> dict[tuple[str, int], dict[str, Any]]:
@@ -175,7 +152,7 @@ def resolve_label_models(
     """
     from attnrmt.model.classes import validate_label_model
 
-    table = _label_table(config)
+    table = named_models(config, "label_models", BUILTIN_LABELS, "label model name")
     K = int(classes["K"])
     specs: dict[tuple[str, int], dict[str, Any]] = {}
     for index, name in enumerate(axes["positional"]):
@@ -198,7 +175,7 @@ def resolve_label_models(
             try:
                 labels = validate_label_model(table[name], T, K)
             except ValueError as error:
-                raise _label_error(key_path, table[name], error, used_by) from error
+                raise model_error(key_path, table[name], error, "labels", used_by) from error
             specs[(name, T)] = classes_spec(K, classes["means"], labels)
     return specs
 

@@ -423,16 +423,18 @@ def _sweep_axes(prefix: str, sweep: Mapping[str, Any]) -> dict[str, list]:
     return axes
 
 
-def _model_table(config: Mapping[str, Any], section: str, builtins: Sequence[str]) -> dict:
+def named_models(
+    config: Mapping[str, Any], section: str, builtins: Sequence[str], noun: str
+) -> dict[str, Any]:
+    """The built-in and declared entries of a config ``section`` (positional, weight,
+    table or label models) by name; a declared built-in name is refused. O(entries)."""
     declared = dict(config.get(section) or {})
     for name in declared:
         if name in builtins:
             raise ConfigError(
-                f"{section}.{name}: {name!r} is a built-in model name; choose another name"
+                f"{section}.{name}: {name!r} is a built-in {noun}; choose another name"
             )
-    table: dict[str, Any] = {name: {"kind": name} for name in builtins}
-    table.update(declared)
-    return table
+    return {**{name: {"kind": name} for name in builtins}, **declared}
 
 
 def _check_prefix_length(section: str, name: str, spec: Any, T: int, used_by: str) -> None:
@@ -441,17 +443,16 @@ def _check_prefix_length(section: str, name: str, spec: Any, T: int, used_by: st
         raise ConfigError(f"{section}.{name}.L={spec['L']!r}: must be <= T={T} ({used_by})")
 
 
-def _model_error(key_path: str, spec: Any, error: ValueError, used_by: str) -> ConfigError:
-    """Re-raise a model's ValueError with the config key path in place of its argument name.
-
-    The model names the argument (``positional.R=...: ...``, ``weights={...}: ...``);
-    that prefix is replaced by the config key path (``positional_models.cust.R=...``).
-    """
-    text = str(error)
-    for argument in ("positional", "weights"):
-        if text.startswith((f"{argument}.", f"{argument}=")):
-            return ConfigError(f"{key_path}{text[len(argument) :]} ({used_by})")
-    return ConfigError(f"{key_path}={_short_repr(spec)}: {text} ({used_by})")
+def model_error(
+    key_path: str, spec: Any, error: ValueError, argument: str, used_by: str = ""
+) -> ConfigError:
+    """A model validator's ValueError with the config key path in place of the argument
+    name it starts with (``positional.R=...`` -> ``positional_models.cust.R=...``), and
+    where the model is used. O(len of the message)."""
+    text, where = str(error), f" ({used_by})" if used_by else ""
+    if text.startswith((f"{argument}.", f"{argument}=")):
+        return ConfigError(f"{key_path}{text[len(argument) :]}{where}")
+    return ConfigError(f"{key_path}={_short_repr(spec)}: {text}{where}")
 
 
 def _model_validator(kind: str) -> Any:
@@ -469,7 +470,7 @@ def _resolve_models(
     """Canonical spec per (name, T) for the models a sweep uses on axis ``kind``."""
     section, builtins = _MODEL_SECTIONS[kind]
     validate = _model_validator(kind)
-    table = _model_table(config, section, builtins)
+    table = named_models(config, section, builtins, "model name")
     specs: dict[tuple[str, int], dict[str, Any]] = {}
     for index, name in enumerate(axes[kind]):
         if name not in table:
@@ -484,7 +485,7 @@ def _resolve_models(
             try:
                 specs[(name, T)] = validate(table[name], T)
             except ValueError as error:
-                raise _model_error(key_path, table[name], error, used_by) from error
+                raise model_error(key_path, table[name], error, kind, used_by) from error
     return specs
 
 
@@ -503,7 +504,7 @@ def _check_sized_models(config: Mapping[str, Any]) -> None:
                 validate(spec, size)
             except ValueError as error:
                 used_by = f"checked with T={size}, its own size"
-                raise _model_error(f"{section}.{name}", spec, error, used_by) from error
+                raise model_error(f"{section}.{name}", spec, error, kind, used_by) from error
 
 
 # --------------------------------------------------------------------------- table laws
@@ -515,33 +516,13 @@ def _check_sized_models(config: Mapping[str, Any]) -> None:
 TABLE_BUILTINS: tuple[str, ...] = ("gaussian", "rademacher", "uniform")
 
 
-def _table_models(config: Mapping[str, Any]) -> dict[str, Any]:
-    """Built-in and declared table laws by name; a declared built-in name is refused."""
-    declared = dict(config.get("table_models") or {})
-    for name in declared:
-        if name in TABLE_BUILTINS:
-            raise ConfigError(
-                f"table_models.{name}: {name!r} is a built-in table law; choose another name"
-            )
-    return {**{name: {"kind": name} for name in TABLE_BUILTINS}, **declared}
-
-
-def _table_error(key_path: str, spec: Any, error: ValueError) -> ConfigError:
-    """A :func:`attnrmt.model.validate_table` message with ``table`` replaced by the config
-    key path (``table.nu=2.0: ...`` -> ``table_models.t2.nu=2.0: ...``)."""
-    text = str(error)
-    if text.startswith(("table.", "table=")):
-        return ConfigError(f"{key_path}{text[len('table') :]}")
-    return ConfigError(f"{key_path}={_short_repr(spec)}: {text}")
-
-
 def resolve_table_law(config: Mapping[str, Any], key_path: str, name: Any) -> dict[str, Any]:
     """Canonical spec (:func:`attnrmt.model.validate_table`) of the table law a sweep
     names at ``key_path``; :class:`ConfigError` for an unknown name (with the closest) or
     a refused ``table_models`` entry, naming its key path and value. O(models)."""
     from attnrmt.model.table_laws import validate_table
 
-    table = _table_models(config)
+    table = named_models(config, "table_models", TABLE_BUILTINS, "table law")
     if name not in table:
         close = difflib.get_close_matches(str(name), list(table), n=1)
         hint = f" (did you mean {close[0]!r}?)" if close else ""
@@ -552,7 +533,7 @@ def resolve_table_law(config: Mapping[str, Any], key_path: str, name: Any) -> di
     try:
         return validate_table(table[name])
     except ValueError as error:
-        raise _table_error(entry_path, table[name], error) from error
+        raise model_error(entry_path, table[name], error, "table") from error
 
 
 def resolve_table_axis(
@@ -585,12 +566,12 @@ def _check_table_models(config: Mapping[str, Any]) -> None:
             try:
                 validate_table(spec)
             except ValueError as error:
-                raise _table_error(f"table_models.{name}", spec, error) from error
+                raise model_error(f"table_models.{name}", spec, error, "table") from error
 
         return run
 
     collect_problems(
-        [lambda: _table_models(config)]
+        [lambda: named_models(config, "table_models", TABLE_BUILTINS, "table law")]
         + [check(name, spec) for name, spec in (config.get("table_models") or {}).items()]
     )
 
@@ -1100,6 +1081,8 @@ __all__ = [
     "apply_schema",
     "load_config",
     "load_valid_config",
+    "model_error",
+    "named_models",
     "normalise_axis",
     "read_config_source",
     "resolve_sweeps",
