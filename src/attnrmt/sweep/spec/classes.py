@@ -33,7 +33,6 @@ __all__ = [
     "resolve_classes",
     "resolve_label_models",
     "spike_count",
-    "unused_label_models",
 ]
 
 
@@ -178,12 +177,3 @@ def resolve_label_models(
                 raise model_error(key_path, table[name], error, "labels", used_by) from error
             specs[(name, T)] = classes_spec(K, classes["means"], labels)
     return specs
-
-
-def unused_label_models(config: Mapping[str, Any], used: set[str]) -> list[str]:
-    """Warnings for ``label_models`` entries no sweep with classes uses."""
-    return [
-        f"label_models.{name}: defined but used by no sweep with classes"
-        for name in config.get("label_models") or {}
-        if name not in used
-    ]

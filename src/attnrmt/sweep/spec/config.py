@@ -787,38 +787,28 @@ def finite_t_warnings(sweeps: Mapping[str, ResolvedSweep]) -> list[str]:
 
 
 def unused_models(config: Mapping[str, Any], sweeps: Mapping[str, ResolvedSweep]) -> list[str]:
-    """Warnings for models defined in the config that no sweep uses (O(models + sweeps)).
-
-    ``positional_models.mk: defined but used by no sweep (sweeps use: iid, prefix4)``.
-    """
-    warnings = []
-    for kind, (section, _) in _MODEL_SECTIONS.items():
-        used = list(
-            dict.fromkeys(
-                name
-                for sweep in sweeps.values()
-                if kind != "positional" or sweep.classes is None
-                for name in sweep.axes[kind]
-            )
+    """Warnings for models defined in the config that no sweep uses (O(models + sweeps)):
+    ``positional_models.mk: defined but used by no sweep (sweeps use: iid, prefix4)``."""
+    classes = [sweep for sweep in sweeps.values() if sweep.classes is not None]
+    used: dict[str, list[Sequence[str]]] = {
+        "positional_models": [s.axes["positional"] for s in sweeps.values() if not s.classes],
+        "weight_models": [sweep.axes["weights"] for sweep in sweeps.values()],
+        "table_models": [sweep.table or () for sweep in sweeps.values()],
+        "label_models": [sweep.axes["positional"] for sweep in classes],
+    }
+    warnings: list[str] = []
+    for section, axes in used.items():
+        names = list(dict.fromkeys(name for axis in axes for name in axis))
+        where = (
+            "with classes"
+            if section == "label_models"
+            else f"(sweeps use: {', '.join(names) or 'none'})"
         )
-        for name in config.get(section) or {}:
-            if name not in used:
-                warnings.append(
-                    f"{section}.{name}: defined but used by no sweep "
-                    f"(sweeps use: {', '.join(used)})"
-                )
-    if config.get("label_models"):  # K classes: label models used by sweeps with classes
-        from attnrmt.sweep.spec.classes import unused_label_models
-
-        labels = {name for s in sweeps.values() if s.classes for name in s.axes["positional"]}
-        warnings.extend(unused_label_models(config, labels))
-    used_tables = list(dict.fromkeys(name for s in sweeps.values() for name in s.table or ()))
-    for name in config.get("table_models") or {}:
-        if name not in used_tables:
-            warnings.append(
-                f"table_models.{name}: defined but used by no sweep "
-                f"(sweeps use: {', '.join(used_tables) or 'none'})"
-            )
+        warnings.extend(
+            f"{section}.{name}: defined but used by no sweep {where}"
+            for name in config.get(section) or {}
+            if name not in names
+        )
     return warnings
 
 
