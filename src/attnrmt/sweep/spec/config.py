@@ -910,17 +910,13 @@ def validate_config(
 # --------------------------------------------------------------------------- loading
 
 
-class _DuplicateKey(yaml.YAMLError):
-    """A mapping of the YAML file names one key twice (the error names both places)."""
+class _YamlProblem(yaml.YAMLError):
+    """A problem of the YAML file at ``mark`` (a duplicate key, an alias bomb), reported
+    as PyYAML's own errors are (:func:`describe_yaml_error`)."""
 
-    def __init__(self, key: Any, first: Any, again: Any) -> None:
-        super().__init__(f"duplicate key {key!r}")
-        self.problem_mark = again
-        self.problem = (
-            f"duplicate key {key!r} (first at line {first.line + 1}, column "
-            f"{first.column + 1}): YAML would keep only the last value; remove one"
-        )
-        self.context = None
+    def __init__(self, mark: Any, problem: str) -> None:
+        super().__init__(problem)
+        self.problem_mark, self.problem, self.context = mark, problem, None
 
 
 class _UniqueKeyLoader(yaml.SafeLoader):
@@ -940,7 +936,11 @@ class _UniqueKeyLoader(yaml.SafeLoader):
                 except TypeError:  # an unhashable key: SafeLoader reports it
                     continue
                 if first is not key_node.start_mark:
-                    raise _DuplicateKey(key, first, key_node.start_mark)
+                    raise _YamlProblem(
+                        key_node.start_mark,
+                        f"duplicate key {key!r} (first at line {first.line + 1}, column "
+                        f"{first.column + 1}): YAML would keep only the last value; remove one",
+                    )
         return super().construct_mapping(node, deep=deep)
 
     def get_single_data(self) -> Any:
@@ -948,7 +948,11 @@ class _UniqueKeyLoader(yaml.SafeLoader):
         than :data:`MAX_YAML_NODES` nodes (an alias bomb; :func:`expanded_nodes`)."""
         node = self.get_single_node()
         if node is not None and expanded_nodes(node, MAX_YAML_NODES) > MAX_YAML_NODES:
-            raise _AliasBomb(node.start_mark)
+            raise _YamlProblem(
+                node.start_mark,
+                f"its aliases (*name) expand to more than {MAX_YAML_NODES:,} values: "
+                "write the values out, or use fewer nested aliases",
+            )
         return None if node is None else self.construct_document(node)
 
 
@@ -978,19 +982,6 @@ def expanded_nodes(node: Any, limit: int) -> int:
         return sizes[id(current)]
 
     return size(node)
-
-
-class _AliasBomb(yaml.YAMLError):
-    """A document whose aliases expand beyond :data:`MAX_YAML_NODES` nodes."""
-
-    def __init__(self, mark: Any) -> None:
-        super().__init__("aliases expand too far")
-        self.problem_mark = mark
-        self.problem = (
-            f"its aliases (*name) expand to more than {MAX_YAML_NODES:,} values: "
-            "write the values out, or use fewer nested aliases"
-        )
-        self.context = None
 
 
 def read_config_source(source: str | os.PathLike[str] | Mapping[str, Any]) -> dict[str, Any]:
