@@ -26,6 +26,7 @@ from attnrmt.model.table_laws import (
     apply_covariance,
     apply_table_law,
     covariance_spectrum,
+    load_file_table,
     validate_table,
 )
 
@@ -248,6 +249,8 @@ def sample_table(
         ``gaussian``).
     """
     law = validate_table(table)
+    if law["kind"] == "file":
+        return file_table(law, snr, (V, d), rough_dtype)
     half = V // 2
     embeddings = np.empty((V, d))
     rough: np.ndarray | None = None if rough_dtype is None else np.empty((V, d), dtype=rough_dtype)
@@ -308,6 +311,44 @@ def sample_table(
     )
 
 
+def file_table(
+    law: Mapping[str, Any],
+    snr: float = 0.0,
+    shape: tuple[int, int] | None = None,
+    rough_dtype: type | None = None,
+) -> EmbeddingTable:
+    """A ``file`` table (docs/model.md, "Tables from a file"): its rows
+    (:func:`attnrmt.model.table_laws.load_file_table`) reflected by the Householder ``H``
+    that takes its class-mean difference ``Dlt_0`` to ``e_1`` (spectra and overlaps are
+    unchanged), plus ``s_v sqrt(snr) e_1``. ValueError when ``shape = (V, d)`` is not the
+    file's. O(V d)."""
+    rows, classes = load_file_table(law)
+    if shape is not None and rows.shape != shape:
+        V, d = rows.shape
+        raise ValueError(
+            f"table.path={law['path']!r}: shape {rows.shape}, the cell needs (V, d) = {shape}: "
+            f"a file table needs d = {d} and delta = {d}/{V} = {d / V:g}"
+        )
+    _, difference = class_means(rows)
+    reflector = difference / np.linalg.norm(difference)
+    reflector[0] -= 1.0
+    norm = np.linalg.norm(reflector)
+    if norm > 1e-12:
+        apply_covariance(rows, np.ones(rows.shape[1]), reflector / norm)
+    rows[:, 0] += np.sqrt(snr) * classes
+    table_mean, class_mean_difference = class_means(rows)
+    rough: np.ndarray | None = None if rough_dtype is None else rows.astype(rough_dtype)
+    return EmbeddingTable(
+        embeddings=rows,
+        token_class=classes.astype(np.int8),
+        signal_direction=np.eye(rows.shape[1])[0],
+        table_mean=table_mean,
+        class_mean_difference=class_mean_difference,
+        rough_embeddings=rough,
+        rough_max_abs=float(np.abs(rough).max()) if rough is not None else float("nan"),
+    )
+
+
 def sample_tokens(signs: np.ndarray, V: int, rng: np.random.Generator) -> np.ndarray:
     """Token indices ``v_{n,t}``, uniform among the ``V/2`` tokens of class ``xi_{n,t}``.
 
@@ -323,6 +364,7 @@ __all__ = [
     "EmbeddingTable",
     "child_seeds",
     "class_means",
+    "file_table",
     "helper_threads",
     "realised_sizes",
     "sample_table",

@@ -23,6 +23,8 @@ with the spectrum ``power`` (``beta >= 0``: ``lambda_i ∝ i^(-beta)``), ``two_l
 (``ratio > 0`` on a ``fraction`` of the directions, 1 on the rest) or a list (each value
 repeated ``d / len`` times), normalised to unit mean, and the signal ``u = e_1`` along the
 ``top`` or ``bottom`` eigenvector of ``Sigma`` or a ``random`` direction in its eigenbasis.
+``{"kind": "file", "path": "E.npy", "labels": "y.npy"}`` is a given table (docs/model.md,
+"Tables from a file"), rotated so that its class-mean difference lies along ``u = e_1``.
 
 Every entry is a function of the standard normal ``g`` that the Gaussian table draws at
 that place, plus (``student_t``, ``sparse``) one auxiliary draw from a second stream
@@ -46,7 +48,7 @@ import numpy as np
 
 from attnrmt._validation import check_numeric, split_model_spec
 
-TABLE_KINDS = ("gaussian", "rademacher", "uniform", "student_t", "sparse", "anisotropic")
+TABLE_KINDS = ("gaussian", "rademacher", "uniform", "student_t", "sparse", "anisotropic", "file")
 
 _PARAMS: dict[str, tuple[str, ...]] = {
     "gaussian": (),
@@ -55,6 +57,7 @@ _PARAMS: dict[str, tuple[str, ...]] = {
     "student_t": ("nu",),
     "sparse": ("p",),
     "anisotropic": ("spectrum", "signal", "beta", "ratio", "fraction"),
+    "file": ("path", "labels"),
 }
 
 #: Where the signal direction sits in the eigenbasis of an anisotropic table's ``Sigma``.
@@ -128,6 +131,10 @@ def validate_table(spec: Mapping[str, Any] | str | None = None) -> dict[str, Any
     canonical: dict[str, Any] = {"kind": kind}
     if kind == "anisotropic":
         return dict(sorted({**canonical, **_anisotropic(params)}.items()))
+    if kind == "file":
+        law = {"kind": kind, "labels": params.get("labels"), "path": params.get("path")}
+        load_file_table(law)
+        return law
     for name in _PARAMS[kind]:
         if name not in params:
             raise ValueError(f"table={spec!r}: {kind} needs {name!r}")
@@ -184,6 +191,38 @@ def _anisotropic(params: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+def load_file_table(law: Mapping[str, Any]) -> tuple[np.ndarray, np.ndarray]:
+    """The rows of a ``file`` table, class ``+1`` first, and their classes ``+-1``
+    (docs/model.md, "Tables from a file"): ``path`` a ``.npy`` of shape ``(V, d)``, finite,
+    ``labels`` a ``.npy`` of ``V`` labels of two values, ``V/2`` each (the smaller value is
+    class ``+1``). ValueError naming the file and the shape. O(V d)."""
+    arrays = []
+    for key in ("path", "labels"):
+        name = law.get(key)
+        if not isinstance(name, str) or not name.endswith(".npy"):
+            raise ValueError(f"table.{key}={name!r}: must be the name of a .npy file")
+        try:
+            arrays.append(np.load(name, allow_pickle=False))
+        except (OSError, ValueError) as error:
+            raise ValueError(f"table.{key}={name!r}: cannot be read ({error})") from error
+    rows, labels = arrays
+    if rows.ndim != 2 or rows.dtype.kind != "f" or not np.isfinite(rows).all():
+        raise ValueError(
+            f"table.path={law['path']!r}: shape {rows.shape} {rows.dtype}: must be a finite "
+            "float array of shape (V, d)"
+        )
+    values, counts = np.unique(labels.ravel(), return_counts=True)
+    if labels.shape != rows.shape[:1] or len(values) != 2 or counts[0] != counts[1]:
+        raise ValueError(
+            f"table.labels={law['labels']!r}: shape {labels.shape}, classes "
+            f"{dict(zip(values.tolist(), counts.tolist(), strict=True))}: "
+            f"must be {rows.shape[0]} labels of two classes of {rows.shape[0] // 2} tokens "
+            "(K > 2 file tables are not supported)"
+        )
+    order = np.argsort(labels != values[0], kind="stable")
+    return np.array(rows[order], dtype=float), np.where(labels[order] == values[0], 1, -1)
+
+
 def covariance_spectrum(law: Mapping[str, Any], d: int) -> np.ndarray | None:
     """Eigenvalues of ``Sigma`` (unit mean) in coordinate order, the signal's eigenvalue at
     coordinate 0 for ``top`` / ``bottom``; None for a law without covariance (module
@@ -222,7 +261,7 @@ def table_moments(spec: Mapping[str, Any] | str | None = None) -> tuple[float, f
     docstring's table (``inf`` for ``student_t`` with ``nu <= 4``). O(1)."""
     law = validate_table(spec)
     kind = law["kind"]
-    if kind in ("gaussian", "anisotropic"):
+    if kind in ("gaussian", "anisotropic", "file"):
         return 1.0, 3.0
     if kind == "rademacher":
         return 1.0, 1.0
@@ -262,7 +301,7 @@ def apply_table_law(
     ``gaussian`` leaves ``normals`` untouched. O(rows x d) time, O(d + 32 K) extra memory.
     """
     kind = law["kind"]
-    if kind in ("gaussian", "anisotropic"):
+    if kind in ("gaussian", "anisotropic", "file"):
         return normals
     if kind == "rademacher":
         return np.copysign(1.0, normals, out=normals)
@@ -302,6 +341,7 @@ __all__ = [
     "apply_covariance",
     "apply_table_law",
     "covariance_spectrum",
+    "load_file_table",
     "table_moments",
     "table_no_theory",
     "validate_table",

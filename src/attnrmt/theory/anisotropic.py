@@ -64,33 +64,47 @@ def _components(law: FreeProduct) -> tuple[NDArray, NDArray, NDArray]:
     return s, kind, x.reshape(-1, 2)
 
 
-def anisotropic_bulk(lam: NDArray, signal: str, delta: float, gamma: float) -> AnisotropicBulk:
-    """:class:`AnisotropicBulk` of the eigenvalues ``lam`` (coordinate order, the signal's
-    at 0 unless ``signal == "random"``). Equal eigenvalues are merged into one atom; an
-    eigenvalue alone in a component of ``MP_delta ⊠ nu_Sigma`` is isolated (a spike of
-    ``Sigma``) and leaves the bulk law. Cost: two or four critical-point scans of
+def anisotropic_bulk(
+    lam: NDArray,
+    on_u: NDArray,
+    delta: float | None,
+    gamma: float,
+    on_mean: NDArray | None = None,
+) -> AnisotropicBulk:
+    """:class:`AnisotropicBulk` of the population eigenvalues ``lam`` with the weights
+    ``on_u`` of ``u`` (and ``on_mean`` of the mean direction; default size-biased) on them.
+    ``delta`` is the ratio of the table sampling ``Sigma`` (None: ``lam`` is the known
+    population of a given table). Equal eigenvalues are merged into one atom; an eigenvalue
+    alone in a component of ``MP_delta ⊠ nu`` (of ``MP_gamma ⊠ nu`` for a known table) is
+    isolated (a spike) and leaves the bulk law. Cost: two to four critical-point scans of
     :mod:`attnrmt.theory.free` (O(atoms x 5000) each)."""
-    atoms, inverse = np.unique(np.round(lam, 12), return_inverse=True)
-    weights = np.bincount(inverse, minlength=atoms.size) / lam.size
-    on_u = weights.copy() if signal == "random" else np.eye(atoms.size)[inverse[0]]
-    full = FreeProduct((float(delta),), DiscreteLaw(atoms, weights))
-    s, kind, _ = _components(full)
+    atoms, inverse = np.unique(np.round(np.maximum(lam, 0.0), 12), return_inverse=True)
+    d = lam.size
+    weights = np.bincount(inverse, minlength=atoms.size) / d
+
+    def merge(w: NDArray) -> NDArray[np.float64]:
+        return np.bincount(inverse, weights=w, minlength=atoms.size).astype(float)
+
+    on_u = merge(on_u)
+    on_mean = atoms * weights / np.dot(atoms, weights) if on_mean is None else merge(on_mean)
+    ratios = () if delta is None else (float(delta),)
+    full = FreeProduct(ratios, DiscreteLaw(atoms, weights))
+    s, kind, _ = _components(full if ratios else full.sampled(float(gamma)))
     alone = np.zeros(atoms.size, dtype=bool)
     for i in np.flatnonzero((kind[:-1] == -1) & (kind[1:] == 1)):  # a component's ends
         inside = (atoms > s[i]) & (atoms < s[i + 1])
-        if inside.sum() == 1 and weights[inside][0] * lam.size < 1.5:
+        if inside.sum() == 1 and weights[inside][0] * d < 1.5:
             alone |= inside
-    population = (
-        FreeProduct(full.ratios, DiscreteLaw(atoms[~alone], weights[~alone]))
-        if alone.any()
-        else full
-    )
+    population = FreeProduct(ratios, DiscreteLaw(atoms[~alone], weights[~alone]))
     sample = population.sampled(float(gamma))
-    s_pop, kind_pop, pop_edges = _components(population)
     s_smp, kind_smp, edges = _components(sample)
-    top_pop, top_smp = float(s_pop[kind_pop == 1].max()), float(s_smp[kind_smp == 1].max())
+    if ratios:
+        s_pop, kind_pop, pop_edges = _components(population)
+        top_pop, pop_edge = float(s_pop[kind_pop == 1].max()), float(pop_edges[-1, 1])
+    else:  # a known population: x_pop(s) = s
+        top_pop = pop_edge = float(atoms[~alone].max())
+    top_smp = float(s_smp[kind_smp == 1].max())
     floor = float(atoms[alone].max()) if alone.any() else -np.inf
-    pop_edge = pop_edges[-1, 1]
     if alone.any():
         pop_edge = max(pop_edge, float(population.inverse_map(np.array(floor))[0]))
         if floor > top_smp:
@@ -100,14 +114,33 @@ def anisotropic_bulk(lam: NDArray, signal: str, delta: float, gamma: float) -> A
         sample=sample,
         atoms=atoms,
         signal=on_u,
-        sized=atoms * weights / np.dot(atoms, weights),
-        isolated=np.where(alone, on_u, 0.0) * delta / lam.size,
+        sized=on_mean,
+        isolated=np.where(alone, on_u, 0.0) * (0.0 if delta is None else delta / d),
         s_pop=top_pop,
         s_sample=top_smp,
         floor=floor,
         edges=edges,
-        pop_edge=float(pop_edge),
+        pop_edge=pop_edge,
     )
+
+
+def file_bulk(
+    law: Mapping[str, Any], gamma: float
+) -> tuple[AnisotropicBulk, float, float, tuple[int, int]]:
+    """The bulk of a ``file`` table (docs/model.md, "Tables from a file"): the within-class
+    scatter ``W`` of the rotated table is the known population, ``u = e_1`` its class-mean
+    direction; also ``||Dlt_0||``, ``||mbar||^2`` and ``(d, V)``. O(V d^2 + d^3) and the
+    scans."""
+    from attnrmt.model.table import file_table
+
+    table = file_table(law)
+    rows, V = table.embeddings, table.vocabulary_size
+    mbar, dlt = table.table_mean, table.class_mean_difference
+    scatter = rows.T @ rows / V - np.outer(mbar, mbar) - np.outer(dlt, dlt)
+    lam, vectors = np.linalg.eigh(scatter)
+    on_mean = (vectors.T @ mbar) ** 2 / max(float(mbar @ mbar), 1e-300)
+    bulk = anisotropic_bulk(lam, vectors[0] ** 2, None, gamma, on_mean)
+    return bulk, float(np.linalg.norm(dlt)), float(mbar @ mbar), (table.dimension, V)
 
 
 def spike_solution(
@@ -208,26 +241,38 @@ def anisotropic_parts(
     for key in np.unique(keys[np.broadcast_to(valid, shape).ravel()], axis=0):
         at = np.all(keys == key, axis=1)
         d, delta, gamma = int(key[0]), float(key[1]), float(key[2])
-        lam = covariance_spectrum(law, d)
-        assert lam is not None
-        bulk = anisotropic_bulk(lam, law["signal"], delta, gamma)
         kappa, snr = flat["kappa"][at], flat["snr"][at]
         ratio = flat["alpha"][at] / kappa
+        if law["kind"] == "file":  # the given table: D = (|Dlt_0| + sqrt(snr))^2 (1 + U_u)
+            bulk, norm, mean_norm, size = file_bulk(law, gamma)
+            if size != (d, round(d / delta)):  # the grid's (d, V) is not the table's
+                continue
+            target, rests = (norm + np.sqrt(snr)) ** 2, {v: 0.0 for v in variants}
+        else:
+            lam = covariance_spectrum(law, d)
+            assert lam is not None
+            on_u = np.full(d, 1.0 / d) if law["signal"] == "random" else np.eye(d)[0]
+            bulk, mean_norm = anisotropic_bulk(lam, on_u, delta, gamma), delta
+            target, rests = snr, {v: delta * float(v == "finite_vocab") for v in variants}
         out["lower"][at] = kappa * bulk.edges[0, 0]
         out["upper"][at] = kappa * bulk.edges[-1, 1]
         out["pop_edge"][at] = kappa * bulk.pop_edge
         for variant in variants:
-            rest = delta * float(variant == "finite_vocab")
-            spike = spike_solution(bulk, ratio, snr, bulk.signal, np.asarray(rest), rest / delta)
+            rest = rests[variant]
+            spike = spike_solution(bulk, ratio, target, bulk.signal, np.asarray(rest), rest / delta)
             for name in fields:
                 scale = kappa if name.endswith("outlier") else 1.0
                 out[(variant, name)][at] = scale * spike[name]
-            low, high = thresholds(bulk, ratio, np.asarray(rest))
+            with np.errstate(all="ignore"):
+                low, high = thresholds(bulk, ratio, np.asarray(rest))
+            if law["kind"] == "file":  # no population transition; at s_sample
+                root = np.sqrt(high) - norm  # sqrt(snr*) = sqrt(x / (ratio (1 + U_u))) - |Dlt_0|
+                low, high = np.full_like(low, np.nan), np.sign(root) * root**2
             out[(variant, "threshold_population")][at] = low
             out[(variant, "threshold_sample")][at] = high
-            out[(variant, "theta")][at] = ratio * (snr + rest)
+            out[(variant, "theta")][at] = ratio * (target + rest)
         mean = spike_solution(
-            bulk, flat["sigma"][at] ** 2 / kappa, np.asarray(delta), bulk.sized, np.asarray(0.0)
+            bulk, flat["sigma"][at] ** 2 / kappa, np.asarray(mean_norm), bulk.sized, np.asarray(0.0)
         )
         out["mean_pop"][at] = kappa * mean["pop_outlier"]
         out["mean_sample"][at] = kappa * mean["sample_outlier"]
@@ -241,6 +286,7 @@ __all__ = [
     "AnisotropicBulk",
     "anisotropic_bulk",
     "anisotropic_parts",
+    "file_bulk",
     "spike_solution",
     "thresholds",
 ]

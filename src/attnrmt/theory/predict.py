@@ -71,6 +71,10 @@ def _as_dataarray(value: ArrayLike | xr.DataArray) -> xr.DataArray:
     return value if isinstance(value, xr.DataArray) else xr.DataArray(np.asarray(value))
 
 
+#: Table laws with a theory of their own (docs/model.md, "Anisotropic tables", "Tables from
+#: a file"); every other law with ``E z^4 < inf`` gets the Gaussian predictions.
+OWN_THEORY = ("anisotropic", "file")
+
 #: ``theory.zarr`` names of :func:`attnrmt.theory.anisotropic.anisotropic_parts`' fields.
 _ANISOTROPIC_FIELDS = {
     "pop_outlier": "pop_outlier",
@@ -170,7 +174,7 @@ def predict(
     """
     law = validate_table(table)
     no_theory = table_no_theory(law)
-    anisotropic = law["kind"] == "anisotropic"
+    anisotropic = law["kind"] in OWN_THEORY
     if anisotropic and d is None:
         raise ValueError(f"table={law!r}: an anisotropic table's theory needs d")
     sizes = {"d": _as_dataarray(d)} if anisotropic and d is not None else {}
@@ -410,7 +414,7 @@ def predict_grid(
         own = {
             name: predict_grid(rest, positional, weights, variants, table_laws[name])
             for name in names
-            if table_laws[name]["kind"] == "anisotropic"
+            if table_laws[name]["kind"] in OWN_THEORY
         }
         return along_table_laws(gaussian, {name: table_laws[name] for name in names}, own)
     ratios = ratio_inputs(axes["d"], axes["delta"], axes["gamma"])
