@@ -91,3 +91,18 @@ def test_sampled_spike_matches_the_cells() -> None:
         predicted = float(theory[name])
         tolerance = 4 * se + offset * (predicted if "eigenvalue" in name else 1.0)
         assert abs(mean - predicted) < tolerance, (name, mean, se, predicted)
+
+
+def test_the_files_content_is_part_of_the_law(tmp_path: Path) -> None:
+    """The canonical spec carries the files' sha256 (cell keys follow the content), and a
+    spec whose files changed since is refused."""
+    law = validate_table(LAW)
+    assert validate_table(law) == law and len(law["sha256"]) == 64
+    copy = tmp_path / "table.npy"
+    rows = np.load(LAW["path"])
+    np.save(copy, rows)
+    moved = validate_table({**LAW, "path": str(copy)})
+    assert moved["sha256"] == law["sha256"]
+    np.save(copy, rows * 2.0)
+    with pytest.raises(ValueError, match="changed since"):
+        validate_table(moved)

@@ -40,8 +40,10 @@ sweep config can validate a law without importing the simulator.
 from __future__ import annotations
 
 import difflib
+import hashlib
 import math
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -57,7 +59,7 @@ _PARAMS: dict[str, tuple[str, ...]] = {
     "student_t": ("nu",),
     "sparse": ("p",),
     "anisotropic": ("spectrum", "signal", "beta", "ratio", "fraction"),
-    "file": ("path", "labels"),
+    "file": ("path", "labels", "sha256"),
 }
 
 #: Where the signal direction sits in the eigenbasis of an anisotropic table's ``Sigma``.
@@ -131,10 +133,15 @@ def validate_table(spec: Mapping[str, Any] | str | None = None) -> dict[str, Any
     canonical: dict[str, Any] = {"kind": kind}
     if kind == "anisotropic":
         return dict(sorted({**canonical, **_anisotropic(params)}.items()))
-    if kind == "file":
+    if kind == "file":  # the files' content enters the canonical spec (and cell keys)
         law = {"kind": kind, "labels": params.get("labels"), "path": params.get("path")}
         load_file_table(law)
-        return law
+        digest = hashlib.sha256()
+        for key in ("path", "labels"):
+            digest.update(Path(law[key]).read_bytes())
+        if params.get("sha256", digest.hexdigest()) != digest.hexdigest():
+            raise ValueError(f"table.sha256={params['sha256']!r}: the files changed since")
+        return {**law, "sha256": digest.hexdigest()}
     for name in _PARAMS[kind]:
         if name not in params:
             raise ValueError(f"table={spec!r}: {kind} needs {name!r}")

@@ -71,8 +71,8 @@ def _as_dataarray(value: ArrayLike | xr.DataArray) -> xr.DataArray:
     return value if isinstance(value, xr.DataArray) else xr.DataArray(np.asarray(value))
 
 
-#: Table laws with a theory of their own (docs/model.md, "Anisotropic tables", "Tables from
-#: a file"); every other law with ``E z^4 < inf`` gets the Gaussian predictions.
+#: Table laws with a theory of their own (docs/model.md, "Anisotropic tables",
+#: "Tables from a file"); every other law with ``E z^4 < inf`` gets the Gaussian predictions.
 OWN_THEORY = ("anisotropic", "file")
 
 #: ``theory.zarr`` names of :func:`attnrmt.theory.anisotropic.anisotropic_parts`' fields.
