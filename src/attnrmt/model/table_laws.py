@@ -138,7 +138,7 @@ def validate_table(spec: Mapping[str, Any] | str | None = None) -> dict[str, Any
         load_file_table(law)
         digest = hashlib.sha256()
         for key in ("path", "labels"):
-            digest.update(Path(law[key]).read_bytes())
+            digest.update(Path(str(law[key])).read_bytes())
         if params.get("sha256", digest.hexdigest()) != digest.hexdigest():
             raise ValueError(f"table.sha256={params['sha256']!r}: the files changed since")
         return {**law, "sha256": digest.hexdigest()}
