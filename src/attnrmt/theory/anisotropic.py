@@ -89,7 +89,8 @@ def anisotropic_bulk(
     on_mean = atoms * weights / np.dot(atoms, weights) if on_mean is None else merge(on_mean)
     ratios = () if delta is None else (float(delta),)
     full = FreeProduct(ratios, DiscreteLaw(atoms, weights))
-    s, kind, _ = _components(full if ratios else full.sampled(float(gamma)))
+    probe = _components(full if ratios else full.sampled(float(gamma)))
+    s, kind, _ = probe
     alone = np.zeros(atoms.size, dtype=bool)
     for i in np.flatnonzero((kind[:-1] == -1) & (kind[1:] == 1)):  # a component's ends
         inside = (atoms > s[i]) & (atoms < s[i + 1])
@@ -97,9 +98,10 @@ def anisotropic_bulk(
             alone |= inside
     population = FreeProduct(ratios, DiscreteLaw(atoms[~alone], weights[~alone]))
     sample = population.sampled(float(gamma))
-    s_smp, kind_smp, edges = _components(sample)
+    reuse = not alone.any()  # the probe's scan is the population's (sample's) own
+    s_smp, kind_smp, edges = probe if reuse and not ratios else _components(sample)
     if ratios:
-        s_pop, kind_pop, pop_edges = _components(population)
+        s_pop, kind_pop, pop_edges = probe if reuse else _components(population)
         top_pop, pop_edge = float(s_pop[kind_pop == 1].max()), float(pop_edges[-1, 1])
     else:  # a known population: x_pop(s) = s
         top_pop = pop_edge = float(atoms[~alone].max())
