@@ -8,6 +8,8 @@ direction ``u`` has the weights ``e_1`` (``top``/``bottom``) or ``1/d`` (``rando
 part ``eta ~ N(0, Sigma / V)`` of ``Dlt`` and the table mean have the size-biased weights
 ``lambda_i / d``. Spike of the signal: ``(alpha/kappa) D(s) = x_pop(s)`` with
 ``D = snr (1 + U_u) + b delta (1 + U_sized)`` (``b = 1`` for ``finite_vocab``, 0 for ``paper``).
+A ``file`` table (docs/model.md, "Tables from a file") is the same equation on the table's
+known within-class scatter (no ``MP_delta``), ``D = ||Dlt||^2 (1 + U_u)``.
 """
 
 from __future__ import annotations
