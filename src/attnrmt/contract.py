@@ -536,6 +536,9 @@ FIGURES: tuple[str, ...] = (
     "universality",
 )
 RUN_FIGURES: tuple[str, ...] = ("universality",)
+#: The description in the PNG of a figure drawn without data (a placeholder, so that the
+#: rules' outputs stay fixed); the report leaves such figures out.
+PLACEHOLDER_FIGURE = "attnrmt: placeholder, no data for this figure"
 SWEEP_FIGURES: tuple[str, ...] = tuple(name for name in FIGURES if name not in RUN_FIGURES)
 
 
@@ -550,6 +553,7 @@ __all__ = [
     "FAILURE_CAUSES",
     "FIGURES",
     "LONG_NAME_WIDTH",
+    "PLACEHOLDER_FIGURE",
     "POOLING_FIELDS",
     "PROVENANCE_ABSENT",
     "PROVENANCE_FIELDS",

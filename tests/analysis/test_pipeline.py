@@ -193,9 +193,23 @@ def test_make_figures_writes_every_figure(synthetic_run_dir: Path) -> None:
 
 
 def test_figures_without_data_are_placeholders(tmp_path: Path) -> None:
-    fig = figure_pooling(pd.DataFrame())
-    fig.savefig(tmp_path / "empty.png")
-    assert (tmp_path / "empty.png").stat().st_size > 0
+    """A placeholder's PNG says so (the report leaves it out); a drawn figure's does not."""
+    from attnrmt.analysis.figures import save
+    from attnrmt.contract import PLACEHOLDER_FIGURE
+    from attnrmt.workflow.hooks import file_contains
+
+    save(figure_pooling(pd.DataFrame()), tmp_path / "empty", ["png", "pdf"])
+    assert file_contains(str(tmp_path / "empty.png"), PLACEHOLDER_FIGURE.encode())
+    assert not file_contains(str(tmp_path / "empty.pdf"), PLACEHOLDER_FIGURE.encode())
+    pooling = pd.DataFrame(
+        {"sweep": "s", "positional": "p", "weights": "mean", "d": 20, "snr": 1.0}
+        | {"alpha_over_kappa": 1.0, "recovery": 0.5}
+        | {"recovery_ci_low": 0.4, "recovery_ci_high": 0.6},
+        index=[0],
+    )
+    save(figure_pooling(pooling), tmp_path / "drawn", ["png"])
+    assert not file_contains(str(tmp_path / "drawn.png"), PLACEHOLDER_FIGURE.encode())
+    assert not file_contains(str(tmp_path / "absent.png"), PLACEHOLDER_FIGURE.encode())
 
 
 #: Every confidence interval the analysis reports: (table or "analysis", columns).

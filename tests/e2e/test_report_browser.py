@@ -168,7 +168,7 @@ def report(tmp_path_factory: pytest.TempPathFactory) -> Path:
         weights=["mean", "causal1", "att1"],
         positional=["prefix2", "lab"],
         centered=[True, False],
-        snr=[0.0, 1.0, 2.0, 3.0],
+        snr=[0.0, 1.0, 2.0, 3.0, 4.0],  # 5 points: the phase diagram (PHASE_MIN_SNR) is drawn
     )
     # a second table law on a smaller copy of the grid: the universality figure has data
     config["sweeps"]["signs"] = {

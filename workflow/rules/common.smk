@@ -5,7 +5,7 @@ import re
 import sys
 import time
 
-from attnrmt.contract import RUN_FIGURES, SWEEP_FIGURES, SWEEP_TABLES, TABLES
+from attnrmt.contract import PLACEHOLDER_FIGURE, RUN_FIGURES, SWEEP_FIGURES, SWEEP_TABLES, TABLES
 from attnrmt.workflow import hooks
 from attnrmt.sweep.store.layout import RunLayout
 from attnrmt.sweep.run.blocks import run_block
@@ -147,18 +147,21 @@ def sweep_weight_models(sweep):
     return {name: spec for name, spec in config.get("weight_models", {}).items() if name in used}
 
 
-def figure_outputs(folder, names, sweep, table_folder):
-    """One report() output per figure of `names` in `folder` (PNG, shown in the report
-    when its table in `table_folder` has data) plus the other formats."""
+def figure_outputs(folder, names, sweep):
+    """One output per figure of `names` in `folder`: its PNG, in the report unless it is a
+    placeholder (its description says so; decided when `--report` parses the workflow),
+    plus the other formats."""
     outputs = {}
     for name in names:
-        outputs[name] = report_if_data(
-            f"{folder}/{name}.png",
-            f"{table_folder}/{FIGURE_TABLES[name]}.csv",
-            caption=f"../report/{name}.rst",
-            category="Figures",
-            labels={"figure": name, "sweep": sweep},
-        )
+        png = f"{folder}/{name}.png"
+        outputs[name] = png
+        if not hooks.file_contains(png, PLACEHOLDER_FIGURE.encode()):
+            outputs[name] = report(
+                png,
+                caption=f"../report/{name}.rst",
+                category="Figures",
+                labels={"figure": name, "sweep": sweep},
+            )
         for fmt in FIGURE_FORMATS:
             if fmt != "png":
                 outputs[f"{name}_{fmt}"] = f"{folder}/{name}.{fmt}"

@@ -7,26 +7,13 @@ import os
 import attnrmt.sweep.report.summary
 
 FIGURE_FORMATS = list(config["analysis"]["figure_formats"])
-# The table each figure draws: a figure whose table has no data is a placeholder, left out.
-FIGURE_TABLES = {
-    "spectra": "bulk",
-    "outlier_vs_snr": "comparison",
-    "phase_diagram": "thresholds",
-    "pooling": "pooling",
-    "causal_weights": "causal",
-    "downstream": "downstream",
-    "finite_size": "thresholds",
-    "centring": "centring",
-    "classes_spikes": "classes_spikes",  # K classes
-    "universality": "universality",
-}
 os.environ[attnrmt.sweep.report.summary.RUN_DIR_VARIABLE] = RESULTS
 
 report: "../report/workflow.rst"
 
 
 # Each sweep's figures from its own stores and tables only (one rule per sweep, so that the
-# report can leave out each sweep's figures without data): adding a point to one sweep
+# report can leave out each sweep's placeholder figures): adding a point to one sweep
 # redraws that sweep's figures only (docs/architecture.md, "Only what changed is redrawn").
 for SWEEP in GATHERED_SWEEPS:
 
@@ -37,7 +24,7 @@ for SWEEP in GATHERED_SWEEPS:
             stores=[sweep_path(SWEEP, f"{store}.zarr") for store in ("cells", "theory", "analysis")],
             tables=[sweep_path(SWEEP, f"tables/{name}.csv") for name in SWEEP_TABLES],
         output:
-            **figure_outputs(sweep_path(SWEEP, "figures"), SWEEP_FIGURES, SWEEP, sweep_path(SWEEP, "tables")),
+            **figure_outputs(sweep_path(SWEEP, "figures"), SWEEP_FIGURES, SWEEP),
         params:
             sweep=SWEEP,
             settings=analysis_settings(),
@@ -62,7 +49,7 @@ rule run_figures:
     input:
         f"{RESULTS}/universality.csv",
     output:
-        **figure_outputs(f"{RESULTS}/figures", RUN_FIGURES, "all sweeps", RESULTS),
+        **figure_outputs(f"{RESULTS}/figures", RUN_FIGURES, "all sweeps"),
     params:
         settings=analysis_settings(),
     log:

@@ -31,7 +31,7 @@ from matplotlib.figure import Figure
 from attnrmt.analysis._common import at_signal, drop_variant, effective_ratios, replicate_mean_sem
 from attnrmt.analysis.attention import attention_weight_models
 from attnrmt.analysis.comparison import complete_theory
-from attnrmt.contract import ALL_AXES, TABLE_AXIS, TRANSITIONS
+from attnrmt.contract import ALL_AXES, PLACEHOLDER_FIGURE, TABLE_AXIS, TRANSITIONS
 from attnrmt.model import causal_limit_weights, harmonic_weights
 from attnrmt.theory import bulk_density, critical_theta
 
@@ -50,7 +50,9 @@ def _subplots(
 
 
 def _empty(title: str, note: str) -> Figure:
+    """The placeholder of a figure without data (labelled: :func:`save` marks its PNG)."""
     fig, ax = _subplots(figsize=(5, 3))
+    fig.set_label(PLACEHOLDER_FIGURE)
     ax.text(0.5, 0.5, note, ha="center", va="center", wrap=True)
     ax.set_title(title)
     ax.set_axis_off()
@@ -728,12 +730,16 @@ def figure_universality(table: pd.DataFrame) -> Figure:
 
 
 def save(fig: Figure, stem: str | os.PathLike[str], formats: Sequence[str]) -> list[Path]:
-    """Write ``fig`` as ``stem.<fmt>`` for every format."""
+    """Write ``fig`` as ``stem.<fmt>`` for every format; a placeholder's PNG carries
+    :data:`attnrmt.contract.PLACEHOLDER_FIGURE` as its description (the report leaves
+    it out)."""
+    placeholder = fig.get_label() == PLACEHOLDER_FIGURE
     paths = []
     for fmt in formats:
         path = Path(f"{stem}.{fmt}")
         path.parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(path, dpi=110)
+        marked = placeholder and fmt == "png"
+        fig.savefig(path, dpi=110, metadata={"Description": PLACEHOLDER_FIGURE} if marked else None)
         paths.append(path)
     return paths
 
@@ -819,10 +825,11 @@ def _write_figures(
     formats = list(dict.fromkeys(["png", *settings_with_defaults(settings)["figure_formats"]]))
     paths: list[Path] = []
     for name, build in builders.items():
-        started = time.perf_counter()
         with _DRAWING:
+            started = time.perf_counter()
             paths += save(build(), Path(figure_dir) / name, formats)
-        append_log(log_path, f"{name}: {time.perf_counter() - started:.2f} s")
+            seconds = time.perf_counter() - started
+        append_log(log_path, f"{name}: {seconds:.2f} s")
     record_products(run_dir, paths)
     return paths
 

@@ -18,6 +18,7 @@ from typing import Any
 __all__ = [
     "END_SUMMARY_VARIABLE",
     "after_block",
+    "file_contains",
     "preload_imports",
     "print_end_summary",
     "print_max_failures_message",
@@ -117,6 +118,16 @@ def table_has_data(path: str, placeholder_columns: Iterable[str] = ("note",)) ->
     except FileNotFoundError:
         return True
     return header not in set(placeholder_columns) and bool(first_row)
+
+
+def file_contains(path: str, marker: bytes) -> bool:
+    """Whether the file at ``path`` holds ``marker`` (False when it does not exist yet:
+    during a run, the report is made afterwards). O(bytes of the file)."""
+    try:
+        with open(path, "rb") as handle:
+            return marker in handle.read()
+    except FileNotFoundError:
+        return False
 
 
 _STORING = threading.Lock()
