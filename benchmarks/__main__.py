@@ -282,6 +282,20 @@ TARGETS: tuple[Target, ...] = (
         constant="bench_coverage.MAX_MISSES_OF_20",
     ),
     Target(
+        "bench_slope",
+        ("d=*", "mean_of_inverted", "mean"),
+        "<=",
+        1.02,
+        "mean free sample slope / alpha/kappa, default iid design, real cells (issue 33 item 2)",
+    ),
+    Target(
+        "bench_slope",
+        ("d=*", "mean_of_inverted", "mean"),
+        ">=",
+        0.98,
+        "the same, from below",
+    ),
+    Target(
         "bench_chaos",
         ("chaos_after_silent",),
         "<=",

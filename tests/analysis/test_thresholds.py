@@ -574,11 +574,11 @@ SEED_GROUP_CHECKS = {"threshold_ci_calibration": (check_threshold_ci_calibration
 
 #: Ladders and per-d noise of the default run (config.yaml, transition_iid) and the
 #: finite-size study (configs/finite-size.yaml): sd of a per-d threshold at the largest d
-#: (half the 95% CI half-widths measured there: default 0.10 sample, 0.032 population;
+#: (half the 95% CI half-widths measured there: default 0.05 sample, 0.024 population;
 #: study 0.025, 0.011), shrinking like d^(-1/2) ("Design of the study").
 LAW_SETTINGS = {
-    "default sample": ((100, 200, 400, 800), 1.281, 0.05),
-    "default population": ((100, 200, 400, 800), 0.707, 0.016),
+    "default sample": ((100, 200, 400, 600), 1.281, 0.025),
+    "default population": ((100, 200, 400, 600), 0.707, 0.012),
     "study sample": ((250, 500, 1000, 2000, 4000), 1.281, 0.013),
     "study population": ((250, 500, 1000, 2000, 4000), 0.707, 0.006),
 }
