@@ -10,7 +10,7 @@ import xarray as xr
 
 from attnrmt.analysis.pipeline import analysis_dataset
 from attnrmt.contract import LONG_NAME_WIDTH, TOP_K_FIELDS, VARIABLE_ATTRS, with_variable_attrs
-from attnrmt.sweep import store
+from attnrmt.sweep.store.grid import CELL_ATTRS
 from attnrmt.theory import THEORY_VARIABLES
 from tests.analysis.synthetic import make_synthetic
 
@@ -77,7 +77,7 @@ def test_the_table_covers_every_stored_name() -> None:
     cells, theory = make_synthetic(d=(40, 60), snr=(0.0, 1.0, 2.0, 3.0), replicates=3)
     analysis = analysis_dataset(cells, theory, {"bootstrap": 20})
     names = {*cells.variables, *theory.variables, *analysis.variables}
-    names |= {*store.CELL_ATTRS, *TOP_K_FIELDS, *THEORY_VARIABLES}
+    names |= {*CELL_ATTRS, *TOP_K_FIELDS, *THEORY_VARIABLES}
     assert names - set(VARIABLE_ATTRS) == set()
 
 

@@ -18,6 +18,7 @@ from attnrmt.sweep.run import blocks, cluster
 from attnrmt.sweep.run.failures import classify_failure
 from attnrmt.sweep.spec import cost
 from attnrmt.sweep.spec.config import load_config
+from attnrmt.sweep.spec.identity import seed_token
 from attnrmt.sweep.spec.plan import plan_run
 from attnrmt.sweep.store import fragments
 from attnrmt.sweep.store.provenance import PROVENANCE_KEYS
@@ -88,7 +89,7 @@ def test_reusable_block_copies_bits_without_contacting_dask(plan: Any, tmp_path:
         old,
         store.encode_fragment(
             [p["key"] for p in params],
-            [store.seed_token(p["seed"]) for p in params],
+            [seed_token(p["seed"]) for p in params],
             [True] * len(params),
             records,
         ),
@@ -171,7 +172,7 @@ def test_cells_survive_snakemake_deleting_the_fragment_before_a_rerun(
     run_dir = tmp_path / "results" / "unit"
     path = fragment_in(tmp_path, "same")
     blocks.run_block(params, path, run_dir, {"mode": "address", "address": scheduler_address})
-    cached = run_dir / "grid" / store.CACHE_DIRNAME / path.name
+    cached = run_dir / "grid" / fragments.CACHE_DIRNAME / path.name
     # an independent copy: damage to one file leaves the other
     assert cached.stat().st_ino != path.stat().st_ino
     assert cached.read_bytes() == path.read_bytes()
@@ -284,7 +285,7 @@ def test_a_cell_of_another_sweep_is_reused(plan: Any, tmp_path: Path) -> None:
         run_dir / "other_sweep" / "fragments" / "x.npz",
         store.encode_fragment(
             [p["key"] for p in params],
-            [store.seed_token(p["seed"]) for p in params],
+            [seed_token(p["seed"]) for p in params],
             [True, True],
             records,
         ),

@@ -83,7 +83,7 @@ def test_index_ignores_temporary_and_corrupt_files(tmp_path: Path) -> None:
 
 def _ids(plan: Any, cells: Any, seed_offset: int = 0) -> list[tuple[str, str]]:
     return [
-        (cell.key, store.seed_token(cell.seed_words(plan.seed + seed_offset))) for cell in cells
+        (cell.key, identity.seed_token(cell.seed_words(plan.seed + seed_offset))) for cell in cells
     ]
 
 

@@ -9,7 +9,9 @@ from pathlib import Path
 import numpy as np
 import xarray as xr
 
+from attnrmt.contract import ABSENT_INT, AXES
 from attnrmt.sweep import store
+from attnrmt.sweep.store import grid
 from tests.sweep.conftest import (
     store_plan,
     synthetic_record,
@@ -25,7 +27,7 @@ def test_absent_cells_are_nan_minus_one_and_empty(tmp_path: Path) -> None:
     dataset = cells_dataset(sweep, records, plan.seed)
     absent = sweep.cells[-1]
     point = dataset.sel(
-        **{axis: getattr(absent, axis) for axis in store.AXES}, replicate=absent.replicate
+        **{axis: getattr(absent, axis) for axis in AXES}, replicate=absent.replicate
     )
     assert point.cell_key.item() == ""
     assert np.isnan(point.eigenvalues).all() and np.isnan(point.top_eigenvalues).all()
@@ -33,7 +35,7 @@ def test_absent_cells_are_nan_minus_one_and_empty(tmp_path: Path) -> None:
     store.write_zarr_atomically(dataset, tmp_path / "cells.zarr")
     reread = xr.open_zarr(tmp_path / "cells.zarr").load()
     assert reread.V.dtype == np.int64
-    assert (reread.V.values == store.ABSENT_INT).any()
+    assert (reread.V.values == ABSENT_INT).any()
     xr.testing.assert_identical(reread.drop_encoding(), dataset)
 
 
@@ -63,11 +65,11 @@ def test_dense_chunks_are_whole_along_fast_axes_and_group_settings_up_to_the_bou
     """``dataset_encoding``: fast axes (snr, eig) whole; slow axes (d, delta) grouped,
     innermost first, while a chunk stays within ``STORE_CHUNK_BYTES``; a single setting
     larger than the bound is one chunk; a small store is one chunk."""
-    bound = store.STORE_CHUNK_BYTES
+    bound = grid.STORE_CHUNK_BYTES
     point = bound // 4 // 8 // 4  # float64 values per snr value: a setting is bound / 4
-    chunks = store.dataset_encoding(_lazy_dataset({"d": 6, "delta": 5, "snr": 4, "eig": point}))
+    chunks = grid.dataset_encoding(_lazy_dataset({"d": 6, "delta": 5, "snr": 4, "eig": point}))
     assert chunks["value"]["chunks"] == (1, 4, 4, point)
-    large = store.dataset_encoding(_lazy_dataset({"d": 3, "delta": 2, "snr": 4, "eig": 8 * point}))
+    large = grid.dataset_encoding(_lazy_dataset({"d": 3, "delta": 2, "snr": 4, "eig": 8 * point}))
     assert large["value"]["chunks"] == (1, 1, 4, 8 * point)
-    small = store.dataset_encoding(_lazy_dataset({"d": 3, "delta": 2, "snr": 4, "eig": 10}))
+    small = grid.dataset_encoding(_lazy_dataset({"d": 3, "delta": 2, "snr": 4, "eig": 10}))
     assert small["value"]["chunks"] == (3, 2, 4, 10)

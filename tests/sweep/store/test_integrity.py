@@ -22,7 +22,7 @@ import pytest
 import xarray as xr
 
 from attnrmt.sweep import store
-from attnrmt.sweep.store import integrity
+from attnrmt.sweep.store import fragments, integrity
 from attnrmt.sweep.store.theory import write_theory
 from tests.sweep.conftest import store_plan, write_block_fragments
 from tests.sweep.store.cell_table.conftest import assert_bit_identical, reference
@@ -55,7 +55,7 @@ def run(tmp_path: Path) -> tuple[Any, Path]:
 def regather(plan: Any, sweep_dir: Path) -> None:
     """The rules a rerun runs for what the heal removed: gather (from the fragments on
     disk), theory."""
-    paths = store.fragment_paths(sweep_dir)
+    paths = fragments.fragment_paths(sweep_dir)
     if not (sweep_dir / "cells.zarr").exists():
         store.gather_cells(plan.sweeps["grid"], paths, sweep_dir / "cells.zarr", plan.seed)
     if not (sweep_dir / "theory.zarr").exists():

@@ -1,13 +1,8 @@
-"""The one count of a sweep's cells: done, failed, pending (``attnrmt plan``,
-``attnrmt status``, the progress line and the end summary all count with it).
-
-A planned cell is **done** when a verified fragment of its sweep holds it: its own block's
-fragment, a fragment of an earlier plan's block or a salvage file (every file's cell ids
-read and verified, cached per file; a damaged file is moved aside and its cells are not
-done). It is **failed** when a failure record of the sweep names it and it
-is not done, and **pending** otherwise. Cost: O(fragment files) ``stat`` calls plus one read
-of each fragment's ids (cached per file), and O(planned cells) set look-ups.
-"""
+"""The one count of a sweep's cells (``attnrmt plan``, ``attnrmt status``, the progress line,
+the end summary): **done** when a verified fragment of the sweep holds the cell (the one
+index of finished cells, :func:`attnrmt.sweep.store.fragments.finished_keys`), **failed**
+when a standing failure record names it, **pending** otherwise. O(fragment files) ``stat``
+calls, each file's ids read once per process, O(planned cells)."""
 
 from __future__ import annotations
 
@@ -34,29 +29,16 @@ class FragmentFile:
 
 
 def scan_fragment_files(sweep_dir: Path, planned_blocks: Iterable[str]) -> list[FragmentFile]:
-    """Every complete fragment of a sweep, one entry per block (a ``cache/`` copy of a
-    fragment in ``fragments/`` once, with its ``fragments/`` path).
-
-    O(files) ``stat`` calls.
-    """
+    """Every complete fragment of a sweep, a block's ``cache/`` copy only without its
+    ``fragments/`` file (:func:`attnrmt.sweep.store.fragments.fragment_files`). O(files)."""
     planned = set(planned_blocks)
-    seen: set[str] = set()
-    found: list[FragmentFile] = []
-    ordered = sorted(
-        fragments.fragment_paths(sweep_dir),
-        key=lambda path: (path.parent.name != fragments.FRAGMENTS_DIRNAME, str(path)),
-    )
-    for path in ordered:
+    found = []
+    for name, signature in fragments.fragment_files(sweep_dir):
+        path = Path(name)
         twin = fragments.twin_of(path) is not None  # a block's fragment or its cache copy
-        identity = path.name if twin else str(path)
-        if identity in seen:
-            continue
-        try:
-            stat = path.stat()
-        except OSError:  # replaced or removed since the listing
-            continue
-        seen.add(identity)
-        found.append(FragmentFile(path, path.stem, stat.st_mtime, twin and path.stem in planned))
+        found.append(
+            FragmentFile(path, path.stem, signature[3] / 1e9, twin and path.stem in planned)
+        )
     return found
 
 

@@ -1,36 +1,12 @@
-"""The live progress of a run: one bar on a terminal, a line every so often elsewhere.
-
-``attnrmt run`` (:mod:`attnrmt.driver`), :func:`attnrmt.run` and ``attnrmt status --watch``
-show a run's progress through one :class:`ProgressTicker`: a thread that reads
-:func:`attnrmt.sweep.report.status.run_status` (read-only, the files under
-``results/<run>``) and redraws a display. What is shown, for the whole run
-(:attr:`RunStatus.total <attnrmt.sweep.report.status.RunStatus>`)::
+"""The live progress of a run (``docs/cluster.md``, "Long sweeps"): a thread
+(:class:`ProgressTicker`) polls :func:`attnrmt.sweep.report.status.run_status` and draws::
 
     tiny [##########----------] 4/8 cells 50% | 2.1 cells/s | ETA 3 s | 0 failed | step 3/11 theory
 
-cells done / planned, the measured throughput, the ETA from the measured cost
-(:func:`attnrmt.sweep.report.status.eta_seconds`), the failed cells so far and, when the
-caller knows it, the Snakemake step (``N of M steps``, the rule last started).
-
-Displays (:func:`choose_display`):
-
-- :class:`TerminalBar`: a terminal (``isatty``, ``TERM`` not ``dumb``): one line redrawn
-  in place (carriage return, erase to end of line) every :data:`BAR_INTERVAL_SECONDS`;
-  messages (errors, warnings) are printed above it.
-- :class:`NotebookBar`: inside a Jupyter kernel: an HTML ``<progress>`` element updated in
-  place through IPython's display ids (no widget extension needed).
-- :class:`PeriodicLines`: anything else (CI logs, SLURM job output): a plain
-  ``attnrmt: progress ...`` line every :data:`LINE_INTERVAL_SECONDS`, and the final one.
-
-A bar of our own (a few dozen lines) instead of tqdm or rich: the numbers come from
-``run_status`` polled at our own pace (tqdm counts increments), no dependency, and the same
-text serves terminal, notebook and plain lines.
-
-Cost: each refresh is one ``run_status`` call, O(fragments + planned cells); the ticker
-waits at least that call's CPU time over
-:data:`~attnrmt.sweep.report.status.PROGRESS_CPU_SHARE` between two calls
-(:func:`~attnrmt.sweep.report.status.next_progress_wait`), so a 10^6-cell run is polled
-every few minutes and a small one every second.
+on a terminal in place (:class:`TerminalBar`), in Jupyter as an HTML ``<progress>``
+(:class:`NotebookBar`), elsewhere as a plain line every :data:`LINE_INTERVAL_SECONDS`
+(:class:`PeriodicLines`). Cost: one ``run_status`` per refresh, O(fragments + planned
+cells), at most :data:`~attnrmt.sweep.report.status.PROGRESS_CPU_SHARE` of a core.
 """
 
 from __future__ import annotations
@@ -43,7 +19,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from attnrmt.sweep.report.status import (
     RunStatus,
@@ -60,9 +36,6 @@ LINE_INTERVAL_SECONDS = 30.0
 """Without a terminal, a progress line is printed this often (at most)."""
 BAR_WIDTH = 20
 """Characters of the bar itself (``[####----]``)."""
-
-
-# --------------------------------------------------------------------------- text
 
 
 def bar_text(status: RunStatus, stage: str | None = None, width: int | None = None) -> str:
@@ -92,54 +65,9 @@ def plain_text(status: RunStatus, stage: str | None = None) -> str:
     return f"{line}; {stage}" if stage else line
 
 
-# --------------------------------------------------------------------------- displays
-
-
-class ProgressDisplay(Protocol):
-    """Where a ticker draws: the live progress, messages between, the final state."""
-
-    def show(self, status: RunStatus, stage: str | None) -> None:
-        """Draw the current progress (a display may skip a draw)."""
-
-    def message(self, line: str) -> None:
-        """Print a line (an error, a warning) without losing the progress."""
-
-    def finish(self, status: RunStatus | None, stage: str | None) -> None:
-        """Draw the final state and leave the display."""
-
-
-class TerminalBar:
-    """One line redrawn in place on a terminal stream (module docstring)."""
-
-    def __init__(self, stream: Any) -> None:
-        self.stream = stream
-        self._drawn = ""
-
-    def _width(self) -> int:
-        return max(shutil.get_terminal_size((100, 24)).columns - 1, 20)
-
-    def show(self, status: RunStatus, stage: str | None) -> None:
-        self._drawn = bar_text(status, stage, self._width())
-        self.stream.write(f"\r{self._drawn}\033[K")
-        self.stream.flush()
-
-    def message(self, line: str) -> None:
-        self.stream.write(f"\r\033[K{line}\n")
-        if self._drawn:
-            self.stream.write(self._drawn)
-        self.stream.flush()
-
-    def finish(self, status: RunStatus | None, stage: str | None) -> None:
-        if status is not None:
-            self._drawn = bar_text(status, stage, self._width())
-        if self._drawn:
-            self.stream.write(f"\r{self._drawn}\033[K\n")
-            self.stream.flush()
-        self._drawn = ""
-
-
 class PeriodicLines:
-    """A plain progress line every ``interval_seconds`` (module docstring)."""
+    """Where a ticker draws (the display protocol: ``show``, ``message``, ``finish``): a
+    plain progress line every ``interval_seconds``, and the final state."""
 
     def __init__(
         self,
@@ -147,68 +75,86 @@ class PeriodicLines:
         interval_seconds: float = LINE_INTERVAL_SECONDS,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self.stream = stream
-        self.interval_seconds = interval_seconds
-        self._clock = clock
+        self.stream, self.interval_seconds, self._clock = stream, interval_seconds, clock
         self._last: float | None = None
 
     def show(self, status: RunStatus, stage: str | None) -> None:
+        """Draw the current progress (this display skips draws within its interval)."""
         now = self._clock()
-        if self._last is not None and now - self._last < self.interval_seconds:
-            return
-        self._last = now
-        self.message(plain_text(status, stage))
+        if self._last is None or now - self._last >= self.interval_seconds:
+            self._last = now
+            self.message(plain_text(status, stage))
 
     def message(self, line: str) -> None:
+        """Print a line (an error, a warning) without losing the progress."""
         self.stream.write(f"{line}\n")
         self.stream.flush()
 
     def finish(self, status: RunStatus | None, stage: str | None) -> None:
+        """Draw the final state and leave the display."""
         if status is not None:
             self.message(plain_text(status, stage))
 
 
-class NotebookBar:
-    """An HTML ``<progress>`` bar updated in place in a Jupyter output cell.
+class TerminalBar(PeriodicLines):
+    """One line redrawn in place on a terminal (carriage return, erase to end of line);
+    messages are printed above it."""
 
-    ``display`` is :func:`IPython.display.display` (any callable with its
-    ``display_id=True`` contract: returns a handle with ``update``); messages go to
-    ``stream`` (the kernel's ``sys.stderr``, shown in the cell).
-    """
+    def __init__(self, stream: Any) -> None:
+        super().__init__(stream)
+        self._drawn = ""
+
+    def _draw(self, status: RunStatus | None, stage: str | None, end: str = "") -> None:
+        if status is not None:
+            width = max(shutil.get_terminal_size((100, 24)).columns - 1, 20)
+            self._drawn = bar_text(status, stage, width)
+        if self._drawn:
+            self.stream.write(f"\r{self._drawn}\033[K{end}")
+            self.stream.flush()
+
+    def show(self, status: RunStatus, stage: str | None) -> None:
+        self._draw(status, stage)
+
+    def message(self, line: str) -> None:
+        self.stream.write(f"\r\033[K{line}\n{self._drawn}")
+        self.stream.flush()
+
+    def finish(self, status: RunStatus | None, stage: str | None) -> None:
+        self._draw(status, stage, "\n")
+        self._drawn = ""
+
+
+class NotebookBar(PeriodicLines):
+    """An HTML ``<progress>`` bar updated in place in a Jupyter output cell through
+    ``display(content, display_id=True)`` (:func:`IPython.display.display`'s contract:
+    it returns a handle with ``update``); messages go to ``stream``."""
 
     def __init__(
         self, display: Callable[..., Any], html_type: Callable[[str], Any], stream: Any
     ) -> None:
-        self._display = display
-        self._html = html_type
-        self.stream = stream
-        self._handle: Any = None
+        super().__init__(stream)
+        self._display, self._html, self._handle = display, html_type, None
 
-    @staticmethod
-    def markup(status: RunStatus, stage: str | None) -> str:
-        """``<progress>`` of the done cells and the bar's text (escaped). O(1)."""
+    def show(self, status: RunStatus, stage: str | None) -> None:
         total = status.total
         text = html.escape(bar_text(status, stage).split("] ", 1)[-1])
-        return (
+        content = self._html(
             f"<div><code>{html.escape(status.run)}</code> "
             f"<progress value='{total.done}' max='{max(total.cells, 1)}' "
             f"style='width: 16em'></progress> <code>{text}</code></div>"
         )
-
-    def show(self, status: RunStatus, stage: str | None) -> None:
-        content = self._html(self.markup(status, stage))
         if self._handle is None:
             self._handle = self._display(content, display_id=True)
         else:
             self._handle.update(content)
 
-    def message(self, line: str) -> None:
-        self.stream.write(f"{line}\n")
-        self.stream.flush()
-
     def finish(self, status: RunStatus | None, stage: str | None) -> None:
         if status is not None:
             self.show(status, stage)
+
+
+ProgressDisplay = PeriodicLines
+"""The display protocol (``show``, ``message``, ``finish``) every display implements."""
 
 
 def in_notebook() -> bool:
@@ -223,7 +169,7 @@ def in_notebook() -> bool:
     return shell is not None and getattr(shell, "kernel", None) is not None
 
 
-def choose_display(stream: Any = None) -> ProgressDisplay:
+def choose_display(stream: Any = None) -> PeriodicLines:
     """:class:`NotebookBar` in a Jupyter kernel, :class:`TerminalBar` on a terminal,
     else :class:`PeriodicLines`; ``stream`` defaults to ``sys.stderr``."""
     stream = sys.stderr if stream is None else stream
@@ -237,60 +183,52 @@ def choose_display(stream: Any = None) -> ProgressDisplay:
     return PeriodicLines(stream)
 
 
-# --------------------------------------------------------------------------- ticker
-
-
 class ProgressTicker:
-    """A thread redrawing ``display`` from ``run_status(run_plan, run_dir)``.
-
-    ``stage`` (set by the caller at any time) is shown after the numbers. :meth:`message`
-    prints a line through the display (safe from any thread); :meth:`stop` ends the
-    thread and draws the final state. A failing status read skips a refresh; it never
-    ends the ticker.
-    """
+    """A thread redrawing ``display`` from ``status(run_plan, run_dir)``; ``stage`` (set
+    at any time) follows the numbers. A failing status read skips a refresh."""
 
     def __init__(
         self,
         run_plan: Any,
         run_dir: str | os.PathLike[str],
-        display: ProgressDisplay,
+        display: PeriodicLines,
         interval_seconds: float = BAR_INTERVAL_SECONDS,
         status: Callable[[Any, Path], RunStatus] = run_status,
     ) -> None:
-        self.run_plan = run_plan
-        self.run_dir = Path(run_dir)
-        self.display = display
-        self.interval_seconds = interval_seconds
+        self.run_plan, self.run_dir, self.display = run_plan, Path(run_dir), display
+        self.interval_seconds, self._status = interval_seconds, status
         self.stage: str | None = None
         self.last_status: RunStatus | None = None
-        self._status = status
         self._lock = threading.Lock()
         self._stopped = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="attnrmt-progress", daemon=True)
 
     def start(self) -> ProgressTicker:
-        """Start the thread (one refresh at once); return self."""
+        """Start the thread; return self."""
         self._thread.start()
         return self
 
-    def refresh(self) -> RunStatus | None:
-        """Read the status and draw it; the status (None when it could not be read)."""
+    def _read(self) -> RunStatus | None:
         try:
-            status = self._status(self.run_plan, self.run_dir)
+            return self._status(self.run_plan, self.run_dir)
         except Exception:  # a progress display must never fail the run
             return None
-        with self._lock:
-            self.last_status = status
-            self.display.show(status, self.stage)
+
+    def refresh(self) -> RunStatus | None:
+        """Read the status and draw it; the status (None when it could not be read)."""
+        status = self._read()
+        if status is not None:
+            with self._lock:
+                self.last_status = status
+                self.display.show(status, self.stage)
         return status
 
     def message(self, line: str) -> None:
-        """Print ``line`` through the display (above a terminal bar)."""
+        """Print ``line`` through the display (safe from any thread)."""
         with self._lock:
             self.display.message(line)
 
     def _loop(self) -> None:
-        cost = 0.0
         while not self._stopped.is_set():
             started = time.thread_time()
             self.refresh()
@@ -299,20 +237,14 @@ class ProgressTicker:
 
     def stop(self, final: bool = True) -> RunStatus | None:
         """End the thread; with ``final``, read the status once more and draw it as the
-        display's final state. The last status read."""
+        final state. The last status read."""
         self._stopped.set()
         if self._thread.is_alive():
             self._thread.join()
-        status = None
-        if final:
-            try:
-                status = self._status(self.run_plan, self.run_dir)
-            except Exception:
-                status = self.last_status
+        status = self._read() if final else None
         with self._lock:
-            self.display.finish(status, self.stage)
-            if status is not None:
-                self.last_status = status
+            self.display.finish(status or (self.last_status if final else None), self.stage)
+            self.last_status = status or self.last_status
         return self.last_status
 
 

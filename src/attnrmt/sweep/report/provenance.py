@@ -87,14 +87,10 @@ def _tally_sweep(sweep_dir: Path, tally: _Tally, environments: dict[int, str]) -
 
 
 def run_provenance(run_dir: str | os.PathLike[str]) -> dict[str, Any]:
-    """Provenance of every stored cell of a run (``results/<run>``), summarised.
-
-    Counts cells by commit (:func:`commit_label`), by each of :data:`SUMMARY_VERSIONS`,
-    by host and by attempt; ranges of wall time (``compute_seconds``) and peak memory.
-    Cells stored before provenance was recorded count as ``unknown``. Reads each sweep's
-    current cell-table version (``docs/data-contract.md``, "Provenance"). Memory:
-    O(grid points + one chunk); time O(cells).
-    """
+    """Provenance of every stored cell of ``results/<run>``, summarised: cells by commit, by
+    each of :data:`SUMMARY_VERSIONS`, host and attempt; ranges of wall time and peak memory
+    (``unknown`` before provenance; ``docs/data-contract.md``, "Provenance"). O(cells) time,
+    O(grid points + one chunk) memory."""
     root = Path(run_dir)
     tally = _Tally()
     environments: dict[int, str] = {}

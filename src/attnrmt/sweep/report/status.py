@@ -1,55 +1,15 @@
-"""Where a run stands: cells done / failed / pending per sweep, throughput and an ETA.
+"""Where a run stands (``docs/cluster.md``, "Long sweeps"): per sweep, cells done / failed /
+pending (:mod:`attnrmt.sweep.report.progress`), pending split into running and queued
+while a live Snakemake holds a token (:func:`attnrmt.sweep.store.guard.live_run_since`;
+running: the cells of blocks whose log is newer, at most the busy cores), else missing;
+throughput and an ETA. Read-only (no lock).
 
-Read-only: the functions here only ``stat`` files and read small members of fragment
-files (``docs/data-contract.md``, "Files"; :mod:`attnrmt.sweep.store.fragments`); they take no
-lock and write nothing but what the fragment reader does with a damaged file (moved
-aside, restored from its intact copy), so ``attnrmt status`` can run from another terminal
-while a run is writing, and after it.
-
-Counts (per sweep of the plan):
-
-- **done**: planned cells with a finished result in the sweep's fragments (``fragments/``,
-  ``cache/`` or ``salvage/``), as ``attnrmt plan`` counts them: the cell ids of every file
-  are read and verified (a damaged file's cells are not done).
-- **failed**: planned cells, not done, whose block's last attempt failed
-  (:func:`attnrmt.sweep.run.failures.unresolved_failures`).
-- **pending**: the rest, split when a live Snakemake of the workflow works in the run's
-  directory (``<workdir>/results/<run>``: a held liveness token in
-  ``<workdir>/.snakemake/attnrmt-live/``, :mod:`attnrmt.sweep.store.guard`, asked with
-  ``F_GETLK``, which queries a lock without taking one) into **running** and **queued**;
-  with no live run they are **missing** (and there is no ETA). Running cells are those
-  being computed: of the cells of unfinished blocks whose log
-  ``logs/simulate_block/<sweep>/<block>.log``, created when the block job starts, is newer
-  than the oldest live token (blocks in flight: all their cells are submitted to Dask),
-  as many as the measured busy cores (:func:`computing_split`); the others are queued.
-  Where the lock query is unsupported the split is unknown (None) and only ``pending`` is
-  given. Snakemake's own "job started" markers
-  depend on its persistence backend and stay behind when a run is killed, so they are
-  not used.
-
-Throughput and ETA: each fragment's mtime is when its block finished. Over the newest
-fragments finished in the last :data:`RATE_WINDOW_SECONDS` (at most
-:data:`MAX_TIMED_FRAGMENTS`), with mtimes ``t_1 <= ... <= t_k`` (``k >= 2``)::
-
-    cells_per_second = sum_{i=2..k} cells_i / (t_k - t_1)
-    busy_cores       = sum_{i=2..k} compute_seconds of the cells computed in i / (t_k - t_1)
-
-(the first fragment opens the interval). The cost model (:mod:`attnrmt.sweep.spec.cost`,
-``seconds = CELL_OVERHEAD_SECONDS + work * seconds_per_work``) is recalibrated from the
-measured ``compute_seconds`` of the newest finished cells, not from a fresh probe::
-
-    seconds_per_work = sum (compute_seconds - CELL_OVERHEAD_SECONDS) / sum work
-
-and the ETA is the pending cells' estimated one-core seconds over ``busy_cores``. All
-wall-clock overheads (Snakemake, Dask, writing fragments) land in ``busy_cores``, which
-is the useful core-seconds per wall second actually achieved.
-
-Cost: O(fragments) ``stat`` calls (and O(unfinished blocks) log ``stat`` calls while a
-run lives), O(planned cells) set and cost-model arithmetic, and
-reads of two small members of at most :data:`MAX_TIMED_FRAGMENTS` fragments (plus the
-``cell_key`` and ``cell_seed`` members of every fragment, ~0.3 ms each); memory
-O(planned cells).
-"""
+Over the fragments finished in the last :data:`RATE_WINDOW_SECONDS` at ``t_1 <= ... <=
+t_k``: ``cells_per_second = sum_{i>=2} cells_i / (t_k - t_1)`` and ``busy_cores`` the same
+with the computed cells' ``compute_seconds``. The cost model's ``seconds_per_work`` is
+recalibrated from the newest computed cells; ETA = pending cells' one-core seconds /
+busy cores. Cost: O(fragments) ``stat`` calls, O(planned cells), and two members of at
+most :data:`MAX_TIMED_FRAGMENTS` fragments."""
 
 from __future__ import annotations
 
@@ -57,7 +17,6 @@ import os
 import sys
 import threading
 import time
-import zipfile
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -65,13 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from attnrmt.sweep.report.progress import (
-    FragmentFile,
-    SweepCount,
-    count_sweep,
-    done_cell_keys,
-    scan_fragment_files,
-)
+from attnrmt.sweep.report.progress import FragmentFile, SweepCount, count_sweep
 from attnrmt.sweep.run.failures import describe_causes, merge_cause_counts
 from attnrmt.sweep.spec.cost import (
     CELL_OVERHEAD_SECONDS,
@@ -79,10 +32,7 @@ from attnrmt.sweep.spec.cost import (
     planned_cell_work,
 )
 from attnrmt.sweep.store import fragments
-from attnrmt.sweep.store.guard import (
-    live_run_since,
-    token_is_held,
-)
+from attnrmt.sweep.store.guard import live_run_since
 from attnrmt.sweep.store.layout import RunLayout
 
 #: Throughput is measured over fragments finished within this many seconds before now.
@@ -91,17 +41,11 @@ RATE_WINDOW_SECONDS = 300.0
 MAX_TIMED_FRAGMENTS = 256
 #: A run prints its progress line at most once per this many seconds.
 PROGRESS_INTERVAL_SECONDS = 30.0
-#: ... and spends at most this share of one core on it: after a line that cost ``c`` CPU
-#: seconds (``run_status`` reads every done key, O(cells of the run)), the next one waits
-#: at least ``c / PROGRESS_CPU_SHARE`` (a 10^6-cell run: ~5 s a line, one every ~4 min).
+#: ... and spends at most this share of one core on it (:func:`next_progress_wait`).
 PROGRESS_CPU_SHARE = 0.02
 
-#: Where a block job's log lives under ``results/<run>`` (rule ``simulate_block``).
-#: The block jobs' logs (``logs/simulate_block/<sweep>/<block>.log``, :class:`RunLayout`).
+#: The block jobs' logs: ``logs/simulate_block/<sweep>/<block>.log`` (:class:`RunLayout`).
 BLOCK_LOG_RULE = "simulate_block"
-
-
-# --------------------------------------------------------------------------- files
 
 
 @dataclass(frozen=True)
@@ -118,53 +62,41 @@ class FragmentTiming:
 
 
 def read_cell_timings(path: Path) -> tuple[np.ndarray, np.ndarray]:
-    """``(computed, compute_seconds)`` of a fragment, reading only those two members."""
-    with open(path, "rb") as handle, np.load(handle, allow_pickle=False) as npz:
-        computed = np.asarray(npz["computed"], dtype=bool)
-        seconds = (
-            np.asarray(npz["compute_seconds"], dtype=np.float64)
-            if "compute_seconds" in npz.files
-            else np.zeros(computed.shape)
-        )
-    return computed, seconds
+    """``(computed, compute_seconds)`` of a fragment, verified, reading only those two
+    members. O(their bytes)."""
+    arrays = fragments.read_fragment_members(
+        path, ("computed", "compute_seconds"), ("compute_seconds",)
+    )
+    computed = np.asarray(arrays["computed"], dtype=bool)
+    return computed, np.asarray(arrays.get("compute_seconds", np.zeros(computed.shape)), float)
 
 
-_TIMING_CACHE: dict[tuple[str, int, int, int, int], FragmentTiming] = {}
-_TIMING_CACHE_LOCK = threading.Lock()
+_TIMINGS: dict[tuple[str, float], FragmentTiming | None] = {}
 
 
 def fragment_timing(file: FragmentFile, block: Any) -> FragmentTiming | None:
-    """:class:`FragmentTiming` of a planned block's fragment (cached by file identity,
-    so ``--watch`` and the progress line read each fragment once); None if unreadable."""
-    try:
-        stat = file.path.stat()
-    except OSError:
-        return None
-    signature = (str(file.path), stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns)
-    with _TIMING_CACHE_LOCK:
-        cached = _TIMING_CACHE.get(signature)
-    if cached is not None:
-        return cached
-    try:
-        computed, seconds = read_cell_timings(file.path)
-    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile):
-        return None
-    if computed.size != len(block.cells):
-        return None
-    work = np.array([planned_cell_work(cell) for cell in block.cells])
-    timing = FragmentTiming(
-        mtime=stat.st_mtime,
-        n_cells=int(computed.size),
-        computed_seconds=float(seconds[computed].sum()),
-        computed_work=float(work[computed].sum()),
-        n_computed=int(computed.sum()),
-    )
-    with _TIMING_CACHE_LOCK:
-        _TIMING_CACHE[signature] = timing
-    return timing
-
-
-# --------------------------------------------------------------------------- live run
+    """:class:`FragmentTiming` of a planned block's fragment, None if unreadable; cached
+    by path and mtime (fragments are replaced atomically), so ``--watch`` and the
+    progress line read each fragment once. O(its cells) on first sight."""
+    key = (str(file.path), file.mtime)
+    if key not in _TIMINGS:
+        try:
+            computed, seconds = read_cell_timings(file.path)
+        except (OSError, ValueError):  # absent, replaced or damaged
+            return None
+        work = np.array([planned_cell_work(cell) for cell in block.cells])
+        _TIMINGS[key] = (
+            FragmentTiming(
+                mtime=file.mtime,
+                n_cells=int(computed.size),
+                computed_seconds=float(seconds[computed].sum()),
+                computed_work=float(work[computed].sum()),
+                n_computed=int(computed.sum()),
+            )
+            if computed.size == len(block.cells)
+            else None
+        )
+    return _TIMINGS[key]
 
 
 def running_blocks(
@@ -186,9 +118,6 @@ def running_blocks(
         except OSError:
             continue
     return running
-
-
-# --------------------------------------------------------------------------- estimates
 
 
 def recalibrated_seconds_per_work(
@@ -246,9 +175,6 @@ def eta_seconds(remaining_core_seconds: float, busy_cores: float | None) -> floa
     if busy_cores is None or busy_cores <= 0:
         return None
     return remaining_core_seconds / busy_cores
-
-
-# --------------------------------------------------------------------------- status
 
 
 @dataclass(frozen=True)
@@ -324,13 +250,9 @@ def _newest_timings(scans: Sequence[SweepCount]) -> dict[str, list[FragmentTimin
 def remaining_work(
     sweep_plan: Any, done: set[str], failed: set[str], seconds_per_work: float
 ) -> float:
-    """One-core seconds left of a sweep's cells neither done nor failed, block by block.
-
-    A block never mixes lines and a cell's cost (:func:`planned_cell_work`) depends only
-    on its line, so each block's cost is its first cell's times its cells left: one
-    :class:`~attnrmt.sweep.spec.plan.Cell` built per block, the keys from the plan's arrays
-    (:attr:`~attnrmt.sweep.spec.plan.Block.cell_keys`). O(cells) set lookups.
-    """
+    """One-core seconds left of a sweep's cells neither done nor failed: per block, its first
+    cell's estimate times its cells left (a cell's cost depends only on its line).
+    O(cells) set look-ups."""
     seconds = 0.0
     for block in sweep_plan.blocks:
         left = sum(key not in done and key not in failed for key in block.cell_keys)
@@ -391,14 +313,9 @@ def _pending_split(
 def computing_split(
     splits: Sequence[tuple[int | None, int | None, int | None]], busy_cores: float | None
 ) -> list[tuple[int | None, int | None, int | None]]:
-    """``(running, queued, missing)`` per sweep with **running** the cells being computed.
-
-    The cells of the blocks in flight (``splits``' running) are all submitted to Dask, but
-    only as many run as the cluster has threads: the measured busy cores (one cell keeps
-    one core busy), ``max(1, round(busy_cores))``, handed to the sweeps in order; the rest
-    of their in-flight cells count as queued. Without a measured throughput the in-flight
-    cells are kept (an upper bound). O(sweeps).
-    """
+    """``(running, queued, missing)`` per sweep with **running** only the cells being computed:
+    ``max(1, round(busy_cores))`` of the in-flight cells, handed to the sweeps in order, the
+    rest queued (unchanged without a measured throughput: an upper bound). O(sweeps)."""
     if busy_cores is None:
         return list(splits)
     slots = max(1, round(busy_cores))
@@ -419,13 +336,9 @@ def run_status(
     now: float | None = None,
     window_seconds: float = RATE_WINDOW_SECONDS,
 ) -> RunStatus:
-    """Status of every sweep of ``run_plan`` from the files under ``run_dir``.
-
-    Busy cores are measured run-wide (sweeps share the cluster), so each sweep's ETA is
-    the time the whole run's throughput needs for its pending cells, and the run's ETA
-    that for all of them. ``now`` defaults to the current time (seconds since the epoch).
-    Read-only; O(fragments + planned cells) (module docstring).
-    """
+    """Status of every sweep of ``run_plan`` from the files under ``run_dir`` at ``now``
+    (default: the time); busy cores are measured run-wide, so the ETAs are the whole run's
+    throughput on each sweep's pending cells. Read-only; O(fragments + planned cells)."""
     now = time.time() if now is None else float(now)
     run_dir = Path(run_dir)
     scans = [count_sweep(sweep, run_dir / name) for name, sweep in run_plan.sweeps.items()]
@@ -474,9 +387,6 @@ def run_status(
     )
     live = (since is not None) if known else None
     return RunStatus(run_plan.run, now, rows, total, seconds_per_work, calibrated, live)
-
-
-# --------------------------------------------------------------------------- text
 
 
 def format_duration(seconds: float | None) -> str:
@@ -583,8 +493,6 @@ def status_table(status: RunStatus) -> list[str]:
     return text
 
 
-# --------------------------------------------------------------------------- during a run
-
 _last_progress = [0.0, 0.0]  # when the last line started (monotonic), its CPU seconds
 _progress_lock = threading.Lock()
 
@@ -604,15 +512,9 @@ def print_progress(
     interval_seconds: float = PROGRESS_INTERVAL_SECONDS,
     stream: Any = None,
 ) -> str | None:
-    """Print :func:`progress_line` to stderr if none was printed in the last
-    ``interval_seconds`` by this process; return the line (None when skipped).
-
-    The wait grows with the last line's CPU cost (:func:`next_progress_wait`): at most
-    ``PROGRESS_CPU_SHARE`` of a core goes to progress lines, whatever the run's size.
-    Called by block jobs after their fragment is written (they are threads of one
-    Snakemake process under the local executor: one line per interval for the run). Never
-    raises: a problem reading the status only skips the line.
-    """
+    """Print :func:`progress_line` unless this process printed one within
+    :func:`next_progress_wait` (at most ``PROGRESS_CPU_SHARE`` of a core); the line, or None
+    when skipped or unreadable (never raises: block jobs call it)."""
     with _progress_lock:
         now = time.monotonic()
         wait = next_progress_wait(_last_progress[1], interval_seconds)
@@ -636,15 +538,12 @@ __all__ = [
     "PROGRESS_CPU_SHARE",
     "PROGRESS_INTERVAL_SECONDS",
     "RATE_WINDOW_SECONDS",
-    "FragmentFile",
     "FragmentTiming",
     "RunStatus",
     "SweepStatus",
     "computing_split",
-    "done_cell_keys",
     "eta_seconds",
     "format_duration",
-    "live_run_since",
     "next_progress_wait",
     "print_progress",
     "progress_line",
@@ -652,8 +551,6 @@ __all__ = [
     "recalibrated_seconds_per_work",
     "run_status",
     "running_blocks",
-    "scan_fragment_files",
     "status_table",
     "throughput",
-    "token_is_held",
 ]

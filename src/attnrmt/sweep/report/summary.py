@@ -1,21 +1,8 @@
-"""The end-of-run summary a person reads: where things are, what ran, what the data say.
-
-``attnrmt summary CONFIG [--since EPOCH]`` (printed by ``make run`` after the report), e.g.
-for the default run::
-
-    run 'default' (config.yaml): results in results/default/, report results/default/report.html
-    cells: 2578 in 6 sweeps; 2578 computed by this run, 0 reused, 0 failed
-    wall time: 6 min 10 s
-    theory: finite_vocab fits best (median relative error of outliers and overlaps 1.3%; paper 20%)
-    thresholds (curves whose CI or bound contains the variant's threshold):
-      transition_iid   sample      paper 0/4  finite_vocab 4/4  e.g. d=800: 1.24 [1.12, 1.34] ...
-      ...
-
-Everything comes from files the run wrote: the fragments (``computed`` flag per cell,
-modification time against ``--since``), the failure records, and ``summary.csv`` /
-``thresholds.csv`` of the analysis (docs/thresholds.md describes the estimator). Memory and
-time O(fragments + table rows); no cell data are loaded.
-"""
+"""The end-of-run summary (``attnrmt summary CONFIG [--since EPOCH]``, printed by ``make
+run``): where the results are, cells computed / reused / failed, wall time, the theory's
+fit and the thresholds (``docs/thresholds.md``). Everything comes from files the run
+wrote (fragments, failure records, ``summary.csv``, ``thresholds.csv``); O(fragments +
+table rows), no cell data loaded."""
 
 from __future__ import annotations
 
@@ -53,15 +40,10 @@ class CellTally:
 
 
 def tally_cells(run_plan: Any, run_dir: Path, since: float | None) -> CellTally:
-    """Count the planned cells by what happened to them (O(blocks) fragment reads).
-
-    Done, failed and not finished (missing) come from the one counter
-    (:func:`attnrmt.sweep.report.progress.count_sweep`). A done cell is *computed by this
-    run* when its block's fragment was written at or after ``since`` (epoch seconds) and
-    flags it computed; every other done cell is *reused* (copied from an earlier fragment
-    or another sweep of the run, or its fragment predates ``since``). Without ``since``
-    every done cell counts as reused.
-    """
+    """Count the planned cells by what happened to them, from the one counter
+    (:func:`attnrmt.sweep.report.progress.count_sweep`): a done cell is *computed by this
+    run* when its block's fragment, written at or after ``since``, flags it computed, else
+    *reused* (always without ``since``). O(blocks) fragment reads."""
     from attnrmt.sweep.report.progress import count_sweep
     from attnrmt.sweep.store.fragments import FRAGMENTS_DIRNAME
 
@@ -160,12 +142,8 @@ def variant_errors(summary: pd.DataFrame) -> dict[str, float]:
 
 
 def threshold_lines(thresholds: pd.DataFrame) -> list[str]:
-    """Per (sweep, transition), and per table law in a sweep with a ``table`` axis
-    (``sweep/law``): how many curves' CI or bound contains each variant's value.
-
-    Finite-``d`` rows only (the d -> inf extrapolation is in thresholds.csv), with the
-    estimate at the largest ``d`` as an example.
-    """
+    """Per (sweep, transition), and per table law (``sweep/law``): how many finite-``d`` curves'
+    CI or bound contains each variant's value, with the largest ``d``'s estimate. O(rows)."""
     if thresholds.empty or "finite_size" not in thresholds:
         return []
     finite = thresholds[thresholds["finite_size"] == "none"]
@@ -328,15 +306,10 @@ RUN_DIR_VARIABLE = "ATTNRMT_RUN_DIR"
 def report_overview(
     run_dir: str | os.PathLike[str] | None = None,
 ) -> dict[str, int | float]:
-    """The report's landing-page entries: headline numbers, each under a heading saying
-    what it is (the verdict per variant; per sweep and transition the threshold at the
-    largest ``d`` where it is an estimate, not a bound, and the families of bounds only).
-
-    ``run_dir`` defaults to :data:`RUN_DIR_VARIABLE` (set by the workflow's rules/report.smk).
-    Values are numbers because Snakemake 9.27 renders string values of
-    ``--report-metadata`` as docutils parts rather than HTML; the headings carry the text.
-    O(rows of summary.csv and thresholds.csv).
-    """
+    """The report's landing-page entries: the verdict per variant, the threshold at the largest
+    ``d`` per sweep and transition, the families of bounds; numbers under headings (Snakemake
+    renders string metadata as docutils parts). ``run_dir`` defaults to
+    :data:`RUN_DIR_VARIABLE`. O(rows of summary.csv and thresholds.csv)."""
     run_dir = Path(run_dir or os.environ.get(RUN_DIR_VARIABLE, "results"))
     overview: dict[str, int | float] = {}
     summary = _read_table(run_dir / "summary.csv")

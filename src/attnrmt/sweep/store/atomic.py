@@ -1,12 +1,8 @@
-"""Atomic writes, one helper for every artefact of a run: write beside the target under a
-temporary name, make it durable, rename it over the target.
-
-A reader sees the old content or the new, never a partial one; a writer killed at any
-moment leaves at most a temporary (``.<name>.<pid>.<random>.tmp``), which no reader takes
-for an artefact and :func:`remove_stale_temporaries` deletes. Works for files and for
-directory trees (Zarr stores, cell-table segments). Cost: one extra ``fsync`` per file
-and one ``rename``; O(size) for the write itself.
-"""
+"""Atomic writes, the one helper for every artefact of a run: write a temporary sibling
+(``.<name>.<pid>.<random>.tmp``), make it durable, rename it over the target. Readers
+see the old content or the new; a killed writer leaves at most a temporary, which
+:func:`remove_stale_temporaries` deletes. Files and directory trees. O(size) + one fsync
+and one rename per file."""
 
 from __future__ import annotations
 
@@ -76,14 +72,9 @@ def fsync_tree(root: Path) -> None:
 def atomic_path(
     target: str | os.PathLike[str], *, durable: bool = True, replace_tree: bool = False
 ) -> Iterator[Path]:
-    """Yield a temporary sibling of ``target`` to write (a file or a directory); on success
-    make it durable (``durable``: fsync of every file) and rename it over ``target``; on any
-    error remove it and re-raise.
-
-    ``replace_tree``: ``target`` may be an existing directory, which is removed just before
-    the rename (directories cannot be renamed over; a reader sees the old tree, then no
-    tree for the instant between, then the new one).
-    """
+    """Yield a temporary sibling of ``target`` (file or directory); on success make it durable
+    (``durable``) and rename it over ``target`` (``replace_tree``: an existing directory is
+    removed just before); on error remove it and re-raise."""
     final = Path(target)
     final.parent.mkdir(parents=True, exist_ok=True)
     tmp = temporary_sibling(final)

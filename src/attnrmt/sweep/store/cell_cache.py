@@ -1,28 +1,10 @@
-"""The shared cell cache: every finished cell of every run, content-keyed, outside any run
-(docs/architecture.md, "Cells shared across runs"; docs/data-contract.md, "The cell cache").
-
-A cell is fully determined by its key and seed words (docs/architecture.md, "Cell
-identity"), so its result can serve any run that plans the same cell: a copy of a config
-under another run name, a sweep extended in a new run, a colleague's run on the same
-cluster file system. Each entry is a one-cell fragment (the format of
-:mod:`attnrmt.sweep.store.fragments`, so its columns are copied bit for bit by
-:func:`attnrmt.sweep.store.fragments.take_cells`) at
-``<root>/<key[:2]>/<key>-<seed digest>.npz`` (:func:`entry_path`): found by its name, with
-no index to keep consistent between concurrent runs.
-
-* Location: config ``cell_cache.path`` (default ``~/.cache/attnrmt/cells``, on by
-  default; ``cell_cache.enabled: false`` turns it off); the environment variable
-  :data:`ENVIRONMENT_VARIABLE` (a path, or ``off``) overrides the config for a site or a
-  test session (:func:`cache_root`).
-* Writes: atomic (temporary sibling, rename; no fsync: a lost entry is recomputed), one
-  per computed cell, never over an existing entry.
-* Reads: verified like every fragment read (CRC32 of every member, members and shapes,
-  :func:`attnrmt.sweep.store.fragments.read_fragment_arrays`'s checks) and matched on the
-  full key and seed; a damaged or mismatched entry is removed and its cell recomputed.
-  A read sets the entry's mtime: the eviction's "last used".
-* Eviction (:func:`prune`): least recently used first until the entries' bytes are at most
-  ``cell_cache.max_gb``; run at the end of every successful run. O(entries).
-"""
+"""The shared cell cache (``docs/data-contract.md``, "The cell cache"): every finished cell
+of every run, outside any run, as a one-cell fragment at
+``<root>/<key[:2]>/<key>-<seed digest>.npz`` (:func:`entry_path`; no index). Writes are
+atomic and never over an entry; reads are verified like every fragment read and matched
+on key and seed (a bad entry is removed and recomputed) and set the mtime that
+:func:`prune` (least recently used first, down to ``cell_cache.max_gb``) reads. Location:
+:func:`cache_root`. O(1) per cell; O(entries) per prune."""
 
 from __future__ import annotations
 

@@ -1,13 +1,7 @@
-"""Failure records: ``<sweep>/failures/<block>.json``, what the last attempt of a block
-left when some of its cells failed (``docs/data-contract.md``, "Failure causes").
-
-A block whose cells fail after Dask's retries records them (:func:`record_block_failures`:
-cell key, seed, simulate parameters, error, cause) and fails its Snakemake job; the
-record is removed when the block later succeeds (:func:`clear_block_failures`).
-:func:`read_failures` and :func:`unresolved_failures` read them back;
-:func:`mark_run_started` stamps the start of a run so that :func:`run_failures_since`
-counts only this run's failures. Cost: O(records) file reads.
-"""
+"""Failure records ``<sweep>/failures/<block>.json``: what the last attempt of a block left
+when some of its cells failed (``docs/data-contract.md``, "Failure causes"), removed when
+the block succeeds; the run-start marker limits :func:`run_failures_since` to this run.
+O(records) file reads."""
 
 from __future__ import annotations
 
@@ -35,14 +29,9 @@ def record_block_failures(
     attempt: int = 1,
     mem_mb: int | None = None,
 ) -> Path:
-    """Write what failed in a block (atomically), replacing an earlier record.
-
-    ``failed_cells``: one mapping per failed cell, ``{"key", "seed", "params", "error",
-    "cause"}`` (JSON-serialisable; ``cause`` from :func:`classify_failure`). The record
-    also names the block, the time, the number of the attempt
-    (:func:`attnrmt.sweep.store.provenance.block_attempt` reads it back) and the memory the
-    block job was granted (Snakemake's ``mem_mb`` resource; ``None`` when unknown).
-    """
+    """Write what failed in a block, atomically, over an earlier record: per cell ``{"key",
+    "seed", "params", "error", "cause"}``, plus the block, time, ``attempt`` and ``mem_mb``
+    granted (None: unknown). O(cells)."""
     path = failure_record_path(fragment_path)
     path.parent.mkdir(parents=True, exist_ok=True)
     payload = {
@@ -85,20 +74,9 @@ def read_failures(sweep_dir: str | os.PathLike[str]) -> list[dict[str, Any]]:
 def unresolved_failures(
     sweep_dir: str | os.PathLike[str], done: Iterable[str] | None = None
 ) -> list[dict[str, Any]]:
-    """Recorded failures of a sweep whose cell has not been finished since.
-
-    Parameters
-    ----------
-    sweep_dir : path
-        ``results/<run>/<sweep>``.
-    done : iterable of str, optional
-        Keys of finished cells (default: read from the sweep's fragments).
-
-    Returns
-    -------
-    list of dict
-        ``{"key", "seed", "params", "error", "cause", "block", "time"}`` per failed cell.
-    """
+    """Recorded failures of ``sweep_dir`` whose cell is not finished since: ``done`` keys, or
+    by default the one index of finished cells. One dict per failed cell (``key``, ``seed``,
+    ``params``, ``error``, ``cause``, ``block``, ``time``). O(records + fragments)."""
     sweep = Path(sweep_dir)
     failed = read_failures(sweep)
     if not failed:  # the common case: no need to read every fragment's cell keys

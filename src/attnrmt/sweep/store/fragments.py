@@ -1,47 +1,18 @@
-"""Block fragments (npz): the write-once record of finished cells, and the reuse cache.
+"""Block fragments (npz): the write-once record of finished cells (``docs/data-contract.md``,
+"Fragments").
 
-``results/<run>/<sweep>/fragments/<block>.npz`` holds the results of one block's cells,
-written atomically (temporary file in the same directory, then :func:`os.replace`), never
-pickled. Per cell: ``cell_key`` (sha256 of the canonical parameters), ``cell_seed`` (the
-seed words as JSON), ``computed`` (True when computed by the job that wrote the fragment,
-False when copied from an earlier fragment), and every :class:`attnrmt.model.CellResult`
-field (:data:`RESULT_FIELDS`): scalars as ``(n,)`` arrays, arrays ragged as
-``<field>__values`` (concatenated) and ``<field>__offsets`` (``(n+1,)``). Provenance
-(:mod:`attnrmt.sweep.store.provenance`): ``environments`` (distinct environment JSON) and
-per cell ``environment_id``, ``peak_memory_bytes``, ``attempt``; fragments written before
-provenance lack them and still load (their cells get
-:data:`attnrmt.contract.PROVENANCE_ABSENT`).
+``<sweep>/fragments/<block>.npz`` holds one block's cells (ids, ``computed``, every
+:class:`attnrmt.model.CellResult` field, scalars as ``(n,)`` columns, arrays ragged as
+``<field>__values`` + ``<field>__offsets``, provenance), written atomically, never
+pickled. Each is also written to ``cache/<block>.npz``, an independent copy no rule owns
+(finished cells survive Snakemake's reruns, damage to one copy leaves the other), and a
+block in progress saves each finished task to ``salvage/<block>/<task>.npz``.
 
-Salvage: a block job writes the cells of each task (a bundle of cells) as the task
-finishes, to ``<sweep>/salvage/<block>/<task>.npz`` (same format, one small atomic file
-per task, never a Snakemake output), so that a block stopped in its middle -- a failed
-cell, a stop signal, even ``kill -9`` -- loses only the cells in flight: the rerun reuses
-the others. A block that completes removes its salvage directory (:func:`clear_salvage`).
-Older runs left ``<sweep>/salvage/<block>.npz`` (one file per failed block): still read.
-
-Snakemake deletes a job's output before rerunning it (forced rerun, changed rule code),
-so every fragment is also written to ``<sweep>/cache/<block>.npz``, which no rule owns:
-finished cells survive any rerun and are reused bit for bit. The cache entry is an
-independent copy (its own inode and blocks), so damage to one copy leaves the other.
-Remove a sweep's directory, with the shared cell cache off
-(:mod:`attnrmt.sweep.store.cell_cache`), to recompute it from scratch.
-
-Integrity: nothing damaged is read back. Every read verifies what it reads (the zip
-structure and the CRC32 of every member read, plus :func:`schema_problem` for whole
-fragments). A damaged file (:class:`FragmentDamaged`) is moved to
-``<sweep>/damaged/<time>-<folder>-<name>`` with a message naming it; if its twin
-(``fragments/<block>.npz`` for ``cache/<block>.npz`` and back) is intact, the twin is used
-and copied back in its place, else its cells are missing for every counter and the next
-run recomputes them.
-
-Reuse is by ``(cell_key, cell_seed)`` across every fragment of the *run*, through the
-one index of finished cells (:class:`CellIndex`: :func:`locate_cells` for block jobs,
-:func:`finished_keys` for the counters).
-
-Lifecycle: block jobs write fragments (this module) -> ``gather_cells`` appends them to the
-cell table (:mod:`attnrmt.sweep.store.cell_table.writer`) -> readers open the table
-(:mod:`attnrmt.sweep.store.cell_table.reader`). See ``docs/data-contract.md``, "Fragments".
-"""
+Every read verifies what it reads (zip structure, the CRC32 of each member read,
+:func:`schema_problem`); a damaged file is moved to ``<sweep>/damaged/`` and its intact
+twin used and copied back, else its cells count as missing and are recomputed. Reuse is
+by ``(cell_key, cell_seed)`` across the run through the one index of finished cells
+(:class:`CellIndex`)."""
 
 from __future__ import annotations
 
@@ -92,18 +63,8 @@ _T = TypeVar("_T")
 
 @dataclass(frozen=True)
 class Fragment:
-    """Decoded content of one fragment file.
-
-    Attributes
-    ----------
-    cell_keys : list of str
-    cell_seeds : list of str
-        Seed words of each cell as JSON (``"[w0, w1, ...]"``).
-    computed : ndarray of bool
-        Whether each cell was computed by the job that wrote the fragment (else reused).
-    records : list of dict
-        One ``CellResult.to_dict()``-like dict per cell (arrays as float64 ndarrays).
-    """
+    """Decoded fragment: ``cell_keys``, ``cell_seeds`` (seed words as JSON), ``computed`` (by
+    the job that wrote it, else reused) and one ``CellResult.to_dict()``-like record per cell."""
 
     cell_keys: list[str]
     cell_seeds: list[str]
@@ -195,10 +156,9 @@ def with_identity(
     computed: Sequence[bool] | None = None,
     attempt: int | None = None,
 ) -> dict[str, np.ndarray]:
-    """A fragment's columns with the given identity members replaced (and every cell's
-    ``attempt`` when given), as :func:`encode_fragment` writes them; the result arrays
-    are shared. How a task's columns (keys left blank by the worker) become a fragment
-    without decoding a cell. O(cells)."""
+    """A fragment's columns with the given identity members (and every cell's ``attempt``)
+    replaced, the arrays shared: a task's columns become a fragment without decoding a
+    cell. O(cells)."""
     out = dict(arrays)
     n_cells = len(out["computed"])
     for name, values, dtype in (
@@ -218,15 +178,10 @@ def with_identity(
 def take_cells(
     sources: Sequence[Mapping[str, np.ndarray]], picks: Sequence[tuple[int, int]]
 ) -> dict[str, np.ndarray]:
-    """The fragment of the cells ``picks`` (``(source, row)`` pairs, in order) of the
-    fragments' columns ``sources``: what :func:`encode_fragment` writes for those cells'
-    decoded records, value for value and dtype for dtype, without decoding a cell.
-
-    The result fields are those of the first picked source (provenance of a source
-    written before provenance reads as :data:`attnrmt.contract.PROVENANCE_ABSENT`); a
-    picked source lacking one of them raises ``KeyError``. Rows of one source that follow
-    each other are copied as one slice: O(values + runs x members).
-    """
+    """The fragment of the cells ``picks`` (``(source, row)`` pairs, in order) of the columns
+    ``sources``: what :func:`encode_fragment` writes for them, value and dtype, without
+    decoding a cell; fields of the first picked source (``KeyError`` when another lacks
+    one). O(values + runs of consecutive rows x members)."""
     runs: list[list[int]] = []  # [source, first row, stop row]
     for source, row in picks:
         if runs and runs[-1][0] == source and runs[-1][2] == row:
@@ -300,16 +255,10 @@ def fragment_bytes(arrays: Mapping[str, np.ndarray]) -> bytes:
 
 
 def publish_fragment(path: str | os.PathLike[str], arrays: Mapping[str, np.ndarray]) -> Path:
-    """Write a block's fragment so that its cells outlive Snakemake's output handling.
-
-    The file goes atomically to ``<sweep>/cache/<block>.npz`` first, which no rule owns,
-    then, as an independent copy of the same bytes, to ``<sweep>/fragments/<block>.npz``.
-    A visible fragment therefore always has its cache entry, so a rerun of the job
-    (forced, code-triggered, or marked incomplete because Snakemake was killed between
-    the write and its bookkeeping), which deletes the output first, reuses every cell
-    instead of recomputing it; and damage to one copy leaves the other (module
-    docstring, "Integrity"). Cost: the fragment's bytes written and fsynced twice.
-    """
+    """Write a block's fragment to ``cache/<block>.npz`` and then, as an independent copy, to
+    ``fragments/<block>.npz``, both atomically: a visible fragment always has its cache
+    entry, so a rerun (which deletes the output first) reuses every cell. O(bytes) written
+    and fsynced twice."""
     fragment = Path(path)
     data = fragment_bytes(arrays)
     write_bytes_atomically(twin_of(fragment) or fragment, data)
@@ -326,9 +275,7 @@ def write_salvage(
     sweep_dir: str | os.PathLike[str], block: str, task: str, arrays: Mapping[str, np.ndarray]
 ) -> Path:
     """Write the cells of one finished task of ``block`` to ``salvage/<block>/<task>.npz``,
-    atomically (a kill at any moment leaves the file whole or absent). Not fsynced: a
-    process killed keeps what the kernel has; what a power loss tears is caught by the
-    CRC check of every read. O(task's bytes)."""
+    atomically, not fsynced (a torn file fails the CRC check of every read). O(bytes)."""
     target = salvage_dir(sweep_dir, block) / f"{task}{FRAGMENT_SUFFIX}"
     return write_bytes_atomically(target, fragment_bytes(arrays), durable=False)
 
@@ -372,14 +319,10 @@ class FragmentDamaged(ValueError):
 
 
 def schema_problem(arrays: Mapping[str, np.ndarray]) -> str | None:
-    """What is wrong with a fragment's members (module docstring), or None.
-
-    ``format_version`` 0-d integer; ``cell_key``, ``cell_seed`` (str) and ``computed``
-    (bool) of one shape ``(n,)``; for ``n > 0`` every :data:`RESULT_FIELDS` member; every
-    ``(n,)`` column of a numeric dtype; every ragged field float64 values with int64
-    offsets ``(n+1,)`` from 0, non-decreasing, ending at the number of values; the
-    top-k fields of equal offsets. O(members + cells).
-    """
+    """What is wrong with a fragment's members, or None: identity members of one shape
+    ``(n,)`` and their dtypes, every :data:`RESULT_FIELDS` member (``n > 0``), numeric
+    ``(n,)`` columns, ragged fields with float64 values and int64 offsets partitioning them,
+    top-k fields of equal offsets. O(members + cells)."""
     missing = [name for name in _META_MEMBERS if name not in arrays]
     if missing:
         return f"missing member {missing[0]!r}"
@@ -428,15 +371,9 @@ def _ragged_problem(field: str, arrays: Mapping[str, np.ndarray], n_cells: int) 
 
 
 def _member_spans(data: bytes) -> list[tuple[str, int, int, int, int]]:
-    """``(name, data begin, stored size, CRC32, method)`` of every member of the zip
-    ``data``: its central directory as :mod:`zipfile` reads it, each member's data found
-    through its local header, whose signature and name must match. O(members).
-
-    Raises
-    ------
-    ValueError, zipfile.BadZipFile, struct.error
-        A torn or malformed zip.
-    """
+    """``(name, data begin, stored size, CRC32, method)`` of every member of the zip ``data``:
+    its central directory through :mod:`zipfile`, each member's data found through its
+    local header (signature and name must match). O(members); raises on a torn zip."""
     spans = []
     with zipfile.ZipFile(io.BytesIO(data)) as archive:
         for info in archive.infolist():
@@ -499,15 +436,13 @@ def _sweep_of(path: Path) -> tuple[Path, str]:
 
 
 def quarantine(path: str | os.PathLike[str], inode: int | None = None) -> Path | None:
-    """Move a damaged file to ``<sweep>/damaged/<UTC time>-<folder>-<name>`` (a rename in
-    the same file system); return where, or None when it is gone already or ``inode`` is
-    given and the path now names another file (rewritten since it was read). O(1).
+    """Move a damaged file to ``<sweep>/damaged/<UTC time>-<folder>-<name>``; where, or None
+    when it is gone or (``inode`` given) was rewritten since it was read. O(1).
 
     Raises
     ------
     OSError
-        The file cannot be moved (a read-only file system).
-    """
+        It cannot be moved (a read-only file system)."""
     path = Path(path)
     sweep, label = _sweep_of(path)
     stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime()) + f".{time.time_ns() % 10**9:09d}"
@@ -527,17 +462,15 @@ def _say(message: str) -> None:
 
 
 def _recovered(path: Path, load: Callable[[Path], _T]) -> _T:
-    """``load(path)``; when the file is damaged, move it aside (:func:`quarantine`), then
-    load its twin (:func:`twin_of`) and copy that back in its place; one message says
-    what happened.
+    """``load(path)``; a damaged file is moved aside, its twin loaded and copied back in its
+    place, and one message says what happened.
 
     Raises
     ------
     FragmentDamaged
         Damaged, and no intact twin.
     OSError
-        From ``load`` (missing file, ...).
-    """
+        From ``load``."""
     try:
         return load(path)
     except FragmentDamaged as damage:
@@ -588,16 +521,13 @@ def _restore(twin: Path, path: Path) -> None:
 
 
 def _verified_arrays(path: Path, data: bytes) -> dict[str, np.ndarray]:
-    """Every member of the fragment ``data`` as an array (read-only views of ``data``),
-    verified: the zip structure (:func:`_member_spans`), the CRC32 of every member
-    (``zlib.crc32``; compressed members through :mod:`zipfile`, which checks it) and
-    :func:`schema_problem`. O(bytes) (docs/data-contract.md, "Fragments").
+    """Every member of the fragment ``data`` as a read-only array, verified: zip structure
+    (:func:`_member_spans`), CRC32 of each member, :func:`schema_problem`. O(bytes).
 
     Raises
     ------
     FragmentDamaged
-        With what is wrong.
-    """
+        With what is wrong."""
     try:
         view, base = memoryview(data), np.frombuffer(data, dtype=np.uint8)
         arrays: dict[str, np.ndarray] = {}
@@ -650,8 +580,7 @@ def read_fragment(path: str | os.PathLike[str]) -> Fragment:
     FragmentDamaged
         Damaged, with no intact twin (moved aside).
     OSError
-        Absent or unreadable.
-    """
+        Absent or unreadable."""
     return decode_fragment(_recovered(Path(path), load_verified))
 
 
@@ -693,17 +622,8 @@ def _load_members(
 def read_fragment_members(
     path: str | os.PathLike[str], names: Sequence[str], optional: Collection[str] = ()
 ) -> dict[str, np.ndarray]:
-    """Some members of a fragment, verified as they are read (:func:`_load_members`;
-    damage handled as by :func:`read_fragment_arrays`). What ``attnrmt status``, ``attnrmt
-    plan``, the summary and the block jobs' locator read: ~0.3 ms a fragment.
-
-    Raises
-    ------
-    FragmentDamaged
-        Damaged, with no intact twin (moved aside).
-    OSError
-        Absent or unreadable.
-    """
+    """Some members of a fragment, verified as read (:func:`_load_members`; damage handled as
+    by :func:`_recovered`, which raises ``FragmentDamaged`` or ``OSError``). O(their bytes)."""
     return _recovered(Path(path), lambda file: _load_members(file, names, optional))
 
 
@@ -725,14 +645,8 @@ class FragmentsLost(RuntimeError):
 
 
 def raise_for_lost_fragments(paths: Iterable[str | os.PathLike[str]]) -> None:
-    """For rule ``gather_cells``: fail, naming them, when input fragments were moved
-    aside (:func:`lost_fragments`): their cells are missing from the table just written,
-    and the rerun of the same command recomputes them (their blocks' outputs are gone).
-
-    Raises
-    ------
-    FragmentsLost
-    """
+    """For rule ``gather_cells``: raise :class:`FragmentsLost` naming the input fragments moved
+    aside as damaged (their cells are missing; the rerun recomputes them). O(paths)."""
     lost = lost_fragments(paths)
     if lost:
         names = ", ".join(str(path) for path in lost[:5]) + (" ..." if len(lost) > 5 else "")
@@ -792,16 +706,12 @@ def _key_prefixes(keys: Sequence[str]) -> np.ndarray:
 
 
 class CellIndex:
-    """The one index of finished cells (``docs/architecture.md``, "Cell identity").
-
-    Per fragment file, by :data:`Signature`: its cells' fingerprints (:func:`cell_id_hashes`
-    of key and seed, sorted) and key prefixes (:func:`_key_prefixes`), read once per
-    process and verified (:func:`read_fragment_cell_ids`; a damaged file holds nothing).
-    Block jobs are threads of one Snakemake process, so each fragment is read once per
-    run. Every :data:`MERGE_EVERY` new files the fingerprints are merged into one sorted
-    array, so a lookup is one binary search there plus one per file not merged yet.
-    Memory O(24 bytes x cells of the run); a merge O(cells log cells). Thread-safe.
-    """
+    """The one index of finished cells (``docs/architecture.md``, "Cell identity"): per
+    fragment file (by :data:`Signature`), its cells' sorted fingerprints
+    (:func:`cell_id_hashes`) and key prefixes, read once per process, verified (a damaged
+    file holds nothing). Every :data:`MERGE_EVERY` new files the fingerprints are merged
+    into one sorted array, so a lookup is a binary search there plus one per unmerged file.
+    Memory O(24 bytes x cells of the run). Thread-safe (block jobs are threads)."""
 
     MERGE_EVERY = 64
 
@@ -882,8 +792,10 @@ class CellIndex:
 _INDEX = CellIndex()
 
 
-def _run_fragment_files(
-    sweep_dir: str | os.PathLike[str], exclude: Iterable[str | os.PathLike[str]], run_wide: bool
+def fragment_files(
+    sweep_dir: str | os.PathLike[str],
+    exclude: Iterable[str | os.PathLike[str]] = (),
+    run_wide: bool = False,
 ) -> list[tuple[str, Signature]]:
     """``(path, signature)`` of the complete fragments of a sweep (with ``run_wide``, then
     of the run's other sweeps, its sibling folders): ``fragments/``, ``salvage/``,
@@ -919,10 +831,10 @@ def locate_cells(
 ) -> dict[tuple[str, str], Path]:
     """A fragment that holds each wanted ``(cell_key, cell_seed)`` found (by fingerprint:
     confirm with :func:`load_cell_columns`, which matches the full key and seed), the
-    first in :func:`_run_fragment_files`' order. What a block job asks before computing;
+    first in :func:`fragment_files`' order. What a block job asks before computing;
     run-wide, a cell two sweeps share is computed once. O(files) ``stat`` calls plus
     :meth:`CellIndex.locate`."""
-    files = _run_fragment_files(sweep_dir, exclude, run_wide)
+    files = fragment_files(sweep_dir, exclude, run_wide)
     where = _INDEX.locate(cell_id_hashes(wanted), files)
     return {wanted[i]: Path(files[p][0]) for i, p in enumerate(where.tolist()) if p >= 0}
 
@@ -931,7 +843,7 @@ def finished_keys(keys: Sequence[str], sweep_dir: str | os.PathLike[str]) -> set
     """The ``keys`` of which a fragment of the sweep holds a cell (any seed): what
     ``attnrmt plan``, ``attnrmt status`` and the failure records count as done.
     O(files) ``stat`` calls plus :meth:`CellIndex.has_keys`."""
-    found = _INDEX.has_keys(_key_prefixes(keys), _run_fragment_files(sweep_dir, (), False))
+    found = _INDEX.has_keys(_key_prefixes(keys), fragment_files(sweep_dir, (), False))
     return {key for key, hit in zip(keys, found.tolist(), strict=True) if hit}
 
 
@@ -981,6 +893,7 @@ __all__ = [
     "encode_fragment",
     "finished_keys",
     "fragment_bytes",
+    "fragment_files",
     "fragment_paths",
     "load_cell_columns",
     "load_verified",

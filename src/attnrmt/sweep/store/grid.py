@@ -1,12 +1,6 @@
-"""The dense grid view of a sweep: coordinates, attributes, chunking, and Zarr writing.
-
-Shared by the writer (:mod:`attnrmt.sweep.store.cell_table.writer`), the reader
-(:mod:`attnrmt.sweep.store.cell_table.reader`) and ``theory.zarr``
-(:mod:`attnrmt.sweep.store.theory`):
-the names and attributes of every stored variable (:data:`CELL_ATTRS`), the axis
-coordinates (numeric axes ascending), and the position of a cell in the grid. See
-``docs/data-contract.md``, "cells.zarr".
-"""
+"""The dense grid view of a sweep, shared by the cell table's writer and reader and
+``theory.zarr``: names and attributes of every stored variable (:data:`CELL_ATTRS`),
+axis coordinates, chunking, Zarr writing (``docs/data-contract.md``, "cells.zarr")."""
 
 from __future__ import annotations
 
@@ -49,13 +43,9 @@ def _coordinate_values(axis: str, values: Sequence[Any]) -> np.ndarray:
 
 
 def axis_coordinates(axes: Mapping[str, Sequence[Any]]) -> dict[str, np.ndarray]:
-    """Coordinate arrays of the sweep axes, in the fixed axis order
-    (:func:`attnrmt.contract.sweep_axes`: ``table`` only where ``axes`` has it).
-
-    Numeric axes ascending (so ``sel(snr=slice(0, 1))`` works on a sweep written
-    ``snr: {start: 2.5, stop: 0}``); model and law names and ``centered``
-    in the config's order (``docs/data-contract.md``, "Dimensions").
-    """
+    """Coordinate arrays of the sweep axes in the contract's order (``table`` only where
+    ``axes`` has it): numeric axes ascending, names and ``centered`` in the config's order
+    (``docs/data-contract.md``, "Dimensions"). O(axis values)."""
     return {axis: _coordinate_values(axis, axes[axis]) for axis in sweep_axes(axes)}
 
 

@@ -1,25 +1,19 @@
-"""One writer per run folder (``docs/architecture.md``, "One writer per results folder").
+"""One writer per run folder (``docs/architecture.md``, "Store"), all by POSIX locks
+(``fcntl.lockf``: honoured by NFS across hosts, dropped by the kernel when the process
+ends however it ends, so a dead run never blocks the next):
 
-Four guards, one mechanism: a POSIX lock (``fcntl.lockf``, which NFS honours across hosts
-and the kernel drops when its process ends, SIGKILL included), so a dead run never
-blocks the next one.
+- liveness tokens ``.snakemake/attnrmt-live/<host>-<pid>.token``, one per Snakemake
+  process of the workflow (:func:`claim_directory`): Snakemake's locks left by a killed
+  run are removed when no token is held; :func:`live_run_since` asks with ``F_GETLK``;
+- the writer lock ``results/<run>/.attnrmt-writer.lock`` and who holds it
+  (:func:`hold_writer_lock`, :class:`RunInProgress`; children of ``attnrmt run`` are
+  told through :data:`WRITER_ENV`);
+- the run record ``.attnrmt-run.json``: the config file the folder belongs to
+  (:func:`claim_run_dir`), copied into each gathered sweep;
+- the cell table's lock (:func:`table_lock`, a blocking ``flock``).
 
-- **Liveness tokens**: every Snakemake process of the workflow locks its own token file
-  in ``.snakemake/attnrmt-live/`` for its whole life (:func:`claim_directory`, from the
-  Snakefile). Snakemake's directory locks left by a killed run are removed when no token
-  is held (what ``snakemake --unlock`` does); status asks who lives
-  (:func:`live_run_since`, ``F_GETLK``: it queries without taking the lock).
-- **The writer lock** ``results/<run>/.attnrmt-writer.lock`` (:func:`hold_writer_lock`),
-  with who holds it in ``.attnrmt-writer.json``: a second run of the folder is refused
-  naming the first (:class:`RunInProgress`). ``attnrmt run`` holds it across its steps
-  and tells its Snakemake children so through :data:`WRITER_ENV`.
-- **The run record** ``results/<run>/.attnrmt-run.json``: which config file the folder
-  belongs to (:func:`claim_run_dir`); each gathered sweep keeps a copy.
-- **The table lock** of one sweep's cell table (:func:`table_lock`, blocking ``flock``).
-
-A process must never open a lock file it holds again: closing any descriptor of a file
-drops the process's POSIX locks on it. Cost: O(tokens) file opens per Snakemake start.
-"""
+A process never opens a lock file it holds again (closing any descriptor drops its
+locks). O(tokens) file opens per Snakemake start."""
 
 from __future__ import annotations
 
@@ -177,15 +171,14 @@ def writer_env(run_dir: str | os.PathLike[str]) -> dict[str, str]:
 
 
 def hold_writer_lock(run_dir: str | os.PathLike[str], command: Sequence[str] | None = None) -> Path:
-    """Make this process the one writer of ``run_dir`` for the rest of its life (or until
-    :func:`release_writer_lock`) and record who it is; the record's path. Idempotent;
-    a child of the holder told through :data:`WRITER_ENV` passes. O(1).
+    """Make this process the one writer of ``run_dir`` until it ends (or
+    :func:`release_writer_lock`) and record who it is; the record's path. Idempotent; a
+    child of the holder told through :data:`WRITER_ENV` passes. O(1).
 
     Raises
     ------
     RunInProgress
-        The folder's writer lives; the message names its pid, host, start and command.
-    """
+        The folder's writer lives; the message names its pid, host, start and command."""
     directory = Path(run_dir)
     key = os.path.realpath(directory)
     record = directory / WRITER_RECORD_FILENAME
@@ -242,19 +235,15 @@ class RunDirConflict(ConfigError):
 def claim_run_dir(
     run_dir: str | os.PathLike[str], config_file: str | os.PathLike[str], write: bool = True
 ) -> None:
-    """Make sure ``results/<run>/`` belongs to ``config_file``; record it when new.
-
-    The record holds ``config_file`` (relative to the working directory when inside it)
-    and ``config_path`` (absolute); either identifies the file. A run of another config
-    with the same run name is refused. With the record deleted, a sweep's copy
-    (:func:`copy_run_record`) still names the owner, and the owner's run recreates the
-    record; a folder without any record is adopted. ``write=False`` only checks. O(sweeps).
+    """Make sure ``results/<run>/`` belongs to ``config_file`` (recorded by its path relative
+    to the working directory and its absolute path; either matches); record it when new
+    (unless ``write`` is False). A deleted record is still known from a sweep's copy and
+    recreated by the owner's run; a folder without any record is adopted. O(sweeps).
 
     Raises
     ------
     RunDirConflict
-        Naming both config files and the two ways out.
-    """
+        Another config file owns the folder (the message names both and the ways out)."""
     run_dir = Path(run_dir)
     if Path(config_file).resolve().parent == (run_dir / "rounds").resolve():
         return  # a round's config (attnrmt.sweep.run.rounds): the run claimed its folder

@@ -1,23 +1,9 @@
-"""Every stored byte verifiable: a digest record per store, checked before a read or reuse
-(``docs/data-contract.md``, "Integrity").
-
-Each array chunk carries Zarr v3's own ``crc32c`` codec (a flipped byte fails its read,
-also through plain Zarr or xarray); a codec cannot see a deleted chunk (Zarr reads the
-fill value) or a damaged ``zarr.json``. So each writer of a store (the ``cells.zarr``
-snapshot, whose record also covers the ``cell_table.zarr`` files it links, ``theory.zarr``,
-``analysis.zarr``) records, in ``<name>.digest.json`` beside it, the size and CRC-32C of
-every file it wrote; the products (CSV, PNG) are recorded in the run's
-:data:`PRODUCTS_RECORD`. Checks:
-
-- **quick** (what :func:`attnrmt.open_results` and the analysis do): every recorded file
-  present with its size, every ``zarr.json`` (and product file) with its CRC-32C;
-  O(files) ``stat`` calls plus the metadata's bytes;
-- **full** (``attnrmt verify``, and a rerun before it reuses a store): every byte of every
-  recorded file, O(bytes).
-
-A store without its record (a writer killed between the two, or a store written before
-records existed) counts as unverified, and a rerun rebuilds it.
-"""
+"""Every stored byte verifiable (``docs/data-contract.md``, "Integrity"): each store's
+writer records the size and CRC-32C of every file in ``<name>.digest.json`` (products in
+:data:`PRODUCTS_RECORD`); chunks carry Zarr's ``crc32c`` codec. The **quick** check
+(sizes, every ``zarr.json`` by checksum; ``open_results``, the analysis) costs O(files);
+the **full** one (``attnrmt verify``, a rerun before reuse) O(bytes). A store without its
+record is unverified and rebuilt."""
 
 from __future__ import annotations
 
@@ -249,13 +235,10 @@ def outdated_run(
     expected: Mapping[str, str],
     analysis_sha256: str | None = None,
 ) -> list[str]:
-    """Before a rerun: remove each store of a sweep made for another config of it (its
-    ``config_sha256`` attribute, the digest of the sweep's canonical config, against
-    ``expected``, ``{sweep: config_sha256}`` of the plan; for ``analysis.zarr`` also its
-    ``analysis_settings_sha256`` against ``analysis_sha256``), so that the rerun rebuilds
-    it from what the config says now, without Snakemake's metadata; of the cells only the
-    ``cells.zarr`` snapshot (the gather then updates the cell table with the plan's
-    cells). One line per removed store. O(sweeps) small reads."""
+    """Before a rerun: remove each store made for another config of its sweep
+    (``config_sha256`` against ``expected``; ``analysis.zarr`` also
+    ``analysis_settings_sha256`` against ``analysis_sha256``), so the rerun rebuilds it; of
+    the cells only the ``cells.zarr`` snapshot. One line per removed store. O(sweeps)."""
     import shutil
 
     lines = []

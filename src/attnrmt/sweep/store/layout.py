@@ -1,28 +1,8 @@
-"""Where everything of a run lives: the one spelling of every path under
-``results/<run>/`` (``docs/data-contract.md``, "Results folder").
-
-::
-
-    results/<run>/                     RunLayout(run_dir)
-      .attnrmt-run.json                .record          (store/guard.py)
-      .run-started                     .started_marker  (store/failures.py)
-      .calibration.json                .calibration     (run/calibration.py)
-      .dask/                           .cluster_dir     (run/cluster/)
-      driver/                          .driver_dir      (driver.py)
-      logs/<rule>/...                  .log(rule, *parts)
-      figures/<name>.<fmt>             .figure(name, fmt)
-      <table>.csv, failed_cells.csv    .table(name)
-      report.html                      .report
-      <sweep>/                         SweepLayout = .sweep(name)
-        fragments/<block>.npz          .fragment(block)
-        cache/<block>.npz              .cached(block)
-        salvage/                       .salvage_dir
-        failures/<block>.json          .failure_record(block)
-        cells.zarr theory.zarr analysis.zarr
-
-Paths are built, never probed: every property is O(1) and touches no file. Names may be
-Snakemake wildcard patterns (``RunLayout(...).sweep("{sweep}").fragment("{block}")``).
-"""
+"""Where everything of a run lives: the one spelling of every path under ``results/<run>/``
+(``docs/data-contract.md``, "Results folder"): :class:`RunLayout` (record, markers, logs,
+figures, tables, report) and :class:`SweepLayout` (fragments, cache, salvage, failure
+records, stores). Paths are built, never probed (O(1), no file touched); names may be
+Snakemake wildcard patterns."""
 
 from __future__ import annotations
 

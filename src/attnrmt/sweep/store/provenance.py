@@ -1,26 +1,7 @@
-"""Provenance columns of each cell: how the code, environment and resources that
-produced it are encoded in fragments and the cell table (measured by
-:mod:`attnrmt.sweep.run.provenance`, summed up by :mod:`attnrmt.sweep.report.provenance`).
-
-Metadata only: nothing here enters a cell's identity (its key and seed) or changes a
-number. ``docs/data-contract.md``, "Provenance" documents the stored names.
-
-Per cell, a record (``CellResult.to_dict()`` plus these keys) carries
-
-- ``environment``: canonical JSON of the worker process's environment
-  (:func:`process_environment`: package version, git commit and dirty flag, Python,
-  numpy, scipy, BLAS, host), computed once per process and cached;
-- ``peak_memory_bytes``: the worker process's peak resident memory by the end of the
-  cell (``resource.getrusage(RUSAGE_SELF).ru_maxrss``; a process-wide high-water mark);
-- ``attempt``: the block-job attempt that computed the cell (1 = first; a block whose
-  previous attempt failed counts one more, from its failure record);
-- wall time: the existing ``compute_seconds``.
-
-Fragments store the environment once per distinct value: ``environments`` (one JSON
-string per distinct environment) and ``environment_id`` per cell (:func:`environment_id`,
-64 bits of the JSON's sha256; ``0`` = unknown). Cells computed before provenance existed
-get :data:`~attnrmt.contract.PROVENANCE_ABSENT`.
-"""
+"""Provenance columns of each cell (``docs/data-contract.md``, "Provenance"): the worker's
+environment (stored once per distinct value: ``environments`` and ``environment_id``),
+``peak_memory_bytes`` and ``attempt``; metadata only, never part of a cell's identity.
+Cells from before provenance read :data:`~attnrmt.contract.PROVENANCE_ABSENT`. O(cells)."""
 
 from __future__ import annotations
 

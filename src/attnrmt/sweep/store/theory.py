@@ -21,15 +21,10 @@ from attnrmt.sweep.store.grid import (
 
 
 def theory_dataset(sweep_plan: Any, root_seed: int) -> Any:
-    """Theory predictions on a sweep's axes, both variants (``theory.zarr``): a thin adapter
-    over :func:`attnrmt.theory.predict_grid` (the one theory engine; ``docs/model.md``,
-    "Spikes", and ``docs/data-contract.md``, "theory.zarr").
-
-    Ratios are the *effective* ``delta = d/V`` and ``gamma = d/N`` of the realised sizes,
-    so theory and simulation share them at finite d; ``alpha``, ``kappa``, ``sigma`` come
-    from the deterministic weights (``causal_attention`` uses ``causal_limit(tau)``).
-    Eigenvalue-like quantities are in units of S (kappa included). O(grid points).
-    """
+    """Theory predictions on a sweep's axes, both variants (``theory.zarr``,
+    ``docs/data-contract.md``): an adapter over :func:`attnrmt.theory.predict_grid` at the
+    realised sizes' effective ``delta`` and ``gamma``, weights' ``alpha``, ``kappa``,
+    ``sigma`` (``docs/model.md``, "Spikes"). O(grid points)."""
     from attnrmt.contract import with_variable_attrs
     from attnrmt.theory import predict_grid
 

@@ -127,7 +127,7 @@ def test_numeric_coordinates_are_ascending(tmp_path: Path) -> None:
     assert_bit_identical(view, reference(plan))
     assert view.sel(snr=slice(0, 1)).sizes["snr"] == 2
     cell = plan.sweeps["grid"].cells[0]  # d=9, snr=2.0 in the config's order
-    point = view.sel(**{axis: getattr(cell, axis) for axis in store.AXES}, replicate=cell.replicate)
+    point = view.sel(**{axis: getattr(cell, axis) for axis in AXES}, replicate=cell.replicate)
     assert point.cell_key.item() == cell.key
 
 

@@ -27,6 +27,7 @@ import numpy as np
 import pytest
 import xarray as xr
 
+from attnrmt.contract import AXES
 from attnrmt.sweep import store
 from attnrmt.sweep.spec.plan import plan_run
 from attnrmt.sweep.store import fragments
@@ -62,11 +63,9 @@ def test_gather_places_every_cell_and_pads(tmp_path: Path) -> None:
     out = store.gather_cells(sweep, paths, tmp_path / "cells.zarr", plan.seed)
     cells = store.open_cells(out).load()
     assert cells.sizes["eig"] == 9 and cells.sizes["position"] == 5
-    assert list(cells.dims)[:8] == list(store.AXES)
+    assert list(cells.dims)[:8] == list(AXES)
     for cell in sweep.cells[::5]:
-        point = cells.sel(
-            **{axis: getattr(cell, axis) for axis in store.AXES}, replicate=cell.replicate
-        )
+        point = cells.sel(**{axis: getattr(cell, axis) for axis in AXES}, replicate=cell.replicate)
         expected = synthetic_record(cell)
         assert point.cell_key.item() == cell.key
         np.testing.assert_array_equal(point.eigenvalues[: cell.d], expected["eigenvalues"])
@@ -225,7 +224,7 @@ def test_rows_are_superseded_when_ids_change_at_equal_coordinates(
     np.testing.assert_array_equal(table.superseded_at_version.values[:n_old], 2)
     assert (table.superseded_at_version.values[n_old:] == 2**31 - 1).all()
     assert current(table).sizes["cell"] == len(plan.sweeps["grid"].cells)
-    coordinates = [*store.AXES, "replicate"]
+    coordinates = [*AXES, "replicate"]
     with pytest.raises(ValueError, match="duplicate"):
         table.set_index(cell=coordinates).unstack("cell")
     current(table).set_index(cell=coordinates).unstack("cell")

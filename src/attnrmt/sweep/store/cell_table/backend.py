@@ -1,16 +1,8 @@
-"""The xarray backend of attnrmt results (engine ``"attnrmt"``, registered in
-pyproject.toml's ``xarray.backends`` entry points), a door to the one opener
-(:func:`attnrmt.sweep.store.cell_table.reader.open_cells`, ``open_results``):
-
-* ``xr.open_dataset("results/<run>/<sweep>", engine="attnrmt")``: the sweep's gridded
-  cells, equal to ``open_results("results/<run>")["<sweep>/cells"]``; a run folder with
-  ``group="<sweep>"`` (or ``"<sweep>/theory"``, ``"<sweep>/analysis"``) the same;
-* ``xr.open_datatree("results/<run>", engine="attnrmt")``: :func:`open_results`.
-
-Plain ``xr.open_zarr`` still reads each store as stored (the CF table,
-docs/data-contract.md). Importing this module imports no store code; opening costs what
-the opener costs (lazy: O(metadata)).
-"""
+"""The xarray backend of attnrmt results, engine ``"attnrmt"`` (pyproject.toml's
+``xarray.backends`` entry point): ``xr.open_dataset(sweep_dir, engine="attnrmt")`` is
+``open_results(run_dir)["<sweep>/cells"]`` (a run folder with ``group=``), and
+``xr.open_datatree(run_dir, engine="attnrmt")`` is :func:`open_results`
+(``docs/data-contract.md``, "Opening the results"). Lazy: O(metadata)."""
 
 from __future__ import annotations
 

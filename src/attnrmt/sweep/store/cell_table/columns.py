@@ -1,16 +1,8 @@
-"""The columns of a cell table being extended (:mod:`attnrmt.sweep.store.cell_table.layout`).
-
-A :class:`TableColumns` opens each column of the published version at its length, or
-creates it, and appends to it in whole chunks (:class:`Column`: one partial chunk
-buffered, O(chunk) memory whatever the update's size); chunk files are written through
-Zarr (each replaced atomically by its LocalStore) while every ``zarr.json`` keeps the
-published shape, so a reader of the published version never sees the new rows.
-:meth:`TableColumns.publish` makes the written chunks durable, then writes each array's
-``zarr.json`` and last the root ``zarr.json`` with the consolidated metadata of every
-column (:func:`attnrmt.sweep.store.atomic.write_bytes_atomically`): the publish step.
-Cost: O(rows and values appended) + O(columns) fixed (one partial chunk per column
-rewritten, one ``zarr.json`` each).
-"""
+"""The columns of a cell table being extended (``docs/data-contract.md``, "The cell table on
+disk"): :class:`TableColumns` appends to each column in whole chunks while every
+``zarr.json`` keeps the published shape, then :meth:`TableColumns.publish` writes each
+array's ``zarr.json`` and last the root's (the publish). O(rows and values appended) +
+O(columns)."""
 
 from __future__ import annotations
 
@@ -72,17 +64,9 @@ _ROOM = 2**40
 
 
 class Column:
-    """Appends rows to one array of the table from row ``length`` on, in whole chunks.
-
-    Values are buffered until they reach the next chunk boundary, so every write but the
-    first (which completes the partial last chunk of the previous version: Zarr reads it,
-    adds the new rows and rewrites it whole) and the last covers whole chunks. Writes
-    go through an in-memory array with room for any number of rows (no shape is written
-    before the publish) and are queued in ``jobs`` (run together by
-    :meth:`TableColumns.drain`: one round trip to Zarr's event loop for every column).
-    Memory: at most one chunk of buffered rows. Its dtype is the array's (values are
-    cast).
-    """
+    """Appends rows to one array from row ``length`` on in whole chunks (the first write
+    completes the previous version's partial chunk); writes are queued in ``jobs`` and run
+    together by :meth:`TableColumns.drain`. Memory: one chunk of buffered rows."""
 
     def __init__(self, store: Path, name: str, metadata: Any, jobs: list[Any]) -> None:
         self.store = store
@@ -161,13 +145,9 @@ class Column:
 
 
 class TableColumns:
-    """The columns of one table: published ones opened at their length, new ones created.
-
-    ``published``: ``name -> metadata JSON`` of the published version (the root's
-    consolidated metadata), None for a new table. A column new to an existing table is
-    created at the length of the rows it must align with (``length``), its old rows
-    unwritten chunks, i.e. its fill value.
-    """
+    """The columns of one table: those of ``published`` (the root's consolidated metadata; None
+    for a new table) opened at their length, new ones created at ``length`` (older rows read
+    the fill value)."""
 
     def __init__(self, store: Path, published: Mapping[str, Mapping[str, Any]] | None) -> None:
         self.store = store

@@ -1,48 +1,13 @@
-"""On-disk layout of a sweep's cell table (format 3), shared by writer and reader.
+"""On-disk layout of a sweep's cell table (format 3), shared by writer and reader
+(``docs/data-contract.md``, "The cell table on disk").
 
 ``<sweep>/cell_table.zarr`` is one Zarr v3 group that :func:`xarray.open_zarr` opens as a
-CF-1.10 dataset along a ``cell`` dimension (``docs/data-contract.md``, "cells.zarr");
-``<sweep>/cells.zarr``, the rule ``gather_cells``' output, is a snapshot of its published
-version made of hard links (no byte copied)::
-
-    <sweep>/cell_table.zarr/   (no rule owns it: it survives reruns)
-      zarr.json          root group: CF global attributes, the table's bookkeeping
-                         (FORMAT_ATTR, table_version, grid_index, ...) and the consolidated
-                         metadata of every column: THE published version, replaced
-                         atomically (the only file a publish replaces in place)
-      d delta gamma T positional weights snr centered replicate      (cell)
-                         the cell's grid coordinates (``coordinates`` of every column)
-      cell_key (cell, key_byte) uint8     sha256 of the cell's canonical parameters
-      root_seed (cell) int64              the run's root seed (with cell_key: the cell's id)
-      alpha kappa sigma V N compute_seconds downstream_accuracy           (cell)
-      top_eigenvalues overlap_signal ...  (cell, k)  NaN-padded to top_k
-      eigenvalue_count (cell)             CF contiguous ragged array: the cell's count,
-                                          attribute sample_dimension = eigenvalue_sample
-      eigenvalue_start (cell)             first index of the cell in eigenvalue_sample
-                                          (the cumulative count: random access)
-      eigenvalues (eigenvalue_sample)     every stored spectrum, concatenated in row order
-      effective_weight_count / _start (cell), effective_weights (effective_weight_sample)
-      environment_id peak_memory_bytes attempt                            (cell)
-      superseded_at_version (cell) int32  a row is current in version v iff
-                                          v < superseded_at_version (NEVER_SUPERSEDED)
-      grid/<version>/    Zarr v3 group, immutable, outside the consolidated metadata: the
-                         dense index of one version, ``row`` (grid points x replicates)
-                         int64 (-1: absent) with the plan's axes, identity and the view's
-                         attributes; fragments.json (fragments whose cells are all current)
-    <sweep>/cells.zarr/  the published version's files, hard-linked: root zarr.json,
-                         every column, grid/<version>
-
-Every column is only ever extended: an update writes the chunks from the old length on
-(the partial last chunk rewritten whole, its prefix unchanged; Zarr's LocalStore replaces
-each chunk file atomically, by rename), then each array's ``zarr.json``, then the root
-``zarr.json``. A reader works from the root's consolidated metadata, so it sees the
-shapes of one version, whose rows and values never change, until it opens again. The
-only writes to old rows are ``superseded_at_version`` going from NEVER_SUPERSEDED to the
-new version's number, which no older version can tell apart. Since every file is replaced
-by a rename, never written in place, a hard link keeps the content it was made with: the
-snapshot never changes. See ``docs/data-contract.md``, "cells.zarr", and
-``docs/scaling.md``, "The result store at 10⁶ cells".
-"""
+CF-1.10 dataset along ``cell``: the cells' coordinates, ids (``cell_key``, ``root_seed``),
+result and provenance columns (spectra as CF contiguous ragged arrays),
+``superseded_at_version``, and ``grid/<version>/``, the dense row index of each version.
+Columns are only ever extended and every file is replaced by a rename, so a reader of
+one version (the root ``zarr.json``'s consolidated metadata) never sees another, and
+``<sweep>/cells.zarr``, a hard-linked snapshot of the published version, never changes."""
 
 from __future__ import annotations
 

@@ -1,12 +1,7 @@
-"""Where a plan's cells are in a cell table: grid positions, ids, rows carried over.
-
-Everything here is O(grid points) array work on int64 and ``S40`` ids (never a Python
-object per cell): the plan's grid positions (:func:`plan_grid`), its ids (:func:`plan_ids`),
-the lookup of ids by 64-bit digest (:class:`IdIndex`), the rows carried over from the
-previous grid version by coordinates (:func:`carried_rows`), and where a table row sits in
-another grid (:func:`row_points`). See ``docs/scaling.md``, "An update reads only what it
-must".
-"""
+"""Where a plan's cells are in a cell table (``docs/scaling.md``, "An update reads only
+what it must"): grid positions (:func:`plan_grid`), ids (:func:`plan_ids`), lookup by
+digest (:class:`IdIndex`), rows carried over by coordinates (:func:`carried_rows`). All
+O(grid points) array work, never a Python object per cell."""
 
 from __future__ import annotations
 
@@ -47,14 +42,9 @@ _ID_DTYPE = f"S{KEY_DIGEST_BYTES + 8}"
 
 
 class IdIndex:
-    """Lookup of ``S40`` cell ids in a fixed array of ids (``docs/scaling.md``).
-
-    Built in O(n log n) on the uint64 digests (:func:`id_digests`); :meth:`find` is
-    O(m log n) and compares the whole ids of the candidates, so a digest collision never
-    matches a wrong cell. When two stored entries share a digest (equal ids, or a
-    collision), the index sorts the whole ids instead (exact, slower). Memory: 16 bytes
-    per id besides ``ids``.
-    """
+    """Lookup of ``S40`` ids in a fixed array: built O(n log n) on the uint64 digests,
+    :meth:`find` O(m log n), comparing whole ids (a digest collision never matches; shared
+    digests fall back to sorting whole ids). Memory: 16 bytes per id."""
 
     def __init__(self, ids: np.ndarray) -> None:
         self.ids = np.ascontiguousarray(ids, dtype=_ID_DTYPE).reshape(-1)
@@ -106,14 +96,8 @@ def _coordinate(axis: str, value: Any) -> Any:
 
 
 def plan_grid(sweep_plan: Any) -> tuple[np.ndarray, tuple[int, ...]]:
-    """Flat position in the sorted grid of every plan cell, and the grid shape.
-
-    A plan with a :class:`~attnrmt.sweep.spec.plan.CellGrid` (``sweep_plan.grid``) numbers its
-    cells in grid order of the config's axis order, so the positions are per-axis
-    permutations to the sorted coordinates, composed by broadcasting
-    (:func:`permuted_positions`): O(cells) int64, no cell built. Any other cell list
-    falls back to :func:`attnrmt.sweep.store.grid.cell_grid_index` per cell.
-    """
+    """Flat position in the sorted grid of every plan cell, and the grid shape: per-axis
+    permutations composed by broadcasting (:func:`permuted_positions`). O(cells) int64."""
     coords = axis_coordinates(sweep_plan.axes)
     lookups = grid_lookups(coords)
     shape = (*(len(values) for values in coords.values()), int(sweep_plan.replicates))
@@ -162,12 +146,8 @@ def plan_cell_ids(cells: Sequence[Any], root_seed: int) -> np.ndarray:
 
 
 def plan_ids(sweep_plan: Any, indices: np.ndarray | None, root_seed: int) -> np.ndarray:
-    """``S40`` ids of the plan cells at ``indices`` (all when None), in that order.
-
-    From the plan's raw keys (``sweep_plan.grid.keys``: a copy of 40 bytes per id, no
-    cell built) when it has a :class:`~attnrmt.sweep.spec.plan.CellGrid`; otherwise
-    :func:`plan_cell_ids` of the cells. O(len(indices)).
-    """
+    """``S40`` ids of the plan cells at ``indices`` (all when None), from the plan's raw keys.
+    O(len(indices))."""
     grid = getattr(sweep_plan, "grid", None)
     if grid is None:
         cells = sweep_plan.cells
@@ -192,16 +172,10 @@ def plan_ids(sweep_plan: Any, indices: np.ndarray | None, root_seed: int) -> np.
 
 
 def grid_identity(sweep_plan: Any, root_seed: int) -> dict[str, Any]:
-    """What a cell's id depends on besides its grid coordinates.
-
-    :func:`attnrmt.sweep.spec.identity.cell_key` hashes the coordinates, the model specs
-    behind the names, ``top_k``, ``spectrum`` and
-    :data:`~attnrmt.sweep.spec.identity.MODEL_VERSION`; the id adds the root seed.
-    ``context`` is the sha256 of all but the specs, ``models`` the canonical JSON of each
-    named spec. Two grid versions whose identities are :func:`same_identity` give the same
-    id at the same coordinates, so an update carries the old version's rows over by
-    coordinates (:func:`carried_rows`) instead of looking every cell up. O(models).
-    """
+    """What a cell's id depends on besides its coordinates: ``context`` (sha256 of ``top_k``,
+    ``spectrum``, the model version, the root seed) and ``models`` (canonical JSON of each
+    named spec). Equal identities (:func:`same_identity`) give equal ids at equal
+    coordinates, so an update carries rows over (:func:`carried_rows`). O(models)."""
     from attnrmt.sweep.spec.identity import MODEL_VERSION, canonical_json
 
     context = canonical_json(
@@ -261,17 +235,10 @@ def carried_rows(
     probe_ids: Callable[[np.ndarray], np.ndarray],
     table_ids_at: Callable[[np.ndarray], np.ndarray],
 ) -> np.ndarray | None:
-    """Table row of each plan cell from the previous grid version (``-1``: not in it).
-
-    ``grid``: the previous version's grid attributes and ``row`` index. Maps the new
-    grid's coordinates to the old grid's, axis by axis, and reads the old rows there:
-    O(grid points) array work, no id of the table or of the plan read besides the
-    probes. None (look every cell up instead) when there is no previous version, it has
-    another :func:`grid_identity` or other axes (a ``table`` axis added), or a probe
-    disagrees: ``probe_ids(indices)`` gives the plan's ids of 8 carried cells, compared
-    with ``table_ids_at(rows)``, the table's ids at their rows (taken from the table's
-    first chunk of rows: O(1) chunks read).
-    """
+    """Table row of each plan cell from the previous grid version ``grid`` (-1: not in it),
+    mapping coordinates axis by axis: O(grid points). None (look every cell up) without a
+    previous version, with another identity or axes, or when one of 8 probes disagrees
+    (``probe_ids(indices)`` against ``table_ids_at(rows)``)."""
     if grid is None:
         return None
     attrs, old_rows = grid

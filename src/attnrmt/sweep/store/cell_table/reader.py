@@ -1,19 +1,8 @@
-"""Reader of the stores: the lazy dense view of a cell table, and :func:`open_results`.
-
-:func:`open_cells` reads the root ``zarr.json`` of ``cells.zarr`` (the published version:
-consolidated metadata of every column) and the version's grid index (8 bytes per grid
-point), then returns the dense ``cells`` dataset of the data contract
-(``docs/data-contract.md``, "cells.zarr") with every variable a Dask array. Each Dask
-chunk is one setting (a point of ``d .. weights``) with its whole ``snr`` curve(s), all
-replicates and the whole ``k``/``eig``/``position`` axes (the ``snr`` axis is split when a
-chunk would exceed :data:`~attnrmt.sweep.store.cell_table.layout.DENSE_CHUNK_BYTES`);
-computing it reads only the table chunks holding that setting's rows — O(1) chunks of each
-column — and pads spectra (CF ragged arrays: count, start, values) to the largest ``d`` in
-memory only (nothing padded is stored or read). Values are bit-identical to
-an in-memory assembly of the same records, one record at a time (the tests' oracle).
-:func:`iter_current_rows` streams the table's current rows column by column (the
-provenance summary).
-"""
+"""Reader of the stores (``docs/data-contract.md``, "cells.zarr", "Opening the results"):
+:func:`open_cells`, the lazy dense view of a cell table (one Dask chunk per setting with
+its whole snr curves; computing one reads O(1) chunks of each column, spectra padded in
+memory only), and :func:`open_results`. Values are bit-identical to an in-memory assembly
+of the same records."""
 
 from __future__ import annotations
 
@@ -145,13 +134,9 @@ def padded(values: Any, width: int) -> np.ndarray:
 def take_rows(
     columns: Mapping[str, Any], rows: np.ndarray, field: str, kind: str, width: int
 ) -> np.ndarray:
-    """Values of ``field`` for ``rows`` of the table, in the order of ``rows``.
-
-    ``kind``: ``scalar`` -> ``(n,)``; ``topk``/``ragged`` -> ``(n, width)`` NaN-padded;
-    ``key`` -> ``(n,)`` hex strings. Reads only the chunks holding the rows (a ragged
-    field: its count and start at the rows, then one slice of values per run of nearby
-    cells). O(n x width).
-    """
+    """Values of ``field`` at ``rows``, in that order: ``scalar`` ``(n,)``, ``topk``/``ragged``
+    ``(n, width)`` NaN-padded, ``key`` hex strings. Reads only the chunks holding the rows.
+    O(n x width)."""
     if kind == "ragged":
         names = ragged_names(field)
         if field not in columns:
@@ -289,13 +274,9 @@ def dense_view(
     extra_attrs: Mapping[str, Any],
     per_setting: Collection[str] | None = None,
 ) -> Any:
-    """The lazy dense ``cells`` dataset of a grid version (``attrs``: its attributes,
-    ``rows``: its row index, grid-shaped) whose blocks are
-    ``fill(rows_block, *fill_args, field, kind, width, dtype, fill_value)``: one Dask
-    chunk per setting (:func:`_dense_chunks`) for the fields in ``per_setting`` (None:
-    every field), one chunk for the others, whose computing reads each column once (the
-    quick way to load a field whole; O(cells) memory). O(variables) graph building, no
-    data read."""
+    """The lazy dense ``cells`` dataset of a grid version (``attrs``, grid-shaped ``rows``):
+    one Dask chunk per setting for the fields in ``per_setting`` (None: all), one chunk for
+    the others (read each column once), each computed by ``fill``. O(variables) to build."""
     import dask.array as da
 
     shape = tuple(int(n) for n in attrs["shape"])
@@ -430,17 +411,10 @@ def open_cell_table(
 
 
 def open_cells(path: str | os.PathLike[str], per_setting: Collection[str] | None = None) -> Any:
-    """Open a sweep's cells lazily: a sweep directory (its table, the newest published
-    version), its ``cells.zarr`` (the version the pipeline gathered) or a table.
-    ``per_setting``: the fields chunked one setting per Dask chunk (None: all); the
-    others are one chunk each (:func:`dense_view`: loading them reads each column once).
-
-    A cell table of format 3, or its snapshot, gives the lazy dense view of its published
-    version (:func:`open_cell_table`); a dense ``cells.zarr`` (a synthetic dataset) is
-    opened with :func:`xarray.open_zarr`. A table of format 2 (attnrmt 0.1: a
-    ``cell_table/`` folder) is refused with the command that rebuilds it from its fragments
-    (docs/data-contract.md, "cells.zarr").
-    """
+    """Open a sweep's cells lazily from a sweep directory (its table's newest version), its
+    ``cells.zarr`` or a table; ``per_setting``: the fields chunked one setting per Dask chunk
+    (None: all). A dense ``cells.zarr`` opens with :func:`xarray.open_zarr`; a format-2 table
+    is refused with the command that rebuilds it. O(grid points) for the index."""
     import xarray as xr
 
     location = Path(path)
@@ -474,35 +448,20 @@ def _has_store(directory: Path) -> bool:
 
 
 def open_results(run_dir: str | os.PathLike[str], squeeze: bool = False) -> Any:
-    """Open ``results/<run>`` as an :class:`xarray.DataTree`, lazily (Dask arrays).
-
-    One group per sweep with children ``cells`` (the table's newest complete version),
-    ``theory`` and, when present, ``analysis``. Numeric coordinates are ascending. Every
-    variable and coordinate carries the data contract's ``long_name`` and ``comment``, and
-    ``units`` where it has a dimension (:data:`attnrmt.contract.VARIABLE_ATTRS`), so that
-    xarray's ``.plot`` labels its axes.
-
-    Parameters
-    ----------
-    run_dir : path
-        ``results/<run>`` (the directory holding one directory per sweep).
-    squeeze : bool
-        Drop every dimension of length one (it stays as a scalar coordinate), so that
-        ``tree["s/cells"].top_eigenvalues.sel(k=0).mean("replicate").plot.line(x="snr")``
-        works on a sweep with one ``d``, one model, ... The default keeps the full
-        contract's dimensions (``docs/data-contract.md``, "Dimensions").
+    """Open ``results/<run>`` as an :class:`xarray.DataTree` of Dask arrays: per sweep
+    ``cells``, ``theory`` and, when present, ``analysis``, ascending numeric coordinates, the
+    contract's ``long_name``, ``comment`` and ``units`` on every variable
+    (``docs/data-contract.md``, "Opening the results"). ``squeeze`` drops every dimension
+    of length one (kept as a scalar coordinate).
 
     Raises
     ------
     FileNotFoundError
         ``run_dir`` does not exist.
     ValueError
-        ``run_dir`` is a sweep directory (pass its parent) or holds no sweep results.
+        ``run_dir`` is a sweep directory or holds no sweep results.
     attnrmt.sweep.store.integrity.DamagedStore
-        A store does not match its digest record (the quick check: files present with
-        their sizes, metadata by checksum); the message names the files and the command
-        that heals them.
-    """
+        A store fails the quick check of its digest record (naming files and the cure)."""
     import xarray as xr
 
     root = Path(run_dir)

@@ -1,47 +1,15 @@
-"""Writer of the cell table (:mod:`attnrmt.sweep.store.cell_table.layout`): rule ``gather_cells``.
+"""Writer of the cell table (:mod:`attnrmt.sweep.store.cell_table.layout`): rule ``gather_cells``
+(``docs/data-contract.md``, "The cell table on disk"; ``docs/scaling.md``, "The result
+store at 10⁶ cells").
 
-One writer per sweep at a time (``fcntl`` lock on ``<sweep>/.cell_table.lock``). An
-update of ``<sweep>/cell_table.zarr``, with ``G`` grid points, ``n`` new cells in ``f``
-new fragments (a +1% update of a 10^6-cell sweep: G = 1.01e6, n = 1e4, f = 1e3):
-
-1. finds the table row of every plan cell (:func:`~attnrmt.sweep.store.cell_table.lookup.
-   plan_grid`: O(G) int64). When the previous grid version has the same identity (ids at
-   equal coordinates are equal), its rows are carried over by coordinates
-   (:func:`~attnrmt.sweep.store.cell_table.lookup.carried_rows`: O(G) array work, 8 probe
-   ids read from one chunk); otherwise the ids ``(cell_key, root_seed)`` of the current
-   rows are read (O(rows) x 40 bytes), every plan cell looked up
-   (:class:`~attnrmt.sweep.store.cell_table.lookup.IdIndex`, O(G log G)) and kept only
-   where the previous version placed its row at the same grid point;
-2. reads the fragments not recorded as ingested (skipped unread: O(1) each) in batches
-   (:func:`ingest_fragments`, :func:`take_batch`: the cells of a batch are looked up
-   together, O(n log n) vectorised, O(f) file reads) and hands them to the
-   :class:`TableWriter`, which turns them into columns once per chunk (O(n + values),
-   not O(f x columns)) and appends them from the table's last row
-   (:class:`~attnrmt.sweep.store.cell_table.columns.TableColumns`: whole chunks, one
-   partial chunk rewritten per column);
-3. marks the rows of the previous version the plan no longer uses
-   (``superseded_at_version``: only the chunks holding such rows are rewritten; none in
-   an extension);
-4. writes the grid index of the current plan (O(G): 8 bytes per grid point, compressed)
-   to a new grid directory (renamed into place), then publishes: each array's
-   ``zarr.json``, then the root ``zarr.json`` with the consolidated metadata, replaced
-   atomically;
-5. (rule ``gather_cells``) replaces ``<sweep>/cells.zarr`` by hard links to the
-   published version's files (:func:`link_snapshot`: O(files), no byte copied).
-
-So an update costs O(G) vectorised numpy + O(f) fragment reads + O(n) + a fixed cost a
-full write pays too (the import of zarr, one partial chunk and one ``zarr.json`` per
-column, and the snapshot's links); measured in ``docs/scaling.md``, "The result store at
-10⁶ cells".
-
-Memory: O(grid points) arrays, never a Python object per cell: grid positions and rows
-(int64), the missing cells' ids (40 bytes each) and their digest index, the new row of
-each (int64), a bool and an int32 per table row (``superseded_at_version``), plus a batch
-of fragments and the writer's held fragments (each at most :data:`PENDING_BYTES` or one
-chunk of rows) and one chunk per column whatever the spectra's size; a full lookup adds
-~100 bytes per table row. Bytes written are O(new cells) + O(grid) + O(columns) chunks.
-Values are copied bit for bit from the fragments (float64, int64).
-"""
+An update, under the sweep's table lock (:func:`attnrmt.sweep.store.guard.table_lock`),
+with ``G`` grid points, ``n`` new cells in ``f`` new fragments: finds the table row of
+every plan cell (carried over by coordinates when the grid's identity is unchanged, else
+looked up by id: O(G log G)); reads the fragments not ingested yet in batches and
+appends their cells (O(f) reads, O(n + values)); marks the rows the plan no longer uses
+superseded; writes the new grid index and publishes (each array's ``zarr.json``, then
+the root's, atomically); links ``cells.zarr`` to it (O(files), no byte copied). Memory
+O(G) arrays plus one batch and one chunk per column; values copied bit for bit."""
 
 from __future__ import annotations
 
@@ -102,6 +70,7 @@ from attnrmt.sweep.store.fragments import (
     FRAGMENT_SUFFIX,
     fragment_paths,
     read_fragment_arrays,
+    take_cells,
 )
 from attnrmt.sweep.store.grid import axis_coordinates, dataset_attrs, log_line
 from attnrmt.sweep.store.guard import copy_run_record, table_lock
@@ -141,24 +110,11 @@ def _fill_of(name: str, dtype: np.dtype) -> Any:
 
 
 class TableWriter:
-    """Appends fragments' cells to a table as new rows (:class:`TableColumns`).
-
-    Columns come from the fragments' fields: scalars ``(cell,)``, top-k fields
-    ``(cell, k)`` (NaN-padded), every other array field a CF contiguous ragged array
-    (``<stem>_count``, ``<stem>_start`` along ``cell``, the values along
-    ``<stem>_sample``); besides them each row gets its grid coordinates (from its flat
-    position in the plan's grid), ``cell_key``, ``root_seed``, the provenance columns
-    (:data:`attnrmt.contract.PROVENANCE_FIELDS`, filled for fragments without them) and
-    ``superseded_at_version``. The distinct environments are collected
-    (:attr:`environments`, id -> JSON).
-
-    Fragments are held as they come (:meth:`append`: O(1) per fragment, a copy only of
-    the rows taken from a partly taken one) and turned into columns together once they
-    hold :data:`~attnrmt.sweep.store.cell_table.layout.ROW_CHUNK` rows or
-    :data:`PENDING_BYTES` (:meth:`_flush`: one concatenation per column, O(rows +
-    values)), so the cost per fragment is a few list appends whatever its size. Memory: at
-    most ``ROW_CHUNK`` rows or ``PENDING_BYTES`` of fragments, plus one chunk per column.
-    """
+    """Appends fragments' cells to a table as new rows (:class:`TableColumns`): scalars,
+    NaN-padded top-k fields, other arrays as CF ragged arrays, plus grid coordinates, ids,
+    provenance and ``superseded_at_version``. Fragments are held (O(1) each) and turned into
+    columns once they hold ``ROW_CHUNK`` rows or :data:`PENDING_BYTES` (:meth:`_flush`,
+    O(rows + values)). Memory: that much plus one chunk per column."""
 
     def __init__(
         self,
@@ -228,7 +184,8 @@ class TableWriter:
         if n_taken == 0:
             return
         if n_taken != ids.size:
-            arrays, ids = fragment_rows(arrays, take), ids[take]
+            arrays = take_cells([arrays], [(0, row) for row in take.tolist()])
+            ids = ids[take]
         self.environments.update(environments_of(arrays))
         self.pending.append((ids, arrays, np.asarray(points, dtype=np.int64)))
         self.rows += n_taken
@@ -345,27 +302,6 @@ def _joined_ragged(
     lengths = np.delete(np.diff(joined), last[:-1])
     starts = np.delete(joined, last) + np.repeat(np.cumsum(sizes) - sizes, cells)
     return np.concatenate(flats).astype(np.float64, copy=False), starts, lengths
-
-
-def fragment_rows(arrays: Mapping[str, np.ndarray], take: np.ndarray) -> dict[str, np.ndarray]:
-    """The members of a fragment restricted to the cells ``take`` (per-cell members
-    indexed, ragged fields re-cut with new offsets; ``format_version`` and
-    ``environments`` kept whole). O(members of the fragment)."""
-    out: dict[str, np.ndarray] = {}
-    for name, member in arrays.items():
-        if name in ("format_version", ENVIRONMENTS_MEMBER) or name.endswith("__offsets"):
-            if not name.endswith("__offsets"):
-                out[name] = member
-            continue
-        if not name.endswith("__values"):
-            out[name] = np.asarray(member)[take]
-            continue
-        field = name[: -len("__values")]
-        offsets = np.asarray(arrays[f"{field}__offsets"], dtype=np.int64)
-        starts, lengths = offsets[:-1][take], np.diff(offsets)[take]
-        out[name] = _ragged_take(np.asarray(member), starts, lengths)
-        out[f"{field}__offsets"] = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
-    return out
 
 
 def _padded_rows(
@@ -508,31 +444,10 @@ def update_cell_table(
     scan_all_fragments: bool = True,
     snapshot: str | os.PathLike[str] | None = None,
 ) -> dict[str, Any]:
-    """Append the plan's missing cells to the sweep's ``cell_table.zarr``; publish a new
-    version; link ``snapshot`` to it.
-
-    Parameters
-    ----------
-    sweep_plan : SweepPlan
-    fragment_files : iterable of path
-        Fragments to read first (the sweep's current blocks).
-    sweep_dir : path
-        ``results/<run>/<sweep>``.
-    root_seed : int
-    scan_all_fragments : bool
-        When cells are still missing after ``fragment_files``, also read the sweep's other
-        fragments (cache, salvage, orphans): an interrupted run's finished cells, or a
-        store of an older format upgraded from its fragments, without recomputing any
-        cell.
-    snapshot : path, optional
-        ``<sweep>/cells.zarr``: replaced by a snapshot of the published version
-        (:func:`link_snapshot`); a format-2 ``cell_table/`` is then removed.
-
-    Returns
-    -------
-    dict
-        The summary of the published version (:func:`receipt`).
-    """
+    """Append the plan's missing cells to ``<sweep_dir>/cell_table.zarr`` (``fragment_files``
+    first; with ``scan_all_fragments`` the sweep's other fragments when cells are still
+    missing), publish a new version and link ``snapshot`` (``cells.zarr``) to it; the
+    version's summary (:func:`receipt`). Cost: module docstring."""
     sweep = Path(sweep_dir)
     store = store_dir(sweep)
     with table_lock(sweep):
@@ -801,14 +716,8 @@ def _clear_unpublished(store: Path) -> None:
 
 
 def link_snapshot(store: Path, state: TableState, target: Path) -> None:
-    """Replace ``target`` (``<sweep>/cells.zarr``) by the published version ``state`` of
-    the table ``store``: its root ``zarr.json``, every column and its grid version,
-    hard-linked (a file that cannot be linked, e.g. on another file system, is copied).
-
-    Every file of the table is replaced by a rename, never rewritten, so the links keep
-    this version's content whatever is published later. Built beside ``target`` and
-    renamed over it (:func:`attnrmt.sweep.store.atomic.atomic_path`). O(files) links, no
-    byte of data copied."""
+    """Replace ``target`` (``cells.zarr``) by hard links to the published version ``state`` of
+    ``store`` (copies where links fail), built beside it and renamed over it. O(files)."""
     with atomic_path(target, durable=False, replace_tree=True) as tmp:
         tmp.mkdir()
         _link(store / "zarr.json", tmp / "zarr.json")
@@ -876,16 +785,9 @@ def take_batch(
     writer: TableWriter,
 ) -> int:
     """Append to ``writer`` the wanted cells of a batch of fragments ``(name, is_given,
-    arrays)`` not taken yet; the number appended.
-
-    ``new_row`` holds, for each wanted id of ``wanted_index``, its row among the update's
-    new rows (``-1``: not found yet); it is updated. ``wanted_points`` is the flat grid
-    position of each wanted id. A cell present twice (in two fragments, or twice in one)
-    is taken from its first occurrence in reading order. The batch's ids are built and
-    looked up in one go: O(cells of the batch x log wanted) vectorised, plus O(1) calls
-    per fragment (:meth:`TableWriter.append`). Fragments given by the caller are
-    recorded as ingested.
-    """
+    arrays)``, each from its first occurrence; the number appended. ``new_row`` (row of each
+    wanted id among the new rows, -1: not found) is updated; given fragments are recorded
+    as ingested. O(batch cells x log wanted) vectorised."""
     if not batch:
         return 0
     counts = np.array([arrays["cell_key"].size for _, _, arrays in batch], dtype=np.int64)
@@ -924,13 +826,9 @@ def ingest_fragments(
     wanted_points: np.ndarray,
     writer: TableWriter,
 ) -> int:
-    """Read the fragments ``paths`` whose name is not in ``done`` (added to it), in
-    batches of at most :data:`BATCH_FRAGMENTS` fragments, :data:`PENDING_BYTES` or
-    :data:`~attnrmt.sweep.store.cell_table.layout.ROW_CHUNK` cells, and append their wanted
-    cells (:func:`take_batch`); read none once every wanted cell is found. Given
-    fragments left unread are recorded as ingested too (their cells are plan cells, each
-    a current row). The number of cells appended.
-    O(fragments read) file reads + O(their cells) vectorised work."""
+    """Read the fragments ``paths`` not in ``done`` (added to it) in batches and append their
+    wanted cells (:func:`take_batch`), stopping once every wanted cell is found; the number
+    appended. O(fragments read) reads + O(their cells)."""
     n_taken = int(np.count_nonzero(new_row >= 0))
     start = n_taken
     batch: list[tuple[str, bool, dict[str, np.ndarray]]] = []
@@ -969,15 +867,8 @@ def gather_cells(
     root_seed: int,
     log_path: str | os.PathLike[str] | None = None,
 ) -> Path:
-    """Rule ``gather_cells``: update the sweep's table, replace ``cells.zarr`` by its
-    snapshot.
-
-    ``output_path`` (``results/<run>/<sweep>/cells.zarr``) becomes a hard-linked snapshot
-    of the published version (:func:`link_snapshot`): the directory Snakemake tracks and
-    deletes before a rerun, at no cost, since the table itself,
-    ``<sweep>/cell_table.zarr``, is owned by no rule; an update appends only the new
-    cells. Returns ``output_path``.
-    """
+    """Rule ``gather_cells``: update the sweep's table and replace ``output_path``
+    (``cells.zarr``, which Snakemake owns) by its snapshot; ``output_path``."""
     started = time.perf_counter()
     files = [Path(path) for path in fragment_files]
     target = Path(output_path)
@@ -993,13 +884,9 @@ def gather_cells(
 
 
 def store_finished_cells(run_plan: Any, results_dir: str | os.PathLike[str]) -> list[str]:
-    """Best effort after a failed or interrupted run: store every sweep's finished cells.
-
-    Called by the Snakefile's ``onerror``: each sweep with fragments gets a table version
-    holding whatever cells finished (``cells.zarr``, the rule's output, is left alone),
-    so :func:`attnrmt.open_results` shows them. Returns one line per sweep stored;
-    problems are reported in the lines, never raised. O(fragments) reads.
-    """
+    """The Snakefile's ``onerror``: store every sweep's finished cells in a table version, so
+    :func:`attnrmt.open_results` shows them; one line per sweep, problems reported in the
+    lines, never raised. O(fragments) reads."""
     lines = []
     for name, sweep_plan in run_plan.sweeps.items():
         sweep_dir = Path(results_dir) / name
