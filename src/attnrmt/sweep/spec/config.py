@@ -559,20 +559,9 @@ def resolve_table_axis(
 
 def _check_table_models(config: Mapping[str, Any]) -> None:
     """Validate every ``table_models`` entry, used by a sweep or not (all problems)."""
-    from attnrmt.model.table_laws import validate_table
-
-    def check(name: str, spec: Any) -> Any:
-        def run() -> None:
-            try:
-                validate_table(spec)
-            except ValueError as error:
-                raise model_error(f"table_models.{name}", spec, error, "table") from error
-
-        return run
-
     collect_problems(
-        [lambda: named_models(config, "table_models", TABLE_BUILTINS, "table law")]
-        + [check(name, spec) for name, spec in (config.get("table_models") or {}).items()]
+        functools.partial(resolve_table_law, config, f"table_models.{name}", name)
+        for name in config.get("table_models") or {}
     )
 
 
