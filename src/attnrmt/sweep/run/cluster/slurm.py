@@ -283,19 +283,14 @@ def slurm_walltime_reached(end_time: float | None, now: float | None = None) -> 
 
 
 __all__ = [
-    "ACTIVE_STATES",
     "COMMAND_TIMEOUT_SECONDS",
     "LOGGER",
-    "UNAVAILABLE_NODES",
-    "UNSATISFIABLE_REASONS",
-    "WALLTIME_MARGIN_SECONDS",
     "JobState",
     "PendingWatch",
     "dry_run_submission",
     "first_unsatisfiable",
     "is_unsatisfiable",
     "job_states",
-    "known_nodes",
     "parse_squeue",
     "pending_summary",
     "slurm_command",
