@@ -132,8 +132,6 @@ def block_attempt(failure_record: str | os.PathLike[str]) -> int:
 
 
 __all__ = [
-    "GIT_TIMEOUT_SECONDS",
-    "blas_description",
     "block_attempt",
     "git_state",
     "peak_memory_bytes",

@@ -48,7 +48,7 @@ def sweep_problems(
     config's ``execution`` block); empty when it fits."""
     max_cells, max_core_days = int(ceilings["max_cells"]), float(ceilings["max_core_days"])
     lengths = {axis: len(sweep.get(axis) or [None]) for axis in SIZED_AXES}
-    replicates = int(sweep.get("replicates", 1))
+    replicates = int(sweep["replicates"])
     n_cells = math.prod(lengths.values()) * replicates
     if n_cells > max_cells:
         shape = " x ".join(f"{lengths[axis]} {axis}" for axis in SIZED_AXES if lengths[axis] > 1)
@@ -74,7 +74,7 @@ def sweep_problems(
         sweep["d"], sweep["delta"], sweep["gamma"], sweep["T"], sweep["weights"]
     ):
         spec = weight_models.get(weights, weights)
-        work = cell_work(d_, delta_, gamma_, t_, spec, str(sweep.get("spectrum", "full")))
+        work = cell_work(d_, delta_, gamma_, t_, spec, str(sweep["spectrum"]))
         seconds += per_line * work * DEFAULT_SECONDS_PER_WORK
     if seconds / 86400 > max_core_days:
         problems.append(
@@ -88,7 +88,7 @@ def sweep_problems(
 def plan_problems(config: Mapping[str, Any]) -> list[str]:
     """Every sweep's :func:`sweep_problems` of a validated config."""
     memory = machine_bytes()
-    models = dict(config.get("weight_models") or {})
+    models = dict(config["weight_models"])
     return [
         problem
         for name, sweep in config["sweeps"].items()

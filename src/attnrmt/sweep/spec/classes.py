@@ -98,7 +98,7 @@ def resolve_classes(prefix: str, sweep: Mapping[str, Any], axes: Mapping[str, li
         text = text[len("means=") :] if text.startswith("means=") else text
         raise ConfigError(f"{prefix}.classes.means={text}") from error
     problems = []
-    if sweep.get("spectrum", "full") != "full":
+    if sweep["spectrum"] != "full":
         problems.append(
             f"{prefix}.spectrum={sweep.get('spectrum')!r}: a sweep with classes has only the "
             "full route (spectrum: full)"
@@ -109,7 +109,7 @@ def resolve_classes(prefix: str, sweep: Mapping[str, Any], axes: Mapping[str, li
     ):
         problems.append(f"{prefix}.table={tables!r}: a sweep with classes has Gaussian tables only")
     spikes = K if not all(axes["centered"]) else K - 1
-    top_k = sweep.get("top_k", 3)
+    top_k = sweep["top_k"]
     if isinstance(top_k, int) and top_k < spikes:
         problems.append(
             f"{prefix}.top_k={top_k!r}: must be >= {spikes}, the spikes of K={K} classes "

@@ -559,38 +559,20 @@ def resolve_table_axis(
 
 def _check_table_models(config: Mapping[str, Any]) -> None:
     """Validate every ``table_models`` entry, used by a sweep or not (all problems)."""
-    from attnrmt.model.table_laws import validate_table
-
-    def check(name: str, spec: Any) -> Any:
-        def run() -> None:
-            try:
-                validate_table(spec)
-            except ValueError as error:
-                raise model_error(f"table_models.{name}", spec, error, "table") from error
-
-        return run
-
     collect_problems(
-        [lambda: named_models(config, "table_models", TABLE_BUILTINS, "table law")]
-        + [check(name, spec) for name, spec in (config.get("table_models") or {}).items()]
+        functools.partial(resolve_table_law, config, f"table_models.{name}", name)
+        for name in config.get("table_models") or {}
     )
 
 
 def resolve_sweep(config: Mapping[str, Any], name: str) -> ResolvedSweep:
     """Semantic checks of one sweep of a schema-valid config; its axes and model specs.
-
-    Raises
-    ------
-    ConfigError
-        Naming the key path and the value (the axes' problems first; the models are
-        checked once the axes are valid).
-    """
+    Raises :class:`ConfigError` naming key paths and values (the axes' problems first, the
+    models once the axes are valid). O(axes x models x T)."""
     prefix = f"sweeps.{name}"
     sweep = config["sweeps"][name]
-    # ---- snr placed by the theory (attnrmt.sweep.spec.placed): axes checked without it
     placed_spec = _placed_snr_spec(sweep)
     axes = _sweep_axes(prefix, sweep if placed_spec is None else {**sweep, "snr": 0.0})
-    # ---- end placed snr
     replicates, top_k = int(sweep["replicates"]), int(sweep["top_k"])
     specs: dict[str, Any] = {}
 
@@ -608,10 +590,8 @@ def resolve_sweep(config: Mapping[str, Any], name: str) -> ResolvedSweep:
             names, table["specs"] = resolve_table_axis(config, prefix, sweep["table"])
             axes[TABLE_AXIS] = names
 
-    # ---- K classes (attnrmt.sweep.spec.classes): label models on the positional axis
     classes = _resolve_classes_block(config, prefix, sweep, axes, specs)
     positional_check = resolve("positional") if classes is None else classes
-    # ---- end K classes
 
     collect_problems([check_top_k, positional_check, resolve("weights"), resolve_table])
     zipped = _check_zip(prefix, sweep.get("zip"), axes)
@@ -644,7 +624,6 @@ def _check_target(prefix: str, sweep: Mapping[str, Any]) -> None:
     parse_target(f"{prefix}.target", sweep["target"])
 
 
-# ---- snr placed by the theory (attnrmt.sweep.spec.placed)
 def _placed_snr_spec(sweep: Mapping[str, Any]) -> Mapping[str, Any] | None:
     """The sweep's ``snr: {around, span, points}`` spec, None for an axis of values."""
     from attnrmt.sweep.spec.placed import is_placed
@@ -677,10 +656,6 @@ def _place_snr(
     return record
 
 
-# ---- end placed snr
-
-
-# ---- zipped axes (docs/getting-started.md, "Zipped axes")
 def _check_zip(prefix: str, raw: Any, axes: Mapping[str, list]) -> tuple[tuple[str, ...], ...]:
     """The sweep's ``zip`` groups, checked: an axis in one group at most, the axes of a
     group of equal lengths (each problem names the key and value). O(axes)."""
@@ -702,9 +677,6 @@ def _check_zip(prefix: str, raw: Any, axes: Mapping[str, list]) -> tuple[tuple[s
                 f"each ({listed})"
             )
     return groups
-
-
-# ---- end zipped axes
 
 
 def _resolve_classes_block(
@@ -730,29 +702,19 @@ def _resolve_classes_block(
 
 
 def resolve_sweeps(config: Mapping[str, Any]) -> dict[str, ResolvedSweep]:
-    """:func:`resolve_sweep` for every sweep, in config order (also checks run and seed).
-
-    Raises
-    ------
-    ConfigError
-        With the problems of every sweep (each sweep's first problems; O(sweeps) checks).
-    """
+    """:func:`resolve_sweep` for every sweep of a schema-valid config, in config order, and
+    every declared model checked used or not; :class:`ConfigError` with the problems of
+    every sweep. O(sweeps) checks."""
     resolved: dict[str, ResolvedSweep] = {}
-    sweeps = config.get("sweeps")
-
-    def check_sweeps() -> None:
-        if not isinstance(sweeps, Mapping) or not sweeps:
-            raise ConfigError(f"sweeps={_short_repr(sweeps)}: must define at least one sweep")
 
     def resolve(name: str) -> Any:
         return lambda: resolved.__setitem__(name, resolve_sweep(config, name))
 
     collect_problems(
         [
-            check_sweeps,
             lambda: _check_sized_models(config),
             lambda: _check_table_models(config),
-            *(resolve(name) for name in (sweeps if isinstance(sweeps, Mapping) else {})),
+            *(resolve(name) for name in config["sweeps"]),
         ]
     )
     return resolved

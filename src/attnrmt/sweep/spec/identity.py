@@ -336,13 +336,11 @@ def id_digests(ids: np.ndarray) -> np.ndarray:
 
 
 __all__ = [
-    "BLOCK_KEY_HEX",
     "KEY_DIGEST_BYTES",
     "MODEL_VERSION",
     "block_key",
     "block_key_of_digests",
     "canonical_json",
-    "canonical_number",
     "cell_id_hashes",
     "cell_ids",
     "cell_key",
@@ -358,6 +356,4 @@ __all__ = [
     "root_seeds_of",
     "seed_token",
     "seed_words",
-    "spec_json",
-    "table_json",
 ]

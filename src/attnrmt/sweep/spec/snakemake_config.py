@@ -53,20 +53,9 @@ def allowed_types(schema: Mapping[str, Any], root: Mapping[str, Any]) -> set[str
     return types
 
 
-def _json_type(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int):
-        return "integer"
-    if isinstance(value, float):
-        return "number"
-    if isinstance(value, list):
-        return "array"
-    if isinstance(value, dict):
-        return "object"
-    return "string"
+#: JSON type of each Python type YAML produces (anything else: a string).
+_JSON_TYPES = {type(None): "null", bool: "boolean", int: "integer", float: "number"}
+_JSON_TYPES |= {list: "array", dict: "object"}
 
 
 def coerce_scalar(text: str, types: set[str]) -> Any:
@@ -82,7 +71,7 @@ def coerce_scalar(text: str, types: set[str]) -> Any:
         parsed = yaml.safe_load(text)
     except yaml.YAMLError:
         return text
-    kind = _json_type(parsed)
+    kind = _JSON_TYPES.get(type(parsed), "string")
     if kind in types or (kind == "integer" and "number" in types):
         return parsed
     return text

@@ -57,12 +57,8 @@ def parse_block_jobs(text: str, workdir: str | os.PathLike[str]) -> dict[str, sl
 
 def run_block_jobs(workdir: str | os.PathLike[str]) -> dict[str, slurm.JobState]:
     """This user's SLURM executor jobs in ``workdir`` that squeue lists (one ``squeue``)."""
-    done = subprocess.run(
-        ["squeue", "-h", "-u", getpass.getuser(), "-o", "|".join(SQUEUE_FIELDS)],
-        capture_output=True,
-        text=True,
-        timeout=slurm.COMMAND_TIMEOUT_SECONDS,
-        check=False,
+    done = slurm.slurm_command(
+        "squeue", "-h", "-u", getpass.getuser(), "-o", "|".join(SQUEUE_FIELDS)
     )
     if done.returncode != 0:
         raise RuntimeError(f"squeue failed ({done.returncode}): {done.stderr.strip()}")
@@ -84,12 +80,7 @@ def fatal_block_message(states: Mapping[str, slurm.JobState]) -> str | None:
 def cancel_jobs(job_ids: list[str]) -> None:
     """``scancel`` these jobs (nothing when the list is empty)."""
     if job_ids:
-        subprocess.run(
-            ["scancel", *job_ids],
-            capture_output=True,
-            timeout=slurm.COMMAND_TIMEOUT_SECONDS,
-            check=False,
-        )
+        slurm.slurm_command("scancel", *job_ids)
 
 
 def stop_this_run(message: str, workdir: str | os.PathLike[str]) -> None:

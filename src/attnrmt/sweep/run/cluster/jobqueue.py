@@ -182,16 +182,12 @@ class PendingWatch(slurm.PendingWatch):
 
 
 __all__ = [
-    "CLUSTER_CLASSES",
     "LOGGER",
-    "PASSED_THROUGH",
     "PENDING_REPORT_SECONDS",
     "POLL_SECONDS",
     "PendingWatch",
     "cluster_kwargs",
     "describe_request",
     "new_jobqueue_cluster",
-    "site_setting",
     "unsatisfiable_request",
-    "worker_job_ids",
 ]

@@ -639,14 +639,8 @@ def _remove_credentials(run_dir: str | os.PathLike[str]) -> None:
 
 
 __all__ = [
-    "CLIENT_TIMEOUT",
-    "CLOSE_TIMEOUT_SECONDS",
-    "CLUSTER_LOG_FILENAME",
-    "DASK_DIRNAME",
-    "LOGGED",
     "LOGGER",
     "RATE_LIMITER_WAKEUP",
-    "SCHEDULER_FILENAME",
     "STOP_GRACE_SECONDS",
     "BlocksLeft",
     "RunCluster",
@@ -655,8 +649,6 @@ __all__ = [
     "cluster_dir",
     "connect",
     "dashboard_link",
-    "get_run_cluster",
-    "local_cluster_kwargs",
     "read_scheduler_file",
     "run_client",
     "run_stop_reason",
@@ -664,8 +656,6 @@ __all__ = [
     "scheduler_file_path",
     "shutdown_run_cluster",
     "spawning_without_main_script",
-    "start_run_cluster",
-    "stop_all_runs",
     "stop_on_signals",
     "stop_run",
 ]

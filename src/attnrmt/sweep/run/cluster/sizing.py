@@ -145,9 +145,7 @@ def worker_lifetime(walltime_seconds: int) -> tuple[int, int]:
 __all__ = [
     "BLAS_THREAD_VARIABLES",
     "HOUSEKEEPING",
-    "WorkerLayout",
     "allocation_cores",
-    "blas_environment",
     "configure_worker_environment",
     "parse_walltime",
     "usable_cores",

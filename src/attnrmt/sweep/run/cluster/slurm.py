@@ -63,6 +63,14 @@ the cluster's MinJobAge, as COMPLETED, FAILED, CANCELLED, TIMEOUT, ...)."""
 LOGGER = logging.getLogger("attnrmt.cluster")
 
 
+def slurm_command(*args: str) -> subprocess.CompletedProcess[str]:
+    """One ``sbatch``/``squeue``/``sinfo``/``scancel`` call, its output captured as text,
+    never raising on its exit status; at most :data:`COMMAND_TIMEOUT_SECONDS`."""
+    return subprocess.run(
+        list(args), capture_output=True, text=True, timeout=COMMAND_TIMEOUT_SECONDS, check=False
+    )
+
+
 @dataclass(frozen=True)
 class JobState:
     """One queued job as squeue reports it."""
@@ -92,13 +100,7 @@ def dry_run_submission(job_script: str, directory: str | os.PathLike[str]) -> st
     ) as handle:
         handle.write(job_script)
     try:
-        done = subprocess.run(
-            ["sbatch", "--test-only", handle.name],
-            capture_output=True,
-            text=True,
-            timeout=COMMAND_TIMEOUT_SECONDS,
-            check=False,
-        )
+        done = slurm_command("sbatch", "--test-only", handle.name)
     finally:
         Path(handle.name).unlink(missing_ok=True)
     if done.returncode == 0:
@@ -122,26 +124,13 @@ def job_states(job_ids: Iterable[str]) -> dict[str, JobState]:
     ids = sorted({str(job_id) for job_id in job_ids if job_id})
     if not ids:
         return {}
-    done = subprocess.run(
-        ["squeue", "-h", "-j", ",".join(ids), "-o", "%i|%T|%r"],
-        capture_output=True,
-        text=True,
-        timeout=COMMAND_TIMEOUT_SECONDS,
-        check=False,
-    )
+    done = slurm_command("squeue", "-h", "-j", ",".join(ids), "-o", "%i|%T|%r")
     return parse_squeue(done.stdout) if done.returncode == 0 else {}
 
 
 def known_nodes() -> set[str]:
     """Node names SLURM knows (``sinfo -N``)."""
-    done = subprocess.run(
-        ["sinfo", "-h", "-N", "-o", "%N"],
-        capture_output=True,
-        text=True,
-        timeout=COMMAND_TIMEOUT_SECONDS,
-        check=False,
-    )
-    return set(done.stdout.split())
+    return set(slurm_command("sinfo", "-h", "-N", "-o", "%N").stdout.split())
 
 
 def is_unsatisfiable(reason: str, nodes: set[str] | None = None) -> bool:
@@ -294,21 +283,17 @@ def slurm_walltime_reached(end_time: float | None, now: float | None = None) -> 
 
 
 __all__ = [
-    "ACTIVE_STATES",
     "COMMAND_TIMEOUT_SECONDS",
     "LOGGER",
-    "UNAVAILABLE_NODES",
-    "UNSATISFIABLE_REASONS",
-    "WALLTIME_MARGIN_SECONDS",
     "JobState",
     "PendingWatch",
     "dry_run_submission",
     "first_unsatisfiable",
     "is_unsatisfiable",
     "job_states",
-    "known_nodes",
     "parse_squeue",
     "pending_summary",
+    "slurm_command",
     "slurm_job_end_time",
     "slurm_walltime_reached",
 ]
