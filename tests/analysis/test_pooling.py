@@ -14,9 +14,14 @@ from attnrmt.analysis.attention import (
     relative_distance,
 )
 from attnrmt.analysis.centring import centring_table
-from attnrmt.analysis.downstream import downstream_ranking, downstream_table, spearman
 from attnrmt.analysis.pipeline import ci_settings, settings_with_defaults
-from attnrmt.analysis.pooling import ordering_table, pooling_table
+from attnrmt.analysis.pooling import (
+    downstream_ranking,
+    downstream_table,
+    ordering_table,
+    pooling_table,
+    spearman,
+)
 from attnrmt.model import causal_limit_weights, harmonic_weights
 from tests.analysis.synthetic import make_synthetic
 

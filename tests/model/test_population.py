@@ -121,15 +121,10 @@ def formula_matrix(table: EmbeddingTable, centered: bool) -> np.ndarray:
     E = table.embeddings
     half = E.shape[0] // 2
     mean_plus, mean_minus = E[:half].mean(axis=0), E[half:].mean(axis=0)
-    lower = population_matrix(
-        lower_gram(E, kappa / E.shape[0]),
-        (mean_plus + mean_minus) / 2,
-        (mean_plus - mean_minus) / 2,
-        alpha,
-        kappa,
-        sigma,
-        centered,
+    terms = population_rank_one_terms(
+        (mean_plus + mean_minus) / 2, (mean_plus - mean_minus) / 2, alpha, kappa, sigma, centered
     )
+    lower = population_matrix(lower_gram(E, kappa / E.shape[0]), terms)
     full = np.tril(lower)
     return full + np.tril(full, -1).T
 
@@ -303,9 +298,7 @@ def test_population_matrix_and_its_rank_one_coefficients_are_exact(
     np.testing.assert_array_equal(terms[1][1], dlt)
     np.testing.assert_allclose([terms[0][0], terms[1][0]], coefficients, rtol=EXACT_RTOL)
     # the d x d matrix (lower triangle) and the V x V route's rows Y (P = Y^T Y)
-    lower = np.tril(
-        population_matrix(lower_gram(E, kappa / V), mbar, dlt, alpha, kappa, sigma, centered)
-    )
+    lower = np.tril(population_matrix(lower_gram(E, kappa / V), terms))
     np.testing.assert_allclose(lower + np.tril(lower, -1).T, exact, rtol=0, atol=EXACT_RTOL * scale)
     rows = population_rows(table, terms, kappa)
     np.testing.assert_allclose(rows.T @ rows, exact, rtol=0, atol=EXACT_RTOL * scale)

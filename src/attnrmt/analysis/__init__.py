@@ -8,8 +8,8 @@ Estimators are documented in ``docs/thresholds.md``.
 
 Modules: ``bulk_fit`` (KS distance and edges of the bulk), ``thresholds`` (theta inversion,
 threshold fit with bootstrap CIs/bounds, finite-size extrapolation), ``comparison`` (tidy
-tables against both variants), ``pooling``, ``attention``, ``downstream``, ``centring``,
-``universality`` (each table law against the Gaussian cells: errors and verdicts),
+tables against both variants), ``pooling`` (and the downstream readout), ``attention``,
+``centring``, ``universality`` (each table law against the Gaussian cells: errors and verdicts),
 ``figures`` (imports matplotlib), ``pipeline`` (rule entry points). Planted test data:
 ``tests/analysis/synthetic.py``.
 """

@@ -115,51 +115,15 @@ def bootstrap_indices(n: int, n_boot: int, rng: np.random.Generator) -> np.ndarr
 def mean_ci(
     values: np.ndarray, *, level: float, n_boot: int, seed: int
 ) -> tuple[float, float, float]:
-    """Mean and studentized-bootstrap (bootstrap-t) CI of finite ``values`` (NaN-safe).
+    """Mean and studentized-bootstrap (bootstrap-t) CI of the finite ``values`` at
+    ``level`` (docs/thresholds.md, "Other analyses", with its coverage against percentile
+    and BCa intervals).
 
-    Resample the replicates ``n_boot`` times, form ``t* = (mean* - mean) / se*`` (``se`` the
-    standard error with ``ddof=1``), and return ``[mean - q_hi(t*) se, mean - q_lo(t*) se]``
-    (Efron & Tibshirani 1993, ch. 12.5). Resamples with ``se* = 0`` are left out. With two
-    values every non-degenerate resample has ``t* = 0``, so the Student-t interval
-    ``mean +- t_{n-1} se`` is returned instead (no resampling).
-
-    Why not the percentile bootstrap or BCa: the replicate counts of a sweep are 2 to 10, and
-    there both under-cover. Coverage of a nominal 95% interval measured on 2000 synthetic
-    data sets per row (seed 1, 200 resamples; percentile / ``scipy.stats.bootstrap`` BCa /
-    this bootstrap-t), tested in ``tests/analysis/test_common.py``:
-
-    ============ ===== ======================== =========================
-    data         n     percentile / BCa          bootstrap-t
-    ============ ===== ======================== =========================
-    normal       4     0.80 / 0.80               0.92
-    normal       10    0.90 / 0.90               0.94
-    exponential  4     0.74 / 0.77               0.93
-    exponential  10    0.84 / 0.84               0.95
-    beta(2, 8)   4     0.79 / 0.81               0.93
-    beta(2, 8)   10    0.87 / 0.87               0.94
-    ============ ===== ======================== =========================
-
-    (at n = 3: 0.64-0.76 / 0.67-0.73 against 0.81-0.85; the test's own run, with other
-    resampling seeds, measures 0.93-0.94 for the bootstrap-t at n = 4 and 8). The price is
-    width: at n = 4 the median bootstrap-t interval is 1.5 (normal) to 2.3 (exponential) times
-    the Student-t one.
-
-    Parameters
-    ----------
-    values : array_like
-        Replicate measurements (NaN entries are dropped).
-    level : float
-        Confidence level (the config's ``analysis.ci_level``).
-    n_boot : int
-        Bootstrap resamples (``analysis.bootstrap``).
-    seed : int
-        Seed of the resampling generator (``analysis.seed``; results are reproducible).
-
-    Returns
-    -------
-    mean, low, high : float
-        NaN when there is no finite value; ``low == high == mean`` with one value (no
-        interval can be formed). O(n_boot x n) time and memory.
+    Resample the replicates ``n_boot`` times (generator from ``seed``), form ``t* = (mean*
+    - mean) / se*`` (``se`` with ``ddof=1``; resamples with ``se* = 0`` left out) and
+    return ``(mean, mean - q_hi(t*) se, mean - q_lo(t*) se)`` (Efron & Tibshirani 1993,
+    ch. 12.5). Two values: the Student-t interval ``mean +- t_1 se``; one value:
+    ``low == high == mean``; none: NaN. O(n_boot x n) time and memory.
     """
     x = np.asarray(values, dtype=float).ravel()
     x = x[np.isfinite(x)]

@@ -49,24 +49,12 @@ def causal_weights_table(
     n_boot: int,
     seed: int,
 ) -> pd.DataFrame:
-    """Distance of measured attention weights to ``harmonic`` and ``causal_limit(tau)``.
-
-    Parameters
-    ----------
-    sweep : str
-    cells : xarray.Dataset
-        With ``effective_weights`` (..., replicate, position).
-    weight_models : mapping
-        The config's ``weight_models`` (to find ``causal_attention`` entries and their tau).
-    level, n_boot, seed : float, int, int
-        CI settings of the distance (:func:`attnrmt.analysis._common.mean_ci`).
-
-    Returns
-    -------
-    pandas.DataFrame
-        ``sweep``, axes, ``tau``, ``reference`` (``harmonic`` / ``causal_limit``),
-        ``distance`` (replicate mean), ``ci_low``, ``ci_high``; empty when no cell uses
-        ``causal_attention``.
+    """Distance of the measured attention weights (``effective_weights``) to ``harmonic``
+    and ``causal_limit(tau)`` (the ``causal_attention`` entries of the config's
+    ``weight_models``): ``sweep``, axes, ``tau``, ``reference``, ``distance`` (replicate
+    mean), ``ci_low``, ``ci_high`` (:func:`attnrmt.analysis._common.mean_ci` with
+    ``level``, ``n_boot``, ``seed``); empty when no cell uses ``causal_attention``.
+    O(points x n_boot x replicates).
     """
     models = attention_weight_models(weight_models)
     present = [w for w in models if "weights" in cells.dims and w in cells["weights"].values]

@@ -36,33 +36,14 @@ def ks_distance(
     margin: float,
     zero_tol: float = DEFAULT_ZERO_TOL,
 ) -> dict[str, float]:
-    """KS distance of one spectrum from the continuous part of ``kappa MP_delta ⊠ MP_gamma``.
-
-    Implements docs/model.md, "Bulk law": ``F`` is the closed-form CDF of ``MP_delta ⊠ MP_gamma``
-    including
-    the atom ``max(0, 1-1/delta, 1-1/gamma)`` at 0; the statistic is
-    ``sup_x |F_n(x) - F_c(x)|`` over the non-zero, non-outlier eigenvalues.
-
-    Parameters
-    ----------
-    eigenvalues : ndarray (n,)
-        Spectrum of ``S`` (NaN padding is ignored), units of ``S``.
-    delta, gamma : float
-        Ratios ``d/V``, ``d/N`` (use the realised ones).
-    kappa : float
-        ``||w||^2``, the scale of the bulk.
-    margin : float
-        Relative margin above the theoretical upper edge beyond which an eigenvalue is an
-        outlier and excluded.
-    zero_tol : float
-        Eigenvalues ``<= zero_tol * max|lambda|`` count as exact zeros (the atom).
-
-    Returns
-    -------
-    dict
-        ``ks`` (KS distance), ``n_outliers`` (excluded above the edge), ``zero_fraction``
-        (fraction of zeros among all eigenvalues), ``lower_edge`` / ``upper_edge`` (smallest
-        non-zero and largest retained eigenvalue, units of ``S``), ``n_bulk``.
+    """KS distance of one spectrum from the continuous part of ``kappa MP_delta ⊠ MP_gamma``
+    (docs/model.md, "Bulk law"): ``sup_x |F_n(x) - F_c(x)|`` over the non-zero,
+    non-outlier eigenvalues, ``F`` the closed-form CDF with the atom ``max(0, 1-1/delta,
+    1-1/gamma)`` at 0 (use the realised ratios; ``kappa = ||w||^2`` the scale).
+    Eigenvalues above the upper edge by more than the relative ``margin`` are outliers;
+    those ``<= zero_tol max|lambda|`` exact zeros; NaN padding is ignored. Returns ``ks``,
+    ``n_outliers``, ``zero_fraction``, ``lower_edge`` / ``upper_edge`` (smallest non-zero
+    and largest retained eigenvalue, units of ``S``) and ``n_bulk``. O(n log n).
     """
     fits = ks_distances(
         np.asarray(eigenvalues, dtype=float)[None, :],

@@ -17,26 +17,15 @@ from attnrmt.contract import ALL_AXES
 
 
 def centring_table(sweep: str, cells: xr.Dataset, theory: xr.Dataset) -> pd.DataFrame:
-    """Centred versus uncentred cells at every other grid point.
-
-    Parameters
-    ----------
-    sweep : str
-    cells : xarray.Dataset
-    theory : xarray.Dataset
-        Completed theory (:func:`attnrmt.analysis.comparison.complete_theory`), with
-        ``mean_spike_outlier``, ``mean_spike_overlap``.
-
-    Returns
-    -------
-    pandas.DataFrame
-        Per (axes but ``centered``): ``top_eigenvalue_uncentred``, ``mean_spike_theory``,
-        ``top_overlap_table_mean_uncentred`` (overlap of the top eigenvector with ``mbar``),
-        ``mean_spike_overlap_theory``, ``top_overlap_signal_centred`` / ``_uncentred``
-        (k = 0), ``best_overlap_signal_uncentred`` (max over k), ``signal_k_uncentred``
-        (modal k of the signal eigenvector), ``top_is_mean_fraction`` (replicates whose top
-        eigenvector is closer to ``mbar`` than to ``u``). Empty unless both centred and
-        uncentred cells exist.
+    """Centred versus uncentred cells at every other grid point (docs/model.md, "Spikes"):
+    per (axes but ``centered``) ``top_eigenvalue_uncentred``, ``mean_spike_theory``,
+    ``top_overlap_table_mean_uncentred`` (top eigenvector with ``mbar``),
+    ``mean_spike_overlap_theory`` (from the completed ``theory``,
+    :func:`attnrmt.analysis.comparison.complete_theory`), ``top_overlap_signal_centred`` /
+    ``_uncentred`` (k = 0), ``best_overlap_signal_uncentred`` (max over k),
+    ``signal_k_uncentred`` (modal k of the signal eigenvector), ``top_is_mean_fraction``
+    (replicates whose top eigenvector is closer to ``mbar`` than to ``u``). Empty unless
+    both centred and uncentred cells exist. O(cells).
     """
     if "centered" not in cells.dims or cells.sizes["centered"] < 2:
         return pd.DataFrame()

@@ -28,7 +28,7 @@ import xarray as xr
 from attnrmt.analysis._common import effective_ratios, plain, replicate_mean_sem, setting_rng
 from attnrmt.analysis.thresholds import fit_threshold
 from attnrmt.contract import CURVE_AXES, TRANSITIONS, VARIANTS
-from attnrmt.theory.spike import critical_theta, theta_from_population, theta_from_sample
+from attnrmt.theory import critical_theta, theta_from_population, theta_from_sample
 
 __all__ = [
     "classes_of",

@@ -175,17 +175,8 @@ def comparison_table(
     ``mean_spike_overlap`` (uncentred cells), ``threshold_population``,
     ``threshold_sample`` (point estimates only), ``theta_slope`` (theory ``alpha/kappa``) and
     ``theta_offset`` (theory 0 for paper, ``delta`` for finite_vocab).
-
-    Parameters
-    ----------
-    sweep : str
-    cells, theory, analysis : xarray.Dataset
-        ``analysis`` from :func:`attnrmt.analysis.analyze_sweep`.
-
-    Returns
-    -------
-    pandas.DataFrame
-        Columns :data:`COMPARISON_COLUMNS`.
+    ``analysis`` is :func:`attnrmt.analysis.analyze_sweep`'s; returns the columns
+    :data:`COMPARISON_COLUMNS`. O(cells).
     """
     theory = complete_theory(theory, cells)
     frames = []

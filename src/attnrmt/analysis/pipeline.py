@@ -37,8 +37,12 @@ from attnrmt.analysis.comparison import (
     thresholds_table,
     variant_summary,
 )
-from attnrmt.analysis.downstream import downstream_ranking, downstream_table
-from attnrmt.analysis.pooling import ordering_table, pooling_table
+from attnrmt.analysis.pooling import (
+    downstream_ranking,
+    downstream_table,
+    ordering_table,
+    pooling_table,
+)
 from attnrmt.analysis.thresholds import estimate_thresholds, finite_size_thresholds
 from attnrmt.analysis.universality import (
     universality_inputs,

@@ -1,11 +1,11 @@
-"""Pooling strategies: alpha/kappa and measured recovery by weights
-(docs/model.md, "Pooling scalars", "What the pipeline tests").
+"""Pooling strategies by weights: alpha/kappa, measured recovery and the downstream
+readout's accuracy (docs/model.md, "Pooling scalars", "What the pipeline tests").
 
-The theory
-(docs/model.md, "Spikes") says only ``alpha/kappa = w^T R w / ||w||^2`` sets the signal spike,
-so the ordering of weights by alpha/kappa should be the ordering of recovery (squared
-overlap of the signal eigenvector with ``u``): ``optimal > causal > mean`` for early-signal
-``R`` (prefix, label), possibly reversed for stationary ``R`` (markov).
+The theory (docs/model.md, "Spikes") says only ``alpha/kappa = w^T R w / ||w||^2`` sets
+the signal spike, so the ordering of weights by alpha/kappa should be the ordering of
+recovery (squared overlap of the signal eigenvector with ``u``) and of the ridge readout
+of the label ``y``: ``optimal > causal > mean`` for early-signal ``R`` (prefix, label),
+possibly reversed for stationary ``R`` (markov).
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 import xarray as xr
+from numpy.typing import ArrayLike
 
 from attnrmt.analysis._common import at_signal, mean_ci, plain, ranked_names
 from attnrmt.contract import ALL_AXES
@@ -22,50 +23,73 @@ from attnrmt.contract import ALL_AXES
 GROUP = tuple(a for a in ALL_AXES if a != "weights")
 
 
-def pooling_table(
-    sweep: str, cells: xr.Dataset, *, level: float, n_boot: int, seed: int
+def _point_rows(
+    sweep: str,
+    cells: xr.Dataset,
+    values: xr.DataArray,
+    names: tuple[str, str, str],
+    *,
+    skip_empty: bool,
+    level: float,
+    n_boot: int,
+    seed: int,
 ) -> pd.DataFrame:
-    """alpha/kappa and recovery (mean overlap with ``u`` and bootstrap CI) per grid point.
-
-    Parameters
-    ----------
-    sweep : str
-    cells : xarray.Dataset
-        Contract-shaped cells.
-    level, n_boot, seed : float, int, int
-        CI level, bootstrap resamples and seed of the recovery's CI
-        (:func:`attnrmt.analysis._common.mean_ci`; the config's ``analysis:`` block).
-
-    Returns
-    -------
-    pandas.DataFrame
-        ``sweep``, axes, ``alpha_over_kappa``, ``recovery``, ``recovery_ci_low``,
-        ``recovery_ci_high``, ``n``.
-    """
+    """One row per grid point (with a finite value, if ``skip_empty``): ``sweep``, the axes,
+    ``alpha_over_kappa`` (replicate mean) and the replicate mean of ``values`` with its
+    bootstrap CI (:func:`attnrmt.analysis._common.mean_ci`) under ``names``, and ``n``.
+    O(points x n_boot x replicates)."""
     ratio = cells["alpha"] / cells["kappa"]
     if "replicate" in ratio.dims:
         ratio = ratio.mean("replicate")
-    overlap = at_signal(cells, "overlap_signal").drop_vars("k", errors="ignore")
-    dims = [a for a in ALL_AXES if a in overlap.dims]
-    overlap = overlap.transpose(*dims, "replicate")
-    ratio = ratio.broadcast_like(overlap.isel(replicate=0, drop=True)).transpose(*dims)
+    dims = [a for a in ALL_AXES if a in values.dims]
+    values = values.transpose(*dims, "replicate")
+    ratio = ratio.broadcast_like(values.isel(replicate=0, drop=True)).transpose(*dims)
     rows = []
-    for index in np.ndindex(*(overlap.sizes[d] for d in dims)):
-        point = {d: plain(overlap[d].values[i]) for d, i in zip(dims, index, strict=True)}
-        values = overlap.values[index]
-        mean, low, high = mean_ci(values, level=level, n_boot=n_boot, seed=seed)
+    for index in np.ndindex(*(values.sizes[d] for d in dims)):
+        point_values = values.values[index]
+        if skip_empty and not np.isfinite(point_values).any():
+            continue
+        point = {d: plain(values[d].values[i]) for d, i in zip(dims, index, strict=True)}
+        estimates = mean_ci(point_values, level=level, n_boot=n_boot, seed=seed)
         rows.append(
             {
                 "sweep": sweep,
                 **point,
                 "alpha_over_kappa": float(ratio.values[index]),
-                "recovery": mean,
-                "recovery_ci_low": low,
-                "recovery_ci_high": high,
-                "n": int(np.isfinite(values).sum()),
+                **dict(zip(names, estimates, strict=True)),
+                "n": int(np.isfinite(point_values).sum()),
             }
         )
     return pd.DataFrame(rows)
+
+
+def pooling_table(
+    sweep: str, cells: xr.Dataset, *, level: float, n_boot: int, seed: int
+) -> pd.DataFrame:
+    """alpha/kappa and recovery (replicate-mean overlap of the signal eigenvector with
+    ``u``, bootstrap CI with the config's ``level``, ``n_boot``, ``seed``) per grid point:
+    ``sweep``, axes, ``alpha_over_kappa``, ``recovery``, ``recovery_ci_low``,
+    ``recovery_ci_high``, ``n``."""
+    overlap = at_signal(cells, "overlap_signal").drop_vars("k", errors="ignore")
+    names = ("recovery", "recovery_ci_low", "recovery_ci_high")
+    return _point_rows(
+        sweep, cells, overlap, names, skip_empty=False, level=level, n_boot=n_boot, seed=seed
+    )
+
+
+def downstream_table(
+    sweep: str, cells: xr.Dataset, *, level: float, n_boot: int, seed: int
+) -> pd.DataFrame:
+    """Replicate-mean ``downstream_accuracy`` with bootstrap CI and alpha/kappa per grid
+    point with a finite accuracy (``label`` positional models): ``sweep``, axes,
+    ``alpha_over_kappa``, ``accuracy``, ``ci_low``, ``ci_high``, ``n``."""
+    if "downstream_accuracy" not in cells:
+        return pd.DataFrame()
+    accuracy = cells["downstream_accuracy"]
+    names = ("accuracy", "ci_low", "ci_high")
+    return _point_rows(
+        sweep, cells, accuracy, names, skip_empty=True, level=level, n_boot=n_boot, seed=seed
+    )
 
 
 def ordering_table(pooling: pd.DataFrame, order: Sequence[str]) -> pd.DataFrame:
@@ -109,8 +133,53 @@ def ordering_table(pooling: pd.DataFrame, order: Sequence[str]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def _ranks(x: np.ndarray) -> np.ndarray:
+    order = np.argsort(x, kind="stable")
+    ranks = np.empty(len(x))
+    ranks[order] = np.arange(len(x))
+    # average ties
+    for value in np.unique(x):
+        tie = x == value
+        ranks[tie] = ranks[tie].mean()
+    return ranks
+
+
+def spearman(x: ArrayLike, y: ArrayLike) -> float:
+    """Spearman rank correlation (NaN with fewer than 2 points or a constant input)."""
+    xs, ys = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    ok = np.isfinite(xs) & np.isfinite(ys)
+    xs, ys = xs[ok], ys[ok]
+    if xs.size < 2:
+        return float("nan")
+    rx, ry = _ranks(xs), _ranks(ys)
+    sx, sy = rx.std(), ry.std()
+    if sx == 0 or sy == 0:
+        return float("nan")
+    return float(np.mean((rx - rx.mean()) * (ry - ry.mean())) / (sx * sy))
+
+
+def downstream_ranking(table: pd.DataFrame) -> pd.DataFrame:
+    """Per group (all axes but ``weights``): accuracy and alpha/kappa rankings of the weights
+    (ties by name, so the config's order of the models does not show) and their Spearman
+    correlation (1 = accuracy ordered exactly as alpha/kappa)."""
+    if table.empty:
+        return pd.DataFrame()
+    group_cols = ["sweep", *[c for c in GROUP if c in table]]
+    rows = []
+    for key, frame in table.groupby(group_cols, sort=False, dropna=False):
+        record = dict(zip(group_cols, key, strict=True))
+        record["ranking_accuracy"] = ranked_names(frame.set_index("weights")["accuracy"])
+        record["ranking_alpha_kappa"] = ranked_names(frame.set_index("weights")["alpha_over_kappa"])
+        record["spearman"] = spearman(frame["alpha_over_kappa"], frame["accuracy"])
+        rows.append(record)
+    return pd.DataFrame(rows)
+
+
 __all__ = [
     "GROUP",
+    "downstream_ranking",
+    "downstream_table",
     "ordering_table",
     "pooling_table",
+    "spearman",
 ]

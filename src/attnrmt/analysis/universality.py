@@ -125,7 +125,7 @@ def sweep_laws(cells_attrs: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
 
 
 def _law_columns(name: str, law: Mapping[str, Any]) -> dict[str, Any]:
-    from attnrmt.model.table_laws import table_moments
+    from attnrmt.model import table_moments
 
     kind = str(law["kind"])
     parameter = law.get(_PARAMETER.get(kind, ""), np.nan)

@@ -467,9 +467,7 @@ def _start_block(
 def _symmetric_product(lower: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
     """``X -> A X`` for the symmetric ``A`` held in ``lower``'s lower triangle (Fortran
     order): ``L X + L^T X - diag(A) X`` by two triangular products (``dtrmm``, each reads
-    half of ``A``). One BLAS thread, 4 columns: 1.0 ms at d = 1000 and 4.0 ms at
-    d = 2000, against 1.8 and 7.8 ms for ``dsymm`` (and 0.9 and 2.9 ms on a full
-    symmetric copy, whose O(d^2) build costs 3 and 26 ms and d^2 more memory)."""
+    half of ``A``; faster than ``dsymm``, docs/scaling.md). O(d^2 b)."""
     diagonal = np.diagonal(lower).copy()
 
     def apply(block: np.ndarray) -> np.ndarray:

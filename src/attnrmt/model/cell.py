@@ -220,21 +220,12 @@ def population_rank_one_terms(
 
 
 def population_matrix(
-    table_gram: np.ndarray,
-    table_mean: np.ndarray,
-    class_mean_difference: np.ndarray,
-    alpha: float,
-    kappa: float,
-    sigma: float,
-    centered: bool,
+    table_gram: np.ndarray, terms: Sequence[tuple[float, np.ndarray]]
 ) -> np.ndarray:
     """Population version of ``S`` given the table (docs/model.md, "Population covariance
     given the table") on the lower triangle: ``table_gram`` (the lower triangle of
-    ``(kappa/V) E E^T``, Fortran order) plus the rank-one terms of
-    :func:`population_rank_one_terms`, updated in place and returned. O(d^2)."""
-    terms = population_rank_one_terms(
-        table_mean, class_mean_difference, alpha, kappa, sigma, centered
-    )
+    ``(kappa/V) E E^T``, Fortran order) plus the rank-one ``terms`` of
+    :func:`population_rank_one_terms`, updated in place and returned. O(d^2) a term."""
     for coefficient, vector in terms:
         add_rank_one(table_gram, coefficient, vector)
     return table_gram
@@ -703,9 +694,7 @@ def _measure_full(
             table, population_terms, kappa, top_k, start
         )
     else:
-        population = lower_gram(table.embeddings, kappa / V)
-        for coefficient, vector in population_terms:
-            add_rank_one(population, coefficient, vector)
+        population = population_matrix(lower_gram(table.embeddings, kappa / V), population_terms)
         pop_values, pop_vectors = top_eigenpairs(population, top_k, start)
     return eigenvalues, top_vectors, pop_values, pop_vectors, downstream_accuracy
 

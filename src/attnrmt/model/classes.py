@@ -1,5 +1,6 @@
 """K token classes: class means from a Gram matrix, label models over the classes, the
-pooled label moments, and one simulation cell (docs/model.md, "K classes").
+pooled label moments, and the K-class route of :func:`attnrmt.model.simulate_cell`
+(docs/model.md, "K classes").
 
 The vocabulary of ``V = K round(d / (K delta))`` tokens is split into ``K`` classes of
 ``V/K`` tokens each: tokens ``k V/K .. (k+1) V/K - 1`` have class (label) ``k`` (0-based,
@@ -8,20 +9,9 @@ The vocabulary of ``V = K round(d / (K delta))`` tokens is split into ``K`` clas
 ``F F^T = G`` (:func:`class_mean_factor`), so the means live in the first ``K``
 coordinates. Row ``v`` of the table is ``e_v = mu_{k(v)} + z_v``, ``z_v ~ N(0, I_d)``.
 
-A label model is a dict ``{"kind": ..., **params}`` (:func:`validate_label_model`):
-
-========== ================================= ============================================
-kind       parameters                        law of the labels ``l_1 .. l_T``
-========== ================================= ============================================
-``iid``    ``p`` (K probabilities; default   independent, ``P(l_t = k) = p_k``
-           uniform)
-``prefix`` ``L`` (1 <= L <= T), ``p``        positions ``1..L`` share one label drawn from
-                                             ``p``, the others independent from ``p``
-``markov`` ``P`` (K x K row-stochastic) or   stationary chain: ``l_1`` from the unique
-           ``r`` (``P = r I + (1-r) 11^T/K``) stationary law ``pi``, then ``P``
-``custom`` ``sequences`` (m x T labels),     ``l`` is ``sequences[i]`` with probability
-           ``probabilities`` (m)             ``probabilities[i]``
-========== ================================= ============================================
+A label model is a dict ``{"kind": ..., **params}`` (:func:`validate_label_model`; the
+kinds ``iid``, ``prefix``, ``markov``, ``custom`` and their laws: docs/model.md, "K-class
+label models").
 
 With ``K = 2``, ``means = "simplex"`` (``G = [[1, -1], [-1, 1]]``, means ``+-sqrt(snr) e_1``)
 and the label models ``iid`` (uniform), ``prefix`` (uniform) and ``markov`` (``r``), the
@@ -97,22 +87,11 @@ _OPTIMAL_RTOL = 1e-14
 
 
 def class_mean_gram(means: str | Any, K: int) -> np.ndarray:
-    """The class-mean Gram matrix ``G`` (K x K, ``mu_k . mu_l = snr G_kl``)
-    (docs/model.md, "K-class model").
-
-    Parameters
-    ----------
-    means : {"orthogonal", "simplex"} or array_like (K, K)
-        ``orthogonal``: ``G = I`` (orthogonal means of norm ``sqrt(snr)``). ``simplex``:
-        ``G_kl = (K delta_kl - 1)/(K - 1)`` (centred unit means at equal angles, the
-        vertices of a regular simplex; ``K = 2`` gives ``+-mu``, the two-class model). An
-        array: any symmetric positive semidefinite matrix.
-    K : int >= 2
-
-    Raises
-    ------
-    ValueError
-        Unknown preset, wrong shape, not symmetric or not positive semidefinite.
+    """The class-mean Gram matrix ``G`` (K x K, ``mu_k . mu_l = snr G_kl``; docs/model.md,
+    "K-class model") of ``means``: ``orthogonal`` ``G = I``; ``simplex`` ``G_kl = (K
+    delta_kl - 1)/(K - 1)`` (centred unit means at equal angles; ``K = 2`` gives ``+-mu``);
+    or any symmetric positive semidefinite (K, K) array. Raises ValueError for an unknown
+    preset, a wrong shape, an asymmetric or indefinite matrix. O(K^3).
     """
     K = check_int("K", K, minimum=2)
     if isinstance(means, str):
@@ -206,33 +185,15 @@ def _stationary_law(P: np.ndarray) -> np.ndarray | None:
 
 
 def validate_label_model(spec: Mapping[str, Any] | str, T: int, K: int) -> dict[str, Any]:
-    """Check a label model over ``K`` classes and return its canonical dict
-    (docs/model.md, "K-class label models"; module docstring).
-
-    Parameters
-    ----------
-    spec : dict or str
-        ``{"kind": ..., **params}``; a bare string is a kind with its defaults (``iid``
-        uniform).
-    T : int >= 1
-        Sequence length.
-    K : int in [2, MAX_CLASSES]
-        Number of classes.
-
-    Returns
-    -------
-    dict
-        Keys sorted; ``p`` always present for ``iid`` and ``prefix`` (uniform when not
-        given); ``markov`` keeps the ``r`` shorthand unexpanded; numbers as ``float``/``int``
-        and (nested) lists.
-
-    Raises
-    ------
-    ValueError
-        Naming the offending argument and value: unknown kind or parameter, ``L`` outside
-        ``1..T``, probabilities not a distribution, ``P`` not stochastic or without a
-        unique stationary law, ``r`` outside ``[-1/(K-1), 1)``, custom sequences not of
-        length ``T`` or with labels outside ``0..K-1``.
+    """The canonical dict of a label model over ``K`` classes for sequence length ``T``
+    (docs/model.md, "K-class label models"): ``{"kind": ..., **params}`` or a bare kind
+    with its defaults; keys sorted, ``p`` always present for ``iid`` and ``prefix``
+    (uniform when not given), ``markov``'s ``r`` shorthand unexpanded, numbers as
+    ``float``/``int`` and (nested) lists. Raises ValueError naming the argument and
+    value: unknown kind or parameter, ``L`` outside ``1..T``, probabilities not a
+    distribution, ``P`` not stochastic or without a unique stationary law, ``r`` outside
+    ``[-1/(K-1), 1)``, custom sequences not of length ``T`` or labels outside ``0..K-1``.
+    O(K^3 + m T).
     """
     T = check_int("T", T, minimum=1)
     K = check_int("K", K, minimum=2)
@@ -592,15 +553,9 @@ def sample_class_table(
     seeded by the ``i``-th child of ``rng``'s seed sequence (thread-count independent), so
     ``K = 2`` gives its noise bit for bit; then ``mu_k = sqrt(snr) F[k]`` is added to the
     first ``K`` coordinates of class ``k``'s rows (``K = 2``, simplex: ``+-sqrt(snr)`` on
-    coordinate 0, the same sums as there). O(V d) time, 8 V d bytes.
-
-    Returns
-    -------
-    embeddings : ndarray (V, d)
-    class_means : ndarray (d, K)
-        ``m_k``, the average of class ``k``'s rows.
-    signal_means : ndarray (d, K)
-        ``mu_k``.
+    coordinate 0, the same sums as there). Returns the embeddings (V, d), the class
+    means ``m_k`` (d, K; the averages of class ``k``'s rows) and ``mu_k`` (d, K). O(V d)
+    time, 8 V d bytes.
     """
     size = V // K
     embeddings = np.empty((V, d))

@@ -1,24 +1,10 @@
 """Positional sign models: exact correlation ``R`` and a vectorised sampler
-(docs/model.md, "Positional models").
+(docs/model.md, "Positional models", whose table lists the kinds ``iid``, ``prefix``,
+``markov``, ``label``, ``custom``, their parameters and ``R = E[xi xi^T]``).
 
-A positional model is a dict ``{"kind": ..., **params}``:
-
-========== =================================== ===========================================
-kind       parameters                          ``R = E[xi xi^T]``
-========== =================================== ===========================================
-``iid``    —                                   ``I``
-``prefix`` ``L`` (int, 1 <= L <= T)            ``I`` + ones off the diagonal of the
-                                               leading ``L x L`` block
-``markov`` ``r`` (float, ``|r| < 1``)          ``r^|t - t'|``
-``label``  ``rho`` (list of length T, each in  ``rho rho^T + diag(1 - rho_t^2)``
-           [-1, 1]) or ``rho0`` + ``L``        (shorthand: ``rho_t = rho0`` for ``t <= L``,
-                                               else 0)
-``custom`` ``R`` (T x T nested list)           ``R``; sampled as ``sign(g)``,
-                                               ``g ~ N(0, sin(pi R / 2))`` (arcsine law)
-========== =================================== ===========================================
-
-Every model has ``E[xi_t] = 0`` and ``R_tt = 1``. Samplers draw all ``n`` sequences at once
-(no Python loop over sequences) from the generator they are given.
+A positional model is a dict ``{"kind": ..., **params}``; every model has ``E[xi_t] = 0``
+and ``R_tt = 1``. Samplers draw all ``n`` sequences at once (no Python loop over
+sequences) from the generator they are given.
 """
 
 from __future__ import annotations
@@ -99,30 +85,14 @@ def _check_custom_R(value: Any, T: int) -> np.ndarray:
 
 
 def validate_positional(spec: Mapping[str, Any] | str, T: int) -> dict[str, Any]:
-    """Check a positional model and return its canonical dict.
-
-    Parameters
-    ----------
-    spec : dict or str
-        ``{"kind": ..., **params}`` (see the module docstring); a bare string is accepted
-        for ``"iid"``.
-    T : int
-        Sequence length (>= 1).
-
-    Returns
-    -------
-    dict
-        Canonical spec: keys sorted, integers as ``int``, reals as ``float`` (``-0.0`` ->
-        ``0.0``), vectors/matrices as (nested) lists of ``float``. The ``label`` shorthand
-        stays ``{"kind", "L", "rho0"}`` (it is not expanded to ``rho``).
-
-    Raises
-    ------
-    ValueError
-        Naming the offending argument and value: unknown kind, missing or unexpected
-        parameter, ``L`` outside ``1..T``, ``|r| >= 1``, ``rho`` of the wrong length or
-        outside [-1, 1], a custom ``R`` that is not a symmetric unit-diagonal correlation
-        whose arcsine covariance ``sin(pi R / 2)`` is positive semidefinite.
+    """The canonical dict of a positional model ``{"kind": ..., **params}`` (``"iid"`` as a
+    bare string) for sequence length ``T`` (docs/model.md, "Positional models"): keys
+    sorted, integers ``int``, reals ``float`` (``-0.0`` -> ``0.0``), vectors and matrices
+    (nested) lists; the ``label`` shorthand stays ``{"kind", "L", "rho0"}``. Raises
+    ValueError naming the argument and value: unknown kind or parameter, ``L`` outside
+    ``1..T``, ``|r| >= 1``, ``rho`` of the wrong length or outside [-1, 1], a custom ``R``
+    not a symmetric unit-diagonal correlation with ``sin(pi R / 2)`` positive
+    semidefinite. O(T^3) for ``custom``, else O(T).
     """
     T = _check_T(T)
     kind, params = split_model_spec("positional", spec, _PARAMS)
@@ -218,25 +188,11 @@ def _signs_with_probability(
 def sample_signs(
     positional: Mapping[str, Any] | str, T: int, n: int, rng: np.random.Generator
 ) -> tuple[np.ndarray, np.ndarray | None]:
-    """Draw ``n`` sign sequences of length ``T``
-    (docs/model.md, "Positional models"), vectorised over ``n``.
-
-    Parameters
-    ----------
-    positional : dict or str
-        Positional model (see :func:`validate_positional`).
-    T, n : int
-        Sequence length (>= 1) and number of sequences (>= 0).
-    rng : numpy.random.Generator
-        Source of randomness (no global state is touched).
-
-    Returns
-    -------
-    signs : ndarray of int8, shape (n, T)
-        ``xi_{n,t} in {-1, +1}`` with ``E[xi] = 0`` and ``E[xi xi^T] = R`` exactly.
-    labels : ndarray of int8, shape (n,), or None
-        The labels ``y`` of a ``label`` model (uniform ±1, ``E[xi_t y] = rho_t``); ``None``
-        for every other model.
+    """``n`` sign sequences of length ``T`` of a positional model from ``rng``
+    (docs/model.md, "Positional models"), vectorised over ``n``: ``signs`` int8 (n, T),
+    ``xi in {-1, +1}`` with ``E[xi] = 0`` and ``E[xi xi^T] = R`` exactly, and the labels
+    ``y`` int8 (n,) of a ``label`` model (uniform ±1, ``E[xi_t y] = rho_t``), else None.
+    O(n T) (O(n T^2) for ``custom``).
     """
     spec = validate_positional(positional, T)
     n = check_int("n", n, minimum=0)

@@ -61,27 +61,12 @@ def _check_tau(value: Any) -> float:
 
 
 def validate_weights(spec: Mapping[str, Any] | str, T: int) -> dict[str, Any]:
-    """Check a pooling-weights spec and return its canonical dict.
-
-    Parameters
-    ----------
-    spec : str or dict
-        A built-in name or ``{"kind": ..., **params}`` (module docstring).
-    T : int
-        Sequence length (>= 1).
-
-    Returns
-    -------
-    dict
-        Keys sorted; built-in names become ``{"kind": name}``; ``tau`` of ``causal_limit``
-        and ``causal_attention`` is always present (default ``0.0``) as a ``float``;
-        ``custom`` values are a list of ``float``.
-
-    Raises
-    ------
-    ValueError
-        Unknown kind, unexpected parameter, non-finite ``tau``, ``custom`` values not of
-        length ``T``, not finite, or all zero (kappa = 0).
+    """The canonical dict of a pooling-weights spec (a built-in name or ``{"kind": ...,
+    **params}``, module docstring) for sequence length ``T``: keys sorted, built-in names
+    as ``{"kind": name}``, ``tau`` of ``causal_limit`` / ``causal_attention`` always
+    present (default 0.0) as a float, ``custom`` values a list of floats. Raises
+    ValueError: unknown kind, unexpected parameter, non-finite ``tau``, ``custom`` values
+    not of length ``T``, not finite, or all zero (kappa = 0). O(T).
     """
     T = _check_T(T)
     kind, params = split_model_spec("weights", spec, _PARAMS)

@@ -141,7 +141,7 @@ CURVE_PER_SNR_FACTOR = 0.016
 def estimated_curve_seconds(
     kwargs: Mapping[str, Any], n_snr: int, seconds_per_work: float = DEFAULT_SECONDS_PER_WORK
 ) -> float:
-    """Estimated single-core seconds of one ``simulate_curve`` of ``n_snr`` values
+    """Estimated single-core seconds of one curve (``simulate_cell`` of ``n_snr`` values)
     (``snr`` of ``kwargs`` ignored): :data:`CURVE_FIXED_FACTOR` and
     :data:`CURVE_PER_SNR_FACTOR` cells, or ``n_snr`` cells for ``causal_attention``."""
     cell = estimated_cell_seconds(kwargs, seconds_per_work)
