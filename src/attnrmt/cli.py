@@ -278,7 +278,15 @@ def command_status(args: argparse.Namespace) -> int:
             driver = driver_status_line(run_dir)
             if args.json:
                 print(
-                    json.dumps(_json_safe({**status.to_json(), "driver": driver and driver[1]})),
+                    json.dumps(
+                        _json_safe(
+                            {
+                                **status.to_json(),
+                                "driver": driver and driver[1],
+                                "rounds": round_status_lines(run_dir),
+                            }
+                        )
+                    ),
                     flush=True,
                 )
             else:
