@@ -23,11 +23,12 @@ SNAKEMAKE = $(BIN)/snakemake --cores $(CORES) --configfile $(CONFIG) --workflow-
 
 venv: $(STAMP)
 
-# Everything `make run` and `make test` need: the workflow and cluster extras, the tests'.
+# Everything `make run`, `make test` and `make bench` need: the workflow and cluster extras, the
+# tests', the docs' and the benchmarks' (python-adaptive).
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[all,test,docs]'
+	$(BIN)/python -m pip install --quiet -e '.[all,test,docs,bench]'
 	touch $(STAMP)
 
 # attnrmt run: validate first (a YAML syntax error is named with file, line and column;

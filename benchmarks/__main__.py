@@ -291,6 +291,21 @@ TARGETS: tuple[Target, ...] = (
         constant="bench_slope.SLOPE_TOLERANCE",
     ),
     Target(
+        "bench_adaptive",
+        ("adaptive_cells_vs_uniform",),
+        "<=",
+        0.33,
+        "cells of rounds planned by the target / the shipped uniform grid, same half-width",
+        constant="bench_adaptive.TARGET_RATIO_UNIFORM",
+    ),
+    Target(
+        "bench_adaptive",
+        ("adaptive_cells_vs_python_adaptive",),
+        "<",
+        1.0,
+        "cells of rounds planned by the target / python-adaptive's AverageLearner1D",
+    ),
+    Target(
         "bench_chaos",
         ("chaos_after_silent",),
         "<=",

@@ -6,26 +6,30 @@ Settings: the finite-size study's three (``configs/finite-size.yaml``: iid/mean,
 markov(0.5)/mean, label(0.3, 4)/optimal at delta = gamma = 0.5, T = 8) at ``d = D_ONE``,
 every threshold at that ``d`` (markov's population threshold, -0.02 < 0, is a bound for
 every design: sample only), and iid/mean over ``LADDER`` with its ``d -> inf`` limits.
-One cell function for all three strategies: an independent ``spectrum: top`` cell ->
-``theta_hat`` of both transitions (seed: setting, d, snr, replicate). One estimator for
-all three (:func:`fit`): the pipeline's detection rule and line crossing
-(docs/thresholds.md) with a parametric bootstrap of the point means, so that points with
-unequal sample counts (python-adaptive's) are handled alike; the ladder's limit is
-:func:`attnrmt.analysis.thresholds.finite_size_fit` of those crossings.
+One cell function for all three strategies: an independent cell (full spectrum, the
+cheaper one at these d) -> ``theta_hat`` of both transitions (seed: setting, d, snr,
+replicate). One estimator for all three (:func:`fit`): the pipeline's detection rule and
+line crossing (docs/thresholds.md) with a parametric bootstrap of the point means, so that
+points with unequal sample counts (python-adaptive's) are handled alike; the ladder's
+limit is :func:`attnrmt.analysis.thresholds.finite_size_fit` of those crossings.
 
 * uniform: the shipped hand-placed snr points, one replicate count for every setting, the
   smallest of ``UNIFORM_REPLICATES`` at which every threshold meets the target;
-* adaptive: ``START_POINTS`` snr points placed by the theory (span 0.75-1.7, as
-  configs/finite-size-placed.yaml) and 2 replicates, then rounds of ``next_design``;
+* adaptive: the same hand-placed snr points and 2 replicates, then rounds of
+  ``next_design`` per study (as configs/finite-size.yaml's targets do);
 * python-adaptive: one ``AverageLearner1D`` per (setting, d) on the sample
   ``theta_hat`` over the hand grid's snr range, asked for ``BATCH`` points at a time
   until every threshold of its setting meets the target.
 
-Cost: a few CPU minutes (d <= 400 top cells, one BLAS thread).
+Cost: a few CPU minutes (d <= 200, one BLAS thread). The uniform grid's replicates are
+its waste on the cheap single-d studies; the ladder, whose limit needs most cells, gets no
+cheaper per study (one replicate count across its d and snr): docs/architecture.md,
+"Rounds".
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 import sys
 import time
@@ -35,17 +39,15 @@ from collections.abc import Sequence
 import numpy as np
 
 from attnrmt.analysis.thresholds import DEFAULT_MARGIN, finite_size_fit, finite_size_weights
-from attnrmt.model import simulate_cell, validate_positional, validate_weights
+from attnrmt.model import simulate_cell
 from attnrmt.sweep.spec.cost import estimated_cell_seconds
-from attnrmt.sweep.spec.placed import place_points, setting_thresholds
 from attnrmt.sweep.spec.target import Target, distance, next_design
 from attnrmt.theory.spike import critical_theta, theta_from_population, theta_from_sample
 
 HALFWIDTH = 0.2
 D_ONE = 200
-LADDER = (100, 200, 400)
+LADDER = (50, 100, 200)
 UNIFORM_REPLICATES = (2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256)
-START_POINTS = 6
 BATCH = 8
 MAX_CELLS = 6_000
 N_BOOT = 400
@@ -76,7 +78,8 @@ STUDIES = {f"{s} d={D_ONE}": (s, (D_ONE,)) for s in SETTINGS} | {
     "iid/mean ladder": ("iid/mean", LADDER)
 }
 BOTH = ("population", "sample")
-TARGET = Target(dict.fromkeys(BOTH, HALFWIDTH), dict.fromkeys(BOTH, False), 1.0, BOTH, 4.0)
+#: The target of every study (max_growth: the schema's default, 2).
+TARGET = Target(dict.fromkeys(BOTH, HALFWIDTH), dict.fromkeys(BOTH, False), 1.0, BOTH, 2.0)
 
 
 class Cells:
@@ -84,7 +87,14 @@ class Cells:
 
     def __init__(self) -> None:
         self.done: dict[tuple, tuple[float, float]] = {}
+        self.cpu: dict[tuple, float] = {}
         self.seconds = 0.0
+
+    def design_cpu(self, study: str, snr: Sequence[float], reps: int) -> float:
+        """Measured CPU seconds of a study's grid design (its cells computed)."""
+        setting, ds = STUDIES[study]
+        grid = itertools.product(ds, (round(float(x), 6) for x in snr), range(reps))
+        return sum(self.cpu[(setting, d, x, r)] for d, x, r in grid)
 
     def __call__(self, setting: str, d: int, snr: float, rep: int) -> tuple[float, float]:
         key = (setting, d, round(float(snr), 6), rep)
@@ -92,10 +102,9 @@ class Cells:
             positional, weights = SETTINGS[setting][:2]
             seed = [list(SETTINGS).index(setting), d, int(key[2] * 1e6), rep]
             started = time.process_time()
-            c = simulate_cell(
-                d, 0.5, 0.5, 8, positional, weights, key[2], seed=seed, spectrum="top"
-            )
-            self.seconds += time.process_time() - started
+            c = simulate_cell(d, 0.5, 0.5, 8, positional, weights, key[2], seed=seed)
+            self.cpu[key] = time.process_time() - started
+            self.seconds += self.cpu[key]
             delta, gamma = d / c.V, d / c.N
             self.done[key] = (
                 float(theta_from_population(c.pop_top_eigenvalues[0], delta, c.kappa)),
@@ -183,7 +192,7 @@ def grid_data(cells: Cells, study: str, snr: Sequence[float], reps: int) -> dict
 
 def cell_seconds(setting: str, d: int) -> float:
     _positional, weights = SETTINGS[setting][:2]
-    kw = {"d": d, "delta": 0.5, "gamma": 0.5, "T": 8, "weights": weights, "spectrum": "top"}
+    kw = {"d": d, "delta": 0.5, "gamma": 0.5, "T": 8, "weights": weights, "spectrum": "full"}
     return estimated_cell_seconds(kw)
 
 
@@ -196,21 +205,17 @@ def uniform(cells: Cells) -> dict:
         ]
         if all(ok):
             n = sum(len(SETTINGS[s][2]) * len(ds) * reps for s, ds in STUDIES.values())
-            return {"replicates": reps, "cells": n, "reached": True}
+            cpu = sum(
+                cells.design_cpu(study, SETTINGS[s][2], reps) for study, (s, _) in STUDIES.items()
+            )
+            return {"replicates": reps, "cells": n, "cpu_seconds": cpu, "reached": True}
     return {"replicates": reps, "cells": math.nan, "reached": False}
 
 
-def placed(setting: str) -> list[float]:
-    positional, weights = SETTINGS[setting][:2]
-    specs = validate_positional(positional, 8), validate_weights(weights, 8)
-    found = setting_thresholds(("population", "sample"), 0.5, 0.5, 8, *specs, True)
-    return place_points(list(found.values()), (0.75, 1.7), START_POINTS)
-
-
 def adaptive(cells: Cells) -> dict:
-    total, rounds, reached, designs = 0, 0, [], {}
+    total, rounds, reached, designs, cpu = 0, 0, [], {}, 0.0
     for study, (setting, ds) in STUDIES.items():
-        reps, snr, spent = 2, placed(setting), 0.0
+        reps, snr, spent = 2, SETTINGS[setting][2], 0.0
 
         def price(r: int, xs: Sequence[float], ds: tuple = ds, setting: str = setting) -> float:
             return r * len(xs) * sum(cell_seconds(setting, d) for d in ds)
@@ -232,7 +237,9 @@ def adaptive(cells: Cells) -> dict:
         total += reps * len(snr) * len(ds)
         reached.append(met(study, grid_data(cells, study, snr, reps)))
         designs[study] = {"replicates": reps, "snr_points": len(snr)}
-    return {"cells": total, "rounds": rounds, "reached": all(reached), "designs": designs}
+        cpu += cells.design_cpu(study, snr, reps)
+    out = {"cells": total, "cpu_seconds": cpu, "rounds": rounds, "reached": all(reached)}
+    return out | {"designs": designs}
 
 
 def python_adaptive(cells: Cells) -> dict:
@@ -266,7 +273,8 @@ def python_adaptive(cells: Cells) -> dict:
         total += n
         reached.append(met(study, data))
         print("python-adaptive", study, n, round(cells.seconds), file=sys.stderr, flush=True)
-    return {"cells": total, "reached": all(reached)}
+    cpu = sum(seconds for key, seconds in cells.cpu.items() if key[3] >= 10_000)
+    return {"cells": total, "cpu_seconds": cpu, "reached": all(reached)}
 
 
 def main() -> dict:
@@ -280,6 +288,11 @@ def main() -> dict:
     result["adaptive_cells_vs_uniform"] = round(cells_of["adaptive"] / cells_of["uniform"], 3)
     result["adaptive_cells_vs_python_adaptive"] = round(
         cells_of["adaptive"] / cells_of["python_adaptive"], 3
+    )
+    cpu_of = {k: result[k]["cpu_seconds"] for k in cells_of}
+    result["adaptive_cpu_vs_uniform"] = round(cpu_of["adaptive"] / cpu_of["uniform"], 3)
+    result["adaptive_cpu_vs_python_adaptive"] = round(
+        cpu_of["adaptive"] / cpu_of["python_adaptive"], 3
     )
     result["all_reached"] = all(result[k]["reached"] for k in cells_of)
     result["cpu_seconds_of_cells"] = round(cells.seconds, 1)

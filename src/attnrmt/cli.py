@@ -252,10 +252,10 @@ def _round_plan(valid: Any, run_dir: Path) -> Any:
     """The plan of the run's current round when its sweeps state a target
     (:mod:`attnrmt.sweep.run.rounds`), else of ``valid``."""
     from attnrmt.sweep import plan_run
-    from attnrmt.sweep.run.rounds import latest_round
+    from attnrmt.sweep.run.rounds import latest_round, targeted
     from attnrmt.sweep.spec.config import load_valid_config
 
-    latest = latest_round(run_dir)
+    latest = latest_round(run_dir) if targeted(valid) else None
     valid = valid if latest is None else load_valid_config(latest)
     return plan_run(valid.config, valid.sweeps)
 
@@ -278,7 +278,15 @@ def command_status(args: argparse.Namespace) -> int:
             driver = driver_status_line(run_dir)
             if args.json:
                 print(
-                    json.dumps(_json_safe({**status.to_json(), "driver": driver and driver[1]})),
+                    json.dumps(
+                        _json_safe(
+                            {
+                                **status.to_json(),
+                                "driver": driver and driver[1],
+                                "rounds": round_status_lines(run_dir),
+                            }
+                        )
+                    ),
                     flush=True,
                 )
             else:

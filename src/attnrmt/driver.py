@@ -293,6 +293,7 @@ def execute_run(
     """
     from attnrmt.extras import require_extra
     from attnrmt.sweep import plan_run
+    from attnrmt.sweep.run.rounds import targeted
     from attnrmt.sweep.spec.config import load_valid_config
     from attnrmt.sweep.store.guard import (
         RunInProgress,
@@ -318,7 +319,6 @@ def execute_run(
     except RunInProgress as busy:
         print(f"attnrmt run: {busy}", file=sys.stderr, flush=True)
         return RunOutcome(1, run_dir, log_path, (str(busy),))
-    from attnrmt.sweep.run.rounds import targeted
 
     def steps(plan: Any, valid: Any, commands: list, source: Any) -> RunOutcome:
         return _execute_steps(

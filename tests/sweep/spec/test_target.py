@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 import yaml
 
+from attnrmt.cli import status_plan
 from attnrmt.sweep import ConfigError
 from attnrmt.sweep.run import rounds
 from attnrmt.sweep.spec.config import load_valid_config, validate_config
@@ -127,8 +128,9 @@ def test_rounds_advance_resume_and_stop(tmp_path: Path, monkeypatch: pytest.Monk
     rounds.advance(run_dir, 0, valid, targets)
     following = rounds.advance(run_dir, 0, valid, targets)  # a resumed round 0: its rows again
     assert following is not None and following.name == "round-1.yaml"
-    assert load_valid_config(following).sweeps["s"].replicates == 8  # 2 x min(2^2 x 1.2, 4)
+    assert load_valid_config(following).sweeps["s"].replicates == 4  # 2 x min(2^2, max_growth 2)
     assert rounds.current_round(run_dir, "aim.yaml", "aim") == (1, following)  # resumed
+    assert status_plan("aim.yaml", "results")[0].sweeps["s"].n_cells == 4 * 4  # round 1's
 
     thresholds_csv(run_dir, 0.05)  # round 1 met every target: no round 2
     assert rounds.advance(run_dir, 1, load_valid_config(following), targets) is None

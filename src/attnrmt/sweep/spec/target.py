@@ -16,7 +16,7 @@ round's ``(replicates, snr)``:
   halfway (the crossing is extrapolated: a nearer point shrinks the line's leverage,
   docs/thresholds.md);
 * the replicates grow so that the widest finite CI meets its goal under the ``1/sqrt(R)``
-  law (``R (distance)^2``, times :data:`SAFETY`), at most ``max_growth`` times per round;
+  law (``R (distance)^2``), at most ``max_growth`` times per round;
 * the round's price (``price(replicates, snr)``: CPU seconds of the whole design, the cost
   model's) must fit the budget left, else the replicates shrink to what it affords.
 
@@ -35,8 +35,9 @@ __all__ = ["MIN_DETECTED", "SAFETY", "Target", "distance", "next_design", "parse
 
 #: Fewest detected snr points a crossing's line may rest on before points are added.
 MIN_DETECTED = 3
-#: Replicates are sized for ``SAFETY`` times the variance the ``1/sqrt(R)`` law predicts.
-SAFETY = 1.2
+#: Replicates are sized for ``SAFETY`` times the variance the ``1/sqrt(R)`` law predicts
+#: (1: aim at the goal; an undershoot costs one more small round, an overshoot cells).
+SAFETY = 1.0
 
 
 @dataclass(frozen=True)
