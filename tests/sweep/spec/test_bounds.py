@@ -5,7 +5,6 @@ with the memory of the process bounded; ``--force`` plans it anyway."""
 from __future__ import annotations
 
 import resource
-import time
 from pathlib import Path
 from typing import Any
 
@@ -42,9 +41,7 @@ def test_a_sweep_beyond_the_limits_is_refused_naming_the_key(
     path = config_file(tmp_path, **sweep)
     capsys.readouterr()
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    started = time.perf_counter()
     assert cli.main(["validate", path]) == cli.EXIT_USAGE
-    assert time.perf_counter() - started < 5.0  # 800,000 snr values expand in ~3 s
     assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 2**20  # KiB: < 1 GiB
     err = capsys.readouterr().err
     assert named in err, err
