@@ -17,7 +17,6 @@ import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from numbers import Integral
 from pathlib import Path
 from typing import Any
 
@@ -437,12 +436,6 @@ def named_models(
     return {**{name: {"kind": name} for name in builtins}, **declared}
 
 
-def _check_prefix_length(section: str, name: str, spec: Any, T: int, used_by: str) -> None:
-    """Own L <= T check so the message points at the model's key (the model checks too)."""
-    if isinstance(spec, Mapping) and isinstance(spec.get("L"), Integral) and spec["L"] > T:
-        raise ConfigError(f"{section}.{name}.L={spec['L']!r}: must be <= T={T} ({used_by})")
-
-
 def model_error(
     key_path: str, spec: Any, error: ValueError, argument: str, used_by: str = ""
 ) -> ConfigError:
@@ -481,7 +474,6 @@ def _resolve_models(
         key_path = f"{section}.{name}" if name not in builtins else f"{prefix}.{kind}[{index}]"
         for T in axes["T"]:
             used_by = f"used by {prefix} with T={T}"
-            _check_prefix_length(section, name, table[name], T, used_by)
             try:
                 specs[(name, T)] = validate(table[name], T)
             except ValueError as error:
