@@ -277,9 +277,7 @@ def sweep_tables(
     analysis = decode_bounds(analysis)
     comparison = comparison_table(sweep, cells, theory, analysis)
     thresholds = thresholds_table(sweep, cells, theory, analysis)
-    pool = pooling_table(sweep, cells, **ci)
     causal = causal_weights_table(sweep, cells, weight_models or {}, **ci)
-    down = downstream_table(sweep, cells, **ci)
     empty = pd.DataFrame()
     return {
         "classes_thresholds": empty,
@@ -288,12 +286,9 @@ def sweep_tables(
         "thresholds": thresholds,
         "summary": variant_summary(comparison, thresholds),
         "bulk": bulk_table(sweep, analysis),
-        "pooling": pool,
-        "pooling_order": ordering_table(pool, list(s["pooling_order"])),
+        **pooling_tables(sweep, cells, s),
         "causal": causal,
         "causal_verdict": causal_verdict(causal),
-        "downstream": down,
-        "downstream_ranking": downstream_ranking(down),
         "centring": centring_table(sweep, cells, theory),
     }
 
@@ -313,8 +308,6 @@ def classes_sweep_tables(
         raise ValueError(f"sweep {sweep!r}: a K-class sweep needs its K-class theory.zarr")
     analysis_settings = settings_with_defaults(settings)
     ci = ci_settings(analysis_settings)
-    down = downstream_table(sweep, cells, **ci)
-    pool = pooling_table(sweep, cells, **ci)
     tables = {name: pd.DataFrame() for name in TABLES}
     tables.update(
         {
@@ -327,13 +320,27 @@ def classes_sweep_tables(
             ),
             "classes_spikes": spike_comparison(sweep, cells, theory),
             "bulk": bulk_table(sweep, analysis),
-            "pooling": pool,
-            "pooling_order": ordering_table(pool, list(analysis_settings["pooling_order"])),
-            "downstream": down,
-            "downstream_ranking": downstream_ranking(down),
+            **pooling_tables(sweep, cells, analysis_settings),
         }
     )
     return tables
+
+
+def pooling_tables(
+    sweep: str, cells: xr.Dataset, settings: Mapping[str, Any]
+) -> dict[str, pd.DataFrame]:
+    """``pooling``, ``pooling_order``, ``downstream`` and ``downstream_ranking`` of one
+    sweep (:mod:`attnrmt.analysis.pooling`; two-class and K-class sweeps alike) from a
+    complete ``analysis:`` block. O(points x n_boot x replicates)."""
+    ci = ci_settings(settings)
+    pool = pooling_table(sweep, cells, **ci)
+    down = downstream_table(sweep, cells, **ci)
+    return {
+        "pooling": pool,
+        "pooling_order": ordering_table(pool, list(settings["pooling_order"])),
+        "downstream": down,
+        "downstream_ranking": downstream_ranking(down),
+    }
 
 
 def across_sweep_tables(
@@ -465,6 +472,7 @@ __all__ = [
     "objectify_strings",
     "open_store",
     "placeholder_note",
+    "pooling_tables",
     "read_table",
     "settings_sha256",
     "settings_with_defaults",
