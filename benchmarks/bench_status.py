@@ -105,8 +105,8 @@ def clear_caches() -> None:
     from attnrmt.sweep.report import status
     from attnrmt.sweep.store import fragments
 
-    fragments._CELL_ID_CACHE.clear()
-    status._TIMING_CACHE.clear()
+    fragments._INDEX = fragments.CellIndex()
+    status._TIMINGS.clear()
 
 
 def timed(function: Any, *args: Any) -> float:

@@ -81,7 +81,7 @@ def unresolved_failures(
     failed = read_failures(sweep)
     if not failed:  # the common case: no need to read every fragment's cell keys
         return []
-    keys = [str(cell["key"]) for cell in failed if isinstance(cell.get("key"), str)]
+    keys = [str(c["key"]) for c in failed if isinstance(c.get("key"), str) and len(c["key"]) == 64]
     finished = set(done) if done is not None else finished_keys(keys, sweep)
     return [cell for cell in failed if cell.get("key") not in finished]
 

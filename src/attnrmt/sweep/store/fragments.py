@@ -41,7 +41,13 @@ from attnrmt.contract import (
     SIZE_FIELDS,
     TOP_K_FIELDS,
 )
-from attnrmt.sweep.spec.identity import cell_id_hashes
+from attnrmt.sweep.spec.identity import (
+    cell_id_hashes,
+    cell_ids,
+    id_digests,
+    key_bytes,
+    root_seeds_of,
+)
 from attnrmt.sweep.store.atomic import atomic_path, write_bytes_atomically
 from attnrmt.sweep.store.layout import (
     CACHE_DIRNAME,
@@ -699,10 +705,11 @@ Signature = tuple[int, int, int, int]
 atomically, so a changed file has a new signature."""
 
 
-def _key_prefixes(keys: Sequence[str]) -> np.ndarray:
-    """The first 8 bytes of each hex cell key as uint64 (keys are sha256 digests: a
-    uniform 64-bit hash). O(n)."""
-    return np.array([int(key[:16], 16) for key in keys], dtype=np.uint64)
+def _key_prefixes(keys: np.ndarray) -> np.ndarray:
+    """The first 8 bytes of each raw cell key (``S32``, :func:`key_bytes`) as uint64 (keys
+    are sha256 digests: a uniform 64-bit hash). O(n) vectorised."""
+    raw = np.ascontiguousarray(keys, dtype="S32").view(np.uint8).reshape(-1, 32)
+    return np.ascontiguousarray(raw[:, :8]).view(">u8").reshape(-1).astype(np.uint64)
 
 
 class CellIndex:
@@ -732,14 +739,12 @@ class CellIndex:
             ids = read_fragment_cell_ids(path)
         except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile):
             return False
-        hashes = np.sort(cell_id_hashes(ids))
-        prefixes = _key_prefixes([key for key, _ in ids])
+        keys = key_bytes([key for key, _ in ids])
+        hashes = np.sort(id_digests(cell_ids(keys, root_seeds_of([seed for _, seed in ids]))))
         with self._lock:
             if signature not in self._prefixes:
-                self._prefixes[signature] = prefixes
+                self._prefixes[signature] = _key_prefixes(keys)
                 self._pending[signature] = hashes
-                if len(self._pending) >= self.MERGE_EVERY:
-                    self._merge()
         return True
 
     def _merge(self) -> None:
@@ -764,6 +769,8 @@ class CellIndex:
         }
         where = np.full(hashes.size, len(files), dtype=np.int64)
         with self._lock:
+            if len(self._pending) >= self.MERGE_EVERY:
+                self._merge()
             pending = [(position_of[s], h) for s, h in self._pending.items() if s in position_of]
             merged, owner = self._merged_hashes, self._merged_owner
             rank = np.array([position_of.get(s, len(files)) for s in self._owners] + [len(files)])
@@ -843,7 +850,7 @@ def finished_keys(keys: Sequence[str], sweep_dir: str | os.PathLike[str]) -> set
     """The ``keys`` of which a fragment of the sweep holds a cell (any seed): what
     ``attnrmt plan``, ``attnrmt status`` and the failure records count as done.
     O(files) ``stat`` calls plus :meth:`CellIndex.has_keys`."""
-    found = _INDEX.has_keys(_key_prefixes(keys), fragment_files(sweep_dir, (), False))
+    found = _INDEX.has_keys(_key_prefixes(key_bytes(keys)), fragment_files(sweep_dir))
     return {key for key, hit in zip(keys, found.tolist(), strict=True) if hit}
 
 
