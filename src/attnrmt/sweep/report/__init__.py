@@ -1,12 +1,4 @@
-"""Read-only views of a run for people.
-
-Progress, status, provenance, failed cells and the end summary; nothing here writes results."""
-
-from attnrmt._lazy import lazy_door
-
-#: Where each public name lives (imported on first use, PEP 562).
-_EXPORTS: dict[str, str] = {}
-
-__getattr__, __dir__ = lazy_door(__name__, _EXPORTS)
+"""Read-only views of a run for people: progress, status, provenance, failed cells and the
+end summary; nothing here writes results. No public names: import from the modules."""
 
 __all__: list[str] = []

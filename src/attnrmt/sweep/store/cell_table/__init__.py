@@ -1,10 +1,4 @@
-"""The cell table of a sweep (cells.zarr): its layout, writer and reader."""
-
-from attnrmt._lazy import lazy_door
-
-#: Where each public name lives (imported on first use, PEP 562).
-_EXPORTS: dict[str, str] = {}
-
-__getattr__, __dir__ = lazy_door(__name__, _EXPORTS)
+"""The cell table of a sweep (cells.zarr): its layout, writer and reader. No public names:
+import from the modules."""
 
 __all__: list[str] = []
