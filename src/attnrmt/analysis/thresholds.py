@@ -49,6 +49,7 @@ import numpy as np
 import xarray as xr
 
 from attnrmt.analysis._common import at_signal, effective_ratios, plain, setting_rng
+from attnrmt.analysis.own_theta import own_critical, own_theta
 from attnrmt.contract import CURVE_AXES, TABLE_AXIS, TRANSITIONS
 from attnrmt.theory.spike import critical_theta, theta_from_population, theta_from_sample
 
@@ -76,7 +77,8 @@ def theta_hat(cells: xr.Dataset) -> xr.DataArray:
     """Per-replicate ``theta_hat`` for both transitions (step 1 of the module's estimator).
 
     Population: ``pop_top_eigenvalues`` at the signal index; sample: ``top_eigenvalues`` at
-    the signal index (:func:`attnrmt.analysis._common.signal_index`).
+    the signal index (:func:`attnrmt.analysis._common.signal_index`). Cells of an
+    anisotropic or file table law: their own inverse maps (:mod:`attnrmt.analysis.own_theta`).
 
     Returns
     -------
@@ -92,7 +94,7 @@ def theta_hat(cells: xr.Dataset) -> xr.DataArray:
     out = xr.concat([pop_theta, sam_theta], dim="transition", join="outer")
     out = out.assign_coords(transition=list(TRANSITIONS))
     out.attrs = {"long_name": "spike strength inferred from the outlier", "units": "kappa"}
-    return out.drop_vars("k", errors="ignore")
+    return own_theta(cells, out.drop_vars("k", errors="ignore"))
 
 
 def _weighted_line(x: np.ndarray, y: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, ...]:
@@ -608,6 +610,7 @@ def estimate_thresholds(
                 theta_c[(*index, t)] = float(
                     critical_theta(dvals[index], gvals[index], str(transition))
                 )
+    theta_c, th = own_critical(th, curve_dims, theta_c)  # general bulks: their own theta_c
     for index in np.ndindex(*(rest_shape if multi_d else shape)):
         setting = {
             dim: plain(th[dim].values[i])

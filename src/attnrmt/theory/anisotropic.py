@@ -220,6 +220,39 @@ def thresholds(bulk: AnisotropicBulk, ratio: NDArray, rest: NDArray) -> tuple[ND
     return out[0], out[1]
 
 
+def spike_strength(
+    bulk: AnisotropicBulk, pop: NDArray, sample: NDArray, noise: NDArray, points: int = 4096
+) -> tuple[NDArray, NDArray, NDArray, NDArray]:
+    """Inverse spike maps of a general bulk (docs/thresholds.md, "General bulks"): the
+    strength ``theta = (alpha/kappa)(snr + delta)`` whose signal spike has the population
+    (sample) outlier ``pop`` (``sample``, units of kappa), ``noise = (alpha/kappa) delta``
+    the class-mean noise's part: ``theta = x_pop(s)/(1 + U_u) + noise (U_u - U_sized)/(1 +
+    U_u)`` at the ``s`` of the outlier; and the critical strengths ``theta_c`` (the same at
+    the edge). An eigenvalue at or inside the edge gives ``theta_c``, NaN gives NaN. ``x``
+    increases in ``s`` above the edge: it is tabulated on ``points`` values of ``s`` (dense
+    at the edge), ``s`` interpolated at the outlier and polished by one Newton step.
+    O(points x atoms + outliers x (log points + atoms))."""
+    noise = np.asarray(noise, dtype=float)
+
+    def strength(s: NDArray) -> NDArray:
+        u_u, u_r = bulk.transform(bulk.signal, s)[0], bulk.transform(bulk.sized, s)[0]
+        return (bulk.population.inverse_map(s)[0] + noise * (u_u - u_r)) / (1 + u_u)
+
+    out: list[NDArray] = []
+    for law, edge, x in ((bulk.population, bulk.s_pop, pop), (bulk.sample, bulk.s_sample, sample)):
+        x = np.asarray(x, dtype=float)
+        start = max(edge, bulk.floor * (1 + 1e-12) + 1e-300)
+        top = 1.1 * max(2 * start, float(np.nanmax(x, initial=0.0))) + 1.0  # x(s) >= s
+        s = start + (top - start) * np.linspace(0.0, 1.0, points) ** 2
+        grid = law.inverse_map(s)[0]
+        at = np.interp(x, grid, s)
+        value, slope, _ = law.inverse_map(at)
+        with np.errstate(all="ignore"):  # one Newton step; at the edge x'(s) = 0
+            at = np.where(slope > 0, np.clip(at - (value - x) / slope, start, top), at)
+        out += [np.where(np.isnan(x), np.nan, strength(at)), strength(np.full(x.shape, start))]
+    return out[0], out[2], out[1], out[3]
+
+
 def anisotropic_parts(
     law: Mapping[str, Any],
     arrays: Mapping[str, NDArray],
@@ -292,5 +325,6 @@ __all__ = [
     "anisotropic_parts",
     "file_bulk",
     "spike_solution",
+    "spike_strength",
     "thresholds",
 ]
