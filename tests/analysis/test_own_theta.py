@@ -6,8 +6,10 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import pandas as pd
 import xarray as xr
 
+from attnrmt.analysis.bulk_fit import bulk_fit
 from attnrmt.analysis.thresholds import estimate_thresholds, theta_hat
 from attnrmt.model.table_laws import covariance_spectrum
 from attnrmt.theory.anisotropic import anisotropic_bulk, spike_solution, thresholds
@@ -56,3 +58,54 @@ def test_anisotropic_theta_hat_is_the_planted_strength_and_thresholds_the_law_s(
             np.testing.assert_allclose(got, np.broadcast_to(want[:, None], got.shape), rtol=1e-8)
         estimate = estimate_thresholds(cells, n_boot=20)["threshold_estimate"].squeeze()
         np.testing.assert_allclose(estimate.values, [low.item(), high.item()], rtol=1e-6)
+
+
+def test_anisotropic_bulk_is_fitted_to_its_own_law() -> None:
+    """Eigenvalues of one simulated two-level S (Sigma^1/2 Z^T Z Sigma^1/2 / V sampled by
+    N rows) are within KS ~ d^-1/2 of the law's own bulk (the isotropic one: ~0.1)."""
+    d = 400
+    cells, _ = make_synthetic(d=(d,), snr=(0.0, 1.0), replicates=2, noise=0.0)
+    law = {**LAW, "signal": "random"}
+    cells.attrs.update(table_name="aniso", table_law=json.dumps(law))
+    V, N = int(cells["V"].max()), int(cells["N"].max())
+    rng = np.random.default_rng(0)
+    root = np.sqrt(covariance_spectrum(law, d))  # type: ignore[arg-type]
+    z = rng.standard_normal((V, d)) * root
+    lam, vec = np.linalg.eigh(z.T @ z / V)
+    y = rng.standard_normal((N, d)) @ (vec * np.sqrt(np.maximum(lam, 0.0))) @ vec.T
+    spectrum = np.linalg.eigvalsh(y.T @ y / N)
+    eig = cells["eigenvalues"]
+    cells["eigenvalues"] = (
+        (cells["kappa"] * xr.DataArray(spectrum, dims="eig"))
+        .broadcast_like(eig)
+        .transpose(*eig.dims)
+    )
+    fit = bulk_fit(cells, margin=0.05)
+    assert float(fit["bulk_ks"].max()) < 0.04
+    assert int(fit["bulk_n_outliers"].max()) == 0
+    ratio = fit["bulk_upper_edge_emp"] / fit["bulk_upper_edge_th"]
+    assert 0.95 < float(ratio.min()) and float(ratio.max()) < 1.0
+
+
+def test_universality_judges_an_anisotropic_law_by_its_own_theory() -> None:
+    """The law's cells are its own theory plus the Gaussian cells' error: consistent; its
+    distance from the Gaussian theory (0.5) is not an error."""
+    from attnrmt.analysis.universality import INPUT_COLUMNS, universality_table
+    from attnrmt.contract import AXES
+
+    snr = np.array([1.0, 2.0, 3.0])
+    gaussian_theory, own_theory, error = 2.0 + snr, 2.5 + snr, np.array([0.01, -0.02, 0.015])
+    rows = []
+    for law, kind, theory in (
+        ("gaussian", "gaussian", gaussian_theory),
+        ("a", "anisotropic", own_theory),
+    ):
+        for i, s in enumerate(snr):
+            row = dict.fromkeys(INPUT_COLUMNS, np.nan)
+            row.update({axis: 0 for axis in AXES}, d=200, snr=s, sweep="s", law=law, kind=kind)
+            row.update(quantity="sample_outlier", empirical=theory[i] + error[i], theory=theory[i])
+            row.update(empirical_sem=0.01, n=8)
+            rows.append(row)
+    table = universality_table(pd.DataFrame(rows))
+    assert bool(table["consistent"].iloc[0])
+    assert float(table["mean_abs_error"].iloc[0]) < 0.02

@@ -15,12 +15,14 @@ the remaining eigenvalues with the continuous part of the law,
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import xarray as xr
 
 from attnrmt.analysis._common import effective_ratios
+from attnrmt.analysis.own_theta import own_bulk_fit
 from attnrmt.theory import bulk_atom, bulk_cdf, bulk_edges
 
 #: Relative size below which an eigenvalue counts as zero (numerics, not a setting).
@@ -64,10 +66,11 @@ def ks_distances(
     *,
     margin: float,
     zero_tol: float = DEFAULT_ZERO_TOL,
+    law: tuple[Callable[[np.ndarray], np.ndarray], float] | None = None,
 ) -> dict[str, np.ndarray]:
     """:func:`ks_distance` of many spectra at once: ``spectra`` (n, m) NaN-padded rows,
     ``delta``, ``gamma``, ``kappa`` (n,). Returns each field of :func:`ks_distance` as an
-    (n,) array.
+    (n,) array. ``law``: another bulk of ``S/kappa`` (its CDF, upper edge) for every row.
 
     Every step is vectorised over the rows (sorted rows, masks of the zeros, outliers and
     retained values, ranks by a cumulative sum); the closed-form CDF
@@ -81,7 +84,7 @@ def ks_distances(
     fields["n_bulk"][:] = 0.0
     if n_rows == 0 or width == 0:
         return fields
-    _, upper = bulk_edges(delta, gamma)
+    upper = bulk_edges(delta, gamma)[1] if law is None else law[1]
     cutoffs = kappa * np.asarray(upper, dtype=float) * (1.0 + margin)
     atoms = np.broadcast_to(np.asarray(bulk_atom(delta, gamma), dtype=float), (n_rows,))
     lam = np.sort(spectra, axis=1)  # ascending, NaN last
@@ -102,7 +105,9 @@ def ks_distances(
         return fields
     owner = np.nonzero(kept)[0]
     scaled = (lam / kappa[:, None])[kept]
-    raw_cdf = np.asarray(bulk_cdf(scaled, delta[owner], gamma[owner]), dtype=float)
+    raw_cdf = np.asarray(
+        bulk_cdf(scaled, delta[owner], gamma[owner]) if law is None else law[0](scaled), dtype=float
+    )
     cdf = (raw_cdf - atoms[owner]) / (1.0 - atoms[owner])
     rank = (np.cumsum(kept, axis=1) - 1)[kept]  # position among the row's kept values
     distance = np.full(lam.shape, -np.inf)
@@ -192,7 +197,8 @@ def bulk_fit(cells: xr.Dataset, *, margin: float, zero_tol: float = DEFAULT_ZERO
 
     Applies :func:`ks_distance` to ``eigenvalues`` of every cell and replicate with the
     realised ratios ``d/V``, ``d/N`` and the cell's ``kappa``, and adds the theoretical edges
-    ``kappa * bulk_edges`` and atom for comparison.
+    ``kappa * bulk_edges`` and atom for comparison; the cells of an anisotropic or file
+    table law are fitted to that law's own bulk (:func:`attnrmt.analysis.own_theta.own_bulk_fit`).
 
     Parameters
     ----------
@@ -231,7 +237,7 @@ def bulk_fit(cells: xr.Dataset, *, margin: float, zero_tol: float = DEFAULT_ZERO
             values, dims=dims, coords=coords, attrs={"long_name": long_name, "units": units}
         )
 
-    return xr.Dataset(
+    fit = xr.Dataset(
         {
             "bulk_ks": da(out["ks"], "KS distance of the bulk from kappa MP_delta ⊠ MP_gamma", "1"),
             "bulk_n_outliers": da(out["n_outliers"], "eigenvalues above the edge margin", "count"),
@@ -244,6 +250,7 @@ def bulk_fit(cells: xr.Dataset, *, margin: float, zero_tol: float = DEFAULT_ZERO
         },
         attrs={"outlier_margin": margin, "zero_tol": zero_tol},
     )
+    return own_bulk_fit(cells, fit, margin=margin, zero_tol=zero_tol)
 
 
 __all__ = [

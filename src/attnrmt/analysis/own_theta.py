@@ -1,11 +1,11 @@
-"""``theta_hat`` and ``theta_c`` of the table laws with a general bulk (anisotropic, file):
-the inverse spike maps of each law's own theory (docs/thresholds.md, "General bulks";
-:func:`attnrmt.theory.anisotropic.spike_strength`) in place of the isotropic closed forms,
-which stay the path of every other law."""
+"""``theta_hat``, ``theta_c`` and the bulk fit of the table laws with a general bulk
+(anisotropic, file): each law's own theory (docs/thresholds.md, "General bulks";
+:func:`attnrmt.theory.anisotropic.spike_strength`, :func:`attnrmt.theory.free.free_density`)
+in place of the isotropic closed forms, which stay the path of every other law."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import numpy as np
@@ -14,12 +14,26 @@ import xarray as xr
 from attnrmt.analysis._common import at_signal, effective_ratios
 from attnrmt.contract import TABLE_AXIS
 from attnrmt.model.table_laws import covariance_spectrum
+from attnrmt.theory import bulk_atom
 from attnrmt.theory.anisotropic import AnisotropicBulk, anisotropic_bulk, file_bulk, spike_strength
+from attnrmt.theory.free import free_density
 
 #: Table-law kinds whose bulk is not the isotropic one (docs/model.md, "Anisotropic tables").
 GENERAL_KINDS = ("anisotropic", "file")
 #: Coordinate of ``theta_hat`` carrying the general laws' ``theta_c`` to the fit.
 CRITICAL = "theta_c_own"
+#: Points of the sample bulk's density integrated into its CDF (error ~1e-4 in the CDF).
+CDF_POINTS = 4001
+#: bulk_fit's variables for the fields of :func:`attnrmt.analysis.bulk_fit.ks_distances`.
+_BULK = {
+    "ks": "bulk_ks",
+    "n_outliers": "bulk_n_outliers",
+    "zero_fraction": "bulk_zero_fraction",
+    "lower_edge": "bulk_lower_edge_emp",
+    "upper_edge": "bulk_upper_edge_emp",
+    "lower_th": "bulk_lower_edge_th",
+    "upper_th": "bulk_upper_edge_th",
+}
 
 
 def _bulk(law: Mapping[str, Any], d: int, delta: float, gamma: float) -> AnisotropicBulk:
@@ -31,41 +45,56 @@ def _bulk(law: Mapping[str, Any], d: int, delta: float, gamma: float) -> Anisotr
     return anisotropic_bulk(lam, on_u, delta, gamma)
 
 
+def _general_laws(cells: xr.Dataset) -> dict[str, dict[str, Any]]:
+    from attnrmt.analysis.universality import sweep_laws
+
+    laws = sweep_laws(cells.attrs)
+    present = set(cells[TABLE_AXIS].values) if TABLE_AXIS in cells.dims else set(laws)
+    return {n: law for n, law in laws.items() if law["kind"] in GENERAL_KINDS and n in present}
+
+
+def _settings(
+    law: Mapping[str, Any], flat: list[np.ndarray]
+) -> Iterator[tuple[AnisotropicBulk, np.ndarray]]:
+    """The bulk of every distinct ``(delta, gamma, d)`` (the last three of the flat arrays)
+    and the rows that have it."""
+    keys = np.stack(flat[-3:], axis=1)
+    for key in np.unique(keys[np.isfinite(keys).all(axis=1)], axis=0):
+        yield _bulk(law, int(key[2]), float(key[0]), float(key[1])), np.all(keys == key, axis=1)
+
+
+def _flat(arrays: list[xr.DataArray], at: dict[str, str]) -> tuple[list[str], list[np.ndarray]]:
+    parts = [a.loc[at].drop_vars("k", errors="ignore") for a in arrays]
+    dims = [str(dim) for dim in parts[0].dims]
+    return dims, [np.asarray(a.transpose(*dims).values, dtype=float).ravel() for a in parts]
+
+
 def own_theta(cells: xr.Dataset, theta: xr.DataArray) -> xr.DataArray:
     """``theta`` (the isotropic ``theta_hat``, ``transition`` first) with the cells of every
     general law replaced by its own inverse maps, and the coordinate :data:`CRITICAL`
     (NaN for the other laws) when the sweep has such a law. One bulk per distinct
     ``(law, d, delta, gamma)``: O(bulks x (scans + 4096 x atoms) + cells x atoms)."""
-    from attnrmt.analysis.universality import sweep_laws
-
-    laws = {n: law for n, law in sweep_laws(cells.attrs).items() if law["kind"] in GENERAL_KINDS}
+    laws = _general_laws(cells)
     if not laws:
         return theta
     delta, gamma = effective_ratios(cells)
     pop = at_signal(cells, "pop_top_eigenvalues", population=True) / cells["kappa"]
     sam = at_signal(cells, "top_eigenvalues") / cells["kappa"]
     noise = cells["alpha"] / cells["kappa"] * delta
-    pop, sam, noise, delta, gamma, d = xr.broadcast(pop, sam, noise, delta, gamma, cells["d"])
+    arrays = list(xr.broadcast(pop, sam, noise, delta, gamma, cells["d"]))
     theta = theta.copy()
     critical = xr.full_like(theta, np.nan)
     for name, law in laws.items():
-        at = {TABLE_AXIS: name} if TABLE_AXIS in pop.dims else {}
-        arrays = [
-            a.loc[at].drop_vars("k", errors="ignore") for a in (pop, sam, noise, delta, gamma, d)
-        ]
-        dims = arrays[0].dims
-        flat = [np.asarray(a.transpose(*dims).values, dtype=float).ravel() for a in arrays]
-        keys = np.stack(flat[3:], axis=1)
+        at = {TABLE_AXIS: name} if TABLE_AXIS in arrays[0].dims else {}
+        dims, flat = _flat(arrays, at)
         if law["kind"] == "file":  # no class-mean noise beyond the table's own Dlt_0
             flat[2] = np.zeros_like(flat[2])
-        found = np.full((4, keys.shape[0]), np.nan)
-        for key in np.unique(keys[np.isfinite(keys).all(axis=1)], axis=0):
-            rows = np.all(keys == key, axis=1)
-            bulk = _bulk(law, int(key[2]), float(key[0]), float(key[1]))
+        found = np.full((4, flat[0].size), np.nan)
+        for bulk, rows in _settings(law, flat):
             found[0, rows], found[1, rows], found[2, rows], found[3, rows] = spike_strength(
                 bulk, flat[0][rows], flat[1][rows], flat[2][rows]
             )
-        shape = arrays[0].shape
+        shape = arrays[0].loc[at].drop_vars("k", errors="ignore").transpose(*dims).shape
         for target, first in ((theta, 0), (critical, 2)):
             values = np.stack([found[first].reshape(shape), found[first + 1].reshape(shape)])
             new = xr.DataArray(values, dims=("transition", *dims))
@@ -86,4 +115,53 @@ def own_critical(
     return np.where(np.isfinite(own), own, theta_c), theta.drop_vars(CRITICAL)
 
 
-__all__ = ["CRITICAL", "GENERAL_KINDS", "own_critical", "own_theta"]
+def _cdf(bulk: AnisotropicBulk, atom: float) -> Callable[[np.ndarray], np.ndarray]:
+    """CDF of the sample bulk of ``S/kappa``: its density integrated on :data:`CDF_POINTS`
+    points (trapezoids, normalised to ``1 - atom``) plus the closed-form atom at 0."""
+    x = np.linspace(0.0, float(bulk.edges[-1, 1]), CDF_POINTS)
+    rho = free_density(bulk.sample, x)
+    mass = np.concatenate([[0.0], np.cumsum((rho[1:] + rho[:-1]) * np.diff(x) / 2)])
+    mass = atom + (1 - atom) * mass / mass[-1]
+    return lambda values: np.interp(values, x, mass)
+
+
+def own_bulk_fit(
+    cells: xr.Dataset, fit: xr.Dataset, *, margin: float, zero_tol: float
+) -> xr.Dataset:
+    """``fit`` (:func:`attnrmt.analysis.bulk_fit.bulk_fit`) with the cells of every general
+    law fitted to its own bulk: KS distance from its CDF, outliers above its edge, its
+    theory edges. O(settings x CDF_POINTS x atoms x Newton steps + cells x eig log eig)."""
+    from attnrmt.analysis.bulk_fit import ks_distances
+
+    laws = _general_laws(cells)
+    if not laws:
+        return fit
+    fit = fit.copy(deep=True)
+    eig = cells["eigenvalues"]
+    grid = eig.isel(eig=0, drop=True)
+    delta, gamma = effective_ratios(cells)
+    arrays = [a.broadcast_like(grid) for a in (cells["kappa"], delta, gamma, cells["d"])]
+    for name, law in laws.items():
+        at = {TABLE_AXIS: name} if TABLE_AXIS in eig.dims else {}
+        dims, flat = _flat(arrays, at)
+        spectra = np.asarray(eig.loc[at].transpose(*dims, "eig").values, dtype=float)
+        spectra = spectra.reshape(flat[0].size, -1)
+        found = {key: np.full(flat[0].size, np.nan) for key in _BULK}
+        for bulk, rows in _settings(law, flat):
+            kappa, delta_r, gamma_r = flat[0][rows], flat[1][rows], flat[2][rows]
+            own = (_cdf(bulk, float(bulk_atom(delta_r[0], gamma_r[0]))), float(bulk.edges[-1, 1]))
+            fields = ks_distances(
+                spectra[rows], delta_r, gamma_r, kappa, margin=margin, zero_tol=zero_tol, law=own
+            )
+            for key in ("ks", "n_outliers", "zero_fraction", "lower_edge", "upper_edge"):
+                found[key][rows] = fields[key]
+            found["lower_th"][rows] = kappa * bulk.edges[0, 0]
+            found["upper_th"][rows] = kappa * bulk.edges[-1, 1]
+        shape = tuple(eig.loc[at].sizes[dim] for dim in dims)
+        for key, variable in _BULK.items():
+            values = xr.DataArray(found[key].reshape(shape), dims=dims)
+            fit[variable].loc[at] = values.transpose(*fit[variable].loc[at].dims).values
+    return fit
+
+
+__all__ = ["CRITICAL", "GENERAL_KINDS", "own_bulk_fit", "own_critical", "own_theta"]

@@ -25,7 +25,9 @@ the two intervals overlap. The per-point p-values of one (law, quantity, d) are 
 by Fisher's method (``-2 sum log p ~ chi2(2 k)``, the points are independent cells), and
 the combined p-value is compared with ``FAMILY_ALPHA / m`` (Bonferroni over the ``m``
 tests of the law), so a law that follows the Gaussian theory is called "differs" with
-probability at most :data:`FAMILY_ALPHA`.
+probability at most :data:`FAMILY_ALPHA`. A law with its own theory (anisotropic, file:
+:data:`attnrmt.analysis.own_theta.GENERAL_KINDS`) is compared through its errors: its cells
+minus its own theory against the Gaussian cells minus theirs.
 
 Everything here is a pure function of tables; O(rows) time.
 """
@@ -43,6 +45,7 @@ import xarray as xr
 
 from attnrmt.analysis._common import replicate_mean_sem
 from attnrmt.analysis.comparison import SPIKE_QUANTITIES, SUMMARY_QUANTITIES
+from attnrmt.analysis.own_theta import GENERAL_KINDS
 from attnrmt.contract import AXES, TABLE_AXIS
 
 #: Quantities of the universality study, in report order.
@@ -301,6 +304,11 @@ def universality_table(
                 continue
             keys = ["quantity", *[c for c in POINT_COLUMNS if part[c].notna().any()]]
             matched = _match(part, gaussian[gaussian["quantity"] == quantity], keys)
+            if part["kind"].iloc[0] in GENERAL_KINDS:  # its own theory: compare the errors
+                off = matched["theory"] - matched["theory_g"]
+                matched = matched.assign(
+                    **{c: matched[c] - off for c in ("empirical", "low", "high")}
+                )
             for d, at_d in matched.groupby("d", sort=True):
                 theory = at_d["theory_g"].to_numpy(float)
                 error = at_d["empirical"].to_numpy(float) - theory
