@@ -305,6 +305,7 @@ def universality_table(
             keys = ["quantity", *[c for c in POINT_COLUMNS if part[c].notna().any()]]
             matched = _match(part, gaussian[gaussian["quantity"] == quantity], keys)
             if part["kind"].iloc[0] in GENERAL_KINDS:  # its own theory: compare the errors
+                matched = matched[np.isfinite(matched["theory"].to_numpy(float))]
                 off = matched["theory"] - matched["theory_g"]
                 matched = matched.assign(
                     **{c: matched[c] - off for c in ("empirical", "low", "high")}

@@ -239,17 +239,21 @@ def spike_strength(
         return (bulk.population.inverse_map(s)[0] + noise * (u_u - u_r)) / (1 + u_u)
 
     out: list[NDArray] = []
-    for law, edge, x in ((bulk.population, bulk.s_pop, pop), (bulk.sample, bulk.s_sample, sample)):
-        x = np.asarray(x, dtype=float)
-        start = max(edge, bulk.floor * (1 + 1e-12) + 1e-300)
-        top = 1.1 * max(2 * start, float(np.nanmax(x, initial=0.0))) + 1.0  # x(s) >= s
-        s = start + (top - start) * np.linspace(0.0, 1.0, points) ** 2
-        grid = law.inverse_map(s)[0]
-        at = np.interp(x, grid, s)
-        value, slope, _ = law.inverse_map(at)
-        with np.errstate(all="ignore"):  # one Newton step; at the edge x'(s) = 0
+    with np.errstate(all="ignore"):  # a known population's edge is a pole (file tables)
+        for law, edge, x in (
+            (bulk.population, bulk.s_pop, pop),
+            (bulk.sample, bulk.s_sample, sample),
+        ):
+            x = np.asarray(x, dtype=float)
+            start = max(edge, bulk.floor * (1 + 1e-12) + 1e-300)
+            top = 1.1 * max(2 * start, float(np.nanmax(x, initial=0.0))) + 1.0  # x(s) >= s
+            s = start + (top - start) * np.linspace(0.0, 1.0, points) ** 2
+            grid = law.inverse_map(s)[0]
+            at = np.interp(x, grid, s)
+            value, slope, _ = law.inverse_map(at)
+            # one Newton step; at the edge x'(s) = 0
             at = np.where(slope > 0, np.clip(at - (value - x) / slope, start, top), at)
-        out += [np.where(np.isnan(x), np.nan, strength(at)), strength(np.full(x.shape, start))]
+            out += [np.where(np.isnan(x), np.nan, strength(at)), strength(np.full(x.shape, start))]
     return out[0], out[2], out[1], out[3]
 
 
