@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -109,3 +110,33 @@ def test_universality_judges_an_anisotropic_law_by_its_own_theory() -> None:
     table = universality_table(pd.DataFrame(rows))
     assert bool(table["consistent"].iloc[0])
     assert float(table["mean_abs_error"].iloc[0]) < 0.02
+
+
+def test_file_table_theta_hat_is_affine_and_its_threshold_the_law_s() -> None:
+    """The shipped 160 x 40 table: sample outliers of its forward map at
+    ``(alpha/kappa)(|Dlt_0| + sqrt snr)^2`` read back as ``(alpha/kappa) snr``."""
+    from attnrmt.theory.anisotropic import file_bulk
+
+    data = Path(__file__).parent.parent / "data"
+    law = {"kind": "file", "path": str(data / "small_table.npy")}
+    law["labels"] = str(data / "small_table_labels.npy")
+    snr = np.linspace(0.2, 6.0, 12)
+    cells, _ = make_synthetic(d=(40,), delta=(0.25,), snr=tuple(snr), replicates=3, noise=0.0)
+    cells.attrs.update(table_name="file", table_law=json.dumps(law))
+    bulk, norm, _, _ = file_bulk(law, float(40 / cells["N"].max()))
+    ratio = float((cells["alpha"] / cells["kappa"]).mean())
+    target = (norm + np.sqrt(snr)) ** 2
+    out = spike_solution(bulk, np.asarray(ratio), target, bulk.signal, np.asarray(0.0))
+    top = cells["top_eigenvalues"].isel(k=0)
+    planted = xr.DataArray(np.nan_to_num(out["sample_outlier"]), dims="snr", coords={"snr": snr})
+    cells["top_eigenvalues"][{"k": 0}] = (
+        (planted * cells["kappa"]).broadcast_like(top).transpose(*top.dims).values
+    )
+    with np.errstate(all="ignore"):  # the given population's edge is a pole
+        high = np.sqrt(thresholds(bulk, np.asarray(ratio), np.asarray(0.0))[1]) - norm
+    high = float(np.sign(high) * high**2)
+    got = theta_hat(cells).sel(transition="sample").squeeze().transpose("snr", ...).values
+    above = snr > high
+    np.testing.assert_allclose(got[above], ratio * snr[above, None] + 0 * got[above], rtol=1e-8)
+    estimate = estimate_thresholds(cells, n_boot=20)["threshold_estimate"]
+    np.testing.assert_allclose(float(estimate.sel(transition="sample").squeeze()), high, rtol=1e-6)

@@ -45,6 +45,13 @@ def _bulk(law: Mapping[str, Any], d: int, delta: float, gamma: float) -> Anisotr
     return anisotropic_bulk(lam, on_u, delta, gamma)
 
 
+def _file_affine(theta: np.ndarray, ratio: np.ndarray, norm: float) -> np.ndarray:
+    """A file table's ``theta = ratio (|Dlt_0| + sqrt snr)^2`` mapped to ``ratio snr``
+    (signed square), affine in snr (docs/thresholds.md, "General bulks"). O(size)."""
+    root = np.sqrt(np.maximum(theta, 0.0) / ratio) - norm
+    return ratio * np.sign(root) * root**2
+
+
 def _general_laws(cells: xr.Dataset) -> dict[str, dict[str, Any]]:
     from attnrmt.analysis.universality import sweep_laws
 
@@ -87,13 +94,15 @@ def own_theta(cells: xr.Dataset, theta: xr.DataArray) -> xr.DataArray:
     for name, law in laws.items():
         at = {TABLE_AXIS: name} if TABLE_AXIS in arrays[0].dims else {}
         dims, flat = _flat(arrays, at)
-        if law["kind"] == "file":  # no class-mean noise beyond the table's own Dlt_0
-            flat[2] = np.zeros_like(flat[2])
+        file = law["kind"] == "file"  # no class-mean noise beyond the table's own Dlt_0
         found = np.full((4, flat[0].size), np.nan)
         for bulk, rows in _settings(law, flat):
-            found[0, rows], found[1, rows], found[2, rows], found[3, rows] = spike_strength(
-                bulk, flat[0][rows], flat[1][rows], flat[2][rows]
-            )
+            noise = flat[2][rows]
+            found[:, rows] = spike_strength(bulk, flat[0][rows], flat[1][rows], noise * (not file))
+            if file:
+                norm = file_bulk(law, float(flat[4][rows][0]))[1]
+                found[:, rows] = _file_affine(found[:, rows], noise / flat[3][rows], norm)
+                found[::2, rows] = np.nan  # a given population has no transition
         shape = arrays[0].loc[at].drop_vars("k", errors="ignore").transpose(*dims).shape
         for target, first in ((theta, 0), (critical, 2)):
             values = np.stack([found[first].reshape(shape), found[first + 1].reshape(shape)])
