@@ -27,7 +27,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parents[2]
 #: The default run's d, shrunk (cells of milliseconds).
-SMALL_D = {100: 16, 200: 24, 400: 32, 800: 40}
+SMALL_D = {100: 16, 200: 24, 400: 32, 600: 36, 800: 40}
 
 
 def tiny_default_config() -> dict:

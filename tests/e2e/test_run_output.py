@@ -45,7 +45,7 @@ CHATTER = (
     "localrule simulate_block:",
     "Select jobs to execute",
     "distributed.worker",
-    "of 11 steps",
+    "steps (100%) done",
 )
 
 
