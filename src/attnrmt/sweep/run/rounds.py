@@ -148,8 +148,10 @@ def advance(
                 )
             )
     path = Path(run_dir) / "rounds" / "rounds.csv"
-    old = pd.read_csv(path) if path.is_file() else pd.DataFrame(columns=COLUMNS.split())
-    new = pd.concat([old[old["round"] != n], pd.DataFrame(records, columns=COLUMNS.split())])
+    fresh = pd.DataFrame(records, columns=COLUMNS.split())
+    kept = pd.read_csv(path) if path.is_file() else fresh.iloc[:0]
+    kept = kept[kept["round"] != n]
+    new = pd.concat([kept, fresh]) if len(kept) else fresh  # no empty frame in a concat
     write_text_atomically(path, new.to_csv(index=False, float_format="%.6g"))
     return _write_round(path.parent, n + 1, raw) if changed else None
 
