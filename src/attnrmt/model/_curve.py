@@ -255,6 +255,21 @@ def _gram_overlaps(draws: Draws) -> Callable[[np.ndarray, np.ndarray, np.ndarray
     return overlaps
 
 
+def _tracked(draws: Draws, w0: np.ndarray, w1: np.ndarray) -> np.ndarray:
+    """The ``(d, 5)`` directions whose overlaps a sample family reports: the two weight
+    vectors, the signal, the class-mean difference and the table mean. O(d)."""
+    return np.stack(
+        [
+            w0,
+            w1,
+            draws.table.signal_direction,
+            draws.table.class_mean_difference,
+            draws.table.table_mean,
+        ],
+        axis=1,
+    )
+
+
 def _gram_family(draws: Draws, rows: np.ndarray, y: np.ndarray) -> _SampleFamily:
     """``K(r) = Y(r) Y(r)^T`` for ``Y(r) = rows + r y u^T`` (m, d): ``K'`` from the rows
     without their first column (``u = e_1``), ``w0 = rows u``, ``w1 = y``. O(m^2 d)."""
@@ -301,16 +316,7 @@ def _sample_family(draws: Draws, top_k: int) -> tuple[_SampleFamily, np.ndarray 
     )
     if q > 0:
         add_rank_one(lower, -1.0 / q, h)
-    tracked = np.stack(
-        [
-            w0,
-            w1,
-            draws.table.signal_direction,
-            draws.table.class_mean_difference,
-            draws.table.table_mean,
-        ],
-        axis=1,
-    )
+    tracked = _tracked(draws, w0, w1)
     return _SampleFamily(lower, tracked, _d_route_overlaps(draws)), pooled
 
 
@@ -643,16 +649,7 @@ def _measure_top(
                 products[index] = add_rank_one_terms(product, block, terms)
         return products
 
-    sample_tracked = np.stack(
-        [
-            w0,
-            w1,
-            draws.table.signal_direction,
-            draws.table.class_mean_difference,
-            draws.table.table_mean,
-        ],
-        axis=1,
-    )
+    sample_tracked = _tracked(draws, w0, w1)
     pop_tracked = np.stack(
         [
             np.sqrt(alpha) * draws.table.class_mean_difference,
