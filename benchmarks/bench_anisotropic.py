@@ -20,7 +20,7 @@ import numpy as np
 
 from attnrmt.model import simulate_cell
 from attnrmt.model.table_laws import covariance_spectrum
-from attnrmt.theory.anisotropic import anisotropic_bulk
+from attnrmt.theory.anisotropic import anisotropic_bulk, signal_weights
 from attnrmt.theory.predict import predict_point
 
 LAWS: dict[str, dict[str, Any]] = {
@@ -74,7 +74,7 @@ def main() -> dict[str, Any]:
     lam = covariance_spectrum(LAWS["power0.5-random"], 800)
     assert lam is not None
     started = time.perf_counter()
-    anisotropic_bulk(lam, np.full(lam.size, 1.0 / lam.size), 0.5, 0.5)  # u random
+    anisotropic_bulk(lam, signal_weights(LAWS["power0.5-random"], lam.size), 0.5, 0.5)
     bulk_seconds = time.perf_counter() - started
     results = {"rows": rows, "bulk_d800_seconds": bulk_seconds}
     print(json.dumps({"bulk_d800_seconds": bulk_seconds}))

@@ -15,7 +15,13 @@ from attnrmt.analysis._common import at_signal, effective_ratios
 from attnrmt.contract import TABLE_AXIS
 from attnrmt.model.table_laws import covariance_spectrum
 from attnrmt.theory import bulk_atom
-from attnrmt.theory.anisotropic import AnisotropicBulk, anisotropic_bulk, file_bulk, spike_strength
+from attnrmt.theory.anisotropic import (
+    AnisotropicBulk,
+    anisotropic_bulk,
+    file_bulk,
+    signal_weights,
+    spike_strength,
+)
 from attnrmt.theory.free import free_density
 
 #: Table-law kinds whose bulk is not the isotropic one (docs/model.md, "Anisotropic tables").
@@ -41,8 +47,7 @@ def _bulk(law: Mapping[str, Any], d: int, delta: float, gamma: float) -> Anisotr
         return file_bulk(law, gamma)[0]
     lam = covariance_spectrum(law, d)
     assert lam is not None
-    on_u = np.full(d, 1.0 / d) if law["signal"] == "random" else np.eye(d)[0]
-    return anisotropic_bulk(lam, on_u, delta, gamma)
+    return anisotropic_bulk(lam, signal_weights(law, d), delta, gamma)
 
 
 def _file_affine(theta: np.ndarray, ratio: np.ndarray, norm: float) -> np.ndarray:

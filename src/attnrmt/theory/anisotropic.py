@@ -66,6 +66,18 @@ def _components(law: FreeProduct) -> tuple[NDArray, NDArray, NDArray]:
     return s, kind, x.reshape(-1, 2)
 
 
+def signal_weights(law: Mapping[str, Any], d: int) -> NDArray[np.float64]:
+    """The weights of ``u`` on the eigenvalues of an anisotropic law's ``Sigma`` (in the
+    order of :func:`attnrmt.model.table_laws.covariance_spectrum`): ``1/d`` each for a
+    random ``u``, all on its own eigenvalue (laid out first) otherwise (docs/model.md,
+    "Anisotropic tables"). O(d)."""
+    if law["signal"] == "random":
+        return np.full(d, 1.0 / d)
+    weights = np.zeros(d)
+    weights[0] = 1.0
+    return weights
+
+
 def anisotropic_bulk(
     lam: NDArray,
     on_u: NDArray,
@@ -292,8 +304,7 @@ def anisotropic_parts(
         else:
             lam = covariance_spectrum(law, d)
             assert lam is not None
-            on_u = np.full(d, 1.0 / d) if law["signal"] == "random" else np.eye(d)[0]
-            bulk, mean_norm = anisotropic_bulk(lam, on_u, delta, gamma), delta
+            bulk, mean_norm = anisotropic_bulk(lam, signal_weights(law, d), delta, gamma), delta
             target, rests = snr, {v: delta * float(v == "finite_vocab") for v in variants}
         out["lower"][at] = kappa * bulk.edges[0, 0]
         out["upper"][at] = kappa * bulk.edges[-1, 1]
@@ -328,6 +339,7 @@ __all__ = [
     "anisotropic_bulk",
     "anisotropic_parts",
     "file_bulk",
+    "signal_weights",
     "spike_solution",
     "spike_strength",
     "thresholds",
