@@ -1,19 +1,13 @@
 """Run one block: reuse finished cells, compute the rest on the run's Dask cluster, write
 the fragment atomically (docs/architecture.md, "The walk"; docs/data-contract.md).
 
-A block job is a Dask client. Cells already finished in any fragment of the run (current,
-orphaned by a change of block membership, salvaged from a failed block, or of another
-sweep with the same key and seed) or in the shared cell cache are copied bit for bit; the
-missing ones are submitted as **tasks**. A task is a few **groups** bundled to about
-:data:`TASK_TARGET_SECONDS` of estimated work, and a group is the cells of one seed
-source: one cell, or the missing snr values of one replicate curve of a ``noise: shared``
-sweep (one :func:`attnrmt.model.simulate_cell` of an snr list; docs/data-contract.md,
-"Shared-noise sweeps"). Task keys are content keys, so tasks are idempotent and concurrent
-jobs asking for the same cells share one. Each task's cells reach the disk as it finishes
-(``<sweep>/salvage/<block>/<task>.npz``), so a block stopped in its middle (a failure, a
-stop, ``kill -9``) loses only the cells in flight. A worker rejects a result holding
-values no cell can produce (:func:`implausible_values`, cause ``numerical``).
-"""
+Cells finished in any fragment of the run, its salvage, or the shared cell cache are
+copied bit for bit; the missing ones are submitted as tasks of about
+:data:`TASK_TARGET_SECONDS`, each a few groups of one seed source (a cell, or the missing
+snr values of one ``noise: shared`` replicate curve). Task keys are content keys, so
+concurrent jobs share them; each task's cells are salvaged as it finishes, so a stopped
+block loses only the cells in flight. A result no cell can produce is rejected
+(:func:`implausible_values`, cause ``numerical``)."""
 
 from __future__ import annotations
 
@@ -56,9 +50,7 @@ TASK_TARGET_SECONDS = 1.0
 
 @dataclass(frozen=True)
 class BlockCell:
-    """One cell of a block as the plan made it
-    (:meth:`attnrmt.sweep.spec.plan.CellGrid.block_params`): key, seed words, simulate
-    kwargs, whether it is of a shared-noise curve, seed token and estimated seconds."""
+    """One cell of a block as the plan made it (:meth:`.CellGrid.block_params`)."""
 
     key: str
     seed: tuple[int, ...]
@@ -86,8 +78,7 @@ class BlockCell:
 
     @functools.cached_property
     def task_key(self) -> str:
-        """Dask key of the cell's task: sha256 of key and seed token, so identical cells
-        of any job or sweep are one task. O(1)."""
+        """Dask key of the cell's task (sha256 of key and seed token). O(1)."""
         digest = hashlib.sha256(f"{self.key}|{self.token}".encode()).hexdigest()
         return "attnrmt-cell-" + digest[:32]
 
@@ -111,18 +102,18 @@ class BlockSummary:
 
 
 def compute_cell(kwargs: Mapping[str, Any], seed: Sequence[int]) -> dict[str, Any]:
-    """Simulate one cell: its ``CellResult.to_dict()`` plus the worker's provenance
-    (:func:`attnrmt.sweep.run.provenance.worker_provenance`). The numbers are a pure
-    function of the arguments (idempotent; safe to retry). Raises
-    :class:`ImplausibleCellValues` for a result no cell can produce. Cost: one cell."""
-    from attnrmt.model import simulate_cell
-
-    record = _record(simulate_cell(**kwargs, seed=list(seed)))  # K-class cells too
-    return _checked(record, kwargs, run_provenance.worker_provenance())
+    """Simulate one cell: its ``CellResult.to_dict()`` and the worker's provenance, a pure
+    function of the arguments; raises :class:`ImplausibleCellValues` for a result no cell
+    can produce (:func:`compute_group` of one cell). Cost: one cell."""
+    ((record, error),) = compute_group([kwargs], seed)
+    if error is not None:
+        raise error
+    assert record is not None
+    return record
 
 
 def _record(result: Any) -> dict[str, Any]:
-    """``result.to_dict()`` with every array copied (a record owns its arrays). O(d)."""
+    """``result.to_dict()`` with its arrays copied. O(d)."""
     return {
         name: (np.array(value) if isinstance(value, np.ndarray) else value)
         for name, value in result.to_dict().items()
@@ -140,9 +131,8 @@ def _checked(
 
 
 class ImplausibleCellValues(ArithmeticError):
-    """A cell's result holds values no cell can produce (:func:`implausible_values`); an
-    ``ArithmeticError``, so its cause is ``numerical``
-    (:func:`attnrmt.sweep.run.failures.classify_failure`)."""
+    """A result no cell can produce (:func:`implausible_values`); an ``ArithmeticError``, so
+    its cause is ``numerical``."""
 
 
 #: Relative slack of :func:`implausible_values`' bounds, far above rounding (the
@@ -154,23 +144,12 @@ NORM_TAIL = 1000.0
 
 
 def eigenvalue_bound(snr: float, d: int, weights_l1: float) -> float:
-    """An upper bound on every eigenvalue of ``S`` and of the population matrix of a cell.
-
-    Every pooled row is ``x = sum_t w_t e_{v_t}`` (docs/model.md, "The generative model";
-    for ``causal_attention`` per-sequence weights ``>= 0`` of sum 1), so
-    ``||x|| <= ||w||_1 max_v ||e_v||`` and ``lambda(S) <= max ||x||^2`` (centring only
-    lowers it). The population matrix ("Population covariance given the table") is
-    ``kappa (1/V) E E^T - kappa mbar mbar^T + (alpha - kappa) Dlt Dlt^T`` (plus
-    ``sigma^2 mbar mbar^T`` uncentred) with ``alpha, kappa, sigma^2 <= ||w||_1^2`` and
-    ``||mbar||, ||Dlt|| <= max ||e_v||``: at most ``4 ||w||_1^2 max ||e_v||^2``. With
-    ``e_v = s_v mu + z_v``, ``||e_v|| <= sqrt(snr) + ||z_v||`` and the chi-square bound
-    ``||z_v||^2 <= d + 2 sqrt(d x) + 2 x`` (``x`` = :data:`NORM_TAIL`, failing with
-    probability ``exp(-1000)`` per row)::
-
-        bound = 4 ||w||_1^2 (sqrt(snr) + sqrt(d + 2 sqrt(d x) + 2 x))^2
-
-    O(1).
-    """
+    """An upper bound on every eigenvalue of ``S`` and of the population matrix of a cell
+    (docs/model.md, "The generative model", "Population covariance given the table"): every
+    pooled row has norm at most ``||w||_1 max ||e_v||``, ``||e_v|| <= sqrt(snr) + ||z_v||``
+    and ``||z_v||^2 <= d + 2 sqrt(d x) + 2 x`` but with probability ``exp(-x)`` (Laurent and
+    Massart 2000; ``x`` = :data:`NORM_TAIL`), so ``bound = 4 ||w||_1^2 (sqrt(snr) + sqrt(d +
+    2 sqrt(d x) + 2 x))^2``. O(1)."""
     row = math.sqrt(max(snr, 0.0)) + math.sqrt(d + 2 * math.sqrt(d * NORM_TAIL) + 2 * NORM_TAIL)
     return 4.0 * weights_l1**2 * row**2
 
@@ -194,14 +173,9 @@ FINITE_FIELDS = (
 
 
 def implausible_values(record: Mapping[str, Any], kwargs: Mapping[str, Any]) -> str | None:
-    """The first value of a cell's result no cell can produce, described, or None.
-
-    Eigenvalues, pooling scalars, weights and time finite; eigenvalues within
-    ``[-tol B, (1 + tol) B]`` (:func:`eigenvalue_bound` ``B`` of the cell's ``snr``,
-    ``d`` and measured ``effective_weights``; ``tol`` = :data:`VALUE_TOLERANCE`);
-    squared overlaps NaN or within ``[-tol, 1 + tol]``; downstream accuracy NaN or in
-    ``[0, 1]``; ``V``, ``N`` at least 1, ``compute_seconds`` at least 0. O(d).
-    """
+    """The first value of a cell's result no cell can produce, described, or None: non-finite
+    values, eigenvalues outside ``[-tol B, (1 + tol) B]`` (:func:`eigenvalue_bound`),
+    squared overlaps or accuracy outside ``[0, 1]``, sizes below 1. O(d)."""
     for name in FINITE_FIELDS:
         values = np.asarray(record[name], dtype=np.float64)
         if not np.all(np.isfinite(values)):
@@ -233,8 +207,7 @@ def implausible_values(record: Mapping[str, Any], kwargs: Mapping[str, Any]) -> 
 
 
 def _is_classes_cell(kwargs: Mapping[str, Any]) -> bool:
-    """Whether a cell's kwargs are of a K-class sweep (its positional spec has kind
-    ``classes``, :mod:`attnrmt.sweep.spec.classes`)."""
+    """Whether a cell's kwargs are of a K-class sweep (positional kind ``classes``)."""
     positional = kwargs.get("positional")
     return isinstance(positional, Mapping) and positional.get("kind") == "classes"
 
@@ -248,12 +221,12 @@ def _first(values: np.ndarray, wrong: np.ndarray) -> str:
 
 
 def sweep_dir_of(fragment_path: str | os.PathLike[str]) -> Path:
-    """``results/<run>/<sweep>`` of ``results/<run>/<sweep>/fragments/<block>.npz``."""
+    """``results/<run>/<sweep>`` of a fragment path."""
     return SweepLayout.of_fragment(Path(fragment_path).resolve()).root
 
 
 def unique_cells(cells: Sequence[BlockCell]) -> list[BlockCell]:
-    """Cells with distinct ``cell_id``, first occurrence kept, order preserved. O(cells)."""
+    """Cells with distinct ``cell_id``, first kept, order preserved. O(cells)."""
     seen: dict[tuple[str, str], BlockCell] = {}
     for cell in cells:
         seen.setdefault(cell.cell_id, cell)
@@ -267,32 +240,20 @@ Outcome = tuple[dict[str, Any] | None, Exception | None]
 def compute_group(
     kwargs: Sequence[Mapping[str, Any]], seed: Sequence[int], curve: bool = False
 ) -> list[Outcome]:
-    """The cells of one seed source, one outcome per cell (a failing cell does not lose
-    its siblings; pure, safe to retry). A plain group is one cell (:func:`compute_cell`);
-    a ``curve`` group is cells equal but for ``snr`` from one
-    :func:`attnrmt.model.simulate_cell` of their ``snr`` list with ``seed`` (one
-    decomposition for every snr; if it raises, every cell fails with it). Cost: one cell,
-    or one curve."""
-    if not curve:
-        outcomes: list[Outcome] = []
-        for cell_kwargs in kwargs:
-            try:
-                outcomes.append((compute_cell(cell_kwargs, seed), None))
-            except Exception as exc:  # reported per cell by compute_missing
-                outcomes.append((None, exc))
-        return outcomes
+    """The cells of one seed source, one outcome per cell (pure, safe to retry): one cell,
+    or with ``curve`` cells equal but for ``snr`` from one
+    :func:`attnrmt.model.simulate_cell` of their ``snr`` list (one decomposition; if it
+    raises, every cell fails with it). Cost: one cell, or one curve."""
     from attnrmt.model import simulate_cell
 
-    common = {name: value for name, value in kwargs[0].items() if name != "snr"}
+    snr = [float(cell["snr"]) for cell in kwargs] if curve else kwargs[0]["snr"]
     try:
-        results = simulate_cell(
-            **common, snr=[float(cell["snr"]) for cell in kwargs], seed=list(seed)
-        )
-    except Exception as exc:  # every cell of the curve fails with it
+        results = simulate_cell(**{**kwargs[0], "snr": snr}, seed=list(seed))
+    except Exception as exc:  # reported per cell by compute_missing
         return [(None, exc) for _ in kwargs]
     provenance = run_provenance.worker_provenance()
-    outcomes = []
-    for cell_kwargs, result in zip(kwargs, results, strict=True):
+    outcomes: list[Outcome] = []
+    for cell_kwargs, result in zip(kwargs, results if curve else [results], strict=True):
         try:
             outcomes.append((_checked(_record(result), cell_kwargs, provenance), None))
         except ImplausibleCellValues as exc:
@@ -302,15 +263,14 @@ def compute_group(
 
 @dataclass(frozen=True)
 class Task:
-    """One Dask task: groups ``(kwargs of its cells, seed words, curve)``, as one argument
-    Dask does not walk (it parses every list, tuple and dict of a task's arguments looking
-    for futures; docs/scaling.md, "End to end with tiny cells")."""
+    """One Dask task: its groups ``(kwargs, seed words, curve)`` as one argument Dask does not
+    walk for futures (docs/scaling.md, "End to end with tiny cells")."""
 
     groups: tuple[tuple[tuple[Mapping[str, Any], ...], tuple[int, ...], bool], ...]
 
     @classmethod
     def of(cls, groups: Sequence[Sequence[BlockCell]]) -> Task:
-        """The task of groups of block cells (:func:`task_groups`). O(cells)."""
+        """The task of groups of block cells. O(cells)."""
         return cls(
             tuple(
                 (tuple(cell.kwargs for cell in group), group[0].seed, group[0].curve)
@@ -320,12 +280,9 @@ class Task:
 
 
 def compute_task(task: Task) -> tuple[dict[str, np.ndarray], list[tuple[int, Exception]]]:
-    """Dask task: :func:`compute_group` of each group; the finished records as fragment
-    columns (:func:`attnrmt.sweep.store.fragments.encode_fragment`, keys and seeds left
-    empty: the block fills them), the failures as ``(position among the task's cells,
-    exception)``. One set of columns per task, not a dict of arrays per cell: Dask ships
-    every array as a frame of its own. Bit for bit (the fragment format's contract).
-    O(cells of the task)."""
+    """Dask task: :func:`compute_group` of each group; the finished records as one set of
+    fragment columns (keys and seeds left for the block), the failures as ``(position,
+    exception)``. O(cells of the task)."""
     outcomes = [
         outcome
         for kwargs, seed, curve in task.groups
@@ -348,9 +305,8 @@ def bundle_key(cells: Sequence[BlockCell]) -> str:
 
 
 def task_groups(cells: Sequence[BlockCell]) -> list[list[BlockCell]]:
-    """The cells grouped by seed source, in order of first appearance: a plain cell alone,
-    the cells of a shared-noise curve (one seed: the curve's key and the root seed)
-    together, in their given order. O(cells)."""
+    """The cells grouped by seed source in order of first appearance: a plain cell alone, a
+    shared-noise curve's cells together. O(cells)."""
     groups: dict[Any, list[BlockCell]] = {}
     for cell in cells:
         groups.setdefault(cell.seed if cell.curve else cell.cell_id, []).append(cell)
@@ -358,8 +314,8 @@ def task_groups(cells: Sequence[BlockCell]) -> list[list[BlockCell]]:
 
 
 def bundle_by_cost(costs: Sequence[float], target: float = TASK_TARGET_SECONDS) -> list[list[int]]:
-    """Positions ``0..len(costs)-1`` in consecutive bundles, each closed once its summed
-    cost reaches ``target``. O(len(costs))."""
+    """Positions ``0..len(costs)-1`` in consecutive bundles, each closed once its cost reaches
+    ``target``. O(len(costs))."""
     bundles: list[list[int]] = []
     current: list[int] = []
     total = 0.0
@@ -376,9 +332,8 @@ def bundle_by_cost(costs: Sequence[float], target: float = TASK_TARGET_SECONDS) 
 
 @dataclass(frozen=True)
 class FinishedTask:
-    """The finished cells of one task: their ids in order and their fragment columns
-    (:func:`attnrmt.sweep.store.fragments.with_identity`: keys, seeds and ``attempt``
-    filled in), as the worker encoded them; salvaged and written as they are."""
+    """The finished cells of one task: ids in order and their fragment columns (identity
+    filled in), salvaged and written as they are."""
 
     key: str
     cell_ids: list[tuple[str, str]]
@@ -392,12 +347,9 @@ def compute_missing(
     on_task: Callable[[FinishedTask], None] | None = None,
     attempt: int | None = None,
 ) -> tuple[list[FinishedTask], list[tuple[BlockCell, BaseException]]]:
-    """Submit cells to Dask as tasks of consecutive groups (:func:`task_groups`, bundled
-    by their cells' estimated seconds, :func:`bundle_by_cost`; a group is never split),
-    wait for all;
-    return the finished tasks and the failures. The block fills in the cells' ids (and
-    ``attempt``) without decoding them; ``on_task(task)`` runs as each task completes (the
-    block's salvage). O(cells) on the block's side."""
+    """Submit cells to Dask as tasks of whole groups bundled by estimated seconds, wait for all;
+    the finished tasks and the failures. ``on_task`` runs as each task completes (the
+    salvage). O(cells) on the block's side."""
     groups = task_groups(cells)
     futures: dict[Any, list[BlockCell]] = {}
     costs = [sum(cell.seconds for cell in group) for group in groups]
@@ -441,11 +393,8 @@ def compute_missing(
 
 
 def _task_result(future: Any, client: Any) -> Any:
-    """The result of a task of :func:`compute_missing`, or ``asyncio.CancelledError`` when
-    the block's client closed before it could be had (a future left pending never reports;
-    one finished but not fetched raises ``RuntimeError: IOLoop is closed``). A task
-    reports its cells' errors in its result, so that RuntimeError is never a cell's. O(1)
-    besides the fetch."""
+    """A task's result, or ``asyncio.CancelledError`` when the block's client closed before it
+    could be had. O(1) besides the fetch."""
     if not future.done():
         raise asyncio.CancelledError("the block's Dask client was closed")
     try:
@@ -464,11 +413,8 @@ CLIENT_POLL_SECONDS = 0.1
 
 
 def _completed_while_open(futures: list[Any], client: Any) -> Iterator[Any]:
-    """``futures`` as they complete, like iterating :class:`distributed.as_completed`, but
-    also ending when the client is closed: a stop closes block clients from another thread,
-    and futures submitted just as their client closes never report. The futures left then
-    are yielded too (``result()`` raises; the block salvages what finished). O(1) per poll.
-    """
+    """``futures`` as they complete (:class:`distributed.as_completed`), ending with the rest
+    when the client closes (a stop closes it from another thread). O(1) per poll."""
     from distributed import as_completed
 
     pending = as_completed(futures, loop=client.loop)
@@ -484,7 +430,7 @@ def _completed_while_open(futures: list[Any], client: Any) -> Iterator[Any]:
 
 
 class BlockLog:
-    """Timestamped lines appended to a block's log file (or dropped when there is none)."""
+    """Timestamped lines appended to a block's log file (dropped without one)."""
 
     def __init__(self, path: str | os.PathLike[str] | None) -> None:
         self.path = None if path is None else Path(path)
@@ -510,20 +456,14 @@ def run_block(
     mem_mb: int | None = None,
     cell_cache: str | os.PathLike[str] | None = None,
 ) -> BlockSummary:
-    """Produce one block's fragment (the body of rule ``simulate_block``) and return
-    what it did.
+    """Produce one block's fragment (rule ``simulate_block``) and return what it did.
 
-    ``cells``: the plan's block params (:meth:`attnrmt.sweep.spec.plan.CellGrid.block_params`)
-    in block order; ``fragment_path``: ``results/<run>/<sweep>/fragments/<block>.npz``
-    (written atomically); ``run_dir``: ``results/<run>``; ``dask_config``: the config's
-    ``dask:`` block; ``max_cores``: Snakemake's ``--cores`` (caps a local cluster);
-    ``failure_budget``: ``execution.max_failures`` (once reached by other blocks, the block
-    computes nothing and raises :class:`MaxFailuresReached`); ``mem_mb``: kept in the
-    failure record; ``cell_cache``: the shared cell cache (read before computing, written
-    after; None: off). Raises ``RuntimeError`` when cells failed after Dask's retries or
-    the run was stopped: finished cells are salvaged task by task, failures recorded in
-    ``<sweep>/failures/<block>.json``. O(cells) besides the computing.
-    """
+    ``cells``: the plan's block params in block order; ``dask_config``: the config's
+    ``dask:``; ``max_cores``: Snakemake's ``--cores``; ``failure_budget``:
+    ``execution.max_failures`` (once reached, raises :class:`MaxFailuresReached`);
+    ``cell_cache``: the shared cell cache (None: off). Raises ``RuntimeError`` when cells
+    failed after Dask's retries or the run was stopped, with finished cells salvaged and
+    failures recorded in ``<sweep>/failures/<block>.json``. O(cells) besides computing."""
     from attnrmt.sweep.run.cluster import ClusterSettings, run_client, run_stop_reason
 
     started = time.perf_counter()
@@ -570,7 +510,7 @@ def run_block(
         if failures:
             kept = salvage.describe(len(computed))
             stop_reason = run_stop_reason(run_dir)
-            walltime = deadline.passed or (
+            walltime = deadline.is_set() or (
                 stop_reason is not None and slurm_walltime_reached(job_end_time)
             )
             if stop_reason is not None and not walltime:  # interrupted: nothing to record
@@ -617,9 +557,8 @@ def _read_cell_cache(
     sources: list[dict[str, np.ndarray]],
     where: dict[tuple[str, str], tuple[int, int]],
 ) -> set[tuple[str, str]]:
-    """Add the wanted cells ``where`` lacks and the shared cell cache holds to ``sources``
-    and ``where`` (:func:`attnrmt.sweep.store.cell_cache.read_cells`); return their ids.
-    O(wanted) lookups."""
+    """Add the wanted cells the shared cell cache holds to ``sources`` and ``where``; their
+    ids. O(wanted)."""
     if cell_cache is None:
         return set()
     cached, found = shared_cache.read_cells(
@@ -637,37 +576,29 @@ def _read_cell_cache(
 STOP_BEFORE_WALLTIME_SECONDS = 60.0
 
 
-class Deadline:
-    """Whether :func:`closed_before` closed the client (``passed``)."""
+@contextlib.contextmanager
+def closed_before(client: Any, end_time: float | None) -> Iterator[threading.Event]:
+    """Close ``client`` :data:`STOP_BEFORE_WALLTIME_SECONDS` before ``end_time`` (a SLURM job's
+    end) if the body still runs, so the block ends as a stopped one with cause ``walltime``;
+    yields the event set when it did."""
+    passed = threading.Event()
 
-    def __init__(self) -> None:
-        self.passed = False
-
-    def close(self, client: Any) -> None:
-        """Mark the deadline passed, then close ``client`` (timer thread)."""
-        self.passed = True
+    def close() -> None:
+        passed.set()
         client.close()
 
-
-@contextlib.contextmanager
-def closed_before(client: Any, end_time: float | None) -> Iterator[Deadline]:
-    """Close ``client`` at ``end_time - STOP_BEFORE_WALLTIME_SECONDS`` if the body still
-    runs then (a daemon timer; none when ``end_time`` is ``None``: not in a SLURM job).
-    The block then ends as when its run is stopped: finished cells salvaged, the lost
-    ones failed with cause ``walltime`` (:func:`attnrmt.sweep.run.failures.classify_failure`).
-    """
-    deadline = Deadline()
-    if end_time is None:
-        yield deadline
-        return
-    delay = max(end_time - STOP_BEFORE_WALLTIME_SECONDS - time.time(), 0.0)
-    timer = threading.Timer(delay, deadline.close, args=(client,))
-    timer.daemon = True
-    timer.start()
+    timer = None
+    if end_time is not None:
+        timer = threading.Timer(
+            max(end_time - STOP_BEFORE_WALLTIME_SECONDS - time.time(), 0), close
+        )
+        timer.daemon = True
+        timer.start()
     try:
-        yield deadline
+        yield passed
     finally:
-        timer.cancel()
+        if timer is not None:
+            timer.cancel()
 
 
 def failure_entries(
@@ -675,8 +606,7 @@ def failure_entries(
     memory_restarted: set[str],
     walltime: bool,
 ) -> list[dict[str, Any]]:
-    """The failure record's cells: key, seed, parameters, error and cause
-    (:func:`attnrmt.sweep.run.failures.classify_failure`). O(failures)."""
+    """The failure record's cells: key, seed, parameters, error and cause. O(failures)."""
     return [
         {
             "key": cell.key,
@@ -690,11 +620,8 @@ def failure_entries(
 
 
 class TaskSalvage:
-    """Writes each finished task's cells of one block to ``<sweep>/salvage/<block>/``
-    (:func:`attnrmt.sweep.store.fragments.write_salvage`) as the task completes: one
-    small npz per task, no fsync (O(task's cells)). A failed write (a full disk) is logged
-    and skipped; the block's fragment write then fails for real.
-    """
+    """Writes each finished task's cells to ``<sweep>/salvage/<block>/`` as it completes (no
+    fsync; a failed write is logged and skipped). O(task's cells)."""
 
     def __init__(self, sweep_dir: Path, block: str, log: BlockLog) -> None:
         self.directory = fragments.salvage_dir(sweep_dir, block)

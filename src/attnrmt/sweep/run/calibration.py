@@ -1,8 +1,6 @@
-"""Calibration of the cost model on this machine: seconds per unit of
-:func:`attnrmt.sweep.spec.cost.cell_work`, measured once per host and package version and
-cached (``attnrmt plan`` then prints identical estimates). Cost: about one second of one
-core, once per host and version.
-"""
+"""Calibration of the cost model: seconds per unit of
+:func:`attnrmt.sweep.spec.cost.cell_work` on this machine, measured once per host and
+package version. Cost: about one core-second."""
 
 from __future__ import annotations
 
@@ -14,13 +12,8 @@ from attnrmt.sweep.spec.cost import CELL_OVERHEAD_SECONDS, DEFAULT_SECONDS_PER_W
 def calibrate_seconds_per_work(
     d: int = 256, budget_seconds: float = 1.0, min_repeats: int = 5
 ) -> float:
-    """Seconds per unit of :func:`cell_work` on this machine, measured stably.
-
-    One warm-up call (imports, BLAS start-up), then timings of one ``d = 256`` cell until
-    ``budget_seconds`` of CPU time and at least ``min_repeats`` calls; the median CPU time
-    (:func:`time.process_time`, all threads of this process: the cell's one-core work, not
-    the wall time that other processes' load inflates) over the cell's work.
-    """
+    """Seconds per unit of :func:`cell_work`: the median CPU time of a ``d = 256`` cell (after a
+    warm-up, for ``budget_seconds`` and at least ``min_repeats`` calls) over its work."""
     import statistics
     import time
 
@@ -55,12 +48,8 @@ def calibrate_seconds_per_work(
 
 
 def cached_seconds_per_work(cache_path: str | Path) -> float:
-    """:func:`calibrate_seconds_per_work`, measured once and kept in ``cache_path`` (JSON).
-
-    Identical ``attnrmt plan`` calls then print identical estimates; the entry is
-    re-measured when the host or the package version changes (delete the file to force
-    it).
-    """
+    """:func:`calibrate_seconds_per_work`, kept in ``cache_path`` (JSON) and re-measured when
+    the host or the package version changes."""
     import json
     import platform
 

@@ -1,8 +1,6 @@
-"""Failed cells (docs/data-contract.md, "Failure causes"): why a cell failed
-(:func:`classify_failure`), counts per cause, the blocks ``skip_failed`` leaves out
-(:func:`failed_blocks`) and the ``execution.max_failures`` budget (:class:`FailureBudget`).
-The records themselves are :mod:`attnrmt.sweep.store.failures`.
-"""
+"""Failed cells (docs/data-contract.md, "Failure causes"): the cause, counts per cause, the
+blocks ``skip_failed`` leaves out and the ``execution.max_failures`` budget (records:
+:mod:`attnrmt.sweep.store.failures`)."""
 
 from __future__ import annotations
 
@@ -38,12 +36,9 @@ def classify_failure(
     error: BaseException, memory_restarted: Collection[str] = (), walltime: bool = False
 ) -> str:
     """Why a cell failed, first match wins (docs/data-contract.md, "Failure causes"):
-    ``MemoryError`` -> ``out_of_memory``; an ``ArithmeticError``, ``LinAlgError`` or a
-    ``ValueError`` about non-finite numbers -> ``numerical``; a task lost with its worker
-    or client -> ``walltime`` (``walltime``: stopped at the SLURM time limit), else
-    ``out_of_memory`` for a ``KilledWorker`` whose last worker is in
-    ``memory_restarted``, else ``killed``; anything else -> ``other``. O(1).
-    """
+    ``out_of_memory``, ``numerical``, ``walltime`` (a lost task at the SLURM limit),
+    ``out_of_memory`` for a killed worker the nanny restarted for memory, ``killed``,
+    ``other``. O(1)."""
     if isinstance(error, MemoryError):
         return "out_of_memory"
     if isinstance(error, ArithmeticError | np.linalg.LinAlgError) or (
@@ -71,9 +66,8 @@ def classify_failure(
 
 
 def memory_restarted_workers(client: Any) -> set[str]:
-    """Addresses of the workers a nanny restarted for exceeding their memory limit (the
-    scheduler's :data:`MEMORY_RESTART_TOPIC` events). O(events); ``set()`` when the
-    scheduler cannot be asked."""
+    """Workers a nanny restarted for exceeding their memory limit (:data:`MEMORY_RESTART_TOPIC`
+    events); ``set()`` when the scheduler cannot be asked. O(events)."""
     try:
         events = client.get_events(MEMORY_RESTART_TOPIC)
     except Exception:  # a lost scheduler: no memory evidence
@@ -128,11 +122,8 @@ def max_failed_cells(setting: int | float | None, n_cells: int) -> int | None:
 
 @dataclass(frozen=True)
 class FailureBudget:
-    """``execution.max_failures`` of a run: stop when ``limit`` cells have failed since
-    the run started (:data:`RUN_STARTED_MARKER`; a rerun starts afresh). Each block checks
-    before computing (:meth:`exceeded`, O(failure records)); blocks already computing
-    finish, so a run may pass the limit by the blocks in flight.
-    """
+    """``execution.max_failures``: stop once ``limit`` cells failed since the run started
+    (:data:`RUN_STARTED_MARKER`); blocks in flight finish."""
 
     limit: int | None
     n_cells: int
@@ -147,9 +138,8 @@ class FailureBudget:
     def exceeded(
         self, run_dir: str | os.PathLike[str], retried: str | os.PathLike[str] | None = None
     ) -> str | None:
-        """The one stop message once this run's failed cells reached the limit, else
-        None; ``retried`` (the asking block's record) is left out of the count, so that
-        Snakemake's retry of a failed block still runs."""
+        """The stop message once the limit is reached, else None (``retried``, the asking block's
+        record, is not counted, so Snakemake's retry still runs). O(failure records)."""
         if self.limit is None:
             return None
         marker = Path(run_dir) / RUN_STARTED_MARKER

@@ -1,9 +1,6 @@
-"""What a worker measures about itself for each cell's provenance: the process's
-environment (package version, git commit and dirty flag, Python, numpy, scipy, BLAS, host;
-computed once per process and cached), its peak resident memory, and the block attempt.
-How it is stored: :mod:`attnrmt.sweep.store.provenance`; ``docs/data-contract.md``,
-"Provenance". Cost: one ``git`` call per process (cached), O(1) per cell.
-"""
+"""What a worker measures for each cell's provenance (docs/data-contract.md, "Provenance";
+stored by :mod:`attnrmt.sweep.store.provenance`): the process's environment (cached),
+its peak memory and the block attempt. One ``git`` call per process, O(1) per cell."""
 
 from __future__ import annotations
 
@@ -42,12 +39,8 @@ def _git(package_dir: Path, *args: str) -> str | None:
 
 
 def git_state(package_dir: str | os.PathLike[str]) -> tuple[str, bool]:
-    """``(commit, dirty)`` of the checkout holding ``package_dir``; ``("", False)`` outside one.
-
-    Dirty: a tracked file of the checkout is modified, or an untracked (not ignored) file
-    lies under ``package_dir``. Three ``git`` calls; call it once per process
-    (:func:`process_environment` caches it).
-    """
+    """``(commit, dirty)`` of the checkout holding ``package_dir`` (``("", False)`` outside
+    one); dirty: a tracked file modified or an untracked one under ``package_dir``."""
     directory = Path(package_dir)
     commit = _git(directory, "rev-parse", "HEAD")
     if not commit:
@@ -58,10 +51,7 @@ def git_state(package_dir: str | os.PathLike[str]) -> tuple[str, bool]:
 
 
 def blas_description() -> str:
-    """BLAS libraries numpy and scipy loaded, as ``"<internal_api> <version>"`` (threadpoolctl).
-
-    Several distinct libraries are joined with ``"; "``; ``""`` when none is found.
-    """
+    """BLAS libraries numpy and scipy loaded (threadpoolctl), ``"; "``-joined; ``""`` for none."""
     import numpy  # noqa: F401  (load the BLAS that threadpoolctl should see)
     import scipy.linalg  # noqa: F401
     from threadpoolctl import threadpool_info
@@ -78,12 +68,8 @@ def blas_description() -> str:
 
 @functools.lru_cache(maxsize=1)
 def process_environment() -> str:
-    """Canonical JSON (sorted keys) of this process's environment; computed once, cached.
-
-    Keys: ``package_version``, ``git_commit`` (``""`` when not run from a checkout),
-    ``git_dirty``, ``python``, ``numpy``, ``scipy``, ``blas``, ``host``. O(1) after the
-    first call (three ``git`` calls and a threadpoolctl scan the first time).
-    """
+    """Canonical JSON of this process's environment (version, git commit and dirty flag,
+    Python, numpy, scipy, BLAS, host), computed once."""
     import scipy
 
     import attnrmt
@@ -103,10 +89,7 @@ def process_environment() -> str:
 
 
 def peak_memory_bytes() -> int:
-    """Peak resident memory of this process so far, in bytes (``ru_maxrss``).
-
-    Linux reports kilobytes, macOS bytes.
-    """
+    """Peak resident memory of this process in bytes (``ru_maxrss``: KiB on Linux)."""
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return int(peak if sys.platform == "darwin" else peak * 1024)
 
@@ -117,13 +100,8 @@ def worker_provenance() -> dict[str, Any]:
 
 
 def block_attempt(failure_record: str | os.PathLike[str]) -> int:
-    """Attempt number of a block job about to run: 1, or one more than its failed attempt.
-
-    ``failure_record`` is the block's ``failures/<block>.json``
-    (:func:`attnrmt.sweep.run.failures.failure_record_path`): present only when the last
-    attempt failed; it holds that attempt's number (records written before provenance
-    existed count as attempt 1).
-    """
+    """Attempt number of a block job about to run: 1, or one more than the failed attempt its
+    ``failures/<block>.json`` records."""
     try:
         payload = json.loads(Path(failure_record).read_text())
     except (OSError, ValueError):

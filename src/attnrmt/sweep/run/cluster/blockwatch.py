@@ -1,15 +1,8 @@
-"""Fail fast for ``profiles/slurm`` (docs/cluster.md): block jobs SLURM will never run
-stop the run.
-
-Snakemake's SLURM executor submits every block as its own job and never looks at why one
-pends: a request no node can satisfy waits forever. :class:`BlockJobWatch` (started by
-``onstart``) polls ``squeue`` every :data:`POLL_SECONDS` for this run's executor jobs
-(comment ``rule_*``, the run's working directory); one pending for a reason that never
-clears (:func:`attnrmt.sweep.run.cluster.slurm.is_unsatisfiable`) gets ONE message naming
-the request and SLURM's reason, a SIGTERM to this process (the stop path) and the run's
-queued jobs cancelled. Jobs pending for load only log a line every
-:data:`PENDING_REPORT_SECONDS`. Cost per poll: one ``squeue`` (O(jobs)).
-"""
+"""Fail fast for ``profiles/slurm`` (docs/cluster.md): Snakemake's SLURM executor never looks
+at why a block job pends, so :class:`BlockJobWatch` (started by ``onstart``) polls
+``squeue`` every :data:`POLL_SECONDS` for this run's jobs; one that can never run
+(:func:`.slurm.is_unsatisfiable`) gets one message, a SIGTERM to this process and the
+run's queued jobs cancelled. One ``squeue`` per poll (O(jobs))."""
 
 from __future__ import annotations
 

@@ -1,15 +1,9 @@
-"""Dask workers as batch jobs through dask-jobqueue (SLURM, PBS, LSF, SGE, HTCondor, OAR).
-
-What a profile's ``dask.jobqueue`` block sets is passed to the dask-jobqueue cluster class
-of ``dask.mode``; what it leaves unset comes from dask-jobqueue's own configuration
-(``~/.config/dask/jobqueue.yaml``, ``DASK_JOBQUEUE__<SYSTEM>__*``), never from code here.
-On top of it attnrmt adds only what a run needs: TLS with the run's credentials, the
-scheduler's dashboard on loopback, worker ``--lifetime`` below the walltime and BLAS
-threads pinned to one per worker thread.
-
-For SLURM (:mod:`.slurm`) a :class:`PendingWatch` turns a request that can never run into
-one message within a poll or two, and logs a periodic line while jobs wait in the queue.
-"""
+"""Dask workers as batch jobs through dask-jobqueue (SLURM, PBS, LSF, SGE, HTCondor, OAR;
+docs/cluster.md). A profile's ``dask.jobqueue`` keys go to the cluster class of
+``dask.mode``, the rest comes from dask-jobqueue's own configuration; attnrmt adds TLS
+with the run's credentials, the dashboard on loopback, worker ``--lifetime`` below the
+walltime and one BLAS thread per worker thread. On SLURM a :class:`PendingWatch` turns a
+request that can never run into one message."""
 
 from __future__ import annotations
 
@@ -24,14 +18,9 @@ from attnrmt.sweep.run.cluster.sizing import BLAS_THREAD_VARIABLES, parse_wallti
 
 LOGGER = logging.getLogger("attnrmt.cluster")
 
-CLUSTER_CLASSES = {
-    "slurm": "SLURMCluster",
-    "pbs": "PBSCluster",
-    "lsf": "LSFCluster",
-    "sge": "SGECluster",
-    "htcondor": "HTCondorCluster",
-    "oar": "OARCluster",
-}
+#: dask-jobqueue's cluster class of each batch system (``dask.mode``).
+CLUSTER_CLASSES = {mode: f"{mode.upper()}Cluster" for mode in ("slurm", "pbs", "lsf", "sge", "oar")}
+CLUSTER_CLASSES["htcondor"] = "HTCondorCluster"
 PASSED_THROUGH = (
     "cores",
     "processes",
@@ -63,12 +52,9 @@ def site_setting(system: str, key: str) -> Any:
 def cluster_kwargs(
     settings: ClusterSettings, security: Any, tls_dir: Path, log_directory: Path
 ) -> dict[str, Any]:
-    """Keyword arguments of the dask-jobqueue cluster class for ``settings.mode``.
-
-    Only the profile's keys (non-null) are passed; ``walltime``, ``worker-extra-args``,
-    ``job-script-prologue``, ``log-directory`` and ``scheduler-options`` are read from the
-    site configuration when the profile leaves them out, and extended (never replaced).
-    """
+    """Keyword arguments of the dask-jobqueue cluster class: the profile's non-null keys, with
+    ``walltime``, ``worker-extra-args``, ``job-script-prologue``, ``log-directory`` and
+    ``scheduler-options`` extended (never replaced) from the site configuration."""
     system = settings.mode
     profile = settings.jobqueue
     kwargs: dict[str, Any] = {key: profile[key] for key in PASSED_THROUGH if key in profile}
@@ -105,16 +91,10 @@ def cluster_kwargs(
 def describe_request(settings: ClusterSettings) -> str:
     """The worker-job request in words: cores, memory, walltime, queue (profile or site)."""
     parts = []
-    for key, label in (
-        ("cores", "cores"),
-        ("memory", "memory"),
-        ("walltime", "walltime"),
-        ("queue", "partition/queue"),
-        ("account", "account"),
-    ):
+    for key in ("cores", "memory", "walltime", "queue", "account"):
         value = settings.jobqueue.get(key) or site_setting(settings.mode, key)
         if value is not None:
-            parts.append(f"{label}={value}")
+            parts.append(f"{'partition/queue' if key == 'queue' else key}={value}")
     return ", ".join(parts)
 
 
@@ -127,10 +107,7 @@ def new_jobqueue_cluster(settings: ClusterSettings, kwargs: Mapping[str, Any]) -
 
 
 def unsatisfiable_request(settings: ClusterSettings, cluster: Any, directory: Path) -> str | None:
-    """Why the batch system can never run the worker job (a dry run), or ``None``.
-
-    SLURM only (``sbatch --test-only``); other systems are not checked.
-    """
+    """Why SLURM can never run the worker job (``sbatch --test-only``), or None."""
     if settings.mode != "slurm":
         return None
     objection = slurm.dry_run_submission(cluster.job_script(), directory)
@@ -149,12 +126,8 @@ def worker_job_ids(cluster: Any) -> list[str]:
 
 
 class PendingWatch(slurm.PendingWatch):
-    """A thread watching a SLURM cluster's worker jobs while the run lasts
-    (:class:`attnrmt.sweep.run.cluster.slurm.PendingWatch`): every :data:`POLL_SECONDS` one
-    ``squeue``; a worker job that can never run calls ``on_fatal`` with one message naming
-    the request and SLURM's reason; queue load logs a line every
-    :data:`PENDING_REPORT_SECONDS`.
-    """
+    """The :class:`.slurm.PendingWatch` of a SLURM cluster's worker jobs (:data:`POLL_SECONDS`,
+    :data:`PENDING_REPORT_SECONDS`)."""
 
     kind = "worker jobs"
 

@@ -1,17 +1,11 @@
-"""Start and stop one Dask cluster object per run, in the Snakemake process
-(docs/cluster.md; the measurements behind each choice are in docs/scaling.md, "Pipeline
-overhead").
+"""Start and stop one Dask cluster per run, in the Snakemake process (docs/cluster.md;
+docs/scaling.md, "Pipeline overhead").
 
-Block jobs are threads of one Snakemake process (``force-use-threads``): the first that
-needs the cluster starts it (a LocalCluster or a dask-jobqueue cluster), later ones share
-it and its one client; ``onsuccess``/``onerror`` close it (:func:`shutdown_run_cluster`)
-and ``onstart`` installs :func:`stop_on_signals`. distributed owns the processes. Own
-process control is kept to two needs: closing the block jobs' clients on SIGINT/SIGTERM
-(:func:`stop_run`; otherwise Snakemake waits for workers that may never come) and the
-pending-job watch of :mod:`.jobqueue`. Every connection is mutual TLS with the run's own
-credentials (:mod:`.security`); ``results/<run>/.dask/scheduler.json`` (0600) serves the
-user's own clients (:func:`connect`).
-"""
+Block jobs are threads of one Snakemake process: the first that needs the cluster starts
+it (LocalCluster or dask-jobqueue), later ones share it and its one client;
+``onsuccess``/``onerror`` close it and ``onstart`` installs :func:`stop_on_signals`. Every
+connection is mutual TLS with the run's own credentials (:mod:`.security`);
+``results/<run>/.dask/scheduler.json`` (0600) serves the owner's clients (:func:`connect`)."""
 
 from __future__ import annotations
 
@@ -67,10 +61,8 @@ class RunCluster:
     client_lock: threading.Lock = field(default_factory=threading.Lock)
 
     def shared_client(self) -> Any:
-        """The run's one :class:`distributed.Client` in this process, opened on first use
-        and again after it was closed (a block's walltime deadline closes it): block jobs
-        share it instead of paying a client each (TLS handshake, registration, heartbeats).
-        Thread-safe; O(1) after the first call."""
+        """The run's one :class:`distributed.Client` in this process, reopened after it was closed
+        (a walltime deadline closes it); thread-safe."""
         from distributed import Client
 
         with self.client_lock:
@@ -131,13 +123,8 @@ def _key(run_dir: str | os.PathLike[str]) -> Path:
 
 
 def say(message: str) -> None:
-    """One line for the person running the pipeline (stderr, as Snakemake's own).
-
-    Written with one ``os.write`` of the whole line: safe in a signal handler (no
-    re-entrant call into the stream's buffer the interrupted main thread may be writing)
-    and never interleaved with another thread's line on the same pipe. A stream without a
-    file descriptor (a notebook, pytest's ``capsys``) gets a plain ``print``.
-    """
+    """One line on stderr for the person running the pipeline, as one ``os.write`` (safe in a
+    signal handler, never interleaved); a stream without a descriptor gets a ``print``."""
     line = f"attnrmt: {message}\n"
     try:
         descriptor = sys.stderr.fileno()
@@ -152,36 +139,39 @@ def say(message: str) -> None:
 # --------------------------------------------------------------------------- start
 
 
-def local_cluster_kwargs(cores: int, settings: ClusterSettings, workdir: Path) -> dict[str, Any]:
-    """LocalCluster arguments: worker processes sized to ``cores``; scheduler, nannies,
-    workers and every HTTP server on 127.0.0.1; no worker dashboards (each would import
-    bokeh in its worker). O(1)."""
+def local_cluster(run_dir: Path, cores: int, settings: ClusterSettings, secured: Any) -> Any:
+    """A LocalCluster of worker processes sized to ``cores``, everything on 127.0.0.1 over
+    TLS (``secured``), no worker dashboards, spawned without re-running the main script."""
+    from distributed import LocalCluster
+
+    workdir = Path(settings.local_directory or cluster_dir(run_dir) / "workers")
+    workdir.mkdir(parents=True, exist_ok=True)
     layout = worker_layout(cores, settings.n_workers, settings.threads_per_worker)
     configure_worker_environment(layout.blas_threads)
     scheduler_kwargs: dict[str, Any] = {"dashboard": settings.dashboard is not None}
     if settings.idle_timeout is not None:
         scheduler_kwargs["idle_timeout"] = f"{settings.idle_timeout}s"
-    return {
-        "n_workers": layout.n_workers,
-        "threads_per_worker": layout.threads_per_worker,
-        "processes": True,
-        "host": LOOPBACK,
-        "protocol": "tls://",
-        "dashboard_address": settings.dashboard or f"{LOOPBACK}:0",
-        "worker_dashboard_address": None,
-        "local_directory": str(workdir),
-        "memory_limit": settings.memory_limit or "auto",
-        "scheduler_kwargs": scheduler_kwargs,
-        "silence_logs": False,  # INFO to .dask/cluster.log (worker deaths, restarts)
-    }
+    with spawning_without_main_script():
+        return LocalCluster(
+            n_workers=layout.n_workers,
+            threads_per_worker=layout.threads_per_worker,
+            processes=True,
+            host=LOOPBACK,
+            protocol="tls://",
+            security=secured,
+            dashboard_address=settings.dashboard or f"{LOOPBACK}:0",
+            worker_dashboard_address=None,
+            local_directory=str(workdir),
+            memory_limit=settings.memory_limit or "auto",
+            scheduler_kwargs=scheduler_kwargs,
+            silence_logs=False,  # INFO to .dask/cluster.log (worker deaths, restarts)
+        )
 
 
 @contextlib.contextmanager
 def spawning_without_main_script() -> Iterator[None]:
-    """Worker processes started inside this block do not re-run the parent's main script
-    (``spawn`` re-executes ``__main__.__file__``, here the ``snakemake`` executable, in
-    every child). Only while the cluster starts its workers: a worker a nanny restarts
-    later re-runs it (slower, equally correct). O(1)."""
+    """Worker processes spawned inside this block do not re-run ``__main__.__file__`` (here the
+    ``snakemake`` executable). O(1)."""
     main = sys.modules.get("__main__")
     main_file = getattr(main, "__file__", None)
     if main is None or main_file is None:
@@ -195,7 +185,7 @@ def spawning_without_main_script() -> Iterator[None]:
 
 
 def _attach_cluster_log(run_dir: Path) -> logging.Handler:
-    """Copy distributed's log lines (worker deaths, restarts) to ``.dask/cluster.log`` (0600)."""
+    """Copy distributed's log lines to ``.dask/cluster.log`` (0600); consoles keep warnings."""
     path = cluster_dir(run_dir) / CLUSTER_LOG_FILENAME
     descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, security.PRIVATE_FILE_MODE)
     os.close(descriptor)
@@ -221,13 +211,8 @@ def _detach_cluster_log(handler: logging.Handler | None) -> None:
 
 
 def start_run_cluster(run_dir: str | os.PathLike[str], settings: ClusterSettings) -> RunCluster:
-    """Create the run's cluster with fresh credentials; publish its scheduler file.
-
-    Raises
-    ------
-    RunStopped
-        A batch request the batch system can never run (named, with its reason).
-    """
+    """Create the run's cluster with fresh credentials and publish its scheduler file; raises
+    :class:`RunStopped` for a batch request that can never run."""
     run_path = Path(run_dir)
     dask_dir = security.private_directory(cluster_dir(run_path))
     run_security = security.new_run_credentials(dask_dir)
@@ -247,15 +232,8 @@ def start_run_cluster(run_dir: str | os.PathLike[str], settings: ClusterSettings
             n_jobs = int(settings.jobqueue["n_workers"])
             cluster.scale(jobs=n_jobs)
         else:
-            from distributed import LocalCluster
-
             cores = min(usable_cores(), settings.max_cores or usable_cores())
-            workdir = Path(settings.local_directory or dask_dir / "workers")
-            workdir.mkdir(parents=True, exist_ok=True)
-            with spawning_without_main_script():
-                cluster = LocalCluster(
-                    security=run_security, **local_cluster_kwargs(cores, settings, workdir)
-                )
+            cluster = local_cluster(run_path, cores, settings, run_security)
     except BaseException:
         _detach_cluster_log(handler)
         raise
@@ -274,13 +252,8 @@ def start_run_cluster(run_dir: str | os.PathLike[str], settings: ClusterSettings
 
 
 def get_run_cluster(run_dir: str | os.PathLike[str], settings: ClusterSettings) -> RunCluster:
-    """The run's cluster of this process, started on first use (thread-safe).
-
-    Raises
-    ------
-    RunStopped
-        When the run was stopped (signal, unsatisfiable request).
-    """
+    """The run's cluster of this process, started on first use (thread-safe); raises
+    :class:`RunStopped` once the run was stopped."""
     key = _key(run_dir)
     with _REGISTRY_LOCK:
         if key in _STOPPED:
@@ -303,8 +276,7 @@ def get_run_cluster(run_dir: str | os.PathLike[str], settings: ClusterSettings) 
 
 
 def dashboard_link(run_dir: str | os.PathLike[str]) -> str | None:
-    """The dashboard link of the run's cluster in this process (also after it closed), for
-    the run's final summary; ``None`` when no cluster with a dashboard ran."""
+    """The dashboard link of the run's cluster in this process (also after it closed), or None."""
     with _REGISTRY_LOCK:
         return _DASHBOARDS.get(_key(run_dir))
 
@@ -320,28 +292,18 @@ def _is_running(cluster: Any) -> bool:
 
 @contextlib.contextmanager
 def run_client(run_dir: str | os.PathLike[str], settings: ClusterSettings) -> Iterator[Any]:
-    """A :class:`distributed.Client` of the run's cluster.
-
-    ``local`` and the batch systems use the run's cluster of this process
-    (:func:`get_run_cluster`) and its one client (:meth:`RunCluster.shared_client`, closed
-    with the cluster); ``address`` connects to the user's scheduler with the TLS
-    settings of the user's Dask configuration; ``job`` runs an in-process LocalCluster
-    sized to the allocation, with credentials that never touch the disk.
-    """
-    from distributed import Client, LocalCluster
+    """A :class:`distributed.Client` of the run's cluster: the shared one of this process
+    (``local``, batch systems), the user's scheduler with the user's TLS settings
+    (``address``), or an in-process LocalCluster sized to the allocation (``job``)."""
+    from distributed import Client
 
     if settings.mode == "address":
         with _address_client(settings) as client, _registered(run_dir, client):
             yield client
     elif settings.mode == "job":
-        workdir = Path(settings.local_directory or cluster_dir(run_dir) / "workers")
-        workdir.mkdir(parents=True, exist_ok=True)
         job_security = security.in_memory_security()
-        kwargs = local_cluster_kwargs(allocation_cores(), settings, workdir)
-        with spawning_without_main_script():
-            job_cluster = LocalCluster(security=job_security, **kwargs)
         with (
-            job_cluster as cluster,
+            local_cluster(Path(run_dir), allocation_cores(), settings, job_security) as cluster,
             Client(cluster, security=job_security, set_as_default=False) as client,
             _registered(run_dir, client),
         ):
@@ -417,13 +379,9 @@ def run_stop_reason(run_dir: str | os.PathLike[str]) -> str | None:
 
 
 def stop_run(run_dir: str | os.PathLike[str], reason: str) -> None:
-    """Stop a run's work at once: refuse new block jobs, close running ones' clients.
-
-    Closing a client cancels its futures, so a block job waiting on them ends within
-    seconds with what it finished (blocks salvage it); the cluster itself is closed in a
-    background thread (:func:`shutdown_run_cluster`). Returns at once: safe in a signal
-    handler.
-    """
+    """Stop a run's work at once: refuse new block jobs and close running ones' clients (their
+    futures cancel, blocks salvage what finished), the cluster closed in the background.
+    Returns at once: safe in a signal handler."""
     key = _key(run_dir)
     with _REGISTRY_LOCK:
         if key in _STOPPED:
@@ -454,17 +412,12 @@ def stop_on_signals(
     batch_workers: bool = True,
     store_finished: Callable[[], None] | None = None,
 ) -> None:
-    """Make SIGINT and SIGTERM stop the run within :data:`STOP_GRACE_SECONDS` plus the
-    time to store what finished (call in the main thread from ``onstart``).
+    """Make SIGINT and SIGTERM stop the run (call from ``onstart``, main thread).
 
-    The first signal stops the block jobs (:func:`stop_all_runs`) and reaches the previous
-    handler: Snakemake removes incomplete outputs, runs ``onerror`` (storing the finished
-    cells) and releases its lock. A gather, theory or analysis job cannot be interrupted,
-    so if the process still lives :data:`STOP_GRACE_SECONDS` later it exits anyway, after
-    ``store_finished()`` and ``release_locks()``; later signals do nothing more. With
-    ``batch_workers``, dask-jobqueue is imported here and the SIGINT handler its import
-    sets is undone (it would replace Snakemake's, and fails outside the main thread).
-    """
+    The first signal stops the block jobs and reaches the previous handler (Snakemake's
+    cleanup and ``onerror``); if the process still lives :data:`STOP_GRACE_SECONDS` later it
+    calls ``store_finished()`` and ``release_locks()`` and exits. With ``batch_workers``
+    dask-jobqueue is imported here and the SIGINT handler its import sets is undone."""
     if batch_workers:
         before = signal.getsignal(signal.SIGINT)
         with contextlib.suppress(ImportError):
@@ -501,9 +454,8 @@ def _exit_if_still_running_after(
     release_locks: Callable[[], None] | None = None,
     store_finished: Callable[[], None] | None = None,
 ) -> bool:
-    """Start (once; False when already started) a daemon timer that ends the process
-    ``seconds`` after a stop signal, calling ``store_finished()`` and ``release_locks()``
-    first (errors reported, never raised: the exit must happen)."""
+    """Start (once; False when already started) a daemon timer exiting the process ``seconds``
+    after a stop signal, after ``store_finished()`` and ``release_locks()``."""
     with _REGISTRY_LOCK:
         if _EXIT_TIMER:
             return False
@@ -542,9 +494,8 @@ def _close(run: RunCluster) -> None:
 
 
 def shutdown_run_cluster(run_dir: str | os.PathLike[str], wait: bool = True) -> bool:
-    """Close the run's cluster of this process, if any (``wait=False``: in a background
-    thread), remove its scheduler file and credentials; whether a live cluster was
-    closed. Safe without a cluster. O(workers)."""
+    """Close the run's cluster of this process, if any (``wait=False``: in the background),
+    remove its scheduler file and credentials; whether a live cluster was closed. O(workers)."""
     with _REGISTRY_LOCK:
         run = _RUNS.pop(_key(run_dir), None)
     with contextlib.suppress(FileNotFoundError):
@@ -566,9 +517,8 @@ _CLOSING: list[threading.Thread] = []
 
 
 def _in_background(target: Callable[..., None], *args: Any) -> None:
-    """Run ``target(*args)`` in a daemon thread that the process waits for at exit
-    (:func:`_finish_closing`) before distributed's own ``atexit`` closes what is left: two
-    closes of one cluster at once end in distributed's ``UnboundLocalError`` traceback."""
+    """Run ``target(*args)`` in a daemon thread joined at exit before distributed's own
+    ``atexit`` (two closes of one cluster at once raise in distributed)."""
     thread = threading.Thread(target=target, args=args, daemon=True)
     with _REGISTRY_LOCK:
         if not _CLOSING:
@@ -589,12 +539,8 @@ def _finish_closing() -> None:
 
 
 class BlocksLeft:
-    """The fragments a run's block jobs have still to write: the run's cluster is
-    released as soon as the last is written, so the workers' teardown overlaps the gathers
-    that follow. Fragments on disk when built are not waited for; if a block fails the set
-    never empties and the cluster closes at the end of the run. O(blocks) ``stat`` calls
-    when built, O(1) per block; thread-safe.
-    """
+    """The fragments a run's block jobs have still to write, so the cluster is released after
+    the last one (fragments on disk when built are not waited for). Thread-safe."""
 
     def __init__(self, fragments: Iterable[str | os.PathLike[str]]) -> None:
         self._left = {os.path.normpath(path) for path in fragments if not os.path.exists(path)}
@@ -614,13 +560,8 @@ RATE_LIMITER_WAKEUP = "JobScheduler._schedule_reevalutation"
 
 
 def cancel_rate_limiter_wakeups() -> int:
-    """Cancel the pending wake-up timers of Snakemake's job rate limiter; return how many.
-
-    Snakemake 9's limiter arms a 1 s timer each scheduling round while jobs wait, and each
-    finished job starts a further chain (snakemake/snakemake#3744; docs/scaling.md,
-    "Pipeline overhead"). A block job calls this as it ends: its end wakes the scheduler
-    anyway, which re-arms one timer if needed. O(threads of the process).
-    """
+    """Cancel the pending wake-up timers of Snakemake 9's job rate limiter (snakemake/snakemake
+    #3744; docs/scaling.md, "Pipeline overhead"); how many. O(threads)."""
     cancelled = 0
     for thread in threading.enumerate():
         wakeup = getattr(thread, "function", None)

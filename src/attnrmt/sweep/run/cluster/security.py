@@ -1,14 +1,8 @@
-"""Per-run TLS credentials: every scheduler, worker and client of a run authenticates with
-a key pair made for that run, so nobody without it can talk to the run's cluster
-(docs/cluster.md, section "Security").
-
-The credentials are a fresh self-signed certificate and its private key
-(:meth:`distributed.security.Security.temporary`, RSA 2048), written to
-``results/<run>/.dask/tls/`` (directory 0700, files 0600, created with those modes, never
-logged) because batch workers on other nodes and the user's own clients must read them
-from the shared filesystem. Plain-TCP connections and TLS connections without a
-certificate signed by that key are refused (``require_encryption`` and mutual TLS).
-"""
+"""Per-run TLS credentials (docs/cluster.md, "Security"): every scheduler, worker and client
+of a run authenticates with a self-signed certificate and key made for that run
+(:meth:`distributed.security.Security.temporary`), written to ``results/<run>/.dask/tls/``
+(0700, files 0600, never logged) for batch workers and the owner's clients. Plain TCP and
+TLS without that certificate are refused (``require_encryption``, mutual TLS)."""
 
 from __future__ import annotations
 
@@ -26,10 +20,7 @@ PRIVATE_FILE_MODE = 0o600
 
 
 def private_directory(path: str | os.PathLike[str]) -> Path:
-    """Create ``path`` (and parents) with the leaf at mode 0700; return it.
-
-    An existing directory is tightened to 0700 (never loosened by the umask).
-    """
+    """Create ``path`` (and parents) with the leaf at mode 0700, tightening an existing one."""
     directory = Path(path)
     directory.mkdir(parents=True, exist_ok=True, mode=PRIVATE_DIR_MODE)
     os.chmod(directory, PRIVATE_DIR_MODE)
@@ -37,11 +28,7 @@ def private_directory(path: str | os.PathLike[str]) -> Path:
 
 
 def write_private_file(path: str | os.PathLike[str], text: str) -> Path:
-    """Write ``text`` to ``path`` atomically, readable by the owner only (0600).
-
-    The file is created 0600 under a temporary name (no moment where it is readable by
-    others) and renamed over ``path``.
-    """
+    """Write ``text`` to ``path`` atomically, created 0600 (never readable by others)."""
     return write_text_atomically(path, text, mode=PRIVATE_FILE_MODE, durable=False)
 
 
@@ -52,11 +39,8 @@ def credential_paths(dask_dir: str | os.PathLike[str]) -> tuple[Path, Path]:
 
 
 def security_from_files(cert: str | os.PathLike[str], key: str | os.PathLike[str]) -> Any:
-    """A mutual-TLS :class:`~distributed.security.Security` for every role from one pair.
-
-    The certificate is its own CA: only holders of the key can present a certificate the
-    other side accepts.
-    """
+    """A mutual-TLS :class:`~distributed.security.Security` for every role from one pair (the
+    certificate is its own CA)."""
     from distributed.security import Security
 
     cert_file, key_file = str(cert), str(key)
@@ -73,10 +57,7 @@ def security_from_files(cert: str | os.PathLike[str], key: str | os.PathLike[str
 
 
 def new_run_credentials(dask_dir: str | os.PathLike[str]) -> Any:
-    """Make fresh credentials for a run's cluster in ``dask_dir/tls``; their Security.
-
-    Cost: one RSA-2048 key generation (~0.1 s).
-    """
+    """Fresh credentials in ``dask_dir/tls`` and their Security. Cost: one RSA-2048 key."""
     from distributed.security import Security
 
     private_directory(dask_dir)
@@ -89,13 +70,7 @@ def new_run_credentials(dask_dir: str | os.PathLike[str]) -> Any:
 
 
 def run_security(dask_dir: str | os.PathLike[str]) -> Any:
-    """The Security of a running cluster's credentials (for a client of the same user).
-
-    Raises
-    ------
-    FileNotFoundError
-        When the run has no credentials (no cluster ever started there).
-    """
+    """The Security of a running cluster's credentials; FileNotFoundError without them."""
     cert_path, key_path = credential_paths(dask_dir)
     for path in (cert_path, key_path):
         if not path.is_file():

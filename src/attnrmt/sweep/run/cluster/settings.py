@@ -1,7 +1,5 @@
-"""The ``dask:`` block of a config as validated settings (no defaults here: the config
-schema, ``workflow/schemas/config.schema.yaml``, is the only place for attnrmt defaults;
-worker-job settings a profile leaves unset come from dask-jobqueue's own configuration,
-``jobqueue.yaml`` / ``DASK_JOBQUEUE__<SYSTEM>__*``)."""
+"""The ``dask:`` block of a config as validated settings (defaults: the config schema only;
+worker-job settings a profile leaves unset: dask-jobqueue's configuration)."""
 
 from __future__ import annotations
 
@@ -18,10 +16,9 @@ LOOPBACK = "127.0.0.1"
 
 @dataclass(frozen=True)
 class ClusterSettings:
-    """Validated Dask settings of a run: the config's ``dask:`` block (each key described
-    in the schema, ``workflow/schemas/config.schema.yaml``), the dashboard as a bind
-    address (None: off), ``max_cores`` (Snakemake's ``--cores``, caps a local cluster) and
-    ``jobqueue`` without its null values (dask-jobqueue's configuration decides those)."""
+    """Validated Dask settings of a run (the config's ``dask:`` block, described in the
+    schema), the dashboard as a bind address, ``max_cores`` (Snakemake's ``--cores``) and
+    ``jobqueue`` without its null values."""
 
     mode: str
     n_workers: int | None
@@ -40,9 +37,8 @@ class ClusterSettings:
     def from_config(
         cls, dask_config: Mapping[str, Any] | None, max_cores: int | None = None
     ) -> ClusterSettings:
-        """Settings of a ``dask:`` block. A validated config's block is complete and taken
-        as it is; a partial one (a library call) gets the schema's defaults
-        (:func:`schema_defaults`). Raises ValueError for an unknown mode. O(keys)."""
+        """Settings of a ``dask:`` block (a partial one gets the schema's defaults); ValueError for
+        an unknown mode. O(keys)."""
         cfg = dict(dask_config or {})
         keys = {name.name for name in dataclasses.fields(cls)} - {"max_cores"}
         if not keys <= cfg.keys() or "n_workers" not in (cfg.get("jobqueue") or {}):
@@ -85,9 +81,8 @@ def schema_defaults() -> dict[str, Any]:
 
 
 def dashboard_address(setting: bool | str | int | None) -> str | None:
-    """The ``dask.dashboard`` setting as a bind address (None: off): ``True`` a free port
-    on loopback (runs never collide, no other host reaches it), an int a loopback port, a
-    string an address as given (a bare ``:port`` on loopback). O(1)."""
+    """``dask.dashboard`` as a bind address (None: off): ``True`` a free loopback port, an int a
+    loopback port, a string as given (``:port`` on loopback). O(1)."""
     if isinstance(setting, str):  # as written on a command line
         text = setting.strip()
         if text.lower() in ("", "false", "no", "off", "none", "null"):

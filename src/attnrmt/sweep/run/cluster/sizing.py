@@ -43,22 +43,8 @@ class WorkerLayout:
 
 
 def worker_layout(cores: int, n_workers: int | None, threads_per_worker: int) -> WorkerLayout:
-    """Size workers so that ``n_workers * threads_per_worker * blas_threads <= cores``.
-
-    Parameters
-    ----------
-    cores : int
-        Cores available.
-    n_workers : int or None
-        Requested worker processes; ``None`` means ``max(1, cores // threads_per_worker)``.
-    threads_per_worker : int
-        Threads per worker.
-
-    Returns
-    -------
-    WorkerLayout
-        BLAS threads per worker are ``cores // (n_workers * threads_per_worker)``, at least 1.
-    """
+    """Size workers so that ``n_workers * threads_per_worker * blas_threads <= cores``
+    (``n_workers`` None: ``max(1, cores // threads_per_worker)``; BLAS threads at least 1)."""
     cores = max(1, int(cores))
     threads = max(1, int(threads_per_worker))
     workers = max(1, cores // threads) if n_workers is None else max(1, int(n_workers))
@@ -85,15 +71,9 @@ HOUSEKEEPING: dict[str, tuple[object, object]] = {
 
 
 def configure_worker_environment(blas_threads: int) -> None:
-    """Make worker processes spawned by Dask nannies start with ``blas_threads`` BLAS
-    threads, and the cluster run its housekeeping less often (:data:`HOUSEKEEPING`).
-
-    Dask's nanny sets ``distributed.nanny.pre-spawn-environ`` before the worker imports
-    numpy; we overwrite its BLAS entries (default 1) with our layout. A housekeeping
-    setting is changed only where it still has Dask's default: a value from the user's
-    own Dask configuration is kept. The settings reach spawned workers with the rest of
-    this process's Dask configuration. O(1).
-    """
+    """Make nanny-spawned workers start with ``blas_threads`` BLAS threads (Dask's
+    ``pre-spawn-environ``) and run housekeeping less often (:data:`HOUSEKEEPING`, only where
+    Dask's default is still set). O(1)."""
     import dask
 
     environ = dict(dask.config.get("distributed.nanny.pre-spawn-environ", default={}) or {})
@@ -130,12 +110,8 @@ def parse_walltime(walltime: str) -> int:
 
 
 def worker_lifetime(walltime_seconds: int) -> tuple[int, int]:
-    """Worker ``--lifetime`` and ``--lifetime-stagger`` (seconds) for a SLURM walltime.
-
-    Workers retire (handing their data over) before SLURM kills the job: the lifetime keeps
-    a margin of 10% of the walltime (at least 2 minutes, at most 15) plus the stagger
-    (5% of the walltime, at most 5 minutes) so that workers do not all leave at once.
-    """
+    """Worker ``--lifetime`` and ``--lifetime-stagger`` (seconds) for a SLURM walltime: retire
+    with a margin of 10% (2 to 15 min) plus a stagger of 5% (at most 5 min)."""
     margin = min(max(120, walltime_seconds // 10), 900)
     stagger = min(walltime_seconds // 20, 300)
     lifetime = max(60, walltime_seconds - margin - stagger)

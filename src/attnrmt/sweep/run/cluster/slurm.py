@@ -1,12 +1,8 @@
-"""SLURM specifics over the generic job-queue code (:mod:`.jobqueue`): a dry run of a
-job script before any job is queued, the state and pending reason of queued jobs, sorted
-into reasons that clear by waiting and reasons that never do, and :class:`PendingWatch`,
-the thread that turns a request that can never run into one message (used for the Dask
-worker jobs of ``profiles/slurm-dask``, :mod:`.jobqueue`, and for the block jobs of
-Snakemake's SLURM executor, :mod:`.blockwatch`).
-
-All calls are one ``sbatch``/``squeue``/``sinfo`` process each (O(jobs) output).
-"""
+"""SLURM specifics over :mod:`.jobqueue`: a dry run of a job script, the state and pending
+reason of queued jobs (reasons that clear by waiting and reasons that never do), and
+:class:`PendingWatch`, turning a request that can never run into one message (Dask worker
+jobs, :mod:`.jobqueue`; Snakemake's SLURM block jobs, :mod:`.blockwatch`). One
+``sbatch``/``squeue``/``sinfo`` process per call (O(jobs) output)."""
 
 from __future__ import annotations
 
@@ -64,8 +60,8 @@ LOGGER = logging.getLogger("attnrmt.cluster")
 
 
 def slurm_command(*args: str) -> subprocess.CompletedProcess[str]:
-    """One ``sbatch``/``squeue``/``sinfo``/``scancel`` call, its output captured as text,
-    never raising on its exit status; at most :data:`COMMAND_TIMEOUT_SECONDS`."""
+    """One SLURM command, output captured as text, never raising on its exit status; at most
+    :data:`COMMAND_TIMEOUT_SECONDS`."""
     return subprocess.run(
         list(args), capture_output=True, text=True, timeout=COMMAND_TIMEOUT_SECONDS, check=False
     )
@@ -88,13 +84,8 @@ class JobState:
 
 
 def dry_run_submission(job_script: str, directory: str | os.PathLike[str]) -> str | None:
-    """``sbatch --test-only`` of a job script: SLURM's objection, or ``None`` if it could run.
-
-    SLURM checks the request against the partitions and nodes it knows (cores, memory,
-    walltime, partition, node names) without queuing anything; a request no node can
-    satisfy gets "Requested node configuration is not available" at once, where a real
-    submission would pend forever with reason PartitionConfig.
-    """
+    """``sbatch --test-only`` of a job script: SLURM's objection (a request no node can
+    satisfy is refused at once), or None if it could run."""
     with tempfile.NamedTemporaryFile(
         "w", dir=directory, prefix=".test-job-", suffix=".sh", delete=False
     ) as handle:
@@ -134,11 +125,8 @@ def known_nodes() -> set[str]:
 
 
 def is_unsatisfiable(reason: str, nodes: set[str] | None = None) -> bool:
-    """Whether a pending reason means the request can never run.
-
-    ``ReqNodeNotAvail`` counts only when it names nodes SLURM does not know (a down or
-    drained node may come back); ``nodes`` is :func:`known_nodes` (queried when needed).
-    """
+    """Whether a pending reason means the request can never run (``ReqNodeNotAvail`` only for
+    nodes SLURM does not know; ``nodes``: :func:`known_nodes`, queried when needed)."""
     if any(reason.startswith(name) for name in UNSATISFIABLE_REASONS):
         return True
     if reason.startswith("ReqNodeNotAvail"):
@@ -161,16 +149,10 @@ def pending_summary(states: Mapping[str, JobState]) -> dict[str, int]:
 
 
 class PendingWatch:
-    """A thread watching a set of SLURM jobs while a run lasts.
-
-    Every ``poll_seconds`` it reads their state (:meth:`job_states`, one ``squeue``). A
-    job pending for a reason that never clears (:func:`is_unsatisfiable`) calls
-    ``on_fatal`` with :meth:`fatal_message` (one message naming the request and SLURM's
-    reason) and the watch ends; jobs pending for queue load (Priority, Resources) log a
-    line every ``report_seconds`` ("3 block jobs pending: Resources x3, 2 min").
-    Subclasses say which jobs (:meth:`job_states`) and how the message reads
-    (:meth:`fatal_message`); ``kind`` names the jobs in the periodic line.
-    """
+    """A thread watching SLURM jobs while a run lasts: every ``poll_seconds`` one ``squeue``; a
+    job pending for a reason that never clears calls ``on_fatal`` with
+    :meth:`fatal_message` and ends the watch; queue-load waits are logged every
+    ``report_seconds``. Subclasses give :meth:`job_states` and :meth:`fatal_message`."""
 
     kind = "jobs"
 
@@ -249,10 +231,8 @@ WALLTIME_MARGIN_SECONDS = 300.0
 
 
 def slurm_job_end_time(environ: Mapping[str, str] = os.environ) -> float | None:
-    """End time (Unix seconds) of the SLURM job this process runs in, or ``None`` outside
-    one or when SLURM cannot tell: ``SLURM_JOB_END_TIME`` when SLURM sets it (23.02+),
-    else ``squeue -h -j $SLURM_JOB_ID -o %e``, asked once per job and process (a block
-    asks when it starts: once SLURM has ended the job, squeue may no longer list it)."""
+    """End time (Unix seconds) of this process's SLURM job: ``SLURM_JOB_END_TIME``, else
+    ``squeue`` once per job and process; None outside a job or when unknown."""
     if environ.get("SLURM_JOB_END_TIME", "").isdigit():
         return float(environ["SLURM_JOB_END_TIME"])
     job = environ.get("SLURM_JOB_ID")
@@ -262,22 +242,16 @@ def slurm_job_end_time(environ: Mapping[str, str] = os.environ) -> float | None:
 @functools.lru_cache(maxsize=16)
 def _squeue_end_time(job: str) -> float | None:
     try:
-        shown = subprocess.run(
-            ["squeue", "-h", "-j", job, "-o", "%e"],
-            capture_output=True,
-            text=True,
-            timeout=30,
-            check=True,
-        ).stdout.strip()
-        return datetime.fromisoformat(shown).timestamp()
+        return datetime.fromisoformat(
+            slurm_command("squeue", "-h", "-j", job, "-o", "%e").stdout.strip()
+        ).timestamp()
     except (OSError, subprocess.SubprocessError, ValueError):
         return None
 
 
 def slurm_walltime_reached(end_time: float | None, now: float | None = None) -> bool:
-    """Whether ``now`` is within :data:`WALLTIME_MARGIN_SECONDS` of (or past) the job's
-    ``end_time`` (:func:`slurm_job_end_time`; ``None``: not in a SLURM job): a stop
-    signal now is SLURM ending the job at its walltime."""
+    """Whether ``now`` is within :data:`WALLTIME_MARGIN_SECONDS` of (or past) ``end_time``
+    (None: not in a SLURM job)."""
     current = time.time() if now is None else now
     return end_time is not None and current >= end_time - WALLTIME_MARGIN_SECONDS
 
