@@ -1,12 +1,7 @@
-"""Inputs bounded before anything allocates (docs/getting-started.md, "Size limits").
-
-From a validated config, before it is planned: each sweep's cell count, the memory of its
-largest cell and its total one-core time by the cost model
-(:func:`attnrmt.sweep.spec.cost.cell_work`). A sweep over a limit is refused naming the
-key, unless ``--force``; the ceilings are the config's ``execution.max_cells`` and
-``execution.max_core_days`` (defaults in the schema). O(product of the d, delta, gamma,
-T and weights list lengths) per sweep, no cell built.
-"""
+"""Inputs bounded before anything allocates (docs/getting-started.md, "Size limits"): each
+sweep's cell count, largest cell's memory and one-core time by the cost model, against
+``execution.max_cells`` and ``execution.max_core_days``; refused naming the key unless
+``--force``. O(d, delta, gamma, T and weights list lengths) per sweep, no cell built."""
 
 from __future__ import annotations
 

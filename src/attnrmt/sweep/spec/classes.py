@@ -1,17 +1,8 @@
-"""K-class sweeps: the ``classes`` setting of a sweep and the ``label_models`` it picks
-(docs/model.md, "K classes"; docs/data-contract.md, "K-class sweeps").
-
-A sweep with ``classes: {K, means}`` simulates K-class :func:`attnrmt.model.simulate_cell`
-cells: its ``positional`` axis names *label models* (``label_models`` entries or the
-built-in ``iid``, uniform i.i.d. labels) instead of sign models. Each cell's positional
-spec is the canonical K-class spec (:func:`classes_spec`)::
-
-    {"kind": "classes", "K": K, "labels": <canonical label model>, "means": G}
-
-(``G`` the K x K class-mean Gram as nested lists), so K, ``G`` and the label law enter the
-cell key through the spec the key already hashes, and a sweep without ``classes`` keeps
-every key, seed and number it had. Pure functions; O(K^2 T^2) per (label model, T).
-"""
+"""K-class sweeps: a sweep's ``classes`` setting and the ``label_models`` its ``positional``
+axis names (docs/model.md, "K classes"; docs/data-contract.md, "K-class sweeps"). Each
+cell's positional spec is ``{"kind": "classes", "K": K, "labels": <label model>, "means":
+G}``, so K, ``G`` and the label law enter the key through the spec. O(K^2 T^2) per
+(label model, T)."""
 
 from __future__ import annotations
 
@@ -49,9 +40,8 @@ def classes_spec(K: int, gram: Any, labels: Mapping[str, Any]) -> dict[str, Any]
 
 
 def spike_count(classes: Mapping[str, Any] | None, centered: list[bool]) -> int:
-    """Entries of the ``spike`` dimension of a K-class sweep: the largest rank of the
-    pooled signal matrix over its ``centered`` values (``K - 1`` centred, ``K`` uncentred,
-    docs/model.md, "Pooled signal matrix"); 0 without ``classes``."""
+    """Entries of the ``spike`` dimension: the largest rank of the pooled signal matrix over
+    the ``centered`` values (``K - 1`` centred, ``K`` not); 0 without ``classes``."""
     if not classes:
         return 0
     K = int(classes["K"])
@@ -59,17 +49,8 @@ def spike_count(classes: Mapping[str, Any] | None, centered: list[bool]) -> int:
 
 
 def resolve_classes(prefix: str, sweep: Mapping[str, Any], axes: Mapping[str, list]) -> Any:
-    """The checked ``classes`` setting of a sweep: ``{"K": K, "means": G (K x K lists),
-    "means_name": preset or "explicit"}``, or None when the sweep has none.
-
-    Raises
-    ------
-    ConfigError
-        Naming ``<prefix>.classes.<key>`` and the value: ``means`` not a preset
-        (with a suggestion) nor a symmetric PSD K x K matrix, ``top_k`` below the number of
-        spikes (:func:`spike_count`), ``d < K``, ``V < K`` tokens, ``spectrum: top`` (the
-        K-class cell has the full route only).
-    """
+    """The checked ``classes`` setting ``{"K", "means" (K x K lists), "means_name"}``, or None;
+    :class:`ConfigError` naming ``<prefix>.classes.<key>`` and the value."""
     raw = sweep.get("classes")
     if raw is None:
         return None
@@ -138,17 +119,9 @@ def resolve_classes(prefix: str, sweep: Mapping[str, Any], axes: Mapping[str, li
 def resolve_label_models(
     config: Mapping[str, Any], prefix: str, axes: Mapping[str, list], classes: Mapping[str, Any]
 ) -> dict[tuple[str, int], dict[str, Any]]:
-    """The K-class positional spec (:func:`classes_spec`) per ``(label model name, T)`` of
-    a sweep with ``classes``: each name on its ``positional`` axis resolved in
-    ``label_models`` (or :data:`BUILTIN_LABELS`) and validated for every ``T`` and the
-    sweep's K (:func:`attnrmt.model.validate_label_model`). O(names x T x K^2 T^2).
-
-    Raises
-    ------
-    ConfigError
-        An unknown name (with a suggestion, and a hint when it is a positional model), or
-        an invalid label model, naming ``label_models.<name>.<key>`` and the sweep.
-    """
+    """The K-class positional spec per ``(label model name, T)``, each name resolved in
+    ``label_models`` (or :data:`BUILTIN_LABELS`) and validated for every ``T``;
+    :class:`ConfigError` naming the key. O(names x T x K^2 T^2)."""
     from attnrmt.model.classes import validate_label_model
 
     table = named_models(config, "label_models", BUILTIN_LABELS, "label model name")

@@ -45,12 +45,9 @@ _MAX_REPR = 160
 
 
 class ConfigError(ValueError):
-    """Config problems; each message names the key path, the value and what is wrong.
+    """Config problems, every one reported; each names the key path, the value and what is wrong.
 
-    ``ConfigError("one problem")`` or ``ConfigError("first", "second", ...)``: every
-    problem of a config is reported, not the first one and a count. :attr:`problems`
-    holds them in order; ``str(error)`` is the single problem, or a numbered list.
-    """
+    ``str(error)`` is the one problem, or a numbered list of :attr:`problems`."""
 
     def __init__(self, *problems: str) -> None:
         self.problems: tuple[str, ...] = tuple(str(problem) for problem in problems)
@@ -64,10 +61,7 @@ class ConfigError(ValueError):
 
 
 def collect_problems(checks: Iterable[Any]) -> None:
-    """Call every zero-argument check; raise one :class:`ConfigError` with all problems.
-
-    O(number of checks): a check that raises stops only itself, not the ones after it.
-    """
+    """Call every zero-argument check; one :class:`ConfigError` with all problems. O(checks)."""
     problems: list[str] = []
     for check in checks:
         try:
@@ -82,11 +76,8 @@ def collect_problems(checks: Iterable[Any]) -> None:
 
 
 def snr_values(snr: Any) -> list[float]:
-    """The ``snr`` axis as a list: a scalar, a list, or ``{start, stop, num}`` (linspace).
-
-    ``{start, stop, num}`` follows :func:`numpy.linspace` (endpoint included), computed in
-    pure Python: ``start + i * (stop - start) / (num - 1)``.
-    """
+    """The ``snr`` axis as a list: a scalar, a list, or ``{start, stop, num}`` (as
+    :func:`numpy.linspace`, endpoint included, in pure Python)."""
     if isinstance(snr, Mapping):
         start, stop, num = float(snr["start"]), float(snr["stop"]), int(snr["num"])
         if num == 1:
@@ -97,12 +88,9 @@ def snr_values(snr: Any) -> list[float]:
 
 
 def normalise_axis(axis: str, raw: Any) -> list:
-    """One axis of a sweep as a list of normalised coordinate values.
-
-    Scalars become 1-lists; ``d`` and ``T`` become ``int``; ``delta``, ``gamma``, ``snr``
-    become floats rounded to 12 significant digits (a linspace's ``0.1`` and a typed one
-    are one cell); ``snr`` may be ``{start, stop, num}``.
-    """
+    """One axis as a list: scalars become 1-lists, ``d`` and ``T`` ints, ``delta``, ``gamma``,
+    ``snr`` floats rounded to 12 significant digits (a linspace's ``0.1`` and a typed one are
+    one cell)."""
     values = (
         snr_values(raw)
         if axis == "snr"
@@ -122,12 +110,8 @@ def normalise_axis(axis: str, raw: Any) -> list:
 
 @functools.cache
 def _default_filling_validator_class() -> type:
-    """Draft 2020-12 validator that fills ``default`` values of ``properties``.
-
-    Same approach as :func:`snakemake.utils.validate` (the jsonschema FAQ recipe), except
-    that defaults are deep-copied (no shared mutable defaults) and only filled into
-    objects.
-    """
+    """Draft 2020-12 validator filling ``properties`` defaults (deep copies, objects only), as
+    :func:`snakemake.utils.validate` does."""
     from jsonschema import Draft202012Validator, validators
 
     validate_properties = Draft202012Validator.VALIDATORS["properties"]
@@ -143,10 +127,9 @@ def _default_filling_validator_class() -> type:
 
 
 def apply_schema(config: Mapping[str, Any]) -> dict[str, Any]:
-    """A copy of ``config`` validated against the schema, defaults filled. Raises
-    :class:`ConfigError` with every problem (key order); a required key missing because
-    it is misspelt is reported once, as the unknown key with a "did you mean". O(size).
-    """
+    """A copy of ``config`` validated against the schema, defaults filled; :class:`ConfigError`
+    with every problem (a required key missing because an unknown key beside it misspells it
+    is reported once, as the unknown key). O(size)."""
     if not isinstance(config, Mapping):
         raise ConfigError(f"config={_short_repr(config)}: must be a mapping of keys to values")
     filled = copy.deepcopy(dict(config))
@@ -193,12 +176,9 @@ def _short_repr(value: Any) -> str:
 
 
 def _most_specific_errors(error: Any) -> list[Any]:
-    """The most specific complaint about a value, first, and the other complaints of the
-    alternative it belongs to (``{start: 0, stop: 2, step: 0.2}``: ``num`` missing AND
-    ``step`` unknown). Descends into anyOf/oneOf alternatives when exactly one of them fits
-    the value's type (an alternative whose only complaint is the type, at the same path,
-    does not fit); otherwise the anyOf/oneOf error itself is described (with the schema's
-    ``x-expected``). O(errors)."""
+    """The most specific complaint about a value first, then the other complaints of its
+    anyOf/oneOf alternative, descending while exactly one alternative fits the value's type.
+    O(errors)."""
     found = [error]
     while error.validator in ("anyOf", "oneOf") and error.context:
         fitting = [
@@ -257,12 +237,8 @@ _BOUND_SYMBOLS = {
 
 
 def describe_schema_error(error: Any) -> str:
-    """One-line message for a jsonschema ``ValidationError``: key path, value, problem.
-
-    Inside an anyOf/oneOf, the chosen alternative's unknown keys are named beside its
-    missing ones (``snr: {start, stop, step}``: ``step`` unknown, ``num`` missing), unless
-    an unknown key misspells the missing one (then only the unknown key, with its hint).
-    """
+    """One line for a jsonschema error: key path, value, problem (an alternative's unknown keys
+    named beside its missing ones, unless one misspells the other)."""
     errors = _most_specific_errors(error)
     errors = [sub for sub in errors if not _missing_because_misspelt(sub, errors)]
     unknown = [sub for sub in errors if sub.validator == "additionalProperties"]
@@ -332,11 +308,9 @@ def _describe_unknown_keys(path: str, value: Mapping, schema: Mapping) -> str:
 
 @dataclass(frozen=True)
 class ResolvedSweep:
-    """A sweep after the semantic checks: normalised axes (:func:`normalise_axis`, in
-    :data:`AXES` order, then ``table`` where set) and canonical model specs per ``(name,
-    T)`` (one dict per pair, shared by every cell using it); ``table_specs``: the canonical
-    spec of each law of the ``table`` axis (None: gaussian, no axis); ``noise``:
-    ``independent`` or ``shared`` (docs/data-contract.md, "Shared-noise sweeps")."""
+    """A sweep after the semantic checks: normalised axes (:data:`AXES` order, then ``table``),
+    canonical model specs per ``(name, T)`` (shared dicts), the ``table`` laws' specs (None:
+    gaussian, no axis) and ``noise`` (docs/data-contract.md, "Shared-noise sweeps")."""
 
     name: str
     axes: dict[str, list]
@@ -509,9 +483,8 @@ TABLE_BUILTINS: tuple[str, ...] = ("gaussian", "rademacher", "uniform")
 
 
 def resolve_table_law(config: Mapping[str, Any], key_path: str, name: Any) -> dict[str, Any]:
-    """Canonical spec (:func:`attnrmt.model.validate_table`) of the table law a sweep
-    names at ``key_path``; :class:`ConfigError` for an unknown name (with the closest) or
-    a refused ``table_models`` entry, naming its key path and value. O(models)."""
+    """Canonical spec (:func:`attnrmt.model.validate_table`) of the table law named at
+    ``key_path``; :class:`ConfigError` naming the key and value otherwise. O(models)."""
     from attnrmt.model.table_laws import validate_table
 
     table = named_models(config, "table_models", TABLE_BUILTINS, "table law")
@@ -531,11 +504,9 @@ def resolve_table_law(config: Mapping[str, Any], key_path: str, name: Any) -> di
 def resolve_table_axis(
     config: Mapping[str, Any], prefix: str, raw: Any
 ) -> tuple[list[str], dict[str, dict[str, Any]]]:
-    """The ``table`` axis of a sweep (a name or a list of names, ``sweeps.<s>.table``):
-    its names in the config's order and the canonical spec of each
-    (:func:`resolve_table_law`). Every name is checked, each problem names its key path
-    (``sweeps.<s>.table[1]='t33': ... (did you mean 't3'?)``; a single name keeps the
-    path ``sweeps.<s>.table``); a repeated name is refused. O(names x models)."""
+    """A sweep's ``table`` axis (a name or a list): names in config order and each one's spec,
+    every name checked (``sweeps.<s>.table[1]='t33': ... (did you mean 't3'?)``), a repeat
+    refused. O(names x models)."""
     names = normalise_axis(TABLE_AXIS, raw)
     listed = isinstance(raw, list | tuple)
     _check_no_duplicates(f"{prefix}.table", list(raw) if listed else [raw], names)
@@ -558,9 +529,9 @@ def _check_table_models(config: Mapping[str, Any]) -> None:
 
 
 def resolve_sweep(config: Mapping[str, Any], name: str) -> ResolvedSweep:
-    """Semantic checks of one sweep of a schema-valid config; its axes and model specs.
-    Raises :class:`ConfigError` naming key paths and values (the axes' problems first, the
-    models once the axes are valid). O(axes x models x T)."""
+    """Semantic checks of one sweep of a schema-valid config (axes first, then models): its
+    :class:`ResolvedSweep`, or :class:`ConfigError` naming key paths and values.
+    O(axes x models x T)."""
     prefix = f"sweeps.{name}"
     sweep = config["sweeps"][name]
     placed_spec = _placed_snr_spec(sweep)
@@ -630,9 +601,8 @@ def _place_snr(
     axes: dict[str, list],
     specs: Mapping[str, Any],
 ) -> dict[str, Any] | None:
-    """Set ``axes["snr"]`` from a placed spec (:func:`attnrmt.sweep.spec.placed.placed_axis`)
-    and return its record; None (axes unchanged) without one. K-class and table-law sweeps
-    have no single threshold pair to place around: refused, naming the key."""
+    """Set ``axes["snr"]`` from a placed spec (:func:`attnrmt.sweep.spec.placed.placed_axis`) and
+    return its record; None without one. Refused in K-class and table-law sweeps."""
     if spec is None:
         return None
     from attnrmt.sweep.spec.placed import placed_axis
@@ -649,8 +619,8 @@ def _place_snr(
 
 
 def _check_zip(prefix: str, raw: Any, axes: Mapping[str, list]) -> tuple[tuple[str, ...], ...]:
-    """The sweep's ``zip`` groups, checked: an axis in one group at most, the axes of a
-    group of equal lengths (each problem names the key and value). O(axes)."""
+    """The sweep's ``zip`` groups: an axis in one group at most, a group's axes of equal
+    lengths. O(axes)."""
     groups = tuple(tuple(str(axis) for axis in group) for group in raw or ())
     seen: dict[str, int] = {}
     for index, group in enumerate(groups):
@@ -678,9 +648,8 @@ def _resolve_classes_block(
     axes: Mapping[str, list],
     specs: dict[str, Any],
 ) -> Any:
-    """For a sweep with ``classes``: the check that fills ``specs["positional"]`` with
-    K-class specs and ``specs["classes"]`` (:mod:`attnrmt.sweep.spec.classes`); None for
-    a two-class sweep (its positional models resolve as ever)."""
+    """For a sweep with ``classes``: the check filling ``specs["positional"]`` and
+    ``specs["classes"]`` (:mod:`attnrmt.sweep.spec.classes`); None for a two-class sweep."""
     if sweep.get("classes") is None:
         return None
     from attnrmt.sweep.spec import classes as k_classes
@@ -694,9 +663,8 @@ def _resolve_classes_block(
 
 
 def resolve_sweeps(config: Mapping[str, Any]) -> dict[str, ResolvedSweep]:
-    """:func:`resolve_sweep` for every sweep of a schema-valid config, in config order, and
-    every declared model checked used or not; :class:`ConfigError` with the problems of
-    every sweep. O(sweeps) checks."""
+    """:func:`resolve_sweep` of every sweep, every declared model checked used or not;
+    :class:`ConfigError` with all problems. O(sweeps)."""
     resolved: dict[str, ResolvedSweep] = {}
 
     def resolve(name: str) -> Any:
@@ -713,10 +681,9 @@ def resolve_sweeps(config: Mapping[str, Any]) -> dict[str, ResolvedSweep]:
 
 
 def finite_t_warnings(sweeps: Mapping[str, ResolvedSweep]) -> list[str]:
-    """Warnings for sweeps with settings where each token is drawn fewer than
-    ``FINITE_T_BOUND`` times, ``T delta / gamma < 8``, at a ``d`` of at least
-    ``FINITE_T_MIN_D``: there the large-T bulk is not accurate (docs/model.md, "Where the
-    large-T bulk holds"). O(settings)."""
+    """Warnings for sweeps with ``T delta / gamma < FINITE_T_BOUND`` at ``d >= FINITE_T_MIN_D``,
+    where the large-T bulk is not accurate (docs/model.md, "Where the large-T bulk holds").
+    O(settings)."""
     from attnrmt.theory.finite_t import FINITE_T_BOUND, FINITE_T_MIN_D, tokens_per_vocab
 
     warnings = []
@@ -741,8 +708,7 @@ def finite_t_warnings(sweeps: Mapping[str, ResolvedSweep]) -> list[str]:
 
 
 def unused_models(config: Mapping[str, Any], sweeps: Mapping[str, ResolvedSweep]) -> list[str]:
-    """Warnings for models defined in the config that no sweep uses (O(models + sweeps)):
-    ``positional_models.mk: defined but used by no sweep (sweeps use: iid, prefix4)``."""
+    """Warnings for models defined in the config that no sweep uses. O(models + sweeps)."""
     classes = [sweep for sweep in sweeps.values() if sweep.classes is not None]
     used: dict[str, list[Sequence[str]]] = {
         "positional_models": [s.axes["positional"] for s in sweeps.values() if not s.classes],
@@ -767,11 +733,7 @@ def unused_models(config: Mapping[str, Any], sweeps: Mapping[str, ResolvedSweep]
 
 
 def defaulted_key_paths(raw: Any, filled: Any, prefix: str = "") -> set[str]:
-    """Key paths that ``filled`` has and ``raw`` lacks: the values the schema defaulted.
-
-    ``defaulted_key_paths({"sweeps": {"s": {}}}, load_config(...))`` contains
-    ``"sweeps.s.top_k"``. O(size of the config).
-    """
+    """Key paths that ``filled`` has and ``raw`` lacks (the schema's defaults). O(size)."""
     found: set[str] = set()
     if not isinstance(filled, Mapping):
         return found
@@ -789,11 +751,7 @@ _KEY_PATH = re.compile(r"^([A-Za-z0-9_.-]+)")
 
 
 def note_defaults(error: ConfigError, defaulted: set[str]) -> ConfigError:
-    """``error`` with "(not in the config: the default)" after problems about a default.
-
-    A problem names its key path first (``sweeps.s.top_k=3: must be <= min(d)=2``); when
-    that key was filled from the schema, the user never wrote it, and the message says so.
-    """
+    """``error`` with a note after each problem whose key path the schema defaulted."""
     problems = []
     for problem in error.problems:
         match = _KEY_PATH.match(problem)
@@ -809,9 +767,8 @@ def note_defaults(error: ConfigError, defaulted: set[str]) -> ConfigError:
 @dataclass(frozen=True)
 class ValidConfig:
     """A config after the one validation: ``config`` (defaults filled, axes normalised),
-    ``sweeps`` (resolved; :func:`attnrmt.sweep.spec.plan.plan_run` takes them so the
-    checks run once), ``warnings`` (legal but probably not meant) and ``source`` (the
-    config file, None for a mapping)."""
+    ``sweeps`` (resolved, for :func:`attnrmt.sweep.spec.plan.plan_run`), ``warnings`` and
+    ``source`` (the file, None for a mapping)."""
 
     config: dict[str, Any]
     sweeps: dict[str, ResolvedSweep]
@@ -820,11 +777,8 @@ class ValidConfig:
 
 
 def run_name_from_file(path: str | os.PathLike[str]) -> str:
-    """The run name of a config file that does not set ``run:``: the file's stem.
-
-    ``my-sweep.yaml`` -> ``my-sweep``, so two config files never share ``results/<run>/``
-    by accident. Raises :class:`ConfigError` when the stem is not a safe run name.
-    """
+    """The run name of a config file without ``run:``: its stem (``my-sweep.yaml`` ->
+    ``my-sweep``); :class:`ConfigError` when the stem is not a safe name."""
     stem = Path(path).stem
     if not _SAFE_NAME.match(stem):
         raise ConfigError(
@@ -837,10 +791,8 @@ def run_name_from_file(path: str | os.PathLike[str]) -> str:
 def validate_config(
     raw: Mapping[str, Any], source: str | os.PathLike[str] | None = None
 ) -> ValidConfig:
-    """The one validation of a config (not modified): schema (filling defaults), then
-    the semantic checks. Without ``run:``, a config from the file ``source`` runs as the
-    file's stem (:func:`run_name_from_file`). Raises :class:`ConfigError` with every
-    problem; one about a value the user did not write says it is the default."""
+    """The one validation of a config: schema (defaults filled), then semantic checks; the run
+    defaults to ``source``'s stem. :class:`ConfigError` with every problem."""
     if not isinstance(raw, Mapping):
         raise ConfigError(f"config={_short_repr(raw)}: must be a mapping of keys to values")
     raw = dict(raw)
@@ -865,8 +817,7 @@ def validate_config(
 
 
 class _YamlProblem(yaml.YAMLError):
-    """A problem of the YAML file at ``mark`` (a duplicate key, an alias bomb), reported
-    as PyYAML's own errors are (:func:`describe_yaml_error`)."""
+    """A problem at ``mark`` (a duplicate key, an alias bomb), shaped as PyYAML's errors."""
 
     def __init__(self, mark: Any, problem: str) -> None:
         super().__init__(problem)
@@ -874,9 +825,8 @@ class _YamlProblem(yaml.YAMLError):
 
 
 class _UniqueKeyLoader(yaml.SafeLoader):
-    """``yaml.SafeLoader`` that refuses a key given twice in one mapping (plain YAML keeps
-    the last value silently: ``snr: {start: 0, stop: 2, num: 11, stop: 3}``). Keys merged
-    in with ``<<:`` may still be overridden, as YAML intends. O(keys) per mapping."""
+    """``yaml.SafeLoader`` refusing a key given twice in one mapping (``<<:`` merges may still
+    be overridden). O(keys) per mapping."""
 
     def construct_mapping(self, node: Any, deep: bool = False) -> Any:
         if isinstance(node, yaml.MappingNode):
@@ -898,8 +848,7 @@ class _UniqueKeyLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep=deep)
 
     def get_single_data(self) -> Any:
-        """The document, refused before construction when its aliases expand to more
-        than :data:`MAX_YAML_NODES` nodes (an alias bomb; :func:`expanded_nodes`)."""
+        """The document, refused when its aliases expand to more than :data:`MAX_YAML_NODES`."""
         node = self.get_single_node()
         if node is not None and expanded_nodes(node, MAX_YAML_NODES) > MAX_YAML_NODES:
             raise _YamlProblem(
@@ -919,9 +868,8 @@ MAX_YAML_NODES = 1_000_000
 
 
 def expanded_nodes(node: Any, limit: int) -> int:
-    """Nodes of a composed YAML document with every alias expanded, counted once per
-    distinct node (memoised), so O(distinct nodes) even when the expansion is
-    exponential; stops counting above ``limit``."""
+    """Nodes of a composed YAML document with aliases expanded, memoised per node (O(distinct
+    nodes)); counting stops above ``limit``."""
     sizes: dict[int, int] = {}
 
     def size(current: Any) -> int:
@@ -939,11 +887,8 @@ def expanded_nodes(node: Any, limit: int) -> int:
 
 
 def read_config_source(source: str | os.PathLike[str] | Mapping[str, Any]) -> dict[str, Any]:
-    """The raw config: a mapping as given, or a YAML file parsed with a safe loader that
-    refuses a key given twice in one mapping (:class:`_UniqueKeyLoader`).
-
-    A YAML syntax error or a duplicate key names the file, line and column.
-    """
+    """The raw config: a mapping as given, or a YAML file read safely (:class:`_UniqueKeyLoader`);
+    problems name the file, line and column."""
     if isinstance(source, Mapping):
         return dict(source)
     path = Path(source)
@@ -974,8 +919,7 @@ def read_config_source(source: str | os.PathLike[str] | Mapping[str, Any]) -> di
 
 
 def describe_bad_byte(path: str | Path, error: UnicodeDecodeError) -> str:
-    """``config file 'my.yaml', line 3, column 7: byte 0xff is not UTF-8 ...`` (1-based;
-    the column counts bytes). O(bytes before the bad one)."""
+    """``config file 'my.yaml', line 3, column 7: byte 0xff is not UTF-8 ...`` (1-based bytes)."""
     before = bytes(error.object[: error.start])
     line = before.count(b"\n") + 1
     column = len(before) - (before.rfind(b"\n") + 1) + 1
@@ -1002,9 +946,7 @@ def load_valid_config(source: str | os.PathLike[str] | Mapping[str, Any]) -> Val
 
 
 def load_config(source: str | Path | Mapping[str, Any]) -> dict[str, Any]:
-    """The validated config of a YAML file or a mapping (:func:`load_valid_config`): every
-    default filled, every axis a list of coordinates (``snr: {start, stop, num}``
-    expanded). Raises :class:`ConfigError`."""
+    """The validated config of a YAML file or mapping (:func:`load_valid_config`)."""
     return load_valid_config(source).config
 
 

@@ -1,11 +1,6 @@
-"""Cost model of one cell.
-
-A cell costs ``CELL_OVERHEAD_SECONDS + work * seconds_per_work`` with ``work = d^3 + (N +
-V) d^2 + N T d`` (+ ``N T^2 d`` for causal attention), or the Krylov operation count of a
-``spectrum: top`` cell; the constants and their fits are in docs/scaling.md ("One cell",
-"Top cells"). ``attnrmt plan`` prints estimates from it; blocks are sized and tasks
-bundled (:mod:`attnrmt.sweep.run.blocks`) by its estimates. Every function is O(1) per cell.
-"""
+"""Cost model of one cell: ``CELL_OVERHEAD_SECONDS + work * seconds_per_work`` (constants
+and fits in docs/scaling.md, "One cell", "Top cells"); ``attnrmt plan`` prints it, blocks
+and tasks are sized by it. O(1) per cell."""
 
 from __future__ import annotations
 
@@ -38,11 +33,8 @@ def cell_work(
     weights: Mapping[str, Any] | str,
     spectrum: str = "full",
 ) -> float:
-    """Work units of one cell: ``d^3`` (eigendecompositions) ``+ (N + V) d^2`` (forming
-    ``S`` and the Gram matrix) ``+ N T d`` (pooling), or :func:`top_work` for a ``top``
-    cell; ``causal_attention`` adds :data:`ATTENTION_WORK_FACTOR` ``N T^2 d``. ``N``, ``V``
-    as in docs/model.md, "Sizes and ratios". An operation count, not a flop count. O(1).
-    """
+    """Work units of one cell: ``d^3 + (N + V) d^2 + N T d`` (+ :data:`ATTENTION_WORK_FACTOR`
+    ``N T^2 d`` for ``causal_attention``), or :func:`top_work`. An operation count. O(1)."""
     n_samples = round(d / gamma)
     vocabulary = 2 * round(d / (2 * delta))
     if spectrum == "top":
@@ -104,9 +96,8 @@ def fit_top_constants(
 
 
 def planned_cell_work(cell: Any) -> float:
-    """:func:`cell_work` of a planned :class:`attnrmt.sweep.spec.plan.Cell`; a cell of a
-    shared-noise curve of ``n`` snr values gets its ``1/n`` share of the curve
-    (:func:`estimated_curve_seconds`). O(1)."""
+    """:func:`cell_work` of a planned cell; a shared-noise curve's cell gets its share of the
+    curve (:func:`estimated_curve_seconds`). O(1)."""
     work = cell_work(cell.d, cell.delta, cell.gamma, cell.T, cell.weights_spec, cell.spectrum)
     n_snr = int(getattr(cell, "curve_length", 1))
     if getattr(cell, "noise", "independent") != "shared" or n_snr < 1:
@@ -153,9 +144,8 @@ def estimated_curve_seconds(
 
 
 def cells_per_block(cell_seconds: float, target_seconds: float, line_length: int) -> int:
-    """``round(target_seconds / cell_seconds)`` clamped to ``1 .. line_length``: cells of
-    a line per block. Only the module's fixed constants (never a calibration) enter, so
-    block keys never change between calls. O(1)."""
+    """``round(target_seconds / cell_seconds)`` in ``1 .. line_length``, from fixed constants
+    only (block keys never change between calls). O(1)."""
     if line_length < 1:
         return 1
     wanted = round(target_seconds / max(cell_seconds, 1e-12))

@@ -37,11 +37,8 @@ _SEED_WORDS = struct.Struct("<4I")
 
 
 def canonical_number(value: Any) -> Any:
-    """A number in canonical form for hashing: integral values as ``int``, others rounded.
-
-    Booleans stay booleans; ``4``, ``4.0`` -> ``4``; ``0.30000000000000004`` -> ``0.3``
-    (12 significant digits).
-    """
+    """A number in canonical form for hashing: integral values as ``int`` (``4.0`` -> ``4``),
+    others rounded to 12 significant digits; booleans stay booleans."""
     if isinstance(value, bool) or not isinstance(value, Real):
         return value
     if isinstance(value, Integral):
@@ -74,12 +71,8 @@ def canonical_json(value: Any) -> str:
 
 
 class _SpecJsonCache:
-    """Canonical JSON of spec dicts, cached by object identity.
-
-    The plan shares one spec dict among all cells that use it, so each spec (a custom
-    ``R`` can hold T^2 numbers) is serialised once. The cache holds a reference to each
-    spec, so an ``id`` is never reused while cached; specs must not be mutated.
-    """
+    """Canonical JSON of spec dicts, cached by identity (the plan shares one spec dict among
+    its cells); holds a reference to each spec, so an ``id`` is not reused. Do not mutate."""
 
     def __init__(self, capacity: int = 4096) -> None:
         self._entries: dict[int, tuple[Any, str]] = {}
@@ -119,17 +112,10 @@ def cell_key(
     table_spec: Mapping[str, Any] | None = None,
     noise: str = "independent",
 ) -> str:
-    """sha256 hex of a cell's canonical parameters (model names excluded, specs included).
-
-    The canonical JSON is, with keys sorted: ``T, centered, d, delta, gamma,
-    model_version, positional, replicate, snr, [spectrum,] [table,] top_k, weights``
-    (numbers by :func:`canonical_number`; specs by :func:`canonical_json`). ``spectrum``
-    enters only when it is ``"top"`` (a top cell stores other data) and ``table`` (the
-    canonical spec of the table law, docs/model.md, "Table laws") only when it is not
-    gaussian, so full Gaussian cells keep the keys they had before either key existed;
-    likewise ``noise`` enters (``"noise":"shared"``, after ``model_version``) only when it
-    is ``"shared"`` (:func:`curve_key`).
-    """
+    """sha256 hex of a cell's canonical JSON (sorted keys; specs, not names): ``T, centered,
+    d, delta, gamma, model_version, [noise,] positional, replicate, snr, [spectrum,] [table,]
+    top_k, weights``. ``noise``, ``spectrum`` and ``table`` enter only off their defaults
+    (shared, top, a non-Gaussian law), so older cells keep their keys."""
     text = (
         key_prefix(d, delta, gamma, T, positional_spec, centered, noise)
         + key_middle(number_json(snr), number_json(replicate))
@@ -173,8 +159,7 @@ def key_suffix(
 
 
 def table_json(table_spec: Mapping[str, Any] | None) -> str:
-    """The key's ``table`` entry: ``""`` for no law or gaussian (the keys of Gaussian cells
-    do not change), else ``'"table":<canonical spec>,'``. O(1)."""
+    """The key's ``table`` entry: ``""`` for none or gaussian, else ``'"table":<spec>,'``."""
     if table_spec is None or table_spec.get("kind") == "gaussian":
         return ""
     return f'"table":{spec_json(table_spec)},'
@@ -187,9 +172,7 @@ _NOISE_JSON = {"independent": "", "shared": '"noise":"shared",'}
 
 
 def curve_key_text(prefix: str, replicate_json: str, suffix: str) -> str:
-    """Canonical JSON of a shared-noise curve: a cell key's text without its ``snr``
-    entry (``prefix`` from :func:`key_prefix` with ``noise="shared"``, ``suffix`` from
-    :func:`key_suffix`). O(size of the specs)."""
+    """Canonical JSON of a shared-noise curve: a cell key's text without ``snr``. O(specs)."""
     return f"{prefix}{replicate_json},{suffix}"
 
 
@@ -207,12 +190,9 @@ def curve_key(
     spectrum: str = "full",
     table_spec: Mapping[str, Any] | None = None,
 ) -> str:
-    """sha256 hex of one replicate's curve of a ``noise: shared`` sweep: the parameters of
-    :func:`cell_key` (``noise="shared"``) without ``snr``. Every cell of the curve takes
-    its seed from it (:func:`seed_words` of this key), so the snr values of a replicate
-    share their table noise, signs and tokens (docs/data-contract.md, "Shared-noise
-    sweeps"); the cells' own keys stay distinct (they hold ``snr``). O(1) beyond the specs.
-    """
+    """sha256 hex of one replicate's curve of a ``noise: shared`` sweep: :func:`cell_key`'s
+    parameters without ``snr``; every cell of the curve takes its seed from it
+    (docs/data-contract.md, "Shared-noise sweeps"). O(specs)."""
     text = curve_key_text(
         key_prefix(d, delta, gamma, T, positional_spec, centered, "shared"),
         number_json(replicate),
@@ -230,11 +210,8 @@ def block_key(root_seed: int, cell_keys: list[str]) -> str:
 
 
 def block_key_of_digests(root_seed: int, key_digests: np.ndarray) -> str:
-    """:func:`block_key` of cells given as raw key digests, ``(m, 32)`` uint8.
-
-    The same bytes are hashed (``":" + hex key`` per key, hex keys sorted; sorting the hex
-    text sorts the digests), in one ``update``. O(m log m), vectorised.
-    """
+    """:func:`block_key` of raw key digests ``(m, 32)`` uint8, the same bytes hashed in one
+    ``update``. O(m log m), vectorised."""
     hexed = np.frombuffer(
         binascii.hexlify(np.ascontiguousarray(key_digests).tobytes()),
         dtype=f"S{2 * KEY_DIGEST_BYTES}",
@@ -248,9 +225,8 @@ def block_key_of_digests(root_seed: int, key_digests: np.ndarray) -> str:
 
 
 def line_digests(prefix: str, tails: Iterable[bytes], count: int) -> bytearray:
-    """Concatenated sha256 digests of ``prefix + tail`` for each of ``count`` tails: the
-    prefix is hashed once and its state copied per tail. O(count) time, 32 bytes per tail
-    held (the digests), tails consumed one at a time."""
+    """Concatenated sha256 digests of ``prefix + tail`` per tail, the prefix hashed once.
+    O(count), 32 bytes per tail."""
     start = hashlib.sha256(prefix.encode("ascii"))
     digests = bytearray(count * KEY_DIGEST_BYTES)
     view = memoryview(digests)

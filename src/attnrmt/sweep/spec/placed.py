@@ -1,18 +1,9 @@
 """snr axes placed by the theory: ``snr: {around, span, points}`` (docs/getting-started.md,
-"snr placed by the theory").
-
-A placed axis is written in units of the setting's predicted thresholds: ``around`` names
-the transitions (``population``, ``sample``), every variant of the theory
-(:data:`attnrmt.contract.VARIANTS`) is covered, so the data can still decide between them.
-With ``t_min``, ``t_max`` the smallest and largest predicted threshold ``> 0`` of those
-transitions and variants, the axis is ``points`` values evenly spaced from
-``span[0] t_min`` to ``span[1] t_max`` (endpoints included). A predicted threshold ``<= 0``
-cannot have a point below it (``snr >= 0``); the estimator then needs the curve's start:
-the axis is ``snr = 0`` and ``points - 1`` values spaced as above.
-
-Pure: the thresholds come from :func:`attnrmt.theory.predict.predict_point` at the sweep's
-nominal ``delta``, ``gamma`` (no ``d``: one axis for every ``d`` of the sweep).
-"""
+"snr placed by the theory"): ``points`` values evenly spaced from ``span[0] t_min`` to
+``span[1] t_max``, ``t_min``/``t_max`` the smallest and largest predicted threshold ``> 0``
+of the ``around`` transitions over every variant; with a threshold ``<= 0`` the axis
+starts at ``snr = 0``. Thresholds from :func:`attnrmt.theory.predict.predict_point` at the
+sweep's nominal ``delta``, ``gamma``."""
 
 from __future__ import annotations
 
@@ -32,14 +23,8 @@ def is_placed(raw: Any) -> bool:
 
 
 def place_points(thresholds: Sequence[float], span: Sequence[float], points: int) -> list[float]:
-    """The placed snr values for predicted ``thresholds`` (module docstring), rounded to
-    :data:`attnrmt.contract.SIGNIFICANT_DIGITS` significant digits, ascending. O(points).
-
-    Raises
-    ------
-    ValueError
-        No threshold is a finite number ``> 0`` (nothing to place the axis around).
-    """
+    """The placed snr values for ``thresholds`` (module docstring), rounded, ascending;
+    ValueError when no threshold is finite and ``> 0``. O(points)."""
     positive = [t for t in thresholds if math.isfinite(t) and t > 0]
     if not positive:
         raise ValueError(
@@ -64,8 +49,7 @@ def setting_thresholds(
     centered: bool,
 ) -> dict[str, float]:
     """Predicted thresholds ``{"<variant> <transition>": snr}`` of one setting for the
-    transitions in ``around`` and every variant (:func:`attnrmt.theory.predict.predict_point`,
-    O(T^2))."""
+    transitions in ``around``, every variant. O(T^2)."""
     from attnrmt.theory.predict import predict_point
 
     point = predict_point(delta, gamma, 1.0, T, positional, weights, centered, VARIANTS)
@@ -83,16 +67,10 @@ def placed_axis(
     positional_specs: Mapping[tuple[str, int], Mapping[str, Any]],
     weights_specs: Mapping[tuple[str, int], Mapping[str, Any]],
 ) -> tuple[list[float], dict[str, Any]]:
-    """The snr axis of a sweep's placed spec and its record ``{"around", "span", "points",
-    "thresholds"}`` (what ``attnrmt plan`` shows). O(T^2 + points).
-
-    Raises
-    ------
-    ConfigError
-        Naming ``<prefix>.snr`` (or the key inside it) and the value: a transition not in
-        :data:`attnrmt.contract.TRANSITIONS`, a span not ``0 < low < high``, a sweep with
-        more than one setting (:data:`SETTING_AXES`), no threshold ``> 0``.
-    """
+    """The snr axis of a placed spec and its record ``{"around", "span", "points",
+    "thresholds"}``; :class:`ConfigError` naming ``<prefix>.snr`` and the value (an unknown
+    transition, a span not ``0 < low < high``, several settings, no threshold ``> 0``).
+    O(T^2 + points)."""
     from attnrmt.sweep.spec.config import ConfigError
 
     around, span, points = list(spec["around"]), list(spec["span"]), int(spec["points"])

@@ -1,16 +1,13 @@
 """Plan a run: expand each sweep into cells (content-keyed) and group them into blocks
 (docs/architecture.md, "Cell identity" and "The walk").
 
-A **cell** is one grid point and replicate; its key hashes its canonical parameters
-(specs, not names; numbers normalised; :data:`MODEL_VERSION`) and its seed words come
-from the key and the root seed: neither depends on the grid position, the block size or
-the execution order. A **block** is one Snakemake job: cells of one *line* (all equal but
-``snr`` and ``replicate``) sorted by ``(snr, replicate)`` and chunked by ``block_size``
-(``auto``: about ``block_seconds`` of estimated work); its key hashes the root seed and
-its cells' keys, so extending an axis leaves every unchanged block intact. With ``noise:
-shared`` blocks hold whole replicate curves and a cell's seed comes from its curve's key
-(docs/data-contract.md, "Shared-noise sweeps"). O(cells) hashing, 32 bytes per cell.
-"""
+A cell is one grid point and replicate; its key hashes its canonical parameters and its
+seed words come from the key and the root seed, independent of grid position, block size
+and execution order. A block is one Snakemake job: cells of one *line* (equal but ``snr``
+and ``replicate``) sorted by ``(snr, replicate)`` and chunked by ``block_size`` (``auto``:
+about ``block_seconds`` of estimated work); with ``noise: shared`` blocks hold whole
+replicate curves, seeded by the curve's key (docs/data-contract.md, "Shared-noise
+sweeps"). O(cells) hashing, 32 bytes per cell."""
 
 from __future__ import annotations
 
@@ -27,7 +24,11 @@ import numpy as np
 from attnrmt.contract import ALL_AXES, AXES, TABLE_AXIS, sweep_axes
 from attnrmt.sweep.spec.classes import spike_count
 from attnrmt.sweep.spec.config import ResolvedSweep, apply_schema, resolve_sweeps
-from attnrmt.sweep.spec.cost import estimated_cell_seconds, estimated_curve_seconds
+from attnrmt.sweep.spec.cost import (
+    cells_per_block,
+    estimated_cell_seconds,
+    estimated_curve_seconds,
+)
 from attnrmt.sweep.spec.identity import (
     KEY_DIGEST_BYTES,
     MODEL_VERSION,
@@ -48,17 +49,11 @@ from attnrmt.sweep.spec.identity import (
 
 @dataclass(frozen=True, slots=True)
 class Cell:
-    """One simulation cell: a grid point of a sweep and a replicate index, built on
-    access from the plan's arrays (:class:`CellGrid`).
+    """One simulation cell, built on access from the plan's arrays (:class:`CellGrid`).
 
-    Model parameters (docs/model.md, "The generative model") are normalised coordinate
-    values; ``positional``, ``weights`` and ``table`` are names (coordinates, not in the
-    key), the ``*_spec`` fields the canonical specs (shared; do not mutate). ``spectrum``
-    (``top``), ``table_spec`` (a non-Gaussian law) and ``noise`` (``shared``) enter the
-    key only off their defaults, so older cells keep their keys. ``curve_length``: the snr
-    values of the cell's shared-noise curve (1 otherwise). ``key``: :func:`cell_key`,
-    computed on creation (docs/architecture.md, "Cell identity").
-    """
+    Parameters are normalised coordinates (docs/model.md, "The generative model"); model and
+    table names are coordinates, the ``*_spec`` fields the canonical specs (shared; do not
+    mutate). ``key``: :func:`cell_key`, computed on creation."""
 
     d: int
     delta: float
@@ -80,30 +75,21 @@ class Cell:
     key: str = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        key = cell_key(
-            d=self.d,
-            delta=self.delta,
-            gamma=self.gamma,
-            T=self.T,
-            positional_spec=self.positional_spec,
-            weights_spec=self.weights_spec,
-            snr=self.snr,
-            centered=self.centered,
-            replicate=self.replicate,
-            top_k=self.top_k,
-            spectrum=self.spectrum,
-            table_spec=self.table_spec,
-            noise=self.noise,
-        )
+        key = cell_key(**self._curve_fields(), snr=self.snr, noise=self.noise)
         object.__setattr__(self, "key", key)
+
+    def _curve_fields(self) -> dict[str, Any]:
+        """The key fields shared by the cell key and its curve key (all but snr, noise)."""
+        names = ("d", "delta", "gamma", "T", "positional_spec", "weights_spec", "centered")
+        names += ("replicate", "top_k", "spectrum", "table_spec")
+        return {name: getattr(self, name) for name in names}
 
     def __hash__(self) -> int:
         return hash(self.key)
 
     @property
     def coords(self) -> dict[str, Any]:
-        """Axis coordinates of the cell, in :data:`~attnrmt.contract.ALL_AXES` order (names
-        for models; ``table`` only in a sweep that sets it)."""
+        """Axis coordinates in :data:`~attnrmt.contract.ALL_AXES` order (``table`` where set)."""
         return {
             axis: getattr(self, axis)
             for axis in ALL_AXES
@@ -116,32 +102,17 @@ class Cell:
         return tuple(value for axis, value in self.coords.items() if axis != "snr")
 
     def seed_words(self, root_seed: int) -> list[int]:
-        """Seed for :func:`numpy.random.default_rng` (:func:`identity.seed_words`): of the
-        cell's key, or with ``noise: shared`` of its curve's key (:meth:`seed_key`)."""
+        """Seed for :func:`numpy.random.default_rng` from :meth:`seed_key` and the root seed."""
         return seed_words(self.seed_key(), root_seed)
 
     def seed_key(self) -> str:
-        """The key the seed comes from: the cell's own, or its replicate curve's
-        (:func:`attnrmt.sweep.spec.identity.curve_key`) when the noise is shared."""
+        """The key the seed comes from: the cell's, or with shared noise its replicate curve's."""
         if self.noise != "shared":
             return self.key
-        return curve_key(
-            d=self.d,
-            delta=self.delta,
-            gamma=self.gamma,
-            T=self.T,
-            positional_spec=self.positional_spec,
-            weights_spec=self.weights_spec,
-            centered=self.centered,
-            replicate=self.replicate,
-            top_k=self.top_k,
-            spectrum=self.spectrum,
-            table_spec=self.table_spec,
-        )
+        return curve_key(**self._curve_fields())
 
     def simulate_kwargs(self) -> dict[str, Any]:
-        """Keyword arguments for :func:`attnrmt.model.simulate_cell` (without ``seed``);
-        ``table`` only for a non-Gaussian law (:func:`table_kwargs`)."""
+        """Keyword arguments of :func:`attnrmt.model.simulate_cell` (without ``seed``)."""
         return {
             "d": self.d,
             "delta": self.delta,
@@ -158,8 +129,7 @@ class Cell:
 
 
 def table_kwargs(table_spec: dict[str, Any] | None) -> dict[str, Any]:
-    """``{"table": spec}`` for a non-Gaussian law, ``{}`` otherwise: the simulate kwargs of
-    Gaussian cells stay what they were before table laws existed. O(1)."""
+    """``{"table": spec}`` for a non-Gaussian law, ``{}`` otherwise. O(1)."""
     if table_spec is None or table_spec.get("kind") == "gaussian":
         return {}
     return {"table": table_spec}
@@ -170,16 +140,11 @@ _CELL_FIELDS = tuple(name.name for name in dataclasses.fields(Cell) if name.init
 
 
 class CellGrid:
-    """The cells of one sweep as arrays: a cell is an integer position in the grid.
-
-    Positions are the C-order flat index of ``shape = (len of each axis of
-    :attr:`axis_names`) + (replicates,)``, coordinates by :func:`numpy.unravel_index`.
-    The only per-cell data held is :attr:`keys` (raw sha256 keys, 32 bytes per cell) and
-    :attr:`seed_bytes` (a view of the keys, or 16 bytes per cell with shared noise);
-    :class:`Cell` objects are built on access. A *line* is a point of every axis but
-    ``snr`` (and the replicate). Memory O(axes + models) + 32 bytes per cell
-    (docs/architecture.md, "Cell identity").
-    """
+    """The cells of one sweep as arrays: a cell is a C-order flat position in ``shape`` (each
+    axis of :attr:`axis_names`, then replicates). Holds :attr:`keys` (32 bytes per cell) and
+    :attr:`seed_bytes` (a view of them, or 16 bytes per cell with shared noise); a *line* is
+    a point of every axis but ``snr`` and the replicate. Memory O(axes + models) + 32 bytes
+    per cell (docs/architecture.md, "Cell identity")."""
 
     def __init__(self, resolved: ResolvedSweep) -> None:
         #: The sweep's axes in order (:func:`attnrmt.contract.sweep_axes`).
@@ -188,11 +153,11 @@ class CellGrid:
         self.replicates = int(resolved.replicates)
         self.top_k = int(resolved.top_k)
         self.spectrum = str(resolved.spectrum)
-        self.noise = str(getattr(resolved, "noise", "independent"))
+        self.noise = str(resolved.noise)
         self.positional_specs = resolved.positional_specs
         self.weights_specs = resolved.weights_specs
         #: Canonical spec of each law of the ``table`` axis (None: not set, gaussian).
-        self.table_specs: dict[str, dict[str, Any]] | None = getattr(resolved, "table_specs", None)
+        self.table_specs: dict[str, dict[str, Any]] | None = resolved.table_specs
         self.shape: tuple[int, ...] = (
             *(len(self.axes[axis]) for axis in self.axis_names),
             self.replicates,
@@ -201,7 +166,7 @@ class CellGrid:
         #: Groups of axes that vary together (config key ``zip``): a cell exists only where
         #: the axes of each group have the same index (docs/getting-started.md, "Zipped
         #: axes"); () for the Cartesian product.
-        self.zip: tuple[tuple[str, ...], ...] = tuple(getattr(resolved, "zip", ()) or ())
+        self.zip: tuple[tuple[str, ...], ...] = tuple(resolved.zip)
         #: Flat positions of the cells that exist, ascending; None: every position.
         self.present: np.ndarray | None = self._present_positions() if self.zip else None
         #: Number of cells (positions that exist).
@@ -219,8 +184,7 @@ class CellGrid:
     # ------------------------------------------------------------------ zipped axes
 
     def _present_positions(self) -> np.ndarray:
-        """Flat positions where every :attr:`zip` group's axes share one index, ascending
-        (a boolean mask of the grid, broadcast per group). O(size) bytes and time."""
+        """Flat positions where each :attr:`zip` group's axes share one index. O(size)."""
         mask = np.ones(self.shape, dtype=bool)
         ndim = len(self.shape)
         for group in self.zip:
@@ -243,8 +207,7 @@ class CellGrid:
         return all(len({int(index[axis]) for axis in group}) == 1 for group in self.zip)
 
     def flat_positions(self, start: int = 0, stop: int | None = None) -> np.ndarray:
-        """Flat positions of cells ``start:stop`` in grid order (the cells that exist).
-        O(stop - start)."""
+        """Flat positions of cells ``start:stop`` in grid order. O(stop - start)."""
         stop = self.n_cells if stop is None else stop
         if self.present is None:
             return np.arange(start, stop, dtype=np.int64)
@@ -253,9 +216,8 @@ class CellGrid:
     # ------------------------------------------------------------------ lines
 
     def line_bases(self) -> Iterator[int]:
-        """Flat position of each line's first grid cell (snr index 0, replicate 0), lines
-        in order of first appearance in grid order (``d .. weights`` and ``table``, then
-        ``centered``); with :attr:`zip`, only lines that exist. O(lines)."""
+        """Flat position of each existing line's first cell (snr index 0, replicate 0), in grid
+        order. O(lines)."""
         outer = math.prod(self.shape[: self.axis_names.index("snr")])
         n_centered = len(self.axes["centered"])
         line_span = len(self.axes["snr"]) * self.snr_stride
@@ -266,8 +228,8 @@ class CellGrid:
                     yield base
 
     def line_positions(self, base: int, start: int = 0, stop: int | None = None) -> np.ndarray:
-        """Flat positions of members ``start:stop`` of the line at ``base``, in block order
-        (snr ascending, then replicate). O(stop - start)."""
+        """Flat positions of members ``start:stop`` of the line at ``base``, in block order.
+        O(stop - start)."""
         stop = self.line_length if stop is None else stop
         member = np.arange(start, stop, dtype=np.int64)
         if self.noise == "shared":  # whole curves: replicate, then snr ascending
@@ -288,10 +250,8 @@ class CellGrid:
     # ------------------------------------------------------------------ keys
 
     def _hash_lines(self) -> tuple[np.ndarray, np.ndarray]:
-        """Raw keys of every cell (:func:`cell_key`, a line's shared prefix hashed once) and
-        the seed bytes: the keys' first 16, or with shared noise the first 16 of each
-        cell's curve key (:func:`attnrmt.sweep.spec.identity.curve_key`, one hash per line
-        and replicate). O(cells)."""
+        """Raw keys of every cell (:func:`cell_key`, a line's prefix hashed once) and the seed
+        bytes (the keys' first 16, or with shared noise the curve key's). O(cells)."""
         keys = np.zeros((self.size, KEY_DIGEST_BYTES), dtype=np.uint8)
         shared = self.noise == "shared"
         seeds = np.zeros((self.size, 16), dtype=np.uint8) if shared else keys[:, :16]
@@ -335,9 +295,7 @@ class CellGrid:
     # ------------------------------------------------------------------ cells
 
     def values(self, position: int) -> tuple:
-        """The coordinates of a position along :attr:`axis_names` (``d, delta, gamma, T,
-        positional, weights, [table,] snr, centered``: values, model names), then the
-        replicate. O(axes)."""
+        """Coordinates of a position along :attr:`axis_names`, then the replicate. O(axes)."""
         indices = []
         for size in reversed(self.shape):
             position, index = divmod(position, size)
@@ -356,9 +314,7 @@ class CellGrid:
         return None if table is None or self.table_specs is None else self.table_specs[table]
 
     def _with_table(self, values: tuple) -> tuple:
-        """:meth:`values`-like ``values`` with ``table`` at its place (None where the sweep
-        has no ``table`` axis): ``(d, delta, gamma, T, positional, weights, table, snr,
-        centered, replicate)``. O(1)."""
+        """``values`` with None in the ``table`` place where the sweep has no table. O(1)."""
         if TABLE_AXIS in self.axes:
             return values
         at = AXES.index("snr")
@@ -405,8 +361,7 @@ class CellGrid:
         return cell
 
     def columns(self, positions: np.ndarray) -> list[list]:
-        """Coordinate values (model names for models) of ``positions``, one list per axis
-        of :attr:`axis_names`, then the replicates (vectorised unravel). O(len(positions))."""
+        """Coordinates of ``positions``, one list per axis, then the replicates. O(positions)."""
         indices = np.unravel_index(np.asarray(positions, dtype=np.int64), self.shape)
         columns = [
             np.asarray(self.axes[axis], dtype=object)[index].tolist()
@@ -424,70 +379,41 @@ class CellGrid:
         ]
 
     def block_params(self, positions: np.ndarray, root_seed: int) -> list[dict[str, Any]]:
-        """What a block job receives (rule ``simulate_block`` builds it in the job, never
-        as Snakemake ``params``): per cell the content ``"key"``, the ``"seed"`` words
-        (:attr:`seed_bytes` as little-endian uint32, then the root seed), the simulate
-        ``"kwargs"`` (model specs, never names), ``"curve": True`` with shared noise (what
-        :class:`Cell` gives, without a Cell per cell), then what the block needs of the
-        plan so that it never re-derives it: the ``"id"`` (seed token,
-        :func:`attnrmt.sweep.spec.identity.seed_token`) reused cells must match and the
-        estimated ``"seconds"`` of the cell (with shared noise, its share of its curve's;
-        :mod:`attnrmt.sweep.spec.cost`) that tasks are bundled by (docs/architecture.md,
-        "The walk"). O(len(positions))."""
+        """What a block job receives, per cell: ``key``, ``seed`` words (:attr:`seed_bytes` as
+        little-endian uint32, then the root seed), simulate ``kwargs`` (specs, never names),
+        ``curve`` with shared noise, the seed token ``id`` reused cells must match, and the
+        estimated ``seconds`` tasks are bundled by (docs/architecture.md, "The walk").
+        O(positions)."""
         positions = np.asarray(positions, dtype=np.int64)
         columns = self.columns(positions)[:-1]  # the replicate is not a kwarg
         laws = columns.pop(self.axis_names.index(TABLE_AXIS)) if TABLE_AXIS in self.axes else None
         words = np.ascontiguousarray(self.seed_bytes[positions]).view("<u4").tolist()
-        root, top_k, spectrum = int(root_seed), self.top_k, self.spectrum
-        positional_specs, weights_specs = self.positional_specs, self.weights_specs
-        params = [
-            {
-                "key": key,
-                "seed": [*seed, root],
-                "kwargs": {
-                    "d": d,
-                    "delta": delta,
-                    "gamma": gamma,
-                    "T": T,
-                    "positional": positional_specs[(positional, T)],
-                    "weights": weights_specs[(weights, T)],
-                    "snr": snr,
-                    "centered": centered,
-                    "top_k": top_k,
-                    "spectrum": spectrum,
-                },
-            }
-            for key, seed, d, delta, gamma, T, positional, weights, snr, centered in zip(
-                self.keys_hex(positions), words, *columns, strict=True
-            )
-        ]
-        if laws is not None:  # a table axis: each law's kwargs (table_kwargs), by name
-            kwargs_of = {
-                name: table_kwargs(self.table_spec(name)) for name in self.axes[TABLE_AXIS]
-            }
-            for entry, law in zip(params, laws, strict=True):
-                entry["kwargs"].update(kwargs_of[law])
-        n_snr = len(self.axes["snr"])
+        table_of = {
+            law: table_kwargs(self.table_spec(law)) for law in self.axes.get(TABLE_AXIS, ())
+        }
+        n_snr, shared, root = len(self.axes["snr"]), self.noise == "shared", int(root_seed)
+        curve = {"curve": True} if shared else {}
         seconds: dict[tuple, float] = {}  # one estimate per setting (snr does not enter it)
-        for entry in params:
-            kwargs = entry["kwargs"]
-            if self.noise == "shared":
-                entry["curve"] = True
-            entry["id"] = seed_token(entry["seed"])
-            point = (
-                kwargs["d"],
-                kwargs["delta"],
-                kwargs["gamma"],
-                kwargs["T"],
-                id(kwargs["weights"]),
-            )
+        params = []
+        for index, (key, seed, *row) in enumerate(
+            zip(self.keys_hex(positions), words, *columns, strict=True)
+        ):
+            kwargs = dict(zip(AXES, row, strict=True))
+            T = kwargs["T"]
+            kwargs["positional"] = self.positional_specs[(kwargs["positional"], T)]
+            kwargs["weights"] = self.weights_specs[(kwargs["weights"], T)]
+            kwargs.update(top_k=self.top_k, spectrum=self.spectrum)
+            kwargs.update(table_of[laws[index]] if laws is not None else {})
+            point = (kwargs["d"], kwargs["delta"], kwargs["gamma"], T, id(kwargs["weights"]))
             if point not in seconds:
                 seconds[point] = (
                     estimated_curve_seconds(kwargs, n_snr) / n_snr
-                    if self.noise == "shared"
+                    if shared
                     else estimated_cell_seconds(kwargs)
                 )
-            entry["seconds"] = seconds[point]
+            entry = {"key": key, "seed": [*seed, root], "kwargs": kwargs, **curve}
+            entry.update(id=seed_token(entry["seed"]), seconds=seconds[point])
+            params.append(entry)
         return params
 
 
@@ -496,12 +422,8 @@ _ITER_CHUNK = 4096
 
 
 class CellSequence(Sequence):
-    """A read-only sequence of the cells of a :class:`CellGrid`, built on access.
-
-    Either the whole grid in grid order (``line=None``) or members ``start:stop`` of one
-    line in block order. Holds no cell: O(1) memory; iteration builds :data:`_ITER_CHUNK`
-    cells at a time. :attr:`positions` gives the flat positions (an array).
-    """
+    """A read-only sequence of a :class:`CellGrid`'s cells, built on access: the whole grid
+    (``line=None``) or members ``start:stop`` of one line. O(1) memory."""
 
     __slots__ = ("grid", "line", "start", "stop")
 
@@ -569,15 +491,8 @@ class CellSequence(Sequence):
 
 @dataclass(frozen=True, slots=True)
 class Block:
-    """One Snakemake job: cells of one line, sorted by ``(snr, replicate)``.
-
-    Attributes
-    ----------
-    key : str
-        :func:`block_key` of the root seed and the cells' keys (content only).
-    cells : CellSequence
-        The block's cells, built on access from the plan's arrays.
-    """
+    """One Snakemake job: ``key`` (:func:`block_key` of the root seed and the cells' keys) and
+    its ``cells`` (one line, sorted by ``(snr, replicate)``)."""
 
     key: str
     cells: CellSequence
@@ -587,22 +502,15 @@ class Block:
 
     @property
     def cell_keys(self) -> list[str]:
-        """Keys of the block's cells, in block order, from the plan's raw keys. O(cells)."""
+        """Keys of the block's cells, in block order. O(cells)."""
         return self.cells.grid.keys_hex(self.cells.positions)
 
 
 @dataclass(frozen=True)
 class SweepPlan:
-    """Cells and blocks of one sweep.
-
-    ``axes``: coordinate values of the sweep's axes in order
-    (:func:`attnrmt.contract.sweep_axes`); ``cells``: a :class:`CellSequence` over
-    ``grid`` in grid order; ``blocks``: lines in grid order, each chunked;
-    ``config_sha256``: sha256 of the sweep's canonical config (axes, models, replicates,
-    top_k, root seed, :data:`MODEL_VERSION`; not execution, dask or analysis settings);
-    ``models``: ``{"positional"|"weights"[|"table"]: {name: canonical spec}}`` of the
-    models used; ``table``: the names of the ``table`` axis (None: gaussian, no axis).
-    """
+    """Cells and blocks of one sweep: ``axes`` in order, ``cells`` over ``grid``, ``blocks``,
+    ``config_sha256`` (:func:`sweep_config_sha256`), ``models`` (canonical specs used, by
+    kind and name), ``table`` (the ``table`` axis' names, None without one)."""
 
     name: str
     axes: dict[str, list]
@@ -631,8 +539,7 @@ class SweepPlan:
         return {block.key: block for block in self.blocks}
 
     def cell_keys(self) -> list[str]:
-        """Hex keys of every cell, in :attr:`cells` order: from :attr:`grid`'s raw keys
-        without building a :class:`Cell`. O(cells)."""
+        """Hex keys of every cell, in :attr:`cells` order, without building a :class:`Cell`."""
         return self.grid.keys_hex(self.grid.flat_positions())
 
 
@@ -646,33 +553,21 @@ class RunPlan:
 
 
 def line_block_size(
-    first_cell: Cell, line_length: int, block_size: int | str, block_seconds: float
+    first_cell: Cell, line_length: int, block_size: int | str, block_seconds: float, n_snr: int = 0
 ) -> int:
     """Cells per block of a line: ``block_size``, or for ``"auto"`` the cost model's
-    :func:`attnrmt.sweep.spec.cost.cells_per_block` of the line's first cell."""
-    from attnrmt.sweep.spec.cost import cells_per_block, estimated_cell_seconds
-
-    if block_size != "auto":
-        return int(block_size)
-    return cells_per_block(
-        estimated_cell_seconds(first_cell.simulate_kwargs()), block_seconds, line_length
-    )
-
-
-def curve_block_size(
-    first_cell: Cell, n_snr: int, replicates: int, block_size: int | str, block_seconds: float
-) -> int:
-    """Cells per block of a shared-noise line: whole replicate curves only, so a curve is
-    computed from one decomposition in one block job (docs/data-contract.md, "Shared-noise
-    sweeps"). An integer ``block_size`` rounds up to whole curves (at least one);
-    ``"auto"`` fits curves of :func:`attnrmt.sweep.spec.cost.estimated_curve_seconds` into
-    ``block_seconds`` (at least one, at most the line's ``replicates``). O(1)."""
-    from attnrmt.sweep.spec.cost import cells_per_block, estimated_curve_seconds
-
+    :func:`~attnrmt.sweep.spec.cost.cells_per_block` of the line's first cell. A shared-noise
+    line (``n_snr`` values per curve) gets whole curves, at least one, at most all. O(1)."""
+    kwargs = first_cell.simulate_kwargs()
+    if not n_snr:
+        if block_size != "auto":
+            return int(block_size)
+        return cells_per_block(estimated_cell_seconds(kwargs), block_seconds, line_length)
+    replicates = line_length // n_snr
     if block_size != "auto":
         curves = -(-int(block_size) // n_snr)
     else:
-        seconds = estimated_curve_seconds(first_cell.simulate_kwargs(), n_snr)
+        seconds = estimated_curve_seconds(kwargs, n_snr)
         curves = cells_per_block(seconds, block_seconds, replicates)
     return int(min(max(curves, 1), replicates)) * n_snr
 
@@ -680,21 +575,14 @@ def curve_block_size(
 def grid_blocks(
     grid: CellGrid, root_seed: int, block_size: int | str, block_seconds: float = 0.0
 ) -> list[Block]:
-    """Blocks of a :class:`CellGrid` by index arithmetic: the blocks of the object-per-cell
-    oracle ``tests/sweep/oracles.make_blocks`` (keys, cells, order) without a Python object
-    per cell. Each block is a range of one
-    line's members (:class:`CellSequence`); its key hashes the raw keys of that range
-    (:func:`block_key_of_digests`). O(lines + blocks) objects, O(cells) hashing."""
+    """Blocks of a :class:`CellGrid` by index arithmetic (as ``tests/sweep/oracles.make_blocks``
+    without an object per cell). O(lines + blocks) objects, O(cells) hashing."""
     blocks = []
     length = grid.line_length
     for base in grid.line_bases():
+        n_snr = len(grid.axes["snr"]) if grid.noise == "shared" else 0
         first = grid.cell(grid.line_position(base, 0))
-        if grid.noise == "shared":
-            size = curve_block_size(
-                first, len(grid.axes["snr"]), grid.replicates, block_size, block_seconds
-            )
-        else:
-            size = line_block_size(first, length, block_size, block_seconds)
+        size = line_block_size(first, length, block_size, block_seconds, n_snr)
         positions = grid.line_positions(base)
         for start in range(0, length, size):
             stop = min(start + size, length)
@@ -719,7 +607,8 @@ def _models_used(resolved: ResolvedSweep) -> dict[str, dict[str, dict[str, Any]]
 
 
 def sweep_config_sha256(resolved: ResolvedSweep, root_seed: int) -> str:
-    """sha256 of a sweep's canonical config (see :attr:`SweepPlan.config_sha256`)."""
+    """sha256 of a sweep's canonical config: axes, models, replicates, top_k, root seed,
+    :data:`MODEL_VERSION`, and the keys off their defaults (not execution settings)."""
     specs = {
         kind: {f"{name}@T={T}": spec for (name, T), spec in table.items()}
         for kind, table in (
@@ -741,9 +630,9 @@ def sweep_config_sha256(resolved: ResolvedSweep, root_seed: int) -> str:
         payload["table"] = dict(resolved.table_specs)  # one law: the hash it always had
         if len(resolved.table_specs) > 1:  # several: their order is the grid's too
             payload["table_order"] = list(resolved.axes[TABLE_AXIS])
-    if getattr(resolved, "noise", "independent") != "independent":  # so do independent ones
+    if resolved.noise != "independent":  # so do independent ones
         payload["noise"] = resolved.noise
-    if getattr(resolved, "zip", ()):  # and Cartesian ones
+    if resolved.zip:  # and Cartesian ones
         payload["zip"] = [list(group) for group in resolved.zip]
     return hashlib.sha256(canonical_json(payload).encode("ascii")).hexdigest()
 
@@ -751,12 +640,7 @@ def sweep_config_sha256(resolved: ResolvedSweep, root_seed: int) -> str:
 def plan_sweep(
     resolved: ResolvedSweep, root_seed: int, block_size: int | str, block_seconds: float = 0.0
 ) -> SweepPlan:
-    """Cells, blocks and config hash of one resolved sweep.
-
-    The cells are a :class:`CellGrid` (raw keys, 32 bytes per cell) viewed as a
-    :class:`CellSequence`; blocks are line ranges (:func:`grid_blocks`). O(cells) hashing,
-    O(lines + blocks) Python objects.
-    """
+    """Cells, blocks and config hash of one resolved sweep. O(cells) hashing."""
     grid = CellGrid(resolved)
     return SweepPlan(
         name=resolved.name,
@@ -780,11 +664,9 @@ def plan_sweep(
 def plan_run(
     config: Mapping[str, Any], resolved: Mapping[str, ResolvedSweep] | None = None
 ) -> RunPlan:
-    """Plan every sweep of a config. ``resolved``: the sweeps the one validation already
-    resolved (:attr:`attnrmt.sweep.spec.config.ValidConfig.sweeps`, its ``config`` filled
-    with the schema's defaults), so no check is repeated; without it the config is
-    validated here (schema and semantic checks; :class:`ConfigError` on a problem).
-    O(cells) hashing, O(lines + blocks) objects."""
+    """Plan every sweep of a config; ``resolved``: the sweeps the one validation resolved
+    (:attr:`~attnrmt.sweep.spec.config.ValidConfig.sweeps`), else validated here.
+    O(cells) hashing."""
     if resolved is None:
         config = apply_schema(config)
         resolved = resolve_sweeps(config)

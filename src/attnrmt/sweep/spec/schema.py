@@ -1,11 +1,5 @@
-"""The config schema (``workflow/schemas/config.schema.yaml``, JSON Schema draft 2020-12)
-and the one accessor of its defaults.
-
-Defaults are written only in the schema; every module that needs one asks
-:func:`schema_default` (a key path) or :func:`with_defaults` (a config block with the
-schema's defaults filled in), never re-reading the schema itself. The schema is parsed once
-per process; a look-up is O(depth of the key path).
-"""
+"""The config schema (``workflow/schemas/config.schema.yaml``) and the one accessor of its
+defaults (:func:`schema_default`, :func:`with_defaults`); parsed once per process."""
 
 from __future__ import annotations
 
@@ -56,9 +50,8 @@ def schema_default(*path: str) -> Any:
 
 
 def with_defaults(values: Mapping[str, Any] | None, *path: str) -> dict[str, Any]:
-    """The config block ``values`` at ``path`` with the schema's defaults of its missing
-    top-level keys filled in (a config loaded through validation already has them; this
-    serves library calls given a partial block)."""
+    """The config block ``values`` at ``path`` with the schema's defaults of its missing keys
+    (for library calls given a partial block)."""
     defaults = {
         key: _default_of(child)
         for key, child in schema_node(*path)["properties"].items()

@@ -1,8 +1,5 @@
-"""The Snakemake config adapter: validate Snakemake's ``config`` once
-(:func:`snakemake_config`), first restoring the schema's scalar types of values that came
-through its command line (``--config`` and profiles' ``config:`` arrive as strings). O(size
-of the config).
-"""
+"""The Snakemake config adapter: validate Snakemake's ``config`` once, restoring the schema's
+scalar types of values from its command line (they arrive as strings). O(size)."""
 
 from __future__ import annotations
 
@@ -59,12 +56,8 @@ _JSON_TYPES |= {list: "array", dict: "object"}
 
 
 def coerce_scalar(text: str, types: set[str]) -> Any:
-    """``text`` read as YAML would read it, when the schema accepts that type.
-
-    ``"4"`` becomes ``4`` where an integer (or number) is allowed, ``"false"`` becomes
-    ``False`` where a boolean is, ``"null"`` becomes ``None`` where null is; otherwise the
-    string is returned unchanged.
-    """
+    """``text`` read as YAML would read it when the schema accepts that type (``"4"`` -> ``4``,
+    ``"false"`` -> ``False``, ``"null"`` -> ``None``), else unchanged."""
     if not types:
         return text
     try:
@@ -120,13 +113,8 @@ def restore_scalar_types(value: Any, schema: Mapping[str, Any], root: Mapping | 
 
 
 def command_line_values(merged: Any, from_files: Any) -> Any:
-    """The part of Snakemake's ``config`` that did not come from the config files.
-
-    Snakemake merges ``--config`` entries (and a profile's ``config:``) over the config
-    files; a leaf (scalar or list) whose value differs from the files' one came from the
-    command line. Returns a nested dict of those leaves (``None`` when there is none).
-    O(size of the config).
-    """
+    """The leaves of Snakemake's ``config`` that differ from the config files' (they came from
+    ``--config`` or a profile), as a nested dict; None when there is none. O(size)."""
     if isinstance(merged, Mapping):
         files = from_files if isinstance(from_files, Mapping) else {}
         found = {}
@@ -142,10 +130,9 @@ _ABSENT = object()
 
 
 def snakemake_config(config: dict[str, Any], config_files: Sequence[str | Path]) -> ValidConfig:
-    """Validate Snakemake's ``config`` once and replace its contents by the filled config.
-    A quoted number in a config FILE is text and refused, as YAML means it; values from
-    the command line get the schema's type back (a shell cannot type them). The run name
-    defaults to the stem of the last config file. O(size) besides the semantic checks."""
+    """Validate Snakemake's ``config`` once and replace its contents by the filled config:
+    command-line values get the schema's type back, a quoted number in a file stays refused;
+    the run defaults to the last config file's stem. O(size)."""
     from snakemake.utils import update_config
 
     from_files: dict[str, Any] = {}
