@@ -176,14 +176,6 @@ def test_plan_lists_recorded_failures_of_cells_still_planned(
     assert failed_cells_table(run_plan, run_dir).empty
 
 
-def test_cell_work_of_a_planned_cell_uses_the_cost_model() -> None:
-    from attnrmt.sweep import Cell
-    from attnrmt.sweep.spec import cost
-
-    cell = Cell(100, 0.5, 0.5, 8, "iid", "mean", 1.0, True, 0, 3, {"kind": "iid"}, {"kind": "mean"})
-    assert cli.cell_work(cell) == cost.cell_work(100, 0.5, 0.5, 8, {"kind": "mean"})
-
-
 def test_theory_prints_both_variants(capsys: pytest.CaptureFixture[str]) -> None:
     args = [
         "theory",

@@ -1,29 +1,8 @@
-"""Command line of attnrmt: check a sweep config, see its plan, ask the theory.
+"""The ``attnrmt`` command line: validate, plan, run, submit, follow and summarise a sweep,
+and ask the theory (``attnrmt --help``; docs/getting-started.md, docs/cluster.md).
 
-- ``attnrmt validate CONFIG``: schema + semantic checks; prints a one-line summary.
-- ``attnrmt plan CONFIG [--results DIR]``: per sweep, cells, blocks, how many are already
-  done (from the fragments on disk) and an estimated compute cost.
-- ``attnrmt status RUN_DIR_OR_CONFIG [--watch SECONDS] [--json]``: per sweep, cells done /
-  failed / pending, cells per second and an ETA (read-only; works during a run).
-- ``attnrmt summary CONFIG [--since EPOCH]``: the end-of-run summary (``make run``).
-- ``attnrmt run CONFIG [--profile NAME_OR_DIR] [--cores N]``: a whole run (validate,
-  Snakemake, report, summary) in the working directory, from any directory (results
-  under ``./results/``), under a live progress bar; ``make run`` and the driver job of
-  ``attnrmt submit`` call it (``python -m attnrmt`` is the same command).
-- ``attnrmt init [DIR] [--profile NAME]``: a commented starter config and a copy of a
-  shipped site profile to edit.
-- ``attnrmt submit CONFIG [--profile DIR] [--time ..] [--partition ..] ...``: the whole run
-  as one SLURM batch job (log out, follow it with ``attnrmt status``); rerun to resume.
-- ``attnrmt provenance RUN_DIR_OR_CONFIG [--json]``: cells by commit (dirty flagged),
-  package/Python/numpy/scipy/BLAS versions, hosts, wall time, peak memory, attempts.
-- ``attnrmt run-name CONFIG``: the run name (results/<run>/) of a config (for scripts).
-- ``attnrmt theory --delta .. --gamma .. --snr .. --T .. --positional .. --weights ..``:
-  pooling scalars, bulk edges, outliers, overlaps and thresholds for both variants;
-  ``--config FILE`` lets ``--positional``/``--weights`` name that file's models.
-
-Errors (a bad config or argument, an optional extra a command needs and that is not
-installed) go to stderr, one line per problem; the exit code is then 2. Warnings (e.g. a
-model no sweep uses) go to stderr and do not fail.
+Errors (a bad config or argument, a missing optional extra) go to stderr, one line per
+problem, exit code 2; warnings go to stderr and do not fail.
 """
 
 from __future__ import annotations
@@ -39,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from attnrmt.sweep.report.status import format_duration
+from attnrmt.sweep.report.status import format_duration, format_table, remaining_work
 from attnrmt.sweep.spec.cost import (
     ATTENTION_WORK_FACTOR,
     CELL_OVERHEAD_SECONDS,
@@ -47,18 +26,12 @@ from attnrmt.sweep.spec.cost import (
     TOP_COLUMNS_EXPONENT,
     TOP_COLUMNS_SCALE,
     TOP_FIXED_WORK,
-    planned_cell_work,
 )
 
 EXIT_OK = 0
 EXIT_REFUSED = 1  # attnrmt submit: the run's driver job is still queued or running
 EXIT_USAGE = 2
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a tool killed by the pipe
-
-
-def cell_work(cell: Any) -> float:
-    """Work units of a planned cell (:func:`attnrmt.sweep.spec.cost.planned_cell_work`)."""
-    return planned_cell_work(cell)
 
 
 def calibrate_seconds_per_work(run_dir: Path) -> tuple[float, str]:
@@ -88,21 +61,10 @@ def calibrate_seconds_per_work(run_dir: Path) -> tuple[float, str]:
 def sweep_summary(
     sweep: Any, done: set[str], seconds_per_work: float, failed: Sequence[Mapping[str, Any]] = ()
 ) -> dict[str, Any]:
-    """Counts, estimated seconds (total and remaining) and failed cells of one planned sweep.
-
-    ``done``: keys of its done cells and ``failed``: the standing failure records, both as
-    counted by :func:`attnrmt.sweep.report.progress.count_sweep` (the one counter); records
-    of cells the sweep no longer holds (config changed since) are left out.
-
-    A cell is estimated at ``CELL_OVERHEAD_SECONDS + cell_work(cell) * seconds_per_work``.
-    """
-    total_seconds = remaining_seconds = 0.0
-    for cell in sweep.cells:
-        seconds = CELL_OVERHEAD_SECONDS + cell_work(cell) * seconds_per_work
-        total_seconds += seconds
-        if cell.key not in done:
-            remaining_seconds += seconds
-    done_blocks = sum(all(key in done for key in block.cell_keys) for block in sweep.blocks)
+    """Counts, estimated seconds (total and remaining,
+    :func:`attnrmt.sweep.report.status.remaining_work`) and failed cells of one planned
+    sweep; ``done`` and ``failed`` as :func:`attnrmt.sweep.report.progress.count_sweep`
+    counts them (records of cells no longer planned left out). O(cells)."""
     keys = sweep.cell_keys()  # from the plan's arrays: no Cell built
     planned_keys = set(keys)
     return {
@@ -110,33 +72,27 @@ def sweep_summary(
         "cells": len(sweep.cells),
         "blocks": len(sweep.blocks),
         "done_cells": sum(key in done for key in keys),
-        "done_blocks": done_blocks,
-        "estimated_seconds": total_seconds,
-        "estimated_remaining_seconds": remaining_seconds,
+        "done_blocks": sum(all(key in done for key in block.cell_keys) for block in sweep.blocks),
+        "estimated_seconds": remaining_work(sweep, set(), set(), seconds_per_work),
+        "estimated_remaining_seconds": remaining_work(sweep, done, set(), seconds_per_work),
         "config_sha256": sweep.config_sha256,
         "failed_cells": [cell for cell in failed if cell.get("key") in planned_keys],
     }
 
 
 def _print_plan_table(rows: list[dict[str, Any]]) -> None:
+    columns = ("cells", "blocks", "done_cells", "done_blocks")
     header = ("sweep", "cells", "blocks", "done cells", "done blocks", "est. total", "est. left")
-    lines = [header]
-    for row in rows:
-        lines.append(
-            (
-                row["sweep"],
-                str(row["cells"]),
-                str(row["blocks"]),
-                str(row["done_cells"]),
-                str(row["done_blocks"]),
-                format_duration(row["estimated_seconds"]),
-                format_duration(row["estimated_remaining_seconds"]),
-            )
+    lines = [header] + [
+        (
+            row["sweep"],
+            *(str(row[name]) for name in columns),
+            format_duration(row["estimated_seconds"]),
+            format_duration(row["estimated_remaining_seconds"]),
         )
-    widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
-    for line in lines:
-        numbers = [value.rjust(width) for value, width in zip(line[1:], widths[1:], strict=True)]
-        print("  ".join([line[0].ljust(widths[0]), *numbers]))
+        for row in rows
+    ]
+    print("\n".join(format_table(lines)))
 
 
 def _print_placed(rows: Sequence[Mapping[str, Any]]) -> None:
@@ -685,126 +641,101 @@ EPILOG = (
 
 
 FORCE_HELP = "plan a sweep beyond the size limits (cells, memory per cell, core days)"
+_RESULTS_HELP = "results directory (default: results)"
+#: Arguments several commands take, by the name :func:`_command` is given.
+_COMMON: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
+    "config": (("config",), {"help": "YAML config file"}),
+    "results": (("--results",), {"default": "results", "help": _RESULTS_HELP}),
+    "json": (("--json",), {"action": "store_true", "help": "print JSON"}),
+    "force": (("--force",), {"action": "store_true", "help": FORCE_HELP}),
+}
+
+
+#: Subcommands: name, help and the :data:`_COMMON` arguments they take (handler:
+#: ``command_<name>``).
+_COMMANDS = (
+    ("validate", "check a config (schema + semantics)", ("config", "force")),
+    ("plan", "cells, blocks, progress and estimated cost", ("config", "results", "json")),
+    ("status", "cells done / failed / pending, throughput and ETA of a run", ("results", "json")),
+    ("summary", "end-of-run summary: results, cells, wall time, verdicts", ("config", "results")),
+    ("provenance", "commits, versions, hosts, wall time, memory, attempts", ("results", "json")),
+    ("verify", "check every byte of a run's stores against their digest records", ()),
+    (
+        "run",
+        "a whole run: validate, Snakemake with a profile, report, summary",
+        ("config", "force"),
+    ),
+    ("submit", "the whole run as one SLURM job (log out; rerun to resume)", ("config", "force")),
+    ("init", "write a commented starter config and a site profile to edit", ()),
+    ("run-name", "print the run name of a config (results/<run>/)", ("config",)),
+    ("theory", "theory predictions for one parameter point", ("json",)),
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The ``attnrmt`` argument parser (plain-text help)."""
     from attnrmt import __version__
+    from attnrmt.driver import DEFAULT_DRIVER_CPUS
 
     parser = _ArgumentParser(prog="attnrmt", description=DESCRIPTION, epilog=EPILOG)
     parser.add_argument("--version", action="version", version=f"attnrmt {__version__}")
     commands = parser.add_subparsers(
         dest="command", metavar="COMMAND", parser_class=_ArgumentParser
     )
-
-    validate = commands.add_parser("validate", help="check a config (schema + semantics)")
-    validate.add_argument("config", help="YAML config file")
-    validate.add_argument("--force", action="store_true", help=FORCE_HELP)
-    validate.set_defaults(handler=command_validate)
-
-    plan = commands.add_parser("plan", help="cells, blocks, progress and estimated cost")
-    plan.add_argument("config", help="YAML config file")
-    plan.add_argument("--results", default="results", help="results directory (default: results)")
-    plan.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    sub: dict[str, argparse.ArgumentParser] = {}
+    for name, help, common in _COMMANDS:
+        sub[name] = commands.add_parser(name, help=help)
+        for argument in common:
+            flags, options = _COMMON[argument]
+            sub[name].add_argument(*flags, **options)
+        sub[name].set_defaults(handler=globals()["command_" + name.replace("-", "_")])
+    plan, status, summary, provenance = (
+        sub[n] for n in ("plan", "status", "summary", "provenance")
+    )
     plan.add_argument(
         "--no-calibrate",
         action="store_true",
         help="use a built-in cost constant instead of timing one small cell",
     )
-    plan.set_defaults(handler=command_plan)
-
-    status = commands.add_parser(
-        "status", help="cells done / failed / pending, throughput and ETA of a run"
-    )
     status.add_argument("target", help="results/<run> directory or YAML config file")
     status.add_argument(
-        "--results", default="results", help="results directory, for a config (default: results)"
+        "--watch", type=float, metavar="SECONDS", help="refresh every SECONDS until interrupted"
     )
-    status.add_argument(
-        "--watch",
-        type=float,
-        default=None,
-        metavar="SECONDS",
-        help="refresh every SECONDS until interrupted",
-    )
-    status.add_argument("--json", action="store_true", help="print JSON (one line per refresh)")
-    status.set_defaults(handler=command_status)
-
-    summary = commands.add_parser(
-        "summary", help="end-of-run summary: results, cells, wall time, verdicts"
-    )
-    summary.add_argument("config", help="YAML config file")
-    summary.add_argument("--results", default="results", help="results directory")
     summary.add_argument(
         "--since",
         type=float,
-        default=None,
         help="start of the run (seconds since the epoch, e.g. from date +%%s): cells "
         "written since then count as computed by this run, and the wall time is shown",
-    )
-    summary.set_defaults(handler=command_summary)
-
-    provenance = commands.add_parser(
-        "provenance", help="commits, versions, hosts, wall time, memory, attempts of the cells"
     )
     provenance.add_argument(
         "target", metavar="RUN_DIR_OR_CONFIG", help="results/<run>, or the run's YAML config"
     )
-    provenance.add_argument(
-        "--results", default="results", help="results directory of a config (default: results)"
-    )
-    provenance.add_argument("--json", action="store_true", help="print JSON")
-    provenance.set_defaults(handler=command_provenance)
-
-    verify = commands.add_parser(
-        "verify", help="check every byte of a run's stores against their digest records"
-    )
-    verify.add_argument("run_dir", help="results/<run> directory")
-    verify.set_defaults(handler=command_verify)
-
-    run = commands.add_parser(
-        "run", help="a whole run: validate, Snakemake with a profile, report, summary"
-    )
-    _add_run_arguments(run)
-    run.add_argument(
+    sub["verify"].add_argument("run_dir", help="results/<run> directory")
+    _add_run_arguments(sub["run"])
+    sub["run"].add_argument(
         "--dry-run",
         action="store_true",
         help="print the Snakemake commands instead of running them",
     )
-    run.set_defaults(handler=command_run)
-
-    from attnrmt.driver import DEFAULT_DRIVER_CPUS
-
-    submit = commands.add_parser(
-        "submit", help="the whole run as one SLURM batch job (log out; rerun to resume)"
-    )
+    submit, init, theory = sub["submit"], sub["init"], sub["theory"]
     _add_run_arguments(submit)
-    submit.add_argument(
-        "--time",
-        default=None,
-        help="walltime of the driver job (sbatch --time; default: the site's)",
-    )
+    for flag, what in (("--time", "walltime"), ("--mem", "memory")):
+        submit.add_argument(
+            flag, help=f"{what} of the driver job (sbatch {flag}; default: the site's)"
+        )
     submit.add_argument(
         "--cpus-per-task",
         type=int,
         default=DEFAULT_DRIVER_CPUS,
         help=f"cores of the driver job (default {DEFAULT_DRIVER_CPUS})",
     )
-    submit.add_argument(
-        "--mem", default=None, help="memory of the driver job (sbatch --mem; default: the site's)"
-    )
-    submit.add_argument("--partition", default=None, help="partition (default: the site's)")
-    submit.add_argument("--account", default=None, help="account (default: the site's)")
+    submit.add_argument("--partition", help="partition (default: the site's)")
+    submit.add_argument("--account", help="account (default: the site's)")
     submit.add_argument(
         "--sbatch",
         action="append",
         metavar="OPTION",
         help="another sbatch option for the driver job, e.g. --sbatch=--qos=long (repeatable)",
-    )
-    submit.set_defaults(handler=command_submit)
-
-    init = commands.add_parser(
-        "init", help="write a commented starter config and a site profile to edit"
     )
     init.add_argument(
         "directory", nargs="?", default=".", help="where to write them (default: here)"
@@ -813,19 +744,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--profile", default="slurm-dask", help="which shipped profile to copy (default slurm-dask)"
     )
     init.add_argument("--force", action="store_true", help="overwrite files that exist")
-    init.set_defaults(handler=command_init)
-
-    run_name = commands.add_parser(
-        "run-name", help="print the run name of a config (results/<run>/)"
-    )
-    run_name.add_argument("config", help="YAML config file")
-    run_name.set_defaults(handler=command_run_name)
-
-    theory = commands.add_parser("theory", help="theory predictions for one parameter point")
-    theory.add_argument("--delta", type=float, default=0.5, help="d/V (default 0.5)")
-    theory.add_argument("--gamma", type=float, default=0.5, help="d/N (default 0.5)")
-    theory.add_argument("--snr", type=float, default=1.0, help="||mu||^2 (default 1)")
-    theory.add_argument("--T", type=int, default=8, help="sequence length (default 8)")
+    for flag, kind, default, help in (
+        ("--delta", float, 0.5, "d/V (default 0.5)"),
+        ("--gamma", float, 0.5, "d/N (default 0.5)"),
+        ("--snr", float, 1.0, "||mu||^2 (default 1)"),
+        ("--T", int, 8, "sequence length (default 8)"),
+    ):
+        theory.add_argument(flag, type=kind, default=default, help=help)
     theory.add_argument(
         "--positional",
         default="iid",
@@ -845,12 +770,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     theory.add_argument(
         "--config",
-        default=None,
         help="a sweep config whose positional_models and weight_models --positional and "
         "--weights may name (e.g. --config my.yaml --positional prefix4)",
     )
-    theory.add_argument("--json", action="store_true", help="print JSON")
-    theory.set_defaults(handler=command_theory)
     return parser
 
 
@@ -859,8 +781,6 @@ def _add_run_arguments(parser: argparse.ArgumentParser) -> None:
     from attnrmt.driver import DEFAULT_PROFILE
     from attnrmt.workflow import shipped_profiles
 
-    parser.add_argument("config", help="YAML config file")
-    parser.add_argument("--force", action="store_true", help=FORCE_HELP)
     parser.add_argument(
         "--profile",
         default=DEFAULT_PROFILE,
@@ -868,15 +788,10 @@ def _add_run_arguments(parser: argparse.ArgumentParser) -> None:
         f"one ({', '.join(shipped_profiles())}; default {DEFAULT_PROFILE})",
     )
     parser.add_argument(
-        "--cores",
-        type=_cores,
-        default=None,
-        help="Snakemake --cores: a number or 'all' (default: the profile's)",
+        "--cores", type=_cores, help="Snakemake --cores: a number or 'all' (default: the profile's)"
     )
     parser.add_argument(
-        "--snakefile",
-        default=None,
-        help="the workflow's Snakefile (default: the one shipped in the package)",
+        "--snakefile", help="the workflow's Snakefile (default: the one shipped in the package)"
     )
 
 
@@ -958,7 +873,6 @@ __all__ = [
     "EXIT_USAGE",
     "build_parser",
     "calibrate_seconds_per_work",
-    "cell_work",
     "command_init",
     "command_plan",
     "command_provenance",

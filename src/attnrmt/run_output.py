@@ -1,34 +1,13 @@
-"""What ``attnrmt run`` shows: Snakemake's output split between the run's log and the screen.
+"""What ``attnrmt run`` shows: Snakemake's output split between the run's log and the screen
+(docs/architecture.md says why not Snakemake's own settings).
 
-The driver (:mod:`attnrmt.driver`) runs each Snakemake step as a child process whose
-stdout and stderr go to one pipe. Every line goes to the run's log file
-(``results/<run>/logs/run-<UTC time>.log``); the screen gets only what a person needs
-while a live bar (:mod:`attnrmt.sweep.report.progress_bar`) shows the progress:
-
-- our own messages (lines starting ``attnrmt``: warnings, a refused config, the cells
-  kept after a stop), each once; the block jobs' per-block and ``attnrmt: progress``
-  lines are left out (the bar shows the same numbers);
-- errors in full: a line starting an error (Snakemake's ``Error in rule``,
-  ``RuleException``, ``WorkflowError``, any ``...Error``/``...Exception``, a traceback,
-  ``Exiting because ...``) and every line after it up to the next line of Snakemake's job
-  chatter (the job logs printed by ``show-failed-logs`` included);
-- lines before the first recognised line (a problem before Snakemake starts logging).
-
-Job chatter (job and report banners, ``N of M steps``, the DAG's job table, Dask's
-``2026-... - distributed...`` lines of the worker processes) is left out: it is in the log.
-:class:`OutputSplitter` also reads the ``N of M steps (P%) done`` lines and the rule of
-the last job started, for the bar's stage text.
-
-Why not Snakemake's own settings: ``quiet`` is one filter shared by Snakemake's stream and
-log-file handlers, so quieting the screen empties ``.snakemake/log/`` too; a logger plugin
-(snakemake-interface-logger-plugins) sees Snakemake's log records only, not what Dask's
-worker processes and rule bodies write to the inherited stderr, and would have to be
-installed as a separate ``snakemake_logger_plugin_*`` package to be found. The split here
-works for every executor and Snakemake version the floor allows, and a line it does not
-recognise in an error block is shown, not hidden.
-
-Cost: O(1) per line (a few anchored regular expressions).
-"""
+Every line of a Snakemake step goes to ``results/<run>/logs/run-<UTC time>.log``; the
+screen, under a live bar (:mod:`attnrmt.sweep.report.progress_bar`), gets only our own
+``attnrmt`` messages (once; per-block and progress lines left out, the bar shows them),
+errors in full (from a line starting one up to the next line of job chatter), and lines
+before the first recognised one. Job chatter (banners, ``N of M steps``, the job table,
+Dask's worker lines) stays in the log. :class:`OutputSplitter` also reads the steps done
+and the last rule started, for the bar's stage. Cost: O(1) per line."""
 
 from __future__ import annotations
 
@@ -73,10 +52,8 @@ def message_key(line: str) -> str:
 
 @dataclass
 class OutputSplitter:
-    """Decides line by line what of a Snakemake step's output reaches the screen.
-
-    ``showing`` starts True: lines before the first recognised one are shown.
-    """
+    """Decides line by line what of a Snakemake step's output reaches the screen (lines before
+    the first recognised one are shown)."""
 
     showing: bool = True
     steps_done: int | None = None

@@ -1,20 +1,12 @@
-"""``attnrmt.run``: a whole run from Python (a script, a notebook), as ``attnrmt run`` does.
-
-::
+"""``attnrmt.run``: a whole run from Python, as ``attnrmt run`` does (docs/python-api.md)::
 
     import attnrmt
     tree = attnrmt.run("my-sweep.yaml", cores=2)     # results under ./results/<run>/
     tree["transition/cells"].top_eigenvalues
 
-The same steps as the command line (:func:`attnrmt.driver.execute_run`: validate, the
-sweep, the report, the summary), the same live progress (in a Jupyter kernel an HTML
-bar updated in place, else the terminal bar or plain lines:
-:func:`attnrmt.sweep.report.progress_bar.choose_display`), the same split of Snakemake's output
-(errors in full into the cell, everything in ``results/<run>/logs/run-*.log``). It installs
-no signal handler (the kernel owns SIGINT): interrupting the kernel forwards one SIGINT to
-Snakemake, which stops keeping what finished, and then raises :class:`KeyboardInterrupt`.
-Returns :func:`attnrmt.open_results` of the run (docs/python-api.md).
-"""
+The same steps (:func:`attnrmt.driver.execute_run`), live progress (an HTML bar in
+Jupyter) and output split; no signal handler (the kernel owns SIGINT: an interrupt stops
+Snakemake, keeping what finished, then raises :class:`KeyboardInterrupt`)."""
 
 from __future__ import annotations
 
@@ -44,24 +36,13 @@ def run(
     display: Any = None,
 ) -> Any:
     """Run the sweep of ``config`` in the working directory; its results as an
-    :class:`xarray.DataTree` (:func:`attnrmt.open_results`, ``squeeze`` as there).
+    :class:`xarray.DataTree` (:func:`attnrmt.open_results`).
 
     ``cores``: Snakemake's ``--cores`` (default: the profile's); ``profile``: a shipped
-    profile's name or a profile folder; ``display``: a progress display
-    (:class:`attnrmt.sweep.report.progress_bar.ProgressDisplay`; default: chosen for where
-    this runs). The config's warnings are printed (stderr) before the run.
-
-    Raises
-    ------
-    attnrmt.sweep.spec.config.ConfigError
-        An invalid config (nothing ran).
-    attnrmt.extras.MissingExtra
-        The ``workflow`` extra (or ``hpc`` for a cluster profile) is not installed.
-    RunFailed
-        Snakemake failed (the errors were shown; the message names the log).
-    KeyboardInterrupt
-        Interrupted: the run was stopped cleanly first (finished cells are kept).
-    """
+    profile's name or a folder; ``display``: a progress display (default: chosen for where
+    this runs). Raises :class:`~attnrmt.sweep.spec.config.ConfigError` (nothing ran),
+    :class:`~attnrmt.extras.MissingExtra`, :class:`RunFailed` (the message names the log) or
+    ``KeyboardInterrupt`` (after a clean stop)."""
     import sys
 
     from attnrmt.driver import execute_run

@@ -344,8 +344,10 @@ def test_remaining_work_by_block_equals_the_cell_by_cell_sum() -> None:
     done = {key for key in keys if rng.random() < 0.4}
     failed = {key for key in keys if key not in done and rng.random() < 0.2}
     seconds = status.remaining_work(sweep, done, failed, 1e-9)
-    expected = status.estimated_seconds(
-        [cell for cell in cells if cell.key not in done and cell.key not in failed], 1e-9
+    expected = sum(
+        status.CELL_OVERHEAD_SECONDS + status.planned_cell_work(cell) * 1e-9
+        for cell in cells
+        if cell.key not in done and cell.key not in failed
     )
     assert seconds == pytest.approx(expected, rel=1e-12)
 

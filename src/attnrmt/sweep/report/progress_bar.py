@@ -1,13 +1,12 @@
-"""The live progress of a run (``docs/cluster.md``, "Long sweeps"): a thread
-(:class:`ProgressTicker`) polls :func:`attnrmt.sweep.report.status.run_status` and draws::
+"""The live progress of a run (docs/cluster.md, "Long sweeps"): :class:`ProgressTicker`
+polls :func:`attnrmt.sweep.report.status.run_status` and draws::
 
     tiny [##########----------] 4/8 cells 50% | 2.1 cells/s | ETA 3 s | 0 failed | step 3/11 theory
 
-on a terminal in place (:class:`TerminalBar`), in Jupyter as an HTML ``<progress>``
-(:class:`NotebookBar`), elsewhere as a plain line every :data:`LINE_INTERVAL_SECONDS`
-(:class:`PeriodicLines`). Cost: one ``run_status`` per refresh, O(fragments + planned
-cells), at most :data:`~attnrmt.sweep.report.status.PROGRESS_CPU_SHARE` of a core.
-"""
+in place on a terminal (:class:`TerminalBar`), as an HTML ``<progress>`` in Jupyter
+(:class:`NotebookBar`), else as a line every :data:`LINE_INTERVAL_SECONDS`
+(:class:`PeriodicLines`). One ``run_status`` per refresh, at most
+:data:`~attnrmt.sweep.report.status.PROGRESS_CPU_SHARE` of a core."""
 
 from __future__ import annotations
 
@@ -39,10 +38,8 @@ BAR_WIDTH = 20
 
 
 def bar_text(status: RunStatus, stage: str | None = None, width: int | None = None) -> str:
-    """One line: run, bar, done/planned cells, percent, rate, ETA, failed, stage.
-
-    Cut to ``width`` characters when given (a terminal's width). O(1).
-    """
+    """One line: run, bar, done/planned cells, percent, rate, ETA, failed, stage; cut to
+    ``width`` when given. O(1)."""
     total = status.total
     filled = round(BAR_WIDTH * total.done / total.cells) if total.cells else BAR_WIDTH
     rate = total.cells_per_second
@@ -66,8 +63,8 @@ def plain_text(status: RunStatus, stage: str | None = None) -> str:
 
 
 class PeriodicLines:
-    """Where a ticker draws (the display protocol: ``show``, ``message``, ``finish``): a
-    plain progress line every ``interval_seconds``, and the final state."""
+    """The display protocol (``show``, ``message``, ``finish``): a plain progress line every
+    ``interval_seconds``, and the final state."""
 
     def __init__(
         self,
@@ -97,8 +94,7 @@ class PeriodicLines:
 
 
 class TerminalBar(PeriodicLines):
-    """One line redrawn in place on a terminal (carriage return, erase to end of line);
-    messages are printed above it."""
+    """One line redrawn in place on a terminal; messages are printed above it."""
 
     def __init__(self, stream: Any) -> None:
         super().__init__(stream)
@@ -125,9 +121,8 @@ class TerminalBar(PeriodicLines):
 
 
 class NotebookBar(PeriodicLines):
-    """An HTML ``<progress>`` bar updated in place in a Jupyter output cell through
-    ``display(content, display_id=True)`` (:func:`IPython.display.display`'s contract:
-    it returns a handle with ``update``); messages go to ``stream``."""
+    """An HTML ``<progress>`` updated in place in a Jupyter output cell
+    (``display(content, display_id=True)``'s handle); messages go to ``stream``."""
 
     def __init__(
         self, display: Callable[..., Any], html_type: Callable[[str], Any], stream: Any
@@ -170,8 +165,8 @@ def in_notebook() -> bool:
 
 
 def choose_display(stream: Any = None) -> PeriodicLines:
-    """:class:`NotebookBar` in a Jupyter kernel, :class:`TerminalBar` on a terminal,
-    else :class:`PeriodicLines`; ``stream`` defaults to ``sys.stderr``."""
+    """:class:`NotebookBar` in Jupyter, :class:`TerminalBar` on a terminal, else
+    :class:`PeriodicLines`; ``stream`` defaults to ``sys.stderr``."""
     stream = sys.stderr if stream is None else stream
     if in_notebook():
         from IPython.display import HTML, display
@@ -184,8 +179,8 @@ def choose_display(stream: Any = None) -> PeriodicLines:
 
 
 class ProgressTicker:
-    """A thread redrawing ``display`` from ``status(run_plan, run_dir)``; ``stage`` (set
-    at any time) follows the numbers. A failing status read skips a refresh."""
+    """A thread redrawing ``display`` from ``status(run_plan, run_dir)`` with the current
+    ``stage``; a failing status read skips a refresh."""
 
     def __init__(
         self,
@@ -236,8 +231,7 @@ class ProgressTicker:
             self._stopped.wait(next_progress_wait(cost, self.interval_seconds))
 
     def stop(self, final: bool = True) -> RunStatus | None:
-        """End the thread; with ``final``, read the status once more and draw it as the
-        final state. The last status read."""
+        """End the thread; with ``final``, draw a last read as the final state. The last status."""
         self._stopped.set()
         if self._thread.is_alive():
             self._thread.join()

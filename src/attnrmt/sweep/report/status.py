@@ -1,15 +1,12 @@
-"""Where a run stands (``docs/cluster.md``, "Long sweeps"): per sweep, cells done / failed /
+"""Where a run stands (docs/cluster.md, "Long sweeps"): per sweep, cells done / failed /
 pending (:mod:`attnrmt.sweep.report.progress`), pending split into running and queued
-while a live Snakemake holds a token (:func:`attnrmt.sweep.store.guard.live_run_since`;
-running: the cells of blocks whose log is newer, at most the busy cores), else missing;
-throughput and an ETA. Read-only (no lock).
+while a live Snakemake holds a token (else missing), throughput and an ETA. Read-only.
 
 Over the fragments finished in the last :data:`RATE_WINDOW_SECONDS` at ``t_1 <= ... <=
-t_k``: ``cells_per_second = sum_{i>=2} cells_i / (t_k - t_1)`` and ``busy_cores`` the same
-with the computed cells' ``compute_seconds``. The cost model's ``seconds_per_work`` is
-recalibrated from the newest computed cells; ETA = pending cells' one-core seconds /
-busy cores. Cost: O(fragments) ``stat`` calls, O(planned cells), and two members of at
-most :data:`MAX_TIMED_FRAGMENTS` fragments."""
+t_k``: ``cells_per_second = sum_{i>=2} cells_i / (t_k - t_1)``, ``busy_cores`` the same
+with ``compute_seconds``; ``seconds_per_work`` is recalibrated from the newest computed
+cells; ETA = pending cells' one-core seconds / busy cores. Cost: O(fragments) ``stat``
+calls, O(planned cells), two members of at most :data:`MAX_TIMED_FRAGMENTS` fragments."""
 
 from __future__ import annotations
 
@@ -17,7 +14,7 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -62,8 +59,7 @@ class FragmentTiming:
 
 
 def read_cell_timings(path: Path) -> tuple[np.ndarray, np.ndarray]:
-    """``(computed, compute_seconds)`` of a fragment, verified, reading only those two
-    members. O(their bytes)."""
+    """``(computed, compute_seconds)`` of a fragment, verified, reading only those members."""
     arrays = fragments.read_fragment_members(
         path, ("computed", "compute_seconds"), ("compute_seconds",)
     )
@@ -75,9 +71,8 @@ _TIMINGS: dict[tuple[str, float], FragmentTiming | None] = {}
 
 
 def fragment_timing(file: FragmentFile, block: Any) -> FragmentTiming | None:
-    """:class:`FragmentTiming` of a planned block's fragment, None if unreadable; cached
-    by path and mtime (fragments are replaced atomically), so ``--watch`` and the
-    progress line read each fragment once. O(its cells) on first sight."""
+    """:class:`FragmentTiming` of a planned block's fragment (None if unreadable), cached by
+    path and mtime. O(its cells) on first sight."""
     key = (str(file.path), file.mtime)
     if key not in _TIMINGS:
         try:
@@ -102,10 +97,7 @@ def fragment_timing(file: FragmentFile, block: Any) -> FragmentTiming | None:
 def running_blocks(
     sweep_plan: Any, run_dir: Path, done: set[str], failed: set[str], since: float
 ) -> list[Any]:
-    """Unfinished blocks of a sweep whose log was written at or after ``since``.
-
-    O(blocks) ``stat`` calls.
-    """
+    """Unfinished blocks of a sweep whose log was written at or after ``since``. O(blocks)."""
     log_dir = RunLayout(run_dir).log(BLOCK_LOG_RULE, sweep_plan.name)
     running = []
     for block in sweep_plan.blocks:
@@ -123,11 +115,8 @@ def running_blocks(
 def recalibrated_seconds_per_work(
     timings: Sequence[FragmentTiming], fallback: float = DEFAULT_SECONDS_PER_WORK
 ) -> float:
-    """``max(sum (compute_seconds - CELL_OVERHEAD_SECONDS), 0) / sum work`` over the
-    computed cells (0 when they took no more than the fixed overhead).
-
-    ``fallback`` when no cell was computed (nothing measured yet). O(len(timings)).
-    """
+    """``max(sum (compute_seconds - CELL_OVERHEAD_SECONDS), 0) / sum work`` over the computed
+    cells; ``fallback`` when none was computed. O(timings)."""
     n_computed = sum(timing.n_computed for timing in timings)
     work = sum(timing.computed_work for timing in timings)
     if n_computed == 0 or work <= 0:
@@ -139,12 +128,8 @@ def recalibrated_seconds_per_work(
 def throughput(
     timings: Sequence[FragmentTiming], now: float, window_seconds: float = RATE_WINDOW_SECONDS
 ) -> tuple[float | None, float | None]:
-    """``(cells_per_second, busy_cores)`` over the fragments of the last ``window_seconds``.
-
-    With the window's fragments at ``t_1 <= ... <= t_k``: the cells and compute seconds
-    of fragments ``2..k`` over ``t_k - t_1`` (module docstring). ``(None, None)`` when
-    fewer than two fragments finished in the window, or all at the same instant.
-    """
+    """``(cells_per_second, busy_cores)`` over the last ``window_seconds`` (module docstring);
+    ``(None, None)`` with fewer than two fragments or one instant."""
     recent = sorted(
         (timing for timing in timings if now - window_seconds <= timing.mtime <= now + 1.0),
         key=lambda timing: timing.mtime,
@@ -159,17 +144,9 @@ def throughput(
     return cells / span, core_seconds / span
 
 
-def estimated_seconds(cells: Iterable[Any], seconds_per_work: float) -> float:
-    """One-core seconds of ``cells`` by the cost model: ``sum overhead + work * spw``."""
-    total = 0.0
-    for cell in cells:
-        total += CELL_OVERHEAD_SECONDS + planned_cell_work(cell) * seconds_per_work
-    return total
-
-
 def eta_seconds(remaining_core_seconds: float, busy_cores: float | None) -> float | None:
-    """Wall seconds left: remaining one-core seconds over the measured busy cores
-    (0 when nothing remains; None when the throughput is unknown)."""
+    """Wall seconds left: remaining one-core seconds over busy cores (0 when nothing remains,
+    None when the throughput is unknown)."""
     if remaining_core_seconds <= 0:
         return 0.0
     if busy_cores is None or busy_cores <= 0:
@@ -250,14 +227,14 @@ def _newest_timings(scans: Sequence[SweepCount]) -> dict[str, list[FragmentTimin
 def remaining_work(
     sweep_plan: Any, done: set[str], failed: set[str], seconds_per_work: float
 ) -> float:
-    """One-core seconds left of a sweep's cells neither done nor failed: per block, its first
-    cell's estimate times its cells left (a cell's cost depends only on its line).
-    O(cells) set look-ups."""
+    """One-core seconds left of a sweep's unfinished cells (a cell's cost depends only on its
+    line, so one estimate per block). O(cells)."""
     seconds = 0.0
     for block in sweep_plan.blocks:
         left = sum(key not in done and key not in failed for key in block.cell_keys)
         if left:
-            seconds += estimated_seconds([block.cells[0]], seconds_per_work) * left
+            work = planned_cell_work(block.cells[0])
+            seconds += (CELL_OVERHEAD_SECONDS + work * seconds_per_work) * left
     return seconds
 
 
@@ -270,8 +247,7 @@ def _sweep_row(
     window_seconds: float,
     split: tuple[int | None, int | None, int | None],
 ) -> SweepStatus:
-    """One sweep's row: its counts are the one counter's
-    (:class:`~attnrmt.sweep.report.progress.SweepCount`)."""
+    """One sweep's row from the one counter (:class:`~attnrmt.sweep.report.progress.SweepCount`)."""
     remaining = remaining_work(scan.sweep_plan, scan.done, scan.failed, seconds_per_work)
     cells_per_second, _ = throughput(timings, now, window_seconds)
     newest = max((file.mtime for file in scan.files if file.planned), default=None)
@@ -313,9 +289,9 @@ def _pending_split(
 def computing_split(
     splits: Sequence[tuple[int | None, int | None, int | None]], busy_cores: float | None
 ) -> list[tuple[int | None, int | None, int | None]]:
-    """``(running, queued, missing)`` per sweep with **running** only the cells being computed:
-    ``max(1, round(busy_cores))`` of the in-flight cells, handed to the sweeps in order, the
-    rest queued (unchanged without a measured throughput: an upper bound). O(sweeps)."""
+    """``(running, queued, missing)`` per sweep with running only the cells being computed
+    (``max(1, round(busy_cores))`` handed to sweeps in order; unchanged without a measured
+    throughput). O(sweeps)."""
     if busy_cores is None:
         return list(splits)
     slots = max(1, round(busy_cores))
@@ -336,9 +312,8 @@ def run_status(
     now: float | None = None,
     window_seconds: float = RATE_WINDOW_SECONDS,
 ) -> RunStatus:
-    """Status of every sweep of ``run_plan`` from the files under ``run_dir`` at ``now``
-    (default: the time); busy cores are measured run-wide, so the ETAs are the whole run's
-    throughput on each sweep's pending cells. Read-only; O(fragments + planned cells)."""
+    """Status of every sweep of ``run_plan`` from the files under ``run_dir`` at ``now``, busy
+    cores measured run-wide. Read-only; O(fragments + planned cells)."""
     now = time.time() if now is None else float(now)
     run_dir = Path(run_dir)
     scans = [count_sweep(sweep, run_dir / name) for name, sweep in run_plan.sweeps.items()]
@@ -390,8 +365,7 @@ def run_status(
 
 
 def format_duration(seconds: float | None) -> str:
-    """``"3.5 s"``, ``"42 s"``, ``"3.5 min"``, ``"2.1 h"``, ``"1.5 d"``; ``"unknown"`` for
-    None. The one duration format of the CLI (``attnrmt plan`` and ``attnrmt status``)."""
+    """``"3.5 s"``, ``"42 s"``, ``"3.5 min"``, ``"2.1 h"``, ``"1.5 d"``; ``"unknown"`` for None."""
     if seconds is None:
         return "unknown"
     if seconds < 10:
@@ -431,6 +405,18 @@ def progress_line(status: RunStatus) -> str:
     )
 
 
+def format_table(rows: Sequence[Sequence[str]]) -> list[str]:
+    """Rows as aligned lines: the first column left-aligned, the others right. O(cells)."""
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return [
+        "  ".join(
+            value.rjust(width) if i else value.ljust(width)
+            for i, (value, width) in enumerate(zip(row, widths, strict=True))
+        )
+        for row in rows
+    ]
+
+
 def status_table(status: RunStatus) -> list[str]:
     """Lines of ``attnrmt status``: a table per sweep and a total, then the calibration."""
     header = (
@@ -464,14 +450,7 @@ def status_table(status: RunStatus) -> list[str]:
                 "-" if age is None else format_duration(age) + " ago",
             )
         )
-    widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
-    text = [
-        "  ".join(
-            [line[0].ljust(widths[0])]
-            + [value.rjust(width) for value, width in zip(line[1:], widths[1:], strict=True)]
-        )
-        for line in lines
-    ]
+    text = format_table(lines)
     if status.total.failed:
         text.append(f"failed cells by cause: {describe_causes(status.total.failed_by_cause)}")
     source = (
@@ -500,9 +479,8 @@ _progress_lock = threading.Lock()
 def next_progress_wait(
     last_cost_seconds: float, interval_seconds: float, cpu_share: float = PROGRESS_CPU_SHARE
 ) -> float:
-    """Seconds between two progress lines: ``interval_seconds``, or longer when the last
-    line cost so much CPU that lines that often would take more than ``cpu_share`` of a
-    core (the driving process also hosts the Dask scheduler and the block jobs). O(1)."""
+    """Seconds until the next progress line: ``interval_seconds``, or longer so that the lines
+    take at most ``cpu_share`` of a core. O(1)."""
     return max(interval_seconds, last_cost_seconds / cpu_share)
 
 
@@ -513,8 +491,7 @@ def print_progress(
     stream: Any = None,
 ) -> str | None:
     """Print :func:`progress_line` unless this process printed one within
-    :func:`next_progress_wait` (at most ``PROGRESS_CPU_SHARE`` of a core); the line, or None
-    when skipped or unreadable (never raises: block jobs call it)."""
+    :func:`next_progress_wait`; the line, or None (never raises: block jobs call it)."""
     with _progress_lock:
         now = time.monotonic()
         wait = next_progress_wait(_last_progress[1], interval_seconds)
@@ -544,6 +521,7 @@ __all__ = [
     "computing_split",
     "eta_seconds",
     "format_duration",
+    "format_table",
     "next_progress_wait",
     "print_progress",
     "progress_line",

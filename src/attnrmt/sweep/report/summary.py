@@ -1,8 +1,6 @@
-"""The end-of-run summary (``attnrmt summary CONFIG [--since EPOCH]``, printed by ``make
-run``): where the results are, cells computed / reused / failed, wall time, the theory's
-fit and the thresholds (``docs/thresholds.md``). Everything comes from files the run
-wrote (fragments, failure records, ``summary.csv``, ``thresholds.csv``); O(fragments +
-table rows), no cell data loaded."""
+"""The end-of-run summary (``attnrmt summary``, ``make run``): where the results are, cells
+computed / reused / failed, wall time, the theory's fit and the thresholds
+(docs/thresholds.md), all from files the run wrote. O(fragments + table rows)."""
 
 from __future__ import annotations
 
@@ -40,10 +38,8 @@ class CellTally:
 
 
 def tally_cells(run_plan: Any, run_dir: Path, since: float | None) -> CellTally:
-    """Count the planned cells by what happened to them, from the one counter
-    (:func:`attnrmt.sweep.report.progress.count_sweep`): a done cell is *computed by this
-    run* when its block's fragment, written at or after ``since``, flags it computed, else
-    *reused* (always without ``since``). O(blocks) fragment reads."""
+    """Count the planned cells from the one counter: a done cell is computed by this run when
+    its fragment, written at or after ``since``, flags it computed, else reused. O(blocks)."""
     from attnrmt.sweep.report.progress import count_sweep
     from attnrmt.sweep.store.fragments import FRAGMENTS_DIRNAME
 
@@ -58,8 +54,7 @@ def tally_cells(run_plan: Any, run_dir: Path, since: float | None) -> CellTally:
             and since is not None
             and file.mtime >= since
         ]
-        flags = [_computed_flags(file.path) for file in fresh_files]  # None: damaged
-        fresh = sum(int(flag.sum()) for flag in flags if flag is not None)
+        fresh = sum(_computed_cells(file.path) for file in fresh_files)
         planned += count.cells
         computed += fresh
         reused += len(count.done) - fresh
@@ -68,10 +63,18 @@ def tally_cells(run_plan: Any, run_dir: Path, since: float | None) -> CellTally:
     return CellTally(planned, computed, reused, missing, failed)
 
 
+def _computed_cells(fragment: Path) -> int:
+    """Cells a fragment flags computed (0 when it is absent or damaged)."""
+    from attnrmt.sweep.report.status import read_cell_timings
+
+    try:
+        return int(read_cell_timings(fragment)[0].sum())
+    except (OSError, ValueError):
+        return 0
+
+
 def placeholder_tables(run_dir: Path) -> list[str]:
-    """The run's tables written without data (one ``note`` column: no sweep feeds them,
-    :func:`attnrmt.analysis.pipeline.placeholder_note`), by file name. Reads one line of
-    each of the :data:`attnrmt.contract.TABLES` files (missing ones are skipped)."""
+    """The run's tables written without data (one ``note`` column), by file name."""
     from attnrmt.contract import TABLES
 
     found = []
@@ -87,11 +90,7 @@ def placeholder_tables(run_dir: Path) -> list[str]:
 
 
 def stale_sweep_dirs(run_plan: Any, run_dir: Path) -> list[Path]:
-    """Sweep folders under ``run_dir`` that the config no longer has (O(entries of run_dir)).
-
-    A sweep removed from (or renamed in) a config leaves its folder; the run's tables,
-    figures and report no longer include it, so the summary names it.
-    """
+    """Sweep folders under ``run_dir`` the config no longer has (no longer in the tables)."""
     if not run_dir.is_dir():
         return []
     return sorted(
@@ -103,24 +102,9 @@ def stale_sweep_dirs(run_plan: Any, run_dir: Path) -> list[Path]:
     )
 
 
-def _computed_flags(fragment: Path) -> np.ndarray | None:
-    """The ``computed`` flags of a block's fragment, verified as read
-    (:func:`attnrmt.sweep.store.fragments.read_fragment_members`); None when it is absent
-    or damaged (its cells are missing)."""
-    from attnrmt.sweep.store.fragments import read_fragment_members
-
-    try:
-        return np.asarray(read_fragment_members(fragment, ("computed",))["computed"], bool)
-    except (OSError, ValueError):
-        return None
-
-
 def variant_verdict(summary: pd.DataFrame) -> str:
-    """Which variant the outlier and overlap rows of ``summary.csv`` support.
-
-    The variant with the smaller median (over sweeps and quantities of
-    :data:`VERDICT_QUANTITIES`) of the per-row median relative error.
-    """
+    """Which variant ``summary.csv`` supports: the smaller median relative error over
+    :data:`VERDICT_QUANTITIES` (:func:`variant_errors`)."""
     errors = variant_errors(summary)
     if not errors:
         return "theory: no outlier or overlap to compare (no snr above a threshold?)"
@@ -133,8 +117,8 @@ def variant_verdict(summary: pd.DataFrame) -> str:
 
 
 def variant_errors(summary: pd.DataFrame) -> dict[str, float]:
-    """Per variant, the median over ``summary.csv`` rows of :data:`VERDICT_QUANTITIES` of
-    the median relative error (variants without a finite one are left out)."""
+    """Per variant, the median over :data:`VERDICT_QUANTITIES` rows of the median relative
+    error (variants without a finite one left out)."""
     rows = summary[summary["quantity"].isin(VERDICT_QUANTITIES)]
     rows = rows[np.isfinite(rows["median_rel_error"])]
     errors = {v: float(rows[rows["variant"] == v]["median_rel_error"].median()) for v in VARIANTS}
@@ -142,8 +126,8 @@ def variant_errors(summary: pd.DataFrame) -> dict[str, float]:
 
 
 def threshold_lines(thresholds: pd.DataFrame) -> list[str]:
-    """Per (sweep, transition), and per table law (``sweep/law``): how many finite-``d`` curves'
-    CI or bound contains each variant's value, with the largest ``d``'s estimate. O(rows)."""
+    """Per (sweep or ``sweep/law``, transition): how many finite-``d`` curves' CI or bound
+    contains each variant's value, and the largest ``d``'s estimate. O(rows)."""
     if thresholds.empty or "finite_size" not in thresholds:
         return []
     finite = thresholds[thresholds["finite_size"] == "none"]
@@ -255,9 +239,8 @@ def run_summary(
 
 
 def classes_threshold_lines(thresholds: pd.DataFrame) -> list[str]:
-    """K classes: per (sweep, spike, transition), how many curves' CI or bound contains
-    each variant's threshold, with one curve's estimate as an example
-    (``classes_thresholds.csv``). O(rows)."""
+    """K classes: per (sweep, spike, transition), how many curves' CI or bound contains each
+    variant's threshold, with one example (``classes_thresholds.csv``). O(rows)."""
     if thresholds.empty or "spike" not in thresholds:
         return []
     lines = ["K-class thresholds (curves whose CI or bound contains the variant's threshold):"]
@@ -282,9 +265,7 @@ def classes_threshold_lines(thresholds: pd.DataFrame) -> list[str]:
 
 
 def universality_lines(verdicts: pd.DataFrame) -> list[str]:
-    """One line per table law of ``universality_verdict.csv`` (its verdict, computed by
-    :func:`attnrmt.analysis.universality.universality_verdict`), then one per family
-    sentence; ``[]`` for a run without one. O(rows)."""
+    """One line per table law of ``universality_verdict.csv``, then one per family sentence."""
     if verdicts.empty or "verdict" not in verdicts:
         return []
     width = max(len(str(law)) for law in verdicts["law"])
@@ -306,10 +287,9 @@ RUN_DIR_VARIABLE = "ATTNRMT_RUN_DIR"
 def report_overview(
     run_dir: str | os.PathLike[str] | None = None,
 ) -> dict[str, int | float]:
-    """The report's landing-page entries: the verdict per variant, the threshold at the largest
-    ``d`` per sweep and transition, the families of bounds; numbers under headings (Snakemake
-    renders string metadata as docutils parts). ``run_dir`` defaults to
-    :data:`RUN_DIR_VARIABLE`. O(rows of summary.csv and thresholds.csv)."""
+    """The report's landing-page entries (numbers under headings): the verdict per variant, the
+    threshold at the largest ``d`` per sweep and transition, the bounds-only families.
+    ``run_dir`` defaults to :data:`RUN_DIR_VARIABLE`. O(rows)."""
     run_dir = Path(run_dir or os.environ.get(RUN_DIR_VARIABLE, "results"))
     overview: dict[str, int | float] = {}
     summary = _read_table(run_dir / "summary.csv")
@@ -328,11 +308,8 @@ def report_overview(
 
 
 def _threshold_overview(finite: pd.DataFrame) -> dict[str, int | float]:
-    """The overview's threshold entries (:func:`report_overview`): per (sweep, transition)
-    the estimate at the largest ``d`` that has one (the heading names that ``d``, and the
-    larger ``d`` whose curves are bounds only), then one entry naming the families whose
-    thresholds are all bounds (value: how many), so that none is silently missing.
-    O(rows of ``finite``)."""
+    """Per (sweep, transition) the estimate at the largest ``d`` having one (the heading names
+    larger ``d`` with bounds only), then the families with bounds only. O(rows)."""
     entries: dict[str, int | float] = {}
     bounds_only = []
     for (sweep, transition), frame in finite.groupby(["sweep", "transition"], sort=False):
