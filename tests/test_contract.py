@@ -10,6 +10,7 @@ import xarray as xr
 
 from attnrmt.analysis.pipeline import analysis_dataset
 from attnrmt.contract import LONG_NAME_WIDTH, TOP_K_FIELDS, VARIABLE_ATTRS, with_variable_attrs
+from attnrmt.sweep.spec.schema import with_defaults
 from attnrmt.sweep.store.grid import CELL_ATTRS
 from attnrmt.theory import THEORY_VARIABLES
 from tests.analysis.synthetic import make_synthetic
@@ -54,7 +55,7 @@ def test_xarray_labels_every_variable_with_its_short_name_on_one_line() -> None:
     from xarray.plot.utils import label_from_attrs
 
     cells, theory = make_synthetic(d=(40, 60), snr=(0.0, 1.0, 2.0), replicates=2)
-    analysis = analysis_dataset(cells, theory, {"bootstrap": 20})
+    analysis = analysis_dataset(cells, theory, with_defaults({"bootstrap": 20}, "analysis"))
     for dataset in (with_variable_attrs(cells), theory, analysis):
         for name, variable in dataset.variables.items():
             label = label_from_attrs(xr.DataArray(variable, name=name))
@@ -75,7 +76,7 @@ def test_the_comment_says_on_which_scale_a_number_lives() -> None:
 
 def test_the_table_covers_every_stored_name() -> None:
     cells, theory = make_synthetic(d=(40, 60), snr=(0.0, 1.0, 2.0, 3.0), replicates=3)
-    analysis = analysis_dataset(cells, theory, {"bootstrap": 20})
+    analysis = analysis_dataset(cells, theory, with_defaults({"bootstrap": 20}, "analysis"))
     names = {*cells.variables, *theory.variables, *analysis.variables}
     names |= {*CELL_ATTRS, *TOP_K_FIELDS, *THEORY_VARIABLES}
     assert names - set(VARIABLE_ATTRS) == set()
@@ -83,7 +84,7 @@ def test_the_table_covers_every_stored_name() -> None:
 
 def test_writers_apply_the_table() -> None:
     cells, theory = make_synthetic(d=(40, 60), snr=(0.0, 1.0, 2.0, 3.0), replicates=3)
-    analysis = analysis_dataset(cells, theory, {"bootstrap": 20})
+    analysis = analysis_dataset(cells, theory, with_defaults({"bootstrap": 20}, "analysis"))
     for dataset in (theory, analysis):
         for name, variable in dataset.variables.items():
             for key, value in VARIABLE_ATTRS[name].items():

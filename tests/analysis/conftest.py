@@ -9,14 +9,15 @@ import pytest
 import xarray as xr
 
 from attnrmt.analysis._common import setting_rng
-from attnrmt.analysis.pipeline import ci_settings, settings_with_defaults
+from attnrmt.analysis.pipeline import ci_settings
 from attnrmt.contract import CURVE_AXES, TABLE_AXIS
+from attnrmt.sweep.spec.schema import with_defaults
 
 
 @pytest.fixture(scope="session")
 def ci() -> dict[str, Any]:
     """``level``, ``n_boot``, ``seed`` of every replicate CI at the schema's defaults."""
-    return ci_settings(settings_with_defaults(None))
+    return ci_settings(with_defaults(None, "analysis"))
 
 
 def curve_rng(seed: int, curve: xr.Dataset, transition: str) -> np.random.Generator:

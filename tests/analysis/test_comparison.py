@@ -17,6 +17,7 @@ from attnrmt.analysis.comparison import (
     variant_summary,
 )
 from attnrmt.analysis.pipeline import analysis_dataset, decode_bounds
+from attnrmt.sweep.spec.schema import with_defaults
 from attnrmt.theory import spike
 from tests.analysis.synthetic import make_synthetic
 
@@ -38,7 +39,9 @@ def planted_run(variant: str, seed: int) -> Planted:
         noise=0.005,
         seed=seed,
     )
-    analysis = decode_bounds(analysis_dataset(cells, theory, {"bootstrap": 30}))
+    analysis = decode_bounds(
+        analysis_dataset(cells, theory, with_defaults({"bootstrap": 30}, "analysis"))
+    )
     return variant, cells, theory, analysis
 
 
@@ -119,7 +122,9 @@ def test_thresholds_table_contains_both_variants_and_finite_size(planted_variant
 def test_settings_below_the_large_t_bound_are_flagged() -> None:
     # N T/V = T delta / gamma is 8 (the bound: large_T) at gamma 0.5 and 4 at gamma 1
     cells, theory = make_synthetic(d=(120,), gamma=(0.5, 1.0), snr=SNR, replicates=2)
-    analysis = decode_bounds(analysis_dataset(cells, theory, {"bootstrap": 10}))
+    analysis = decode_bounds(
+        analysis_dataset(cells, theory, with_defaults({"bootstrap": 10}, "analysis"))
+    )
     for table in (
         thresholds_table("s", cells, theory, analysis),
         comparison_table("s", cells, theory, analysis),

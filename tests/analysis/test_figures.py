@@ -9,8 +9,9 @@ import threading
 import numpy as np
 import pandas as pd
 
-from attnrmt.analysis.figures import figure_outlier_vs_snr, outlier_panels
+from attnrmt.analysis.figures import Data, figure_outlier_vs_snr, outlier_panels
 from attnrmt.analysis.pipeline import analysis_dataset
+from attnrmt.sweep.spec.schema import with_defaults
 from tests.analysis.synthetic import make_synthetic
 
 POSITIONAL = {"p4": {"kind": "prefix", "L": 4}, "mk": {"kind": "markov", "r": 0.5}}
@@ -33,11 +34,11 @@ def test_main_figure_has_a_named_panel_per_positional_and_weights_line() -> None
     cells, theory = make_synthetic(
         d=(60,), snr=(0.0, 1.0, 2.0, 3.0), positional=POSITIONAL, weights=WEIGHTS, replicates=3
     )
-    analysis = analysis_dataset(cells, theory, {"bootstrap": 20})
+    analysis = analysis_dataset(cells, theory, with_defaults({"bootstrap": 20}, "analysis"))
     figures = {}
 
     def build() -> None:  # figures are made in rule threads: no main-thread state needed
-        figures["main"] = figure_outlier_vs_snr({"s": (cells, theory, analysis)}, max_columns=4)
+        figures["main"] = figure_outlier_vs_snr(Data("s", cells, theory, analysis), max_columns=4)
 
     worker = threading.Thread(target=build)
     worker.start()

@@ -16,12 +16,12 @@ from attnrmt.analysis.pipeline import (
     analyze_sweep,
     decode_bounds,
     settings_sha256,
-    settings_with_defaults,
     sweep_tables,
     write_sweep_tables,
     write_tables,
 )
 from attnrmt.contract import FIGURES, SWEEP_TABLES, TABLES
+from attnrmt.sweep.spec.schema import with_defaults
 from attnrmt.sweep.store import write_zarr_atomically
 from tests.analysis.synthetic import make_synthetic
 
@@ -29,7 +29,7 @@ WEIGHT_MODELS = {
     "att": {"kind": "causal_attention", "tau": 1.0},
     "c1": {"kind": "causal_limit", "tau": 1.0},
 }
-SETTINGS = {"bootstrap": 30, "pooling_order": ["optimal", "c1", "mean"]}
+SETTINGS = with_defaults({"bootstrap": 30, "pooling_order": ["optimal", "c1", "mean"]}, "analysis")
 
 
 SPECS = {
@@ -120,13 +120,6 @@ def test_failed_cells_leave_holes_not_errors(tmp_path: Path, holes: dict[str, in
     # the transition thresholds still come from the lines that finished
     thresholds = pd.read_csv(root / "thresholds.csv")
     assert thresholds.loc[thresholds["sweep"] == "transition", "estimate"].notna().any()
-
-
-def test_settings_defaults_match_the_schema() -> None:
-    from attnrmt.sweep import load_config
-
-    config = load_config({"sweeps": {"s": {}}})
-    assert settings_with_defaults(None) == config["analysis"]
 
 
 def test_analysis_store_round_trip(synthetic_run_dir: Path) -> None:
@@ -239,6 +232,7 @@ def test_bootstrap_and_seed_reach_every_ci() -> None:
         "seed": {"bootstrap": 40, "seed": 1},
         "bootstrap": {"bootstrap": 60, "seed": 0},  # streams are prefix-stable: not 41
     }.items():
+        settings = with_defaults(settings, "analysis")
         analysis = analysis_dataset(cells, theory, settings)
         tables = sweep_tables("s", cells, theory, analysis, settings, WEIGHT_MODELS)
         tables["analysis"] = (
@@ -294,7 +288,7 @@ def test_top_sweeps_skip_the_bulk_with_a_note_and_keep_thresholds() -> None:
     panel), the same thresholds as the full sweep (they use only the top eigenvalues), and
     every table still builds."""
     from attnrmt.analysis._common import stored_spectrum
-    from attnrmt.analysis.figures import figure_spectra
+    from attnrmt.analysis.figures import Data, figure_spectra
     from attnrmt.analysis.pipeline import sweep_tables
 
     cells, theory = make_synthetic(replicates=2, **SPECS["transition"])
@@ -310,7 +304,7 @@ def test_top_sweeps_skip_the_bulk_with_a_note_and_keep_thresholds() -> None:
     assert list(tables["bulk"].columns) == ["sweep", "note"]
     assert "bulk fit skipped" in tables["bulk"]["note"].iloc[0]
     assert not tables["thresholds"].empty and not tables["comparison"].empty
-    figure = figure_spectra({"transition": (top_cells, theory, top)})
+    figure = figure_spectra(Data("transition", top_cells, theory, top))
     assert "no spectra" in figure.axes[0].get_title() or not figure.axes[0].patches
 
 

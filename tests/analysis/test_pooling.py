@@ -14,7 +14,7 @@ from attnrmt.analysis.attention import (
     relative_distance,
 )
 from attnrmt.analysis.centring import centring_table
-from attnrmt.analysis.pipeline import ci_settings, settings_with_defaults
+from attnrmt.analysis.pipeline import ci_settings
 from attnrmt.analysis.pooling import (
     downstream_ranking,
     downstream_table,
@@ -23,6 +23,7 @@ from attnrmt.analysis.pooling import (
     spearman,
 )
 from attnrmt.model import causal_limit_weights, harmonic_weights
+from attnrmt.sweep.spec.schema import with_defaults
 from tests.analysis.synthetic import make_synthetic
 
 P4 = {"p4": {"kind": "prefix", "L": 4}}
@@ -85,7 +86,7 @@ def test_causal_attention_converges_to_causal_limit_in_synthetic_data(ci) -> Non
 def check_causal_convergence(seeds: tuple[int, ...], ci: dict | None = None) -> None:
     """The synthetic jitter of the attention weights is ~ d^(-1/2) (16 replicates per d)."""
     if ci is None:  # benchmarks/seed_groups.py calls without the fixture
-        ci = ci_settings(settings_with_defaults(None))
+        ci = ci_settings(with_defaults(None, "analysis"))
     for seed in seeds:
         causal_convergence(seed, ci)
 

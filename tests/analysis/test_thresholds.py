@@ -21,6 +21,7 @@ from attnrmt.analysis.thresholds import (
     theta_from_population,
     theta_from_sample,
 )
+from attnrmt.sweep.spec.schema import with_defaults
 from attnrmt.theory import critical_u, spike, spike_outliers
 from tests.analysis.conftest import curve_rng
 from tests.analysis.synthetic import make_synthetic
@@ -221,7 +222,9 @@ def test_two_d_values_give_no_finite_size_verdict() -> None:
         cells, theory = make_synthetic(
             d=ds, snr=tuple(np.linspace(0.0, 3.0, 9)), replicates=3, noise=0.005
         )
-        analysis = decode_bounds(analysis_dataset(cells, theory, {"bootstrap": 30}))
+        analysis = decode_bounds(
+            analysis_dataset(cells, theory, with_defaults({"bootstrap": 30}, "analysis"))
+        )
         assert set(np.unique(analysis["fss_n_d"])) == {len(ds)}
         table = thresholds_table("s", cells, theory, analysis)
         limits = table[table["finite_size"] != "none"]
@@ -453,7 +456,9 @@ def test_multi_d_sweeps_share_the_slope_and_single_d_sweeps_do_not() -> None:
     slopes = est["theta_slope"].squeeze().transpose("transition", "d")
     np.testing.assert_allclose(slopes, np.repeat(shared.values[:, None], 3, axis=1))
     assert np.all((est["slope_consistency_p"] >= 0) & (est["slope_consistency_p"] <= 1))
-    analysis = decode_bounds(analysis_dataset(cells, theory, {"bootstrap": 50}))
+    analysis = decode_bounds(
+        analysis_dataset(cells, theory, with_defaults({"bootstrap": 50}, "analysis"))
+    )
     table = thresholds_table("s", cells, theory, analysis)
     p_value = table["slope_consistency_p"].to_numpy(dtype=float)
     expected = np.where(p_value < SLOPE_CONSISTENCY_P, SLOPES_DIFFER, SHARED_SLOPE)
@@ -560,7 +565,9 @@ def test_threshold_ci_reaches_the_thresholds_table_unchanged() -> None:
         assert direct["bound"] == "none"
         assert float(curve["threshold_ci_low"]) == direct["ci_low"]
         assert float(curve["threshold_ci_high"]) == direct["ci_high"]
-    analysis = decode_bounds(analysis_dataset(cells, theory, {"bootstrap": 50, "seed": 3}))
+    analysis = decode_bounds(
+        analysis_dataset(cells, theory, with_defaults({"bootstrap": 50, "seed": 3}, "analysis"))
+    )
     table = thresholds_table("s", cells, theory, analysis).set_index("transition")
     for transition in ("population", "sample"):
         curve = analysis.sel(transition=transition).squeeze()

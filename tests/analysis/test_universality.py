@@ -21,6 +21,7 @@ from attnrmt.analysis.universality import (
     universality_verdict,
     welch_p_values,
 )
+from attnrmt.sweep.spec.schema import with_defaults
 from tests.analysis.synthetic import make_synthetic
 
 SEM = 0.01
@@ -162,14 +163,16 @@ def test_through_the_analysis_of_real_shaped_stores() -> None:
     for sweep, (law, options) in laws.items():
         cells, theory = make_synthetic(**grid, **options)
         cells.attrs.update(table_name=sweep, table_law=json.dumps(law), replicates=6)
-        analysis = analysis_dataset(cells, theory, {"bootstrap": 20})
-        tables = sweep_tables(sweep, cells, theory, analysis, {"bootstrap": 20})
+        analysis = analysis_dataset(cells, theory, with_defaults({"bootstrap": 20}, "analysis"))
+        tables = sweep_tables(
+            sweep, cells, theory, analysis, with_defaults({"bootstrap": 20}, "analysis")
+        )
         inputs.append(
             universality_inputs(
                 sweep, cells.attrs, tables["comparison"], tables["thresholds"], analysis
             )
         )
-    tables = across_sweep_tables(inputs, {"bootstrap": 20})
+    tables = across_sweep_tables(inputs, with_defaults({"bootstrap": 20}, "analysis"))
     table = tables["universality"].set_index(["law", "quantity", "d"]).sort_index()
     assert set(table.index.get_level_values("law")) == {"same", "off"}
     assert table.loc[("off", "sample_outlier"), "consistent"].eq(False).all()
@@ -229,21 +232,23 @@ def test_laws_along_the_table_dimension_of_one_sweep() -> None:
         cells["top_eigenvalues"].dims.index("table")
         == cells["top_eigenvalues"].dims.index("weights") + 1
     )
-    analysis = analysis_dataset(cells, theory, {"bootstrap": 20})
+    analysis = analysis_dataset(cells, theory, with_defaults({"bootstrap": 20}, "analysis"))
     assert "table" in analysis["bulk_ks"].dims
     # each law's bootstrap resamples are those of a one-law sweep (one stream per law)
-    alone = analysis_dataset(*made["same"], {"bootstrap": 20})
+    alone = analysis_dataset(*made["same"], with_defaults({"bootstrap": 20}, "analysis"))
     for name in ("threshold_ci_low", "threshold_ci_high", "threshold_estimate"):
         np.testing.assert_array_equal(
             analysis[name].sel(table="same").values, alone[name].values, err_msg=name
         )
-    tables = sweep_tables("laws", cells, theory, analysis, {"bootstrap": 20})
+    tables = sweep_tables(
+        "laws", cells, theory, analysis, with_defaults({"bootstrap": 20}, "analysis")
+    )
     assert set(tables["comparison"]["table"]) == set(laws)
     inputs = universality_inputs(
         "laws", cells.attrs, tables["comparison"], tables["thresholds"], analysis
     )
     assert set(inputs["law"]) == set(laws) and "table" not in inputs
-    tables = across_sweep_tables([inputs], {"bootstrap": 20})
+    tables = across_sweep_tables([inputs], with_defaults({"bootstrap": 20}, "analysis"))
     table = tables["universality"].set_index(["law", "quantity", "d"]).sort_index()
     assert set(table.index.get_level_values("law")) == {"same", "off"}
     assert set(tables["universality"]["sweep"]) == {"laws"}

@@ -15,6 +15,7 @@ from attnrmt.sweep.run.blocks import compute_cell
 from attnrmt.sweep.spec import identity
 from attnrmt.sweep.spec.config import validate_config
 from attnrmt.sweep.spec.plan import plan_run
+from attnrmt.sweep.spec.schema import with_defaults
 from attnrmt.sweep.store import fragments
 from tests.e2e.helpers import tiny_config
 
@@ -89,17 +90,19 @@ def test_open_results_has_a_spike_dimension_only_in_the_k_class_sweep(
 def test_the_analysis_estimates_each_spike_and_reads_out_the_prefix_label(
     kclasses_run: tuple[Path, Any],
 ) -> None:
-    from attnrmt.analysis.figures import figure_classes_spikes
+    from attnrmt.analysis.figures import Data, figure_classes_spikes
     from attnrmt.analysis.pipeline import analysis_dataset, sweep_tables
     from attnrmt.sweep.store.cell_table.reader import open_results
 
     tree = open_results(kclasses_run[0])
     cells = tree["k3/cells"].to_dataset().load()
     theory = tree["k3/theory"].to_dataset().load()
-    analysis = analysis_dataset(cells, theory, {"bootstrap": 20})
+    analysis = analysis_dataset(cells, theory, with_defaults({"bootstrap": 20}, "analysis"))
     assert analysis["spike_threshold_estimate"].dims[-2:] == ("spike", "transition")
     assert analysis["spike_threshold_bound"].dtype == np.int8
-    tables = sweep_tables("k3", cells, theory, analysis, {"bootstrap": 20})
+    tables = sweep_tables(
+        "k3", cells, theory, analysis, with_defaults({"bootstrap": 20}, "analysis")
+    )
     assert set(tables) == set(TABLES)
     thresholds = tables["classes_thresholds"]
     assert len(thresholds) == 2 * 2 * 2  # label models x spikes x transitions
@@ -124,7 +127,7 @@ def test_the_analysis_estimates_each_spike_and_reads_out_the_prefix_label(
     downstream = tables["downstream"]
     assert set(downstream["positional"]) == {"pre2"}  # only the prefix model has a class
     assert downstream["accuracy"].between(0, 1).all()
-    figure = figure_classes_spikes({"k3": (cells, theory, analysis)}, thresholds)
+    figure = figure_classes_spikes(Data("k3", cells, theory, analysis), thresholds)
     assert len(figure.axes) == 2 * 2  # eigenvalues and overlaps, per label model
 
 

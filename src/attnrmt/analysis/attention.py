@@ -31,6 +31,12 @@ def relative_distance(w: np.ndarray, reference: np.ndarray) -> float:
     return float(np.linalg.norm(w - r) / np.linalg.norm(r))
 
 
+def reference_weights(T: int, tau: float) -> dict[str, np.ndarray]:
+    """The two limits real attention is compared with, ``harmonic`` and
+    ``causal_limit(tau)`` (docs/model.md, "Weights"), each (T,). O(T)."""
+    return {"harmonic": harmonic_weights(T), "causal_limit": causal_limit_weights(T, tau)}
+
+
 def attention_weight_models(weight_models: Mapping[str, Any]) -> dict[str, float]:
     """Names of ``causal_attention`` weight models mapped to their ``tau`` (default 0)."""
     out = {}
@@ -68,9 +74,8 @@ def causal_weights_table(
         point = {d: plain(eff[d].values[i]) for d, i in zip(dims, index, strict=True)}
         T = int(point.get("T", eff.sizes["position"]))
         tau = models[str(point["weights"])]
-        refs = {"harmonic": harmonic_weights(T), "causal_limit": causal_limit_weights(T, tau)}
         block = eff.values[index][:, :T]
-        for ref_name, ref in refs.items():
+        for ref_name, ref in reference_weights(T, tau).items():
             dist = np.array(
                 [relative_distance(w, ref) if np.all(np.isfinite(w)) else np.nan for w in block]
             )
@@ -126,5 +131,6 @@ __all__ = [
     "attention_weight_models",
     "causal_verdict",
     "causal_weights_table",
+    "reference_weights",
     "relative_distance",
 ]

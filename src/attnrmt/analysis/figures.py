@@ -21,7 +21,7 @@ import time
 from collections.abc import Mapping, Sequence
 from fractions import Fraction
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -29,16 +29,24 @@ import xarray as xr
 from matplotlib.figure import Figure
 
 from attnrmt.analysis._common import at_signal, drop_variant, effective_ratios, replicate_mean_sem
-from attnrmt.analysis.attention import attention_weight_models
+from attnrmt.analysis.attention import attention_weight_models, reference_weights
 from attnrmt.analysis.comparison import complete_theory
 from attnrmt.contract import ALL_AXES, PLACEHOLDER_FIGURE, TABLE_AXIS, TRANSITIONS
-from attnrmt.model import causal_limit_weights, harmonic_weights
 from attnrmt.theory import bulk_density, critical_theta
 
 STYLE = {"finite_vocab": {"ls": "-", "color": "C3"}, "paper": {"ls": "--", "color": "C0"}}
 PHASE_MIN_SNR = 5  # thresholds from fewer snr points are mostly bounds: not drawn
 SNR_LABEL = r"snr $=\|\mu\|^2$ (dimensionless)"
-Data = Mapping[str, tuple[xr.Dataset, xr.Dataset, xr.Dataset]]
+
+
+class Data(NamedTuple):
+    """One sweep's name and stores (``theory`` completed by
+    :func:`attnrmt.analysis.comparison.complete_theory`), what the sweep figures draw."""
+
+    sweep: str
+    cells: xr.Dataset
+    theory: xr.Dataset
+    analysis: xr.Dataset
 
 
 def _subplots(
@@ -92,26 +100,21 @@ def _lowest_finished_snr(cells: xr.Dataset, delta: float, gamma: float) -> float
     return None
 
 
-def figure_spectra(data: Data, max_panels: int = 9) -> Figure:
+def figure_spectra(data: Data | None, max_panels: int = 9) -> Figure:
     """Histograms of ``S/kappa`` against the density of ``MP_delta ⊠ MP_gamma``
-    (docs/model.md, "Bulk law")."""
-    panels: list[tuple[str, float, float]] = []
-    for sweep, (cells, _theory, analysis) in data.items():
-        if "bulk_skipped" in analysis.attrs:  # spectrum: top, no bulk to show
-            continue
-        for delta in cells["delta"].values:
-            for gamma in cells["gamma"].values:
-                if any(np.isclose(p[1], delta) and np.isclose(p[2], gamma) for p in panels):
-                    continue
-                panels.append((sweep, float(delta), float(gamma)))
-    panels = panels[:max_panels]
-    if not panels:
+    (docs/model.md, "Bulk law"), one panel per (delta, gamma)."""
+    if data is None or "bulk_skipped" in data.analysis.attrs:  # spectrum: top, no bulk
         return _empty("Spectra", "no spectra in this run")
+    cells, analysis = data.cells, data.analysis
+    panels = [
+        (float(delta), float(gamma))
+        for delta in cells["delta"].values
+        for gamma in cells["gamma"].values
+    ][:max_panels]
     ncol = min(3, len(panels))
     nrow = int(np.ceil(len(panels) / ncol))
     fig, axes = _subplots(nrow, ncol, figsize=(4.2 * ncol, 3.3 * nrow), squeeze=False)
-    for ax, (sweep, delta, gamma) in zip(axes.flat, panels, strict=False):
-        cells, _, analysis = data[sweep]
+    for ax, (delta, gamma) in zip(axes.flat, panels, strict=False):
         prefer = {"delta": delta, "gamma": gamma, "snr": _lowest_finished_snr(cells, delta, gamma)}
         if prefer["snr"] is None:  # every cell of the panel failed (skip_failed)
             ax.set_axis_off()
@@ -162,14 +165,6 @@ def figure_spectra(data: Data, max_panels: int = 9) -> Figure:
     return fig
 
 
-def _curve_sweep(data: Data, min_snr: int = 3) -> str | None:
-    best, size = None, 0
-    for sweep, (cells, _, _) in data.items():
-        if cells.sizes.get("snr", 0) > size:
-            best, size = sweep, cells.sizes["snr"]
-    return best if size >= min_snr else None
-
-
 def outlier_panels(cells: xr.Dataset) -> list[tuple[str, str]]:
     """The ``(positional, weights)`` lines of a sweep, one panel column each: every pair of
     the sweep's coordinates, in coordinate order."""
@@ -180,21 +175,19 @@ def outlier_panels(cells: xr.Dataset) -> list[tuple[str, str]]:
     ]
 
 
-def figure_outlier_vs_snr(data: Data, max_columns: int = 4) -> Figure:
+def figure_outlier_vs_snr(data: Data | None, max_columns: int = 4) -> Figure:
     """Top eigenvalues (sample and population) and overlaps vs snr with both variants.
 
     One pair of panels (eigenvalue above, overlap below) per ``(positional, weights)`` line
-    of the sweep with the most snr values (:func:`outlier_panels`), at its largest ``d`` and
+    of the sweep (:func:`outlier_panels`), at its largest ``d`` and
     the first value of the other axes; each title names the sweep, both models and ``d``.
     Lines wrap after ``max_columns`` columns. The theory's top eigenvalue is
     ``sample_top_eigenvalue`` / ``pop_top_eigenvalue`` (outlier above the threshold, bulk
     edge below; :func:`attnrmt.theory.predict`).
     """
-    sweep = _curve_sweep(data)
-    if sweep is None:
+    if data is None or data.cells.sizes.get("snr", 0) < 3:
         return _empty("Outliers vs snr", "no sweep with >= 3 snr values")
-    cells, theory, analysis = data[sweep]
-    theory = complete_theory(theory, cells)
+    sweep, cells, theory, analysis = data
     panels = outlier_panels(cells)
     ncol = min(max_columns, len(panels))
     nrow = int(np.ceil(len(panels) / ncol))
@@ -268,65 +261,45 @@ def figure_outlier_vs_snr(data: Data, max_columns: int = 4) -> Figure:
     return fig
 
 
-def figure_phase_diagram(data: Data) -> Figure:
+def figure_phase_diagram(data: Data | None) -> Figure:
     """Thresholds in the (alpha/kappa, snr) plane: theory curves and empirical estimates."""
-    if _curve_sweep(data, PHASE_MIN_SNR) is None:
+    if data is None or data.cells.sizes.get("snr", 0) < PHASE_MIN_SNR:
         return _empty("Phase diagram", f"no sweep with >= {PHASE_MIN_SNR} snr values")
     fig, axes = _subplots(1, 2, figsize=(10, 4.2))
-    drawn = False
-    for cells, _theory, analysis in data.values():
-        if cells.sizes.get("snr", 0) < PHASE_MIN_SNR:
-            continue
-        c = _pick(cells, {"weights": None, "positional": None, "snr": None})
-        a = _pick(analysis, {"weights": None, "positional": None})
-        de, ge = (float(np.nanmean(x)) for x in effective_ratios(c))
-        ratio = c["alpha"] / c["kappa"]
-        ratio = ratio.mean("snr") if "snr" in ratio.dims else ratio
-        for ax, tr in zip(axes, ("population", "sample"), strict=True):
-            tc = float(critical_theta(de, ge, tr))
-            x = np.linspace(0.3, max(8.0, float(ratio.max()) * 1.2), 200)
-            ax.plot(x, tc / x, **STYLE["paper"], label="paper" if not drawn else None)
-            ax.plot(
-                x, tc / x - de, **STYLE["finite_vocab"], label="finite_vocab" if not drawn else None
-            )
-            est = a["threshold_estimate"].sel(transition=tr)
-            lo = a["threshold_ci_low"].sel(transition=tr)
-            hi = a["threshold_ci_high"].sel(transition=tr)
-            xs = np.asarray(ratio.broadcast_like(est).values, float).ravel()
-            e, lo_, hi_ = (np.asarray(v.values, float).ravel() for v in (est, lo, hi))
-            ok = np.isfinite(e)
-            ax.errorbar(
-                xs[ok],
-                e[ok],
-                yerr=np.array([e[ok] - lo_[ok], hi_[ok] - e[ok]]),
-                fmt="o",
-                color="k",
-                ms=4,
-                label="empirical" if not drawn else None,
-            )
-            below = ~ok & np.isfinite(hi_) & ~np.isfinite(lo_)
-            ax.plot(
-                xs[below],
-                hi_[below],
-                "v",
-                color="0.4",
-                ms=6,
-                label="bound: below range" if not drawn else None,
-            )
-            above = ~ok & np.isfinite(lo_) & ~np.isfinite(hi_)
-            ax.plot(
-                xs[above],
-                lo_[above],
-                "^",
-                color="0.4",
-                ms=6,
-                label="bound: above range" if not drawn else None,
-            )
-            ax.set_title(f"{tr} transition (delta={de:.2f}, gamma={ge:.2f})", fontsize=9)
-            ax.set_xlabel(r"$\alpha/\kappa$ (dimensionless)")
-            ax.set_ylabel("threshold " + SNR_LABEL)
-            ax.axhline(0, color="0.8", lw=0.5)
-        drawn = True
+    cells, analysis = data.cells, data.analysis
+    c = _pick(cells, {"weights": None, "positional": None, "snr": None})
+    a = _pick(analysis, {"weights": None, "positional": None})
+    de, ge = (float(np.nanmean(x)) for x in effective_ratios(c))
+    ratio = c["alpha"] / c["kappa"]
+    ratio = ratio.mean("snr") if "snr" in ratio.dims else ratio
+    for ax, tr in zip(axes, ("population", "sample"), strict=True):
+        tc = float(critical_theta(de, ge, tr))
+        x = np.linspace(0.3, max(8.0, float(ratio.max()) * 1.2), 200)
+        ax.plot(x, tc / x, **STYLE["paper"], label="paper")
+        ax.plot(x, tc / x - de, **STYLE["finite_vocab"], label="finite_vocab")
+        est = a["threshold_estimate"].sel(transition=tr)
+        lo = a["threshold_ci_low"].sel(transition=tr)
+        hi = a["threshold_ci_high"].sel(transition=tr)
+        xs = np.asarray(ratio.broadcast_like(est).values, float).ravel()
+        e, lo_, hi_ = (np.asarray(v.values, float).ravel() for v in (est, lo, hi))
+        ok = np.isfinite(e)
+        ax.errorbar(
+            xs[ok],
+            e[ok],
+            yerr=np.array([e[ok] - lo_[ok], hi_[ok] - e[ok]]),
+            fmt="o",
+            color="k",
+            ms=4,
+            label="empirical",
+        )
+        below = ~ok & np.isfinite(hi_) & ~np.isfinite(lo_)
+        ax.plot(xs[below], hi_[below], "v", color="0.4", ms=6, label="bound: below range")
+        above = ~ok & np.isfinite(lo_) & ~np.isfinite(hi_)
+        ax.plot(xs[above], lo_[above], "^", color="0.4", ms=6, label="bound: above range")
+        ax.set_title(f"{tr} transition (delta={de:.2f}, gamma={ge:.2f})", fontsize=9)
+        ax.set_xlabel(r"$\alpha/\kappa$ (dimensionless)")
+        ax.set_ylabel("threshold " + SNR_LABEL)
+        ax.axhline(0, color="0.8", lw=0.5)
     axes[0].legend(fontsize=7)
     fig.suptitle("Phase diagram: outlier present above the curves", fontsize=10)
     fig.tight_layout()
@@ -374,21 +347,21 @@ def figure_pooling(pooling: pd.DataFrame) -> Figure:
 
 
 def figure_causal_weights(
-    data: Data, causal: pd.DataFrame, weight_models: Mapping[str, Any]
+    data: Data | None, causal: pd.DataFrame, weight_models: Mapping[str, Any]
 ) -> Figure:
     """Measured causal-attention weights vs harmonic and causal_limit(tau), and distance vs d."""
     models = attention_weight_models(weight_models)
     causal = causal.dropna(subset=["distance"]) if "distance" in causal else causal
     found = [
-        (s, w)
-        for s, (cells, _, _) in data.items()
+        w
         for w in models
-        if w in cells["weights"].values and w in set(causal.get("weights", []))
+        if data is not None
+        and w in data.cells["weights"].values
+        and w in set(causal.get("weights", []))
     ]
-    if not found or causal.empty:
+    if data is None or not found or causal.empty:
         return _empty("Causal attention", "no causal_attention cells in this run")
-    sweep, wname = found[0]
-    cells = data[sweep][0]
+    sweep, cells, wname = data.sweep, data.cells, found[0]
     c = _pick(cells, {"weights": wname, "d": None})
     T = int(c["T"])
     tau = models[wname]
@@ -397,8 +370,9 @@ def figure_causal_weights(
     for k, d in enumerate(c["d"].values):
         w = np.asarray(c["effective_weights"].sel(d=d).mean("replicate").values, float)[:T]
         ax_w.plot(pos, w / w.sum(), "o", ms=4, color=f"C{k}", label=f"attention, d={int(d)}")
-    ax_w.plot(pos, harmonic_weights(T), "k--", label="harmonic (seed)")
-    ax_w.plot(pos, causal_limit_weights(T, tau), "k-", label=f"causal_limit(tau={tau:g})")
+    references = reference_weights(T, tau)
+    ax_w.plot(pos, references["harmonic"], "k--", label="harmonic (seed)")
+    ax_w.plot(pos, references["causal_limit"], "k-", label=f"causal_limit(tau={tau:g})")
     ax_w.set_xlabel("position t (1..T)")
     ax_w.set_ylabel(r"effective weight $w_t$ (sum = 1)")
     ax_w.legend(fontsize=7)
@@ -610,17 +584,11 @@ def figure_finite_size(thresholds: pd.DataFrame) -> Figure:
     return fig
 
 
-def figure_centring(data: Data) -> Figure:
+def figure_centring(data: Data | None) -> Figure:
     """Uncentred mean spike vs theory, and signal recovery with and without centring."""
-    found = [
-        s
-        for s, (cells, _, _) in data.items()
-        if "centered" in cells.dims and cells.sizes["centered"] >= 2
-    ]
-    if not found:
+    if data is None or data.cells.sizes.get("centered", 0) < 2:
         return _empty("Centring", "no sweep with centered = [true, false]")
-    cells, theory, _ = data[found[0]]
-    theory = complete_theory(theory, cells)
+    cells, theory = data.cells, data.theory
     prefer = {"weights": None, "snr": None, "centered": None}
     c = _pick(cells, prefer)
     t = drop_variant(_pick(theory, prefer)["mean_spike_outlier"])
@@ -756,17 +724,15 @@ def _threshold_bands(ax: Any, rows: pd.DataFrame, spike: int, color: str) -> Non
             ax.axvline(row["estimate"], color=color, lw=0.6, ls=":")
 
 
-def figure_classes_spikes(data: Data, thresholds: pd.DataFrame) -> Figure:
-    """Top K-1 eigenvalues and own-direction overlaps against snr of the first K-class
+def figure_classes_spikes(data: Data | None, thresholds: pd.DataFrame) -> Figure:
+    """Top K-1 eigenvalues and own-direction overlaps against snr of a K-class
     sweep, one column per label model (up to three), with both variants' theory per
     spike and the estimated sample thresholds (docs/model.md, "K-class spikes")."""
     from attnrmt.analysis.classes import classes_of
 
-    found = [name for name, (cells, _, _) in data.items() if classes_of(cells) is not None]
-    if not found:
+    if data is None or classes_of(data.cells) is None:
         return _empty("K-class spikes", "no sweep with classes")
-    sweep = found[0]
-    cells, theory, _ = data[sweep]
+    sweep, cells, theory, _ = data
     spikes = int(classes_of(cells)["spikes"])  # type: ignore[index]
     labels = list(cells["positional"].values)[:3]
     fig, axes = _subplots(2, len(labels), figsize=(5.0 * len(labels), 7.5), squeeze=False)
@@ -811,7 +777,7 @@ def _write_figures(
     builders: Mapping[str, Any],
     figure_dir: str | os.PathLike[str],
     run_dir: str | os.PathLike[str],
-    settings: Mapping[str, Any] | None,
+    settings: Mapping[str, Any],
     log_path: str | os.PathLike[str] | None,
 ) -> list[Path]:
     """Draw each of ``builders`` (name -> no-argument figure function) into ``figure_dir``
@@ -819,10 +785,9 @@ def _write_figures(
     (docs/data-contract.md, "Integrity"). One drawing at a time in a process: the figure
     rules of several sweeps run in threads, and matplotlib's mathtext parser is not
     thread-safe. O(figures)."""
-    from attnrmt.analysis.pipeline import append_log, settings_with_defaults
-    from attnrmt.sweep.store.integrity import record_products
+    from attnrmt.analysis.pipeline import append_log, record
 
-    formats = list(dict.fromkeys(["png", *settings_with_defaults(settings)["figure_formats"]]))
+    formats = list(dict.fromkeys(["png", *settings["figure_formats"]]))
     paths: list[Path] = []
     for name, build in builders.items():
         with _DRAWING:
@@ -830,7 +795,7 @@ def _write_figures(
             paths += save(build(), Path(figure_dir) / name, formats)
             seconds = time.perf_counter() - started
         append_log(log_path, f"{name}: {seconds:.2f} s")
-    record_products(run_dir, paths)
+    record(run_dir, paths, log_path, f"{len(paths)} figure files")
     return paths
 
 
@@ -838,7 +803,7 @@ def make_figures(
     run_dir: str | os.PathLike[str],
     sweep: str,
     figure_dir: str | os.PathLike[str],
-    settings: Mapping[str, Any] | None = None,
+    settings: Mapping[str, Any],
     weight_models: Mapping[str, Any] | None = None,
     log_path: str | os.PathLike[str] | None = None,
 ) -> list[Path]:
@@ -848,22 +813,19 @@ def make_figures(
     and its tables (``<sweep>/tables/*.csv``,
     :func:`attnrmt.analysis.pipeline.write_sweep_tables`) only, so that a change of another
     sweep leaves them alone. PNG always (the report shows it), plus ``figure_formats``."""
-    from attnrmt.analysis.pipeline import decode_bounds, open_store, read_table
-    from attnrmt.sweep.store.layout import RunLayout
+    from attnrmt.analysis.pipeline import decode_bounds, open_sweep, read_table
 
-    stores = RunLayout(run_dir).sweep(sweep)
-    cells = open_store(stores.cells)
-    theory = open_store(stores.theory) if stores.theory.exists() else None
-    analysis = decode_bounds(open_store(stores.analysis))
-    data: Data = {}
-    classes_data: Data = {}
+    tables, cells, theory, analysis = open_sweep(run_dir, sweep)
+    analysis = decode_bounds(analysis)
+    data: Data | None = None
+    classes_data: Data | None = None
     if theory is not None and "spike_theta" in theory:  # K classes: own figure only
-        classes_data = {sweep: (cells, theory, analysis)}
+        classes_data = Data(sweep, cells, theory, analysis)
     else:
-        data = {sweep: (cells, complete_theory(theory, cells), analysis)}
+        data = Data(sweep, cells, complete_theory(theory, cells), analysis)
 
     def table(name: str) -> pd.DataFrame:
-        return read_table(stores.root / "tables" / f"{name}.csv")
+        return read_table(tables / f"{name}.csv")
 
     builders = {
         "spectra": lambda: figure_spectra(data),
@@ -882,7 +844,7 @@ def make_figures(
 def make_run_figures(
     run_dir: str | os.PathLike[str],
     figure_dir: str | os.PathLike[str],
-    settings: Mapping[str, Any] | None = None,
+    settings: Mapping[str, Any],
     log_path: str | os.PathLike[str] | None = None,
 ) -> list[Path]:
     """Rule ``run_figures``: the figures of ``RUN_FIGURES`` (:mod:`attnrmt.contract`) from

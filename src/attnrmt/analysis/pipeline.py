@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -55,19 +55,6 @@ from attnrmt.contract import PROVENANCE_FIELDS, SWEEP_TABLES, TABLES, with_varia
 BOUND_CODES = ("none", "below", "above", "interval", "failed")
 
 
-def settings_with_defaults(settings: Mapping[str, Any] | None) -> dict[str, Any]:
-    """The ``analysis:`` config block with the schema's defaults filled in.
-
-    The config schema (``workflow/schemas/config.schema.yaml``, ``analysis.properties``) is
-    the only place the defaults are written; a config loaded by
-    :func:`attnrmt.sweep.load_config` already has them, so this matters only for direct
-    library calls with a partial block.
-    """
-    from attnrmt.sweep.spec.schema import with_defaults
-
-    return with_defaults(settings, "analysis")
-
-
 def settings_sha256(settings: Mapping[str, Any] | None) -> str:
     """SHA-256 of the complete analysis settings (canonical JSON), stored with
     ``analysis.zarr`` so a rerun sees a change of them without Snakemake's metadata
@@ -75,7 +62,7 @@ def settings_sha256(settings: Mapping[str, Any] | None) -> str:
     import hashlib
     import json
 
-    text = json.dumps(settings_with_defaults(settings), sort_keys=True, default=str)
+    text = json.dumps(dict(settings or {}), sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()
 
 
@@ -122,7 +109,7 @@ def open_store(path: str | os.PathLike[str]) -> xr.Dataset:
 
 
 def analysis_dataset(
-    cells: xr.Dataset, theory: xr.Dataset | None, settings: Mapping[str, Any] | None = None
+    cells: xr.Dataset, theory: xr.Dataset | None, settings: Mapping[str, Any]
 ) -> xr.Dataset:
     """Bulk fit + thresholds + finite-size fit of one sweep (the ``analysis`` group).
 
@@ -131,8 +118,9 @@ def analysis_dataset(
     cells, theory : xarray.Dataset
         The sweep's stores (``theory`` may be None: predictions are then computed from the
         cells).
-    settings : mapping, optional
-        The config's ``analysis:`` block.
+    settings : mapping
+        The config's complete ``analysis:`` block (validation fills its defaults; a
+        library call fills a partial one with ``attnrmt.sweep.spec.schema.with_defaults``).
 
     Returns
     -------
@@ -142,7 +130,7 @@ def analysis_dataset(
         as int8 flags, :data:`BOUND_CODES`) and, with several ``d``,
         :func:`attnrmt.analysis.thresholds.finite_size_thresholds` (``fss_*``).
     """
-    s = settings_with_defaults(settings)
+    s = settings
     spectrum = stored_spectrum(cells)
     # A top sweep has no bulk: the bulk variables stay (NaN) so that every reader finds
     # them, and the note says why.
@@ -227,11 +215,37 @@ def append_log(log_path: str | os.PathLike[str] | None, line: str) -> None:
         handle.write(line + "\n")
 
 
+def record(
+    run_dir: str | os.PathLike[str],
+    paths: Iterable[str | os.PathLike[str]],
+    log_path: str | os.PathLike[str] | None,
+    line: str,
+) -> None:
+    """Record ``paths`` as the run's products (docs/data-contract.md, "Integrity") and
+    append ``line`` to the rule's log. O(files)."""
+    from attnrmt.sweep.store.integrity import record_products
+
+    record_products(run_dir, paths)
+    append_log(log_path, line)
+
+
+def open_sweep(
+    run_dir: str | os.PathLike[str], sweep: str
+) -> tuple[Path, xr.Dataset, xr.Dataset | None, xr.Dataset]:
+    """One sweep's tables folder and its stores ``cells``, ``theory`` (None when absent),
+    ``analysis`` (``<run_dir>/<sweep>/*.zarr``, each by :func:`open_store`). O(cells)."""
+    from attnrmt.sweep.store.layout import RunLayout
+
+    stores = RunLayout(run_dir).sweep(sweep)
+    theory = open_store(stores.theory) if stores.theory.exists() else None
+    return stores.root / "tables", open_store(stores.cells), theory, open_store(stores.analysis)
+
+
 def analyze_sweep(
     cells_path: str | os.PathLike[str],
     theory_path: str | os.PathLike[str],
     output_path: str | os.PathLike[str],
-    settings: Mapping[str, Any] | None = None,
+    settings: Mapping[str, Any],
     log_path: str | os.PathLike[str] | None = None,
 ) -> Path:
     """Rule ``analyze_sweep``: write ``analysis.zarr`` of one sweep (single writer, atomic)."""
@@ -265,14 +279,14 @@ def sweep_tables(
     cells: xr.Dataset,
     theory: xr.Dataset | None,
     analysis: xr.Dataset,
-    settings: Mapping[str, Any] | None = None,
+    settings: Mapping[str, Any],
     weight_models: Mapping[str, Any] | None = None,
 ) -> dict[str, pd.DataFrame]:
-    """All tables of :data:`TABLES` for one sweep (pure function of the three datasets)."""
-    s = settings_with_defaults(settings)
-    ci = ci_settings(s)
+    """All tables of :data:`TABLES` for one sweep (pure function of the three datasets and
+    the complete ``analysis:`` block)."""
+    ci = ci_settings(settings)
     if classes_of(cells) is not None:  # K classes: their own tables
-        return classes_sweep_tables(sweep, cells, theory, analysis, s)
+        return classes_sweep_tables(sweep, cells, theory, analysis, settings)
     theory = complete_theory(theory, cells)
     analysis = decode_bounds(analysis)
     comparison = comparison_table(sweep, cells, theory, analysis)
@@ -286,7 +300,7 @@ def sweep_tables(
         "thresholds": thresholds,
         "summary": variant_summary(comparison, thresholds),
         "bulk": bulk_table(sweep, analysis),
-        **pooling_tables(sweep, cells, s),
+        **pooling_tables(sweep, cells, settings),
         "causal": causal,
         "causal_verdict": causal_verdict(causal),
         "centring": centring_table(sweep, cells, theory),
@@ -306,8 +320,7 @@ def classes_sweep_tables(
     stay empty (their predictions do not describe K classes)."""
     if theory is None or "spike_theta" not in theory:
         raise ValueError(f"sweep {sweep!r}: a K-class sweep needs its K-class theory.zarr")
-    analysis_settings = settings_with_defaults(settings)
-    ci = ci_settings(analysis_settings)
+    ci = ci_settings(settings)
     tables = {name: pd.DataFrame() for name in TABLES}
     tables.update(
         {
@@ -315,12 +328,12 @@ def classes_sweep_tables(
                 sweep,
                 cells,
                 theory,
-                margin=float(analysis_settings["threshold_margin"]),
+                margin=float(settings["threshold_margin"]),
                 **ci,
             ),
             "classes_spikes": spike_comparison(sweep, cells, theory),
             "bulk": bulk_table(sweep, analysis),
-            **pooling_tables(sweep, cells, analysis_settings),
+            **pooling_tables(sweep, cells, settings),
         }
     )
     return tables
@@ -344,7 +357,7 @@ def pooling_tables(
 
 
 def across_sweep_tables(
-    law_inputs: Sequence[pd.DataFrame], settings: Mapping[str, Any] | None = None
+    law_inputs: Sequence[pd.DataFrame], settings: Mapping[str, Any]
 ) -> dict[str, pd.DataFrame]:
     """The tables made from several sweeps at once: ``universality`` and
     ``universality_verdict`` (:mod:`attnrmt.analysis.universality`; empty unless a sweep
@@ -352,7 +365,7 @@ def across_sweep_tables(
     frames = [frame for frame in law_inputs if not frame.empty]
     inputs = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
     table = (
-        universality_table(inputs, ci_level=float(settings_with_defaults(settings)["ci_level"]))
+        universality_table(inputs, ci_level=float(settings["ci_level"]))
         if not inputs.empty
         else pd.DataFrame()
     )
@@ -381,7 +394,7 @@ def write_sweep_tables(
     run_dir: str | os.PathLike[str],
     sweep: str,
     outputs: Mapping[str, str | os.PathLike[str]],
-    settings: Mapping[str, Any] | None = None,
+    settings: Mapping[str, Any],
     weight_models: Mapping[str, Any] | None = None,
     log_path: str | os.PathLike[str] | None = None,
 ) -> None:
@@ -389,14 +402,8 @@ def write_sweep_tables(
     :mod:`attnrmt.contract`, keys of ``outputs``)
     from its stores, at full precision (the run-wide tables and the sweep's figures read
     them). O(cells of the sweep)."""
-    from attnrmt.sweep.store.integrity import record_products
-    from attnrmt.sweep.store.layout import RunLayout
-
     started = time.perf_counter()
-    stores = RunLayout(run_dir).sweep(sweep)
-    cells = open_store(stores.cells)
-    theory = open_store(stores.theory) if stores.theory.exists() else None
-    analysis = open_store(stores.analysis)
+    _, cells, theory, analysis = open_sweep(run_dir, sweep)
     tables = sweep_tables(sweep, cells, theory, analysis, settings, weight_models)
     tables["universality_inputs"] = universality_inputs(
         sweep, cells.attrs, tables["comparison"], tables["thresholds"], analysis
@@ -404,15 +411,15 @@ def write_sweep_tables(
     for name, path in outputs.items():
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         tables[name].to_csv(path, index=False)
-    record_products(run_dir, outputs.values())  # docs/data-contract.md, "Integrity"
-    append_log(log_path, f"tables of {sweep} in {time.perf_counter() - started:.2f} s")
+    seconds = time.perf_counter() - started
+    record(run_dir, outputs.values(), log_path, f"tables of {sweep} in {seconds:.2f} s")
 
 
 def write_tables(
     run_dir: str | os.PathLike[str],
     sweeps: Sequence[str],
     outputs: Mapping[str, str | os.PathLike[str]],
-    settings: Mapping[str, Any] | None = None,
+    settings: Mapping[str, Any],
     log_path: str | os.PathLike[str] | None = None,
 ) -> dict[str, pd.DataFrame]:
     """Rule ``analysis_tables``: every sweep's tables (:func:`write_sweep_tables`)
@@ -428,9 +435,8 @@ def write_tables(
         Keys from :data:`TABLES`; a table without data is written as a placeholder, one
         ``note`` column (:func:`placeholder_note`).
     settings : mapping
-        The config's ``analysis:`` block.
+        The config's complete ``analysis:`` block.
     """
-    from attnrmt.sweep.store.integrity import record_products
     from attnrmt.sweep.store.layout import RunLayout
 
     started = time.perf_counter()
@@ -452,9 +458,10 @@ def write_tables(
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         frame.to_csv(path, index=False, float_format="%.6g")
         result[name] = frame
-    record_products(run_dir, outputs.values())  # docs/data-contract.md, "Integrity"
     seconds = time.perf_counter() - started
-    append_log(log_path, f"tables for {len(sweeps)} sweeps in {seconds:.2f} s")
+    record(
+        run_dir, outputs.values(), log_path, f"tables for {len(sweeps)} sweeps in {seconds:.2f} s"
+    )
     return result
 
 
@@ -471,11 +478,12 @@ __all__ = [
     "decode_bounds",
     "objectify_strings",
     "open_store",
+    "open_sweep",
     "placeholder_note",
     "pooling_tables",
     "read_table",
+    "record",
     "settings_sha256",
-    "settings_with_defaults",
     "sweep_tables",
     "write_sweep_tables",
     "write_tables",
