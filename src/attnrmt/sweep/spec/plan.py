@@ -80,8 +80,8 @@ class Cell:
 
     def _curve_fields(self) -> dict[str, Any]:
         """The key fields shared by the cell key and its curve key (all but snr, noise)."""
-        names = ("d", "delta", "gamma", "T", "positional_spec", "weights_spec", "centered")
-        names += ("replicate", "top_k", "spectrum", "table_spec")
+        names: tuple[str, ...] = ("d", "delta", "gamma", "T", "positional_spec", "weights_spec")
+        names += ("centered", "replicate", "top_k", "spectrum", "table_spec")
         return {name: getattr(self, name) for name in names}
 
     def __hash__(self) -> int:
