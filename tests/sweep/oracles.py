@@ -22,12 +22,9 @@ from attnrmt.sweep.spec.plan import Block, Cell, line_block_size
 from attnrmt.sweep.store.grid import (
     CELLS_VIEW_NOTES,
     axis_coordinates,
-    cell_grid_index,
     cells_view,
     dataset_attrs,
     first_present,
-    grid_lookups,
-    sweep_spectrum,
 )
 
 __all__ = ["cell_block_params", "cells_dataset", "make_blocks"]
@@ -112,12 +109,14 @@ def cells_dataset(
     """
 
     coords = axis_coordinates(sweep_plan.axes)
-    lookups = grid_lookups(coords)
+    lookups = {
+        axis: {v: i for i, v in enumerate(values.tolist())} for axis, values in coords.items()
+    }
     n_replicates = int(sweep_plan.replicates)
     top_k = int(sweep_plan.top_k)
     grid_shape = tuple(len(values) for values in coords.values())
     cell_shape = (*grid_shape, n_replicates)
-    n_eig = stored_eigenvalue_count(sweep_spectrum(sweep_plan), max(coords["d"]), top_k)
+    n_eig = stored_eigenvalue_count(sweep_plan.spectrum, max(coords["d"]), top_k)
     max_t = int(max(coords["T"]))
 
     def nan_array(*tail: int) -> np.ndarray:
@@ -133,7 +132,7 @@ def cells_dataset(
     cell_keys = np.full(cell_shape, "", dtype=object)
 
     for cell in sweep_plan.cells:
-        index = cell_grid_index(cell, lookups)
+        index = (*(lookups[axis][getattr(cell, axis)] for axis in lookups), int(cell.replicate))
         record = records.get(cell.key)
         if record is None:
             continue

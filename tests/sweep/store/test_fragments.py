@@ -381,7 +381,6 @@ def test_both_copies_damaged_the_cells_are_missing_everywhere(tmp_path: Path, ca
     assert f"damaged fragment {lost}" in message and "is damaged too" in message
     assert "its cells count as missing; rerun the same command" in message
     assert not lost.exists() and not fragments.twin_of(lost).exists()
-    assert fragments.lost_fragments(paths) == [lost]
     with pytest.raises(fragments.FragmentsLost, match=re.escape(str(lost))):
         fragments.raise_for_lost_fragments(paths)
     fragments.raise_for_lost_fragments(paths[:1])  # nothing lost: no error

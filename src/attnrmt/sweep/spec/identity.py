@@ -1,8 +1,8 @@
 """A cell's identity, defined once (docs/architecture.md, "Cell identity"): the cell key
 (sha256 of the canonical parameters, hashed per line by the plan), the seed words and
-their text token, the block key, and the cell id (key bytes and root seed in one ``S40``)
-with its one 64-bit digest for sorting and look-ups (a digest match is always confirmed on
-the whole id). Canonical JSON is what every hash is taken of. Pure; O(size of input).
+their text token, the block key. Canonical JSON is what every hash is taken of (the
+cell ids the store builds of key and root seed: :mod:`attnrmt.sweep.store.cell_table.lookup`).
+Pure; O(size of input).
 """
 
 from __future__ import annotations
@@ -250,86 +250,20 @@ def seed_token(seed_words: Sequence[int]) -> str:
     return json.dumps([int(word) for word in seed_words], separators=(",", ":"))
 
 
-def cell_id_hashes(cell_id_pairs: Iterable[tuple[str, str]]) -> np.ndarray:
-    """:func:`id_digests` of ``(hex cell key, seed token)`` pairs, ``(n,)`` uint64. O(n)."""
-    pairs = list(cell_id_pairs)
-    if not pairs:
-        return np.empty(0, dtype=np.uint64)
-    keys, seeds = zip(*pairs, strict=True)
-    return id_digests(cell_ids(key_bytes(keys), root_seeds_of(seeds)))
-
-
-def key_bytes(keys: Sequence[str]) -> np.ndarray:
-    """``(n,)`` ``S32`` array of hex cell keys as raw bytes. O(n), one C-level decode."""
-    if len(keys) == 0:
-        return np.empty(0, dtype=f"S{KEY_DIGEST_BYTES}")
-    try:
-        text = "".join(keys)
-    except TypeError:  # numpy str_ or other objects
-        text = "".join(str(key) for key in keys)
-    raw = binascii.unhexlify(text)
-    return np.frombuffer(raw, dtype=f"S{KEY_DIGEST_BYTES}")
-
-
-def root_seeds_of(seed_tokens: Sequence[str]) -> np.ndarray:
-    """Root seed (last seed word) of each seed token ``"[w0,w1,w2,w3,root]"``. O(n)."""
-    return np.array(
-        [int(str(token).rsplit(",", 1)[1].rstrip("]")) for token in seed_tokens], dtype=np.int64
-    )
-
-
-def cell_ids(keys: np.ndarray, root_seeds: np.ndarray) -> np.ndarray:
-    """``(n,)`` ``S40`` ids: key bytes then the root seed (little-endian int64).
-
-    A cell is reused only if key *and* seed match (``docs/architecture.md``, "Cell
-    identity"); the first four seed words derive from the key, so key + root seed is the
-    whole identity.
-    """
-    key_part = np.ascontiguousarray(keys, dtype=f"S{KEY_DIGEST_BYTES}").view(np.uint8)
-    seed_part = np.ascontiguousarray(root_seeds, dtype="<i8").view(np.uint8)
-    joined = np.concatenate(
-        [key_part.reshape(-1, KEY_DIGEST_BYTES), seed_part.reshape(-1, 8)], axis=1
-    )
-    return np.ascontiguousarray(joined).view(f"S{KEY_DIGEST_BYTES + 8}").reshape(-1)
-
-
-#: Odd 64-bit constant mixing the root seed into an id's digest (Fibonacci hashing).
-_SEED_MIX = np.uint64(0x9E3779B97F4A7C15)
-
-
-def id_digests(ids: np.ndarray) -> np.ndarray:
-    """``(n,)`` uint64 digest of ``S40`` ids: the key's first 8 bytes XOR the mixed seed.
-
-    Keys are sha256 digests, so 8 of their bytes are a uniform 64-bit hash: sorting and
-    searching uint64 is ~10x faster than fixed-width bytes. Equal ids have equal digests;
-    distinct ids rarely do (``n^2 / 2^65``), and :class:`IdIndex` checks. O(n).
-    """
-    raw = np.ascontiguousarray(ids, dtype=f"S{KEY_DIGEST_BYTES + 8}").view(np.uint8)
-    raw = raw.reshape(-1, KEY_DIGEST_BYTES + 8)
-    key_part = np.ascontiguousarray(raw[:, :8]).view("<u8").reshape(-1)
-    seed_part = np.ascontiguousarray(raw[:, KEY_DIGEST_BYTES:]).view("<u8").reshape(-1)
-    return key_part ^ (seed_part * _SEED_MIX)
-
-
 __all__ = [
     "KEY_DIGEST_BYTES",
     "MODEL_VERSION",
     "block_key",
     "block_key_of_digests",
     "canonical_json",
-    "cell_id_hashes",
-    "cell_ids",
     "cell_key",
     "curve_key",
     "curve_key_text",
-    "id_digests",
-    "key_bytes",
     "key_middle",
     "key_prefix",
     "key_suffix",
     "line_digests",
     "number_json",
-    "root_seeds_of",
     "seed_token",
     "seed_words",
 ]

@@ -121,11 +121,8 @@ def write_json_atomically(
 def remove_stale_temporaries(
     directory: str | os.PathLike[str], *, older_than_seconds: float = 0.0, recursive: bool = True
 ) -> int:
-    """Delete the temporaries under ``directory`` that are older than
-    ``older_than_seconds`` and whose writer is dead (the pid in the name is not a live
-    process of this host); return how many. A temporary's writer is never a live run's,
-    since one run at a time holds a results folder. O(entries under ``directory``).
-    """
+    """Delete the temporaries under ``directory`` older than ``older_than_seconds`` whose
+    writer (the pid in the name) is not a live process of this host; how many. O(entries)."""
     root = Path(directory)
     if not root.is_dir():
         return 0

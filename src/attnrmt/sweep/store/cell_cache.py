@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import sys
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -23,6 +22,7 @@ from attnrmt.sweep.store.fragments import (
     FragmentDamaged,
     fragment_bytes,
     load_verified,
+    say,
     take_cells,
 )
 
@@ -56,10 +56,6 @@ def entry_path(root: Path, cell_id: CellId) -> Path:
     return root / key[:2] / f"{key}-{seed_digest}{FRAGMENT_SUFFIX}"
 
 
-def _say(message: str) -> None:
-    print(f"attnrmt: {message}", file=sys.stderr, flush=True)
-
-
 def _read_entry(path: Path, cell_id: CellId) -> dict[str, np.ndarray] | None:
     """The verified columns of one entry holding exactly ``cell_id``, None when absent; a
     damaged or mismatched entry is removed (said once) and None returned. Sets the entry's
@@ -70,12 +66,12 @@ def _read_entry(path: Path, cell_id: CellId) -> dict[str, np.ndarray] | None:
         return None
     except (OSError, FragmentDamaged) as error:
         reason = error.reason if isinstance(error, FragmentDamaged) else str(error)
-        _say(f"damaged cell cache entry {path} ({reason}) removed; its cell is recomputed")
+        say(f"damaged cell cache entry {path} ({reason}) removed; its cell is recomputed")
         path.unlink(missing_ok=True)
         return None
     ids = list(zip(arrays["cell_key"].tolist(), arrays["cell_seed"].tolist(), strict=True))
     if ids != [cell_id]:
-        _say(f"cell cache entry {path} holds another cell; removed, its cell is recomputed")
+        say(f"cell cache entry {path} holds another cell; removed, its cell is recomputed")
         path.unlink(missing_ok=True)
         return None
     try:
@@ -121,7 +117,7 @@ def write_cells(
         try:
             write_bytes_atomically(path, fragment_bytes(arrays), durable=False)
         except OSError as error:
-            _say(f"cell cache {root} not written ({error.strerror or error}); the run goes on")
+            say(f"cell cache {root} not written ({error.strerror or error}); the run goes on")
             return written
         written += 1
     return written

@@ -52,11 +52,8 @@ def clear_block_failures(fragment_path: str | os.PathLike[str]) -> None:
 
 
 def read_failures(sweep_dir: str | os.PathLike[str]) -> list[dict[str, Any]]:
-    """Every failed cell recorded under ``sweep_dir``, each with its ``block``, ``time`` and
-    ``cause`` (``other`` in records older than causes).
-
-    Sorted by block, then cell key. Unreadable records are skipped.
-    """
+    """Every failed cell recorded under ``sweep_dir`` with its ``block``, ``time`` and
+    ``cause`` (``other`` in records older than causes), by block and key. O(records)."""
     directory = SweepLayout(sweep_dir).failures_dir
     failed: list[dict[str, Any]] = []
     for path in sorted(directory.glob("*.json")) if directory.is_dir() else []:
@@ -86,10 +83,8 @@ def unresolved_failures(
     return [cell for cell in failed if cell.get("key") not in finished]
 
 
-#: Marker the main Snakemake process touches when a run starts (Snakefile ``onstart``):
-#: failure records older than it belong to earlier runs and do not count against
-#: ``execution.max_failures`` (the rerun retries them).
-#: File name of the run-start marker (:attr:`RunLayout.started_marker`).
+#: File name of the marker the main Snakemake process touches when a run starts: older
+#: failure records do not count against ``execution.max_failures``.
 RUN_STARTED_MARKER = RunLayout(".").started_marker.name
 
 

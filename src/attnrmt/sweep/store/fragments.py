@@ -1,18 +1,12 @@
-"""Block fragments (npz): the write-once record of finished cells (``docs/data-contract.md``,
-"Fragments").
-
-``<sweep>/fragments/<block>.npz`` holds one block's cells (ids, ``computed``, every
+"""Block fragments (npz), the write-once record of finished cells (``docs/data-contract.md``,
+"Fragments"): ``fragments/<block>.npz`` (ids, ``computed``, every
 :class:`attnrmt.model.CellResult` field, scalars as ``(n,)`` columns, arrays ragged as
-``<field>__values`` + ``<field>__offsets``, provenance), written atomically, never
-pickled. Each is also written to ``cache/<block>.npz``, an independent copy no rule owns
-(finished cells survive Snakemake's reruns, damage to one copy leaves the other), and a
-block in progress saves each finished task to ``salvage/<block>/<task>.npz``.
-
-Every read verifies what it reads (zip structure, the CRC32 of each member read,
-:func:`schema_problem`); a damaged file is moved to ``<sweep>/damaged/`` and its intact
-twin used and copied back, else its cells count as missing and are recomputed. Reuse is
-by ``(cell_key, cell_seed)`` across the run through the one index of finished cells
-(:class:`CellIndex`)."""
+``<field>__values`` + ``__offsets``, provenance; never pickled), its independent copy
+``cache/<block>.npz`` (no rule owns it: it survives Snakemake's reruns) and a running
+block's ``salvage/<block>/<task>.npz``. Every read is verified (zip structure, CRC32 of
+each member read, :func:`schema_problem`); a damaged file is moved to ``<sweep>/damaged/``
+and its intact twin used and copied back, else its cells are recomputed. Reuse goes
+through the one index of finished cells (:class:`CellIndex`)."""
 
 from __future__ import annotations
 
@@ -41,14 +35,14 @@ from attnrmt.contract import (
     SIZE_FIELDS,
     TOP_K_FIELDS,
 )
-from attnrmt.sweep.spec.identity import (
+from attnrmt.sweep.store.atomic import atomic_path, write_bytes_atomically
+from attnrmt.sweep.store.cell_table.lookup import (
     cell_id_hashes,
     cell_ids,
     id_digests,
     key_bytes,
     root_seeds_of,
 )
-from attnrmt.sweep.store.atomic import atomic_path, write_bytes_atomically
 from attnrmt.sweep.store.layout import (
     CACHE_DIRNAME,
     FRAGMENT_SUFFIX,
@@ -121,16 +115,9 @@ def decode_fragment(arrays: Mapping[str, np.ndarray]) -> Fragment:
     for index, known in enumerate(decode_provenance(arrays, n_cells)):
         records[index].update(known)
     for name in arrays:
-        if name in (
-            "format_version",
-            "cell_key",
-            "cell_seed",
-            "computed",
-            ENVIRONMENTS_MEMBER,
-            *PROVENANCE_KEYS,
+        if name in (*_META_MEMBERS, ENVIRONMENTS_MEMBER, *PROVENANCE_KEYS) or name.endswith(
+            "__offsets"
         ):
-            continue
-        if name.endswith("__offsets"):
             continue
         if name.endswith("__values"):
             field = name[: -len("__values")]
@@ -151,7 +138,7 @@ def decode_fragment(arrays: Mapping[str, np.ndarray]) -> Fragment:
 
 
 #: Members that name a fragment's cells rather than hold their results.
-_IDENTITY_MEMBERS = ("format_version", "cell_key", "cell_seed", "computed")
+_META_MEMBERS = ("format_version", "cell_key", "cell_seed", "computed")
 
 
 def with_identity(
@@ -196,7 +183,7 @@ def take_cells(
             runs.append([source, row, row + 1])
 
     def joined(name: str) -> np.ndarray:
-        return np.concatenate([_member(sources[source], name)[lo:hi] for source, lo, hi in runs])
+        return np.concatenate([member(sources[source], name)[lo:hi] for source, lo, hi in runs])
 
     out: dict[str, np.ndarray] = {
         "format_version": np.asarray(FRAGMENT_FORMAT_VERSION, dtype=np.int64),
@@ -215,7 +202,7 @@ def take_cells(
     for name in PROVENANCE_FIELDS:
         if name != "environment_id":
             out[name] = joined(name).astype(np.int64)
-    skip = {*_IDENTITY_MEMBERS, ENVIRONMENTS_MEMBER, *PROVENANCE_KEYS}
+    skip = {*_META_MEMBERS, ENVIRONMENTS_MEMBER, *PROVENANCE_KEYS}
     for name in sources[runs[0][0]]:
         if name in skip or name.endswith("__offsets"):
             continue
@@ -236,9 +223,9 @@ def take_cells(
     return out
 
 
-def _member(arrays: Mapping[str, np.ndarray], name: str) -> np.ndarray:
+def member(arrays: Mapping[str, np.ndarray], name: str) -> np.ndarray:
     """A fragment's member ``name``; a provenance column it lacks (written before
-    provenance) as its absent value for every cell."""
+    provenance) as its absent value for every cell. O(cells)."""
     if name in arrays or name not in PROVENANCE_ABSENT:
         return np.asarray(arrays[name])
     return np.full(len(arrays["computed"]), PROVENANCE_ABSENT[name], dtype=np.int64)
@@ -298,30 +285,26 @@ def clear_salvage(sweep_dir: str | os.PathLike[str], block: str) -> None:
 
 
 #: The :class:`attnrmt.model.CellResult` fields every non-empty fragment holds: ragged
-#: arrays (``<field>__values`` + ``<field>__offsets``) and ``(n,)`` scalar columns.
+#: arrays (``<field>__values`` + ``<field>__offsets``), then ``(n,)`` scalar columns.
 RAGGED_FIELDS: tuple[str, ...] = ("eigenvalues", *TOP_K_FIELDS, "effective_weights")
-SCALAR_FIELDS: tuple[str, ...] = (
+RESULT_FIELDS = (
+    *RAGGED_FIELDS,
     *POOLING_FIELDS,
     *SIZE_FIELDS,
     "downstream_accuracy",
     "compute_seconds",
 )
-RESULT_FIELDS: tuple[str, ...] = (*RAGGED_FIELDS, *SCALAR_FIELDS)
+#: ``<sweep>/damaged/``: damaged files moved aside (never read as fragments).
 DAMAGED_DIRNAME = "damaged"
-"""``<sweep>/damaged/``: damaged files moved aside (never read as fragments)."""
-_META_MEMBERS = ("format_version", "cell_key", "cell_seed", "computed")
 
 
 class FragmentDamaged(ValueError):
     """A fragment file whose bytes are not what its writer wrote (CRC32 mismatch, torn
-    zip, missing member, inconsistent shapes)."""
+    zip, missing member, inconsistent shapes); ``inode``: of the file read."""
 
-    def __init__(self, path: str | os.PathLike[str], reason: str) -> None:
+    def __init__(self, path: str | os.PathLike[str], reason: str, inode: int | None = None):
         super().__init__(f"{path}: {reason}")
-        self.path = Path(path)
-        self.reason = reason
-        self.inode: int | None = None
-        """Inode of the file read (set by the readers)."""
+        self.path, self.reason, self.inode = Path(path), reason, inode
 
 
 def schema_problem(arrays: Mapping[str, np.ndarray]) -> str | None:
@@ -443,12 +426,8 @@ def _sweep_of(path: Path) -> tuple[Path, str]:
 
 def quarantine(path: str | os.PathLike[str], inode: int | None = None) -> Path | None:
     """Move a damaged file to ``<sweep>/damaged/<UTC time>-<folder>-<name>``; where, or None
-    when it is gone or (``inode`` given) was rewritten since it was read. O(1).
-
-    Raises
-    ------
-    OSError
-        It cannot be moved (a read-only file system)."""
+    when it is gone or (``inode`` given) was rewritten since it was read; OSError when it
+    cannot be moved (a read-only file system). O(1)."""
     path = Path(path)
     sweep, label = _sweep_of(path)
     stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime()) + f".{time.time_ns() % 10**9:09d}"
@@ -463,20 +442,15 @@ def quarantine(path: str | os.PathLike[str], inode: int | None = None) -> Path |
     return target
 
 
-def _say(message: str) -> None:
+def say(message: str) -> None:
+    """``attnrmt: <message>`` on stderr (what the store tells of damage it heals)."""
     print(f"attnrmt: {message}", file=sys.stderr, flush=True)
 
 
 def _recovered(path: Path, load: Callable[[Path], _T]) -> _T:
     """``load(path)``; a damaged file is moved aside, its twin loaded and copied back in its
-    place, and one message says what happened.
-
-    Raises
-    ------
-    FragmentDamaged
-        Damaged, and no intact twin.
-    OSError
-        From ``load``."""
+    place, and one message says what happened. Raises :class:`FragmentDamaged` when no
+    intact twin is left, OSError from ``load``."""
     try:
         return load(path)
     except FragmentDamaged as damage:
@@ -495,12 +469,12 @@ def _recovered(path: Path, load: Callable[[Path], _T]) -> _T:
             except OSError:
                 pass
             else:
-                _say(
+                say(
                     f"damaged fragment {path} ({damage.reason}) moved to {moved}; "
                     f"restored from its intact copy {twin}"
                 )
                 return result
-        _say(f"damaged fragment {path} ({damage.reason}) moved to {moved}; {outcome}")
+        say(f"damaged fragment {path} ({damage.reason}) moved to {moved}; {outcome}")
         raise
 
 
@@ -527,13 +501,8 @@ def _restore(twin: Path, path: Path) -> None:
 
 
 def _verified_arrays(path: Path, data: bytes) -> dict[str, np.ndarray]:
-    """Every member of the fragment ``data`` as a read-only array, verified: zip structure
-    (:func:`_member_spans`), CRC32 of each member, :func:`schema_problem`. O(bytes).
-
-    Raises
-    ------
-    FragmentDamaged
-        With what is wrong."""
+    """Every member of the fragment ``data`` as a read-only array, verified (zip structure,
+    CRC32 of each member, :func:`schema_problem`), else :class:`FragmentDamaged`. O(bytes)."""
     try:
         view, base = memoryview(data), np.frombuffer(data, dtype=np.uint8)
         arrays: dict[str, np.ndarray] = {}
@@ -564,8 +533,7 @@ def load_verified(path: Path) -> dict[str, np.ndarray]:
     try:
         return _verified_arrays(path, data)
     except FragmentDamaged as damage:
-        damage.inode = inode
-        raise
+        raise FragmentDamaged(path, damage.reason, inode) from damage
 
 
 def read_fragment_arrays(path: str | os.PathLike[str]) -> dict[str, np.ndarray] | None:
@@ -579,14 +547,8 @@ def read_fragment_arrays(path: str | os.PathLike[str]) -> dict[str, np.ndarray] 
 
 
 def read_fragment(path: str | os.PathLike[str]) -> Fragment:
-    """Read and verify a fragment (:func:`read_fragment_arrays`).
-
-    Raises
-    ------
-    FragmentDamaged
-        Damaged, with no intact twin (moved aside).
-    OSError
-        Absent or unreadable."""
+    """Read and verify a fragment (:func:`read_fragment_arrays`); :class:`FragmentDamaged`
+    when damaged with no intact twin (moved aside), OSError when absent or unreadable."""
     return decode_fragment(_recovered(Path(path), load_verified))
 
 
@@ -619,9 +581,7 @@ def _load_members(
         except Exception as exc:  # BadZipFile, CRC, a seek out of the file (EINVAL), EIO
             # of a bad sector, NotImplementedError (a flipped version): the file is open,
             # so each is a verdict on its bytes
-            damage = FragmentDamaged(path, str(exc) or type(exc).__name__)
-            damage.inode = inode
-            raise damage from exc
+            raise FragmentDamaged(path, str(exc) or type(exc).__name__, inode) from exc
     return arrays
 
 
@@ -640,20 +600,14 @@ def read_fragment_cell_ids(path: str | os.PathLike[str]) -> list[tuple[str, str]
     return list(zip(arrays["cell_key"].tolist(), arrays["cell_seed"].tolist(), strict=True))
 
 
-def lost_fragments(paths: Iterable[str | os.PathLike[str]]) -> list[Path]:
-    """The ``paths`` that no longer exist (moved aside as damaged during a gather).
-    O(paths) ``stat`` calls."""
-    return [Path(path) for path in paths if not os.path.exists(path)]
-
-
 class FragmentsLost(RuntimeError):
     """A gather found input fragments damaged beyond repair (moved aside)."""
 
 
 def raise_for_lost_fragments(paths: Iterable[str | os.PathLike[str]]) -> None:
-    """For rule ``gather_cells``: raise :class:`FragmentsLost` naming the input fragments moved
-    aside as damaged (their cells are missing; the rerun recomputes them). O(paths)."""
-    lost = lost_fragments(paths)
+    """For rule ``gather_cells``: raise :class:`FragmentsLost` naming the input fragments
+    moved aside as damaged (the rerun recomputes their cells). O(paths) ``stat`` calls."""
+    lost = [Path(path) for path in paths if not os.path.exists(path)]
     if lost:
         names = ", ".join(str(path) for path in lost[:5]) + (" ..." if len(lost) > 5 else "")
         raise FragmentsLost(
@@ -683,14 +637,6 @@ def _fragment_entries(directory: str) -> list[os.DirEntry[str]]:
                 elif sub == SALVAGE_DIRNAME and entry.is_dir(follow_symlinks=False):
                     pending.append(entry.path)
     return found
-
-
-def _twin_listed(entry_path: str, listed: set[str]) -> bool:
-    """Whether ``entry_path`` is a ``cache/`` file whose ``fragments/`` twin is listed
-    (read instead; a damaged twin is restored from this one when read)."""
-    head, name = os.path.split(entry_path)
-    sweep, sub = os.path.split(head)
-    return sub == CACHE_DIRNAME and os.path.join(sweep, FRAGMENTS_DIRNAME, name) in listed
 
 
 def fragment_paths(sweep_dir: str | os.PathLike[str]) -> list[Path]:
@@ -820,8 +766,10 @@ def fragment_files(
         entries = [entry for entry in _fragment_entries(directory) if entry.path not in excluded]
         listed = {entry.path for entry in entries}
         for entry in entries:
-            if _twin_listed(entry.path, listed):
-                continue
+            head, name = os.path.split(entry.path)
+            sweep_path, sub = os.path.split(head)
+            if sub == CACHE_DIRNAME and os.path.join(sweep_path, FRAGMENTS_DIRNAME, name) in listed:
+                continue  # read its fragments/ twin (restored from this one if damaged)
             try:
                 stat = entry.stat()
             except OSError:  # replaced or removed since the listing
@@ -882,15 +830,10 @@ def load_cell_columns(
 
 
 __all__ = [
-    "CACHE_DIRNAME",
     "DAMAGED_DIRNAME",
-    "FRAGMENTS_DIRNAME",
     "FRAGMENT_FORMAT_VERSION",
-    "FRAGMENT_SUFFIX",
     "RAGGED_FIELDS",
     "RESULT_FIELDS",
-    "SALVAGE_DIRNAME",
-    "SCALAR_FIELDS",
     "CellIndex",
     "Fragment",
     "FragmentDamaged",
@@ -905,7 +848,7 @@ __all__ = [
     "load_cell_columns",
     "load_verified",
     "locate_cells",
-    "lost_fragments",
+    "member",
     "publish_fragment",
     "quarantine",
     "raise_for_lost_fragments",
@@ -914,6 +857,7 @@ __all__ = [
     "read_fragment_cell_ids",
     "read_fragment_members",
     "salvage_dir",
+    "say",
     "schema_problem",
     "take_cells",
     "twin_of",

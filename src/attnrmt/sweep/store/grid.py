@@ -32,66 +32,45 @@ CELL_ATTRS: dict[str, dict[str, str]] = {
 }
 
 
-def _coordinate_values(axis: str, values: Sequence[Any]) -> np.ndarray:
+def coordinate_values(axis: str, values: Sequence[Any], sort: bool = True) -> np.ndarray:
+    """Config values of ``axis`` as its coordinate array: names and ``centered`` as given,
+    numbers ascending unless not ``sort``. O(values log values)."""
     if axis in ("positional", "weights", TABLE_AXIS):
         return np.asarray([str(value) for value in values], dtype=object)
     if axis == "centered":
         return np.asarray([bool(value) for value in values], dtype=bool)
-    if axis in ("d", "T"):
-        return np.sort(np.asarray([int(value) for value in values], dtype=np.int64))
-    return np.sort(np.asarray([float(value) for value in values], dtype=np.float64))
+    kind = np.int64 if axis in ("d", "T") else np.float64
+    numbers = np.asarray([kind(value) for value in values], dtype=kind)
+    return np.sort(numbers) if sort else numbers
 
 
 def axis_coordinates(axes: Mapping[str, Sequence[Any]]) -> dict[str, np.ndarray]:
     """Coordinate arrays of the sweep axes in the contract's order (``table`` only where
     ``axes`` has it): numeric axes ascending, names and ``centered`` in the config's order
     (``docs/data-contract.md``, "Dimensions"). O(axis values)."""
-    return {axis: _coordinate_values(axis, axes[axis]) for axis in sweep_axes(axes)}
-
-
-def grid_lookups(coords: Mapping[str, np.ndarray]) -> dict[str, dict[Any, int]]:
-    """``{axis: {coordinate value: index}}`` of :func:`axis_coordinates` output."""
-    return {
-        axis: {value: index for index, value in enumerate(values.tolist())}
-        for axis, values in coords.items()
-    }
-
-
-def cell_grid_index(cell: Any, lookups: Mapping[str, Mapping[Any, int]]) -> tuple[int, ...]:
-    """Index of a plan cell in the sweep grid (axes in order, then replicate)."""
-    return (*(lookups[axis][getattr(cell, axis)] for axis in lookups), int(cell.replicate))
-
-
-def _attrs_json(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, default=str)
+    return {axis: coordinate_values(axis, axes[axis]) for axis in sweep_axes(axes)}
 
 
 def dataset_attrs(sweep_plan: Any, root_seed: int, title: str) -> dict[str, Any]:
+    """The dataset attributes of a sweep's stores (``docs/data-contract.md``, "Dataset
+    attributes"): ``classes`` (JSON of ``{K, means, means_name, spikes}``) only for a
+    K-class sweep and ``noise`` only when shared, so other sweeps' attributes are unchanged.
+    O(models)."""
     from attnrmt import __version__
 
+    classes, noise = sweep_plan.classes, str(sweep_plan.noise)
     return {
         "title": title,
         "sweep": str(sweep_plan.name),
         "attnrmt_version": str(__version__),
         "config_sha256": str(sweep_plan.config_sha256),
         "root_seed": int(root_seed),
-        "model_summary": _attrs_json(model_summary(sweep_plan)),
-        "spectrum": sweep_spectrum(sweep_plan),
+        "model_summary": json.dumps(model_summary(sweep_plan), sort_keys=True, default=str),
+        "spectrum": str(sweep_plan.spectrum),
         "Conventions": "CF-1.10 (attributes only)",
-        **sweep_classes_attrs(sweep_plan),
-        **shared_noise_attrs(sweep_plan),
+        **({"classes": json.dumps(classes, sort_keys=True, default=str)} if classes else {}),
+        **({} if noise == "independent" else {"noise": noise}),
     }
-
-
-def sweep_classes_attrs(sweep_plan: Any) -> dict[str, Any]:
-    """``{"classes": JSON of {K, means, means_name, spikes}}`` of a K-class sweep
-    (docs/data-contract.md, "K-class sweeps"; ``spikes`` the length of the ``spike``
-    dimension, computed by the plan), ``{}`` otherwise, so a
-    two-class sweep's attributes are unchanged."""
-    classes = getattr(sweep_plan, "classes", None)
-    if not classes:
-        return {}
-    return {"classes": _attrs_json(classes)}  # the plan's, with its spike count
 
 
 def table_coordinate(attrs: Mapping[str, Any]) -> dict[str, Any]:
@@ -104,32 +83,10 @@ def table_coordinate(attrs: Mapping[str, Any]) -> dict[str, Any]:
     return {"table": ((), name, CELL_ATTRS["table"])}
 
 
-def shared_noise_attrs(sweep_plan: Any) -> dict[str, str]:
-    """``{"noise": "shared"}`` for a ``noise: shared`` sweep (the analysis then resamples
-    whole replicate curves, docs/thresholds.md), else nothing: independent sweeps keep
-    their attributes."""
-    noise = str(getattr(sweep_plan, "noise", "independent"))
-    return {} if noise == "independent" else {"noise": noise}
-
-
-def sweep_spectrum(sweep_plan: Any) -> str:
-    """The sweep's ``spectrum`` (``full`` or ``top``; plans made before it existed: full)."""
-    return str(getattr(sweep_plan, "spectrum", "full"))
-
-
 def model_summary(sweep_plan: Any) -> dict[str, dict[str, Any]]:
-    """Canonical specs of the named models a sweep uses: ``{positional: {...}, weights: {...}}``."""
-    if getattr(sweep_plan, "models", None):
-        return {kind: dict(specs) for kind, specs in sweep_plan.models.items()}
-    summary: dict[str, dict[str, Any]] = {"positional": {}, "weights": {}}
-    for cell in sweep_plan.cells:
-        summary["positional"].setdefault(str(cell.positional), dict(cell.positional_spec))
-        summary["weights"].setdefault(str(cell.weights), dict(cell.weights_spec))
-    return summary
-
-
-def _float_encoding(chunks: tuple[int, ...]) -> dict[str, Any]:
-    return {"_FillValue": np.nan, "chunks": chunks}
+    """Canonical specs of the named models a sweep uses: ``{positional: {...}, weights:
+    {...}[, table: {...}]}``. O(models)."""
+    return {kind: dict(specs) for kind, specs in sweep_plan.models.items()}
 
 
 #: Bytes a chunk of a dense store (``theory.zarr``, ``analysis.zarr``) holds at most, unless
@@ -220,11 +177,9 @@ def dataset_encoding(dataset: Any) -> dict[str, dict[str, Any]]:
             if name not in dataset.dims
             else (sizes[name],)
         )
+        encoding[name] = {"chunks": chunks, "compressors": compressors()}
         if np.issubdtype(variable.dtype, np.floating):
-            encoding[name] = _float_encoding(chunks)
-        else:
-            encoding[name] = {"chunks": chunks}
-        encoding[name]["compressors"] = compressors()
+            encoding[name]["_FillValue"] = np.nan
     return encoding
 
 
@@ -277,18 +232,14 @@ __all__ = [
     "CELL_ATTRS",
     "STORE_CHUNK_BYTES",
     "axis_coordinates",
-    "cell_grid_index",
     "cells_view",
+    "coordinate_values",
     "dataset_attrs",
     "dataset_encoding",
     "first_present",
-    "grid_lookups",
     "has_consolidated_metadata",
     "log_line",
     "model_summary",
-    "shared_noise_attrs",
-    "sweep_classes_attrs",
-    "sweep_spectrum",
     "table_coordinate",
     "write_zarr_atomically",
 ]

@@ -1,19 +1,11 @@
-"""One writer per run folder (``docs/architecture.md``, "Store"), all by POSIX locks
-(``fcntl.lockf``: honoured by NFS across hosts, dropped by the kernel when the process
-ends however it ends, so a dead run never blocks the next):
-
-- liveness tokens ``.snakemake/attnrmt-live/<host>-<pid>.token``, one per Snakemake
-  process of the workflow (:func:`claim_directory`): Snakemake's locks left by a killed
-  run are removed when no token is held; :func:`live_run_since` asks with ``F_GETLK``;
-- the writer lock ``results/<run>/.attnrmt-writer.lock`` and who holds it
-  (:func:`hold_writer_lock`, :class:`RunInProgress`; children of ``attnrmt run`` are
-  told through :data:`WRITER_ENV`);
-- the run record ``.attnrmt-run.json``: the config file the folder belongs to
-  (:func:`claim_run_dir`), copied into each gathered sweep;
-- the cell table's lock (:func:`table_lock`, a blocking ``flock``).
-
-A process never opens a lock file it holds again (closing any descriptor drops its
-locks). O(tokens) file opens per Snakemake start."""
+"""One writer per run folder (``docs/architecture.md``, "Store"), by POSIX locks (honoured
+by NFS, dropped by the kernel however the process ends): liveness tokens
+``.snakemake/attnrmt-live/<host>-<pid>.token`` of each Snakemake process (a killed run's
+Snakemake locks are removed when no token is held), the writer lock
+``results/<run>/.attnrmt-writer.lock`` (:func:`hold_writer_lock`), the run record
+``.attnrmt-run.json`` naming the folder's config (:func:`claim_run_dir`) and the cell
+table's lock (:func:`table_lock`). A process never reopens a lock file it holds (closing
+any descriptor drops its locks). O(tokens) file opens per Snakemake start."""
 
 from __future__ import annotations
 
@@ -65,9 +57,8 @@ def _own_token() -> str:
 
 
 def token_is_held(path: Path) -> bool:
-    """Whether another process holds a POSIX lock on ``path`` (on Linux ``F_GETLK`` on a
-    read-only open; elsewhere a non-blocking ``lockf`` tried and released); a missing or
-    unreadable file is not. Never on this process's own token. O(1)."""
+    """Whether another process holds a POSIX lock on ``path`` (Linux: ``F_GETLK``; elsewhere
+    a non-blocking ``lockf`` tried and released); never this process's own token. O(1)."""
     linux = sys.platform.startswith("linux")
     try:
         handle = open(path, "rb" if linux else "ab")
@@ -92,8 +83,8 @@ def _tokens(workdir: str | os.PathLike[str]) -> list[Path]:
 
 
 def hold_liveness_token(workdir: str | os.PathLike[str] = ".") -> Path:
-    """Lock this process's token for the rest of its life (idempotent); its path. It is
-    locked before it gets its final name, so no prober sees it unlocked."""
+    """Lock this process's token for the rest of its life (idempotent; locked before it is
+    named, so no prober sees it unlocked); its path."""
     live = Path(workdir) / ".snakemake" / LIVE_DIRNAME
     token = live / _own_token()
     if "token" not in _held:
@@ -143,9 +134,8 @@ def claim_directory(workdir: str | os.PathLike[str] = ".") -> bool:
 
 
 def live_run_since(workdir: Path) -> tuple[bool, float | None]:
-    """``(known, since)``: the start (token mtime) of the oldest live Snakemake of the
-    workflow in ``workdir``, None when none lives; ``(False, None)`` when the lock query
-    fails. This process's token counts as live without being opened. O(tokens)."""
+    """``(known, since)``: the start (token mtime) of the oldest live Snakemake in
+    ``workdir`` (None: none lives); ``(False, None)`` when the lock query fails. O(tokens)."""
     since: float | None = None
     own = _own_token()
     for token in (workdir / ".snakemake" / LIVE_DIRNAME).glob("*.token"):
@@ -172,13 +162,9 @@ def writer_env(run_dir: str | os.PathLike[str]) -> dict[str, str]:
 
 def hold_writer_lock(run_dir: str | os.PathLike[str], command: Sequence[str] | None = None) -> Path:
     """Make this process the one writer of ``run_dir`` until it ends (or
-    :func:`release_writer_lock`) and record who it is; the record's path. Idempotent; a
-    child of the holder told through :data:`WRITER_ENV` passes. O(1).
-
-    Raises
-    ------
-    RunInProgress
-        The folder's writer lives; the message names its pid, host, start and command."""
+    :func:`release_writer_lock`), recorded beside the lock; the record's path. Idempotent;
+    a child of the holder told through :data:`WRITER_ENV` passes. O(1). Raises
+    :class:`RunInProgress` (naming the writer's pid, host, start, command) if one lives."""
     directory = Path(run_dir)
     key = os.path.realpath(directory)
     record = directory / WRITER_RECORD_FILENAME
@@ -196,8 +182,8 @@ def hold_writer_lock(run_dir: str | os.PathLike[str], command: Sequence[str] | N
 
 
 def release_writer_lock(run_dir: str | os.PathLike[str]) -> None:
-    """Drop this process's writer lock on ``run_dir`` (no-op if none): for a process that
-    outlives its run (``attnrmt.run`` in a notebook). O(1)."""
+    """Drop this process's writer lock on ``run_dir`` (no-op if none; ``attnrmt.run`` in a
+    notebook outlives its run). O(1)."""
     handle = _held.pop(os.path.realpath(run_dir), None)
     if handle is not None:
         with contextlib.suppress(FileNotFoundError):
@@ -235,15 +221,10 @@ class RunDirConflict(ConfigError):
 def claim_run_dir(
     run_dir: str | os.PathLike[str], config_file: str | os.PathLike[str], write: bool = True
 ) -> None:
-    """Make sure ``results/<run>/`` belongs to ``config_file`` (recorded by its path relative
-    to the working directory and its absolute path; either matches); record it when new
-    (unless ``write`` is False). A deleted record is still known from a sweep's copy and
-    recreated by the owner's run; a folder without any record is adopted. O(sweeps).
-
-    Raises
-    ------
-    RunDirConflict
-        Another config file owns the folder (the message names both and the ways out)."""
+    """Make sure ``results/<run>/`` belongs to ``config_file`` (its relative or absolute
+    path recorded), recording it when new (and ``write``); a deleted record is known from a
+    sweep's copy, a folder without any is adopted. O(sweeps). Raises
+    :class:`RunDirConflict` (naming both files and the ways out) for another config's."""
     run_dir = Path(run_dir)
     if Path(config_file).resolve().parent == (run_dir / "rounds").resolve():
         return  # a round's config (attnrmt.sweep.run.rounds): the run claimed its folder
@@ -274,8 +255,7 @@ def claim_run_dir(
 
 
 def copy_run_record(sweep_dir: str | os.PathLike[str]) -> None:
-    """Keep a copy of the run's record in ``<run>/<sweep>/`` (nothing when the run has
-    none). O(1)."""
+    """Keep a copy of the run's record (if any) in ``<run>/<sweep>/``. O(1)."""
     sweep_dir = Path(sweep_dir)
     try:
         text = RunLayout(sweep_dir.parent).record.read_text(encoding="utf-8")

@@ -1,26 +1,26 @@
 """Every stored byte verifiable (``docs/data-contract.md``, "Integrity"): each store's
 writer records the size and CRC-32C of every file in ``<name>.digest.json`` (products in
-:data:`PRODUCTS_RECORD`); chunks carry Zarr's ``crc32c`` codec. The **quick** check
-(sizes, every ``zarr.json`` by checksum; ``open_results``, the analysis) costs O(files);
-the **full** one (``attnrmt verify``, a rerun before reuse) O(bytes). A store without its
-record is unverified and rebuilt."""
+:data:`PRODUCTS_RECORD`). The quick check (sizes, every ``zarr.json`` by checksum) costs
+O(files), the full one (``attnrmt verify``, a rerun before reuse) O(bytes); a store
+without its record is rebuilt."""
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
+import shutil
 import threading
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from attnrmt.sweep.store.atomic import write_bytes_atomically
+
+#: A record's name: the store's or product's name plus this.
 DIGEST_SUFFIX = ".digest.json"
-"""A record's name: the store's or product's name plus this."""
-
+#: Files of a store that the quick check reads whole (the rest: present, same size).
 METADATA_NAMES = frozenset({"zarr.json"})
-"""Files of a store that the quick check reads whole (the rest: present, same size)."""
-
-READ_BYTES = 1 << 22
 
 
 class DamagedStore(ValueError):
@@ -40,7 +40,7 @@ def file_crc32c(path: Path) -> str:
 
     checksum = google_crc32c.Checksum()
     with open(path, "rb") as handle:
-        while block := handle.read(READ_BYTES):
+        while block := handle.read(1 << 22):
             checksum.update(block)
     return checksum.digest().hex()
 
@@ -64,8 +64,6 @@ def write_digest(path: str | os.PathLike[str]) -> Path:
     (atomically, beside it); the record's path. O(bytes) of the files that changed: a file
     with the size, inode and modification time of the previous record keeps its CRC (the
     stores replace files by a rename, never rewrite them)."""
-    from attnrmt.sweep.store.atomic import write_bytes_atomically
-
     path = Path(path)
     previous = _recorded(path)
     files: dict[str, list[Any]] = {}
@@ -104,9 +102,9 @@ def damage(
     return _check(path, files, full)
 
 
+#: The stores of a sweep folder with a record (the cell table is checked against its
+#: snapshot's, ``cells.zarr``).
 SWEEP_STORES = ("cells.zarr", "theory.zarr", "analysis.zarr")
-"""The stores of a sweep folder with a record (the cell table is checked against its
-snapshot's record, ``cells.zarr``)."""
 
 
 def sweep_damage(
@@ -146,8 +144,8 @@ def _check(base: Path, files: dict[str, list[Any]], full: bool) -> list[str]:
     return problems
 
 
+#: The record of a run's products (CSV tables, figures), in ``results/<run>/``.
 PRODUCTS_RECORD = "products.digest.json"
-"""The record of a run's products (CSV tables, figures), in ``results/<run>/``."""
 _PRODUCTS_LOCK = threading.Lock()
 
 
@@ -158,10 +156,6 @@ def record_products(
     :data:`PRODUCTS_RECORD` (files outside ``run_dir`` are skipped). The per-sweep product
     rules run concurrently (in threads, or processes): the read-modify-write holds a thread
     lock and a POSIX lock on ``.products.lock``. O(bytes)."""
-    import fcntl
-
-    from attnrmt.sweep.store.atomic import write_bytes_atomically
-
     run_dir = Path(run_dir)
     record = run_dir / PRODUCTS_RECORD
     with _PRODUCTS_LOCK, open(run_dir / ".products.lock", "a") as lock:
@@ -193,8 +187,6 @@ def heal_run(run_dir: str | os.PathLike[str], sweeps: Iterable[str]) -> list[str
     remove each damaged or unrecorded one (a damaged cell table with its snapshot, and
     what was computed from it: the sweep's ``analysis.zarr``) so that the rerun rebuilds
     it; one line per removed store, naming what was damaged. O(bytes of the stores)."""
-    import shutil
-
     lines = []
     for problem in products_damage(run_dir):
         Path(problem.split(": ", 1)[0]).unlink(missing_ok=True)
@@ -221,15 +213,6 @@ def heal_run(run_dir: str | os.PathLike[str], sweeps: Iterable[str]) -> list[str
     return lines
 
 
-def stored_attribute(store: Path, name: str) -> str | None:
-    """An attribute in a store's root ``zarr.json`` (None without)."""
-    try:
-        attrs = json.loads((store / "zarr.json").read_text(encoding="utf-8"))["attributes"]
-        return str(attrs[name])
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
-
-
 def outdated_run(
     run_dir: str | os.PathLike[str],
     expected: Mapping[str, str],
@@ -239,17 +222,20 @@ def outdated_run(
     (``config_sha256`` against ``expected``; ``analysis.zarr`` also
     ``analysis_settings_sha256`` against ``analysis_sha256``), so the rerun rebuilds it; of
     the cells only the ``cells.zarr`` snapshot. One line per removed store. O(sweeps)."""
-    import shutil
-
     lines = []
     for sweep, sha in expected.items():
         for name in SWEEP_STORES:
             store = Path(run_dir) / sweep / name
+            try:
+                attrs = json.loads((store / "zarr.json").read_text(encoding="utf-8"))
+                attrs = dict(attrs["attributes"])
+            except (OSError, ValueError, KeyError, TypeError):
+                continue
             wanted = {"config_sha256": sha}
             if name == "analysis.zarr" and analysis_sha256 is not None:
                 wanted["analysis_settings_sha256"] = analysis_sha256
             for key, value in wanted.items():
-                stored = stored_attribute(store, key)
+                stored = str(attrs[key]) if key in attrs else None
                 if stored is not None and stored != value:
                     shutil.rmtree(store, ignore_errors=True)
                     digest_path(store).unlink(missing_ok=True)
@@ -302,7 +288,6 @@ __all__ = [
     "products_damage",
     "record_products",
     "require_intact",
-    "stored_attribute",
     "sweep_damage",
     "write_digest",
 ]

@@ -22,10 +22,8 @@ PROVENANCE_KEYS: frozenset[str] = frozenset({ENVIRONMENT_KEY, *PROVENANCE_FIELDS
 
 
 def environment_id(environment_json: str) -> int:
-    """64-bit id of an environment JSON: the first 8 bytes of its sha256 (signed, != 0).
-
-    ``""`` (unknown) maps to ``0``, :data:`~attnrmt.contract.PROVENANCE_ABSENT`'s value.
-    """
+    """64-bit id of an environment JSON: the first 8 bytes of its sha256 (signed, != 0;
+    ``""``, unknown, is 0). O(1)."""
     if not environment_json:
         return int(PROVENANCE_ABSENT["environment_id"])
     digest = hashlib.sha256(environment_json.encode()).digest()
@@ -36,12 +34,9 @@ def environment_id(environment_json: str) -> int:
 
 
 def encode_provenance(records: Sequence[Mapping[str, Any]]) -> dict[str, np.ndarray]:
-    """Fragment members of the records' provenance (see the module docstring).
-
-    ``environments`` ``(m,)`` str (distinct JSON, first-seen order) and, per cell,
-    :data:`~attnrmt.contract.PROVENANCE_FIELDS` ``(n,)`` int64; missing keys (cells
-    from old fragments) get :data:`~attnrmt.contract.PROVENANCE_ABSENT`. O(n).
-    """
+    """Fragment members of the records' provenance: ``environments`` (distinct JSON,
+    first-seen order) and per cell the ``PROVENANCE_FIELDS`` (int64; missing keys read as
+    ``PROVENANCE_ABSENT``). O(n)."""
     texts = [str(record.get(ENVIRONMENT_KEY, "")) for record in records]
     distinct = [text for text in dict.fromkeys(texts) if text]
     ids = {text: environment_id(text) for text in dict.fromkeys(texts)}
@@ -66,12 +61,8 @@ def environments_of(arrays: Mapping[str, np.ndarray]) -> dict[int, str]:
 
 
 def decode_provenance(arrays: Mapping[str, np.ndarray], n_cells: int) -> list[dict[str, Any]]:
-    """Inverse of :func:`encode_provenance`: the known provenance keys of each cell.
-
-    Unknown values (:data:`~attnrmt.contract.PROVENANCE_ABSENT`, or a fragment written
-    before provenance) are left out, so a record without provenance round-trips without
-    it. O(n).
-    """
+    """Inverse of :func:`encode_provenance`: the known provenance keys of each cell
+    (unknown values left out, so a record without provenance round-trips). O(n)."""
     known: list[dict[str, Any]] = [{} for _ in range(n_cells)]
     environments = environments_of(arrays)
     for name in PROVENANCE_FIELDS:
@@ -87,19 +78,10 @@ def decode_provenance(arrays: Mapping[str, np.ndarray], n_cells: int) -> list[di
     return known
 
 
-def absent_column(name: str, n_cells: int) -> np.ndarray:
-    """``(n_cells,)`` int64 fill of a provenance field for cells without provenance."""
-    return np.full(n_cells, PROVENANCE_ABSENT[name], dtype=np.int64)
-
-
-# --------------------------------------------------------------------------- summary
-
-
 __all__ = [
     "ENVIRONMENTS_MEMBER",
     "ENVIRONMENT_KEY",
     "PROVENANCE_KEYS",
-    "absent_column",
     "decode_provenance",
     "encode_provenance",
     "environment_id",

@@ -1,8 +1,5 @@
 """``theory.zarr``: theory predictions on a sweep's axes (``docs/data-contract.md``,
-"theory.zarr"), computed by :func:`attnrmt.theory.predict_grid`.
-
-Depends on the config only (no cells).
-"""
+"theory.zarr"), computed by :func:`attnrmt.theory.predict_grid` from the config only."""
 
 from __future__ import annotations
 
@@ -38,13 +35,7 @@ def theory_dataset(sweep_plan: Any, root_seed: int) -> Any:
         weights_specs,
         table_laws=grid.table_specs,
     )
-    # Text coordinates as object arrays: Zarr v3 has no specified fixed-width string type.
-    text = {
-        name: predicted[name].values.astype(object)
-        for name in predicted.coords
-        if predicted[name].dtype.kind == "U"
-    }
-    out = with_variable_attrs(predicted.assign_coords(text))
+    out = with_variable_attrs(_text_as_object(predicted))
     out.attrs = {
         **dataset_attrs(sweep_plan, root_seed, "attnrmt theory predictions"),
         "ratios": (
@@ -76,12 +67,7 @@ def classes_theory_dataset(sweep_plan: Any, root_seed: int) -> Any:
     )
     if grid.table_specs is not None:  # a table axis (gaussian only: classes.py refuses others)
         predicted = along_table_laws(predicted, grid.table_specs)
-    text = {
-        name: predicted[name].values.astype(object)
-        for name in predicted.coords
-        if predicted[name].dtype.kind == "U"
-    }
-    out = predicted.assign_coords(text)
+    out = _text_as_object(predicted)
     out.attrs = {
         **dataset_attrs(sweep_plan, root_seed, "attnrmt K-class theory predictions"),
         "no_theory": predicted.attrs.get("no_theory", ""),
@@ -91,6 +77,14 @@ def classes_theory_dataset(sweep_plan: Any, root_seed: int) -> Any:
         ),
     }
     return out
+
+
+def _text_as_object(dataset: Any) -> Any:
+    """Text coordinates as object arrays (Zarr v3 has no fixed-width string type)."""
+    text = {
+        n: dataset[n].values.astype(object) for n in dataset.coords if dataset[n].dtype.kind == "U"
+    }
+    return dataset.assign_coords(text)
 
 
 def write_theory(

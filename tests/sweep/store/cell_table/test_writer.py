@@ -140,17 +140,20 @@ def _carried_and_looked_up(plan: Any, sweep_dir: Path) -> tuple[Any, np.ndarray]
     state = read_state(table)
     sweep = plan.sweeps["grid"]
     positions, _ = lookup.plan_grid(sweep)
+
+    def plan_cell_ids(cells: Any) -> np.ndarray:  # from the cells' own keys
+        keys = lookup.key_bytes([cell.key for cell in cells])
+        return lookup.cell_ids(keys, np.full(len(cells), plan.seed))
+
     carried = lookup.carried_rows(
         writer.read_grid(table, state),
         sweep,
         lookup.grid_identity(sweep, plan.seed),
         positions,
-        lambda indices: lookup.plan_cell_ids([sweep.cells[i] for i in indices], plan.seed),
+        lambda indices: plan_cell_ids([sweep.cells[i] for i in indices]),
         lambda rows: writer.read_table_ids_at(table, state, rows),
     )
-    looked_up = lookup.IdIndex(writer.read_table_ids(table, state)).find(
-        lookup.plan_cell_ids(sweep.cells, plan.seed)
-    )
+    looked_up = lookup.IdIndex(writer.read_table_ids(table, state)).find(plan_cell_ids(sweep.cells))
     return carried, looked_up
 
 

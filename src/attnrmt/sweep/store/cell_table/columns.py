@@ -29,8 +29,9 @@ def _metadata_bytes(metadata: Any) -> bytes:
 
 @functools.lru_cache(maxsize=64)
 def _template(dtype: str, tail: tuple[int, ...], chunk: int, fill: Any) -> Any:
-    """Metadata of an empty column of this dtype, shape tail, chunk and fill (built once
-    per process: Zarr derives the codecs' parameters from the dtype, ~4 ms a call)."""
+    """Metadata of an empty column ``(0, *tail)`` (``dtype`` ``"str"``: variable-length
+    UTF-8), built in memory once per process (Zarr derives the codecs' parameters from the
+    dtype, ~4 ms a call)."""
     import zarr
     from zarr.storage import MemoryStore
 
@@ -42,21 +43,6 @@ def _template(dtype: str, tail: tuple[int, ...], chunk: int, fill: Any) -> Any:
         fill_value=fill,
         compressors=compressors(),
     ).metadata
-
-
-def new_metadata(
-    dtype: Any,
-    tail: tuple[int, ...],
-    chunk: int,
-    dims: Sequence[str],
-    fill: Any,
-    attrs: Mapping[str, Any],
-) -> Any:
-    """Zarr v3 metadata of an empty column ``(0, *tail)`` (built in memory: nothing on disk
-    until :meth:`TableColumns.publish`). ``dtype`` ``str``: variable-length UTF-8."""
-    key = "str" if dtype is str else np.dtype(dtype).str
-    template = _template(key, tuple(tail), int(chunk), fill)
-    return dataclasses.replace(template, attributes=dict(attrs), dimension_names=tuple(dims))
 
 
 #: Rows the in-memory array a column writes through has room for (never stored).
@@ -183,8 +169,12 @@ class TableColumns:
 
                 metadata = ArrayV3Metadata.from_dict(dict(self.published[name]))
             else:
-                metadata = new_metadata(dtype, tail, chunk, dims, fill, attrs)
-                metadata = metadata.update_shape((int(length), *tail))
+                key = "str" if dtype is str else np.dtype(dtype).str
+                metadata = dataclasses.replace(
+                    _template(key, tuple(tail), int(chunk), fill),
+                    attributes=dict(attrs),
+                    dimension_names=tuple(dims),
+                ).update_shape((int(length), *tail))
             self.columns[name] = Column(self.store, name, metadata, self.jobs)
         return self.columns[name]
 
@@ -210,31 +200,22 @@ class TableColumns:
             column.close()
         self.drain()
 
-    def written_files(self) -> list[Path]:
-        return [path for column in self.columns.values() for path in column.chunk_files()]
-
-    def metadata(self) -> dict[str, Any]:
-        """``name -> metadata`` of every column after this update."""
-        from zarr.core.metadata import ArrayV3Metadata
-
-        merged = {
-            name: ArrayV3Metadata.from_dict(dict(meta))
-            for name, meta in self.published.items()
-            if name not in self.columns
-        }
-        merged.update({name: column.metadata for name, column in self.columns.items()})
-        return dict(sorted(merged.items()))
-
     def publish(self, attrs: Mapping[str, Any]) -> None:
         """Make the written chunks durable, write every changed array's ``zarr.json``, then
         replace the root ``zarr.json`` (attributes ``attrs`` and the consolidated metadata
         of every column): the publish."""
         from zarr.core.buffer import default_buffer_prototype
         from zarr.core.group import ConsolidatedMetadata, GroupMetadata
+        from zarr.core.metadata import ArrayV3Metadata
 
         self.drain()
-        _fsync_files(self.written_files())
-        metadata = self.metadata()
+        _fsync_files([path for column in self.columns.values() for path in column.chunk_files()])
+        merged = {
+            name: ArrayV3Metadata.from_dict(dict(meta)) for name, meta in self.published.items()
+        }
+        metadata = dict(
+            sorted({**merged, **{n: c.metadata for n, c in self.columns.items()}}.items())
+        )
         for name, column in self.columns.items():
             published = self.published.get(name)
             if published is None or list(published["shape"]) != list(column.metadata.shape):

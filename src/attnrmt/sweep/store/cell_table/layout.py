@@ -1,13 +1,10 @@
-"""On-disk layout of a sweep's cell table (format 3), shared by writer and reader
-(``docs/data-contract.md``, "The cell table on disk").
-
-``<sweep>/cell_table.zarr`` is one Zarr v3 group that :func:`xarray.open_zarr` opens as a
-CF-1.10 dataset along ``cell``: the cells' coordinates, ids (``cell_key``, ``root_seed``),
-result and provenance columns (spectra as CF contiguous ragged arrays),
-``superseded_at_version``, and ``grid/<version>/``, the dense row index of each version.
-Columns are only ever extended and every file is replaced by a rename, so a reader of
-one version (the root ``zarr.json``'s consolidated metadata) never sees another, and
-``<sweep>/cells.zarr``, a hard-linked snapshot of the published version, never changes."""
+"""On-disk layout of a sweep's cell table (format 3; ``docs/data-contract.md``, "The cell
+table on disk"): ``<sweep>/cell_table.zarr``, one Zarr v3 group that
+:func:`xarray.open_zarr` opens as a CF-1.10 dataset along ``cell`` (coordinates, ids,
+results, provenance, spectra as CF contiguous ragged arrays, ``superseded_at_version``)
+plus ``grid/<version>/``, each version's dense row index. Columns are only extended and
+files replaced by a rename, so a reader of one version never sees another; ``cells.zarr``
+is a hard-linked snapshot of the published version."""
 
 from __future__ import annotations
 
@@ -20,8 +17,8 @@ from typing import Any
 
 from attnrmt.contract import VARIABLE_ATTRS, sweep_axes
 
-#: Version of the layout above (1: a dense ``cells.zarr``; 2: ``cell_table/`` segments
-#: with a ``cells.zarr/manifest.json`` pointer; both read, and upgraded by the next gather).
+#: Version of the layout above (2, ``cell_table/`` segments, is refused with the command
+#: that rebuilds it: ``docs/data-contract.md``, "Older formats").
 STORE_FORMAT_VERSION = 3
 #: Root attribute holding :data:`STORE_FORMAT_VERSION` (what tells a table from format 1).
 FORMAT_ATTR = "attnrmt_cell_table_format"
@@ -34,7 +31,7 @@ GRID_DIRNAME = "grid"
 ROW_ARRAY = "row"
 INGESTED_NAME = "fragments.json"
 LOCK_NAME = ".cell_table.lock"
-#: Format 2's directory and pointer (read only to upgrade them).
+#: Format 2's directory and pointer (only to refuse it).
 LEGACY_TABLE_DIRNAME = "cell_table"
 LEGACY_MANIFEST_NAME = "manifest.json"
 
@@ -49,18 +46,14 @@ NEVER_SUPERSEDED = 2**31 - 1
 
 
 def coordinate_names(axes: Iterable[str]) -> tuple[str, ...]:
-    """The grid coordinates every column of a sweep's table names in its ``coordinates``
-    attribute, for a sweep with the axes ``axes``: its axes in order
-    (:func:`attnrmt.contract.sweep_axes`, ``table`` where set), then ``replicate``. O(axes)."""
+    """The grid coordinates a table column names in its ``coordinates`` attribute: the
+    sweep's axes in order, then ``replicate``. O(axes)."""
     return (*sweep_axes(axes), "replicate")
 
 
-#: Rows per chunk of the per-cell columns (128 kB of float64 before compression) and
-#: values per chunk of a sample dimension (1 MB). Fixed when a column is created. An
-#: update rewrites the partial last chunk of every column, so it writes O(new cells +
-#: columns x chunk) bytes: with ~30 per-cell columns, rows of 131,072 made a +1% update of
-#: 10^6 tiny cells write 5.9% of a full write, 16,384 rows 1.1% (docs/scaling.md, "The
-#: store as one Zarr group").
+#: Rows per chunk of the per-cell columns and values per chunk of a sample dimension,
+#: fixed when a column is created: an update rewrites every column's partial last chunk,
+#: O(new cells + columns x chunk) bytes (docs/scaling.md, "The store as one Zarr group").
 ROW_CHUNK = 16_384
 VALUE_CHUNK = 131_072
 #: Bytes a chunk of the dense view may hold in memory (bounds every lazy read).
@@ -119,9 +112,8 @@ _TABLE_ONLY_ATTRS: dict[str, dict[str, str]] = {
 
 
 def column_attrs(name: str) -> dict[str, str]:
-    """CF attributes of a table column: the contract's (``attnrmt.contract.VARIABLE_ATTRS``)
-    for every measured field and coordinate, the table's own for its bookkeeping and the
-    ragged arrays' counts and starts. O(1)."""
+    """CF attributes of a table column: the contract's, or the table's own for ids,
+    bookkeeping and the ragged arrays' counts and starts. O(1)."""
     if name in _TABLE_ONLY_ATTRS:
         return dict(_TABLE_ONLY_ATTRS[name])
     if name.endswith("_count") or name.endswith("_start"):
@@ -160,14 +152,20 @@ class TableState:
         """Rows of the table in this version (current or superseded)."""
         return int(self.arrays[CELL_KEY]["shape"][0]) if CELL_KEY in self.arrays else 0
 
+    @property
+    def environments(self) -> dict[int, str]:
+        """``environment_id -> environment JSON`` of the version's cells."""
+        text = str(self.attrs.get("environments", "{}"))
+        return {int(k): str(v) for k, v in json.loads(text).items()}
+
     def length(self, name: str) -> int:
         """Length along the first dimension of array ``name`` (0 if absent)."""
         return int(self.arrays[name]["shape"][0]) if name in self.arrays else 0
 
 
 def read_state(store: str | os.PathLike[str]) -> TableState | None:
-    """The published version of the table ``store`` (a ``cells.zarr``), or None if there is
-    none (no root ``zarr.json``, another format, unreadable). One small JSON read."""
+    """The published version of the table ``store``; None without one (or another
+    format, unreadable). One small JSON read."""
     try:
         root = json.loads((Path(store) / "zarr.json").read_text())
     except (OSError, ValueError):

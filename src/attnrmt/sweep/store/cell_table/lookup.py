@@ -1,44 +1,95 @@
 """Where a plan's cells are in a cell table (``docs/scaling.md``, "An update reads only
-what it must"): grid positions (:func:`plan_grid`), ids (:func:`plan_ids`), lookup by
-digest (:class:`IdIndex`), rows carried over by coordinates (:func:`carried_rows`). All
-O(grid points) array work, never a Python object per cell."""
+what it must"): cell ids (key bytes and root seed, ``docs/architecture.md``, "Cell
+identity") and their lookup by digest (:class:`IdIndex`), grid positions
+(:func:`plan_grid`), rows carried over by coordinates (:func:`carried_rows`). All
+O(cells) array work, never a Python object per cell."""
 
 from __future__ import annotations
 
+import binascii
 import hashlib
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
-from attnrmt.contract import AXES
-from attnrmt.sweep.spec.identity import KEY_DIGEST_BYTES, cell_ids, id_digests, key_bytes
+from attnrmt.sweep.spec.identity import KEY_DIGEST_BYTES, MODEL_VERSION, canonical_json
 from attnrmt.sweep.store.cell_table.layout import ROW_CHUNK
-from attnrmt.sweep.store.grid import (
-    axis_coordinates,
-    cell_grid_index,
-    grid_lookups,
-    model_summary,
-    sweep_spectrum,
-)
+from attnrmt.sweep.store.grid import axis_coordinates, coordinate_values, model_summary
 
 __all__ = [
     "IdIndex",
     "carried_rows",
-    "coordinate_map",
+    "cell_id_hashes",
+    "cell_ids",
     "grid_identity",
-    "permuted_positions",
-    "plan_cell_ids",
+    "id_digests",
+    "id_parts",
+    "key_bytes",
     "plan_grid",
     "plan_ids",
     "renamed_models",
+    "root_seeds_of",
     "row_points",
-    "same_identity",
     "sorted_search",
-    "unique_ids",
 ]
 
 _ID_DTYPE = f"S{KEY_DIGEST_BYTES + 8}"
+#: Odd 64-bit constant mixing the root seed into an id's digest (Fibonacci hashing).
+_SEED_MIX = np.uint64(0x9E3779B97F4A7C15)
+
+
+def key_bytes(keys: Sequence[str]) -> np.ndarray:
+    """``(n,)`` ``S32`` array of hex cell keys as raw bytes. O(n), one C-level decode."""
+    if len(keys) == 0:
+        return np.empty(0, dtype=f"S{KEY_DIGEST_BYTES}")
+    return np.frombuffer(binascii.unhexlify("".join(map(str, keys))), f"S{KEY_DIGEST_BYTES}")
+
+
+def root_seeds_of(seed_tokens: Sequence[str]) -> np.ndarray:
+    """Root seed (last seed word) of each seed token ``"[w0,w1,w2,w3,root]"``. O(n)."""
+    return np.array([int(str(t).rsplit(",", 1)[1].rstrip("]")) for t in seed_tokens], np.int64)
+
+
+def cell_ids(keys: np.ndarray, root_seeds: np.ndarray) -> np.ndarray:
+    """``(n,)`` ``S40`` ids: key bytes (``S32``, or ``(n, 32)`` uint8) then the root seed
+    (little-endian int64), the whole identity (the other seed words derive from the key).
+    O(n)."""
+    key_part = np.ascontiguousarray(keys)
+    if key_part.dtype != np.uint8:
+        key_part = np.ascontiguousarray(key_part, dtype=f"S{KEY_DIGEST_BYTES}").view(np.uint8)
+    seed_part = np.ascontiguousarray(root_seeds, dtype="<i8").view(np.uint8)
+    joined = np.concatenate(
+        [key_part.reshape(-1, KEY_DIGEST_BYTES), seed_part.reshape(-1, 8)], axis=1
+    )
+    return np.ascontiguousarray(joined).view(_ID_DTYPE).reshape(-1)
+
+
+def id_parts(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Inverse of :func:`cell_ids`: ``(n, 32)`` uint8 key bytes and ``(n,)`` int64 root
+    seeds. O(n)."""
+    raw = np.ascontiguousarray(ids, dtype=_ID_DTYPE).view(np.uint8).reshape(-1, 40)
+    seeds = np.ascontiguousarray(raw[:, KEY_DIGEST_BYTES:]).view("<i8").reshape(-1)
+    return raw[:, :KEY_DIGEST_BYTES], seeds
+
+
+def id_digests(ids: np.ndarray) -> np.ndarray:
+    """``(n,)`` uint64 digest of ``S40`` ids: the key's first 8 bytes (a uniform hash) XOR
+    the mixed seed; distinct ids collide with probability ``n^2 / 2^65``, which
+    :class:`IdIndex` checks. O(n)."""
+    raw = np.ascontiguousarray(ids, dtype=_ID_DTYPE).view(np.uint8).reshape(-1, 40)
+    key_part = np.ascontiguousarray(raw[:, :8]).view("<u8").reshape(-1)
+    seed_part = np.ascontiguousarray(raw[:, KEY_DIGEST_BYTES:]).view("<u8").reshape(-1)
+    return key_part ^ (seed_part * _SEED_MIX)
+
+
+def cell_id_hashes(cell_id_pairs: Iterable[tuple[str, str]]) -> np.ndarray:
+    """:func:`id_digests` of ``(hex cell key, seed token)`` pairs, ``(n,)`` uint64. O(n)."""
+    pairs = list(cell_id_pairs)
+    if not pairs:
+        return np.empty(0, dtype=np.uint64)
+    keys, seeds = zip(*pairs, strict=True)
+    return id_digests(cell_ids(key_bytes(keys), root_seeds_of(seeds)))
 
 
 class IdIndex:
@@ -69,9 +120,8 @@ class IdIndex:
 
 
 def sorted_search(haystack: np.ndarray, needles: np.ndarray) -> np.ndarray:
-    """:func:`numpy.searchsorted` of ``needles`` in the sorted ``haystack``, needles
-    sorted first: the search then walks memory in order, ~5x faster than random probes
-    of a large haystack. O(m log m + m log n)."""
+    """:func:`numpy.searchsorted` of ``needles`` in the sorted ``haystack``, needles sorted
+    first (memory walked in order). O(m log m + m log n)."""
     if needles.size < 1024:
         return np.searchsorted(haystack, needles)
     order = np.argsort(needles)
@@ -80,92 +130,36 @@ def sorted_search(haystack: np.ndarray, needles: np.ndarray) -> np.ndarray:
     return position
 
 
-def unique_ids(ids: np.ndarray) -> np.ndarray:
-    """The distinct ids of ``ids`` (in digest order; sorted bytes if digests repeat)."""
-    ids = np.ascontiguousarray(ids, dtype=_ID_DTYPE).reshape(-1)
-    index = IdIndex(ids)
-    return np.unique(ids) if index.exact else ids[index.order]
-
-
 # --------------------------------------------------------------------------- the plan
-
-
-def _coordinate(axis: str, value: Any) -> Any:
-    """A config axis value as the key of :func:`attnrmt.sweep.store.grid.grid_lookups`."""
-    return axis_coordinates({**{a: [] for a in AXES}, axis: [value]})[axis].tolist()[0]
 
 
 def plan_grid(sweep_plan: Any) -> tuple[np.ndarray, tuple[int, ...]]:
     """Flat position in the sorted grid of every plan cell, and the grid shape: per-axis
-    permutations composed by broadcasting (:func:`permuted_positions`). O(cells) int64."""
+    permutations composed by outer sums. O(cells) int64."""
     coords = axis_coordinates(sweep_plan.axes)
-    lookups = grid_lookups(coords)
     shape = (*(len(values) for values in coords.values()), int(sweep_plan.replicates))
-    if getattr(sweep_plan, "grid", None) is not None:
-        config_order = [
-            np.array(
-                [lookups[axis][_coordinate(axis, value)] for value in sweep_plan.axes[axis]],
-                dtype=np.int64,
-            )
-            for axis in coords
-        ]
-        positions = permuted_positions(config_order, shape)
-        present = getattr(sweep_plan.grid, "present", None)  # zipped axes: cells that exist
-        return (positions if present is None else positions[present]), shape
-    cells = sweep_plan.cells
-    positions = np.asarray(
-        np.ravel_multi_index(
-            np.array([cell_grid_index(cell, lookups) for cell in cells], dtype=np.int64).T.reshape(
-                len(shape), -1
-            ),
-            shape,
-        ),
-        dtype=np.int64,
-    )
-    return positions, shape
-
-
-def permuted_positions(axis_maps: Sequence[np.ndarray], shape: tuple[int, ...]) -> np.ndarray:
-    """C-order flat index in ``shape`` of every point of the same-shaped grid whose axis
-    ``a`` index ``i`` maps to ``axis_maps[a][i]`` (the last axis, replicates, maps to
-    itself). Built axis by axis with outer sums: O(grid points) int64, no index tuple
-    of the whole grid."""
+    maps = []
+    for axis, sorted_values in coords.items():
+        where = {value: index for index, value in enumerate(sorted_values.tolist())}
+        config = coordinate_values(axis, sweep_plan.axes[axis], sort=False).tolist()
+        maps.append(np.array([where[value] for value in config], dtype=np.int64))
     strides = np.cumprod((*shape[1:], 1)[::-1])[::-1]
-    maps = [*axis_maps, np.arange(shape[-1], dtype=np.int64)]
     positions = np.zeros(1, dtype=np.int64)
-    for axis_map, stride in zip(maps, strides.tolist(), strict=True):
+    for axis_map, stride in zip([*maps, np.arange(shape[-1])], strides.tolist(), strict=True):
         positions = np.add.outer(positions, axis_map * stride).reshape(-1)
-    return positions
-
-
-def plan_cell_ids(cells: Sequence[Any], root_seed: int) -> np.ndarray:
-    """``S40`` ids of plan cells (:func:`cell_ids` of their keys and the root seed). O(n)."""
-    return cell_ids(
-        key_bytes([cell.key for cell in cells]), np.full(len(cells), int(root_seed), dtype=np.int64)
-    )
+    present = sweep_plan.grid.present  # zipped axes: the cells that exist
+    return (positions if present is None else positions[present]), shape
 
 
 def plan_ids(sweep_plan: Any, indices: np.ndarray | None, root_seed: int) -> np.ndarray:
-    """``S40`` ids of the plan cells at ``indices`` (all when None), from the plan's raw keys.
-    O(len(indices))."""
-    grid = getattr(sweep_plan, "grid", None)
-    if grid is None:
-        cells = sweep_plan.cells
-        return plan_cell_ids(
-            cells if indices is None else [cells[i] for i in np.asarray(indices).tolist()],
-            root_seed,
-        )
-    present = getattr(grid, "present", None)  # zipped axes: plan cell i is present[i]
-    where = present if indices is None or present is None else present[np.asarray(indices)]
-    keys = (
-        (grid.keys if indices is None else grid.keys[np.asarray(indices, dtype=np.int64)])
-        if where is None
-        else grid.keys[where]
-    )
-    return cell_ids(
-        np.ascontiguousarray(keys).view(f"S{KEY_DIGEST_BYTES}").reshape(-1),
-        np.full(len(keys), int(root_seed), dtype=np.int64),
-    )
+    """``S40`` ids of the plan cells at ``indices`` (all when None), from the plan's raw
+    keys. O(len(indices))."""
+    grid = sweep_plan.grid
+    where = grid.present if indices is None or grid.present is None else grid.present[indices]
+    if where is None:
+        where = slice(None) if indices is None else np.asarray(indices, dtype=np.int64)
+    keys = np.ascontiguousarray(grid.keys[where]).view(f"S{KEY_DIGEST_BYTES}").reshape(-1)
+    return cell_ids(keys, np.full(keys.size, int(root_seed), dtype=np.int64))
 
 
 # --------------------------------------------------------------------------- grid versions
@@ -174,20 +168,15 @@ def plan_ids(sweep_plan: Any, indices: np.ndarray | None, root_seed: int) -> np.
 def grid_identity(sweep_plan: Any, root_seed: int) -> dict[str, Any]:
     """What a cell's id depends on besides its coordinates: ``context`` (sha256 of ``top_k``,
     ``spectrum``, the model version, the root seed) and ``models`` (canonical JSON of each
-    named spec). Equal identities (:func:`same_identity`) give equal ids at equal
-    coordinates, so an update carries rows over (:func:`carried_rows`). O(models)."""
-    from attnrmt.sweep.spec.identity import MODEL_VERSION, canonical_json
-
-    context = canonical_json(
-        {
-            "model_version": MODEL_VERSION,
-            "top_k": int(sweep_plan.top_k),
-            "spectrum": sweep_spectrum(sweep_plan),
-            "root_seed": int(root_seed),
-        }
-    )
+    named spec); equal identities give equal ids at equal coordinates. O(models)."""
+    context = {
+        "model_version": MODEL_VERSION,
+        "top_k": int(sweep_plan.top_k),
+        "spectrum": str(sweep_plan.spectrum),
+        "root_seed": int(root_seed),
+    }
     return {
-        "context": hashlib.sha256(context.encode()).hexdigest(),
+        "context": hashlib.sha256(canonical_json(context).encode()).hexdigest(),
         "models": {
             kind: {str(name): canonical_json(spec) for name, spec in specs.items()}
             for kind, specs in model_summary(sweep_plan).items()
@@ -195,7 +184,7 @@ def grid_identity(sweep_plan: Any, root_seed: int) -> dict[str, Any]:
     }
 
 
-def same_identity(old: Any, new: Mapping[str, Any]) -> bool:
+def _same_identity(old: Any, new: Mapping[str, Any]) -> bool:
     """Whether ids agree at equal coordinates: same context, and every model name both
     versions use has the same spec (names new to ``new`` have no old coordinates)."""
     if not isinstance(old, Mapping) or old.get("context") != new["context"]:
@@ -221,7 +210,7 @@ def renamed_models(old: Any, new: Mapping[str, Any]) -> bool:
     return False
 
 
-def coordinate_map(old: np.ndarray, new: np.ndarray) -> np.ndarray:
+def _coordinate_map(old: np.ndarray, new: np.ndarray) -> np.ndarray:
     """Index in ``old`` of each coordinate of ``new`` (``-1``: new). O(len(old) + len(new))."""
     where = {value: index for index, value in enumerate(old.tolist())}
     return np.array([where.get(value, -1) for value in new.tolist()], dtype=np.int64)
@@ -242,13 +231,13 @@ def carried_rows(
     if grid is None:
         return None
     attrs, old_rows = grid
-    if not same_identity(attrs.get("identity"), identity) or old_rows.size == 0:
+    if not _same_identity(attrs.get("identity"), identity) or old_rows.size == 0:
         return None
     old_coords = axis_coordinates(attrs["axes"])
     new_coords = axis_coordinates(sweep_plan.axes)
     if list(old_coords) != list(new_coords):  # an axis added or dropped (table)
         return None
-    maps = [coordinate_map(old_coords[axis], new_coords[axis]) for axis in new_coords]
+    maps = [_coordinate_map(old_coords[axis], new_coords[axis]) for axis in new_coords]
     replicates = np.arange(int(sweep_plan.replicates))
     maps.append(np.where(replicates < old_rows.shape[-1], replicates, -1))
     dense = old_rows[np.ix_(*(np.maximum(index, 0) for index in maps))]
@@ -277,7 +266,7 @@ def row_points(
     new_coords = axis_coordinates(sweep_plan.axes)
     if list(old_coords) != list(new_coords):  # an axis added or dropped: placed nowhere
         return np.full(n_rows, -1, dtype=np.int64)
-    maps = [coordinate_map(new_coords[axis], old_coords[axis]) for axis in new_coords]
+    maps = [_coordinate_map(new_coords[axis], old_coords[axis]) for axis in new_coords]
     old_replicates = np.arange(old_rows.shape[-1])
     maps.append(np.where(old_replicates < shape[-1], old_replicates, -1))
     flat = old_rows.reshape(-1)

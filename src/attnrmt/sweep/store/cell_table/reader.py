@@ -1,8 +1,6 @@
 """Reader of the stores (``docs/data-contract.md``, "cells.zarr", "Opening the results"):
-:func:`open_cells`, the lazy dense view of a cell table (one Dask chunk per setting with
-its whole snr curves; computing one reads O(1) chunks of each column, spectra padded in
-memory only), and :func:`open_results`. Values are bit-identical to an in-memory assembly
-of the same records."""
+:func:`open_cells`, the lazy dense view of a cell table (a Dask chunk reads O(1) chunks
+of each column; spectra padded in memory only), and :func:`open_results`."""
 
 from __future__ import annotations
 
@@ -11,7 +9,7 @@ import functools
 import json
 import os
 import warnings
-from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, cast
 
@@ -64,10 +62,9 @@ CELL_SCALARS = ("compute_seconds", "downstream_accuracy")
 
 
 @functools.lru_cache(maxsize=64)
-def _columns(store: str, version_id: str) -> dict[str, Any]:
-    """The columns of a table, opened from its root's consolidated metadata (cached per
-    version: the rows and values of a version never change, and a later version's
-    metadata, a superset, reads them the same)."""
+def version_arrays(store: str, version_id: str) -> dict[str, Any]:
+    """The columns of a table version from its root's consolidated metadata (cached: a
+    version's rows never change)."""
     import zarr
 
     group = zarr.open_group(store, mode="r", use_consolidated=True)
@@ -76,9 +73,7 @@ def _columns(store: str, version_id: str) -> dict[str, Any]:
 
 def _absent(name: str, size: int) -> np.ndarray:
     """What a row reads as in a column the table lacks (provenance: unknown; else NaN)."""
-    if name in PROVENANCE_FIELDS:
-        return np.full(size, PROVENANCE_ABSENT[name], dtype=np.int64)
-    return np.full(size, np.nan)
+    return np.full(size, PROVENANCE_ABSENT.get(name, np.nan))
 
 
 def _contiguous_runs(
@@ -100,12 +95,9 @@ def _contiguous_runs(
 
 
 def read_ragged(starts: Any, counts: Any, values: Any, width: int) -> np.ndarray:
-    """Rows of a CF contiguous ragged array, NaN-padded to ``width``: ``(n, width)``.
-
-    ``starts``/``counts``: each row's first sample and sample count; ``values``: the
-    sample array (Zarr). Reads one slice of ``values`` per run of nearby rows (gaps under
-    one chunk), so O(n x width) values and O(runs) reads.
-    """
+    """Rows (first sample ``starts``, ``counts`` samples) of the CF contiguous ragged Zarr
+    array ``values``, NaN-padded to ``(n, width)``: one slice read per run of nearby rows.
+    O(n x width) values, O(runs) reads."""
     starts = np.asarray(starts, dtype=np.int64)
     counts = np.asarray(counts, dtype=np.int64)
     out = np.full((starts.size, width), np.nan)
@@ -117,26 +109,12 @@ def read_ragged(starts: Any, counts: Any, values: Any, width: int) -> np.ndarray
     return out
 
 
-def hex_keys(key_bytes: Any) -> np.ndarray:
-    """Cell keys as hex strings (object array) from their ``(n, 32)`` uint8 rows."""
-    keys = np.empty(len(key_bytes), dtype=object)
-    keys[:] = [bytes(row).hex() for row in np.asarray(key_bytes, dtype=np.uint8)]
-    return keys
-
-
-def padded(values: Any, width: int) -> np.ndarray:
-    """``(n, m)`` values as ``(n, width)``: cut or NaN-padded on the right."""
-    out = np.full((len(values), width), np.nan)
-    out[:, : min(width, values.shape[1])] = values[:, :width]
-    return out
-
-
-def take_rows(
+def _take_rows(
     columns: Mapping[str, Any], rows: np.ndarray, field: str, kind: str, width: int
 ) -> np.ndarray:
     """Values of ``field`` at ``rows``, in that order: ``scalar`` ``(n,)``, ``topk``/``ragged``
-    ``(n, width)`` NaN-padded, ``key`` hex strings. Reads only the chunks holding the rows.
-    O(n x width)."""
+    ``(n, width)`` NaN-padded, ``key`` hex strings (object). Reads only the chunks holding
+    the rows. O(n x width)."""
     if kind == "ragged":
         names = ragged_names(field)
         if field not in columns:
@@ -154,35 +132,17 @@ def take_rows(
     array = columns[name]
     values = array.oindex[rows] if array.ndim == 1 else array.oindex[rows, :]
     if kind == "key":
-        return hex_keys(values)
+        keys = np.empty(len(values), dtype=object)
+        keys[:] = [bytes(row).hex() for row in np.asarray(values, dtype=np.uint8)]
+        return keys
     if kind == "scalar":
         return np.asarray(values)
-    return padded(values, width)
-
-
-def dense_block(
-    rows_block: np.ndarray,
-    kind: str,
-    width: int,
-    dtype: Any,
-    fill: Any,
-    take: Callable[[np.ndarray], np.ndarray],
-) -> np.ndarray:
-    """Dense block of one field for a block of the grid index (``-1``: absent -> ``fill``).
-
-    ``take(rows)`` returns the field's values at the present (``>= 0``) rows, in order
-    (a format's ``take_rows``). O(block x width).
-    """
-    tail = () if kind in ("scalar", "key") else (width,)
-    out = np.full((*rows_block.shape, *tail), fill, dtype=dtype)
-    flat_rows = rows_block.reshape(-1)
-    present = np.flatnonzero(flat_rows >= 0)
-    if present.size:
-        out.reshape(-1, *tail)[present] = take(flat_rows[present])
+    out = np.full((len(values), width), np.nan)
+    out[:, : min(width, values.shape[1])] = values[:, :width]
     return out
 
 
-def fill_block(
+def _fill_block(
     rows_block: np.ndarray,
     store: str,
     version_id: str,
@@ -192,43 +152,37 @@ def fill_block(
     dtype: Any,
     fill: Any,
 ) -> np.ndarray:
-    """Dense block of ``field`` for a block of the grid index of a format-3 table."""
-    columns = _columns(store, version_id)
-    return dense_block(
-        rows_block,
-        kind,
-        width,
-        dtype,
-        fill,
-        lambda rows: take_rows(columns, rows, field, kind, width),
-    )
+    """Dense block of ``field`` for a block of the grid index (``-1``: absent -> ``fill``).
+    O(block x width)."""
+    tail = () if kind in ("scalar", "key") else (width,)
+    out = np.full((*rows_block.shape, *tail), fill, dtype=dtype)
+    flat_rows = rows_block.reshape(-1)
+    present = np.flatnonzero(flat_rows >= 0)
+    if present.size:
+        columns = version_arrays(store, version_id)
+        out.reshape(-1, *tail)[present] = _take_rows(
+            columns, flat_rows[present], field, kind, width
+        )
+    return out
 
 
 def table_environments(path: str | os.PathLike[str]) -> dict[int, str]:
-    """``environment_id -> environment JSON`` of a sweep's table (its ``environments``
-    attribute; empty without a table). One small read."""
+    """``environment_id -> environment JSON`` of a sweep's table (empty without one)."""
     state = read_state(table_store(path))
-    if state is None:
-        return {}
-    return {
-        int(env): str(text)
-        for env, text in json.loads(str(state.attrs.get("environments", "{}"))).items()
-    }
+    return {} if state is None else state.environments
 
 
 def iter_current_rows(
     path: str | os.PathLike[str], names: Sequence[str], chunk_rows: int = ROW_CHUNK
 ) -> Iterator[dict[str, np.ndarray]]:
-    """The current rows of the published version of a sweep's table (a sweep directory or
-    its ``cells.zarr``), ``chunk_rows`` rows at a time: ``{name: values}`` of each
-    per-cell column ``name`` (its absent value where the table lacks it). Nothing without a
-    table. Memory O(chunk); time O(rows) over the columns named and
-    ``superseded_at_version``."""
+    """The current rows of a sweep's table (a sweep directory or its ``cells.zarr``),
+    ``chunk_rows`` at a time: ``{name: values}`` of the per-cell columns ``names`` (absent
+    values where the table lacks one). Memory O(chunk); time O(rows x columns)."""
     store = table_store(path)
     state = read_state(store)
     if state is None:
         return
-    columns = _columns(str(store), state.version_id)
+    columns = version_arrays(str(store), state.version_id)
     for lo in range(0, state.rows, chunk_rows):
         hi = min(lo + chunk_rows, state.rows)
         superseded = (
@@ -252,8 +206,8 @@ def iter_current_rows(
 
 
 def _dense_chunks(shape: tuple[int, ...], snr_axis: int, max_width: int) -> tuple[int, ...]:
-    """One chunk per point of the axes before ``snr`` (``d .. weights``, ``table``), whole
-    along the rest; ``snr`` (at ``snr_axis`` of ``shape``) split to stay under the budget."""
+    """One chunk per point of the axes before ``snr``, whole along the rest; ``snr`` split
+    to stay under :data:`DENSE_CHUNK_BYTES`."""
     n_snr, tail = shape[snr_axis], shape[snr_axis + 1 :]
     per_snr = max(1, int(np.prod(tail)) * max(1, max_width) * 8)
     snr_chunk = int(max(1, min(n_snr, DENSE_CHUNK_BYTES // per_snr)))
@@ -266,18 +220,19 @@ def _nanmean_last(block: np.ndarray) -> np.ndarray:
         return np.nanmean(block, axis=-1)
 
 
-def dense_view(
-    attrs: Mapping[str, Any],
-    rows: np.ndarray,
-    fill: Any,
-    fill_args: tuple[Any, ...],
-    extra_attrs: Mapping[str, Any],
-    per_setting: Collection[str] | None = None,
+def _open_cell_table(
+    store: str | os.PathLike[str], state: TableState, per_setting: Collection[str] | None = None
 ) -> Any:
-    """The lazy dense ``cells`` dataset of a grid version (``attrs``, grid-shaped ``rows``):
-    one Dask chunk per setting for the fields in ``per_setting`` (None: all), one chunk for
-    the others (read each column once), each computed by ``fill``. O(variables) to build."""
+    """The lazy dense ``cells`` dataset of one published version ``state`` of a table (or
+    its snapshot): one Dask chunk per setting for the fields in ``per_setting`` (None:
+    all), one chunk for the others (each column read once), each computed by
+    :func:`_fill_block`. O(grid points) for the index, O(variables) to build."""
     import dask.array as da
+    import zarr
+
+    grid = zarr.open_group(str(Path(store) / state.grid), mode="r")
+    attrs: dict[str, Any] = dict(grid.attrs)
+    rows = np.asarray(cast(Any, grid[ROW_ARRAY])[:])
 
     shape = tuple(int(n) for n in attrs["shape"])
     coords = axis_coordinates(attrs["axes"])
@@ -298,8 +253,9 @@ def dense_view(
         new_axis = [] if kind in ("scalar", "key") else [len(shape)]
         chunks = row_grid.chunks if not new_axis else (*row_grid.chunks, (width,))
         return row_grid.map_blocks(
-            fill,
-            *fill_args,
+            _fill_block,
+            str(Path(store)),
+            state.version_id,
             field,
             kind,
             width,
@@ -361,7 +317,13 @@ def dense_view(
             "replicates": replicates,
             "top_k": top_k,
             **CELLS_VIEW_NOTES,
-            **extra_attrs,
+            "store_format_version": STORE_FORMAT_VERSION,
+            "environments": str(state.attrs.get("environments", "{}")),
+            "spectrum_storage": (
+                "eigenvalues stored as a CF contiguous ragged array (any length per cell: "
+                "full or top spectra, any d); NaN-padded to the longest stored spectrum "
+                "only in this view"
+            ),
         },
     )
     if spikes:
@@ -374,47 +336,16 @@ def dense_view(
 
 def _spike_count(attrs: Mapping[str, Any]) -> int:
     """Length of the ``spike`` dimension of a K-class sweep's view (its ``classes``
-    attribute, :func:`attnrmt.sweep.store.grid.sweep_classes_attrs`); 0 otherwise."""
+    attribute); 0 otherwise."""
     classes = attrs["dataset_attrs"].get("classes")
     return int(json.loads(classes)["spikes"]) if classes else 0
 
 
-def open_cell_table(
-    store: str | os.PathLike[str],
-    state: TableState,
-    per_setting: Collection[str] | None = None,
-) -> Any:
-    """The lazy dense ``cells`` dataset of one published version (``state``) of a table
-    (``cell_table.zarr``, or a ``cells.zarr`` snapshot); ``per_setting`` as in
-    :func:`dense_view`. Reads the version's grid index."""
-    import zarr
-
-    grid = zarr.open_group(str(Path(store) / state.grid), mode="r")
-    attrs: dict[str, Any] = dict(grid.attrs)
-    rows = np.asarray(cast(Any, grid[ROW_ARRAY])[:])
-    return dense_view(
-        attrs,
-        rows,
-        fill_block,
-        (str(Path(store)), state.version_id),
-        {
-            "store_format_version": STORE_FORMAT_VERSION,
-            "environments": str(state.attrs.get("environments", "{}")),
-            "spectrum_storage": (
-                "eigenvalues stored as a CF contiguous ragged array (any length per cell: "
-                "full or top spectra, any d); NaN-padded to the longest stored spectrum "
-                "only in this view"
-            ),
-        },
-        per_setting,
-    )
-
-
 def open_cells(path: str | os.PathLike[str], per_setting: Collection[str] | None = None) -> Any:
-    """Open a sweep's cells lazily from a sweep directory (its table's newest version), its
-    ``cells.zarr`` or a table; ``per_setting``: the fields chunked one setting per Dask chunk
-    (None: all). A dense ``cells.zarr`` opens with :func:`xarray.open_zarr`; a format-2 table
-    is refused with the command that rebuilds it. O(grid points) for the index."""
+    """A sweep's cells, lazily, from a sweep directory (its table's newest version), its
+    ``cells.zarr`` or a table; ``per_setting``: the fields chunked one setting per Dask
+    chunk (None: all). A format-2 table is refused with the command that rebuilds it.
+    O(grid points)."""
     import xarray as xr
 
     location = Path(path)
@@ -426,7 +357,7 @@ def open_cells(path: str | os.PathLike[str], per_setting: Collection[str] | None
     for store in candidates:
         state = read_state(store)
         if state is not None:
-            return open_cell_table(store, state, per_setting)
+            return _open_cell_table(store, state, per_setting)
     sweep_dir = location.parent if location.name.endswith(".zarr") else location
     if (sweep_dir / LEGACY_TABLE_DIRNAME / LEGACY_MANIFEST_NAME).is_file():
         raise ValueError(
@@ -452,16 +383,9 @@ def open_results(run_dir: str | os.PathLike[str], squeeze: bool = False) -> Any:
     ``cells``, ``theory`` and, when present, ``analysis``, ascending numeric coordinates, the
     contract's ``long_name``, ``comment`` and ``units`` on every variable
     (``docs/data-contract.md``, "Opening the results"). ``squeeze`` drops every dimension
-    of length one (kept as a scalar coordinate).
-
-    Raises
-    ------
-    FileNotFoundError
-        ``run_dir`` does not exist.
-    ValueError
-        ``run_dir`` is a sweep directory or holds no sweep results.
-    attnrmt.sweep.store.integrity.DamagedStore
-        A store fails the quick check of its digest record (naming files and the cure)."""
+    of length one (kept as a scalar coordinate). Raises FileNotFoundError (no such
+    folder), ValueError (a sweep folder, or no results) and
+    :class:`~attnrmt.sweep.store.integrity.DamagedStore` (the quick check fails)."""
     import xarray as xr
 
     root = Path(run_dir)
@@ -507,14 +431,10 @@ def _squeezed(dataset: Any) -> Any:
 
 
 __all__ = [
-    "dense_block",
-    "dense_view",
-    "hex_keys",
     "iter_current_rows",
-    "open_cell_table",
     "open_cells",
     "open_results",
-    "padded",
     "read_ragged",
     "table_environments",
+    "version_arrays",
 ]

@@ -1,15 +1,11 @@
-"""Writer of the cell table (:mod:`attnrmt.sweep.store.cell_table.layout`): rule ``gather_cells``
-(``docs/data-contract.md``, "The cell table on disk"; ``docs/scaling.md``, "The result
-store at 10⁶ cells").
-
-An update, under the sweep's table lock (:func:`attnrmt.sweep.store.guard.table_lock`),
-with ``G`` grid points, ``n`` new cells in ``f`` new fragments: finds the table row of
-every plan cell (carried over by coordinates when the grid's identity is unchanged, else
-looked up by id: O(G log G)); reads the fragments not ingested yet in batches and
-appends their cells (O(f) reads, O(n + values)); marks the rows the plan no longer uses
-superseded; writes the new grid index and publishes (each array's ``zarr.json``, then
-the root's, atomically); links ``cells.zarr`` to it (O(files), no byte copied). Memory
-O(G) arrays plus one batch and one chunk per column; values copied bit for bit."""
+"""Writer of the cell table, rule ``gather_cells`` (``docs/data-contract.md``, "The cell
+table on disk"; ``docs/scaling.md``, "The result store at 10⁶ cells"). An update under
+the sweep's table lock, ``G`` grid points, ``n`` new cells in ``f`` new fragments: finds
+each plan cell's row (carried over by coordinates, else looked up by id: O(G log G)),
+appends the new fragments' cells in batches (O(f) reads, O(n + values)), marks rows the
+plan no longer uses superseded, writes the grid index and publishes (each array's
+``zarr.json``, then the root's), and hard-links ``cells.zarr`` to it. Memory O(G) plus
+one batch and one chunk per column; values copied bit for bit."""
 
 from __future__ import annotations
 
@@ -26,7 +22,6 @@ from typing import Any, cast
 import numpy as np
 
 from attnrmt.contract import ABSENT_INT, PROVENANCE_ABSENT, PROVENANCE_FIELDS, TOP_K_FIELDS
-from attnrmt.sweep.spec.identity import KEY_DIGEST_BYTES, cell_ids, key_bytes, root_seeds_of
 from attnrmt.sweep.store.atomic import (
     atomic_path,
     is_temporary,
@@ -60,22 +55,22 @@ from attnrmt.sweep.store.cell_table.layout import (
 from attnrmt.sweep.store.cell_table.lookup import (
     IdIndex,
     carried_rows,
+    cell_ids,
     grid_identity,
+    id_parts,
+    key_bytes,
     plan_grid,
     plan_ids,
     renamed_models,
+    root_seeds_of,
     row_points,
 )
-from attnrmt.sweep.store.fragments import (
-    FRAGMENT_SUFFIX,
-    fragment_paths,
-    read_fragment_arrays,
-    take_cells,
-)
+from attnrmt.sweep.store.cell_table.reader import version_arrays
+from attnrmt.sweep.store.fragments import fragment_paths, member, read_fragment_arrays, take_cells
 from attnrmt.sweep.store.grid import axis_coordinates, dataset_attrs, log_line
 from attnrmt.sweep.store.guard import copy_run_record, table_lock
 from attnrmt.sweep.store.integrity import write_digest
-from attnrmt.sweep.store.provenance import ENVIRONMENTS_MEMBER, absent_column, environments_of
+from attnrmt.sweep.store.provenance import ENVIRONMENTS_MEMBER, environments_of
 
 #: Members of a fragment that are not result fields.
 _FRAGMENT_META = ("format_version", "cell_key", "cell_seed", "computed", ENVIRONMENTS_MEMBER)
@@ -84,9 +79,8 @@ KEEP_OLD_GRIDS = 2
 #: Bytes of fragment members a :class:`TableWriter` holds before it turns them into
 #: columns (besides the rows of :data:`~attnrmt.sweep.store.cell_table.layout.ROW_CHUNK`).
 PENDING_BYTES = 8 * 2**20
-#: Fragments read before their cells are looked up together (:func:`take_batch`).
+#: Fragments read before their cells are looked up together.
 BATCH_FRAGMENTS = 256
-_ID_DTYPE = f"S{KEY_DIGEST_BYTES + 8}"
 
 
 # --------------------------------------------------------------------------- new rows
@@ -110,11 +104,10 @@ def _fill_of(name: str, dtype: np.dtype) -> Any:
 
 
 class TableWriter:
-    """Appends fragments' cells to a table as new rows (:class:`TableColumns`): scalars,
-    NaN-padded top-k fields, other arrays as CF ragged arrays, plus grid coordinates, ids,
-    provenance and ``superseded_at_version``. Fragments are held (O(1) each) and turned into
-    columns once they hold ``ROW_CHUNK`` rows or :data:`PENDING_BYTES` (:meth:`_flush`,
-    O(rows + values)). Memory: that much plus one chunk per column."""
+    """Appends fragments' cells as new rows: scalars, NaN-padded top-k fields, other arrays
+    as CF ragged arrays, grid coordinates, ids, provenance, ``superseded_at_version``.
+    Fragments are held until ``ROW_CHUNK`` rows or :data:`PENDING_BYTES`, then turned into
+    columns (O(rows + values)). Memory: that much plus one chunk per column."""
 
     def __init__(
         self,
@@ -146,8 +139,7 @@ class TableWriter:
         sample_dimension: str | None = None,
         length: int | None = None,
     ) -> None:
-        """Append ``values`` to column ``name``, created on first use (chunks of ``chunk``,
-        default :data:`~attnrmt.sweep.store.cell_table.layout.ROW_CHUNK` rows)."""
+        """Append ``values`` to column ``name``, created on first use."""
         values = np.asarray(values)
         if not self.columns.has(name):
             attrs = column_attrs(name)
@@ -201,33 +193,16 @@ class TableWriter:
         pending, self.pending = self.pending, []
         self.pending_rows = self.pending_bytes = 0
         members = [arrays for _, arrays, _ in pending]
-        counts = [int(ids.size) for ids, _, _ in pending]
-        keys = (
-            np.concatenate([ids for ids, _, _ in pending])
-            .view(np.uint8)
-            .reshape(-1, KEY_DIGEST_BYTES + 8)
-        )
+        keys, root_seeds = id_parts(np.concatenate([ids for ids, _, _ in pending]))
         points = np.concatenate([points for _, _, points in pending])
         index = np.unravel_index(points, self.shape)
         for axis, along in zip(self.coords, index, strict=False):
             self._add(axis, self.coords[axis][along])
         self._add("replicate", index[-1].astype(np.int64))
-        self._add(CELL_KEY, keys[:, :KEY_DIGEST_BYTES], dims=(CELL_DIM, KEY_DIM))
-        self._add(
-            ROOT_SEED, np.ascontiguousarray(keys[:, KEY_DIGEST_BYTES:]).view("<i8").reshape(-1)
-        )
+        self._add(CELL_KEY, keys, dims=(CELL_DIM, KEY_DIM))
+        self._add(ROOT_SEED, root_seeds)
         for name in PROVENANCE_FIELDS:  # old fragments: filled, so columns stay aligned
-            self._add(
-                name,
-                np.concatenate(
-                    [
-                        np.asarray(arrays[name], dtype=np.int64)
-                        if name in arrays
-                        else absent_column(name, count)
-                        for arrays, count in zip(members, counts, strict=True)
-                    ]
-                ),
-            )
+            self._add(name, np.concatenate([member(a, name) for a in members]).astype(np.int64))
         for name in _result_members(members):
             if not name.endswith("__values"):
                 self._add(name, np.concatenate([arrays[name] for arrays in members]))
@@ -264,9 +239,8 @@ class TableWriter:
 
 
 def _result_members(members: Sequence[Mapping[str, np.ndarray]]) -> list[str]:
-    """Names of the result members (scalars and ``__values``) the fragments share; a
-    fragment with other result fields than the first is an error (its columns would not
-    align)."""
+    """Names of the result members (scalars and ``__values``) the fragments share (other
+    result fields than the first's: an error, the columns would not align)."""
 
     def names(arrays: Mapping[str, np.ndarray]) -> list[str]:
         return [
@@ -291,8 +265,7 @@ def _joined_ragged(
     members: Sequence[Mapping[str, np.ndarray]], field: str
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(values, start, length)`` of a ragged field over several fragments: their
-    ``__values`` concatenated, each cell's start in that and its length. Two
-    concatenations and O(cells + values) vectorised work, whatever the fragments' count."""
+    ``__values`` concatenated, each cell's start in that and its length. O(cells + values)."""
     flats = [arrays[f"{field}__values"] for arrays in members]
     offsets = [arrays[f"{field}__offsets"] for arrays in members]
     sizes = np.array([flat.size for flat in flats], dtype=np.int64)
@@ -334,33 +307,16 @@ def _ragged_take(flat: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> n
 # --------------------------------------------------------------------------- the table
 
 
-def _array(store: Path, state: TableState, name: str) -> Any:
-    """Column ``name`` of the published version ``state`` (its consolidated metadata)."""
-    import zarr
-    from zarr.core.array import AsyncArray
-    from zarr.core.metadata import ArrayV3Metadata
-    from zarr.storage import LocalStore, StorePath
-
-    metadata = ArrayV3Metadata.from_dict(dict(state.arrays[name]))
-    return zarr.Array(AsyncArray(metadata, StorePath(LocalStore(store), name)))
-
-
 def read_table_ids(store: Path, state: TableState) -> np.ndarray:
     """``S40`` ids of every row of the published version, in row order. O(rows)."""
-    keys = np.ascontiguousarray(_array(store, state, CELL_KEY)[:])
-    return cell_ids(
-        keys.view(f"S{KEY_DIGEST_BYTES}").reshape(-1),
-        np.asarray(_array(store, state, ROOT_SEED)[:]),
-    )
+    arrays = version_arrays(str(store), state.version_id)
+    return cell_ids(arrays[CELL_KEY][:], arrays[ROOT_SEED][:])
 
 
 def read_table_ids_at(store: Path, state: TableState, rows: np.ndarray) -> np.ndarray:
     """``S40`` ids of the given rows (reads the chunks holding them). O(rows)."""
-    keys = np.ascontiguousarray(_array(store, state, CELL_KEY).oindex[rows, :])
-    return cell_ids(
-        keys.view(f"S{KEY_DIGEST_BYTES}").reshape(-1),
-        np.asarray(_array(store, state, ROOT_SEED).oindex[rows]),
-    )
+    arrays = version_arrays(str(store), state.version_id)
+    return cell_ids(arrays[CELL_KEY].oindex[rows, :], arrays[ROOT_SEED].oindex[rows])
 
 
 def read_grid(store: Path, state: TableState | None) -> tuple[dict[str, Any], np.ndarray] | None:
@@ -378,20 +334,18 @@ def read_grid(store: Path, state: TableState | None) -> tuple[dict[str, Any], np
     return attrs, rows
 
 
-def ingested_fragments(store: Path, state: TableState | None) -> set[str]:
-    """Names of fragments whose every cell is a current row of the published version."""
+def _ingested_and_superseded(store: Path, state: TableState | None) -> tuple[set[str], Any]:
+    """Of the published version: the fragments whose every cell is a current row, and
+    ``superseded_at_version`` of every row (int32). O(rows)."""
     if state is None:
-        return set()
+        return set(), np.zeros(0, dtype=np.int32)
+    ingested: set[str] = set()
     with contextlib.suppress(OSError, ValueError):
-        return set(json.loads((store / state.grid / INGESTED_NAME).read_text()))
-    return set()
-
-
-def _superseded_column(store: Path, state: TableState | None) -> np.ndarray:
-    """``superseded_at_version`` of every row of the published version. O(rows) int32."""
-    if state is None or SUPERSEDED not in state.arrays:
-        return np.full(state.rows if state else 0, NEVER_SUPERSEDED, dtype=np.int32)
-    return np.asarray(_array(store, state, SUPERSEDED)[:], dtype=np.int32)
+        ingested = set(json.loads((store / state.grid / INGESTED_NAME).read_text()))
+    if SUPERSEDED not in state.arrays:
+        return ingested, np.full(state.rows, NEVER_SUPERSEDED, dtype=np.int32)
+    column = version_arrays(str(store), state.version_id)[SUPERSEDED][:]
+    return ingested, np.asarray(column, dtype=np.int32)
 
 
 def _plan_rows(
@@ -405,10 +359,10 @@ def _plan_rows(
     root_seed: int,
     identity: Mapping[str, Any],
 ) -> tuple[np.ndarray, bool]:
-    """Current row of each plan cell placed at its grid point (``-1``: none), and whether
-    some plan cells have their id in the table at another grid point (a renamed model):
-    then every fragment is read again, since those cells must be stored at their new
-    coordinates. O(grid points), or O(rows) ids read when rows cannot be carried over."""
+    """Current row of each plan cell at its grid point (``-1``: none), and whether some
+    plan cells are in the table at another grid point (a renamed model: every fragment is
+    read again to store them at their new coordinates). O(grid points), or O(rows) ids
+    read when rows cannot be carried over."""
     if state is None or state.rows == 0:
         return np.full(positions.size, -1, dtype=np.int64), False
     carried = carried_rows(
@@ -441,23 +395,28 @@ def update_cell_table(
     fragment_files: Iterable[str | os.PathLike[str]],
     sweep_dir: str | os.PathLike[str],
     root_seed: int,
-    scan_all_fragments: bool = True,
     snapshot: str | os.PathLike[str] | None = None,
 ) -> dict[str, Any]:
-    """Append the plan's missing cells to ``<sweep_dir>/cell_table.zarr`` (``fragment_files``
-    first; with ``scan_all_fragments`` the sweep's other fragments when cells are still
-    missing), publish a new version and link ``snapshot`` (``cells.zarr``) to it; the
-    version's summary (:func:`receipt`). Cost: module docstring."""
+    """Append the plan's missing cells to ``<sweep_dir>/cell_table.zarr`` (from
+    ``fragment_files``, then the sweep's other fragments while cells are missing), publish
+    a new version and link ``snapshot`` (``cells.zarr``) to it; the version's summary
+    (``cells_present``, ``cells_total``, ``rows``, ``table_version``). Cost: module
+    docstring."""
     sweep = Path(sweep_dir)
     store = store_dir(sweep)
     with table_lock(sweep):
-        state = _update(sweep_plan, fragment_files, sweep, store, root_seed, scan_all_fragments)
+        state = _update(sweep_plan, fragment_files, sweep, store, root_seed)
         if snapshot is not None:
             link_snapshot(store, state, Path(snapshot))
             write_digest(snapshot)
             # a format-2 table (attnrmt 0.1), replaced by this one: readers refused it
             shutil.rmtree(sweep / LEGACY_TABLE_DIRNAME, ignore_errors=True)
-    return receipt(state)
+    return {
+        "table_version": state.version,
+        "rows": state.rows,
+        "cells_present": int(state.attrs["cells_present"]),
+        "cells_total": int(state.attrs["cells_total"]),
+    }
 
 
 def _update(
@@ -466,7 +425,6 @@ def _update(
     sweep: Path,
     store: Path,
     root_seed: int,
-    scan_all_fragments: bool,
 ) -> TableState:
     """:func:`update_cell_table` under the lock: the published state."""
     state = read_state(store)
@@ -476,7 +434,7 @@ def _update(
     positions, shape = plan_grid(sweep_plan)
     identity = grid_identity(sweep_plan, root_seed)
     version = (state.version if state else 0) + 1
-    superseded_at = _superseded_column(store, state)
+    ingested, superseded_at = _ingested_and_superseded(store, state)
     current = superseded_at >= version  # > the published version (dead writers' too)
     grid = read_grid(store, state)
     plan_rows, reread = _plan_rows(
@@ -489,20 +447,16 @@ def _update(
         plan_ids(sweep_plan, None if missing.size == positions.size else missing, root_seed)
     )
     new_row = np.full(missing.size, -1, dtype=np.int64)
-    previous = set() if reread else ingested_fragments(store, state)
+    previous = set() if reread else ingested
     done = set(previous)
     first_row = state.rows if state else 0
     columns = TableColumns(store, state.arrays if state else None)
     writer = TableWriter(
         columns, first_row, int(sweep_plan.top_k), axis_coordinates(sweep_plan.axes), shape
     )
-    wanted_points = positions[missing]
-    given = [Path(path) for path in fragment_files]
-    n_taken = ingest_fragments(given, True, done, wanted_index, new_row, wanted_points, writer)
-    if scan_all_fragments and n_taken < missing.size:
-        ingest_fragments(
-            fragment_paths(sweep), False, done, wanted_index, new_row, wanted_points, writer
-        )
+    args = (done, wanted_index, new_row, positions[missing], writer)
+    if ingest_fragments([Path(path) for path in fragment_files], True, *args) < missing.size:
+        ingest_fragments(fragment_paths(sweep), False, *args)  # cells still missing
     writer.close()
     plan_rows[missing] = np.where(new_row >= 0, new_row + first_row, -1)
     used = np.zeros(first_row, dtype=bool)
@@ -512,26 +466,13 @@ def _update(
     rows[positions] = plan_rows
     attrs = grid_attrs(sweep_plan, root_seed, rows, shape, identity)
     _mark_superseded(columns, superseded_at, version, superseded)
-    if (
-        state is not None
-        and writer.rows == 0
-        and not superseded.any()
-        and _same_grid(grid, rows, attrs)
-    ):
+    unchanged = grid is not None and grid[0] == attrs and np.array_equal(grid[1].ravel(), rows)
+    if state is not None and writer.rows == 0 and not superseded.any() and unchanged:
         return state  # nothing changed: readers keep the current version
     kept = previous if not superseded.any() else set()
-    ingested = sorted(kept | {name for name in writer.ingested})
+    environments = {**(state.environments if state else {}), **writer.environments}
     published = _publish(
-        store,
-        state,
-        columns,
-        version,
-        rows,
-        attrs,
-        ingested,
-        {**_environments(state), **writer.environments},
-        sweep_plan,
-        root_seed,
+        store, columns, version, rows, attrs, sorted(kept | set(writer.ingested)), environments
     )
     _collect_garbage(store, published)
     return published
@@ -540,9 +481,8 @@ def _update(
 def _mark_superseded(
     columns: TableColumns, superseded_at: np.ndarray, version: int, superseded: np.ndarray
 ) -> None:
-    """Set ``superseded_at_version`` of the ``superseded`` rows to ``version``, and back to
-    NEVER_SUPERSEDED where a writer killed before publishing had set it (a number above
-    the published version): only the chunks holding such rows are rewritten."""
+    """Set ``superseded_at_version`` of the ``superseded`` rows to ``version`` and back to
+    NEVER_SUPERSEDED where a killed writer set it; only the chunks holding them rewritten."""
     wanted = np.where(superseded_at >= version, NEVER_SUPERSEDED, superseded_at)
     wanted[superseded] = version
     changed = np.flatnonzero(wanted != superseded_at)
@@ -563,15 +503,6 @@ def _mark_superseded(
     columns.drain()
 
 
-def _environments(state: TableState | None) -> dict[int, str]:
-    if state is None:
-        return {}
-    return {
-        int(env): str(text)
-        for env, text in json.loads(str(state.attrs.get("environments", "{}"))).items()
-    }
-
-
 def grid_attrs(
     sweep_plan: Any,
     root_seed: int,
@@ -579,8 +510,7 @@ def grid_attrs(
     shape: tuple[int, ...],
     identity: Mapping[str, Any],
 ) -> dict[str, Any]:
-    """Attributes of a grid version: axes, sizes, identity and the dense view's
-    dataset attributes."""
+    """Attributes of a grid version: axes, sizes, identity, the view's dataset attributes."""
     return json.loads(
         json.dumps(
             {
@@ -601,70 +531,21 @@ def grid_attrs(
     )
 
 
-def _same_grid(
-    grid: tuple[dict[str, Any], np.ndarray] | None, rows: np.ndarray, attrs: Mapping[str, Any]
-) -> bool:
-    """Whether the published version already has this grid index and these attributes."""
-    if grid is None:
-        return False
-    old_attrs, old_rows = grid
-    return old_attrs == dict(attrs) and np.array_equal(old_rows.reshape(-1), rows)
-
-
-def table_attrs(
-    sweep_plan: Any,
-    root_seed: int,
-    attrs: Mapping[str, Any],
-    version: int,
-    version_id: str,
-    environments: Mapping[int, str],
-) -> dict[str, Any]:
-    """Root attributes of a version: CF global attributes, the sweep's, the bookkeeping."""
-    from attnrmt import __version__
-
-    sweep = {
-        key: value
-        for key, value in attrs["dataset_attrs"].items()
-        if key not in ("title", "Conventions")
-    }
-    return {
-        "Conventions": "CF-1.10",
-        "title": "attnrmt cell table: one row per stored cell",
-        "source": f"attnrmt {__version__}",
-        **sweep,
-        "replicates": int(sweep_plan.replicates),
-        "top_k": int(sweep_plan.top_k),
-        "environments": json.dumps(
-            {str(k): v for k, v in sorted(environments.items())}, sort_keys=True
-        ),
-        FORMAT_ATTR: STORE_FORMAT_VERSION,
-        "table_version": int(version),
-        "table_version_id": version_id,
-        "grid_index": f"{GRID_DIRNAME}/{version_id}",
-        "current_rows": "rows with superseded_at_version > table_version (each grid "
-        "point x replicate at most once)",
-        "dense_grid": "current.set_index(cell=["
-        + ", ".join(repr(name) for name in coordinate_names(sweep_plan.axes))
-        + "]).unstack('cell')",
-        "written": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-    }
-
-
 def _publish(
     store: Path,
-    state: TableState | None,
     columns: TableColumns,
     version: int,
     rows: np.ndarray,
     attrs: Mapping[str, Any],
     ingested: Sequence[str],
     environments: Mapping[int, str],
-    sweep_plan: Any,
-    root_seed: int,
 ) -> TableState:
     """Write the grid version (immutable, renamed into place), then publish the columns'
-    metadata and the root ``zarr.json``; the new state."""
+    metadata and the root ``zarr.json`` (CF global attributes, the sweep's, the
+    bookkeeping); the new state."""
     import zarr
+
+    from attnrmt import __version__
 
     version_id = f"{version:06d}-{time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:8]}"
     with atomic_path(store / GRID_DIRNAME / version_id) as tmp:
@@ -679,31 +560,38 @@ def _publish(
         )
         group.attrs.update(dict(attrs))
         (tmp / INGESTED_NAME).write_text(json.dumps(list(ingested)))
-    root = table_attrs(sweep_plan, root_seed, attrs, version, version_id, environments)
-    columns.publish(root)
+    sweep = attrs["dataset_attrs"]
+    coordinates = ", ".join(repr(name) for name in coordinate_names(attrs["axes"]))
+    columns.publish(
+        {
+            "Conventions": "CF-1.10",
+            "title": "attnrmt cell table: one row per stored cell",
+            "source": f"attnrmt {__version__}",
+            **{k: v for k, v in sweep.items() if k not in ("title", "Conventions")},
+            "replicates": int(attrs["replicates"]),
+            "top_k": int(attrs["top_k"]),
+            "environments": json.dumps(
+                {str(k): v for k, v in environments.items()}, sort_keys=True
+            ),
+            FORMAT_ATTR: STORE_FORMAT_VERSION,
+            "table_version": int(version),
+            "table_version_id": version_id,
+            "grid_index": f"{GRID_DIRNAME}/{version_id}",
+            "current_rows": "rows with superseded_at_version > table_version (each grid "
+            "point x replicate at most once)",
+            "dense_grid": f"current.set_index(cell=[{coordinates}]).unstack('cell')",
+            "written": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        }
+    )
     published = read_state(store)
     if published is None or published.version_id != version_id:
         raise RuntimeError(f"{store}: version {version_id} was not published")
     return published
 
 
-def receipt(state: TableState) -> dict[str, Any]:
-    """What a gather reports: the published version, its rows and cells."""
-    return {
-        "format_version": STORE_FORMAT_VERSION,
-        "table_version": state.version,
-        "version": state.version_id,
-        "grid": state.grid,
-        "rows": state.rows,
-        "cells_present": int(state.attrs["cells_present"]),
-        "cells_total": int(state.attrs["cells_total"]),
-        "written": state.attrs.get("written"),
-    }
-
-
 def _clear_unpublished(store: Path) -> None:
-    """Clear a table directory with no published version (what a writer killed before its
-    first publish left). A table of a newer format is an error (never overwritten)."""
+    """Clear a table directory with no published version (a writer killed before its
+    first publish); one of a newer format is an error (never overwritten)."""
     with contextlib.suppress(OSError, ValueError):
         newer = json.loads((store / "zarr.json").read_text()).get("attributes", {})
         if int(newer.get(FORMAT_ATTR, 0)) > STORE_FORMAT_VERSION:
@@ -738,10 +626,8 @@ def _link(source: Path, link: Path) -> None:
 
 
 def _remove_leftovers(store: Path, state: TableState | None) -> None:
-    """Remove what a killed writer left and no published version uses: temporaries
-    (ours and Zarr's ``*.partial``), columns the published metadata lacks, and grid
-    versions newer than the published one. O(entries of the store and of each column's
-    chunk directory)."""
+    """Remove what a killed writer left and no published version uses: temporaries (ours
+    and Zarr's ``*.partial``), unpublished columns and grid versions. O(entries)."""
     if not store.is_dir():
         return
     remove_stale_temporaries(store, recursive=False)
@@ -784,10 +670,9 @@ def take_batch(
     wanted_points: np.ndarray,
     writer: TableWriter,
 ) -> int:
-    """Append to ``writer`` the wanted cells of a batch of fragments ``(name, is_given,
-    arrays)``, each from its first occurrence; the number appended. ``new_row`` (row of each
-    wanted id among the new rows, -1: not found) is updated; given fragments are recorded
-    as ingested. O(batch cells x log wanted) vectorised."""
+    """Append to ``writer`` the wanted cells (first occurrences) of a batch of fragments
+    ``(name, is_given, arrays)``, updating ``new_row`` (row of each wanted id among the new
+    rows, -1: not found); the number appended. O(batch cells x log wanted)."""
     if not batch:
         return 0
     counts = np.array([arrays["cell_key"].size for _, _, arrays in batch], dtype=np.int64)
@@ -826,9 +711,8 @@ def ingest_fragments(
     wanted_points: np.ndarray,
     writer: TableWriter,
 ) -> int:
-    """Read the fragments ``paths`` not in ``done`` (added to it) in batches and append their
-    wanted cells (:func:`take_batch`), stopping once every wanted cell is found; the number
-    appended. O(fragments read) reads + O(their cells)."""
+    """Read the fragments ``paths`` not in ``done`` (added to it) in batches and append
+    their wanted cells until every wanted cell is found; the number appended. O(cells read)."""
     n_taken = int(np.count_nonzero(new_row >= 0))
     start = n_taken
     batch: list[tuple[str, bool, dict[str, np.ndarray]]] = []
@@ -884,9 +768,8 @@ def gather_cells(
 
 
 def store_finished_cells(run_plan: Any, results_dir: str | os.PathLike[str]) -> list[str]:
-    """The Snakefile's ``onerror``: store every sweep's finished cells in a table version, so
-    :func:`attnrmt.open_results` shows them; one line per sweep, problems reported in the
-    lines, never raised. O(fragments) reads."""
+    """The Snakefile's ``onerror``: store every sweep's finished cells in a table version
+    (:func:`attnrmt.open_results` shows them); one line per sweep, never raising. O(reads)."""
     lines = []
     for name, sweep_plan in run_plan.sweeps.items():
         sweep_dir = Path(results_dir) / name
@@ -904,11 +787,4 @@ def store_finished_cells(run_plan: Any, results_dir: str | os.PathLike[str]) -> 
     return lines
 
 
-__all__ = [
-    "FRAGMENT_SUFFIX",
-    "TableWriter",
-    "gather_cells",
-    "plan_ids",
-    "store_finished_cells",
-    "update_cell_table",
-]
+__all__ = ["TableWriter", "gather_cells", "store_finished_cells", "update_cell_table"]
