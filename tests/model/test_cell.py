@@ -546,11 +546,11 @@ def test_table_drawn_with_its_rough_copy_is_bit_identical(d: int, V: int, snr: f
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 def test_table_passes_in_either_orientation_are_the_plain_products(dtype: type) -> None:
-    """``table_pass`` / ``table_transpose_pass`` (row orientation in float64, column in
+    """``tall_times`` / ``tall_transpose_times`` (row orientation in float64, column in
     float32) give ``E X`` and ``E^T Y`` in ``E``'s precision, to its rounding: float64
     1e-12, float32 1e-5 relative to the largest entry (products of 50 terms of unit
     size; measured 0 and <= 2.1e-7 for this seed)."""
-    from attnrmt.model import cell as cell_module
+    from attnrmt.model._linalg import tall_times, tall_transpose_times
 
     rng = np.random.default_rng(3)
     embeddings = rng.standard_normal((70, 50)).astype(dtype)
@@ -558,9 +558,9 @@ def test_table_passes_in_either_orientation_are_the_plain_products(dtype: type) 
     exact_table = embeddings.astype(np.float64)
     assert_products_in_precision(
         (
-            (cell_module.table_pass(embeddings, block), exact_table @ block),
+            (tall_times(embeddings, block.astype(dtype)), exact_table @ block),
             (
-                cell_module.table_transpose_pass(embeddings, rows),
+                tall_transpose_times(embeddings, rows),
                 exact_table.T @ rows.astype(np.float64),
             ),
         ),

@@ -1,28 +1,9 @@
-"""The exact generative model and one simulation cell.
-
-The model is specified in docs/model.md ("The generative model", "Weights", "Pooling
-scalars", and "Spikes" for the population covariance given the table).
-
-Public interface (names fixed by docs/architecture.md):
-
-- :func:`simulate_cell` -> :class:`CellResult`, the one simulator: routes ``full`` /
-  ``top`` (``spectrum``), a whole snr curve from one decomposition (a sequence of
-  ``snr``; docs/model.md, "Curves: one decomposition per replicate") and K-class cells
-  (a ``{"kind": "classes", ...}`` positional spec; docs/model.md, "K classes")
-- positional models: :func:`validate_positional`, :func:`positional_correlation`,
-  :func:`sample_signs`
-- pooling weights: :func:`validate_weights`, :func:`pooling_weights`,
-  :func:`pooling_scalars`, :func:`harmonic_weights`, :func:`causal_limit_weights`,
-  :func:`optimal_weights`
-- table laws: :func:`validate_table`, :func:`table_moments`, :func:`table_no_theory`,
-  :data:`TABLE_KINDS`
-- extras: :func:`realised_sizes` (V, N from d, delta, gamma),
-  :func:`causal_attention_weights`, :func:`ridge_readout_accuracy`
-- K token classes (docs/model.md, "K classes"): :func:`class_mean_gram`,
-  :func:`validate_label_model`, :func:`label_pair_law`, :func:`sample_labels`,
-  :func:`signal_matrix`, :func:`optimal_class_weights`,
-  :func:`class_pooling_weights`, :func:`class_theory_inputs`
-"""
+"""The exact generative model and its one simulator (docs/model.md, "The generative model",
+"Weights", "Pooling scalars", "Spikes", "K classes"). The public names, fixed by
+docs/architecture.md ("The doors", ``attnrmt.model``), are listed in ``_EXPORTS``:
+:func:`simulate_cell` -> :class:`CellResult` (routes ``full`` / ``top``, an snr curve, K
+classes), the positional, weight, table and K-class label models and their laws, and
+the readout."""
 
 from attnrmt._lazy import lazy_door
 

@@ -85,20 +85,13 @@ def simulate_curve(
     spectrum: str,
     table: Mapping[str, Any] | str | None,
 ) -> list[CellResult]:
-    """The curve route of :func:`attnrmt.model.simulate_cell` (a sequence of ``snr``): the
-    cells of every ``snr`` with the same seed, from one decomposition (docs/model.md,
-    "Curves: one decomposition per replicate"; module docstring). Every field equals the
-    single cell's to rounding (full route) or to the cell's own stop bounds (top route,
-    population Krylov run; ``tests/model/test_curve.py``). ``causal_attention`` weights
-    have no shared decomposition: one cell per ``snr``, each with its own time; otherwise
-    ``compute_seconds`` is the curve's time over the number of ``snr`` values.
-
-    Cost (full route): one cell's products, one ``O(d^3)`` tridiagonalisation without
-    back-transformation, ``O(FAR_TERMS d^2)`` shared far-field terms, then
-    ``O(d (NEAR_POLES + FAR_TERMS))`` a secular step for each ``snr``. Top route: one
-    block Krylov run for the whole curve, ``O(m (V d + N T) + d m^2)``
-    (docs/scaling.md; ``bench_curve`` in benchmarks/results.md).
-    """
+    """The curve route of :func:`attnrmt.model.simulate_cell`: the cells of every ``snr`` with
+    the same seed from one decomposition (docs/model.md, "Curves: one decomposition per
+    replicate"), each field equal to the single cell's to rounding (full route) or to its
+    stop bounds (top route). ``causal_attention`` weights: one cell per ``snr``; otherwise
+    ``compute_seconds`` is the curve's time over the number of ``snr`` values. Full route:
+    one cell's products and ``O(d^3)`` reduction, then ``O(d (NEAR_POLES + FAR_TERMS))`` a
+    secular step per ``snr``; top route: one block Krylov run, ``O(m (V d + N T) + d m^2)``."""
     start_time = time.perf_counter()
     d, delta, gamma, T, _, centered, top_k, V, N = check_cell_arguments(
         d, delta, gamma, T, 0.0, centered, top_k
@@ -412,14 +405,10 @@ def _krylov_check(
     n_probes: int,
     overlaps: Callable[[np.ndarray, np.ndarray], np.ndarray],
 ) -> Callable[[np.ndarray, np.ndarray, np.ndarray, int], Any]:
-    """The stop test of a family's block Krylov run (:func:`family_lanczos_steps`): the
-    family projected on the basis, decomposed (:func:`eigenvalues_and_components`) and
-    solved for every member's ``n_values + 1`` largest Ritz pairs (:func:`family_top`,
-    with the rows of the last block as extra probes: the Ritz residuals); every member
-    must pass the cell's top-route stop rule (``_linalg.converged``: Kato-Temple for the
-    values, Davis-Kahan on the squared overlaps, ``overlaps(values, inner)`` (S, q, c)
-    the squared overlaps of the Ritz vectors). Returns (values (S, n_values), inner
-    (S, n_vectors, L)) or None."""
+    """The stop test of a family's block Krylov run (:func:`family_lanczos_steps`): every
+    member's ``n_values + 1`` largest Ritz pairs (:func:`family_top`, the last block's rows
+    as extra probes for the residuals) must pass the cell's top-route stop rule
+    (``_linalg.converged``). Returns (values (S, n_values), inner (S, n_vectors, L)) or None."""
     count = n_values + 1
 
     def check(
@@ -535,14 +524,10 @@ def _readouts(draws: Draws, pooled: np.ndarray | None, roots: np.ndarray) -> np.
 def _ridge_curve(
     pooled: np.ndarray, signal: np.ndarray, labels: np.ndarray, roots: np.ndarray
 ) -> np.ndarray:
-    """:func:`attnrmt.model.ridge_readout_accuracy` (default split and ridge) of the
-    features ``pooled + r signal e_1^T`` for every ``r``, sharing the work on the fixed
-    columns: with ``X = [x0(r), X1]`` (standardised on the training rows), the primal
-    system ``(X^T X + n lambda I) beta = X^T t`` is solved by block elimination against
-    the Cholesky factor of ``X1^T X1 + n lambda I`` and the dual one ``(X X^T + n lambda
-    I) alpha = t`` by Sherman-Morrison against that of ``X1 X1^T + n lambda I`` (the same
-    numbers as the readout's solve to rounding). O(N d^2 + d^3) once, O(N d + d^2) a
-    member."""
+    """:func:`attnrmt.model.ridge_readout_accuracy` of the features ``pooled + r signal e_1^T``
+    for every ``r``, the fixed columns' work shared (block elimination against the Cholesky
+    factor of the fixed part in the primal form, Sherman-Morrison in the dual; the
+    readout's numbers to rounding). O(N d^2 + d^3) once, O(N d + d^2) a member."""
     from attnrmt.model.readout import DEFAULT_RIDGE, DEFAULT_TRAIN_FRACTION
 
     n_total, n_features = pooled.shape

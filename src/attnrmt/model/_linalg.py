@@ -289,22 +289,14 @@ def block_lanczos_top(
     max_columns: int = _BLOCK_MAX_COLUMNS,
     directions: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray] | None:
-    """Largest eigenpairs of a symmetric operator by block Lanczos with full
-    reorthogonalisation (Golub & Van Loan, 4th ed., 10.3.6), or ``None`` when
-    ``max_columns`` (or ``n``) columns did not suffice.
-
-    ``apply``: ``X (n, b) -> A X``; ``start`` (n, b) with random components; ``rng``
-    replaces lost Krylov directions. Stop rule (every ``_BLOCK_CHECK_EVERY_COLUMNS``
-    columns, on the ``n_values + 1`` largest Ritz pairs, residual ``r_i = ||B_m y_i||``,
-    ``gap_i`` of :func:`_ritz_gaps`; :func:`converged`): every value
-    ``min(r_i, r_i^2 / gap_i) <= value_tol |theta_i|`` (Kato-Temple); every vector
-    ``a_i = r_i / gap_i <= vector_tol`` (Davis-Kahan), or, given unit ``directions``
-    (n, q), ``2 a_i max_j |v_i . d_j| + a_i^2 <= vector_tol`` on every squared overlap; or
-    ``r_i <= BLOCK_FLOOR_TOL |theta_1|`` (the rounding floor).
-
-    Returns (values descending (n_values,), unit vectors (n, n_vectors)). O(m (cost of A
-    on a vector) + n m^2) time for a basis of m columns, O(n m) memory.
-    """
+    """Largest eigenpairs of a symmetric operator ``apply`` (``X (n, b) -> A X``) by block
+    Lanczos with full reorthogonalisation (Golub & Van Loan, 4th ed., 10.3.6) from
+    ``start`` (n, b), or ``None`` when ``max_columns`` (or ``n``) columns did not suffice;
+    ``rng`` replaces lost Krylov directions. The stop rule (docs/model.md, "Top-k cells";
+    :func:`converged`) is checked every ``_BLOCK_CHECK_EVERY_COLUMNS`` columns on the
+    ``n_values + 1`` largest Ritz pairs, on the squared overlaps with ``directions`` when
+    given. Returns (values descending (n_values,), unit vectors (n, n_vectors)). O(m (cost
+    of A on a vector) + n m^2) time for m columns, O(n m) memory."""
     (found,) = run_lanczos_together(
         one_operator(apply),
         [
@@ -592,15 +584,11 @@ def warm_start_blocks(
     rng: np.random.Generator,
     max_columns: int = _BLOCK_MAX_COLUMNS,
 ) -> list[np.ndarray]:
-    """Start blocks for the exact iteration: block Lanczos in lockstep on cheap
-    approximations of the operators (``rough_apply_all``, e.g. float32 products), stopped
-    at the ``ROUGH_*`` tolerances (``n_values`` values, ``n_vectors`` vectors per
-    operator, as the exact iteration wants them); each returns its ``n_values +
-    REFINE_EXTRA_COLUMNS`` largest Ritz vectors (at most the start's width; the wanted ones
-    to ~3e-4 in angle, the next ones as a head start), which are the exact iteration's
-    (narrower) blocks, or its own start when it did not converge. Accuracy comes from the
-    exact iteration that follows, whose stop rule does not depend on the start.
-    O(m (cost of a rough product) + n m^2)."""
+    """Start blocks for the exact iteration (docs/model.md, "Top-k cells", step 1): block
+    Lanczos in lockstep on the cheap ``rough_apply_all`` stopped at the ``ROUGH_*``
+    tolerances, each run's ``n_values + REFINE_EXTRA_COLUMNS`` largest Ritz vectors (at most
+    the start's width), or its own start when it did not converge. O(m (cost of a rough
+    product) + n m^2)."""
     widths = [
         min(start.shape[1], values + REFINE_EXTRA_COLUMNS)
         for start, values in zip(starts, n_values, strict=True)
@@ -639,21 +627,14 @@ def shared_operator_top_eigenpairs(
     directions: list[np.ndarray | None] | None = None,
     rough_apply_all: Callable[[list[np.ndarray | None]], list[np.ndarray | None]] | None = None,
 ) -> list[tuple[np.ndarray, np.ndarray]]:
-    """Top eigenpairs of several symmetric operators applied together (``apply_all``, as
-    in :func:`run_lanczos_together`): block Lanczos in lockstep, or
-    :func:`dense_top_eigenpairs` for ``n <= DENSE_TOP_MAX_N`` or an operator whose Lanczos
-    stopped short. Returns ``[(values descending, unit vectors (n, n_vectors)), ...]``.
-    ``directions[i]`` (n, q) unit columns, when given, makes operator ``i``'s vectors
-    converge in their squared overlaps with those directions (to ``BLOCK_OVERLAP_TOL``)
-    rather than in angle (:func:`converged`).
-
-    ``rough_apply_all``, when given, is a cheaper approximation of ``apply_all`` (float32
-    passes): a first block Lanczos on it gives the start blocks (:func:`warm_start_blocks`),
-    after which the exact iteration runs on blocks of ``n_values + REFINE_EXTRA_COLUMNS``
-    columns for its last rounds; its stop rule, hence the accuracy, is unchanged
-    (docs/scaling.md, "The eigensolvers, measured"). O(rounds x cost of ``apply_all`` +
-    n m^2) time for m basis columns.
-    """
+    """Top eigenpairs of several symmetric operators applied together (``apply_all``, as in
+    :func:`run_lanczos_together`): block Lanczos in lockstep, or
+    :func:`dense_top_eigenpairs` for ``n <= DENSE_TOP_MAX_N`` or a run that stopped short;
+    ``directions[i]`` makes operator ``i`` converge in its squared overlaps with them
+    (:func:`converged`); ``rough_apply_all`` (float32 passes) gives the start blocks
+    (:func:`warm_start_blocks`; docs/model.md, "Top-k cells"). Returns ``[(values
+    descending, unit vectors (n, n_vectors)), ...]``. O(rounds x cost of ``apply_all`` + n
+    m^2) time for m basis columns."""
     n = starts[0].shape[0]
 
     def alone(index: int) -> Callable[[np.ndarray], np.ndarray]:
@@ -747,24 +728,11 @@ def deflate_family(
     poles: np.ndarray, components: np.ndarray, s_values: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
     """Deflation of a family ``diag(poles) + z(s) z(s)^T``, ``z(s) = components[:, 0] + s
-    components[:, 1]``, that holds for every ``s`` in ``s_values`` (docs/model.md,
-    "Curves: one decomposition per replicate", deflation rules).
-
-    1. Coincident poles (Bunch, Nielsen and Sorensen 1978; LAPACK ``dlaed2``): a run of
-       consecutive poles with gaps ``<= 8 eps max|lambda|`` spans an eigenspace (to that
-       tolerance) in which only the span of the two columns ``z0``, ``z1`` is seen by the
-       update: an orthogonal transform of the run's rows (Householder QR of its ``(c, 2)``
-       block of ``z0, z1``) leaves at most two nonzero rows, the other ``c - 2`` poles are
-       eigenvalues of every member. All columns of ``components`` (the probe components
-       too) are transformed alike, so the eigenbasis stays consistent.
-    2. Negligible weights: pole ``i`` with ``|z_i(s)| |z(s)| <= 8 eps max(max|lambda|,
-       |z(s)|^2)`` for every ``s`` is an eigenvalue of every member, with eigenvector
-       ``e_i``.
-
-    ``poles`` ascending (n,), ``components`` (n, 2 + L). Returns (the transformed
-    components (a copy), the mask of poles that stay in the secular equation). O(n (2 +
-    L) + S n) time.
-    """
+    components[:, 1]``, for every ``s`` in ``s_values`` (docs/model.md, "Curves: one
+    decomposition per replicate", deflation rules 1, coincident poles, and 2, negligible
+    weights; every column of ``components``, probes too, transformed alike). ``poles``
+    ascending (n,), ``components`` (n, 2 + L). Returns (the transformed components (a
+    copy), the mask of poles that stay in the secular equation). O(n (2 + L) + S n)."""
     components = np.array(components, dtype=np.float64, copy=True)
     n = poles.size
     pole_scale = float(np.abs(poles).max(initial=0.0))
@@ -845,28 +813,16 @@ class _SecularEvaluator:
 def _secular_iterate(
     width: np.ndarray, top: np.ndarray, evaluate: _SecularEvaluator
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Roots of secular equations, one per pair, each in its interval ``(lambda_j,
-    lambda_j + width)`` (the pole ``lambda_{j+1}`` at its upper end unless ``top``), with
-    ``evaluate`` a :class:`_SecularEvaluator` of the same pairs.
-
-    Method (as LAPACK ``dlaed4``): one evaluation at the midpoint picks the origin (the
-    pole of the half holding the root) and gives the fixed-weight initial guess; then
-    middle-way steps (:func:`_secular_step`, quadratic convergence: about four steps from
-    the initial guess to the rounding floor), safeguarded by a bracket updated from the
-    sign of ``f``, with the origin term solved against the rest of ``f`` (frozen) for the
-    offset when the model's steps leave the bracket (they are corrections ``tau + eta``,
-    which cancel for a root far closer to its pole than ``eps |tau|``), and bisection
-    whenever no candidate falls inside it or two steps did
-    not reduce ``|f|`` four-fold (so the bracket halves at least every third step); stop
-    when ``|f| <= bound`` or the bracket is at the rounding floor ``4 eps |tau|`` of the
-    offset (exact, so a root ``1e-20`` above its pole still has the offset, hence the
-    eigenvector, right to rounding; ``4 eps |mu|`` when the origin pole has no weight,
-    whose interval may have its root at the pole itself). Raises LinAlgError if a root is
-    not converged within ``_SECULAR_MAX_STEPS`` (unreachable: the bisection bound). O(steps
-    x cost of
-    ``evaluate``). Returns (upper (bool), tau) per pair; the root is ``lambda_origin +
-    tau``.
-    """
+    """Roots of secular equations, one per pair, each in its interval ``(lambda_j, lambda_j +
+    width)`` (the pole ``lambda_{j+1}`` at its upper end unless ``top``), ``evaluate`` a
+    :class:`_SecularEvaluator` of the same pairs: as LAPACK ``dlaed4`` (docs/model.md,
+    "Curves: one decomposition per replicate"), middle-way steps (:func:`_secular_step`)
+    safeguarded by a bracket, the origin term solved against the frozen rest of ``f`` when
+    steps leave it, bisection when no candidate falls inside or ``|f|`` did not fall
+    four-fold in two steps; stops at ``|f| <= bound`` or the bracket's rounding floor
+    ``4 eps |tau|`` (``4 eps |mu|`` for a weightless origin pole). LinAlgError beyond
+    ``_SECULAR_MAX_STEPS`` (unreachable: the bisection bound). Returns (upper (bool), tau)
+    per pair, the root ``lambda_origin + tau``. O(steps x cost of ``evaluate``)."""
     n_pairs = width.size
     half = 0.5 * width
     upper = np.zeros(n_pairs, dtype=bool)
@@ -1192,18 +1148,12 @@ def _root_pairs(
 def family_spectra(
     poles: np.ndarray, components: np.ndarray, s_values: np.ndarray, active: np.ndarray
 ) -> np.ndarray:
-    """All eigenvalues (ascending) of every member ``diag(poles) + z(s) z(s)^T`` of a
-    deflated family (:func:`deflate_family`), (S, n).
-
-    The deflated poles are eigenvalues of every member; the active ones give one secular
-    equation per member, a root per interval (:func:`_secular_iterate`). For ``n > 4
-    NEAR_POLES``, intervals whose far-field ratio is at most ``FAR_RATIO`` share Taylor
-    coefficients of their far poles (:func:`_far_field_moments`, O(FAR_TERMS n^2) once,
-    cheaper than one member's direct sums already) and iterate on ``2 NEAR_POLES`` poles
-    (O(S n (NEAR_POLES + FAR_TERMS)) a step); the others (~2% of a bulk spectrum's
-    intervals, the top one, and every interval of a smaller family) sum over every pole
-    (O(n) a root and step).
-    """
+    """All eigenvalues (S, n) ascending of every member ``diag(poles) + z(s) z(s)^T`` of a
+    deflated family: the deflated poles, and one secular root per active interval
+    (:func:`_secular_iterate`); for ``n > 4 NEAR_POLES`` the intervals whose far-field ratio
+    is at most ``FAR_RATIO`` share the Taylor coefficients of their far poles
+    (:func:`_far_field_moments`, O(FAR_TERMS n^2) once) and iterate on ``2 NEAR_POLES``
+    poles (O(S n (NEAR_POLES + FAR_TERMS)) a step), the others on every pole (O(n))."""
     poles_active = poles[active]
     n, members = poles_active.size, s_values.size
     fixed = poles[~active]
@@ -1260,16 +1210,11 @@ def family_top(
     active: np.ndarray,
     count: int,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """The ``count`` largest eigenvalues of every member of a deflated family
-    (:func:`deflate_family`) and the inner products of their unit eigenvectors with the
-    probe columns ``components[:, 2:]`` (all in the family's eigenbasis).
-
-    A root ``mu`` (origin pole ``o``, offset ``tau``) has the eigenvector ``z(s) / (lambda -
-    mu)`` with ``lambda_i - mu = (lambda_i - lambda_o) - tau`` (accurate next to a pole); a
-    root at a coincident pair of poles ``j, j+1`` has ``(z_{j+1} e_j - z_j e_{j+1})`` (the
-    rotation that deflates the pair); a deflated pole ``i`` has ``e_i``. Returns (values
-    (S, count) descending, inner products (S, count, L)). O(S count n (1 + L)).
-    """
+    """The ``count`` largest eigenvalues (S, count) descending of every member of a deflated
+    family and the inner products (S, count, L) of their unit eigenvectors with the probe
+    columns ``components[:, 2:]`` (eigenvectors as in docs/model.md, "Curves: one
+    decomposition per replicate": ``z(s) / (lambda - mu)``, the deflating rotation of a
+    coincident pair, ``e_i`` of a deflated pole). O(S count n (1 + L))."""
     members, probes = s_values.size, components.shape[1] - 2
     poles_active, rows_active = poles[active], components[active]
     n = poles_active.size

@@ -65,40 +65,10 @@ from attnrmt.model.weights import (
 
 @dataclass(frozen=True, eq=False)
 class CellResult:
-    """Measurements of one cell (field names fixed by docs/architecture.md).
-
-    Attributes
-    ----------
-    eigenvalues : ndarray (d,)
-        All eigenvalues of ``S``, ascending (as computed; rounding can leave zero
-        eigenvalues slightly negative).
-    top_eigenvalues : ndarray (k,)
-        The ``k = top_k`` largest, descending.
-    overlap_signal, overlap_class_mean, overlap_table_mean : ndarray (k,)
-        Squared overlaps of the top-k unit eigenvectors of ``S`` with ``u = mu/||mu||``,
-        with ``Dlt/||Dlt||`` and with ``mbar/||mbar||``; each in [0, 1].
-    pop_top_eigenvalues, pop_overlap_signal : ndarray (k,)
-        The same (eigenvalues, overlap with ``u``) for the population matrix (module
-        docstring).
-    alpha, kappa, sigma : float
-        ``w^T R w``, ``||w||^2``, ``sum(w)`` of ``effective_weights``
-        (docs/model.md, "Pooling scalars").
-    V, N : int
-        Realised vocabulary size and number of samples.
-    effective_weights : ndarray (T,)
-        The weights used; for ``causal_attention`` the mean over sequences of the measured
-        per-sequence effective weights.
-    downstream_accuracy : float
-        Test accuracy of the ridge readout of ``y`` (``label`` models), NaN otherwise.
-    compute_seconds : float
-        Wall time of the cell.
-    spike_strength_table, ..., spike_pop_overlap_signal : ndarray (r,) or None
-        K-class cells only (:data:`attnrmt.contract.SPIKE_FIELDS`; the fields above then
-        have their K-class meaning, :func:`attnrmt.model.classes.simulate_classes`).
-    classes : dict or None
-        K-class cells only: ``K``, the (k, r) spike-overlap tables, the subspace overlaps,
-        ``class_mean_gram`` and ``signal_matrix``.
-    """
+    """Measurements of one cell; the fields and their meaning: docs/architecture.md, "The
+    doors" (``attnrmt.model``). ``eigenvalues`` ascending, ``top_*`` descending, overlaps
+    squared, in [0, 1]; the ``spike_*`` fields (:data:`attnrmt.contract.SPIKE_FIELDS`) and
+    ``classes`` only for K-class cells (:func:`attnrmt.model.classes.simulate_classes`)."""
 
     eigenvalues: np.ndarray
     top_eigenvalues: np.ndarray
@@ -124,17 +94,13 @@ class CellResult:
     classes: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        """The stored record (docs/data-contract.md): fields but ``classes``, and the
-        ``spike_*`` fields only for K-class cells; arrays as (read-only) float64 ndarrays,
-        scalars as Python ``float``/``int``."""
+        """The stored record (docs/data-contract.md): the fields but ``classes`` and absent
+        ``spike_*``; arrays read-only float64, scalars ``float``/``int``."""
         return {
             field.name: getattr(self, field.name)
             for field in fields(self)
             if field.name != "classes" and getattr(self, field.name) is not None
         }
-
-
-# --------------------------------------------------------------------------- validation
 
 
 # ------------------------------------------------------------------------------ pooling
@@ -173,15 +139,10 @@ def _incidence_product(incidence: scipy.sparse.csr_array, embeddings: np.ndarray
 
 
 def pool(tokens: np.ndarray, token_weights: np.ndarray, embeddings: np.ndarray) -> np.ndarray:
-    """Pooled vectors as rows, ``c_n = sum_t w_{n,t} e_{v_{n,t}}`` (docs/model.md, "Tokens,
-    pooling and S"), (N, d).
-
-    One sparse token-incidence product (:func:`token_incidence`), column-blocked for a
-    large table (:func:`_incidence_product`); with several helper threads
-    (:func:`attnrmt.model.table.helper_threads`) the rows are split into one block per
-    thread. Each row is an independent sum, so the result does not depend on the split.
-    O(N T d) time, O(N d) memory.
-    """
+    """Pooled vectors as rows, ``c_n = sum_t w_{n,t} e_{v_{n,t}}`` (N, d) (docs/model.md,
+    "Tokens, pooling and S"): one sparse product (:func:`token_incidence`), the rows split
+    among the helper threads (each row an independent sum: the split changes nothing).
+    O(N T d) time, O(N d) memory."""
     n_sequences, V = tokens.shape[0], embeddings.shape[0]
     threads = helper_threads() if n_sequences >= 256 else 1
     if threads == 1:
@@ -208,11 +169,9 @@ def population_rank_one_terms(
     sigma: float,
     centered: bool,
 ) -> tuple[tuple[float, np.ndarray], ...]:
-    """The rank-one part of the population matrix (module docstring; ``docs/model.md``,
-    "Population covariance given the table"): ``((coefficient, vector), ...)`` such that
-    the matrix is
-    ``(kappa/V) E E^T + sum coefficient vector vector^T``, i.e.
-    ``(sigma^2 [uncentred] - kappa) mbar mbar^T + (alpha - kappa) Dlt Dlt^T``."""
+    """``((coefficient, vector), ...)`` of the population matrix ``(kappa/V) E E^T + sum c v
+    v^T``: ``(sigma^2 [uncentred] - kappa) mbar mbar^T + (alpha - kappa) Dlt Dlt^T``
+    (docs/model.md, "Population covariance given the table"). O(1)."""
     return (
         (-kappa + (0.0 if centered else sigma**2), table_mean),
         (alpha - kappa, class_mean_difference),
@@ -222,29 +181,15 @@ def population_rank_one_terms(
 def population_matrix(
     table_gram: np.ndarray, terms: Sequence[tuple[float, np.ndarray]]
 ) -> np.ndarray:
-    """Population version of ``S`` given the table (docs/model.md, "Population covariance
-    given the table") on the lower triangle: ``table_gram`` (the lower triangle of
-    ``(kappa/V) E E^T``, Fortran order) plus the rank-one ``terms`` of
-    :func:`population_rank_one_terms`, updated in place and returned. O(d^2) a term."""
+    """The population matrix on the lower triangle: ``table_gram`` (``(kappa/V) E E^T``) plus
+    the rank-one ``terms``, in place (docs/model.md, "Population covariance given the
+    table"). O(d^2) a term."""
     for coefficient, vector in terms:
         add_rank_one(table_gram, coefficient, vector)
     return table_gram
 
 
 Blocks = list[np.ndarray | None]
-
-
-def table_pass(embeddings: np.ndarray, block: np.ndarray) -> np.ndarray:
-    """``E X`` (V, b) for the table ``E`` (V, d) and a block ``X`` (d, b), in the faster
-    orientation for ``E``'s precision (:func:`attnrmt.model._linalg.tall_times`); ``X`` is
-    cast to it. O(V d b), one pass over ``E``."""
-    return tall_times(embeddings, block.astype(embeddings.dtype, copy=False))
-
-
-def table_transpose_pass(embeddings: np.ndarray, block: np.ndarray) -> np.ndarray:
-    """``E^T Y`` (d, b) for the table ``E`` (V, d) and a block ``Y`` (V, b) of its
-    precision, in the faster orientation (see :func:`table_pass`). O(V d b)."""
-    return tall_transpose_times(embeddings, block)
 
 
 def table_operators(
@@ -255,17 +200,12 @@ def table_operators(
     kappa: float,
     pass_table: np.ndarray | None = None,
 ) -> Callable[[Blocks], Blocks]:
-    """``[X_S, X_P] -> [S X_S, P X_P]`` without forming ``S`` or ``P`` (either may be None).
-
-    ``S = C^T C / N - [centred] cbar cbar^T`` with ``C = W E`` (``W`` the token incidence,
-    :func:`token_incidence`) and ``P = (kappa/V) E^T E +`` the rank-one terms
-    (:func:`population_rank_one_terms`): one pass ``E [X_S, X_P]``, the sparse ``W^T W / N``
-    and ``kappa / V``, one pass of ``E^T`` (:func:`table_pass`, :func:`table_transpose_pass`),
-    so a round costs two passes over ``E`` (O(V d b)) for both matrices; memory ``E`` and
-    O(V b). ``pass_table`` (a float32 copy of ``E``), when given, is what the passes read:
-    the approximate operators of the top route's warm start (products to ~4e-7 relative;
-    the rank-one terms and results stay float64).
-    """
+    """``[X_S, X_P] -> [S X_S, P X_P]`` without forming ``S`` or ``P`` (either may be None):
+    ``S = C^T C / N - [centred] cbar cbar^T`` with ``C = W E`` (:func:`token_incidence`), ``P``
+    the population matrix; one pass of ``E`` and one of ``E^T`` for both (docs/model.md,
+    "Top-k cells"). ``pass_table`` (a float32 copy of ``E``) is what the passes read for the
+    top route's warm start (rank-one terms and results float64). O(V d b) time, O(V b)
+    memory besides ``E``."""
     n_samples, V = incidence.shape
     transposed = incidence.T.tocsr()
     sample_terms = [(-1.0, (incidence.sum(axis=0) @ embeddings) / n_samples)] if centered else []
@@ -278,7 +218,9 @@ def table_operators(
     def apply_all(blocks: Blocks) -> Blocks:
         present = [block for block in blocks if block is not None]
         # (V, sum of widths); in the pass precision (no copy for float64)
-        table_products = table_pass(embeddings, np.hstack(present))
+        table_products = tall_times(
+            embeddings, np.hstack(present).astype(embeddings.dtype, copy=False)
+        )
         column, mixed = 0, []
         for index, block in enumerate(blocks):
             if block is None:
@@ -289,7 +231,7 @@ def table_operators(
                 mixed.append(transposed @ (incidence @ part) / n_samples)
             else:
                 mixed.append(part * population_scale)
-        products = table_transpose_pass(embeddings, np.hstack(mixed))
+        products = tall_transpose_times(embeddings, np.hstack(mixed))
         results: Blocks = []
         column = 0
         for index, block in enumerate(blocks):
@@ -314,8 +256,7 @@ def squared_overlaps(vectors: np.ndarray, direction: np.ndarray) -> np.ndarray:
 
 
 def unit_columns(*directions: np.ndarray) -> np.ndarray:
-    """The nonzero ``directions`` normalised, as the columns of a (d, q) array (the
-    directions whose squared overlaps :func:`squared_overlaps` measures)."""
+    """The nonzero ``directions`` normalised, as the columns of a (d, q) array."""
     norms = [np.sqrt(np.sum(direction**2)) for direction in directions]
     columns = [
         direction / norm for direction, norm in zip(directions, norms, strict=True) if norm > 0
@@ -374,61 +315,27 @@ def simulate_cell(
     spectrum: str = "full",
     table: Mapping[str, Any] | str | None = None,
 ) -> CellResult | list[CellResult]:
-    """Simulate one cell of the generative model (docs/model.md, "The generative model") and measure
-    it (docs/model.md, "Tokens, pooling and S", "Spikes").
+    """Simulate one cell of the generative model and measure it (docs/model.md, "The
+    generative model", "Tokens, pooling and S", "Spikes"); the arguments and routes:
+    docs/architecture.md, "The doors".
 
-    Parameters
-    ----------
-    d : int >= 2
-        Dimension.
-    delta, gamma : float > 0
-        ``d/V`` and ``d/N``; realised ``V = 2 round(d/(2 delta))``, ``N = round(d/gamma)``
-        (both must be >= 2).
-    T : int >= 1
-        Sequence length.
-    positional : dict or str
-        Sign model (:func:`attnrmt.model.validate_positional`), or a K-class spec
-        ``{"kind": "classes", "K", "means", "labels"}`` (docs/model.md, "K-class cell";
-        :func:`attnrmt.model.classes.simulate_classes`, full route only).
-    weights : str or dict
-        Pooling weights (:func:`attnrmt.model.validate_weights`).
-    snr : float in [0, MAX_SNR], or a sequence of them
-        ``||mu||^2``. A sequence gives the list of the cells of every ``snr`` with the
-        same seed, from one decomposition (docs/model.md, "Curves: one decomposition per
-        replicate"; :func:`attnrmt.model._curve.simulate_curve`).
-    centered : bool
-        Centre the pooled vectors before forming ``S``.
-    top_k : int in [1, d], optional
-        Number of top eigenpairs measured; None: ``min(K + 1, d)`` (K = 2 for sign models).
-    seed : int or sequence of int (non-negative)
-        Entropy of a :class:`numpy.random.SeedSequence` (what ``numpy.random.default_rng``
-        takes). Independent child streams draw the table, the signs, the tokens and the
-        Lanczos start vector, so two cells with the same seed share their table and
-        tokens whatever their weights (common random numbers), and whatever their
-        ``spectrum``.
-    spectrum : {"full", "top"}
-        ``"full"``: form ``S`` and the population matrix, all ``d`` eigenvalues of ``S``
-        (O(d^3) time, O(d^2) memory). ``"top"``: matrix-free block Lanczos, no d x d
-        matrix; ``eigenvalues`` then holds the ``min(2 top_k, d)`` largest eigenvalues,
-        ascending, and all other fields are the same as the full route's to 1e-10 relative
-        (eigenvalues) and 5e-7 (overlaps) (O((V d + N T) m) time for m Krylov vectors,
-        O(V d) memory).
-    table : str or dict, optional
-        Law of the table's noise entries (:func:`attnrmt.model.validate_table`;
-        docs/model.md, "Table laws"). None or ``"gaussian"``: ``z_v ~ N(0, I_d)``, the
-        same numbers as without the argument. The other laws transform the same normals
-        (and draw their auxiliary numbers from the table's stream), so the signs, tokens
-        and solver stream are those of the Gaussian cell of the same seed.
+    ``d`` >= 2; ``delta = d/V``, ``gamma = d/N`` (realised ``V = 2 round(d/(2 delta))``,
+    ``N = round(d/gamma)``, both >= 2); ``T`` >= 1; ``positional`` a sign model
+    (:func:`attnrmt.model.validate_positional`) or a K-class spec (full route only);
+    ``weights`` (:func:`attnrmt.model.validate_weights`); ``snr`` in [0, MAX_SNR] or a
+    sequence of them (a curve from one decomposition, :mod:`attnrmt.model._curve`);
+    ``top_k`` None is ``min(K + 1, d)``; ``seed`` the entropy of a
+    :class:`numpy.random.SeedSequence` whose four child streams draw the table, signs,
+    tokens and solver start (common random numbers across weights and ``spectrum``);
+    ``spectrum`` ``full`` (all ``d`` eigenvalues, O(d^3) time, O(d^2) memory) or ``top``
+    (matrix-free block Lanczos, the ``min(2 top_k, d)`` largest eigenvalues, the other
+    fields equal to 1e-10 relative (eigenvalues) and 5e-7 (overlaps); O((V d + N T) m)
+    time, O(V d) memory); ``table`` the law of the noise entries
+    (:func:`attnrmt.model.validate_table`; the other laws transform the Gaussian cell's
+    normals, so signs, tokens and solver stream are shared).
 
-    Returns
-    -------
-    CellResult, or a list of them for a sequence of ``snr``
-
-    Raises
-    ------
-    ValueError
-        Naming the argument and value, for any invalid argument.
-    """
+    Returns a :class:`CellResult`, or a list of them for a sequence of ``snr``. Raises
+    ValueError naming the argument and value for any invalid argument."""
     if spectrum not in SPECTRA:
         raise ValueError(f"spectrum={spectrum!r}: must be one of {list(SPECTRA)}")
     if isinstance(snr, Sequence | np.ndarray) and np.ndim(snr) > 0:
@@ -472,10 +379,7 @@ def simulate_cell(
 
 
 class Draws(NamedTuple):
-    """What a two-class cell draws (:func:`draw_cell`): the table, tokens, labels, the
-    pooling weights (``token_weights`` per token, per sequence for ``causal_attention``)
-    and scalars, the population matrix's rank-one terms, the solver stream and whether
-    ``S`` is centred."""
+    """What a two-class cell draws (:func:`draw_cell`)."""
 
     table: EmbeddingTable
     tokens: np.ndarray
@@ -498,11 +402,10 @@ def draw_cell(
     table: Mapping[str, Any] | str | None,
     rough_dtype: type | None = None,
 ) -> Draws:
-    """Draw a two-class cell of checked ``sizes`` (``_cell_steps.check_cell_arguments``): the
-    table (with a ``rough_dtype`` copy for the top route's warm start), signs and
-    tokens from the cell's streams, then the pooling weights (docs/model.md, "The
-    generative model", "Pooling scalars"). O(V d + N T) time, plus O(N T d) for
-    ``causal_attention``."""
+    """Draw a two-class cell of checked ``sizes`` (``_cell_steps.check_cell_arguments``): table
+    (with a ``rough_dtype`` copy for the top route's warm start), signs, tokens and pooling
+    weights (docs/model.md, "The generative model", "Pooling scalars"). O(V d + N T) time,
+    plus O(N T d) for ``causal_attention``."""
     d, _, _, T, snr, centered, _, V, N = sizes
     positional_spec = validate_positional(positional, T)
     weights_spec = validate_weights(weights, T)
@@ -544,10 +447,8 @@ def _simulate_signs(
     spectrum: str,
     table: Mapping[str, Any] | str | None,
 ) -> dict[str, Any]:
-    """The two-class route of :func:`simulate_cell` (a sign model): draw (:func:`draw_cell`)
-    and measure by the ``full`` or ``top`` route (:func:`_measure_full`,
-    :func:`_measure_top`). Returns the fields of :class:`CellResult` but ``V``, ``N`` and
-    the time."""
+    """The two-class route of :func:`simulate_cell`: draw and measure by the ``full`` or ``top``
+    route. Returns the fields of :class:`CellResult` but ``V``, ``N`` and the time."""
     d, centered, top_k = sizes[0], sizes[5], sizes[6]
     # the float32 copy of E is drawn with it when the top route will iterate on it
     rough_dtype = TOP_WARM_START_DTYPE if spectrum == "top" and uses_krylov(d) else None
@@ -582,10 +483,8 @@ def _simulate_signs(
 
 
 def _spike_start(d: int, table: EmbeddingTable, rng: np.random.Generator, width: int) -> np.ndarray:
-    """Krylov start: random Gaussian columns, the first two plus the spike directions
-    ``Dlt``, ``mbar`` at equal weight (so the outliers are found in the first blocks and no
-    eigenvector is orthogonal to the start). (d, width); width 1 gives the full route's
-    start vector."""
+    """Krylov start (d, width): Gaussian columns, the first two plus the spike directions
+    ``Dlt``, ``mbar`` (so the outliers are found in the first blocks). O(d width)."""
     start = rng.standard_normal((d, width)) if width > 1 else rng.standard_normal(d)[:, None]
     for column, direction in enumerate((table.class_mean_difference, table.table_mean)):
         norm = max(np.sqrt(np.sum(direction**2)), 1e-300)
@@ -599,19 +498,11 @@ _Measured = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, float]
 def _sample_spectrum_from_tokens(
     incidence: scipy.sparse.csr_array, embeddings: np.ndarray, centered: bool, top_k: int
 ) -> tuple[np.ndarray, np.ndarray] | None:
-    """All d eigenvalues of ``S`` and its top-k eigenvectors in the smaller dimension, for
-    ``V < min(N, d)`` (docs/model.md, "Full cells"), without the pooled rows.
-
-    With ``W`` the token incidence (:func:`token_incidence`) and ``E`` the (V, d) table,
-    ``S = E^T B E`` with ``B = W^T W / N - b b^T`` (``b = W^T 1 / N``, the centring term;
-    absent uncentred), V x V. With the Cholesky factor ``E E^T = L L^T`` (V < d: positive
-    definite), ``L^T B L`` (V x V) has the nonzero eigenvalues of ``S`` (it is similar to
-    ``B E E^T``), ``S`` has ``d - V`` more zeros, and an eigenvector ``z`` of ``L^T B L``
-    gives the eigenvector ``E^T B L z`` of ``S``. O(V^2 d + V^3 + N T^2) time instead of
-    O(N T d + N d^2 + d^3), O(V d + V^2) memory instead of O(N d + d^2). Returns ``None``
-    when ``E E^T`` is not numerically positive definite (the caller then takes the d
-    route).
-    """
+    """All d eigenvalues of ``S`` and its top-k eigenvectors through the tokens, for ``V <
+    min(N, d)`` (docs/model.md, "Full cells"): ``S = E^T B E`` with ``B = W^T W / N - b b^T``
+    (V x V); with ``E E^T = L L^T``, ``L^T B L`` has the nonzero eigenvalues of ``S`` and an
+    eigenvector ``z`` gives ``E^T B L z``. O(V^2 d + V^3 + N T^2) time, O(V d + V^2) memory.
+    None when ``E E^T`` is not numerically positive definite (the caller takes the d route)."""
     n_samples, V = incidence.shape
     d = embeddings.shape[1]
     incidence_gram = (incidence.T @ incidence).toarray() / n_samples  # B, (V, V)
@@ -646,16 +537,11 @@ def _measure_full(
     top_k: int,
     solver_stream: np.random.Generator,
 ) -> _Measured:
-    """The full route: form ``S`` and the population matrix, all eigenvalues of ``S``.
-
-    O(N d^2 + V d^2 + d^3) time, O(d^2 + (N + V) d) memory (module docstring); each part
-    works in the smaller dimension when there is one: the sample part for ``N < d``
-    (:func:`sample_spectrum_from_samples`) or ``V < min(N, d)``
-    (:func:`_sample_spectrum_from_tokens`, where :func:`sample_through_tokens` counts
-    fewer flops), the population part for ``V < d`` (:func:`_population_top_from_tokens`).
-    Returns (eigenvalues ascending (d,), top vectors of S (d, k), population values
-    descending (k,), population vectors (d, k), downstream accuracy).
-    """
+    """The full route (docs/model.md, "Full cells"): all eigenvalues of ``S`` and the top-k
+    eigenpairs of both matrices, each in the smaller dimension when there is one (``N < d``,
+    ``V < min(N, d)`` for ``S``; ``V < d`` for the population matrix). O(N d^2 + V d^2 + d^3)
+    time, O(d^2 + (N + V) d) memory. Returns (eigenvalues ascending, top vectors of S,
+    population values descending, population vectors, downstream accuracy)."""
     n_samples, V = tokens.shape[0], table.vocabulary_size
     found = None
     if sample_through_tokens(table.dimension, V, n_samples, top_k):
@@ -702,20 +588,10 @@ def _measure_full(
 def population_rows(
     table: EmbeddingTable, population_terms: Sequence[tuple[float, np.ndarray]], kappa: float
 ) -> np.ndarray:
-    """Rows ``Y`` (V, d) with ``Y^T Y`` the population matrix (docs/model.md, "Population
-    covariance given the table", "Full cells").
-
-    The rank-one vectors are row averages of the table, ``mbar = E^T 1 / V`` and
-    ``Dlt = E^T s / V`` (``s`` the token classes, ``1 . s = 0``, ``|1|^2 = |s|^2 = V``), so
-    ``P = (kappa/V) E^T E + c_1 mbar mbar^T + c_2 Dlt Dlt^T = E^T M E`` with
-    ``M = (kappa/V) (I - 11^T/V - ss^T/V) + ((kappa + c_1)/V) 11^T/V + ((kappa + c_2)/V)
-    ss^T/V``: ``kappa + c_1`` is ``sigma^2`` (uncentred) or 0 and ``kappa + c_2 = alpha``,
-    both >= 0 (:func:`population_rank_one_terms`), so ``M`` is positive semi-definite and
-    ``Y = M^(1/2) E = a_0 E + (a_1 - a_0) 1 mbar^T + (a_2 - a_0) s Dlt^T`` with
-    ``a_i = sqrt(max(kappa + c_i, 0) / V)`` (``a_0 = sqrt(kappa/V)``). ``population_terms``
-    in the order of :func:`population_rank_one_terms` (``mbar`` first). O(V d) time and
-    memory.
-    """
+    """Rows ``Y = M^(1/2) E`` (V, d) with ``Y^T Y`` the population matrix (docs/model.md, "Full
+    cells", where ``M`` is written out): ``a_0 E + (a_1 - a_0) 1 mbar^T + (a_2 - a_0) s
+    Dlt^T`` with ``a_i = sqrt(max(kappa + c_i, 0) / V)``, ``c_i`` the coefficients of
+    :func:`population_rank_one_terms` (``mbar`` first). O(V d)."""
     V = table.vocabulary_size
     (mean_coefficient, table_mean), (class_coefficient, class_mean_difference) = population_terms
     bulk = np.sqrt(kappa / V)
@@ -734,15 +610,10 @@ def _population_top_from_tokens(
     top_k: int,
     start: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Top-k eigenpairs of the population matrix in the smaller dimension, for ``V < d``
-    (``delta > 1``): with ``P = Y^T Y`` (:func:`population_rows`), ``K = Y Y^T`` (V x V)
-    has the same nonzero eigenvalues, and a unit eigenvector ``z`` of ``K`` with eigenvalue
-    ``lambda > 0`` gives the unit eigenvector ``Y^T z / sqrt(lambda)`` of ``P``. The Lanczos
-    start of ``K`` is ``Y start`` (its Krylov space is ``Y`` times that of ``P`` from
-    ``P start``). O(V^2 d + V^2 m) time for m Lanczos steps instead of O(V d^2 + d^2 m),
-    O(V d + V^2) memory instead of O(d^2). Returns (values descending (k,), unit vectors
-    (d, k)) as :func:`attnrmt.model._linalg.top_eigenpairs`.
-    """
+    """Top-k eigenpairs of the population matrix through ``K = Y Y^T`` (V x V,
+    :func:`population_rows`) for ``V < d``: an eigenvector ``z`` of ``K`` gives ``Y^T z``
+    (normalised); the Lanczos start is ``Y start``. O(V^2 d + V^2 m) time, O(V d + V^2)
+    memory."""
     rows = population_rows(table, population_terms, kappa)
     values, small_vectors = top_eigenpairs(lower_gram(rows.T, 1.0), top_k, rows @ start)
     vectors = rows.T @ small_vectors
@@ -772,11 +643,9 @@ def _warm_start_operators(
     population_terms: Sequence[tuple[float, np.ndarray]],
     kappa: float,
 ) -> Callable[[Blocks], Blocks] | None:
-    """:func:`table_operators` in ``TOP_WARM_START_DTYPE``, or None when that is None or
-    the table is too large for float32 (``V max|E|^2 > _WARM_START_MAX_SCALE``: snr of
-    ~1e25 and more; the exact iteration then starts from the spike start). The passes
-    read ``table.rough_embeddings`` when it is in that precision (drawn with the table,
-    :func:`attnrmt.model.table.sample_table`), else a copy made here (O(V d))."""
+    """:func:`table_operators` in ``TOP_WARM_START_DTYPE`` (reading ``table.rough_embeddings``
+    when drawn in it, else a copy, O(V d)), or None when that is None or ``V max|E|^2 >
+    _WARM_START_MAX_SCALE`` (float32 could overflow; the exact iteration then starts cold)."""
     if TOP_WARM_START_DTYPE is None:
         return None
     rough_table, largest = table.rough_embeddings, table.rough_max_abs
@@ -803,15 +672,10 @@ def _measure_top(
     solver_stream: np.random.Generator,
 ) -> _Measured:
     """The top route (docs/model.md, "Top-k cells"): the ``min(2 top_k, d)`` largest
-    eigenvalues of ``S`` (ascending) and the top-k eigenpairs of both matrices, matrix-free:
-    block Lanczos of widths ``TOP_BLOCK_WIDTH`` (S) and ``POP_BLOCK_WIDTH`` in lockstep,
-    sharing each round's two passes over ``E`` (:func:`table_operators`), after a float32
-    warm start (``TOP_WARM_START_DTYPE``), stopped by the exact iteration's rule (values
-    to 1e-10 relative, reported squared overlaps to ``BLOCK_OVERLAP_TOL``;
-    :func:`attnrmt.model._linalg.shared_operator_top_eigenpairs`). O(m (V d + N T) + d m^2)
-    time for m Krylov columns, O(V d + m d) memory; ``label`` models also pool (N x d).
-    Returns as :func:`_measure_full`.
-    """
+    eigenvalues of ``S`` and the top-k eigenpairs of both matrices, matrix-free: block
+    Lanczos in lockstep sharing each round's passes over ``E`` after a float32 warm start
+    (:func:`attnrmt.model._linalg.shared_operator_top_eigenpairs`). O(m (V d + N T) + d m^2)
+    time for m Krylov columns, O(V d + m d) memory. Returns as :func:`_measure_full`."""
     d, V = table.dimension, table.vocabulary_size
     incidence = token_incidence(tokens, token_weights, V)
     downstream_accuracy = (

@@ -1,24 +1,14 @@
 """K token classes: class means from a Gram matrix, label models over the classes, the
 pooled label moments, and the K-class route of :func:`attnrmt.model.simulate_cell`
-(docs/model.md, "K classes").
+(docs/model.md, "K classes", where the model, the label laws and the K = 2 reduction are
+written out).
 
-The vocabulary of ``V = K round(d / (K delta))`` tokens is split into ``K`` classes of
-``V/K`` tokens each: tokens ``k V/K .. (k+1) V/K - 1`` have class (label) ``k`` (0-based,
-``k = 0 .. K-1``). Class ``k`` has the mean ``mu_k`` with ``mu_k . mu_l = snr G_kl``
-(:func:`class_mean_gram`), realised as ``mu_k = sqrt(snr) sum_j F_kj e_j`` with
-``F F^T = G`` (:func:`class_mean_factor`), so the means live in the first ``K``
-coordinates. Row ``v`` of the table is ``e_v = mu_{k(v)} + z_v``, ``z_v ~ N(0, I_d)``.
-
-A label model is a dict ``{"kind": ..., **params}`` (:func:`validate_label_model`; the
-kinds ``iid``, ``prefix``, ``markov``, ``custom`` and their laws: docs/model.md, "K-class
-label models").
-
-With ``K = 2``, ``means = "simplex"`` (``G = [[1, -1], [-1, 1]]``, means ``+-sqrt(snr) e_1``)
-and the label models ``iid`` (uniform), ``prefix`` (uniform) and ``markov`` (``r``), the
-cell draws the same table, tokens and labels as :func:`attnrmt.model.simulate_cell` with the
-sign models ``iid``, ``prefix`` and ``markov`` for the same seed (label 0 is sign +1), and
-measures the same quantities to rounding (``tests/model/test_classes.py``).
-"""
+``V = K round(d / (K delta))`` tokens in ``K`` classes of ``V/K`` consecutive tokens
+(labels ``0 .. K-1``); class ``k`` has the mean ``mu_k = sqrt(snr) sum_j F_kj e_j`` with
+``F F^T = G`` (:func:`class_mean_gram`, :func:`class_mean_factor`), and row ``v`` of the
+table is ``mu_{k(v)} + z_v``. With ``K = 2``, ``means = "simplex"`` and the label models
+``iid``, ``prefix``, ``markov`` a cell draws the same numbers as the two-class sign
+models of the same seed (label 0 is sign +1; ``tests/model/test_classes.py``)."""
 
 from __future__ import annotations
 
@@ -88,11 +78,8 @@ _OPTIMAL_RTOL = 1e-14
 
 def class_mean_gram(means: str | Any, K: int) -> np.ndarray:
     """The class-mean Gram matrix ``G`` (K x K, ``mu_k . mu_l = snr G_kl``; docs/model.md,
-    "K-class model") of ``means``: ``orthogonal`` ``G = I``; ``simplex`` ``G_kl = (K
-    delta_kl - 1)/(K - 1)`` (centred unit means at equal angles; ``K = 2`` gives ``+-mu``);
-    or any symmetric positive semidefinite (K, K) array. Raises ValueError for an unknown
-    preset, a wrong shape, an asymmetric or indefinite matrix. O(K^3).
-    """
+    "K-class model") of ``means``: ``orthogonal`` ``I``, ``simplex`` ``(K delta_kl - 1)/(K -
+    1)``, or a symmetric positive semidefinite (K, K) array. ValueError otherwise. O(K^3)."""
     K = check_int("K", K, minimum=2)
     if isinstance(means, str):
         check_choice("means", means, MEANS_PRESETS)
@@ -116,17 +103,10 @@ def class_mean_gram(means: str | Any, K: int) -> np.ndarray:
 
 
 def class_mean_factor(G: np.ndarray) -> np.ndarray:
-    """Lower-triangular ``F`` with ``F F^T = G``: Cholesky for a positive semidefinite
-    ``G``, a pivot at rounding level (``_PIVOT_RTOL``) giving a zero column (for a PSD
-    matrix the rest of that column of the Schur complement vanishes too). Row ``k`` holds
-    the coordinates of ``mu_k / sqrt(snr)`` (docs/model.md, "K-class model"). ``simplex``
-    with ``K = 2`` gives ``F = [[1, 0], [-1, 0]]`` exactly. O(K^3).
-
-    Raises
-    ------
-    ValueError
-        When ``F F^T`` does not reproduce ``G`` (``G`` not positive semidefinite).
-    """
+    """Lower-triangular ``F`` with ``F F^T = G`` (row ``k``: the coordinates of ``mu_k /
+    sqrt(snr)``; docs/model.md, "K-class model"): semidefinite Cholesky, a pivot below
+    ``_PIVOT_RTOL`` giving a zero column. ValueError when ``G`` is not positive
+    semidefinite. O(K^3)."""
     G = np.asarray(G, dtype=np.float64)
     K = G.shape[0]
     factor = np.zeros((K, K))
@@ -161,17 +141,15 @@ def _floats(values: np.ndarray) -> list[Any]:
 
 
 def _symmetric_transition(r: float, K: int) -> np.ndarray:
-    """``P = r I + (1 - r) 11^T / K``; the diagonal is ``(1 + (K-1) r)/K`` (for ``K = 2``
-    exactly the two-class model's keep probability ``(1 + r)/2``)."""
+    """``P = r I + (1 - r) 11^T / K`` (``K = 2``: keep probability ``(1 + r)/2``)."""
     P = np.full((K, K), (1.0 - r) / K)
     np.fill_diagonal(P, (1.0 + (K - 1) * r) / K)
     return P
 
 
 def _stationary_law(P: np.ndarray) -> np.ndarray | None:
-    """The unique stationary law ``pi P = pi`` of a stochastic ``P``, or None when it is not
-    unique (eigenvalue 1 of ``P`` not simple). Exactly uniform for a doubly stochastic
-    ``P`` (column sums 1 to ``_SUM_ATOL``). O(K^3)."""
+    """The unique stationary law ``pi P = pi`` of a stochastic ``P`` (uniform when ``P`` is
+    doubly stochastic), or None when it is not unique. O(K^3)."""
     K = P.shape[0]
     singular = np.linalg.svd(P.T - np.eye(K), compute_uv=False)
     if K > 1 and singular[-2] <= 1e-9:
@@ -185,16 +163,10 @@ def _stationary_law(P: np.ndarray) -> np.ndarray | None:
 
 
 def validate_label_model(spec: Mapping[str, Any] | str, T: int, K: int) -> dict[str, Any]:
-    """The canonical dict of a label model over ``K`` classes for sequence length ``T``
-    (docs/model.md, "K-class label models"): ``{"kind": ..., **params}`` or a bare kind
-    with its defaults; keys sorted, ``p`` always present for ``iid`` and ``prefix``
-    (uniform when not given), ``markov``'s ``r`` shorthand unexpanded, numbers as
-    ``float``/``int`` and (nested) lists. Raises ValueError naming the argument and
-    value: unknown kind or parameter, ``L`` outside ``1..T``, probabilities not a
-    distribution, ``P`` not stochastic or without a unique stationary law, ``r`` outside
-    ``[-1/(K-1), 1)``, custom sequences not of length ``T`` or labels outside ``0..K-1``.
-    O(K^3 + m T).
-    """
+    """The canonical dict of a label model over ``K`` classes and length ``T`` (docs/model.md,
+    "K-class label models"): keys sorted, ``p`` filled (uniform) for ``iid`` and ``prefix``,
+    ``markov``'s ``r`` unexpanded, plain numbers and lists. ValueError naming the argument
+    and value for an unknown kind or parameter or an invalid value. O(K^3 + m T)."""
     T = check_int("T", T, minimum=1)
     K = check_int("K", K, minimum=2)
     if K > MAX_CLASSES:
@@ -274,17 +246,9 @@ def transition_matrix(spec: Mapping[str, Any], K: int) -> np.ndarray:
 
 
 def label_pair_law(spec: Mapping[str, Any] | str, T: int, K: int) -> np.ndarray:
-    """Exact pair law ``C[t, s, k, l] = P(l_t = k, l_s = l)``, shape (T, T, K, K)
-    (docs/model.md, "K-class label models"); ``C[t, t]`` is ``diag(p_t)`` (the marginal
-    law at ``t``, :func:`label_marginals`).
-
-    * ``iid``: ``p p^T`` off the diagonal of positions;
-    * ``prefix``: ``diag(p)`` for ``t, s <= L`` (one shared label), ``p p^T`` otherwise;
-    * ``markov``: ``diag(pi) P^(s - t)`` for ``s >= t``, its transpose for ``s < t``;
-    * ``custom``: ``sum_i probabilities_i 1[seq_i,t = k] 1[seq_i,s = l]``.
-
-    O(T^2 K^2) memory, O(T K^3 + T^2 K^2) time (O(m T^2 K^2) for ``custom``).
-    """
+    """Exact pair law ``C[t, s, k, l] = P(l_t = k, l_s = l)`` (T, T, K, K) of a label model
+    (docs/model.md, "K-class label models"); ``C[t, t] = diag(p_t)``. O(T^2 K^2) memory,
+    O(T K^3 + T^2 K^2) time (O(m T^2 K^2) for ``custom``)."""
     spec = validate_label_model(spec, T, K)
     kind = spec["kind"]
     if kind == "custom":
@@ -317,18 +281,15 @@ def label_marginals(pairs: np.ndarray) -> np.ndarray:
 
 
 def labels_are_balanced(pairs: np.ndarray) -> bool:
-    """Whether every position's label is uniform over the ``K`` classes (to ``_SUM_ATOL``):
-    the condition under which the K-class theory holds (docs/model.md, "K-class population
-    covariance")."""
+    """Whether every position's label is uniform over the classes (to ``_SUM_ATOL``), the
+    condition of the K-class theory (docs/model.md, "K-class population covariance")."""
     K = pairs.shape[-1]
     return bool(np.allclose(label_marginals(pairs), 1.0 / K, rtol=0.0, atol=_SUM_ATOL))
 
 
 def _categorical(p: np.ndarray, shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
-    """Independent labels from ``p``: uniform ``p`` (all entries equal) as
-    ``K - 1 - integers(0, K)`` in int8 (for ``K = 2`` the draws of the two-class model's
-    fair signs, label 0 = sign +1), otherwise by inverting the cumulative law of
-    ``rng.random``."""
+    """Independent int8 labels from ``p``; uniform ``p`` as ``K - 1 - integers(0, K)`` (for
+    ``K = 2`` the two-class model's fair signs), else by inverting the cumulative law."""
     K = p.size
     if np.all(p == p[0]):
         return (K - 1 - rng.integers(0, K, size=shape, dtype=np.int8)).astype(np.int8)
@@ -337,10 +298,9 @@ def _categorical(p: np.ndarray, shape: tuple[int, ...], rng: np.random.Generator
 
 
 def _markov_steps(first: np.ndarray, P: np.ndarray, uniforms: np.ndarray) -> np.ndarray:
-    """Chain from ``first`` (n,) with one uniform a step (n, T-1): from state ``k`` the next
-    state is ``k`` when ``u < P_kk``, otherwise the other states in ascending order by the
-    rest of ``u`` (exactly the law ``P``; for ``K = 2`` the two-class model's
-    keep-with-probability rule). O(n T K)."""
+    """Chain from ``first`` (n,) with one uniform a step (n, T-1): stay when ``u < P_kk``, else
+    the other states in ascending order (the law ``P``; ``K = 2``: the two-class rule).
+    O(n T K)."""
     K = P.shape[0]
     order = np.array([[k, *(j for j in range(K) if j != k)] for k in range(K)])
     cumulative = np.cumsum(np.take_along_axis(P, order, axis=1), axis=1)
@@ -356,15 +316,8 @@ def _markov_steps(first: np.ndarray, P: np.ndarray, uniforms: np.ndarray) -> np.
 def sample_labels(
     spec: Mapping[str, Any] | str, T: int, K: int, n: int, rng: np.random.Generator
 ) -> np.ndarray:
-    """Draw ``n`` label sequences (n, T) of int8 in ``0..K-1`` (docs/model.md, "K-class
-    label models"), vectorised over ``n`` (``markov`` loops over the ``T - 1`` steps).
-
-    ``iid``: one categorical draw per position (:func:`_categorical`). ``prefix``: all
-    positions iid, then one shared label per sequence over ``1..L`` (the two-class
-    model's order). ``markov``: ``l_1`` from the stationary law (uniform for a doubly
-    stochastic ``P``), then one uniform a step (:func:`_markov_steps`). ``custom``: an
-    index ``i`` per sequence with ``rng.choice``. O(n T) time and memory.
-    """
+    """Draw ``n`` label sequences (n, T) of int8 in ``0..K-1`` (docs/model.md, "K-class label
+    models", where the draw order is fixed). O(n T) time and memory."""
     spec = validate_label_model(spec, T, K)
     n = check_int("n", n, minimum=0)
     kind = spec["kind"]
@@ -391,11 +344,9 @@ def sample_labels(
 def pooled_label_moments(
     w: np.ndarray, pairs: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Moments of the pooled label histogram ``Y = sum_t w_t e_{l_t}`` (docs/model.md,
-    "Pooled signal matrix"): its mean ``sum_t w_t p_t`` (K,), its second moment
-    ``E[Y Y^T] = sum_{t,s} w_t w_s C_ts`` (K, K), and the class noise weights
-    ``q_k = sum_t w_t^2 p_t(k)`` (K,; they sum to ``kappa``). O(T^2 K^2).
-    """
+    """Mean (K,), second moment (K, K) and class noise weights ``q_k = sum_t w_t^2 p_t(k)`` (K,)
+    of the pooled label histogram ``Y = sum_t w_t e_{l_t}`` (docs/model.md, "Pooled signal
+    matrix"). O(T^2 K^2)."""
     marginals = label_marginals(pairs)
     second = np.einsum("t,s,tskl->kl", w, w, pairs)
     return w @ marginals, 0.5 * (second + second.T), (w * w) @ marginals
@@ -403,17 +354,13 @@ def pooled_label_moments(
 
 def signal_matrix(w: np.ndarray, pairs: np.ndarray, centered: bool = True) -> np.ndarray:
     """The pooled signal matrix ``B`` (K x K; docs/model.md, "Pooled signal matrix"):
-    ``A = Cov(Y) = sum_{t,s} w_t w_s (C_ts - p_t p_s^T)`` for centred ``S`` and the second
-    moment ``E[Y Y^T] = A + E[Y] E[Y]^T`` for uncentred ``S``. ``alpha`` of the two-class
-    model generalised: for ``K = 2`` and balanced labels ``A = (alpha / 2) J`` with
-    ``J = I - 11^T/2``. O(T^2 K^2)."""
+    ``Cov(Y)`` for centred ``S``, ``E[Y Y^T]`` uncentred. O(T^2 K^2)."""
     mean, second, _ = pooled_label_moments(np.asarray(w, dtype=np.float64), pairs)
     return second - np.outer(mean, mean) if centered else second
 
 
 def _psd_sqrt(matrix: np.ndarray) -> np.ndarray:
-    """Symmetric square root of a symmetric positive semidefinite matrix (eigenvalues
-    clipped at 0). O(K^3)."""
+    """Symmetric square root of a PSD matrix (eigenvalues clipped at 0). O(K^3)."""
     values, vectors = np.linalg.eigh(0.5 * (matrix + matrix.T))
     return (vectors * np.sqrt(np.clip(values, 0.0, None))) @ vectors.T
 
@@ -425,32 +372,13 @@ def _top_spike(weights: np.ndarray, projected: np.ndarray) -> tuple[float, np.nd
 
 
 def optimal_class_weights(pairs: np.ndarray, mean_gram: np.ndarray) -> np.ndarray:
-    """Pooling that maximises the top spike strength ``theta_1(w)`` (docs/model.md,
-    "K-class optimal weights").
-
-    With ``A(w) = sum_{t,s} w_t w_s D_ts`` (``D_ts = C_ts - p_t p_s^T``) and the centred
-    class-mean Gram ``H = J mean_gram J``, ``kappa theta_1 = lambda_max(H^(1/2) A(w)
-    H^(1/2))``, so ``theta_1 = max over unit w, x of (w (x) x)^T D~ (w (x) x)`` with the
-    blocks ``D~_ts = H^(1/2) D_ts H^(1/2)``: a biquadratic form. It is maximised by
-    alternating the two exact partial maximisations (``w`` = top eigenvector of
-    ``R^(x)_ts = x^T D~_ts x``, ``x`` = top eigenvector of ``A~(w)``; each step can only
-    increase ``theta_1``) from the top singular pairs of the top ``_OPTIMAL_STARTS``
-    eigenvectors of the ``TK x TK`` matrix ``D~`` (whose top eigenvalue bounds
-    ``theta_1``; when its top eigenvector has rank one, e.g. for ``K = 2`` or
-    class-exchangeable laws where ``D_ts = R_ts J/K``, the start is the maximum). The
-    result is :func:`attnrmt.model.optimal_weights` of ``R^(x)`` at the best ``x`` (unit
-    norm, ``sum(w) > 0``, the ties of a degenerate top eigenvalue broken as there): for
-    ``D_ts = R_ts J/K`` that is the two-class ``optimal`` of ``R``. O(T^3 K^3 + steps
-    (T^3 + T^2 K^2)).
-
-    Parameters
-    ----------
-    pairs : ndarray (T, T, K, K)
-        Label pair law (:func:`label_pair_law`).
-    mean_gram : ndarray (K, K)
-        The class-mean Gram the spike sees, ``snr G + K delta I`` in the finite-vocabulary
-        theory (docs/model.md, "K-class spikes"); only its centred part matters.
-    """
+    """Pooling that maximises the top spike strength ``theta_1(w)`` (docs/model.md, "K-class
+    optimal weights", where the biquadratic form and its alternating maximisation are
+    written out): ``pairs`` the label pair law, ``mean_gram`` the class-mean Gram the spike
+    sees (``snr G + K delta I``; only its centred part matters). Alternates the two exact
+    partial maximisations from ``_OPTIMAL_STARTS`` starts and returns
+    :func:`attnrmt.model.optimal_weights` of ``R^(x)`` at the best ``x``. O(T^3 K^3 + steps
+    (T^3 + T^2 K^2))."""
     T, K = pairs.shape[0], pairs.shape[-1]
     marginals = label_marginals(pairs)
     centred_pairs = pairs - np.einsum("tk,sl->tskl", marginals, marginals)
@@ -478,10 +406,9 @@ def optimal_class_weights(pairs: np.ndarray, mean_gram: np.ndarray) -> np.ndarra
 def class_pooling_weights(
     weights: Mapping[str, Any] | str, T: int, pairs: np.ndarray, mean_gram: np.ndarray
 ) -> np.ndarray:
-    """The weight vector ``w`` (T,) of a weights spec for a K-class label law: ``optimal``
-    is :func:`optimal_class_weights` (needs ``pairs`` and ``mean_gram``), every other kind
-    is :func:`attnrmt.model.pooling_weights` (``causal_attention``: its deterministic
-    limit ``causal_limit(tau)``) (docs/model.md, "Weights", "K-class optimal weights")."""
+    """The weights ``w`` (T,) of a spec for a K-class label law: ``optimal`` by
+    :func:`optimal_class_weights`, the others by :func:`attnrmt.model.pooling_weights`
+    (docs/model.md, "K-class optimal weights"). O(T^3 K^3) for ``optimal``."""
     spec = validate_weights(weights, T)
     if spec["kind"] == "optimal":
         return optimal_class_weights(pairs, mean_gram)
@@ -498,20 +425,10 @@ def class_theory_inputs(
     delta: float,
     centered: bool = True,
 ) -> dict[str, Any]:
-    """What :mod:`attnrmt.theory.classes` takes, from model specs (docs/model.md,
-    "K classes"): ``{"signal_matrix": B, "kappa", "sigma", "weights": w, "gram": G}``.
-
-    ``optimal`` weights maximise the finite-vocabulary top spike at ``snr``, ``delta``
-    (:func:`optimal_class_weights` with ``snr G + K delta I``), as in
-    :func:`simulate_classes` (which uses the realised ``d/V``). O(T^2 K^2 + T^3 K^3).
-
-    Raises
-    ------
-    ValueError
-        For an invalid spec, and for unbalanced labels (some position's label not uniform
-        over the classes): the theory's bulk is then not ``MP_delta`` (docs/model.md,
-        "K-class population covariance").
-    """
+    """What :mod:`attnrmt.theory.classes` takes, from model specs (docs/model.md, "K
+    classes"): ``{"signal_matrix", "kappa", "sigma", "weights", "gram"}``; ``optimal``
+    weights at ``snr``, ``delta``. ValueError for an invalid spec or unbalanced labels (the
+    bulk is then not ``MP_delta``). O(T^2 K^2 + T^3 K^3)."""
     K = check_int("K", K, minimum=2)
     G = class_mean_gram(means, K)
     pairs = label_pair_law(labels, T, K)
@@ -537,26 +454,19 @@ def class_theory_inputs(
 
 
 def class_sizes(d: int, delta: float, gamma: float, K: int) -> tuple[int, int]:
-    """``V = K round(d / (K delta))`` (every class ``V/K`` tokens) and ``N = round(d /
-    gamma)`` (docs/model.md, "K-class model"); ``K = 2`` is
-    :func:`attnrmt.model.realised_sizes`."""
+    """``V = K round(d / (K delta))`` and ``N = round(d / gamma)`` (docs/model.md, "K-class
+    model")."""
     return K * round(d / (K * delta)), round(d / gamma)
 
 
 def sample_class_table(
     d: int, V: int, K: int, snr: float, factor: np.ndarray, rng: np.random.Generator
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Draw the table ``e_v = mu_{k(v)} + z_v`` (docs/model.md, "K-class model").
-
-    The noise is filled as :func:`attnrmt.model.table.sample_table` fills it:
-    ``TABLE_BLOCKS_PER_CLASS`` row blocks per class, block ``i`` from an SFC64 generator
-    seeded by the ``i``-th child of ``rng``'s seed sequence (thread-count independent), so
-    ``K = 2`` gives its noise bit for bit; then ``mu_k = sqrt(snr) F[k]`` is added to the
-    first ``K`` coordinates of class ``k``'s rows (``K = 2``, simplex: ``+-sqrt(snr)`` on
-    coordinate 0, the same sums as there). Returns the embeddings (V, d), the class
-    means ``m_k`` (d, K; the averages of class ``k``'s rows) and ``mu_k`` (d, K). O(V d)
-    time, 8 V d bytes.
-    """
+    """Draw the table ``e_v = mu_{k(v)} + z_v`` (docs/model.md, "K-class model"): the noise in
+    ``TABLE_BLOCKS_PER_CLASS`` SFC64 row blocks per class as
+    :func:`attnrmt.model.table.sample_table` fills it (``K = 2``: its numbers bit for bit),
+    then ``mu_k`` on the first ``K`` coordinates. Returns the embeddings (V, d), the class
+    means of the rows (d, K) and ``mu_k`` (d, K). O(V d) time, 8 V d bytes."""
     size = V // K
     embeddings = np.empty((V, d))
     edges = np.linspace(0, size, TABLE_BLOCKS_PER_CLASS + 1).round().astype(int)
@@ -586,9 +496,8 @@ def sample_class_table(
 
 
 def class_tokens(labels: np.ndarray, V: int, K: int, rng: np.random.Generator) -> np.ndarray:
-    """Token indices (int64, shape of ``labels``), uniform among the ``V/K`` tokens of each
-    label's class (docs/model.md, "K-class model"); ``K = 2`` draws what
-    :func:`attnrmt.model.table.sample_tokens` draws. O(n T)."""
+    """Token indices (int64), uniform among the ``V/K`` tokens of each label's class
+    (docs/model.md, "K-class model"). O(n T)."""
     size = V // K
     within = rng.integers(0, size, size=labels.shape, dtype=np.int64)
     return labels.astype(np.int64) * size + within
@@ -600,16 +509,10 @@ def class_population_matrix(
     moments: tuple[np.ndarray, ...],
     centered: bool,
 ) -> np.ndarray:
-    """The population version of ``S`` given the table (docs/model.md, "K-class population
-    covariance"), on the lower triangle (Fortran order):
-
-    ``P = E^T diag(K q_{k(v)} / V) E + M (B - diag(q)) M^T``
-
-    with ``M = [m_1 .. m_K]``, ``q`` the class noise weights and ``B`` the signal matrix
-    (``Cov(Y)`` centred, ``E[Y Y^T]`` uncentred; :func:`pooled_label_moments`): exact for
-    any label law. Balanced labels (``q_k = kappa/K``) give ``(kappa/V) E^T E + M (B -
-    (kappa/K) I) M^T``. O(V d^2 + K d^2) time, O(d^2) memory.
-    """
+    """The population matrix given the table on the lower triangle (docs/model.md, "K-class
+    population covariance"): ``E^T diag(K q_{k(v)} / V) E + M (B - diag(q)) M^T`` with ``M``
+    the class means and ``moments`` of :func:`pooled_label_moments`. O(V d^2 + K d^2) time,
+    O(d^2) memory."""
     V, K = embeddings.shape[0], class_means.shape[1]
     mean, second, noise = moments
     core = second - np.outer(mean, mean) if centered else second
@@ -627,11 +530,9 @@ def class_population_matrix(
 def spike_directions(
     means: np.ndarray, core: np.ndarray, rank: int
 ) -> tuple[np.ndarray, np.ndarray]:
-    """The top ``rank`` eigenpairs of ``M core M^T`` (``M`` d x K, ``core`` K x K PSD) from
-    ``M = Q R``: the eigenpairs ``(lambda, y)`` of ``R core R^T`` (K x K) give ``Q y``.
-    Columns whose eigenvalue is at rounding level (``_RANK_RTOL`` of ``||core|| ||M||^2``)
-    are NaN (no direction). O(d K^2). Returns (values descending (rank,), unit directions
-    (d, rank))."""
+    """The top ``rank`` eigenpairs of ``M core M^T`` (``M`` d x K) through ``M = Q R``: values
+    descending (rank,), unit directions (d, rank), NaN where the value is at rounding level
+    (``_RANK_RTOL``). O(d K^2)."""
     Q, R = np.linalg.qr(means)
     values, vectors = np.linalg.eigh(R @ core @ R.T)
     values, vectors = values[::-1][:rank], vectors[:, ::-1][:, :rank]
@@ -646,9 +547,8 @@ def spike_directions(
 
 
 def _sample_spectrum(pooled: np.ndarray, centered: bool, top_k: int) -> tuple[np.ndarray, ...]:
-    """All eigenvalues of ``S`` (ascending) and its top-k unit eigenvectors: through the
-    N x N Gram for ``top_k < N < d``, else from the d x d matrix (docs/model.md, "Full
-    cells"). O(min(N, d)^2 max(N, d) + min(N, d)^3)."""
+    """All eigenvalues of ``S`` (ascending) and its top-k unit eigenvectors, through the N x N
+    Gram for ``top_k < N < d`` (docs/model.md, "Full cells"). O(min(N, d)^2 max(N, d))."""
     n_samples, d = pooled.shape
     if top_k < n_samples < d:
         return sample_spectrum_from_samples(pooled, centered, top_k)
@@ -659,16 +559,8 @@ def _sample_spectrum(pooled: np.ndarray, centered: bool, top_k: int) -> tuple[np
 
 
 def sequence_classes(spec: Mapping[str, Any], labels: np.ndarray) -> np.ndarray:
-    """The class of each sequence where the label model has one (docs/model.md, "K-class
-    readout"): for ``prefix`` the label the positions ``1..L`` share (column 0 of the
-    drawn labels (n, T)), the K-class counterpart of the two-class ``label`` model's
-    ``y``. O(n).
-
-    Raises
-    ------
-    ValueError
-        For a label model without a sequence class (``iid``, ``markov``, ``custom``).
-    """
+    """The class of each sequence (docs/model.md, "K-class readout"): for ``prefix`` the label
+    of positions ``1..L``; ValueError for the other label models. O(n)."""
     if spec["kind"] != "prefix":
         raise ValueError(f"labels={spec!r}: only prefix label models have a sequence class")
     return np.asarray(labels[:, 0], dtype=np.int64)
@@ -698,26 +590,10 @@ def simulate_classes(
     seed: Any,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """The K-class route of :func:`attnrmt.model.simulate_cell` (docs/model.md, "K-class
-    cell"; docs/data-contract.md, "K-class sweeps"): ``spec`` is the K-class positional
-    spec ``{"kind": "classes", "K", "means", "labels"}``, ``sizes`` the checked arguments
-    (:func:`attnrmt.model._cell_steps.check_cell_arguments`). Returns the fields of the
-    :class:`attnrmt.model.CellResult` with their K-class meaning and its ``classes``
-    details.
-
-    ``overlap_signal`` / ``overlap_class_mean`` / ``pop_overlap_signal`` are the squared
-    overlaps with the span of the signal / table spike directions (``s_j`` the unit
-    eigenvectors of ``M_mu B M_mu^T``, ``v_j`` of ``M B M^T``, ``M`` the table's class
-    means, ``M_mu`` the true means, ``B`` the signal matrix of rank ``r``); ``alpha`` is
-    ``K/(K-1) tr B``; the ``spike_*`` fields (:data:`attnrmt.contract.SPIKE_FIELDS`) hold
-    per spike ``j`` its strength (units of kappa) and ``(x_j . v_j)^2``. ``classes``
-    holds ``K``, the full (k, r) overlap tables ``{,pop_}overlap_{table,signal}_spikes``,
-    the subspace overlaps, ``class_mean_gram`` ``M^T M`` and ``signal_matrix`` ``B``.
-    The downstream accuracy is the one-vs-rest ridge readout of the sequence class
-    (``prefix`` label models, NaN otherwise).
-
-    O(N T d + N d^2 + V d^2 + d^3) time (``N x N`` Gram for ``N < d``), O(d^2 + (N + V) d)
-    memory; full route only.
-    """
+    cell"; docs/data-contract.md, "K-class sweeps", where every field's K-class meaning is
+    written): ``spec`` the K-class positional spec, ``sizes`` the checked arguments. Returns
+    the fields of :class:`attnrmt.model.CellResult` and its ``classes`` details. O(N T d + N
+    d^2 + V d^2 + d^3) time, O(d^2 + (N + V) d) memory; full route only."""
     d, _, _, T, snr, centered, top_k, V, N = sizes
     G = class_mean_gram(spec["means"], K)
     factor = class_mean_factor(G)

@@ -21,35 +21,17 @@ def ridge_readout_accuracy(
     train_fraction: float = DEFAULT_TRAIN_FRACTION,
     ridge: float = DEFAULT_RIDGE,
 ) -> float:
-    """Test accuracy of a ridge-regression classifier of ``labels`` from ``features``.
+    """Test accuracy of a ridge-regression classifier of ``labels`` (N,) in {-1, +1} from
+    ``features`` (N, d) (docs/model.md, "What the pipeline tests"); deterministic:
 
-    Procedure (deterministic, no randomness: the rows are already i.i.d.):
+    1. the first ``floor(train_fraction * N)`` rows train, the rest test;
+    2. every feature standardised with the training mean and spread (zero spread: centred);
+    3. ``(X^T X + n ridge I) beta = X^T (y - ybar)`` on the training rows (``ybar`` the
+       intercept; primal or dual form, the smaller; ``ridge`` a scale-free per-sample
+       penalty);
+    4. prediction ``sign(X_test beta + ybar)`` (0 counts as +1).
 
-    1. Split: the first ``floor(train_fraction * N)`` rows train, the rest test.
-    2. Standardise every feature with the training mean and standard deviation
-       (a feature with zero training spread is only centred).
-    3. Fit ``beta = argmin (1/n) ||X beta - (y - ybar)||^2 + ridge ||beta||^2`` on the
-       training rows (``ybar`` the training label mean, acting as intercept); i.e.
-       ``(X^T X + n ridge I) beta = X^T (y - ybar)``, solved in the primal (``d <= n``) or
-       the dual (``d > n``) form, whichever is smaller. Because the features are
-       standardised, ``ridge`` is a scale-free per-sample penalty; the default 1.0 is a
-       moderate shrinkage for the proportional regime ``d ~ n``.
-    4. Predict ``sign(X_test beta + ybar)`` (0 counts as +1).
-
-    Parameters
-    ----------
-    features : ndarray (N, d)
-        Pooled vectors ``c_n`` as rows.
-    labels : ndarray (N,)
-        ``y_n in {-1, +1}``.
-    train_fraction : float in (0, 1)
-    ridge : float > 0
-
-    Returns
-    -------
-    float
-        Fraction of test rows classified correctly.
-    """
+    O(N min(N, d)^2 + min(N, d)^3)."""
     features = check_finite_array("features", features)
     labels = check_finite_array("labels", labels)
     train_fraction = float(check_open_interval("train_fraction", train_fraction, 0.0, 1.0))
@@ -78,25 +60,9 @@ def ridge_readout_accuracy_multiclass(
     ridge: float = DEFAULT_RIDGE,
 ) -> float:
     """Test accuracy of a one-vs-rest ridge classifier of ``classes`` in ``0..K-1``
-    (docs/model.md, "K-class readout").
-
-    The steps of :func:`ridge_readout_accuracy` with the one-hot targets ``Y`` (n, K) in
-    place of ``y``: one ridge system with ``K`` right-hand sides,
-    ``(X^T X + n ridge I) B = X^T (Y - Ybar)`` (primal or dual, as there), and the
-    prediction ``argmax_k (X_test B + Ybar)_k`` (ties to the lowest class). One-vs-rest
-    least squares rather than multinomial (softmax) regression: it has the closed form of
-    the binary readout, costs one factorisation for every class, and for ``K = 2`` it is
-    that readout exactly (``y = 2 Y_0 - 1`` gives ``B_0 = -B_1 = beta / 2``, so the argmax
-    is the sign rule, class 0 = ``+1`` winning ties). O(n min(n, d)^2 + min(n, d)^3 +
-    n d K).
-
-    Parameters
-    ----------
-    features : ndarray (N, d)
-    classes : ndarray (N,)
-        Integer labels in ``0..K-1``.
-    K : int >= 2
-    """
+    (docs/model.md, "K-class readout"): the steps of :func:`ridge_readout_accuracy` with
+    one-hot targets, prediction ``argmax_k`` (ties to the lowest class); ``K = 2`` is that
+    readout exactly. O(n min(n, d)^2 + min(n, d)^3 + n d K)."""
     features = check_finite_array("features", features)
     classes = check_finite_array("classes", classes)
     if features.ndim != 2 or classes.shape != (features.shape[0],):
@@ -133,15 +99,9 @@ def _ridge_coefficients(x_train: np.ndarray, target: np.ndarray, penalty: float)
 def _standardised_split(
     features: np.ndarray, train_fraction: float
 ) -> tuple[np.ndarray, np.ndarray, int]:
-    """The first ``floor(train_fraction N)`` rows as the train set, the rest as the test
-    set, both standardised with the train set's column means and spreads (a zero spread
-    taken as 1); also the train size. O(N d).
-
-    Raises
-    ------
-    ValueError
-        ``train_fraction`` leaves an empty train or test set.
-    """
+    """The train rows (the first ``floor(train_fraction N)``) and the test rows, both
+    standardised with the train set's column means and spreads (zero spread taken as 1),
+    and the train size; ValueError when either set is empty. O(N d)."""
     n_total = features.shape[0]
     n_train = int(np.floor(train_fraction * n_total))
     if n_train < 1 or n_train >= n_total:

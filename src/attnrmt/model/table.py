@@ -1,14 +1,9 @@
-"""The embedding table ``E`` and its class means (docs/model.md, "Embedding table", "Spikes").
+"""The embedding table ``E`` and its class means (docs/model.md, "Embedding table",
+"Spikes", "Table laws").
 
-Storage convention: ``embeddings`` has shape ``(V, d)`` and row ``v`` is ``e_v``, i.e. it is
-the model's ``E`` (d x V) transposed, so that gathering tokens reads contiguous rows.
-Tokens ``0 .. V/2 - 1`` have class ``s_v = +1`` and tokens ``V/2 .. V - 1`` class ``-1``.
-The signal direction is ``u = e_1`` (first coordinate axis): the noise ``z_v ~ N(0, I_d)``
-is rotation invariant, so any fixed direction gives the same law. Other laws of i.i.d.
-unit-variance entries (:mod:`attnrmt.model.table_laws`; docs/model.md, "Table laws") are
-not, and keep ``u = e_1``, a coordinate axis; so does an ``anisotropic`` law, whose
-covariance is laid out around it (docs/model.md, "Anisotropic tables").
-"""
+``embeddings`` is (V, d), row ``v`` is ``e_v`` (the model's ``E`` transposed, so that
+gathering tokens reads contiguous rows); tokens ``0 .. V/2 - 1`` have class +1, the rest
+-1; the signal direction is ``u = e_1`` for every law."""
 
 from __future__ import annotations
 
@@ -35,27 +30,11 @@ Covariance = tuple[np.ndarray, np.ndarray | None]
 
 @dataclass(frozen=True, eq=False)
 class EmbeddingTable:
-    """One draw of the table
-    (docs/model.md, "Embedding table") with the derived class means (docs/model.md, "Spikes").
-
-    Attributes
-    ----------
-    embeddings : ndarray (V, d)
-        ``e_v = s_v mu + z_v`` in row ``v``.
-    token_class : ndarray of int8 (V,)
-        ``s_v``: +1 for the first ``V/2`` rows, -1 for the rest.
-    signal_direction : ndarray (d,)
-        ``u = mu / ||mu||`` (``e_1``; defined even when ``snr = 0``).
-    table_mean : ndarray (d,)
-        ``mbar = (m_+ + m_-)/2``, the mean of all embeddings.
-    class_mean_difference : ndarray (d,)
-        ``Dlt = (m_+ - m_-)/2``.
-    rough_embeddings : ndarray (V, d) or None
-        ``embeddings`` rounded to a lower precision (``sample_table(rough_dtype=...)``: the
-        top route's float32 warm-start passes), else None.
-    rough_max_abs : float
-        ``max |rough_embeddings|`` (inf after an overflow; NaN without a rough copy).
-    """
+    """One draw of the table (docs/model.md, "Embedding table") with its class means
+    (``table_mean`` ``mbar``, ``class_mean_difference`` ``Dlt``; docs/model.md, "Spikes"),
+    ``token_class`` ``s_v``, ``signal_direction`` ``u = e_1``, and for the top route's
+    warm start a lower-precision copy ``rough_embeddings`` (else None) with its largest
+    magnitude ``rough_max_abs`` (inf after an overflow, NaN without a copy)."""
 
     embeddings: np.ndarray
     token_class: np.ndarray
@@ -77,12 +56,9 @@ class EmbeddingTable:
 
 
 def realised_sizes(d: int, delta: float, gamma: float) -> tuple[int, int]:
-    """``V = 2 round(d / (2 delta))`` and ``N = round(d / gamma)``
-    (docs/model.md, "Sizes and ratios").
-
-    ``round`` is Python's (half to even). No validation here: see
-    :func:`attnrmt.model.simulate_cell`.
-    """
+    """``V = 2 round(d / (2 delta))`` and ``N = round(d / gamma)`` (Python's ``round``;
+    docs/model.md, "Sizes and ratios"); unchecked (:func:`attnrmt.model.simulate_cell`
+    checks). O(1)."""
     return 2 * round(d / (2 * delta)), round(d / gamma)
 
 
@@ -100,11 +76,8 @@ TABLE_BLOCKS_PER_CLASS = 2
 
 
 def child_seeds(rng: np.random.Generator, n: int) -> list[np.random.SeedSequence]:
-    """``rng``'s seed sequence spawned into ``n`` children (``seed_seq.spawn(n)``). O(n).
-
-    A generator built from a seed (``default_rng(seed)``) holds a ``SeedSequence``; the
-    only other numpy kind, ``SeedlessSeedSequence``, cannot spawn.
-    """
+    """``rng``'s seed sequence spawned into ``n`` children (TypeError for a seedless
+    generator). O(n)."""
     seed_seq = rng.bit_generator.seed_seq
     if not isinstance(seed_seq, np.random.SeedSequence):
         raise TypeError(f"rng's seed sequence {seed_seq!r} cannot spawn child seeds")
@@ -112,10 +85,8 @@ def child_seeds(rng: np.random.Generator, n: int) -> list[np.random.SeedSequence
 
 
 def helper_threads() -> int:
-    """Threads for the embarrassingly parallel fills: at most 2, at most the CPUs this
-    process may use, and at most ``OMP_NUM_THREADS`` / ``OPENBLAS_NUM_THREADS`` /
-    ``MKL_NUM_THREADS`` when set (a sweep worker pinned to one BLAS thread stays on one).
-    """
+    """Threads for the embarrassingly parallel fills: at most 2, the CPUs this process may
+    use and ``OMP_NUM_THREADS`` / ``OPENBLAS_NUM_THREADS`` / ``MKL_NUM_THREADS`` when set."""
     try:
         available = len(os.sched_getaffinity(0))
     except AttributeError:  # pragma: no cover - not Linux
@@ -141,9 +112,7 @@ def _draw_noise(
     covariance: Covariance | None = None,
 ) -> None:
     """Fill ``rows`` with the table law's entries: standard normals from ``generator``,
-    then :func:`attnrmt.model.table_laws.apply_table_law` (nothing more for
-    ``gaussian``) and ``covariance`` (:func:`attnrmt.model.table_laws.apply_covariance`).
-    O(rows) time."""
+    transformed by the law and ``covariance`` (:mod:`attnrmt.model.table_laws`). O(rows)."""
     generator.standard_normal(out=rows)
     if law["kind"] != "gaussian":
         apply_table_law(rows, law, auxiliary)
@@ -154,10 +123,9 @@ def _draw_noise(
 def _table_covariance(
     law: Mapping[str, Any], d: int, rng: np.random.Generator
 ) -> Covariance | None:
-    """``(sqrt(lambda), reflector)`` of an anisotropic law (docs/model.md, "Anisotropic
-    tables"), None otherwise: for ``random`` the unit ``h`` of the Householder reflection
-    taking ``e_1`` to a uniform direction ``r`` drawn from a child of ``rng`` spawned after
-    the blocks' (``Sigma = H diag(lambda) H``, ``u = e_1 = H r``). O(d)."""
+    """``(sqrt(lambda), reflector)`` of an anisotropic law, None otherwise (docs/model.md,
+    "Anisotropic tables"): for ``random`` the Householder vector taking ``e_1`` to a uniform
+    direction drawn from a child of ``rng`` spawned after the blocks'. O(d)."""
     lam = covariance_spectrum(law, d)
     if lam is None:
         return None
@@ -179,17 +147,11 @@ def _fill_rows_with_rough_copy(
     auxiliary: np.random.Generator | None = None,
     covariance: Covariance | None = None,
 ) -> tuple[np.ndarray, float]:
-    """Fill ``rows`` with the table law's noise (standard normals by default; ``shift``
-    added to column 0), write them
-    rounded into ``rough_rows`` and return their column sums and ``max |rough_rows|``, one
-    chunk of rows at a time, so that each chunk is summed and rounded while it is in
-    cache (one pass over memory instead of three: draw, sum, round). Bit-identical to
-    ``generator.standard_normal(out=rows); rows[:, 0] += shift; rows.sum(axis=0)``: a
-    generator fills consecutive chunks with the numbers of one call, and numpy sums the
-    rows of a C-ordered array over axis 0 one after the other, as the loop below does
-    (``tests/model/test_cell.py`` checks both; the ``auxiliary`` stream of a non-Gaussian
-    law is chunked the same way, ``tests/model/test_table_laws.py``). O(rows) time, O(d)
-    extra memory."""
+    """Fill ``rows`` with the table law's noise (``shift`` added to column 0), write them rounded
+    into ``rough_rows`` and return their column sums and ``max |rough_rows|``, a cache-sized
+    chunk at a time (one pass over memory instead of three), bit-identical to drawing,
+    shifting and summing the block at once (``tests/model/test_cell.py``,
+    ``tests/model/test_table_laws.py``). O(rows) time, O(d) extra memory."""
     law = law or {"kind": "gaussian"}
     chunk = max(1, _FUSED_CHUNK_BYTES // (8 * rows.shape[1]))
     sums = np.zeros(rows.shape[1])
@@ -217,37 +179,14 @@ def sample_table(
     rough_dtype: type | None = None,
     table: Mapping[str, Any] | str | None = None,
 ) -> EmbeddingTable:
-    """Draw ``E``: ``e_v = s_v mu + z_v`` with ``mu = sqrt(snr) e_1``
-    (docs/model.md, "Embedding table"), ``z_v`` of the law ``table`` (docs/model.md,
-    "Table laws"; default Gaussian).
-
-    The ``V x d`` noise is filled in ``2 * TABLE_BLOCKS_PER_CLASS`` row blocks,
-    each from its own SFC64 generator seeded by a child of ``rng``'s seed sequence, in
-    parallel threads
-    (:func:`helper_threads`); the result does not depend on the thread count. Each block
-    draws standard normals; a non-Gaussian law transforms them
-    (:func:`attnrmt.model.table_laws.apply_table_law`), and ``student_t`` / ``sparse``
-    draw their auxiliary numbers (one per entry, row-major) from a second SFC64 generator
-    per block, seeded by the first child of that block's seed sequence
-    (``child.spawn(1)[0]``), so the normals are the Gaussian table's. The class
-    sums are accumulated per block while it is hot in cache. With ``rough_dtype`` the
-    table is also rounded to it (``rough_embeddings``) chunk by chunk as it is drawn
-    (:func:`_fill_rows_with_rough_copy`; the same ``embeddings`` and sums, bit for bit).
-    O(V d) time, 8 V d bytes (plus the rough copy).
-
-    Parameters
-    ----------
-    d, V : int
-        Dimension and (even) vocabulary size.
-    snr : float
-        ``||mu||^2``.
-    rng : numpy.random.Generator
-    rough_dtype : numpy float type, optional
-        Precision of the rough copy (None: none).
-    table : str or dict, optional
-        Law of the noise entries (:func:`attnrmt.model.table_laws.validate_table`; None:
-        ``gaussian``).
-    """
+    """Draw ``E`` (V, d): ``e_v = s_v mu + z_v`` with ``mu = sqrt(snr) e_1`` and ``z_v`` of the
+    law ``table`` (docs/model.md, "Embedding table", "Table laws", where the random streams
+    are fixed: ``2 TABLE_BLOCKS_PER_CLASS`` row blocks, each from an SFC64 generator seeded by
+    a child of ``rng``, the auxiliary numbers of ``student_t`` / ``sparse`` from a second
+    one per block). The blocks fill in parallel threads (the numbers do not depend on their
+    count), with the class sums accumulated while a block is hot in cache, and with
+    ``rough_dtype`` rounded into a copy as they are drawn. O(V d) time, 8 V d bytes (plus
+    the rough copy)."""
     law = validate_table(table)
     if law["kind"] == "file":
         return file_table(law, snr, (V, d), rough_dtype)
@@ -317,11 +256,9 @@ def file_table(
     shape: tuple[int, int] | None = None,
     rough_dtype: type | None = None,
 ) -> EmbeddingTable:
-    """A ``file`` table (docs/model.md, "Tables from a file"): its rows
-    (:func:`attnrmt.model.table_laws.load_file_table`) reflected by the Householder ``H``
-    that takes its class-mean difference ``Dlt_0`` to ``e_1`` (spectra and overlaps are
-    unchanged), plus ``s_v sqrt(snr) e_1``. ValueError when ``shape = (V, d)`` is not the
-    file's. O(V d)."""
+    """A ``file`` table (docs/model.md, "Tables from a file"): its rows reflected so that the
+    class-mean difference lies along ``e_1``, plus ``s_v sqrt(snr) e_1``; ValueError when
+    ``shape = (V, d)`` is not the file's. O(V d)."""
     rows, classes = load_file_table(law)
     if shape is not None and rows.shape != shape:
         V, d = rows.shape
@@ -350,10 +287,8 @@ def file_table(
 
 
 def sample_tokens(signs: np.ndarray, V: int, rng: np.random.Generator) -> np.ndarray:
-    """Token indices ``v_{n,t}``, uniform among the ``V/2`` tokens of class ``xi_{n,t}``.
-
-    Returns an int64 array of the shape of ``signs`` (docs/model.md, "Tokens, pooling and S").
-    """
+    """Token indices ``v_{n,t}`` (int64, shape of ``signs``), uniform among the ``V/2`` tokens
+    of class ``xi_{n,t}`` (docs/model.md, "Tokens, pooling and S"). O(N T)."""
     half = V // 2
     within_class = rng.integers(0, half, size=signs.shape, dtype=np.int64)
     return np.where(signs > 0, within_class, within_class + half)

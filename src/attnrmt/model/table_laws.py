@@ -1,41 +1,15 @@
-"""Laws of the embedding table's noise ``z_v`` (docs/model.md, "Table laws").
+"""Laws of the embedding table's noise ``z_v`` (docs/model.md, "Table laws", where the
+laws, their entries as functions of the Gaussian table's normals ``g`` and their
+moments are listed; "Anisotropic tables"; "Tables from a file").
 
-A table law is a spec like the positional and weights models: a bare name
-(``"gaussian"``, ``"rademacher"``, ``"uniform"``) or a dict ``{"kind": "student_t",
-"nu": 3.0}``, ``{"kind": "sparse", "p": 0.1}``. Every law has i.i.d. entries with mean 0
-and variance 1:
-
-============= ============== ========================================= ================
-kind          parameter      entry ``z`` (``g ~ N(0, 1)``)             ``E z^4``
-============= ============== ========================================= ================
-``gaussian``  —              ``g``                                     3
-``rademacher`` —             ``sign(g)``                               1
-``uniform``   —              ``sqrt(3) erf(g / sqrt(2))``              9/5
-                             (uniform on ``[-sqrt(3), sqrt(3)]``)
-``student_t`` ``nu > 2``     ``g sqrt((nu - 2) / (2 G))``,             ``3 (nu-2)/(nu-4)``
-                             ``G ~ Gamma(nu/2, 1)``                    (inf if nu <= 4)
-``sparse``    ``0 < p <= 1`` ``g 1[U < p] / sqrt(p)``, ``U ~ U[0, 1)`` ``3 / p``
-============= ============== ========================================= ================
-
-``{"kind": "anisotropic", "spectrum": ..., "signal": ...}`` is the Gaussian law with a
-covariance ``Sigma`` (docs/model.md, "Anisotropic tables"): rows ``z_v = Sigma^(1/2) g_v``
-with the spectrum ``power`` (``beta >= 0``: ``lambda_i ∝ i^(-beta)``), ``two_level``
-(``ratio > 0`` on a ``fraction`` of the directions, 1 on the rest) or a list (each value
-repeated ``d / len`` times), normalised to unit mean, and the signal ``u = e_1`` along the
-``top`` or ``bottom`` eigenvector of ``Sigma`` or a ``random`` direction in its eigenbasis.
-``{"kind": "file", "path": "E.npy", "labels": "y.npy"}`` is a given table (docs/model.md,
-"Tables from a file"), rotated so that its class-mean difference lies along ``u = e_1``.
-
-Every entry is a function of the standard normal ``g`` that the Gaussian table draws at
-that place, plus (``student_t``, ``sparse``) one auxiliary draw from a second stream
-(:func:`attnrmt.model.table.sample_table`). So ``gaussian`` consumes the random numbers it
-always did, and the laws are coupled: at one seed, ``rademacher`` is the sign of the
-Gaussian table, ``sparse`` masks it (``p = 1`` is the Gaussian table bit for bit, and the
-masks are nested in ``p``), and ``student_t`` rescales it row-entry by entry.
+A law is a spec like the positional and weights models: a bare name (``"gaussian"``,
+``"rademacher"``, ``"uniform"``) or a dict (``student_t`` ``nu``, ``sparse`` ``p``,
+``anisotropic`` ``spectrum`` and ``signal``, ``file`` ``path`` and ``labels``). Each
+entry is a function of the normal the Gaussian table draws at its place (plus one
+auxiliary draw for ``student_t`` and ``sparse``), so the laws are coupled at one seed.
 
 This module imports only numpy (``scipy.special.erf`` on first use of ``uniform``), so a
-sweep config can validate a law without importing the simulator.
-"""
+sweep config can validate a law without importing the simulator."""
 
 from __future__ import annotations
 
@@ -162,7 +136,8 @@ def validate_table(spec: Mapping[str, Any] | str | None = None) -> dict[str, Any
 
 
 def _anisotropic(params: Mapping[str, Any]) -> dict[str, Any]:
-    """The parameters of an ``anisotropic`` law, checked (module docstring). O(list)."""
+    """The parameters of an ``anisotropic`` law, checked (docs/model.md, "Anisotropic
+    tables"). O(list)."""
     signal, spectrum = params.get("signal"), params.get("spectrum")
     if signal not in SIGNALS:
         raise ValueError(f"table.signal={signal!r}: must be one of {', '.join(map(repr, SIGNALS))}")
@@ -232,8 +207,9 @@ def load_file_table(law: Mapping[str, Any]) -> tuple[np.ndarray, np.ndarray]:
 
 def covariance_spectrum(law: Mapping[str, Any], d: int) -> np.ndarray | None:
     """Eigenvalues of ``Sigma`` (unit mean) in coordinate order, the signal's eigenvalue at
-    coordinate 0 for ``top`` / ``bottom``; None for a law without covariance (module
-    docstring). ValueError if ``d`` is not a multiple of a list's length. O(d)."""
+    coordinate 0 for ``top`` / ``bottom``; None for a law without covariance
+    (docs/model.md, "Anisotropic tables"). ValueError if ``d`` is not a multiple of a
+    list's length. O(d)."""
     spectrum = law.get("spectrum")
     if spectrum is None:
         return None
@@ -264,8 +240,8 @@ def apply_covariance(rows: np.ndarray, root: np.ndarray, reflector: np.ndarray |
 
 
 def table_moments(spec: Mapping[str, Any] | str | None = None) -> tuple[float, float]:
-    """``(E z^2, E z^4)`` of one table entry: ``(1.0, m4)`` with ``m4`` from the module
-    docstring's table (``inf`` for ``student_t`` with ``nu <= 4``). O(1)."""
+    """``(E z^2, E z^4)`` of one table entry: ``(1.0, m4)``, ``m4`` from docs/model.md,
+    "Table laws" (``inf`` for ``student_t`` with ``nu <= 4``). O(1)."""
     law = validate_table(spec)
     kind = law["kind"]
     if kind in ("gaussian", "anisotropic", "file"):
@@ -299,7 +275,7 @@ def apply_table_law(
     normals: np.ndarray, law: Mapping[str, Any], auxiliary: np.random.Generator | None
 ) -> np.ndarray:
     """Turn the standard normals ``g`` of ``normals`` (C-ordered rows) into the law's
-    entries ``z`` in place (module docstring) and return it.
+    entries ``z`` in place (docs/model.md, "Table laws") and return it.
 
     ``law`` is a canonical spec (:func:`validate_table`); ``auxiliary`` draws the Gamma
     (``student_t``) or uniform (``sparse``) numbers, one per entry in row-major order,

@@ -1,19 +1,7 @@
-"""Pooling weights and the pooling scalars alpha, kappa, sigma
-(docs/model.md, "Weights", "Pooling scalars").
-
-A weights spec is a built-in name (``"mean"``, ``"last"``, ``"optimal"``, ``"harmonic"``)
-or a dict ``{"kind": "causal_limit", "tau": 1.0}``, ``{"kind": "causal_attention",
-"tau": 1.0}``, ``{"kind": "custom", "values": [...]}``.
-
-Normalisations (the overall scale of ``w`` cancels in alpha/kappa but sets kappa, i.e. the
-units of S):
-
-- ``mean``, ``harmonic``, ``causal_limit`` (and the measured ``causal_attention`` weights):
-  ``sum(w) = 1``;
-- ``last``: ``w = e_T`` (``sum = 1`` too);
-- ``optimal``: unit norm ``||w|| = 1`` (an eigenvector), sign chosen so that ``sum(w) > 0``;
-- ``custom``: used exactly as given.
-"""
+"""Pooling weights and the pooling scalars alpha, kappa, sigma (docs/model.md, "Weights",
+"Pooling scalars", where the kinds, formulas and normalisations are listed): a built-in
+name (:data:`attnrmt.contract.BUILTIN_WEIGHTS`) or ``{"kind": "causal_limit" |
+"causal_attention", "tau"}``, ``{"kind": "custom", "values"}``."""
 
 from __future__ import annotations
 
@@ -61,13 +49,10 @@ def _check_tau(value: Any) -> float:
 
 
 def validate_weights(spec: Mapping[str, Any] | str, T: int) -> dict[str, Any]:
-    """The canonical dict of a pooling-weights spec (a built-in name or ``{"kind": ...,
-    **params}``, module docstring) for sequence length ``T``: keys sorted, built-in names
-    as ``{"kind": name}``, ``tau`` of ``causal_limit`` / ``causal_attention`` always
-    present (default 0.0) as a float, ``custom`` values a list of floats. Raises
-    ValueError: unknown kind, unexpected parameter, non-finite ``tau``, ``custom`` values
-    not of length ``T``, not finite, or all zero (kappa = 0). O(T).
-    """
+    """The canonical dict of a weights spec for length ``T``: keys sorted, ``tau`` always
+    present (default 0.0), ``custom`` values floats. ValueError for an unknown kind or
+    parameter, a non-finite ``tau``, ``custom`` values not of length ``T``, not finite or
+    all zero. O(T)."""
     T = _check_T(T)
     kind, params = split_model_spec("weights", spec, _PARAMS)
     canonical: dict[str, Any] = {"kind": kind}
@@ -86,14 +71,8 @@ def validate_weights(spec: Mapping[str, Any] | str, T: int) -> dict[str, Any]:
 
 
 def harmonic_weights(T: int) -> np.ndarray:
-    """The seed's harmonic weights ``w_t ∝ H_{T-1} - H_{t-1}``, ``t = 1..T``
-    (docs/model.md, "Weights").
-
-    Normalised to ``sum(w) = 1``: since ``sum_{j=0}^{T-1} H_j = T H_{T-1} - (T - 1)``, the
-    unnormalised weights sum to ``T - 1``, so ``w_t = (H_{T-1} - H_{t-1}) / (T - 1)``.
-    The last token gets zero weight. ``T = 1`` (where the formula is 0/0) gives the mean
-    weight ``w = [1]``.
-    """
+    """The seed's harmonic weights ``(H_{T-1} - H_{t-1}) / (T - 1)`` (docs/model.md,
+    "Weights"; ``T = 1``: ``[1]``). O(T)."""
     T = _check_T(T)
     if T == 1:
         return np.ones(1)
@@ -102,18 +81,9 @@ def harmonic_weights(T: int) -> np.ndarray:
 
 
 def causal_limit_weights(T: int, tau: float = 0.0) -> np.ndarray:
-    """Deterministic limit of causal self-attention pooling (docs/model.md, "Weights").
-
-    With ``c = e^tau - 1``,
-    ``w_s = (1/T) [ c/(c+s) + sum_{t=s}^{T} 1/(c+t) ]``, ``s = 1..T``; at ``tau = 0``,
-    ``w_s = (H_T - H_{s-1}) / T``. Row ``t`` of the limiting attention matrix puts
-    ``(1+c)/(c+t)`` on itself and ``1/(c+t)`` on each earlier token; every row sums to 1, so
-    ``sum(w) = 1`` exactly (no extra normalisation).
-
-    For ``tau >= 0`` the terms are evaluated through ``q = e^{-tau}`` (``c/(c+s) =
-    (1-q)/(1-q+sq)``, ``1/(c+t) = q/(1-q+tq)``) so that large ``tau`` does not overflow;
-    ``tau -> inf`` gives the mean weights.
-    """
+    """Deterministic limit of causal self-attention pooling, ``sum(w) = 1`` (docs/model.md,
+    "Weights"); for ``tau >= 0`` evaluated through ``q = e^{-tau}`` so that large ``tau``
+    does not overflow. O(T)."""
     T = _check_T(T)
     tau = _check_tau(tau)
     positions = np.arange(1, T + 1, dtype=np.float64)
@@ -130,15 +100,9 @@ def causal_limit_weights(T: int, tau: float = 0.0) -> np.ndarray:
 
 
 def optimal_weights(R: np.ndarray) -> np.ndarray:
-    """Top eigenvector of ``R`` (unit norm), sign chosen so that ``sum(w) > 0``
-    (docs/model.md, "Weights").
-
-    It maximises the Rayleigh quotient ``alpha/kappa = w^T R w / ||w||^2`` (value
-    ``lambda_max(R)``). If the top eigenvalue is degenerate (e.g. ``R = I``), the answer is
-    made deterministic by projecting the all-ones vector onto the top eigenspace (for
-    ``R = I``: the mean direction); if that projection vanishes, the first basis vector
-    of the eigenspace is used, with its largest entry made positive.
-    """
+    """Top eigenvector of ``R`` (unit norm, ``sum(w) > 0``), maximising ``alpha/kappa``
+    (docs/model.md, "Weights"); a degenerate top eigenspace gives the projection of the
+    all-ones vector onto it (``R = I``: the mean), else its first basis vector. O(T^3)."""
     R = _check_correlation(R)
     eigenvalues, eigenvectors = np.linalg.eigh(R)
     top = eigenvalues[-1]
@@ -165,24 +129,9 @@ def _check_correlation(R: Any) -> np.ndarray:
 def pooling_weights(
     weights: Mapping[str, Any] | str, T: int, R: np.ndarray | None = None
 ) -> np.ndarray:
-    """The pooling weight vector ``w`` (T,) of a weights spec (docs/model.md, "Weights").
-
-    Parameters
-    ----------
-    weights : str or dict
-        See :func:`validate_weights`.
-    T : int
-        Sequence length.
-    R : ndarray (T, T), optional
-        Sign correlation; required for ``optimal``.
-
-    Returns
-    -------
-    ndarray (T,)
-        For ``causal_attention`` (whose weights are random and data-dependent) this is its
-        deterministic limit ``causal_limit(tau)``; :func:`attnrmt.model.simulate_cell`
-        reports the measured weights instead.
-    """
+    """The weights ``w`` (T,) of a spec (docs/model.md, "Weights"); ``R`` (the sign
+    correlation) is needed for ``optimal``; ``causal_attention`` gives its deterministic
+    limit ``causal_limit(tau)`` (the cell reports the measured weights). O(T^3)."""
     spec = validate_weights(weights, T)
     kind = spec["kind"]
     if kind == "mean":
@@ -206,8 +155,8 @@ def pooling_weights(
 
 
 def pooling_scalars(w: np.ndarray, R: np.ndarray) -> tuple[float, float, float]:
-    """``alpha = w^T R w``, ``kappa = ||w||^2``, ``sigma = sum_t w_t``
-    (docs/model.md, "Pooling scalars")."""
+    """``alpha = w^T R w``, ``kappa = ||w||^2``, ``sigma = sum_t w_t`` (docs/model.md,
+    "Pooling scalars"). O(T^2)."""
     w = check_finite_array("w", w)
     R = _check_correlation(R)
     if w.ndim != 1 or R.shape != (w.size, w.size):
@@ -218,31 +167,10 @@ def pooling_scalars(w: np.ndarray, R: np.ndarray) -> tuple[float, float, float]:
 def causal_attention_weights(
     embeddings: np.ndarray, tokens: np.ndarray, tau: float, *, chunk_bytes: int = 2**25
 ) -> np.ndarray:
-    """Per-sequence effective weights of real causal softmax self-attention
-    (docs/model.md, "Weights").
-
-    For sequence ``n`` with token embeddings ``x_1..x_T`` (queries = keys = values), the
-    attention matrix is ``A_ts = softmax_{s <= t}(tau x_t.x_s / d)`` and the pooled output
-    is the mean of the ``T`` outputs, ``(1/T) sum_t sum_{s<=t} A_ts x_s = sum_s W_ns x_s``
-    with effective weights ``W_ns = (1/T) sum_{t >= s} A_ts`` (each row sums to 1).
-
-    Parameters
-    ----------
-    embeddings : ndarray (V, d)
-        Row ``v`` is the embedding ``e_v``.
-    tokens : ndarray of int (N, T)
-        Token indices ``v_{n,t}``.
-    tau : float
-        Inverse temperature of the scores.
-    chunk_bytes : int
-        Memory bound for the gathered ``(chunk, T, d)`` embeddings; sequences are processed
-        in vectorised blocks of that size (no per-sequence loop).
-
-    Returns
-    -------
-    ndarray (N, T)
-        ``W_ns``.
-    """
+    """Per-sequence effective weights ``W_ns = (1/T) sum_{t >= s} A_ts`` (N, T) of real causal
+    softmax self-attention on the sequences' embeddings (docs/model.md, "Weights"),
+    vectorised over blocks of sequences whose gathered ``(chunk, T, d)`` embeddings fit in
+    ``chunk_bytes``. O(N T^2 d) time."""
     tau = _check_tau(tau)
     n_sequences, T = tokens.shape
     d = embeddings.shape[1]
