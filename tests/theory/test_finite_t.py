@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import xarray as xr
 
-from attnrmt.theory import bulk_density
+from attnrmt.model import simulate_cell
+from attnrmt.theory import bulk_density, bulk_edges
 from attnrmt.theory.finite_t import (
     FINITE_T_BOUND,
+    finite_d_edges,
     finite_t_stieltjes,
     large_t_bulk_holds,
+    noise_top,
     tokens_per_vocab,
 )
 
@@ -50,3 +54,55 @@ def test_at_large_token_counts_the_density_is_the_large_t_bulk() -> None:
     x = np.array([1.0, 2.0, 3.0])
     density = finite_t_stieltjes(x + 0.01j, 0.5, 0.5, np.full(16, 1 / 16), 1000, 40).imag / np.pi
     np.testing.assert_allclose(density, bulk_density(x, 0.5, 0.5), rtol=0.03)
+
+
+def test_the_noise_top_is_the_simulated_largest_noise_eigenvalue() -> None:
+    # N T / V = 1 (T = 2, delta = 0.5, gamma = 1, harmonic-like weights), d = 120: the mean
+    # of the simulator's top eigenvalue of S / kappa at snr 0 over 16 cells (sd ~0.3, so
+    # the two means agree to ~0.15 at 2 sigma); a missing centring puts it near 3, a wrong
+    # kappa scales it by 1.25
+    w = np.array([2.0, 1.0]) / 3.0
+    tops = [
+        (c.top_eigenvalues[0] / c.kappa, c.V, c.N)
+        for c in (
+            simulate_cell(
+                120,
+                0.5,
+                1.0,
+                2,
+                "iid",
+                {"kind": "custom", "values": list(w)},
+                0.0,
+                top_k=1,
+                seed=[3, r],
+                spectrum="top",
+            )
+            for r in range(16)
+        )
+    ]
+    mean, sd = noise_top(120, int(tops[0][1]), int(tops[0][2]), w, samples=16)
+    assert abs(mean - np.mean([t[0] for t in tops])) < 0.15
+    assert 0.5 < sd / np.std([t[0] for t in tops]) < 2.0
+
+
+def test_the_noise_top_sits_at_the_large_t_edge_at_many_tokens() -> None:
+    # N T / V = 16: mean + sd of the largest eigenvalue is the edge f(u*) = 4.409 up to
+    # 0.06 Tracy-Widom units (~0.5% at d = 150) and the mean's MC error (~1%)
+    mean, sd = noise_top(150, 300, 300, np.full(16, 1 / 16), samples=12)
+    assert mean + sd == pytest.approx(float(bulk_edges(0.5, 0.5)[1]), rel=0.03)
+
+
+def test_finite_d_edges_only_below_the_bound() -> None:
+    # T = 2 (N T / V = 2) gets an edge, T = 8 (N T / V = 8) keeps the large-T one (NaN);
+    # the padded positions of the shorter T are ignored
+    grid = xr.Dataset(
+        {
+            "V": ("T", [200, 200]),
+            "N": ("T", [200, 200]),
+            "effective_weights": (("T", "position"), [[0.5, 0.5] + [np.nan] * 6, [1 / 8] * 8]),
+        },
+        coords={"d": 100, "T": [2, 8]},
+    )
+    edges = finite_d_edges(grid)
+    assert np.isnan(edges.sel(T=8)) and np.isfinite(edges.sel(T=2))
+    assert float(edges.sel(T=2)) > float(bulk_edges(0.5, 0.5)[1])

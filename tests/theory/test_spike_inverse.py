@@ -41,3 +41,16 @@ def test_inverse_maps_undo_the_outlier_maps(delta: float, gamma: float) -> None:
     np.testing.assert_allclose(
         theta_from_sample(sam[have_sam], delta, gamma, kappa), theta[have_sam], rtol=1e-8
     )
+
+
+def test_a_finite_d_edge_maps_the_noise_tail_to_the_critical_value() -> None:
+    # docs/model.md, "What replaces the edge": at or below `edge` the critical theta, above
+    # it the same root as without it, and a NaN edge is the large-T map
+    delta, gamma, kappa = 0.4, 0.8, 0.37
+    lam = kappa * np.array([4.0, 4.9, 5.0, 5.2, 8.0])
+    plain = theta_from_sample(lam, delta, gamma, kappa)
+    edged = theta_from_sample(lam, delta, gamma, kappa, edge=5.1)
+    np.testing.assert_array_equal(theta_from_sample(lam, delta, gamma, kappa, np.nan), plain)
+    np.testing.assert_allclose(edged[:3], plain[0])  # 4.0 is inside the large-T edge
+    np.testing.assert_array_equal(edged[3:], plain[3:])
+    assert plain[1] > plain[0]

@@ -51,6 +51,7 @@ import xarray as xr
 from attnrmt.analysis._common import at_signal, effective_ratios, plain, setting_rng
 from attnrmt.analysis.own_theta import own_critical, own_theta
 from attnrmt.contract import CURVE_AXES, TABLE_AXIS, TRANSITIONS
+from attnrmt.theory.finite_t import finite_d_edges
 from attnrmt.theory.spike import critical_theta, theta_from_population, theta_from_sample
 
 DEFAULT_MARGIN = 0.1
@@ -90,7 +91,8 @@ def theta_hat(cells: xr.Dataset) -> xr.DataArray:
     pop = at_signal(cells, "pop_top_eigenvalues", population=True)
     sam = at_signal(cells, "top_eigenvalues")
     pop_theta = xr.apply_ufunc(theta_from_population, pop, delta, kappa)
-    sam_theta = xr.apply_ufunc(theta_from_sample, sam, delta, gamma, kappa)
+    edge = finite_d_edges(cells)  # finite T: the finite-d edge (docs/model.md)
+    sam_theta = xr.apply_ufunc(theta_from_sample, sam, delta, gamma, kappa, edge)
     out = xr.concat([pop_theta, sam_theta], dim="transition", join="outer")
     out = out.assign_coords(transition=list(TRANSITIONS))
     out.attrs = {"long_name": "spike strength inferred from the outlier", "units": "kappa"}

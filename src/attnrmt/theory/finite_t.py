@@ -10,6 +10,7 @@ large; :func:`finite_t_stieltjes` gives the bulk at any ``N T / V``.
 from __future__ import annotations
 
 import numpy as np
+import xarray as xr
 from numpy.typing import ArrayLike, NDArray
 
 from attnrmt._validation import check_finite_array, check_positive
@@ -17,8 +18,11 @@ from attnrmt._validation import check_finite_array, check_positive
 __all__ = [
     "FINITE_T_BOUND",
     "FINITE_T_MIN_D",
+    "finite_d_edge",
+    "finite_d_edges",
     "finite_t_stieltjes",
     "large_t_bulk_holds",
+    "noise_top",
     "tokens_per_vocab",
 ]
 
@@ -110,3 +114,63 @@ def finite_t_stieltjes(
         if sweep >= sweeps // 2:
             total, kept = total + m_new, kept + 1
     return np.asarray(total / kept, dtype=np.complex128)
+
+
+def noise_top(
+    d: int, V: int, N: int, weights: ArrayLike, samples: int = 24, seed: int = 0
+) -> tuple[float, float]:
+    """Mean and standard deviation of the largest eigenvalue of the centred noise part
+    ``S0 / kappa`` at the realised ``d, V, N`` (docs/model.md, "What replaces the edge"),
+    over ``samples`` draws of ``N`` sequences of uniform tokens and a Gaussian table.
+    Lanczos on ``C C^T`` with ``C = Z Q (I - 1 1^T / N)``. O(samples x d (V + N T + N m))
+    for ``m`` Lanczos vectors."""
+    from scipy.sparse.linalg import LinearOperator, eigsh
+
+    w = check_finite_array("weights", weights)
+    scale = 1.0 / (N * float(w @ w))
+    rng = np.random.default_rng(seed)
+    tops = np.empty(samples)
+    for i in range(samples):
+        z = rng.standard_normal((d, V))
+        tokens = rng.integers(0, V, (N, w.size))
+        c = sum(w[t] * z[:, tokens[:, t]] for t in range(w.size))
+        c = np.asarray(c) - np.mean(c, axis=1, keepdims=True)
+        gram = LinearOperator((d, d), matvec=lambda v, c=c: c @ (c.T @ v), dtype=float)
+        tops[i] = eigsh(gram, k=1, which="LA", tol=1e-8, return_eigenvectors=False)[0] * scale
+    return float(tops.mean()), float(tops.std(ddof=1))
+
+
+def finite_d_edge(d: int, V: int, N: int, weights: ArrayLike) -> float:
+    """The edge of ``S / kappa`` that replaces ``f(u*)`` at finite ``d`` where
+    ``N T / V <`` :data:`FINITE_T_BOUND` (docs/model.md, "What replaces the edge"): the mean
+    plus one standard deviation of the largest noise eigenvalue (:func:`noise_top`), which
+    for a soft edge is ``f(u*)`` up to ``0.06`` Tracy–Widom units. Cost as
+    :func:`noise_top`."""
+    mean, sd = noise_top(d, V, N, weights, seed=d + 7 * V + 13 * N)
+    return mean + sd
+
+
+def finite_d_edges(cells: xr.Dataset) -> xr.DataArray:
+    """:func:`finite_d_edge` of every cell of a ``cells.zarr`` grid whose realised
+    ``N T / V`` is below :data:`FINITE_T_BOUND` (NaN elsewhere: the large-T edge holds),
+    from its ``d``, ``V``, ``N`` and replicate-mean ``effective_weights``. One
+    :func:`noise_top` per distinct ``(d, V, N, weights)``."""
+    if not {"effective_weights", "V", "N"} <= set(cells.variables):
+        return xr.DataArray(np.nan)
+    w = cells["effective_weights"]
+    w = w.mean([dim for dim in ("snr", "replicate") if dim in w.dims])
+    d, V, N, T = (cells[k].astype(float) for k in ("d", "V", "N", "T"))
+    d, V, N, T, w = xr.broadcast(d, V, N, T, w, exclude=["position"])
+    ws = np.asarray(w.transpose(*d.dims, "position").values, dtype=float)
+    dv, vv, nv, tv = (np.asarray(a.values, dtype=float) for a in (d, V, N, T))
+    out = np.full(d.shape, np.nan)
+    found: dict[tuple[float, ...], float] = {}
+    for i in np.ndindex(d.shape):
+        weights = ws[i][: int(tv[i])] if np.isfinite(tv[i]) else ws[i][:0]
+        if not (vv[i] > 0 and nv[i] * weights.size / vv[i] < FINITE_T_BOUND):
+            continue
+        key = (dv[i], vv[i], nv[i], *np.round(weights, 12))
+        if key not in found and np.all(np.isfinite(weights)):
+            found[key] = finite_d_edge(int(dv[i]), int(vv[i]), int(nv[i]), weights)
+        out[i] = found.get(key, np.nan)
+    return xr.DataArray(out, dims=d.dims, coords=d.coords)

@@ -313,7 +313,11 @@ def theta_from_population(ell: np.ndarray, delta: np.ndarray, kappa: np.ndarray)
 
 
 def theta_from_sample(
-    lam: np.ndarray, delta: np.ndarray, gamma: np.ndarray, kappa: np.ndarray
+    lam: np.ndarray,
+    delta: np.ndarray,
+    gamma: np.ndarray,
+    kappa: np.ndarray,
+    edge: np.ndarray | float = np.nan,
 ) -> np.ndarray:
     """Invert the sample outlier map ``lambda = kappa (1+u)(1+delta u)(1+gamma u)/u``.
 
@@ -322,10 +326,11 @@ def theta_from_sample(
     With ``v = 1/u = theta - delta`` the map ``g(v) = (v+1)(v+delta)(v+gamma)/v^2`` is
     increasing on ``v >= 1/u*`` and ``g(v) >= v``; the root of ``g(v) = lambda/kappa`` is
     found by vectorised bisection on ``[1/u*, max(x, 1/u*)]``. At or below the bulk edge
-    ``g(1/u*)`` the result is the critical ``delta + 1/u*``.
+    ``g(1/u*)`` (or ``edge``, in units of ``kappa``, where finite: the finite-``d`` edge of
+    docs/model.md, "What replaces the edge") the result is the critical ``delta + 1/u*``.
     """
-    lam, delta, gamma, kappa = np.broadcast_arrays(
-        *(np.asarray(a, dtype=float) for a in (lam, delta, gamma, kappa))
+    lam, delta, gamma, kappa, edge = np.broadcast_arrays(
+        *(np.asarray(a, dtype=float) for a in (lam, delta, gamma, kappa, edge))
     )
     x = lam / kappa
     ok = np.isfinite(x) & np.isfinite(delta) & np.isfinite(gamma)
@@ -344,5 +349,6 @@ def theta_from_sample(
         too_small = g(mid) < xs
         low = np.where(too_small, mid, low)
         high = np.where(too_small, high, mid)
-    v = np.where(xs > g(v_star), 0.5 * (low + high), v_star)
+    level = np.where(np.isfinite(edge), edge, g(v_star))
+    v = np.where(xs > level, 0.5 * (low + high), v_star)
     return np.where(ok, d_ + v, np.nan)
