@@ -52,8 +52,8 @@ def axis_coordinates(axes: Mapping[str, Sequence[Any]]) -> dict[str, np.ndarray]
 
 
 def dataset_attrs(sweep_plan: Any, root_seed: int, title: str) -> dict[str, Any]:
-    """The dataset attributes of a sweep's stores (``docs/data-contract.md``, "Dataset
-    attributes"): ``classes`` (JSON of ``{K, means, means_name, spikes}``) only for a
+    """The dataset attributes of a sweep's stores (``docs/data-contract.md``,
+    "Attributes"): ``classes`` (JSON of ``{K, means, means_name, spikes}``) only for a
     K-class sweep and ``noise`` only when shared, so other sweeps' attributes are unchanged.
     O(models)."""
     from attnrmt import __version__
