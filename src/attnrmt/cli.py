@@ -35,11 +35,8 @@ EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a tool killed 
 
 
 def calibrate_seconds_per_work(run_dir: Path) -> tuple[float, str]:
-    """Seconds per work unit on this machine and where the number comes from: measured
-    once per existing run directory and kept there
-    (:func:`attnrmt.sweep.run.calibration.cached_seconds_per_work`: identical calls,
-    identical estimates); before the first run (no ``run_dir``) measured and not kept, so
-    that ``attnrmt plan`` creates no results folder."""
+    """Seconds per work unit on this machine and its source: kept in an existing run directory
+    (identical estimates), else measured and not kept (``attnrmt plan`` creates no folder)."""
     from attnrmt.sweep.run.calibration import (
         cached_seconds_per_work,
         calibrate_seconds_per_work,
@@ -61,10 +58,8 @@ def calibrate_seconds_per_work(run_dir: Path) -> tuple[float, str]:
 def sweep_summary(
     sweep: Any, done: set[str], seconds_per_work: float, failed: Sequence[Mapping[str, Any]] = ()
 ) -> dict[str, Any]:
-    """Counts, estimated seconds (total and remaining,
-    :func:`attnrmt.sweep.report.status.remaining_work`) and failed cells of one planned
-    sweep; ``done`` and ``failed`` as :func:`attnrmt.sweep.report.progress.count_sweep`
-    counts them (records of cells no longer planned left out). O(cells)."""
+    """Counts, estimated seconds (:func:`~attnrmt.sweep.report.status.remaining_work`) and failed
+    cells still planned of one sweep (``done``, ``failed``: :func:`.count_sweep`'s). O(cells)."""
     keys = sweep.cell_keys()  # from the plan's arrays: no Cell built
     planned_keys = set(keys)
     return {
@@ -181,10 +176,8 @@ def command_plan(args: argparse.Namespace) -> int:
 
 
 def status_plan(target: str, results: str) -> tuple[Any, Path]:
-    """``(run plan, run dir)`` of ``attnrmt status TARGET``: a config file (its run under
-    ``results``) or a run directory ``results/<run>`` (its config from the run's record,
-    written by the first run: :func:`attnrmt.sweep.spec.config.claim_run_dir`); the plan
-    of the run's current round when its sweeps state a target."""
+    """``(run plan, run dir)`` of ``attnrmt status TARGET`` (a config file, or ``results/<run>``
+    and its recorded config), the plan of the run's current round when sweeps state a target."""
     from attnrmt.sweep.spec.config import load_valid_config
     from attnrmt.sweep.store.guard import RUN_RECORD
 
@@ -217,75 +210,47 @@ def _round_plan(valid: Any, run_dir: Path) -> Any:
 
 
 def command_status(args: argparse.Namespace) -> int:
-    """``attnrmt status``: done / failed / pending cells, cells per second and ETA per
-    sweep (:mod:`attnrmt.sweep.report.status`); ``--watch`` repeats until interrupted."""
+    """``attnrmt status``: cells done / failed / pending, rate and ETA per sweep; ``--watch``
+    repeats (``--json``: a line per refresh; else the live bar until no live run is left)."""
     import time
 
     from attnrmt.driver import driver_status_line
+    from attnrmt.sweep.report.progress_bar import PeriodicLines, TerminalBar, choose_display
     from attnrmt.sweep.report.status import run_status, status_table
     from attnrmt.sweep.run.rounds import round_status_lines
 
     run_plan, run_dir = status_plan(args.target, args.results)
-    if args.watch is not None and not args.json:
-        return _watch_status(run_plan, run_dir, args.watch)
+    status, display = run_status(run_plan, run_dir), None
     try:
         while True:
-            status = run_status(run_plan, run_dir)
             driver = driver_status_line(run_dir)
             if args.json:
-                print(
-                    json.dumps(
-                        _json_safe(
-                            {
-                                **status.to_json(),
-                                "driver": driver and driver[1],
-                                "rounds": round_status_lines(run_dir),
-                            }
-                        )
-                    ),
-                    flush=True,
-                )
-            else:
+                record = {**status.to_json(), "driver": driver and driver[1]}
+                record["rounds"] = round_status_lines(run_dir)
+                print(json.dumps(_json_safe(record)), flush=True)
+            elif display is None:
                 stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(status.time))
                 print(f"run {run_plan.run!r} -> {run_dir} at {stamp}")
                 print("\n".join(status_table(status) + round_status_lines(run_dir)), flush=True)
                 if driver is not None:
                     print(driver[0], flush=True)
+                if args.watch is not None:
+                    display = choose_display(sys.stdout)
+                    if not isinstance(display, TerminalBar):
+                        display = PeriodicLines(sys.stdout, interval_seconds=args.watch)
+            if display is not None:
+                stage = {True: "running", False: "no live run", None: None}[status.live]
+                if status.live is False and status.total.pending == 0:
+                    display.finish(status, stage)
+                    return EXIT_OK
+                display.show(status, stage)
             if args.watch is None:
                 return EXIT_OK
             time.sleep(args.watch)
-    except KeyboardInterrupt:
-        return EXIT_OK
-
-
-def _watch_status(run_plan: Any, run_dir: Path, seconds: float) -> int:
-    """``attnrmt status --watch``: the table once, then the run's live progress bar
-    (:mod:`attnrmt.sweep.report.progress_bar`: in place on a terminal, a line per refresh
-    elsewhere) every ``seconds`` until interrupted, or until no live run is left with
-    cells pending (then the final state)."""
-    import time
-
-    from attnrmt.sweep.report.progress_bar import PeriodicLines, TerminalBar, choose_display
-    from attnrmt.sweep.report.status import run_status, status_table
-
-    status = run_status(run_plan, run_dir)
-    stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(status.time))
-    print(f"run {run_plan.run!r} -> {run_dir} at {stamp}")
-    print("\n".join(status_table(status)), flush=True)
-    display = choose_display(sys.stdout)
-    if not isinstance(display, TerminalBar):
-        display = PeriodicLines(sys.stdout, interval_seconds=seconds)
-    try:
-        while True:
-            stage = {True: "running", False: "no live run", None: None}[status.live]
-            if status.live is False and status.total.pending == 0:
-                display.finish(status, stage)
-                return EXIT_OK
-            display.show(status, stage)
-            time.sleep(seconds)
             status = run_status(run_plan, run_dir)
     except KeyboardInterrupt:
-        display.finish(None, None)
+        if display is not None:
+            display.finish(None, None)
         return EXIT_OK
 
 
@@ -439,12 +404,8 @@ def command_provenance(args: argparse.Namespace) -> int:
 
 
 def parse_model_argument(text: str, named: Mapping[str, Any] | None = None) -> str | dict[str, Any]:
-    """A model given on the command line: JSON (``'{"kind": "prefix", "L": 4}'``) or a name.
-
-    ``named``: models of a config file (its ``positional_models`` or ``weight_models``);
-    a name found there is replaced by its spec. Other names are left to the model's
-    validation (built-ins such as ``iid`` or ``mean``).
-    """
+    """A command-line model: JSON (``'{"kind": "prefix", "L": 4}'``) or a name, replaced by its
+    spec when ``named`` (a config file's models) has it."""
     stripped = text.strip()
     if stripped.startswith("{"):
         try:
@@ -479,11 +440,8 @@ def theory_report(
     weights: str | dict[str, Any],
     variants: Sequence[str],
 ) -> dict[str, Any]:
-    """Pooling scalars, bulk edges and spike predictions for one parameter point
-    (docs/model.md, "Pooling scalars", "Bulk law", "Spikes").
-
-    Eigenvalue-like quantities are in the units of ``S`` (``kappa`` included).
-    """
+    """Pooling scalars, bulk edges and spike predictions for one parameter point, in the units
+    of ``S`` (docs/model.md, "Pooling scalars", "Bulk law", "Spikes")."""
     from attnrmt import model
     from attnrmt.theory import predict_point
 
@@ -493,43 +451,29 @@ def theory_report(
         delta, gamma, snr, T, positional_spec, weights_spec, centered=False, variants=variants
     )
     alpha, kappa, sigma = (float(point[name]) for name in ("alpha", "kappa", "sigma"))
-    # predict() broadcasts the bulk over variants; it is the same law in both.
-    first = point.isel(variant=0)
-    report: dict[str, Any] = {
-        "inputs": {
-            "delta": delta,
-            "gamma": gamma,
-            "snr": snr,
-            "T": T,
-            "positional": positional_spec,
-            "weights": weights_spec,
-        },
+    first = point.isel(variant=0)  # the bulk is the same law in both variants
+
+    def floats(at: Any, names: Mapping[str, str]) -> dict[str, float]:
+        return {name: float(at[stored]) for name, stored in names.items()}
+
+    inputs = dict(delta=delta, gamma=gamma, snr=snr, T=T)
+    return {
+        "inputs": {**inputs, "positional": positional_spec, "weights": weights_spec},
         "weights_vector": [float(x) for x in point["pooling_weights"].values],
-        "alpha": alpha,
-        "kappa": kappa,
-        "sigma": sigma,
-        "alpha_over_kappa": alpha / kappa,
-        "bulk": {
-            "lower_edge": float(first["bulk_lower_edge"]),
-            "upper_edge": float(first["bulk_upper_edge"]),
-            "atom": float(first["bulk_atom"]),
-        },
-        "variants": {},
+        **dict(alpha=alpha, kappa=kappa, sigma=sigma, alpha_over_kappa=alpha / kappa),
+        "bulk": floats(first, {n: f"bulk_{n}" for n in ("lower_edge", "upper_edge", "atom")}),
+        "variants": {v: floats(point.sel(variant=v), _REPORTED_SPIKE_FIELDS) for v in variants},
         "notes": substitution_notes(weights_spec),
+        "mean_spike_uncentred": floats(point, _MEAN_SPIKE_FIELDS),
     }
-    for variant in variants:
-        at = point.sel(variant=variant)
-        report["variants"][variant] = {
-            name: float(at[stored]) for name, stored in _REPORTED_SPIKE_FIELDS.items()
-        }
-    report["mean_spike_uncentred"] = {
-        "population_outlier": float(point["mean_spike_pop_outlier"]),
-        "sample_outlier": float(point["mean_spike_outlier"]),
-        "sample_overlap": float(point["mean_spike_overlap"]),
-    }
-    return report
 
 
+#: JSON names of the uncentred mean spike -> variables of attnrmt.theory.predict.
+_MEAN_SPIKE_FIELDS = {
+    "population_outlier": "mean_spike_pop_outlier",
+    "sample_outlier": "mean_spike_outlier",
+    "sample_overlap": "mean_spike_overlap",
+}
 #: JSON names of `attnrmt theory` -> variables of attnrmt.theory.predict.
 _REPORTED_SPIKE_FIELDS = {
     "theta": "theta",
@@ -813,14 +757,8 @@ def _one_line(message: str) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``attnrmt`` console script; returns the exit code.
-
-    Bare ``attnrmt`` prints the usage (exit 2). A file the command may not write (a
-    read-only results folder or ``HOME``) is one sentence naming it (exit 1). A closed
-    pipe (``attnrmt plan ... | head``) ends the command quietly, as for other Unix tools.
-    Zarr's I/O thread, if a command started it, is stopped before returning
-    (:mod:`attnrmt.sweep.store.zarr_io`).
-    """
+    """Entry point of the ``attnrmt`` console script; its exit code. Bare ``attnrmt`` prints the
+    usage (2); a file it may not write is one sentence (1); a closed pipe ends quietly (141)."""
     from attnrmt.extras import MissingExtra
     from attnrmt.sweep.spec.config import ConfigError
 

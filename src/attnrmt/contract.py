@@ -84,21 +84,14 @@ FAILURE_CAUSES: tuple[str, ...] = ("out_of_memory", "walltime", "killed", "numer
 
 
 def round_significant(value: SupportsFloat) -> float:
-    """``value`` rounded to :data:`SIGNIFICANT_DIGITS` significant digits (``-0.0`` -> ``0.0``).
-
-    ``round_significant(numpy.linspace(0, 0.3, 4)[1]) == round_significant(0.1) == 0.1``,
-    so a grid point hashes the same whether it came from a linspace or was typed.
-    """
+    """``value`` rounded to :data:`SIGNIFICANT_DIGITS` significant digits (``-0.0`` -> ``0.0``),
+    so a linspace's ``0.1`` and a typed one hash the same."""
     return float(f"{float(value):.{SIGNIFICANT_DIGITS}g}") + 0.0
 
 
 # --------------------------------------------------------------------------- CF attributes
-# Every variable has a short ``long_name`` (what xarray's ``.plot`` writes on an axis: at
-# most :data:`LONG_NAME_WIDTH` characters with its units, so the label is one line) and a
-# ``comment`` saying on which scale the number lives. Every quantity of the model is
-# dimensionless: CF (1.10, section 3.1) gives a dimensionless variable no ``units``
-# attribute (xarray would append ``[1]`` to its label); the dimensional ones, wall time and
-# memory, carry UDUNITS ``units`` (``docs/data-contract.md``, "Units").
+# A short ``long_name`` (an axis label of one line) and a ``comment`` naming the scale;
+# CF ``units`` only for the dimensional wall time and memory (docs/data-contract.md, "Units").
 
 #: Widest ``long_name [units]`` of :data:`VARIABLE_ATTRS`: xarray wraps axis labels at 30
 #: characters (``xarray.plot.utils.label_from_attrs``).
@@ -452,15 +445,9 @@ VARIABLE_ATTRS.update(
 
 
 def with_variable_attrs(dataset: Any, missing: str = "raise") -> Any:
-    """``dataset`` (an :class:`xarray.Dataset`) with :data:`VARIABLE_ATTRS` on every variable.
-
-    Other attributes (``flag_values``, ...) are kept; ``long_name``, ``units`` and
-    ``comment`` come from the table, so every writer labels a name the same way (a stored
-    ``units`` the table no longer gives is dropped). A name missing from the table is a
-    ``KeyError`` (``missing="raise"``, the writers: add it to the table) or keeps its own
-    attributes (``missing="keep"``, readers of stores from another version).
-    O(number of variables); no data is copied.
-    """
+    """``dataset`` with :data:`VARIABLE_ATTRS`' ``long_name``, ``units`` and ``comment`` on every
+    variable (other attributes kept); a name missing from the table raises ``KeyError``
+    (``missing="raise"``, writers) or keeps its attributes (``"keep"``, readers). O(variables)."""
     if missing not in ("raise", "keep"):
         raise ValueError(f"missing={missing!r}: must be 'raise' or 'keep'")
     out = dataset.copy(deep=False)
@@ -481,9 +468,8 @@ SPECTRA: tuple[str, ...] = ("full", "top")
 
 
 def stored_eigenvalue_count(spectrum: str, d: int, top_k: int) -> int:
-    """How many eigenvalues of ``S`` a cell stores (``docs/data-contract.md``,
-    "cells.zarr"): all ``d`` for ``full``, the ``min(2 top_k, d)`` largest for ``top``.
-    The ``eig`` axis of a sweep's view is this count at its largest ``d``."""
+    """Eigenvalues of ``S`` a cell stores (docs/data-contract.md, "cells.zarr"): ``d`` for
+    ``full``, the ``min(2 top_k, d)`` largest for ``top``."""
     if spectrum not in SPECTRA:
         raise ValueError(f"spectrum={spectrum!r}: must be one of {list(SPECTRA)}")
     return int(d) if spectrum == "full" else min(2 * int(top_k), int(d))

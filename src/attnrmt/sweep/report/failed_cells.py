@@ -36,12 +36,8 @@ FAILED_CELLS_COLUMNS = failed_cells_columns()
 
 
 def failed_cells_table(run_plan: Any, run_dir: str | os.PathLike[str]) -> pd.DataFrame:
-    """One row per planned cell whose last attempt failed (:func:`failed_cells_columns`
-    of the run's axes; a cell of a sweep without an axis another sweep has leaves it empty).
-
-    Cells are described by the plan (model *names*, replicate), so that the table reads
-    like the config; failures of cells the config no longer holds are left out.
-    """
+    """One row per planned cell whose last attempt failed, described by the plan (model names,
+    replicate) so that it reads like the config. O(failures)."""
     columns = failed_cells_columns(
         axis for sweep in run_plan.sweeps.values() for axis in sweep.axes
     )

@@ -148,10 +148,6 @@ class NotebookBar(PeriodicLines):
             self.show(status, stage)
 
 
-ProgressDisplay = PeriodicLines
-"""The display protocol (``show``, ``message``, ``finish``) every display implements."""
-
-
 def in_notebook() -> bool:
     """Whether this process is a Jupyter kernel (IPython with a kernel attached). O(1)."""
     if "ipykernel" not in sys.modules:
@@ -248,7 +244,6 @@ __all__ = [
     "LINE_INTERVAL_SECONDS",
     "NotebookBar",
     "PeriodicLines",
-    "ProgressDisplay",
     "ProgressTicker",
     "TerminalBar",
     "bar_text",

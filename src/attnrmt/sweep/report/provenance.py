@@ -70,12 +70,7 @@ class _Tally:
 
 
 def _tally_sweep(sweep_dir: Path, tally: _Tally, environments: dict[int, str]) -> int:
-    """Add the cells of a sweep's current table version to ``tally``; their count.
-
-    Reads, through the store's reader
-    (:func:`attnrmt.sweep.store.cell_table.reader.iter_current_rows`), the provenance
-    columns and the wall time of the current rows, one chunk of rows at a time.
-    """
+    """Add the current rows of a sweep's cell table to ``tally``, a chunk at a time; their count."""
     from attnrmt.sweep.store.cell_table.reader import iter_current_rows, table_environments
 
     environments.update(table_environments(sweep_dir))
@@ -87,10 +82,8 @@ def _tally_sweep(sweep_dir: Path, tally: _Tally, environments: dict[int, str]) -
 
 
 def run_provenance(run_dir: str | os.PathLike[str]) -> dict[str, Any]:
-    """Provenance of every stored cell of ``results/<run>``, summarised: cells by commit, by
-    each of :data:`SUMMARY_VERSIONS`, host and attempt; ranges of wall time and peak memory
-    (``unknown`` before provenance; ``docs/data-contract.md``, "Provenance"). O(cells) time,
-    O(grid points + one chunk) memory."""
+    """Provenance of every stored cell of ``results/<run>`` (docs/data-contract.md,
+    "Provenance"), summarised. O(cells) time, O(one chunk) memory."""
     root = Path(run_dir)
     tally = _Tally()
     environments: dict[int, str] = {}

@@ -51,10 +51,8 @@ class FragmentTiming:
 
     mtime: float
     n_cells: int
-    computed_seconds: float
-    """Sum of ``compute_seconds`` over the cells this fragment's job computed."""
-    computed_work: float
-    """Sum of the cost model's work units over those same cells."""
+    computed_seconds: float  # sum of compute_seconds of the cells its job computed
+    computed_work: float  # their work units by the cost model
     n_computed: int
 
 
@@ -328,36 +326,28 @@ def run_status(
     splits = computing_split(
         [_pending_split(scan, run_dir, known, since) for scan in scans], busy_cores
     )
+    context = (seconds_per_work, busy_cores, now, window_seconds)
     rows = [
-        _sweep_row(
-            scan,
-            timings[scan.sweep_plan.name],
-            seconds_per_work,
-            busy_cores,
-            now,
-            window_seconds,
-            split,
-        )
+        _sweep_row(scan, timings[scan.sweep_plan.name], *context, split)
         for scan, split in zip(scans, splits, strict=True)
     ]
-    ages = [
-        row.last_fragment_age_seconds for row in rows if row.last_fragment_age_seconds is not None
-    ]
-    rate, _ = throughput(all_timings, now, window_seconds)
-    remaining = sum(row.remaining_core_seconds for row in rows)
+
+    def summed(name: str) -> Any:
+        return sum(getattr(row, name) or 0 for row in rows)
+
+    ages = [row.last_fragment_age_seconds for row in rows]
+    remaining = summed("remaining_core_seconds")
+    in_flight: dict[str, Any] = {
+        n: summed(n) if known else None for n in ("running", "queued", "missing")
+    }
     total = SweepStatus(
         sweep="total",
-        cells=sum(row.cells for row in rows),
-        done=sum(row.done for row in rows),
-        failed=sum(row.failed for row in rows),
-        pending=sum(row.pending for row in rows),
-        running=None if not known else sum(row.running or 0 for row in rows),
-        queued=None if not known else sum(row.queued or 0 for row in rows),
-        missing=None if not known else sum(row.missing or 0 for row in rows),
-        cells_per_second=rate,
+        **{name: summed(name) for name in ("cells", "done", "failed", "pending")},
+        **in_flight,
+        cells_per_second=throughput(all_timings, now, window_seconds)[0],
         remaining_core_seconds=remaining,
         eta_seconds=eta_seconds(remaining, busy_cores),
-        last_fragment_age_seconds=min(ages, default=None),
+        last_fragment_age_seconds=min((age for age in ages if age is not None), default=None),
         failed_by_cause=merge_cause_counts(row.failed_by_cause for row in rows),
     )
     live = (since is not None) if known else None

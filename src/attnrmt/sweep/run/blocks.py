@@ -182,7 +182,7 @@ def implausible_values(record: Mapping[str, Any], kwargs: Mapping[str, Any]) -> 
             return f"{name} not finite ({_first(values, ~np.isfinite(values))})"
     weights_l1 = float(np.abs(np.asarray(record["effective_weights"])).sum())
     snr = float(kwargs["snr"])
-    if _is_classes_cell(kwargs):  # K classes: ||mu_k||^2 = snr G_kk
+    if kwargs["positional"].get("kind") == "classes":  # K classes: ||mu_k||^2 = snr G_kk
         snr *= max(1.0, float(np.max(np.diag(np.asarray(kwargs["positional"]["means"])))))
     bound = eigenvalue_bound(snr, int(kwargs["d"]), weights_l1)
     for name in EIGENVALUE_FIELDS:
@@ -203,26 +203,12 @@ def implausible_values(record: Mapping[str, Any], kwargs: Mapping[str, Any]) -> 
     return None
 
 
-# --------------------------------------------------------------------------- K classes
-
-
-def _is_classes_cell(kwargs: Mapping[str, Any]) -> bool:
-    """Whether a cell's kwargs are of a K-class sweep (positional kind ``classes``)."""
-    positional = kwargs.get("positional")
-    return isinstance(positional, Mapping) and positional.get("kind") == "classes"
-
-
 def _first(values: np.ndarray, wrong: np.ndarray) -> str:
     """``"[i] = value"`` of the first wrong entry (``"= value"`` for a scalar)."""
     if values.ndim == 0:
         return f"= {float(values):.6g}"
     index = int(np.flatnonzero(wrong)[0])
     return f"[{index}] = {values[index]:.6g}"
-
-
-def sweep_dir_of(fragment_path: str | os.PathLike[str]) -> Path:
-    """``results/<run>/<sweep>`` of a fragment path."""
-    return SweepLayout.of_fragment(Path(fragment_path).resolve()).root
 
 
 def unique_cells(cells: Sequence[BlockCell]) -> list[BlockCell]:
@@ -456,21 +442,17 @@ def run_block(
     mem_mb: int | None = None,
     cell_cache: str | os.PathLike[str] | None = None,
 ) -> BlockSummary:
-    """Produce one block's fragment (rule ``simulate_block``) and return what it did.
-
-    ``cells``: the plan's block params in block order; ``dask_config``: the config's
-    ``dask:``; ``max_cores``: Snakemake's ``--cores``; ``failure_budget``:
-    ``execution.max_failures`` (once reached, raises :class:`MaxFailuresReached`);
-    ``cell_cache``: the shared cell cache (None: off). Raises ``RuntimeError`` when cells
-    failed after Dask's retries or the run was stopped, with finished cells salvaged and
-    failures recorded in ``<sweep>/failures/<block>.json``. O(cells) besides computing."""
+    """Produce one block's fragment (rule ``simulate_block``); what it did. ``cells``: the plan's
+    block params; ``failure_budget``: ``execution.max_failures`` (:class:`MaxFailuresReached`);
+    ``cell_cache``: the shared cell cache (None: off). ``RuntimeError`` when cells failed or
+    the run was stopped (finished cells salvaged, failures recorded). O(cells) besides computing."""
     from attnrmt.sweep.run.cluster import ClusterSettings, run_client, run_stop_reason
 
     started = time.perf_counter()
     log = BlockLog(log_path)
     block_cells = [BlockCell.from_params(params) for params in cells]
     fragment = Path(fragment_path)
-    sweep_dir = sweep_dir_of(fragment)
+    sweep_dir = SweepLayout.of_fragment(fragment.resolve()).root
     wanted = unique_cells(block_cells)
     wanted_ids = [cell.cell_id for cell in wanted]
     located = fragments.locate_cells(wanted_ids, sweep_dir, exclude=[fragment], run_wide=True)

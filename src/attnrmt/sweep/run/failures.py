@@ -83,10 +83,7 @@ def count_failures_by_cause(failures: Iterable[Mapping[str, Any]]) -> dict[str, 
 
 def merge_cause_counts(counts: Iterable[Mapping[str, int]]) -> dict[str, int]:
     """Sum of :func:`count_failures_by_cause` results (e.g. of every sweep), ranked alike."""
-    total: Counter[str] = Counter()
-    for part in counts:
-        total.update(part)
-    return _ranked(total)
+    return _ranked(sum((Counter(part) for part in counts), Counter()))
 
 
 def _ranked(counts: Mapping[str, int]) -> dict[str, int]:

@@ -11,9 +11,8 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
+from attnrmt.contract import AXES
 from attnrmt.sweep.spec.cost import DEFAULT_SECONDS_PER_WORK, cell_work
-
-SIZED_AXES = ("d", "delta", "gamma", "T", "positional", "weights", "snr", "centered")
 
 
 def machine_bytes() -> int:
@@ -42,11 +41,11 @@ def sweep_problems(
     """What makes sweep ``name`` too large (module docstring) under ``ceilings`` (the
     config's ``execution`` block); empty when it fits."""
     max_cells, max_core_days = int(ceilings["max_cells"]), float(ceilings["max_core_days"])
-    lengths = {axis: len(sweep.get(axis) or [None]) for axis in SIZED_AXES}
+    lengths = {axis: len(sweep.get(axis) or [None]) for axis in AXES}
     replicates = int(sweep["replicates"])
     n_cells = math.prod(lengths.values()) * replicates
     if n_cells > max_cells:
-        shape = " x ".join(f"{lengths[axis]} {axis}" for axis in SIZED_AXES if lengths[axis] > 1)
+        shape = " x ".join(f"{lengths[axis]} {axis}" for axis in AXES if lengths[axis] > 1)
         return [
             f"sweeps.{name}: {n_cells:,} cells ({shape} x {replicates} replicates); at most "
             f"{max_cells:,} a sweep (execution.max_cells; attnrmt run --force to plan them "

@@ -89,7 +89,7 @@ def resolve_classes(prefix: str, sweep: Mapping[str, Any], axes: Mapping[str, li
         value != "gaussian" for value in (tables if isinstance(tables, list) else [tables])
     ):
         problems.append(f"{prefix}.table={tables!r}: a sweep with classes has Gaussian tables only")
-    spikes = K if not all(axes["centered"]) else K - 1
+    spikes = spike_count({"K": K}, axes["centered"])
     top_k = sweep["top_k"]
     if isinstance(top_k, int) and top_k < spikes:
         problems.append(

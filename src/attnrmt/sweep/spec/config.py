@@ -88,9 +88,8 @@ def snr_values(snr: Any) -> list[float]:
 
 
 def normalise_axis(axis: str, raw: Any) -> list:
-    """One axis as a list: scalars become 1-lists, ``d`` and ``T`` ints, ``delta``, ``gamma``,
-    ``snr`` floats rounded to 12 significant digits (a linspace's ``0.1`` and a typed one are
-    one cell)."""
+    """One axis as a list: ``d``, ``T`` ints; ``delta``, ``gamma``, ``snr`` floats rounded to 12
+    significant digits (a linspace's ``0.1`` and a typed one are one cell)."""
     values = (
         snr_values(raw)
         if axis == "snr"
@@ -128,8 +127,7 @@ def _default_filling_validator_class() -> type:
 
 def apply_schema(config: Mapping[str, Any]) -> dict[str, Any]:
     """A copy of ``config`` validated against the schema, defaults filled; :class:`ConfigError`
-    with every problem (a required key missing because an unknown key beside it misspells it
-    is reported once, as the unknown key). O(size)."""
+    with every problem (a misspelt required key reported once, as the unknown key). O(size)."""
     if not isinstance(config, Mapping):
         raise ConfigError(f"config={_short_repr(config)}: must be a mapping of keys to values")
     filled = copy.deepcopy(dict(config))
@@ -413,9 +411,8 @@ def named_models(
 def model_error(
     key_path: str, spec: Any, error: ValueError, argument: str, used_by: str = ""
 ) -> ConfigError:
-    """A model validator's ValueError with the config key path in place of the argument
-    name it starts with (``positional.R=...`` -> ``positional_models.cust.R=...``), and
-    where the model is used. O(len of the message)."""
+    """A model validator's ValueError with the config key path for the argument name it starts
+    with (``positional.R=...`` -> ``positional_models.cust.R=...``) and where it is used."""
     text, where = str(error), f" ({used_by})" if used_by else ""
     if text.startswith((f"{argument}.", f"{argument}=")):
         return ConfigError(f"{key_path}{text[len(argument) :]}{where}")
@@ -681,9 +678,8 @@ def resolve_sweeps(config: Mapping[str, Any]) -> dict[str, ResolvedSweep]:
 
 
 def finite_t_warnings(sweeps: Mapping[str, ResolvedSweep]) -> list[str]:
-    """Warnings for sweeps with ``T delta / gamma < FINITE_T_BOUND`` at ``d >= FINITE_T_MIN_D``,
-    where the large-T bulk is not accurate (docs/model.md, "Where the large-T bulk holds").
-    O(settings)."""
+    """Warnings for settings with ``T delta / gamma < FINITE_T_BOUND`` at ``d >= FINITE_T_MIN_D``
+    (docs/model.md, "Where the large-T bulk holds"). O(settings)."""
     from attnrmt.theory.finite_t import FINITE_T_BOUND, FINITE_T_MIN_D, tokens_per_vocab
 
     warnings = []

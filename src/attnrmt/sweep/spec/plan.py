@@ -49,11 +49,8 @@ from attnrmt.sweep.spec.identity import (
 
 @dataclass(frozen=True, slots=True)
 class Cell:
-    """One simulation cell, built on access from the plan's arrays (:class:`CellGrid`).
-
-    Parameters are normalised coordinates (docs/model.md, "The generative model"); model and
-    table names are coordinates, the ``*_spec`` fields the canonical specs (shared; do not
-    mutate). ``key``: :func:`cell_key`, computed on creation."""
+    """One simulation cell, built on access from the plan's arrays (:class:`CellGrid`): normalised
+    coordinates, model names, canonical ``*_spec`` dicts (shared; do not mutate) and ``key``."""
 
     d: int
     delta: float
@@ -140,11 +137,9 @@ _CELL_FIELDS = tuple(name.name for name in dataclasses.fields(Cell) if name.init
 
 
 class CellGrid:
-    """The cells of one sweep as arrays: a cell is a C-order flat position in ``shape`` (each
-    axis of :attr:`axis_names`, then replicates). Holds :attr:`keys` (32 bytes per cell) and
-    :attr:`seed_bytes` (a view of them, or 16 bytes per cell with shared noise); a *line* is
-    a point of every axis but ``snr`` and the replicate. Memory O(axes + models) + 32 bytes
-    per cell (docs/architecture.md, "Cell identity")."""
+    """The cells of one sweep as arrays: a cell is a C-order position in ``shape`` (axes, then
+    replicates); :attr:`keys` (32 bytes per cell) and :attr:`seed_bytes` are all it holds per
+    cell (docs/architecture.md, "Cell identity")."""
 
     def __init__(self, resolved: ResolvedSweep) -> None:
         #: The sweep's axes in order (:func:`attnrmt.contract.sweep_axes`).
@@ -296,18 +291,9 @@ class CellGrid:
 
     def values(self, position: int) -> tuple:
         """Coordinates of a position along :attr:`axis_names`, then the replicate. O(axes)."""
-        indices = []
-        for size in reversed(self.shape):
-            position, index = divmod(position, size)
-            indices.append(index)
-        indices.reverse()
-        return (
-            *(
-                self.axes[axis][index]
-                for axis, index in zip(self.axis_names, indices, strict=False)
-            ),
-            indices[-1],
-        )
+        *indices, replicate = (int(index) for index in np.unravel_index(position, self.shape))
+        axes = zip(self.axis_names, indices, strict=True)
+        return (*(self.axes[axis][index] for axis, index in axes), replicate)
 
     def table_spec(self, table: str | None) -> dict[str, Any] | None:
         """Canonical spec of the law named ``table`` (None: the sweep sets no ``table``)."""
@@ -379,11 +365,9 @@ class CellGrid:
         ]
 
     def block_params(self, positions: np.ndarray, root_seed: int) -> list[dict[str, Any]]:
-        """What a block job receives, per cell: ``key``, ``seed`` words (:attr:`seed_bytes` as
-        little-endian uint32, then the root seed), simulate ``kwargs`` (specs, never names),
-        ``curve`` with shared noise, the seed token ``id`` reused cells must match, and the
-        estimated ``seconds`` tasks are bundled by (docs/architecture.md, "The walk").
-        O(positions)."""
+        """What a block job receives per cell: ``key``, ``seed`` words, simulate ``kwargs`` (specs),
+        ``curve`` (shared noise), seed token ``id`` and estimated ``seconds`` (docs/architecture.md,
+        "The walk"). O(positions)."""
         positions = np.asarray(positions, dtype=np.int64)
         columns = self.columns(positions)[:-1]  # the replicate is not a kwarg
         laws = columns.pop(self.axis_names.index(TABLE_AXIS)) if TABLE_AXIS in self.axes else None

@@ -412,12 +412,9 @@ def stop_on_signals(
     batch_workers: bool = True,
     store_finished: Callable[[], None] | None = None,
 ) -> None:
-    """Make SIGINT and SIGTERM stop the run (call from ``onstart``, main thread).
-
-    The first signal stops the block jobs and reaches the previous handler (Snakemake's
-    cleanup and ``onerror``); if the process still lives :data:`STOP_GRACE_SECONDS` later it
-    calls ``store_finished()`` and ``release_locks()`` and exits. With ``batch_workers``
-    dask-jobqueue is imported here and the SIGINT handler its import sets is undone."""
+    """Make SIGINT and SIGTERM stop the run (from ``onstart``): the first stops the block jobs and
+    reaches the previous handler; :data:`STOP_GRACE_SECONDS` later the process stores what
+    finished, releases its locks and exits. ``batch_workers``: undo dask-jobqueue's SIGINT hook."""
     if batch_workers:
         before = signal.getsignal(signal.SIGINT)
         with contextlib.suppress(ImportError):

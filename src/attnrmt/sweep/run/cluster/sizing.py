@@ -57,11 +57,8 @@ def blas_environment(blas_threads: int) -> dict[str, str]:
     return {name: str(int(blas_threads)) for name in BLAS_THREAD_VARIABLES}
 
 
-#: Dask's periodic housekeeping that a sweep's cluster runs less often: ``{key: (Dask's
-#: default, ours)}``: callbacks every server runs whether or not a task runs, CPU taken
-#: from the cells (docs/scaling.md, "Pipeline overhead"). The tick feeds only the "event
-#: loop unresponsive" warning, the system monitor and the profiler only dashboard panels;
-#: the memory monitor still enforces ``memory_limit``, twice a second.
+#: Dask's periodic housekeeping a sweep's cluster runs less often, ``{key: (Dask's default,
+#: ours)}`` (docs/scaling.md, "Pipeline overhead"); the memory monitor is kept.
 HOUSEKEEPING: dict[str, tuple[object, object]] = {
     "distributed.admin.tick.interval": ("20ms", "1s"),
     "distributed.admin.system-monitor.interval": ("500ms", "2s"),

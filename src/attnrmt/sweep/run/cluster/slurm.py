@@ -223,10 +223,8 @@ def first_unsatisfiable(states: Mapping[str, JobState]) -> JobState | None:
     return None
 
 
-#: Seconds before its end time from which a failing block of a SLURM job counts as ended
-#: by its walltime: a block stops itself a minute before
-#: (``attnrmt.sweep.run.blocks.STOP_BEFORE_WALLTIME_SECONDS``), and SLURM sends SIGTERM at
-#: the limit (or earlier with ``--signal``) to a run driven from a batch job.
+#: Seconds before a SLURM job's end from which a failing block counts as ended by the
+#: walltime (blocks stop a minute before, ``blocks.STOP_BEFORE_WALLTIME_SECONDS``).
 WALLTIME_MARGIN_SECONDS = 300.0
 
 
