@@ -4,7 +4,9 @@ holds", "The bulk at finite T").
 ``S0 = Z A Z^T`` with ``A = Q Q^T / N`` and ``Q`` the ``V x N`` matrix of pooled token
 counts: each token is drawn about ``N T / V = T delta / gamma`` times, and the large-T bulk
 ``MP_delta ⊠ MP_gamma`` (:mod:`attnrmt.theory.bulk`) is accurate only when that count is
-large; :func:`finite_t_stieltjes` gives the bulk at any ``N T / V``.
+large; :func:`finite_t_stieltjes` gives the bulk at any ``N T / V``, and
+:func:`finite_d_edges` the edge that replaces ``f(u*)`` at finite ``d`` (docs/model.md,
+"What replaces the edge").
 """
 
 from __future__ import annotations
@@ -18,7 +20,6 @@ from attnrmt._validation import check_finite_array, check_positive
 __all__ = [
     "FINITE_T_BOUND",
     "FINITE_T_MIN_D",
-    "finite_d_edge",
     "finite_d_edges",
     "finite_t_stieltjes",
     "large_t_bulk_holds",
@@ -140,21 +141,12 @@ def noise_top(
     return float(tops.mean()), float(tops.std(ddof=1))
 
 
-def finite_d_edge(d: int, V: int, N: int, weights: ArrayLike) -> float:
-    """The edge of ``S / kappa`` that replaces ``f(u*)`` at finite ``d`` where
-    ``N T / V <`` :data:`FINITE_T_BOUND` (docs/model.md, "What replaces the edge"): the mean
-    plus one standard deviation of the largest noise eigenvalue (:func:`noise_top`), which
-    for a soft edge is ``f(u*)`` up to ``0.06`` Tracy–Widom units. Cost as
-    :func:`noise_top`."""
-    mean, sd = noise_top(d, V, N, weights, seed=d + 7 * V + 13 * N)
-    return mean + sd
-
-
 def finite_d_edges(cells: xr.Dataset) -> xr.DataArray:
-    """:func:`finite_d_edge` of every cell of a ``cells.zarr`` grid whose realised
-    ``N T / V`` is below :data:`FINITE_T_BOUND` (NaN elsewhere: the large-T edge holds),
-    from its ``d``, ``V``, ``N`` and replicate-mean ``effective_weights``. One
-    :func:`noise_top` per distinct ``(d, V, N, weights)``."""
+    """The edge of ``S / kappa`` that replaces ``f(u*)`` at finite ``d`` (docs/model.md,
+    "What replaces the edge"), for every cell of a ``cells.zarr`` grid whose realised
+    ``N T / V`` is below :data:`FINITE_T_BOUND` (NaN elsewhere: the large-T edge holds):
+    mean + sd of the largest noise eigenvalue (:func:`noise_top`) at its ``d``, ``V``, ``N``
+    and replicate-mean ``effective_weights``, once per distinct ``(d, V, N, weights)``."""
     if not {"effective_weights", "V", "N"} <= set(cells.variables):
         return xr.DataArray(np.nan)
     w = cells["effective_weights"]
@@ -171,6 +163,8 @@ def finite_d_edges(cells: xr.Dataset) -> xr.DataArray:
             continue
         key = (dv[i], vv[i], nv[i], *np.round(weights, 12))
         if key not in found and np.all(np.isfinite(weights)):
-            found[key] = finite_d_edge(int(dv[i]), int(vv[i]), int(nv[i]), weights)
+            d_, v_, n_ = int(dv[i]), int(vv[i]), int(nv[i])
+            mean, sd = noise_top(d_, v_, n_, weights, seed=d_ + 7 * v_ + 13 * n_)
+            found[key] = mean + sd
         out[i] = found.get(key, np.nan)
     return xr.DataArray(out, dims=d.dims, coords=d.coords)
