@@ -6,7 +6,6 @@ from attnrmt._lazy import lazy_door
 #: Where each public name lives (imported on first use, PEP 562).
 _EXPORTS = {
     "STORE_FORMAT_VERSION": "attnrmt.sweep.store.cell_table.layout",
-    "clear_block_failures": "attnrmt.sweep.store.failures",
     "decode_fragment": "attnrmt.sweep.store.fragments",
     "encode_fragment": "attnrmt.sweep.store.fragments",
     "gather_cells": "attnrmt.sweep.store.cell_table.writer",
@@ -15,7 +14,6 @@ _EXPORTS = {
     "read_failures": "attnrmt.sweep.store.failures",
     "read_fragment": "attnrmt.sweep.store.fragments",
     "read_fragment_cell_ids": "attnrmt.sweep.store.fragments",
-    "record_block_failures": "attnrmt.sweep.store.failures",
     "theory_dataset": "attnrmt.sweep.store.theory",
     "write_fragment": "attnrmt.sweep.store.fragments",
     "write_theory": "attnrmt.sweep.store.theory",

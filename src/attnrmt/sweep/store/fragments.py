@@ -58,6 +58,8 @@ from attnrmt.sweep.store.provenance import (
 )
 
 FRAGMENT_FORMAT_VERSION = 1
+#: Members that name a fragment's cells rather than hold their results.
+_META_MEMBERS = ("format_version", "cell_key", "cell_seed", "computed")
 _T = TypeVar("_T")
 
 
@@ -135,10 +137,6 @@ def decode_fragment(arrays: Mapping[str, np.ndarray]) -> Fragment:
         computed=np.asarray(arrays["computed"], dtype=bool),
         records=records,
     )
-
-
-#: Members that name a fragment's cells rather than hold their results.
-_META_MEMBERS = ("format_version", "cell_key", "cell_seed", "computed")
 
 
 def with_identity(
@@ -233,7 +231,7 @@ def member(arrays: Mapping[str, np.ndarray], name: str) -> np.ndarray:
 
 def write_fragment(path: str | os.PathLike[str], arrays: Mapping[str, np.ndarray]) -> Path:
     """Write fragment arrays atomically (:func:`attnrmt.sweep.store.atomic.atomic_path`):
-    a crash at any point leaves either no file at ``path`` or a complete one."""
+    a crash at any point leaves either no file at ``path`` or a complete one. O(bytes)."""
     with atomic_path(path) as tmp, open(tmp, "wb") as handle:
         np.savez(handle, allow_pickle=False, **arrays)
     return Path(path)

@@ -18,7 +18,7 @@ from typing import Any
 from attnrmt.contract import VARIABLE_ATTRS, sweep_axes
 
 #: Version of the layout above (2, ``cell_table/`` segments, is refused with the command
-#: that rebuilds it: ``docs/data-contract.md``, "Older formats").
+#: that rebuilds it: ``docs/data-contract.md``, "The cell table on disk").
 STORE_FORMAT_VERSION = 3
 #: Root attribute holding :data:`STORE_FORMAT_VERSION` (what tells a table from format 1).
 FORMAT_ATTR = "attnrmt_cell_table_format"

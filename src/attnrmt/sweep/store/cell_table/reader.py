@@ -301,7 +301,8 @@ def _open_cell_table(
             axis_dims,
             per_replicate.map_blocks(first_present, drop_axis=-1, dtype=np.int64),
         )
-    spikes = _spike_count(attrs)  # K classes: the spike dimension, only where used
+    classes = attrs["dataset_attrs"].get("classes")  # K classes: the spike dimension
+    spikes = int(json.loads(classes)["spikes"]) if classes else 0
     for name in SPIKE_FIELDS if spikes else ():
         data_vars[name] = ((*cell_dims, "spike"), lazy(name, "ragged", spikes, np.float64, np.nan))
     replicates = int(attrs["replicates"])
@@ -332,13 +333,6 @@ def _open_cell_table(
     dataset.attrs["cells_present"] = int(attrs["dataset_attrs"]["cells_present"])
     dataset.attrs["cells_total"] = int(attrs["dataset_attrs"]["cells_total"])
     return dataset
-
-
-def _spike_count(attrs: Mapping[str, Any]) -> int:
-    """Length of the ``spike`` dimension of a K-class sweep's view (its ``classes``
-    attribute); 0 otherwise."""
-    classes = attrs["dataset_attrs"].get("classes")
-    return int(json.loads(classes)["spikes"]) if classes else 0
 
 
 def open_cells(path: str | os.PathLike[str], per_setting: Collection[str] | None = None) -> Any:
@@ -421,13 +415,11 @@ def open_results(run_dir: str | os.PathLike[str], squeeze: bool = False) -> Any:
         name: with_variable_attrs(dataset, missing="keep") for name, dataset in groups.items()
     }
     if squeeze:
-        groups = {name: _squeezed(dataset) for name, dataset in groups.items()}
+        groups = {
+            name: dataset.squeeze([dim for dim, size in dataset.sizes.items() if size == 1])
+            for name, dataset in groups.items()
+        }
     return xr.DataTree.from_dict(groups)
-
-
-def _squeezed(dataset: Any) -> Any:
-    single = [dim for dim, size in dataset.sizes.items() if size == 1]
-    return dataset.squeeze(single) if single else dataset
 
 
 __all__ = [
