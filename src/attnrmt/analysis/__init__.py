@@ -1,18 +1,8 @@
 """Analysis of sweep results: does the theory hold, which variant, where it breaks
-(docs/model.md, "What the pipeline tests").
-
-Every function is a small pure function over xarray/numpy objects shaped like the data
-contract of ``cells.zarr`` / ``theory.zarr``; the workflow rules call the entry points of
-:mod:`attnrmt.analysis.pipeline` and :func:`attnrmt.analysis.figures.make_figures`.
-Estimators are documented in ``docs/thresholds.md``.
-
-Modules: ``bulk_fit`` (KS distance and edges of the bulk), ``thresholds`` (theta inversion,
-threshold fit with bootstrap CIs/bounds, finite-size extrapolation), ``comparison`` (tidy
-tables against both variants), ``pooling`` (and the downstream readout), ``attention``,
-``centring``, ``universality`` (each table law against the Gaussian cells: errors and verdicts),
-``figures`` (imports matplotlib), ``pipeline`` (rule entry points). Planted test data:
-``tests/analysis/synthetic.py``.
-"""
+(docs/model.md, "What the pipeline tests"; estimators: docs/thresholds.md). Small pure
+functions over data shaped like ``cells.zarr`` / ``theory.zarr``; the rules call
+:mod:`attnrmt.analysis.pipeline` and :mod:`attnrmt.analysis.figures` (the modules:
+docs/architecture.md). Planted test data: ``tests/analysis/synthetic.py``."""
 
 from attnrmt.analysis.bulk_fit import bulk_fit, ks_distance
 from attnrmt.analysis.comparison import (

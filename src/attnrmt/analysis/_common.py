@@ -18,18 +18,8 @@ import xarray as xr
 
 
 def effective_ratios(cells: xr.Dataset) -> tuple[xr.DataArray, xr.DataArray]:
-    """Realised ratios ``d/V`` and ``d/N``
-    (docs/model.md, "Sizes and ratios"), falling back to nominal values.
-
-    Parameters
-    ----------
-    cells : xarray.Dataset
-        A ``cells.zarr`` dataset (``V`` and ``N`` variables when present).
-
-    Returns
-    -------
-    delta_eff, gamma_eff : xarray.DataArray
-    """
+    """Realised ratios ``d/V`` and ``d/N`` of ``cells`` (docs/model.md, "Sizes and ratios"),
+    nominal ``delta``, ``gamma`` where ``V``, ``N`` are absent. O(cells)."""
     d = cells["d"].astype(float)
     if "V" in cells:  # absent cells carry V = N = -1
         delta = d / cells["V"].where(cells["V"] > 0)
@@ -40,13 +30,9 @@ def effective_ratios(cells: xr.Dataset) -> tuple[xr.DataArray, xr.DataArray]:
 
 
 def replicate_mean_sem(da: xr.DataArray) -> tuple[xr.DataArray, xr.DataArray, xr.DataArray]:
-    """Replicate mean, standard error of the mean and count of ``da`` over ``replicate``.
-
-    Missing replicates (NaN: failed or absent cells) are skipped; the standard error is
-    ``std(ddof=1) / sqrt(n)`` and NaN where fewer than two replicates are present, with no
-    warning on those points (numpy warns about zero degrees of freedom). A ``da`` without a
-    ``replicate`` dimension is its own mean, with NaN error and count 1. O(size of ``da``).
-    """
+    """Replicate mean, standard error (``std(ddof=1) / sqrt(n)``, NaN below two replicates,
+    without numpy's warning) and count of ``da`` over ``replicate``, NaN replicates skipped;
+    without that dim ``da`` is its own mean (NaN error, count 1). O(size of ``da``)."""
     if "replicate" not in da.dims:
         return da, xr.full_like(da, np.nan, dtype=float), xr.ones_like(da, dtype=int)
     n = da.notnull().sum("replicate")
@@ -63,20 +49,10 @@ def drop_variant(da: xr.DataArray) -> xr.DataArray:
 
 
 def signal_index(cells: xr.Dataset, *, population: bool = False) -> xr.DataArray:
-    """Index ``k`` of the top-k eigenvector that carries the signal spike.
-
-    Centred cells: ``k = 0`` (the largest eigenvalue; docs/model.md, "Spikes"). Uncentred cells: the
-    mean
-    spike along ``mbar`` may outrank the signal
-    (docs/model.md, "Spikes"), so the signal eigenvector is the
-    one with the largest squared overlap with the class-mean difference ``Dlt`` (sample)
-    or with ``u`` (population; only that overlap is stored).
-
-    Returns
-    -------
-    xarray.DataArray of int
-        Without the ``k`` dimension.
-    """
+    """Index ``k`` (without the ``k`` dim) of the top-k eigenvector that carries the signal
+    spike (docs/model.md, "Spikes"): 0 for centred cells; for uncentred ones (the mean
+    spike may outrank the signal) the largest squared overlap with ``Dlt`` (sample) or
+    ``u`` (population). O(cells)."""
     name = "pop_overlap_signal" if population else "overlap_class_mean"
     if name not in cells:
         name = "overlap_signal"
@@ -94,13 +70,9 @@ def at_signal(cells: xr.Dataset, name: str, *, population: bool = False) -> xr.D
 
 
 def setting_rng(seed: int, setting: Mapping[str, Any]) -> np.random.Generator:
-    """The bootstrap generator of one setting (a curve, a grid point), keyed by its content.
-
-    Seeded by ``seed`` and the SHA-256 of the setting's canonical JSON (keys sorted), so a
-    setting's resamples do not depend on where it sits in the grid: listing the config's
-    values in another order changes no table value (docs/data-contract.md, "Seeds of the
-    analysis"). O(len(setting)).
-    """
+    """The bootstrap generator of one setting (a curve, a grid point), seeded by ``seed`` and
+    the SHA-256 of the setting's canonical JSON, so its resamples do not depend on its place
+    in the grid (docs/data-contract.md, "Seeds of the analysis"). O(len(setting))."""
     text = json.dumps({str(k): setting[k] for k in sorted(setting)}, sort_keys=True, default=str)
     digest = hashlib.sha256(text.encode()).digest()
     words = np.frombuffer(digest[:16], dtype="<u4").tolist()
@@ -171,13 +143,9 @@ BULK_SKIPPED_NOTE = (
 
 
 def stored_spectrum(cells: xr.Dataset) -> str:
-    """``"full"`` or ``"top"``: what ``eigenvalues`` of a ``cells.zarr`` holds.
-
-    The store's ``spectrum`` attribute when it has one; otherwise inferred: a top sweep
-    stores at most ``2 top_k`` finite eigenvalues per cell although its largest ``d`` is
-    larger (with ``d <= 2 top_k`` both routes store all ``d`` and are the same). O(cells x
-    eig) time.
-    """
+    """``"full"`` or ``"top"``: what ``eigenvalues`` of a ``cells.zarr`` holds (its
+    ``spectrum`` attribute, else inferred: a top sweep stores at most ``2 top_k`` finite
+    eigenvalues per cell). O(cells x eig)."""
     if "spectrum" in cells.attrs:
         return str(cells.attrs["spectrum"])
     # numpy's ufunc stubs return ndarray; on a DataArray the ufunc returns a DataArray.

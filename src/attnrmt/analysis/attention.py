@@ -1,12 +1,7 @@
-"""Real causal attention against its two candidate limits
-(docs/model.md, "Weights", "What the pipeline tests").
-
-For cells pooled with ``causal_attention(tau)`` the simulator stores the measured mean
-effective weights ``effective_weights`` (dim ``position``). We compare them, after
-normalising to ``sum = 1``, with the seed's ``harmonic`` weights and with
-``causal_limit(tau)`` through the relative distance
-``||w_eff - w_ref||_2 / ||w_ref||_2``, as a function of ``d``.
-"""
+"""Real causal attention against its two candidate limits (docs/model.md, "Weights", "What
+the pipeline tests"): the measured mean effective weights of ``causal_attention(tau)``
+cells, normalised to ``sum = 1``, against ``harmonic`` and ``causal_limit(tau)``
+(:func:`reference_weights`) by relative distance, as a function of ``d``."""
 
 from __future__ import annotations
 
@@ -55,13 +50,11 @@ def causal_weights_table(
     n_boot: int,
     seed: int,
 ) -> pd.DataFrame:
-    """Distance of the measured attention weights (``effective_weights``) to ``harmonic``
-    and ``causal_limit(tau)`` (the ``causal_attention`` entries of the config's
-    ``weight_models``): ``sweep``, axes, ``tau``, ``reference``, ``distance`` (replicate
-    mean), ``ci_low``, ``ci_high`` (:func:`attnrmt.analysis._common.mean_ci` with
-    ``level``, ``n_boot``, ``seed``); empty when no cell uses ``causal_attention``.
-    O(points x n_boot x replicates).
-    """
+    """Distance of the measured attention weights to :func:`reference_weights` for the
+    ``causal_attention`` entries of ``weight_models``: ``sweep``, axes, ``tau``,
+    ``reference``, ``distance`` (replicate mean), ``ci_low``, ``ci_high``
+    (:func:`attnrmt.analysis._common.mean_ci`); empty without such cells. O(points x n_boot
+    x replicates)."""
     models = attention_weight_models(weight_models)
     present = [w for w in models if "weights" in cells.dims and w in cells["weights"].values]
     if not present or "effective_weights" not in cells:

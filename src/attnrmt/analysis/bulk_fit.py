@@ -1,17 +1,9 @@
 """Bulk fit: empirical spectra of ``S`` against ``kappa (MP_delta ⊠ MP_gamma)``
-(docs/model.md, "Bulk law", "What the pipeline tests").
-
-Outlier rule (documented in ``docs/thresholds.md``): an eigenvalue is excluded from the bulk
-when it exceeds the theoretical upper edge by a relative margin,
-``lambda > kappa * upper(delta, gamma) * (1 + margin)`` (default ``margin = 0.05``). This needs
-no knowledge of how many spikes the cell has (signal, uncentred mean spike, neither), and
-at most a handful of the ``d`` eigenvalues are ever removed, an ``O(1/d)`` change of the
-empirical distribution. Eigenvalues at or below ``zero_tol * max|lambda|`` are counted as
-the atom at 0
-(docs/model.md, "Bulk law": mass ``max(0, 1-1/delta, 1-1/gamma)``); the KS distance compares
-the remaining eigenvalues with the continuous part of the law,
-``F_c(x) = (F(x/kappa) - atom) / (1 - atom)`` (``F`` = :func:`attnrmt.theory.bulk_cdf`).
-"""
+(docs/model.md, "Bulk law", "What the pipeline tests"). An eigenvalue above the
+theoretical upper edge by the relative ``margin`` is an outlier (docs/thresholds.md);
+those at or below ``zero_tol max|lambda|`` are the atom at 0; the KS distance compares
+the rest with the continuous part of the law,
+``F_c(x) = (F(x/kappa) - atom) / (1 - atom)`` (``F`` = :func:`attnrmt.theory.bulk_cdf`)."""
 
 from __future__ import annotations
 
@@ -39,14 +31,9 @@ def ks_distance(
     zero_tol: float = DEFAULT_ZERO_TOL,
 ) -> dict[str, float]:
     """KS distance of one spectrum from the continuous part of ``kappa MP_delta ⊠ MP_gamma``
-    (docs/model.md, "Bulk law"): ``sup_x |F_n(x) - F_c(x)|`` over the non-zero,
-    non-outlier eigenvalues, ``F`` the closed-form CDF with the atom ``max(0, 1-1/delta,
-    1-1/gamma)`` at 0 (use the realised ratios; ``kappa = ||w||^2`` the scale).
-    Eigenvalues above the upper edge by more than the relative ``margin`` are outliers;
-    those ``<= zero_tol max|lambda|`` exact zeros; NaN padding is ignored. Returns ``ks``,
-    ``n_outliers``, ``zero_fraction``, ``lower_edge`` / ``upper_edge`` (smallest non-zero
-    and largest retained eigenvalue, units of ``S``) and ``n_bulk``. O(n log n).
-    """
+    (module docstring; realised ratios, NaN padding ignored). Returns ``ks``, ``n_outliers``,
+    ``zero_fraction``, ``lower_edge`` / ``upper_edge`` (smallest non-zero and largest
+    retained eigenvalue, units of ``S``) and ``n_bulk``. O(n log n)."""
     fits = ks_distances(
         np.asarray(eigenvalues, dtype=float)[None, :],
         np.array([delta]),
@@ -68,16 +55,10 @@ def ks_distances(
     zero_tol: float = DEFAULT_ZERO_TOL,
     law: tuple[Callable[[np.ndarray], np.ndarray], float] | None = None,
 ) -> dict[str, np.ndarray]:
-    """:func:`ks_distance` of many spectra at once: ``spectra`` (n, m) NaN-padded rows,
-    ``delta``, ``gamma``, ``kappa`` (n,). Returns each field of :func:`ks_distance` as an
-    (n,) array. ``law``: another bulk of ``S/kappa`` (its CDF, upper edge) for every row.
-
-    Every step is vectorised over the rows (sorted rows, masks of the zeros, outliers and
-    retained values, ranks by a cumulative sum); the closed-form CDF
-    (:func:`attnrmt.theory.bulk_cdf`, elementwise) is evaluated once on the retained
-    eigenvalues of all rows together. O(n m log m) numpy work in a few calls, no Python
-    loop over rows. Values are those of one call per row.
-    """
+    """:func:`ks_distance` of many spectra at once (``spectra`` (n, m) NaN-padded rows;
+    ``delta``, ``gamma``, ``kappa`` (n,)), each field an (n,) array; ``law`` another bulk of
+    ``S/kappa`` (its CDF, upper edge) for every row. Vectorised over the rows, the CDF
+    evaluated once on all retained eigenvalues: the values of one call per row. O(n m log m)."""
     spectra = np.asarray(spectra, dtype=float)
     n_rows, width = spectra.shape
     fields = {name: np.full(n_rows, np.nan) for name in _FIELDS}
@@ -192,29 +173,13 @@ def _fit_by_setting(
 
 
 def bulk_fit(cells: xr.Dataset, *, margin: float, zero_tol: float = DEFAULT_ZERO_TOL) -> xr.Dataset:
-    """Per-cell bulk fit over a whole ``cells.zarr`` dataset
-    (docs/model.md, "What the pipeline tests").
-
-    Applies :func:`ks_distance` to ``eigenvalues`` of every cell and replicate with the
-    realised ratios ``d/V``, ``d/N`` and the cell's ``kappa``, and adds the theoretical edges
-    ``kappa * bulk_edges`` and atom for comparison; the cells of an anisotropic or file
-    table law are fitted to that law's own bulk (:func:`attnrmt.analysis.own_theta.own_bulk_fit`).
-
-    Parameters
-    ----------
-    cells : xarray.Dataset
-        Contract-shaped dataset with ``eigenvalues`` (..., replicate, eig), ``kappa``,
-        ``V``, ``N``.
-    margin, zero_tol : float
-        See :func:`ks_distance`.
-
-    Returns
-    -------
-    xarray.Dataset
-        ``bulk_ks``, ``bulk_n_outliers``, ``bulk_zero_fraction``, ``bulk_lower_edge_emp``,
-        ``bulk_upper_edge_emp`` on the dims of ``eigenvalues`` minus ``eig``, and
-        ``bulk_lower_edge_th``, ``bulk_upper_edge_th``, ``bulk_atom_th`` (units of ``S``).
-    """
+    """Per-cell bulk fit of ``cells`` (docs/model.md, "What the pipeline tests"):
+    :func:`ks_distances` of every cell's ``eigenvalues`` with its realised ratios and
+    ``kappa`` (anisotropic and file laws against their own bulk,
+    :func:`attnrmt.analysis.own_theta.own_bulk_fit`). Returns ``bulk_ks``,
+    ``bulk_n_outliers``, ``bulk_zero_fraction``, ``bulk_{lower,upper}_edge_emp`` on the
+    cells' dims but ``eig``, and the theory's ``bulk_{lower,upper}_edge_th``, ``bulk_atom_th``
+    (units of ``S``). O(cells x d log d)."""
     eig = cells["eigenvalues"]
     delta, gamma = effective_ratios(cells)
     kappa = cells["kappa"]

@@ -1,11 +1,5 @@
-"""Centring: the uncentred mean spike and what centring changes
-(docs/model.md, "Spikes", "What the pipeline tests").
-
-Uncentred ``S`` carries an extra spike ``sigma^2 mbar mbar^T`` with
-``theta_mean = sigma^2 delta / kappa`` (:func:`attnrmt.theory.mean_spike`); it can outrank
-the signal so that the top eigenvector of uncentred ``S`` is the table-mean direction
-(``overlap_table_mean`` at ``k = 0``), and the signal moves to ``k = 1``.
-"""
+"""Centring: the uncentred mean spike and what centring changes (docs/model.md, "Spikes",
+"Uncentred mean spike", "What the pipeline tests")."""
 
 from __future__ import annotations
 
@@ -17,16 +11,12 @@ from attnrmt.contract import ALL_AXES
 
 
 def centring_table(sweep: str, cells: xr.Dataset, theory: xr.Dataset) -> pd.DataFrame:
-    """Centred versus uncentred cells at every other grid point (docs/model.md, "Spikes"):
-    per (axes but ``centered``) ``top_eigenvalue_uncentred``, ``mean_spike_theory``,
-    ``top_overlap_table_mean_uncentred`` (top eigenvector with ``mbar``),
-    ``mean_spike_overlap_theory`` (from the completed ``theory``,
-    :func:`attnrmt.analysis.comparison.complete_theory`), ``top_overlap_signal_centred`` /
-    ``_uncentred`` (k = 0), ``best_overlap_signal_uncentred`` (max over k),
-    ``signal_k_uncentred`` (modal k of the signal eigenvector), ``top_is_mean_fraction``
-    (replicates whose top eigenvector is closer to ``mbar`` than to ``u``). Empty unless
-    both centred and uncentred cells exist. O(cells).
-    """
+    """Centred versus uncentred cells at every other grid point (docs/model.md, "Uncentred
+    mean spike"): the uncentred top eigenvalue and overlaps against the mean-spike theory of
+    the completed ``theory``, the signal's overlap and index ``k`` with and without
+    centring, and the fraction of replicates whose top eigenvector is closer to ``mbar``
+    than to ``u`` (columns: docs/data-contract.md, "Tables"). Empty unless both kinds of
+    cells exist. O(cells)."""
     if "centered" not in cells.dims or cells.sizes["centered"] < 2:
         return pd.DataFrame()
     cen = cells.sel(centered=True, drop=True)

@@ -1,20 +1,10 @@
 """K-class sweeps: successive spike thresholds with CIs and per-spike comparisons against
 both theory variants (docs/model.md, "K-class spikes", "K-class thresholds";
-docs/thresholds.md for the estimator; docs/data-contract.md, "K-class sweeps").
-
-Each spike ``j`` of the pooled signal matrix has its own outlier through the same bulk
-maps, so the estimator of :mod:`attnrmt.analysis.thresholds` applies spike by spike:
-the ``(j+1)``-th largest eigenvalue of ``S`` (of ``Sigma_E`` for the population
-transition) is inverted to ``theta_hat_j`` (:func:`spike_theta_hat`), and
-:func:`attnrmt.analysis.thresholds.fit_threshold` fits the line of the detected points
-along ``snr`` and extrapolates it to ``theta_c``, with a percentile-bootstrap CI over
-replicates (:func:`spike_thresholds`). For balanced labels and non-``optimal`` weights
-``theta_j`` is exactly affine in ``snr`` (``Theta = snr X + delta J`` with ``J`` the
-identity on the range of ``B``), as the estimator assumes.
-
-Pure functions of the ``cells`` and ``theory`` datasets; O(curves x spikes x transitions
-x n_boot x snr x replicates).
-"""
+docs/thresholds.md; docs/data-contract.md, "K-class sweeps"). Spike ``j``'s eigenvalue
+(``j+1``-th of ``S``, of ``Sigma_E`` for the population transition) is inverted to
+``theta_hat_j`` (:func:`spike_theta_hat`) and the estimator of
+:mod:`attnrmt.analysis.thresholds` fits and extrapolates it along ``snr``
+(:func:`spike_thresholds`). O(curves x spikes x transitions x n_boot x snr x replicates)."""
 
 from __future__ import annotations
 
@@ -66,17 +56,10 @@ def _on_spikes(cells: xr.Dataset, name: str, spikes: int) -> xr.DataArray:
 
 
 def spike_theta_hat(cells: xr.Dataset) -> xr.DataArray:
-    """Per-replicate ``theta_hat_j`` of every spike and both transitions: the ``j``-th
-    largest eigenvalue of ``Sigma_E`` (population) and of ``S`` (sample) through the
-    inverse bulk maps (:func:`attnrmt.theory.theta_from_population`,
-    :func:`attnrmt.theory.theta_from_sample`; at or inside the edge: ``theta_c``).
-
-    Returns
-    -------
-    xarray.DataArray
-        Dims of the cells' ``top_eigenvalues`` with ``k`` -> ``spike`` (the first
-        ``spikes`` entries), plus ``transition``.
-    """
+    """Per-replicate ``theta_hat_j`` of every spike and both transitions: the ``j``-th largest
+    eigenvalue of ``Sigma_E`` (population) and of ``S`` (sample) through the inverse bulk
+    maps (``theta_c`` at or inside the edge), on the dims of ``top_eigenvalues`` with ``k``
+    -> ``spike``, plus ``transition``. O(cells x spikes)."""
     classes = classes_of(cells)
     if classes is None:
         raise ValueError("spike_theta_hat: not a K-class sweep (no 'classes' attribute)")
@@ -117,17 +100,10 @@ def spike_thresholds(
     level: float,
     seed: int,
 ) -> pd.DataFrame:
-    """Successive thresholds: one estimate with CI (or bound) per curve, spike and
-    transition (module docstring), beside both variants' predictions.
-
-    Returns
-    -------
-    pandas.DataFrame
-        ``sweep``, the curve axes, ``spike``, ``transition``, ``estimate``, ``ci_low``,
-        ``ci_high``, ``bound`` (as in thresholds.csv), ``extrapolated``, ``n_detected``,
-        ``theta_critical``, ``paper``, ``finite_vocab`` (theory thresholds in snr) and
-        ``contains_paper`` / ``contains_finite_vocab`` (the CI or bound contains it).
-    """
+    """Successive thresholds: one estimate with CI (or bound) per curve, spike and transition
+    beside both variants' thresholds and whether the CI contains them
+    (``classes_thresholds.csv``, docs/data-contract.md, "Tables"). O(curves x spikes
+    x n_boot)."""
     theta = spike_theta_hat(cells)
     delta, gamma = effective_ratios(cells)
     snr = np.asarray(cells["snr"].values, dtype=float)
@@ -174,15 +150,9 @@ def spike_thresholds(
 
 
 def spike_comparison(sweep: str, cells: xr.Dataset, theory: xr.Dataset) -> pd.DataFrame:
-    """Replicate mean (and standard error) of every per-spike quantity of
-    :data:`_COMPARED` at every grid point, beside the variant(s) it is compared with.
-
-    Returns
-    -------
-    pandas.DataFrame
-        ``sweep``, the axes, ``spike``, ``quantity``, ``variant``, ``measured``, ``sem``,
-        ``theory``, ``rel_error`` (``|measured - theory| / |theory|``).
-    """
+    """Replicate mean and standard error of every per-spike quantity of :data:`_COMPARED` at
+    every grid point beside its theory (``classes_spikes.csv``, docs/data-contract.md,
+    "Tables"). O(cells x spikes)."""
     classes = classes_of(cells)
     if classes is None:
         return pd.DataFrame()

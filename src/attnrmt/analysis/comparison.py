@@ -1,12 +1,7 @@
-"""Measured quantities against both theory variants in one tidy table
-(docs/model.md, "Spikes", "What the pipeline tests").
-
-Every row is one (sweep, quantity, variant, grid point): ``empirical`` (replicate mean),
-``empirical_sem``, ``theory``, ``abs_error = |empirical - theory|``,
-``rel_error = abs_error / |theory|`` (NaN when theory is 0), ``regime`` (``outlier`` when the
-variant predicts a separated outlier, ``bulk`` otherwise: then the theory of the top
-eigenvalue is the bulk edge and its overlap is 0) and the parameter columns.
-"""
+"""Measured quantities against both theory variants in one tidy table (docs/model.md,
+"Spikes", "What the pipeline tests"; the columns: docs/data-contract.md, "Tables"):
+``regime`` is ``outlier`` where the variant predicts a separated outlier, ``bulk`` where
+the top eigenvalue's theory is the bulk edge and its overlap 0."""
 
 from __future__ import annotations
 
@@ -84,15 +79,10 @@ _FSS_COLUMNS = ("fss_law", "fss_law_weight", "fss_slope")
 
 
 def theory_from_cells(cells: xr.Dataset) -> xr.Dataset:
-    """Theory predictions on the cells' axes for both variants: :func:`attnrmt.theory.predict`
-    fed with what the cells measured.
-
-    Inputs: the cells' realised ratios ``d/V``, ``d/N`` and replicate-mean ``alpha``,
-    ``kappa``, ``sigma`` (exact for deterministic weights). Produces every variable of
-    ``theory.zarr`` (``docs/data-contract.md``, "theory.zarr"). Used as the fallback for any
-    variable missing from ``theory.zarr`` and by the synthetic fixtures. O(grid points x
-    variants).
-    """
+    """Every variable of ``theory.zarr`` (docs/data-contract.md) on the cells' axes from
+    :func:`attnrmt.theory.predict` fed with the cells' realised ratios and replicate-mean
+    ``alpha``, ``kappa``, ``sigma``: the fallback for a variable ``theory.zarr`` lacks. O(grid
+    points x variants)."""
     delta, gamma = effective_ratios(cells)
     scalars = {
         name: cells[name].mean("replicate") if "replicate" in cells[name].dims else cells[name]
@@ -165,19 +155,11 @@ def _finalise(frame: pd.DataFrame, columns: tuple[str, ...]) -> pd.DataFrame:
 def comparison_table(
     sweep: str, cells: xr.Dataset, theory: xr.Dataset, analysis: xr.Dataset
 ) -> pd.DataFrame:
-    """Tidy comparison of every measured quantity with both variants
-    (docs/model.md, "What the pipeline tests").
-
-    Quantities: ``population_outlier``, ``sample_outlier`` (signal eigenvector; theory falls
-    back to the bulk edge where the variant predicts no outlier), ``population_overlap``,
-    ``sample_overlap`` (squared overlap with ``u``), ``bulk_upper_edge``,
-    ``bulk_lower_edge``, ``bulk_atom`` (zero fraction), ``mean_spike_outlier`` and
-    ``mean_spike_overlap`` (uncentred cells), ``threshold_population``,
-    ``threshold_sample`` (point estimates only), ``theta_slope`` (theory ``alpha/kappa``) and
-    ``theta_offset`` (theory 0 for paper, ``delta`` for finite_vocab).
-    ``analysis`` is :func:`attnrmt.analysis.analyze_sweep`'s; returns the columns
-    :data:`COMPARISON_COLUMNS`. O(cells).
-    """
+    """Tidy comparison of every measured quantity with both variants (docs/model.md, "What
+    the pipeline tests"), columns :data:`COMPARISON_COLUMNS`: both outliers and overlaps at
+    the signal eigenvector (theory: the bulk edge and 0 where a variant predicts no
+    outlier), the bulk edges and atom, the uncentred mean spike, both threshold estimates
+    and the theta slope (``alpha/kappa``) and offset (0 or ``delta``). O(cells)."""
     theory = complete_theory(theory, cells)
     frames = []
     pop_sig = at_signal(cells, "pop_top_eigenvalues", population=True)
@@ -269,21 +251,12 @@ def comparison_table(
 def thresholds_table(
     sweep: str, cells: xr.Dataset, theory: xr.Dataset, analysis: xr.Dataset
 ) -> pd.DataFrame:
-    """Empirical thresholds with CIs or bounds against both variants
-    (docs/model.md, "What the pipeline tests").
-
-    One row per curve and transition, plus (when the sweep has several ``d``) a row with
-    ``finite_size = "d->inf"`` and ``d = inf`` carrying the finite-size extrapolation.
-    ``consistent_<variant>`` is True when the variant's threshold lies in
-    ``[ci_low, ci_high]``; empty for a d -> inf row fitted to fewer than
-    :data:`attnrmt.analysis.thresholds.MIN_FSS_D` values of ``d``, whose ``finite_size``
-    says "no verdict".
-
-    Returns
-    -------
-    pandas.DataFrame
-        Columns :data:`THRESHOLD_COLUMNS`.
-    """
+    """Empirical thresholds with CIs or bounds against both variants (docs/model.md, "What
+    the pipeline tests"), columns :data:`THRESHOLD_COLUMNS`: one row per curve and
+    transition, plus with several ``d`` a ``finite_size = "d->inf"`` row (``d = inf``);
+    ``consistent_<variant>``: the variant's threshold in ``[ci_low, ci_high]`` (empty for a
+    d -> inf row from fewer than :data:`attnrmt.analysis.thresholds.MIN_FSS_D` values of
+    ``d``). O(curves)."""
     theory = complete_theory(theory, cells)
     rows = []
     for transition, name in (
@@ -392,17 +365,11 @@ def _estimator_names(frame: pd.DataFrame, multi_d: bool, attrs: Mapping[str, Any
 def variant_summary(
     comparison: pd.DataFrame, thresholds: pd.DataFrame | None = None
 ) -> pd.DataFrame:
-    """Per (sweep, quantity, variant): median/mean relative and median absolute error.
-
-    The one-line verdict (which variant fits; docs/model.md, "Two variants of the theory").
-    Outlier locations and overlaps
-    are summarised over the grid points where the variant predicts an outlier; threshold
-    point estimates over all curves with an in-range estimate. With ``thresholds``
-    (:func:`thresholds_table`), rows ``threshold_<transition>`` also get
-    ``consistent_fraction``: the fraction of curves (finite ``d``, bounds included) whose
-    CI or bound contains the variant's threshold. Thresholds close to 0 make relative
-    errors meaningless: read ``median_abs_error`` (snr units) for them.
-    """
+    """Per (sweep, quantity, variant): median/mean relative and median absolute error, the
+    verdict of which variant fits (docs/model.md, "Two variants of the theory"), over the
+    points where the variant predicts an outlier (thresholds: every in-range estimate);
+    with ``thresholds`` also ``consistent_fraction`` of the threshold rows, the fraction of
+    finite-``d`` curves whose CI or bound contains the variant's threshold. O(rows)."""
     keep = comparison["quantity"].isin(SUMMARY_QUANTITIES)
     outl = comparison[
         keep

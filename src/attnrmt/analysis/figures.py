@@ -1,17 +1,10 @@
-"""Figures of the analysis (matplotlib; PNG and PDF).
-
-Figures are built with matplotlib's object API (:class:`matplotlib.figure.Figure`, never
-``pyplot``): no global figure registry and no backend switch at import, so figures can be
-made from Snakemake's rule threads and from a notebook alike.
-
-Conventions: theory as lines (``finite_vocab`` solid, ``paper`` dashed), data as points with
-error bars (replicate mean ± 1.96 standard errors, or bootstrap CIs), every axis labelled
-with its units. Each ``figure_*`` function is a pure function of the datasets/tables that
-returns a :class:`matplotlib.figure.Figure`; :func:`make_figures` writes one sweep's,
-:func:`make_run_figures` the run-wide ones (docs/architecture.md, "Only what changed is
-redrawn"). A figure whose data the run lacks is still written, with a note saying so, so
-that the report and the rule outputs stay fixed.
-"""
+"""Figures of the analysis (matplotlib's object API, never ``pyplot``: usable from
+Snakemake's rule threads and notebooks alike). Theory as lines (``finite_vocab`` solid,
+``paper`` dashed), data as points with 95% error bars, axes labelled with units. Each
+``figure_*`` is a pure function of one sweep's stores (:class:`Data`) or tables;
+:func:`make_figures` writes one sweep's, :func:`make_run_figures` the run-wide ones
+(docs/architecture.md, "Only what changed is redrawn"); a figure without data is
+written as a placeholder with a note."""
 
 from __future__ import annotations
 
@@ -176,15 +169,10 @@ def outlier_panels(cells: xr.Dataset) -> list[tuple[str, str]]:
 
 
 def figure_outlier_vs_snr(data: Data | None, max_columns: int = 4) -> Figure:
-    """Top eigenvalues (sample and population) and overlaps vs snr with both variants.
-
-    One pair of panels (eigenvalue above, overlap below) per ``(positional, weights)`` line
-    of the sweep (:func:`outlier_panels`), at its largest ``d`` and
-    the first value of the other axes; each title names the sweep, both models and ``d``.
-    Lines wrap after ``max_columns`` columns. The theory's top eigenvalue is
-    ``sample_top_eigenvalue`` / ``pop_top_eigenvalue`` (outlier above the threshold, bulk
-    edge below; :func:`attnrmt.theory.predict`).
-    """
+    """Top eigenvalues (sample and population) and overlaps vs snr with both variants: one
+    pair of panels per ``(positional, weights)`` line (:func:`outlier_panels`) at the
+    largest ``d``, wrapped after ``max_columns`` columns; the theory's top eigenvalue is the
+    outlier above the threshold, the bulk edge below."""
     if data is None or data.cells.sizes.get("snr", 0) < 3:
         return _empty("Outliers vs snr", "no sweep with >= 3 snr values")
     sweep, cells, theory, analysis = data
@@ -469,15 +457,10 @@ def _measured(rows: pd.DataFrame) -> np.ndarray:
 
 
 def figure_finite_size(thresholds: pd.DataFrame) -> Figure:
-    """Threshold estimates against ``d^(-1/3)`` with the ``d -> inf`` limit of
-    ``thresholds.csv`` (a star, its CI), the law of largest weight drawn through it, and
-    that law and its weight in the legend (docs/thresholds.md, "Finite-size law").
-
-    Estimates are filled points with their CI; thresholds that are only bounds (no
-    crossing inside the swept snr) are open points at the fitted line's crossing
-    (``extrapolated``), without a CI. A curve with nothing to draw has no legend entry.
-    O(rows of ``thresholds``).
-    """
+    """Threshold estimates (filled, with CI; bounds open at the fitted line's crossing)
+    against ``d^(-1/3)`` with the ``d -> inf`` limit of ``thresholds.csv`` (a star, its CI)
+    and the law of largest weight through it, named in the legend (docs/thresholds.md,
+    "Finite-size law"). O(rows)."""
     from matplotlib.lines import Line2D
 
     exponent = FSS_AXIS_EXPONENT

@@ -1,13 +1,7 @@
-"""Entry points of the analysis rules (each rule body is one call to one of these).
-
-* :func:`analyze_sweep` — ``cells.zarr`` + ``theory.zarr`` -> ``analysis.zarr`` (bulk fit,
-  thresholds, finite-size extrapolation).
-* :func:`write_sweep_tables` — one sweep's stores -> ``<sweep>/tables/*.csv``.
-* :func:`write_tables` — every sweep's tables -> ``results/<run>/*.csv`` (comparison, …).
-* :func:`attnrmt.analysis.figures.make_figures` — one sweep -> ``<sweep>/figures/``.
-
-Products are rebuilt per sweep (docs/architecture.md, "Only what changed is redrawn").
-"""
+"""Entry points of the analysis rules, one call per rule body: :func:`analyze_sweep`
+(``analysis.zarr``), :func:`write_sweep_tables` (``<sweep>/tables/*.csv``),
+:func:`write_tables` (``results/<run>/*.csv``); the figures:
+:mod:`attnrmt.analysis.figures` (docs/architecture.md, "Only what changed is redrawn")."""
 
 from __future__ import annotations
 
@@ -83,16 +77,11 @@ LAZY_CELL_VARIABLES = ("eigenvalues", "cell_key", "compute_seconds", *PROVENANCE
 
 
 def open_store(path: str | os.PathLike[str]) -> xr.Dataset:
-    """Open a store eagerly, with consolidated metadata when present. ``cells.zarr`` opens
-    through :func:`attnrmt.sweep.store.cell_table.reader.open_cells` (cell table or dense store) and
-    keeps :data:`LAZY_CELL_VARIABLES` lazy: ``eigenvalues`` is read chunk by chunk where
-    an analysis uses it, the others only if something reads them. The rest is about 300
-    bytes per cell with ``top_k = 3`` (measured: ``docs/scaling.md``, "End to end with
-    tiny cells"). Other stores are inspected
-    (:func:`attnrmt.sweep.store.grid.has_consolidated_metadata`) rather than opened with
-    ``consolidated=None``, which warns on a store without consolidated metadata. A store
-    with a digest record is checked first (:func:`attnrmt.sweep.store.integrity.damage`,
-    quick; docs/data-contract.md, "Integrity"): a damaged one raises ``DamagedStore``."""
+    """Open a store eagerly, after the integrity check of a store with a digest record
+    (``DamagedStore``; docs/data-contract.md, "Integrity"). ``cells.zarr`` opens through
+    :func:`attnrmt.sweep.store.cell_table.reader.open_cells` with
+    :data:`LAZY_CELL_VARIABLES` left lazy (read where an analysis uses them); other stores
+    with consolidated metadata when present. O(cells)."""
     from attnrmt.sweep.store.integrity import DamagedStore, damage, damaged_message, digest_path
 
     if digest_path(path).is_file() and (problems := damage(path)):
@@ -111,25 +100,14 @@ def open_store(path: str | os.PathLike[str]) -> xr.Dataset:
 def analysis_dataset(
     cells: xr.Dataset, theory: xr.Dataset | None, settings: Mapping[str, Any]
 ) -> xr.Dataset:
-    """Bulk fit + thresholds + finite-size fit of one sweep (the ``analysis`` group).
-
-    Parameters
-    ----------
-    cells, theory : xarray.Dataset
-        The sweep's stores (``theory`` may be None: predictions are then computed from the
-        cells).
-    settings : mapping
-        The config's complete ``analysis:`` block (validation fills its defaults; a
-        library call fills a partial one with ``attnrmt.sweep.spec.schema.with_defaults``).
-
-    Returns
-    -------
-    xarray.Dataset
-        Variables of :func:`attnrmt.analysis.bulk_fit.bulk_fit`,
-        :func:`attnrmt.analysis.thresholds.estimate_thresholds` (``threshold_bound`` coded
-        as int8 flags, :data:`BOUND_CODES`) and, with several ``d``,
-        :func:`attnrmt.analysis.thresholds.finite_size_thresholds` (``fss_*``).
-    """
+    """Bulk fit + thresholds + finite-size fit of one sweep (``analysis.zarr``): the variables
+    of :func:`attnrmt.analysis.bulk_fit.bulk_fit`,
+    :func:`attnrmt.analysis.thresholds.estimate_thresholds` (``threshold_bound`` as int8
+    flags, :data:`BOUND_CODES`) and, with several ``d``,
+    :func:`attnrmt.analysis.thresholds.finite_size_thresholds`. ``theory`` may be None;
+    ``settings`` is the config's complete ``analysis:`` block (validation fills its
+    defaults; a library call fills a partial one with
+    ``attnrmt.sweep.spec.schema.with_defaults``). O(cells x n_boot)."""
     s = settings
     spectrum = stored_spectrum(cells)
     # A top sweep has no bulk: the bulk variables stay (NaN) so that every reader finds
@@ -422,21 +400,10 @@ def write_tables(
     settings: Mapping[str, Any],
     log_path: str | os.PathLike[str] | None = None,
 ) -> dict[str, pd.DataFrame]:
-    """Rule ``analysis_tables``: every sweep's tables (:func:`write_sweep_tables`)
-    concatenated into ``outputs`` (CSV), plus the tables made from several sweeps at once
-    (:func:`across_sweep_tables`). O(rows).
-
-    Parameters
-    ----------
-    run_dir : path
-        ``results/<run>``; sweep ``s`` has its tables in ``s/tables/<name>.csv``.
-    sweeps : sequence of str
-    outputs : mapping table name -> CSV path
-        Keys from :data:`TABLES`; a table without data is written as a placeholder, one
-        ``note`` column (:func:`placeholder_note`).
-    settings : mapping
-        The config's complete ``analysis:`` block.
-    """
+    """Rule ``analysis_tables``: the sweeps' tables (``<run_dir>/<sweep>/tables/<name>.csv``)
+    concatenated into ``outputs`` (table name -> CSV path, keys of :data:`TABLES`), plus the
+    tables made from several sweeps at once (:func:`across_sweep_tables`); a table without
+    data is written as a placeholder (:func:`placeholder_note`). O(rows)."""
     from attnrmt.sweep.store.layout import RunLayout
 
     started = time.perf_counter()

@@ -1,12 +1,6 @@
 """Pooling strategies by weights: alpha/kappa, measured recovery and the downstream
-readout's accuracy (docs/model.md, "Pooling scalars", "What the pipeline tests").
-
-The theory (docs/model.md, "Spikes") says only ``alpha/kappa = w^T R w / ||w||^2`` sets
-the signal spike, so the ordering of weights by alpha/kappa should be the ordering of
-recovery (squared overlap of the signal eigenvector with ``u``) and of the ridge readout
-of the label ``y``: ``optimal > causal > mean`` for early-signal ``R`` (prefix, label),
-possibly reversed for stationary ``R`` (markov).
-"""
+readout's accuracy (docs/model.md, "Pooling scalars", "What the pipeline tests"): only
+``alpha/kappa`` sets the signal spike, so it should order recovery and the readout too."""
 
 from __future__ import annotations
 
@@ -93,24 +87,12 @@ def downstream_table(
 
 
 def ordering_table(pooling: pd.DataFrame, order: Sequence[str]) -> pd.DataFrame:
-    """Does the expected order of weights hold, for alpha/kappa and for recovery?
-
-    Parameters
-    ----------
-    pooling : pandas.DataFrame
-        From :func:`pooling_table`.
-    order : sequence of str
-        Weight names in the claimed decreasing order (e.g. ``optimal, causal1, mean``);
-        names absent from a group are skipped.
-
-    Returns
-    -------
-    pandas.DataFrame
-        One row per group (all axes but ``weights``): ``ranking_alpha_kappa`` and
-        ``ranking_recovery`` (names by decreasing value, ``>``-joined, ties by name),
-        ``order_holds_alpha_kappa``, ``order_holds_recovery`` (strict decrease along
-        ``order``), ``order_resolved_recovery`` (adjacent CIs do not overlap).
-    """
+    """Does the claimed decreasing ``order`` of weights (names absent from a group skipped)
+    hold in ``pooling`` (:func:`pooling_table`), for alpha/kappa and for recovery? One row per
+    group (all axes but ``weights``): ``ranking_alpha_kappa``, ``ranking_recovery`` (names by
+    decreasing value, ``>``-joined, ties by name), ``order_holds_alpha_kappa``,
+    ``order_holds_recovery`` (strict decrease), ``order_resolved_recovery`` (adjacent CIs
+    apart). O(rows)."""
     group_cols = ["sweep", *[c for c in GROUP if c in pooling]]
     rows = []
     for key, frame in pooling.groupby(group_cols, sort=False, dropna=False):

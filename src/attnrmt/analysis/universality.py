@@ -1,36 +1,15 @@
-"""Universality of the Gaussian theory across table laws (docs/model.md, "Table laws";
-docs/data-contract.md, "Tables").
+"""Universality of the Gaussian theory across table laws (docs/model.md, "Table laws", "A
+universality study"; docs/data-contract.md, "Tables").
 
-A sweep's table laws are its ``table`` axis (config key ``table``, docs/data-contract.md,
-"Table laws"; a sweep without it is gaussian, and a store written when a sweep had one law
-names it in its attributes). Each non-Gaussian law is compared point by point with the
-Gaussian cells on the same grid (every parameter column but ``table`` equal): those of its
-own sweep's ``gaussian`` law when it has one, else of any Gaussian sweep. Seven quantities:
-
-- ``bulk_ks``: KS distance of the bulk from ``kappa MP_delta [x] MP_gamma`` (its theory is 0);
-- ``population_outlier``, ``sample_outlier``, ``population_overlap``, ``sample_overlap``:
-  the rows of ``comparison.csv`` (replicate mean and standard error), against the Gaussian
-  sweep's ``finite_vocab`` prediction;
-- ``threshold_population``, ``threshold_sample``: the per-``d`` rows of ``thresholds.csv``
-  (estimate and CI, or a bound), against the Gaussian ``finite_vocab`` threshold.
-
-The *error* of a law is ``empirical - theory`` with the Gaussian theory (also for a law
-without theory, ``student_t`` with ``nu <= 4``: that is the prediction it would be given).
-At finite ``d`` the Gaussian cells have their own error (finite-size corrections), so the
-question "within Monte-Carlo error of the Gaussian theory" is answered by testing whether
-the law's cells and the Gaussian cells agree: a Welch two-sample t test per point (from
-mean, standard error and replicate count) for the first five quantities, a z test of the
-two threshold estimates (standard errors from the CI half-widths) or, for a bound, whether
-the two intervals overlap. The per-point p-values of one (law, quantity, d) are combined
-by Fisher's method (``-2 sum log p ~ chi2(2 k)``, the points are independent cells), and
-the combined p-value is compared with ``FAMILY_ALPHA / m`` (Bonferroni over the ``m``
-tests of the law), so a law that follows the Gaussian theory is called "differs" with
-probability at most :data:`FAMILY_ALPHA`. A law with its own theory (anisotropic, file:
-:data:`attnrmt.analysis.own_theta.GENERAL_KINDS`) is compared through its errors: its cells
-minus its own theory against the Gaussian cells minus theirs.
-
-Everything here is a pure function of tables; O(rows) time.
-"""
+Each non-Gaussian law of a sweep's ``table`` axis is compared point by point with the
+Gaussian cells on the same grid (its own sweep's ``gaussian`` law, else any Gaussian
+sweep) on :data:`UNIVERSALITY_QUANTITIES`; its error is ``empirical - theory`` with the
+Gaussian ``finite_vocab`` theory (its own theory for :data:`GENERAL_KINDS`, against the
+Gaussian cells' own errors). "Within Monte-Carlo error" is a test that the law's cells
+and the Gaussian cells agree: per point a Welch t test (a z test of two threshold
+estimates; for a bound, whether the intervals overlap), combined per (law, quantity,
+d) by Fisher's method and compared with ``FAMILY_ALPHA / m`` (Bonferroni over the law's
+``m`` tests). Pure functions of tables; O(rows)."""
 
 from __future__ import annotations
 
@@ -160,16 +139,10 @@ def universality_inputs(
     thresholds: pd.DataFrame,
     analysis: xr.Dataset,
 ) -> pd.DataFrame:
-    """Per-point rows of one sweep for the universality comparison (:data:`INPUT_COLUMNS`).
-
-    ``comparison`` and ``thresholds`` are the sweep's rows of ``comparison.csv`` and
-    ``thresholds.csv`` (:func:`attnrmt.analysis.comparison.comparison_table`,
-    :func:`~attnrmt.analysis.comparison.thresholds_table`); ``analysis`` its
-    ``analysis.zarr`` (``bulk_ks`` per replicate). A row's ``law`` is its ``table``
-    coordinate (the sweep's only law where it has no ``table`` axis: :func:`sweep_laws`).
-    ``n`` is the replicate count (``cells_attrs["replicates"]``); ``low``/``high`` the
-    threshold CI or bound. O(rows).
-    """
+    """Per-point rows (:data:`INPUT_COLUMNS`) of one sweep for the universality comparison,
+    from its ``comparison.csv`` and ``thresholds.csv`` rows and ``analysis.zarr``
+    (``bulk_ks``); a row's ``law`` is its ``table`` coordinate (:func:`sweep_laws`), ``n`` the
+    replicate count, ``low``/``high`` the threshold CI or bound. O(rows)."""
     laws = sweep_laws(cells_attrs)
     replicates = int(cells_attrs.get("replicates", 0))
     frames = []
@@ -280,15 +253,10 @@ def _match(law: pd.DataFrame, gaussian: pd.DataFrame, keys: Sequence[str]) -> pd
 def universality_table(
     inputs: pd.DataFrame, family_alpha: float = FAMILY_ALPHA, ci_level: float = 0.95
 ) -> pd.DataFrame:
-    """Each non-Gaussian law against the Gaussian cells, per (law, quantity, d)
-    (:data:`UNIVERSALITY_COLUMNS`; module docstring).
-
-    ``mean_abs_error`` is the mean over matched points of ``|empirical - theory|`` with
-    the Gaussian sweep's theory, ``gaussian_mean_abs_error`` the same for the Gaussian
-    cells; ``p_value`` is Fisher's combination of the per-point tests, ``alpha`` the
-    Bonferroni level ``family_alpha / m`` (``m`` tests of the law) and ``consistent``
-    ``p_value >= alpha``. A law with no Gaussian sweep on its grid has no rows. O(rows).
-    """
+    """Each non-Gaussian law against the Gaussian cells per (law, quantity, d)
+    (:data:`UNIVERSALITY_COLUMNS`; module docstring): mean absolute errors of both against
+    the Gaussian theory, Fisher's ``p_value``, the Bonferroni ``alpha`` and ``consistent``
+    (``p_value >= alpha``); no rows for a law without a Gaussian sweep on its grid. O(rows)."""
     if inputs.empty or not (inputs["kind"] == "gaussian").any():
         return pd.DataFrame(columns=list(UNIVERSALITY_COLUMNS))
     gaussian_rows = inputs[inputs["kind"] == "gaussian"]
@@ -406,16 +374,11 @@ def _failing_test(quantity: str, d: float, p_value: float, max_z: float) -> str:
 
 
 def universality_verdict(table: pd.DataFrame) -> pd.DataFrame:
-    """One verdict per law (:data:`VERDICT_COLUMNS`) from :func:`universality_table`.
-
-    ``verdict`` is ``"within Monte-Carlo error of the Gaussian theory"`` when every
-    (quantity, d) test of the law is consistent, else ``"differs from the Gaussian
-    theory"``; ``at_largest_d`` names the quantities that differ at the largest ``d``
-    (``d=800: within`` when none: a finite-size departure); ``differs`` lists the failing
-    tests (``quantity@d=...``, smallest d first, ``|z|`` max in brackets). ``family``
-    (``student_t``, ``sparse``) says from which ``nu`` / ``p`` on the laws of that kind
-    differ, in order of the parameter. O(rows).
-    """
+    """One verdict per law (:data:`VERDICT_COLUMNS`) from :func:`universality_table`: within
+    Monte-Carlo error of the Gaussian theory when every test is consistent, else differs;
+    the quantities that differ at the largest ``d``, the failing tests (smallest ``d``
+    first, ``|z|`` max), and for ``student_t`` / ``sparse`` from which parameter on the laws
+    of that kind differ. O(rows)."""
     if table.empty:
         return pd.DataFrame(columns=list(VERDICT_COLUMNS))
     rows = []

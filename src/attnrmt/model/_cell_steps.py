@@ -1,10 +1,6 @@
-"""Steps shared by the routes of :func:`attnrmt.model.simulate_cell` (:mod:`.cell`,
-:mod:`.classes`, :mod:`._curve`):
-argument and seed checks, the rank-one terms of the pooled rows, the readout, the
-sample-route choice and the spectrum of the pooled samples (docs/model.md, "Full cells").
-
-Private to :mod:`attnrmt.model`; the package's door does not export these names.
-"""
+"""Steps shared by the routes of :func:`attnrmt.model.simulate_cell` (argument and seed
+checks, rank-one terms, the readout, the sample-route choice and spectrum; docs/model.md,
+"Full cells"). Private to :mod:`attnrmt.model`."""
 
 from __future__ import annotations
 
@@ -100,15 +96,10 @@ def cell_readout(pooled: np.ndarray | None, labels: np.ndarray | None) -> float:
 def sample_spectrum_from_samples(
     pooled: np.ndarray, centered: bool, top_k: int
 ) -> tuple[np.ndarray, np.ndarray]:
-    """All d eigenvalues of ``S`` and its top-k eigenvectors in the smaller dimension, for
-    ``N < d`` (``gamma > 1``).
-
-    With ``X`` the (centred, when ``centered``) pooled rows, ``S = X^T X / N`` and
-    ``K = X X^T / N`` (N x N) share their nonzero eigenvalues, and ``S`` has ``d - N`` more
-    zeros; a unit eigenvector ``z`` of ``K`` with eigenvalue ``lambda > 0`` gives the unit
-    eigenvector ``X^T z / sqrt(N lambda)`` of ``S``. O(N^2 d + N^3) time instead of
-    O(N d^2 + d^3), O(N d + N^2) memory (docs/scaling.md).
-    """
+    """All d eigenvalues of ``S`` and its top-k eigenvectors through ``X X^T / N`` (N x N, ``X``
+    the pooled rows, centred when ``centered``) for ``N < d`` (docs/model.md, "Full cells"):
+    an eigenvector ``z`` gives ``X^T z`` normalised. O(N^2 d + N^3) time, O(N d + N^2)
+    memory."""
     n_samples, d = pooled.shape
     rows = pooled - pooled.mean(axis=0) if centered else pooled
     small_values, small_vectors = spectrum_and_top_eigenvectors(

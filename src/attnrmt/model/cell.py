@@ -15,10 +15,8 @@ a list of ``snr`` (:mod:`attnrmt.model._curve`) and K classes
 
 from __future__ import annotations
 
-import itertools
 import time
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, fields
 from typing import Any, NamedTuple, overload
 
@@ -51,6 +49,7 @@ from attnrmt.model.positional import positional_correlation, sample_signs, valid
 from attnrmt.model.table import (
     EmbeddingTable,
     helper_threads,
+    in_threads,
     sample_table,
     sample_tokens,
 )
@@ -151,13 +150,12 @@ def pool(tokens: np.ndarray, token_weights: np.ndarray, embeddings: np.ndarray) 
     pooled = np.empty((n_sequences, embeddings.shape[1]))
     edges = np.linspace(0, n_sequences, threads + 1).round().astype(int)
 
-    def fill(block: tuple[int, int]) -> None:
-        start, stop = block
+    def fill(index: int) -> None:
+        start, stop = edges[index], edges[index + 1]
         incidence = token_incidence(tokens[start:stop], weights[start:stop], V)
         pooled[start:stop] = _incidence_product(incidence, embeddings)
 
-    with ThreadPoolExecutor(threads) as executor:
-        list(executor.map(fill, itertools.pairwise(edges)))
+    in_threads(fill, threads)
     return pooled
 
 

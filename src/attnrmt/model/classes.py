@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Mapping
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -39,7 +38,7 @@ from attnrmt.model._linalg import (
 )
 from attnrmt.model.cell import pool, squared_overlaps
 from attnrmt.model.readout import ridge_readout_accuracy_multiclass
-from attnrmt.model.table import TABLE_BLOCKS_PER_CLASS, child_seeds, helper_threads
+from attnrmt.model.table import child_seeds, in_threads, row_blocks
 from attnrmt.model.weights import (
     causal_attention_weights,
     optimal_weights,
@@ -469,9 +468,7 @@ def sample_class_table(
     means of the rows (d, K) and ``mu_k`` (d, K). O(V d) time, 8 V d bytes."""
     size = V // K
     embeddings = np.empty((V, d))
-    edges = np.linspace(0, size, TABLE_BLOCKS_PER_CLASS + 1).round().astype(int)
-    within = [(start, stop) for start, stop in itertools.pairwise(edges) if stop > start]
-    blocks = [(start + k * size, stop + k * size) for k in range(K) for start, stop in within]
+    blocks = row_blocks(size, K)
     generators = [
         np.random.Generator(np.random.SFC64(child)) for child in child_seeds(rng, len(blocks))
     ]
@@ -480,13 +477,7 @@ def sample_class_table(
         start, stop = blocks[index]
         generators[index].standard_normal(out=embeddings[start:stop])
 
-    threads = min(helper_threads(), len(blocks))
-    if threads > 1:
-        with ThreadPoolExecutor(threads) as executor:
-            list(executor.map(fill, range(len(blocks))))
-    else:
-        for index in range(len(blocks)):
-            fill(index)
+    in_threads(fill, len(blocks))
     signal_means = np.zeros((d, K))
     signal_means[:K] = np.sqrt(snr) * factor.T
     for k in range(K):

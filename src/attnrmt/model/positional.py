@@ -1,11 +1,6 @@
 """Positional sign models: exact correlation ``R`` and a vectorised sampler
-(docs/model.md, "Positional models", whose table lists the kinds ``iid``, ``prefix``,
-``markov``, ``label``, ``custom``, their parameters and ``R = E[xi xi^T]``).
-
-A positional model is a dict ``{"kind": ..., **params}``; every model has ``E[xi_t] = 0``
-and ``R_tt = 1``. Samplers draw all ``n`` sequences at once (no Python loop over
-sequences) from the generator they are given.
-"""
+(docs/model.md, "Positional models", whose table lists the kinds, their parameters and
+``R = E[xi xi^T]``). Every model has ``E[xi_t] = 0`` and ``R_tt = 1``."""
 
 from __future__ import annotations
 
@@ -85,15 +80,11 @@ def _check_custom_R(value: Any, T: int) -> np.ndarray:
 
 
 def validate_positional(spec: Mapping[str, Any] | str, T: int) -> dict[str, Any]:
-    """The canonical dict of a positional model ``{"kind": ..., **params}`` (``"iid"`` as a
-    bare string) for sequence length ``T`` (docs/model.md, "Positional models"): keys
-    sorted, integers ``int``, reals ``float`` (``-0.0`` -> ``0.0``), vectors and matrices
-    (nested) lists; the ``label`` shorthand stays ``{"kind", "L", "rho0"}``. Raises
-    ValueError naming the argument and value: unknown kind or parameter, ``L`` outside
-    ``1..T``, ``|r| >= 1``, ``rho`` of the wrong length or outside [-1, 1], a custom ``R``
-    not a symmetric unit-diagonal correlation with ``sin(pi R / 2)`` positive
-    semidefinite. O(T^3) for ``custom``, else O(T).
-    """
+    """The canonical dict of a positional model for length ``T`` (docs/model.md, "Positional
+    models"): keys sorted, plain numbers and (nested) lists, the ``label`` shorthand kept.
+    ValueError naming the argument and value for an unknown kind or parameter or an invalid
+    value (a custom ``R`` must be a correlation with ``sin(pi R / 2)`` positive
+    semidefinite). O(T^3) for ``custom``, else O(T)."""
     T = _check_T(T)
     kind, params = split_model_spec("positional", spec, _PARAMS)
     canonical: dict[str, Any] = {"kind": kind}
@@ -150,10 +141,8 @@ def label_correlations(positional: Mapping[str, Any], T: int) -> np.ndarray:
 
 
 def positional_correlation(positional: Mapping[str, Any] | str, T: int) -> np.ndarray:
-    """Exact sign correlation ``R = E[xi xi^T]`` (T x T, float64) of a positional model.
-
-    Implements the ``R`` column of docs/model.md, "Positional models" (see the module docstring).
-    """
+    """Exact sign correlation ``R = E[xi xi^T]`` (T x T) of a positional model (docs/model.md,
+    "Positional models"). O(T^2)."""
     spec = validate_positional(positional, T)
     kind = spec["kind"]
     if kind == "iid":

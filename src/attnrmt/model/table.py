@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import itertools
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -97,6 +97,24 @@ def helper_threads() -> int:
         if value.isdigit() and int(value) > 0:
             limits.append(int(value))
     return max(1, min(limits))
+
+
+def row_blocks(size: int, K: int) -> list[tuple[int, int]]:
+    """The row blocks ``(start, stop)`` of a table of ``K`` classes of ``size`` rows:
+    ``TABLE_BLOCKS_PER_CLASS`` a class, class by class (docs/model.md, "Table laws",
+    random streams). O(K)."""
+    edges = np.linspace(0, size, TABLE_BLOCKS_PER_CLASS + 1).round().astype(int)
+    within = [(start, stop) for start, stop in itertools.pairwise(edges) if stop > start]
+    return [(start + k * size, stop + k * size) for k in range(K) for start, stop in within]
+
+
+def in_threads(work: Callable[[int], Any], count: int) -> list[Any]:
+    """``[work(i) for i in range(count)]`` on up to :func:`helper_threads` threads."""
+    threads = min(helper_threads(), count)
+    if threads <= 1:
+        return [work(index) for index in range(count)]
+    with ThreadPoolExecutor(threads) as executor:
+        return list(executor.map(work, range(count)))
 
 
 # Rows a chunk of the fused fill (:func:`_fill_rows_with_rough_copy`): ~256 KiB of float64
@@ -194,9 +212,7 @@ def sample_table(
     embeddings = np.empty((V, d))
     rough: np.ndarray | None = None if rough_dtype is None else np.empty((V, d), dtype=rough_dtype)
     token_class = np.repeat(np.array([1, -1], dtype=np.int8), half)
-    edges = np.linspace(0, half, TABLE_BLOCKS_PER_CLASS + 1).round().astype(int)
-    blocks = [(start, stop) for start, stop in itertools.pairwise(edges) if stop > start]
-    blocks += [(start + half, stop + half) for start, stop in blocks]
+    blocks = row_blocks(half, 2)
     # SFC64 (a small chaotic counter generator that passes BigCrush and PractRand) fills
     # normals ~20% faster than PCG64; each block gets its own child seed of ``rng``.
     children = child_seeds(rng, len(blocks))
@@ -227,12 +243,7 @@ def sample_table(
         rows[:, 0] += amplitude * token_class[start]
         return rows.sum(axis=0), float("nan")
 
-    threads = min(helper_threads(), len(blocks))
-    if threads > 1:
-        with ThreadPoolExecutor(threads) as pool:
-            filled = list(pool.map(fill, range(len(blocks))))
-    else:
-        filled = [fill(index) for index in range(len(blocks))]
+    filled = in_threads(fill, len(blocks))
     block_sums = [sums for sums, _ in filled]
     n_plus = len(blocks) // 2
     mean_plus = np.sum(block_sums[:n_plus], axis=0) / half
@@ -301,7 +312,9 @@ __all__ = [
     "class_means",
     "file_table",
     "helper_threads",
+    "in_threads",
     "realised_sizes",
+    "row_blocks",
     "sample_table",
     "sample_tokens",
 ]
