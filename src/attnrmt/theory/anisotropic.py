@@ -14,6 +14,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from attnrmt.model.table_laws import covariance_spectrum
+from attnrmt.theory.bulk import bisect
 from attnrmt.theory.free import DiscreteLaw, FreeProduct, free_components
 
 _BISECTION_STEPS = 100
@@ -171,12 +172,12 @@ def spike_solution(
         if not short.any():
             break
         high = np.where(short, low + 2.0 * (high - low), high)
-    for _ in range(_BISECTION_STEPS):
-        mid = 0.5 * (low + high)
+
+    def below(mid: NDArray) -> NDArray:
         x, _, dd, _, _ = parts(mid)
-        below = x < strength * dd
-        low, high = np.where(below, mid, low), np.where(below, high, mid)
-    s = 0.5 * (low + high)
+        return x < strength * dd
+
+    s = bisect(below, low, high, _BISECTION_STEPS)
     x, dx, dd, ddd, u_w = parts(s)
     x_smp, dx_smp, _ = bulk.sample.inverse_map(s)
     sampled = present & (s > bulk.s_sample)

@@ -16,6 +16,7 @@ from numpy.typing import ArrayLike, NDArray
 from attnrmt._validation import check_finite_array, check_positive
 
 __all__ = [
+    "bisect",
     "bulk_atom",
     "bulk_cdf",
     "bulk_density",
@@ -36,6 +37,18 @@ _EDGE_BISECTION_STEPS = 130  # the (z2, z1) bracket can be ~1/delta wide when de
 def scalar_or_array(values: NDArray[np.float64]) -> np.float64 | NDArray[np.float64]:
     """0-d arrays become numpy scalars; anything else is returned unchanged."""
     return values[()] if values.ndim == 0 else values
+
+
+def bisect(
+    moves_low: Callable[[NDArray], NDArray], low: NDArray, high: NDArray, steps: int
+) -> NDArray:
+    """Midpoint after ``steps`` vectorised bisection steps: ``low`` moves to the midpoint
+    where ``moves_low(mid)``, ``high`` elsewhere. O(steps x cost of ``moves_low``)."""
+    for _ in range(steps):
+        mid = 0.5 * (low + high)
+        below = moves_low(mid)
+        low, high = np.where(below, mid, low), np.where(below, high, mid)
+    return 0.5 * (low + high)
 
 
 def _ratios(delta: ArrayLike, gamma: ArrayLike) -> tuple[NDArray, NDArray]:
@@ -97,14 +110,9 @@ def _lower_edge(delta: NDArray, gamma: NDArray) -> NDArray:
     dg = delta * gamma
     c = delta + gamma + dg
     # h > 0 on (z2, u_L) and h < 0 on (u_L, z1): bisection keeps that bracket.
-    low, high = z2.copy(), z1.copy()
-    for _ in range(_EDGE_BISECTION_STEPS):
-        mid = 0.5 * (low + high)
-        h = (2.0 * dg * mid + c) * mid * mid - 1.0
-        positive = h > 0.0
-        low = np.where(positive, mid, low)
-        high = np.where(positive, high, mid)
-    u_lower = 0.5 * (low + high)
+    u_lower = bisect(
+        lambda u: (2.0 * dg * u + c) * u * u - 1.0 > 0.0, z2, z1, _EDGE_BISECTION_STEPS
+    )
     degenerate = z1 <= z2  # the two largest of {1, delta, gamma} coincide
     with np.errstate(invalid="ignore", divide="ignore"):
         edge = np.where(degenerate, 0.0, _f(u_lower, delta, gamma))
@@ -132,14 +140,12 @@ def _complex_root(x: NDArray, delta: NDArray, gamma: NDArray) -> _ShiftedRoot:
     c_coef = delta + gamma + delta * gamma
     d_coef = delta * gamma
     low = -np.minimum(np.minimum(delta, gamma), 1.0)
-    high = np.zeros_like(low)
-    for _ in range(_BISECTION_STEPS):
-        mid = 0.5 * (low + high)
-        value = ((mid + b_coef) * mid + c_coef) * mid + d_coef
-        negative = value < 0.0
-        low = np.where(negative, mid, low)
-        high = np.where(negative, high, mid)
-    real_root = 0.5 * (low + high)
+    real_root = bisect(
+        lambda v: ((v + b_coef) * v + c_coef) * v + d_coef < 0.0,
+        low,
+        np.zeros_like(low),
+        _BISECTION_STEPS,
+    )
     b1 = b_coef + real_root
     c1 = -d_coef / real_root
     gap = 4.0 * c1 - b1 * b1

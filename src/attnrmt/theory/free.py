@@ -11,6 +11,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from attnrmt._validation import check_finite_array, check_positive
+from attnrmt.theory.bulk import bisect
 
 __all__ = [
     "DiscreteLaw",
@@ -267,11 +268,8 @@ def critical_points(law: FreeProduct) -> tuple[NDArray, NDArray]:
     low = np.concatenate([e[0] for e in ends])
     high = np.concatenate([e[1] for e in ends])
     lo, hi, is_min = np.concatenate(los), np.concatenate(his), np.concatenate(rising)
-    for _ in range(_BISECTION_STEPS):
-        mid = 0.5 * (lo + hi)
-        below = (slope(low, high, mid) < 0) == is_min
-        lo, hi = np.where(below, mid, lo), np.where(below, hi, mid)
-    s_all = _on_intervals(low, high, 0.5 * (lo + hi), scale)
+    y = bisect(lambda mid: (slope(low, high, mid) < 0) == is_min, lo, hi, _BISECTION_STEPS)
+    s_all = _on_intervals(low, high, y, scale)
     kind = np.where(is_min, 1, -1)
     x_all = law.inverse_map(s_all)[0]
     # s is physical for every intermediate law, so for each MP_c ⊠ nu alone x' >= 0 (a

@@ -13,7 +13,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from attnrmt._validation import check_choice, check_finite_array, check_positive
 from attnrmt.contract import VARIANTS
-from attnrmt.theory.bulk import critical_u_of_arrays, scalar_or_array
+from attnrmt.theory.bulk import bisect, critical_u_of_arrays, scalar_or_array
 
 #: Bisection steps of :func:`theta_from_sample` (halves the bracket to machine precision).
 _BISECTION_STEPS = 100
@@ -249,13 +249,6 @@ def theta_from_sample(
         return (v + 1.0) * (v + d_) * (v + g_) / (v * v)
 
     xs = np.where(ok, x, 0.0)
-    low = v_star.copy()
-    high = np.maximum(xs, v_star)
-    for _ in range(_BISECTION_STEPS):
-        mid = 0.5 * (low + high)
-        too_small = g(mid) < xs
-        low = np.where(too_small, mid, low)
-        high = np.where(too_small, high, mid)
-    level = np.where(np.isfinite(edge), edge, g(v_star))
-    v = np.where(xs > level, 0.5 * (low + high), v_star)
+    root = bisect(lambda v: g(v) < xs, v_star, np.maximum(xs, v_star), _BISECTION_STEPS)
+    v = np.where(xs > np.where(np.isfinite(edge), edge, g(v_star)), root, v_star)
     return np.where(ok, d_ + v, np.nan)
