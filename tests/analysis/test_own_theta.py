@@ -38,7 +38,7 @@ def _planted(signal: str):  # type: ignore[no-untyped-def]
     rest = np.asarray(delta)
     out = spike_solution(bulk, np.asarray(ratio), snr, bulk.signal, rest, 1.0)
     for name, key in (
-        ("pop_top_eigenvalues", "pop_outlier"),
+        ("pop_top_eigenvalues", "population_outlier"),
         ("top_eigenvalues", "sample_outlier"),
     ):
         top = cells[name].isel(k=0)

@@ -5,14 +5,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from attnrmt.theory import bulk_density, bulk_edges, spike_outliers
+from attnrmt.theory import bulk_density, bulk_edges
 from attnrmt.theory.free import (
     DiscreteLaw,
     FreeProduct,
     MarchenkoPastur,
     free_density,
     free_edges,
-    free_spike,
     free_stieltjes,
 )
 
@@ -124,26 +123,6 @@ def test_separated_components_each_carry_their_atom_s_mass(ratios, atoms) -> Non
         assert np.sum(np.diff(x) * 0.5 * (rho[1:] + rho[:-1])) == pytest.approx(
             1 / len(atoms), abs=1e-6
         )
-
-
-def test_spike_transforms_reduce_to_the_closed_form() -> None:
-    theta = np.array([0.1, 0.6, 1.0, 1.5, 2.5, 5.0, 20.0])  # absent, population only, both
-    for delta, gamma in RATIOS:
-        expected = spike_outliers(theta, delta, gamma)
-        for bulk in (
-            FreeProduct((delta,), DiscreteLaw.of([1.0])),
-            FreeProduct((), MarchenkoPastur(delta)),
-        ):
-            got = free_spike(theta, bulk, gamma)
-            for name in (
-                "population_outlier",
-                "sample_outlier",
-                "population_overlap",
-                "sample_overlap",
-            ):
-                np.testing.assert_allclose(
-                    getattr(got, name), getattr(expected, name), rtol=1e-9, atol=1e-12, err_msg=name
-                )
 
 
 def test_laws_refuse_non_positive_ratios_and_mismatched_weights() -> None:

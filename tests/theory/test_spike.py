@@ -17,7 +17,6 @@ from attnrmt.theory import (
     bulk_edges,
     critical_u,
     mean_spike,
-    pooling_ratio,
     spike,
     spike_outliers,
 )
@@ -191,20 +190,6 @@ def test_scalar_inputs_give_scalars() -> None:
     assert all(np.ndim(v) == 0 for v in vars(out).values())
     p = spike(0.5, 0.5, 1.0, 1.0, 1.0)
     assert all(np.ndim(v) == 0 for v in vars(p).values())
-
-
-def test_pooling_ratio() -> None:
-    T = 8
-    R = np.eye(T)
-    R[:4, :4] = 1.0  # prefix L = 4
-    assert pooling_ratio(np.full(T, 1 / T), R) == pytest.approx(20 / 8)
-    top = np.linalg.eigh(R)
-    assert pooling_ratio(top.eigenvectors[:, -1], R) == pytest.approx(top.eigenvalues[-1])
-    assert pooling_ratio(np.stack([np.full(T, 1.0), np.eye(T)[0]]), R).shape == (2,)
-    with pytest.raises(ValueError, match=r"^w="):
-        pooling_ratio(np.zeros(T), R)
-    with pytest.raises(ValueError, match=r"^R="):
-        pooling_ratio(np.ones(3), R)
 
 
 @pytest.mark.parametrize(

@@ -16,10 +16,6 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-import numpy as np
-from numpy.typing import ArrayLike
-
-from attnrmt._validation import check_finite_array
 from attnrmt.theory.bulk import (
     bulk_atom,
     bulk_cdf,
@@ -61,36 +57,6 @@ _EXPORTS = {
 }
 
 
-def pooling_ratio(w: ArrayLike, R: ArrayLike) -> np.float64 | np.ndarray:
-    """Signal-to-noise gain of pooling, ``alpha / kappa = w^T R w / ||w||^2``
-    (docs/model.md, "Pooling scalars").
-
-    Parameters
-    ----------
-    w : array_like, shape (..., T)
-        Pooling weights (not all zero); leading axes broadcast.
-    R : array_like, shape (T, T)
-        Sign correlation matrix.
-
-    Returns
-    -------
-    numpy.ndarray or numpy.float64
-        ``alpha / kappa`` with the leading shape of ``w``.
-    """
-    weights = check_finite_array("w", w)
-    correlation = check_finite_array("R", R)
-    if weights.ndim < 1 or correlation.shape != (weights.shape[-1],) * 2:
-        raise ValueError(
-            f"R={R!r}: must have shape (T, T) matching w's last axis (T={weights.shape[-1:]})"
-        )
-    kappa = np.einsum("...t,...t->...", weights, weights)
-    if np.any(kappa <= 0.0):
-        raise ValueError(f"w={w!r}: must not be all zero")
-    alpha = np.einsum("...s,st,...t->...", weights, correlation, weights)
-    ratio = alpha / kappa
-    return ratio[()] if np.ndim(ratio) == 0 else ratio
-
-
 def __getattr__(name: str) -> Any:
     if name in _WEIGHT_FORMULAS:
         from attnrmt.model import weights as _weights
@@ -127,7 +93,6 @@ __all__ = [
     "mean_spike",
     "optimal_weights",
     "pooling_inputs",
-    "pooling_ratio",
     "predict",
     "predict_classes_grid",
     "predict_grid",

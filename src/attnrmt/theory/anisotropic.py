@@ -1,15 +1,7 @@
-"""Theory of an anisotropic table, ``z_v ~ N(0, Sigma)`` (docs/model.md, "Anisotropic tables").
-
-The bulk of ``S / kappa`` is ``MP_gamma ⊠ MP_delta ⊠ nu_Sigma`` (:mod:`attnrmt.theory.free`,
-``nu_Sigma`` the ``d`` eigenvalues of ``Sigma``). A spike along ``v`` sees the bulk through
-``v^T (s - Sigma)^(-1) v`` at the subordination point ``s``: with the weights ``w_i`` of ``v``
-in ``Sigma``'s eigenbasis, ``U_w(s) = sum_i w_i lambda_i / (s - lambda_i)``. The signal
-direction ``u`` has the weights ``e_1`` (``top``/``bottom``) or ``1/d`` (``random``); the noise
-part ``eta ~ N(0, Sigma / V)`` of ``Dlt`` and the table mean have the size-biased weights
-``lambda_i / d``. Spike of the signal: ``(alpha/kappa) D(s) = x_pop(s)`` with
-``D = snr (1 + U_u) + b delta (1 + U_sized)`` (``b = 1`` for ``finite_vocab``, 0 for ``paper``).
-A ``file`` table (docs/model.md, "Tables from a file") is the same equation on the table's
-known within-class scatter (no ``MP_delta``), ``D = ||Dlt||^2 (1 + U_u)``.
+"""Theory of an anisotropic table, ``z_v ~ N(0, Sigma)``, and of a table from a file: the
+bulk ``MP_gamma ⊠ MP_delta ⊠ nu_Sigma`` by :mod:`attnrmt.theory.free`, and the spikes through
+the Sigma-weighted transforms ``U_w(s) = sum_i w_i lambda_i / (s - lambda_i)`` at the
+subordination point (docs/model.md, "Anisotropic tables", "Tables from a file").
 """
 
 from __future__ import annotations
@@ -22,7 +14,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 from attnrmt.model.table_laws import covariance_spectrum
-from attnrmt.theory.free import DiscreteLaw, FreeProduct, critical_points
+from attnrmt.theory.bulk import bisect
+from attnrmt.theory.free import DiscreteLaw, FreeProduct, free_components
 
 _BISECTION_STEPS = 100
 
@@ -49,21 +42,7 @@ class AnisotropicBulk:
 
     def transform(self, weights: NDArray, s: NDArray) -> tuple[NDArray, NDArray]:
         """``U_w(s)`` and ``U_w'(s)`` for weights on the atoms. O(s.size x atoms)."""
-        diff = s[..., None] - self.atoms
-        ratio = self.atoms / diff
-        return ratio @ weights, -(ratio / diff) @ weights
-
-
-def _components(law: FreeProduct) -> tuple[NDArray, NDArray, NDArray]:
-    """Critical points ``s`` and kinds of ``law`` sorted by ``x(s)``, and the edges
-    ``(components, 2)`` (a first component without lower edge starts at 0)."""
-    s, kind = critical_points(law)
-    order = np.argsort(law.inverse_map(s)[0])
-    s, kind = s[order], kind[order]
-    x = law.inverse_map(s)[0]
-    if kind.size and kind[0] == 1:
-        x = np.concatenate([[0.0], x])
-    return s, kind, x.reshape(-1, 2)
+        return DiscreteLaw(self.atoms, weights).transform(s)
 
 
 def signal_weights(law: Mapping[str, Any], d: int) -> NDArray[np.float64]:
@@ -103,7 +82,7 @@ def anisotropic_bulk(
     on_mean = atoms * weights / np.dot(atoms, weights) if on_mean is None else merge(on_mean)
     ratios = () if delta is None else (float(delta),)
     full = FreeProduct(ratios, DiscreteLaw(atoms, weights))
-    probe = _components(full if ratios else full.sampled(float(gamma)))
+    probe = free_components(full if ratios else full.sampled(float(gamma)))
     s, kind, _ = probe
     alone = np.zeros(atoms.size, dtype=bool)
     for i in np.flatnonzero((kind[:-1] == -1) & (kind[1:] == 1)):  # a component's ends
@@ -113,9 +92,9 @@ def anisotropic_bulk(
     population = FreeProduct(ratios, DiscreteLaw(atoms[~alone], weights[~alone]))
     sample = population.sampled(float(gamma))
     reuse = not alone.any()  # the probe's scan is the population's (sample's) own
-    s_smp, kind_smp, edges = probe if reuse and not ratios else _components(sample)
+    s_smp, kind_smp, edges = probe if reuse and not ratios else free_components(sample)
     if ratios:
-        s_pop, kind_pop, pop_edges = probe if reuse else _components(population)
+        s_pop, kind_pop, pop_edges = probe if reuse else free_components(population)
         top_pop, pop_edge = float(s_pop[kind_pop == 1].max()), float(pop_edges[-1, 1])
     else:  # a known population: x_pop(s) = s
         top_pop = pop_edge = float(atoms[~alone].max())
@@ -193,12 +172,12 @@ def spike_solution(
         if not short.any():
             break
         high = np.where(short, low + 2.0 * (high - low), high)
-    for _ in range(_BISECTION_STEPS):
-        mid = 0.5 * (low + high)
+
+    def below(mid: NDArray) -> NDArray:
         x, _, dd, _, _ = parts(mid)
-        below = x < strength * dd
-        low, high = np.where(below, mid, low), np.where(below, high, mid)
-    s = 0.5 * (low + high)
+        return x < strength * dd
+
+    s = bisect(below, low, high, _BISECTION_STEPS)
     x, dx, dd, ddd, u_w = parts(s)
     x_smp, dx_smp, _ = bulk.sample.inverse_map(s)
     sampled = present & (s > bulk.s_sample)
@@ -210,9 +189,9 @@ def spike_solution(
         overlap = np.where(present, (target * (1 + u_w) ** 2 + noise) / (x**2 * slope), 0.0)
         lift = (dx_smp / x_smp) / (dx / x)
     return {
-        "pop_outlier": np.where(present, x, np.nan),
+        "population_outlier": np.where(present, x, np.nan),
         "sample_outlier": np.where(sampled, x_smp, np.nan),
-        "pop_overlap": np.clip(overlap, 0.0, 1.0),
+        "population_overlap": np.clip(overlap, 0.0, 1.0),
         "sample_overlap": np.where(sampled, np.clip(overlap * lift, 0.0, 1.0), 0.0),
     }
 
@@ -286,9 +265,9 @@ def anisotropic_parts(
     uncentred = np.broadcast_to(uncentred, shape).ravel()
     names = ("lower", "upper", "pop_edge", "mean_pop", "mean_sample", "mean_overlap")
     out: dict[Any, Any] = {name: np.full(flat["delta"].size, np.nan) for name in names}
-    fields = ("pop_outlier", "sample_outlier", "pop_overlap", "sample_overlap")
+    fields = ("population_outlier", "sample_outlier", "population_overlap", "sample_overlap")
     for variant in variants:
-        for name in (*fields, "threshold_population", "threshold_sample", "theta"):
+        for name in (*fields, "threshold_snr_population", "threshold_snr_sample", "theta"):
             out[(variant, name)] = np.full(flat["delta"].size, np.nan)
     keys = np.stack([flat["d"], flat["delta"], flat["gamma"]], axis=1)
     for key in np.unique(keys[np.broadcast_to(valid, shape).ravel()], axis=0):
@@ -320,13 +299,13 @@ def anisotropic_parts(
             if law["kind"] == "file":  # no population transition; at s_sample
                 root = np.sqrt(high) - norm  # sqrt(snr*) = sqrt(x / (ratio (1 + U_u))) - |Dlt_0|
                 low, high = np.full_like(low, np.nan), np.sign(root) * root**2
-            out[(variant, "threshold_population")][at] = low
-            out[(variant, "threshold_sample")][at] = high
+            out[(variant, "threshold_snr_population")][at] = low
+            out[(variant, "threshold_snr_sample")][at] = high
             out[(variant, "theta")][at] = ratio * (target + rest)
         mean = spike_solution(
             bulk, flat["sigma"][at] ** 2 / kappa, np.asarray(mean_norm), bulk.sized, np.asarray(0.0)
         )
-        out["mean_pop"][at] = kappa * mean["pop_outlier"]
+        out["mean_pop"][at] = kappa * mean["population_outlier"]
         out["mean_sample"][at] = kappa * mean["sample_outlier"]
         out["mean_overlap"][at] = mean["sample_overlap"]
     for name in ("mean_pop", "mean_sample", "mean_overlap"):

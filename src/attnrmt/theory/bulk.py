@@ -1,46 +1,8 @@
-"""The bulk law ``MP_delta ⊠ MP_gamma`` (docs/model.md, "Bulk law").
+"""The bulk law ``MP_delta ⊠ MP_gamma`` in mean-1 units (``kappa = 1``): edges, atom,
+moments, density and the closed-form distribution function (docs/model.md, "Bulk law").
 
-Everything is in mean-1 units (``kappa = 1``): the eigenvalues of ``S / kappa``.
-
-The unknown ``u = x g(x) - 1`` (``g`` the Cauchy transform) solves
-
-    delta*gamma*u^3 + (delta+gamma+delta*gamma)*u^2 + (1+delta+gamma-x)*u + 1 = 0,      (C)
-
-equivalently ``x = f(u) = (1+u)(1+delta*u)(1+gamma*u)/u``.  Numerically we work with
-``v = 1/u``, which turns (C) into the *monic* cubic
-
-    P(v) = (v+1)(v+delta)(v+gamma) - x*v^2 = 0,                                           (P)
-
-well conditioned even when ``delta`` or ``gamma`` tends to 0.  For every ``x > 0``,
-(P) has exactly one real root in ``(-m, 0)`` with ``m = min(1, delta, gamma)``
-(``P(-m) = -x m^2 < 0 < P(0) = delta*gamma``); it is found by bisection, and deflating it
-leaves a quadratic whose complex pair (present exactly inside the support) gives
-``Im u`` and hence the density ``|Im u| / (pi x)``.
-
-The cumulative distribution is in closed form: along the support ``x = f(u)`` is real, so
-``∫ Im(u) dx/x = Im ∫ u f'(u)/f(u) du`` and ``u f'/f = 2 - 1/(1+u) - 1/(1+du) - 1/(1+gu)``.
-With ``Im u > 0`` this gives, for ``x`` inside the support,
-
-    CDF(x) = 1 + [2 Im u - arg(1+u) - arg(1+delta u)/delta - arg(1+gamma u)/gamma] / pi,  (F)
-
-which equals the atom at the lower edge and 1 at the upper edge.  Its first-order
-sensitivity to ``u`` vanishes at the edges (critical points of ``f``), so it stays accurate
-where the roots of (P) are ill conditioned.
-
-Edges are ``f`` at the real critical points of ``f``, the roots of
-
-    h(u) = 2*delta*gamma*u^3 + (delta+gamma+delta*gamma)*u^2 - 1 = 0.                     (H)
-
-The positive root ``u*`` gives the upper edge.  ``f`` vanishes at ``-1, -1/delta, -1/gamma``;
-with ``z1 >= z2`` the two largest of these, ``f > 0`` on ``(z2, z1)`` and its maximum there
-(a root of (H)) is the lower edge of the continuous part.  When ``z1 == z2`` — i.e. the two
-largest of ``{1, delta, gamma}`` coincide (``delta == gamma >= 1``, ``delta == 1 >= gamma``
-or ``gamma == 1 >= delta``) — the lower edge is 0 and the density is singular there.
-
-Note: for ``delta == gamma < 1`` the lower edge is *positive* (e.g. 0.02835 at 0.5), not 0
-as the source summary of the model states; ``MP_delta`` and ``MP_gamma`` are both
-supported away from 0 then, so their free product is too (support within
-``[(1-√δ)²(1-√γ)², (1+√δ)²(1+√γ)²]``).
+``u = x g(x) - 1`` solves ``x = f(u) = (1+u)(1+delta u)(1+gamma u)/u``; the edges are ``f`` at
+the roots of ``h(u) = 2 delta gamma u^3 + (delta+gamma+delta gamma) u^2 - 1``.
 """
 
 from __future__ import annotations
@@ -54,6 +16,7 @@ from numpy.typing import ArrayLike, NDArray
 from attnrmt._validation import check_finite_array, check_positive
 
 __all__ = [
+    "bisect",
     "bulk_atom",
     "bulk_cdf",
     "bulk_density",
@@ -74,6 +37,18 @@ _EDGE_BISECTION_STEPS = 130  # the (z2, z1) bracket can be ~1/delta wide when de
 def scalar_or_array(values: NDArray[np.float64]) -> np.float64 | NDArray[np.float64]:
     """0-d arrays become numpy scalars; anything else is returned unchanged."""
     return values[()] if values.ndim == 0 else values
+
+
+def bisect(
+    moves_low: Callable[[NDArray], NDArray], low: NDArray, high: NDArray, steps: int
+) -> NDArray:
+    """Midpoint after ``steps`` vectorised bisection steps: ``low`` moves to the midpoint
+    where ``moves_low(mid)``, ``high`` elsewhere. O(steps x cost of ``moves_low``)."""
+    for _ in range(steps):
+        mid = 0.5 * (low + high)
+        below = moves_low(mid)
+        low, high = np.where(below, mid, low), np.where(below, high, mid)
+    return 0.5 * (low + high)
 
 
 def _ratios(delta: ArrayLike, gamma: ArrayLike) -> tuple[NDArray, NDArray]:
@@ -103,12 +78,8 @@ def _on_varying_axes(solver: Callable[[NDArray, NDArray], NDArray]) -> Callable:
 
 @_on_varying_axes
 def critical_u_of_arrays(delta: NDArray, gamma: NDArray) -> NDArray:
-    """Positive root ``u*`` of (H) by Newton from the right (validated float arrays).
-
-    ``h`` is increasing and convex on ``u > 0`` with ``h(0) = -1``, and
-    ``h(1/sqrt(c)) = 2 delta gamma c^{-3/2} >= 0`` (``c = delta+gamma+delta gamma``), so Newton
-    started there decreases monotonically to the root.
-    """
+    """Positive root ``u*`` of ``h`` by Newton from ``1/sqrt(c)`` (``h >= 0`` there, ``h``
+    increasing and convex on ``u > 0``: monotone convergence); validated float arrays."""
     delta, gamma = np.broadcast_arrays(delta, gamma)
     dg = delta * gamma
     c = delta + gamma + dg
@@ -139,14 +110,9 @@ def _lower_edge(delta: NDArray, gamma: NDArray) -> NDArray:
     dg = delta * gamma
     c = delta + gamma + dg
     # h > 0 on (z2, u_L) and h < 0 on (u_L, z1): bisection keeps that bracket.
-    low, high = z2.copy(), z1.copy()
-    for _ in range(_EDGE_BISECTION_STEPS):
-        mid = 0.5 * (low + high)
-        h = (2.0 * dg * mid + c) * mid * mid - 1.0
-        positive = h > 0.0
-        low = np.where(positive, mid, low)
-        high = np.where(positive, high, mid)
-    u_lower = 0.5 * (low + high)
+    u_lower = bisect(
+        lambda u: (2.0 * dg * u + c) * u * u - 1.0 > 0.0, z2, z1, _EDGE_BISECTION_STEPS
+    )
     degenerate = z1 <= z2  # the two largest of {1, delta, gamma} coincide
     with np.errstate(invalid="ignore", divide="ignore"):
         edge = np.where(degenerate, 0.0, _f(u_lower, delta, gamma))
@@ -154,21 +120,16 @@ def _lower_edge(delta: NDArray, gamma: NDArray) -> NDArray:
 
 
 def _complex_root(x: NDArray, delta: NDArray, gamma: NDArray) -> _ShiftedRoot:
-    """Root of (C) with ``Im u >= 0`` (``Im u = 0`` where all roots are real).
+    """Root ``u`` of ``x = f(u)`` with ``Im u >= 0`` for 1-d float arrays, ``x > 0``, as
+    ``u = shift + w`` (``shift = -1/max(1, delta, gamma)``: the factors ``1 + a u`` stay exact
+    at a hard edge).
 
-    Inputs are 1-d float arrays with ``x > 0``.  Returned as ``u = z1 + w`` with
-    ``z1 = -1/max(1, delta, gamma)`` (the zero of ``f`` closest to 0) so that the factors
-    ``1 + a u = (1 - a/M) + a w`` are exact where they vanish at a hard edge.
-
-    1. Initial guess: the real root ``r`` of (P) in ``(-m, 0)`` is bisected; deflation
-       leaves ``v^2 + (B + r) v - delta gamma / r`` (``B = 1 + delta + gamma - x``), whose
-       complex pair gives ``u = 1/v``: ``|v|^2 = c1 = -delta gamma/r``,
-       ``Im u = sqrt(4 c1 - b1^2) / (2 c1)``, ``Re u = -b1 / (2 c1)``.  Its relative error
-       is ~eps/x near a hard edge at 0, so there the leading-order root
-       ``w = (x / (M K))^{1/k} e^{i pi/k}`` is used instead (``k`` = multiplicity of the
-       zero ``z1``, ``K = M^k prod_{a != M} (1 - a/M)``).
-    2. Newton on the factored cubic ``Q = prod_a ((1 - a/M) + a w) - x (z1 + w)``,
-       keeping a step only where it lowers ``|Q|``.
+    Seed: the real root ``r`` in ``(-min(1, delta, gamma), 0)`` of the monic cubic
+    ``(v+1)(v+delta)(v+gamma) - x v^2`` in ``v = 1/u`` is bisected and deflated, whose complex
+    pair gives ``u``; near a hard edge at 0 the leading-order root
+    ``w = (x / (M K))^{1/k} e^{i pi/k}`` instead (``k`` the multiplicity of the zero).
+    Then Newton on the factored cubic, a step kept only where it lowers the residual.
+    O(size x 70).
     """
     scales = (np.ones_like(x), delta, gamma)
     largest = np.maximum(np.maximum(delta, gamma), 1.0)
@@ -179,14 +140,12 @@ def _complex_root(x: NDArray, delta: NDArray, gamma: NDArray) -> _ShiftedRoot:
     c_coef = delta + gamma + delta * gamma
     d_coef = delta * gamma
     low = -np.minimum(np.minimum(delta, gamma), 1.0)
-    high = np.zeros_like(low)
-    for _ in range(_BISECTION_STEPS):
-        mid = 0.5 * (low + high)
-        value = ((mid + b_coef) * mid + c_coef) * mid + d_coef
-        negative = value < 0.0
-        low = np.where(negative, mid, low)
-        high = np.where(negative, high, mid)
-    real_root = 0.5 * (low + high)
+    real_root = bisect(
+        lambda v: ((v + b_coef) * v + c_coef) * v + d_coef < 0.0,
+        low,
+        np.zeros_like(low),
+        _BISECTION_STEPS,
+    )
     b1 = b_coef + real_root
     c1 = -d_coef / real_root
     gap = 4.0 * c1 - b1 * b1
@@ -238,21 +197,9 @@ class _ShiftedRoot:
 
 
 def critical_u(delta: ArrayLike, gamma: ArrayLike) -> np.float64 | NDArray[np.float64]:
-    """Positive critical point ``u*`` of ``f`` (docs/model.md, "Bulk law").
-
-    The unique positive root of ``2 delta gamma u^3 + (delta+gamma+delta gamma) u^2 - 1 = 0``.
-    The sample spike separates from the bulk iff ``u = 1/(theta - delta) < u*``.
-
-    Parameters
-    ----------
-    delta, gamma : array_like
-        Ratios ``d/V`` and ``d/N``, > 0; broadcast against each other.
-
-    Returns
-    -------
-    numpy.ndarray or numpy.float64
-        ``u*`` with the broadcast shape.
-    """
+    """Positive critical point ``u*`` of ``f``, the positive root of ``h`` (docs/model.md,
+    "Bulk law"): the sample spike separates iff ``1/(theta - delta) < u*``. ``delta = d/V``,
+    ``gamma = d/N`` > 0 broadcast; O(size x Newton steps)."""
     delta_arr, gamma_arr = _ratios(delta, gamma)
     return scalar_or_array(critical_u_of_arrays(delta_arr, gamma_arr).copy())
 
@@ -260,23 +207,10 @@ def critical_u(delta: ArrayLike, gamma: ArrayLike) -> np.float64 | NDArray[np.fl
 def bulk_edges(
     delta: ArrayLike, gamma: ArrayLike
 ) -> tuple[np.float64 | NDArray[np.float64], np.float64 | NDArray[np.float64]]:
-    """Edges ``(lower, upper)`` of the continuous part of ``MP_delta ⊠ MP_gamma``
-    (docs/model.md, "Bulk law").
-
-    ``upper = f(u*)`` with ``u*`` from :func:`critical_u`; ``lower`` is ``f`` at the negative
-    critical point with ``f > 0`` (the maximum of ``f`` between its two zeros closest to 0),
-    and 0 when those zeros coincide (the two largest of ``{1, delta, gamma}`` equal, e.g.
-    ``delta == gamma >= 1``).  An atom at 0 (:func:`bulk_atom`) is not part of this range.
-
-    Parameters
-    ----------
-    delta, gamma : array_like
-        Ratios > 0; broadcast.
-
-    Returns
-    -------
-    lower, upper : numpy.ndarray or numpy.float64
-        Mean-1 units (multiply by ``kappa`` for eigenvalues of ``S``).
+    """Edges ``(lower, upper)`` of the continuous part of ``MP_delta ⊠ MP_gamma``, mean-1
+    units (docs/model.md, "Bulk law"): ``upper = f(u*)``; ``lower`` the maximum of ``f``
+    between its two zeros closest to 0 (bisection), 0 when they coincide. The atom at 0
+    (:func:`bulk_atom`) is not part of this range. Ratios > 0 broadcast; O(size x 130).
 
     Examples
     --------
@@ -337,25 +271,9 @@ def _inside(x: NDArray, delta: NDArray, gamma: NDArray) -> tuple[NDArray, NDArra
 def bulk_density(
     x: ArrayLike, delta: ArrayLike, gamma: ArrayLike
 ) -> np.float64 | NDArray[np.float64]:
-    """Density of the continuous part of ``MP_delta ⊠ MP_gamma`` at ``x``
-    (docs/model.md, "Bulk law").
-
-    ``rho(x) = |Im u(x)| / (pi x)`` with ``u`` the complex root of the cubic (C) in the
-    module docstring; 0 outside ``(lower, upper)`` and for ``x <= 0``.  The atom at 0
-    (:func:`bulk_atom`) is not included, so the density integrates to ``1 - atom``.
-
-    Parameters
-    ----------
-    x : array_like
-        Points (mean-1 units, i.e. eigenvalues of ``S / kappa``); finite.
-    delta, gamma : array_like
-        Ratios > 0.  ``x``, ``delta`` and ``gamma`` broadcast together.
-
-    Returns
-    -------
-    numpy.ndarray or numpy.float64
-        Density with the broadcast shape.
-    """
+    """Density ``|Im u(x)| / (pi x)`` of the continuous part of ``MP_delta ⊠ MP_gamma`` at
+    ``x`` (mean-1 units; docs/model.md, "Bulk law"); 0 outside ``(lower, upper)``, without the
+    atom (it integrates to ``1 - atom``). ``x``, ratios > 0 broadcast; O(size x 70)."""
     x_arr = check_finite_array("x", x)
     delta_arr, gamma_arr = _ratios(delta, gamma)
     inside, _, _ = _inside(x_arr, delta_arr, gamma_arr)
@@ -369,26 +287,10 @@ def bulk_density(
 
 
 def bulk_cdf(x: ArrayLike, delta: ArrayLike, gamma: ArrayLike) -> np.float64 | NDArray[np.float64]:
-    """Cumulative distribution of ``MP_delta ⊠ MP_gamma`` including the atom
-    (docs/model.md, "Bulk law").
-
-    Closed form (F) of the module docstring inside the support; 0 for ``x < 0``,
-    the atom ``max(0, 1-1/delta, 1-1/gamma)`` on ``[0, lower]``, 1 from ``upper`` on.
-    Right-continuous, non-decreasing (clipped to ``[atom, 1]`` against round-off) and
-    exact up to floating point (no quadrature).
-
-    Parameters
-    ----------
-    x : array_like
-        Points (mean-1 units); finite.
-    delta, gamma : array_like
-        Ratios > 0; broadcast with ``x``.
-
-    Returns
-    -------
-    numpy.ndarray or numpy.float64
-        ``P(X <= x)`` with the broadcast shape.
-    """
+    """``P(X <= x)`` for ``MP_delta ⊠ MP_gamma`` with the atom, in closed form inside the
+    support (docs/model.md, "Bulk law"), clipped to ``[atom, 1]`` against round-off; 0 below
+    0, the atom on ``[0, lower]``, 1 from ``upper``. ``x``, ratios > 0 broadcast;
+    O(size x 70)."""
     x_arr = check_finite_array("x", x)
     delta_arr, gamma_arr = _ratios(delta, gamma)
     inside, _, upper = _inside(x_arr, delta_arr, gamma_arr)

@@ -1,35 +1,8 @@
-"""K-class spikes: the eigenvalues of the pooled signal matrix on the two-class bulk
-(docs/model.md, "K classes").
-
-With the pooled signal matrix ``B`` (K x K, :func:`attnrmt.model.classes.signal_matrix`:
-``A = Cov(Y)`` for centred ``S``, ``E[Y Y^T]`` uncentred), the class-mean Gram ``G`` and the
-variant's limit Gram of the table's class means
-
-    ``H = snr G + K delta I``  (``finite_vocab``),   ``H = snr G``  (``paper``),
-
-the spike strengths are the eigenvalues ``theta_1 >= .. >= theta_r`` (``r = rank B``) of
-
-    ``Theta = B^(1/2) H B^(1/2) / kappa``  (units of kappa).
-
-Each ``theta_j`` goes through the rank-one maps of :func:`attnrmt.theory.spike_outliers`
-(finite-rank perturbation of a Wishart matrix, Benaych-Georges and Nadakuditi 2011: each
-eigenvalue of the perturbation has its own outlier and its eigenvector its own overlap):
-population outlier ``kappa (1 + u)(1 + delta u)/u``, sample outlier ``kappa f(u)``,
-``u = 1/(theta_j - delta)``; the overlaps are with the spike's own direction ``v_j`` (the
-table direction ``M B^(1/2) q_j`` in ``finite_vocab``, the signal direction in ``paper``),
-and with the span of the true class means times the squared cosine
-``q_j^T Theta_0 q_j / theta_j`` (``Theta_0 = B^(1/2) snr G B^(1/2) / kappa``), the
-``snr / (snr + delta)`` of the two-class model. ``K = 2``, ``G`` simplex, balanced labels:
-``Theta = (alpha/kappa)(snr + delta)`` (``finite_vocab``), ``(alpha/kappa) snr`` (``paper``),
-and uncentred the second eigenvalue is the mean spike ``sigma^2 delta / kappa``.
-
-The formulas assume balanced labels (every position uniform over the classes): the noise
-is then ``kappa`` times one Wishart matrix of ratio ``delta`` (docs/model.md, "K-class
-population covariance").
-
-Unlike the rank-one functions of :mod:`attnrmt.theory.spike`, these take one parameter point
-(``K x K`` matrices, scalar ratios) and do not broadcast; each costs O(K^3) plus the
-thresholds' bracketing and bisection (O(r^3) per step).
+"""K-class spikes: the eigenvalues ``theta_j`` of ``Theta = B^(1/2) H B^(1/2) / kappa``
+(pooled signal matrix ``B``, limit class-mean Gram ``H``), each through the rank-one maps of
+:func:`attnrmt.theory.spike_outliers`, and their thresholds (docs/model.md, "K-class
+spikes", "K-class thresholds"). Balanced labels only. One parameter point per call (no
+broadcasting): O(K^3) plus the thresholds' bracketing and bisection (O(r^3) per step).
 """
 
 from __future__ import annotations
@@ -138,11 +111,9 @@ def _signal_range(B: np.ndarray) -> np.ndarray:
 def class_mean_gram_limit(
     G: ArrayLike, snr: float, delta: float, variant: str = "finite_vocab"
 ) -> np.ndarray:
-    """The limit of the Gram matrix ``M^T M`` of the class means the spike sees
-    (docs/model.md, "K-class spikes"): ``snr G + K delta I`` (``finite_vocab``: each table
-    class mean is ``mu_k`` plus the average of ``V/K`` noise rows, of squared norm
-    ``d K / V = K delta`` and orthogonal to everything else) or ``snr G`` (``paper``).
-    O(K^2)."""
+    """The limit ``H`` of the Gram matrix ``M^T M`` of the class means the spike sees:
+    ``snr G + K delta I`` (``finite_vocab``) or ``snr G`` (``paper``) (docs/model.md,
+    "K-class spikes"). O(K^2)."""
     gram = _check_psd("G", G)
     snr_value = float(check_positive("snr", snr, allow_zero=True))
     delta_value = float(check_positive("delta", delta))
@@ -201,17 +172,10 @@ def class_thresholds(
     kappa: float,
     variant: str = "finite_vocab",
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Per-spike thresholds in ``snr`` (docs/model.md, "K-class thresholds").
-
-    On the range of ``B`` (orthonormal basis ``U``, ``r = rank B``), ``Theta(snr) = snr X +
-    Y`` with ``X = U^T B^(1/2) G B^(1/2) U / kappa`` (PSD) and ``Y = b K delta U^T B U /
-    kappa`` (``b = 1`` for ``finite_vocab``, 0 for ``paper``). The j-th largest strength
-    ``theta_j(snr)`` is non-decreasing in ``snr``; the threshold is where it crosses
-    ``delta + sqrt(delta)`` (population) and ``delta + 1/u*`` (sample), found by
-    bracketing and bisection to rounding, and may be negative (``finite_vocab``: the table's
-    class means alone make a spike) or ``+-inf`` (never / always above). ``K = 2``
-    reproduces :func:`attnrmt.theory.spike`'s thresholds. O(K^3 + r^3 (bracket +
-    bisection steps)).
+    """Per-spike thresholds in ``snr``: where the j-th largest strength of ``Theta(snr) =
+    snr X + Y`` on the range of ``B`` crosses ``delta + sqrt(delta)`` resp. ``delta + 1/u*``,
+    by bracketing and bisection; may be negative or ``+-inf`` (docs/model.md, "K-class
+    thresholds"). O(K^3 + r^3 (bracket + bisection steps)).
 
     Returns
     -------
@@ -261,7 +225,7 @@ def class_spikes(
     variant: str = "finite_vocab",
 ) -> ClassSpikes:
     """Outliers, overlaps and thresholds of every K-class spike (docs/model.md, "K-class
-    spikes", "K-class thresholds"; module docstring).
+    spikes", "K-class thresholds").
 
     Parameters
     ----------

@@ -1,18 +1,6 @@
-"""Numerical free probability for the bulk: ``MP_c1 ⊠ ... ⊠ MP_ck ⊠ nu`` (docs/model.md,
-"A general bulk by subordination").
-
-``nu`` is a population law, discrete (:class:`DiscreteLaw`) or Marchenko–Pastur in closed
-form (:class:`MarchenkoPastur`), known through ``u_nu(s) = ∫ t/(s - t) dnu(t)`` and its
-derivative. Because the S-transform of ``MP_c`` is ``1/(1 + c w)``, the product law ``mu``
-has the explicit inverse subordination map
-
-    x(s) = s prod_i (1 + c_i u_nu(s)),      u_mu(x) = u_nu(s(x)),
-
-(``s = -1/m_companion``, Silverstein's equation for ``k = 1``), and
-``m_mu(x) = ∫ dmu(t)/(t - x) = -(1 + u_mu(x)) / x``. For ``x`` in the upper half plane the
-subordination point ``s(x)`` is the root with ``Im s > 0``; on the real axis it is the limit
-``eta -> 0`` of ``s(x + i eta)``. The support edges are ``x(s)`` at the real critical
-points ``x'(s) = 0`` that lie on this branch.
+"""Numerical free probability for the bulk ``MP_c1 ⊠ ... ⊠ MP_ck ⊠ nu``: the subordination
+map ``x(s) = s prod_i (1 + c_i u_nu(s))``, its density and edges, for a discrete or
+Marchenko–Pastur population ``nu`` (docs/model.md, "A general bulk by subordination").
 """
 
 from __future__ import annotations
@@ -23,16 +11,16 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from attnrmt._validation import check_finite_array, check_positive
+from attnrmt.theory.bulk import bisect
 
 __all__ = [
     "DiscreteLaw",
     "FreeProduct",
     "MarchenkoPastur",
-    "SpikeTransforms",
     "critical_points",
+    "free_components",
     "free_density",
     "free_edges",
-    "free_spike",
     "free_stieltjes",
     "subordination",
 ]
@@ -280,11 +268,8 @@ def critical_points(law: FreeProduct) -> tuple[NDArray, NDArray]:
     low = np.concatenate([e[0] for e in ends])
     high = np.concatenate([e[1] for e in ends])
     lo, hi, is_min = np.concatenate(los), np.concatenate(his), np.concatenate(rising)
-    for _ in range(_BISECTION_STEPS):
-        mid = 0.5 * (lo + hi)
-        below = (slope(low, high, mid) < 0) == is_min
-        lo, hi = np.where(below, mid, lo), np.where(below, hi, mid)
-    s_all = _on_intervals(low, high, 0.5 * (lo + hi), scale)
+    y = bisect(lambda mid: (slope(low, high, mid) < 0) == is_min, lo, hi, _BISECTION_STEPS)
+    s_all = _on_intervals(low, high, y, scale)
     kind = np.where(is_min, 1, -1)
     x_all = law.inverse_map(s_all)[0]
     # s is physical for every intermediate law, so for each MP_c ⊠ nu alone x' >= 0 (a
@@ -297,79 +282,20 @@ def critical_points(law: FreeProduct) -> tuple[NDArray, NDArray]:
     return s_all[physical], kind[physical]
 
 
-def free_edges(law: FreeProduct) -> NDArray[np.float64]:
-    """Edges of the continuous part, shape ``(components, 2)`` rows ``(lower, upper)``
-    (docs/model.md, "A general bulk by subordination").
-
-    ``x`` at the physical real critical points of ``x(s)``; a first component without a
-    lower critical point starts at 0 (hard edge). Cost as ``critical_points``.
-    """
+def free_components(law: FreeProduct) -> tuple[NDArray, NDArray, NDArray]:
+    """:func:`critical_points` sorted by ``x(s)`` and the edges of the continuous part,
+    shape ``(components, 2)`` rows ``(lower, upper)``; a first component without a lower
+    critical point starts at 0 (hard edge) (docs/model.md, "A general bulk by
+    subordination"). Cost as :func:`critical_points`."""
     s, kind = critical_points(law)
     order = np.argsort(law.inverse_map(s)[0])
-    x, kind = law.inverse_map(s[order])[0], kind[order]
+    s, kind = s[order], kind[order]
+    x = law.inverse_map(s)[0]
     if kind.size and kind[0] == 1:
-        x, kind = np.concatenate([[0.0], x]), np.concatenate([[-1], kind])
-    return x.reshape(-1, 2)
+        x = np.concatenate([[0.0], x])
+    return s, kind, x.reshape(-1, 2)
 
 
-@dataclass(frozen=True)
-class SpikeTransforms:
-    """Outliers of an additive rank-one spike ``theta`` on the population bulk and of its
-    sample (docs/model.md, "A general bulk by subordination"); NaN / 0 when absent."""
-
-    population_outlier: NDArray[np.float64]
-    sample_outlier: NDArray[np.float64]
-    population_overlap: NDArray[np.float64]
-    sample_overlap: NDArray[np.float64]
-
-
-def free_spike(theta: ArrayLike, bulk: FreeProduct, gamma: float) -> SpikeTransforms:
-    """Spike ``theta`` added to a population with law ``bulk``, sampled with ratio ``gamma``
-    (Benaych-Georges–Nadakuditi; docs/model.md, "A general bulk by subordination").
-
-    The population outlier ``ell`` solves ``m_bulk(ell) = -1/theta``; in the subordination
-    variable ``theta (1 + u(s)) = x_bulk(s)`` for ``s`` beyond the top critical point. Then
-    ``ell = x_bulk(s)``, the sample outlier ``x_sample(s)`` (present iff it lies beyond the
-    sample's top critical point), overlaps ``1/(theta^2 m_bulk'(ell))`` and that times
-    ``d ln x_sample / d ln x_bulk``. O(theta.size x atoms x _BISECTION_STEPS).
-    """
-    theta_arr = check_finite_array("theta", theta)
-    sample = bulk.sampled(gamma)
-    s_bulk = _top_critical(bulk)
-    s_sample = _top_critical(sample)
-    low = np.full(theta_arr.shape, s_bulk)
-    high = np.full(theta_arr.shape, s_bulk + max(bulk.scale(), 1.0) + np.abs(theta_arr) * 4.0)
-
-    def gap(s: NDArray) -> NDArray:
-        x, _, u = bulk.inverse_map(s)
-        return x - theta_arr * (1.0 + u)
-
-    present = (theta_arr > 0.0) & (gap(low) < 0.0)
-    for _ in range(_BISECTION_STEPS):
-        mid = 0.5 * (low + high)
-        negative = gap(mid) < 0.0
-        low, high = np.where(negative, mid, low), np.where(negative, high, mid)
-    s = 0.5 * (low + high)
-    x_pop, dx_pop, u = bulk.inverse_map(s)
-    _, du = bulk.population.transform(s)
-    x_smp, dx_smp, _ = sample.inverse_map(s)
-    sampled = present & (s > s_sample)
-    with np.errstate(all="ignore"):
-        dm = ((1.0 + u) * dx_pop - du * x_pop) / (x_pop**2 * dx_pop)
-        overlap = 1.0 / (theta_arr**2 * dm)
-        lift = (dx_smp / x_smp) / (dx_pop / x_pop)
-        sample_overlap = np.where(sampled, overlap * lift, 0.0)
-    return SpikeTransforms(
-        population_outlier=np.where(present, x_pop, np.nan),
-        sample_outlier=np.where(sampled, x_smp, np.nan),
-        population_overlap=np.where(present, np.maximum(overlap, 0.0), 0.0),
-        sample_overlap=np.maximum(sample_overlap, 0.0),
-    )
-
-
-def _top_critical(law: FreeProduct) -> float:
-    """``s`` of the upper edge of the top component (``max(nu)`` when ``law`` has no MP factor)."""
-    s, kind = critical_points(law)
-    if s.size == 0:
-        return float(law.population.poles()[-1])
-    return float(s[kind == 1].max())
+def free_edges(law: FreeProduct) -> NDArray[np.float64]:
+    """The edges of :func:`free_components`."""
+    return free_components(law)[2]

@@ -1,20 +1,9 @@
-"""One theory engine: every prediction of ``theory.zarr`` on named dimensions.
+"""One theory engine: every prediction of ``theory.zarr`` on named dimensions
+(docs/data-contract.md, "theory.zarr"; the formulas of docs/model.md).
 
-:func:`predict` is the only place where the theory's formulas are assembled into the
-variables of the theory store (``docs/data-contract.md``, "theory.zarr"); the theory rule,
-the analysis fallback (:func:`attnrmt.analysis.comparison.theory_from_cells`) and the
-``attnrmt theory`` command are thin adapters that only build its inputs:
-
-* :func:`predict` — inputs already known (effective ratios, pooling scalars) as xarray
-  objects or numbers; the outputs broadcast over the inputs' named dimensions;
-* :func:`pooling_inputs` and :func:`ratio_inputs` — those inputs from named models and
-  nominal ratios, through the simulator's own definitions (``attnrmt.model``);
-* :func:`predict_point` — one parameter point from model specs (what ``attnrmt theory``
-  prints).
-
-The formulas are those of ``docs/model.md``: "Bulk law" (edges, atom), "Spikes: two BBP
-transitions" (outliers, overlaps), "Two variants of the theory" (``theta``), "Thresholds",
-and "Uncentred mean spike".
+:func:`predict` assembles the formulas from known inputs; :func:`pooling_inputs`,
+:func:`ratio_inputs`, :func:`predict_grid` and :func:`predict_point` build those inputs for
+the theory rule, the analysis fallback and ``attnrmt theory``.
 """
 
 from __future__ import annotations
@@ -75,28 +64,17 @@ def _as_dataarray(value: ArrayLike | xr.DataArray) -> xr.DataArray:
 #: "Tables from a file"); every other law with ``E z^4 < inf`` gets the Gaussian predictions.
 OWN_THEORY = ("anisotropic", "file")
 
-#: ``theory.zarr`` names of :func:`attnrmt.theory.anisotropic.anisotropic_parts`' fields.
-_ANISOTROPIC_FIELDS = {
-    "pop_outlier": "pop_outlier",
+#: ``theory.zarr`` names of the fields of :class:`attnrmt.theory.spike.SpikePrediction` (and
+#: of :func:`attnrmt.theory.anisotropic.anisotropic_parts`' per-variant keys).
+_SPIKE_FIELDS = {
+    "pop_outlier": "population_outlier",
     "sample_outlier": "sample_outlier",
-    "pop_overlap_signal": "pop_overlap",
+    "pop_overlap_signal": "population_overlap",
     "sample_overlap_signal": "sample_overlap",
-    "threshold_snr_population": "threshold_population",
-    "threshold_snr_sample": "threshold_sample",
+    "threshold_snr_population": "threshold_snr_population",
+    "threshold_snr_sample": "threshold_snr_sample",
     "theta": "theta",
 }
-
-
-def _spike_fields(prediction: Any) -> dict[str, Any]:
-    return {
-        "pop_outlier": prediction.population_outlier,
-        "sample_outlier": prediction.sample_outlier,
-        "pop_overlap_signal": prediction.population_overlap,
-        "sample_overlap_signal": prediction.sample_overlap,
-        "threshold_snr_population": prediction.threshold_snr_population,
-        "threshold_snr_sample": prediction.threshold_snr_sample,
-        "theta": prediction.theta,
-    }
 
 
 def predict(
@@ -111,29 +89,11 @@ def predict(
     table: Mapping[str, Any] | str | None = None,
     d: ArrayLike | xr.DataArray | None = None,
 ) -> xr.Dataset:
-    """Every theory prediction of ``theory.zarr``, broadcast over the inputs' dimensions.
-
-    With ``theta`` from the variant (``paper``: ``(alpha/kappa) snr``; ``finite_vocab``:
-    ``(alpha/kappa)(snr + delta)``) and ``u = 1/(theta - delta)``:
-
-    * ``bulk_lower_edge``, ``bulk_upper_edge`` = ``kappa`` times the edges of
-      ``MP_delta ⊠ MP_gamma``; ``bulk_atom = max(0, 1 - 1/delta, 1 - 1/gamma)``;
-    * ``pop_outlier = kappa (1+u)(1+delta u)/u`` and ``pop_overlap_signal = 1 - delta u^2``
-      above ``theta = delta + sqrt(delta)``; ``sample_outlier`` and
-      ``sample_overlap_signal`` from the sample formulas above ``theta = delta + 1/u*``
-      (outliers NaN and overlaps 0 below; ``finite_vocab`` overlaps times
-      ``snr/(snr + delta)``);
-    * ``sample_top_eigenvalue`` = ``sample_outlier`` above the threshold and
-      ``bulk_upper_edge`` below: the quantity to compare with a measured top eigenvalue at
-      every snr; ``pop_top_eigenvalue`` likewise with
-      ``pop_bulk_edge = kappa (1 + sqrt(delta))^2``;
-    * ``threshold_snr_population``, ``threshold_snr_sample``: the snr solving the
-      threshold conditions (may be negative; ``inf`` when ``alpha = 0``);
-    * ``mean_spike_*``: the uncentred mean spike ``theta_mean = sigma^2 delta / kappa``, NaN
-      where ``centered`` is true.
-
-    (``docs/model.md``, "Bulk law", "Spikes", "Two variants of the
-    theory", "Thresholds", "Uncentred mean spike".)
+    """Every theory prediction of ``theory.zarr``, broadcast over the inputs' dimensions:
+    the bulk edges and atom, the signal spike of each variant, the top eigenvalues (outlier
+    above the threshold, bulk edge below), the thresholds, and the uncentred mean spike (NaN
+    where ``centered``) (docs/model.md, "Bulk law", "Spikes", "Two variants of the theory",
+    "Thresholds", "Uncentred mean spike").
 
     Parameters
     ----------
@@ -225,13 +185,12 @@ def predict(
     pop_bulk_edge = masked(parts["pop_edge"] if parts else k_ * (1.0 + np.sqrt(d_)) ** 2)
     per_variant: dict[str, list[np.ndarray]] = {name: [] for name in VARIANT_VARIABLES}
     for variant in variants:
+        found: dict[Any, Any] = parts or vars(
+            spike(d_, g_, safe["snr"], safe["alpha"], k_, variant=variant)
+        )
         fields = {
-            name: masked(value)
-            for name, value in (
-                {name: parts[(variant, key)] for name, key in _ANISOTROPIC_FIELDS.items()}
-                if parts
-                else _spike_fields(spike(d_, g_, safe["snr"], safe["alpha"], k_, variant=variant))
-            ).items()
+            name: masked(found[(variant, key)] if parts else found[key])
+            for name, key in _SPIKE_FIELDS.items()
         }
         fields["pop_top_eigenvalue"] = np.where(
             np.isnan(fields["pop_outlier"]), pop_bulk_edge, fields["pop_outlier"]

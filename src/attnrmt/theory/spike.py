@@ -1,25 +1,7 @@
-"""Rank-one spikes on the bulk: two successive BBP transitions (docs/model.md, "Spikes").
-
-A spike of strength ``theta`` (units of ``kappa``) on the ``MP_delta`` population bulk, seen
-through ``N = d/gamma`` samples.  With ``u = 1/(theta - delta)``:
-
-* population outlier ``ell = kappa (1+u)(1+delta u)/u`` iff ``u < 1/sqrt(delta)``
-  (``theta > delta + sqrt(delta)``), population squared overlap ``1 - delta u^2``;
-* sample outlier ``lambda = kappa (1+u)(1+delta u)(1+gamma u)/u`` iff ``u < u*``
-  (``theta > delta + 1/u*``, :func:`~attnrmt.theory.bulk.critical_u`), sample squared overlap
-  ``[1 - (delta+gamma+delta gamma) u^2 - 2 delta gamma u^3] / (1 + gamma u)``.
-
-Below a threshold the outlier is absent (NaN) and the overlap is 0.  ``theta <= delta``
-means ``u`` is not positive: no outlier of either kind and ``u`` is reported as NaN.
-
-The signal spike has two variants of ``theta`` (``VARIANTS``):
-
-* ``paper``:        ``theta = (alpha/kappa) snr``; overlaps are with ``mu/||mu||``.
-* ``finite_vocab``: ``theta = (alpha/kappa) (snr + delta)``; the spike direction is the
-  table's class-mean difference ``Dlt = mu + eta`` (``||eta||^2 -> delta``), so the squared
-  overlap with ``mu/||mu||`` is the overlap with ``Dlt`` times ``snr / (snr + delta)``.
-
-The uncentred mean spike has ``theta_mean = sigma^2 delta / kappa`` (:func:`mean_spike`).
+"""Rank-one spikes on the ``MP_delta`` bulk sampled with ratio ``gamma``: outliers, overlaps,
+thresholds and their inverse maps (docs/model.md, "Spike formulas", "Two variants of the
+theory", "Thresholds", "Uncentred mean spike", "Inverse maps"). Broadcast over numpy arrays;
+eigenvalues in units of ``S``, strengths ``theta`` in units of ``kappa``.
 """
 
 from __future__ import annotations
@@ -31,7 +13,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from attnrmt._validation import check_choice, check_finite_array, check_positive
 from attnrmt.contract import VARIANTS
-from attnrmt.theory.bulk import critical_u_of_arrays, scalar_or_array
+from attnrmt.theory.bulk import bisect, critical_u_of_arrays, scalar_or_array
 
 #: Bisection steps of :func:`theta_from_sample` (halves the bracket to machine precision).
 _BISECTION_STEPS = 100
@@ -54,7 +36,7 @@ Float = np.float64 | NDArray[np.float64]
 
 @dataclass(frozen=True)
 class SpikeOutliers:
-    """Outliers of one rank-one spike of strength ``theta`` (docs/model.md, "Spikes").
+    """Outliers of one rank-one spike of strength ``theta`` (docs/model.md, "Spike formulas").
 
     Attributes
     ----------
@@ -79,7 +61,7 @@ class SpikeOutliers:
 
 @dataclass(frozen=True)
 class SpikePrediction:
-    """Signal-spike prediction for one variant (docs/model.md, "Spikes").
+    """Signal-spike prediction for one variant (docs/model.md, "Two variants of the theory").
 
     Attributes
     ----------
@@ -106,8 +88,7 @@ class SpikePrediction:
 
 
 def _outliers(theta: NDArray, delta: NDArray, gamma: NDArray, kappa: NDArray) -> dict:
-    """Spike formulas
-    (docs/model.md, "Spikes") on validated, broadcastable float arrays (no scalar unwrapping)."""
+    """Spike formulas (docs/model.md, "Spike formulas") on validated float arrays."""
     theta, delta, gamma, kappa = np.broadcast_arrays(theta, delta, gamma, kappa)
     excess = theta - delta
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -138,28 +119,9 @@ def _as_outliers(fields: dict) -> SpikeOutliers:
 def spike_outliers(
     theta: ArrayLike, delta: ArrayLike, gamma: ArrayLike, kappa: ArrayLike = 1.0
 ) -> SpikeOutliers:
-    """Outliers and overlaps of a rank-one spike of strength ``theta`` (docs/model.md, "Spikes").
-
-    With ``u = 1/(theta - delta)``: population outlier ``kappa (1+u)(1+delta u)/u`` and
-    overlap ``1 - delta u^2`` iff ``u < 1/sqrt(delta)``; sample outlier
-    ``kappa (1+u)(1+delta u)(1+gamma u)/u`` and overlap
-    ``[1 - (delta+gamma+delta gamma) u^2 - 2 delta gamma u^3]/(1 + gamma u)`` iff ``u < u*``.
-
-    Parameters
-    ----------
-    theta : array_like
-        Spike strength in units of ``kappa`` (any finite real; ``theta <= delta`` gives no
-        outlier).
-    delta, gamma : array_like
-        Ratios ``d/V`` and ``d/N``, > 0.
-    kappa : array_like, default 1
-        Noise scale ``||w||^2`` > 0; eigenvalues are returned in units of ``S``.
-
-    Returns
-    -------
-    SpikeOutliers
-        Fields broadcast over the inputs.
-    """
+    """Outliers and overlaps of a rank-one spike of strength ``theta`` (units of ``kappa``,
+    any finite real) on the bulk of ratios ``delta``, ``gamma`` > 0, eigenvalues times
+    ``kappa`` > 0 (docs/model.md, "Spike formulas"). Broadcast; O(size x Newton steps)."""
     theta_arr = check_finite_array("theta", theta)
     delta_arr = check_positive("delta", delta)
     gamma_arr = check_positive("gamma", gamma)
@@ -175,36 +137,10 @@ def spike(
     kappa: ArrayLike,
     variant: str = "finite_vocab",
 ) -> SpikePrediction:
-    """Signal-spike prediction for ``variant`` in ``VARIANTS`` (docs/model.md, "Spikes").
-
-    ``paper``: ``theta = (alpha/kappa) snr``.  ``finite_vocab``:
-    ``theta = (alpha/kappa)(snr + delta)`` and overlaps with ``mu/||mu||`` are the overlaps
-    with the class-mean difference times ``snr/(snr + delta)``.  Thresholds solve
-    ``theta = delta + sqrt(delta)`` (population) and ``theta = delta + 1/u*`` (sample) for
-    ``snr``.
-
-    Parameters
-    ----------
-    delta, gamma : array_like
-        Ratios > 0.
-    snr : array_like
-        ``||mu||^2`` >= 0.
-    alpha, kappa : array_like
-        Pooling scalars ``w^T R w`` (>= 0) and ``||w||^2`` (> 0).
-    variant : {"finite_vocab", "paper"}
-        Which ``theta`` to use.
-
-    Returns
-    -------
-    SpikePrediction
-        Fields broadcast over all array inputs.
-
-    Raises
-    ------
-    ValueError
-        Naming the argument and value, for ``delta, gamma, kappa <= 0``, ``snr < 0``,
-        ``alpha < 0``, non-finite input or an unknown ``variant``.
-    """
+    """Signal-spike prediction of ``variant`` in ``VARIANTS`` from the ratios ``delta``,
+    ``gamma`` > 0, ``snr = ||mu||^2 >= 0`` and the pooling scalars ``alpha = w^T R w >= 0``,
+    ``kappa = ||w||^2 > 0`` (docs/model.md, "Two variants of the theory", "Thresholds").
+    Broadcast; ValueError naming a bad argument. O(size x Newton steps)."""
     delta_arr = check_positive("delta", delta)
     gamma_arr = check_positive("gamma", gamma)
     snr_arr = check_positive("snr", snr, allow_zero=True)
@@ -222,8 +158,9 @@ def spike(
         fields["population_overlap"] = fields["population_overlap"] * alignment
         fields["sample_overlap"] = fields["sample_overlap"] * alignment
 
-    theta_population = delta_arr + np.sqrt(delta_arr)
-    theta_sample = delta_arr + 1.0 / critical_u_of_arrays(delta_arr, gamma_arr)
+    theta_population, theta_sample = (
+        critical_theta(delta_arr, gamma_arr, name) for name in ("population", "sample")
+    )
     with np.errstate(divide="ignore"):
         inverse_ratio = np.where(ratio > 0.0, 1.0 / np.where(ratio > 0.0, ratio, 1.0), np.inf)
     threshold_population = theta_population * inverse_ratio - bias
@@ -250,33 +187,15 @@ def spike(
 def mean_spike(
     delta: ArrayLike, gamma: ArrayLike, sigma: ArrayLike, kappa: ArrayLike
 ) -> SpikeOutliers:
-    """Uncentred mean spike along the table mean ``mbar`` (docs/model.md, "Spikes").
-
-    ``theta_mean = sigma^2 delta / kappa`` (mean pooling: ``T delta``) fed to
-    :func:`spike_outliers`; overlaps are with ``mbar / ||mbar||``.
-
-    Parameters
-    ----------
-    delta, gamma : array_like
-        Ratios > 0.
-    sigma : array_like
-        ``sum_t w_t`` (finite, any sign).
-    kappa : array_like
-        ``||w||^2`` > 0.
-
-    Returns
-    -------
-    SpikeOutliers
-    """
+    """Uncentred mean spike ``theta_mean = sigma^2 delta / kappa`` (``sigma = sum_t w_t``)
+    along the table mean, overlaps with ``mbar / ||mbar||`` (docs/model.md, "Uncentred mean
+    spike"). Broadcast; O(size x Newton steps)."""
     delta_arr = check_positive("delta", delta)
     gamma_arr = check_positive("gamma", gamma)
     sigma_arr = check_finite_array("sigma", sigma)
     kappa_arr = check_positive("kappa", kappa)
     theta_mean = sigma_arr**2 * delta_arr / kappa_arr
     return _as_outliers(_outliers(theta_mean, delta_arr, gamma_arr, kappa_arr))
-
-
-# --------------------------------------------------------------------------- inverse maps
 
 
 def critical_theta(delta: ArrayLike, gamma: ArrayLike, transition: str) -> np.ndarray:
@@ -292,15 +211,9 @@ def critical_theta(delta: ArrayLike, gamma: ArrayLike, transition: str) -> np.nd
 
 
 def theta_from_population(ell: np.ndarray, delta: np.ndarray, kappa: np.ndarray) -> np.ndarray:
-    """Invert the population outlier map ``ell = kappa (1+u)(1+delta u)/u``.
-
-    ``docs/model.md``, "Inverse maps".
-
-    With ``u = 1/(theta - delta)`` and ``x = ell/kappa``:
-    ``theta = delta + [(x-1-delta) + sqrt((x-1-delta)^2 - 4 delta)]/2``;
-    ``x <= (1+sqrt(delta))^2`` (inside the MP_delta bulk) gives the
-    critical ``delta + sqrt(delta)``. NaN input stays NaN.
-    """
+    """Invert the population outlier map in closed form (docs/model.md, "Inverse maps"); at or
+    inside the edge ``(1+sqrt(delta))^2`` the critical ``delta + sqrt(delta)``, NaN stays NaN.
+    O(size)."""
     ell, delta, kappa = np.broadcast_arrays(
         *(np.asarray(a, dtype=float) for a in (ell, delta, kappa))
     )
@@ -319,16 +232,10 @@ def theta_from_sample(
     kappa: np.ndarray,
     edge: np.ndarray | float = np.nan,
 ) -> np.ndarray:
-    """Invert the sample outlier map ``lambda = kappa (1+u)(1+delta u)(1+gamma u)/u``.
-
-    ``docs/model.md``, "Inverse maps".
-
-    With ``v = 1/u = theta - delta`` the map ``g(v) = (v+1)(v+delta)(v+gamma)/v^2`` is
-    increasing on ``v >= 1/u*`` and ``g(v) >= v``; the root of ``g(v) = lambda/kappa`` is
-    found by vectorised bisection on ``[1/u*, max(x, 1/u*)]``. At or below the bulk edge
-    ``g(1/u*)`` (or ``edge``, in units of ``kappa``, where finite: the finite-``d`` edge of
-    docs/model.md, "What replaces the edge") the result is the critical ``delta + 1/u*``.
-    """
+    """Invert the sample outlier map ``lam = kappa f(u)`` by bisection in ``v = theta - delta``
+    on ``[1/u*, max(lam/kappa, 1/u*)]`` (docs/model.md, "Inverse maps"). At or below the bulk
+    edge (or ``edge``, units of ``kappa``, where finite: docs/model.md, "What replaces the
+    edge") the critical ``delta + 1/u*``. O(size x 100)."""
     lam, delta, gamma, kappa, edge = np.broadcast_arrays(
         *(np.asarray(a, dtype=float) for a in (lam, delta, gamma, kappa, edge))
     )
@@ -342,13 +249,6 @@ def theta_from_sample(
         return (v + 1.0) * (v + d_) * (v + g_) / (v * v)
 
     xs = np.where(ok, x, 0.0)
-    low = v_star.copy()
-    high = np.maximum(xs, v_star)
-    for _ in range(_BISECTION_STEPS):
-        mid = 0.5 * (low + high)
-        too_small = g(mid) < xs
-        low = np.where(too_small, mid, low)
-        high = np.where(too_small, high, mid)
-    level = np.where(np.isfinite(edge), edge, g(v_star))
-    v = np.where(xs > level, 0.5 * (low + high), v_star)
+    root = bisect(lambda v: g(v) < xs, v_star, np.maximum(xs, v_star), _BISECTION_STEPS)
+    v = np.where(xs > np.where(np.isfinite(edge), edge, g(v_star)), root, v_star)
     return np.where(ok, d_ + v, np.nan)
