@@ -112,15 +112,21 @@ def pipeline_commands(
     profile: str | os.PathLike[str] = DEFAULT_PROFILE,
     snakefile: str | os.PathLike[str] | None = None,
     cores: int | str | None = None,
+    thresholds_only: bool = False,
 ) -> list[list[str]]:
     """The Snakemake steps of a run: the sweep, then its report
-    (``results/<run>/report.html``). The config is validated before and the summary
+    (``results/<run>/report.html``); ``thresholds_only``: one step whose target is
+    ``thresholds.csv`` (cells and analysis, no figure or report: a round that is not the
+    last, docs/architecture.md "Rounds"). The config is validated before and the summary
     printed after (:func:`execute_run`). ``profile``: a directory or a shipped profile's
     name (:func:`attnrmt.workflow.profile_path`)."""
     from attnrmt.workflow import profile_path
 
-    report = RunLayout.of(run_name).report
-    folder = profile_path(profile)
+    layout, folder = RunLayout.of(run_name), profile_path(profile)
+    if thresholds_only:
+        thresholds = str(layout.root / "thresholds.csv")
+        return [snakemake_command(config, folder, snakefile, cores, [thresholds])]
+    report = layout.report
     return [
         snakemake_command(config, folder, snakefile, cores),
         snakemake_command(config, folder, snakefile, cores, ["--report", str(report)]),
@@ -344,8 +350,11 @@ def execute_run(
             config,
             run_dir,
             run_plan.run,
-            lambda plan, valid, path: steps(
-                plan, valid, pipeline_commands(path, run_plan.run, profile, snakefile, cores), path
+            lambda plan, valid, path, last: steps(
+                plan,
+                valid,
+                pipeline_commands(path, run_plan.run, profile, snakefile, cores, not last),
+                path,
             ),
         )
     finally:
@@ -356,8 +365,9 @@ def _execute_rounds(
     targets: Mapping[str, Any], config: Any, run_dir: Path, run_name: str, steps: Any
 ) -> RunOutcome:
     """The rounds of a run whose sweeps state a target (:mod:`attnrmt.sweep.run.rounds`):
-    from the current round on, run its config (an incremental rerun) and plan the next,
-    until every target is met or its budget is spent. O(rounds) Snakemake runs."""
+    from the current round on, run its config to its thresholds (an incremental rerun) and
+    plan the next, until every target is met or its budget is spent; then the last round's
+    figures and report. O(rounds) Snakemake runs."""
     from attnrmt.sweep import plan_run
     from attnrmt.sweep.run.rounds import advance, current_round, round_status_lines
     from attnrmt.sweep.spec.config import load_valid_config
@@ -368,11 +378,14 @@ def _execute_rounds(
     while True:
         valid = load_valid_config(path)
         print(f"attnrmt run: {run_name!r} round {n} ({path})", flush=True)
-        outcome = steps(plan_run(valid.config, valid.sweeps), valid, path)
-        following = advance(run_dir, n, valid, targets) if outcome.code == 0 else None
-        if following is None:
-            print("\n".join(round_status_lines(run_dir) if outcome.code == 0 else []), flush=True)
+        plan = plan_run(valid.config, valid.sweeps)
+        outcome = steps(plan, valid, path, False)
+        if outcome.code != 0:
             return outcome
+        following = advance(run_dir, n, valid, targets)
+        if following is None:
+            print("\n".join(round_status_lines(run_dir)), flush=True)
+            return steps(plan, valid, path, True)
         n, path = n + 1, following
 
 

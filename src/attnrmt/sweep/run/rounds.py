@@ -34,6 +34,7 @@ __all__ = [
     "design_seconds",
     "latest_round",
     "round_status_lines",
+    "rounds_figure",
     "targeted",
 ]
 
@@ -178,3 +179,23 @@ def round_status_lines(run_dir: Path) -> list[str]:
             state = "met" if row.distance <= 1 else f"{row.distance:.2f}"
             lines.append(f"  {row.sweep} {row.transition} {row.setting}: {state}; next: {row.next}")
     return lines
+
+
+def rounds_figure(table: str | Path, out: str | Path) -> Any:
+    """The report's figure of ``rounds.csv``: each target's half-width over its goal
+    (``distance``, log scale; 1 = met) against the round, one line per sweep, transition
+    and setting, labelled with its replicates in the last round; returns the figure. O(rows)."""
+    from matplotlib.figure import Figure
+
+    frame = pd.read_csv(table)
+    figure = Figure(figsize=(7, 4), layout="constrained")
+    ax = figure.subplots()
+    for (sweep, transition, setting), rows in frame.groupby(["sweep", "transition", "setting"]):
+        label = f"{sweep} {transition} {setting} ({rows['replicates'].iloc[-1]} replicates)"
+        ax.plot(rows["round"], rows["distance"].clip(upper=1e3), "o-", label=label)
+    ax.axhline(1.0, color="k", linestyle="--", linewidth=1)
+    ax.set(yscale="log", xlabel="round", ylabel="CI half-width / goal (1: met)")
+    ax.set_xticks(sorted(frame["round"].unique()))
+    ax.legend(fontsize="x-small")
+    figure.savefig(out, dpi=120)
+    return figure
