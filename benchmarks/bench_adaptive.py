@@ -13,18 +13,19 @@ line crossing (docs/thresholds.md) with a parametric bootstrap of the point mean
 points with unequal sample counts (python-adaptive's) are handled alike; the ladder's
 limit is :func:`attnrmt.analysis.thresholds.finite_size_fit` of those crossings.
 
-* uniform: the shipped hand-placed snr points, one replicate count for every setting, the
-  smallest of ``UNIFORM_REPLICATES`` at which every threshold meets the target;
+* uniform: the shipped hand-placed snr points, one replicate count for every setting and
+  d, the smallest of ``UNIFORM_REPLICATES`` (steps of at most 1.5x) at which every
+  threshold of every study meets the target (the grid a user sizes by rerunning with more
+  replicates until the CIs are narrow enough);
 * adaptive: the same hand-placed snr points and 2 replicates, then rounds of
-  ``next_design`` per study (as configs/finite-size.yaml's targets do);
+  ``next_design`` per study (as configs/finite-size.yaml's targets do); the ladder's
+  replicates spread over its d by ``replicates_per_d`` (each d priced by the cost model);
 * python-adaptive: one ``AverageLearner1D`` per (setting, d) on the sample
   ``theta_hat`` over the hand grid's snr range, asked for ``BATCH`` points at a time
   until every threshold of its setting meets the target.
 
-Cost: a few CPU minutes (d <= 200, one BLAS thread). The uniform grid's replicates are
-its waste on the cheap single-d studies; the ladder, whose limit needs most cells, gets no
-cheaper per study (one replicate count across its d and snr): docs/architecture.md,
-"Rounds".
+Cost: a few CPU minutes (d <= 200, one BLAS thread). The ratios are of cells and of the
+measured CPU seconds of each strategy's cells (docs/architecture.md, "Rounds").
 """
 
 from __future__ import annotations
@@ -261,7 +262,7 @@ def adaptive(cells: Cells) -> dict:
             rounds += 1
         total += sum(reps.values()) * len(snr)
         reached.append(met(study, grid_data(cells, study, snr, reps)))
-        designs[study] = {"replicates": reps if len(ds) > 1 else reps[ds[0]]}
+        designs[study] = {"replicates": {f"d={d}": r for d, r in reps.items()}}
         designs[study] |= {"snr_points": len(snr)}
         cpu += cells.design_cpu(study, snr, reps)
     out = {"cells": total, "cpu_seconds": cpu, "rounds": rounds, "reached": all(reached)}

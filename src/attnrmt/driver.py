@@ -616,19 +616,6 @@ def active_driver(run_dir: str | os.PathLike[str]) -> tuple[dict[str, Any], slur
     return (record, state) if state is not None and state.active else None
 
 
-def job_start_time(job_id: str) -> str | None:
-    """When a job started (squeue ``%S``, the cluster's local time), or ``None``."""
-    done = subprocess.run(
-        ["squeue", "-h", "-j", str(job_id), "-o", "%S"],
-        capture_output=True,
-        text=True,
-        timeout=slurm.COMMAND_TIMEOUT_SECONDS,
-        check=False,
-    )
-    text = done.stdout.strip()
-    return text if done.returncode == 0 and text and text not in ("N/A", "Unknown") else None
-
-
 def follow_hint(config: str | os.PathLike[str], record: dict[str, Any]) -> str:
     """How to follow and stop a driver job."""
     return (
@@ -694,7 +681,11 @@ def submit(
         script = driver_script(
             command, run_name, Path.cwd(), paths.log.resolve(), request or DriverRequest()
         )
-        write_driver_files(paths, script)
+        security.write_private_file(paths.script, script)
+        # the log SLURM appends to, made 0600 here (not with SLURM's default umask)
+        flags, mode = os.O_WRONLY | os.O_CREAT | os.O_APPEND, security.PRIVATE_FILE_MODE
+        os.close(os.open(paths.log, flags, mode))
+        os.chmod(paths.log, security.PRIVATE_FILE_MODE)
         objection = slurm.dry_run_submission(script, paths.directory)
         if objection is not None:
             raise ValueError(f"SLURM cannot run the driver job ({paths.script}): {objection}")
@@ -733,23 +724,21 @@ def refuse_if_alive(run_dir: Path, run_name: str, config: str | os.PathLike[str]
     if alive is None:
         return
     record, state = alive
-    started = job_start_time(state.job_id) if state.state == "RUNNING" else None
-    since = f" since {started}" if started else ""
+    since = ""
+    if state.state == "RUNNING":  # squeue's %S: the start, in the cluster's local time
+        done = subprocess.run(
+            ["squeue", "-h", "-j", str(state.job_id), "-o", "%S"],
+            capture_output=True,
+            text=True,
+            timeout=slurm.COMMAND_TIMEOUT_SECONDS,
+            check=False,
+        )
+        started = done.stdout.strip() if done.returncode == 0 else ""
+        since = f" since {started}" if started not in ("", "N/A", "Unknown") else ""
     raise DriverAlive(
         f"driver job {record['job_id']} of run {run_name!r} is {state.state}{since} "
         f"(submitted {_utc(record['submitted'])}); {follow_hint(config, record)}"
     )
-
-
-def write_driver_files(paths: DriverPaths, script: str) -> None:
-    """The batch script (0600) and the log it appends to (created 0600 here, so that SLURM
-    appends to a private file instead of creating one with the default umask)."""
-    security.write_private_file(paths.script, script)
-    descriptor = os.open(
-        paths.log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, security.PRIVATE_FILE_MODE
-    )
-    os.close(descriptor)
-    os.chmod(paths.log, security.PRIVATE_FILE_MODE)
 
 
 def sbatch(script: Path) -> str:
@@ -823,7 +812,6 @@ __all__ = [
     "driver_status_line",
     "execute_run",
     "follow_hint",
-    "job_start_time",
     "pipeline_commands",
     "read_driver_record",
     "refuse_if_alive",
@@ -834,5 +822,4 @@ __all__ = [
     "sbatch",
     "snakemake_command",
     "submit",
-    "write_driver_files",
 ]

@@ -128,26 +128,14 @@ def advance(
         if design is not None:
             raw["sweeps"][name] = {**raw["sweeps"][name], "replicates": design[0], "snr": design[1]}
             changed = True
+        after = (reps, len(snr), price(reps, snr) / 3600, _next_text(design, rows, target))
         for row in rows:
             limit = str(row.get("finite_size", "none")) not in ("none", "nan")
-            goal = target.goal(row)
             setting = "d->inf" if limit else f"d={row['d']}"
             setting += "".join(f" {k}={row[k]}" for k in ("positional", "weights") if k in row)
-            records.append(
-                (
-                    n,
-                    name,
-                    row["transition"],
-                    setting,
-                    (row["ci_high"] - row["ci_low"]) / 2,
-                    goal,
-                    distance(target, row),
-                    reps,
-                    len(snr),
-                    price(reps, snr) / 3600,
-                    _next_text(design, rows, target),
-                )
-            )
+            halfwidth = (row["ci_high"] - row["ci_low"]) / 2
+            scores = (halfwidth, target.goal(row), distance(target, row))
+            records.append((n, name, row["transition"], setting, *scores, *after))
     path = Path(run_dir) / "rounds" / "rounds.csv"
     fresh = pd.DataFrame(records, columns=COLUMNS.split())
     kept = pd.read_csv(path) if path.is_file() else fresh.iloc[:0]
