@@ -13,23 +13,23 @@ line crossing (docs/thresholds.md) with a parametric bootstrap of the point mean
 points with unequal sample counts (python-adaptive's) are handled alike; the ladder's
 limit is :func:`attnrmt.analysis.thresholds.finite_size_fit` of those crossings.
 
-* uniform: the shipped hand-placed snr points, one replicate count for every setting, the
-  smallest of ``UNIFORM_REPLICATES`` at which every threshold meets the target;
+* uniform: the shipped hand-placed snr points, one replicate count for every setting and
+  d, the smallest of ``UNIFORM_REPLICATES`` (steps of at most 1.5x) at which every
+  threshold of every study meets the target (the grid a user sizes by rerunning with more
+  replicates until the CIs are narrow enough);
 * adaptive: the same hand-placed snr points and 2 replicates, then rounds of
-  ``next_design`` per study (as configs/finite-size.yaml's targets do);
+  ``next_design`` per study (as configs/finite-size.yaml's targets do); the ladder's
+  replicates spread over its d by ``replicates_per_d`` (each d priced by the cost model);
 * python-adaptive: one ``AverageLearner1D`` per (setting, d) on the sample
   ``theta_hat`` over the hand grid's snr range, asked for ``BATCH`` points at a time
   until every threshold of its setting meets the target.
 
-Cost: a few CPU minutes (d <= 200, one BLAS thread). The uniform grid's replicates are
-its waste on the cheap single-d studies; the ladder, whose limit needs most cells, gets no
-cheaper per study (one replicate count across its d and snr): docs/architecture.md,
-"Rounds".
+Cost: a few CPU minutes (d <= 200, one BLAS thread). The ratios are of cells and of the
+measured CPU seconds of each strategy's cells (docs/architecture.md, "Rounds").
 """
 
 from __future__ import annotations
 
-import itertools
 import math
 import sys
 import time
@@ -41,7 +41,7 @@ import numpy as np
 from attnrmt.analysis.thresholds import DEFAULT_MARGIN, finite_size_fit, finite_size_weights
 from attnrmt.model import simulate_cell
 from attnrmt.sweep.spec.cost import estimated_cell_seconds
-from attnrmt.sweep.spec.target import Target, distance, next_design
+from attnrmt.sweep.spec.target import Target, distance, next_design, replicates_per_d
 from attnrmt.theory.spike import critical_theta, theta_from_population, theta_from_sample
 
 HALFWIDTH = 0.2
@@ -90,11 +90,14 @@ class Cells:
         self.cpu: dict[tuple, float] = {}
         self.seconds = 0.0
 
-    def design_cpu(self, study: str, snr: Sequence[float], reps: int) -> float:
+    def design_cpu(self, study: str, snr: Sequence[float], reps: int | dict) -> float:
         """Measured CPU seconds of a study's grid design (its cells computed)."""
         setting, ds = STUDIES[study]
-        grid = itertools.product(ds, (round(float(x), 6) for x in snr), range(reps))
-        return sum(self.cpu[(setting, d, x, r)] for d, x, r in grid)
+        per_d = reps if isinstance(reps, dict) else dict.fromkeys(ds, reps)
+        points = [round(float(x), 6) for x in snr]
+        return sum(
+            self.cpu[(setting, d, x, r)] for d in ds for x in points for r in range(per_d[d])
+        )
 
     def __call__(self, setting: str, d: int, snr: float, rep: int) -> tuple[float, float]:
         key = (setting, d, round(float(snr), 6), rep)
@@ -174,10 +177,13 @@ def thresholds(study: str, data: dict[int, dict[float, list]], seed: int = 0) ->
                 | {"transition": transition}
             )
             continue
-        limit = finite_size_fit(
-            np.array(ds, float), est, boot, weights=finite_size_weights(boot, len(ds))
-        )
-        rows.append({"transition": transition, "estimate": limit["a"]} | limit)
+        x, w = np.array(ds, float), finite_size_weights(boot, len(ds))
+        limit = finite_size_fit(x, est, boot, weights=w)
+        # the limit's weight on each d (its derivative) squared times d's variance (1 / w)
+        step = 1e-4 * np.eye(len(ds))
+        slope = [(finite_size_fit(x, est + e, weights=w)["a"] - limit["a"]) / 1e-4 for e in step]
+        share = list(np.square(slope) / w)
+        rows.append({"transition": transition, "estimate": limit["a"], "share": share} | limit)
     return rows
 
 
@@ -185,9 +191,13 @@ def met(study: str, data: dict) -> bool:
     return all(distance(TARGET, row) <= 1 for row in thresholds(study, data))
 
 
-def grid_data(cells: Cells, study: str, snr: Sequence[float], reps: int) -> dict:
+def grid_data(cells: Cells, study: str, snr: Sequence[float], reps: int | dict) -> dict:
+    """Cells of a design, ``reps`` replicates at every d or ``{d: replicates}``."""
     setting, ds = STUDIES[study]
-    return {d: {float(x): [cells(setting, d, x, r) for r in range(reps)] for x in snr} for d in ds}
+    per_d = reps if isinstance(reps, dict) else dict.fromkeys(ds, reps)
+    return {
+        d: {float(x): [cells(setting, d, x, r) for r in range(per_d[d])] for x in snr} for d in ds
+    }
 
 
 def cell_seconds(setting: str, d: int) -> float:
@@ -213,30 +223,47 @@ def uniform(cells: Cells) -> dict:
 
 
 def adaptive(cells: Cells) -> dict:
+    """Rounds of ``next_design`` per study from 2 replicates; a ladder whose unmet limits
+    all have a finite CI spreads its replicates over d by ``replicates_per_d`` (each d's
+    price: its cells' cost-model seconds), else grows every d alike."""
     total, rounds, reached, designs, cpu = 0, 0, [], {}, 0.0
     for study, (setting, ds) in STUDIES.items():
-        reps, snr, spent = 2, SETTINGS[setting][2], 0.0
+        reps, snr, spent = dict.fromkeys(ds, 2), SETTINGS[setting][2], 0.0
+        cost = [cell_seconds(setting, d) for d in ds]
 
-        def price(r: int, xs: Sequence[float], ds: tuple = ds, setting: str = setting) -> float:
-            return r * len(xs) * sum(cell_seconds(setting, d) for d in ds)
+        def price(r: int, xs: Sequence[float], cost: list = cost) -> float:
+            return r * len(xs) * sum(cost)
 
         while True:
-            design = next_design(
-                TARGET,
-                reps,
-                snr,
-                thresholds(study, grid_data(cells, study, snr, reps)),
-                price,
-                spent,
-            )
+            rows = thresholds(study, grid_data(cells, study, snr, reps))
+            top = max(reps.values())
+            design = next_design(TARGET, top, snr, rows, price, spent)
             if design is None:
                 break
-            spent += price(*design) - price(reps, snr)
-            reps, snr = design
+            unmet = [row for row in rows if distance(TARGET, row) > 1]
+            if len(ds) > 1 and all(math.isfinite(distance(TARGET, row)) for row in unmet):
+                wanted = [
+                    replicates_per_d(
+                        list(reps.values()),
+                        row["share"],
+                        [c * len(design[1]) for c in cost],
+                        distance(TARGET, row),
+                        TARGET.max_growth,
+                    )
+                    for row in unmet
+                ]
+                new = dict(zip(ds, np.max(wanted, axis=0).tolist(), strict=True))
+            else:
+                new = {d: math.ceil(r * design[0] / top) for d, r in reps.items()}
+            spent += sum(
+                (new[d] - reps[d]) * c * len(design[1]) for d, c in zip(ds, cost, strict=True)
+            )
+            reps, snr = new, design[1]
             rounds += 1
-        total += reps * len(snr) * len(ds)
+        total += sum(reps.values()) * len(snr)
         reached.append(met(study, grid_data(cells, study, snr, reps)))
-        designs[study] = {"replicates": reps, "snr_points": len(snr)}
+        designs[study] = {"replicates": {f"d={d}": r for d, r in reps.items()}}
+        designs[study] |= {"snr_points": len(snr)}
         cpu += cells.design_cpu(study, snr, reps)
     out = {"cells": total, "cpu_seconds": cpu, "rounds": rounds, "reached": all(reached)}
     return out | {"designs": designs}

@@ -49,6 +49,8 @@ def test_pipeline_is_the_sweep_then_its_report(tmp_path: Path) -> None:
     assert with_cores[-3] == str(PROFILES_DIR / "default")  # a shipped profile by name
     with pytest.raises(ValueError, match="no such directory, and not a shipped profile"):
         driver.pipeline_commands("my.yaml", "mysweep", tmp_path / "nosuch")
+    (only,) = driver.pipeline_commands("my.yaml", "mysweep", profile, thresholds_only=True)
+    assert only[5:7] == ["results/mysweep/thresholds.csv", "--workflow-profile"]  # a round's
 
 
 def test_driver_script_execs_the_run_with_its_request() -> None:

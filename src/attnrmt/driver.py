@@ -112,15 +112,21 @@ def pipeline_commands(
     profile: str | os.PathLike[str] = DEFAULT_PROFILE,
     snakefile: str | os.PathLike[str] | None = None,
     cores: int | str | None = None,
+    thresholds_only: bool = False,
 ) -> list[list[str]]:
     """The Snakemake steps of a run: the sweep, then its report
-    (``results/<run>/report.html``). The config is validated before and the summary
+    (``results/<run>/report.html``); ``thresholds_only``: one step whose target is
+    ``thresholds.csv`` (cells and analysis, no figure or report: a round that is not the
+    last, docs/architecture.md "Rounds"). The config is validated before and the summary
     printed after (:func:`execute_run`). ``profile``: a directory or a shipped profile's
     name (:func:`attnrmt.workflow.profile_path`)."""
     from attnrmt.workflow import profile_path
 
-    report = RunLayout.of(run_name).report
-    folder = profile_path(profile)
+    layout, folder = RunLayout.of(run_name), profile_path(profile)
+    if thresholds_only:
+        thresholds = str(layout.root / "thresholds.csv")
+        return [snakemake_command(config, folder, snakefile, cores, [thresholds])]
+    report = layout.report
     return [
         snakemake_command(config, folder, snakefile, cores),
         snakemake_command(config, folder, snakefile, cores, ["--report", str(report)]),
@@ -344,8 +350,11 @@ def execute_run(
             config,
             run_dir,
             run_plan.run,
-            lambda plan, valid, path: steps(
-                plan, valid, pipeline_commands(path, run_plan.run, profile, snakefile, cores), path
+            lambda plan, valid, path, last: steps(
+                plan,
+                valid,
+                pipeline_commands(path, run_plan.run, profile, snakefile, cores, not last),
+                path,
             ),
         )
     finally:
@@ -356,8 +365,9 @@ def _execute_rounds(
     targets: Mapping[str, Any], config: Any, run_dir: Path, run_name: str, steps: Any
 ) -> RunOutcome:
     """The rounds of a run whose sweeps state a target (:mod:`attnrmt.sweep.run.rounds`):
-    from the current round on, run its config (an incremental rerun) and plan the next,
-    until every target is met or its budget is spent. O(rounds) Snakemake runs."""
+    from the current round on, run its config to its thresholds (an incremental rerun) and
+    plan the next, until every target is met or its budget is spent; then the last round's
+    figures and report. O(rounds) Snakemake runs."""
     from attnrmt.sweep import plan_run
     from attnrmt.sweep.run.rounds import advance, current_round, round_status_lines
     from attnrmt.sweep.spec.config import load_valid_config
@@ -368,11 +378,14 @@ def _execute_rounds(
     while True:
         valid = load_valid_config(path)
         print(f"attnrmt run: {run_name!r} round {n} ({path})", flush=True)
-        outcome = steps(plan_run(valid.config, valid.sweeps), valid, path)
-        following = advance(run_dir, n, valid, targets) if outcome.code == 0 else None
-        if following is None:
-            print("\n".join(round_status_lines(run_dir) if outcome.code == 0 else []), flush=True)
+        plan = plan_run(valid.config, valid.sweeps)
+        outcome = steps(plan, valid, path, False)
+        if outcome.code != 0:
             return outcome
+        following = advance(run_dir, n, valid, targets)
+        if following is None:
+            print("\n".join(round_status_lines(run_dir)), flush=True)
+            return steps(plan, valid, path, True)
         n, path = n + 1, following
 
 
@@ -603,19 +616,6 @@ def active_driver(run_dir: str | os.PathLike[str]) -> tuple[dict[str, Any], slur
     return (record, state) if state is not None and state.active else None
 
 
-def job_start_time(job_id: str) -> str | None:
-    """When a job started (squeue ``%S``, the cluster's local time), or ``None``."""
-    done = subprocess.run(
-        ["squeue", "-h", "-j", str(job_id), "-o", "%S"],
-        capture_output=True,
-        text=True,
-        timeout=slurm.COMMAND_TIMEOUT_SECONDS,
-        check=False,
-    )
-    text = done.stdout.strip()
-    return text if done.returncode == 0 and text and text not in ("N/A", "Unknown") else None
-
-
 def follow_hint(config: str | os.PathLike[str], record: dict[str, Any]) -> str:
     """How to follow and stop a driver job."""
     return (
@@ -681,7 +681,11 @@ def submit(
         script = driver_script(
             command, run_name, Path.cwd(), paths.log.resolve(), request or DriverRequest()
         )
-        write_driver_files(paths, script)
+        security.write_private_file(paths.script, script)
+        # the log SLURM appends to, made 0600 here (not with SLURM's default umask)
+        flags, mode = os.O_WRONLY | os.O_CREAT | os.O_APPEND, security.PRIVATE_FILE_MODE
+        os.close(os.open(paths.log, flags, mode))
+        os.chmod(paths.log, security.PRIVATE_FILE_MODE)
         objection = slurm.dry_run_submission(script, paths.directory)
         if objection is not None:
             raise ValueError(f"SLURM cannot run the driver job ({paths.script}): {objection}")
@@ -720,23 +724,21 @@ def refuse_if_alive(run_dir: Path, run_name: str, config: str | os.PathLike[str]
     if alive is None:
         return
     record, state = alive
-    started = job_start_time(state.job_id) if state.state == "RUNNING" else None
-    since = f" since {started}" if started else ""
+    since = ""
+    if state.state == "RUNNING":  # squeue's %S: the start, in the cluster's local time
+        done = subprocess.run(
+            ["squeue", "-h", "-j", str(state.job_id), "-o", "%S"],
+            capture_output=True,
+            text=True,
+            timeout=slurm.COMMAND_TIMEOUT_SECONDS,
+            check=False,
+        )
+        started = done.stdout.strip() if done.returncode == 0 else ""
+        since = f" since {started}" if started not in ("", "N/A", "Unknown") else ""
     raise DriverAlive(
         f"driver job {record['job_id']} of run {run_name!r} is {state.state}{since} "
         f"(submitted {_utc(record['submitted'])}); {follow_hint(config, record)}"
     )
-
-
-def write_driver_files(paths: DriverPaths, script: str) -> None:
-    """The batch script (0600) and the log it appends to (created 0600 here, so that SLURM
-    appends to a private file instead of creating one with the default umask)."""
-    security.write_private_file(paths.script, script)
-    descriptor = os.open(
-        paths.log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, security.PRIVATE_FILE_MODE
-    )
-    os.close(descriptor)
-    os.chmod(paths.log, security.PRIVATE_FILE_MODE)
 
 
 def sbatch(script: Path) -> str:
@@ -810,7 +812,6 @@ __all__ = [
     "driver_status_line",
     "execute_run",
     "follow_hint",
-    "job_start_time",
     "pipeline_commands",
     "read_driver_record",
     "refuse_if_alive",
@@ -821,5 +822,4 @@ __all__ = [
     "sbatch",
     "snakemake_command",
     "submit",
-    "write_driver_files",
 ]

@@ -72,6 +72,8 @@ def test_a_killed_round_resumes_and_a_met_target_computes_nothing(tmp_path: Path
         table = pd.read_csv(rounds / "rounds.csv")
         assert table["round"].tolist() == [0, 1] and table["next"].tolist()[-1] == "met"
         assert not (rounds / "round-2.yaml").exists()
+        report = (workdir.run_dir / "report.html").read_text(errors="replace")
+        assert (workdir.run_dir / "figures" / "rounds.png").is_file() and "rounds.png" in report
         # every cell once: a killed block's salvaged cells count as reused in its fragment
         assert count_cells(fragment_files(workdir.path)).computed <= FINAL_CELLS
         assert int((workdir.open_cells()["cell_key"] != "").sum()) == FINAL_CELLS

@@ -122,6 +122,7 @@ def get_final_output():
             for fmt in formats
         ),
         *(f"{RESULTS}/figures/{name}.{fmt}" for name in RUN_FIGURES for fmt in formats),
+        *([f"{RESULTS}/figures/rounds.png"] if os.path.isfile(f"{RESULTS}/rounds/rounds.csv") else []),
     ]
 
 

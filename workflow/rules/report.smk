@@ -60,3 +60,16 @@ rule run_figures:
         attnrmt.analysis.figures.make_run_figures(
             RESULTS, f"{RESULTS}/figures", params.settings, log[0]
         )
+
+
+# How each CI narrowed round by round (a run whose sweeps state a target; the driver writes
+# rounds/rounds.csv between rounds: docs/architecture.md, "Rounds").
+rule rounds_figure:
+    input:
+        f"{RESULTS}/rounds/rounds.csv",
+    output:
+        report(f"{RESULTS}/figures/rounds.png", caption="../report/rounds.rst", category="Rounds"),
+    run:
+        import attnrmt.sweep.run.rounds
+
+        attnrmt.sweep.run.rounds.rounds_figure(input[0], output[0])

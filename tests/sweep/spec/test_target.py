@@ -16,7 +16,7 @@ from attnrmt.cli import status_plan
 from attnrmt.sweep import ConfigError
 from attnrmt.sweep.run import rounds
 from attnrmt.sweep.spec.config import load_valid_config, validate_config
-from attnrmt.sweep.spec.target import SAFETY, Target, distance, next_design
+from attnrmt.sweep.spec.target import SAFETY, Target, distance, next_design, replicates_per_d
 
 CONFIG: dict[str, Any] = {
     "run": "aim",
@@ -137,6 +137,9 @@ def test_rounds_advance_resume_and_stop(tmp_path: Path, monkeypatch: pytest.Monk
     table = pd.read_csv(run_dir / "rounds" / "rounds.csv")
     assert table["round"].tolist() == [0, 0, 1, 1]
     assert table["next"].tolist()[-1] == "met"
+    figure = rounds.rounds_figure(run_dir / "rounds" / "rounds.csv", tmp_path / "rounds.png")
+    lines = figure.axes[0].get_lines()  # one per target (rounds 0 and 1), then the goal
+    assert [list(line.get_xdata()) for line in lines[:2]] == [[0, 1], [0, 1]] and len(lines) == 3
     assert rounds.round_status_lines(run_dir)[:2] == [
         f"round: 1 ({following})",
         "targets after round 1 (half-width / goal):",
@@ -159,3 +162,32 @@ def test_a_target_per_transition() -> None:
     near_zero = {**row(0.02, estimate=-0.02), "transition": "population"}
     assert distance(target, near_zero) == pytest.approx(0.8)  # 0.02 / 0.025
     assert distance(target, row(0.02, estimate=0.2)) == pytest.approx(2.0)  # 0.02 / (5% x 0.2)
+
+
+def test_replicates_per_d_buy_the_limit_at_the_least_price() -> None:
+    # shares 1, 1 at 10 replicates, a replicate at the second d costing 4x: the variance
+    # 0.2 must fall 4x (distance 2) to 0.05; Lagrange gives 60 and 30 (price 180, variance
+    # 10/60 + 10/30 = 0.5 of the 10-replicate units), one R at every d would need 40 (200)
+    assert replicates_per_d([10, 10], [1.0, 1.0], [1.0, 4.0], 2.0, 10.0) == [60, 30]
+    assert replicates_per_d([10, 10], [1.0, 1.0], [1.0, 4.0], 2.0, 4.0) == [40, 30]  # growth
+    assert replicates_per_d([10, 10], [1.0, 0.0], [1.0, 4.0], 2.0, 10.0) == [40, 10]  # kept
+
+
+def test_a_round_computes_thresholds_and_only_the_last_draws(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from attnrmt.driver import _execute_rounds
+
+    monkeypatch.chdir(tmp_path)
+    Path("aim.yaml").write_text(yaml.safe_dump(CONFIG))
+    run_dir = tmp_path / "results" / "aim"
+    targets = rounds.targeted(validate_config(CONFIG))
+    calls: list[tuple[str, bool]] = []
+
+    def steps(plan: Any, valid: Any, path: Path, last: bool) -> Any:
+        calls.append((path.name, last))
+        thresholds_csv(run_dir, 0.2 if len(calls) == 1 else 0.05)  # round 1 meets it
+        return type("Outcome", (), {"code": 0})()
+
+    _execute_rounds(targets, "aim.yaml", run_dir, "aim", steps)
+    assert calls == [("round-0.yaml", False), ("round-1.yaml", False), ("round-1.yaml", True)]

@@ -34,6 +34,7 @@ __all__ = [
     "design_seconds",
     "latest_round",
     "round_status_lines",
+    "rounds_figure",
     "targeted",
 ]
 
@@ -127,26 +128,14 @@ def advance(
         if design is not None:
             raw["sweeps"][name] = {**raw["sweeps"][name], "replicates": design[0], "snr": design[1]}
             changed = True
+        after = (reps, len(snr), price(reps, snr) / 3600, _next_text(design, rows, target))
         for row in rows:
             limit = str(row.get("finite_size", "none")) not in ("none", "nan")
-            goal = target.goal(row)
             setting = "d->inf" if limit else f"d={row['d']}"
             setting += "".join(f" {k}={row[k]}" for k in ("positional", "weights") if k in row)
-            records.append(
-                (
-                    n,
-                    name,
-                    row["transition"],
-                    setting,
-                    (row["ci_high"] - row["ci_low"]) / 2,
-                    goal,
-                    distance(target, row),
-                    reps,
-                    len(snr),
-                    price(reps, snr) / 3600,
-                    _next_text(design, rows, target),
-                )
-            )
+            halfwidth = (row["ci_high"] - row["ci_low"]) / 2
+            scores = (halfwidth, target.goal(row), distance(target, row))
+            records.append((n, name, row["transition"], setting, *scores, *after))
     path = Path(run_dir) / "rounds" / "rounds.csv"
     fresh = pd.DataFrame(records, columns=COLUMNS.split())
     kept = pd.read_csv(path) if path.is_file() else fresh.iloc[:0]
@@ -178,3 +167,23 @@ def round_status_lines(run_dir: Path) -> list[str]:
             state = "met" if row.distance <= 1 else f"{row.distance:.2f}"
             lines.append(f"  {row.sweep} {row.transition} {row.setting}: {state}; next: {row.next}")
     return lines
+
+
+def rounds_figure(table: str | Path, out: str | Path) -> Any:
+    """The report's figure of ``rounds.csv``: each target's half-width over its goal
+    (``distance``, log scale; 1 = met) against the round, one line per sweep, transition
+    and setting, labelled with its replicates in the last round; returns the figure. O(rows)."""
+    from matplotlib.figure import Figure
+
+    frame = pd.read_csv(table)
+    figure = Figure(figsize=(7, 4), layout="constrained")
+    ax = figure.subplots()
+    for (sweep, transition, setting), rows in frame.groupby(["sweep", "transition", "setting"]):
+        label = f"{sweep} {transition} {setting} ({rows['replicates'].iloc[-1]} replicates)"
+        ax.plot(rows["round"], rows["distance"].clip(upper=1e3), "o-", label=label)
+    ax.axhline(1.0, color="k", linestyle="--", linewidth=1)
+    ax.set(yscale="log", xlabel="round", ylabel="CI half-width / goal (1: met)")
+    ax.set_xticks(sorted(frame["round"].unique()))
+    ax.legend(fontsize="x-small")
+    figure.savefig(out, dpi=120)
+    return figure

@@ -20,6 +20,9 @@ round's ``(replicates, snr)``:
 * the round's price (``price(replicates, snr)``: CPU seconds of the whole design, the cost
   model's) must fit the budget left, else the replicates shrink to what it affords.
 
+:func:`replicates_per_d` spreads a ``d -> inf`` limit's replicates over its ``d`` (each
+``d``'s share of the limit's variance against the price of one of its replicates).
+
 Pure and O(points + thresholds); no file, no cluster.
 """
 
@@ -31,7 +34,15 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["MIN_DETECTED", "SAFETY", "Target", "distance", "next_design", "parse_target"]
+__all__ = [
+    "MIN_DETECTED",
+    "SAFETY",
+    "Target",
+    "distance",
+    "next_design",
+    "parse_target",
+    "replicates_per_d",
+]
 
 #: Fewest detected snr points a crossing's line may rest on before points are added.
 MIN_DETECTED = 3
@@ -144,3 +155,27 @@ def next_design(
     if price(wanted, grown) - base > left or (wanted, grown) == (replicates, points):
         return None
     return wanted, grown
+
+
+def replicates_per_d(
+    replicates: Sequence[int],
+    share: Sequence[float],
+    cost: Sequence[float],
+    distance: float,
+    max_growth: float,
+) -> list[int]:
+    """Replicates per ``d`` that bring a ``d -> inf`` limit from ``distance`` times its goal
+    to the goal at the least price. The limit's variance is ``sum_d share_d R_d / R'_d``
+    (``share_d``: ``d``'s part of it now, ``w_d^2 var_d`` with ``w_d`` the limit's weight
+    on ``d``'s threshold; ``1/sqrt(R)`` law) and the price ``sum_d cost_d R'_d`` (``cost_d``:
+    one replicate at ``d``); Lagrange gives ``R'_d = sqrt(share_d R_d / cost_d) K`` with
+    ``K`` fixing the variance at ``SAFETY sum share / distance^2``. Each ``R'_d`` is
+    kept between ``R_d`` (cells are never dropped) and ``max_growth R_d``.
+    docs/architecture.md, "Rounds". O(number of d)."""
+    a = [s * r for s, r in zip(share, replicates, strict=True)]
+    goal = sum(share) / distance**2 / SAFETY
+    k = sum(math.sqrt(x * c) for x, c in zip(a, cost, strict=True)) / goal
+    return [
+        min(max(r, math.ceil(math.sqrt(x / c) * k - 1e-9)), math.floor(r * max_growth))
+        for x, c, r in zip(a, cost, replicates, strict=True)
+    ]
