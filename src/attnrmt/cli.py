@@ -37,10 +37,7 @@ EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a tool killed 
 def calibrate_seconds_per_work(run_dir: Path) -> tuple[float, str]:
     """Seconds per work unit on this machine and its source: kept in an existing run directory
     (identical estimates), else measured and not kept (``attnrmt plan`` creates no folder)."""
-    from attnrmt.sweep.run.calibration import (
-        cached_seconds_per_work,
-        calibrate_seconds_per_work,
-    )
+    from attnrmt.sweep.run.calibration import cached_seconds_per_work, calibrate_seconds_per_work
     from attnrmt.sweep.store.layout import RunLayout
 
     if run_dir.is_dir():

@@ -169,8 +169,4 @@ def provenance_lines(summary: Mapping[str, Any]) -> list[str]:
     return lines
 
 
-__all__ = [
-    "commit_label",
-    "provenance_lines",
-    "run_provenance",
-]
+__all__ = ["commit_label", "provenance_lines", "run_provenance"]

@@ -284,9 +284,7 @@ def universality_lines(verdicts: pd.DataFrame) -> list[str]:
 RUN_DIR_VARIABLE = "ATTNRMT_RUN_DIR"
 
 
-def report_overview(
-    run_dir: str | os.PathLike[str] | None = None,
-) -> dict[str, int | float]:
+def report_overview(run_dir: str | os.PathLike[str] | None = None) -> dict[str, int | float]:
     """The report's landing-page entries (numbers under headings): the verdict per variant, the
     threshold at the largest ``d`` per sweep and transition, the bounds-only families.
     ``run_dir`` defaults to :data:`RUN_DIR_VARIABLE`. O(rows)."""

@@ -54,12 +54,7 @@ def resolve_classes(prefix: str, sweep: Mapping[str, Any], axes: Mapping[str, li
     raw = sweep.get("classes")
     if raw is None:
         return None
-    from attnrmt.model.classes import (
-        MAX_CLASSES,
-        MEANS_PRESETS,
-        class_mean_gram,
-        class_sizes,
-    )
+    from attnrmt.model.classes import MAX_CLASSES, MEANS_PRESETS, class_mean_gram, class_sizes
 
     K = raw["K"]
     if not 2 <= K <= MAX_CLASSES:

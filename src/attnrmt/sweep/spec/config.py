@@ -426,10 +426,7 @@ def _model_validator(kind: str) -> Any:
 
 
 def _resolve_models(
-    config: Mapping[str, Any],
-    prefix: str,
-    axes: Mapping[str, list],
-    kind: str,
+    config: Mapping[str, Any], prefix: str, axes: Mapping[str, list], kind: str
 ) -> dict[tuple[str, int], dict[str, Any]]:
     """Canonical spec per (name, T) for the models a sweep uses on axis ``kind``."""
     section, builtins = _MODEL_SECTIONS[kind]

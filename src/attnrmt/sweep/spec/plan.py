@@ -24,11 +24,7 @@ import numpy as np
 from attnrmt.contract import ALL_AXES, AXES, TABLE_AXIS, sweep_axes
 from attnrmt.sweep.spec.classes import spike_count
 from attnrmt.sweep.spec.config import ResolvedSweep, apply_schema, resolve_sweeps
-from attnrmt.sweep.spec.cost import (
-    cells_per_block,
-    estimated_cell_seconds,
-    estimated_curve_seconds,
-)
+from attnrmt.sweep.spec.cost import cells_per_block, estimated_cell_seconds, estimated_curve_seconds
 from attnrmt.sweep.spec.identity import (
     KEY_DIGEST_BYTES,
     MODEL_VERSION,
