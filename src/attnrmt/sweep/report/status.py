@@ -409,37 +409,15 @@ def format_table(rows: Sequence[Sequence[str]]) -> list[str]:
 
 def status_table(status: RunStatus) -> list[str]:
     """Lines of ``attnrmt status``: a table per sweep and a total, then the calibration."""
-    header = (
-        "sweep",
-        "cells",
-        "done",
-        "%",
-        "failed",
-        "running",
-        "queued",
-        "missing",
-        "rate",
-        "ETA",
-        "last block",
-    )
-    lines: list[tuple[str, ...]] = [header]
+    columns = "sweep cells done % failed running queued missing rate ETA".split()
+    lines: list[tuple[str, ...]] = [(*columns, "last block")]
     for row in [*status.sweeps, status.total]:
         age = row.last_fragment_age_seconds
-        counts = (row.running, row.queued, row.missing)
-        split = ["?" if count is None else f"{count:,}" for count in counts]
-        lines.append(
-            (
-                row.sweep,
-                f"{row.cells:,}",
-                f"{row.done:,}",
-                f"{row.percent_done:.1f}",
-                f"{row.failed:,}",
-                *split,
-                rate_text(row.cells_per_second),
-                format_duration(row.eta_seconds),
-                "-" if age is None else format_duration(age) + " ago",
-            )
-        )
+        split = ["?" if n is None else f"{n:,}" for n in (row.running, row.queued, row.missing)]
+        counts = f"{row.cells:,}", f"{row.done:,}", f"{row.percent_done:.1f}", f"{row.failed:,}"
+        timing = rate_text(row.cells_per_second), format_duration(row.eta_seconds)
+        last = "-" if age is None else format_duration(age) + " ago"
+        lines.append((row.sweep, *counts, *split, *timing, last))
     text = format_table(lines)
     if status.total.failed:
         text.append(f"failed cells by cause: {describe_causes(status.total.failed_by_cause)}")
