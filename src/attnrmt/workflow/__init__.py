@@ -34,14 +34,9 @@ def shipped_profiles() -> list[str]:
 
 
 def profile_path(profile: str | os.PathLike[str]) -> Path:
-    """The profile folder ``profile`` names: an existing directory (relative to the
-    working directory) as given, else the shipped profile of that name.
-
-    Raises
-    ------
-    ValueError
-        Neither a directory nor a shipped profile (the message lists the shipped ones).
-    """
+    """The profile folder ``profile`` names: an existing directory (relative to the working
+    directory) as given, else the shipped profile of that name; ValueError listing the shipped
+    ones otherwise. O(profiles)."""
     given = Path(profile)
     if given.is_dir():
         return given
@@ -69,16 +64,11 @@ def profile_extras(folder: str | os.PathLike[str]) -> list[str]:
         settings = yaml.safe_load((Path(folder) / "config.yaml").read_text(encoding="utf-8"))
     except (OSError, yaml.YAMLError):
         return []
-    if not isinstance(settings, dict):
-        return []
-    dask = (
-        (settings.get("config") or {}).get("dask")
-        if isinstance(settings.get("config"), dict)
-        else None
-    )
+    settings = settings if isinstance(settings, dict) else {}
+    config = settings.get("config")
+    dask = config.get("dask") if isinstance(config, dict) else None
     mode = dask.get("mode", "local") if isinstance(dask, dict) else "local"
-    needs_hpc = settings.get("executor") == "slurm" or mode not in _LOCAL_DASK_MODES
-    return ["hpc"] if needs_hpc else []
+    return ["hpc"] if settings.get("executor") == "slurm" or mode not in _LOCAL_DASK_MODES else []
 
 
 __all__ = [

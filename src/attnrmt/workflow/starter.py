@@ -25,13 +25,8 @@ def write_starter(
 ) -> list[Path]:
     """Write the starter config and the copy of ``profile`` under ``directory`` (made if
     needed); the paths written, the config first and the profile's ``config.yaml`` second.
-
-    Raises
-    ------
-    ValueError
-        ``profile`` is not a shipped profile, or a file to write exists and ``overwrite``
-        is False (nothing is written then).
-    """
+    ValueError (nothing written) for a profile not shipped, or a file that exists unless
+    ``overwrite``."""
     source = profile_path(profile)
     if source.parent != profile_path("default").parent:
         raise ValueError(f"profile {profile!r}: attnrmt init copies a shipped profile")

@@ -18,12 +18,8 @@ from attnrmt.contract import TABLE_AXIS, VARIANTS
 from attnrmt.sweep.store.layout import RunLayout, SweepLayout
 
 #: Quantities whose relative error decides which theory variant the data support.
-VERDICT_QUANTITIES = (
-    "population_outlier",
-    "sample_outlier",
-    "population_overlap",
-    "sample_overlap",
-)
+VERDICT_QUANTITIES: tuple[str, ...] = ("population_outlier", "sample_outlier")
+VERDICT_QUANTITIES += ("population_overlap", "sample_overlap")
 
 
 @dataclass(frozen=True)
