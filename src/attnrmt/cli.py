@@ -312,14 +312,8 @@ def command_submit(args: argparse.Namespace) -> int:
     refused (exit 1) while the run's driver job is queued or running."""
     from attnrmt.driver import DriverAlive, DriverRequest, follow_hint, submit
 
-    request = DriverRequest(
-        time=args.time,
-        cpus_per_task=args.cpus_per_task,
-        mem=args.mem,
-        partition=args.partition,
-        account=args.account,
-        extra=tuple(args.sbatch or ()),
-    )
+    asked = {n: getattr(args, n) for n in ("time", "cpus_per_task", "mem", "partition", "account")}
+    request = DriverRequest(**asked, extra=tuple(args.sbatch or ()))
     try:
         record = submit(args.config, args.profile, request, args.snakefile, args.cores)
     except DriverAlive as alive:

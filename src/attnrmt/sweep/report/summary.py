@@ -42,15 +42,12 @@ def tally_cells(run_plan: Any, run_dir: Path, since: float | None) -> CellTally:
     planned = computed = reused = missing = failed = 0
     for sweep in run_plan.sweeps.values():
         count = count_sweep(sweep, run_dir / sweep.name)
-        fresh_files = [
-            file
+        fresh = sum(
+            _computed_cells(file.path)
             for file in count.files
-            if file.planned
-            and file.path.parent.name == FRAGMENTS_DIRNAME
-            and since is not None
-            and file.mtime >= since
-        ]
-        fresh = sum(_computed_cells(file.path) for file in fresh_files)
+            if since is not None and file.planned and file.mtime >= since
+            if file.path.parent.name == FRAGMENTS_DIRNAME
+        )
         planned += count.cells
         computed += fresh
         reused += len(count.done) - fresh
