@@ -52,14 +52,8 @@ BUILTIN_WEIGHTS: tuple[str, ...] = ("mean", "last", "optimal", "harmonic")
 SIGNIFICANT_DIGITS: int = 12
 
 #: CellResult fields with a top-k dimension (``docs/data-contract.md``, "cells.zarr").
-TOP_K_FIELDS: tuple[str, ...] = (
-    "top_eigenvalues",
-    "overlap_signal",
-    "overlap_class_mean",
-    "overlap_table_mean",
-    "pop_top_eigenvalues",
-    "pop_overlap_signal",
-)
+TOP_K_FIELDS: tuple[str, ...] = ("top_eigenvalues", "overlap_signal", "overlap_class_mean")
+TOP_K_FIELDS += ("overlap_table_mean", "pop_top_eigenvalues", "pop_overlap_signal")
 
 #: Pooling scalars, measured per replicate (random only for ``causal_attention``).
 POOLING_FIELDS: tuple[str, ...] = ("alpha", "kappa", "sigma")
@@ -289,14 +283,9 @@ _CONTRACT_ATTR_KEYS: tuple[str, ...] = ("long_name", "units", "comment")
 #: Per-spike fields of a K-class cell (``spike`` dimension: the top ``K - 1`` spikes
 #: centred, ``K`` uncentred); stored only by sweeps with ``classes`` (docs/data-contract.md,
 #: "K-class sweeps").
-SPIKE_FIELDS: tuple[str, ...] = (
-    "spike_strength_table",
-    "spike_strength_signal",
-    "spike_overlap_table",
-    "spike_overlap_signal",
-    "spike_pop_overlap_table",
-    "spike_pop_overlap_signal",
-)
+SPIKE_FIELDS: tuple[str, ...] = ("spike_strength_table", "spike_strength_signal")
+SPIKE_FIELDS += ("spike_overlap_table", "spike_overlap_signal")
+SPIKE_FIELDS += ("spike_pop_overlap_table", "spike_pop_overlap_signal")
 
 
 def with_variable_attrs(dataset: Any, missing: str = "raise") -> Any:
@@ -364,18 +353,9 @@ SWEEP_TABLES: tuple[str, ...] = (
 #: Figures: each sweep's ``results/<run>/<sweep>/figures/<name>.<format>`` (drawn by
 #: :func:`attnrmt.analysis.figures.make_figures`), but :data:`RUN_FIGURES`, drawn from
 #: several sweeps, in ``results/<run>/figures/`` (``docs/data-contract.md``, "Files").
-FIGURES: tuple[str, ...] = (
-    "spectra",
-    "outlier_vs_snr",
-    "phase_diagram",
-    "pooling",
-    "causal_weights",
-    "downstream",
-    "finite_size",
-    "centring",
-    "classes_spikes",  # K classes
-    "universality",
-)
+FIGURES: tuple[str, ...] = ("spectra", "outlier_vs_snr", "phase_diagram", "pooling")
+FIGURES += ("causal_weights", "downstream", "finite_size", "centring", "classes_spikes")
+FIGURES += ("universality",)
 RUN_FIGURES: tuple[str, ...] = ("universality",)
 #: The description in the PNG of a figure drawn without data (a placeholder, so that the
 #: rules' outputs stay fixed); the report leaves such figures out.
