@@ -111,8 +111,8 @@ def estimated_cell_seconds(
     kwargs: Mapping[str, Any], seconds_per_work: float = DEFAULT_SECONDS_PER_WORK
 ) -> float:
     """Estimated single-core seconds of ``simulate_cell(**kwargs)``."""
-    point = (kwargs[name] for name in ("d", "delta", "gamma", "T", "weights"))
-    work = cell_work(*point, kwargs.get("spectrum", "full"))
+    k, spectrum = kwargs, kwargs.get("spectrum", "full")
+    work = cell_work(k["d"], k["delta"], k["gamma"], k["T"], k["weights"], spectrum)
     return CELL_OVERHEAD_SECONDS + work * seconds_per_work
 
 

@@ -71,9 +71,10 @@ def placed_axis(
     from attnrmt.theory.predict import predict_point
 
     T = axes["T"][0]
-    setting = [axes["delta"][0], axes["gamma"][0], 1.0, T]
-    models = positional_specs[(axes["positional"][0], T)], weights_specs[(axes["weights"][0], T)]
-    point = predict_point(*setting, *models, axes["centered"][0], VARIANTS)
+    positional = positional_specs[(axes["positional"][0], T)]
+    weights = weights_specs[(axes["weights"][0], T)]
+    delta, gamma, centered = (axes[axis][0] for axis in ("delta", "gamma", "centered"))
+    point = predict_point(delta, gamma, 1.0, T, positional, weights, centered, VARIANTS)
     thresholds = {  # "<variant> <transition>": snr of each transition in around
         f"{variant} {transition}": float(point[f"threshold_snr_{transition}"].sel(variant=variant))
         for variant in VARIANTS
