@@ -78,17 +78,10 @@ def fragment_timing(file: FragmentFile, block: Any) -> FragmentTiming | None:
         except (OSError, ValueError):  # absent, replaced or damaged
             return None
         work = np.array([planned_cell_work(cell) for cell in block.cells])
-        _TIMINGS[key] = (
-            FragmentTiming(
-                mtime=file.mtime,
-                n_cells=int(computed.size),
-                computed_seconds=float(seconds[computed].sum()),
-                computed_work=float(work[computed].sum()),
-                n_computed=int(computed.sum()),
-            )
-            if computed.size == len(block.cells)
-            else None
-        )
+        _TIMINGS[key] = None  # a fragment of another plan's block
+        if computed.size == work.size:
+            sums = float(seconds[computed].sum()), float(work[computed].sum())
+            _TIMINGS[key] = FragmentTiming(file.mtime, computed.size, *sums, int(computed.sum()))
     return _TIMINGS[key]
 
 
