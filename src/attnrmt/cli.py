@@ -686,22 +686,16 @@ def build_parser() -> argparse.ArgumentParser:
         ("--T", int, 8, "sequence length (default 8)"),
     ):
         theory.add_argument(flag, type=kind, default=default, help=help)
+    weights = "weights: mean, last, optimal, harmonic"
+    for flag, default, names, kind in (
+        ("--positional", "iid", "positional model: a name (iid)", '"prefix", "L": 4'),
+        ("--weights", "mean", weights, '"causal_limit", "tau": 1.0'),
+    ):
+        help = f"{names} or JSON, e.g. '{{\"kind\": {kind}}}'"
+        theory.add_argument(flag, default=default, help=help)
+    variants = ("both", "paper", "finite_vocab")
     theory.add_argument(
-        "--positional",
-        default="iid",
-        help='positional model: a name (iid) or JSON, e.g. \'{"kind": "prefix", "L": 4}\'',
-    )
-    theory.add_argument(
-        "--weights",
-        default="mean",
-        help="weights: mean, last, optimal, harmonic or JSON, e.g. "
-        '\'{"kind": "causal_limit", "tau": 1.0}\'',
-    )
-    theory.add_argument(
-        "--variant",
-        choices=("both", "paper", "finite_vocab"),
-        default="both",
-        help="which theta (default: both)",
+        "--variant", choices=variants, default="both", help="which theta (default: both)"
     )
     theory.add_argument(
         "--config",
