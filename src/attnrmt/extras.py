@@ -1,14 +1,6 @@
-"""Which optional extra a command needs, and the one message when it is missing.
-
-The base install (``pip install attnrmt``) reads results and computes the model and the
-theory. Running sweeps needs ``attnrmt[workflow]`` (Snakemake, the Dask cluster, figures,
-the report); clusters need ``attnrmt[hpc]`` (dask-jobqueue, Snakemake's SLURM executor);
-``attnrmt[all]`` is both. :func:`require_extra` raises :class:`MissingExtra` naming the
-extra and the pip command, so a command that needs one says so instead of failing deep
-inside with an ``ImportError``.
-
-Cost: one :func:`importlib.util.find_spec` per module of the extra (no import).
-"""
+"""Which optional extra a command needs (``workflow``: running sweeps; ``hpc``: clusters;
+docs/python-api.md), and the one message naming the pip command when it is missing.
+Cost: one :func:`importlib.util.find_spec` per module of the extra (no import)."""
 
 from __future__ import annotations
 
