@@ -1,13 +1,6 @@
-"""Where the Snakemake workflow is: the checkout's top-level ``workflow/`` (Snakemake
-catalog layout: ``Snakefile``, ``rules/``, ``schemas/``, ``profiles/``, ``report/``).
-
-The package reaches it through ``attnrmt/workflow/files``: in a checkout a link to
-``workflow/``, in a wheel a copy made at build time (``package-data``), so ``attnrmt run``
-runs :data:`SNAKEFILE` from any directory (results under ``./results/``). A checkout's
-root ``Snakefile`` includes ``workflow/Snakefile`` directly, so ``snakemake`` there runs
-the checkout's own rules whatever is installed (docs/architecture.md). A profile is named
-by a directory or by the name of a shipped one (:func:`profile_path`).
-"""
+"""Where the Snakemake workflow is: ``attnrmt/workflow/files``, in a checkout a link to the
+top-level ``workflow/``, in a wheel a copy made at build time, so ``attnrmt run`` runs
+:data:`SNAKEFILE` from any directory (docs/architecture.md); and the profile look-up."""
 
 from __future__ import annotations
 

@@ -1,11 +1,6 @@
-"""``attnrmt init [DIR]``: a commented starter config and a site profile to edit.
-
-Writes ``DIR/config.yaml`` (:data:`STARTER_CONFIG`, shipped with the package: a small
-valid sweep with every common key explained) and ``DIR/profiles/<name>/`` (a copy of a
-shipped profile, :data:`attnrmt.workflow.PROFILES_DIR`; default ``slurm-dask``), then
-``attnrmt run DIR/config.yaml [--profile DIR/profiles/<name>]`` works from ``DIR``. Files
-that exist are left alone (:class:`ValueError`) unless ``overwrite``. O(files copied).
-"""
+"""``attnrmt init [DIR]``: ``DIR/config.yaml`` (:data:`STARTER_CONFIG`, a small valid sweep
+with every common key explained) and ``DIR/profiles/<name>/`` (a copy of a shipped profile)
+to edit (docs/cluster.md). O(files copied)."""
 
 from __future__ import annotations
 
