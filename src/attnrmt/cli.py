@@ -687,12 +687,12 @@ def build_parser() -> argparse.ArgumentParser:
     ):
         theory.add_argument(flag, type=kind, default=default, help=help)
     weights = "weights: mean, last, optimal, harmonic"
-    for flag, default, names, kind in (
+    for flag, name, what, example in (
         ("--positional", "iid", "positional model: a name (iid)", '"prefix", "L": 4'),
         ("--weights", "mean", weights, '"causal_limit", "tau": 1.0'),
     ):
-        help = f"{names} or JSON, e.g. '{{\"kind\": {kind}}}'"
-        theory.add_argument(flag, default=default, help=help)
+        help = f"{what} or JSON, e.g. '{{\"kind\": {example}}}'"
+        theory.add_argument(flag, default=name, help=help)
     variants = ("both", "paper", "finite_vocab")
     theory.add_argument(
         "--variant", choices=variants, default="both", help="which theta (default: both)"
