@@ -1,12 +1,8 @@
 """Where a run stands (docs/cluster.md, "Long sweeps"): per sweep, cells done / failed /
-pending (:mod:`attnrmt.sweep.report.progress`), pending split into running and queued
-while a live Snakemake holds a token (else missing), throughput and an ETA. Read-only.
-
-Over the fragments finished in the last :data:`RATE_WINDOW_SECONDS` at ``t_1 <= ... <=
-t_k``: ``cells_per_second = sum_{i>=2} cells_i / (t_k - t_1)``, ``busy_cores`` the same
-with ``compute_seconds``; ``seconds_per_work`` is recalibrated from the newest computed
-cells; ETA = pending cells' one-core seconds / busy cores. Cost: O(fragments) ``stat``
-calls, O(planned cells), two members of at most :data:`MAX_TIMED_FRAGMENTS` fragments."""
+pending, pending split into running and queued while a live Snakemake holds a token (else
+missing), throughput over the fragments finished in the last :data:`RATE_WINDOW_SECONDS`
+(:func:`throughput`) and the ETA. Read-only. Cost: O(fragments) ``stat`` calls, O(planned
+cells), two members of at most :data:`MAX_TIMED_FRAGMENTS` fragments."""
 
 from __future__ import annotations
 
@@ -119,8 +115,9 @@ def recalibrated_seconds_per_work(
 def throughput(
     timings: Sequence[FragmentTiming], now: float, window_seconds: float = RATE_WINDOW_SECONDS
 ) -> tuple[float | None, float | None]:
-    """``(cells_per_second, busy_cores)`` over the last ``window_seconds`` (module docstring);
-    ``(None, None)`` with fewer than two fragments or one instant."""
+    """``(cells_per_second, busy_cores)`` over the fragments finished in the last
+    ``window_seconds`` at ``t_1 <= ... <= t_k``: ``sum_{i>=2} cells_i / (t_k - t_1)``, and the
+    same of ``compute_seconds``; ``(None, None)`` with fewer than two fragments or one instant."""
     recent = sorted(
         (timing for timing in timings if now - window_seconds <= timing.mtime <= now + 1.0),
         key=lambda timing: timing.mtime,
