@@ -125,9 +125,10 @@ def test_count_without_results_is_all_pending(tmp_path: Path) -> None:
 def test_plan_lists_recorded_failures_of_cells_still_planned(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    from attnrmt.sweep import load_config, plan_run, store
+    from attnrmt.sweep import load_config, plan_run
     from attnrmt.sweep.report.failed_cells import failed_cells_table
     from attnrmt.sweep.run.failures import failed_blocks
+    from attnrmt.sweep.store import failures as failure_records
 
     config = load_config(SMALL)
     run_plan = plan_run(config)
@@ -142,7 +143,7 @@ def test_plan_lists_recorded_failures_of_cells_still_planned(
         "cause": "out_of_memory",
     }
     gone = dict(failed, key="0" * 64)  # a cell no longer in the config
-    store.record_block_failures(fragment, [failed, gone])
+    failure_records.record_block_failures(fragment, [failed, gone])
     arguments = ["plan", str(SMALL), "--results", str(tmp_path), "--no-calibrate"]
     assert cli.main([*arguments, "--json"]) == 0
     rows = {row["sweep"]: row for row in json.loads(capsys.readouterr().out)["sweeps"]}
@@ -169,7 +170,7 @@ def test_plan_lists_recorded_failures_of_cells_still_planned(
         cell.positional,
         cell.snr,
     ]
-    store.clear_block_failures(fragment)
+    failure_records.clear_block_failures(fragment)
     assert cli.main(arguments) == 0
     assert "failed cells" not in capsys.readouterr().out
     assert failed_blocks(run_plan, run_dir)["transition"] == set()
