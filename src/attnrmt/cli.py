@@ -37,10 +37,7 @@ EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a tool killed 
 def calibrate_seconds_per_work(run_dir: Path) -> tuple[float, str]:
     """Seconds per work unit on this machine and its source: kept in an existing run directory
     (identical estimates), else measured and not kept (``attnrmt plan`` creates no folder)."""
-    from attnrmt.sweep.run.calibration import (
-        cached_seconds_per_work,
-        calibrate_seconds_per_work,
-    )
+    from attnrmt.sweep.run.calibration import cached_seconds_per_work, calibrate_seconds_per_work
     from attnrmt.sweep.store.layout import RunLayout
 
     if run_dir.is_dir():
@@ -315,14 +312,8 @@ def command_submit(args: argparse.Namespace) -> int:
     refused (exit 1) while the run's driver job is queued or running."""
     from attnrmt.driver import DriverAlive, DriverRequest, follow_hint, submit
 
-    request = DriverRequest(
-        time=args.time,
-        cpus_per_task=args.cpus_per_task,
-        mem=args.mem,
-        partition=args.partition,
-        account=args.account,
-        extra=tuple(args.sbatch or ()),
-    )
+    asked = {n: getattr(args, n) for n in ("time", "cpus_per_task", "mem", "partition", "account")}
+    request = DriverRequest(**asked, extra=tuple(args.sbatch or ()))
     try:
         record = submit(args.config, args.profile, request, args.snakefile, args.cores)
     except DriverAlive as alive:
@@ -695,22 +686,16 @@ def build_parser() -> argparse.ArgumentParser:
         ("--T", int, 8, "sequence length (default 8)"),
     ):
         theory.add_argument(flag, type=kind, default=default, help=help)
+    weights = "weights: mean, last, optimal, harmonic"
+    for flag, name, what, example in (
+        ("--positional", "iid", "positional model: a name (iid)", '"prefix", "L": 4'),
+        ("--weights", "mean", weights, '"causal_limit", "tau": 1.0'),
+    ):
+        help = f"{what} or JSON, e.g. '{{\"kind\": {example}}}'"
+        theory.add_argument(flag, default=name, help=help)
+    variants = ("both", "paper", "finite_vocab")
     theory.add_argument(
-        "--positional",
-        default="iid",
-        help='positional model: a name (iid) or JSON, e.g. \'{"kind": "prefix", "L": 4}\'',
-    )
-    theory.add_argument(
-        "--weights",
-        default="mean",
-        help="weights: mean, last, optimal, harmonic or JSON, e.g. "
-        '\'{"kind": "causal_limit", "tau": 1.0}\'',
-    )
-    theory.add_argument(
-        "--variant",
-        choices=("both", "paper", "finite_vocab"),
-        default="both",
-        help="which theta (default: both)",
+        "--variant", choices=variants, default="both", help="which theta (default: both)"
     )
     theory.add_argument(
         "--config",

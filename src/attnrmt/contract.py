@@ -7,6 +7,7 @@ imports nothing from the package, so every room (model, theory, sweep, analysis)
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from typing import Any, SupportsFloat
 
@@ -51,14 +52,8 @@ BUILTIN_WEIGHTS: tuple[str, ...] = ("mean", "last", "optimal", "harmonic")
 SIGNIFICANT_DIGITS: int = 12
 
 #: CellResult fields with a top-k dimension (``docs/data-contract.md``, "cells.zarr").
-TOP_K_FIELDS: tuple[str, ...] = (
-    "top_eigenvalues",
-    "overlap_signal",
-    "overlap_class_mean",
-    "overlap_table_mean",
-    "pop_top_eigenvalues",
-    "pop_overlap_signal",
-)
+TOP_K_FIELDS: tuple[str, ...] = ("top_eigenvalues", "overlap_signal", "overlap_class_mean")
+TOP_K_FIELDS += ("overlap_table_mean", "pop_top_eigenvalues", "pop_overlap_signal")
 
 #: Pooling scalars, measured per replicate (random only for ``causal_attention``).
 POOLING_FIELDS: tuple[str, ...] = ("alpha", "kappa", "sigma")
@@ -97,22 +92,24 @@ def round_significant(value: SupportsFloat) -> float:
 #: characters (``xarray.plot.utils.label_from_attrs``).
 LONG_NAME_WIDTH: int = 30
 
-_S_SCALE = "dimensionless; eigenvalue scale of S, kappa included"
-_KAPPA_SCALE = "dimensionless; in units of kappa = ||w||^2"
-_SNR_SCALE = "dimensionless; on the snr = ||mu||^2 scale"
-_FRACTION = "dimensionless fraction in [0, 1]"
-_COUNT = "count"
-_INDEX = "0-based index"
+_SCALES = {
+    "S": "dimensionless; eigenvalue scale of S, kappa included",
+    "K": "dimensionless; in units of kappa = ||w||^2",
+    "SNR": "dimensionless; on the snr = ||mu||^2 scale",
+    "F": "dimensionless fraction in [0, 1]",
+    "I": "0-based index",
+}
 
 
-def _quantity(long_name: str, comment: str, units: str | None = None) -> dict[str, str]:
-    """Attributes of a numeric variable: ``units`` only when it has a dimension."""
-    return {"long_name": long_name, **({"units": units} if units else {}), "comment": comment}
-
-
-def _label(long_name: str, comment: str) -> dict[str, str]:
-    """Attributes of a string or boolean variable: CF gives those no ``units``."""
-    return {"long_name": long_name, "comment": comment}
+def _attrs_table(text: str) -> dict[str, dict[str, str]]:
+    """``name :: long_name :: comment [:: units]`` lines (an indented line continues the one
+    above; ``#`` lines are headings) -> attributes, ``{S}`` etc. from :data:`_SCALES`. O(lines)."""
+    lines = re.sub(r"\n +", " ", text.strip()).splitlines()
+    rows = [line.format(**_SCALES).split(" :: ") for line in lines if not line.startswith("#")]
+    return {
+        name: {"long_name": long_name, **({"units": units[0]} if units else {}), "comment": note}
+        for name, long_name, note, *units in rows
+    }
 
 
 #: ``long_name``, ``units`` (dimensional quantities only) and ``comment`` of every variable
@@ -120,328 +117,175 @@ def _label(long_name: str, comment: str) -> dict[str, str]:
 #: (``docs/data-contract.md``, "Units"): one table, applied by every writer and by
 #: ``open_results``. A name shared by the cells and theory stores (``pop_overlap_signal``)
 #: means the same quantity, measured in one and predicted in the other.
-VARIABLE_ATTRS: dict[str, dict[str, str]] = {
-    # ---- axes and index coordinates
-    "d": _quantity("dimension d", "embedding dimension (count)"),
-    "delta": _quantity("delta = d/V", "nominal ratio of dimension to vocabulary size"),
-    "gamma": _quantity("gamma = d/N", "nominal ratio of dimension to sample count"),
-    "T": _quantity("sequence length T", _COUNT),
-    "positional": _label("positional model", "positional sign model (named in the config)"),
-    "weights": _label("pooling weights", "weights model (named in the config or built-in)"),
-    "snr": _quantity("signal strength snr", "snr = ||mu||^2 (dimensionless)"),
-    "centered": _label("centred", "pooled vectors centred before forming S"),
-    "table": _label(
-        "table law",
-        "law of the table noise z_v (named in the config; docs/model.md, Table laws)",
-    ),
-    "replicate": _quantity("replicate", _INDEX),
-    "k": _quantity("top-k index", _INDEX + " (0 = largest)"),
-    "eig": _quantity("eigenvalue index", _INDEX + " (ascending; NaN-padded beyond d)"),
-    "position": _quantity("position t", _INDEX + " in the sequence (NaN-padded beyond T)"),
-    "variant": _label("theory variant", "theory variant of the spike strength theta"),
-    "transition": _label("BBP transition", "population: Sigma_E, sample: S"),
-    "boot": _quantity("bootstrap resample", _INDEX),
-    # ---- cells.zarr (measured)
-    "eigenvalues": _quantity("eigenvalues of S", "ascending; " + _S_SCALE),
-    "top_eigenvalues": _quantity("top eigenvalues of S", "largest k, descending; " + _S_SCALE),
-    "overlap_signal": _quantity(
-        "squared overlap with u", "eigenvector k of S with u = mu/||mu||; " + _FRACTION
-    ),
-    "overlap_class_mean": _quantity(
-        "squared overlap, class means",
-        "eigenvector k of S with the table's class-mean difference; " + _FRACTION,
-    ),
-    "overlap_table_mean": _quantity(
-        "squared overlap, table mean", "eigenvector k of S with the table mean; " + _FRACTION
-    ),
-    "pop_top_eigenvalues": _quantity(
-        "top eigenvalues of Sigma_E",
-        "largest k of the population covariance given the table; " + _S_SCALE,
-    ),
-    "pop_overlap_signal": _quantity(
-        "population overlap with u",
-        "squared overlap of the population eigenvector (k-th when k is a dimension) with "
-        "u = mu/||mu||; " + _FRACTION,
-    ),
-    "alpha": _quantity("signal gain alpha", "alpha = w^T R w of the pooling (dimensionless)"),
-    "kappa": _quantity("noise gain kappa", "kappa = ||w||^2 of the pooling (dimensionless)"),
-    "sigma": _quantity("weight sum sigma", "sigma = sum_t w_t of the pooling (dimensionless)"),
-    "alpha_replicate": _quantity(
-        "alpha per replicate", "w^T R w of each replicate (dimensionless)"
-    ),
-    "kappa_replicate": _quantity(
-        "kappa per replicate", "||w||^2 of each replicate (dimensionless)"
-    ),
-    "sigma_replicate": _quantity(
-        "sigma per replicate", "sum_t w_t of each replicate (dimensionless)"
-    ),
-    "V": _quantity("vocabulary size V", "realised (count)"),
-    "N": _quantity("sample count N", "realised (count)"),
-    "compute_seconds": _quantity("compute time", "wall time of the cell", "s"),
-    "effective_weights": _quantity(
-        "pooling weight w_t",
-        "weights used (the measured mean for causal_attention; dimensionless)",
-    ),
-    "downstream_accuracy": _quantity(
-        "downstream accuracy",
-        "test accuracy of the ridge readout of the label y (K classes: of the sequence "
-        "class, one-vs-rest; NaN if no label); " + _FRACTION,
-    ),
-    "cell_key": _label("cell key", "sha256 content key of the cell ('' if absent)"),
-    "environment_id": _quantity(
-        "environment id", "index into the environments attribute (0 = unknown)"
-    ),
-    "peak_memory_bytes": _quantity(
-        "peak memory",
-        "peak resident memory of the worker process by the end of the cell (-1 = unknown)",
-        "byte",
-    ),
-    "attempt": _quantity("block attempt", "attempt that computed the cell (count; 0 = unknown)"),
-    # ---- theory.zarr (predicted; attnrmt.theory.predict)
-    "bulk_lower_edge": _quantity("bulk lower edge", "left edge of the bulk of S; " + _S_SCALE),
-    "bulk_upper_edge": _quantity("bulk upper edge", "right edge of the bulk of S; " + _S_SCALE),
-    "bulk_atom": _quantity("bulk atom at 0", "mass of the bulk's atom at 0; " + _FRACTION),
-    "pop_bulk_edge": _quantity(
-        "population bulk edge",
-        "right edge of the bulk of Sigma_E, kappa (1 + sqrt(delta))^2; " + _S_SCALE,
-    ),
-    "pop_outlier": _quantity(
-        "population outlier", "outlier of Sigma_E (NaN below threshold); " + _S_SCALE
-    ),
-    "sample_outlier": _quantity(
-        "sample outlier", "outlier of S (NaN below threshold); " + _S_SCALE
-    ),
-    "pop_top_eigenvalue": _quantity(
-        "population top eigenvalue",
-        "top eigenvalue of Sigma_E: outlier above threshold, bulk edge below; " + _S_SCALE,
-    ),
-    "sample_top_eigenvalue": _quantity(
-        "sample top eigenvalue",
-        "top eigenvalue of S: outlier above threshold, bulk upper edge below; " + _S_SCALE,
-    ),
-    "sample_overlap_signal": _quantity(
-        "sample overlap with u",
-        "squared overlap of the top sample eigenvector with u = mu/||mu||; " + _FRACTION,
-    ),
-    "threshold_snr_population": _quantity(
-        "population threshold", "snr at the population BBP threshold; " + _SNR_SCALE
-    ),
-    "threshold_snr_sample": _quantity(
-        "sample threshold", "snr at the sample BBP threshold; " + _SNR_SCALE
-    ),
-    "theta": _quantity("spike strength theta", "signal spike strength; " + _KAPPA_SCALE),
-    "delta_effective": _quantity("effective delta", "ratio d/V of the realised sizes"),
-    "gamma_effective": _quantity("effective gamma", "ratio d/N of the realised sizes"),
-    "mean_spike_outlier": _quantity(
-        "mean-spike outlier",
-        "sample outlier of the uncentred mean spike (NaN where centred or below "
-        "threshold); " + _S_SCALE,
-    ),
-    "mean_spike_pop_outlier": _quantity(
-        "mean-spike population outlier",
-        "population outlier of the uncentred mean spike (NaN where centred or below "
-        "threshold); " + _S_SCALE,
-    ),
-    "mean_spike_overlap": _quantity(
-        "mean-spike overlap",
-        "squared overlap of the sample eigenvector with the table mean (NaN where "
-        "centred); " + _FRACTION,
-    ),
-    "no_theory": _label(
-        "why no theory",
-        "per table law: why its predictions are NaN ('' where it has theory; "
-        "docs/model.md, Table laws)",
-    ),
-    # ---- analysis.zarr (estimated)
-    "bulk_ks": _quantity(
-        "bulk KS distance", "KS distance of the bulk from kappa MP_delta [x] MP_gamma; " + _FRACTION
-    ),
-    "bulk_n_outliers": _quantity(
-        "eigenvalues above the bulk", "beyond the bulk edge margin (count)"
-    ),
-    "bulk_zero_fraction": _quantity(
-        "zero eigenvalues", "fraction of zero eigenvalues; " + _FRACTION
-    ),
-    "bulk_lower_edge_emp": _quantity(
-        "measured bulk lower edge", "smallest non-zero eigenvalue; " + _S_SCALE
-    ),
-    "bulk_upper_edge_emp": _quantity(
-        "measured bulk upper edge", "largest bulk eigenvalue; " + _S_SCALE
-    ),
-    "bulk_lower_edge_th": _quantity("theory bulk lower edge", _S_SCALE),
-    "bulk_upper_edge_th": _quantity("theory bulk upper edge", _S_SCALE),
-    "bulk_atom_th": _quantity("theory atom at 0", "mass of the atom at 0; " + _FRACTION),
-    "threshold_estimate": _quantity(
-        "threshold snr", "empirical threshold (NaN when a bound); " + _SNR_SCALE
-    ),
-    "threshold_ci_low": _quantity(
-        "threshold CI low", "lower end of the threshold's CI or bound; " + _SNR_SCALE
-    ),
-    "threshold_ci_high": _quantity(
-        "threshold CI high", "upper end of the threshold's CI or bound; " + _SNR_SCALE
-    ),
-    "threshold_extrapolated": _quantity(
-        "extrapolated threshold", "snr where the fitted theta line crosses theta_c; " + _SNR_SCALE
-    ),
-    "threshold_bound": _quantity(
-        "threshold bound", "is the threshold a bound (a flag: see flag_meanings; dimensionless)"
-    ),
-    "threshold_n_detected": _quantity(
-        "detected snr points", "snr points with a detected outlier (count)"
-    ),
-    "threshold_boot": _quantity(
-        "bootstrap threshold", "bootstrap threshold crossings; " + _SNR_SCALE
-    ),
-    "theta_slope": _quantity(
-        "theta_hat slope", "d theta_hat / d snr (dimensionless; kappa per snr)"
-    ),
-    "theta_slope_shared": _quantity(
-        "shared theta_hat slope",
-        "d theta_hat / d snr shared by every d of a curve (dimensionless; kappa per snr)",
-    ),
-    "slope_consistency_p": _quantity(
-        "slope consistency p",
-        "p-value of the test that every d of a curve has the same theta_hat slope (dimensionless)",
-    ),
-    "theta_intercept": _quantity("theta_hat at snr 0", "intercept; " + _KAPPA_SCALE),
-    "theta_offset": _quantity(
-        "theta_hat offset", "intercept / slope (paper 0, finite_vocab delta); " + _SNR_SCALE
-    ),
-    "theta_critical": _quantity("critical theta_c", "critical spike strength; " + _KAPPA_SCALE),
-    "theta_hat": _quantity(
-        "inferred theta_hat", "spike strength from the outlier; " + _KAPPA_SCALE
-    ),
-    "fss_limit": _quantity(
-        "d -> inf threshold",
-        "threshold extrapolated to d -> inf, averaged over the laws; " + _SNR_SCALE,
-    ),
-    "fss_slope": _quantity(
-        "finite-size slope b", "coefficient of d^(-w) of the law fss_law; " + _SNR_SCALE
-    ),
-    "fss_ci_low": _quantity("d -> inf CI low", "lower end of the limit's CI; " + _SNR_SCALE),
-    "fss_ci_high": _quantity("d -> inf CI high", "upper end of the limit's CI; " + _SNR_SCALE),
-    "fss_n_d": _quantity("d values in the fit", "distinct d of the finite-size fit (count)"),
-    "fss_law": _quantity(
-        "finite-size law w",
-        "exponent w of the law a + b d^(-w) of largest Akaike weight (dimensionless)",
-    ),
-    "fss_law_weight": _quantity(
-        "weight of the law", "Akaike weight of fss_law among the candidate laws (dimensionless)"
-    ),
-}
+VARIABLE_ATTRS: dict[str, dict[str, str]] = _attrs_table(
+    """
+# axes and index coordinates
+d :: dimension d :: embedding dimension (count)
+delta :: delta = d/V :: nominal ratio of dimension to vocabulary size
+gamma :: gamma = d/N :: nominal ratio of dimension to sample count
+T :: sequence length T :: count
+positional :: positional model :: positional sign model (named in the config)
+weights :: pooling weights :: weights model (named in the config or built-in)
+snr :: signal strength snr :: snr = ||mu||^2 (dimensionless)
+centered :: centred :: pooled vectors centred before forming S
+table :: table law :: law of the table noise z_v (named in the config; docs/model.md, Table
+    laws)
+replicate :: replicate :: {I}
+k :: top-k index :: {I} (0 = largest)
+eig :: eigenvalue index :: {I} (ascending; NaN-padded beyond d)
+position :: position t :: {I} in the sequence (NaN-padded beyond T)
+variant :: theory variant :: theory variant of the spike strength theta
+transition :: BBP transition :: population: Sigma_E, sample: S
+boot :: bootstrap resample :: {I}
+# cells.zarr (measured)
+eigenvalues :: eigenvalues of S :: ascending; {S}
+top_eigenvalues :: top eigenvalues of S :: largest k, descending; {S}
+overlap_signal :: squared overlap with u :: eigenvector k of S with u = mu/||mu||; {F}
+overlap_class_mean :: squared overlap, class means :: eigenvector k of S with the table's
+    class-mean difference; {F}
+overlap_table_mean :: squared overlap, table mean :: eigenvector k of S with the table mean; {F}
+pop_top_eigenvalues :: top eigenvalues of Sigma_E :: largest k of the population covariance
+    given the table; {S}
+pop_overlap_signal :: population overlap with u :: squared overlap of the population eigenvector
+    (k-th when k is a dimension) with u = mu/||mu||; {F}
+alpha :: signal gain alpha :: alpha = w^T R w of the pooling (dimensionless)
+kappa :: noise gain kappa :: kappa = ||w||^2 of the pooling (dimensionless)
+sigma :: weight sum sigma :: sigma = sum_t w_t of the pooling (dimensionless)
+alpha_replicate :: alpha per replicate :: w^T R w of each replicate (dimensionless)
+kappa_replicate :: kappa per replicate :: ||w||^2 of each replicate (dimensionless)
+sigma_replicate :: sigma per replicate :: sum_t w_t of each replicate (dimensionless)
+V :: vocabulary size V :: realised (count)
+N :: sample count N :: realised (count)
+compute_seconds :: compute time :: wall time of the cell :: s
+effective_weights :: pooling weight w_t :: weights used (the measured mean for causal_attention;
+    dimensionless)
+downstream_accuracy :: downstream accuracy :: test accuracy of the ridge readout of the label y
+    (K classes: of the sequence class, one-vs-rest; NaN if no label); {F}
+cell_key :: cell key :: sha256 content key of the cell ('' if absent)
+environment_id :: environment id :: index into the environments attribute (0 = unknown)
+peak_memory_bytes :: peak memory :: peak resident memory of the worker process by the end of the
+    cell (-1 = unknown) :: byte
+attempt :: block attempt :: attempt that computed the cell (count; 0 = unknown)
+# theory.zarr (predicted; attnrmt.theory.predict)
+bulk_lower_edge :: bulk lower edge :: left edge of the bulk of S; {S}
+bulk_upper_edge :: bulk upper edge :: right edge of the bulk of S; {S}
+bulk_atom :: bulk atom at 0 :: mass of the bulk's atom at 0; {F}
+pop_bulk_edge :: population bulk edge :: right edge of the bulk of Sigma_E, kappa (1 +
+    sqrt(delta))^2; {S}
+pop_outlier :: population outlier :: outlier of Sigma_E (NaN below threshold); {S}
+sample_outlier :: sample outlier :: outlier of S (NaN below threshold); {S}
+pop_top_eigenvalue :: population top eigenvalue :: top eigenvalue of Sigma_E: outlier above
+    threshold, bulk edge below; {S}
+sample_top_eigenvalue :: sample top eigenvalue :: top eigenvalue of S: outlier above threshold,
+    bulk upper edge below; {S}
+sample_overlap_signal :: sample overlap with u :: squared overlap of the top sample eigenvector
+    with u = mu/||mu||; {F}
+threshold_snr_population :: population threshold :: snr at the population BBP threshold; {SNR}
+threshold_snr_sample :: sample threshold :: snr at the sample BBP threshold; {SNR}
+theta :: spike strength theta :: signal spike strength; {K}
+delta_effective :: effective delta :: ratio d/V of the realised sizes
+gamma_effective :: effective gamma :: ratio d/N of the realised sizes
+mean_spike_outlier :: mean-spike outlier :: sample outlier of the uncentred mean spike (NaN
+    where centred or below threshold); {S}
+mean_spike_pop_outlier :: mean-spike population outlier :: population outlier of the uncentred
+    mean spike (NaN where centred or below threshold); {S}
+mean_spike_overlap :: mean-spike overlap :: squared overlap of the sample eigenvector with the
+    table mean (NaN where centred); {F}
+no_theory :: why no theory :: per table law: why its predictions are NaN ('' where it has
+    theory; docs/model.md, Table laws)
+# analysis.zarr (estimated)
+bulk_ks :: bulk KS distance :: KS distance of the bulk from kappa MP_delta [x] MP_gamma; {F}
+bulk_n_outliers :: eigenvalues above the bulk :: beyond the bulk edge margin (count)
+bulk_zero_fraction :: zero eigenvalues :: fraction of zero eigenvalues; {F}
+bulk_lower_edge_emp :: measured bulk lower edge :: smallest non-zero eigenvalue; {S}
+bulk_upper_edge_emp :: measured bulk upper edge :: largest bulk eigenvalue; {S}
+bulk_lower_edge_th :: theory bulk lower edge :: {S}
+bulk_upper_edge_th :: theory bulk upper edge :: {S}
+bulk_atom_th :: theory atom at 0 :: mass of the atom at 0; {F}
+threshold_estimate :: threshold snr :: empirical threshold (NaN when a bound); {SNR}
+threshold_ci_low :: threshold CI low :: lower end of the threshold's CI or bound; {SNR}
+threshold_ci_high :: threshold CI high :: upper end of the threshold's CI or bound; {SNR}
+threshold_extrapolated :: extrapolated threshold :: snr where the fitted theta line crosses
+    theta_c; {SNR}
+threshold_bound :: threshold bound :: is the threshold a bound (a flag: see flag_meanings;
+    dimensionless)
+threshold_n_detected :: detected snr points :: snr points with a detected outlier (count)
+threshold_boot :: bootstrap threshold :: bootstrap threshold crossings; {SNR}
+theta_slope :: theta_hat slope :: d theta_hat / d snr (dimensionless; kappa per snr)
+theta_slope_shared :: shared theta_hat slope :: d theta_hat / d snr shared by every d of a curve
+    (dimensionless; kappa per snr)
+slope_consistency_p :: slope consistency p :: p-value of the test that every d of a curve has
+    the same theta_hat slope (dimensionless)
+theta_intercept :: theta_hat at snr 0 :: intercept; {K}
+theta_offset :: theta_hat offset :: intercept / slope (paper 0, finite_vocab delta); {SNR}
+theta_critical :: critical theta_c :: critical spike strength; {K}
+theta_hat :: inferred theta_hat :: spike strength from the outlier; {K}
+fss_limit :: d -> inf threshold :: threshold extrapolated to d -> inf, averaged over the laws;
+    {SNR}
+fss_slope :: finite-size slope b :: coefficient of d^(-w) of the law fss_law; {SNR}
+fss_ci_low :: d -> inf CI low :: lower end of the limit's CI; {SNR}
+fss_ci_high :: d -> inf CI high :: upper end of the limit's CI; {SNR}
+fss_n_d :: d values in the fit :: distinct d of the finite-size fit (count)
+fss_law :: finite-size law w :: exponent w of the law a + b d^(-w) of largest Akaike weight
+    (dimensionless)
+fss_law_weight :: weight of the law :: Akaike weight of fss_law among the candidate laws
+    (dimensionless)
+# K classes (docs/data-contract.md, "K-class sweeps")
+spike :: spike j :: {I} of a K-class spike (0 = strongest)
+spike_strength_table :: theta_j (table) :: realised spike strength theta_j of the table's class
+    means (eigenvalue j of M B M^T / kappa); {K}
+spike_strength_signal :: theta_j (signal) :: spike strength theta_j of the true class means
+    (eigenvalue j of M_mu B M_mu^T / kappa); {K}
+spike_overlap_table :: sample overlap v_j :: squared overlap of eigenvector j of S with table
+    spike direction v_j; {F}
+spike_overlap_signal :: sample overlap s_j :: squared overlap of eigenvector j of S with signal
+    spike direction s_j; {F}
+spike_pop_overlap_table :: population overlap v_j :: squared overlap of eigenvector j of Sigma_E
+    with v_j; {F}
+spike_pop_overlap_signal :: population overlap s_j :: squared overlap of eigenvector j of
+    Sigma_E with s_j; {F}
+spike_theta :: predicted theta_j :: predicted K-class spike strength; {K}
+spike_pop_outlier :: population outlier j :: predicted population outlier of spike j (K classes)
+    (NaN below threshold); {S}
+spike_sample_outlier :: sample outlier j :: predicted sample outlier of spike j (K classes) (NaN
+    below threshold); {S}
+spike_pop_eigenvalue :: population eigenvalue j+1 :: predicted eigenvalue j+1 of Sigma_E:
+    outlier above threshold, edge below; {S}
+spike_sample_eigenvalue :: sample eigenvalue j+1 :: predicted eigenvalue j+1 of S: outlier above
+    threshold, bulk edge below; {S}
+spike_pop_overlap :: predicted pop. overlap j :: predicted squared overlap of population
+    eigenvector j with its spike direction; {F}
+spike_sample_overlap :: predicted sample overlap j :: predicted squared overlap of sample
+    eigenvector j with its spike direction; {F}
+spike_threshold_population :: population threshold j :: snr at which spike j crosses the
+    population threshold; {SNR}
+spike_threshold_sample :: sample threshold j :: snr at which spike j crosses the sample
+    threshold; {SNR}
+spike_threshold_estimate :: threshold estimate j :: empirical threshold of spike j (K classes)
+    (NaN when a bound); {SNR}
+spike_threshold_ci_low :: threshold CI low j :: lower end of spike j's threshold CI or bound;
+    {SNR}
+spike_threshold_ci_high :: threshold CI high j :: upper end of spike j's threshold CI or bound;
+    {SNR}
+spike_threshold_extrapolated :: extrapolated threshold j :: snr where spike j's fitted theta
+    line crosses theta_c; {SNR}
+spike_threshold_n_detected :: detected points j :: snr points with a detected outlier of spike j
+    (K classes); count
+spike_threshold_bound :: threshold is a bound j :: is spike j's threshold a bound (a flag: see
+    flag_meanings; dimensionless)
+"""
+)
 
 #: The attributes :data:`VARIABLE_ATTRS` owns: a dataset's own values of these are replaced.
 _CONTRACT_ATTR_KEYS: tuple[str, ...] = ("long_name", "units", "comment")
 
 
-# ---- K classes (docs/data-contract.md, "K-class sweeps")
-
 #: Per-spike fields of a K-class cell (``spike`` dimension: the top ``K - 1`` spikes
-#: centred, ``K`` uncentred); stored only by sweeps with ``classes``.
-SPIKE_FIELDS: tuple[str, ...] = (
-    "spike_strength_table",
-    "spike_strength_signal",
-    "spike_overlap_table",
-    "spike_overlap_signal",
-    "spike_pop_overlap_table",
-    "spike_pop_overlap_signal",
-)
-
-_SPIKE = " of spike j (K classes)"
-VARIABLE_ATTRS.update(
-    {
-        "spike": _quantity("spike j", _INDEX + " of a K-class spike (0 = strongest)"),
-        "spike_strength_table": _quantity(
-            "theta_j (table)",
-            "realised spike strength theta_j of the table's class means (eigenvalue j of "
-            "M B M^T / kappa); " + _KAPPA_SCALE,
-        ),
-        "spike_strength_signal": _quantity(
-            "theta_j (signal)",
-            "spike strength theta_j of the true class means (eigenvalue j of "
-            "M_mu B M_mu^T / kappa); " + _KAPPA_SCALE,
-        ),
-        "spike_overlap_table": _quantity(
-            "sample overlap v_j",
-            "squared overlap of eigenvector j of S with table spike direction v_j; " + _FRACTION,
-        ),
-        "spike_overlap_signal": _quantity(
-            "sample overlap s_j",
-            "squared overlap of eigenvector j of S with signal spike direction s_j; " + _FRACTION,
-        ),
-        "spike_pop_overlap_table": _quantity(
-            "population overlap v_j",
-            "squared overlap of eigenvector j of Sigma_E with v_j; " + _FRACTION,
-        ),
-        "spike_pop_overlap_signal": _quantity(
-            "population overlap s_j",
-            "squared overlap of eigenvector j of Sigma_E with s_j; " + _FRACTION,
-        ),
-        "spike_theta": _quantity(
-            "predicted theta_j", "predicted K-class spike strength; " + _KAPPA_SCALE
-        ),
-        "spike_pop_outlier": _quantity(
-            "population outlier j",
-            "predicted population outlier" + _SPIKE + " (NaN below threshold); " + _S_SCALE,
-        ),
-        "spike_sample_outlier": _quantity(
-            "sample outlier j",
-            "predicted sample outlier" + _SPIKE + " (NaN below threshold); " + _S_SCALE,
-        ),
-        "spike_pop_eigenvalue": _quantity(
-            "population eigenvalue j+1",
-            "predicted eigenvalue j+1 of Sigma_E: outlier above threshold, edge below; " + _S_SCALE,
-        ),
-        "spike_sample_eigenvalue": _quantity(
-            "sample eigenvalue j+1",
-            "predicted eigenvalue j+1 of S: outlier above threshold, bulk edge below; " + _S_SCALE,
-        ),
-        "spike_pop_overlap": _quantity(
-            "predicted pop. overlap j",
-            "predicted squared overlap of population eigenvector j with its spike "
-            "direction; " + _FRACTION,
-        ),
-        "spike_sample_overlap": _quantity(
-            "predicted sample overlap j",
-            "predicted squared overlap of sample eigenvector j with its spike direction; "
-            + _FRACTION,
-        ),
-        "spike_threshold_population": _quantity(
-            "population threshold j",
-            "snr at which spike j crosses the population threshold; " + _SNR_SCALE,
-        ),
-        "spike_threshold_sample": _quantity(
-            "sample threshold j",
-            "snr at which spike j crosses the sample threshold; " + _SNR_SCALE,
-        ),
-        "spike_threshold_estimate": _quantity(
-            "threshold estimate j",
-            "empirical threshold" + _SPIKE + " (NaN when a bound); " + _SNR_SCALE,
-        ),
-        "spike_threshold_ci_low": _quantity(
-            "threshold CI low j",
-            "lower end of spike j's threshold CI or bound; " + _SNR_SCALE,
-        ),
-        "spike_threshold_ci_high": _quantity(
-            "threshold CI high j",
-            "upper end of spike j's threshold CI or bound; " + _SNR_SCALE,
-        ),
-        "spike_threshold_extrapolated": _quantity(
-            "extrapolated threshold j",
-            "snr where spike j's fitted theta line crosses theta_c; " + _SNR_SCALE,
-        ),
-        "spike_threshold_n_detected": _quantity(
-            "detected points j",
-            "snr points with a detected outlier" + _SPIKE + "; " + _COUNT,
-        ),
-        "spike_threshold_bound": _quantity(
-            "threshold is a bound j",
-            "is spike j's threshold a bound (a flag: see flag_meanings; dimensionless)",
-        ),
-    }
-)
-
-# ---- end K classes
+#: centred, ``K`` uncentred); stored only by sweeps with ``classes`` (docs/data-contract.md,
+#: "K-class sweeps").
+SPIKE_FIELDS: tuple[str, ...] = ("spike_strength_table", "spike_strength_signal")
+SPIKE_FIELDS += ("spike_overlap_table", "spike_overlap_signal")
+SPIKE_FIELDS += ("spike_pop_overlap_table", "spike_pop_overlap_signal")
 
 
 def with_variable_attrs(dataset: Any, missing: str = "raise") -> Any:
@@ -509,18 +353,9 @@ SWEEP_TABLES: tuple[str, ...] = (
 #: Figures: each sweep's ``results/<run>/<sweep>/figures/<name>.<format>`` (drawn by
 #: :func:`attnrmt.analysis.figures.make_figures`), but :data:`RUN_FIGURES`, drawn from
 #: several sweeps, in ``results/<run>/figures/`` (``docs/data-contract.md``, "Files").
-FIGURES: tuple[str, ...] = (
-    "spectra",
-    "outlier_vs_snr",
-    "phase_diagram",
-    "pooling",
-    "causal_weights",
-    "downstream",
-    "finite_size",
-    "centring",
-    "classes_spikes",  # K classes
-    "universality",
-)
+FIGURES: tuple[str, ...] = ("spectra", "outlier_vs_snr", "phase_diagram", "pooling")
+FIGURES += ("causal_weights", "downstream", "finite_size", "centring", "classes_spikes")
+FIGURES += ("universality",)
 RUN_FIGURES: tuple[str, ...] = ("universality",)
 #: The description in the PNG of a figure drawn without data (a placeholder, so that the
 #: rules' outputs stay fixed); the report leaves such figures out.

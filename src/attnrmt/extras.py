@@ -1,14 +1,6 @@
-"""Which optional extra a command needs, and the one message when it is missing.
-
-The base install (``pip install attnrmt``) reads results and computes the model and the
-theory. Running sweeps needs ``attnrmt[workflow]`` (Snakemake, the Dask cluster, figures,
-the report); clusters need ``attnrmt[hpc]`` (dask-jobqueue, Snakemake's SLURM executor);
-``attnrmt[all]`` is both. :func:`require_extra` raises :class:`MissingExtra` naming the
-extra and the pip command, so a command that needs one says so instead of failing deep
-inside with an ``ImportError``.
-
-Cost: one :func:`importlib.util.find_spec` per module of the extra (no import).
-"""
+"""Which optional extra a command needs (``workflow``: running sweeps; ``hpc``: clusters;
+docs/python-api.md), and the one message naming the pip command when it is missing.
+Cost: one :func:`importlib.util.find_spec` per module of the extra (no import)."""
 
 from __future__ import annotations
 
@@ -26,20 +18,11 @@ class MissingExtra(ImportError):
     and how to install it)."""
 
 
-def missing_modules(extra: str) -> list[str]:
-    """Modules of ``extra`` (:data:`EXTRA_MODULES`) that cannot be imported here."""
-    return [name for name in EXTRA_MODULES[extra] if importlib.util.find_spec(name) is None]
-
-
 def require_extra(extra: str, needed_by: str) -> None:
-    """Raise :class:`MissingExtra` when a module of ``extra`` is missing.
-
-    ``needed_by`` names what needs it (``"attnrmt run"``), for the message::
-
-        attnrmt run needs the 'workflow' extra (snakemake, distributed not installed):
-        pip install 'attnrmt[workflow]'
-    """
-    missing = missing_modules(extra)
+    """Raise :class:`MissingExtra` when a module of ``extra`` (:data:`EXTRA_MODULES`) is
+    missing: ``attnrmt run needs the 'workflow' extra (snakemake not installed): pip install
+    'attnrmt[workflow]'`` (``needed_by``: ``"attnrmt run"``)."""
+    missing = [name for name in EXTRA_MODULES[extra] if importlib.util.find_spec(name) is None]
     if missing:
         raise MissingExtra(
             f"{needed_by} needs the {extra!r} extra ({', '.join(missing)} not installed): "
@@ -47,4 +30,4 @@ def require_extra(extra: str, needed_by: str) -> None:
         )
 
 
-__all__ = ["EXTRA_MODULES", "MissingExtra", "missing_modules", "require_extra"]
+__all__ = ["EXTRA_MODULES", "MissingExtra", "require_extra"]

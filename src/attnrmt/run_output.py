@@ -1,13 +1,8 @@
-"""What ``attnrmt run`` shows: Snakemake's output split between the run's log and the screen
-(docs/architecture.md says why not Snakemake's own settings).
-
-Every line of a Snakemake step goes to ``results/<run>/logs/run-<UTC time>.log``; the
-screen, under a live bar (:mod:`attnrmt.sweep.report.progress_bar`), gets only our own
-``attnrmt`` messages (once; per-block and progress lines left out, the bar shows them),
-errors in full (from a line starting one up to the next line of job chatter), and lines
-before the first recognised one. Job chatter (banners, ``N of M steps``, the job table,
-Dask's worker lines) stays in the log. :class:`OutputSplitter` also reads the steps done
-and the last rule started, for the bar's stage. Cost: O(1) per line."""
+"""What ``attnrmt run`` shows: every line of a Snakemake step goes to the run's log; the
+screen, under the live bar, gets our own ``attnrmt`` messages once (not the per-block and
+progress lines the bar stands for), errors in full (up to the next line of job chatter) and
+lines before the first recognised one (docs/cluster.md, "Long sweeps";
+docs/architecture.md says why not Snakemake's own settings). Cost: O(1) per line."""
 
 from __future__ import annotations
 

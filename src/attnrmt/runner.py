@@ -1,12 +1,5 @@
-"""``attnrmt.run``: a whole run from Python, as ``attnrmt run`` does (docs/python-api.md)::
-
-    import attnrmt
-    tree = attnrmt.run("my-sweep.yaml", cores=2)     # results under ./results/<run>/
-    tree["transition/cells"].top_eigenvalues
-
-The same steps (:func:`attnrmt.driver.execute_run`), live progress (an HTML bar in
-Jupyter) and output split; no signal handler (the kernel owns SIGINT: an interrupt stops
-Snakemake, keeping what finished, then raises :class:`KeyboardInterrupt`)."""
+"""``attnrmt.run``: a whole run from Python, as ``attnrmt run`` does
+(:func:`attnrmt.driver.execute_run`) but without a signal handler (docs/python-api.md)."""
 
 from __future__ import annotations
 
@@ -36,13 +29,8 @@ def run(
     display: Any = None,
 ) -> Any:
     """Run the sweep of ``config`` in the working directory; its results as an
-    :class:`xarray.DataTree` (:func:`attnrmt.open_results`).
-
-    ``cores``: Snakemake's ``--cores`` (default: the profile's); ``profile``: a shipped
-    profile's name or a folder; ``display``: a progress display (default: chosen for where
-    this runs). Raises :class:`~attnrmt.sweep.spec.config.ConfigError` (nothing ran),
-    :class:`~attnrmt.extras.MissingExtra`, :class:`RunFailed` (the message names the log) or
-    ``KeyboardInterrupt`` (after a clean stop)."""
+    :class:`xarray.DataTree` (:func:`attnrmt.open_results`). Arguments and exceptions:
+    docs/python-api.md."""
     import sys
 
     from attnrmt.driver import execute_run

@@ -1,13 +1,6 @@
-"""Where the Snakemake workflow is: the checkout's top-level ``workflow/`` (Snakemake
-catalog layout: ``Snakefile``, ``rules/``, ``schemas/``, ``profiles/``, ``report/``).
-
-The package reaches it through ``attnrmt/workflow/files``: in a checkout a link to
-``workflow/``, in a wheel a copy made at build time (``package-data``), so ``attnrmt run``
-runs :data:`SNAKEFILE` from any directory (results under ``./results/``). A checkout's
-root ``Snakefile`` includes ``workflow/Snakefile`` directly, so ``snakemake`` there runs
-the checkout's own rules whatever is installed (docs/architecture.md). A profile is named
-by a directory or by the name of a shipped one (:func:`profile_path`).
-"""
+"""Where the Snakemake workflow is: ``attnrmt/workflow/files``, in a checkout a link to the
+top-level ``workflow/``, in a wheel a copy made at build time, so ``attnrmt run`` runs
+:data:`SNAKEFILE` from any directory (docs/architecture.md); and the profile look-up."""
 
 from __future__ import annotations
 
@@ -34,14 +27,9 @@ def shipped_profiles() -> list[str]:
 
 
 def profile_path(profile: str | os.PathLike[str]) -> Path:
-    """The profile folder ``profile`` names: an existing directory (relative to the
-    working directory) as given, else the shipped profile of that name.
-
-    Raises
-    ------
-    ValueError
-        Neither a directory nor a shipped profile (the message lists the shipped ones).
-    """
+    """The profile folder ``profile`` names: an existing directory (relative to the working
+    directory) as given, else the shipped profile of that name; ValueError listing the shipped
+    ones otherwise. O(profiles)."""
     given = Path(profile)
     if given.is_dir():
         return given
@@ -69,16 +57,11 @@ def profile_extras(folder: str | os.PathLike[str]) -> list[str]:
         settings = yaml.safe_load((Path(folder) / "config.yaml").read_text(encoding="utf-8"))
     except (OSError, yaml.YAMLError):
         return []
-    if not isinstance(settings, dict):
-        return []
-    dask = (
-        (settings.get("config") or {}).get("dask")
-        if isinstance(settings.get("config"), dict)
-        else None
-    )
+    settings = settings if isinstance(settings, dict) else {}
+    config = settings.get("config")
+    dask = config.get("dask") if isinstance(config, dict) else None
     mode = dask.get("mode", "local") if isinstance(dask, dict) else "local"
-    needs_hpc = settings.get("executor") == "slurm" or mode not in _LOCAL_DASK_MODES
-    return ["hpc"] if needs_hpc else []
+    return ["hpc"] if settings.get("executor") == "slurm" or mode not in _LOCAL_DASK_MODES else []
 
 
 __all__ = [

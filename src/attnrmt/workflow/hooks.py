@@ -1,10 +1,6 @@
-"""What the Snakefile's hooks and rule bodies call in the process that drives a run:
-the progress line after each block job, the early cluster shutdown, the end summary, the
-max_failures message, the report's "has data" test and the exit without a final garbage
-collection. The workflow files stay declarative (``workflow/rules/common.smk`` defines only
-input functions); everything that does something lives here. Each call is O(1) besides
-what it delegates (the progress line: :func:`attnrmt.sweep.report.status.print_progress`).
-"""
+"""What the Snakefile's hooks and rule bodies call in the process that drives a run, so that
+the workflow files stay declarative (docs/architecture.md). Each call is O(1) besides what
+it delegates."""
 
 from __future__ import annotations
 
@@ -49,10 +45,8 @@ def after_block(fragment: str, run_plan: Any, results: str, blocks_left: Any, re
 
 
 def preload_imports() -> None:
-    """Import Dask, distributed and xarray in the main thread when a run starts: rule bodies
-    run in threads of this process, and two threads importing dask's modules at once can
-    see one partially initialized (``cannot import name ... from partially initialized
-    module 'dask.base'``). Costs the imports once, O(1) after."""
+    """Import Dask, distributed and xarray in the main thread when a run starts: two rule
+    bodies (threads) importing dask at once can see a partially initialized module."""
     import dask.array  # noqa: F401
     import distributed  # noqa: F401
     import xarray  # noqa: F401

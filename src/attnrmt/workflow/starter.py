@@ -1,11 +1,6 @@
-"""``attnrmt init [DIR]``: a commented starter config and a site profile to edit.
-
-Writes ``DIR/config.yaml`` (:data:`STARTER_CONFIG`, shipped with the package: a small
-valid sweep with every common key explained) and ``DIR/profiles/<name>/`` (a copy of a
-shipped profile, :data:`attnrmt.workflow.PROFILES_DIR`; default ``slurm-dask``), then
-``attnrmt run DIR/config.yaml [--profile DIR/profiles/<name>]`` works from ``DIR``. Files
-that exist are left alone (:class:`ValueError`) unless ``overwrite``. O(files copied).
-"""
+"""``attnrmt init [DIR]``: ``DIR/config.yaml`` (:data:`STARTER_CONFIG`, a small valid sweep
+with every common key explained) and ``DIR/profiles/<name>/`` (a copy of a shipped profile)
+to edit (docs/cluster.md). O(files copied)."""
 
 from __future__ import annotations
 
@@ -25,13 +20,8 @@ def write_starter(
 ) -> list[Path]:
     """Write the starter config and the copy of ``profile`` under ``directory`` (made if
     needed); the paths written, the config first and the profile's ``config.yaml`` second.
-
-    Raises
-    ------
-    ValueError
-        ``profile`` is not a shipped profile, or a file to write exists and ``overwrite``
-        is False (nothing is written then).
-    """
+    ValueError (nothing written) for a profile not shipped, or a file that exists unless
+    ``overwrite``."""
     source = profile_path(profile)
     if source.parent != profile_path("default").parent:
         raise ValueError(f"profile {profile!r}: attnrmt init copies a shipped profile")

@@ -1,9 +1,6 @@
-"""``failed_cells.csv``: one row per planned cell whose last attempt failed (rule
-``failed_cells``; columns :data:`FAILED_CELLS_COLUMNS`, ``docs/data-contract.md``).
-
-Cells are described by the plan (model names, replicate) so that the table reads like
-the config. Cost: O(failure records + failed cells).
-"""
+"""``failed_cells.csv``: one row per planned cell whose last attempt failed, described by the
+plan so that it reads like the config (rule ``failed_cells``; ``docs/data-contract.md``,
+"Failure causes"). Cost: O(failure records + failed cells)."""
 
 from __future__ import annotations
 

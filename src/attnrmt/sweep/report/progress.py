@@ -86,10 +86,4 @@ def count_sweep(sweep_plan: Any, sweep_dir: str | os.PathLike[str]) -> SweepCoun
     return SweepCount(sweep_plan, files, done, failed, count_failures_by_cause(standing), standing)
 
 
-__all__ = [
-    "FragmentFile",
-    "SweepCount",
-    "count_sweep",
-    "done_cell_keys",
-    "scan_fragment_files",
-]
+__all__ = ["FragmentFile", "SweepCount", "count_sweep", "done_cell_keys", "scan_fragment_files"]

@@ -1,10 +1,6 @@
-"""The live progress of a run (docs/cluster.md, "Long sweeps"): :class:`ProgressTicker`
-polls :func:`attnrmt.sweep.report.status.run_status` and draws::
-
-    tiny [##########----------] 4/8 cells 50% | 2.1 cells/s | ETA 3 s | 0 failed | step 3/11 theory
-
-in place on a terminal (:class:`TerminalBar`), as an HTML ``<progress>`` in Jupyter
-(:class:`NotebookBar`), else as a line every :data:`LINE_INTERVAL_SECONDS`
+"""The live progress of a run (docs/cluster.md, "Long sweeps"):
+:class:`ProgressTicker` polls :func:`attnrmt.sweep.report.status.run_status` and draws it
+on a terminal (:class:`TerminalBar`), in Jupyter (:class:`NotebookBar`) or as plain lines
 (:class:`PeriodicLines`). One ``run_status`` per refresh, at most
 :data:`~attnrmt.sweep.report.status.PROGRESS_CPU_SHARE` of a core."""
 

@@ -40,14 +40,9 @@ class _Tally:
         self.wall = [np.inf, -np.inf, 0.0, 0]  # min, max, sum, count
         self.memory = [np.inf, -np.inf]
 
-    def add(
-        self,
-        environment_ids: np.ndarray,
-        memory: np.ndarray,
-        attempts: np.ndarray,
-        wall_seconds: np.ndarray,
-    ) -> None:
+    def add(self, *columns: np.ndarray) -> None:
         """Count one chunk of cells (columns in :data:`PROVENANCE_FIELDS` order, then wall)."""
+        environment_ids, memory, attempts, wall_seconds = columns
         self.cells += int(environment_ids.size)
         for counts, column in ((self.by_environment, environment_ids), (self.by_attempt, attempts)):
             values, n = np.unique(column, return_counts=True)
@@ -55,18 +50,18 @@ class _Tally:
                 counts[value] = counts.get(value, 0) + count
         wall = wall_seconds[np.isfinite(wall_seconds)]
         if wall.size:
+            low, high, total, cells = self.wall
+            chunk = float(wall.min()), float(wall.max()), float(wall.sum()), int(wall.size)
             self.wall = [
-                min(self.wall[0], float(wall.min())),
-                max(self.wall[1], float(wall.max())),
-                self.wall[2] + float(wall.sum()),
-                self.wall[3] + int(wall.size),
+                min(low, chunk[0]),
+                max(high, chunk[1]),
+                total + chunk[2],
+                cells + chunk[3],
             ]
         known = memory[memory >= 0]
         if known.size:
-            self.memory = [
-                min(self.memory[0], int(known.min())),
-                max(self.memory[1], int(known.max())),
-            ]
+            low, high = self.memory
+            self.memory = [min(low, int(known.min())), max(high, int(known.max()))]
 
 
 def _tally_sweep(sweep_dir: Path, tally: _Tally, environments: dict[int, str]) -> int:
@@ -169,8 +164,4 @@ def provenance_lines(summary: Mapping[str, Any]) -> list[str]:
     return lines
 
 
-__all__ = [
-    "commit_label",
-    "provenance_lines",
-    "run_provenance",
-]
+__all__ = ["commit_label", "provenance_lines", "run_provenance"]

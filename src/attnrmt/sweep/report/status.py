@@ -1,12 +1,8 @@
 """Where a run stands (docs/cluster.md, "Long sweeps"): per sweep, cells done / failed /
-pending (:mod:`attnrmt.sweep.report.progress`), pending split into running and queued
-while a live Snakemake holds a token (else missing), throughput and an ETA. Read-only.
-
-Over the fragments finished in the last :data:`RATE_WINDOW_SECONDS` at ``t_1 <= ... <=
-t_k``: ``cells_per_second = sum_{i>=2} cells_i / (t_k - t_1)``, ``busy_cores`` the same
-with ``compute_seconds``; ``seconds_per_work`` is recalibrated from the newest computed
-cells; ETA = pending cells' one-core seconds / busy cores. Cost: O(fragments) ``stat``
-calls, O(planned cells), two members of at most :data:`MAX_TIMED_FRAGMENTS` fragments."""
+pending, pending split into running and queued while a live Snakemake holds a token (else
+missing), throughput over the fragments finished in the last :data:`RATE_WINDOW_SECONDS`
+(:func:`throughput`) and the ETA. Read-only. Cost: O(fragments) ``stat`` calls, O(planned
+cells), two members of at most :data:`MAX_TIMED_FRAGMENTS` fragments."""
 
 from __future__ import annotations
 
@@ -78,17 +74,10 @@ def fragment_timing(file: FragmentFile, block: Any) -> FragmentTiming | None:
         except (OSError, ValueError):  # absent, replaced or damaged
             return None
         work = np.array([planned_cell_work(cell) for cell in block.cells])
-        _TIMINGS[key] = (
-            FragmentTiming(
-                mtime=file.mtime,
-                n_cells=int(computed.size),
-                computed_seconds=float(seconds[computed].sum()),
-                computed_work=float(work[computed].sum()),
-                n_computed=int(computed.sum()),
-            )
-            if computed.size == len(block.cells)
-            else None
-        )
+        _TIMINGS[key] = None  # a fragment of another plan's block
+        if computed.size == work.size:
+            sums = float(seconds[computed].sum()), float(work[computed].sum())
+            _TIMINGS[key] = FragmentTiming(file.mtime, computed.size, *sums, int(computed.sum()))
     return _TIMINGS[key]
 
 
@@ -126,8 +115,9 @@ def recalibrated_seconds_per_work(
 def throughput(
     timings: Sequence[FragmentTiming], now: float, window_seconds: float = RATE_WINDOW_SECONDS
 ) -> tuple[float | None, float | None]:
-    """``(cells_per_second, busy_cores)`` over the last ``window_seconds`` (module docstring);
-    ``(None, None)`` with fewer than two fragments or one instant."""
+    """``(cells_per_second, busy_cores)`` over the fragments finished in the last
+    ``window_seconds`` at ``t_1 <= ... <= t_k``: ``sum_{i>=2} cells_i / (t_k - t_1)``, and the
+    same of ``compute_seconds``; ``(None, None)`` with fewer than two fragments or one instant."""
     recent = sorted(
         (timing for timing in timings if now - window_seconds <= timing.mtime <= now + 1.0),
         key=lambda timing: timing.mtime,
@@ -409,37 +399,15 @@ def format_table(rows: Sequence[Sequence[str]]) -> list[str]:
 
 def status_table(status: RunStatus) -> list[str]:
     """Lines of ``attnrmt status``: a table per sweep and a total, then the calibration."""
-    header = (
-        "sweep",
-        "cells",
-        "done",
-        "%",
-        "failed",
-        "running",
-        "queued",
-        "missing",
-        "rate",
-        "ETA",
-        "last block",
-    )
-    lines: list[tuple[str, ...]] = [header]
+    columns = "sweep cells done % failed running queued missing rate ETA".split()
+    lines: list[tuple[str, ...]] = [(*columns, "last block")]
     for row in [*status.sweeps, status.total]:
         age = row.last_fragment_age_seconds
-        counts = (row.running, row.queued, row.missing)
-        split = ["?" if count is None else f"{count:,}" for count in counts]
-        lines.append(
-            (
-                row.sweep,
-                f"{row.cells:,}",
-                f"{row.done:,}",
-                f"{row.percent_done:.1f}",
-                f"{row.failed:,}",
-                *split,
-                rate_text(row.cells_per_second),
-                format_duration(row.eta_seconds),
-                "-" if age is None else format_duration(age) + " ago",
-            )
-        )
+        split = ["?" if n is None else f"{n:,}" for n in (row.running, row.queued, row.missing)]
+        counts = f"{row.cells:,}", f"{row.done:,}", f"{row.percent_done:.1f}", f"{row.failed:,}"
+        timing = rate_text(row.cells_per_second), format_duration(row.eta_seconds)
+        last = "-" if age is None else format_duration(age) + " ago"
+        lines.append((row.sweep, *counts, *split, *timing, last))
     text = format_table(lines)
     if status.total.failed:
         text.append(f"failed cells by cause: {describe_causes(status.total.failed_by_cause)}")

@@ -18,12 +18,8 @@ from attnrmt.contract import TABLE_AXIS, VARIANTS
 from attnrmt.sweep.store.layout import RunLayout, SweepLayout
 
 #: Quantities whose relative error decides which theory variant the data support.
-VERDICT_QUANTITIES = (
-    "population_outlier",
-    "sample_outlier",
-    "population_overlap",
-    "sample_overlap",
-)
+VERDICT_QUANTITIES: tuple[str, ...] = ("population_outlier", "sample_outlier")
+VERDICT_QUANTITIES += ("population_overlap", "sample_overlap")
 
 
 @dataclass(frozen=True)
@@ -46,15 +42,12 @@ def tally_cells(run_plan: Any, run_dir: Path, since: float | None) -> CellTally:
     planned = computed = reused = missing = failed = 0
     for sweep in run_plan.sweeps.values():
         count = count_sweep(sweep, run_dir / sweep.name)
-        fresh_files = [
-            file
+        fresh = sum(
+            _computed_cells(file.path)
             for file in count.files
-            if file.planned
-            and file.path.parent.name == FRAGMENTS_DIRNAME
-            and since is not None
-            and file.mtime >= since
-        ]
-        fresh = sum(_computed_cells(file.path) for file in fresh_files)
+            if since is not None and file.planned and file.mtime >= since
+            if file.path.parent.name == FRAGMENTS_DIRNAME
+        )
         planned += count.cells
         computed += fresh
         reused += len(count.done) - fresh
@@ -284,9 +277,7 @@ def universality_lines(verdicts: pd.DataFrame) -> list[str]:
 RUN_DIR_VARIABLE = "ATTNRMT_RUN_DIR"
 
 
-def report_overview(
-    run_dir: str | os.PathLike[str] | None = None,
-) -> dict[str, int | float]:
+def report_overview(run_dir: str | os.PathLike[str] | None = None) -> dict[str, int | float]:
     """The report's landing-page entries (numbers under headings): the verdict per variant, the
     threshold at the largest ``d`` per sweep and transition, the bounds-only families.
     ``run_dir`` defaults to :data:`RUN_DIR_VARIABLE`. O(rows)."""

@@ -54,12 +54,7 @@ def resolve_classes(prefix: str, sweep: Mapping[str, Any], axes: Mapping[str, li
     raw = sweep.get("classes")
     if raw is None:
         return None
-    from attnrmt.model.classes import (
-        MAX_CLASSES,
-        MEANS_PRESETS,
-        class_mean_gram,
-        class_sizes,
-    )
+    from attnrmt.model.classes import MAX_CLASSES, MEANS_PRESETS, class_mean_gram, class_sizes
 
     K = raw["K"]
     if not 2 <= K <= MAX_CLASSES:
@@ -109,11 +104,8 @@ def resolve_classes(prefix: str, sweep: Mapping[str, Any], axes: Mapping[str, li
                 )
     if problems:
         raise ConfigError(*problems)
-    return {
-        "K": int(K),
-        "means": (gram + 0.0).tolist(),
-        "means_name": means if isinstance(means, str) else "explicit",
-    }
+    name = means if isinstance(means, str) else "explicit"
+    return {"K": int(K), "means": (gram + 0.0).tolist(), "means_name": name}
 
 
 def resolve_label_models(
@@ -137,11 +129,8 @@ def resolve_label_models(
                 f"{prefix}.positional[{index}]={name!r}: no label model named {name!r}{hint} "
                 f"(known: {', '.join(table)})"
             )
-        key_path = (
-            f"label_models.{name}"
-            if name not in BUILTIN_LABELS
-            else f"{prefix}.positional[{index}]"
-        )
+        builtin = name in BUILTIN_LABELS
+        key_path = f"{prefix}.positional[{index}]" if builtin else f"label_models.{name}"
         for T in axes["T"]:
             used_by = f"used by {prefix} with T={T}, K={K}"
             try:

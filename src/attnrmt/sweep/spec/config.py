@@ -192,15 +192,8 @@ def _most_specific_errors(error: Any) -> list[Any]:
     return found
 
 
-_TYPE_PHRASES = {
-    "integer": "an integer",
-    "number": "a number",
-    "string": "a string",
-    "boolean": "true or false",
-    "array": "a list",
-    "object": "a mapping",
-    "null": "null",
-}
+_TYPE_PHRASES = {"integer": "an integer", "number": "a number", "string": "a string"}
+_TYPE_PHRASES |= {"boolean": "true or false", "array": "a list", "object": "a mapping"}
 
 
 def _type_phrase(expected: Any) -> str:
@@ -226,12 +219,7 @@ def _yaml_number_hint(value: Any) -> str:
 
 
 #: JSON-schema bound keywords and the comparison each one demands.
-_BOUND_SYMBOLS = {
-    "minimum": ">=",
-    "exclusiveMinimum": ">",
-    "maximum": "<=",
-    "exclusiveMaximum": "<",
-}
+_BOUND_SYMBOLS = dict(minimum=">=", exclusiveMinimum=">", maximum="<=", exclusiveMaximum="<")
 
 
 def describe_schema_error(error: Any) -> str:
@@ -426,10 +414,7 @@ def _model_validator(kind: str) -> Any:
 
 
 def _resolve_models(
-    config: Mapping[str, Any],
-    prefix: str,
-    axes: Mapping[str, list],
-    kind: str,
+    config: Mapping[str, Any], prefix: str, axes: Mapping[str, list], kind: str
 ) -> dict[tuple[str, int], dict[str, Any]]:
     """Canonical spec per (name, T) for the models a sweep uses on axis ``kind``."""
     section, builtins = _MODEL_SECTIONS[kind]
@@ -529,9 +514,11 @@ def resolve_sweep(config: Mapping[str, Any], name: str) -> ResolvedSweep:
     """Semantic checks of one sweep of a schema-valid config (axes first, then models): its
     :class:`ResolvedSweep`, or :class:`ConfigError` naming key paths and values.
     O(axes x models x T)."""
+    from attnrmt.sweep.spec.placed import is_placed
+
     prefix = f"sweeps.{name}"
     sweep = config["sweeps"][name]
-    placed_spec = _placed_snr_spec(sweep)
+    placed_spec = sweep["snr"] if is_placed(sweep.get("snr")) else None
     axes = _sweep_axes(prefix, sweep if placed_spec is None else {**sweep, "snr": 0.0})
     replicates, top_k = int(sweep["replicates"]), int(sweep["top_k"])
     specs: dict[str, Any] = {}
@@ -543,17 +530,19 @@ def resolve_sweep(config: Mapping[str, Any], name: str) -> ResolvedSweep:
     def resolve(kind: str) -> Any:
         return lambda: specs.__setitem__(kind, _resolve_models(config, prefix, axes, kind))
 
-    table: dict[str, Any] = {}
+    def resolve_classes() -> None:  # K classes: label models on the positional axis
+        from attnrmt.sweep.spec import classes as k
+
+        specs["classes"] = k.resolve_classes(prefix, sweep, axes)
+        specs["positional"] = k.resolve_label_models(config, prefix, axes, specs["classes"])
 
     def resolve_table() -> None:
         if sweep.get("table") is not None:
-            names, table["specs"] = resolve_table_axis(config, prefix, sweep["table"])
+            names, specs["table"] = resolve_table_axis(config, prefix, sweep["table"])
             axes[TABLE_AXIS] = names
 
-    classes = _resolve_classes_block(config, prefix, sweep, axes, specs)
-    positional_check = resolve("positional") if classes is None else classes
-
-    collect_problems([check_top_k, positional_check, resolve("weights"), resolve_table])
+    positional = resolve("positional") if sweep.get("classes") is None else resolve_classes
+    collect_problems([check_top_k, positional, resolve("weights"), resolve_table])
     zipped = _check_zip(prefix, sweep.get("zip"), axes)
     placed = _place_snr(prefix, placed_spec, sweep, axes, specs)
     if sweep.get("target") is not None:  # precision target (attnrmt.sweep.spec.target)
@@ -567,7 +556,7 @@ def resolve_sweep(config: Mapping[str, Any], name: str) -> ResolvedSweep:
         weights_specs=specs["weights"],
         spectrum=sweep["spectrum"],
         classes=specs.get("classes"),
-        table_specs=table.get("specs"),
+        table_specs=specs.get("table"),
         noise=sweep["noise"],
         snr_placed=placed,
         zip=zipped,
@@ -582,13 +571,6 @@ def _check_target(prefix: str, sweep: Mapping[str, Any]) -> None:
     if sweep.get("classes") is not None:
         raise ConfigError(f"{prefix}.target: a K-class sweep (classes) cannot state a target")
     parse_target(f"{prefix}.target", sweep["target"])
-
-
-def _placed_snr_spec(sweep: Mapping[str, Any]) -> Mapping[str, Any] | None:
-    """The sweep's ``snr: {around, span, points}`` spec, None for an axis of values."""
-    from attnrmt.sweep.spec.placed import is_placed
-
-    return sweep["snr"] if is_placed(sweep.get("snr")) else None
 
 
 def _place_snr(
@@ -636,27 +618,6 @@ def _check_zip(prefix: str, raw: Any, axes: Mapping[str, list]) -> tuple[tuple[s
                 f"each ({listed})"
             )
     return groups
-
-
-def _resolve_classes_block(
-    config: Mapping[str, Any],
-    prefix: str,
-    sweep: Mapping[str, Any],
-    axes: Mapping[str, list],
-    specs: dict[str, Any],
-) -> Any:
-    """For a sweep with ``classes``: the check filling ``specs["positional"]`` and
-    ``specs["classes"]`` (:mod:`attnrmt.sweep.spec.classes`); None for a two-class sweep."""
-    if sweep.get("classes") is None:
-        return None
-    from attnrmt.sweep.spec import classes as k_classes
-
-    def check() -> None:
-        resolved = k_classes.resolve_classes(prefix, sweep, axes)
-        specs["classes"] = resolved
-        specs["positional"] = k_classes.resolve_label_models(config, prefix, axes, resolved)
-
-    return check
 
 
 def resolve_sweeps(config: Mapping[str, Any]) -> dict[str, ResolvedSweep]:

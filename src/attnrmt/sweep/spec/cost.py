@@ -25,13 +25,16 @@ TOP_COLUMNS_EXPONENT = 0.15
 TOP_FIXED_WORK = 1.7e8
 
 
+#: A weights model: a name or a spec.
+Weights = Mapping[str, Any] | str
+
+
+def _is_attention(weights: Weights) -> bool:
+    return (weights if isinstance(weights, str) else weights.get("kind")) == "causal_attention"
+
+
 def cell_work(
-    d: int,
-    delta: float,
-    gamma: float,
-    T: int,
-    weights: Mapping[str, Any] | str,
-    spectrum: str = "full",
+    d: int, delta: float, gamma: float, T: int, weights: Weights, spectrum: str = "full"
 ) -> float:
     """Work units of one cell: ``d^3 + (N + V) d^2 + N T d`` (+ :data:`ATTENTION_WORK_FACTOR`
     ``N T^2 d`` for ``causal_attention``), or :func:`top_work`. An operation count. O(1)."""
@@ -41,8 +44,7 @@ def cell_work(
         work = float(top_work(d, n_samples, vocabulary, T))
     else:
         work = d**3 + (n_samples + vocabulary) * d**2 + n_samples * T * d
-    kind = weights if isinstance(weights, str) else weights.get("kind")
-    if kind == "causal_attention":
+    if _is_attention(weights):
         work += ATTENTION_WORK_FACTOR * n_samples * T * T * d
     return float(work)
 
@@ -57,8 +59,8 @@ def top_work(
     fixed_work: float | None = None,
 ) -> Any:
     """Work units of a ``spectrum: top`` cell (elementwise): ``fixed_work + 2 m (V d + N
-    T) + N T d``, ``m = scale d^exponent`` (the fitted constants unless given).
-    docs/scaling.md, "Top cells". O(1) per element."""
+    T) + N T d``, ``m = scale d^exponent`` (the module's constants, read at the call, unless
+    given). docs/scaling.md, "Top cells". O(1) per element."""
     scale = TOP_COLUMNS_SCALE if scale is None else scale
     exponent = TOP_COLUMNS_EXPONENT if exponent is None else exponent
     fixed_work = TOP_FIXED_WORK if fixed_work is None else fixed_work
@@ -97,29 +99,20 @@ def fit_top_constants(
 
 def planned_cell_work(cell: Any) -> float:
     """:func:`cell_work` of a planned cell; a shared-noise curve's cell gets its share of the
-    curve (:func:`estimated_curve_seconds`). O(1)."""
+    curve (:func:`curve_cells`). O(1)."""
     work = cell_work(cell.d, cell.delta, cell.gamma, cell.T, cell.weights_spec, cell.spectrum)
     n_snr = int(getattr(cell, "curve_length", 1))
     if getattr(cell, "noise", "independent") != "shared" or n_snr < 1:
         return work
-    weights = cell.weights_spec
-    if (weights.get("kind") if isinstance(weights, Mapping) else weights) == "causal_attention":
-        return work
-    return work * (CURVE_FIXED_FACTOR + CURVE_PER_SNR_FACTOR * (n_snr - 1)) / n_snr
+    return work * curve_cells(cell.weights_spec, n_snr) / n_snr
 
 
 def estimated_cell_seconds(
     kwargs: Mapping[str, Any], seconds_per_work: float = DEFAULT_SECONDS_PER_WORK
 ) -> float:
     """Estimated single-core seconds of ``simulate_cell(**kwargs)``."""
-    work = cell_work(
-        kwargs["d"],
-        kwargs["delta"],
-        kwargs["gamma"],
-        kwargs["T"],
-        kwargs["weights"],
-        kwargs.get("spectrum", "full"),
-    )
+    k, spectrum = kwargs, kwargs.get("spectrum", "full")
+    work = cell_work(k["d"], k["delta"], k["gamma"], k["T"], k["weights"], spectrum)
     return CELL_OVERHEAD_SECONDS + work * seconds_per_work
 
 
@@ -129,18 +122,20 @@ CURVE_FIXED_FACTOR = 1.35
 CURVE_PER_SNR_FACTOR = 0.016
 
 
+def curve_cells(weights: Weights, n_snr: int) -> float:
+    """Cells' worth of one shared-noise curve of ``n_snr`` values: :data:`CURVE_FIXED_FACTOR`
+    and :data:`CURVE_PER_SNR_FACTOR`, or ``n_snr`` for ``causal_attention``. O(1)."""
+    if _is_attention(weights):
+        return float(n_snr)
+    return CURVE_FIXED_FACTOR + CURVE_PER_SNR_FACTOR * max(n_snr - 1, 0)
+
+
 def estimated_curve_seconds(
     kwargs: Mapping[str, Any], n_snr: int, seconds_per_work: float = DEFAULT_SECONDS_PER_WORK
 ) -> float:
-    """Estimated single-core seconds of one curve (``simulate_cell`` of ``n_snr`` values)
-    (``snr`` of ``kwargs`` ignored): :data:`CURVE_FIXED_FACTOR` and
-    :data:`CURVE_PER_SNR_FACTOR` cells, or ``n_snr`` cells for ``causal_attention``."""
-    cell = estimated_cell_seconds(kwargs, seconds_per_work)
-    weights = kwargs["weights"]
-    kind = weights.get("kind") if isinstance(weights, Mapping) else weights
-    if kind == "causal_attention":
-        return cell * n_snr
-    return cell * (CURVE_FIXED_FACTOR + CURVE_PER_SNR_FACTOR * max(n_snr - 1, 0))
+    """Estimated single-core seconds of one curve (``simulate_cell`` of ``n_snr`` values;
+    ``snr`` of ``kwargs`` ignored): :func:`curve_cells` cells."""
+    return estimated_cell_seconds(kwargs, seconds_per_work) * curve_cells(kwargs["weights"], n_snr)
 
 
 def cells_per_block(cell_seconds: float, target_seconds: float, line_length: int) -> int:
@@ -163,6 +158,7 @@ __all__ = [
     "TOP_FIXED_WORK",
     "cell_work",
     "cells_per_block",
+    "curve_cells",
     "estimated_cell_seconds",
     "estimated_curve_seconds",
     "fit_top_constants",

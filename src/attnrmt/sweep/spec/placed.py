@@ -39,27 +39,6 @@ def place_points(thresholds: Sequence[float], span: Sequence[float], points: int
     return [round_significant(v) for v in ([0.0] if below else []) + values]
 
 
-def setting_thresholds(
-    around: Sequence[str],
-    delta: float,
-    gamma: float,
-    T: int,
-    positional: Mapping[str, Any],
-    weights: Mapping[str, Any],
-    centered: bool,
-) -> dict[str, float]:
-    """Predicted thresholds ``{"<variant> <transition>": snr}`` of one setting for the
-    transitions in ``around``, every variant. O(T^2)."""
-    from attnrmt.theory.predict import predict_point
-
-    point = predict_point(delta, gamma, 1.0, T, positional, weights, centered, VARIANTS)
-    return {
-        f"{variant} {transition}": float(point[f"threshold_snr_{transition}"].sel(variant=variant))
-        for variant in VARIANTS
-        for transition in around
-    }
-
-
 def placed_axis(
     prefix: str,
     spec: Mapping[str, Any],
@@ -89,17 +68,18 @@ def placed_axis(
             f"({prefix}.snr={dict(spec)!r}) has one setting (one value of "
             f"{', '.join(SETTING_AXES)}; d may vary): give each setting its own sweep"
         )
+    from attnrmt.theory.predict import predict_point
+
     T = axes["T"][0]
-    positional, weights = axes["positional"][0], axes["weights"][0]
-    thresholds = setting_thresholds(
-        around,
-        axes["delta"][0],
-        axes["gamma"][0],
-        T,
-        positional_specs[(positional, T)],
-        weights_specs[(weights, T)],
-        axes["centered"][0],
-    )
+    positional = positional_specs[(axes["positional"][0], T)]
+    weights = weights_specs[(axes["weights"][0], T)]
+    delta, gamma, centered = (axes[axis][0] for axis in ("delta", "gamma", "centered"))
+    point = predict_point(delta, gamma, 1.0, T, positional, weights, centered, VARIANTS)
+    thresholds = {  # "<variant> <transition>": snr of each transition in around
+        f"{variant} {transition}": float(point[f"threshold_snr_{transition}"].sel(variant=variant))
+        for variant in VARIANTS
+        for transition in around
+    }
     try:
         values = place_points(list(thresholds.values()), span, points)
     except ValueError as error:
@@ -108,4 +88,4 @@ def placed_axis(
     return values, record
 
 
-__all__ = ["SETTING_AXES", "is_placed", "place_points", "placed_axis", "setting_thresholds"]
+__all__ = ["SETTING_AXES", "is_placed", "place_points", "placed_axis"]

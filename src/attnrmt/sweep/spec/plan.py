@@ -24,11 +24,7 @@ import numpy as np
 from attnrmt.contract import ALL_AXES, AXES, TABLE_AXIS, sweep_axes
 from attnrmt.sweep.spec.classes import spike_count
 from attnrmt.sweep.spec.config import ResolvedSweep, apply_schema, resolve_sweeps
-from attnrmt.sweep.spec.cost import (
-    cells_per_block,
-    estimated_cell_seconds,
-    estimated_curve_seconds,
-)
+from attnrmt.sweep.spec.cost import cells_per_block, estimated_cell_seconds, estimated_curve_seconds
 from attnrmt.sweep.spec.identity import (
     KEY_DIGEST_BYTES,
     MODEL_VERSION,
@@ -110,19 +106,10 @@ class Cell:
 
     def simulate_kwargs(self) -> dict[str, Any]:
         """Keyword arguments of :func:`attnrmt.model.simulate_cell` (without ``seed``)."""
-        return {
-            "d": self.d,
-            "delta": self.delta,
-            "gamma": self.gamma,
-            "T": self.T,
-            "positional": self.positional_spec,
-            "weights": self.weights_spec,
-            "snr": self.snr,
-            "centered": self.centered,
-            "top_k": self.top_k,
-            "spectrum": self.spectrum,
-            **table_kwargs(self.table_spec),
-        }
+        kwargs = {axis: getattr(self, axis) for axis in AXES}
+        kwargs.update(positional=self.positional_spec, weights=self.weights_spec, top_k=self.top_k)
+        kwargs.update(spectrum=self.spectrum, **table_kwargs(self.table_spec))
+        return kwargs
 
 
 def table_kwargs(table_spec: dict[str, Any] | None) -> dict[str, Any]:
@@ -322,25 +309,10 @@ class CellGrid:
             values
         )
         cell = object.__new__(Cell)
-        fields = (
-            d,
-            delta,
-            gamma,
-            T,
-            positional,
-            weights,
-            snr,
-            centered,
-            replicate,
-            self.top_k,
-            self.positional_specs[(positional, T)],
-            self.weights_specs[(weights, T)],
-            self.spectrum,
-            self.table_spec(table),
-            self.noise,
-            len(self.axes["snr"]) if self.noise == "shared" else 1,
-            table,
-        )
+        fields = [d, delta, gamma, T, positional, weights, snr, centered, replicate, self.top_k]
+        fields += [self.positional_specs[(positional, T)], self.weights_specs[(weights, T)]]
+        fields += [self.spectrum, self.table_spec(table), self.noise]
+        fields += [len(self.axes["snr"]) if self.noise == "shared" else 1, table]
         for name, value in zip(_CELL_FIELDS, fields, strict=True):
             object.__setattr__(cell, name, value)
         object.__setattr__(cell, "key", key)
@@ -576,16 +548,12 @@ def grid_blocks(
 
 
 def _models_used(resolved: ResolvedSweep) -> dict[str, dict[str, dict[str, Any]]]:
-    first_T = resolved.axes["T"][0]
-    models = {
-        "positional": {
-            name: resolved.positional_specs[(name, first_T)] for name in resolved.axes["positional"]
-        },
-        "weights": {
-            name: resolved.weights_specs[(name, first_T)] for name in resolved.axes["weights"]
-        },
-    }
-    if resolved.table_specs is not None:  # only where set, in the axis' order
+    """Canonical spec of each model the sweep names, at its first ``T``, by kind; the table
+    laws in the axis' order where set. O(models)."""
+    T = resolved.axes["T"][0]
+    kinds = (("positional", resolved.positional_specs), ("weights", resolved.weights_specs))
+    models = {kind: {n: specs[(n, T)] for n in resolved.axes[kind]} for kind, specs in kinds}
+    if resolved.table_specs is not None:
         models["table"] = dict(resolved.table_specs)
     return models
 
