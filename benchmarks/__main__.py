@@ -283,7 +283,7 @@ TARGETS: tuple[Target, ...] = (
     ),
     Target(
         "bench_slope",
-        ("worst_slope_error", "mean_of_inverted"),
+        ("worst_slope_error", "shipped"),
         "<=",
         0.02,
         "abs(mean free sample slope / (alpha/kappa) - 1), worst d, default iid design, real cells",

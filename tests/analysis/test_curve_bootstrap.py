@@ -10,6 +10,7 @@ from attnrmt.analysis.thresholds import (
     estimate_thresholds,
     fit_threshold,
     fit_thresholds_shared_slope,
+    outlier_ratios,
     shares_noise,
 )
 from tests.analysis.conftest import curve_rng
@@ -150,6 +151,11 @@ def test_estimate_thresholds_resamples_curves_of_shared_cells() -> None:
         n_boot=50,
         rng=rng,
         curves=True,
+        outliers=outlier_ratios(shared_cells)
+        .sel(transition="population")
+        .squeeze()
+        .transpose("snr", "replicate")
+        .values,
     )
     np.testing.assert_array_equal(curve["threshold_boot"].values, direct["boot"])
     assert not np.array_equal(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import xarray as xr
 
 from attnrmt.analysis.thresholds import (
     FSS_LAWS,
@@ -18,6 +19,7 @@ from attnrmt.analysis.thresholds import (
     fit_threshold,
     fit_thresholds_shared_slope,
     mixture_interval,
+    outlier_ratios,
     theta_from_population,
     theta_from_sample,
 )
@@ -105,8 +107,9 @@ def test_estimate_thresholds_recovers_planted_variant(variant: str) -> None:
         assert str(got["threshold_bound"].values) == "none"
         assert float(got["threshold_estimate"]) == pytest.approx(planted, abs=0.05)
         offset = 0.0 if variant == "paper" else 0.5  # d/V = 300/600
-        # the variants differ by delta = 0.5 in this offset
-        assert float(got["theta_offset"]) == pytest.approx(offset, abs=0.1)
+        # the variants differ by delta = 0.5 in this offset; one seed's offset spreads by
+        # ~0.06 (sd over seeds 3-8), so 0.2 (~3 sd) still tells them apart (midpoint 0.25)
+        assert float(got["theta_offset"]) == pytest.approx(offset, abs=0.2)
     assert "theta_hat" in est and "threshold_boot" in est
 
 
@@ -177,12 +180,11 @@ def test_isolated_low_snr_detection_is_ignored() -> None:
 def test_threshold_estimator_is_unbiased_and_its_ci_covers() -> None:
     """Planted finite_vocab thresholds (iid, mean, d = 300, 13 snr points, 3 replicates,
     0.5% outlier noise), 80 disjoint seeds: the estimate is unbiased within 3 standard
-    errors of the seed mean (measured: population +0.0004 +- 0.0013, sample -0.005 +-
-    0.0025), and the 95% CI covers the planted value in at least 88% of the seeds
-    (measured 91% and 94%; the plain percentile bootstrap of 3 replicates covered 86% and
-    84% on the same seeds, which this bound rejects). At noise 2% and 6 replicates (150
-    seeds, not run here) the bias is -1.0% (population) and +0.5% (sample), coverage
-    95% and 98% (docs/thresholds.md, "Bias")."""
+    errors of the seed mean (measured: population +0.0006 +- 0.0013, sample +0.0024 +-
+    0.0032), and the 95% CI covers the planted value in at least 88% of the seeds
+    (measured 95% and 95%; the plain percentile bootstrap of 3 replicates covered 86% and
+    84% on the same seeds with the estimator before the split fit, which this bound
+    rejects). Noise 2% with 6 replicates: docs/thresholds.md, "Bias"."""
     estimates: dict[str, list[tuple[float, float, float, float]]] = {"population": [], "sample": []}
     for seed in range(100, 180):
         cells, theory = make_synthetic(
@@ -440,7 +442,8 @@ def test_the_slope_test_of_shared_curves_keeps_its_nominal_rate() -> None:
 
 def test_multi_d_sweeps_share_the_slope_and_single_d_sweeps_do_not() -> None:
     """estimate_thresholds on planted cells: with several d it fits one slope per curve
-    (theta_slope_shared = alpha/kappa = 1 for iid/mean, within 2% at 0.5% noise, and every d's
+    (theta_slope_shared = alpha/kappa = 1 for iid/mean, within 4% at 0.5% noise: over seeds
+    0-15 the sample slope is 1.003 with sd 0.012, the population's 1.001 with sd 0.006; every d's
     theta_slope equals it), reports the consistency p-value, and thresholds.csv names the
     estimator; a single-d sweep has neither variable and gives the same numbers as
     fit_threshold."""
@@ -452,7 +455,7 @@ def test_multi_d_sweeps_share_the_slope_and_single_d_sweeps_do_not() -> None:
     )
     est = estimate_thresholds(cells, n_boot=50)
     shared = est["theta_slope_shared"].squeeze()
-    np.testing.assert_allclose(shared, 1.0, rtol=0.02)
+    np.testing.assert_allclose(shared, 1.0, rtol=0.04)
     slopes = est["theta_slope"].squeeze().transpose("transition", "d")
     np.testing.assert_allclose(slopes, np.repeat(shared.values[:, None], 3, axis=1))
     assert np.all((est["slope_consistency_p"] >= 0) & (est["slope_consistency_p"] <= 1))
@@ -477,6 +480,7 @@ def test_multi_d_sweeps_share_the_slope_and_single_d_sweeps_do_not() -> None:
         float(curve["theta_critical"]),
         n_boot=50,
         rng=rng,
+        outliers=_ratios(single, "population"),
     )
     assert float(curve["threshold_extrapolated"]) == direct["extrapolated"]
     np.testing.assert_array_equal(curve["threshold_boot"].values, direct["boot"])
@@ -542,6 +546,12 @@ def test_threshold_ci_width_matches_the_estimator_spread_and_covers() -> None:
     check_threshold_ci_calibration(CI_SEEDS)
 
 
+def _ratios(cells: xr.Dataset, transition: str) -> np.ndarray:
+    """One curve's outlier ratios (snr, replicate), as ``estimate_thresholds`` passes them."""
+    ratios = outlier_ratios(cells).sel(transition=transition).squeeze()
+    return ratios.transpose("snr", "replicate").values
+
+
 def test_threshold_ci_reaches_the_thresholds_table_unchanged() -> None:
     """The CI of a single-d sweep's curve in ``estimate_thresholds`` is :func:`fit_threshold`'s
     on the same replicates and generator, and ``thresholds.csv`` carries it as is."""
@@ -561,6 +571,7 @@ def test_threshold_ci_reaches_the_thresholds_table_unchanged() -> None:
             float(curve["theta_critical"]),
             n_boot=50,
             rng=rng,
+            outliers=_ratios(cells, transition),
         )
         assert direct["bound"] == "none"
         assert float(curve["threshold_ci_low"]) == direct["ci_low"]
@@ -615,3 +626,44 @@ def test_the_law_average_is_unbiased_and_covers_whatever_the_law(setting: str) -
         covered = np.mean([fit["ci_low"] <= a <= fit["ci_high"] for fit in fits])
         assert abs(limits.mean() - a) <= 0.01 * a, (law, limits.mean())
         assert covered >= 0.90, (law, covered)
+
+
+def test_a_point_is_the_inverse_map_at_its_mean_outlier() -> None:
+    """With outliers, a point's theta is the inverse map at the replicates' mean
+    ``lambda / kappa`` (read off their pairs), not the mean of the inverted values, which the
+    concave inverse map biases low; in a bootstrap (leading axis) each resample's mean is
+    read off the original pairs (docs/thresholds.md, step 1)."""
+    from attnrmt.analysis.thresholds import _point_means
+
+    x = np.array([[4.45, 4.8, 5.6, 7.0], [6.0, 6.5, 7.5, 9.0]])
+    theta = theta_from_sample(x, 0.5, 0.5, 1.0)
+    exact = theta_from_sample(x.mean(-1), 0.5, 0.5, 1.0)
+    got = _point_means(theta, x, (x, theta))
+    np.testing.assert_allclose(got, exact, rtol=5e-3)  # the chord between two replicates
+    assert np.all(got > theta.mean(-1) + 0.01)
+    np.testing.assert_array_equal(_point_means(theta, None, None), theta.mean(-1))
+    boot = _point_means(theta[None, :, [0, 0, 3, 3]], x[None, :, [0, 0, 3, 3]], (x, theta))
+    np.testing.assert_allclose(
+        boot[0], theta_from_sample(x[:, [0, 3]].mean(-1), 0.5, 0.5, 1.0), rtol=2e-2
+    )
+
+
+def test_each_half_is_fitted_over_the_points_the_other_half_detects() -> None:
+    """The line is the average of each half's line over the points the *other* half
+    detects (docs/thresholds.md, step 3): the borderline snr = 1, detected by the first
+    replicate only, enters the second replicate's line and not the first's."""
+    from attnrmt.analysis.thresholds import _masked_line, _split_fit
+
+    snr = np.arange(4.0)
+    y = np.array([[0.2, 0.1], [1.3, 0.9], [2.1, 1.9], [3.0, 3.2]])
+
+    def line(mean: np.ndarray, detected: np.ndarray) -> tuple[np.ndarray, ...]:
+        return _masked_line(snr, mean, detected)[:2]
+
+    intercept, slope = _split_fit(y, None, None, 1.1, line)
+    # first replicate over snr 2, 3: 0.3 + 0.9 s; second over snr 1, 2, 3: -0.3 + 1.15 s
+    assert (float(intercept), float(slope)) == pytest.approx((0.0, 1.025))
+    same = np.array([[0.2, 0.1], [1.5, 1.3], [2.1, 1.9], [3.0, 3.2]])  # both detect 1, 2, 3
+    np.testing.assert_allclose(
+        _split_fit(same, None, None, 1.1, line), line(same.mean(-1), snr > 0.5)
+    )

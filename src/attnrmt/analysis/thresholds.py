@@ -10,15 +10,17 @@ Estimator ("theta inversion + linear extrapolation"):
    (the root ``u < 1/sqrt(delta)`` of ``x = (1+u)(1+delta u)/u``); a measured outlier
    ``lambda`` of ``S`` gives ``theta_hat = delta + 1/u`` with ``u in (0, u*)`` the root of
    ``lambda/kappa = (1+u)(1+delta u)(1+gamma u)/u``. Eigenvalues at or inside the edge give
-   the critical value ``theta_c`` (``delta + sqrt(delta)`` resp. ``delta + 1/u*``).
+   the critical value ``theta_c`` (``delta + sqrt(delta)`` resp. ``delta + 1/u*``). A snr
+   point's ``theta`` is the inverse at its replicates' mean outlier (:func:`_point_means`).
 2. Both variants say ``theta`` is *affine* in ``snr`` (paper: ``(alpha/kappa) snr``;
    finite_vocab: ``(alpha/kappa)(snr + delta)``), so above the threshold the replicate
    mean of ``theta_hat`` is a straight line in ``snr`` with no curvature to bias a linear
    fit. Points are "detected" when the mean exceeds ``theta_c (1 + margin)`` (default
    margin 0.1, which keeps the fit out of the finite-d critical window); a least-squares
-   line through the detected points is extrapolated to ``theta_c``; the crossing is the
-   threshold. Its intercept/slope (``snr`` offset) discriminates the variants: 0 (paper)
-   versus ``delta`` (finite_vocab).
+   line through the detected points (each half of the replicates over the points the
+   other half detects, the two averaged: :func:`_split_fit`) is extrapolated to
+   ``theta_c``; the crossing is the threshold. Its intercept/slope (``snr`` offset)
+   discriminates the variants: 0 (paper) versus ``delta`` (finite_vocab).
 3. CIs: percentile bootstrap, resampling replicates independently at every ``snr``; in a
    ``noise: shared`` sweep (one noise realisation per replicate curve, cells attribute
    ``noise``) whole replicate curves are resampled instead, the same replicates at every
@@ -87,16 +89,25 @@ def theta_hat(cells: xr.Dataset) -> xr.DataArray:
         Dims of the cells' ``top_eigenvalues`` minus ``k``, plus ``transition``.
     """
     delta, gamma = effective_ratios(cells)
-    kappa = cells["kappa"]
-    pop = at_signal(cells, "pop_top_eigenvalues", population=True)
-    sam = at_signal(cells, "top_eigenvalues")
-    pop_theta = xr.apply_ufunc(theta_from_population, pop, delta, kappa)
+    pop, sam = outlier_ratios(cells)
+    pop_theta = xr.apply_ufunc(theta_from_population, pop, delta, 1.0)
     edge = finite_d_edges(cells)  # finite T: the finite-d edge (docs/model.md)
-    sam_theta = xr.apply_ufunc(theta_from_sample, sam, delta, gamma, kappa, edge)
+    sam_theta = xr.apply_ufunc(theta_from_sample, sam, delta, gamma, 1.0, edge)
     out = xr.concat([pop_theta, sam_theta], dim="transition", join="outer")
     out = out.assign_coords(transition=list(TRANSITIONS))
     out.attrs = {"long_name": "spike strength inferred from the outlier", "units": "kappa"}
-    return own_theta(cells, out.drop_vars("k", errors="ignore"))
+    return own_theta(cells, out)
+
+
+def outlier_ratios(cells: xr.Dataset) -> xr.DataArray:
+    """``ell / kappa`` (population) and ``lambda / kappa`` (sample) at the signal index,
+    along ``transition`` (the dims of :func:`theta_hat`). O(cells)."""
+    ratios = [
+        at_signal(cells, name, population=name.startswith("pop")) / cells["kappa"]
+        for name in ("pop_top_eigenvalues", "top_eigenvalues")
+    ]
+    out = xr.concat(ratios, dim="transition", join="outer")
+    return out.assign_coords(transition=list(TRANSITIONS)).drop_vars("k", errors="ignore")
 
 
 def _weighted_line(x: np.ndarray, y: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, ...]:
@@ -139,6 +150,54 @@ def _contiguous_from_top(detected: np.ndarray) -> np.ndarray:
     return detected & (undetected_above == 0)
 
 
+def _point_means(y: np.ndarray, x: np.ndarray | None, pairs: tuple | None) -> np.ndarray:
+    """``theta`` of each point from replicates along the last axis (docs/thresholds.md,
+    step 1): the mean of the ``theta_hat`` ``y``, or with the outliers ``x`` (``lambda /
+    kappa``, same shape) the inverse map at their mean, read off each point's replicate pairs
+    ``pairs = (x0, y0)`` (shape ``(..., R)``, the trailing dims of ``x`` but the resampled
+    leading ones) by linear interpolation, so any monotone inverse map serves.
+    O(size of y + points x R log R)."""
+    with np.errstate(invalid="ignore"), _all_nan_rows_stay_nan():
+        if x is None or pairs is None:
+            return np.nanmean(y, axis=-1)
+        mean_x = np.nanmean(x, axis=-1)
+    out = np.full(mean_x.shape, np.nan)
+    x0, y0 = pairs
+    for p in np.ndindex(*x0.shape[:-1]):
+        ok = np.isfinite(x0[p]) & np.isfinite(y0[p])
+        if ok.any():
+            order = np.argsort(x0[p][ok])
+            out[(..., *p)] = np.interp(mean_x[(..., *p)], x0[p][ok][order], y0[p][ok][order])
+    return out
+
+
+def _split_fit(
+    y: np.ndarray, x: np.ndarray | None, pairs: tuple, level: Any, fit: Any
+) -> tuple[np.ndarray, ...]:
+    """Line ``(intercept, slope)`` fitted on each half of the replicates (last axis) over the
+    points the other half detects, the two averaged in proportion to their replicates (so
+    when the halves detect the same points it is the line of all replicates' means), so no
+    point is kept for the noise it brings to the fit (docs/thresholds.md, step 3); one
+    replicate is its own half. ``fit(mean, detected)`` fits one line; ``x``, ``pairs`` as in
+    :func:`_point_means`. O(fit + size of y)."""
+    half, n = y.shape[-1] // 2, y.shape[-1]
+    cuts = (slice(0, half), slice(half, None)) if half else (slice(None), slice(None))
+    means = [_point_means(y[..., c], None if x is None else x[..., c], pairs) for c in cuts]
+    lines = [
+        fit(mean, _contiguous_from_top(np.isfinite(other) & (other > level)))
+        for mean, other in zip(means, means[::-1], strict=True)
+    ]
+    out = []
+    for one, two in zip(*lines, strict=True):
+        both = np.stack([one, two])
+        w = np.where(
+            np.isfinite(both), np.reshape([half or 1, n - half or 1], (2,) + (1,) * one.ndim), 0
+        )
+        with np.errstate(invalid="ignore", divide="ignore"):
+            out.append((np.where(w > 0, both, 0.0) * w).sum(0) / w.sum(0))
+    return tuple(out)
+
+
 def fit_threshold(
     snr: np.ndarray,
     theta_reps: np.ndarray,
@@ -149,8 +208,9 @@ def fit_threshold(
     level: float = DEFAULT_LEVEL,
     rng: np.random.Generator | None = None,
     curves: bool = False,
+    outliers: np.ndarray | None = None,
 ) -> dict[str, Any]:
-    """Threshold in ``snr`` from ``theta_hat`` replicates along one snr curve (steps 2–4).
+    """Threshold in ``snr`` from ``theta_hat`` replicates along one snr curve (steps 1–4).
 
     Parameters
     ----------
@@ -174,6 +234,9 @@ def fit_threshold(
         together): the replicates of a ``noise: shared`` sweep, whose snr values share one
         noise realisation (docs/thresholds.md, "Shared-noise curves"). Default False:
         replicates resampled independently at each snr (independent cells).
+    outliers : ndarray (S, R), optional
+        ``lambda / kappa`` of the replicates: a point's ``theta`` is then the inverse map at
+        their mean (:func:`_point_means`), not the mean of ``theta_reps``.
 
     Returns
     -------
@@ -189,12 +252,15 @@ def fit_threshold(
     y = np.asarray(theta_reps, dtype=float).reshape(s.size, -1)
     order = np.argsort(s)
     s, y = s[order], y[order]
+    x = None if outliers is None else np.asarray(outliers, dtype=float).reshape(y.shape)[order]
     level_c = theta_c * (1.0 + margin)
-    with np.errstate(invalid="ignore"), _all_nan_rows_stay_nan():
-        mean = np.nanmean(y, axis=1)
+    mean = _point_means(y, x, (x, y))
     detected = _contiguous_from_top(np.isfinite(mean) & (mean > level_c))
-    line_intercept, line_slope, _n = _masked_line(s, mean, detected)
-    intercept, slope = float(line_intercept), float(line_slope)
+
+    def line(m: np.ndarray, det: np.ndarray) -> tuple[np.ndarray, ...]:
+        return _masked_line(s, m, det)[:2]
+
+    intercept, slope = (float(v) for v in _split_fit(y, x, (x, y), level_c, line))
     with np.errstate(divide="ignore", invalid="ignore"):
         crossing = (theta_c - intercept) / slope if slope > 0 else np.nan
         offset = intercept / slope if slope > 0 else np.nan
@@ -204,10 +270,8 @@ def fit_threshold(
     idx = rng.integers(0, n_rep, size=(n_boot, 1 if curves else s.size, n_rep))
     idx = np.broadcast_to(idx, (n_boot, s.size, n_rep))
     samples = np.take_along_axis(np.broadcast_to(y, (n_boot, *y.shape)), idx, axis=2)
-    with np.errstate(invalid="ignore"), _all_nan_rows_stay_nan():
-        boot_mean = np.nanmean(samples, axis=2)
-    boot_det = _contiguous_from_top(np.isfinite(boot_mean) & (boot_mean > level_c))
-    b_int, b_slope, _ = _masked_line(s, boot_mean, boot_det)
+    x_samples = None if x is None else np.take_along_axis(np.broadcast_to(x, samples.shape), idx, 2)
+    b_int, b_slope = _split_fit(samples, x_samples, (x, y), level_c, line)
     with np.errstate(divide="ignore", invalid="ignore"):
         boot = np.where(b_slope > 0, (theta_c - b_int) / b_slope, np.nan)
     ci = _crossing_ci(boot, crossing, n_rep, n_boot, level)
@@ -412,6 +476,7 @@ def fit_thresholds_shared_slope(
     rng: np.random.Generator | None = None,
     min_p: float | None = None,
     curves: bool = False,
+    outliers: np.ndarray | None = None,
 ) -> dict[str, Any]:
     """Thresholds at every ``d`` of one curve with one ``theta``-vs-``snr`` slope shared by
     all ``d`` (docs/thresholds.md, "Shared slope").
@@ -435,7 +500,8 @@ def fit_thresholds_shared_slope(
         ``theta_hat`` per ``d``, snr and replicate (NaN = missing).
     theta_c : ndarray (D,)
         Critical spike strength at each ``d``.
-    margin, n_boot, level, rng : as in :func:`fit_threshold`.
+    margin, n_boot, level, rng, outliers : as in :func:`fit_threshold` (``outliers``
+        (D, S, R)).
     min_p : float, optional
         Smallest slope-consistency p-value at which the slope is still shared.
     curves : bool
@@ -461,25 +527,29 @@ def fit_thresholds_shared_slope(
     order = np.argsort(s)
     s = s[order]
     y = np.asarray(theta_reps, dtype=float)[:, order, :]
+    x = None if outliers is None else np.asarray(outliers, dtype=float)[:, order, :]
     tc = np.asarray(theta_c, dtype=float).reshape(-1)
     n_d, _, n_rep = y.shape
     level_c = (tc * (1.0 + margin))[:, None]
 
-    def lines(samples: np.ndarray) -> tuple[Any, ...]:
-        with np.errstate(invalid="ignore"), _all_nan_rows_stay_nan():
-            mean = np.nanmean(samples, axis=-1)
+    def lines(samples: np.ndarray, x_samples: np.ndarray | None) -> tuple[Any, ...]:
+        mean = _point_means(samples, x_samples, (x, y))
         detected = _contiguous_from_top(np.isfinite(mean) & (mean > level_c))
         slope_variance, slope_count = (
             _replicate_slope_variance(s, samples, detected) if curves else (None, None)
         )
-        a, b, own, q, dof = _shared_slope_lines(
-            s, mean, detected, _pooled_mean_variance(samples, detected), slope_variance
-        )
+        variance = _pooled_mean_variance(samples, detected)
+        _, _, own, q, dof = _shared_slope_lines(s, mean, detected, variance, slope_variance)
+
+        def line(m: np.ndarray, det: np.ndarray) -> tuple[np.ndarray, ...]:
+            return _shared_slope_lines(s, m, det, variance, slope_variance)[:2]
+
+        a, b = _split_fit(samples, x_samples, (x, y), level_c, line)
         with np.errstate(invalid="ignore", divide="ignore"):
             crossing = np.where(b[..., None] > 0, (tc - a) / b[..., None], np.nan)
         return crossing, a, b, own, q, dof, detected, slope_count
 
-    crossing, intercept, slopes, own, q, dof, detected, slope_count = lines(y)
+    crossing, intercept, slopes, own, q, dof, detected, slope_count = lines(y, x)
     slope = float(slopes)
     nu = None  # the F test's denominator: curves at the d with a slope and the fewest
     if slope_count is not None:
@@ -497,6 +567,7 @@ def fit_thresholds_shared_slope(
                 level=level,
                 rng=rng,
                 curves=curves,
+                outliers=None if x is None else x[i],
             )
             for i in range(n_d)
         ]
@@ -505,7 +576,10 @@ def fit_thresholds_shared_slope(
     idx = rng.integers(0, n_rep, size=(n_boot, n_d, 1, n_rep) if curves else (n_boot, *y.shape))
     idx = np.broadcast_to(idx, (n_boot, *y.shape))
     samples = np.take_along_axis(np.broadcast_to(y, (n_boot, *y.shape)), idx, axis=-1)
-    boot = lines(samples)[0].T  # (D, n_boot)
+    x_samples = (
+        None if x is None else np.take_along_axis(np.broadcast_to(x, samples.shape), idx, -1)
+    )
+    boot = lines(samples, x_samples)[0].T  # (D, n_boot)
     per_d = [
         _classify(
             s,
@@ -598,6 +672,10 @@ def estimate_thresholds(
     dvals = np.asarray(dmean.transpose(*curve_dims).values, dtype=float)
     gvals = np.asarray(gmean.transpose(*curve_dims).values, dtype=float)
     values = np.asarray(th.values, dtype=float)
+    ratios = np.asarray(
+        outlier_ratios(cells).transpose(*curve_dims, "transition", "snr", "replicate").values,
+        dtype=float,
+    )
     multi_d = "d" in curve_dims and th.sizes["d"] >= 2
     d_axis = curve_dims.index("d") if multi_d else 0
     rest_shape = shape[:d_axis] + shape[d_axis + 1 :] if multi_d else ()
@@ -642,13 +720,19 @@ def estimate_thresholds(
                     np.stack([values[i] for i in usable]),
                     np.array([theta_c[i] for i in usable]),
                     curves=curves,
+                    outliers=np.stack([ratios[i] for i in usable]),
                     **options,
                 )
                 shared_slope[(*index, t)] = fit["shared_slope"]
                 slope_p[(*index, t)] = fit["slope_p"]
             else:
                 one = fit_threshold(
-                    snr, values[usable[0]], float(theta_c[usable[0]]), curves=curves, **options
+                    snr,
+                    values[usable[0]],
+                    float(theta_c[usable[0]]),
+                    curves=curves,
+                    outliers=ratios[usable[0]],
+                    **options,
                 )
                 fit = {name: [value] for name, value in one.items()}
             for row, i in enumerate(usable):
