@@ -69,7 +69,9 @@ rule rounds_figure:
         f"{RESULTS}/rounds/rounds.csv",
     output:
         report(f"{RESULTS}/figures/rounds.png", caption="../report/rounds.rst", category="Rounds"),
+    log:
+        f"{RESULTS}/logs/figures/rounds.log",
     run:
         import attnrmt.sweep.run.rounds
 
-        attnrmt.sweep.run.rounds.rounds_figure(input[0], output[0])
+        attnrmt.sweep.run.rounds.rounds_figure(input[0], output[0], log[0])

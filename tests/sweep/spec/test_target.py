@@ -137,7 +137,9 @@ def test_rounds_advance_resume_and_stop(tmp_path: Path, monkeypatch: pytest.Monk
     table = pd.read_csv(run_dir / "rounds" / "rounds.csv")
     assert table["round"].tolist() == [0, 0, 1, 1]
     assert table["next"].tolist()[-1] == "met"
-    figure = rounds.rounds_figure(run_dir / "rounds" / "rounds.csv", tmp_path / "rounds.png")
+    log = tmp_path / "rounds.log"
+    figure = rounds.rounds_figure(run_dir / "rounds" / "rounds.csv", tmp_path / "rounds.png", log)
+    assert "4 rows" in log.read_text()  # the rule's log names what was drawn
     lines = figure.axes[0].get_lines()  # one per target (rounds 0 and 1), then the goal
     assert [list(line.get_xdata()) for line in lines[:2]] == [[0, 1], [0, 1]] and len(lines) == 3
     assert rounds.round_status_lines(run_dir)[:2] == [

@@ -169,10 +169,11 @@ def round_status_lines(run_dir: Path) -> list[str]:
     return lines
 
 
-def rounds_figure(table: str | Path, out: str | Path) -> Any:
+def rounds_figure(table: str | Path, out: str | Path, log: str | Path | None = None) -> Any:
     """The report's figure of ``rounds.csv``: each target's half-width over its goal
     (``distance``, log scale; 1 = met) against the round, one line per sweep, transition
-    and setting, labelled with its replicates in the last round; returns the figure. O(rows)."""
+    and setting, labelled with its replicates in the last round; returns the figure (and
+    names it in ``log``, the rule's log file). O(rows)."""
     from matplotlib.figure import Figure
 
     frame = pd.read_csv(table)
@@ -186,4 +187,6 @@ def rounds_figure(table: str | Path, out: str | Path) -> Any:
     ax.set_xticks(sorted(frame["round"].unique()))
     ax.legend(fontsize="x-small")
     figure.savefig(out, dpi=120)
+    if log is not None:
+        Path(log).write_text(f"{out}: {len(frame)} rows of {table}\n", encoding="utf-8")
     return figure
