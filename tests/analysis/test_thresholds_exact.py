@@ -20,6 +20,14 @@ def test_crossing_ci_is_the_central_percentile_interval_widened() -> None:
     np.testing.assert_allclose(ci90, [0.5 - np.sqrt(5 / 4) * 0.45, 0.5 + np.sqrt(5 / 4) * 0.45])
 
 
+def test_crossing_ci_contains_its_estimate() -> None:
+    """Resamples all above the estimate (a split fit with few replicates can do that): the
+    interval is stretched down to the estimate, its upper end unchanged."""
+    boot = np.linspace(1.0, 2.0, 1001)
+    ci = _crossing_ci(boot, 0.5, n_rep=1, n_boot=boot.size, level=0.95)
+    np.testing.assert_allclose(ci, [0.5, 1.975], rtol=0, atol=1e-12)
+
+
 def test_pooled_mean_variance_is_the_unbiased_variance_of_a_mean() -> None:
     """One detected point: ``var(ddof=1) / n``; several with equal counts: the mean of
     those; undetected points and missing replicates are left out."""

@@ -290,8 +290,9 @@ def _crossing_ci(
     boot: np.ndarray, crossing: float, n_rep: int, n_boot: int, level: float
 ) -> np.ndarray:
     """Percentile CI of bootstrap crossings, widened about ``crossing`` by
-    ``sqrt(n/(n-1))`` for ``n_rep`` replicates (docs/thresholds.md, "Confidence
-    intervals"); NaN when fewer than half the resamples give a crossing. O(n_boot)."""
+    ``sqrt(n/(n-1))`` for ``n_rep`` replicates and stretched to contain ``crossing``
+    (docs/thresholds.md, "Confidence intervals"); NaN when fewer than half the resamples
+    give a crossing. O(n_boot)."""
     tail = (1.0 - level) / 2.0
     if np.isfinite(boot).sum() < max(2, n_boot // 2):
         return np.array([np.nan, np.nan])
@@ -301,6 +302,8 @@ def _crossing_ci(
     # for a 95% CI at n = 3): widen it about the estimate by sqrt(n/(n-1)).
     if np.isfinite(crossing) and n_rep > 1:
         ci = crossing + np.sqrt(n_rep / (n_rep - 1.0)) * (ci - crossing)
+    if np.isfinite(crossing):
+        ci = np.array([min(ci[0], crossing), max(ci[1], crossing)])
     return ci
 
 
