@@ -726,13 +726,7 @@ def refuse_if_alive(run_dir: Path, run_name: str, config: str | os.PathLike[str]
     record, state = alive
     since = ""
     if state.state == "RUNNING":  # squeue's %S: the start, in the cluster's local time
-        done = subprocess.run(
-            ["squeue", "-h", "-j", str(state.job_id), "-o", "%S"],
-            capture_output=True,
-            text=True,
-            timeout=slurm.COMMAND_TIMEOUT_SECONDS,
-            check=False,
-        )
+        done = slurm.slurm_command("squeue", "-h", "-j", str(state.job_id), "-o", "%S")
         started = done.stdout.strip() if done.returncode == 0 else ""
         since = f" since {started}" if started not in ("", "N/A", "Unknown") else ""
     raise DriverAlive(
@@ -749,13 +743,7 @@ def sbatch(script: Path) -> str:
     ValueError
         sbatch failed (its message).
     """
-    done = subprocess.run(
-        ["sbatch", "--parsable", str(script)],
-        capture_output=True,
-        text=True,
-        timeout=slurm.COMMAND_TIMEOUT_SECONDS,
-        check=False,
-    )
+    done = slurm.slurm_command("sbatch", "--parsable", str(script))
     job_id = done.stdout.strip().split(";")[0]
     if done.returncode != 0 or not job_id:
         raise ValueError(
