@@ -1,13 +1,13 @@
 """Benchmark: the ``execution.max_failures`` check every block makes before computing.
 
 Setup: a run folder of 4 sweeps with ``n`` failure records in all (16 failed cells each,
-written by the real writer, :func:`attnrmt.sweep.run.failures.record_block_failures`) and the
+written by the real writer, :func:`attnrmt.sweep.compute.failures.record_block_failures`) and the
 run's start marker; ``n`` in :data:`N_RECORDS`.
 
 Metrics per ``n`` (medians over :data:`RUNS`, page cache warm):
 
 ``check_ms``
-    :meth:`attnrmt.sweep.run.failures.FailureBudget.exceeded` with a limit above the count
+    :meth:`attnrmt.sweep.compute.failures.FailureBudget.exceeded` with a limit above the count
     (the check reads every record: its worst case).
 ``floor_ms`` (floor)
     Listing the records and reading their bytes (``glob`` + ``read_bytes``): what any
@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from attnrmt.contract import FAILURE_CAUSES
-from attnrmt.sweep.run.failures import FailureBudget
+from attnrmt.sweep.compute.failures import FailureBudget
 from attnrmt.sweep.store.failures import FAILURES_DIRNAME, mark_run_started, record_block_failures
 
 RUNS = 5

@@ -83,7 +83,7 @@ def _synthetic_records(n_cells: int, d: int, rng: np.random.Generator) -> list[d
 def integrity_costs() -> dict[str, Any]:
     """The ``integrity_*`` numbers (module docstring)."""
     from attnrmt.sweep import load_config, plan_run
-    from attnrmt.sweep.run.blocks import BlockLog, FinishedTask, TaskSalvage
+    from attnrmt.sweep.compute.blocks import BlockLog, FinishedTask, TaskSalvage
     from attnrmt.sweep.spec.identity import seed_token
     from attnrmt.sweep.store import fragments
     from attnrmt.sweep.store.atomic import remove_stale_temporaries

@@ -33,8 +33,8 @@ import numpy as np
 
 from attnrmt.contract import PROVENANCE_FIELDS
 from attnrmt.sweep import load_config, plan_run
+from attnrmt.sweep.compute.provenance import process_environment
 from attnrmt.sweep.report.provenance import run_provenance
-from attnrmt.sweep.run.provenance import process_environment
 from attnrmt.sweep.spec.identity import seed_token
 from attnrmt.sweep.store.cell_table.writer import gather_cells
 from attnrmt.sweep.store.fragments import encode_fragment, write_fragment

@@ -142,7 +142,7 @@ class RssSampler:
 
 def run_pipeline_to_analysis(config: dict[str, Any], n_cores: int) -> dict[str, Any]:
     """Seconds and peak RSS of a fresh run to every sweep's ``analysis.zarr``."""
-    from attnrmt.sweep.run.cluster import shutdown_run_cluster
+    from attnrmt.sweep.compute.cluster import shutdown_run_cluster
 
     workdir = Path(tempfile.mkdtemp(prefix="attnrmt-bench-scale-"))
     try:
@@ -171,7 +171,7 @@ def estimated_compute_seconds(config: dict[str, Any]) -> float:
     """``attnrmt plan``'s single-core estimate of the config (calibrated here)."""
     from attnrmt.cli import sweep_summary
     from attnrmt.sweep import load_config, plan_run
-    from attnrmt.sweep.run.calibration import calibrate_seconds_per_work
+    from attnrmt.sweep.compute.calibration import calibrate_seconds_per_work
 
     seconds_per_work = calibrate_seconds_per_work()
     plan = plan_run(load_config(config))

@@ -126,8 +126,8 @@ def test_plan_lists_recorded_failures_of_cells_still_planned(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     from attnrmt.sweep import load_config, plan_run
+    from attnrmt.sweep.compute.failures import failed_blocks
     from attnrmt.sweep.report.failed_cells import failed_cells_table
-    from attnrmt.sweep.run.failures import failed_blocks
     from attnrmt.sweep.store.failures import clear_block_failures, record_block_failures
 
     config = load_config(SMALL)

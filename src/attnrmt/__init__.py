@@ -27,7 +27,7 @@ except PackageNotFoundError:  # pragma: no cover - running from a source tree
 #: Where each public name lives (imported on first use, PEP 562).
 _EXPORTS: dict[str, str] = {
     "open_results": "attnrmt.sweep.store",
-    "run": "attnrmt.runner",
+    "run": "attnrmt.api",
 }
 
 __getattr__, __dir__ = lazy_door(__name__, _EXPORTS)

@@ -37,7 +37,10 @@ EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a tool killed 
 def calibrate_seconds_per_work(run_dir: Path) -> tuple[float, str]:
     """Seconds per work unit on this machine and its source: kept in an existing run directory
     (identical estimates), else measured and not kept (``attnrmt plan`` creates no folder)."""
-    from attnrmt.sweep.run.calibration import cached_seconds_per_work, calibrate_seconds_per_work
+    from attnrmt.sweep.compute.calibration import (
+        cached_seconds_per_work,
+        calibrate_seconds_per_work,
+    )
     from attnrmt.sweep.store.layout import RunLayout
 
     if run_dir.is_dir():
@@ -106,7 +109,7 @@ def _print_placed(rows: Sequence[Mapping[str, Any]]) -> None:
 
 def _print_failures(rows: Sequence[Mapping[str, Any]], run_dir: Path) -> None:
     """One line per failed cell: sweep, block, key, main parameters and the error."""
-    from attnrmt.sweep.run.failures import count_failures_by_cause, describe_causes
+    from attnrmt.sweep.compute.failures import count_failures_by_cause, describe_causes
 
     failed = [(row["sweep"], cell) for row in rows for cell in row["failed_cells"]]
     if not failed:
@@ -196,9 +199,9 @@ def status_plan(target: str, results: str) -> tuple[Any, Path]:
 
 def _round_plan(valid: Any, run_dir: Path) -> Any:
     """The plan of the run's current round when its sweeps state a target
-    (:mod:`attnrmt.sweep.run.rounds`), else of ``valid``."""
+    (:mod:`attnrmt.sweep.compute.rounds`), else of ``valid``."""
     from attnrmt.sweep import plan_run
-    from attnrmt.sweep.run.rounds import latest_round, targeted
+    from attnrmt.sweep.compute.rounds import latest_round, targeted
     from attnrmt.sweep.spec.config import load_valid_config
 
     latest = latest_round(run_dir) if targeted(valid) else None
@@ -212,9 +215,9 @@ def command_status(args: argparse.Namespace) -> int:
     import time
 
     from attnrmt.driver import driver_status_line
+    from attnrmt.sweep.compute.rounds import round_status_lines
     from attnrmt.sweep.report.progress_bar import PeriodicLines, TerminalBar, choose_display
     from attnrmt.sweep.report.status import run_status, status_table
-    from attnrmt.sweep.run.rounds import round_status_lines
 
     run_plan, run_dir = status_plan(args.target, args.results)
     status, display = run_status(run_plan, run_dir), None

@@ -74,7 +74,7 @@ PROVENANCE_ABSENT: dict[str, int] = {"environment_id": 0, "peak_memory_bytes": -
 
 #: Why a cell failed, in the ``cause`` of its failure record and of ``failed_cells.csv``
 #: (``docs/data-contract.md``, "Failure causes"; decided by
-#: ``attnrmt.sweep.run.failures.classify_failure``), in the order reports list them.
+#: ``attnrmt.sweep.compute.failures.classify_failure``), in the order reports list them.
 FAILURE_CAUSES: tuple[str, ...] = ("out_of_memory", "walltime", "killed", "numerical", "other")
 
 

@@ -9,11 +9,11 @@ print the end summary (:func:`attnrmt.sweep.report.summary.run_summary`).
 
 :func:`execute_run` runs the Snakemake steps as child processes in their own session;
 their output goes to the run's log (``results/<run>/logs/run-<UTC time>.log``) and, split
-by :class:`attnrmt.run_output.OutputSplitter`, only our messages and errors (in full)
+by :class:`attnrmt.log_filter.OutputSplitter`, only our messages and errors (in full)
 reach the screen, under a live progress bar (:mod:`attnrmt.sweep.report.progress_bar`). With
 ``signal_handlers`` (the command line) it forwards SIGINT, SIGTERM and SIGHUP (as SIGTERM)
 to the running step, once: Snakemake then stops within seconds, keeping what finished
-(:func:`attnrmt.sweep.run.cluster.stop_on_signals`), and the later steps are skipped.
+(:func:`attnrmt.sweep.compute.cluster.stop_on_signals`), and the later steps are skipped.
 Without (:func:`attnrmt.run` in a notebook, whose kernel owns SIGINT) a
 :class:`KeyboardInterrupt` while a step runs is forwarded the same way.
 
@@ -56,7 +56,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from attnrmt.sweep.run.cluster import security, slurm
+from attnrmt.sweep.compute.cluster import security, slurm
 from attnrmt.sweep.store.layout import RESULTS_DIRNAME, RunLayout
 
 SCRIPT_FILENAME = "driver.sbatch"
@@ -299,7 +299,7 @@ def execute_run(
     """
     from attnrmt.extras import require_extra
     from attnrmt.sweep import plan_run
-    from attnrmt.sweep.run.rounds import targeted
+    from attnrmt.sweep.compute.rounds import targeted
     from attnrmt.sweep.spec.config import load_valid_config
     from attnrmt.sweep.store.guard import (
         RunInProgress,
@@ -364,12 +364,12 @@ def execute_run(
 def _execute_rounds(
     targets: Mapping[str, Any], config: Any, run_dir: Path, run_name: str, steps: Any
 ) -> RunOutcome:
-    """The rounds of a run whose sweeps state a target (:mod:`attnrmt.sweep.run.rounds`):
+    """The rounds of a run whose sweeps state a target (:mod:`attnrmt.sweep.compute.rounds`):
     from the current round on, run its config to its thresholds (an incremental rerun) and
     plan the next, until every target is met or its budget is spent; then the last round's
     figures and report. O(rounds) Snakemake runs."""
     from attnrmt.sweep import plan_run
-    from attnrmt.sweep.run.rounds import advance, current_round, round_status_lines
+    from attnrmt.sweep.compute.rounds import advance, current_round, round_status_lines
     from attnrmt.sweep.spec.config import load_valid_config
     from attnrmt.sweep.store.guard import claim_run_dir
 
@@ -406,7 +406,7 @@ def _execute_steps(
     stores are checked against their records and the config (docs/data-contract.md,
     "Integrity")."""
     from attnrmt.analysis.pipeline import settings_sha256
-    from attnrmt.run_output import OutputSplitter, message_key
+    from attnrmt.log_filter import OutputSplitter, message_key
     from attnrmt.sweep.report.progress_bar import ProgressTicker, choose_display
     from attnrmt.sweep.report.summary import run_summary
     from attnrmt.sweep.store.guard import writer_env
@@ -467,7 +467,7 @@ def _execute_steps(
 
 @dataclass
 class _StageSplitter:
-    """The run's :class:`~attnrmt.run_output.OutputSplitter`, also telling the ticker
+    """The run's :class:`~attnrmt.log_filter.OutputSplitter`, also telling the ticker
     the stage (``step N/M rule``, or ``report``) after each line."""
 
     splitter: Any

@@ -339,7 +339,7 @@ class Workdir:
     def worker_pids(self, timeout: float = 120) -> dict[str, int]:
         """Worker address -> pid of the run's live cluster (connects with the run's TLS
         credentials, as the owner of the run)."""
-        from attnrmt.sweep.run.cluster import connect
+        from attnrmt.sweep.compute.cluster import connect
 
         with connect(self.run_dir, timeout=f"{timeout}s") as client:
             return {address: int(pid) for address, pid in client.run(os.getpid).items()}
@@ -359,7 +359,7 @@ class Workdir:
     def close(self) -> None:
         """Kill background Snakemake runs we started (with their Dask clusters); remove the
         run's scheduler file and credentials if a killed run left them."""
-        from attnrmt.sweep.run.cluster import shutdown_run_cluster
+        from attnrmt.sweep.compute.cluster import shutdown_run_cluster
 
         for process in self._processes:
             if process.poll() is None:
@@ -553,7 +553,7 @@ def wait_for_scheduler_file(
     workdir: Workdir, process: subprocess.Popen, timeout: float = 180
 ) -> dict[str, Any]:
     """Contents of the run's scheduler file once its cluster is up."""
-    from attnrmt.sweep.run.cluster import read_scheduler_file, scheduler_file_path
+    from attnrmt.sweep.compute.cluster import read_scheduler_file, scheduler_file_path
 
     deadline = time.monotonic() + timeout
     path = scheduler_file_path(workdir.run_dir)
@@ -567,8 +567,8 @@ def wait_for_scheduler_file(
 
 def credential_files(run_dir: Path) -> list[Path]:
     """The run's secret files: TLS certificate and key, scheduler file."""
-    from attnrmt.sweep.run.cluster import cluster_dir, scheduler_file_path
-    from attnrmt.sweep.run.cluster.security import credential_paths
+    from attnrmt.sweep.compute.cluster import cluster_dir, scheduler_file_path
+    from attnrmt.sweep.compute.cluster.security import credential_paths
 
     return [*credential_paths(cluster_dir(run_dir)), scheduler_file_path(run_dir)]
 
@@ -608,7 +608,7 @@ def assert_locked_out(report: Mapping[str, Any]) -> None:
 
 def assert_private_modes(run_dir: Path) -> None:
     """.dask/ and tls/ are 0700; credentials, scheduler file and cluster log 0600."""
-    from attnrmt.sweep.run.cluster import cluster_dir
+    from attnrmt.sweep.compute.cluster import cluster_dir
 
     dask_dir = cluster_dir(run_dir)
     for directory in (dask_dir, dask_dir / "tls"):

@@ -30,7 +30,7 @@ import pytest
 from threadpoolctl import threadpool_limits
 
 from attnrmt.sweep import load_config, plan_run
-from attnrmt.sweep.run.blocks import compute_cell
+from attnrmt.sweep.compute.blocks import compute_cell
 from attnrmt.sweep.store import fragments
 from attnrmt.sweep.store.cell_table.reader import open_cells
 from attnrmt.sweep.store.provenance import PROVENANCE_KEYS

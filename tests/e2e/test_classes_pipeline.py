@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from attnrmt.contract import SPIKE_FIELDS, TABLES
-from attnrmt.sweep.run.blocks import compute_cell
+from attnrmt.sweep.compute.blocks import compute_cell
 from attnrmt.sweep.spec import identity
 from attnrmt.sweep.spec.config import validate_config
 from attnrmt.sweep.spec.plan import plan_run

@@ -53,7 +53,7 @@ import xarray as xr
 import yaml
 
 from attnrmt.sweep import store
-from attnrmt.sweep.run.cluster import connect
+from attnrmt.sweep.compute.cluster import connect
 from tests.e2e.helpers import (
     Workdir,
     count_cells,

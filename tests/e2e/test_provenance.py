@@ -8,8 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from attnrmt.sweep.compute.provenance import git_state
 from attnrmt.sweep.report.provenance import commit_label
-from attnrmt.sweep.run.provenance import git_state
 from tests.e2e.helpers import REPO_ROOT, Workdir, subprocess_environment, tiny_config
 
 ATTNRMT = Path(sys.executable).with_name("attnrmt")

@@ -223,7 +223,7 @@ def documented_run(tmp_path_factory: pytest.TempPathFactory) -> dict:
             "started": started,
         }
     finally:
-        from attnrmt.sweep.run.cluster import shutdown_run_cluster
+        from attnrmt.sweep.compute.cluster import shutdown_run_cluster
 
         shutdown_run_cluster(workdir / "results" / config["run"])  # wait for the daemon
 

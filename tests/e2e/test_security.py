@@ -23,7 +23,7 @@ import pytest
 from distributed import LocalCluster
 from distributed.security import Security
 
-from attnrmt.sweep.run.cluster import connect
+from attnrmt.sweep.compute.cluster import connect
 from tests.e2e.helpers import (
     Workdir,
     assert_locked_out,

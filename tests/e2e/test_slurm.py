@@ -31,7 +31,7 @@ import xarray as xr
 import yaml
 
 from attnrmt import workflow
-from attnrmt.sweep.run.cluster import connect
+from attnrmt.sweep.compute.cluster import connect
 from tests.e2e.helpers import (
     REPO_ROOT,
     Workdir,
@@ -279,9 +279,9 @@ def test_unsatisfiable_worker_request_stops_the_run_fast(slurm: str, tmp_path: P
 def test_pending_reason_that_never_clears_is_recognised(slurm: str, tmp_path: Path) -> None:
     """A real job pending with PartitionConfig (more cores than the node): the watch of a
     running cluster names it as fatal; a job held for later is only reported."""
-    from attnrmt.sweep.run.cluster import ClusterSettings
-    from attnrmt.sweep.run.cluster.jobqueue import PendingWatch
-    from attnrmt.sweep.run.cluster.slurm import job_states
+    from attnrmt.sweep.compute.cluster import ClusterSettings
+    from attnrmt.sweep.compute.cluster.jobqueue import PendingWatch
+    from attnrmt.sweep.compute.cluster.slurm import job_states
 
     script = tmp_path / "job.sh"
     script.write_text("#!/bin/bash\nsleep 1\n")

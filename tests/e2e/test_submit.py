@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from attnrmt.sweep.run.cluster.slurm import job_states
+from attnrmt.sweep.compute.cluster.slurm import job_states
 from tests.e2e.helpers import (
     DEFAULT_PROFILE,
     SNAKEFILE,

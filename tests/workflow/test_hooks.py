@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from attnrmt.sweep.run.failures import FailureBudget
+from attnrmt.sweep.compute.failures import FailureBudget
 from attnrmt.sweep.store import failures as failure_records
 from attnrmt.workflow import hooks
 from tests.sweep.conftest import store_plan, write_block_fragments, write_failed_block

@@ -8,8 +8,8 @@ import time
 from attnrmt.contract import PLACEHOLDER_FIGURE, RUN_FIGURES, SWEEP_FIGURES, SWEEP_TABLES, TABLES
 from attnrmt.workflow import hooks
 from attnrmt.sweep.store.layout import RunLayout
-from attnrmt.sweep.run.blocks import run_block
-from attnrmt.sweep.run.cluster import (
+from attnrmt.sweep.compute.blocks import run_block
+from attnrmt.sweep.compute.cluster import (
     BlocksLeft,
     ClusterSettings,
     cancel_rate_limiter_wakeups,
@@ -17,8 +17,8 @@ from attnrmt.sweep.run.cluster import (
     shutdown_run_cluster,
     stop_on_signals,
 )
-from attnrmt.sweep.run.cluster.blockwatch import start_block_job_watch
-from attnrmt.sweep.run.failures import FailureBudget, describe_skipped, failed_blocks
+from attnrmt.sweep.compute.cluster.blockwatch import start_block_job_watch
+from attnrmt.sweep.compute.failures import FailureBudget, describe_skipped, failed_blocks
 from attnrmt.sweep.spec.plan import plan_run
 from attnrmt.sweep.store import gather_cells
 from attnrmt.sweep.store.cell_cache import cache_root
@@ -171,7 +171,7 @@ def figure_outputs(folder, names, sweep):
 
 def simulate_block_job(wildcards, fragment, log_path, resources):
     """Body of the block job: run the block on the run's cluster
-    (attnrmt.sweep.run.blocks.run_block), then the driving process's after-block chores
+    (attnrmt.sweep.compute.blocks.run_block), then the driving process's after-block chores
     (attnrmt.workflow.hooks.after_block)."""
     run_block(
         block_cells(wildcards), fragment, RESULTS, config.get("dask"), log_path,

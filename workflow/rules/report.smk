@@ -72,6 +72,6 @@ rule rounds_figure:
     log:
         f"{RESULTS}/logs/figures/rounds.log",
     run:
-        import attnrmt.sweep.run.rounds
+        import attnrmt.sweep.compute.rounds
 
-        attnrmt.sweep.run.rounds.rounds_figure(input[0], output[0], log[0])
+        attnrmt.sweep.compute.rounds.rounds_figure(input[0], output[0], log[0])

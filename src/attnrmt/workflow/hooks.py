@@ -35,8 +35,8 @@ def after_block(fragment: str, run_plan: Any, results: str, blocks_left: Any, re
     the gathers need no cluster, so the workers' teardown overlaps them)."""
     if remote:
         return
+    from attnrmt.sweep.compute.cluster import cancel_rate_limiter_wakeups, shutdown_run_cluster
     from attnrmt.sweep.report.status import print_progress
-    from attnrmt.sweep.run.cluster import cancel_rate_limiter_wakeups, shutdown_run_cluster
 
     print_progress(run_plan, results)
     cancel_rate_limiter_wakeups()
@@ -57,8 +57,8 @@ def print_end_summary(run_plan: Any, run_started: float, config_file: str, resul
     dashboard link on stderr, unless the driver prints it after the report."""
     if os.environ.get(END_SUMMARY_VARIABLE) == "later":
         return
+    from attnrmt.sweep.compute.cluster import dashboard_link
     from attnrmt.sweep.report.summary import run_summary
-    from attnrmt.sweep.run.cluster import dashboard_link
 
     for line in run_summary(
         run_plan, os.path.dirname(results) or ".", run_started, str(config_file)
@@ -88,7 +88,7 @@ def prune_cell_cache(root: Any, config: Any) -> None:
 
 
 def print_max_failures_message(budget: Any, results: str) -> None:
-    """The one max_failures message (:class:`attnrmt.sweep.run.failures.FailureBudget`),
+    """The one max_failures message (:class:`attnrmt.sweep.compute.failures.FailureBudget`),
     when the run stopped because of it."""
     message = budget.exceeded(results)
     if message:
@@ -130,7 +130,7 @@ _STORING = threading.Lock()
 def report_finished_cells(run_plan: Any, results: str) -> None:
     """Store every sweep's finished cells (:func:`attnrmt.sweep.store.store_finished_cells`)
     and say so, one caller at a time: the Snakefile's onerror, and a stopped run's exit if
-    onerror has not come in time (:func:`attnrmt.sweep.run.cluster.stop_on_signals`)."""
+    onerror has not come in time (:func:`attnrmt.sweep.compute.cluster.stop_on_signals`)."""
     from attnrmt.sweep.store.cell_table.writer import store_finished_cells
 
     with _STORING:

@@ -10,8 +10,8 @@ import pandas as pd
 import pytest
 
 from attnrmt.contract import AXES, TABLE_AXIS
+from attnrmt.sweep.compute import blocks
 from attnrmt.sweep.report import failed_cells
-from attnrmt.sweep.run import blocks
 from attnrmt.sweep.spec.config import load_config
 from attnrmt.sweep.spec.plan import plan_run
 from attnrmt.sweep.store import failures as failure_records

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from attnrmt.model import simulate_cell
-from attnrmt.sweep.run.blocks import compute_cell
+from attnrmt.sweep.compute.blocks import compute_cell
 from attnrmt.sweep.spec.config import ConfigError, validate_config
 from attnrmt.sweep.spec.plan import RunPlan
 from attnrmt.sweep.spec.plan import plan_run as _plan_run

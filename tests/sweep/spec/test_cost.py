@@ -145,7 +145,7 @@ def test_top_work_of_arrays_is_cell_work_of_each() -> None:
 def test_top_constants_size_blocks_but_never_change_a_cell(monkeypatch) -> None:
     """The top constants size ``block_size: auto`` blocks of a top sweep; with the old,
     8x larger estimate the blocks differ, the cells (keys, hence reuse from fragments,
-    tests/sweep/run/test_blocks.py) and the sweep's identity do not."""
+    tests/sweep/compute/test_blocks.py) and the sweep's identity do not."""
     import yaml
 
     from attnrmt.sweep import load_config, plan_run

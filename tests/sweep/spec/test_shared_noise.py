@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from attnrmt.model import simulate_cell
-from attnrmt.sweep.run.blocks import BlockCell, compute_group, task_groups
-from attnrmt.sweep.run.provenance import worker_provenance
+from attnrmt.sweep.compute.blocks import BlockCell, compute_group, task_groups
+from attnrmt.sweep.compute.provenance import worker_provenance
 from attnrmt.sweep.spec.config import ConfigError, load_valid_config
 from attnrmt.sweep.spec.plan import SweepPlan, plan_run
 from tests.sweep.oracles import cell_block_params

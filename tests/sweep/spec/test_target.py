@@ -1,4 +1,4 @@
-"""Precision targets (attnrmt.sweep.spec.target) and their rounds (attnrmt.sweep.run.rounds;
+"""Precision targets (attnrmt.sweep.spec.target) and their rounds (attnrmt.sweep.compute.rounds;
 docs/architecture.md, "Rounds"): validation names key and value, the next design follows
 the 1/sqrt(R) law, the snr rules and the budget, and a round's files resume a run."""
 
@@ -14,7 +14,7 @@ import yaml
 
 from attnrmt.cli import status_plan
 from attnrmt.sweep import ConfigError
-from attnrmt.sweep.run import rounds
+from attnrmt.sweep.compute import rounds
 from attnrmt.sweep.spec.config import load_valid_config, validate_config
 from attnrmt.sweep.spec.target import SAFETY, Target, distance, next_design, replicates_per_d
 

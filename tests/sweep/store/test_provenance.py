@@ -11,8 +11,8 @@ import numpy as np
 import xarray as xr
 
 from attnrmt.contract import PROVENANCE_ABSENT, PROVENANCE_FIELDS
+from attnrmt.sweep.compute import blocks
 from attnrmt.sweep.report import provenance as report_provenance
-from attnrmt.sweep.run import blocks
 from attnrmt.sweep.store import fragments, provenance
 from tests.sweep.conftest import (
     CLEAN_ENVIRONMENT,

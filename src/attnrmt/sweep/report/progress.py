@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from attnrmt.sweep.run.failures import count_failures_by_cause
+from attnrmt.sweep.compute.failures import count_failures_by_cause
 from attnrmt.sweep.store import fragments
 from attnrmt.sweep.store.failures import unresolved_failures
 

@@ -17,8 +17,8 @@ from typing import Any
 
 import numpy as np
 
+from attnrmt.sweep.compute.failures import describe_causes, merge_cause_counts
 from attnrmt.sweep.report.progress import FragmentFile, SweepCount, count_sweep
-from attnrmt.sweep.run.failures import describe_causes, merge_cause_counts
 from attnrmt.sweep.spec.cost import (
     CELL_OVERHEAD_SECONDS,
     DEFAULT_SECONDS_PER_WORK,
@@ -159,7 +159,7 @@ class SweepStatus:
     eta_seconds: float | None
     last_fragment_age_seconds: float | None
     failed_by_cause: dict[str, int] = field(default_factory=dict)
-    """Failed cells per cause (:func:`attnrmt.sweep.run.failures.count_failures_by_cause`)."""
+    """Failed cells per cause (:func:`attnrmt.sweep.compute.failures.count_failures_by_cause`)."""
 
     @property
     def percent_done(self) -> float:

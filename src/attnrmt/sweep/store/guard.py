@@ -227,7 +227,7 @@ def claim_run_dir(
     :class:`RunDirConflict` (naming both files and the ways out) for another config's."""
     run_dir = Path(run_dir)
     if Path(config_file).resolve().parent == (run_dir / "rounds").resolve():
-        return  # a round's config (attnrmt.sweep.run.rounds): the run claimed its folder
+        return  # a round's config (attnrmt.sweep.compute.rounds): the run claimed its folder
     record = RunLayout(run_dir).record
     absolute = Path(config_file).absolute()
     with contextlib.suppress(ValueError):

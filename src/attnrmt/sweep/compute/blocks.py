@@ -26,9 +26,9 @@ from typing import Any
 
 import numpy as np
 
-from attnrmt.sweep.run import provenance as run_provenance
-from attnrmt.sweep.run.cluster.slurm import slurm_job_end_time, slurm_walltime_reached
-from attnrmt.sweep.run.failures import (
+from attnrmt.sweep.compute import provenance as run_provenance
+from attnrmt.sweep.compute.cluster.slurm import slurm_job_end_time, slurm_walltime_reached
+from attnrmt.sweep.compute.failures import (
     FailureBudget,
     MaxFailuresReached,
     classify_failure,
@@ -446,7 +446,7 @@ def run_block(
     block params; ``failure_budget``: ``execution.max_failures`` (:class:`MaxFailuresReached`);
     ``cell_cache``: the shared cell cache (None: off). ``RuntimeError`` when cells failed or
     the run was stopped (finished cells salvaged, failures recorded). O(cells) besides computing."""
-    from attnrmt.sweep.run.cluster import ClusterSettings, run_client, run_stop_reason
+    from attnrmt.sweep.compute.cluster import ClusterSettings, run_client, run_stop_reason
 
     started = time.perf_counter()
     log = BlockLog(log_path)

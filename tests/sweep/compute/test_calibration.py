@@ -1,4 +1,4 @@
-"""Calibration of the cost model on this machine (``attnrmt.sweep.run.calibration``):
+"""Calibration of the cost model on this machine (``attnrmt.sweep.compute.calibration``):
 measured once per host and version, kept, and a good predictor of a cell's CPU time."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from pathlib import Path
 from threadpoolctl import threadpool_limits
 
 from attnrmt.model import simulate_cell
-from attnrmt.sweep.run.calibration import cached_seconds_per_work, calibrate_seconds_per_work
+from attnrmt.sweep.compute.calibration import cached_seconds_per_work, calibrate_seconds_per_work
 from attnrmt.sweep.spec.cost import CELL_OVERHEAD_SECONDS, cell_work
 
 

@@ -1,11 +1,11 @@
-"""What a run shows on screen: the Snakemake output split (attnrmt.run_output). The lines
+"""What a run shows on screen: the Snakemake output split (attnrmt.log_filter). The lines
 fed to the splitter are Snakemake 9's real formats (a job banner, the job table, ``N of M
 steps``, a RuleException with its ``Error in rule`` block and the failed job's log,
 Dask's logging lines); a real run's screen is checked in tests/e2e/test_run_output.py."""
 
 from __future__ import annotations
 
-from attnrmt.run_output import OutputSplitter
+from attnrmt.log_filter import OutputSplitter
 
 SNAKEMAKE_OUTPUT = """\
 Using workflow specific profile profiles/default for setting default command line arguments.

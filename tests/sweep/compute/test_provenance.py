@@ -1,4 +1,4 @@
-"""Provenance a block job records (attnrmt.sweep.run.provenance): the worker's environment,
+"""Provenance a block job records (attnrmt.sweep.compute.provenance): the worker's environment,
 the git state, the attempt of each block and cell."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from attnrmt.sweep import store
-from attnrmt.sweep.run import blocks
-from attnrmt.sweep.run import provenance as run_provenance
+from attnrmt.sweep.compute import blocks
+from attnrmt.sweep.compute import provenance as run_provenance
 from attnrmt.sweep.store import provenance
 from attnrmt.sweep.store.failures import failure_record_path, record_block_failures
 from tests.sweep.conftest import store_plan

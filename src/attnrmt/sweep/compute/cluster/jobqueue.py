@@ -12,9 +12,13 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from attnrmt.sweep.run.cluster import slurm
-from attnrmt.sweep.run.cluster.settings import ClusterSettings
-from attnrmt.sweep.run.cluster.sizing import BLAS_THREAD_VARIABLES, parse_walltime, worker_lifetime
+from attnrmt.sweep.compute.cluster import slurm
+from attnrmt.sweep.compute.cluster.settings import ClusterSettings
+from attnrmt.sweep.compute.cluster.sizing import (
+    BLAS_THREAD_VARIABLES,
+    parse_walltime,
+    worker_lifetime,
+)
 
 LOGGER = logging.getLogger("attnrmt.cluster")
 

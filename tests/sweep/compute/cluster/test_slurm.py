@@ -1,4 +1,4 @@
-"""The SLURM job's end time and walltime (attnrmt.sweep.run.cluster.slurm); the test in a
+"""The SLURM job's end time and walltime (attnrmt.sweep.compute.cluster.slurm); the test in a
 real job is marked ``slurm``."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from attnrmt.sweep.run.cluster import slurm
+from attnrmt.sweep.compute.cluster import slurm
 
 
 def test_walltime_is_near_the_slurm_end_time() -> None:
@@ -30,7 +30,7 @@ def test_slurm_job_end_time_from_squeue_inside_a_real_job(tmp_path: Path) -> Non
 
     out = tmp_path / "end.txt"
     code = (
-        "import os, time; from attnrmt.sweep.run.cluster.slurm import slurm_job_end_time as e; "
+        "import os, time; from attnrmt.sweep.compute.cluster.slurm import slurm_job_end_time as e; "
         "os.environ.pop('SLURM_JOB_END_TIME', None); "
         f"open({str(out)!r}, 'w').write(f'{{time.time()}} {{e()}}')"
     )

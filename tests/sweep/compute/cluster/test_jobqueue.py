@@ -7,7 +7,7 @@ from pathlib import Path
 import dask
 import pytest
 
-from attnrmt.sweep.run.cluster import (
+from attnrmt.sweep.compute.cluster import (
     ClusterSettings,
     jobqueue,
     parse_walltime,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from attnrmt.sweep.run.cluster import (
+from attnrmt.sweep.compute.cluster import (
     ClusterSettings,
     dashboard_address,
 )
@@ -23,7 +23,7 @@ def test_settings_defaults_come_from_the_schema_and_bind_to_loopback() -> None:
 def test_a_validated_dask_block_is_taken_as_it_is(monkeypatch: pytest.MonkeyPatch) -> None:
     """The walk: the validated config carries the defaults, so the block job does not
     return to the schema for them (docs/architecture.md, "The walk")."""
-    from attnrmt.sweep.run.cluster import settings as module
+    from attnrmt.sweep.compute.cluster import settings as module
     from attnrmt.sweep.spec.config import load_config
 
     dask = load_config({"sweeps": {"s": {}}})["dask"]

@@ -23,9 +23,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from attnrmt.sweep.run.cluster import jobqueue, security
-from attnrmt.sweep.run.cluster.settings import LOOPBACK, ClusterSettings
-from attnrmt.sweep.run.cluster.sizing import (
+from attnrmt.sweep.compute.cluster import jobqueue, security
+from attnrmt.sweep.compute.cluster.settings import LOOPBACK, ClusterSettings
+from attnrmt.sweep.compute.cluster.sizing import (
     allocation_cores,
     configure_worker_environment,
     usable_cores,

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from attnrmt.sweep.run.cluster import (
+from attnrmt.sweep.compute.cluster import (
     ClusterSettings,
 )
 
@@ -23,7 +23,7 @@ def test_stop_run_ends_a_block_waiting_for_workers_that_never_come(tmp_path: Pat
 
     from distributed import LocalCluster
 
-    from attnrmt.sweep.run.cluster import RunStopped, run_client, run_stop_reason, stop_run
+    from attnrmt.sweep.compute.cluster import RunStopped, run_client, run_stop_reason, stop_run
 
     run_dir = tmp_path / "results" / "stopped"
     outcome: dict[str, BaseException] = {}
@@ -67,8 +67,8 @@ def test_block_jobs_of_a_run_share_one_client_and_a_stop_ends_them_all(tmp_path:
     every block waiting on it, and the cluster closes with it."""
     import threading
 
-    from attnrmt.sweep.run.cluster import run_client, stop_run
-    from attnrmt.sweep.run.cluster.lifecycle import _RUNS, _key
+    from attnrmt.sweep.compute.cluster import run_client, stop_run
+    from attnrmt.sweep.compute.cluster.lifecycle import _RUNS, _key
 
     run_dir = tmp_path / "results" / "shared"
     settings = ClusterSettings.from_config({"mode": "local", "dashboard": False}, max_cores=1)
@@ -112,14 +112,14 @@ def test_stop_on_signals_imports_dask_jobqueue_only_for_batch_workers(batch_work
     it; a local run does not pay for the import (fresh interpreter, clean sys.modules)."""
     code = textwrap.dedent(f"""
         import signal, sys
-        from attnrmt.sweep.run.cluster import stop_on_signals
+        from attnrmt.sweep.compute.cluster import stop_on_signals
         stop_on_signals(batch_workers={batch_workers})
         print("dask_jobqueue" in sys.modules, signal.getsignal(signal.SIGINT).__module__)
     """)
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     imported, handler_module = done.stdout.split()
     assert imported == str(batch_workers)
-    assert handler_module == "attnrmt.sweep.run.cluster.lifecycle"  # ours, not dask-jobqueue's
+    assert handler_module == "attnrmt.sweep.compute.cluster.lifecycle"  # ours, not dask-jobqueue's
 
 
 def test_a_stopped_run_that_does_not_wind_down_exits_after_the_grace_period(
@@ -136,7 +136,7 @@ def test_a_stopped_run_that_does_not_wind_down_exits_after_the_grace_period(
     stored = tmp_path / "stored"
     code = (
         "import os, signal, time\n"
-        "from attnrmt.sweep.run.cluster.lifecycle import _exit_if_still_running_after\n"
+        "from attnrmt.sweep.compute.cluster.lifecycle import _exit_if_still_running_after\n"
         f"store = lambda: open({str(stored)!r}, 'w').write(\n"
         f"    str(os.path.exists({str(lock)!r})))\n"
         f"assert _exit_if_still_running_after(0.5, signal.SIGTERM, "
@@ -163,7 +163,7 @@ def test_blocks_left_reports_the_last_fragment_once(tmp_path: Path) -> None:
     """BlocksLeft: fragments on disk when built are not waited for; finished() is True
     exactly once, for the last missing fragment (paths compared normalised); a run whose
     fragments all exist never releases its cluster early."""
-    from attnrmt.sweep.run.cluster import BlocksLeft
+    from attnrmt.sweep.compute.cluster import BlocksLeft
 
     paths = [tmp_path / "fragments" / f"{name}.npz" for name in ("a", "b", "c")]
     paths[0].parent.mkdir()
@@ -189,7 +189,7 @@ def test_workers_spawned_inside_do_not_rerun_the_main_script(tmp_path: Path) -> 
         from pathlib import Path
         if __name__ == "__mp_main__":
             Path({str(markers)!r}, str(os.getpid())).touch()
-        from attnrmt.sweep.run.cluster.lifecycle import spawning_without_main_script
+        from attnrmt.sweep.compute.cluster.lifecycle import spawning_without_main_script
 
         def spawn_one():
             child = multiprocessing.get_context("spawn").Process(target=os.getpid)
@@ -222,8 +222,8 @@ def test_cancel_rate_limiter_wakeups_cancels_only_snakemakes_timers() -> None:
 
     from snakemake.scheduling.job_scheduler import JobScheduler as SnakemakeScheduler
 
-    from attnrmt.sweep.run.cluster import cancel_rate_limiter_wakeups
-    from attnrmt.sweep.run.cluster.lifecycle import RATE_LIMITER_WAKEUP
+    from attnrmt.sweep.compute.cluster import cancel_rate_limiter_wakeups
+    from attnrmt.sweep.compute.cluster.lifecycle import RATE_LIMITER_WAKEUP
 
     method = RATE_LIMITER_WAKEUP.split(".")[1]
     assert "threading.Timer(" in inspect.getsource(getattr(SnakemakeScheduler, method))
@@ -252,8 +252,8 @@ def test_the_run_clusters_servers_run_the_quieter_housekeeping(tmp_path: Path) -
     """A run's real local cluster: the scheduler and each spawned worker run with the
     HOUSEKEEPING intervals (the settings reach worker processes), and the workers' BLAS
     pools have the layout's thread count."""
-    from attnrmt.sweep.run.cluster import run_client, shutdown_run_cluster
-    from attnrmt.sweep.run.cluster.sizing import HOUSEKEEPING
+    from attnrmt.sweep.compute.cluster import run_client, shutdown_run_cluster
+    from attnrmt.sweep.compute.cluster.sizing import HOUSEKEEPING
 
     def settings_here() -> dict[str, Any]:
         import os

@@ -1,4 +1,4 @@
-"""Failure causes and execution.max_failures (attnrmt.sweep.run.failures).
+"""Failure causes and execution.max_failures (attnrmt.sweep.compute.failures).
 
 Each cause is provoked for real where a test can: a real MemoryError (an allocation no
 machine can make), a worker its nanny restarts for exceeding ``memory_limit``, a worker
@@ -23,7 +23,7 @@ import pytest
 import scipy.linalg
 
 from attnrmt.contract import FAILURE_CAUSES
-from attnrmt.sweep.run import blocks, failures
+from attnrmt.sweep.compute import blocks, failures
 from attnrmt.sweep.spec.config import load_config
 from attnrmt.sweep.spec.plan import plan_run
 from attnrmt.sweep.store import failures as failure_records
@@ -175,8 +175,8 @@ def test_worker_killed_by_a_signal_is_killed() -> None:
 #: exit at once) with the run's stop on signals on top.
 BLOCK_JOB_SCRIPT = """
 import json, signal, sys
-from attnrmt.sweep.run import blocks
-from attnrmt.sweep.run.cluster import stop_on_signals
+from attnrmt.sweep.compute import blocks
+from attnrmt.sweep.compute.cluster import stop_on_signals
 if __name__ == "__main__":  # Dask's worker processes import this module again
     signal.signal(signal.SIGTERM, lambda *args: None)
     stop_on_signals()

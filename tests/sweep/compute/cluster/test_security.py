@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from attnrmt.sweep.run.cluster import (
+from attnrmt.sweep.compute.cluster import (
     security,
 )
 from tests.e2e.helpers import assert_locked_out, intruder_report, require_other_user

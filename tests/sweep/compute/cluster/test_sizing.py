@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from attnrmt.sweep.run.cluster import (
+from attnrmt.sweep.compute.cluster import (
     allocation_cores,
     parse_walltime,
     usable_cores,
@@ -75,7 +75,7 @@ def test_housekeeping_defaults_are_changed_and_a_users_value_is_kept(dask_config
     nanny's pre-spawn environment."""
     import dask
 
-    from attnrmt.sweep.run.cluster.sizing import HOUSEKEEPING, configure_worker_environment
+    from attnrmt.sweep.compute.cluster.sizing import HOUSEKEEPING, configure_worker_environment
 
     for key, (default, _) in HOUSEKEEPING.items():
         assert dask.config.get(key) == default, f"{key}: Dask's default changed"

@@ -1,4 +1,4 @@
-"""Block jobs (attnrmt.sweep.run.blocks): reuse, compute, salvage, plausibility. Computing
+"""Block jobs (attnrmt.sweep.compute.blocks): reuse, compute, salvage, plausibility. Computing
 tests use an in-process Dask cluster."""
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ import pytest
 import xarray as xr
 
 from attnrmt.sweep import store
-from attnrmt.sweep.run import blocks, cluster
-from attnrmt.sweep.run.failures import classify_failure
+from attnrmt.sweep.compute import blocks, cluster
+from attnrmt.sweep.compute.failures import classify_failure
 from attnrmt.sweep.spec import cost
 from attnrmt.sweep.spec.config import load_config
 from attnrmt.sweep.spec.identity import seed_token
@@ -418,7 +418,7 @@ def test_values_no_cell_can_produce_are_rejected(field: str, value: float, words
     problem = blocks.implausible_values(changed, kwargs)
     assert problem is not None and field in problem and words in problem
     # a cell whose result fails the check fails with cause numerical
-    from attnrmt.sweep.run.failures import classify_failure
+    from attnrmt.sweep.compute.failures import classify_failure
 
     assert classify_failure(blocks.ImplausibleCellValues(problem)) == "numerical"
     # NaN overlaps (a zero direction) and NaN accuracy (no labels) are legitimate

@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from attnrmt.sweep.run.cluster import slurm
+from attnrmt.sweep.compute.cluster import slurm
 
 POLL_SECONDS = 15.0
 """How often the watch asks squeue about the run's block jobs."""
@@ -79,7 +79,7 @@ def cancel_jobs(job_ids: list[str]) -> None:
 def stop_this_run(message: str, workdir: str | os.PathLike[str]) -> None:
     """Say ``message``, SIGTERM this process (Snakemake stops scheduling; the run's stop
     path), then cancel the run's queued or running SLURM executor jobs."""
-    from attnrmt.sweep.run.cluster.lifecycle import say
+    from attnrmt.sweep.compute.cluster.lifecycle import say
 
     say(f"stopping the run: {message}")
     os.kill(os.getpid(), signal.SIGTERM)

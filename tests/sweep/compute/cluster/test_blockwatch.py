@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from attnrmt.sweep.run.cluster import (
+from attnrmt.sweep.compute.cluster import (
     slurm,
 )
 
@@ -37,7 +37,7 @@ def test_block_jobs_of_the_run_are_found_and_an_unsatisfiable_one_named(
     """profiles/slurm: the run's jobs are the SLURM executor's (comment rule_*) submitted
     from its directory; one pending with PartitionConfig makes one message naming the
     request; Resources only makes the periodic line."""
-    from attnrmt.sweep.run.cluster import blockwatch
+    from attnrmt.sweep.compute.cluster import blockwatch
 
     here, elsewhere = tmp_path / "run", tmp_path / "other"
     lines = [
@@ -71,7 +71,7 @@ def test_the_block_job_watch_starts_only_under_the_slurm_executor() -> None:
     jobs in the queue); the workflow's executor plugin names it."""
     from types import SimpleNamespace
 
-    from attnrmt.sweep.run.cluster import blockwatch
+    from attnrmt.sweep.compute.cluster import blockwatch
 
     for plugin in (None, SimpleNamespace(name="local"), SimpleNamespace(name="dryrun")):
         assert blockwatch.start_block_job_watch(SimpleNamespace(executor_plugin=plugin)) is None
