@@ -98,23 +98,9 @@ def simulate_curve(
     )
     snr_values = _check_snrs(snrs)
     if validate_weights(weights, T)["kind"] == "causal_attention":
-        return [
-            simulate_cell(
-                d,
-                delta,
-                gamma,
-                T,
-                positional,
-                weights,
-                float(snr),
-                centered,
-                top_k,
-                seed,
-                spectrum,
-                table,
-            )
-            for snr in snr_values
-        ]
+        model = (d, delta, gamma, T, positional, weights)
+        rest = (centered, top_k, seed, spectrum, table)
+        return [simulate_cell(*model, float(snr), *rest) for snr in snr_values]
     sizes = (d, delta, gamma, T, 0.0, centered, top_k, V, N)
     draws = draw_cell(sizes, positional, weights, seed, table)  # the table at snr = 0: Z
     alpha, kappa, sigma = draws.alpha, draws.kappa, draws.sigma
@@ -228,10 +214,7 @@ def _gram_overlaps(draws: Draws) -> Callable[[np.ndarray, np.ndarray, np.ndarray
     with ``x . v = z . (Y(r) v) / sqrt(lambda)``, ``Y(r) v = Y0 v + r (u . v) y`` (module
     docstring). ``inner`` (S, k, 4) -> (S, 3, k)."""
     mean_norm = float(np.sum(draws.table.table_mean**2))
-    class_first, mean_first = (
-        float(draws.table.class_mean_difference[0]),
-        float(draws.table.table_mean[0]),
-    )
+    class_first, mean_first = draws.table.class_mean_difference[0], draws.table.table_mean[0]
 
     def overlaps(roots: np.ndarray, values: np.ndarray, inner: np.ndarray) -> np.ndarray:
         r = roots[:, None]
@@ -251,15 +234,9 @@ def _gram_overlaps(draws: Draws) -> Callable[[np.ndarray, np.ndarray, np.ndarray
 def _tracked(draws: Draws, w0: np.ndarray, w1: np.ndarray) -> np.ndarray:
     """The ``(d, 5)`` directions whose overlaps a sample family reports: the two weight
     vectors, the signal, the class-mean difference and the table mean. O(d)."""
+    table = draws.table
     return np.stack(
-        [
-            w0,
-            w1,
-            draws.table.signal_direction,
-            draws.table.class_mean_difference,
-            draws.table.table_mean,
-        ],
-        axis=1,
+        [w0, w1, table.signal_direction, table.class_mean_difference, table.table_mean], 1
     )
 
 
@@ -342,13 +319,8 @@ def _population_family(draws: Draws) -> tuple[np.ndarray, np.ndarray, bool]:
     :func:`attnrmt.model.cell.population_rows` of ``Z``, ``y = sqrt(alpha / V) s`` (``Y(r)
     = Y0 + r y u^T``, since ``mbar`` does not move and ``Dlt = Dlt0 + r u``), probes ``[Y0
     u, y]``. O(V d^2) or O(V^2 d)."""
-    alpha, kappa, V, d = (
-        draws.alpha,
-        draws.kappa,
-        draws.table.vocabulary_size,
-        draws.table.dimension,
-    )
-    if V < d:
+    alpha, kappa, V = draws.alpha, draws.kappa, draws.table.vocabulary_size
+    if V < draws.table.dimension:
         rows = population_rows(draws.table, draws.population_terms, kappa)
         y = np.sqrt(alpha / V) * draws.table.token_class.astype(np.float64)
         fixed = np.array(rows, copy=True)
@@ -359,15 +331,13 @@ def _population_family(draws: Draws) -> tuple[np.ndarray, np.ndarray, bool]:
     (mean_coefficient, table_mean), (class_coefficient, class_mean) = draws.population_terms
     add_rank_one(lower, mean_coefficient, table_mean)
     add_rank_one(lower, class_coefficient - alpha, class_mean)
-    tracked = np.stack(
-        [
-            np.sqrt(alpha) * class_mean,
-            np.sqrt(alpha) * draws.table.signal_direction,
-            draws.table.signal_direction,
-        ],
-        axis=1,
-    )
-    return lower, tracked, False
+    return lower, _population_tracked(draws), False
+
+
+def _population_tracked(draws: Draws) -> np.ndarray:
+    """``[w0, w1, u]`` of the d x d population family: ``sqrt(alpha) [Dlt0, u]`` and ``u``."""
+    root, u = np.sqrt(draws.alpha), draws.table.signal_direction
+    return np.stack([root * draws.table.class_mean_difference, root * u, u], axis=1)
 
 
 def _population_overlaps(
@@ -635,14 +605,7 @@ def _measure_top(
         return products
 
     sample_tracked = _tracked(draws, w0, w1)
-    pop_tracked = np.stack(
-        [
-            np.sqrt(alpha) * draws.table.class_mean_difference,
-            np.sqrt(alpha) * draws.table.signal_direction,
-            draws.table.signal_direction,
-        ],
-        axis=1,
-    )
+    pop_tracked = _population_tracked(draws)
     sample_overlaps = _d_route_overlaps(draws)
     n_values = stored_eigenvalue_count("top", d, top_k)
     pop_n_values = min(top_k + 1, d)

@@ -447,22 +447,14 @@ def _simulate_signs(
 ) -> dict[str, Any]:
     """The two-class route of :func:`simulate_cell`: draw and measure by the ``full`` or ``top``
     route. Returns the fields of :class:`CellResult` but ``V``, ``N`` and the time."""
-    d, centered, top_k = sizes[0], sizes[5], sizes[6]
+    d, top_k = sizes[0], sizes[6]
     # the float32 copy of E is drawn with it when the top route will iterate on it
     rough_dtype = TOP_WARM_START_DTYPE if spectrum == "top" and uses_krylov(d) else None
     drawn = draw_cell(sizes, positional, weights, seed, table, rough_dtype)
     table_drawn = drawn.table
     measure = _measure_top if spectrum == "top" else _measure_full
     eigenvalues, top_vectors, pop_top_eigenvalues, pop_vectors, downstream_accuracy = measure(
-        table_drawn,
-        drawn.tokens,
-        drawn.token_weights,
-        drawn.labels,
-        drawn.population_terms,
-        drawn.kappa,
-        centered,
-        top_k,
-        drawn.solver_stream,
+        drawn, top_k
     )
     return {
         "eigenvalues": eigenvalues,
@@ -524,22 +516,13 @@ def _sample_spectrum_from_tokens(
     return eigenvalues, vectors / np.maximum(np.sqrt(np.sum(vectors**2, axis=0)), 1e-300)
 
 
-def _measure_full(
-    table: EmbeddingTable,
-    tokens: np.ndarray,
-    token_weights: np.ndarray,
-    labels: np.ndarray | None,
-    population_terms: tuple[tuple[float, np.ndarray], ...],
-    kappa: float,
-    centered: bool,
-    top_k: int,
-    solver_stream: np.random.Generator,
-) -> _Measured:
+def _measure_full(drawn: Draws, top_k: int) -> _Measured:
     """The full route (docs/model.md, "Full cells"): all eigenvalues of ``S`` and the top-k
     eigenpairs of both matrices, each in the smaller dimension when there is one (``N < d``,
     ``V < min(N, d)`` for ``S``; ``V < d`` for the population matrix). O(N d^2 + V d^2 + d^3)
     time, O(d^2 + (N + V) d) memory. Returns (eigenvalues ascending, top vectors of S,
     population values descending, population vectors, downstream accuracy)."""
+    table, tokens, labels, _, token_weights, _, kappa, _, population_terms, _, centered = drawn
     n_samples, V = tokens.shape[0], table.vocabulary_size
     found = None
     if sample_through_tokens(table.dimension, V, n_samples, top_k):
@@ -572,7 +555,7 @@ def _measure_full(
 
     # Lanczos start: the spike directions plus an equal-weight random part, drawn from the
     # cell's own stream.
-    start = _spike_start(table.dimension, table, solver_stream, 1)[:, 0]
+    start = _spike_start(table.dimension, table, drawn.solver_stream, 1)[:, 0]
     if top_k < V < table.dimension:
         pop_values, pop_vectors = _population_top_from_tokens(
             table, population_terms, kappa, top_k, start
@@ -658,22 +641,13 @@ def _warm_start_operators(
     )
 
 
-def _measure_top(
-    table: EmbeddingTable,
-    tokens: np.ndarray,
-    token_weights: np.ndarray,
-    labels: np.ndarray | None,
-    population_terms: tuple[tuple[float, np.ndarray], ...],
-    kappa: float,
-    centered: bool,
-    top_k: int,
-    solver_stream: np.random.Generator,
-) -> _Measured:
+def _measure_top(drawn: Draws, top_k: int) -> _Measured:
     """The top route (docs/model.md, "Top-k cells"): the ``min(2 top_k, d)`` largest
     eigenvalues of ``S`` and the top-k eigenpairs of both matrices, matrix-free: block
     Lanczos in lockstep sharing each round's passes over ``E`` after a float32 warm start
     (:func:`attnrmt.model._linalg.shared_operator_top_eigenpairs`). O(m (V d + N T) + d m^2)
     time for m Krylov columns, O(V d + m d) memory. Returns as :func:`_measure_full`."""
+    table, tokens, labels, _, token_weights, _, kappa, _, population_terms, _, centered = drawn
     d, V = table.dimension, table.vocabulary_size
     incidence = token_incidence(tokens, token_weights, V)
     downstream_accuracy = (
@@ -683,10 +657,10 @@ def _measure_top(
     widths = (min(TOP_BLOCK_WIDTH, d), min(POP_BLOCK_WIDTH, d))
     (values, top_vectors), (pop_values, pop_vectors) = shared_operator_top_eigenpairs(
         table_operators(incidence, table.embeddings, centered, population_terms, kappa),
-        [_spike_start(d, table, solver_stream, width) for width in widths],
+        [_spike_start(d, table, drawn.solver_stream, width) for width in widths],
         [n_values, min(top_k + 1, d)],
         [top_k, top_k],
-        solver_stream,
+        drawn.solver_stream,
         [
             unit_columns(table.signal_direction, table.class_mean_difference, table.table_mean),
             unit_columns(table.signal_direction),
