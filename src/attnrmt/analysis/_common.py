@@ -79,11 +79,6 @@ def setting_rng(seed: int, setting: Mapping[str, Any]) -> np.random.Generator:
     return np.random.default_rng([int(seed), *words])
 
 
-def bootstrap_indices(n: int, n_boot: int, rng: np.random.Generator) -> np.ndarray:
-    """``(n_boot, n)`` resampling indices (with replacement) over ``n`` replicates."""
-    return rng.integers(0, n, size=(n_boot, n))
-
-
 def mean_ci(
     values: np.ndarray, *, level: float, n_boot: int, seed: int
 ) -> tuple[float, float, float]:
@@ -111,7 +106,7 @@ def mean_ci(
 
         half = float(student_t.ppf(1.0 - tail, x.size - 1)) * se
         return (mean, mean - half, mean + half)
-    resampled = x[bootstrap_indices(x.size, n_boot, np.random.default_rng(seed))]
+    resampled = x[np.random.default_rng(seed).integers(0, x.size, size=(n_boot, x.size))]
     se_star = resampled.std(axis=1, ddof=1) / np.sqrt(x.size)
     usable = se_star > 0.0
     t_star = (resampled.mean(axis=1)[usable] - mean) / se_star[usable]
@@ -158,7 +153,6 @@ def stored_spectrum(cells: xr.Dataset) -> str:
 __all__ = [
     "BULK_SKIPPED_NOTE",
     "at_signal",
-    "bootstrap_indices",
     "drop_variant",
     "effective_ratios",
     "mean_ci",

@@ -128,9 +128,8 @@ def spike_thresholds(
                     **point,
                     "spike": spike,
                     "transition": transition,
-                    **{key: fit[key] for key in ("estimate", "ci_low", "ci_high", "bound")},
-                    "extrapolated": fit["extrapolated"],
-                    "n_detected": fit["n_detected"],
+                    **{k: fit[k] for k in ("estimate", "ci_low", "ci_high", "bound")},
+                    **{k: fit[k] for k in ("extrapolated", "n_detected")},
                     "theta_critical": theta_c,
                 }
                 name = f"spike_threshold_{transition}"
@@ -172,21 +171,17 @@ def spike_comparison(sweep: str, cells: xr.Dataset, theory: xr.Dataset) -> pd.Da
             frame.insert(0, "sweep", sweep)
             frame["quantity"] = quantity
             frame["variant"] = variant
+            error = (frame["measured"] - frame["theory"]).abs()
             with np.errstate(divide="ignore", invalid="ignore"):
-                frame["rel_error"] = (frame["measured"] - frame["theory"]).abs() / frame[
-                    "theory"
-                ].abs()
+                frame["rel_error"] = error / frame["theory"].abs()
             frames.append(frame)
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
 #: Columns of :func:`spike_thresholds` stored in analysis.zarr, and their variable names.
 _STORED = {
-    "estimate": "spike_threshold_estimate",
-    "ci_low": "spike_threshold_ci_low",
-    "ci_high": "spike_threshold_ci_high",
-    "extrapolated": "spike_threshold_extrapolated",
-    "n_detected": "spike_threshold_n_detected",
+    name: f"spike_threshold_{name}"
+    for name in ("estimate", "ci_low", "ci_high", "extrapolated", "n_detected")
 }
 
 

@@ -78,10 +78,12 @@ def _pick(ds: xr.Dataset | xr.DataArray, prefer: Mapping[str, Any] | None = None
     return ds.sel(sel)
 
 
-def _mean_err(da: xr.DataArray) -> tuple[np.ndarray, np.ndarray]:
-    """Replicate mean and 95% error bar (1.96 standard errors; no bar below 2 replicates)."""
+def _points(ax: Any, x: np.ndarray, da: xr.DataArray, **style: Any) -> None:
+    """Replicate means of ``da`` against ``x`` with 95% error bars (1.96 standard errors; no
+    bar below 2 replicates), markers ``o`` of size 3 unless ``style`` says otherwise."""
     mean, sem, _ = replicate_mean_sem(da)
-    return np.asarray(mean.values, float), np.nan_to_num(1.96 * np.asarray(sem.values, float))
+    err = np.nan_to_num(1.96 * np.asarray(sem.values, float))
+    ax.errorbar(x, np.asarray(mean.values, float), yerr=err, **{"fmt": "o", "ms": 3, **style})
 
 
 def _lowest_finished_snr(cells: xr.Dataset, delta: float, gamma: float) -> float | None:
@@ -145,8 +147,10 @@ def figure_spectra(data: Data | None, max_panels: int = 9) -> Figure:
             zeros = float(a["bulk_zero_fraction"].mean())
             title += f"\nzeros {zeros:.3f} (atom {atom:.3f})"
         ax.set_title(title, fontsize=9)
-        ax.set_xlabel(r"eigenvalue of $S/\kappa$ (units of $\kappa$)")
-        ax.set_ylabel("density (per unit eigenvalue)")
+        ax.set(
+            xlabel=r"eigenvalue of $S/\kappa$ (units of $\kappa$)",
+            ylabel="density (per unit eigenvalue)",
+        )
         ax.legend(fontsize=7)
     for ax in axes.flat[len(panels) :]:
         ax.set_axis_off()
@@ -192,14 +196,10 @@ def figure_outlier_vs_snr(data: Data | None, max_columns: int = 4) -> Figure:
             ("sample $S$", "top_eigenvalues", False, "k"),
             (r"population $\Sigma_E$", "pop_top_eigenvalues", True, "C2"),
         ):
-            mean, err = _mean_err(at_signal(c, var, population=pop))
-            ax_e.errorbar(snr, mean, yerr=err, fmt="o", ms=3, color=color, label=label)
-        mean, err = _mean_err(at_signal(c, "overlap_signal"))
-        ax_o.errorbar(snr, mean, yerr=err, fmt="o", ms=3, color="k", label="sample")
-        mean, err = _mean_err(at_signal(c, "pop_overlap_signal", population=True))
-        ax_o.errorbar(
-            snr, mean, yerr=err, fmt="s", ms=3, color="C2", mfc="none", label="population"
-        )
+            _points(ax_e, snr, at_signal(c, var, population=pop), color=color, label=label)
+        _points(ax_o, snr, at_signal(c, "overlap_signal"), color="k", label="sample")
+        pop_overlap = at_signal(c, "pop_overlap_signal", population=True)
+        _points(ax_o, snr, pop_overlap, fmt="s", color="C2", mfc="none", label="population")
         for variant, style in STYLE.items():
             tv = t.sel(variant=variant)
             ax_e.plot(snr, tv["sample_top_eigenvalue"], **style, label=f"{variant} (sample)")
@@ -228,10 +228,8 @@ def figure_outlier_vs_snr(data: Data | None, max_columns: int = 4) -> Figure:
         ax_e.set_title(
             f"{sweep}: positional={positional}, weights={wname}, d={int(c['d'])}", fontsize=8
         )
-        ax_e.set_ylabel("top eigenvalue (units of S)")
-        ax_o.set_ylabel(r"squared overlap with $u$ (1)")
-        ax_o.set_xlabel(SNR_LABEL)
-        ax_e.set_xlabel(SNR_LABEL)
+        ax_e.set(xlabel=SNR_LABEL, ylabel="top eigenvalue (units of S)")
+        ax_o.set(xlabel=SNR_LABEL, ylabel=r"squared overlap with $u$ (1)")
         if index == 0:
             ax_e.legend(fontsize=6)
             ax_o.legend(fontsize=6)
@@ -285,8 +283,7 @@ def figure_phase_diagram(data: Data | None) -> Figure:
         above = ~ok & np.isfinite(lo_) & ~np.isfinite(hi_)
         ax.plot(xs[above], lo_[above], "^", color="0.4", ms=6, label="bound: above range")
         ax.set_title(f"{tr} transition (delta={de:.2f}, gamma={ge:.2f})", fontsize=9)
-        ax.set_xlabel(r"$\alpha/\kappa$ (dimensionless)")
-        ax.set_ylabel("threshold " + SNR_LABEL)
+        ax.set(xlabel=r"$\alpha/\kappa$ (dimensionless)", ylabel="threshold " + SNR_LABEL)
         ax.axhline(0, color="0.8", lw=0.5)
     axes[0].legend(fontsize=7)
     fig.suptitle("Phase diagram: outlier present above the curves", fontsize=10)
@@ -324,8 +321,7 @@ def figure_pooling(pooling: pd.DataFrame) -> Figure:
                 color=f"C{k}",
                 label=str(wname),
             )
-        axes[1, j].set_xlabel(SNR_LABEL)
-        axes[1, j].set_ylabel(r"recovery: squared overlap with $u$ (1)")
+        axes[1, j].set(xlabel=SNR_LABEL, ylabel=r"recovery: squared overlap with $u$ (1)")
         axes[1, j].legend(fontsize=7)
     fig.suptitle(
         "Pooling strategies: alpha/kappa (top) and measured recovery (bottom)", fontsize=10
@@ -361,8 +357,7 @@ def figure_causal_weights(
     references = reference_weights(T, tau)
     ax_w.plot(pos, references["harmonic"], "k--", label="harmonic (seed)")
     ax_w.plot(pos, references["causal_limit"], "k-", label=f"causal_limit(tau={tau:g})")
-    ax_w.set_xlabel("position t (1..T)")
-    ax_w.set_ylabel(r"effective weight $w_t$ (sum = 1)")
+    ax_w.set(xlabel="position t (1..T)", ylabel=r"effective weight $w_t$ (sum = 1)")
     ax_w.legend(fontsize=7)
     sub = causal[(causal["weights"] == wname) & (causal["sweep"] == sweep)]
     for k, (ref, g) in enumerate(sub.groupby("reference")):
@@ -375,9 +370,7 @@ def figure_causal_weights(
             color=f"C{k + 3}",
             label=f"to {ref}",
         )
-    ax_d.set_xscale("log")
-    ax_d.set_yscale("log")
-    ax_d.set_xlabel("dimension d")
+    ax_d.set(xscale="log", yscale="log", xlabel="dimension d")
     ax_d.set_ylabel(r"relative distance $\|w-w_{ref}\|/\|w_{ref}\|$ (1)")
     ax_d.legend(fontsize=7)
     fig.suptitle(f"Real causal attention ({wname}, T={T}) as d grows", fontsize=10)
@@ -417,8 +410,10 @@ def figure_downstream(downstream: pd.DataFrame) -> Figure:
                 xytext=(3, 3),
                 textcoords="offset points",
             )
-    ax.set_xlabel(r"$\alpha/\kappa$ (dimensionless)")
-    ax.set_ylabel("test accuracy of the ridge readout of y (fraction)")
+    ax.set(
+        xlabel=r"$\alpha/\kappa$ (dimensionless)",
+        ylabel="test accuracy of the ridge readout of y (fraction)",
+    )
     ax.set_title(f"Downstream task by pooling weights (d={int(frame['d'].max())})", fontsize=10)
     ax.legend(fontsize=7)
     fig.tight_layout()
@@ -548,8 +543,7 @@ def figure_finite_size(thresholds: pd.DataFrame) -> Figure:
             ),
             Line2D([], [], color="0.3", marker="*", ms=9, ls="", label="d->inf limit, 95% CI"),
         ]
-        ax.set_xlabel(rf"$d^{{-{exponent:.3g}}}$ (d = dimension)")
-        ax.set_ylabel("threshold " + SNR_LABEL)
+        ax.set(xlabel=rf"$d^{{-{exponent:.3g}}}$ (d = dimension)", ylabel="threshold " + SNR_LABEL)
         ax.set_title(f"{tr} threshold; lines: theory, finite_vocab solid, paper dashed", fontsize=8)
         ax.legend(
             handles=handles,
@@ -581,43 +575,19 @@ def figure_centring(data: Data | None) -> Figure:
         unc = c.sel(weights=wname, centered=False)
         cen = c.sel(weights=wname, centered=True)
         mean_k = unc["overlap_table_mean"].fillna(-1).argmax("k")
-        mean, err = _mean_err(unc["top_eigenvalues"].isel(k=mean_k))
-        ax_e.errorbar(
-            snr,
-            mean,
-            yerr=err,
-            fmt="o",
-            ms=3,
-            color=f"C{k}",
-            label=f"{wname}: eigenvalue along mbar, uncentred",
-        )
-        ax_e.plot(
-            snr,
-            np.broadcast_to(t.sel(weights=wname, centered=False).values, snr.shape),
-            "-",
-            color=f"C{k}",
-            lw=0.8,
-        )
-        for cc, marker, label in ((unc, "o", "uncentred"), (cen, "s", "centred")):
-            mean, err = _mean_err(cc["overlap_signal"].isel(k=0))
-            ax_o.errorbar(
-                snr,
-                mean,
-                yerr=err,
-                fmt=marker,
-                ms=3,
-                color=f"C{k}",
-                mfc="none" if label == "centred" else None,
-                label=f"{wname}, {label}",
-            )
-    ax_e.set_xlabel(SNR_LABEL)
-    ax_e.set_ylabel("eigenvalue along mbar (units of S)")
+        label = f"{wname}: eigenvalue along mbar, uncentred"
+        _points(ax_e, snr, unc["top_eigenvalues"].isel(k=mean_k), color=f"C{k}", label=label)
+        predicted = np.broadcast_to(t.sel(weights=wname, centered=False).values, snr.shape)
+        ax_e.plot(snr, predicted, "-", color=f"C{k}", lw=0.8)
+        for cc, fill, label in ((unc, None, "uncentred"), (cen, "none", "centred")):
+            marker = {"fmt": "o" if fill is None else "s", "mfc": fill, "color": f"C{k}"}
+            _points(ax_o, snr, cc["overlap_signal"].isel(k=0), **marker, label=f"{wname}, {label}")
+    ax_e.set(xlabel=SNR_LABEL, ylabel="eigenvalue along mbar (units of S)")
     ax_e.set_title("uncentred mean spike: points simulation, lines theory", fontsize=9)
-    ax_o.set_xlabel(SNR_LABEL)
-    ax_o.set_ylabel(r"squared overlap of top eigenvector with $u$ (1)")
+    ax_o.set(xlabel=SNR_LABEL, ylabel=r"squared overlap of top eigenvector with $u$ (1)")
     ax_o.set_title("signal in the TOP eigenvector: centred vs uncentred", fontsize=9)
-    ax_e.legend(fontsize=6)
-    ax_o.legend(fontsize=6)
+    for ax in (ax_e, ax_o):
+        ax.legend(fontsize=6)
     fig.tight_layout()
     return fig
 
@@ -664,8 +634,7 @@ def figure_universality(table: pd.DataFrame) -> Figure:
             if np.isfinite(gaussian):
                 ax.axhline(gaussian, ls="--", lw=0.8, color=colour)
         ax.set_yscale("log")
-        ax.set_xticks(range(len(laws)))
-        ax.set_xticklabels(laws, rotation=60, fontsize=7)
+        ax.set_xticks(range(len(laws)), laws, rotation=60, fontsize=7)
         ax.set_title(quantity, fontsize=9)
         ax.set_ylabel("mean |error| (dimensionless)", fontsize=7)
     for ax in list(axes.flat)[len(quantities) :]:
@@ -730,10 +699,10 @@ def figure_classes_spikes(data: Data | None, thresholds: pd.DataFrame) -> Figure
         ax_e, ax_o = axes[0, column], axes[1, column]
         for j in range(spikes):
             color = f"C{j + 1}"
-            mean, err = _mean_err(c["top_eigenvalues"].isel(k=j))
-            ax_e.errorbar(snr, mean, yerr=err, fmt="o", ms=3, color=color, label=f"spike {j}")
-            mean, err = _mean_err(c["spike_overlap_table"].isel(spike=j))
-            ax_o.errorbar(snr, mean, yerr=err, fmt="o", ms=3, color=color, label=f"spike {j}")
+            _points(ax_e, snr, c["top_eigenvalues"].isel(k=j), color=color, label=f"spike {j}")
+            _points(
+                ax_o, snr, c["spike_overlap_table"].isel(spike=j), color=color, label=f"spike {j}"
+            )
             for variant in ("finite_vocab", "paper"):
                 ls = STYLE[variant]["ls"]
                 curve = t["spike_sample_eigenvalue"].sel(variant=variant).isel(spike=j)
@@ -744,8 +713,9 @@ def figure_classes_spikes(data: Data | None, thresholds: pd.DataFrame) -> Figure
                 _threshold_bands(ax, here, j, color)
         ax_e.set_title(f"{sweep}: labels {label} (solid finite_vocab, dashed paper)")
         ax_e.set_ylabel("eigenvalue j+1 of S (units of S)")
-        ax_o.set_ylabel("squared overlap with own table spike direction (fraction)")
-        ax_o.set_ylim(-0.02, 1.02)
+        ax_o.set(
+            ylabel="squared overlap with own table spike direction (fraction)", ylim=(-0.02, 1.02)
+        )
         for ax in (ax_e, ax_o):
             ax.set_xlabel(SNR_LABEL)
             ax.legend(fontsize=7)

@@ -58,13 +58,12 @@ INPUT_COLUMNS: tuple[str, ...] = (
     *POINT_COLUMNS,
 )
 
+#: The columns that name a law, first in universality.csv and universality_verdict.csv.
+_LAW_COLUMNS = ("law", "sweep", "kind", "parameter", "fourth_moment")
+
 #: Columns of universality.csv (:func:`universality_table`).
 UNIVERSALITY_COLUMNS: tuple[str, ...] = (
-    "law",
-    "sweep",
-    "kind",
-    "parameter",
-    "fourth_moment",
+    *_LAW_COLUMNS,
     "quantity",
     "d",
     "n_points",
@@ -78,11 +77,7 @@ UNIVERSALITY_COLUMNS: tuple[str, ...] = (
 
 #: Columns of universality_verdict.csv (:func:`universality_verdict`).
 VERDICT_COLUMNS: tuple[str, ...] = (
-    "law",
-    "sweep",
-    "kind",
-    "parameter",
-    "fourth_moment",
+    *_LAW_COLUMNS,
     "verdict",
     "at_largest_d",
     "differs",
@@ -297,20 +292,15 @@ def universality_table(
                             at_d["empirical_sem"].to_numpy(float) ** 2
                             + at_d["empirical_sem_g"].to_numpy(float) ** 2
                         )
-                first = at_d.iloc[0]
                 found.append(
                     {
-                        "law": first["law"],
-                        "sweep": sweep,
-                        "kind": first["kind"],
-                        "parameter": first["parameter"],
-                        "fourth_moment": first["fourth_moment"],
+                        **at_d.iloc[0][list(_LAW_COLUMNS)].to_dict(),
                         "quantity": quantity,
                         "d": d,
                         "n_points": len(at_d),
-                        "mean_abs_error": _nanmean(np.abs(error)),
-                        "gaussian_mean_abs_error": _nanmean(np.abs(gaussian_error)),
-                        "max_abs_z": _nanmax(np.abs(z)),
+                        "mean_abs_error": _finite(np.abs(error), np.mean),
+                        "gaussian_mean_abs_error": _finite(np.abs(gaussian_error), np.mean),
+                        "max_abs_z": _finite(np.abs(z), np.max),
                         "p_value": fisher_combined(p),
                     }
                 )
@@ -324,16 +314,11 @@ def universality_table(
     return pd.DataFrame(rows, columns=list(UNIVERSALITY_COLUMNS))
 
 
-def _nanmean(values: np.ndarray) -> float:
+def _finite(values: np.ndarray, statistic: Any) -> float:
+    """``statistic`` of the finite ``values``; NaN when none is. O(n)."""
     values = np.asarray(values, dtype=float)
     values = values[np.isfinite(values)]
-    return float(values.mean()) if values.size else math.nan
-
-
-def _nanmax(values: np.ndarray) -> float:
-    values = np.asarray(values, dtype=float)
-    values = values[np.isfinite(values)]
-    return float(values.max()) if values.size else math.nan
+    return float(statistic(values)) if values.size else math.nan
 
 
 def _family_sentence(kind: str, laws: pd.DataFrame) -> str:
@@ -382,28 +367,17 @@ def universality_verdict(table: pd.DataFrame) -> pd.DataFrame:
     if table.empty:
         return pd.DataFrame(columns=list(VERDICT_COLUMNS))
     rows = []
-    for (sweep, _), part in table.groupby(["sweep", "law"], sort=False):
+    for _, part in table.groupby(["sweep", "law"], sort=False):
         failing = part[part["consistent"].eq(False)].sort_values(["d", "quantity"])
+        tests = failing[["quantity", "d", "p_value", "max_abs_z"]].itertuples(index=False)
         differs = "; ".join(
-            _failing_test(str(quantity), float(d), float(p_value), float(max_z))
-            for quantity, d, p_value, max_z in zip(
-                failing["quantity"],
-                failing["d"],
-                failing["p_value"],
-                failing["max_abs_z"],
-                strict=True,
-            )
+            _failing_test(str(q), float(d), float(p), float(z)) for q, d, p, z in tests
         )
-        first = part.iloc[0]
         largest = float(part["d"].max())
         at_largest = sorted(failing.loc[failing["d"] == largest, "quantity"].astype(str))
         rows.append(
             {
-                "law": first["law"],
-                "sweep": sweep,
-                "kind": first["kind"],
-                "parameter": first["parameter"],
-                "fourth_moment": first["fourth_moment"],
+                **part.iloc[0][list(_LAW_COLUMNS)].to_dict(),
                 "verdict": (
                     "within Monte-Carlo error of the Gaussian theory"
                     if failing.empty
