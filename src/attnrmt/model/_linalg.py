@@ -284,10 +284,7 @@ def block_lanczos_top(
     n_vectors: int,
     *,
     rng: np.random.Generator,
-    value_tol: float = BLOCK_VALUE_TOL,
-    vector_tol: float = BLOCK_VECTOR_TOL,
-    max_columns: int = _BLOCK_MAX_COLUMNS,
-    directions: np.ndarray | None = None,
+    **options: Any,
 ) -> tuple[np.ndarray, np.ndarray] | None:
     """Largest eigenpairs of a symmetric operator ``apply`` (``X (n, b) -> A X``) by block
     Lanczos with full reorthogonalisation (Golub & Van Loan, 4th ed., 10.3.6) from
@@ -295,23 +292,11 @@ def block_lanczos_top(
     ``rng`` replaces lost Krylov directions. The stop rule (docs/model.md, "Top-k cells";
     :func:`converged`) is checked every ``_BLOCK_CHECK_EVERY_COLUMNS`` columns on the
     ``n_values + 1`` largest Ritz pairs, on the squared overlaps with ``directions`` when
-    given. Returns (values descending (n_values,), unit vectors (n, n_vectors)). O(m (cost
-    of A on a vector) + n m^2) time for m columns, O(n m) memory."""
-    (found,) = run_lanczos_together(
-        one_operator(apply),
-        [
-            _block_lanczos_steps(
-                start,
-                n_values,
-                n_vectors,
-                rng,
-                value_tol=value_tol,
-                vector_tol=vector_tol,
-                max_columns=max_columns,
-                directions=directions,
-            )
-        ],
-    )
+    given; ``options``: the tolerances, ``max_columns`` and ``directions`` of
+    :func:`_block_lanczos_steps`. Returns (values descending (n_values,), unit vectors (n,
+    n_vectors)). O(m (cost of A on a vector) + n m^2) time for m columns, O(n m) memory."""
+    steps = _block_lanczos_steps(start, n_values, n_vectors, rng, **options)
+    (found,) = run_lanczos_together(one_operator(apply), [steps])
     return found
 
 

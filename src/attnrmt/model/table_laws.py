@@ -62,29 +62,10 @@ def _scalar(name: str, value: Any) -> float:
 
 
 def validate_table(spec: Mapping[str, Any] | str | None = None) -> dict[str, Any]:
-    """Check a table law and return its canonical dict (docs/model.md, "Table laws").
-
-    Parameters
-    ----------
-    spec : str, dict or None
-        A name of :data:`TABLE_KINDS` without parameters, or ``{"kind": ..., **params}``;
-        None means ``"gaussian"``.
-
-    Returns
-    -------
-    dict
-        Keys sorted, ``{"kind": name}`` plus ``nu`` (``student_t``) or ``p`` (``sparse``)
-        as a ``float``.
-
-    Raises
-    ------
-    ValueError
-        Naming the key and the value: an unknown kind or parameter (with the closest
-        known name), a missing parameter, ``nu`` not a finite number > 2, ``p`` not a
-        number in (0, 1].
-
-    O(1).
-    """
+    """The canonical dict of a table law ``spec`` (docs/model.md, "Table laws"): a name of
+    :data:`TABLE_KINDS` or ``{"kind": ..., **params}`` (None: ``gaussian``) -> keys sorted,
+    parameters as floats; ValueError naming the key and value (with the closest known
+    name) otherwise. O(1), plus reading the files of a ``file`` law."""
     if spec is None:
         spec = "gaussian"
     kind = (
