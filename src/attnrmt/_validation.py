@@ -77,13 +77,16 @@ def spec_dict(spec: Mapping[str, Any] | str) -> dict[str, Any]:
 
 
 def split_model_spec(
-    argument: str, spec: Any, allowed: Mapping[str, Sequence[str]]
+    argument: str,
+    spec: Any,
+    allowed: Mapping[str, Sequence[str]],
+    required: Mapping[str, Sequence[str]] | None = None,
 ) -> tuple[str, dict[str, Any]]:
     """``(kind, parameters)`` of a model spec such as ``{"kind": "prefix", "L": 4}``.
 
     A bare string is a kind without parameters. ``allowed`` maps every kind to the names of
-    its parameters; an unknown kind or an unexpected parameter raises ValueError naming
-    ``argument`` and the spec.
+    its parameters, ``required`` to those it needs; an unknown kind, an unexpected or a
+    missing parameter raises ValueError naming ``argument`` and the spec.
     """
     if isinstance(spec, str):
         spec = {"kind": spec}
@@ -101,6 +104,9 @@ def split_model_spec(
             f"unexpected parameter(s) {unexpected} for kind {kind!r} "
             f"(allowed: {list(allowed[kind])})",
         )
+    needed = (required or {}).get(kind, ())
+    if any(name not in params for name in needed):
+        raise _fail(argument, dict(spec), f"{kind} needs {' and '.join(map(repr, needed))}")
     return kind, params
 
 

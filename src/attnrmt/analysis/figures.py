@@ -50,6 +50,14 @@ def _subplots(
     return fig, fig.subplots(nrows, ncols, **kwargs)
 
 
+def _finish(fig: Figure, title: str | None = None, **font: Any) -> Figure:
+    """``fig`` with its suptitle (if any, ``font`` its size) and a tight layout."""
+    if title is not None:
+        fig.suptitle(title, **font)
+    fig.tight_layout()
+    return fig
+
+
 def _empty(title: str, note: str) -> Figure:
     """The placeholder of a figure without data (labelled: :func:`save` marks its PNG)."""
     fig, ax = _subplots(figsize=(5, 3))
@@ -154,12 +162,11 @@ def figure_spectra(data: Data | None, max_panels: int = 9) -> Figure:
         ax.legend(fontsize=7)
     for ax in axes.flat[len(panels) :]:
         ax.set_axis_off()
-    fig.suptitle(
+    return _finish(
+        fig,
         r"Bulk of $S$: simulation vs $\kappa\,(MP_\delta\boxtimes MP_\gamma)$; "
-        "dotted: theory edges"
+        "dotted: theory edges",
     )
-    fig.tight_layout()
-    return fig
 
 
 def outlier_panels(cells: xr.Dataset) -> list[tuple[str, str]]:
@@ -237,14 +244,13 @@ def figure_outlier_vs_snr(data: Data | None, max_columns: int = 4) -> Figure:
         row, j = divmod(index, ncol)
         axes[2 * row, j].set_axis_off()
         axes[2 * row + 1, j].set_axis_off()
-    fig.suptitle(
+    return _finish(
+        fig,
         "Outliers and overlaps; lines: theory (solid finite_vocab, dashed paper; thick "
         "sample, thin population), vertical: thresholds (dotted population, dash-dot "
         "sample)",
         fontsize=9,
     )
-    fig.tight_layout()
-    return fig
 
 
 def figure_phase_diagram(data: Data | None) -> Figure:
@@ -286,9 +292,7 @@ def figure_phase_diagram(data: Data | None) -> Figure:
         ax.set(xlabel=r"$\alpha/\kappa$ (dimensionless)", ylabel="threshold " + SNR_LABEL)
         ax.axhline(0, color="0.8", lw=0.5)
     axes[0].legend(fontsize=7)
-    fig.suptitle("Phase diagram: outlier present above the curves", fontsize=10)
-    fig.tight_layout()
-    return fig
+    return _finish(fig, "Phase diagram: outlier present above the curves", fontsize=10)
 
 
 def figure_pooling(pooling: pd.DataFrame) -> Figure:
@@ -323,11 +327,9 @@ def figure_pooling(pooling: pd.DataFrame) -> Figure:
             )
         axes[1, j].set(xlabel=SNR_LABEL, ylabel=r"recovery: squared overlap with $u$ (1)")
         axes[1, j].legend(fontsize=7)
-    fig.suptitle(
-        "Pooling strategies: alpha/kappa (top) and measured recovery (bottom)", fontsize=10
+    return _finish(
+        fig, "Pooling strategies: alpha/kappa (top) and measured recovery (bottom)", fontsize=10
     )
-    fig.tight_layout()
-    return fig
 
 
 def figure_causal_weights(
@@ -373,9 +375,7 @@ def figure_causal_weights(
     ax_d.set(xscale="log", yscale="log", xlabel="dimension d")
     ax_d.set_ylabel(r"relative distance $\|w-w_{ref}\|/\|w_{ref}\|$ (1)")
     ax_d.legend(fontsize=7)
-    fig.suptitle(f"Real causal attention ({wname}, T={T}) as d grows", fontsize=10)
-    fig.tight_layout()
-    return fig
+    return _finish(fig, f"Real causal attention ({wname}, T={T}) as d grows", fontsize=10)
 
 
 def _error_bars(value: pd.Series, low: pd.Series, high: pd.Series) -> np.ndarray:
@@ -416,8 +416,7 @@ def figure_downstream(downstream: pd.DataFrame) -> Figure:
     )
     ax.set_title(f"Downstream task by pooling weights (d={int(frame['d'].max())})", fontsize=10)
     ax.legend(fontsize=7)
-    fig.tight_layout()
-    return fig
+    return _finish(fig)
 
 
 #: Curves :func:`figure_finite_size` draws at most (the first ones with a point to draw).
@@ -588,8 +587,7 @@ def figure_centring(data: Data | None) -> Figure:
     ax_o.set_title("signal in the TOP eigenvector: centred vs uncentred", fontsize=9)
     for ax in (ax_e, ax_o):
         ax.legend(fontsize=6)
-    fig.tight_layout()
-    return fig
+    return _finish(fig)
 
 
 # --------------------------------------------------------------------------- universality
@@ -640,13 +638,12 @@ def figure_universality(table: pd.DataFrame) -> Figure:
     for ax in list(axes.flat)[len(quantities) :]:
         ax.set_axis_off()
     axes.flat[0].legend(fontsize=7)
-    fig.suptitle(
+    return _finish(
+        fig,
         "error against the Gaussian finite_vocab theory per table law "
         "(filled: within Monte-Carlo error of the Gaussian cells; dashed: Gaussian cells)",
         fontsize=9,
     )
-    fig.tight_layout()
-    return fig
 
 
 def save(fig: Figure, stem: str | os.PathLike[str], formats: Sequence[str]) -> list[Path]:
@@ -719,8 +716,7 @@ def figure_classes_spikes(data: Data | None, thresholds: pd.DataFrame) -> Figure
         for ax in (ax_e, ax_o):
             ax.set_xlabel(SNR_LABEL)
             ax.legend(fontsize=7)
-    fig.tight_layout()
-    return fig
+    return _finish(fig)
 
 
 _DRAWING = threading.Lock()

@@ -170,7 +170,8 @@ def validate_label_model(spec: Mapping[str, Any] | str, T: int, K: int) -> dict[
     K = check_int("K", K, minimum=2)
     if K > MAX_CLASSES:
         raise ValueError(f"K={K!r}: must be <= {MAX_CLASSES}")
-    kind, params = split_model_spec("labels", spec, _LABEL_PARAMS)
+    required = {"prefix": ("L",), "custom": ("sequences", "probabilities")}
+    kind, params = split_model_spec("labels", spec, _LABEL_PARAMS, required)
     canonical: dict[str, Any] = {"kind": kind}
     if kind in ("iid", "prefix"):
         p = (
@@ -180,8 +181,6 @@ def validate_label_model(spec: Mapping[str, Any] | str, T: int, K: int) -> dict[
         )
         canonical["p"] = _floats(p)
         if kind == "prefix":
-            if "L" not in params:
-                raise ValueError(f"labels={spec_dict(spec)!r}: prefix needs 'L'")
             L = check_int("labels.L", params["L"], minimum=1)
             if L > T:
                 raise ValueError(f"labels.L={params['L']!r}: must be <= T={T}")
@@ -213,10 +212,6 @@ def validate_label_model(spec: Mapping[str, Any] | str, T: int, K: int) -> dict[
                 )
             canonical["P"] = _floats(P)
     else:
-        if "sequences" not in params or "probabilities" not in params:
-            raise ValueError(
-                f"labels={spec_dict(spec)!r}: custom needs 'sequences' and 'probabilities'"
-            )
         sequences = check_numeric("labels.sequences", params["sequences"])
         if (
             sequences.ndim != 2

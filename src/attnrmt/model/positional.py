@@ -86,15 +86,12 @@ def validate_positional(spec: Mapping[str, Any] | str, T: int) -> dict[str, Any]
     value (a custom ``R`` must be a correlation with ``sin(pi R / 2)`` positive
     semidefinite). O(T^3) for ``custom``, else O(T)."""
     T = _check_T(T)
-    kind, params = split_model_spec("positional", spec, _PARAMS)
+    required = {"prefix": ("L",), "markov": ("r",), "custom": ("R",)}
+    kind, params = split_model_spec("positional", spec, _PARAMS, required)
     canonical: dict[str, Any] = {"kind": kind}
     if kind == "prefix":
-        if "L" not in params:
-            raise ValueError(f"positional={spec_dict(spec)!r}: prefix needs 'L'")
         canonical["L"] = _check_L(params["L"], T, "positional.L")
     elif kind == "markov":
-        if "r" not in params:
-            raise ValueError(f"positional={spec_dict(spec)!r}: markov needs 'r'")
         r = check_numeric("positional.r", params["r"])
         if r.ndim != 0 or not abs(float(r)) < 1:
             raise ValueError(f"positional.r={params['r']!r}: must be a number with |r| < 1")
@@ -122,8 +119,6 @@ def validate_positional(spec: Mapping[str, Any] | str, T: int) -> dict[str, Any]
             canonical["L"] = _check_L(params["L"], T, "positional.L")
             canonical["rho0"] = _float(rho0)
     elif kind == "custom":
-        if "R" not in params:
-            raise ValueError(f"positional={spec_dict(spec)!r}: custom needs 'R'")
         R = _check_custom_R(params["R"], T)
         canonical["R"] = [[_float(x) for x in row] for row in R]
     return dict(sorted(canonical.items()))

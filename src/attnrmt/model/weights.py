@@ -14,7 +14,6 @@ from attnrmt._validation import (
     check_finite_array,
     check_int,
     check_numeric,
-    spec_dict,
     split_model_spec,
 )
 from attnrmt.contract import BUILTIN_WEIGHTS
@@ -54,13 +53,11 @@ def validate_weights(spec: Mapping[str, Any] | str, T: int) -> dict[str, Any]:
     parameter, a non-finite ``tau``, ``custom`` values not of length ``T``, not finite or
     all zero. O(T)."""
     T = _check_T(T)
-    kind, params = split_model_spec("weights", spec, _PARAMS)
+    kind, params = split_model_spec("weights", spec, _PARAMS, {"custom": ("values",)})
     canonical: dict[str, Any] = {"kind": kind}
     if kind in ("causal_limit", "causal_attention"):
         canonical["tau"] = _check_tau(params.get("tau", 0.0))
     elif kind == "custom":
-        if "values" not in params:
-            raise ValueError(f"weights={spec_dict(spec)!r}: custom needs 'values'")
         values = check_numeric("weights.values", params["values"])
         if values.shape != (T,):
             raise ValueError(f"weights.values={params['values']!r}: must be a list of length T={T}")
