@@ -1,20 +1,15 @@
 """The curve route of :func:`attnrmt.model.simulate_cell`: a whole snr curve of one
 replicate from one decomposition (docs/model.md, "Curves: one decomposition per replicate",
-where the algebra is written out).
-
-With the table ``E(snr) = Z + sqrt(snr) s u^T``, every matrix of a cell is a fixed matrix
-plus a rank-one term whose vector is linear in ``r = sqrt(snr)`` (``S``, its smaller-
-dimension Gram forms, the population matrix), so one eigendecomposition of the fixed
-matrix (full route) or one block Krylov basis from a start holding both vectors of the
-term (top route, population matrix) gives every member through a rank-one secular
-equation (:mod:`attnrmt.model._linalg`, "rank-one families"). ``causal_attention``
-weights depend on the table: that curve is one cell per ``snr`` with the shared seed.
-"""
+where the algebra is written out): every matrix of a cell is a fixed matrix plus a
+rank-one term linear in ``r = sqrt(snr)``, solved for every member by the rank-one
+families of :mod:`attnrmt.model._linalg`; ``causal_attention`` curves are one cell per
+``snr`` with the shared seed."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -45,6 +40,7 @@ from attnrmt.model._linalg import (
     family_top,
     lower_gram,
     one_operator,
+    operator_alone,
     run_lanczos_together,
     uses_krylov,
 )
@@ -311,14 +307,10 @@ def _token_family(draws: Draws) -> _SampleFamily:
 
 
 def _population_family(draws: Draws) -> tuple[np.ndarray, np.ndarray, bool]:
-    """The population matrix as a family: (the fixed matrix, lower triangle; tracked
-    ``[w0, w1, probes]``; whether it is the Gram form).
-
-    d x d: ``P' + alpha (Dlt0 + r u)(Dlt0 + r u)^T``, probes ``[u]``. For ``V < d`` (as
-    the cell): ``K' + g(r) g(r)^T`` in V dimensions, with rows ``Y0`` from
-    :func:`attnrmt.model.cell.population_rows` of ``Z``, ``y = sqrt(alpha / V) s`` (``Y(r)
-    = Y0 + r y u^T``, since ``mbar`` does not move and ``Dlt = Dlt0 + r u``), probes ``[Y0
-    u, y]``. O(V d^2) or O(V^2 d)."""
+    """The population matrix as a family (docs/model.md, "Curves", "Population matrix"):
+    (the fixed matrix, lower triangle; tracked ``[w0, w1, probes]``; whether it is the V x
+    V Gram form of ``V < d``, probes ``[Y0 u, y]``, else d x d with probes ``[u]``). O(V
+    d^2) or O(V^2 d)."""
     alpha, kappa, V = draws.alpha, draws.kappa, draws.table.vocabulary_size
     if V < draws.table.dimension:
         rows = population_rows(draws.table, draws.population_terms, kappa)
@@ -610,27 +602,17 @@ def _measure_top(
     n_values = stored_eigenvalue_count("top", d, top_k)
     pop_n_values = min(top_k + 1, d)
     checks = [
+        _krylov_check(roots, n_values, top_k, 3, partial(sample_overlaps, roots)),
         _krylov_check(
-            roots, n_values, top_k, 3, lambda values, inner: sample_overlaps(roots, values, inner)
-        ),
-        _krylov_check(
-            roots,
-            pop_n_values,
-            top_k,
-            1,
-            lambda values, inner: _population_overlaps(roots, values, inner, False),
+            roots, pop_n_values, top_k, 1, partial(_population_overlaps, roots, gram=False)
         ),
     ]
     found: list[Any] = [None, None]
     if uses_krylov(d):
+        spikes = [draws.table.class_mean_difference, draws.table.table_mean]
         starts = [
-            _start_block(
-                sample_tracked,
-                [draws.table.class_mean_difference, draws.table.table_mean],
-                min(TOP_BLOCK_WIDTH, d),
-                rng,
-            ),
-            _start_block(pop_tracked, [draws.table.table_mean], min(POP_BLOCK_WIDTH, d), rng),
+            _start_block(sample_tracked, spikes, min(TOP_BLOCK_WIDTH, d), rng),
+            _start_block(pop_tracked, spikes[1:], min(POP_BLOCK_WIDTH, d), rng),
         ]
         found = run_lanczos_together(
             apply_all,
@@ -646,10 +628,7 @@ def _measure_top(
         ((sample_tracked, n_values), (pop_tracked, pop_n_values))
     ):
         if found[index] is None:
-            blocks: list[np.ndarray | None] = [None, None]
-            blocks[index] = np.eye(d)
-            matrix = apply_all(blocks)[index]
-            assert matrix is not None
+            matrix = operator_alone(apply_all, 2, index)(np.eye(d))
             lower = np.asfortranarray(0.5 * (matrix + matrix.T))
             _, values, inner = _dense_solution(lower, tracked, roots, n_wanted, full=False)
             found[index] = (values, inner[:, :top_k])

@@ -1,13 +1,9 @@
-"""Dense and Krylov symmetric eigensolvers of :mod:`attnrmt.model.cell` (the numerics room).
-
-Everything here is a pure function of arrays (or of a linear operator); the model lives in
-``cell.py``. Symmetric matrices live as the lower triangle of a Fortran-ordered array and
-are updated in place. Each hand-written kernel is kept because a benchmark in the same
-process measured it faster than the library route it replaces (``benchmarks/bench_cell.py``;
-the measurements, where the top route's time goes and what was tried and dropped:
-docs/scaling.md, "The eigensolvers, measured"). Costs: a dense cell O(d^3); the top route
-O(rounds x passes over the table), a pass O(V d b) for a block of b columns.
-"""
+"""Dense and Krylov symmetric eigensolvers of :mod:`attnrmt.model.cell` and the rank-one
+families of :mod:`attnrmt.model._curve` (the numerics room; docs/scaling.md, "The
+eigensolvers, measured", says why each hand-written kernel is kept). Pure functions of
+arrays or linear operators; symmetric matrices live as the lower triangle of a
+Fortran-ordered array, updated in place. Costs: a dense cell O(d^3); the top route O(rounds
+x passes over the table), a pass O(V d b) for a block of b columns."""
 
 from __future__ import annotations
 
@@ -313,6 +309,22 @@ def one_operator(
         return [None if block is None else apply(block)]
 
     return apply_all
+
+
+def operator_alone(
+    apply_all: Callable[[list[np.ndarray | None]], list[np.ndarray | None]], count: int, index: int
+) -> Callable[[np.ndarray], np.ndarray]:
+    """Operator ``index`` of the ``count`` that ``apply_all`` applies together, alone."""
+
+    def apply(block: np.ndarray) -> np.ndarray:
+        blocks: list[np.ndarray | None] = [None] * count
+        blocks[index] = block
+        product = apply_all(blocks)[index]
+        if product is None:
+            raise ValueError(f"apply_all returned no product for run {index}")
+        return product
+
+    return apply
 
 
 def run_lanczos_together(
@@ -621,18 +633,6 @@ def shared_operator_top_eigenpairs(
     descending, unit vectors (n, n_vectors)), ...]``. O(rounds x cost of ``apply_all`` + n
     m^2) time for m basis columns."""
     n = starts[0].shape[0]
-
-    def alone(index: int) -> Callable[[np.ndarray], np.ndarray]:
-        def apply(block: np.ndarray) -> np.ndarray:
-            blocks: list[np.ndarray | None] = [None] * len(starts)
-            blocks[index] = block
-            product = apply_all(blocks)[index]
-            if product is None:
-                raise ValueError(f"apply_all returned no product for run {index}")
-            return product
-
-        return apply
-
     found: list[tuple[np.ndarray, np.ndarray] | None] = [None] * len(starts)
     if uses_krylov(n):
         directions = directions or [None] * len(starts)
@@ -659,20 +659,17 @@ def shared_operator_top_eigenpairs(
     return [
         pair
         if pair is not None
-        else dense_top_eigenpairs(alone(index), n, n_values[index], n_vectors[index])
+        else dense_top_eigenpairs(
+            operator_alone(apply_all, len(starts), index), n, n_values[index], n_vectors[index]
+        )
         for index, pair in enumerate(found)
     ]
 
 
 # ------------------------------------------------- rank-one families (model/_curve.py)
-#
-# A *family* is ``A(s) = A' + w(s) w(s)^T`` with ``w(s) = w0 + s w1`` for several scalars
-# ``s`` (docs/model.md, "Curves: one decomposition per replicate"): in the eigenbasis of
-# ``A' = Q diag(lambda) Q^T`` each member is ``diag(lambda) + z(s) z(s)^T`` with
-# ``z(s) = Q^T w0 + s Q^T w1``, whose eigenvalues are the roots of the secular equation
-# ``f(mu) = 1 + sum_i z_i^2 / (lambda_i - mu) = 0`` (Golub 1973), one in each interval
-# ``(lambda_j, lambda_{j+1})`` and one in ``(lambda_n, lambda_n + |z|^2]``, and whose
-# eigenvector for a root ``mu`` is ``z / (lambda - mu)`` (Bunch, Nielsen and Sorensen 1978).
+# A family is ``A(s) = A' + w(s) w(s)^T``, ``w(s) = w0 + s w1``, for several ``s``; its
+# secular equation, deflation and far field: docs/model.md, "Curves: one decomposition per
+# replicate".
 
 _EPS = float(np.finfo(np.float64).eps)
 # Deflation tolerance factor (LAPACK dlaed2): a weight or a pole gap below 8 eps times the
@@ -689,16 +686,11 @@ _COMPACT_FRACTION = 0.6
 def eigenvalues_and_components(
     lower: np.ndarray, vectors: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
-    """All eigenvalues of a symmetric matrix (ascending) and the components ``Q^T vectors``
-    of a few vectors in its eigenbasis, without forming ``Q``.
-
-    One Householder tridiagonalisation ``A = H T H^T`` (``dsytrd``, as
-    :func:`spectrum_and_top_eigenvectors`), ``H^T vectors`` by the stored reflectors
-    (O(n^2 k)), the eigendecomposition ``T = Z diag Z^T`` by divide and conquer
-    (``dstevd``; O(n^2) to O(n^3) with a small constant, no back-transformation) and
-    ``Z^T (H^T vectors)`` (O(n^2 k)). ``lower`` (Fortran order, lower triangle) is
-    overwritten. Returns (values (n,), components (n, k)).
-    """
+    """All eigenvalues (ascending, (n,)) of the symmetric matrix in ``lower`` (overwritten)
+    and the components ``Q^T vectors`` (n, k) of a few vectors in its eigenbasis, without
+    forming ``Q``: ``dsytrd``, the reflectors on the vectors, ``dstevd`` of the tridiagonal
+    matrix (docs/model.md, "Curves: one decomposition per replicate", "Cost"). O(n^3 + n^2
+    k)."""
     vectors = np.asarray(vectors, dtype=np.float64).reshape(lower.shape[0], -1)
     factored, diagonal, offdiagonal, tau = _tridiagonalize(lower)
     reduced = _apply_householder(factored, tau, vectors, transpose=True)
@@ -800,12 +792,8 @@ def _secular_iterate(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Roots of secular equations, one per pair, each in its interval ``(lambda_j, lambda_j +
     width)`` (the pole ``lambda_{j+1}`` at its upper end unless ``top``), ``evaluate`` a
-    :class:`_SecularEvaluator` of the same pairs: as LAPACK ``dlaed4`` (docs/model.md,
-    "Curves: one decomposition per replicate"), middle-way steps (:func:`_secular_step`)
-    safeguarded by a bracket, the origin term solved against the frozen rest of ``f`` when
-    steps leave it, bisection when no candidate falls inside or ``|f|`` did not fall
-    four-fold in two steps; stops at ``|f| <= bound`` or the bracket's rounding floor
-    ``4 eps |tau|`` (``4 eps |mu|`` for a weightless origin pole). LinAlgError beyond
+    :class:`_SecularEvaluator` of the same pairs, as LAPACK ``dlaed4`` (docs/model.md,
+    "Curves: one decomposition per replicate", "Secular equation"); LinAlgError beyond
     ``_SECULAR_MAX_STEPS`` (unreachable: the bisection bound). Returns (upper (bool), tau)
     per pair, the root ``lambda_origin + tau``. O(steps x cost of ``evaluate``)."""
     n_pairs = width.size
@@ -1255,23 +1243,13 @@ def family_lanczos_steps(
     max_columns: int = _BLOCK_MAX_COLUMNS,
     check_every: int = _BLOCK_CHECK_EVERY_COLUMNS,
 ) -> Generator[np.ndarray, np.ndarray, Any]:
-    """Block Lanczos on ``A'`` for a whole family ``A(s) = A' + w(s) w(s)^T``, as a
-    generator for :func:`run_lanczos_together` (yields blocks, receives ``A' X``).
-
-    The recurrence, reorthogonalisation and deflation of lost directions are those of
-    :func:`block_lanczos_top`. When ``start`` holds ``w0`` and ``w1``, the block Krylov
-    space of every member from ``start`` is that of ``A'`` (``A(s) v = A' v + w(s) (w(s) .
-    v)`` with ``w(s)`` in the first block), so one basis ``Q`` serves the family:
-    ``Q^T A(s) Q = T + (Q^T w(s)) (Q^T w(s))^T`` with ``T`` the projected block-tridiagonal
-    matrix, and the Ritz residual of every member is ``||B_m y_last||`` as for ``A'``.
-
-    ``tracked`` (n, c) are vectors kept projected on the basis (``Q^T tracked``, one block
-    of rows a step); every ``check_every`` columns (and when the basis is full)
-    ``check(T, Q^T tracked, B_m, low)`` (``low`` the first column of the last block)
-    returns the result or None to continue. Returns that result, or None when
+    """Block Lanczos on ``A'`` for a whole family ``A(s) = A' + w(s) w(s)^T`` from a
+    ``start`` holding ``w0`` and ``w1`` (one basis serves every member: docs/model.md,
+    "Curves", "Krylov routes"), as a generator for :func:`run_lanczos_together`: the
+    recurrence of :func:`_lanczos_recurrence` keeping ``Q^T tracked`` (n, c), ``check(T, Q^T
+    tracked, B_m, low)`` every ``check_every`` columns. Returns its result, or None when
     ``max_columns`` (or n) did not suffice. O(m (cost of a product) + n m^2) time, O(n m)
-    memory.
-    """
+    memory."""
     return (
         yield from _lanczos_recurrence(
             start,
@@ -1315,6 +1293,7 @@ __all__ = [
     "lanczos_top_eigenpairs",
     "lower_gram",
     "one_operator",
+    "operator_alone",
     "run_lanczos_together",
     "shared_operator_top_eigenpairs",
     "spectrum_and_top_eigenvectors",
