@@ -284,7 +284,7 @@ def execute_run(
     summary_stream: Any = None,
 ) -> RunOutcome:
     """Validate, sweep, report, summary (module docstring), showing the progress on
-    ``display`` (default :func:`attnrmt.sweep.report.progress_bar.choose_display`).
+    ``display`` (default :class:`attnrmt.sweep.report.progress_bar.LiveProgress`).
 
     The summary goes to ``summary_stream`` (default stdout) after a successful run; after a
     failed one, a line naming the exit code and the run's log. The config's warnings are
@@ -407,14 +407,13 @@ def _execute_steps(
     "Integrity")."""
     from attnrmt.analysis.pipeline import settings_sha256
     from attnrmt.log_filter import OutputSplitter, message_key
-    from attnrmt.sweep.report.progress_bar import ProgressTicker, choose_display
+    from attnrmt.sweep.report.progress_bar import LiveProgress, ProgressTicker
     from attnrmt.sweep.report.summary import run_summary
     from attnrmt.sweep.store.guard import writer_env
     from attnrmt.sweep.store.integrity import heal_run, outdated_run
 
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    display = choose_display() if display is None else display
-    ticker = ProgressTicker(run_plan, run_dir, display)
+    ticker = ProgressTicker(run_plan, run_dir, LiveProgress() if display is None else display)
     splitter = OutputSplitter(seen={message_key(f"attnrmt: warning: {w}") for w in warnings})
     ticker.message(f"attnrmt run: {run_plan.run!r} -> {run_dir}/; Snakemake's output: {log_path}")
     expected = {name: sweep.config_sha256 for name, sweep in run_plan.sweeps.items()}
