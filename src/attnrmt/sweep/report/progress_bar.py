@@ -28,9 +28,9 @@ from attnrmt.sweep.report.status import (
     run_status,
 )
 
-BAR_INTERVAL_SECONDS = 1.0
+_BAR_INTERVAL_SECONDS = 1.0
 """The ticker reads the status this often (at most)."""
-BAR_WIDTH = 20
+_BAR_WIDTH = 20
 """Characters of the bar itself (``[####----]``)."""
 
 
@@ -38,10 +38,10 @@ def bar_text(status: RunStatus, stage: str | None = None, width: int | None = No
     """One line: run, bar, done/planned cells, percent, rate, ETA, failed, stage; cut to
     ``width`` when given. O(1)."""
     total = status.total
-    filled = round(BAR_WIDTH * total.done / total.cells) if total.cells else BAR_WIDTH
+    filled = round(_BAR_WIDTH * total.done / total.cells) if total.cells else _BAR_WIDTH
     rate, eta = total.cells_per_second, total.eta_seconds
     parts = [
-        f"{status.run} [{'#' * filled}{'-' * (BAR_WIDTH - filled)}] "
+        f"{status.run} [{'#' * filled}{'-' * (_BAR_WIDTH - filled)}] "
         f"{total.done:,}/{total.cells:,} cells {total.percent_done:.0f}%",
         "rate -" if rate is None else rate_text(rate),
         f"ETA {'-' if eta is None else format_duration(eta)}",
@@ -131,7 +131,7 @@ class ProgressTicker:
         run_plan: Any,
         run_dir: str | os.PathLike[str],
         display: Any,
-        interval_seconds: float = BAR_INTERVAL_SECONDS,
+        interval_seconds: float = _BAR_INTERVAL_SECONDS,
         status: Callable[[Any, Path], RunStatus] = run_status,
     ) -> None:
         self.read = lambda: status(run_plan, Path(run_dir))
@@ -178,8 +178,6 @@ class ProgressTicker:
 
 
 __all__ = [
-    "BAR_INTERVAL_SECONDS",
-    "BAR_WIDTH",
     "LiveProgress",
     "ProgressTicker",
     "bar_text",
