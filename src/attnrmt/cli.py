@@ -216,7 +216,7 @@ def command_status(args: argparse.Namespace) -> int:
 
     from attnrmt.driver import driver_status_line
     from attnrmt.sweep.compute.rounds import round_status_lines
-    from attnrmt.sweep.report.progress_bar import PeriodicLines, TerminalBar, choose_display
+    from attnrmt.sweep.report.progress_bar import LiveProgress
     from attnrmt.sweep.report.status import run_status, status_table
 
     run_plan, run_dir = status_plan(args.target, args.results)
@@ -235,9 +235,7 @@ def command_status(args: argparse.Namespace) -> int:
                 if driver is not None:
                     print(driver[0], flush=True)
                 if args.watch is not None:
-                    display = choose_display(sys.stdout)
-                    if not isinstance(display, TerminalBar):
-                        display = PeriodicLines(sys.stdout, interval_seconds=args.watch)
+                    display = LiveProgress(sys.stdout, interval_seconds=args.watch)
             if display is not None:
                 stage = {True: "running", False: "no live run", None: None}[status.live]
                 if status.live is False and status.total.pending == 0:

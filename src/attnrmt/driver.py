@@ -1,41 +1,13 @@
-"""What a run is, and the whole run as one SLURM batch job: submit and log out.
+"""A run (``attnrmt run``, :func:`attnrmt.run`; :func:`execute_run`) and the whole run as one
+SLURM batch job (``attnrmt submit``; :func:`submit`): docs/cluster.md, "Progress during a
+run" and "Submit and log out"; docs/architecture.md, "What `attnrmt run` shows".
 
-A run (``attnrmt run CONFIG``, :func:`attnrmt.run`; ``make run`` and the driver job call
-the first, so its steps are written once, in :func:`pipeline_commands`): validate the
-config, run Snakemake on the shipped workflow (:data:`attnrmt.workflow.SNAKEFILE`) with a
-workflow profile (``ATTNRMT_END_SUMMARY=later``) in the working directory (results under
-``./results/``), build the report (``snakemake --report results/<run>/report.html``),
-print the end summary (:func:`attnrmt.sweep.report.summary.run_summary`).
-
-:func:`execute_run` runs the Snakemake steps as child processes in their own session;
-their output goes to the run's log (``results/<run>/logs/run-<UTC time>.log``) and, split
-by :class:`attnrmt.log_filter.OutputSplitter`, only our messages and errors (in full)
-reach the screen, under a live progress bar (:mod:`attnrmt.sweep.report.progress_bar`). With
-``signal_handlers`` (the command line) it forwards SIGINT, SIGTERM and SIGHUP (as SIGTERM)
-to the running step, once: Snakemake then stops within seconds, keeping what finished
-(:func:`attnrmt.sweep.compute.cluster.stop_on_signals`), and the later steps are skipped.
-Without (:func:`attnrmt.run` in a notebook, whose kernel owns SIGINT) a
-:class:`KeyboardInterrupt` while a step runs is forwarded the same way.
-
-``attnrmt submit CONFIG`` (:func:`submit`) writes, under ``results/<run>/driver/`` (a 0700
-folder; files 0600, like the cluster credentials):
-
-- ``driver.sbatch``: the batch script (:func:`driver_script`): ``#SBATCH`` lines from
-  :class:`DriverRequest`, ``--signal=B:TERM@`` :data:`STOP_LEAD_SECONDS` so that the run
-  is told to stop before the walltime ends, and ``exec`` of ``attnrmt run`` (the batch
-  shell becomes the run: SLURM's signal reaches it);
-- ``driver.log``: the job's output, appended to by every submission;
-- ``job.json``: the job id, submission time, script, log and command.
-
-Before submitting it refuses when the run's last driver job is still queued or alive
-(:func:`active_driver`: one ``squeue``; concurrent submits take turns on a POSIX lock of
-``driver/.submit.lock``), so rerunning the command never starts a second driver; when
-that job is gone, the same command submits a new one, which resumes the run
-(finished cells are kept). SLURM's objection to the request (``sbatch --test-only``:
-a walltime above the partition's limit, more cores than any node has) is reported at once
-instead of a job that pends forever.
-
-Cost: O(1) files and three SLURM commands per submission; memory O(1).
+A run validates the config, runs the Snakemake steps of :func:`pipeline_commands` as
+children in their own session (their output to the run's log, our messages and errors to
+the screen under :mod:`attnrmt.sweep.report.progress_bar`; SIGINT, SIGTERM and SIGHUP
+forwarded once), then prints the end summary. A submission writes the driver job's files
+under ``results/<run>/driver/`` (0600 in 0700) and refuses while the run's last driver job
+is queued or alive. Cost: O(1) files and three SLURM commands per submission.
 """
 
 from __future__ import annotations
@@ -284,7 +256,7 @@ def execute_run(
     summary_stream: Any = None,
 ) -> RunOutcome:
     """Validate, sweep, report, summary (module docstring), showing the progress on
-    ``display`` (default :func:`attnrmt.sweep.report.progress_bar.choose_display`).
+    ``display`` (default :class:`attnrmt.sweep.report.progress_bar.LiveProgress`).
 
     The summary goes to ``summary_stream`` (default stdout) after a successful run; after a
     failed one, a line naming the exit code and the run's log. The config's warnings are
@@ -407,14 +379,13 @@ def _execute_steps(
     "Integrity")."""
     from attnrmt.analysis.pipeline import settings_sha256
     from attnrmt.log_filter import OutputSplitter, message_key
-    from attnrmt.sweep.report.progress_bar import ProgressTicker, choose_display
+    from attnrmt.sweep.report.progress_bar import LiveProgress, ProgressTicker
     from attnrmt.sweep.report.summary import run_summary
     from attnrmt.sweep.store.guard import writer_env
     from attnrmt.sweep.store.integrity import heal_run, outdated_run
 
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    display = choose_display() if display is None else display
-    ticker = ProgressTicker(run_plan, run_dir, display)
+    ticker = ProgressTicker(run_plan, run_dir, LiveProgress() if display is None else display)
     splitter = OutputSplitter(seen={message_key(f"attnrmt: warning: {w}") for w in warnings})
     ticker.message(f"attnrmt run: {run_plan.run!r} -> {run_dir}/; Snakemake's output: {log_path}")
     expected = {name: sweep.config_sha256 for name, sweep in run_plan.sweeps.items()}

@@ -198,7 +198,7 @@ def test_attnrmt_run_from_python_returns_the_results_and_leaves_signals_alone(
     }
     seen: dict[str, list] = {"shown": [], "finished": [], "handlers": []}
 
-    class Recorder:  # a display: show, message, finish (progress_bar.PeriodicLines)
+    class Recorder:  # a display: show, message, finish (progress_bar.LiveProgress)
         def show(self, status: RunStatus, stage: str | None) -> None:
             seen["shown"].append((status.total.done, stage))
             seen["handlers"].append({s: signal.getsignal(s) for s in handlers})

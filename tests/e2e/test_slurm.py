@@ -280,13 +280,13 @@ def test_pending_reason_that_never_clears_is_recognised(slurm: str, tmp_path: Pa
     """A real job pending with PartitionConfig (more cores than the node): the watch of a
     running cluster names it as fatal; a job held for later is only reported."""
     from attnrmt.sweep.compute.cluster import ClusterSettings
-    from attnrmt.sweep.compute.cluster.jobqueue import PendingWatch
+    from attnrmt.sweep.compute.cluster.jobqueue import pending_watch
     from attnrmt.sweep.compute.cluster.slurm import job_states
 
     script = tmp_path / "job.sh"
     script.write_text("#!/bin/bash\nsleep 1\n")
     settings = ClusterSettings.from_config({"mode": "slurm", "jobqueue": {"cores": 64}})
-    watch = PendingWatch(settings, cluster=None, on_fatal=lambda message: None)
+    watch = pending_watch(settings, cluster=None, on_fatal=lambda message: None)
     with cancel_on_exit(set()) as job_ids:
         for extra in ([f"-c{node_cores() * 2}"], ["-c1", "--begin=now+1hour"]):
             submitted = subprocess.run(

@@ -1,11 +1,15 @@
-"""The progress bar of a run and its displays (attnrmt.sweep.report.progress_bar): bar text,
-terminal, plain lines, notebook, the ticker."""
+"""The progress bar of a run (attnrmt.sweep.report.progress_bar): bar text, the display's
+three modes (terminal, plain lines, notebook), the ticker."""
 
 from __future__ import annotations
 
 import io
+import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
 
 from attnrmt.sweep.report import progress_bar as progress
 from attnrmt.sweep.report.status import RunStatus, SweepStatus
@@ -48,7 +52,7 @@ def test_bar_text_shows_cells_rate_eta_failures_and_stage() -> None:
 
 def test_terminal_bar_redraws_in_place_and_prints_messages_above() -> None:
     stream = io.StringIO()
-    bar = progress.TerminalBar(stream)
+    bar = progress.LiveProgress(stream, mode="bar")
     bar.show(status_of(2, 8), None)
     bar.message("attnrmt: something")
     bar.finish(status_of(8, 8), "done")
@@ -61,7 +65,7 @@ def test_terminal_bar_redraws_in_place_and_prints_messages_above() -> None:
 def test_without_a_terminal_a_plain_line_every_interval() -> None:
     now = [0.0]
     stream = io.StringIO()
-    lines = progress.PeriodicLines(stream, interval_seconds=30.0, clock=lambda: now[0])
+    lines = progress.LiveProgress(stream, "lines", interval_seconds=30.0, clock=lambda: now[0])
     for second in range(0, 61, 5):
         now[0] = float(second)
         lines.show(status_of(second // 10, 8), None)
@@ -77,7 +81,9 @@ def test_without_a_terminal_a_plain_line_every_interval() -> None:
     assert "\r" not in stream.getvalue()
 
 
-def test_the_notebook_bar_is_one_display_updated_in_place() -> None:
+def test_the_notebook_bar_is_one_display_updated_in_place(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     class Handle:
         def __init__(self) -> None:
             self.updates: list[str] = []
@@ -94,7 +100,8 @@ def test_the_notebook_bar_is_one_display_updated_in_place() -> None:
         return handles[-1]
 
     stream = io.StringIO()
-    bar = progress.NotebookBar(display, str, stream)
+    monkeypatch.setitem(sys.modules, "IPython.display", SimpleNamespace(HTML=str, display=display))
+    bar = progress.LiveProgress(stream, mode="html")
     bar.show(status_of(2, 8), "step 1/5 theory")
     bar.message("Error in rule x:")
     bar.finish(status_of(8, 8), "done")
@@ -111,8 +118,8 @@ def test_choose_display_follows_the_stream() -> None:
         def isatty(self) -> bool:
             return True
 
-    assert isinstance(progress.choose_display(Tty()), progress.TerminalBar)
-    assert isinstance(progress.choose_display(io.StringIO()), progress.PeriodicLines)
+    assert progress.LiveProgress(Tty()).mode == "bar"
+    assert progress.LiveProgress(io.StringIO()).mode == "lines"
 
 
 def test_the_ticker_draws_until_stopped_and_survives_a_failing_read(tmp_path: Path) -> None:
@@ -126,7 +133,7 @@ def test_the_ticker_draws_until_stopped_and_survives_a_failing_read(tmp_path: Pa
 
     stream = io.StringIO()
     ticker = progress.ProgressTicker(
-        None, tmp_path, progress.TerminalBar(stream), interval_seconds=0.01, status=status
+        None, tmp_path, progress.LiveProgress(stream, "bar"), interval_seconds=0.01, status=status
     ).start()
     while len(calls) < 4:
         time.sleep(0.001)

@@ -45,7 +45,7 @@ def test_every_sweep_path_is_spelled_as_the_data_contract_shows(tmp_path: Path) 
     sweep = RunLayout(tmp_path / "run").sweep("grid")
     root = tmp_path / "run" / "grid"
     assert sweep.root == root and sweep.name == "grid"
-    assert sweep.compute == RunLayout(tmp_path / "run")
+    assert sweep.run == RunLayout(tmp_path / "run")
     assert (sweep.fragment("b1"), sweep.cached("b1"), sweep.failure_record("b1")) == (
         root / "fragments" / "b1.npz",
         root / "cache" / "b1.npz",

@@ -1,8 +1,8 @@
 """Where a run stands (docs/cluster.md, "Long sweeps"): per sweep, cells done / failed /
 pending, pending split into running and queued while a live Snakemake holds a token (else
-missing), throughput over the fragments finished in the last :data:`RATE_WINDOW_SECONDS`
+missing), throughput over the fragments finished in the last :data:`_RATE_WINDOW_SECONDS`
 (:func:`throughput`) and the ETA. Read-only. Cost: O(fragments) ``stat`` calls, O(planned
-cells), two members of at most :data:`MAX_TIMED_FRAGMENTS` fragments."""
+cells), two members of at most :data:`_MAX_TIMED_FRAGMENTS` fragments."""
 
 from __future__ import annotations
 
@@ -29,9 +29,9 @@ from attnrmt.sweep.store.guard import live_run_since
 from attnrmt.sweep.store.layout import RunLayout
 
 #: Throughput is measured over fragments finished within this many seconds before now.
-RATE_WINDOW_SECONDS = 300.0
+_RATE_WINDOW_SECONDS = 300.0
 #: At most this many of the newest fragments have their timings read (calibration, rate).
-MAX_TIMED_FRAGMENTS = 256
+_MAX_TIMED_FRAGMENTS = 256
 #: A run prints its progress line at most once per this many seconds.
 PROGRESS_INTERVAL_SECONDS = 30.0
 #: ... and spends at most this share of one core on it (:func:`next_progress_wait`).
@@ -81,7 +81,7 @@ def fragment_timing(file: FragmentFile, block: Any) -> FragmentTiming | None:
     return _TIMINGS[key]
 
 
-def running_blocks(
+def _running_blocks(
     sweep_plan: Any, run_dir: Path, done: set[str], failed: set[str], since: float
 ) -> list[Any]:
     """Unfinished blocks of a sweep whose log was written at or after ``since``. O(blocks)."""
@@ -113,7 +113,7 @@ def recalibrated_seconds_per_work(
 
 
 def throughput(
-    timings: Sequence[FragmentTiming], now: float, window_seconds: float = RATE_WINDOW_SECONDS
+    timings: Sequence[FragmentTiming], now: float, window_seconds: float = _RATE_WINDOW_SECONDS
 ) -> tuple[float | None, float | None]:
     """``(cells_per_second, busy_cores)`` over the fragments finished in the last
     ``window_seconds`` at ``t_1 <= ... <= t_k``: ``sum_{i>=2} cells_i / (t_k - t_1)``, and the
@@ -195,7 +195,7 @@ class RunStatus:
 
 
 def _newest_timings(scans: Sequence[SweepCount]) -> dict[str, list[FragmentTiming]]:
-    """Timings of the newest :data:`MAX_TIMED_FRAGMENTS` planned fragments, per sweep."""
+    """Timings of the newest :data:`_MAX_TIMED_FRAGMENTS` planned fragments, per sweep."""
     candidates = [
         (file, scan)
         for scan in scans
@@ -205,7 +205,7 @@ def _newest_timings(scans: Sequence[SweepCount]) -> dict[str, list[FragmentTimin
     candidates.sort(key=lambda pair: pair[0].mtime, reverse=True)
     timings: dict[str, list[FragmentTiming]] = {scan.sweep_plan.name: [] for scan in scans}
     blocks = {scan.sweep_plan.name: scan.sweep_plan.block_index() for scan in scans}
-    for file, scan in candidates[:MAX_TIMED_FRAGMENTS]:
+    for file, scan in candidates[:_MAX_TIMED_FRAGMENTS]:
         timing = fragment_timing(file, blocks[scan.sweep_plan.name][file.block])
         if timing is not None:
             timings[scan.sweep_plan.name].append(timing)
@@ -265,7 +265,7 @@ def _pending_split(
         return None, None, None
     if since is None:
         return 0, 0, pending
-    blocks = running_blocks(scan.sweep_plan, run_dir, scan.done, scan.failed, since)
+    blocks = _running_blocks(scan.sweep_plan, run_dir, scan.done, scan.failed, since)
     running = sum(
         key not in scan.done and key not in scan.failed
         for block in blocks
@@ -298,7 +298,7 @@ def run_status(
     run_plan: Any,
     run_dir: str | os.PathLike[str],
     now: float | None = None,
-    window_seconds: float = RATE_WINDOW_SECONDS,
+    window_seconds: float = _RATE_WINDOW_SECONDS,
 ) -> RunStatus:
     """Status of every sweep of ``run_plan`` from the files under ``run_dir`` at ``now``, busy
     cores measured run-wide. Read-only; O(fragments + planned cells)."""
@@ -418,7 +418,7 @@ def status_table(status: RunStatus) -> list[str]:
     )
     text.append(
         f"ETA: pending cells' cost-model seconds ({status.seconds_per_work:.2e} s per work "
-        f"unit, {source}) over the cores busy in the last {RATE_WINDOW_SECONDS:.0f} s; "
+        f"unit, {source}) over the cores busy in the last {_RATE_WINDOW_SECONDS:.0f} s; "
         + {
             True: "a live Snakemake runs the sweep; running = cells being computed (as many "
             "as cores were busy; until that is measured, every cell of the blocks in "
@@ -469,10 +469,8 @@ def print_progress(
 
 __all__ = [
     "BLOCK_LOG_RULE",
-    "MAX_TIMED_FRAGMENTS",
     "PROGRESS_CPU_SHARE",
     "PROGRESS_INTERVAL_SECONDS",
-    "RATE_WINDOW_SECONDS",
     "FragmentTiming",
     "RunStatus",
     "SweepStatus",
@@ -486,7 +484,6 @@ __all__ = [
     "rate_text",
     "recalibrated_seconds_per_work",
     "run_status",
-    "running_blocks",
     "status_table",
     "throughput",
 ]

@@ -18,8 +18,8 @@ from attnrmt.contract import TABLE_AXIS, VARIANTS
 from attnrmt.sweep.store.layout import RunLayout, SweepLayout
 
 #: Quantities whose relative error decides which theory variant the data support.
-VERDICT_QUANTITIES: tuple[str, ...] = ("population_outlier", "sample_outlier")
-VERDICT_QUANTITIES += ("population_overlap", "sample_overlap")
+_VERDICT_QUANTITIES: tuple[str, ...] = ("population_outlier", "sample_outlier")
+_VERDICT_QUANTITIES += ("population_overlap", "sample_overlap")
 
 
 @dataclass(frozen=True)
@@ -82,7 +82,7 @@ def placeholder_tables(run_dir: Path) -> list[str]:
     return found
 
 
-def stale_sweep_dirs(run_plan: Any, run_dir: Path) -> list[Path]:
+def _stale_sweep_dirs(run_plan: Any, run_dir: Path) -> list[Path]:
     """Sweep folders under ``run_dir`` the config no longer has (no longer in the tables)."""
     if not run_dir.is_dir():
         return []
@@ -97,7 +97,7 @@ def stale_sweep_dirs(run_plan: Any, run_dir: Path) -> list[Path]:
 
 def variant_verdict(summary: pd.DataFrame) -> str:
     """Which variant ``summary.csv`` supports: the smaller median relative error over
-    :data:`VERDICT_QUANTITIES` (:func:`variant_errors`)."""
+    :data:`_VERDICT_QUANTITIES` (:func:`variant_errors`)."""
     errors = variant_errors(summary)
     if not errors:
         return "theory: no outlier or overlap to compare (no snr above a threshold?)"
@@ -110,9 +110,9 @@ def variant_verdict(summary: pd.DataFrame) -> str:
 
 
 def variant_errors(summary: pd.DataFrame) -> dict[str, float]:
-    """Per variant, the median over :data:`VERDICT_QUANTITIES` rows of the median relative
+    """Per variant, the median over :data:`_VERDICT_QUANTITIES` rows of the median relative
     error (variants without a finite one left out)."""
-    rows = summary[summary["quantity"].isin(VERDICT_QUANTITIES)]
+    rows = summary[summary["quantity"].isin(_VERDICT_QUANTITIES)]
     rows = rows[np.isfinite(rows["median_rel_error"])]
     errors = {v: float(rows[rows["variant"] == v]["median_rel_error"].median()) for v in VARIANTS}
     return {v: e for v, e in errors.items() if math.isfinite(e)}
@@ -195,7 +195,7 @@ def run_summary(
     if tally.missing - tally.failed > 0:
         counts += f", {tally.missing - tally.failed} not run yet"
     lines.append(f"cells: {tally.planned} in {len(run_plan.sweeps)} sweeps; {counts}")
-    stale = stale_sweep_dirs(run_plan, run_dir)
+    stale = _stale_sweep_dirs(run_plan, run_dir)
     if stale:
         lines.append(
             "not in this config (left by an earlier version of it; not in the tables or "
@@ -210,7 +210,7 @@ def run_summary(
     if thresholds:
         lines.append("thresholds (curves whose CI or bound contains the variant's threshold):")
         lines.extend(thresholds)
-    lines.extend(classes_threshold_lines(_read_table(run_dir / "classes_thresholds.csv")))
+    lines.extend(_classes_threshold_lines(_read_table(run_dir / "classes_thresholds.csv")))
     universality = universality_lines(_read_table(run_dir / "universality_verdict.csv"))
     if universality:
         lines.append("table laws against the Gaussian theory (universality_verdict.csv):")
@@ -231,7 +231,7 @@ def run_summary(
     return lines
 
 
-def classes_threshold_lines(thresholds: pd.DataFrame) -> list[str]:
+def _classes_threshold_lines(thresholds: pd.DataFrame) -> list[str]:
     """K classes: per (sweep, spike, transition), how many curves' CI or bound contains each
     variant's threshold, with one example (``classes_thresholds.csv``). O(rows)."""
     if thresholds.empty or "spike" not in thresholds:
@@ -331,14 +331,11 @@ def _threshold_overview(finite: pd.DataFrame) -> dict[str, int | float]:
 
 __all__ = [
     "RUN_DIR_VARIABLE",
-    "VERDICT_QUANTITIES",
     "CellTally",
-    "classes_threshold_lines",
     "format_seconds",
     "placeholder_tables",
     "report_overview",
     "run_summary",
-    "stale_sweep_dirs",
     "tally_cells",
     "threshold_lines",
     "universality_lines",

@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 __all__ = [
-    "TEMPORARY_SUFFIX",
     "atomic_path",
     "fsync_tree",
     "is_temporary",
@@ -29,18 +28,18 @@ __all__ = [
 ]
 
 #: Every temporary name starts with ``.`` and ends with this suffix.
-TEMPORARY_SUFFIX = ".tmp"
+_TEMPORARY_SUFFIX = ".tmp"
 
 
 def temporary_sibling(target: Path) -> Path:
     """A unique temporary name beside ``target`` (``.<name>.<pid>.<random>.tmp``)."""
     unique = f"{os.getpid()}.{uuid.uuid4().hex[:8]}"
-    return target.with_name(f".{target.name}.{unique}{TEMPORARY_SUFFIX}")
+    return target.with_name(f".{target.name}.{unique}{_TEMPORARY_SUFFIX}")
 
 
 def is_temporary(path: Path) -> bool:
     """Whether ``path`` is named like a temporary of :func:`temporary_sibling`."""
-    return path.name.startswith(".") and path.name.endswith(TEMPORARY_SUFFIX)
+    return path.name.startswith(".") and path.name.endswith(_TEMPORARY_SUFFIX)
 
 
 def _remove(path: Path) -> None:
@@ -53,15 +52,11 @@ def _remove(path: Path) -> None:
 
 def fsync_tree(root: Path) -> None:
     """fsync every file and directory under ``root`` (a file: itself). O(files)."""
-    if root.is_file():
-        with open(root, "rb") as handle:
-            os.fsync(handle.fileno())
-        return
+    paths: list[str | Path] = [root] if root.is_file() else []
     for directory, _, files in os.walk(root):
-        for name in files:
-            with open(os.path.join(directory, name), "rb") as handle:
-                os.fsync(handle.fileno())
-        descriptor = os.open(directory, os.O_RDONLY)
+        paths += [*(os.path.join(directory, name) for name in files), directory]
+    for path in paths:
+        descriptor = os.open(path, os.O_RDONLY)
         try:
             os.fsync(descriptor)
         finally:
@@ -129,7 +124,7 @@ def remove_stale_temporaries(
     now = time.time()
     removed = 0
     candidates = (
-        root.rglob(f".*{TEMPORARY_SUFFIX}") if recursive else root.glob(f".*{TEMPORARY_SUFFIX}")
+        root.rglob(f".*{_TEMPORARY_SUFFIX}") if recursive else root.glob(f".*{_TEMPORARY_SUFFIX}")
     )
     for path in list(candidates):
         if not is_temporary(path) or _writer_alive(path):
@@ -146,7 +141,7 @@ def remove_stale_temporaries(
 
 def _writer_alive(path: Path) -> bool:
     """Whether the pid field of a temporary's name is a live process (False if absent)."""
-    parts = path.name[1 : -len(TEMPORARY_SUFFIX)].split(".")
+    parts = path.name[1 : -len(_TEMPORARY_SUFFIX)].split(".")
     pid = next((int(part) for part in reversed(parts[:-1]) if part.isdigit()), None)
     if pid is None or pid == os.getpid():
         return False

@@ -8,6 +8,7 @@ on key and seed (a bad entry is removed and recomputed) and set the mtime that
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 from collections.abc import Iterable, Mapping, Sequence
@@ -74,10 +75,8 @@ def _read_entry(path: Path, cell_id: CellId) -> dict[str, np.ndarray] | None:
         say(f"cell cache entry {path} holds another cell; removed, its cell is recomputed")
         path.unlink(missing_ok=True)
         return None
-    try:
+    with contextlib.suppress(OSError):  # a read-only cache still serves
         os.utime(path)
-    except OSError:  # a read-only cache still serves
-        pass
     return arrays
 
 
@@ -126,23 +125,11 @@ def write_cells(
 def _entries(root: Path) -> list[tuple[int, int, str]]:
     """``(mtime ns, bytes, path)`` of every entry (temporaries left out). O(entries)."""
     found = []
-    try:
-        shards = [entry for entry in os.scandir(root) if entry.is_dir(follow_symlinks=False)]
-    except OSError:
-        return []
-    for shard in shards:
-        try:
-            entries = list(os.scandir(shard.path))
-        except OSError:
-            continue
-        for entry in entries:
-            if not entry.name.endswith(FRAGMENT_SUFFIX) or is_temporary(Path(entry.path)):
-                continue
-            try:
-                stat = entry.stat(follow_symlinks=False)
-            except OSError:
-                continue
-            found.append((stat.st_mtime_ns, stat.st_size, entry.path))
+    for path in root.glob(f"*/*{FRAGMENT_SUFFIX}"):
+        with contextlib.suppress(OSError):
+            if not is_temporary(path):
+                stat = path.lstat()
+                found.append((stat.st_mtime_ns, stat.st_size, str(path)))
     return found
 
 

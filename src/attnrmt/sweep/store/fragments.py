@@ -184,7 +184,7 @@ def take_cells(
         return np.concatenate([member(sources[source], name)[lo:hi] for source, lo, hi in runs])
 
     out: dict[str, np.ndarray] = {
-        "format_version": np.asarray(FRAGMENT_FORMAT_VERSION, dtype=np.int64),
+        "format_version": np.asarray(FRAGMENT_FORMAT_VERSION, dtype=np.int64)
     }
     for name, dtype in (("cell_key", np.str_), ("cell_seed", np.str_), ("computed", bool)):
         out[name] = joined(name) if runs else np.asarray([], dtype=dtype)

@@ -14,13 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from attnrmt.contract import (
-    ABSENT_INT,
-    SIZE_FIELDS,
-    TABLE_AXIS,
-    VARIABLE_ATTRS,
-    sweep_axes,
-)
+from attnrmt.contract import ABSENT_INT, SIZE_FIELDS, TABLE_AXIS, VARIABLE_ATTRS, sweep_axes
 from attnrmt.sweep.store.atomic import atomic_path
 from attnrmt.sweep.store.integrity import write_digest
 
@@ -73,7 +67,7 @@ def dataset_attrs(sweep_plan: Any, root_seed: int, title: str) -> dict[str, Any]
     }
 
 
-def table_coordinate(attrs: Mapping[str, Any]) -> dict[str, Any]:
+def _table_coordinate(attrs: Mapping[str, Any]) -> dict[str, Any]:
     """The scalar coordinate ``table`` (the law's name) of a store written when a sweep had
     one law and named it in the attribute ``table_name`` (docs/data-contract.md, "Table
     laws": stores of today have the ``table`` dimension instead), ``{}`` otherwise. O(1)."""
@@ -149,7 +143,7 @@ def cells_view(
             "k": ("k", np.arange(top_k), CELL_ATTRS["k"]),
             "eig": ("eig", np.arange(n_eig), CELL_ATTRS["eig"]),
             "position": ("position", np.arange(max_t), CELL_ATTRS["position"]),
-            **table_coordinate(attrs),
+            **_table_coordinate(attrs),
         },
         attrs=dict(attrs),
     )
@@ -192,11 +186,7 @@ def write_zarr_atomically(dataset: Any, path: str | os.PathLike[str]) -> Path:
 
     with atomic_path(path, replace_tree=True) as tmp:
         dataset.to_zarr(
-            tmp,
-            mode="w",
-            zarr_format=3,
-            consolidated=False,
-            encoding=dataset_encoding(dataset),
+            tmp, mode="w", zarr_format=3, consolidated=False, encoding=dataset_encoding(dataset)
         )
         with warnings.catch_warnings():
             # Zarr 3 warns that consolidated metadata is not yet in the v3 spec; we write it
@@ -240,6 +230,5 @@ __all__ = [
     "has_consolidated_metadata",
     "log_line",
     "model_summary",
-    "table_coordinate",
     "write_zarr_atomically",
 ]

@@ -1,6 +1,6 @@
 """Every stored byte verifiable (``docs/data-contract.md``, "Integrity"): each store's
 writer records the size and CRC-32C of every file in ``<name>.digest.json`` (products in
-:data:`PRODUCTS_RECORD`). The quick check (sizes, every ``zarr.json`` by checksum) costs
+:data:`_PRODUCTS_RECORD`). The quick check (sizes, every ``zarr.json`` by checksum) costs
 O(files), the full one (``attnrmt verify``, a rerun before reuse) O(bytes); a store
 without its record is rebuilt."""
 
@@ -18,7 +18,7 @@ from typing import Any
 from attnrmt.sweep.store.atomic import write_bytes_atomically
 
 #: A record's name: the store's or product's name plus this.
-DIGEST_SUFFIX = ".digest.json"
+_DIGEST_SUFFIX = ".digest.json"
 #: Files of a store that the quick check reads whole (the rest: present, same size).
 METADATA_NAMES = frozenset({"zarr.json"})
 
@@ -31,10 +31,10 @@ class DamagedStore(ValueError):
 def digest_path(path: str | os.PathLike[str]) -> Path:
     """``<path>.digest.json``: the record of a store or product."""
     path = Path(path)
-    return path.with_name(path.name + DIGEST_SUFFIX)
+    return path.with_name(path.name + _DIGEST_SUFFIX)
 
 
-def file_crc32c(path: Path) -> str:
+def _file_crc32c(path: Path) -> str:
     """CRC-32C of a file's bytes, 8 hex digits. O(bytes), in blocks of 4 MiB."""
     import google_crc32c
 
@@ -76,7 +76,7 @@ def write_digest(path: str | os.PathLike[str]) -> Path:
             stat.st_ino,
             stat.st_mtime_ns,
         )
-        crc = old[1] if same else file_crc32c(file)
+        crc = old[1] if same else _file_crc32c(file)
         files[name] = [stat.st_size, crc, stat.st_ino, stat.st_mtime_ns]
     record = digest_path(path)
     write_bytes_atomically(record, json.dumps({"files": files}, sort_keys=True).encode())
@@ -104,7 +104,7 @@ def damage(
 
 #: The stores of a sweep folder with a record (the cell table is checked against its
 #: snapshot's, ``cells.zarr``).
-SWEEP_STORES = ("cells.zarr", "theory.zarr", "analysis.zarr")
+_SWEEP_STORES = ("cells.zarr", "theory.zarr", "analysis.zarr")
 
 
 def sweep_damage(
@@ -115,7 +115,7 @@ def sweep_damage(
     O(files) quick, O(bytes) full."""
     sweep_dir = Path(sweep_dir)
     found: dict[str, list[str]] = {}
-    for name in SWEEP_STORES:
+    for name in _SWEEP_STORES:
         store = sweep_dir / name
         recorded = digest_path(store).exists()
         if recorded or (unrecorded and store.exists()):
@@ -139,13 +139,13 @@ def _check(base: Path, files: dict[str, list[Any]], full: bool) -> list[str]:
             continue
         if actual != size:
             problems.append(f"{file}: {actual} bytes, recorded {size}")
-        elif (full or name == "." or file.name in METADATA_NAMES) and file_crc32c(file) != crc:
+        elif (full or name == "." or file.name in METADATA_NAMES) and _file_crc32c(file) != crc:
             problems.append(f"{file}: checksum differs from the record")
     return problems
 
 
 #: The record of a run's products (CSV tables, figures), in ``results/<run>/``.
-PRODUCTS_RECORD = "products.digest.json"
+_PRODUCTS_RECORD = "products.digest.json"
 _PRODUCTS_LOCK = threading.Lock()
 
 
@@ -153,11 +153,11 @@ def record_products(
     run_dir: str | os.PathLike[str], paths: Iterable[str | os.PathLike[str]]
 ) -> Path:
     """Add (or update) the size and CRC-32C of product files under ``run_dir`` to its
-    :data:`PRODUCTS_RECORD` (files outside ``run_dir`` are skipped). The per-sweep product
+    :data:`_PRODUCTS_RECORD` (files outside ``run_dir`` are skipped). The per-sweep product
     rules run concurrently (in threads, or processes): the read-modify-write holds a thread
     lock and a POSIX lock on ``.products.lock``. O(bytes)."""
     run_dir = Path(run_dir)
-    record = run_dir / PRODUCTS_RECORD
+    record = run_dir / _PRODUCTS_RECORD
     with _PRODUCTS_LOCK, open(run_dir / ".products.lock", "a") as lock:
         fcntl.lockf(lock, fcntl.LOCK_EX)
         try:
@@ -167,7 +167,7 @@ def record_products(
         for path in map(Path, paths):
             if path.resolve().is_relative_to(run_dir.resolve()):  # elsewhere: not ours
                 name = str(path.resolve().relative_to(run_dir.resolve()))
-                files[name] = [path.stat().st_size, file_crc32c(path)]
+                files[name] = [path.stat().st_size, _file_crc32c(path)]
         write_bytes_atomically(record, json.dumps({"files": files}, sort_keys=True).encode())
     return record
 
@@ -176,7 +176,7 @@ def products_damage(run_dir: str | os.PathLike[str]) -> list[str]:
     """Problems of a run's recorded products (every byte: they are small). O(bytes)."""
     run_dir = Path(run_dir)
     try:
-        files = json.loads((run_dir / PRODUCTS_RECORD).read_text(encoding="utf-8"))["files"]
+        files = json.loads((run_dir / _PRODUCTS_RECORD).read_text(encoding="utf-8"))["files"]
     except (OSError, ValueError, KeyError, TypeError):
         return []
     return _check(run_dir, files, full=True)
@@ -214,9 +214,7 @@ def heal_run(run_dir: str | os.PathLike[str], sweeps: Iterable[str]) -> list[str
 
 
 def outdated_run(
-    run_dir: str | os.PathLike[str],
-    expected: Mapping[str, str],
-    analysis_sha256: str | None = None,
+    run_dir: str | os.PathLike[str], expected: Mapping[str, str], analysis_sha256: str | None = None
 ) -> list[str]:
     """Before a rerun: remove each store made for another config of its sweep
     (``config_sha256`` against ``expected``; ``analysis.zarr`` also
@@ -224,7 +222,7 @@ def outdated_run(
     the cells only the ``cells.zarr`` snapshot. One line per removed store. O(sweeps)."""
     lines = []
     for sweep, sha in expected.items():
-        for name in SWEEP_STORES:
+        for name in _SWEEP_STORES:
             store = Path(run_dir) / sweep / name
             try:
                 attrs = json.loads((store / "zarr.json").read_text(encoding="utf-8"))
@@ -274,14 +272,10 @@ def damaged_message(problems: Sequence[str]) -> str:
 
 
 __all__ = [
-    "DIGEST_SUFFIX",
-    "PRODUCTS_RECORD",
-    "SWEEP_STORES",
     "DamagedStore",
     "damage",
     "damaged_message",
     "digest_path",
-    "file_crc32c",
     "heal_hint",
     "heal_run",
     "outdated_run",

@@ -26,7 +26,7 @@ def theory_dataset(sweep_plan: Any, root_seed: int) -> Any:
     from attnrmt.theory import predict_grid
 
     if getattr(sweep_plan, "classes", None):  # K classes: per-spike theory
-        return classes_theory_dataset(sweep_plan, root_seed)
+        return _classes_theory_dataset(sweep_plan, root_seed)
     grid = sweep_plan.grid  # the plan's specs per (name, T): no cell built (O(models))
     positional_specs, weights_specs = grid.positional_specs, grid.weights_specs
     predicted = predict_grid(
@@ -50,7 +50,7 @@ def theory_dataset(sweep_plan: Any, root_seed: int) -> Any:
     return out
 
 
-def classes_theory_dataset(sweep_plan: Any, root_seed: int) -> Any:
+def _classes_theory_dataset(sweep_plan: Any, root_seed: int) -> Any:
     """``theory.zarr`` of a K-class sweep: :func:`attnrmt.theory.predict_classes_grid` on
     its axes, both variants, one entry per spike (docs/data-contract.md, "K-class
     sweeps"). O(grid points x variants x K^3)."""
@@ -100,8 +100,4 @@ def write_theory(
     return target
 
 
-__all__ = [
-    "classes_theory_dataset",
-    "theory_dataset",
-    "write_theory",
-]
+__all__ = ["_classes_theory_dataset", "theory_dataset", "write_theory"]

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import sys
 
-STOP_TIMEOUT_SECONDS = 30.0
+_STOP_TIMEOUT_SECONDS = 30.0
 """How long :func:`stop_zarr_io` waits for Zarr's I/O thread to stop."""
 
 
-def stop_zarr_io(timeout_seconds: float = STOP_TIMEOUT_SECONDS) -> bool:
+def stop_zarr_io(timeout_seconds: float = _STOP_TIMEOUT_SECONDS) -> bool:
     """Stop and close Zarr's event loop if this process started one; whether it did (False
     when the thread outlives ``timeout_seconds``: left to Zarr's handler)."""
     sync = sys.modules.get("zarr.core.sync")
@@ -32,4 +32,4 @@ def stop_zarr_io(timeout_seconds: float = STOP_TIMEOUT_SECONDS) -> bool:
     return True
 
 
-__all__ = ["STOP_TIMEOUT_SECONDS", "stop_zarr_io"]
+__all__ = ["_STOP_TIMEOUT_SECONDS", "stop_zarr_io"]

@@ -53,14 +53,14 @@ def test_block_jobs_of_the_run_are_found_and_an_unsatisfiable_one_named(
     assert states["22"].request == (
         "rule=simulate_block, cores=64, memory=1000M, walltime=10:00, partition=debug"
     )
-    message = blockwatch.fatal_block_message(states)
+    watch = blockwatch.block_job_watch(here, on_fatal=lambda message: None)
+    message = watch.fatal_message(states)
     assert message is not None and message.startswith(
         "SLURM will never run the job 22 of this run (rule=simulate_block, cores=64, "
         "memory=1000M, walltime=10:00, partition=debug): pending with reason PartitionConfig."
     )
     queue_load = {"21": states["21"]}
-    assert blockwatch.fatal_block_message(queue_load) is None
-    watch = blockwatch.BlockJobWatch(here, on_fatal=lambda message: None)
+    assert watch.fatal_message(queue_load) is None
     line = watch.report_pending(queue_load)
     assert line is not None and line.startswith("attnrmt: 1 block jobs pending: Resources x1, ")
     assert line in capsys.readouterr().err

@@ -32,26 +32,4 @@ _EXPORTS = {
 
 __getattr__, __dir__ = lazy_door(__name__, _EXPORTS)
 
-__all__ = [
-    "MODES",
-    "BlocksLeft",
-    "ClusterSettings",
-    "RunStopped",
-    "allocation_cores",
-    "cancel_rate_limiter_wakeups",
-    "cluster_dir",
-    "connect",
-    "dashboard_address",
-    "dashboard_link",
-    "parse_walltime",
-    "read_scheduler_file",
-    "run_client",
-    "run_stop_reason",
-    "scheduler_file_path",
-    "shutdown_run_cluster",
-    "stop_on_signals",
-    "stop_run",
-    "usable_cores",
-    "worker_layout",
-    "worker_lifetime",
-]
+__all__ = sorted(_EXPORTS)

@@ -2,7 +2,7 @@
 docs/cluster.md). A profile's ``dask.jobqueue`` keys go to the cluster class of
 ``dask.mode``, the rest comes from dask-jobqueue's own configuration; attnrmt adds TLS
 with the run's credentials, the dashboard on loopback, worker ``--lifetime`` below the
-walltime and one BLAS thread per worker thread. On SLURM a :class:`PendingWatch` turns a
+walltime and one BLAS thread per worker thread. On SLURM :func:`pending_watch` turns a
 request that can never run into one message."""
 
 from __future__ import annotations
@@ -40,9 +40,9 @@ PASSED_THROUGH = (
 )
 """``dask.jobqueue`` keys handed to dask-jobqueue under the same name."""
 POLL_SECONDS = 10.0
-"""How often a :class:`PendingWatch` asks the batch system about the worker jobs."""
+"""How often a :func:`pending_watch` asks the batch system about the worker jobs."""
 PENDING_REPORT_SECONDS = 60.0
-"""How often a :class:`PendingWatch` logs a line while worker jobs wait in the queue."""
+"""How often a :func:`pending_watch` logs a line while worker jobs wait in the queue."""
 
 
 def site_setting(system: str, key: str) -> Any:
@@ -129,42 +129,32 @@ def worker_job_ids(cluster: Any) -> list[str]:
     return [str(job.job_id) for job in jobs if getattr(job, "job_id", None)]
 
 
-class PendingWatch(slurm.PendingWatch):
+def pending_watch(
+    settings: ClusterSettings, cluster: Any, on_fatal: Callable[[str], None]
+) -> slurm.PendingWatch:
     """The :class:`.slurm.PendingWatch` of a SLURM cluster's worker jobs (:data:`POLL_SECONDS`,
-    :data:`PENDING_REPORT_SECONDS`)."""
-
-    kind = "worker jobs"
-
-    def __init__(
-        self, settings: ClusterSettings, cluster: Any, on_fatal: Callable[[str], None]
-    ) -> None:
-        super().__init__(on_fatal, POLL_SECONDS, PENDING_REPORT_SECONDS)
-        self.settings = settings
-        self.cluster = cluster
-
-    def job_states(self) -> Mapping[str, slurm.JobState]:
-        """State and reason of the cluster's current worker jobs."""
-        return slurm.job_states(worker_job_ids(self.cluster))
-
-    def fatal_message(self, states: Mapping[str, slurm.JobState]) -> str | None:
-        """The one message for a worker job that can never run, if there is one."""
-        job = slurm.first_unsatisfiable(states)
-        if job is None:
-            return None
-        return (
+    :data:`PENDING_REPORT_SECONDS`); not started."""
+    return slurm.PendingWatch(
+        "worker jobs",
+        lambda: slurm.job_states(worker_job_ids(cluster)),
+        lambda job: (
             f"SLURM will never run the Dask worker job {job.job_id} "
-            f"({describe_request(self.settings)}): pending with reason {job.reason}. "
+            f"({describe_request(settings)}): pending with reason {job.reason}. "
             "Edit dask.jobqueue in your profile (or jobqueue.yaml)."
-        )
+        ),
+        on_fatal,
+        POLL_SECONDS,
+        PENDING_REPORT_SECONDS,
+    )
 
 
 __all__ = [
     "LOGGER",
     "PENDING_REPORT_SECONDS",
     "POLL_SECONDS",
-    "PendingWatch",
     "cluster_kwargs",
     "describe_request",
     "new_jobqueue_cluster",
+    "pending_watch",
     "unsatisfiable_request",
 ]

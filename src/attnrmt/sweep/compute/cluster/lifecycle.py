@@ -55,7 +55,7 @@ class RunCluster:
     settings: ClusterSettings
     cluster: Any
     security: Any
-    watch: jobqueue.PendingWatch | None = None
+    watch: Any = None
     log_handler: logging.Handler | None = None
     client: Any = None
     client_lock: threading.Lock = field(default_factory=threading.Lock)
@@ -239,7 +239,7 @@ def start_run_cluster(run_dir: str | os.PathLike[str], settings: ClusterSettings
         raise
     run = RunCluster(run_path, settings, cluster, run_security, log_handler=handler)
     if settings.mode == "slurm":
-        run.watch = jobqueue.PendingWatch(
+        run.watch = jobqueue.pending_watch(
             settings, cluster, lambda message: stop_run(run_path, message)
         ).start()
     info = run.scheduler_info()

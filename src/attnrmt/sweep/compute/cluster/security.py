@@ -12,18 +12,18 @@ from typing import Any
 
 from attnrmt.sweep.store.atomic import write_text_atomically
 
-TLS_DIRNAME = "tls"
-CERT_FILENAME = "cert.pem"
-KEY_FILENAME = "key.pem"
-PRIVATE_DIR_MODE = 0o700
+_TLS_DIRNAME = "tls"
+_CERT_FILENAME = "cert.pem"
+_KEY_FILENAME = "key.pem"
+_PRIVATE_DIR_MODE = 0o700
 PRIVATE_FILE_MODE = 0o600
 
 
 def private_directory(path: str | os.PathLike[str]) -> Path:
     """Create ``path`` (and parents) with the leaf at mode 0700, tightening an existing one."""
     directory = Path(path)
-    directory.mkdir(parents=True, exist_ok=True, mode=PRIVATE_DIR_MODE)
-    os.chmod(directory, PRIVATE_DIR_MODE)
+    directory.mkdir(parents=True, exist_ok=True, mode=_PRIVATE_DIR_MODE)
+    os.chmod(directory, _PRIVATE_DIR_MODE)
     return directory
 
 
@@ -34,11 +34,11 @@ def write_private_file(path: str | os.PathLike[str], text: str) -> Path:
 
 def credential_paths(dask_dir: str | os.PathLike[str]) -> tuple[Path, Path]:
     """(certificate, key) file paths of a run's credentials under ``.dask/``."""
-    tls_dir = Path(dask_dir) / TLS_DIRNAME
-    return tls_dir / CERT_FILENAME, tls_dir / KEY_FILENAME
+    tls_dir = Path(dask_dir) / _TLS_DIRNAME
+    return tls_dir / _CERT_FILENAME, tls_dir / _KEY_FILENAME
 
 
-def security_from_files(cert: str | os.PathLike[str], key: str | os.PathLike[str]) -> Any:
+def _security_from_files(cert: str | os.PathLike[str], key: str | os.PathLike[str]) -> Any:
     """A mutual-TLS :class:`~distributed.security.Security` for every role from one pair (the
     certificate is its own CA)."""
     from distributed.security import Security
@@ -66,7 +66,7 @@ def new_run_credentials(dask_dir: str | os.PathLike[str]) -> Any:
     temporary = Security.temporary()
     write_private_file(key_path, temporary.tls_client_key)
     write_private_file(cert_path, temporary.tls_client_cert)
-    return security_from_files(cert_path, key_path)
+    return _security_from_files(cert_path, key_path)
 
 
 def run_security(dask_dir: str | os.PathLike[str]) -> Any:
@@ -75,7 +75,7 @@ def run_security(dask_dir: str | os.PathLike[str]) -> Any:
     for path in (cert_path, key_path):
         if not path.is_file():
             raise FileNotFoundError(f"no Dask credentials at {path}: is the run's cluster up?")
-    return security_from_files(cert_path, key_path)
+    return _security_from_files(cert_path, key_path)
 
 
 def in_memory_security() -> Any:
@@ -86,16 +86,11 @@ def in_memory_security() -> Any:
 
 
 __all__ = [
-    "CERT_FILENAME",
-    "KEY_FILENAME",
-    "PRIVATE_DIR_MODE",
     "PRIVATE_FILE_MODE",
-    "TLS_DIRNAME",
     "credential_paths",
     "in_memory_security",
     "new_run_credentials",
     "private_directory",
     "run_security",
-    "security_from_files",
     "write_private_file",
 ]

@@ -8,9 +8,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-JOBQUEUE_SYSTEMS = ("slurm", "pbs", "lsf", "sge", "htcondor", "oar")
+_JOBQUEUE_SYSTEMS = ("slurm", "pbs", "lsf", "sge", "htcondor", "oar")
 """Batch systems whose workers dask-jobqueue submits as jobs (``dask.mode`` values)."""
-MODES = ("local", "address", "job", *JOBQUEUE_SYSTEMS)
+MODES = ("local", "address", "job", *_JOBQUEUE_SYSTEMS)
 LOOPBACK = "127.0.0.1"
 
 
@@ -70,7 +70,7 @@ class ClusterSettings:
     @property
     def is_jobqueue(self) -> bool:
         """Whether workers are batch jobs submitted by dask-jobqueue."""
-        return self.mode in JOBQUEUE_SYSTEMS
+        return self.mode in _JOBQUEUE_SYSTEMS
 
 
 def schema_defaults() -> dict[str, Any]:
@@ -101,7 +101,6 @@ def dashboard_address(setting: bool | str | int | None) -> str | None:
 
 
 __all__ = [
-    "JOBQUEUE_SYSTEMS",
     "LOOPBACK",
     "MODES",
     "ClusterSettings",

@@ -21,7 +21,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Self
 
-COMMAND_TIMEOUT_SECONDS = 60
+_COMMAND_TIMEOUT_SECONDS = 60
 UNSATISFIABLE_REASONS = (
     "PartitionConfig",
     "PartitionNodeLimit",
@@ -61,9 +61,9 @@ LOGGER = logging.getLogger("attnrmt.cluster")
 
 def slurm_command(*args: str) -> subprocess.CompletedProcess[str]:
     """One SLURM command, output captured as text, never raising on its exit status; at most
-    :data:`COMMAND_TIMEOUT_SECONDS`."""
+    :data:`_COMMAND_TIMEOUT_SECONDS`."""
     return subprocess.run(
-        list(args), capture_output=True, text=True, timeout=COMMAND_TIMEOUT_SECONDS, check=False
+        list(args), capture_output=True, text=True, timeout=_COMMAND_TIMEOUT_SECONDS, check=False
     )
 
 
@@ -149,22 +149,26 @@ def pending_summary(states: Mapping[str, JobState]) -> dict[str, int]:
 
 
 class PendingWatch:
-    """A thread watching SLURM jobs while a run lasts: every ``poll_seconds`` one ``squeue``; a
-    job pending for a reason that never clears calls ``on_fatal`` with
-    :meth:`fatal_message` and ends the watch; queue-load waits are logged every
-    ``report_seconds``. Subclasses give :meth:`job_states` and :meth:`fatal_message`."""
-
-    kind = "jobs"
+    """A thread watching the ``kind`` of SLURM jobs ``job_states()`` lists while a run lasts,
+    one ``squeue`` every ``poll_seconds``: the first job pending for a reason that never
+    clears calls ``on_fatal`` with ``describe(job)`` and ends the watch; queue-load waits
+    are logged every ``report_seconds``."""
 
     def __init__(
         self,
+        kind: str,
+        job_states: Callable[[], Mapping[str, JobState]],
+        describe: Callable[[JobState], str],
         on_fatal: Callable[[str], None],
         poll_seconds: float,
         report_seconds: float,
     ) -> None:
-        self.on_fatal = on_fatal
-        self.poll_seconds = poll_seconds
-        self.report_seconds = report_seconds
+        self.kind, self.job_states, self.describe = kind, job_states, describe
+        self.on_fatal, self.poll_seconds, self.report_seconds = (
+            on_fatal,
+            poll_seconds,
+            report_seconds,
+        )
         self.stopped = threading.Event()
         self.started = time.monotonic()
         self.thread = threading.Thread(target=self._watch, name="attnrmt-pending", daemon=True)
@@ -178,13 +182,10 @@ class PendingWatch:
         """Stop watching (returns at once)."""
         self.stopped.set()
 
-    def job_states(self) -> Mapping[str, JobState]:
-        """The watched jobs that squeue lists, by id."""
-        raise NotImplementedError
-
     def fatal_message(self, states: Mapping[str, JobState]) -> str | None:
         """The one message for a watched job that can never run, if there is one."""
-        raise NotImplementedError
+        job = first_unsatisfiable(states)
+        return None if job is None else self.describe(job)
 
     def report_pending(self, states: Mapping[str, JobState]) -> str | None:
         """Log (stderr) how many watched jobs wait, why, and for how long; the line."""
@@ -255,7 +256,6 @@ def slurm_walltime_reached(end_time: float | None, now: float | None = None) -> 
 
 
 __all__ = [
-    "COMMAND_TIMEOUT_SECONDS",
     "LOGGER",
     "JobState",
     "PendingWatch",

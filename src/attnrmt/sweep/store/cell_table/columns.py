@@ -236,9 +236,5 @@ def _fsync_files(paths: Sequence[Path]) -> None:
     """fsync the chunk files an update wrote (:func:`attnrmt.sweep.store.atomic.fsync_tree`
     of each, from a few threads: the file system then commits them in fewer journal
     transactions). O(files written)."""
-    if len(paths) <= 2:
-        for path in paths:
-            fsync_tree(path)
-        return
-    with ThreadPoolExecutor(max_workers=min(8, len(paths))) as pool:
+    with ThreadPoolExecutor(max_workers=max(1, min(8, len(paths)))) as pool:
         list(pool.map(fsync_tree, paths))

@@ -22,11 +22,7 @@ from typing import Any, cast
 import numpy as np
 
 from attnrmt.contract import ABSENT_INT, PROVENANCE_ABSENT, PROVENANCE_FIELDS, TOP_K_FIELDS
-from attnrmt.sweep.store.atomic import (
-    atomic_path,
-    is_temporary,
-    remove_stale_temporaries,
-)
+from attnrmt.sweep.store.atomic import atomic_path, is_temporary, remove_stale_temporaries
 from attnrmt.sweep.store.cell_table.columns import TableColumns
 from attnrmt.sweep.store.cell_table.layout import (
     CELL_DIM,
