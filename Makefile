@@ -3,7 +3,7 @@
 #   make run [CONFIG=my.yaml] [CORES=4]   validate, run, report, summary (a live progress bar)
 #   make report [CONFIG=my.yaml]          rebuild results/<run>/report.html
 #   make test | bench | lint
-#   make docs-numbers [CONFIG=...]         the numbers the docs quote against results/<run>/
+#   make docs-numbers [CONFIG=...]         the numbers the docs quote against results/<run>/ (+ others)
 #
 # CORES: cores the run computes on (Snakemake --cores; the run's Dask workers use as many).
 # Default 2, what the README's timings were measured with, so `make run` leaves the rest
@@ -52,8 +52,10 @@ docs: $(STAMP)
 
 # The numbers README.md quotes from the default run (<!--q:NAME--> markers; each NAME a
 # query on a table, defined in docs/index.md's quoted-numbers block) against the tables
-# of results/<run>/ (after `make run`: the default run takes minutes, so `make test`
-# checks the mechanism on a tiny run instead, tests/e2e/test_docs_numbers_run.py).
+# of results/<run>/, and those it quotes from other runs (RUN/TABLE: results/RUN/, e.g.
+# `make run CONFIG=configs/finite-T.yaml`) against theirs; a run without tables is named
+# and fails the check (the default run takes minutes, so `make test` checks the mechanism
+# on a tiny run instead, tests/e2e/test_docs_numbers_run.py, skipping the other runs).
 docs-numbers: $(STAMP)
 	$(BIN)/python -m tests.docs_numbers results/$(RUN_NAME) README.md docs/*.md
 

@@ -3,19 +3,19 @@
 A quoted number is marked where it stands, ``<!--q:NAME-->0.697 [0.664, 0.728]<!--/q-->``
 (an HTML comment: invisible on GitHub and in the site), and ``NAME`` is defined once, in a
 ``<!-- quoted-numbers ... -->`` block (docs/index.md, the site's home page, which includes
-README.md's findings, holds the one block), as a query on a
-table of the run::
+README.md's findings, holds the one block), as a query on a table of a run::
 
     NAME: TABLE FILTER... : OUTPUT...
 
-``TABLE`` is ``results/<run>/TABLE.csv``; each ``FILTER`` ``column=value`` keeps the rows
-whose ``column`` equals ``value`` (a number compares numerically; ``a,b`` is any of them;
-``max`` / ``min`` the largest / smallest value left), in order; each ``OUTPUT`` is a column,
-whose one value the kept rows must share, or ``median(column)``, ``min(column)``,
-``max(column)``, ``count()``. A marked text holds the outputs in order: its numbers (a
-``%`` number is the value x 100) equal the values as rounded to the digits written (0.697
-stands for [0.6965, 0.6975]); a text output (a ranking) equals the marked text, backticks
-dropped.
+``TABLE`` is ``results/<run>/TABLE.csv`` of the run checked, ``RUN/TABLE`` another run's
+``results/RUN/TABLE.csv`` (the configs' studies of README's "Beyond the paper"); each
+``FILTER`` ``column=value`` keeps the rows whose ``column`` equals ``value`` (a number
+compares numerically; ``a,b`` is any of them; ``max`` / ``min`` the largest / smallest
+value left), in order; each ``OUTPUT`` is a column, whose one value the kept rows must
+share, or ``median(column)``, ``min(column)``, ``max(column)``, ``count()``. A marked
+text holds the outputs in order: its numbers (a ``%`` number is the value x 100) equal the
+values as rounded to the digits written (0.697 stands for [0.6965, 0.6975]); a text output
+(a ranking) equals the marked text, backticks dropped.
 
 ``<!--p-->...<!--/p-->`` marks numbers that are parameters of the config and
 ``<!--t-->...<!--/t-->`` timings (machine-dependent): neither is checked. In a section
@@ -23,9 +23,11 @@ that quotes a run (``<!-- --8<-- [start:findings] -->``), every decimal number m
 one of the three (:func:`unmarked_numbers`).
 
 ``python -m tests.docs_numbers results/default README.md docs/*.md`` (``make
-docs-numbers``) checks the docs against the default run; tests/test_docs_numbers.py tests
-the parser and the comparison, tests/e2e/test_docs_numbers_run.py every query on a tiny
-run of the default config's shape.
+docs-numbers``) checks the docs against the default run and every other run they quote
+(its folder beside it), and names each run without tables (its numbers unchecked: a
+problem); tests/test_docs_numbers.py tests the parser and the comparison,
+tests/e2e/test_docs_numbers_run.py every query of the default run on a tiny run of the
+default config's shape (the other runs' queries skipped there, and named).
 """
 
 from __future__ import annotations
@@ -161,9 +163,29 @@ def evaluate(query: str, tables: Mapping[str, pd.DataFrame]) -> list[Value]:
     return [_output(rows, output) for output in outputs.split()]
 
 
-def read_tables(run_dir: str | Path) -> dict[str, pd.DataFrame]:
-    """Every ``<name>.csv`` of a run folder, by name."""
-    return {path.stem: pd.read_csv(path) for path in sorted(Path(run_dir).glob("*.csv"))}
+def read_tables(run_dir: str | Path, prefix: str = "") -> dict[str, pd.DataFrame]:
+    """Every ``<name>.csv`` of a finished run's folder, by ``prefix + name`` (``{}``: no
+    ``thresholds.csv``, the run's last table, so not a finished run)."""
+    if not (Path(run_dir) / "thresholds.csv").is_file():
+        return {}
+    paths = sorted(Path(run_dir).glob("*.csv"))
+    return {prefix + path.stem: pd.read_csv(path) for path in paths}
+
+
+def run_of(query: str) -> str:
+    """The run ``query`` reads: ``RUN`` of a ``RUN/TABLE``, ``""`` for the run checked."""
+    return query.split(maxsplit=1)[0].rpartition("/")[0] if query.strip() else ""
+
+
+def missing_runs(defined: Mapping[str, str], tables: Mapping[str, object]) -> dict[str, list[str]]:
+    """The runs the ``defined`` queries read that have no table in ``tables`` (``""``: the
+    run checked), each with the names of its queries. O(queries + tables)."""
+    present = {name.rpartition("/")[0] for name in tables}
+    missing: dict[str, list[str]] = {}
+    for name, query in defined.items():
+        if run_of(query) not in present:
+            missing.setdefault(run_of(query), []).append(name)
+    return missing
 
 
 # --------------------------------------------------------------------------- comparison
@@ -231,11 +253,17 @@ def formatted(text: str, values: Sequence[Value]) -> str:
     return "".join([*out, text[last:]])
 
 
-def check(documents: Mapping[str, str], tables: Mapping[str, pd.DataFrame]) -> list[str]:
-    """Every problem of ``documents`` (name -> text) against a run's ``tables``: a quotation
-    that differs from the run, an undefined or failing name, a definition never quoted, a
-    decimal number left unmarked in a run-quoting section. ``[]``: all agree."""
+def check(
+    documents: Mapping[str, str], tables: Mapping[str, pd.DataFrame], skip_missing: bool = False
+) -> list[str]:
+    """Every problem of ``documents`` (name -> text) against the runs' ``tables``: a
+    quotation that differs from its run, an undefined or failing name, a definition never
+    quoted, a decimal number left unmarked in a run-quoting section, a run without tables
+    (:func:`missing_runs`; with ``skip_missing`` its quotations are skipped, as the tiny
+    e2e run skips the other runs' and names them). ``[]``: all agree."""
     defined = definitions(documents.values())
+    missing = missing_runs(defined, tables)
+    unchecked = {name for names in missing.values() for name in names}
     problems, used = [], set()
     for document, text in documents.items():
         for number in unmarked_numbers(text):
@@ -244,6 +272,8 @@ def check(documents: Mapping[str, str], tables: Mapping[str, pd.DataFrame]) -> l
             used.add(quoted.name)
             if quoted.name not in defined:
                 problems.append(f"{document}: {quoted.name}: not defined in quoted-numbers")
+                continue
+            if quoted.name in unchecked:
                 continue
             try:
                 values = evaluate(defined[quoted.name], tables)
@@ -254,25 +284,38 @@ def check(documents: Mapping[str, str], tables: Mapping[str, pd.DataFrame]) -> l
             if why:
                 problems.append(f"{document}: {quoted.name}: {why}")
     unused = [name for name in defined if name not in used]
-    return problems + [f"quoted-numbers: {name} is defined but never quoted" for name in unused]
+    problems += [f"quoted-numbers: {name} is defined but never quoted" for name in unused]
+    return problems + [
+        f"{run or 'the run checked'}: no tables of a finished run, "
+        f"{len(names)} quoted numbers unchecked ({', '.join(names)})"
+        for run, names in ([] if skip_missing else missing.items())
+    ]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m tests.docs_numbers RUN_DIR DOC...``: print each problem; exit 1 if any."""
+    """``python -m tests.docs_numbers RUN_DIR DOC...``: print each problem (a run without
+    tables is one); exit 1 if any, 2 if no run the docs quote has tables."""
     args = list(sys.argv[1:] if argv is None else argv)
     if len(args) < 2:
         print("usage: python -m tests.docs_numbers results/<run> README.md docs/*.md")
         return 2
     run_dir, *paths = args
-    if not (Path(run_dir) / "thresholds.csv").is_file():
-        print(f"{run_dir}: no tables of a finished run (make run first)")
-        return 2
     documents = {path: Path(path).read_text(encoding="utf-8") for path in paths}
-    problems = check(documents, read_tables(run_dir))
+    runs = sorted({run_of(query) for query in definitions(documents.values()).values()} - {""})
+    tables = read_tables(run_dir)
+    for run in runs:
+        tables |= read_tables(Path(run_dir).parent / run, prefix=f"{run}/")
+    if not tables:
+        print(f"{run_dir} and {runs}: no tables of a finished run (make run first)")
+        return 2
+    problems = check(documents, tables)
+    where = {"the run checked": run_dir, **{run: str(Path(run_dir).parent / run) for run in runs}}
     for problem in problems:
-        print(problem)
+        head, sep, rest = problem.partition(": no tables")
+        print(f"{where.get(head, head) if sep else head}{sep}{rest}")
     n_quoted = sum(len(quotations(name, text)) for name, text in documents.items())
-    print(f"{n_quoted} quoted numbers in {len(paths)} files against {run_dir}: ", end="")
+    against = ", ".join([run_dir, *(str(Path(run_dir).parent / run) for run in runs)])
+    print(f"{n_quoted} quoted numbers in {len(paths)} files against {against}: ", end="")
     print(f"{len(problems)} problems" if problems else "all agree")
     return 1 if problems else 0
 
@@ -285,8 +328,10 @@ __all__ = [
     "formatted",
     "main",
     "mismatch",
+    "missing_runs",
     "quotations",
     "read_tables",
+    "run_of",
     "unmarked_numbers",
 ]
 

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+import yaml
 
 from tests import docs_numbers as dn
 
@@ -168,6 +169,60 @@ def test_main_exits_1_and_names_the_number_that_differs(tmp_path, capsys) -> Non
     assert dn.main([str(tmp_path / "nowhere"), *paths]) == 2
 
 
+def two_run_document(number: str, other: str) -> dict[str, str]:
+    """marked_document's quotation of the run checked and one of the run ``other``."""
+    docs = marked_document(number)
+    docs["README.md"] += "and <!--q:other-->1.22<!--/q-->\n"
+    query = f"{other}/thresholds d=800 transition=sample : estimate"
+    docs["docs/index.md"] += f"<!-- quoted-numbers\nother: {query}\n-->\n"
+    return docs
+
+
+def test_a_query_of_another_run_reads_its_tables_and_a_run_without_tables_is_a_problem() -> None:
+    """RUN/TABLE reads RUN's tables: a wrong number there fails; a run with no tables is
+    named (its quotations unchecked), skipped only when asked (the tiny e2e run)."""
+    both = {**tables(), "study/thresholds": tables()["thresholds"]}
+    assert dn.run_of("study/thresholds d=800 : d") == "study" and dn.run_of("bulk : d") == ""
+    assert dn.check(two_run_document("0.697", "study"), both) == []
+    wrong = two_run_document("0.697", "study")
+    wrong["README.md"] = wrong["README.md"].replace("1.22", "1.23")
+    assert dn.check(wrong, both) == ["README.md: other: 1.23 but the run has 1.21728"]
+    absent = two_run_document("0.697", "absent")
+    assert dn.missing_runs(dn.definitions(absent.values()), both) == {"absent": ["other"]}
+    assert dn.check(absent, both) == [
+        "absent: no tables of a finished run, 1 quoted numbers unchecked (other)"
+    ]
+    assert dn.check(absent, both, skip_missing=True) == []
+    assert dn.check(wrong, both, skip_missing=True) != []  # a run present is never skipped
+
+
+def test_main_checks_every_run_present_and_names_each_run_missing(tmp_path, capsys) -> None:
+    results = tmp_path / "results"
+    for run in ("default", "study"):
+        (results / run).mkdir(parents=True)
+    tables()["thresholds"].to_csv(results / "default" / "thresholds.csv", index=False)
+    (results / "study" / "thresholds.csv").write_text("d,transition,estimate\n800,sample,1.3\n")
+
+    def main(docs: dict[str, str], run: str = "default") -> int:
+        for name, text in docs.items():
+            (tmp_path / name.replace("/", "-")).write_text(text, encoding="utf-8")
+        paths = [str(tmp_path / name.replace("/", "-")) for name in docs]
+        return dn.main([str(results / run), *paths])
+
+    assert main(two_run_document("0.697", "study")) == 1  # study's table says 1.3
+    assert "other: 1.22 but the run has 1.3" in capsys.readouterr().out
+    assert main(two_run_document("0.697", "absent")) == 1
+    out = capsys.readouterr().out
+    assert f"{results / 'absent'}: no tables of a finished run, 1 quoted numbers unchecked" in out
+    assert main(two_run_document("0.697", "study"), run="nowhere") == 1  # study is checked
+    out = capsys.readouterr().out
+    assert (
+        f"{results / 'nowhere'}: no tables of a finished run, 1 quoted numbers unchecked (pop)"
+        in out
+    )
+    assert "other: 1.22 but the run has 1.3" in out
+
+
 def test_the_docs_define_every_number_they_quote_once_and_quote_every_definition() -> None:
     """Without a run: names, definitions, markers and the unmarked-number rule."""
     docs = documents()
@@ -184,8 +239,12 @@ def test_the_docs_define_every_number_they_quote_once_and_quote_every_definition
     from attnrmt.contract import TABLES
 
     for name, query in defined.items():
-        table = query.split()[0]
+        table = query.split()[0].rpartition("/")[2]
         assert table in TABLES and re.search(r" : \S", query), (name, query)
+    # another run is a study whose config the project ships (results/<its run>/)
+    for run in {dn.run_of(query) for query in defined.values()} - {""}:
+        config = yaml.safe_load((ROOT / "configs" / f"{run}.yaml").read_text(encoding="utf-8"))
+        assert config["run"] == run
 
 
 def test_unmarked_numbers_applies_to_run_quoting_sections_only() -> None:
