@@ -349,13 +349,15 @@ def simulate_cell(
         K = check_int("K", positional.get("K"), minimum=2)
         if K > MAX_CLASSES:
             raise ValueError(f"K={K!r}: must be <= {MAX_CLASSES}")
-        if spectrum != "full" or validate_table(table)["kind"] != "gaussian":
+        law = validate_table(table)
+        if spectrum != "full" or law["kind"] not in ("gaussian", "file"):
             raise ValueError(
                 f"spectrum={spectrum!r}, table={table!r}: K-class cells have the full route "
-                "and Gaussian tables only"
+                "and Gaussian or file tables only"
             )
         sizes = check_cell_arguments(d, delta, gamma, T, snr, centered, top_k, K)
-        values, classes = simulate_classes(sizes, K, positional, weights, seed)
+        file = law if law["kind"] == "file" else None
+        values, classes = simulate_classes(sizes, K, positional, weights, seed, file)
     else:
         sizes = check_cell_arguments(d, delta, gamma, T, snr, centered, top_k)
         values, classes = _simulate_signs(sizes, positional, weights, seed, spectrum, table), None

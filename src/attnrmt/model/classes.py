@@ -39,6 +39,7 @@ from attnrmt.model._linalg import (
 from attnrmt.model.cell import pool, squared_overlaps
 from attnrmt.model.readout import ridge_readout_accuracy_multiclass
 from attnrmt.model.table import child_seeds, in_threads, row_blocks
+from attnrmt.model.table_laws import load_file_table
 from attnrmt.model.weights import (
     causal_attention_weights,
     optimal_weights,
@@ -481,6 +482,28 @@ def sample_class_table(
     return embeddings, class_means, signal_means
 
 
+def file_class_table(
+    law: Mapping[str, Any], K: int, snr: float, shape: tuple[int, int]
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A ``file`` table of ``K`` classes (docs/model.md, "Tables from a file"): the file's rows
+    by class, each row plus ``(sqrt(snr)/rho) c_k`` (``c_k`` its class's centred mean, ``rho``
+    their root mean square norm: ``K = 2`` gives the two-class ``||Dlt_0|| + sqrt(snr)``).
+    Returns as :func:`sample_class_table`, the signal means being the centred class means.
+    ValueError when the file has not ``K`` classes or the shape ``(V, d)``. O(V d)."""
+    rows, index = load_file_table(law)
+    if index[-1] + 1 != K or rows.shape != shape:
+        raise ValueError(
+            f"table.path={law['path']!r}: {index[-1] + 1} classes, shape {rows.shape}; the "
+            f"cell needs K = {K} and (V, d) = {shape}: d = {rows.shape[1]}, delta = "
+            f"{rows.shape[1]}/{rows.shape[0]}"
+        )
+    means = rows.reshape(K, -1, shape[1]).mean(axis=1).T
+    centred = means - means.mean(axis=1, keepdims=True)
+    push = np.sqrt(snr) * centred / max(float(np.sqrt(np.mean(centred**2) * shape[1])), 1e-300)
+    rows += np.repeat(push.T, shape[0] // K, axis=0)
+    return rows, means + push, centred + push
+
+
 def class_tokens(labels: np.ndarray, V: int, K: int, rng: np.random.Generator) -> np.ndarray:
     """Token indices (int64), uniform among the ``V/K`` tokens of each label's class
     (docs/model.md, "K-class model"). O(n T)."""
@@ -574,10 +597,12 @@ def simulate_classes(
     spec: Mapping[str, Any],
     weights: Mapping[str, Any] | str,
     seed: Any,
+    table: Mapping[str, Any] | None = None,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """The K-class route of :func:`attnrmt.model.simulate_cell` (docs/model.md, "K-class
     cell"; docs/data-contract.md, "K-class sweeps", where every field's K-class meaning is
-    written): ``spec`` the K-class positional spec, ``sizes`` the checked arguments. Returns
+    written): ``spec`` the K-class positional spec, ``sizes`` the checked arguments,
+    ``table`` a canonical ``file`` law (:func:`file_class_table`) or None (Gaussian). Returns
     the fields of :class:`attnrmt.model.CellResult` and its ``classes`` details. O(N T d + N
     d^2 + V d^2 + d^3) time, O(d^2 + (N + V) d) memory; full route only."""
     d, _, _, T, snr, centered, top_k, V, N = sizes
@@ -587,7 +612,14 @@ def simulate_classes(
     weights_spec = validate_weights(weights, T)
     table_stream, label_stream, token_stream, solver_stream = cell_streams(seed)
     pairs = label_pair_law(label_spec, T, K)
-    embeddings, class_means, signal_means = sample_class_table(d, V, K, snr, factor, table_stream)
+    if table is None:
+        embeddings, class_means, signal_means = sample_class_table(
+            d, V, K, snr, factor, table_stream
+        )
+        mean_gram = snr * G + K * (d / V) * np.eye(K)
+    else:
+        embeddings, class_means, signal_means = file_class_table(table, K, snr, (V, d))
+        mean_gram = class_means.T @ class_means
     labels_drawn = sample_labels(label_spec, T, K, N, label_stream)
     tokens = class_tokens(labels_drawn, V, K, token_stream)
 
@@ -595,9 +627,7 @@ def simulate_classes(
         token_weights = causal_attention_weights(embeddings, tokens, weights_spec["tau"])
         effective_weights = token_weights.mean(axis=0)
     else:
-        effective_weights = class_pooling_weights(
-            weights_spec, T, pairs, snr * G + K * (d / V) * np.eye(K)
-        )
+        effective_weights = class_pooling_weights(weights_spec, T, pairs, mean_gram)
         token_weights = effective_weights
     moments = pooled_label_moments(effective_weights, pairs)
     core = signal_matrix(effective_weights, pairs, centered)
@@ -676,6 +706,7 @@ __all__ = [
     "class_sizes",
     "class_theory_inputs",
     "class_tokens",
+    "file_class_table",
     "label_marginals",
     "label_pair_law",
     "labels_are_balanced",

@@ -267,10 +267,16 @@ def file_table(
     shape: tuple[int, int] | None = None,
     rough_dtype: type | None = None,
 ) -> EmbeddingTable:
-    """A ``file`` table (docs/model.md, "Tables from a file"): its rows reflected so that the
-    class-mean difference lies along ``e_1``, plus ``s_v sqrt(snr) e_1``; ValueError when
-    ``shape = (V, d)`` is not the file's. O(V d)."""
-    rows, classes = load_file_table(law)
+    """A two-class ``file`` table (docs/model.md, "Tables from a file"): its rows reflected so
+    that the class-mean difference lies along ``e_1``, plus ``s_v sqrt(snr) e_1``; ValueError
+    when ``shape = (V, d)`` is not the file's or the labels have ``K > 2`` classes. O(V d)."""
+    rows, index = load_file_table(law)
+    if index[-1] != 1:
+        raise ValueError(
+            f"table.labels={law['labels']!r}: K = {index[-1] + 1} classes need a K-class "
+            "positional spec ({'kind': 'classes', ...}; docs/model.md, \"Tables from a file\")"
+        )
+    classes = 1 - 2 * index
     if shape is not None and rows.shape != shape:
         V, d = rows.shape
         raise ValueError(

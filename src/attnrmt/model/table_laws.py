@@ -155,10 +155,10 @@ def _anisotropic(params: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def load_file_table(law: Mapping[str, Any]) -> tuple[np.ndarray, np.ndarray]:
-    """The rows of a ``file`` table, class ``+1`` first, and their classes ``+-1``
+    """The rows of a ``file`` table sorted by class and their classes ``0 .. K-1``
     (docs/model.md, "Tables from a file"): ``path`` a ``.npy`` of shape ``(V, d)``, finite,
-    ``labels`` a ``.npy`` of ``V`` labels of two values, ``V/2`` each (the smaller value is
-    class ``+1``). ValueError naming the file and the shape. O(V d)."""
+    ``labels`` a ``.npy`` of ``V`` labels of ``K >= 2`` values, ``V/K`` each (class ``k`` the
+    ``k``-th smallest value). ValueError naming the file and the shape. O(V d)."""
     arrays = []
     for key in ("path", "labels"):
         name = law.get(key)
@@ -174,16 +174,16 @@ def load_file_table(law: Mapping[str, Any]) -> tuple[np.ndarray, np.ndarray]:
             f"table.path={law['path']!r}: shape {rows.shape} {rows.dtype}: must be a finite "
             "float array of shape (V, d)"
         )
-    values, counts = np.unique(labels.ravel(), return_counts=True)
-    if labels.shape != rows.shape[:1] or len(values) != 2 or counts[0] != counts[1]:
+    values, classes = np.unique(labels.ravel(), return_inverse=True)
+    counts = np.bincount(classes)
+    if labels.shape != rows.shape[:1] or len(values) < 2 or np.any(counts != counts[0]):
         raise ValueError(
             f"table.labels={law['labels']!r}: shape {labels.shape}, classes "
-            f"{dict(zip(values.tolist(), counts.tolist(), strict=True))}: "
-            f"must be {rows.shape[0]} labels of two classes of {rows.shape[0] // 2} tokens "
-            "(K > 2 file tables are not supported)"
+            f"{dict(zip(values.tolist(), counts.tolist(), strict=True))}: must be "
+            f"{rows.shape[0]} labels of K >= 2 classes of V/K tokens each"
         )
-    order = np.argsort(labels != values[0], kind="stable")
-    return np.array(rows[order], dtype=float), np.where(labels[order] == values[0], 1, -1)
+    order = np.argsort(classes, kind="stable")
+    return np.array(rows[order], dtype=float), classes[order]
 
 
 def covariance_spectrum(law: Mapping[str, Any], d: int) -> np.ndarray | None:

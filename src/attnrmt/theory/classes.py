@@ -7,7 +7,9 @@ broadcasting): O(K^3) plus the thresholds' bracketing and bisection (O(r^3) per 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -22,6 +24,7 @@ __all__ = [
     "class_spike_matrix",
     "class_spikes",
     "class_thresholds",
+    "file_class_spikes",
 ]
 
 # Eigenvalues of B below this times its largest are zero (its rank r).
@@ -288,3 +291,49 @@ def class_spikes(
         threshold_snr_population=thresholds[0],
         threshold_snr_sample=thresholds[1],
     )
+
+
+def file_class_spikes(
+    law: Mapping[str, Any],
+    labels: Mapping[str, Any] | str,
+    weights: Mapping[str, Any] | str,
+    T: int,
+    snr: float,
+    gamma: float,
+    centered: bool = True,
+) -> dict[str, np.ndarray]:
+    """The spikes of a K-class ``file`` table (docs/model.md, "Tables from a file"), one entry
+    per nonzero eigenvalue of ``B`` (``r``), descending: the population matrix given the
+    table is known, so its top ``r`` eigenvalues (``population_outlier``) and their
+    eigenvectors' squared projections on the span of the table's spike directions
+    (``population_overlap``) are exact; the sample stage maps each by the generalised spiked
+    model over the other eigenvalues ``lam_i`` of ``P``, ``psi(l) = l (1 + sum_i lam_i / (l -
+    lam_i) / N)``, an outlier where ``psi'(l) > 0`` (``sample_outlier``, else NaN) whose
+    projection is ``l psi'(l) / psi(l)`` times the population one (``sample_overlap``, else 0).
+    ``gamma`` gives ``N = round(d / gamma)``. O(V d^2 + d^3)."""
+    from attnrmt.model import classes as model
+    from attnrmt.model.table_laws import load_file_table, validate_table
+
+    law = validate_table(law)
+    V, d = load_file_table(law)[0].shape
+    K = int(load_file_table(law)[1][-1]) + 1
+    table, means, _ = model.file_class_table(law, K, snr, (V, d))
+    pairs = model.label_pair_law(model.validate_label_model(labels, T, K), T, K)
+    w = model.class_pooling_weights(weights, T, pairs, means.T @ means)
+    core = model.signal_matrix(w, pairs, centered)
+    moments = model.pooled_label_moments(w, pairs)
+    lam, vectors = np.linalg.eigh(model.class_population_matrix(table, means, moments, centered))
+    rank = int(np.sum(np.linalg.eigvalsh(core) > _RANK_RTOL * np.abs(core).max()))
+    _, directions = model.spike_directions(means, core, rank)
+    ell, rest = lam[::-1][:rank, None], lam[: d - rank]
+    overlap = np.sum((vectors[:, ::-1][:, :rank].T @ directions) ** 2, axis=1)
+    n_samples = round(d / float(check_positive("gamma", gamma)))
+    psi = ell[:, 0] * (1 + np.sum(rest / (ell - rest), axis=1) / n_samples)
+    slope = 1 - np.sum((rest / (ell - rest)) ** 2, axis=1) / n_samples
+    out = slope > 0
+    return {
+        "population_outlier": ell[:, 0],
+        "population_overlap": np.clip(overlap, 0.0, 1.0),
+        "sample_outlier": np.where(out, psi, np.nan),
+        "sample_overlap": np.where(out, np.clip(ell[:, 0] * slope / psi * overlap, 0, 1), 0.0),
+    }
