@@ -315,8 +315,8 @@ def file_class_spikes(
     from attnrmt.model.table_laws import load_file_table, validate_table
 
     law = validate_table(law)
-    V, d = load_file_table(law)[0].shape
-    K = int(load_file_table(law)[1][-1]) + 1
+    rows, index = load_file_table(law)
+    (V, d), K = rows.shape, int(index[-1]) + 1
     table, means, _ = model.file_class_table(law, K, snr, (V, d))
     pairs = model.label_pair_law(model.validate_label_model(labels, T, K), T, K)
     w = model.class_pooling_weights(weights, T, pairs, means.T @ means)
