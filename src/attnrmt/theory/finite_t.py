@@ -4,27 +4,36 @@ holds", "The bulk at finite T").
 ``S0 = Z A Z^T`` with ``A = Q Q^T / N`` and ``Q`` the ``V x N`` matrix of pooled token
 counts: each token is drawn about ``N T / V = T delta / gamma`` times, and the large-T bulk
 ``MP_delta ⊠ MP_gamma`` (:mod:`attnrmt.theory.bulk`) is accurate only when that count is
-large; :func:`finite_t_stieltjes` gives the bulk at any ``N T / V``, and
+large; :func:`finite_t_stieltjes` gives the bulk at any ``N T / V``,
 :func:`finite_d_edges` the edge that replaces ``f(u*)`` at finite ``d`` (docs/model.md,
-"What replaces the edge").
+"What replaces the edge"), and :func:`finite_t_spike` the sample outlier and overlap
+(docs/model.md, "Outliers and overlaps at finite T").
 """
 
 from __future__ import annotations
+
+import json
+from functools import lru_cache
+from typing import Any
 
 import numpy as np
 import xarray as xr
 from numpy.typing import ArrayLike, NDArray
 
 from attnrmt._validation import check_finite_array, check_positive
+from attnrmt.theory.bulk import bisect
 
 __all__ = [
     "FINITE_T_BOUND",
     "FINITE_T_MIN_D",
     "finite_d_edges",
+    "finite_t_spike",
     "finite_t_stieltjes",
     "large_t_bulk_holds",
     "noise_top",
+    "token_rules",
     "tokens_per_vocab",
+    "with_finite_t",
 ]
 
 #: ``N T / V`` from which the large-T bulk is accurate
@@ -168,3 +177,134 @@ def finite_d_edges(cells: xr.Dataset) -> xr.DataArray:
             found[key] = mean + sd
         out[i] = found.get(key, np.nan)
     return xr.DataArray(out, dims=d.dims, coords=d.coords)
+
+
+def _gauss_rule(matvec: Any, start: NDArray, steps: int, first: float | None) -> tuple:
+    """Gauss quadrature (nodes, weights) of the spectral measure of a symmetric operator at
+    ``start`` from ``steps`` three-term Lanczos steps; ``first`` replaces the first moment
+    (docs/model.md, "Outliers and overlaps at finite T"). O(steps x matvec)."""
+    norm = float(np.linalg.norm(start))
+    q, previous, a, b = start / norm, np.zeros_like(start), np.zeros(steps), np.zeros(steps)
+    for j in range(steps):
+        r = matvec(q) - (b[j - 1] * previous if j else 0.0)
+        a[j] = q @ r if j or first is None else first
+        r -= a[j] * q
+        b[j] = np.linalg.norm(r)
+        if b[j] <= 1e-12 * abs(a[j]):
+            steps = j + 1
+            break
+        previous, q = q, r / b[j]
+    nodes, vectors = np.linalg.eigh(
+        np.diag(a[:steps]) + np.diag(b[: steps - 1], 1) + np.diag(b[: steps - 1], -1)
+    )
+    return nodes, vectors[0] ** 2 * norm**2
+
+
+@lru_cache(maxsize=64)
+def token_rules(
+    T: int, positional: str, weights: str, ratio: float, nonzeros: int = 2**18, seed: int = 0
+) -> tuple[NDArray, NDArray, NDArray, NDArray]:
+    """Gauss rules ``(a_s, w_s, a_nu, w_nu)`` of the law of ``A~ = V A / kappa`` (centred) at
+    the class vector ``s / sqrt(V)`` and averaged (one Rademacher probe), from one sampled
+    token model (JSON specs ``positional``, ``weights``) with ``V / N = ratio`` and
+    ``N T = nonzeros`` (docs/model.md, "Outliers and overlaps at finite T"). Cached;
+    O(nonzeros x 40)."""
+    from scipy.sparse import csr_matrix
+
+    from attnrmt.model import pooling_weights, positional_correlation, sample_signs
+    from attnrmt.model.table import sample_tokens
+
+    pos, R = json.loads(positional), positional_correlation(json.loads(positional), T)
+    w = pooling_weights(json.loads(weights), T, R)
+    kappa = float(w @ w)
+    N = max(nonzeros // T, 4096)
+    V = 2 * max(round(N * ratio / 2), 2048)
+    rng = np.random.default_rng(seed)
+    tokens = sample_tokens(sample_signs(pos, T, N, rng)[0], V, rng)
+    Q = csr_matrix((np.tile(w, N), (tokens.ravel(), np.repeat(np.arange(N), T))), (V, N))
+    QT, mean = Q.T.tocsr(), np.asarray(Q.sum(axis=1)).ravel() / N
+    scale = V / (N * kappa)
+
+    def matvec(v: NDArray) -> NDArray:
+        return scale * (Q @ (QT @ v) - N * mean * (mean @ v))
+
+    s = np.where(np.arange(V) < V // 2, 1.0, -1.0) / np.sqrt(V)
+    probe = rng.choice([-1.0, 1.0], V) / np.sqrt(V)
+    return (
+        *_gauss_rule(matvec, s, 40, float(w @ R @ w) / kappa),
+        *_gauss_rule(matvec, probe, 40, None),
+    )
+
+
+def _transform(nodes: NDArray, weights: NDArray, y: NDArray) -> tuple[NDArray, NDArray]:
+    """``u(y) = sum_j w_j a_j / (y - a_j)`` and ``u'(y)``; O(y.size x nodes)."""
+    r = 1.0 / (y[..., None] - nodes)
+    return np.sum(weights * nodes * r, -1), -np.sum(weights * nodes * r * r, -1)
+
+
+def finite_t_spike(
+    delta: float, snr: ArrayLike, rules: tuple[NDArray, ...]
+) -> tuple[NDArray, NDArray]:
+    """Sample outlier of ``S / kappa`` and squared overlap of its eigenvector with ``u`` at
+    finite ``T`` (docs/model.md, "Outliers and overlaps at finite T"): ``u_s(y) = delta/snr``
+    above every node, ``x = y (delta + u_nu(y))``, overlap ``x'(y) / (y snr |u_s'(y)|)``; NaN
+    where there is no such root with ``x'(y) > 0`` (below the threshold, or inside the tail
+    of ``A~``). Broadcast over ``snr``; O(snr.size x nodes x 100)."""
+    a_s, w_s, a_nu, w_nu = rules
+    snr_arr = np.asarray(snr, dtype=float)
+    target = np.where(snr_arr > 0, delta / np.where(snr_arr > 0, snr_arr, 1.0), np.inf)
+    top = max(a_s.max(), a_nu.max())
+    low = np.full(snr_arr.shape, top + 1e-12 * abs(top))
+    high = top + float(w_s @ np.abs(a_s)) / np.minimum(target, 1e300) + 1.0
+    y = bisect(lambda m: _transform(a_s, w_s, m)[0] > target, low, high, 100)
+    slope_s = _transform(a_s, w_s, y)[1]
+    u_nu, slope_nu = _transform(a_nu, w_nu, y)
+    x, slope_x = y * (delta + u_nu), delta + u_nu + y * slope_nu
+    ok = (slope_x > 0) & np.isfinite(target)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        overlap = slope_x / (-y * snr_arr * slope_s)
+    return np.where(ok, x, np.nan), np.where(ok, overlap, np.nan)
+
+
+def with_finite_t(out: xr.Dataset, positional: Any, weights: Any) -> xr.Dataset:
+    """``predict``'s dataset ``out`` with the finite_vocab sample outlier, top eigenvalue and
+    overlap replaced by :func:`finite_t_spike` where ``N T / V <`` :data:`FINITE_T_BOUND`
+    and it has a root (docs/model.md, "Outliers and overlaps at finite T"). ``out`` has a
+    ``T`` coordinate; ``positional``/``weights`` map ``(name, T)`` to a spec, or are one spec
+    when ``out`` has no ``positional``/``weights`` dimension. O(settings x 0.3 s) for the
+    rules, then O(points x nodes x 100); nothing at all where every setting has ``N T / V >=``
+    :data:`FINITE_T_BOUND`."""
+    if "finite_vocab" not in out["variant"].values:
+        return out
+    ratio = out["gamma_effective"] / out["delta_effective"]
+    small = (out["T"] / ratio < FINITE_T_BOUND) & (out["kappa"] > 0)
+    if not bool(small.any()):
+        return out
+    out = out.copy(deep=True)
+
+    def pick(name: str | xr.DataArray, at: dict) -> float:
+        da = out[name] if isinstance(name, str) else name
+        return float(da.sel({k: v for k, v in at.items() if k in da.dims}).item())
+
+    for index in np.argwhere(small.values):
+        at = {dim: small[dim].values[i] for dim, i in zip(small.dims, index, strict=True)}
+        T = int(pick("T", at))
+        specs = [
+            m[(at[k], T)] if k in at else m
+            for k, m in (("positional", positional), ("weights", weights))
+        ]
+        keys = (json.dumps(spec, sort_keys=True) for spec in specs)
+        rules = token_rules(T, *keys, float(f"{pick(ratio, at):.3g}"))
+        at["variant"] = "finite_vocab"
+        point = out.sel(at)
+        x, overlap = finite_t_spike(pick("delta_effective", at), point["snr"].values, rules)
+        found = xr.DataArray(np.isfinite(x), dims=point["snr"].dims)
+        x = x * pick("kappa", at)
+        for name, value in (
+            ("sample_outlier", x),
+            ("sample_top_eigenvalue", x),
+            ("sample_overlap_signal", overlap),
+        ):
+            new = xr.where(found, xr.DataArray(value, dims=point["snr"].dims), point[name])
+            out[name].loc[at] = new.transpose(*point[name].dims)
+    return out

@@ -20,6 +20,7 @@ from attnrmt.contract import ALL_AXES, TABLE_AXIS, VARIANTS, with_variable_attrs
 from attnrmt.model.table_laws import table_no_theory, validate_table
 from attnrmt.theory.anisotropic import anisotropic_parts
 from attnrmt.theory.bulk import bulk_atom, bulk_edges
+from attnrmt.theory.finite_t import with_finite_t
 from attnrmt.theory.spike import mean_spike, spike
 
 #: Variables of :func:`predict` that carry the ``variant`` dimension, in store order.
@@ -332,6 +333,12 @@ def along_table_laws(
     return with_variable_attrs(out)
 
 
+def _gaussian_theory(table: Mapping[str, Any] | str | None) -> bool:
+    """Whether ``table``'s law takes the Gaussian table's theory (docs/model.md, "Table laws")."""
+    law = validate_table(table)
+    return law["kind"] not in OWN_THEORY and table_no_theory(law) is None
+
+
 def predict_grid(
     axes: Mapping[str, Sequence[Any] | np.ndarray],
     positional: Mapping[tuple[str, int], Any],
@@ -398,6 +405,8 @@ def predict_grid(
         table,
         xr.DataArray(np.asarray(axes["d"], dtype=float), dims="d", coords={"d": list(axes["d"])}),
     )
+    if _gaussian_theory(table):
+        out = with_finite_t(out, positional, weights)
     ordered = {
         name: [d for d in (*ALL_AXES, "variant") if d in out[name].dims] for name in out.data_vars
     }
@@ -456,6 +465,9 @@ def predict_point(
         table,
         d,
     )
+    if _gaussian_theory(table):
+        at = out.assign_coords(T=int(T), snr=float(snr))
+        out = with_finite_t(at, positional_spec, weights_spec).drop_vars(["T", "snr"])
     R = positional_correlation(positional_spec, int(T))
     w = pooling_weights(weights_spec, int(T), R)
     out["pooling_weights"] = xr.DataArray(
