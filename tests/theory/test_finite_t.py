@@ -1,19 +1,24 @@
-"""The regime of the large-T bulk (docs/model.md, "Where the large-T bulk holds")."""
+"""The bulk and the spike at finite T (docs/model.md, "Where the large-T bulk holds", "The
+bulk at finite T", "Outliers and overlaps at finite T")."""
 
 from __future__ import annotations
+
+import json
 
 import numpy as np
 import pytest
 import xarray as xr
 
 from attnrmt.model import simulate_cell
-from attnrmt.theory import bulk_density, bulk_edges
+from attnrmt.theory import bulk_density, bulk_edges, predict_point, spike
 from attnrmt.theory.finite_t import (
     FINITE_T_BOUND,
     finite_d_edges,
+    finite_t_spike,
     finite_t_stieltjes,
     large_t_bulk_holds,
     noise_top,
+    token_rules,
     tokens_per_vocab,
 )
 
@@ -106,3 +111,58 @@ def test_finite_d_edges_only_below_the_bound() -> None:
     edges = finite_d_edges(grid)
     assert np.isnan(edges.sel(T=8)) and np.isfinite(edges.sel(T=2))
     assert float(edges.sel(T=2)) > float(bulk_edges(0.5, 0.5)[1])
+
+
+def test_a_dense_token_law_gives_the_population_spike() -> None:
+    # gamma -> 0: A~ = I + (alpha/kappa - 1) s s^T / V exactly, so S / kappa is the
+    # population matrix: finite_vocab's population outlier and overlap, to round-off
+    delta, ratio, snr = 0.5, 1.7, np.array([1.0, 2.5, 6.0])
+    rules = (np.array([ratio]), np.array([1.0]), np.array([1.0]), np.array([1.0]))
+    x, overlap = finite_t_spike(delta, snr, rules)
+    closed = spike(delta, 1.0, snr, ratio, 1.0, "finite_vocab")
+    np.testing.assert_allclose(x, closed.population_outlier, rtol=1e-9)
+    np.testing.assert_allclose(overlap, closed.population_overlap, rtol=1e-9)
+    assert np.isnan(finite_t_spike(delta, [0.0, 0.2], rules)[0]).all()  # below the threshold
+
+
+@pytest.mark.parametrize(
+    ("T", "gamma", "positional", "weights"),
+    [(16, 0.5, "iid", "mean"), (32, 1.0, "markov", "harmonic")],
+)
+def test_at_many_tokens_the_finite_t_spike_is_the_closed_form(
+    T: int, gamma: float, positional: str, weights: str
+) -> None:
+    # N T / V = 16: the sampled token law's outlier and overlap are the closed forms' to its
+    # Monte-Carlo error (sd ~0.3%); the class vector's rule has the exact first moment
+    delta, snr = 0.5, np.array([2.0, 4.0])
+    pos = '{"kind": "markov", "r": 0.3}' if positional == "markov" else '"iid"'
+    rules = token_rules(T, pos, f'"{weights}"', gamma / delta)
+    x, overlap = finite_t_spike(delta, snr, rules)
+    point = predict_point(delta, gamma, 1.0, T, json.loads(pos), weights)
+    ratio = float(point["alpha"] / point["kappa"])
+    assert rules[1] @ rules[0] == pytest.approx(ratio, rel=1e-9)  # s^T A~ s / V = alpha/kappa
+    closed = spike(delta, gamma, snr, ratio, 1.0, "finite_vocab")
+    np.testing.assert_allclose(x, closed.sample_outlier, rtol=0.008)
+    np.testing.assert_allclose(overlap, closed.sample_overlap, atol=0.008)
+
+
+def test_finite_t_theory_is_the_simulated_outlier_at_one_token_per_vocabulary_entry() -> None:
+    # N T / V = 1 (iid, mean weights, T = 2, delta = 0.5, gamma = 1), d = 200, 48 cells of
+    # two snr: mean top eigenvalue of S / kappa and overlap with u within 3 standard errors
+    # (SE ~0.3% and ~0.006) of predict_point, which takes the finite-T theory here
+    snr = [3.74, 7.47]
+    cells = [
+        simulate_cell(200, 0.5, 1.0, 2, "iid", "mean", snr, top_k=1, seed=[r, 37], spectrum="top")
+        for r in range(48)
+    ]
+    for j, value in enumerate(snr):
+        theory = predict_point(0.5, 1.0, value, 2, "iid", "mean").sel(variant="finite_vocab")
+        for found, predicted in (
+            (
+                [c[j].top_eigenvalues[0] / c[j].kappa for c in cells],
+                theory["sample_outlier"] / theory["kappa"],
+            ),
+            ([c[j].overlap_signal[0] for c in cells], theory["sample_overlap_signal"]),
+        ):
+            se = np.std(found, ddof=1) / np.sqrt(len(found))
+            assert abs(np.mean(found) - float(predicted)) < 3 * se
