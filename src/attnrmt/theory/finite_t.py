@@ -179,30 +179,36 @@ def finite_d_edges(cells: xr.Dataset) -> xr.DataArray:
     return xr.DataArray(out, dims=d.dims, coords=d.coords)
 
 
-def _gauss_rule(matvec: Any, start: NDArray, steps: int, first: float | None) -> tuple:
-    """Gauss quadrature (nodes, weights) of the spectral measure of a symmetric operator at
-    ``start`` from ``steps`` three-term Lanczos steps; ``first`` replaces the first moment
-    (docs/model.md, "Outliers and overlaps at finite T"). O(steps x matvec)."""
-    norm = float(np.linalg.norm(start))
-    q, previous, a, b = start / norm, np.zeros_like(start), np.zeros(steps), np.zeros(steps)
+def _gauss_rules(matvec: Any, starts: NDArray, steps: int, first: NDArray) -> list[NDArray]:
+    """Gauss quadrature rules (nodes, weights, per column) of the spectral measures of a
+    symmetric operator at the columns of ``starts``, from ``steps`` three-term Lanczos steps
+    run in lockstep; a finite ``first`` replaces a column's first moment (docs/model.md,
+    "Outliers and overlaps at finite T"). O(steps x matvec of the block)."""
+    from scipy.linalg import eigh_tridiagonal
+
+    norm = np.linalg.norm(starts, axis=0)
+    q, previous = starts / norm, np.zeros_like(starts)
+    a, b = np.zeros((steps, starts.shape[1])), np.zeros((steps, starts.shape[1]))
     for j in range(steps):
         r = matvec(q) - (b[j - 1] * previous if j else 0.0)
-        a[j] = q @ r if j or first is None else first
+        a[j] = (
+            np.where(np.isfinite(first), first, np.sum(q * r, axis=0))
+            if j == 0
+            else np.sum(q * r, axis=0)
+        )
         r -= a[j] * q
-        b[j] = np.linalg.norm(r)
-        if b[j] <= 1e-12 * abs(a[j]):
-            steps = j + 1
-            break
-        previous, q = q, r / b[j]
-    nodes, vectors = np.linalg.eigh(
-        np.diag(a[:steps]) + np.diag(b[: steps - 1], 1) + np.diag(b[: steps - 1], -1)
-    )
-    return nodes, vectors[0] ** 2 * norm**2
+        b[j] = np.linalg.norm(r, axis=0)
+        previous, q = q, r / np.where(b[j] > 0, b[j], 1.0)
+    rules = []
+    for column in range(starts.shape[1]):
+        nodes, vectors = eigh_tridiagonal(a[:, column], b[:-1, column])
+        rules += [nodes, vectors[0] ** 2 * norm[column] ** 2]
+    return rules
 
 
 @lru_cache(maxsize=64)
 def token_rules(
-    T: int, positional: str, weights: str, ratio: float, nonzeros: int = 2**18, seed: int = 0
+    T: int, positional: str, weights: str, ratio: float, nonzeros: int = 2**17, seed: int = 0
 ) -> tuple[NDArray, NDArray, NDArray, NDArray]:
     """Gauss rules ``(a_s, w_s, a_nu, w_nu)`` of the law of ``A~ = V A / kappa`` (centred) at
     the class vector ``s / sqrt(V)`` and averaged (one Rademacher probe), from one sampled
@@ -226,14 +232,12 @@ def token_rules(
     scale = V / (N * kappa)
 
     def matvec(v: NDArray) -> NDArray:
-        return scale * (Q @ (QT @ v) - N * mean * (mean @ v))
+        return scale * (Q @ (QT @ v) - N * np.outer(mean, mean @ v))
 
-    s = np.where(np.arange(V) < V // 2, 1.0, -1.0) / np.sqrt(V)
-    probe = rng.choice([-1.0, 1.0], V) / np.sqrt(V)
-    return (
-        *_gauss_rule(matvec, s, 40, float(w @ R @ w) / kappa),
-        *_gauss_rule(matvec, probe, 40, None),
-    )
+    s = np.where(np.arange(V) < V // 2, 1.0, -1.0)
+    starts = np.stack([s, rng.choice([-1.0, 1.0], V)], axis=1) / np.sqrt(V)
+    a_s, w_s, a_nu, w_nu = _gauss_rules(matvec, starts, 40, np.array([w @ R @ w / kappa, np.nan]))
+    return a_s, w_s, a_nu, w_nu
 
 
 def _transform(nodes: NDArray, weights: NDArray, y: NDArray) -> tuple[NDArray, NDArray]:
@@ -268,16 +272,18 @@ def finite_t_spike(
 
 def with_finite_t(out: xr.Dataset, positional: Any, weights: Any) -> xr.Dataset:
     """``predict``'s dataset ``out`` with the finite_vocab sample outlier, top eigenvalue and
-    overlap replaced by :func:`finite_t_spike` where ``N T / V <`` :data:`FINITE_T_BOUND`
-    and it has a root (docs/model.md, "Outliers and overlaps at finite T"). ``out`` has a
-    ``T`` coordinate; ``positional``/``weights`` map ``(name, T)`` to a spec, or are one spec
-    when ``out`` has no ``positional``/``weights`` dimension. O(settings x 0.3 s) for the
-    rules, then O(points x nodes x 100); nothing at all where every setting has ``N T / V >=``
-    :data:`FINITE_T_BOUND`."""
+    overlap replaced by :func:`finite_t_spike` where ``N T / V <`` :data:`FINITE_T_BOUND`,
+    the closed forms have an outlier and it has a root (docs/model.md, "Outliers and
+    overlaps at finite T"). ``out`` has a ``T`` coordinate; ``positional``/``weights`` map
+    ``(name, T)`` to a spec, or are one spec when ``out`` has no such dimension.
+    O(settings x 0.3 s) for the rules (cached), then O(points x nodes x 100); O(grid) where no
+    setting qualifies."""
     if "finite_vocab" not in out["variant"].values:
         return out
     ratio = out["gamma_effective"] / out["delta_effective"]
-    small = (out["T"] / ratio < FINITE_T_BOUND) & (out["kappa"] > 0)
+    above = out["sample_outlier"].sel(variant="finite_vocab").notnull()
+    above = above.any([dim for dim in above.dims if dim not in ratio.dims + out["kappa"].dims])
+    small = (out["T"] / ratio < FINITE_T_BOUND) & (out["kappa"] > 0) & above
     if not bool(small.any()):
         return out
     out = out.copy(deep=True)
@@ -298,7 +304,9 @@ def with_finite_t(out: xr.Dataset, positional: Any, weights: Any) -> xr.Dataset:
         at["variant"] = "finite_vocab"
         point = out.sel(at)
         x, overlap = finite_t_spike(pick("delta_effective", at), point["snr"].values, rules)
-        found = xr.DataArray(np.isfinite(x), dims=point["snr"].dims)
+        found = (
+            xr.DataArray(np.isfinite(x), dims=point["snr"].dims) & point["sample_outlier"].notnull()
+        )
         x = x * pick("kappa", at)
         for name, value in (
             ("sample_outlier", x),
