@@ -56,7 +56,6 @@ from scipy.optimize import brentq
 from attnrmt.model.table import sample_table
 from attnrmt.sweep.spec.plan import plan_run
 from attnrmt.theory import bulk_edges, critical_u, predict_grid, spike, spike_outliers
-from attnrmt.theory.finite_t import FINITE_T_BOUND
 
 RTOL = 1e-12
 GRID = (0.05, 0.3, 0.5, 1.0, 2.0, 4.0)
@@ -268,9 +267,8 @@ STORE_R["prefix2"][:2, :2] = 1.0  # one shared sign on the first L = 2 positions
 
 def test_theory_store_values_follow_from_their_definitions() -> None:
     """``theta``, both thresholds, the bulk edges and the sample outlier of ``theory.zarr``
-    (``predict_grid``) at every grid point (finite_vocab's outlier where ``N T / V >= 8``),
-    from ``w``, ``R``, ``V = 2 round(d/(2 delta))``, ``N = round(d/gamma)`` and the
-    references above (1e-12)."""
+    (``predict_grid``) at every grid point, from ``w``, ``R``, ``V = 2 round(d/(2 delta))``,
+    ``N = round(d/gamma)`` and the references above (1e-12)."""
     sweep = plan_run(STORE_CONFIG).sweeps["grid"]
     positional = {(c.positional, int(c.T)): c.positional_spec for c in sweep.cells}
     weights = {(c.weights, int(c.T)): c.weights_spec for c in sweep.cells}
@@ -315,8 +313,6 @@ def test_theory_store_values_follow_from_their_definitions() -> None:
                             assert float(at["threshold_snr_sample"].isel(snr=0)) == pytest.approx(
                                 (delta + 1 / u_star) / ratio - bias, rel=1e-10
                             )
-                            if variant == "finite_vocab" and 4 * delta / gamma < FINITE_T_BOUND:
-                                continue  # finite-T outliers: tests/theory/test_finite_t.py
                             for s, theta in zip(at["snr"].values, at["theta"].values, strict=True):
                                 u = 1 / (theta - delta) if theta > delta else np.inf
                                 found = float(at["sample_outlier"].sel(snr=s))

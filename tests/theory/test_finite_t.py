@@ -10,7 +10,7 @@ import pytest
 import xarray as xr
 
 from attnrmt.model import simulate_cell
-from attnrmt.theory import bulk_density, bulk_edges, predict_point, spike
+from attnrmt.theory import bulk_density, bulk_edges, predict_grid, predict_point, spike
 from attnrmt.theory.finite_t import (
     FINITE_T_BOUND,
     finite_d_edges,
@@ -166,3 +166,28 @@ def test_finite_t_theory_is_the_simulated_outlier_at_one_token_per_vocabulary_en
         ):
             se = np.std(found, ddof=1) / np.sqrt(len(found))
             assert abs(np.mean(found) - float(predicted)) < 3 * se
+
+
+def test_the_grid_takes_the_finite_t_values_from_d_100() -> None:
+    # theory.zarr's engine: at d = 200 (N T / V = 1) finite_vocab's outlier and overlap are
+    # predict_point's finite-T values; at d = 40 and for paper they stay the closed forms
+    # (kappa = 1/2 for mean weights at T = 2)
+    axes = {"d": [40, 200], "delta": [0.5], "gamma": [1.0], "T": [2], "positional": ["iid"]}
+    axes |= {"weights": ["mean"], "snr": [3.74], "centered": [True]}
+    grid = predict_grid(axes, {("iid", 2): "iid"}, {("mean", 2): "mean"}).squeeze()
+    point = predict_point(0.5, 1.0, 3.74, 2, "iid", "mean")
+    closed = spike(0.5, 1.0, 3.74, 1.0, 1.0, "finite_vocab")
+    for name, value in (
+        ("sample_outlier", 0.5 * closed.sample_outlier),
+        ("sample_overlap_signal", closed.sample_overlap),
+    ):
+        assert float(grid[name].sel(d=200, variant="finite_vocab")) == float(
+            point[name].sel(variant="finite_vocab")
+        )
+        assert float(grid[name].sel(d=40, variant="finite_vocab")) == pytest.approx(
+            value, rel=1e-12
+        )
+        assert abs(float(point[name].sel(variant="finite_vocab")) - value) > 1e-3 * value
+    np.testing.assert_array_equal(
+        grid["sample_outlier"].sel(variant="paper"), point["sample_outlier"].sel(variant="paper")
+    )

@@ -191,12 +191,9 @@ def _gauss_rules(matvec: Any, starts: NDArray, steps: int, first: NDArray) -> li
     a, b = np.zeros((steps, starts.shape[1])), np.zeros((steps, starts.shape[1]))
     for j in range(steps):
         r = matvec(q) - (b[j - 1] * previous if j else 0.0)
-        a[j] = (
-            np.where(np.isfinite(first), first, np.sum(q * r, axis=0))
-            if j == 0
-            else np.sum(q * r, axis=0)
-        )
-        r -= a[j] * q
+        a[j] = np.sum(q * r, axis=0)
+        r -= a[j] * q  # then the exact first moment: a rank-one change of the operator at q_0
+        a[0] = np.where(np.isfinite(first), first, a[0])
         b[j] = np.linalg.norm(r, axis=0)
         previous, q = q, r / np.where(b[j] > 0, b[j], 1.0)
     rules = []
@@ -208,7 +205,7 @@ def _gauss_rules(matvec: Any, starts: NDArray, steps: int, first: NDArray) -> li
 
 @lru_cache(maxsize=64)
 def token_rules(
-    T: int, positional: str, weights: str, ratio: float, nonzeros: int = 2**17, seed: int = 0
+    T: int, positional: str, weights: str, ratio: float, nonzeros: int = 2**18, seed: int = 0
 ) -> tuple[NDArray, NDArray, NDArray, NDArray]:
     """Gauss rules ``(a_s, w_s, a_nu, w_nu)`` of the law of ``A~ = V A / kappa`` (centred) at
     the class vector ``s / sqrt(V)`` and averaged (one Rademacher probe), from one sampled
@@ -240,6 +237,11 @@ def token_rules(
     return a_s, w_s, a_nu, w_nu
 
 
+#: Mass of a Gauss node below which it stands for the rare large atoms of ``A~``'s tail
+#: (docs/model.md, "Outliers and overlaps at finite T").
+_TAIL = 1e-4
+
+
 def _transform(nodes: NDArray, weights: NDArray, y: NDArray) -> tuple[NDArray, NDArray]:
     """``u(y) = sum_j w_j a_j / (y - a_j)`` and ``u'(y)``; O(y.size x nodes)."""
     r = 1.0 / (y[..., None] - nodes)
@@ -264,7 +266,9 @@ def finite_t_spike(
     slope_s = _transform(a_s, w_s, y)[1]
     u_nu, slope_nu = _transform(a_nu, w_nu, y)
     x, slope_x = y * (delta + u_nu), delta + u_nu + y * slope_nu
-    ok = (slope_x > 0) & np.isfinite(target)
+    bulk = w_nu > _TAIL * w_nu.sum()  # x'(y) without the rare atoms of the tail
+    smooth = delta + u_nu + y * _transform(a_nu[bulk], w_nu[bulk], y)[1]
+    ok = (slope_x > 0) & (np.abs(smooth - slope_x) < 0.02 * slope_x) & np.isfinite(target)
     with np.errstate(divide="ignore", invalid="ignore"):
         overlap = slope_x / (-y * snr_arr * slope_s)
     return np.where(ok, x, np.nan), np.where(ok, overlap, np.nan)
@@ -273,7 +277,8 @@ def finite_t_spike(
 def with_finite_t(out: xr.Dataset, positional: Any, weights: Any) -> xr.Dataset:
     """``predict``'s dataset ``out`` with the finite_vocab sample outlier, top eigenvalue and
     overlap replaced by :func:`finite_t_spike` where ``N T / V <`` :data:`FINITE_T_BOUND`,
-    the closed forms have an outlier and it has a root (docs/model.md, "Outliers and
+    ``d >=`` :data:`FINITE_T_MIN_D` (when ``out`` has ``d``), the closed forms have an
+    outlier and it has a root (docs/model.md, "Outliers and
     overlaps at finite T"). ``out`` has a ``T`` coordinate; ``positional``/``weights`` map
     ``(name, T)`` to a spec, or are one spec when ``out`` has no such dimension.
     O(settings x 0.3 s) for the rules (cached), then O(points x nodes x 100); O(grid) where no
@@ -284,6 +289,8 @@ def with_finite_t(out: xr.Dataset, positional: Any, weights: Any) -> xr.Dataset:
     above = out["sample_outlier"].sel(variant="finite_vocab").notnull()
     above = above.any([dim for dim in above.dims if dim not in ratio.dims + out["kappa"].dims])
     small = (out["T"] / ratio < FINITE_T_BOUND) & (out["kappa"] > 0) & above
+    if "d" in out.coords:
+        small = small & (out["d"] >= FINITE_T_MIN_D)
     if not bool(small.any()):
         return out
     out = out.copy(deep=True)
@@ -299,7 +306,7 @@ def with_finite_t(out: xr.Dataset, positional: Any, weights: Any) -> xr.Dataset:
             m[(at[k], T)] if k in at else m
             for k, m in (("positional", positional), ("weights", weights))
         ]
-        keys = (json.dumps(spec, sort_keys=True) for spec in specs)
+        keys = (json.dumps(spec, sort_keys=True, default=np.ndarray.tolist) for spec in specs)
         rules = token_rules(T, *keys, float(f"{pick(ratio, at):.3g}"))
         at["variant"] = "finite_vocab"
         point = out.sel(at)
