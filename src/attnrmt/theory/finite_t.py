@@ -237,11 +237,6 @@ def token_rules(
     return a_s, w_s, a_nu, w_nu
 
 
-#: Mass of a Gauss node below which it stands for the rare large atoms of ``A~``'s tail
-#: (docs/model.md, "Outliers and overlaps at finite T").
-_TAIL = 1e-4
-
-
 def _transform(nodes: NDArray, weights: NDArray, y: NDArray) -> tuple[NDArray, NDArray]:
     """``u(y) = sum_j w_j a_j / (y - a_j)`` and ``u'(y)``; O(y.size x nodes)."""
     r = 1.0 / (y[..., None] - nodes)
@@ -254,8 +249,9 @@ def finite_t_spike(
     """Sample outlier of ``S / kappa`` and squared overlap of its eigenvector with ``u`` at
     finite ``T`` (docs/model.md, "Outliers and overlaps at finite T"): ``u_s(y) = delta/snr``
     above every node, ``x = y (delta + u_nu(y))``, overlap ``x'(y) / (y snr |u_s'(y)|)``; NaN
-    where there is no such root with ``x'(y) > 0`` (below the threshold, or inside the tail
-    of ``A~``). Broadcast over ``snr``; O(snr.size x nodes x 100)."""
+    where there is no such root with ``x'(y) > 0`` stable to 2% without the rare atoms (below
+    the threshold, or inside the tail of ``A~``). Broadcast over ``snr``; O(snr x nodes x 100).
+    """
     a_s, w_s, a_nu, w_nu = rules
     snr_arr = np.asarray(snr, dtype=float)
     target = np.where(snr_arr > 0, delta / np.where(snr_arr > 0, snr_arr, 1.0), np.inf)
@@ -266,7 +262,7 @@ def finite_t_spike(
     slope_s = _transform(a_s, w_s, y)[1]
     u_nu, slope_nu = _transform(a_nu, w_nu, y)
     x, slope_x = y * (delta + u_nu), delta + u_nu + y * slope_nu
-    bulk = w_nu > _TAIL * w_nu.sum()  # x'(y) without the rare atoms of the tail
+    bulk = w_nu > 1e-4 * w_nu.sum()  # x'(y) without the nodes of the tail's rare atoms
     smooth = delta + u_nu + y * _transform(a_nu[bulk], w_nu[bulk], y)[1]
     ok = (slope_x > 0) & (np.abs(smooth - slope_x) < 0.02 * slope_x) & np.isfinite(target)
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -278,11 +274,10 @@ def with_finite_t(out: xr.Dataset, positional: Any, weights: Any) -> xr.Dataset:
     """``predict``'s dataset ``out`` with the finite_vocab sample outlier, top eigenvalue and
     overlap replaced by :func:`finite_t_spike` where ``N T / V <`` :data:`FINITE_T_BOUND`,
     ``d >=`` :data:`FINITE_T_MIN_D` (when ``out`` has ``d``), the closed forms have an
-    outlier and it has a root (docs/model.md, "Outliers and
-    overlaps at finite T"). ``out`` has a ``T`` coordinate; ``positional``/``weights`` map
-    ``(name, T)`` to a spec, or are one spec when ``out`` has no such dimension.
-    O(settings x 0.3 s) for the rules (cached), then O(points x nodes x 100); O(grid) where no
-    setting qualifies."""
+    outlier and it has a root (docs/model.md, "Outliers and overlaps at finite T"). ``out``
+    has a ``T`` coordinate; ``positional``/``weights`` map ``(name, T)`` to a spec, or are one
+    spec when ``out`` has no such dimension. O(settings x 1 s) for the rules (cached), then
+    O(points x nodes x 100); O(grid) where no setting qualifies."""
     if "finite_vocab" not in out["variant"].values:
         return out
     ratio = out["gamma_effective"] / out["delta_effective"]
@@ -293,7 +288,7 @@ def with_finite_t(out: xr.Dataset, positional: Any, weights: Any) -> xr.Dataset:
         small = small & (out["d"] >= FINITE_T_MIN_D)
     if not bool(small.any()):
         return out
-    out = out.copy(deep=True)
+    out, models = out.copy(deep=True), (positional, weights)
 
     def pick(name: str | xr.DataArray, at: dict) -> float:
         da = out[name] if isinstance(name, str) else name
@@ -302,24 +297,17 @@ def with_finite_t(out: xr.Dataset, positional: Any, weights: Any) -> xr.Dataset:
     for index in np.argwhere(small.values):
         at = {dim: small[dim].values[i] for dim, i in zip(small.dims, index, strict=True)}
         T = int(pick("T", at))
-        specs = [
-            m[(at[k], T)] if k in at else m
-            for k, m in (("positional", positional), ("weights", weights))
-        ]
+        names = ("positional", "weights")
+        specs = (m[(at[k], T)] if k in at else m for k, m in zip(names, models, strict=True))
         keys = (json.dumps(spec, sort_keys=True, default=np.ndarray.tolist) for spec in specs)
         rules = token_rules(T, *keys, float(f"{pick(ratio, at):.3g}"))
         at["variant"] = "finite_vocab"
         point = out.sel(at)
-        x, overlap = finite_t_spike(pick("delta_effective", at), point["snr"].values, rules)
-        found = (
-            xr.DataArray(np.isfinite(x), dims=point["snr"].dims) & point["sample_outlier"].notnull()
-        )
-        x = x * pick("kappa", at)
-        for name, value in (
-            ("sample_outlier", x),
-            ("sample_top_eigenvalue", x),
-            ("sample_overlap_signal", overlap),
-        ):
-            new = xr.where(found, xr.DataArray(value, dims=point["snr"].dims), point[name])
+        snr = point["snr"]
+        x, overlap = finite_t_spike(pick("delta_effective", at), snr.values, rules)
+        found = point["sample_outlier"].notnull() & xr.DataArray(np.isfinite(x), dims=snr.dims)
+        for name in ("sample_outlier", "sample_top_eigenvalue", "sample_overlap_signal"):
+            value = overlap if "overlap" in name else x * pick("kappa", at)
+            new = xr.where(found, xr.DataArray(value, dims=snr.dims), point[name])
             out[name].loc[at] = new.transpose(*point[name].dims)
     return out
