@@ -52,11 +52,6 @@ def worker_layout(cores: int, n_workers: int | None, threads_per_worker: int) ->
     return WorkerLayout(n_workers=workers, threads_per_worker=threads, blas_threads=blas)
 
 
-def blas_environment(blas_threads: int) -> dict[str, str]:
-    """Environment variables pinning BLAS/OpenMP pools to ``blas_threads`` threads."""
-    return {name: str(int(blas_threads)) for name in BLAS_THREAD_VARIABLES}
-
-
 #: Dask's periodic housekeeping a sweep's cluster runs less often, ``{key: (Dask's default,
 #: ours)}`` (docs/scaling.md, "Pipeline overhead"); the memory monitor is kept.
 HOUSEKEEPING: dict[str, tuple[object, object]] = {
@@ -74,7 +69,7 @@ def configure_worker_environment(blas_threads: int) -> None:
     import dask
 
     environ = dict(dask.config.get("distributed.nanny.pre-spawn-environ", default={}) or {})
-    environ.update(blas_environment(blas_threads))
+    environ.update({name: str(int(blas_threads)) for name in BLAS_THREAD_VARIABLES})
     # A cell allocates and frees arrays of tens of MB; trimming the heap after each free
     # (Dask's default threshold, 64 KiB) makes every cell fault its memory in again.
     environ.pop("MALLOC_TRIM_THRESHOLD_", None)
@@ -87,23 +82,13 @@ def configure_worker_environment(blas_threads: int) -> None:
 
 def parse_walltime(walltime: str) -> int:
     """Seconds in a SLURM walltime (``MM``, ``MM:SS``, ``HH:MM:SS``, ``D-HH[:MM[:SS]]``)."""
-    text = str(walltime).strip()
-    days = 0
-    if "-" in text:
-        day_text, text = text.split("-", 1)
-        days = int(day_text)
-        parts = [int(p) for p in text.split(":")]
-        parts += [0] * (3 - len(parts))
-        hours, minutes, seconds = parts
-    else:
-        parts = [int(p) for p in text.split(":")]
-        if len(parts) == 1:
-            hours, minutes, seconds = 0, parts[0], 0
-        elif len(parts) == 2:
-            hours, (minutes, seconds) = 0, parts
-        else:
-            hours, minutes, seconds = parts
-    return ((days * 24 + hours) * 60 + minutes) * 60 + seconds
+    days, _, clock = str(walltime).strip().rpartition("-")
+    parts = [int(part) for part in clock.split(":")]
+    if days:  # D-HH[:MM[:SS]]
+        hours, minutes, seconds = parts + [0] * (3 - len(parts))
+    else:  # MM, MM:SS, HH:MM:SS
+        hours, minutes, seconds = parts if len(parts) == 3 else [0, *parts, 0][:3]
+    return ((int(days or 0) * 24 + hours) * 60 + minutes) * 60 + seconds
 
 
 def worker_lifetime(walltime_seconds: int) -> tuple[int, int]:
