@@ -41,6 +41,7 @@ from tests.e2e.helpers import (
     stop_seconds,
     tiny_config,
 )
+from tests.sweep.oracles import read_fragment
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -112,7 +113,7 @@ def test_stop_and_damage_resume_to_the_clean_numbers(tmp_path: Path) -> None:
         # (one BLAS thread, as the run's workers have: OpenBLAS sums in another order with
         # more threads, ~1e-14 apart)
         for block, path in zip(sweep.blocks, blocks, strict=True):
-            stored = fragments.read_fragment(path).records
+            stored = read_fragment(path).records
             for params, record in zip(block.cells.block_params(plan.seed), stored, strict=True):
                 with threadpool_limits(1):
                     clean = compute_cell(params["kwargs"], params["seed"])

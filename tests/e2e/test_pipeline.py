@@ -18,6 +18,7 @@ from attnrmt.contract import VARIABLE_ATTRS
 from attnrmt.sweep import store
 from attnrmt.sweep.store import fragments
 from tests.e2e.helpers import Workdir, fragment_files, numeric_variables, tiny_config, with_sweep
+from tests.sweep.oracles import read_fragment
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -234,7 +235,7 @@ def test_killed_run_resumes_without_recomputing_finished_blocks(tmp_path: Path) 
         assert 1 <= len(finished) < 12, "kill came too late to test resumption"
         before = {}  # every visible fragment is complete and readable
         for path in finished:
-            before[path] = store.read_fragment(path)
+            before[path] = read_fragment(path)
             if "salvage" not in path.parts:  # a block's fragment holds its 2 cells
                 assert len(before[path].cell_keys) == 2
         # finished cells: those in any complete file (a salvaged task file holds as few as
@@ -260,7 +261,7 @@ def test_killed_run_resumes_without_recomputing_finished_blocks(tmp_path: Path) 
         for path, fragment in before.items():
             if "salvage" in path.parts:  # a finished task of an unfinished block: removed
                 continue  # once the rerun writes the block's fragment
-            again = store.read_fragment(path)
+            again = read_fragment(path)
             assert again.cell_keys == fragment.cell_keys
             for old, new in zip(fragment.records, again.records, strict=True):
                 for name in old:

@@ -1,10 +1,13 @@
-"""Test oracles: object-per-cell versions of what the plan does with arrays, kept only to
-check the array code against (no production caller builds them)."""
+"""Test oracles: object-per-cell versions of what the plan and the store do with arrays,
+kept only to check the array code against (no production caller builds them)."""
 
 from __future__ import annotations
 
+import os
 import warnings
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -12,6 +15,8 @@ import numpy as np
 from attnrmt.contract import (
     ABSENT_INT,
     POOLING_FIELDS,
+    PROVENANCE_ABSENT,
+    PROVENANCE_FIELDS,
     SIZE_FIELDS,
     TOP_K_FIELDS,
     stored_eigenvalue_count,
@@ -19,6 +24,7 @@ from attnrmt.contract import (
 from attnrmt.sweep.spec.cost import estimated_cell_seconds, estimated_curve_seconds
 from attnrmt.sweep.spec.identity import block_key, seed_token
 from attnrmt.sweep.spec.plan import Block, Cell, line_block_size
+from attnrmt.sweep.store import fragments
 from attnrmt.sweep.store.grid import (
     CELLS_VIEW_NOTES,
     axis_coordinates,
@@ -26,8 +32,75 @@ from attnrmt.sweep.store.grid import (
     dataset_attrs,
     first_present,
 )
+from attnrmt.sweep.store.provenance import (
+    ENVIRONMENT_KEY,
+    ENVIRONMENTS_MEMBER,
+    PROVENANCE_KEYS,
+    environments_of,
+)
 
-__all__ = ["cell_block_params", "cells_dataset", "make_blocks"]
+__all__ = [
+    "Fragment",
+    "cell_block_params",
+    "cells_dataset",
+    "decode_fragment",
+    "make_blocks",
+    "read_fragment",
+]
+
+
+@dataclass(frozen=True)
+class Fragment:
+    """Decoded fragment: ``cell_keys``, ``cell_seeds`` (seed words as JSON), ``computed`` (by
+    the job that wrote it, else reused) and one ``CellResult.to_dict()``-like record per cell."""
+
+    cell_keys: list[str]
+    cell_seeds: list[str]
+    computed: np.ndarray
+    records: list[dict[str, Any]]
+
+
+def decode_fragment(arrays: Mapping[str, np.ndarray]) -> Fragment:
+    """Inverse of :func:`attnrmt.sweep.store.fragments.encode_fragment` (provenance values
+    unknown to a cell left out of its record, so a record without provenance round-trips)."""
+    keys = [str(key) for key in arrays["cell_key"]]
+    n_cells = len(keys)
+    records: list[dict[str, Any]] = [{} for _ in range(n_cells)]
+    environments = environments_of(arrays)
+    for name in PROVENANCE_FIELDS:
+        for index, value in enumerate(np.asarray(arrays.get(name, [])).tolist()):
+            if value == PROVENANCE_ABSENT[name]:
+                continue
+            if name == "environment_id":
+                records[index][ENVIRONMENT_KEY] = environments.get(value, "")
+            else:
+                records[index][name] = int(value)
+    meta = ("format_version", "cell_key", "cell_seed", "computed", ENVIRONMENTS_MEMBER)
+    for name in arrays:
+        if name in (*meta, *PROVENANCE_KEYS) or name.endswith("__offsets"):
+            continue
+        if name.endswith("__values"):
+            field = name[: -len("__values")]
+            flat = np.asarray(arrays[name])
+            offsets = np.asarray(arrays[f"{field}__offsets"])
+            for index in range(n_cells):
+                records[index][field] = flat[offsets[index] : offsets[index + 1]].copy()
+        else:
+            column = np.asarray(arrays[name])
+            for index in range(n_cells):
+                records[index][name] = column[index].item()
+    return Fragment(
+        cell_keys=keys,
+        cell_seeds=[str(seed) for seed in arrays["cell_seed"]],
+        computed=np.asarray(arrays["computed"], dtype=bool),
+        records=records,
+    )
+
+
+def read_fragment(path: str | os.PathLike[str]) -> Fragment:
+    """A fragment read and verified as the store reads it (a damaged file moved aside and
+    its twin used; ``FragmentDamaged`` without one), decoded."""
+    return decode_fragment(fragments._recovered(Path(path), fragments.load_verified))
 
 
 def make_blocks(

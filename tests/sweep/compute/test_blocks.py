@@ -23,6 +23,7 @@ from attnrmt.sweep.spec.plan import plan_run
 from attnrmt.sweep.store import fragments
 from attnrmt.sweep.store.provenance import PROVENANCE_KEYS
 from tests.conftest import build_tiny_config
+from tests.sweep.oracles import decode_fragment, read_fragment
 
 
 def plan_config() -> dict[str, Any]:
@@ -71,7 +72,7 @@ def test_block_computes_cells_like_a_direct_call(
         tmp_path / "a.log",
     )
     assert (summary.n_computed, summary.n_reused) == (4, 0)
-    fragment = store.read_fragment(path)
+    fragment = read_fragment(path)
     assert fragment.computed.all()
     direct = blocks.compute_cell(params[2]["kwargs"], params[2]["seed"])
     for name, value in direct.items():
@@ -98,7 +99,7 @@ def test_reusable_block_copies_bits_without_contacting_dask(plan: Any, tmp_path:
     # reversed order and an unreachable scheduler: everything must come from "old"
     summary = blocks.run_block(params[::-1], new, tmp_path / "results" / "unit", UNREACHABLE)
     assert (summary.n_computed, summary.n_reused) == (0, len(cells))
-    fragment = store.read_fragment(new)
+    fragment = read_fragment(new)
     assert not fragment.computed.any()
     for record, expected in zip(fragment.records, records[::-1], strict=True):
         for name in expected:
@@ -180,8 +181,8 @@ def test_cells_survive_snakemake_deleting_the_fragment_before_a_rerun(
     summary = blocks.run_block(params, path, run_dir, UNREACHABLE)
     assert (summary.n_computed, summary.n_reused) == (0, len(params))
     np.testing.assert_array_equal(
-        store.read_fragment(path).records[0]["eigenvalues"],
-        store.read_fragment(cached).records[0]["eigenvalues"],
+        read_fragment(path).records[0]["eigenvalues"],
+        read_fragment(cached).records[0]["eigenvalues"],
     )
 
 
@@ -197,7 +198,7 @@ def test_bundled_cells_equal_cells_computed_one_by_one(
     assert failures == []
     finished = {}
     for task in tasks:  # each task's columns name its cells and carry the attempt
-        fragment = store.decode_fragment(task.columns)
+        fragment = decode_fragment(task.columns)
         assert list(zip(fragment.cell_keys, fragment.cell_seeds, strict=True)) == task.cell_ids
         finished.update(zip(task.cell_ids, fragment.records, strict=True))
     assert sorted(finished) == sorted(cell.cell_id for cell in cells)
@@ -223,7 +224,7 @@ def test_bundle_columns_carry_the_cells_bit_for_bit(plan: Any) -> None:
     columns, failed = blocks.compute_task(blocks.Task(tuple(((k,), s, False) for k, s in jobs)))
     assert [position for position, _ in failed] == [1]
     assert isinstance(failed[0][1], ValueError)
-    decoded = store.decode_fragment(columns).records
+    decoded = decode_fragment(columns).records
     direct = [blocks.compute_cell(kwargs, seed) for kwargs, seed in (jobs[0], jobs[2])]
     keys, seeds = ["a", "b"], ["[1]", "[2]"]
     via_bundle = store.encode_fragment(keys, seeds, [True, True], decoded)
@@ -294,7 +295,7 @@ def test_a_cell_of_another_sweep_is_reused(plan: Any, tmp_path: Path) -> None:
         params, run_dir / "grid" / "fragments" / "y.npz", run_dir, UNREACHABLE
     )
     assert (summary.n_computed, summary.n_reused) == (0, 2)
-    fragment = store.read_fragment(run_dir / "grid" / "fragments" / "y.npz")
+    fragment = read_fragment(run_dir / "grid" / "fragments" / "y.npz")
     np.testing.assert_array_equal(fragment.records[1]["eigenvalues"], records[1]["eigenvalues"])
 
 
@@ -436,8 +437,8 @@ def test_salvage_says_where_the_finished_cells_are(tmp_path: Path) -> None:
     salvage.write(blocks.FinishedTask("task-a", [("k" * 64, "[1, 2]")], columns))
     assert salvage.describe(1) == f"1 of its 1 finished cells kept in {tmp_path}/grid/salvage/b1"
     (path,) = (tmp_path / "grid" / "salvage" / "b1").iterdir()
-    assert path.name == "task-a.npz" and store.read_fragment(path).cell_keys == ["k" * 64]
-    assert store.read_fragment(path).records[0]["attempt"] == 1
+    assert path.name == "task-a.npz" and read_fragment(path).cell_keys == ["k" * 64]
+    assert read_fragment(path).records[0]["attempt"] == 1
 
 
 @pytest.mark.parametrize(

@@ -11,12 +11,12 @@ from typing import Any
 import numpy as np
 import pytest
 
-from attnrmt.sweep import store
 from attnrmt.sweep.compute import blocks
 from attnrmt.sweep.compute import provenance as run_provenance
 from attnrmt.sweep.store import provenance
 from attnrmt.sweep.store.failures import failure_record_path, record_block_failures
 from tests.sweep.conftest import store_plan
+from tests.sweep.oracles import read_fragment
 
 
 def test_worker_provenance_is_the_process_environment_computed_once() -> None:
@@ -97,7 +97,7 @@ def test_a_rerun_block_records_the_attempt_of_each_cell(
         blocks.run_block([params[0], broken], path, path.parents[2], settings)
     summary = blocks.run_block(params, path, path.parents[2], settings)
     assert (summary.n_computed, summary.n_reused) == (1, 1)
-    records = store.read_fragment(path).records
+    records = read_fragment(path).records
     assert [record["attempt"] for record in records] == [1, 2]
     # a threads cluster runs the cells in this process: its cached environment
     assert {record[provenance.ENVIRONMENT_KEY] for record in records} == {

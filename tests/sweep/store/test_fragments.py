@@ -20,6 +20,7 @@ from attnrmt.sweep import store
 from attnrmt.sweep.spec import identity
 from attnrmt.sweep.store import fragments
 from tests.sweep.conftest import store_plan, synthetic_record, write_block
+from tests.sweep.oracles import decode_fragment, read_fragment
 
 # --------------------------------------------------------------------------- fragments
 
@@ -29,7 +30,7 @@ def test_fragment_round_trip_is_bit_identical(tmp_path: Path) -> None:
     cells = plan.sweeps["grid"].cells[:7]
     path = tmp_path / "fragments" / "b.npz"
     write_block(plan, path, cells)
-    fragment = store.read_fragment(path)
+    fragment = read_fragment(path)
     assert fragment.cell_keys == [cell.key for cell in cells]
     assert fragment.computed.tolist() == [True] * 7
     for cell, record in zip(cells, fragment.records, strict=True):
@@ -136,7 +137,7 @@ def test_records_match_on_key_and_seed(tmp_path: Path) -> None:
     sources, where = fragments.load_cell_columns([same, other_seed], {same: path, other_seed: path})
     assert list(where) == [same]
     source, row = where[same]
-    record = fragments.decode_fragment(sources[source]).records[row]
+    record = decode_fragment(sources[source]).records[row]
     np.testing.assert_array_equal(record["eigenvalues"], synthetic_record(cells[0])["eigenvalues"])
 
 
@@ -177,7 +178,7 @@ def test_taking_cells_from_columns_equals_encoding_their_records() -> None:
     ]
     picks = [(2, 1), (0, 2), (0, 3), (1, 1), (2, 0), (0, 0), (0, 2), (1, 0), (2, 2)]
     taken = fragments.take_cells(sources, picks)
-    decoded = [fragments.decode_fragment(source) for source in sources]
+    decoded = [decode_fragment(source) for source in sources]
     records = [decoded[source].records[row] for source, row in picks]
     expected = fragments.encode_fragment(
         [decoded[source].cell_keys[row] for source, row in picks],
@@ -329,7 +330,7 @@ def test_a_truncated_fragment_is_found_by_every_reader(tmp_path: Path, keep: flo
     write_block(plan, path)
     pristine = path.read_bytes()
     readers = [
-        fragments.read_fragment,
+        read_fragment,
         fragments.read_fragment_cell_ids,
         lambda p: fragments.read_fragment_members(p, ("computed",)),
     ]
@@ -416,7 +417,7 @@ def test_members_and_shapes_are_checked(tmp_path: Path, change: str) -> None:
     assert fragments.schema_problem(arrays) is not None
     fragments.write_fragment(path, arrays)
     with pytest.raises(fragments.FragmentDamaged), contextlib.redirect_stderr(io.StringIO()):
-        fragments.read_fragment(path)
+        read_fragment(path)
 
 
 def test_a_file_rewritten_since_it_was_read_is_not_moved_aside(tmp_path: Path) -> None:

@@ -25,6 +25,7 @@ from tests.sweep.conftest import (
     synthetic_record,
     without_provenance,
 )
+from tests.sweep.oracles import decode_fragment
 
 
 def test_fragment_carries_provenance_with_each_environment_stored_once() -> None:
@@ -34,7 +35,7 @@ def test_fragment_carries_provenance_with_each_environment_stored_once() -> None
     assert len(cells) == 16
     assert arrays[provenance.ENVIRONMENTS_MEMBER].shape == (2,)  # not one string per cell
     assert arrays["environment_id"].dtype == np.int64
-    fragment = fragments.decode_fragment(arrays)
+    fragment = decode_fragment(arrays)
     for i, record in enumerate(fragment.records):
         assert (
             json.loads(record[provenance.ENVIRONMENT_KEY])
@@ -52,10 +53,8 @@ def test_reencoding_keeps_provenance_and_old_records_stay_unknown() -> None:
     records from old fragments (none) mixed with new ones get the absent values."""
     plan = store_plan()
     cells = list(plan.sweeps["grid"].cells)[:4]
-    old = fragments.decode_fragment(
-        without_provenance(encode_with_provenance(plan, cells[:2], None))
-    )
-    new = fragments.decode_fragment(encode_with_provenance(plan, cells[2:], [DIRTY_ENVIRONMENT]))
+    old = decode_fragment(without_provenance(encode_with_provenance(plan, cells[:2], None)))
+    new = decode_fragment(encode_with_provenance(plan, cells[2:], [DIRTY_ENVIRONMENT]))
     mixed = fragments.encode_fragment(
         old.cell_keys + new.cell_keys,
         old.cell_seeds + new.cell_seeds,
@@ -69,7 +68,7 @@ def test_reencoding_keeps_provenance_and_old_records_stay_unknown() -> None:
         mixed["environment_id"][2:].tolist()
         == [provenance.environment_id(environment_json(DIRTY_ENVIRONMENT))] * 2
     )
-    again = fragments.decode_fragment(mixed).records
+    again = decode_fragment(mixed).records
     assert set(again[0]) == set(synthetic_record(cells[0]))  # unknown stays absent
     assert again[2][provenance.ENVIRONMENT_KEY] == environment_json(DIRTY_ENVIRONMENT)
 

@@ -6,13 +6,11 @@ from attnrmt._lazy import lazy_door
 #: Where each public name lives (imported on first use, PEP 562).
 _EXPORTS = {
     "STORE_FORMAT_VERSION": "attnrmt.sweep.store.cell_table.layout",
-    "decode_fragment": "attnrmt.sweep.store.fragments",
     "encode_fragment": "attnrmt.sweep.store.fragments",
     "gather_cells": "attnrmt.sweep.store.cell_table.writer",
     "open_cells": "attnrmt.sweep.store.cell_table.reader",
     "open_results": "attnrmt.sweep.store.cell_table.reader",
     "read_failures": "attnrmt.sweep.store.failures",
-    "read_fragment": "attnrmt.sweep.store.fragments",
     "read_fragment_cell_ids": "attnrmt.sweep.store.fragments",
     "theory_dataset": "attnrmt.sweep.store.theory",
     "write_fragment": "attnrmt.sweep.store.fragments",

@@ -22,7 +22,6 @@ import time
 import zipfile
 import zlib
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -52,7 +51,6 @@ from attnrmt.sweep.store.layout import (
 from attnrmt.sweep.store.provenance import (
     ENVIRONMENTS_MEMBER,
     PROVENANCE_KEYS,
-    decode_provenance,
     encode_provenance,
     environments_of,
 )
@@ -61,17 +59,6 @@ FRAGMENT_FORMAT_VERSION = 1
 #: Members that name a fragment's cells rather than hold their results.
 _META_MEMBERS = ("format_version", "cell_key", "cell_seed", "computed")
 _T = TypeVar("_T")
-
-
-@dataclass(frozen=True)
-class Fragment:
-    """Decoded fragment: ``cell_keys``, ``cell_seeds`` (seed words as JSON), ``computed`` (by
-    the job that wrote it, else reused) and one ``CellResult.to_dict()``-like record per cell."""
-
-    cell_keys: list[str]
-    cell_seeds: list[str]
-    computed: np.ndarray
-    records: list[dict[str, Any]]
 
 
 def encode_fragment(
@@ -107,36 +94,6 @@ def encode_fragment(
                 [[0], np.cumsum([value.size for value in values])]
             ).astype(np.int64)
     return arrays
-
-
-def decode_fragment(arrays: Mapping[str, np.ndarray]) -> Fragment:
-    """Inverse of :func:`encode_fragment`."""
-    keys = [str(key) for key in arrays["cell_key"]]
-    n_cells = len(keys)
-    records: list[dict[str, Any]] = [{} for _ in range(n_cells)]
-    for index, known in enumerate(decode_provenance(arrays, n_cells)):
-        records[index].update(known)
-    for name in arrays:
-        if name in (*_META_MEMBERS, ENVIRONMENTS_MEMBER, *PROVENANCE_KEYS) or name.endswith(
-            "__offsets"
-        ):
-            continue
-        if name.endswith("__values"):
-            field = name[: -len("__values")]
-            flat = np.asarray(arrays[name])
-            offsets = np.asarray(arrays[f"{field}__offsets"])
-            for index in range(n_cells):
-                records[index][field] = flat[offsets[index] : offsets[index + 1]].copy()
-        else:
-            column = np.asarray(arrays[name])
-            for index in range(n_cells):
-                records[index][name] = column[index].item()
-    return Fragment(
-        cell_keys=keys,
-        cell_seeds=[str(seed) for seed in arrays["cell_seed"]],
-        computed=np.asarray(arrays["computed"], dtype=bool),
-        records=records,
-    )
 
 
 def with_identity(
@@ -544,12 +501,6 @@ def read_fragment_arrays(path: str | os.PathLike[str]) -> dict[str, np.ndarray] 
         return None
 
 
-def read_fragment(path: str | os.PathLike[str]) -> Fragment:
-    """Read and verify a fragment (:func:`read_fragment_arrays`); :class:`FragmentDamaged`
-    when damaged with no intact twin (moved aside), OSError when absent or unreadable."""
-    return decode_fragment(_recovered(Path(path), load_verified))
-
-
 def _load_members(
     path: Path, names: Sequence[str], optional: Collection[str] = ()
 ) -> dict[str, np.ndarray]:
@@ -833,11 +784,9 @@ __all__ = [
     "RAGGED_FIELDS",
     "RESULT_FIELDS",
     "CellIndex",
-    "Fragment",
     "FragmentDamaged",
     "FragmentsLost",
     "clear_salvage",
-    "decode_fragment",
     "encode_fragment",
     "finished_keys",
     "fragment_bytes",
@@ -850,7 +799,6 @@ __all__ = [
     "publish_fragment",
     "quarantine",
     "raise_for_lost_fragments",
-    "read_fragment",
     "read_fragment_arrays",
     "read_fragment_cell_ids",
     "read_fragment_members",

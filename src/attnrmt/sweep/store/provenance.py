@@ -60,29 +60,10 @@ def environments_of(arrays: Mapping[str, np.ndarray]) -> dict[int, str]:
     return {environment_id(str(text)): str(text) for text in arrays[ENVIRONMENTS_MEMBER]}
 
 
-def decode_provenance(arrays: Mapping[str, np.ndarray], n_cells: int) -> list[dict[str, Any]]:
-    """Inverse of :func:`encode_provenance`: the known provenance keys of each cell
-    (unknown values left out, so a record without provenance round-trips). O(n)."""
-    known: list[dict[str, Any]] = [{} for _ in range(n_cells)]
-    environments = environments_of(arrays)
-    for name in PROVENANCE_FIELDS:
-        if name not in arrays:
-            continue
-        for index, value in enumerate(np.asarray(arrays[name]).tolist()):
-            if value == PROVENANCE_ABSENT[name]:
-                continue
-            if name == "environment_id":
-                known[index][ENVIRONMENT_KEY] = environments.get(value, "")
-            else:
-                known[index][name] = int(value)
-    return known
-
-
 __all__ = [
     "ENVIRONMENTS_MEMBER",
     "ENVIRONMENT_KEY",
     "PROVENANCE_KEYS",
-    "decode_provenance",
     "encode_provenance",
     "environment_id",
     "environments_of",
