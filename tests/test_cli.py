@@ -92,7 +92,7 @@ def test_plan_json_counts_done_cells(
     first_block = sweep.blocks[0]
     done = {*first_block.cell_keys, sweep.blocks[1].cells[0].key}
 
-    from attnrmt.sweep.report import progress
+    from attnrmt.sweep.report import status as progress
 
     def fake_done(sweep_plan: Any, files: Any) -> set[str]:
         return done if sweep_plan.name == "transition" else set()
@@ -115,7 +115,7 @@ def test_plan_json_counts_done_cells(
 
 def test_count_without_results_is_all_pending(tmp_path: Path) -> None:
     from attnrmt.sweep import load_config, plan_run
-    from attnrmt.sweep.report.progress import count_sweep
+    from attnrmt.sweep.report.status import count_sweep
 
     sweep = plan_run(load_config(SMALL)).sweeps["transition"]
     count = count_sweep(sweep, tmp_path / "run" / "transition")

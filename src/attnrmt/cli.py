@@ -135,7 +135,7 @@ def _print_failures(rows: Sequence[Mapping[str, Any]], run_dir: Path) -> None:
 def command_plan(args: argparse.Namespace) -> int:
     """``attnrmt plan``: cells, blocks, done and failed cells, estimated cost per sweep."""
     from attnrmt.sweep import plan_run
-    from attnrmt.sweep.report.progress import count_sweep
+    from attnrmt.sweep.report.status import count_sweep
     from attnrmt.sweep.store.guard import claim_run_dir
 
     valid = _load(args)

@@ -128,7 +128,7 @@ def assert_counters_agree(workdir: Workdir, plan: Any, done: int) -> None:
     """``attnrmt status``, ``attnrmt plan`` and the end summary count ``done`` cells."""
     from attnrmt.cli import sweep_summary
     from attnrmt.sweep.report import status
-    from attnrmt.sweep.report.progress import count_sweep
+    from attnrmt.sweep.report.status import count_sweep
     from attnrmt.sweep.report.summary import tally_cells
 
     sweep = plan.sweeps["grid"]

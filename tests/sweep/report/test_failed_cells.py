@@ -43,7 +43,7 @@ def test_block_records_cause_and_granted_memory(tmp_path: Path, scheduler_addres
     assert payload["mem_mb"] == 3000 and payload["attempt"] == 1
     assert [cell["cause"] for cell in payload["cells"]] == ["out_of_memory"]
     table = failed_cells.failed_cells_table(plan, run_dir)
-    assert list(table.columns) == list(failed_cells.FAILED_CELLS_COLUMNS)
+    assert list(table.columns) == list(failed_cells.failed_cells_columns())
     assert table["cause"].tolist() == ["out_of_memory"]
     assert "MemoryError" in table["error"][0]
 

@@ -509,7 +509,7 @@ def test_a_gather_stores_no_damaged_value(tmp_path: Path, capsys) -> None:
 def test_status_plan_and_summary_agree_on_a_truncated_fragment(tmp_path: Path) -> None:
     from attnrmt.cli import sweep_summary
     from attnrmt.sweep.report import status
-    from attnrmt.sweep.report.progress import count_sweep
+    from attnrmt.sweep.report.status import count_sweep
     from attnrmt.sweep.report.summary import tally_cells
 
     plan = store_plan()

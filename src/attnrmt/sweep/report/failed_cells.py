@@ -28,10 +28,6 @@ def failed_cells_columns(axes: Iterable[str] = AXES) -> tuple[str, ...]:
     return (*_WHERE_COLUMNS, *sweep_axes(axes), "replicate", *_HOW_COLUMNS)
 
 
-#: Columns of ``failed_cells.csv`` of a run without a ``table`` axis.
-FAILED_CELLS_COLUMNS = failed_cells_columns()
-
-
 def failed_cells_table(run_plan: Any, run_dir: str | os.PathLike[str]) -> pd.DataFrame:
     """One row per planned cell whose last attempt failed, described by the plan (model names,
     replicate) so that it reads like the config. O(failures)."""
@@ -77,7 +73,6 @@ def write_failed_cells_table(
 
 
 __all__ = [
-    "FAILED_CELLS_COLUMNS",
     "failed_cells_columns",
     "failed_cells_table",
     "write_failed_cells_table",

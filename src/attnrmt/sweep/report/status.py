@@ -1,8 +1,12 @@
-"""Where a run stands (docs/cluster.md, "Long sweeps"): per sweep, cells done / failed /
-pending, pending split into running and queued while a live Snakemake holds a token (else
-missing), throughput over the fragments finished in the last :data:`_RATE_WINDOW_SECONDS`
-(:func:`throughput`) and the ETA. Read-only. Cost: O(fragments) ``stat`` calls, O(planned
-cells), two members of at most :data:`_MAX_TIMED_FRAGMENTS` fragments."""
+"""Where a run stands (docs/cluster.md, "Long sweeps"). The one count of a sweep's cells
+(``attnrmt plan``, ``attnrmt status``, the progress line, the end summary): **done** when a
+verified fragment of the sweep holds the cell (the one index of finished cells,
+:func:`attnrmt.sweep.store.fragments.finished_keys`), **failed** when a standing failure
+record names it, **pending** otherwise, split into running and queued while a live
+Snakemake holds a token (else missing); throughput over the fragments finished in the last
+:data:`_RATE_WINDOW_SECONDS` (:func:`throughput`) and the ETA. Read-only. Cost:
+O(fragments) ``stat`` calls (each file's ids read once per process), O(planned cells), two
+members of at most :data:`_MAX_TIMED_FRAGMENTS` fragments."""
 
 from __future__ import annotations
 
@@ -10,21 +14,25 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from attnrmt.sweep.compute.failures import describe_causes, merge_cause_counts
-from attnrmt.sweep.report.progress import FragmentFile, SweepCount, count_sweep
+from attnrmt.sweep.compute.failures import (
+    count_failures_by_cause,
+    describe_causes,
+    merge_cause_counts,
+)
 from attnrmt.sweep.spec.cost import (
     CELL_OVERHEAD_SECONDS,
     DEFAULT_SECONDS_PER_WORK,
     planned_cell_work,
 )
 from attnrmt.sweep.store import fragments
+from attnrmt.sweep.store.failures import unresolved_failures
 from attnrmt.sweep.store.guard import live_run_since
 from attnrmt.sweep.store.layout import RunLayout
 
@@ -39,6 +47,75 @@ PROGRESS_CPU_SHARE = 0.02
 
 #: The block jobs' logs: ``logs/simulate_block/<sweep>/<block>.log`` (:class:`RunLayout`).
 BLOCK_LOG_RULE = "simulate_block"
+
+
+@dataclass(frozen=True)
+class FragmentFile:
+    """One fragment file on disk: where, which block name, when it finished."""
+
+    path: Path
+    block: str
+    mtime: float
+    planned: bool
+    """True when ``block`` is a block key of the current plan (its cells are known)."""
+
+
+def scan_fragment_files(sweep_dir: Path, planned_blocks: Iterable[str]) -> list[FragmentFile]:
+    """Every complete fragment of a sweep, a block's ``cache/`` copy only without its
+    ``fragments/`` file (:func:`attnrmt.sweep.store.fragments.fragment_files`). O(files)."""
+    planned = set(planned_blocks)
+    found = []
+    for name, signature in fragments.fragment_files(sweep_dir):
+        path = Path(name)
+        twin = fragments.twin_of(path) is not None  # a block's fragment or its cache copy
+        found.append(
+            FragmentFile(path, path.stem, signature[3] / 1e9, twin and path.stem in planned)
+        )
+    return found
+
+
+def done_cell_keys(sweep_plan: Any, sweep_dir: Path) -> set[str]:
+    """Keys of the sweep's planned cells its fragments hold (the one index of finished
+    cells, :func:`attnrmt.sweep.store.fragments.finished_keys`)."""
+    return fragments.finished_keys(sweep_plan.cell_keys(), sweep_dir)
+
+
+@dataclass(frozen=True)
+class SweepCount:
+    """What one sweep's files say: its fragment files, done and failed cell keys."""
+
+    sweep_plan: Any
+    files: list[FragmentFile]
+    done: set[str]
+    failed: set[str]
+    failed_by_cause: dict[str, int]
+    failed_records: list[dict[str, Any]]
+    """The standing failure records of the failed cells (store/failures.py)."""
+
+    @property
+    def cells(self) -> int:
+        """Planned cells of the sweep."""
+        return int(self.sweep_plan.n_cells)
+
+    @property
+    def pending(self) -> int:
+        """Planned cells neither done nor failed."""
+        return self.cells - len(self.done) - len(self.failed)
+
+
+def count_sweep(sweep_plan: Any, sweep_dir: str | os.PathLike[str]) -> SweepCount:
+    """Done, failed and pending cells of one planned sweep from its files (module docstring)."""
+    sweep_dir = Path(sweep_dir)
+    files = scan_fragment_files(sweep_dir, (block.key for block in sweep_plan.blocks))
+    done = done_cell_keys(sweep_plan, sweep_dir)
+    planned_keys = set(sweep_plan.cell_keys())
+    standing = [
+        cell
+        for cell in unresolved_failures(sweep_dir, done)
+        if cell.get("key") in planned_keys and cell.get("key") not in done
+    ]
+    failed = {str(cell.get("key")) for cell in standing}
+    return SweepCount(sweep_plan, files, done, failed, count_failures_by_cause(standing), standing)
 
 
 @dataclass(frozen=True)
@@ -235,7 +312,7 @@ def _sweep_row(
     window_seconds: float,
     split: tuple[int | None, int | None, int | None],
 ) -> SweepStatus:
-    """One sweep's row from the one counter (:class:`~attnrmt.sweep.report.progress.SweepCount`)."""
+    """One sweep's row from the one counter (:class:`SweepCount`)."""
     remaining = remaining_work(scan.sweep_plan, scan.done, scan.failed, seconds_per_work)
     cells_per_second, _ = throughput(timings, now, window_seconds)
     newest = max((file.mtime for file in scan.files if file.planned), default=None)
@@ -471,10 +548,14 @@ __all__ = [
     "BLOCK_LOG_RULE",
     "PROGRESS_CPU_SHARE",
     "PROGRESS_INTERVAL_SECONDS",
+    "FragmentFile",
     "FragmentTiming",
     "RunStatus",
+    "SweepCount",
     "SweepStatus",
     "computing_split",
+    "count_sweep",
+    "done_cell_keys",
     "eta_seconds",
     "format_duration",
     "format_table",
@@ -484,6 +565,7 @@ __all__ = [
     "rate_text",
     "recalibrated_seconds_per_work",
     "run_status",
+    "scan_fragment_files",
     "status_table",
     "throughput",
 ]

@@ -36,7 +36,7 @@ class CellTally:
 def tally_cells(run_plan: Any, run_dir: Path, since: float | None) -> CellTally:
     """Count the planned cells from the one counter: a done cell is computed by this run when
     its fragment, written at or after ``since``, flags it computed, else reused. O(blocks)."""
-    from attnrmt.sweep.report.progress import count_sweep
+    from attnrmt.sweep.report.status import count_sweep
     from attnrmt.sweep.store.fragments import FRAGMENTS_DIRNAME
 
     planned = computed = reused = missing = failed = 0

@@ -100,4 +100,4 @@ def write_theory(
     return target
 
 
-__all__ = ["_classes_theory_dataset", "theory_dataset", "write_theory"]
+__all__ = ["theory_dataset", "write_theory"]

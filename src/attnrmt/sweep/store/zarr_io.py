@@ -32,4 +32,4 @@ def stop_zarr_io(timeout_seconds: float = _STOP_TIMEOUT_SECONDS) -> bool:
     return True
 
 
-__all__ = ["_STOP_TIMEOUT_SECONDS", "stop_zarr_io"]
+__all__ = ["stop_zarr_io"]
