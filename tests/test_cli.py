@@ -426,7 +426,7 @@ def test_a_read_only_folder_is_one_sentence_not_a_traceback(
     def refuse(args: Any) -> int:
         raise OSError(code, os.strerror(code), "/data/results/run/.attnrmt-run.json")
 
-    monkeypatch.setattr(cli, "command_validate", refuse)
+    monkeypatch.setattr(cli, "_command_validate", refuse)
     assert cli.main(["validate", "x.yaml"]) == cli.EXIT_REFUSED
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "Traceback" not in err

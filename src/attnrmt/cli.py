@@ -132,7 +132,7 @@ def _print_failures(rows: Sequence[Mapping[str, Any]], run_dir: Path) -> None:
     print(f"  logs: {run_dir}/logs/simulate_block/<sweep>/<block>.log")
 
 
-def command_plan(args: argparse.Namespace) -> int:
+def _command_plan(args: argparse.Namespace) -> int:
     """``attnrmt plan``: cells, blocks, done and failed cells, estimated cost per sweep."""
     from attnrmt.sweep import plan_run
     from attnrmt.sweep.report.status import count_sweep
@@ -209,7 +209,7 @@ def _round_plan(valid: Any, run_dir: Path) -> Any:
     return plan_run(valid.config, valid.sweeps)
 
 
-def command_status(args: argparse.Namespace) -> int:
+def _command_status(args: argparse.Namespace) -> int:
     """``attnrmt status``: cells done / failed / pending, rate and ETA per sweep; ``--watch``
     repeats (``--json``: a line per refresh; else the live bar until no live run is left)."""
     import time
@@ -252,7 +252,7 @@ def command_status(args: argparse.Namespace) -> int:
         return EXIT_OK
 
 
-def command_verify(args: argparse.Namespace) -> int:
+def _command_verify(args: argparse.Namespace) -> int:
     """``attnrmt verify``: the full check of every sweep's stores (every byte against its
     digest record; docs/data-contract.md, "Integrity"); one line per damaged store, exit 1
     if any."""
@@ -275,13 +275,13 @@ def command_verify(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def command_run(args: argparse.Namespace) -> int:
+def _command_run(args: argparse.Namespace) -> int:
     """``attnrmt run``: validate (printing ``attnrmt validate``'s line), Snakemake with the
     profile, report, summary (:func:`attnrmt.driver.run_pipeline`); ``--dry-run``
     prints the Snakemake commands instead."""
     from attnrmt.driver import pipeline_commands, run_pipeline
 
-    command_validate(args)  # the one-line summary; a bad config stops here
+    _command_validate(args)  # the one-line summary; a bad config stops here
     if args.dry_run:
         valid = _load(args)
         for command in pipeline_commands(
@@ -292,7 +292,7 @@ def command_run(args: argparse.Namespace) -> int:
     return run_pipeline(args.config, args.profile, args.snakefile, args.cores)
 
 
-def command_init(args: argparse.Namespace) -> int:
+def _command_init(args: argparse.Namespace) -> int:
     """``attnrmt init``: a starter config and a copy of a shipped profile
     (:func:`attnrmt.workflow.starter.write_starter`)."""
     from attnrmt.workflow.starter import write_starter
@@ -308,7 +308,7 @@ def command_init(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def command_submit(args: argparse.Namespace) -> int:
+def _command_submit(args: argparse.Namespace) -> int:
     """``attnrmt submit``: the whole run as one SLURM job (:func:`attnrmt.driver.submit`);
     refused (exit 1) while the run's driver job is queued or running."""
     from attnrmt.driver import DriverAlive, DriverRequest, follow_hint, submit
@@ -325,7 +325,7 @@ def command_submit(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def command_validate(args: argparse.Namespace) -> int:
+def _command_validate(args: argparse.Namespace) -> int:
     """``attnrmt validate``: schema + semantic checks, the size limits
     (:mod:`attnrmt.sweep.spec.bounds`, skipped with ``--force``), one-line summary."""
     from attnrmt.sweep import plan_run
@@ -352,7 +352,7 @@ def _load(args: argparse.Namespace) -> Any:
     return valid
 
 
-def command_summary(args: argparse.Namespace) -> int:
+def _command_summary(args: argparse.Namespace) -> int:
     """``attnrmt summary``: where the results are, cells, wall time, headline verdicts."""
     from attnrmt.sweep import plan_run
     from attnrmt.sweep.report.summary import run_summary
@@ -364,7 +364,7 @@ def command_summary(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def command_run_name(args: argparse.Namespace) -> int:
+def _command_run_name(args: argparse.Namespace) -> int:
     """``attnrmt run-name``: the config's run name (``run:``, else the file's stem)."""
     from attnrmt.sweep.spec.config import load_valid_config
 
@@ -372,7 +372,7 @@ def command_run_name(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def command_provenance(args: argparse.Namespace) -> int:
+def _command_provenance(args: argparse.Namespace) -> int:
     """``attnrmt provenance``: which code, environment and resources produced the cells."""
     from attnrmt.sweep.report.provenance import provenance_lines, run_provenance
 
@@ -395,7 +395,9 @@ def command_provenance(args: argparse.Namespace) -> int:
 # --------------------------------------------------------------------------- theory
 
 
-def parse_model_argument(text: str, named: Mapping[str, Any] | None = None) -> str | dict[str, Any]:
+def _parse_model_argument(
+    text: str, named: Mapping[str, Any] | None = None
+) -> str | dict[str, Any]:
     """A command-line model: JSON (``'{"kind": "prefix", "L": 4}'``) or a name, replaced by its
     spec when ``named`` (a config file's models) has it."""
     stripped = text.strip()
@@ -412,7 +414,7 @@ def parse_model_argument(text: str, named: Mapping[str, Any] | None = None) -> s
     return stripped
 
 
-def substitution_notes(weights_spec: Mapping[str, Any]) -> list[str]:
+def _substitution_notes(weights_spec: Mapping[str, Any]) -> list[str]:
     """What the theory uses in place of a model it has no closed form for."""
     if weights_spec.get("kind") == "causal_attention":
         tau = weights_spec.get("tau", 0.0)
@@ -423,7 +425,7 @@ def substitution_notes(weights_spec: Mapping[str, Any]) -> list[str]:
     return []
 
 
-def theory_report(
+def _theory_report(
     delta: float,
     gamma: float,
     snr: float,
@@ -455,7 +457,7 @@ def theory_report(
         **dict(alpha=alpha, kappa=kappa, sigma=sigma, alpha_over_kappa=alpha / kappa),
         "bulk": floats(first, {n: f"bulk_{n}" for n in ("lower_edge", "upper_edge", "atom")}),
         "variants": {v: floats(point.sel(variant=v), _REPORTED_SPIKE_FIELDS) for v in variants},
-        "notes": substitution_notes(weights_spec),
+        "notes": _substitution_notes(weights_spec),
         "mean_spike_uncentred": floats(point, _MEAN_SPIKE_FIELDS),
     }
 
@@ -530,7 +532,7 @@ def _print_theory(report: dict[str, Any]) -> None:
         print(f"note: {note}")
 
 
-def command_theory(args: argparse.Namespace) -> int:
+def _command_theory(args: argparse.Namespace) -> int:
     """``attnrmt theory``: predictions for one parameter point, both variants by default."""
     from attnrmt.theory import VARIANTS
 
@@ -538,13 +540,13 @@ def command_theory(args: argparse.Namespace) -> int:
     named: Mapping[str, Any] = {}
     if args.config is not None:
         named = _load(args).config
-    report = theory_report(
+    report = _theory_report(
         args.delta,
         args.gamma,
         args.snr,
         args.T,
-        parse_model_argument(args.positional, named.get("positional_models")),
-        parse_model_argument(args.weights, named.get("weight_models")),
+        _parse_model_argument(args.positional, named.get("positional_models")),
+        _parse_model_argument(args.weights, named.get("weight_models")),
         variants,
     )
     if args.json:
@@ -564,11 +566,11 @@ class _ArgumentParser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"attnrmt: error: {message}\n")
 
 
-DESCRIPTION = (
+_DESCRIPTION = (
     "Random-matrix theory of attention pooling: check a sweep config, see its plan, "
     "ask the theory for one parameter point."
 )
-EPILOG = (
+_EPILOG = (
     "Start: attnrmt init mystudy. Run a sweep: attnrmt run my.yaml, from any directory "
     "(results under ./results/; in a checkout also snakemake --cores 2 --configfile "
     "my.yaml; see README.md); on SLURM, log out with attnrmt submit my.yaml --profile DIR. "
@@ -613,7 +615,7 @@ def build_parser() -> argparse.ArgumentParser:
     from attnrmt import __version__
     from attnrmt.driver import DEFAULT_DRIVER_CPUS
 
-    parser = _ArgumentParser(prog="attnrmt", description=DESCRIPTION, epilog=EPILOG)
+    parser = _ArgumentParser(prog="attnrmt", description=_DESCRIPTION, epilog=_EPILOG)
     parser.add_argument("--version", action="version", version=f"attnrmt {__version__}")
     commands = parser.add_subparsers(
         dest="command", metavar="COMMAND", parser_class=_ArgumentParser
@@ -624,7 +626,7 @@ def build_parser() -> argparse.ArgumentParser:
         for argument in common:
             flags, options = _COMMON[argument]
             sub[name].add_argument(*flags, **options)
-        sub[name].set_defaults(handler=globals()["command_" + name.replace("-", "_")])
+        sub[name].set_defaults(handler=globals()["_command_" + name.replace("-", "_")])
     plan, status, summary, provenance = (
         sub[n] for n in ("plan", "status", "summary", "provenance")
     )
@@ -789,28 +791,13 @@ if __name__ == "__main__":
 
 
 __all__ = [
-    "DESCRIPTION",
-    "EPILOG",
     "EXIT_BROKEN_PIPE",
     "EXIT_OK",
     "EXIT_REFUSED",
     "EXIT_USAGE",
     "build_parser",
     "calibrate_seconds_per_work",
-    "command_init",
-    "command_plan",
-    "command_provenance",
-    "command_run",
-    "command_run_name",
-    "command_status",
-    "command_submit",
-    "command_summary",
-    "command_theory",
-    "command_validate",
     "main",
-    "parse_model_argument",
     "status_plan",
-    "substitution_notes",
     "sweep_summary",
-    "theory_report",
 ]

@@ -31,9 +31,9 @@ from typing import Any
 from attnrmt.sweep.compute.cluster import security, slurm
 from attnrmt.sweep.store.layout import RESULTS_DIRNAME, RunLayout
 
-SCRIPT_FILENAME = "driver.sbatch"
-LOG_FILENAME = "driver.log"
-RECORD_FILENAME = "job.json"
+_SCRIPT_FILENAME = "driver.sbatch"
+_LOG_FILENAME = "driver.log"
+_RECORD_FILENAME = "job.json"
 DEFAULT_PROFILE = "default"
 """The shipped profile ``attnrmt run`` uses unless ``--profile`` names another
 (:func:`attnrmt.workflow.profile_path`)."""
@@ -46,7 +46,7 @@ STOP_LEAD_SECONDS = 120
 the run to stop and for Snakemake to release its lock)."""
 END_SUMMARY_VARIABLE = "ATTNRMT_END_SUMMARY"
 """Set to ``later`` for the sweep step: the summary is printed after the report."""
-RUN_LOG_DIR = ("logs",)
+_RUN_LOG_DIR = ("logs",)
 """Where under ``results/<run>`` a run's log (every line Snakemake printed) is written."""
 
 
@@ -105,13 +105,13 @@ def pipeline_commands(
     ]
 
 
-FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+_FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 """Signals :func:`run_steps` passes to the running step (SIGHUP as SIGTERM)."""
 
 
 @dataclass
 class _Forwarder:
-    """Forwards :data:`FORWARDED_SIGNALS` to the running child, once per signal received;
+    """Forwards :data:`_FORWARDED_SIGNALS` to the running child, once per signal received;
     remembers the first."""
 
     child: subprocess.Popen | None = None
@@ -126,7 +126,7 @@ class _Forwarder:
             self.child.send_signal(signal.SIGTERM if signum == signal.SIGHUP else signum)
 
     def install(self) -> None:
-        for signum in FORWARDED_SIGNALS:
+        for signum in _FORWARDED_SIGNALS:
             self.previous[signum] = signal.signal(signum, self)
 
     def restore(self) -> None:
@@ -187,7 +187,7 @@ def run_steps(
     stopped by one and the child's code does not say otherwise).
 
     Each child's stdout and stderr go through ``output`` (default: every line to stderr).
-    ``signal_handlers``: install the forwarder for :data:`FORWARDED_SIGNALS` (restored at
+    ``signal_handlers``: install the forwarder for :data:`_FORWARDED_SIGNALS` (restored at
     the end; main thread only); without, only a KeyboardInterrupt is forwarded.
     """
     return _run_steps(commands, sweep_env, output, signal_handlers)[0]
@@ -240,10 +240,10 @@ class RunOutcome:
     """True when the run was stopped by a signal or a KeyboardInterrupt."""
 
 
-def run_log_path(run_dir: Path, started: float) -> Path:
+def _run_log_path(run_dir: Path, started: float) -> Path:
     """``results/<run>/logs/run-YYYYmmddTHHMMSSZ.log`` for a run started at ``started``."""
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(started))
-    return run_dir.joinpath(*RUN_LOG_DIR, f"run-{stamp}.log")
+    return run_dir.joinpath(*_RUN_LOG_DIR, f"run-{stamp}.log")
 
 
 def execute_run(
@@ -291,7 +291,7 @@ def execute_run(
     # refused before any folder is made; an existing folder's deleted record is rewritten
     claim_run_dir(run_dir, Path(config), write=run_dir.is_dir())
     started = time.time()
-    log_path = run_log_path(run_dir, started)
+    log_path = _run_log_path(run_dir, started)
     try:  # one writer for all the steps (attnrmt.sweep.store.guard)
         hold_writer_lock(run_dir)
     except RunInProgress as busy:
@@ -488,9 +488,9 @@ def driver_paths(run_dir: str | os.PathLike[str]) -> DriverPaths:
     directory = RunLayout(run_dir).driver_dir
     return DriverPaths(
         directory,
-        directory / SCRIPT_FILENAME,
-        directory / LOG_FILENAME,
-        directory / RECORD_FILENAME,
+        directory / _SCRIPT_FILENAME,
+        directory / _LOG_FILENAME,
+        directory / _RECORD_FILENAME,
     )
 
 
@@ -573,17 +573,17 @@ def read_driver_record(run_dir: str | os.PathLike[str]) -> dict[str, Any] | None
     return record if isinstance(record, dict) and record.get("job_id") else None
 
 
-def driver_state(record: dict[str, Any]) -> slurm.JobState | None:
+def _driver_state(record: dict[str, Any]) -> slurm.JobState | None:
     """The recorded driver job as squeue lists it, or ``None`` when it is gone (ended)."""
     return slurm.job_states([str(record["job_id"])]).get(str(record["job_id"]))
 
 
-def active_driver(run_dir: str | os.PathLike[str]) -> tuple[dict[str, Any], slurm.JobState] | None:
+def _active_driver(run_dir: str | os.PathLike[str]) -> tuple[dict[str, Any], slurm.JobState] | None:
     """``(record, state)`` of the run's driver job while it is queued or alive, else None."""
     record = read_driver_record(run_dir)
     if record is None:
         return None
-    state = driver_state(record)
+    state = _driver_state(record)
     return (record, state) if state is not None and state.active else None
 
 
@@ -642,7 +642,7 @@ def submit(
     paths = driver_paths(run_dir)
     security.private_directory(paths.directory)
     with _submission_lock(paths.directory):  # two submits at once: the second sees the first
-        refuse_if_alive(run_dir, run_name, config)
+        _refuse_if_alive(run_dir, run_name, config)
         command = run_command(
             Path(config).resolve(),
             profile_path(profile).resolve(),
@@ -689,9 +689,9 @@ def _submission_lock(directory: Path) -> Iterator[None]:
         os.close(descriptor)  # releases the lock
 
 
-def refuse_if_alive(run_dir: Path, run_name: str, config: str | os.PathLike[str]) -> None:
+def _refuse_if_alive(run_dir: Path, run_name: str, config: str | os.PathLike[str]) -> None:
     """Raise :class:`DriverAlive` when the run's driver job is queued or alive."""
-    alive = active_driver(run_dir)
+    alive = _active_driver(run_dir)
     if alive is None:
         return
     record, state = alive
@@ -730,7 +730,7 @@ def driver_status_line(run_dir: str | os.PathLike[str]) -> tuple[str, dict[str, 
     if record is None:
         return None
     try:
-        state = driver_state(record)
+        state = _driver_state(record)
         text = "not in the queue (ended; see its log)" if state is None else state.state
         if state is not None and state.state == "PENDING":
             text += f" ({state.reason})"
@@ -753,29 +753,20 @@ __all__ = [
     "DEFAULT_DRIVER_CPUS",
     "DEFAULT_PROFILE",
     "END_SUMMARY_VARIABLE",
-    "FORWARDED_SIGNALS",
-    "LOG_FILENAME",
-    "RECORD_FILENAME",
-    "RUN_LOG_DIR",
-    "SCRIPT_FILENAME",
     "STOP_LEAD_SECONDS",
     "DriverAlive",
     "DriverPaths",
     "DriverRequest",
     "RunOutcome",
     "StepOutput",
-    "active_driver",
     "driver_paths",
     "driver_script",
-    "driver_state",
     "driver_status_line",
     "execute_run",
     "follow_hint",
     "pipeline_commands",
     "read_driver_record",
-    "refuse_if_alive",
     "run_command",
-    "run_log_path",
     "run_pipeline",
     "run_steps",
     "sbatch",

@@ -52,11 +52,12 @@ def _files(path: Path) -> list[Path]:
     return [path]
 
 
-def _recorded(path: Path) -> dict[str, list[Any]]:
+def _record_files(record: Path) -> dict[str, list[Any]] | None:
+    """The ``files`` of a digest record, None when it is missing or unreadable."""
     try:
-        return dict(json.loads(digest_path(path).read_text(encoding="utf-8"))["files"])
+        return dict(json.loads(record.read_text(encoding="utf-8"))["files"])
     except (OSError, ValueError, KeyError, TypeError):
-        return {}
+        return None
 
 
 def write_digest(path: str | os.PathLike[str]) -> Path:
@@ -65,7 +66,7 @@ def write_digest(path: str | os.PathLike[str]) -> Path:
     with the size, inode and modification time of the previous record keeps its CRC (the
     stores replace files by a rename, never rewrite them)."""
     path = Path(path)
-    previous = _recorded(path)
+    previous = _record_files(digest_path(path)) or {}
     files: dict[str, list[Any]] = {}
     for file in _files(path):
         name = str(file.relative_to(path)) if file != path else "."
@@ -95,11 +96,8 @@ def damage(
     hard-linked)."""
     path = Path(path)
     record = digest_path(path if record_of is None else record_of)
-    try:
-        files = json.loads(record.read_text(encoding="utf-8"))["files"]
-    except (OSError, ValueError, KeyError, TypeError):
-        return [f"{record}: no readable digest record"]
-    return _check(path, files, full)
+    files = _record_files(record)
+    return [f"{record}: no readable digest record"] if files is None else _check(path, files, full)
 
 
 #: The stores of a sweep folder with a record (the cell table is checked against its
@@ -160,10 +158,7 @@ def record_products(
     record = run_dir / _PRODUCTS_RECORD
     with _PRODUCTS_LOCK, open(run_dir / ".products.lock", "a") as lock:
         fcntl.lockf(lock, fcntl.LOCK_EX)
-        try:
-            files = dict(json.loads(record.read_text(encoding="utf-8"))["files"])
-        except (OSError, ValueError, KeyError, TypeError):
-            files = {}
+        files = _record_files(record) or {}
         for path in map(Path, paths):
             if path.resolve().is_relative_to(run_dir.resolve()):  # elsewhere: not ours
                 name = str(path.resolve().relative_to(run_dir.resolve()))
@@ -174,12 +169,8 @@ def record_products(
 
 def products_damage(run_dir: str | os.PathLike[str]) -> list[str]:
     """Problems of a run's recorded products (every byte: they are small). O(bytes)."""
-    run_dir = Path(run_dir)
-    try:
-        files = json.loads((run_dir / _PRODUCTS_RECORD).read_text(encoding="utf-8"))["files"]
-    except (OSError, ValueError, KeyError, TypeError):
-        return []
-    return _check(run_dir, files, full=True)
+    files = _record_files(Path(run_dir) / _PRODUCTS_RECORD)
+    return [] if files is None else _check(Path(run_dir), files, full=True)
 
 
 def heal_run(run_dir: str | os.PathLike[str], sweeps: Iterable[str]) -> list[str]:
