@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 __all__ = [
     "CACHE_DIRNAME",
@@ -28,6 +29,16 @@ CACHE_DIRNAME = "cache"
 SALVAGE_DIRNAME = "salvage"
 FAILURES_DIRNAME = "failures"
 FRAGMENT_SUFFIX = ".npz"
+
+
+class _Under:
+    """A path attribute of a layout: its ``root`` joined with ``parts``. O(1)."""
+
+    def __init__(self, *parts: str) -> None:
+        self.parts = parts
+
+    def __get__(self, layout: Any, owner: Any = None) -> Path:
+        return Path(layout.root).joinpath(*self.parts)
 
 
 @dataclass(frozen=True)
@@ -54,33 +65,13 @@ class RunLayout:
         """The working directory the run was started in (Snakemake's ``.snakemake/``)."""
         return self.root.parent.parent
 
-    @property
-    def record(self) -> Path:
-        return self.root / ".attnrmt-run.json"
-
-    @property
-    def started_marker(self) -> Path:
-        return self.root / ".run-started"
-
-    @property
-    def calibration(self) -> Path:
-        return self.root / ".calibration.json"
-
-    @property
-    def cluster_dir(self) -> Path:
-        return self.root / ".dask"
-
-    @property
-    def driver_dir(self) -> Path:
-        return self.root / "driver"
-
-    @property
-    def report(self) -> Path:
-        return self.root / "report.html"
-
-    @property
-    def figures_dir(self) -> Path:
-        return self.root / "figures"
+    record = _Under(".attnrmt-run.json")
+    started_marker = _Under(".run-started")
+    calibration = _Under(".calibration.json")
+    cluster_dir = _Under(".dask")
+    driver_dir = _Under("driver")
+    report = _Under("report.html")
+    figures_dir = _Under("figures")
 
     def figure(self, name: str, fmt: str) -> Path:
         return self.figures_dir / f"{name}.{fmt}"
@@ -119,21 +110,13 @@ class SweepLayout:
     def run(self) -> RunLayout:
         return RunLayout(self.root.parent)
 
-    @property
-    def fragments_dir(self) -> Path:
-        return self.root / FRAGMENTS_DIRNAME
-
-    @property
-    def cache_dir(self) -> Path:
-        return self.root / CACHE_DIRNAME
-
-    @property
-    def salvage_dir(self) -> Path:
-        return self.root / SALVAGE_DIRNAME
-
-    @property
-    def failures_dir(self) -> Path:
-        return self.root / FAILURES_DIRNAME
+    fragments_dir = _Under(FRAGMENTS_DIRNAME)
+    cache_dir = _Under(CACHE_DIRNAME)
+    salvage_dir = _Under(SALVAGE_DIRNAME)
+    failures_dir = _Under(FAILURES_DIRNAME)
+    cells = _Under("cells.zarr")
+    theory = _Under("theory.zarr")
+    analysis = _Under("analysis.zarr")
 
     def fragment(self, block: str) -> Path:
         return self.fragments_dir / f"{block}{FRAGMENT_SUFFIX}"
@@ -143,15 +126,3 @@ class SweepLayout:
 
     def failure_record(self, block: str) -> Path:
         return self.failures_dir / f"{block}.json"
-
-    @property
-    def cells(self) -> Path:
-        return self.root / "cells.zarr"
-
-    @property
-    def theory(self) -> Path:
-        return self.root / "theory.zarr"
-
-    @property
-    def analysis(self) -> Path:
-        return self.root / "analysis.zarr"
