@@ -590,7 +590,7 @@ _COMMON: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
 
 
 #: Subcommands: name, help and the :data:`_COMMON` arguments they take (handler:
-#: ``command_<name>``).
+#: ``_command_<name>``).
 _COMMANDS = (
     ("validate", "check a config (schema + semantics)", ("config", "force")),
     ("plan", "cells, blocks, progress and estimated cost", ("config", "results", "json")),
