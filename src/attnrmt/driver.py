@@ -183,13 +183,10 @@ def run_steps(
     signal_handlers: bool = True,
 ) -> int:
     """Run ``commands`` in order (the first with ``sweep_env`` added to the environment),
-    stopping at the first failure or signal; return the exit code (``128 + signal`` when
-    stopped by one and the child's code does not say otherwise).
-
-    Each child's stdout and stderr go through ``output`` (default: every line to stderr).
-    ``signal_handlers``: install the forwarder for :data:`_FORWARDED_SIGNALS` (restored at
-    the end; main thread only); without, only a KeyboardInterrupt is forwarded.
-    """
+    each child's output through ``output`` (default: every line to stderr), stopping at
+    the first failure or signal; the exit code (``128 + signal`` when stopped by one and
+    the child's code does not say otherwise). ``signal_handlers``: forward
+    :data:`_FORWARDED_SIGNALS` (main thread only); without, only a KeyboardInterrupt."""
     return _run_steps(commands, sweep_env, output, signal_handlers)[0]
 
 
@@ -255,20 +252,12 @@ def execute_run(
     signal_handlers: bool = True,
     summary_stream: Any = None,
 ) -> RunOutcome:
-    """Validate, sweep, report, summary (module docstring), showing the progress on
-    ``display`` (default :class:`attnrmt.sweep.report.progress_bar.LiveProgress`).
-
-    The summary goes to ``summary_stream`` (default stdout) after a successful run; after a
-    failed one, a line naming the exit code and the run's log. The config's warnings are
-    left to the caller (``attnrmt run`` prints them once, when validating).
-
-    Raises
-    ------
-    attnrmt.sweep.spec.config.ConfigError
-        An invalid config, or a run folder of another config file (before anything runs).
-    attnrmt.extras.MissingExtra
-        Snakemake (the ``workflow`` extra) is not installed.
-    """
+    """Validate, sweep, report, summary (module docstring), the progress on ``display``
+    (default :class:`attnrmt.sweep.report.progress_bar.LiveProgress`); then the summary to
+    ``summary_stream`` (default stdout), or after a failure a line naming the exit code and
+    the run's log. The config's warnings are left to the caller. Raises ``ConfigError``
+    (an invalid config, a run folder of another config file; before anything runs) and
+    ``MissingExtra`` (no Snakemake: the ``workflow`` extra)."""
     from attnrmt.extras import require_extra
     from attnrmt.sweep import plan_run
     from attnrmt.sweep.compute.rounds import targeted
@@ -459,13 +448,8 @@ def run_pipeline(
     snakefile: str | os.PathLike[str] | None = None,
     cores: int | str | None = None,
 ) -> int:
-    """``attnrmt run``: :func:`execute_run` with signal forwarding; the exit code.
-
-    Raises
-    ------
-    attnrmt.sweep.spec.config.ConfigError
-        An invalid config (before anything runs).
-    """
+    """``attnrmt run``: :func:`execute_run` with signal forwarding; the exit code
+    (``ConfigError`` for an invalid config, before anything runs)."""
     return execute_run(config, profile, snakefile, cores).code
 
 
@@ -496,12 +480,8 @@ def driver_paths(run_dir: str | os.PathLike[str]) -> DriverPaths:
 
 @dataclass(frozen=True)
 class DriverRequest:
-    """The driver job's own SLURM request; ``None`` leaves a value to the site's default.
-
-    The driver runs Snakemake (and, with ``profiles/default``, the Dask cluster computing
-    the cells inside its allocation); with ``profiles/slurm`` and ``profiles/slurm-dask``
-    the cells run in other jobs and a couple of cores suffice.
-    """
+    """The driver job's own SLURM request; ``None`` leaves a value to the site's default
+    (docs/cluster.md, "Submit and log out": how many cores each profile needs)."""
 
     time: str | None = None
     cpus_per_task: int | None = None
@@ -611,21 +591,11 @@ def submit(
     snakefile: str | os.PathLike[str] | None = None,
     cores: int | str | None = None,
 ) -> dict[str, Any]:
-    """``attnrmt submit``: write the driver job's files and submit it; return its record.
-
-    Run in the workflow's working directory (the job runs there). O(1).
-
-    Raises
-    ------
-    attnrmt.sweep.spec.config.ConfigError
-        An invalid config, or a run folder that belongs to another config file.
-    DriverAlive
-        The run's last driver job is still queued or running (the message says which,
-        since when, and how to follow it).
-    ValueError
-        No ``sbatch`` here, or SLURM refuses the request (``sbatch --test-only``) or the
-        submission (nothing is queued).
-    """
+    """``attnrmt submit``, run in the workflow's working directory (the job runs there):
+    write the driver job's files and submit it; its record. Raises ``ConfigError`` (an
+    invalid config, a run folder of another config file), :class:`DriverAlive` (the run's
+    last driver job is queued or running: which, since when, how to follow it) and
+    ValueError (no ``sbatch``, or SLURM refuses the request or the submission). O(1)."""
     from attnrmt.sweep.spec.config import load_valid_config
     from attnrmt.sweep.store.guard import claim_run_dir
     from attnrmt.workflow import profile_path
@@ -707,13 +677,8 @@ def _refuse_if_alive(run_dir: Path, run_name: str, config: str | os.PathLike[str
 
 
 def sbatch(script: Path) -> str:
-    """Submit a batch script (``sbatch --parsable``); its job id.
-
-    Raises
-    ------
-    ValueError
-        sbatch failed (its message).
-    """
+    """Submit a batch script (``sbatch --parsable``); its job id (ValueError with sbatch's
+    message when it fails)."""
     done = slurm.slurm_command("sbatch", "--parsable", str(script))
     job_id = done.stdout.strip().split(";")[0]
     if done.returncode != 0 or not job_id:
