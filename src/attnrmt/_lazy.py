@@ -13,8 +13,6 @@ import sys
 from collections.abc import Callable, Mapping
 from typing import Any
 
-__all__ = ["lazy_door"]
-
 
 def lazy_door(
     package: str, exports: Mapping[str, str]

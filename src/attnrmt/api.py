@@ -49,6 +49,3 @@ def run(
             outcome.errors,
         )
     return open_results(outcome.run_dir, squeeze=squeeze)
-
-
-__all__ = ["RunFailed", "run"]

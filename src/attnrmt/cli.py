@@ -788,16 +788,3 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
-
-
-__all__ = [
-    "EXIT_BROKEN_PIPE",
-    "EXIT_OK",
-    "EXIT_REFUSED",
-    "EXIT_USAGE",
-    "build_parser",
-    "calibrate_seconds_per_work",
-    "main",
-    "status_plan",
-    "sweep_summary",
-]

@@ -28,6 +28,3 @@ def require_extra(extra: str, needed_by: str) -> None:
             f"{needed_by} needs the {extra!r} extra ({', '.join(missing)} not installed): "
             f"pip install 'attnrmt[{extra}]'"
         )
-
-
-__all__ = ["EXTRA_MODULES", "MissingExtra", "require_extra"]

@@ -94,6 +94,3 @@ class OutputSplitter:
         done = self.steps_done if self.steps_done is not None else 0
         steps = f"step {done}/{self.steps_total}" if self.steps_total is not None else ""
         return " ".join(part for part in (steps, self.rule or "") if part)
-
-
-__all__ = ["OutputSplitter", "message_key"]

@@ -693,31 +693,3 @@ def simulate_classes(
         "signal_matrix": core,
     }
     return fields, details
-
-
-__all__ = [
-    "LABEL_KINDS",
-    "MAX_CLASSES",
-    "MEANS_PRESETS",
-    "class_mean_factor",
-    "class_mean_gram",
-    "class_pooling_weights",
-    "class_population_matrix",
-    "class_sizes",
-    "class_theory_inputs",
-    "class_tokens",
-    "file_class_table",
-    "label_marginals",
-    "label_pair_law",
-    "labels_are_balanced",
-    "optimal_class_weights",
-    "pooled_label_moments",
-    "sample_class_table",
-    "sample_labels",
-    "sequence_classes",
-    "signal_matrix",
-    "simulate_classes",
-    "spike_directions",
-    "transition_matrix",
-    "validate_label_model",
-]

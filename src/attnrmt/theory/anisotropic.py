@@ -311,15 +311,3 @@ def anisotropic_parts(
     for name in ("mean_pop", "mean_sample", "mean_overlap"):
         out[name] = np.where(uncentred, out[name], np.nan)
     return {name: value.reshape(shape) for name, value in out.items()}
-
-
-__all__ = [
-    "AnisotropicBulk",
-    "anisotropic_bulk",
-    "anisotropic_parts",
-    "file_bulk",
-    "signal_weights",
-    "spike_solution",
-    "spike_strength",
-    "thresholds",
-]

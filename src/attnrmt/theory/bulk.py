@@ -15,18 +15,6 @@ from numpy.typing import ArrayLike, NDArray
 
 from attnrmt._validation import check_finite_array, check_positive
 
-__all__ = [
-    "bisect",
-    "bulk_atom",
-    "bulk_cdf",
-    "bulk_density",
-    "bulk_edges",
-    "bulk_moments",
-    "critical_u",
-    "critical_u_of_arrays",
-    "scalar_or_array",
-]
-
 _BISECTION_STEPS = 64
 _POLISH_STEPS = 6
 _HARD_EDGE_SWITCH = 1e-4  # |w| below which the hard-edge asymptote seeds Newton

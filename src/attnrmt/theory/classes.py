@@ -18,15 +18,6 @@ from attnrmt._validation import check_choice, check_finite_array, check_positive
 from attnrmt.contract import VARIANTS
 from attnrmt.theory.spike import critical_theta, spike_outliers
 
-__all__ = [
-    "ClassSpikes",
-    "class_mean_gram_limit",
-    "class_spike_matrix",
-    "class_spikes",
-    "class_thresholds",
-    "file_class_spikes",
-]
-
 # Eigenvalues of B below this times its largest are zero (its rank r).
 _RANK_RTOL = 1e-10
 # Spike strengths within this relative distance (of the largest) are one degenerate group.

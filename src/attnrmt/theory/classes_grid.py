@@ -21,8 +21,6 @@ import xarray as xr
 
 from attnrmt.contract import AXES, VARIANTS, with_variable_attrs
 
-__all__ = ["CLASS_THEORY_FIELDS", "predict_classes_grid"]
-
 #: Per-spike variables of a K-class ``theory.zarr`` (dims ``(*AXES, variant, spike)``).
 CLASS_THEORY_FIELDS: tuple[str, ...] = (
     "spike_theta",

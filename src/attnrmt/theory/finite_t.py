@@ -23,19 +23,6 @@ from numpy.typing import ArrayLike, NDArray
 from attnrmt._validation import check_finite_array, check_positive
 from attnrmt.theory.bulk import bisect
 
-__all__ = [
-    "FINITE_T_BOUND",
-    "FINITE_T_MIN_D",
-    "finite_d_edges",
-    "finite_t_spike",
-    "finite_t_stieltjes",
-    "large_t_bulk_holds",
-    "noise_top",
-    "token_rules",
-    "tokens_per_vocab",
-    "with_finite_t",
-]
-
 #: ``N T / V`` from which the large-T bulk is accurate
 #: (docs/model.md, "Where the large-T bulk holds"): below it the largest noise
 #: eigenvalue exceeds the usual finite-``d`` offset below the edge ``f(u*)``, increasingly

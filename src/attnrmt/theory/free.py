@@ -13,18 +13,6 @@ from numpy.typing import ArrayLike, NDArray
 from attnrmt._validation import check_finite_array, check_positive
 from attnrmt.theory.bulk import bisect
 
-__all__ = [
-    "DiscreteLaw",
-    "FreeProduct",
-    "MarchenkoPastur",
-    "critical_points",
-    "free_components",
-    "free_density",
-    "free_edges",
-    "free_stieltjes",
-    "subordination",
-]
-
 _LADDER = 10.0 ** np.arange(1.0, -14.5, -0.5)  # eta / scale, then eta = 0
 _LEVEL_STEPS = 4
 _FINAL_STEPS = 30

@@ -494,16 +494,3 @@ def predict_point(
         **table_attrs,
     }
     return out
-
-
-__all__ = [
-    "COMMON_VARIABLES",
-    "THEORY_VARIABLES",
-    "VARIANT_VARIABLES",
-    "along_table_laws",
-    "pooling_inputs",
-    "predict",
-    "predict_grid",
-    "predict_point",
-    "ratio_inputs",
-]

@@ -18,18 +18,6 @@ from attnrmt.theory.bulk import bisect, critical_u_of_arrays, scalar_or_array
 #: Bisection steps of :func:`theta_from_sample` (halves the bracket to machine precision).
 _BISECTION_STEPS = 100
 
-__all__ = [
-    "VARIANTS",
-    "SpikeOutliers",
-    "SpikePrediction",
-    "critical_theta",
-    "mean_spike",
-    "spike",
-    "spike_outliers",
-    "theta_from_population",
-    "theta_from_sample",
-]
-
 
 Float = np.float64 | NDArray[np.float64]
 

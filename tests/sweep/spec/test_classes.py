@@ -203,7 +203,7 @@ def test_a_block_job_computes_a_k_class_cell_with_spike_fields() -> None:
 
 
 def test_a_k_class_cell_refuses_a_non_gaussian_table() -> None:
-    """The K-class model draws Gaussian or file tables only: another table law is an error, not ignored."""
+    """The K-class model draws Gaussian or file tables only: another law is an error."""
     plan = plan_run(k_config())
     params = plan.sweeps["k"].blocks[0].cells.block_params(plan.seed)[0]
     with pytest.raises(ValueError, match="Gaussian or file tables only"):

@@ -69,6 +69,3 @@ def cached_seconds_per_work(cache_path: str | Path) -> float:
     path.parent.mkdir(parents=True, exist_ok=True)
     write_json_atomically(path, {"identity": identity, "seconds_per_work": measured})
     return measured
-
-
-__all__ = ["cached_seconds_per_work", "calibrate_seconds_per_work"]

@@ -167,18 +167,3 @@ def describe_skipped(skipped: Mapping[str, set[str]]) -> str:
         "attnrmt: skip_failed: leaving out blocks whose last attempt failed "
         f"({', '.join(parts)}); see failed_cells.csv or `attnrmt plan`"
     )
-
-
-__all__ = [
-    "MEMORY_RESTART_TOPIC",
-    "FailureBudget",
-    "MaxFailuresReached",
-    "classify_failure",
-    "count_failures_by_cause",
-    "describe_causes",
-    "describe_skipped",
-    "failed_blocks",
-    "max_failed_cells",
-    "memory_restarted_workers",
-    "merge_cause_counts",
-]

@@ -107,12 +107,3 @@ def block_attempt(failure_record: str | os.PathLike[str]) -> int:
     except (OSError, ValueError):
         return 1
     return int(payload.get("attempt", 1)) + 1
-
-
-__all__ = [
-    "block_attempt",
-    "git_state",
-    "peak_memory_bytes",
-    "process_environment",
-    "worker_provenance",
-]

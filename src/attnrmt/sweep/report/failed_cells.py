@@ -70,10 +70,3 @@ def write_failed_cells_table(
     target.parent.mkdir(parents=True, exist_ok=True)
     failed_cells_table(run_plan, run_dir).to_csv(target, index=False)
     return target
-
-
-__all__ = [
-    "failed_cells_columns",
-    "failed_cells_table",
-    "write_failed_cells_table",
-]

@@ -175,11 +175,3 @@ class ProgressTicker:
             self.last_status = self._read() or self.last_status
             self.display.finish(self.last_status, self.stage)
         return self.last_status
-
-
-__all__ = [
-    "LiveProgress",
-    "ProgressTicker",
-    "bar_text",
-    "in_notebook",
-]

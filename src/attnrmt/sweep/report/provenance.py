@@ -162,6 +162,3 @@ def provenance_lines(summary: Mapping[str, Any]) -> list[str]:
             "provenance was recorded"
         )
     return lines
-
-
-__all__ = ["commit_label", "provenance_lines", "run_provenance"]

@@ -542,30 +542,3 @@ def print_progress(
         _last_progress[1] = time.thread_time() - started
     print(line, file=sys.stderr if stream is None else stream, flush=True)
     return line
-
-
-__all__ = [
-    "BLOCK_LOG_RULE",
-    "PROGRESS_CPU_SHARE",
-    "PROGRESS_INTERVAL_SECONDS",
-    "FragmentFile",
-    "FragmentTiming",
-    "RunStatus",
-    "SweepCount",
-    "SweepStatus",
-    "computing_split",
-    "count_sweep",
-    "done_cell_keys",
-    "eta_seconds",
-    "format_duration",
-    "format_table",
-    "next_progress_wait",
-    "print_progress",
-    "progress_line",
-    "rate_text",
-    "recalibrated_seconds_per_work",
-    "run_status",
-    "scan_fragment_files",
-    "status_table",
-    "throughput",
-]

@@ -327,18 +327,3 @@ def _threshold_overview(finite: pd.DataFrame) -> dict[str, int | float]:
             f"swept snr; thresholds.csv has the bounds): {', '.join(bounds_only)}; families"
         ] = len(bounds_only)
     return entries
-
-
-__all__ = [
-    "RUN_DIR_VARIABLE",
-    "CellTally",
-    "format_seconds",
-    "placeholder_tables",
-    "report_overview",
-    "run_summary",
-    "tally_cells",
-    "threshold_lines",
-    "universality_lines",
-    "variant_errors",
-    "variant_verdict",
-]

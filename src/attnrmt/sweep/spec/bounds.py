@@ -88,6 +88,3 @@ def plan_problems(config: Mapping[str, Any]) -> list[str]:
         for name, sweep in config["sweeps"].items()
         for problem in sweep_problems(name, sweep, models, memory, config["execution"])
     ]
-
-
-__all__ = ["cell_bytes", "machine_bytes", "plan_problems"]

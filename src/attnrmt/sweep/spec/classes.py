@@ -17,15 +17,6 @@ BUILTIN_LABELS: tuple[str, ...] = ("iid",)
 #: The ``kind`` of a K-class positional spec (no sign model has it).
 CLASSES_KIND = "classes"
 
-__all__ = [
-    "BUILTIN_LABELS",
-    "CLASSES_KIND",
-    "classes_spec",
-    "resolve_classes",
-    "resolve_label_models",
-    "spike_count",
-]
-
 
 def classes_spec(K: int, gram: Any, labels: Mapping[str, Any]) -> dict[str, Any]:
     """The canonical K-class positional spec (module docstring). O(K^2)."""

@@ -905,22 +905,3 @@ def load_valid_config(source: str | os.PathLike[str] | Mapping[str, Any]) -> Val
 def load_config(source: str | Path | Mapping[str, Any]) -> dict[str, Any]:
     """The validated config of a YAML file or mapping (:func:`load_valid_config`)."""
     return load_valid_config(source).config
-
-
-__all__ = [
-    "TABLE_BUILTINS",
-    "ConfigError",
-    "ResolvedSweep",
-    "ValidConfig",
-    "apply_schema",
-    "load_config",
-    "load_valid_config",
-    "model_error",
-    "named_models",
-    "normalise_axis",
-    "read_config_source",
-    "resolve_sweeps",
-    "run_name_from_file",
-    "snr_values",
-    "validate_config",
-]

@@ -145,23 +145,3 @@ def cells_per_block(cell_seconds: float, target_seconds: float, line_length: int
         return 1
     wanted = round(target_seconds / max(cell_seconds, 1e-12))
     return int(min(max(wanted, 1), line_length))
-
-
-__all__ = [
-    "ATTENTION_WORK_FACTOR",
-    "CELL_OVERHEAD_SECONDS",
-    "CURVE_FIXED_FACTOR",
-    "CURVE_PER_SNR_FACTOR",
-    "DEFAULT_SECONDS_PER_WORK",
-    "TOP_COLUMNS_EXPONENT",
-    "TOP_COLUMNS_SCALE",
-    "TOP_FIXED_WORK",
-    "cell_work",
-    "cells_per_block",
-    "curve_cells",
-    "estimated_cell_seconds",
-    "estimated_curve_seconds",
-    "fit_top_constants",
-    "planned_cell_work",
-    "top_work",
-]

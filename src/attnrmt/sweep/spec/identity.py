@@ -248,22 +248,3 @@ def seed_words(key: str, root_seed: int) -> list[int]:
 def seed_token(seed_words: Sequence[int]) -> str:
     """Canonical text of a cell's seed words (used to match reusable results)."""
     return json.dumps([int(word) for word in seed_words], separators=(",", ":"))
-
-
-__all__ = [
-    "KEY_DIGEST_BYTES",
-    "MODEL_VERSION",
-    "block_key",
-    "block_key_of_digests",
-    "canonical_json",
-    "cell_key",
-    "curve_key",
-    "curve_key_text",
-    "key_middle",
-    "key_prefix",
-    "key_suffix",
-    "line_digests",
-    "number_json",
-    "seed_token",
-    "seed_words",
-]

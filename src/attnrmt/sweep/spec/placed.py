@@ -86,6 +86,3 @@ def placed_axis(
         raise ConfigError(f"{prefix}.snr={dict(spec)!r}: {error}") from error
     record = {"around": around, "span": span, "points": points, "thresholds": thresholds}
     return values, record
-
-
-__all__ = ["SETTING_AXES", "is_placed", "place_points", "placed_axis"]

@@ -12,8 +12,6 @@ import yaml
 
 from attnrmt.workflow import SCHEMA_PATH
 
-__all__ = ["SCHEMA_PATH", "load_schema", "schema_default", "schema_node", "with_defaults"]
-
 
 @functools.cache
 def load_schema() -> dict[str, Any]:

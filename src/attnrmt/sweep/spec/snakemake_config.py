@@ -146,12 +146,3 @@ def snakemake_config(config: dict[str, Any], config_files: Sequence[str | Path])
     config.clear()
     config.update(valid.config)
     return valid
-
-
-__all__ = [
-    "allowed_types",
-    "coerce_scalar",
-    "command_line_values",
-    "restore_scalar_types",
-    "snakemake_config",
-]

@@ -16,17 +16,6 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-__all__ = [
-    "atomic_path",
-    "fsync_tree",
-    "is_temporary",
-    "remove_stale_temporaries",
-    "temporary_sibling",
-    "write_bytes_atomically",
-    "write_json_atomically",
-    "write_text_atomically",
-]
-
 #: Every temporary name starts with ``.`` and ends with this suffix.
 _TEMPORARY_SUFFIX = ".tmp"
 

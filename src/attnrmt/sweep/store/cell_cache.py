@@ -155,15 +155,3 @@ def prune(root: Path, limit_bytes: int) -> tuple[int, int]:
 def cache_bytes(root: Path) -> int:
     """Bytes of every entry of the cache. O(entries)."""
     return sum(size for _, size, _ in _entries(root))
-
-
-__all__ = [
-    "ENVIRONMENT_VARIABLE",
-    "cache_bytes",
-    "cache_root",
-    "entry_path",
-    "max_bytes",
-    "prune",
-    "read_cells",
-    "write_cells",
-]

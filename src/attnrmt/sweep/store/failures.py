@@ -117,16 +117,3 @@ def run_failures_since(
             continue  # removed since listed (its block succeeded), or being replaced
         failed.extend({"cause": "other", **cell} for cell in record.get("cells", []))
     return failed
-
-
-__all__ = [
-    "FAILURES_DIRNAME",
-    "RUN_STARTED_MARKER",
-    "clear_block_failures",
-    "failure_record_path",
-    "mark_run_started",
-    "read_failures",
-    "record_block_failures",
-    "run_failures_since",
-    "unresolved_failures",
-]

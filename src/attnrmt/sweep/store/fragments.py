@@ -776,38 +776,3 @@ def load_cell_columns(
             if cell_id in ids:
                 where[cell_id] = (source, row)
     return sources, where
-
-
-__all__ = [
-    "DAMAGED_DIRNAME",
-    "FRAGMENT_FORMAT_VERSION",
-    "RAGGED_FIELDS",
-    "RESULT_FIELDS",
-    "CellIndex",
-    "FragmentDamaged",
-    "FragmentsLost",
-    "clear_salvage",
-    "encode_fragment",
-    "finished_keys",
-    "fragment_bytes",
-    "fragment_files",
-    "fragment_paths",
-    "load_cell_columns",
-    "load_verified",
-    "locate_cells",
-    "member",
-    "publish_fragment",
-    "quarantine",
-    "raise_for_lost_fragments",
-    "read_fragment_arrays",
-    "read_fragment_cell_ids",
-    "read_fragment_members",
-    "salvage_dir",
-    "say",
-    "schema_problem",
-    "take_cells",
-    "twin_of",
-    "with_identity",
-    "write_fragment",
-    "write_salvage",
-]

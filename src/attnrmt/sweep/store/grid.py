@@ -215,20 +215,3 @@ def has_consolidated_metadata(path: str | os.PathLike[str]) -> bool:
     except (OSError, ValueError):
         return False
     return bool(metadata.get("consolidated_metadata"))
-
-
-__all__ = [
-    "CELLS_VIEW_NOTES",
-    "CELL_ATTRS",
-    "STORE_CHUNK_BYTES",
-    "axis_coordinates",
-    "cells_view",
-    "coordinate_values",
-    "dataset_attrs",
-    "dataset_encoding",
-    "first_present",
-    "has_consolidated_metadata",
-    "log_line",
-    "model_summary",
-    "write_zarr_atomically",
-]

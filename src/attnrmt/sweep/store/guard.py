@@ -276,24 +276,3 @@ def table_lock(sweep_dir: Path) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)
-
-
-__all__ = [
-    "LIVE_DIRNAME",
-    "RUN_RECORD",
-    "WRITER_ENV",
-    "RunDirConflict",
-    "RunInProgress",
-    "claim_directory",
-    "claim_run_dir",
-    "copy_run_record",
-    "hold_liveness_token",
-    "hold_writer_lock",
-    "live_run_since",
-    "prune_dead_tokens",
-    "release_writer_lock",
-    "remove_stale_locks",
-    "table_lock",
-    "token_is_held",
-    "writer_env",
-]

@@ -260,19 +260,3 @@ def damaged_message(problems: Sequence[str]) -> str:
         f"damaged results: {shown}. A rerun of the same config rebuilds them from the "
         f"fragments ({heal_hint()}); `attnrmt verify <results/run>` checks every byte"
     )
-
-
-__all__ = [
-    "DamagedStore",
-    "damage",
-    "damaged_message",
-    "digest_path",
-    "heal_hint",
-    "heal_run",
-    "outdated_run",
-    "products_damage",
-    "record_products",
-    "require_intact",
-    "sweep_damage",
-    "write_digest",
-]

@@ -11,17 +11,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = [
-    "CACHE_DIRNAME",
-    "FAILURES_DIRNAME",
-    "FRAGMENTS_DIRNAME",
-    "FRAGMENT_SUFFIX",
-    "RESULTS_DIRNAME",
-    "SALVAGE_DIRNAME",
-    "RunLayout",
-    "SweepLayout",
-]
-
 #: Where runs go, relative to the working directory.
 RESULTS_DIRNAME = "results"
 FRAGMENTS_DIRNAME = "fragments"

@@ -58,13 +58,3 @@ def environments_of(arrays: Mapping[str, np.ndarray]) -> dict[int, str]:
     if ENVIRONMENTS_MEMBER not in arrays:
         return {}
     return {environment_id(str(text)): str(text) for text in arrays[ENVIRONMENTS_MEMBER]}
-
-
-__all__ = [
-    "ENVIRONMENTS_MEMBER",
-    "ENVIRONMENT_KEY",
-    "PROVENANCE_KEYS",
-    "encode_provenance",
-    "environment_id",
-    "environments_of",
-]

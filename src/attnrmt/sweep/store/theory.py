@@ -98,6 +98,3 @@ def write_theory(
     target = write_zarr_atomically(theory_dataset(sweep_plan, root_seed), output_path)
     log_line(log_path, f"{target}: written in {time.perf_counter() - started:.2f} s")
     return target
-
-
-__all__ = ["theory_dataset", "write_theory"]

@@ -30,6 +30,3 @@ def stop_zarr_io(timeout_seconds: float = _STOP_TIMEOUT_SECONDS) -> bool:
         sync.loop[0] = None
         sync.iothread[0] = None
     return True
-
-
-__all__ = ["stop_zarr_io"]

@@ -103,12 +103,3 @@ def start_block_job_watch(workflow: Any) -> slurm.PendingWatch | None:
     if plugin is None or getattr(plugin, "name", None) != "slurm":
         return None
     return block_job_watch(Path.cwd()).start()
-
-
-__all__ = [
-    "PENDING_REPORT_SECONDS",
-    "POLL_SECONDS",
-    "block_job_watch",
-    "parse_block_jobs",
-    "start_block_job_watch",
-]

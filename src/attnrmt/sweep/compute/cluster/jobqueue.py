@@ -146,15 +146,3 @@ def pending_watch(
         POLL_SECONDS,
         PENDING_REPORT_SECONDS,
     )
-
-
-__all__ = [
-    "LOGGER",
-    "PENDING_REPORT_SECONDS",
-    "POLL_SECONDS",
-    "cluster_kwargs",
-    "describe_request",
-    "new_jobqueue_cluster",
-    "pending_watch",
-    "unsatisfiable_request",
-]

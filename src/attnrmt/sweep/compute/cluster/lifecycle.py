@@ -574,26 +574,3 @@ def _remove_credentials(run_dir: str | os.PathLike[str]) -> None:
     for path in security.credential_paths(cluster_dir(run_dir)):
         with contextlib.suppress(FileNotFoundError):
             path.unlink()
-
-
-__all__ = [
-    "LOGGER",
-    "RATE_LIMITER_WAKEUP",
-    "STOP_GRACE_SECONDS",
-    "BlocksLeft",
-    "RunCluster",
-    "RunStopped",
-    "cancel_rate_limiter_wakeups",
-    "cluster_dir",
-    "connect",
-    "dashboard_link",
-    "read_scheduler_file",
-    "run_client",
-    "run_stop_reason",
-    "say",
-    "scheduler_file_path",
-    "shutdown_run_cluster",
-    "spawning_without_main_script",
-    "stop_on_signals",
-    "stop_run",
-]

@@ -83,14 +83,3 @@ def in_memory_security() -> Any:
     from distributed.security import Security
 
     return Security.temporary()
-
-
-__all__ = [
-    "PRIVATE_FILE_MODE",
-    "credential_paths",
-    "in_memory_security",
-    "new_run_credentials",
-    "private_directory",
-    "run_security",
-    "write_private_file",
-]

@@ -96,12 +96,3 @@ def dashboard_address(setting: bool | str | int | None) -> str | None:
     if setting is True:
         return f"{LOOPBACK}:0"
     return f"{LOOPBACK}:{int(setting)}"
-
-
-__all__ = [
-    "LOOPBACK",
-    "MODES",
-    "ClusterSettings",
-    "dashboard_address",
-    "schema_defaults",
-]

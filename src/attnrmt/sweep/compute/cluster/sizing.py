@@ -98,15 +98,3 @@ def worker_lifetime(walltime_seconds: int) -> tuple[int, int]:
     stagger = min(walltime_seconds // 20, 300)
     lifetime = max(60, walltime_seconds - margin - stagger)
     return lifetime, stagger
-
-
-__all__ = [
-    "BLAS_THREAD_VARIABLES",
-    "HOUSEKEEPING",
-    "allocation_cores",
-    "configure_worker_environment",
-    "parse_walltime",
-    "usable_cores",
-    "worker_layout",
-    "worker_lifetime",
-]

@@ -253,19 +253,3 @@ def slurm_walltime_reached(end_time: float | None, now: float | None = None) -> 
     (None: not in a SLURM job)."""
     current = time.time() if now is None else now
     return end_time is not None and current >= end_time - WALLTIME_MARGIN_SECONDS
-
-
-__all__ = [
-    "LOGGER",
-    "JobState",
-    "PendingWatch",
-    "dry_run_submission",
-    "first_unsatisfiable",
-    "is_unsatisfiable",
-    "job_states",
-    "parse_squeue",
-    "pending_summary",
-    "slurm_command",
-    "slurm_job_end_time",
-    "slurm_walltime_reached",
-]

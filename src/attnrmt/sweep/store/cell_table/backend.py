@@ -13,8 +13,6 @@ from typing import Any
 
 from xarray.backends import BackendEntrypoint
 
-__all__ = ["AttnrmtBackend"]
-
 
 def _path(filename_or_obj: Any) -> Path | None:
     try:

@@ -18,8 +18,6 @@ import numpy as np
 from attnrmt.sweep.store.atomic import fsync_tree, write_bytes_atomically
 from attnrmt.sweep.store.cell_table.layout import compressors
 
-__all__ = ["Column", "TableColumns"]
-
 
 def _metadata_bytes(metadata: Any) -> bytes:
     from zarr.core.buffer import default_buffer_prototype

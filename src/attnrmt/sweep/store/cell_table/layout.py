@@ -175,20 +175,3 @@ def read_state(store: str | os.PathLike[str]) -> TableState | None:
         return None
     consolidated = root.get("consolidated_metadata") or {}
     return TableState(attrs=attrs, arrays=dict(consolidated.get("metadata", {})))
-
-
-__all__ = [
-    "CELLS_STORE_NAME",
-    "FORMAT_ATTR",
-    "STORE_FORMAT_VERSION",
-    "TABLE_STORE_NAME",
-    "RaggedNames",
-    "TableState",
-    "column_attrs",
-    "compressors",
-    "coordinate_names",
-    "ragged_names",
-    "read_state",
-    "store_dir",
-    "table_store",
-]

@@ -17,23 +17,6 @@ from attnrmt.sweep.spec.identity import KEY_DIGEST_BYTES, MODEL_VERSION, canonic
 from attnrmt.sweep.store.cell_table.layout import ROW_CHUNK
 from attnrmt.sweep.store.grid import axis_coordinates, coordinate_values, model_summary
 
-__all__ = [
-    "IdIndex",
-    "carried_rows",
-    "cell_id_hashes",
-    "cell_ids",
-    "grid_identity",
-    "id_digests",
-    "id_parts",
-    "key_bytes",
-    "plan_grid",
-    "plan_ids",
-    "renamed_models",
-    "root_seeds_of",
-    "row_points",
-    "sorted_search",
-]
-
 _ID_DTYPE = f"S{KEY_DIGEST_BYTES + 8}"
 #: Odd 64-bit constant mixing the root seed into an id's digest (Fibonacci hashing).
 _SEED_MIX = np.uint64(0x9E3779B97F4A7C15)

@@ -420,13 +420,3 @@ def open_results(run_dir: str | os.PathLike[str], squeeze: bool = False) -> Any:
             for name, dataset in groups.items()
         }
     return xr.DataTree.from_dict(groups)
-
-
-__all__ = [
-    "iter_current_rows",
-    "open_cells",
-    "open_results",
-    "read_ragged",
-    "table_environments",
-    "version_arrays",
-]

@@ -781,6 +781,3 @@ def store_finished_cells(run_plan: Any, results_dir: str | os.PathLike[str]) -> 
             f"finished cells stored (open_results shows them)"
         )
     return lines
-
-
-__all__ = ["TableWriter", "gather_cells", "store_finished_cells", "update_cell_table"]
