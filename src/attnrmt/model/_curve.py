@@ -99,13 +99,11 @@ def simulate_curve(
         return [simulate_cell(*model, float(snr), *rest) for snr in snr_values]
     sizes = (d, delta, gamma, T, 0.0, centered, top_k, V, N)
     draws = draw_cell(sizes, positional, weights, seed, table)  # the table at snr = 0: Z
-    alpha, kappa, sigma = draws.alpha, draws.kappa, draws.sigma
-    effective_weights, solver_stream = draws.effective_weights, draws.solver_stream
-    roots = np.sqrt(snr_values)
     measure = _measure_top if spectrum == "top" else _measure_full
-    sample, population, accuracy = measure(draws, roots, top_k, solver_stream)
-
-    seconds = (time.perf_counter() - start_time) / snr_values.size
+    sample, population, accuracy = measure(draws, np.sqrt(snr_values), top_k, draws.solver_stream)
+    shared: dict[str, Any] = {"alpha": draws.alpha, "kappa": draws.kappa, "sigma": draws.sigma}
+    shared.update(V=int(V), N=int(N), effective_weights=readonly(draws.effective_weights))
+    shared["compute_seconds"] = (time.perf_counter() - start_time) / snr_values.size
     return [
         CellResult(
             eigenvalues=readonly(sample.eigenvalues[index]),
@@ -115,14 +113,8 @@ def simulate_curve(
             overlap_table_mean=readonly(sample.overlaps[index, 2]),
             pop_top_eigenvalues=readonly(population.eigenvalues[index][:top_k]),
             pop_overlap_signal=readonly(population.overlaps[index, 0]),
-            alpha=alpha,
-            kappa=kappa,
-            sigma=sigma,
-            V=int(V),
-            N=int(N),
-            effective_weights=readonly(effective_weights),
             downstream_accuracy=float(accuracy[index]),
-            compute_seconds=seconds,
+            **shared,
         )
         for index in range(snr_values.size)
     ]
@@ -244,17 +236,8 @@ def _gram_family(draws: Draws, rows: np.ndarray, y: np.ndarray) -> _SampleFamily
     lower = lower_gram(fixed.T, 1.0)
     del fixed
     # w0 = Y0 u, w1 = y, then the probes [Y0 u, y, Y0 Dlt0, Y0 mbar]
-    tracked = np.stack(
-        [
-            rows[:, 0],
-            y,
-            rows[:, 0],
-            y,
-            rows @ draws.table.class_mean_difference,
-            rows @ draws.table.table_mean,
-        ],
-        axis=1,
-    )
+    probes = [rows @ draws.table.class_mean_difference, rows @ draws.table.table_mean]
+    tracked = np.column_stack([rows[:, 0], y, rows[:, 0], y, *probes])
     return _SampleFamily(lower, tracked, _gram_overlaps(draws))
 
 
@@ -307,10 +290,10 @@ def _token_family(draws: Draws) -> _SampleFamily:
 
 
 def _population_family(draws: Draws) -> tuple[np.ndarray, np.ndarray, bool]:
-    """The population matrix as a family (docs/model.md, "Curves", "Population matrix"):
-    (the fixed matrix, lower triangle; tracked ``[w0, w1, probes]``; whether it is the V x
-    V Gram form of ``V < d``, probes ``[Y0 u, y]``, else d x d with probes ``[u]``). O(V
-    d^2) or O(V^2 d)."""
+    """The population matrix as a family (docs/model.md, "Curves: one decomposition per
+    replicate"): (the fixed matrix, lower triangle; tracked ``[w0, w1, probes]``; whether it
+    is the V x V Gram form of ``V < d``, probes ``[Y0 u, y]``, else d x d with probes
+    ``[u]``). O(V d^2) or O(V^2 d)."""
     alpha, kappa, V = draws.alpha, draws.kappa, draws.table.vocabulary_size
     if V < draws.table.dimension:
         rows = population_rows(draws.table, draws.population_terms, kappa)

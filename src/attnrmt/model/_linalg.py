@@ -590,25 +590,13 @@ def warm_start_blocks(
         min(start.shape[1], values + REFINE_EXTRA_COLUMNS)
         for start, values in zip(starts, n_values, strict=True)
     ]
-    found = run_lanczos_together(
-        rough_apply_all,
-        [
-            _block_lanczos_steps(
-                start,
-                values,
-                vectors,
-                rng,
-                value_tol=ROUGH_VALUE_TOL,
-                vector_tol=ROUGH_VECTOR_TOL,
-                floor_tol=ROUGH_FLOOR_TOL,
-                n_returned=width,
-                max_columns=max_columns,
-            )
-            for start, values, vectors, width in zip(
-                starts, n_values, n_vectors, widths, strict=True
-            )
-        ],
-    )
+    rough: dict[str, Any] = {"value_tol": ROUGH_VALUE_TOL, "vector_tol": ROUGH_VECTOR_TOL}
+    rough.update(floor_tol=ROUGH_FLOOR_TOL, max_columns=max_columns)
+    runs = [
+        _block_lanczos_steps(start, values, vectors, rng, n_returned=width, **rough)
+        for start, values, vectors, width in zip(starts, n_values, n_vectors, widths, strict=True)
+    ]
+    found = run_lanczos_together(rough_apply_all, runs)
     return [
         start if pair is None else pair[1][:, :width]
         for start, pair, width in zip(starts, found, widths, strict=True)
@@ -639,23 +627,15 @@ def shared_operator_top_eigenpairs(
         if rough_apply_all is not None:
             starts = warm_start_blocks(rough_apply_all, starts, n_values, n_vectors, rng)
         # a warm-started iteration needs ~10 rounds on a small basis: check every round
-        found = run_lanczos_together(
-            apply_all,
-            [
-                _block_lanczos_steps(
-                    start,
-                    values,
-                    vectors,
-                    rng,
-                    directions=unit,
-                    check_every=_BLOCK_CHECK_EVERY_COLUMNS if rough_apply_all is None else 1,
-                    vector_tol=BLOCK_VECTOR_TOL if unit is None else BLOCK_OVERLAP_TOL,
-                )
-                for start, values, vectors, unit in zip(
-                    starts, n_values, n_vectors, directions, strict=True
-                )
-            ],
-        )
+        every = _BLOCK_CHECK_EVERY_COLUMNS if rough_apply_all is None else 1
+        runs = []
+        for start, values, vectors, unit in zip(
+            starts, n_values, n_vectors, directions, strict=True
+        ):
+            tol = BLOCK_VECTOR_TOL if unit is None else BLOCK_OVERLAP_TOL
+            options: dict[str, Any] = {"directions": unit, "check_every": every, "vector_tol": tol}
+            runs.append(_block_lanczos_steps(start, values, vectors, rng, **options))
+        found = run_lanczos_together(apply_all, runs)
     return [
         pair
         if pair is not None
@@ -668,8 +648,8 @@ def shared_operator_top_eigenpairs(
 
 # ------------------------------------------------- rank-one families (model/_curve.py)
 # A family is ``A(s) = A' + w(s) w(s)^T``, ``w(s) = w0 + s w1``, for several ``s``; its
-# secular equation, deflation and far field: docs/model.md, "Curves: one decomposition per
-# replicate".
+# secular equation, deflation and far field:
+# docs/model.md, "Curves: one decomposition per replicate".
 
 _EPS = float(np.finfo(np.float64).eps)
 # Deflation tolerance factor (LAPACK dlaed2): a weight or a pole gap below 8 eps times the
@@ -689,7 +669,7 @@ def eigenvalues_and_components(
     """All eigenvalues (ascending, (n,)) of the symmetric matrix in ``lower`` (overwritten)
     and the components ``Q^T vectors`` (n, k) of a few vectors in its eigenbasis, without
     forming ``Q``: ``dsytrd``, the reflectors on the vectors, ``dstevd`` of the tridiagonal
-    matrix (docs/model.md, "Curves: one decomposition per replicate", "Cost"). O(n^3 + n^2
+    matrix (docs/model.md, "Curves: one decomposition per replicate"). O(n^3 + n^2
     k)."""
     vectors = np.asarray(vectors, dtype=np.float64).reshape(lower.shape[0], -1)
     factored, diagonal, offdiagonal, tau = _tridiagonalize(lower)
@@ -793,7 +773,7 @@ def _secular_iterate(
     """Roots of secular equations, one per pair, each in its interval ``(lambda_j, lambda_j +
     width)`` (the pole ``lambda_{j+1}`` at its upper end unless ``top``), ``evaluate`` a
     :class:`_SecularEvaluator` of the same pairs, as LAPACK ``dlaed4`` (docs/model.md,
-    "Curves: one decomposition per replicate", "Secular equation"); LinAlgError beyond
+    "Curves: one decomposition per replicate"); LinAlgError beyond
     ``_SECULAR_MAX_STEPS`` (unreachable: the bisection bound). Returns (upper (bool), tau)
     per pair, the root ``lambda_origin + tau``. O(steps x cost of ``evaluate``)."""
     n_pairs = width.size
@@ -1245,7 +1225,7 @@ def family_lanczos_steps(
 ) -> Generator[np.ndarray, np.ndarray, Any]:
     """Block Lanczos on ``A'`` for a whole family ``A(s) = A' + w(s) w(s)^T`` from a
     ``start`` holding ``w0`` and ``w1`` (one basis serves every member: docs/model.md,
-    "Curves", "Krylov routes"), as a generator for :func:`run_lanczos_together`: the
+    "Curves: one decomposition per replicate"), as a generator for :func:`run_lanczos_together`: the
     recurrence of :func:`_lanczos_recurrence` keeping ``Q^T tracked`` (n, c), ``check(T, Q^T
     tracked, B_m, low)`` every ``check_every`` columns. Returns its result, or None when
     ``max_columns`` (or n) did not suffice. O(m (cost of a product) + n m^2) time, O(n m)

@@ -1,14 +1,7 @@
 """K token classes: class means from a Gram matrix, label models over the classes, the
 pooled label moments, and the K-class route of :func:`attnrmt.model.simulate_cell`
-(docs/model.md, "K classes", where the model, the label laws and the K = 2 reduction are
-written out).
-
-``V = K round(d / (K delta))`` tokens in ``K`` classes of ``V/K`` consecutive tokens
-(labels ``0 .. K-1``); class ``k`` has the mean ``mu_k = sqrt(snr) sum_j F_kj e_j`` with
-``F F^T = G`` (:func:`class_mean_gram`, :func:`class_mean_factor`), and row ``v`` of the
-table is ``mu_{k(v)} + z_v``. With ``K = 2``, ``means = "simplex"`` and the label models
-``iid``, ``prefix``, ``markov`` a cell draws the same numbers as the two-class sign
-models of the same seed (label 0 is sign +1; ``tests/model/test_classes.py``)."""
+(docs/model.md, "K classes", where the model, the label laws and the K = 2 reduction, the
+same numbers as the two-class cell of the same seed, are written out)."""
 
 from __future__ import annotations
 

@@ -159,8 +159,8 @@ def _table_covariance(
 def _fill_rows_with_rough_copy(
     rows: np.ndarray,
     rough_rows: np.ndarray,
-    generator: np.random.Generator,
     shift: float,
+    generator: np.random.Generator,
     law: Mapping[str, Any] | None = None,
     auxiliary: np.random.Generator | None = None,
     covariance: Covariance | None = None,
@@ -228,19 +228,12 @@ def sample_table(
 
     def fill(index: int) -> tuple[np.ndarray, float]:
         start, stop = blocks[index]
-        rows = embeddings[start:stop]
+        rows, shift = embeddings[start:stop], amplitude * token_class[start]
+        noise = (generators[index], law, auxiliaries[index], covariance)
         if rough is not None:
-            return _fill_rows_with_rough_copy(
-                rows,
-                rough[start:stop],
-                generators[index],
-                amplitude * token_class[start],
-                law,
-                auxiliaries[index],
-                covariance,
-            )
-        _draw_noise(rows, generators[index], law, auxiliaries[index], covariance)
-        rows[:, 0] += amplitude * token_class[start]
+            return _fill_rows_with_rough_copy(rows, rough[start:stop], shift, *noise)
+        _draw_noise(rows, *noise)
+        rows[:, 0] += shift
         return rows.sum(axis=0), float("nan")
 
     filled = in_threads(fill, len(blocks))
