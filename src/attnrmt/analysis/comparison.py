@@ -236,19 +236,9 @@ def thresholds_table(
         th = th.mean("snr") if "snr" in th.dims else th
         a = analysis.sel(transition=transition)
         slope_p = {"slope_consistency_p": a["slope_consistency_p"]} if multi_d else {}
-        ds = xr.Dataset(
-            {
-                "estimate": a["threshold_estimate"],
-                "ci_low": a["threshold_ci_low"],
-                "ci_high": a["threshold_ci_high"],
-                "bound": a["threshold_bound"],
-                "extrapolated": a["threshold_extrapolated"],
-                "n_detected": a["threshold_n_detected"],
-                "theta_offset": a["theta_offset"],
-                "theory_paper": th.sel(variant="paper", drop=True),
-                "theory_finite_vocab": th.sel(variant="finite_vocab", drop=True),
-            }
-        )
+        names = ("estimate", "ci_low", "ci_high", "bound", "extrapolated", "n_detected")
+        columns = {n: a[f"threshold_{n}"] for n in names} | {"theta_offset": a["theta_offset"]}
+        ds = xr.Dataset(columns | _by_variant(th))
         if multi_d:
             ds["slope_consistency_p"] = a["slope_consistency_p"].broadcast_like(ds["estimate"])
         frame = tidy(ds)
@@ -256,28 +246,12 @@ def thresholds_table(
         frame["estimator"] = _estimator_names(frame, multi_d, analysis.attrs)
         rows.append(frame.assign(transition=transition))
         if "fss_limit" in analysis:
-            f = analysis[["fss_limit", "fss_ci_low", "fss_ci_high"]].sel(transition=transition)
-            thd = th.mean("d") if "d" in th.dims else th
-            fs = xr.Dataset(
-                {
-                    "estimate": f["fss_limit"],
-                    "ci_low": f["fss_ci_low"],
-                    "ci_high": f["fss_ci_high"],
-                    "fss_n_d": (
-                        analysis["fss_n_d"].sel(transition=transition)
-                        if "fss_n_d" in analysis
-                        else xr.full_like(f["fss_limit"], np.inf)
-                    ),
-                    **{
-                        name: analysis[name].sel(transition=transition)
-                        for name in _FSS_COLUMNS
-                        if name in analysis
-                    },
-                    **slope_p,
-                    "theory_paper": thd.sel(variant="paper", drop=True),
-                    "theory_finite_vocab": thd.sel(variant="finite_vocab", drop=True),
-                }
-            )
+            limit = a["fss_limit"]
+            n_d = a["fss_n_d"] if "fss_n_d" in a else xr.full_like(limit, np.inf)
+            fits = {name: a[name] for name in _FSS_COLUMNS if name in a}
+            ends = {"ci_low": a["fss_ci_low"], "ci_high": a["fss_ci_high"], "fss_n_d": n_d}
+            thd = _by_variant(th.mean("d") if "d" in th.dims else th)
+            fs = xr.Dataset({"estimate": limit, **ends, **fits, **slope_p, **thd})
             fframe = tidy(fs)
             fframe["d"] = np.inf
             fframe["bound"] = "none"
@@ -301,6 +275,11 @@ def thresholds_table(
         consistent = (predicted >= frame["ci_low"]) & (predicted <= frame["ci_high"])
         frame[f"consistent_{variant}"] = consistent.astype(object).where(~no_verdict, None)
     return _finalise(frame, THRESHOLD_COLUMNS)
+
+
+def _by_variant(predicted: xr.DataArray) -> dict[str, xr.DataArray]:
+    """``theory_<variant>`` columns of ``predicted`` (a ``variant`` dimension). O(size)."""
+    return {f"theory_{v}": predicted.sel(variant=v, drop=True) for v in VARIANTS}
 
 
 def _estimator_names(frame: pd.DataFrame, multi_d: bool, attrs: Mapping[str, Any]) -> np.ndarray:

@@ -8,6 +8,7 @@ written as a placeholder with a note."""
 
 from __future__ import annotations
 
+import itertools
 import os
 import threading
 import time
@@ -109,11 +110,8 @@ def figure_spectra(data: Data | None, max_panels: int = 9) -> Figure:
     if data is None or "bulk_skipped" in data.analysis.attrs:  # spectrum: top, no bulk
         return _empty("Spectra", "no spectra in this run")
     cells, analysis = data.cells, data.analysis
-    panels = [
-        (float(delta), float(gamma))
-        for delta in cells["delta"].values
-        for gamma in cells["gamma"].values
-    ][:max_panels]
+    pairs = itertools.product(cells["delta"].values, cells["gamma"].values)
+    panels = [(float(delta), float(gamma)) for delta, gamma in pairs][:max_panels]
     ncol = min(3, len(panels))
     nrow = int(np.ceil(len(panels) / ncol))
     fig, axes = _subplots(nrow, ncol, figsize=(4.2 * ncol, 3.3 * nrow), squeeze=False)
@@ -167,11 +165,8 @@ def figure_spectra(data: Data | None, max_panels: int = 9) -> Figure:
 def outlier_panels(cells: xr.Dataset) -> list[tuple[str, str]]:
     """The ``(positional, weights)`` lines of a sweep, one panel column each: every pair of
     the sweep's coordinates, in coordinate order."""
-    return [
-        (str(positional), str(weights))
-        for positional in cells["positional"].values
-        for weights in cells["weights"].values
-    ]
+    pairs = itertools.product(cells["positional"].values, cells["weights"].values)
+    return [(str(positional), str(weights)) for positional, weights in pairs]
 
 
 def figure_outlier_vs_snr(data: Data | None, max_columns: int = 4) -> Figure:

@@ -148,18 +148,12 @@ def universality_inputs(
         frames.append(rows.assign(n=replicates))
     if not thresholds.empty:
         rows = thresholds[thresholds["finite_size"] == "none"]
+        renamed = {"estimate": "empirical", "ci_low": "low", "ci_high": "high"}
+        renamed[f"theory_{REFERENCE_VARIANT}"] = "theory"
+        point = [c for c in (*POINT_COLUMNS, TABLE_AXIS) if c in rows]
+        part = rows[[*renamed, *point]].rename(columns=renamed)
         frames.append(
-            pd.DataFrame(
-                {
-                    "quantity": "threshold_" + rows["transition"].astype(str),
-                    "empirical": rows["estimate"],
-                    "low": rows["ci_low"],
-                    "high": rows["ci_high"],
-                    "theory": rows[f"theory_{REFERENCE_VARIANT}"],
-                    "n": replicates,
-                    **{c: rows[c] for c in (*POINT_COLUMNS, TABLE_AXIS) if c in rows},
-                }
-            )
+            part.assign(quantity="threshold_" + rows["transition"].astype(str), n=replicates)
         )
     frames.append(_bulk_ks_rows(analysis))
     frames = [f for f in frames if not f.empty]

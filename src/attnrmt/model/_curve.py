@@ -372,17 +372,10 @@ def _krylov_check(
         top, inner = family_top(values, components, roots, active, count)
         residuals = np.sqrt(np.sum((inner[..., n_probes:] @ coupling.T) ** 2, axis=2))
         cosines = np.sqrt(np.nanmax(overlaps(top, inner[..., :n_probes]), axis=1, initial=0.0))
+        tolerances = (BLOCK_VALUE_TOL, BLOCK_OVERLAP_TOL)
         for member in range(roots.size):
-            if not converged(
-                top[member],
-                residuals[member],
-                n_values,
-                n_vectors,
-                BLOCK_VALUE_TOL,
-                BLOCK_OVERLAP_TOL,
-                cosines[member, :n_vectors],
-                BLOCK_FLOOR_TOL,
-            ):
+            ritz = (top[member], residuals[member], n_values, n_vectors, *tolerances)
+            if not converged(*ritz, cosines[member, :n_vectors], BLOCK_FLOOR_TOL):
                 return None
         return top[:, :n_values], inner[:, :n_vectors, :n_probes]
 

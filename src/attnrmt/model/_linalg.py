@@ -8,7 +8,7 @@ x passes over the table), a pass O(V d b) for a block of b columns."""
 from __future__ import annotations
 
 from collections.abc import Callable, Generator
-from typing import Any, cast
+from typing import Any
 
 import numpy as np
 import scipy.linalg
@@ -716,23 +716,16 @@ def deflate_family(
 _Evaluation = tuple[np.ndarray, ...]
 
 
-def _secular_step(
-    value: np.ndarray,
-    slope: np.ndarray,
-    delta_origin: np.ndarray,
-    delta_other: np.ndarray,
-    weight_origin: np.ndarray,
-    weight_other: np.ndarray,
-    fixed: bool,
-) -> tuple[np.ndarray, np.ndarray]:
-    """The two candidate corrections ``eta`` of a rational model of ``f`` with poles at
-    the origin pole (``delta_origin = lambda_o - mu``) and the other end of the interval
-    (``delta_other``; for the top interval the pole below the origin): the model
-    ``c + a/(delta_origin - eta) + b/(delta_other - eta)`` matches ``f`` (``value``) and,
-    for the middle way (Li 1993, LAPACK ``dlaed4``; ``fixed`` False), its slope, with the
-    origin pole's exact weight ``a``; the fixed-weight model (``fixed``: both exact weights,
-    ``c`` from ``f`` alone) gives the initial guess. Its roots solve ``C eta^2 - A eta + B =
-    0``; the caller keeps the one inside its bracket."""
+def _secular_step(evaluation: _Evaluation, fixed: bool) -> tuple[np.ndarray, np.ndarray]:
+    """The two candidate corrections ``eta`` of a rational model of ``f`` (``evaluation``, as
+    :class:`_SecularEvaluator` returns it) with poles at the origin pole (``delta_origin =
+    lambda_o - mu``) and the other end of the interval (``delta_other``; for the top interval
+    the pole below the origin): the model ``c + a/(delta_origin - eta) + b/(delta_other -
+    eta)`` matches ``f`` (``value``) and, for the middle way (Li 1993, LAPACK ``dlaed4``;
+    ``fixed`` False), its slope, with the origin pole's exact weight ``a``; the fixed-weight
+    model (``fixed``: both exact weights, ``c`` from ``f`` alone) gives the initial guess. Its
+    roots solve ``C eta^2 - A eta + B = 0``; the caller keeps the one inside its bracket."""
+    value, slope, _, delta_origin, delta_other, weight_origin, weight_other, _ = evaluation
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         if fixed:
             c = value - weight_origin / delta_origin - weight_other / delta_other
@@ -784,18 +777,10 @@ def _secular_iterate(
     upper = (value < 0.0) & ~top
     beyond = top & (value < 0.0)
     # the midpoint seen from the chosen origin: swap the roles of the two poles
-    delta_lower, delta_upper = evaluation[3], evaluation[4]
-    weight_lower, weight_upper = evaluation[5], evaluation[6]
-    evaluation = (
-        evaluation[0],
-        evaluation[1],
-        evaluation[2],
-        np.where(upper, delta_upper, delta_lower),
-        np.where(upper, delta_lower, delta_upper),
-        np.where(upper, weight_upper, weight_lower),
-        np.where(upper, weight_lower, weight_upper),
-        evaluation[7],
-    )
+    swapped = []
+    for below, above in (evaluation[3:5], evaluation[5:7]):
+        swapped += [np.where(upper, above, below), np.where(upper, below, above)]
+    evaluation = (*evaluation[:3], *swapped, evaluation[7])
     tau = np.where(upper, -half, half)
     low = np.where(upper, -half, np.where(beyond, half, 0.0))
     high = np.where(upper, 0.0, np.where(beyond, width, half))
@@ -818,15 +803,7 @@ def _secular_iterate(
             evaluation = tuple(part[going] for part in evaluation)
             held, size, before = held[going], size[going], before[going]
             bisect, going = bisect[going], going[going]
-        first, second = _secular_step(
-            evaluation[0],
-            evaluation[1],
-            evaluation[3],
-            evaluation[4],
-            evaluation[5],
-            evaluation[6],
-            fixed,
-        )
+        first, second = _secular_step(evaluation, fixed)
         fixed = False
         lo, hi, current = low[held], high[held], tau[held]
         first, second = current + first, current + second
@@ -835,15 +812,9 @@ def _secular_iterate(
         with np.errstate(divide="ignore", invalid="ignore"):
             rest = evaluation[0] - evaluation[5] / evaluation[3]
             third = evaluation[5] / rest
-        step = np.where(
-            (second > lo) & (second < hi),
-            second,
-            np.where(
-                (first > lo) & (first < hi),
-                first,
-                np.where((third > lo) & (third < hi), third, 0.5 * (lo + hi)),
-            ),
-        )
+        candidates = (second, first, third)  # the first inside the bracket, else bisection
+        inside = [(candidate > lo) & (candidate < hi) for candidate in candidates]
+        step = np.select(inside, candidates, 0.5 * (lo + hi))
         step = np.where(bisect, 0.5 * (lo + hi), step)
         step = np.where(going, step, current)
         tau[held] = step
@@ -908,15 +879,11 @@ class _DirectEvaluator(_SecularEvaluator):
             total = terms.sum(axis=1)
             slope = (terms / delta).sum(axis=1)
             value = 1.0 + total
+            rounding = 8.0 * (1.0 + np.abs(terms).sum(axis=1)) + 3.0 * np.abs(value)
             out[:, part] = (
                 value,
                 slope,
-                _EPS
-                * (
-                    8.0 * (1.0 + np.abs(terms).sum(axis=1))
-                    + 3.0 * np.abs(value)
-                    + np.abs(shift) * slope
-                ),
+                _EPS * (rounding + np.abs(shift) * slope),
                 -shift,
                 (poles[other] - poles[origin]) - shift,
                 self.weights[rows, origin],
@@ -926,13 +893,9 @@ class _DirectEvaluator(_SecularEvaluator):
         return tuple(out)
 
 
-# Far-field acceleration of :func:`family_spectra` (cost in docs/model.md,
-# "Curves: one decomposition per replicate"): in interval j the ``NEAR_POLES`` poles on each side
-# are summed exactly and the others through ``FAR_TERMS`` Taylor coefficients about the
-# interval's midpoint, shared by every member of the family; the truncation error is at
-# most ``r^FAR_TERMS / (1 - r)`` of the far poles' absolute sum, with ``r`` the interval's
-# half-width over the distance to its nearest far pole, so intervals with ``r > FAR_RATIO``
-# (1.1e-16 at 0.1) are solved by the direct sum instead.
+# Far field of :func:`family_spectra`: ``NEAR_POLES`` poles on each side summed exactly, the
+# others through ``FAR_TERMS`` Taylor coefficients; intervals with ``r > FAR_RATIO`` by the
+# direct sum (the error bound: docs/model.md, "Curves: one decomposition per replicate").
 NEAR_POLES = 12
 FAR_TERMS = 16
 FAR_RATIO = 0.1
@@ -997,6 +960,7 @@ class _FarEvaluator(_SecularEvaluator):
         middle: np.ndarray,
         coefficients: np.ndarray,
         absolute: np.ndarray,
+        *,
         near: int,
     ) -> None:
         n = poles.size
@@ -1038,16 +1002,9 @@ class _FarEvaluator(_SecularEvaluator):
         weight_other = np.where(
             upper, weight_lower, np.where(top, self.near_weights[:, max(near - 2, 0)], weight_upper)
         )
-        return (
-            value,
-            slope,
-            bound,
-            -tau,
-            (poles[other] - origin_pole) - tau,
-            np.where(upper, weight_upper, weight_lower),
-            weight_other,
-            origin_pole + tau,
-        )
+        deltas = (-tau, (poles[other] - origin_pole) - tau)
+        weights = (np.where(upper, weight_upper, weight_lower), weight_other)
+        return (value, slope, bound, *deltas, *weights, origin_pole + tau)
 
 
 def _far_ratios(poles: np.ndarray, near: int) -> np.ndarray:
@@ -1132,17 +1089,11 @@ def family_spectra(
         absolute_sum = np.einsum("pc,cp->p", absolute[position], np.abs(mix[:, rows]))
         middle = 0.5 * (poles_active[intervals] + poles_active[intervals + 1])
 
+        per_pair = (rows, intervals, middle, coefficients, absolute_sum)
+
         def factory(subset: np.ndarray) -> _SecularEvaluator:
-            return _FarEvaluator(
-                poles_active,
-                weights,
-                rows[subset],
-                intervals[subset],
-                middle[subset],
-                coefficients[subset],
-                absolute_sum[subset],
-                NEAR_POLES,
-            )
+            picked = [part[subset] for part in per_pair]
+            return _FarEvaluator(poles_active, weights, *picked, near=NEAR_POLES)
 
         origin, tau = _root_pairs(poles_active, weights, rows, intervals, factory)
         roots[rows, intervals] = poles_active[origin] + tau
@@ -1225,24 +1176,15 @@ def family_lanczos_steps(
 ) -> Generator[np.ndarray, np.ndarray, Any]:
     """Block Lanczos on ``A'`` for a whole family ``A(s) = A' + w(s) w(s)^T`` from a
     ``start`` holding ``w0`` and ``w1`` (one basis serves every member: docs/model.md,
-    "Curves: one decomposition per replicate"), as a generator for :func:`run_lanczos_together`: the
-    recurrence of :func:`_lanczos_recurrence` keeping ``Q^T tracked`` (n, c), ``check(T, Q^T
-    tracked, B_m, low)`` every ``check_every`` columns. Returns its result, or None when
-    ``max_columns`` (or n) did not suffice. O(m (cost of a product) + n m^2) time, O(n m)
-    memory."""
-    return (
-        yield from _lanczos_recurrence(
-            start,
-            rng,
-            max_columns,
-            tracked,
-            check_every,
-            0,
-            lambda _basis, projected, projections, coupling, low: check(
-                projected, cast(np.ndarray, projections), coupling, low
-            ),
-        )
+    "Curves: one decomposition per replicate"), as a generator for
+    :func:`run_lanczos_together`: the recurrence of :func:`_lanczos_recurrence` keeping ``Q^T
+    tracked`` (n, c), ``check(T, Q^T tracked, B_m, low)`` every ``check_every`` columns.
+    Returns its result, or None when ``max_columns`` (or n) did not suffice. O(m (cost of a
+    product) + n m^2) time, O(n m) memory."""
+    steps = _lanczos_recurrence(
+        start, rng, max_columns, tracked, check_every, 0, lambda _basis, *parts: check(*parts)
     )
+    return (yield from steps)
 
 
 __all__ = [

@@ -407,23 +407,11 @@ def draw_cell(
         effective_weights = token_weights.mean(axis=0)
     else:
         effective_weights = token_weights = pooling_weights(weights_spec, T, R)
-    alpha, kappa, sigma = pooling_scalars(effective_weights, R)
-    terms = population_rank_one_terms(
-        drawn.table_mean, drawn.class_mean_difference, alpha, kappa, sigma, centered
-    )
-    return Draws(
-        drawn,
-        tokens,
-        labels,
-        effective_weights,
-        token_weights,
-        alpha,
-        kappa,
-        sigma,
-        terms,
-        solver_stream,
-        centered,
-    )
+    scalars = pooling_scalars(effective_weights, R)
+    means = (drawn.table_mean, drawn.class_mean_difference)
+    terms = population_rank_one_terms(*means, *scalars, centered)
+    sampled = (drawn, tokens, labels, effective_weights, token_weights)
+    return Draws(*sampled, *scalars, terms, solver_stream, centered)
 
 
 def _simulate_signs(

@@ -241,17 +241,9 @@ def sample_table(
     n_plus = len(blocks) // 2
     mean_plus = np.sum(block_sums[:n_plus], axis=0) / half
     mean_minus = np.sum(block_sums[n_plus:], axis=0) / half
-    signal_direction = np.zeros(d)
-    signal_direction[0] = 1.0
-    return EmbeddingTable(
-        embeddings=embeddings,
-        token_class=token_class,
-        signal_direction=signal_direction,
-        table_mean=0.5 * (mean_plus + mean_minus),
-        class_mean_difference=0.5 * (mean_plus - mean_minus),
-        rough_embeddings=rough,
-        rough_max_abs=max(largest for _, largest in filled) if rough is not None else float("nan"),
-    )
+    means = (0.5 * (mean_plus + mean_minus), 0.5 * (mean_plus - mean_minus))  # mbar, Dlt
+    largest = max(largest for _, largest in filled) if rough is not None else float("nan")
+    return EmbeddingTable(embeddings, token_class, np.eye(1, d)[0], *means, rough, largest)
 
 
 def file_table(
