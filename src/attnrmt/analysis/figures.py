@@ -697,11 +697,10 @@ def make_figures(
     log_path: str | os.PathLike[str] | None = None,
 ) -> list[Path]:
     """Rule ``figures_<sweep>``: every figure of ``SWEEP_FIGURES`` (:mod:`attnrmt.contract`)
-    of one sweep under
-    ``figure_dir``, from its stores (``<run_dir>/<sweep>/{cells,theory,analysis}.zarr``)
-    and its tables (``<sweep>/tables/*.csv``,
-    :func:`attnrmt.analysis.pipeline.write_sweep_tables`) only, so that a change of another
-    sweep leaves them alone. PNG always (the report shows it), plus ``figure_formats``."""
+    of one sweep under ``figure_dir``, from its stores (``<run_dir>/<sweep>/*.zarr``) and
+    tables (``<sweep>/tables/*.csv``, :func:`attnrmt.analysis.pipeline.write_sweep_tables`)
+    only, so that a change of another sweep leaves them alone. PNG always (the report shows
+    it), plus ``figure_formats``."""
     from attnrmt.analysis.pipeline import decode_bounds, open_sweep, read_table
 
     tables, cells, theory, analysis = open_sweep(run_dir, sweep)
@@ -736,9 +735,8 @@ def make_run_figures(
     settings: Mapping[str, Any],
     log_path: str | os.PathLike[str] | None = None,
 ) -> list[Path]:
-    """Rule ``run_figures``: the figures of ``RUN_FIGURES`` (:mod:`attnrmt.contract`) from
-    the run-wide tables
-    (``<run_dir>/universality.csv``; a placeholder table draws the no-data figure)."""
+    """Rule ``run_figures``: the figures of ``RUN_FIGURES`` (:mod:`attnrmt.contract`) from the
+    run-wide tables (``<run_dir>/universality.csv``; a placeholder draws the no-data figure)."""
     from attnrmt.analysis.pipeline import read_table
 
     frame = read_table(Path(run_dir) / "universality.csv")

@@ -358,10 +358,9 @@ def write_sweep_tables(
     weight_models: Mapping[str, Any] | None = None,
     log_path: str | os.PathLike[str] | None = None,
 ) -> None:
-    """Rule ``sweep_tables``: one sweep's tables (``SWEEP_TABLES`` of
-    :mod:`attnrmt.contract`, keys of ``outputs``)
-    from its stores, at full precision (the run-wide tables and the sweep's figures read
-    them). O(cells of the sweep)."""
+    """Rule ``sweep_tables``: one sweep's tables (``SWEEP_TABLES`` of :mod:`attnrmt.contract`,
+    keys of ``outputs``) from its stores, at full precision (the run-wide tables and the
+    sweep's figures read them). O(cells of the sweep)."""
     started = time.perf_counter()
     _, cells, theory, analysis = open_sweep(run_dir, sweep)
     tables = sweep_tables(sweep, cells, theory, analysis, settings, weight_models)

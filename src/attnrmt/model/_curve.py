@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from functools import partial
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import scipy.linalg
@@ -147,12 +148,12 @@ def _class_mean_norms(draws: Draws, roots: np.ndarray) -> np.ndarray:
     )
 
 
-class _Measured:
+class _Measured(NamedTuple):
     """Per ``snr``: eigenvalues (list of arrays, as a cell stores them) and the squared
     overlaps ``(S, directions, k)`` of the top vectors."""
 
-    def __init__(self, eigenvalues: list[np.ndarray], overlaps: np.ndarray) -> None:
-        self.eigenvalues, self.overlaps = eigenvalues, overlaps
+    eigenvalues: list[np.ndarray]
+    overlaps: np.ndarray
 
 
 def _squared(inner: np.ndarray, norms: np.ndarray) -> np.ndarray:
@@ -166,19 +167,16 @@ def _squared(inner: np.ndarray, norms: np.ndarray) -> np.ndarray:
 # ------------------------------------------------------------------ the sample families
 
 
+@dataclass
 class _SampleFamily:
     """``S(r)`` as a family ``A' + w(r) w(r)^T`` (module docstring) in ``n`` dimensions:
     ``lower`` (the fixed matrix, lower triangle, Fortran order; None for the top route's
     operator), ``tracked`` (n, 2 + L): ``w0``, ``w1`` and the probe vectors whose inner
     products give the overlaps, and ``overlaps(roots, values, inner)`` (S, 3, k)."""
 
-    def __init__(
-        self,
-        lower: np.ndarray | None,
-        tracked: np.ndarray,
-        overlaps: Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray],
-    ) -> None:
-        self.lower, self.tracked, self.overlaps = lower, tracked, overlaps
+    lower: np.ndarray | None
+    tracked: np.ndarray
+    overlaps: Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]
 
 
 def _d_route_overlaps(draws: Draws) -> Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]:
