@@ -124,12 +124,11 @@ def _fit_block(
 def _fit_by_setting(
     spectra: Any, values: tuple[np.ndarray, ...], *, margin: float, zero_tol: float
 ) -> np.ndarray:
-    """:func:`_fit_block` over ``spectra`` ``(settings..., snr, centered, replicate, eig)``
-    with ``values`` its ``(delta, gamma, kappa)``
-    (a Dask array, read chunk by chunk: one setting per chunk in ``cells.zarr``'s view;
-    a NumPy array is split one setting per chunk), the chunks computed by Dask's
-    scheduler in parallel. Memory O(one chunk per thread + the fields of every cell);
-    time O(cells x eig log eig)."""
+    """:func:`_fit_block` over ``spectra`` ``(settings..., snr, centered, replicate, eig)`` with
+    ``values`` its ``(delta, gamma, kappa)`` (a Dask array, read chunk by chunk: one setting per
+    chunk in ``cells.zarr``'s view; a NumPy array is split one setting per chunk), the chunks
+    computed by Dask's scheduler in parallel. Memory O(one chunk per thread + the fields of every
+    cell); time O(cells x eig log eig)."""
     import dask.array as da
 
     if not isinstance(spectra, da.Array):
@@ -173,10 +172,8 @@ def bulk_fit(cells: xr.Dataset, *, margin: float, zero_tol: float = DEFAULT_ZERO
     fitted = _fit_by_setting(eig.data, (dv, gv, kv), margin=margin, zero_tol=zero_tol)
     out = {name: fitted[..., index] for index, name in enumerate(_FIELDS)}
     coords = {d: eig[d] for d in dims if d in eig.coords}
-    lower, upper = bulk_edges(
-        np.where(np.isfinite(dv), dv, 1.0), np.where(np.isfinite(gv), gv, 1.0)
-    )
-    atom = bulk_atom(np.where(np.isfinite(dv), dv, 1.0), np.where(np.isfinite(gv), gv, 1.0))
+    ratios = [np.where(np.isfinite(v), v, 1.0) for v in (dv, gv)]
+    (lower, upper), atom = bulk_edges(*ratios), bulk_atom(*ratios)
 
     def da(values: np.ndarray, long_name: str, units: str = "units of S") -> xr.DataArray:
         return xr.DataArray(

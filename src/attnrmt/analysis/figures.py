@@ -588,8 +588,7 @@ def figure_universality(table: pd.DataFrame) -> Figure:
 
 def save(fig: Figure, stem: str | os.PathLike[str], formats: Sequence[str]) -> list[Path]:
     """Write ``fig`` as ``stem.<fmt>`` for every format; a placeholder's PNG carries
-    :data:`attnrmt.contract.PLACEHOLDER_FIGURE` as its description (the report leaves
-    it out)."""
+    :data:`attnrmt.contract.PLACEHOLDER_FIGURE` as its description (the report leaves it out)."""
     placeholder = fig.get_label() == PLACEHOLDER_FIGURE
     paths = []
     for fmt in formats:

@@ -100,14 +100,13 @@ def open_store(path: str | os.PathLike[str]) -> xr.Dataset:
 def analysis_dataset(
     cells: xr.Dataset, theory: xr.Dataset | None, settings: Mapping[str, Any]
 ) -> xr.Dataset:
-    """Bulk fit + thresholds + finite-size fit of one sweep (``analysis.zarr``): the variables
-    of :func:`attnrmt.analysis.bulk_fit.bulk_fit`,
-    :func:`attnrmt.analysis.thresholds.estimate_thresholds` (``threshold_bound`` as int8
-    flags, :data:`BOUND_CODES`) and, with several ``d``,
-    :func:`attnrmt.analysis.thresholds.finite_size_thresholds`. ``theory`` may be None;
-    ``settings`` is the config's complete ``analysis:`` block (validation fills its
-    defaults; a library call fills a partial one with
-    ``attnrmt.sweep.spec.schema.with_defaults``). O(cells x n_boot)."""
+    """Bulk fit + thresholds + finite-size fit of one sweep (``analysis.zarr``): the variables of
+    :func:`attnrmt.analysis.bulk_fit.bulk_fit`,
+    :func:`attnrmt.analysis.thresholds.estimate_thresholds` (``threshold_bound`` as int8 flags,
+    :data:`BOUND_CODES`) and, with several ``d``,
+    :func:`attnrmt.analysis.thresholds.finite_size_thresholds`. ``theory`` may be None; ``settings``
+    is the config's complete ``analysis:`` block (validation fills its defaults; a library call
+    fills a partial one with ``attnrmt.sweep.spec.schema.with_defaults``). O(cells x n_boot)."""
     s = settings
     spectrum = stored_spectrum(cells)
     # A top sweep has no bulk: the bulk variables stay (NaN) so that every reader finds

@@ -413,11 +413,10 @@ def _symmetric_product(lower: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
 def _population_solution(
     draws: Draws, roots: np.ndarray, top_k: int, rng: np.random.Generator
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Top ``top_k`` eigenvalues (S, k) and squared overlaps with ``u`` (S, 1, k) of the
-    population matrix for every ``snr`` (full route): exact decomposition up to
-    ``DENSE_POPULATION_MAX_N`` dimensions, else the family's block Krylov run on the
-    formed matrix (:func:`_symmetric_product`; the exact decomposition if it stops
-    short)."""
+    """Top ``top_k`` eigenvalues (S, k) and squared overlaps with ``u`` (S, 1, k) of the population
+    matrix for every ``snr`` (full route): exact decomposition up to ``DENSE_POPULATION_MAX_N``
+    dimensions, else the family's block Krylov run on the formed matrix (:func:`_symmetric_product`;
+    the exact decomposition if it stops short)."""
     lower, tracked, gram = _population_family(draws)
     n, n_probes = lower.shape[0], tracked.shape[1] - 2
 
@@ -478,10 +477,7 @@ def _ridge_curve(
     target = labels[:n_train] - label_mean
     penalty = n_train * DEFAULT_RIDGE
     primal = n_features <= n_train
-    if primal:
-        gram = rest_train.T @ rest_train
-    else:
-        gram = rest_train @ rest_train.T
+    gram = rest_train.T @ rest_train if primal else rest_train @ rest_train.T
     gram[np.diag_indices_from(gram)] += penalty
     factor = scipy.linalg.cho_factor(gram, lower=True, check_finite=False)
     fixed = scipy.linalg.cho_solve(

@@ -107,13 +107,11 @@ def _apply_householder(
 
 
 def spectrum_and_top_eigenvectors(lower: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """All eigenvalues (ascending, (d,)) and the top-``k`` unit eigenvectors ((d, k),
-    column ``j`` the ``j``-th largest) of the symmetric matrix in the lower triangle of
-    ``lower`` (Fortran order; overwritten): one Householder tridiagonalisation
-    (``dsytrd``), all eigenvalues of ``T`` (``dsterf``; together what ``eigvalsh`` does),
-    its top-k eigenvectors (``stebz`` + ``stein``) and ``Q z`` by blocked reflectors.
-    O(d^3 + d^2 k).
-    """
+    """All eigenvalues (ascending, (d,)) and the top-``k`` unit eigenvectors ((d, k), column ``j``
+    the ``j``-th largest) of the symmetric matrix in the lower triangle of ``lower`` (Fortran order;
+    overwritten): one Householder tridiagonalisation (``dsytrd``), all eigenvalues of ``T``
+    (``dsterf``; together what ``eigvalsh`` does), its top-k eigenvectors (``stebz`` + ``stein``)
+    and ``Q z`` by blocked reflectors. O(d^3 + d^2 k)."""
     factored, diagonal, offdiagonal, tau = _tridiagonalize(lower)
     eigenvalues, info = lapack.dsterf(diagonal.copy(), offdiagonal.copy())
     if info != 0:  # pragma: no cover
@@ -217,12 +215,11 @@ def lanczos_top_eigenpairs(
 def top_eigenpairs(
     lower: np.ndarray, k: int, start: np.ndarray | None = None
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Top-``k`` eigenvalues (descending) and unit eigenvectors (d, k) of a symmetric
-    matrix (lower triangle of ``lower``, Fortran order; overwritten by the exact route):
-    :func:`lanczos_top_eigenpairs` from ``start`` for ``d >= _LANCZOS_MIN_D``, else or if
-    it does not converge the exact route (tridiagonalisation, ``stebz``/``stein``, blocked
-    back-transformation). O(m d^2) or O(d^3).
-    """
+    """Top-``k`` eigenvalues (descending) and unit eigenvectors (d, k) of a symmetric matrix (lower
+    triangle of ``lower``, Fortran order; overwritten by the exact route):
+    :func:`lanczos_top_eigenpairs` from ``start`` for ``d >= _LANCZOS_MIN_D``, else or if it does
+    not converge the exact route (tridiagonalisation, ``stebz``/``stein``, blocked
+    back-transformation). O(m d^2) or O(d^3)."""
     if start is not None and lower.shape[0] >= _LANCZOS_MIN_D:
         found = lanczos_top_eigenpairs(lower, k, start)
         if found is not None:
@@ -613,13 +610,12 @@ def shared_operator_top_eigenpairs(
     rough_apply_all: Callable[[list[np.ndarray | None]], list[np.ndarray | None]] | None = None,
 ) -> list[tuple[np.ndarray, np.ndarray]]:
     """Top eigenpairs of several symmetric operators applied together (``apply_all``, as in
-    :func:`run_lanczos_together`): block Lanczos in lockstep, or
-    :func:`dense_top_eigenpairs` for ``n <= DENSE_TOP_MAX_N`` or a run that stopped short;
-    ``directions[i]`` makes operator ``i`` converge in its squared overlaps with them
-    (:func:`converged`); ``rough_apply_all`` (float32 passes) gives the start blocks
-    (:func:`warm_start_blocks`; docs/model.md, "Top-k cells"). Returns ``[(values
-    descending, unit vectors (n, n_vectors)), ...]``. O(rounds x cost of ``apply_all`` + n
-    m^2) time for m basis columns."""
+    :func:`run_lanczos_together`): block Lanczos in lockstep, or :func:`dense_top_eigenpairs` for
+    ``n <= DENSE_TOP_MAX_N`` or a run that stopped short; ``directions[i]`` makes operator ``i``
+    converge in its squared overlaps with them (:func:`converged`); ``rough_apply_all`` (float32
+    passes) gives the start blocks (:func:`warm_start_blocks`; docs/model.md, "Top-k cells").
+    Returns ``[(values descending, unit vectors (n, n_vectors)), ...]``. O(rounds x cost of
+    ``apply_all`` + n m^2) time for m basis columns."""
     n = starts[0].shape[0]
     found: list[tuple[np.ndarray, np.ndarray] | None] = [None] * len(starts)
     if uses_krylov(n):
@@ -666,11 +662,10 @@ _COMPACT_FRACTION = 0.6
 def eigenvalues_and_components(
     lower: np.ndarray, vectors: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
-    """All eigenvalues (ascending, (n,)) of the symmetric matrix in ``lower`` (overwritten)
-    and the components ``Q^T vectors`` (n, k) of a few vectors in its eigenbasis, without
-    forming ``Q``: ``dsytrd``, the reflectors on the vectors, ``dstevd`` of the tridiagonal
-    matrix (docs/model.md, "Curves: one decomposition per replicate"). O(n^3 + n^2
-    k)."""
+    """All eigenvalues (ascending, (n,)) of the symmetric matrix in ``lower`` (overwritten) and the
+    components ``Q^T vectors`` (n, k) of a few vectors in its eigenbasis, without forming ``Q``:
+    ``dsytrd``, the reflectors on the vectors, ``dstevd`` of the tridiagonal matrix (docs/model.md,
+    "Curves: one decomposition per replicate"). O(n^3 + n^2 k)."""
     vectors = np.asarray(vectors, dtype=np.float64).reshape(lower.shape[0], -1)
     factored, diagonal, offdiagonal, tau = _tridiagonalize(lower)
     reduced = _apply_householder(factored, tau, vectors, transpose=True)

@@ -570,8 +570,7 @@ def _population_top_from_tokens(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Top-k eigenpairs of the population matrix through ``K = Y Y^T`` (V x V,
     :func:`population_rows`) for ``V < d``: an eigenvector ``z`` of ``K`` gives ``Y^T z``
-    (normalised); the Lanczos start is ``Y start``. O(V^2 d + V^2 m) time, O(V d + V^2)
-    memory."""
+    (normalised); the Lanczos start is ``Y start``. O(V^2 d + V^2 m) time, O(V d + V^2) memory."""
     rows = population_rows(table, population_terms, kappa)
     values, small_vectors = top_eigenpairs(lower_gram(rows.T, 1.0), top_k, rows @ start)
     vectors = rows.T @ small_vectors

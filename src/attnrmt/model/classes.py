@@ -360,13 +360,12 @@ def _top_spike(weights: np.ndarray, projected: np.ndarray) -> tuple[float, np.nd
 
 
 def optimal_class_weights(pairs: np.ndarray, mean_gram: np.ndarray) -> np.ndarray:
-    """Pooling that maximises the top spike strength ``theta_1(w)`` (docs/model.md, "K-class
-    optimal weights", where the biquadratic form and its alternating maximisation are
-    written out): ``pairs`` the label pair law, ``mean_gram`` the class-mean Gram the spike
-    sees (``snr G + K delta I``; only its centred part matters). Alternates the two exact
-    partial maximisations from ``_OPTIMAL_STARTS`` starts and returns
-    :func:`attnrmt.model.optimal_weights` of ``R^(x)`` at the best ``x``. O(T^3 K^3 + steps
-    (T^3 + T^2 K^2))."""
+    """Pooling that maximises the top spike strength ``theta_1(w)`` (docs/model.md, "K-class optimal
+    weights", where the biquadratic form and its alternating maximisation are written out):
+    ``pairs`` the label pair law, ``mean_gram`` the class-mean Gram the spike sees (``snr G + K
+    delta I``; only its centred part matters). Alternates the two exact partial maximisations from
+    ``_OPTIMAL_STARTS`` starts and returns :func:`attnrmt.model.optimal_weights` of ``R^(x)`` at the
+    best ``x``. O(T^3 K^3 + steps (T^3 + T^2 K^2))."""
     T, K = pairs.shape[0], pairs.shape[-1]
     marginals = label_marginals(pairs)
     centred_pairs = pairs - np.einsum("tk,sl->tskl", marginals, marginals)
