@@ -124,6 +124,12 @@ def ranked_names(values: pd.Series) -> str:
     return " > ".join(frame["name"])
 
 
+def tidy(ds: xr.Dataset) -> pd.DataFrame:
+    """``ds`` as a frame, one row per point of its dimensions (other coordinates dropped).
+    O(size)."""
+    return ds.drop_vars([c for c in ds.coords if c not in ds.dims]).to_dataframe().reset_index()
+
+
 def plain(value: Any) -> Any:
     """Numpy scalar -> Python scalar (for tidy tables)."""
     return value.item() if isinstance(value, np.generic) else value
@@ -160,4 +166,5 @@ __all__ = [
     "replicate_mean_sem",
     "signal_index",
     "stored_spectrum",
+    "tidy",
 ]

@@ -72,17 +72,10 @@ def causal_weights_table(
             dist = np.array(
                 [relative_distance(w, ref) if np.all(np.isfinite(w)) else np.nan for w in block]
             )
-            mean, low, high = mean_ci(dist, level=level, n_boot=n_boot, seed=seed)
+            estimates = mean_ci(dist, level=level, n_boot=n_boot, seed=seed)
+            row = {"sweep": sweep, **point, "tau": tau, "reference": ref_name}
             rows.append(
-                {
-                    "sweep": sweep,
-                    **point,
-                    "tau": tau,
-                    "reference": ref_name,
-                    "distance": mean,
-                    "ci_low": low,
-                    "ci_high": high,
-                }
+                {**row, **dict(zip(("distance", "ci_low", "ci_high"), estimates, strict=True))}
             )
     return pd.DataFrame(rows)
 

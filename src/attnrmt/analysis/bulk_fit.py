@@ -34,14 +34,9 @@ def ks_distance(
     (module docstring; realised ratios, NaN padding ignored). Returns ``ks``, ``n_outliers``,
     ``zero_fraction``, ``lower_edge`` / ``upper_edge`` (smallest non-zero and largest
     retained eigenvalue, units of ``S``) and ``n_bulk``. O(n log n)."""
-    fits = ks_distances(
-        np.asarray(eigenvalues, dtype=float)[None, :],
-        np.array([delta]),
-        np.array([gamma]),
-        np.array([kappa]),
-        margin=margin,
-        zero_tol=zero_tol,
-    )
+    ratios = (np.array([value]) for value in (delta, gamma, kappa))
+    spectrum = np.asarray(eigenvalues, dtype=float)[None, :]
+    fits = ks_distances(spectrum, *ratios, margin=margin, zero_tol=zero_tol)
     return {name: float(values[0]) for name, values in fits.items()}
 
 
@@ -107,18 +102,12 @@ _FIELDS = ("ks", "n_outliers", "zero_fraction", "lower_edge", "upper_edge", "n_b
 
 
 def _fit_block(
-    spectra: np.ndarray,
-    delta: np.ndarray,
-    gamma: np.ndarray,
-    kappa: np.ndarray,
-    *,
-    margin: float,
-    zero_tol: float,
+    spectra: np.ndarray, *blocks: np.ndarray, margin: float, zero_tol: float
 ) -> np.ndarray:
-    """:func:`ks_distances` of a block of spectra ``(..., eig)`` with its ratios
-    ``(..., 1)``: ``(..., len(_FIELDS))``, NaN where a ratio is not finite or
-    ``kappa <= 0`` (an absent cell)."""
-    ratios = [np.asarray(a, dtype=float).reshape(-1) for a in (delta, gamma, kappa)]
+    """:func:`ks_distances` of a block of spectra ``(..., eig)`` with its ``delta``, ``gamma``,
+    ``kappa`` blocks ``(..., 1)``: ``(..., len(_FIELDS))``, NaN where a ratio is not finite
+    or ``kappa <= 0`` (an absent cell)."""
+    ratios = [np.asarray(a, dtype=float).reshape(-1) for a in blocks]
     usable = np.all(np.isfinite(ratios), axis=0) & (ratios[2] > 0)
     fits = ks_distances(
         np.asarray(spectra, dtype=float).reshape(-1, spectra.shape[-1])[usable],
@@ -133,19 +122,13 @@ def _fit_block(
 
 
 def _fit_by_setting(
-    spectra: Any,
-    delta: np.ndarray,
-    gamma: np.ndarray,
-    kappa: np.ndarray,
-    *,
-    margin: float,
-    zero_tol: float,
+    spectra: Any, values: tuple[np.ndarray, ...], *, margin: float, zero_tol: float
 ) -> np.ndarray:
-    """:func:`_fit_block` over ``spectra`` ``(settings..., snr, centered, replicate, eig)``
-    (a Dask array, read chunk by chunk: one setting per chunk in ``cells.zarr``'s view;
-    a NumPy array is split one setting per chunk), the chunks computed by Dask's
-    scheduler in parallel. Memory O(one chunk per thread + the fields of every cell);
-    time O(cells x eig log eig)."""
+    """:func:`_fit_block` over ``spectra`` ``(settings..., snr, centered, replicate, eig)`` with
+    ``values`` its ``(delta, gamma, kappa)`` (a Dask array, read chunk by chunk: one setting per
+    chunk in ``cells.zarr``'s view; a NumPy array is split one setting per chunk), the chunks
+    computed by Dask's scheduler in parallel. Memory O(one chunk per thread + the fields of every
+    cell); time O(cells x eig log eig)."""
     import dask.array as da
 
     if not isinstance(spectra, da.Array):
@@ -155,10 +138,7 @@ def _fit_by_setting(
         )
     spectra = spectra.rechunk({spectra.ndim - 1: -1})
     grid_chunks = spectra.chunks[:-1]
-    ratios = [
-        da.from_array(values[..., None], chunks=(*grid_chunks, (1,)), name=False)
-        for values in (delta, gamma, kappa)
-    ]
+    ratios = [da.from_array(v[..., None], chunks=(*grid_chunks, (1,)), name=False) for v in values]
     fitted = da.map_blocks(
         _fit_block,
         spectra,
@@ -189,13 +169,11 @@ def bulk_fit(cells: xr.Dataset, *, margin: float, zero_tol: float = DEFAULT_ZERO
     delta, gamma, kappa = (a.transpose(*dims) for a in (delta, gamma, kappa))
     shape = tuple(eig.sizes[d] for d in dims)
     dv, gv, kv = (np.asarray(a.values, dtype=float) for a in (delta, gamma, kappa))
-    fitted = _fit_by_setting(eig.data, dv, gv, kv, margin=margin, zero_tol=zero_tol)
+    fitted = _fit_by_setting(eig.data, (dv, gv, kv), margin=margin, zero_tol=zero_tol)
     out = {name: fitted[..., index] for index, name in enumerate(_FIELDS)}
     coords = {d: eig[d] for d in dims if d in eig.coords}
-    lower, upper = bulk_edges(
-        np.where(np.isfinite(dv), dv, 1.0), np.where(np.isfinite(gv), gv, 1.0)
-    )
-    atom = bulk_atom(np.where(np.isfinite(dv), dv, 1.0), np.where(np.isfinite(gv), gv, 1.0))
+    ratios = [np.where(np.isfinite(v), v, 1.0) for v in (dv, gv)]
+    (lower, upper), atom = bulk_edges(*ratios), bulk_atom(*ratios)
 
     def da(values: np.ndarray, long_name: str, units: str = "units of S") -> xr.DataArray:
         return xr.DataArray(

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pandas as pd
 import xarray as xr
 
-from attnrmt.analysis._common import drop_variant
+from attnrmt.analysis._common import drop_variant, tidy
 from attnrmt.contract import ALL_AXES
 
 
@@ -21,30 +21,30 @@ def centring_table(sweep: str, cells: xr.Dataset, theory: xr.Dataset) -> pd.Data
         return pd.DataFrame()
     cen = cells.sel(centered=True, drop=True)
     unc = cells.sel(centered=False, drop=True)
+
+    def top(part: xr.Dataset, name: str) -> xr.DataArray:
+        return part[name].isel(k=0).mean("replicate")
+
+    def uncentred_theory(name: str) -> xr.DataArray:
+        return drop_variant(theory[name]).sel(centered=False, drop=True)
+
     data = xr.Dataset(
         {
-            "top_eigenvalue_uncentred": unc["top_eigenvalues"].isel(k=0).mean("replicate"),
-            "top_eigenvalue_centred": cen["top_eigenvalues"].isel(k=0).mean("replicate"),
-            "top_overlap_table_mean_uncentred": unc["overlap_table_mean"]
-            .isel(k=0)
-            .mean("replicate"),
-            "top_overlap_signal_centred": cen["overlap_signal"].isel(k=0).mean("replicate"),
-            "top_overlap_signal_uncentred": unc["overlap_signal"].isel(k=0).mean("replicate"),
+            "top_eigenvalue_uncentred": top(unc, "top_eigenvalues"),
+            "top_eigenvalue_centred": top(cen, "top_eigenvalues"),
+            "top_overlap_table_mean_uncentred": top(unc, "overlap_table_mean"),
+            "top_overlap_signal_centred": top(cen, "overlap_signal"),
+            "top_overlap_signal_uncentred": top(unc, "overlap_signal"),
             "best_overlap_signal_uncentred": unc["overlap_signal"].max("k").mean("replicate"),
             "signal_k_uncentred": unc["overlap_signal"].fillna(-1).argmax("k").median("replicate"),
             "top_is_mean_fraction": (
                 unc["overlap_table_mean"].isel(k=0) > unc["overlap_signal"].isel(k=0)
             ).mean("replicate"),
-            "mean_spike_theory": drop_variant(theory["mean_spike_outlier"]).sel(
-                centered=False, drop=True
-            ),
-            "mean_spike_overlap_theory": drop_variant(theory["mean_spike_overlap"]).sel(
-                centered=False, drop=True
-            ),
+            "mean_spike_theory": uncentred_theory("mean_spike_outlier"),
+            "mean_spike_overlap_theory": uncentred_theory("mean_spike_overlap"),
         }
     )
-    data = data.drop_vars([c for c in data.coords if c not in data.dims])
-    frame = data.to_dataframe().reset_index()
+    frame = tidy(data)
     frame.insert(0, "sweep", sweep)
     cols = [
         "sweep",

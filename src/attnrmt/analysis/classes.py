@@ -100,10 +100,9 @@ def spike_thresholds(
     level: float,
     seed: int,
 ) -> pd.DataFrame:
-    """Successive thresholds: one estimate with CI (or bound) per curve, spike and transition
-    beside both variants' thresholds and whether the CI contains them
-    (``classes_thresholds.csv``, docs/data-contract.md, "Tables"). O(curves x spikes
-    x n_boot)."""
+    """Successive thresholds: one estimate with CI (or bound) per curve, spike and transition beside
+    both variants' thresholds and whether the CI contains them (``classes_thresholds.csv``,
+    docs/data-contract.md, "Tables"). O(curves x spikes x n_boot)."""
     theta = spike_theta_hat(cells)
     delta, gamma = effective_ratios(cells)
     snr = np.asarray(cells["snr"].values, dtype=float)

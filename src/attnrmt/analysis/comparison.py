@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from attnrmt.analysis._common import at_signal, effective_ratios, replicate_mean_sem
+from attnrmt.analysis._common import at_signal, effective_ratios, replicate_mean_sem, tidy
 from attnrmt.analysis.thresholds import (
     FREE_SLOPE,
     MIN_FSS_D,
@@ -84,19 +84,12 @@ def theory_from_cells(cells: xr.Dataset) -> xr.Dataset:
     ``alpha``, ``kappa``, ``sigma``: the fallback for a variable ``theory.zarr`` lacks. O(grid
     points x variants)."""
     delta, gamma = effective_ratios(cells)
-    scalars = {
-        name: cells[name].mean("replicate") if "replicate" in cells[name].dims else cells[name]
+    alpha, kappa, sigma = (
+        cells[name].mean("replicate") if "replicate" in cells[name].dims else cells[name]
         for name in ("alpha", "kappa", "sigma")
-    }
-    return predict(
-        delta,
-        gamma,
-        cells["snr"].astype(float),
-        scalars["alpha"],
-        scalars["kappa"],
-        scalars["sigma"],
-        cells["centered"].astype(bool),
     )
+    snr, centered = cells["snr"].astype(float), cells["centered"].astype(bool)
+    return predict(delta, gamma, snr, alpha, kappa, sigma, centered)
 
 
 def complete_theory(theory: xr.Dataset | None, cells: xr.Dataset) -> xr.Dataset:
@@ -123,10 +116,7 @@ def _rows(
     ds = xr.Dataset({"empirical": emp, "empirical_sem": sem, "theory": theory})
     if regime is not None:
         ds["regime"] = regime.broadcast_like(theory)
-    for coord in list(ds.coords):
-        if coord not in ds.dims:
-            ds = ds.drop_vars([coord])
-    frame = ds.to_dataframe().reset_index()
+    frame = tidy(ds)
     frame.insert(0, "quantity", quantity)
     frame.insert(0, "sweep", sweep)
     if "regime" not in frame:
@@ -204,42 +194,23 @@ def comparison_table(
         frames.append(_rows(sweep, name, mean, sem, th, regime))
 
     # thresholds and the theta line (no snr axis)
-    tr_theory = {
-        "population": theory["threshold_snr_population"],
-        "sample": theory["threshold_snr_sample"],
-    }
     delta_eff, _ = effective_ratios(cells)
     ratio = cells["alpha"] / cells["kappa"]
     ratio = ratio.mean([d for d in ratio.dims if d in ("snr", "replicate")])
-    for transition, th in tr_theory.items():
+    dcurve = delta_eff.mean([d for d in delta_eff.dims if d in ("snr", "replicate")])
+    offset_th = xr.concat([xr.zeros_like(dcurve), dcurve], dim="variant", join="outer")
+    offset_th = offset_th.assign_coords(variant=list(VARIANTS))
+    for transition in TRANSITIONS:
+        th = theory[f"threshold_snr_{transition}"]
         th_curve = th.mean("snr") if "snr" in th.dims else th
         a = analysis.sel(transition=transition)
         nan_sem = xr.full_like(a["threshold_estimate"], np.nan)
-        frames.append(
-            _rows(sweep, f"threshold_{transition}", a["threshold_estimate"], nan_sem, th_curve)
-        )
-        frames.append(
-            _rows(
-                sweep,
-                f"theta_slope_{transition}",
-                a["theta_slope"],
-                nan_sem,
-                ratio.broadcast_like(th_curve),
-            )
-        )
-        dcurve = delta_eff.mean([d for d in delta_eff.dims if d in ("snr", "replicate")])
-        offset_th = xr.concat(
-            [xr.zeros_like(dcurve), dcurve], dim="variant", join="outer"
-        ).assign_coords(variant=list(VARIANTS))
-        frames.append(
-            _rows(
-                sweep,
-                f"theta_offset_{transition}",
-                a["theta_offset"],
-                nan_sem,
-                offset_th.broadcast_like(th_curve),
-            )
-        )
+        for name, measured, predicted in (
+            ("threshold", a["threshold_estimate"], th_curve),
+            ("theta_slope", a["theta_slope"], ratio.broadcast_like(th_curve)),
+            ("theta_offset", a["theta_offset"], offset_th.broadcast_like(th_curve)),
+        ):
+            frames.append(_rows(sweep, f"{name}_{transition}", measured, nan_sem, predicted))
     frame = pd.concat(frames, ignore_index=True)
     frame["abs_error"] = (frame["empirical"] - frame["theory"]).abs()
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -258,79 +229,34 @@ def thresholds_table(
     d -> inf row from fewer than :data:`attnrmt.analysis.thresholds.MIN_FSS_D` values of
     ``d``). O(curves)."""
     theory = complete_theory(theory, cells)
+    multi_d = "slope_consistency_p" in analysis
     rows = []
-    for transition, name in (
-        ("population", "threshold_snr_population"),
-        ("sample", "threshold_snr_sample"),
-    ):
-        th = theory[name]
+    for transition in TRANSITIONS:
+        th = theory[f"threshold_snr_{transition}"]
         th = th.mean("snr") if "snr" in th.dims else th
         a = analysis.sel(transition=transition)
-        ds = xr.Dataset(
-            {
-                "estimate": a["threshold_estimate"],
-                "ci_low": a["threshold_ci_low"],
-                "ci_high": a["threshold_ci_high"],
-                "bound": a["threshold_bound"],
-                "extrapolated": a["threshold_extrapolated"],
-                "n_detected": a["threshold_n_detected"],
-                "theta_offset": a["theta_offset"],
-                "theory_paper": th.sel(variant="paper", drop=True),
-                "theory_finite_vocab": th.sel(variant="finite_vocab", drop=True),
-            }
-        )
-        if "slope_consistency_p" in analysis:
-            ds["slope_consistency_p"] = (
-                analysis["slope_consistency_p"]
-                .sel(transition=transition)
-                .broadcast_like(a["threshold_estimate"])
-            )
-        ds = ds.drop_vars([c for c in ds.coords if c not in ds.dims])
-        frame = ds.to_dataframe().reset_index()
+        slope_p = {"slope_consistency_p": a["slope_consistency_p"]} if multi_d else {}
+        names = ("estimate", "ci_low", "ci_high", "bound", "extrapolated", "n_detected")
+        columns = {n: a[f"threshold_{n}"] for n in names} | {"theta_offset": a["theta_offset"]}
+        ds = xr.Dataset(columns | _by_variant(th))
+        if multi_d:
+            ds["slope_consistency_p"] = a["slope_consistency_p"].broadcast_like(ds["estimate"])
+        frame = tidy(ds)
         frame["finite_size"] = "none"
-        frame["estimator"] = _estimator_names(
-            frame, "slope_consistency_p" in analysis, analysis.attrs
-        )
+        frame["estimator"] = _estimator_names(frame, multi_d, analysis.attrs)
         rows.append(frame.assign(transition=transition))
         if "fss_limit" in analysis:
-            f = analysis[["fss_limit", "fss_ci_low", "fss_ci_high"]].sel(transition=transition)
-            thd = th.mean("d") if "d" in th.dims else th
-            fs = xr.Dataset(
-                {
-                    "estimate": f["fss_limit"],
-                    "ci_low": f["fss_ci_low"],
-                    "ci_high": f["fss_ci_high"],
-                    "fss_n_d": (
-                        analysis["fss_n_d"].sel(transition=transition)
-                        if "fss_n_d" in analysis
-                        else xr.full_like(f["fss_limit"], np.inf)
-                    ),
-                    **{
-                        name: analysis[name].sel(transition=transition)
-                        for name in _FSS_COLUMNS
-                        if name in analysis
-                    },
-                    **(
-                        {
-                            "slope_consistency_p": analysis["slope_consistency_p"].sel(
-                                transition=transition
-                            )
-                        }
-                        if "slope_consistency_p" in analysis
-                        else {}
-                    ),
-                    "theory_paper": thd.sel(variant="paper", drop=True),
-                    "theory_finite_vocab": thd.sel(variant="finite_vocab", drop=True),
-                }
-            )
-            fs = fs.drop_vars([c for c in fs.coords if c not in fs.dims])
-            fframe = fs.to_dataframe().reset_index()
+            limit = a["fss_limit"]
+            n_d = a["fss_n_d"] if "fss_n_d" in a else xr.full_like(limit, np.inf)
+            fits = {name: a[name] for name in _FSS_COLUMNS if name in a}
+            ends = {"ci_low": a["fss_ci_low"], "ci_high": a["fss_ci_high"], "fss_n_d": n_d}
+            thd = _by_variant(th.mean("d") if "d" in th.dims else th)
+            fs = xr.Dataset({"estimate": limit, **ends, **fits, **slope_p, **thd})
+            fframe = tidy(fs)
             fframe["d"] = np.inf
             fframe["bound"] = "none"
             fframe["extrapolated"] = fframe["estimate"]
-            fframe["estimator"] = _estimator_names(
-                fframe, "slope_consistency_p" in analysis, analysis.attrs
-            )
+            fframe["estimator"] = _estimator_names(fframe, multi_d, analysis.attrs)
             counts = fframe.pop("fss_n_d").to_numpy(dtype=float)
             fframe["finite_size"] = np.where(
                 counts >= MIN_FSS_D,
@@ -349,6 +275,11 @@ def thresholds_table(
         consistent = (predicted >= frame["ci_low"]) & (predicted <= frame["ci_high"])
         frame[f"consistent_{variant}"] = consistent.astype(object).where(~no_verdict, None)
     return _finalise(frame, THRESHOLD_COLUMNS)
+
+
+def _by_variant(predicted: xr.DataArray) -> dict[str, xr.DataArray]:
+    """``theory_<variant>`` columns of ``predicted`` (a ``variant`` dimension). O(size)."""
+    return {f"theory_{v}": predicted.sel(variant=v, drop=True) for v in VARIANTS}
 
 
 def _estimator_names(frame: pd.DataFrame, multi_d: bool, attrs: Mapping[str, Any]) -> np.ndarray:

@@ -8,6 +8,7 @@ written as a placeholder with a note."""
 
 from __future__ import annotations
 
+import itertools
 import os
 import threading
 import time
@@ -109,11 +110,8 @@ def figure_spectra(data: Data | None, max_panels: int = 9) -> Figure:
     if data is None or "bulk_skipped" in data.analysis.attrs:  # spectrum: top, no bulk
         return _empty("Spectra", "no spectra in this run")
     cells, analysis = data.cells, data.analysis
-    panels = [
-        (float(delta), float(gamma))
-        for delta in cells["delta"].values
-        for gamma in cells["gamma"].values
-    ][:max_panels]
+    pairs = itertools.product(cells["delta"].values, cells["gamma"].values)
+    panels = [(float(delta), float(gamma)) for delta, gamma in pairs][:max_panels]
     ncol = min(3, len(panels))
     nrow = int(np.ceil(len(panels) / ncol))
     fig, axes = _subplots(nrow, ncol, figsize=(4.2 * ncol, 3.3 * nrow), squeeze=False)
@@ -134,14 +132,9 @@ def figure_spectra(data: Data | None, max_panels: int = 9) -> Figure:
         upper = float(a["bulk_upper_edge_th"].mean()) / kappa
         lower = float(a["bulk_lower_edge_th"].mean()) / kappa
         bins = np.linspace(0, upper * 1.15, 60)
-        weights = np.full(nonzero.size, 1.0 / lam.size)
-        heights, _, _ = ax.hist(
-            nonzero,
-            bins=bins,
-            weights=weights / np.diff(bins)[0],
-            color="0.7",
-            label=f"simulated (d={int(c['d'])}, {int(c.sizes['replicate'])} reps)",
-        )
+        weights = np.full(nonzero.size, 1.0 / lam.size / np.diff(bins)[0])
+        label = f"simulated (d={int(c['d'])}, {int(c.sizes['replicate'])} reps)"
+        heights, _, _ = ax.hist(nonzero, bins=bins, weights=weights, color="0.7", label=label)
         x = np.linspace(1e-4, upper * 1.15, 600)
         ax.plot(x, bulk_density(x, de, ge), color="C3", label="theory density")
         for edge in (lower, upper):
@@ -172,11 +165,8 @@ def figure_spectra(data: Data | None, max_panels: int = 9) -> Figure:
 def outlier_panels(cells: xr.Dataset) -> list[tuple[str, str]]:
     """The ``(positional, weights)`` lines of a sweep, one panel column each: every pair of
     the sweep's coordinates, in coordinate order."""
-    return [
-        (str(positional), str(weights))
-        for positional in cells["positional"].values
-        for weights in cells["weights"].values
-    ]
+    pairs = itertools.product(cells["positional"].values, cells["weights"].values)
+    return [(str(positional), str(weights)) for positional, weights in pairs]
 
 
 def figure_outlier_vs_snr(data: Data | None, max_columns: int = 4) -> Figure:
@@ -221,17 +211,12 @@ def figure_outlier_vs_snr(data: Data | None, max_columns: int = 4) -> Figure:
         for tr, marker in (("population", "v"), ("sample", "^")):
             est = float(a["threshold_estimate"].sel(transition=tr))
             if np.isfinite(est):
-                lo = float(a["threshold_ci_low"].sel(transition=tr))
-                hi = float(a["threshold_ci_high"].sel(transition=tr))
-                ax_o.errorbar(
-                    [est],
-                    [0.02],
-                    xerr=np.array([[est - lo], [hi - est]]),
-                    fmt=marker,
-                    color="m",
-                    ms=6,
-                    label=f"empirical {tr} threshold",
+                lo, hi = (
+                    float(a[f"threshold_ci_{end}"].sel(transition=tr)) for end in ("low", "high")
                 )
+                error = np.array([[est - lo], [hi - est]])
+                label = f"empirical {tr} threshold"
+                ax_o.errorbar([est], [0.02], xerr=error, fmt=marker, color="m", ms=6, label=label)
         ax_e.set_title(
             f"{sweep}: positional={positional}, weights={wname}, d={int(c['d'])}", fontsize=8
         )
@@ -275,15 +260,8 @@ def figure_phase_diagram(data: Data | None) -> Figure:
         xs = np.asarray(ratio.broadcast_like(est).values, float).ravel()
         e, lo_, hi_ = (np.asarray(v.values, float).ravel() for v in (est, lo, hi))
         ok = np.isfinite(e)
-        ax.errorbar(
-            xs[ok],
-            e[ok],
-            yerr=np.array([e[ok] - lo_[ok], hi_[ok] - e[ok]]),
-            fmt="o",
-            color="k",
-            ms=4,
-            label="empirical",
-        )
+        error = np.array([e[ok] - lo_[ok], hi_[ok] - e[ok]])
+        ax.errorbar(xs[ok], e[ok], yerr=error, fmt="o", color="k", ms=4, label="empirical")
         below = ~ok & np.isfinite(hi_) & ~np.isfinite(lo_)
         ax.plot(xs[below], hi_[below], "v", color="0.4", ms=6, label="bound: below range")
         above = ~ok & np.isfinite(lo_) & ~np.isfinite(hi_)
@@ -315,16 +293,8 @@ def figure_pooling(pooling: pd.DataFrame) -> Figure:
         axes[0, j].set_title(f"{combos.idxmax()}: {pos} (d={int(frame['d'].max())})", fontsize=9)
         for k, (wname, g) in enumerate(f.groupby("weights", sort=False)):
             g = g.groupby("snr").mean(numeric_only=True).reset_index()
-            axes[1, j].errorbar(
-                g["snr"].to_numpy(),
-                g["recovery"].to_numpy(),
-                yerr=_error_bars(g["recovery"], g["recovery_ci_low"], g["recovery_ci_high"]),
-                fmt="o-",
-                ms=3,
-                lw=0.8,
-                color=f"C{k}",
-                label=str(wname),
-            )
+            style = {"fmt": "o-", "ms": 3, "lw": 0.8, "color": f"C{k}", "label": str(wname)}
+            _ci_points(axes[1, j], g, "snr", "recovery", "recovery_ci", **style)
         axes[1, j].set(xlabel=SNR_LABEL, ylabel=r"recovery: squared overlap with $u$ (1)")
         axes[1, j].legend(fontsize=7)
     return _finish(
@@ -338,13 +308,8 @@ def figure_causal_weights(
     """Measured causal-attention weights vs harmonic and causal_limit(tau), and distance vs d."""
     models = attention_weight_models(weight_models)
     causal = causal.dropna(subset=["distance"]) if "distance" in causal else causal
-    found = [
-        w
-        for w in models
-        if data is not None
-        and w in data.cells["weights"].values
-        and w in set(causal.get("weights", []))
-    ]
+    drawn = set(data.cells["weights"].values) if data is not None else set()
+    found = [w for w in models if w in drawn and w in set(causal.get("weights", []))]
     if data is None or not found or causal.empty:
         return _empty("Causal attention", "no causal_attention cells in this run")
     sweep, cells, wname = data.sweep, data.cells, found[0]
@@ -364,26 +329,27 @@ def figure_causal_weights(
     sub = causal[(causal["weights"] == wname) & (causal["sweep"] == sweep)]
     for k, (ref, g) in enumerate(sub.groupby("reference")):
         g = g.groupby("d").mean(numeric_only=True).reset_index()
-        ax_d.errorbar(
-            g["d"].to_numpy(),
-            g["distance"].to_numpy(),
-            yerr=_error_bars(g["distance"], g["ci_low"], g["ci_high"]),
-            fmt="o-",
-            color=f"C{k + 3}",
-            label=f"to {ref}",
-        )
+        _ci_points(ax_d, g, "d", "distance", fmt="o-", color=f"C{k + 3}", label=f"to {ref}")
     ax_d.set(xscale="log", yscale="log", xlabel="dimension d")
     ax_d.set_ylabel(r"relative distance $\|w-w_{ref}\|/\|w_{ref}\|$ (1)")
     ax_d.legend(fontsize=7)
     return _finish(fig, f"Real causal attention ({wname}, T={T}) as d grows", fontsize=10)
 
 
-def _error_bars(value: pd.Series, low: pd.Series, high: pd.Series) -> np.ndarray:
-    """``(2, n)`` array of the distances down to ``low`` and up to ``high`` (what
-    ``errorbar(yerr=...)`` takes; an array, not a list of Series: pandas 2 and
-    matplotlib 3.10 warn on those, e.g. for a single point). O(n)."""
-    centre = value.to_numpy(dtype=float)
-    return np.array([centre - low.to_numpy(dtype=float), high.to_numpy(dtype=float) - centre])
+def _error_bars(frame: pd.DataFrame, column: str, ci: str = "ci") -> np.ndarray:
+    """``(2, n)`` array of the distances from ``frame[column]`` down to ``frame[ci_low]`` and
+    up to ``frame[ci_high]`` (what ``errorbar(yerr=...)`` takes; an array, not a list of
+    Series: pandas 2 and matplotlib 3.10 warn on those, e.g. for a single point). O(n)."""
+    centre, low, high = (
+        frame[name].to_numpy(float) for name in (column, f"{ci}_low", f"{ci}_high")
+    )
+    return np.array([centre - low, high - centre])
+
+
+def _ci_points(ax: Any, frame: pd.DataFrame, x: str, y: str, ci: str = "ci", **style: Any) -> None:
+    """``frame[y]`` against ``frame[x]`` with the error bars of :func:`_error_bars`."""
+    xs, ys = frame[x].to_numpy(float), frame[y].to_numpy(float)
+    ax.errorbar(xs, ys, yerr=_error_bars(frame, y, ci), **style)
 
 
 def figure_downstream(downstream: pd.DataFrame) -> Figure:
@@ -394,13 +360,8 @@ def figure_downstream(downstream: pd.DataFrame) -> Figure:
     fig, ax = _subplots(figsize=(6, 4.2))
     for k, (snr, g) in enumerate(frame.groupby("snr")):
         g = g.groupby("weights").mean(numeric_only=True).reset_index()
-        ax.errorbar(
-            g["alpha_over_kappa"].to_numpy(),
-            g["accuracy"].to_numpy(),
-            yerr=_error_bars(g["accuracy"], g["ci_low"], g["ci_high"]),
-            fmt="o",
-            color=f"C{k}",
-            label=f"snr={snr:g}",
+        _ci_points(
+            ax, g, "alpha_over_kappa", "accuracy", fmt="o", color=f"C{k}", label=f"snr={snr:g}"
         )
         for _, row in g.iterrows():
             ax.annotate(
@@ -492,20 +453,10 @@ def figure_finite_size(thresholds: pd.DataFrame) -> Figure:
             x = pts["d"].to_numpy(float) ** (-exponent)
             measured = _measured(pts)
             est = pts["estimate"].to_numpy(float)
-            ax.errorbar(
-                x[measured],
-                est[measured],
-                yerr=_error_bars(pts["estimate"], pts["ci_low"], pts["ci_high"])[:, measured],
-                fmt="o",
-                color=color,
-            )
-            ax.plot(  # bounds: where the fitted line crosses theta_c, no CI
-                x[~measured],
-                pts["extrapolated"].to_numpy(float)[~measured],
-                "o",
-                mfc="none",
-                color=color,
-            )
+            error = _error_bars(pts, "estimate")[:, measured]
+            ax.errorbar(x[measured], est[measured], yerr=error, fmt="o", color=color)
+            bounds = pts["extrapolated"].to_numpy(float)[~measured]  # the fit's crossing, no CI
+            ax.plot(x[~measured], bounds, "o", mfc="none", color=color)
             label = "/".join(str(part) for part in key[4:6])
             if not frow.empty:
                 a = float(frow["estimate"].iloc[0])
@@ -514,34 +465,23 @@ def figure_finite_size(thresholds: pd.DataFrame) -> Figure:
                     law = float(frow.get("fss_law", pd.Series([exponent])).iloc[0])
                     xs = np.linspace(0, x.max() * 1.05, 40)
                     ax.plot(xs, a + b * xs ** (law / exponent), color=color, lw=0.8)
-                    ax.errorbar(
-                        [0],
-                        [a],
-                        yerr=_error_bars(frow["estimate"], frow["ci_low"], frow["ci_high"])[:, :1],
-                        fmt="*",
-                        ms=9,
-                        color=color,
-                    )
+                    error = _error_bars(frow, "estimate")[:, :1]
+                    ax.errorbar([0], [a], yerr=error, fmt="*", ms=9, color=color)
                 for variant, style in STYLE.items():
-                    ax.axhline(
-                        float(frow[f"theory_{variant}"].iloc[0]),
-                        color=color,
-                        ls=style["ls"],
-                        lw=0.6,
-                    )
+                    predicted = float(frow[f"theory_{variant}"].iloc[0])
+                    ax.axhline(predicted, color=color, ls=style["ls"], lw=0.6)
                 if "fss_law" in frow:
                     w = law_label(
                         float(frow["fss_law"].iloc[0]), float(frow["fss_law_weight"].iloc[0])
                     )
                     label += f"  ({w})" if w else ""
             handles.append(Line2D([], [], color=color, marker="o", lw=0.8, label=label))
-        handles += [
-            Line2D([], [], color="0.3", marker="o", ls="", label="estimate, 95% CI"),
-            Line2D(
-                [], [], color="0.3", marker="o", mfc="none", ls="", label="bound: fit's crossing"
-            ),
-            Line2D([], [], color="0.3", marker="*", ms=9, ls="", label="d->inf limit, 95% CI"),
-        ]
+        for marker, extra, label in (
+            ("o", {}, "estimate, 95% CI"),
+            ("o", {"mfc": "none"}, "bound: fit's crossing"),
+            ("*", {"ms": 9}, "d->inf limit, 95% CI"),
+        ):
+            handles.append(Line2D([], [], color="0.3", marker=marker, ls="", label=label, **extra))
         ax.set(xlabel=rf"$d^{{-{exponent:.3g}}}$ (d = dimension)", ylabel="threshold " + SNR_LABEL)
         ax.set_title(f"{tr} threshold; lines: theory, finite_vocab solid, paper dashed", fontsize=8)
         ax.legend(
@@ -648,8 +588,7 @@ def figure_universality(table: pd.DataFrame) -> Figure:
 
 def save(fig: Figure, stem: str | os.PathLike[str], formats: Sequence[str]) -> list[Path]:
     """Write ``fig`` as ``stem.<fmt>`` for every format; a placeholder's PNG carries
-    :data:`attnrmt.contract.PLACEHOLDER_FIGURE` as its description (the report leaves
-    it out)."""
+    :data:`attnrmt.contract.PLACEHOLDER_FIGURE` as its description (the report leaves it out)."""
     placeholder = fig.get_label() == PLACEHOLDER_FIGURE
     paths = []
     for fmt in formats:
@@ -757,11 +696,10 @@ def make_figures(
     log_path: str | os.PathLike[str] | None = None,
 ) -> list[Path]:
     """Rule ``figures_<sweep>``: every figure of ``SWEEP_FIGURES`` (:mod:`attnrmt.contract`)
-    of one sweep under
-    ``figure_dir``, from its stores (``<run_dir>/<sweep>/{cells,theory,analysis}.zarr``)
-    and its tables (``<sweep>/tables/*.csv``,
-    :func:`attnrmt.analysis.pipeline.write_sweep_tables`) only, so that a change of another
-    sweep leaves them alone. PNG always (the report shows it), plus ``figure_formats``."""
+    of one sweep under ``figure_dir``, from its stores (``<run_dir>/<sweep>/*.zarr``) and
+    tables (``<sweep>/tables/*.csv``, :func:`attnrmt.analysis.pipeline.write_sweep_tables`)
+    only, so that a change of another sweep leaves them alone. PNG always (the report shows
+    it), plus ``figure_formats``."""
     from attnrmt.analysis.pipeline import decode_bounds, open_sweep, read_table
 
     tables, cells, theory, analysis = open_sweep(run_dir, sweep)
@@ -796,9 +734,8 @@ def make_run_figures(
     settings: Mapping[str, Any],
     log_path: str | os.PathLike[str] | None = None,
 ) -> list[Path]:
-    """Rule ``run_figures``: the figures of ``RUN_FIGURES`` (:mod:`attnrmt.contract`) from
-    the run-wide tables
-    (``<run_dir>/universality.csv``; a placeholder table draws the no-data figure)."""
+    """Rule ``run_figures``: the figures of ``RUN_FIGURES`` (:mod:`attnrmt.contract`) from the
+    run-wide tables (``<run_dir>/universality.csv``; a placeholder draws the no-data figure)."""
     from attnrmt.analysis.pipeline import read_table
 
     frame = read_table(Path(run_dir) / "universality.csv")

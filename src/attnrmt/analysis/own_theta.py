@@ -31,15 +31,9 @@ CRITICAL = "theta_c_own"
 #: Points of the sample bulk's density integrated into its CDF (error ~1e-4 in the CDF).
 CDF_POINTS = 4001
 #: bulk_fit's variables for the fields of :func:`attnrmt.analysis.bulk_fit.ks_distances`.
-_BULK = {
-    "ks": "bulk_ks",
-    "n_outliers": "bulk_n_outliers",
-    "zero_fraction": "bulk_zero_fraction",
-    "lower_edge": "bulk_lower_edge_emp",
-    "upper_edge": "bulk_upper_edge_emp",
-    "lower_th": "bulk_lower_edge_th",
-    "upper_th": "bulk_upper_edge_th",
-}
+_BULK = {key: f"bulk_{key}" for key in ("ks", "n_outliers", "zero_fraction")}
+_BULK |= {f"{end}_edge": f"bulk_{end}_edge_emp" for end in ("lower", "upper")}
+_BULK |= {f"{end}_th": f"bulk_{end}_edge_th" for end in ("lower", "upper")}
 
 
 def _bulk(law: Mapping[str, Any], d: int, delta: float, gamma: float) -> AnisotropicBulk:

@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from attnrmt.analysis._common import BULK_SKIPPED_NOTE, stored_spectrum
+from attnrmt.analysis._common import BULK_SKIPPED_NOTE, stored_spectrum, tidy
 from attnrmt.analysis.attention import causal_verdict, causal_weights_table
 from attnrmt.analysis.bulk_fit import bulk_fit
 from attnrmt.analysis.centring import centring_table
@@ -100,14 +100,13 @@ def open_store(path: str | os.PathLike[str]) -> xr.Dataset:
 def analysis_dataset(
     cells: xr.Dataset, theory: xr.Dataset | None, settings: Mapping[str, Any]
 ) -> xr.Dataset:
-    """Bulk fit + thresholds + finite-size fit of one sweep (``analysis.zarr``): the variables
-    of :func:`attnrmt.analysis.bulk_fit.bulk_fit`,
-    :func:`attnrmt.analysis.thresholds.estimate_thresholds` (``threshold_bound`` as int8
-    flags, :data:`BOUND_CODES`) and, with several ``d``,
-    :func:`attnrmt.analysis.thresholds.finite_size_thresholds`. ``theory`` may be None;
-    ``settings`` is the config's complete ``analysis:`` block (validation fills its
-    defaults; a library call fills a partial one with
-    ``attnrmt.sweep.spec.schema.with_defaults``). O(cells x n_boot)."""
+    """Bulk fit + thresholds + finite-size fit of one sweep (``analysis.zarr``): the variables of
+    :func:`attnrmt.analysis.bulk_fit.bulk_fit`,
+    :func:`attnrmt.analysis.thresholds.estimate_thresholds` (``threshold_bound`` as int8 flags,
+    :data:`BOUND_CODES`) and, with several ``d``,
+    :func:`attnrmt.analysis.thresholds.finite_size_thresholds`. ``theory`` may be None; ``settings``
+    is the config's complete ``analysis:`` block (validation fills its defaults; a library call
+    fills a partial one with ``attnrmt.sweep.spec.schema.with_defaults``). O(cells x n_boot)."""
     s = settings
     spectrum = stored_spectrum(cells)
     # A top sweep has no bulk: the bulk variables stay (NaN) so that every reader finds
@@ -116,13 +115,7 @@ def analysis_dataset(
         cells if spectrum == "full" else cells.assign(eigenvalues=cells["eigenvalues"].where(False))
     )
     bulk = bulk_fit(bulk_input, margin=float(s["bulk_margin"]))
-    thr = estimate_thresholds(
-        cells,
-        margin=float(s["threshold_margin"]),
-        n_boot=int(s["bootstrap"]),
-        level=float(s["ci_level"]),
-        seed=int(s["seed"]),
-    )
+    thr = estimate_thresholds(cells, margin=float(s["threshold_margin"]), **ci_settings(s))
     fss = finite_size_thresholds(thr, level=float(s["ci_level"]))
     bound = thr["threshold_bound"]
     codes = np.zeros(bound.shape, dtype=np.int8)
@@ -246,8 +239,7 @@ def bulk_table(sweep: str, analysis: xr.Dataset) -> pd.DataFrame:
     names = [n for n in analysis.data_vars if str(n).startswith("bulk_")]
     ds = analysis[names]
     ds = ds.mean("replicate") if "replicate" in ds.dims else ds
-    ds = ds.drop_vars([c for c in ds.coords if c not in ds.dims])
-    frame = ds.to_dataframe().reset_index()
+    frame = tidy(ds)
     frame.insert(0, "sweep", sweep)
     return frame
 
@@ -300,21 +292,10 @@ def classes_sweep_tables(
         raise ValueError(f"sweep {sweep!r}: a K-class sweep needs its K-class theory.zarr")
     ci = ci_settings(settings)
     tables = {name: pd.DataFrame() for name in TABLES}
-    tables.update(
-        {
-            "classes_thresholds": spike_thresholds(
-                sweep,
-                cells,
-                theory,
-                margin=float(settings["threshold_margin"]),
-                **ci,
-            ),
-            "classes_spikes": spike_comparison(sweep, cells, theory),
-            "bulk": bulk_table(sweep, analysis),
-            **pooling_tables(sweep, cells, settings),
-        }
-    )
-    return tables
+    margin = float(settings["threshold_margin"])
+    tables["classes_thresholds"] = spike_thresholds(sweep, cells, theory, margin=margin, **ci)
+    tables["classes_spikes"] = spike_comparison(sweep, cells, theory)
+    return {**tables, "bulk": bulk_table(sweep, analysis), **pooling_tables(sweep, cells, settings)}
 
 
 def pooling_tables(
@@ -376,10 +357,9 @@ def write_sweep_tables(
     weight_models: Mapping[str, Any] | None = None,
     log_path: str | os.PathLike[str] | None = None,
 ) -> None:
-    """Rule ``sweep_tables``: one sweep's tables (``SWEEP_TABLES`` of
-    :mod:`attnrmt.contract`, keys of ``outputs``)
-    from its stores, at full precision (the run-wide tables and the sweep's figures read
-    them). O(cells of the sweep)."""
+    """Rule ``sweep_tables``: one sweep's tables (``SWEEP_TABLES`` of :mod:`attnrmt.contract`,
+    keys of ``outputs``) from its stores, at full precision (the run-wide tables and the
+    sweep's figures read them). O(cells of the sweep)."""
     started = time.perf_counter()
     _, cells, theory, analysis = open_sweep(run_dir, sweep)
     tables = sweep_tables(sweep, cells, theory, analysis, settings, weight_models)

@@ -5,6 +5,7 @@ readout's accuracy (docs/model.md, "Pooling scalars", "What the pipeline tests")
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -24,13 +25,11 @@ def _point_rows(
     names: tuple[str, str, str],
     *,
     skip_empty: bool,
-    level: float,
-    n_boot: int,
-    seed: int,
+    **ci: Any,
 ) -> pd.DataFrame:
     """One row per grid point (with a finite value, if ``skip_empty``): ``sweep``, the axes,
     ``alpha_over_kappa`` (replicate mean) and the replicate mean of ``values`` with its
-    bootstrap CI (:func:`attnrmt.analysis._common.mean_ci`) under ``names``, and ``n``.
+    bootstrap CI (:func:`attnrmt.analysis._common.mean_ci` with ``ci``) under ``names``, and ``n``.
     O(points x n_boot x replicates)."""
     ratio = cells["alpha"] / cells["kappa"]
     if "replicate" in ratio.dims:
@@ -44,7 +43,7 @@ def _point_rows(
         if skip_empty and not np.isfinite(point_values).any():
             continue
         point = {d: plain(values[d].values[i]) for d, i in zip(dims, index, strict=True)}
-        estimates = mean_ci(point_values, level=level, n_boot=n_boot, seed=seed)
+        estimates = mean_ci(point_values, **ci)
         rows.append(
             {
                 "sweep": sweep,

@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from attnrmt.analysis._common import replicate_mean_sem
+from attnrmt.analysis._common import replicate_mean_sem, tidy
 from attnrmt.analysis.comparison import SPIKE_QUANTITIES, SUMMARY_QUANTITIES
 from attnrmt.analysis.own_theta import GENERAL_KINDS
 from attnrmt.contract import AXES, TABLE_AXIS
@@ -121,8 +121,7 @@ def _bulk_ks_rows(analysis: xr.Dataset) -> pd.DataFrame:
     ks = analysis["bulk_ks"]
     mean, sem, n = replicate_mean_sem(ks)
     frame = xr.Dataset({"empirical": mean, "empirical_sem": sem, "n": n})
-    frame = frame.drop_vars([c for c in frame.coords if c not in frame.dims])
-    rows = frame.to_dataframe().reset_index()
+    rows = tidy(frame)
     rows["theory"] = 0.0
     return rows.assign(quantity="bulk_ks")
 
@@ -149,18 +148,12 @@ def universality_inputs(
         frames.append(rows.assign(n=replicates))
     if not thresholds.empty:
         rows = thresholds[thresholds["finite_size"] == "none"]
+        renamed = {"estimate": "empirical", "ci_low": "low", "ci_high": "high"}
+        renamed[f"theory_{REFERENCE_VARIANT}"] = "theory"
+        point = [c for c in (*POINT_COLUMNS, TABLE_AXIS) if c in rows]
+        part = rows[[*renamed, *point]].rename(columns=renamed)
         frames.append(
-            pd.DataFrame(
-                {
-                    "quantity": "threshold_" + rows["transition"].astype(str),
-                    "empirical": rows["estimate"],
-                    "low": rows["ci_low"],
-                    "high": rows["ci_high"],
-                    "theory": rows[f"theory_{REFERENCE_VARIANT}"],
-                    "n": replicates,
-                    **{c: rows[c] for c in (*POINT_COLUMNS, TABLE_AXIS) if c in rows},
-                }
-            )
+            part.assign(quantity="threshold_" + rows["transition"].astype(str), n=replicates)
         )
     frames.append(_bulk_ks_rows(analysis))
     frames = [f for f in frames if not f.empty]
@@ -283,15 +276,12 @@ def universality_table(
                         at_d, gaussian_part.rename(columns=lambda c: str(c)[:-2]), ci_level
                     )
                 else:
-                    p = welch_p_values(
-                        at_d["empirical"], at_d["empirical_sem"], at_d["n"],
-                        at_d["empirical_g"], at_d["empirical_sem_g"], at_d["n_g"],
-                    )  # fmt: skip
+                    columns = ("empirical", "empirical_sem", "n")
+                    m, sem, n = (at_d[c].to_numpy(float) for c in columns)
+                    m_g, sem_g, n_g = (at_d[f"{c}_g"].to_numpy(float) for c in columns)
+                    p = welch_p_values(m, sem, n, m_g, sem_g, n_g)
                     with np.errstate(invalid="ignore", divide="ignore"):
-                        z = (at_d["empirical"] - at_d["empirical_g"]).to_numpy(float) / np.sqrt(
-                            at_d["empirical_sem"].to_numpy(float) ** 2
-                            + at_d["empirical_sem_g"].to_numpy(float) ** 2
-                        )
+                        z = (m - m_g) / np.sqrt(sem**2 + sem_g**2)
                 found.append(
                     {
                         **at_d.iloc[0][list(_LAW_COLUMNS)].to_dict(),
@@ -337,18 +327,9 @@ def _family_sentence(kind: str, laws: pd.DataFrame) -> str:
             f"{kind} ({name}): within Monte-Carlo error for {name} >= "
             f"{values[first_break - 1]:g}; differs from {name} <= {values[first_break]:g}"
         )
-    if not holds[first_break:].any():
-        return text
-    return (
-        text
-        + " (not monotone: "
-        + ", ".join(
-            f"{name}={v:g} within"
-            for v, h in zip(values[first_break:], holds[first_break:], strict=True)
-            if h
-        )
-        + ")"
-    )
+    later = zip(values[first_break:], holds[first_break:], strict=True)
+    within = [f"{name}={value:g} within" for value, held in later if held]
+    return text + (f" (not monotone: {', '.join(within)})" if within else "")
 
 
 def _failing_test(quantity: str, d: float, p_value: float, max_z: float) -> str:

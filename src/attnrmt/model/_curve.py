@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from functools import partial
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import scipy.linalg
@@ -99,13 +100,11 @@ def simulate_curve(
         return [simulate_cell(*model, float(snr), *rest) for snr in snr_values]
     sizes = (d, delta, gamma, T, 0.0, centered, top_k, V, N)
     draws = draw_cell(sizes, positional, weights, seed, table)  # the table at snr = 0: Z
-    alpha, kappa, sigma = draws.alpha, draws.kappa, draws.sigma
-    effective_weights, solver_stream = draws.effective_weights, draws.solver_stream
-    roots = np.sqrt(snr_values)
     measure = _measure_top if spectrum == "top" else _measure_full
-    sample, population, accuracy = measure(draws, roots, top_k, solver_stream)
-
-    seconds = (time.perf_counter() - start_time) / snr_values.size
+    sample, population, accuracy = measure(draws, np.sqrt(snr_values), top_k, draws.solver_stream)
+    shared: dict[str, Any] = {"alpha": draws.alpha, "kappa": draws.kappa, "sigma": draws.sigma}
+    shared.update(V=int(V), N=int(N), effective_weights=readonly(draws.effective_weights))
+    shared["compute_seconds"] = (time.perf_counter() - start_time) / snr_values.size
     return [
         CellResult(
             eigenvalues=readonly(sample.eigenvalues[index]),
@@ -115,14 +114,8 @@ def simulate_curve(
             overlap_table_mean=readonly(sample.overlaps[index, 2]),
             pop_top_eigenvalues=readonly(population.eigenvalues[index][:top_k]),
             pop_overlap_signal=readonly(population.overlaps[index, 0]),
-            alpha=alpha,
-            kappa=kappa,
-            sigma=sigma,
-            V=int(V),
-            N=int(N),
-            effective_weights=readonly(effective_weights),
             downstream_accuracy=float(accuracy[index]),
-            compute_seconds=seconds,
+            **shared,
         )
         for index in range(snr_values.size)
     ]
@@ -155,12 +148,12 @@ def _class_mean_norms(draws: Draws, roots: np.ndarray) -> np.ndarray:
     )
 
 
-class _Measured:
+class _Measured(NamedTuple):
     """Per ``snr``: eigenvalues (list of arrays, as a cell stores them) and the squared
     overlaps ``(S, directions, k)`` of the top vectors."""
 
-    def __init__(self, eigenvalues: list[np.ndarray], overlaps: np.ndarray) -> None:
-        self.eigenvalues, self.overlaps = eigenvalues, overlaps
+    eigenvalues: list[np.ndarray]
+    overlaps: np.ndarray
 
 
 def _squared(inner: np.ndarray, norms: np.ndarray) -> np.ndarray:
@@ -174,19 +167,16 @@ def _squared(inner: np.ndarray, norms: np.ndarray) -> np.ndarray:
 # ------------------------------------------------------------------ the sample families
 
 
+@dataclass
 class _SampleFamily:
     """``S(r)`` as a family ``A' + w(r) w(r)^T`` (module docstring) in ``n`` dimensions:
     ``lower`` (the fixed matrix, lower triangle, Fortran order; None for the top route's
     operator), ``tracked`` (n, 2 + L): ``w0``, ``w1`` and the probe vectors whose inner
     products give the overlaps, and ``overlaps(roots, values, inner)`` (S, 3, k)."""
 
-    def __init__(
-        self,
-        lower: np.ndarray | None,
-        tracked: np.ndarray,
-        overlaps: Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray],
-    ) -> None:
-        self.lower, self.tracked, self.overlaps = lower, tracked, overlaps
+    lower: np.ndarray | None
+    tracked: np.ndarray
+    overlaps: Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]
 
 
 def _d_route_overlaps(draws: Draws) -> Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]:
@@ -244,17 +234,8 @@ def _gram_family(draws: Draws, rows: np.ndarray, y: np.ndarray) -> _SampleFamily
     lower = lower_gram(fixed.T, 1.0)
     del fixed
     # w0 = Y0 u, w1 = y, then the probes [Y0 u, y, Y0 Dlt0, Y0 mbar]
-    tracked = np.stack(
-        [
-            rows[:, 0],
-            y,
-            rows[:, 0],
-            y,
-            rows @ draws.table.class_mean_difference,
-            rows @ draws.table.table_mean,
-        ],
-        axis=1,
-    )
+    probes = [rows @ draws.table.class_mean_difference, rows @ draws.table.table_mean]
+    tracked = np.column_stack([rows[:, 0], y, rows[:, 0], y, *probes])
     return _SampleFamily(lower, tracked, _gram_overlaps(draws))
 
 
@@ -307,10 +288,10 @@ def _token_family(draws: Draws) -> _SampleFamily:
 
 
 def _population_family(draws: Draws) -> tuple[np.ndarray, np.ndarray, bool]:
-    """The population matrix as a family (docs/model.md, "Curves", "Population matrix"):
-    (the fixed matrix, lower triangle; tracked ``[w0, w1, probes]``; whether it is the V x
-    V Gram form of ``V < d``, probes ``[Y0 u, y]``, else d x d with probes ``[u]``). O(V
-    d^2) or O(V^2 d)."""
+    """The population matrix as a family (docs/model.md, "Curves: one decomposition per
+    replicate"): (the fixed matrix, lower triangle; tracked ``[w0, w1, probes]``; whether it
+    is the V x V Gram form of ``V < d``, probes ``[Y0 u, y]``, else d x d with probes
+    ``[u]``). O(V d^2) or O(V^2 d)."""
     alpha, kappa, V = draws.alpha, draws.kappa, draws.table.vocabulary_size
     if V < draws.table.dimension:
         rows = population_rows(draws.table, draws.population_terms, kappa)
@@ -389,17 +370,10 @@ def _krylov_check(
         top, inner = family_top(values, components, roots, active, count)
         residuals = np.sqrt(np.sum((inner[..., n_probes:] @ coupling.T) ** 2, axis=2))
         cosines = np.sqrt(np.nanmax(overlaps(top, inner[..., :n_probes]), axis=1, initial=0.0))
+        tolerances = (BLOCK_VALUE_TOL, BLOCK_OVERLAP_TOL)
         for member in range(roots.size):
-            if not converged(
-                top[member],
-                residuals[member],
-                n_values,
-                n_vectors,
-                BLOCK_VALUE_TOL,
-                BLOCK_OVERLAP_TOL,
-                cosines[member, :n_vectors],
-                BLOCK_FLOOR_TOL,
-            ):
+            ritz = (top[member], residuals[member], n_values, n_vectors, *tolerances)
+            if not converged(*ritz, cosines[member, :n_vectors], BLOCK_FLOOR_TOL):
                 return None
         return top[:, :n_values], inner[:, :n_vectors, :n_probes]
 
@@ -439,11 +413,10 @@ def _symmetric_product(lower: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
 def _population_solution(
     draws: Draws, roots: np.ndarray, top_k: int, rng: np.random.Generator
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Top ``top_k`` eigenvalues (S, k) and squared overlaps with ``u`` (S, 1, k) of the
-    population matrix for every ``snr`` (full route): exact decomposition up to
-    ``DENSE_POPULATION_MAX_N`` dimensions, else the family's block Krylov run on the
-    formed matrix (:func:`_symmetric_product`; the exact decomposition if it stops
-    short)."""
+    """Top ``top_k`` eigenvalues (S, k) and squared overlaps with ``u`` (S, 1, k) of the population
+    matrix for every ``snr`` (full route): exact decomposition up to ``DENSE_POPULATION_MAX_N``
+    dimensions, else the family's block Krylov run on the formed matrix (:func:`_symmetric_product`;
+    the exact decomposition if it stops short)."""
     lower, tracked, gram = _population_family(draws)
     n, n_probes = lower.shape[0], tracked.shape[1] - 2
 
@@ -504,10 +477,7 @@ def _ridge_curve(
     target = labels[:n_train] - label_mean
     penalty = n_train * DEFAULT_RIDGE
     primal = n_features <= n_train
-    if primal:
-        gram = rest_train.T @ rest_train
-    else:
-        gram = rest_train @ rest_train.T
+    gram = rest_train.T @ rest_train if primal else rest_train @ rest_train.T
     gram[np.diag_indices_from(gram)] += penalty
     factor = scipy.linalg.cho_factor(gram, lower=True, check_finite=False)
     fixed = scipy.linalg.cho_solve(

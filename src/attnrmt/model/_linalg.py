@@ -8,7 +8,7 @@ x passes over the table), a pass O(V d b) for a block of b columns."""
 from __future__ import annotations
 
 from collections.abc import Callable, Generator
-from typing import Any, cast
+from typing import Any
 
 import numpy as np
 import scipy.linalg
@@ -107,13 +107,11 @@ def _apply_householder(
 
 
 def spectrum_and_top_eigenvectors(lower: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """All eigenvalues (ascending, (d,)) and the top-``k`` unit eigenvectors ((d, k),
-    column ``j`` the ``j``-th largest) of the symmetric matrix in the lower triangle of
-    ``lower`` (Fortran order; overwritten): one Householder tridiagonalisation
-    (``dsytrd``), all eigenvalues of ``T`` (``dsterf``; together what ``eigvalsh`` does),
-    its top-k eigenvectors (``stebz`` + ``stein``) and ``Q z`` by blocked reflectors.
-    O(d^3 + d^2 k).
-    """
+    """All eigenvalues (ascending, (d,)) and the top-``k`` unit eigenvectors ((d, k), column ``j``
+    the ``j``-th largest) of the symmetric matrix in the lower triangle of ``lower`` (Fortran order;
+    overwritten): one Householder tridiagonalisation (``dsytrd``), all eigenvalues of ``T``
+    (``dsterf``; together what ``eigvalsh`` does), its top-k eigenvectors (``stebz`` + ``stein``)
+    and ``Q z`` by blocked reflectors. O(d^3 + d^2 k)."""
     factored, diagonal, offdiagonal, tau = _tridiagonalize(lower)
     eigenvalues, info = lapack.dsterf(diagonal.copy(), offdiagonal.copy())
     if info != 0:  # pragma: no cover
@@ -217,12 +215,11 @@ def lanczos_top_eigenpairs(
 def top_eigenpairs(
     lower: np.ndarray, k: int, start: np.ndarray | None = None
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Top-``k`` eigenvalues (descending) and unit eigenvectors (d, k) of a symmetric
-    matrix (lower triangle of ``lower``, Fortran order; overwritten by the exact route):
-    :func:`lanczos_top_eigenpairs` from ``start`` for ``d >= _LANCZOS_MIN_D``, else or if
-    it does not converge the exact route (tridiagonalisation, ``stebz``/``stein``, blocked
-    back-transformation). O(m d^2) or O(d^3).
-    """
+    """Top-``k`` eigenvalues (descending) and unit eigenvectors (d, k) of a symmetric matrix (lower
+    triangle of ``lower``, Fortran order; overwritten by the exact route):
+    :func:`lanczos_top_eigenpairs` from ``start`` for ``d >= _LANCZOS_MIN_D``, else or if it does
+    not converge the exact route (tridiagonalisation, ``stebz``/``stein``, blocked
+    back-transformation). O(m d^2) or O(d^3)."""
     if start is not None and lower.shape[0] >= _LANCZOS_MIN_D:
         found = lanczos_top_eigenpairs(lower, k, start)
         if found is not None:
@@ -590,25 +587,13 @@ def warm_start_blocks(
         min(start.shape[1], values + REFINE_EXTRA_COLUMNS)
         for start, values in zip(starts, n_values, strict=True)
     ]
-    found = run_lanczos_together(
-        rough_apply_all,
-        [
-            _block_lanczos_steps(
-                start,
-                values,
-                vectors,
-                rng,
-                value_tol=ROUGH_VALUE_TOL,
-                vector_tol=ROUGH_VECTOR_TOL,
-                floor_tol=ROUGH_FLOOR_TOL,
-                n_returned=width,
-                max_columns=max_columns,
-            )
-            for start, values, vectors, width in zip(
-                starts, n_values, n_vectors, widths, strict=True
-            )
-        ],
-    )
+    rough: dict[str, Any] = {"value_tol": ROUGH_VALUE_TOL, "vector_tol": ROUGH_VECTOR_TOL}
+    rough.update(floor_tol=ROUGH_FLOOR_TOL, max_columns=max_columns)
+    runs = [
+        _block_lanczos_steps(start, values, vectors, rng, n_returned=width, **rough)
+        for start, values, vectors, width in zip(starts, n_values, n_vectors, widths, strict=True)
+    ]
+    found = run_lanczos_together(rough_apply_all, runs)
     return [
         start if pair is None else pair[1][:, :width]
         for start, pair, width in zip(starts, found, widths, strict=True)
@@ -625,13 +610,12 @@ def shared_operator_top_eigenpairs(
     rough_apply_all: Callable[[list[np.ndarray | None]], list[np.ndarray | None]] | None = None,
 ) -> list[tuple[np.ndarray, np.ndarray]]:
     """Top eigenpairs of several symmetric operators applied together (``apply_all``, as in
-    :func:`run_lanczos_together`): block Lanczos in lockstep, or
-    :func:`dense_top_eigenpairs` for ``n <= DENSE_TOP_MAX_N`` or a run that stopped short;
-    ``directions[i]`` makes operator ``i`` converge in its squared overlaps with them
-    (:func:`converged`); ``rough_apply_all`` (float32 passes) gives the start blocks
-    (:func:`warm_start_blocks`; docs/model.md, "Top-k cells"). Returns ``[(values
-    descending, unit vectors (n, n_vectors)), ...]``. O(rounds x cost of ``apply_all`` + n
-    m^2) time for m basis columns."""
+    :func:`run_lanczos_together`): block Lanczos in lockstep, or :func:`dense_top_eigenpairs` for
+    ``n <= DENSE_TOP_MAX_N`` or a run that stopped short; ``directions[i]`` makes operator ``i``
+    converge in its squared overlaps with them (:func:`converged`); ``rough_apply_all`` (float32
+    passes) gives the start blocks (:func:`warm_start_blocks`; docs/model.md, "Top-k cells").
+    Returns ``[(values descending, unit vectors (n, n_vectors)), ...]``. O(rounds x cost of
+    ``apply_all`` + n m^2) time for m basis columns."""
     n = starts[0].shape[0]
     found: list[tuple[np.ndarray, np.ndarray] | None] = [None] * len(starts)
     if uses_krylov(n):
@@ -639,23 +623,15 @@ def shared_operator_top_eigenpairs(
         if rough_apply_all is not None:
             starts = warm_start_blocks(rough_apply_all, starts, n_values, n_vectors, rng)
         # a warm-started iteration needs ~10 rounds on a small basis: check every round
-        found = run_lanczos_together(
-            apply_all,
-            [
-                _block_lanczos_steps(
-                    start,
-                    values,
-                    vectors,
-                    rng,
-                    directions=unit,
-                    check_every=_BLOCK_CHECK_EVERY_COLUMNS if rough_apply_all is None else 1,
-                    vector_tol=BLOCK_VECTOR_TOL if unit is None else BLOCK_OVERLAP_TOL,
-                )
-                for start, values, vectors, unit in zip(
-                    starts, n_values, n_vectors, directions, strict=True
-                )
-            ],
-        )
+        every = _BLOCK_CHECK_EVERY_COLUMNS if rough_apply_all is None else 1
+        runs = []
+        for start, values, vectors, unit in zip(
+            starts, n_values, n_vectors, directions, strict=True
+        ):
+            tol = BLOCK_VECTOR_TOL if unit is None else BLOCK_OVERLAP_TOL
+            options: dict[str, Any] = {"directions": unit, "check_every": every, "vector_tol": tol}
+            runs.append(_block_lanczos_steps(start, values, vectors, rng, **options))
+        found = run_lanczos_together(apply_all, runs)
     return [
         pair
         if pair is not None
@@ -668,8 +644,8 @@ def shared_operator_top_eigenpairs(
 
 # ------------------------------------------------- rank-one families (model/_curve.py)
 # A family is ``A(s) = A' + w(s) w(s)^T``, ``w(s) = w0 + s w1``, for several ``s``; its
-# secular equation, deflation and far field: docs/model.md, "Curves: one decomposition per
-# replicate".
+# secular equation, deflation and far field:
+# docs/model.md, "Curves: one decomposition per replicate".
 
 _EPS = float(np.finfo(np.float64).eps)
 # Deflation tolerance factor (LAPACK dlaed2): a weight or a pole gap below 8 eps times the
@@ -686,11 +662,10 @@ _COMPACT_FRACTION = 0.6
 def eigenvalues_and_components(
     lower: np.ndarray, vectors: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
-    """All eigenvalues (ascending, (n,)) of the symmetric matrix in ``lower`` (overwritten)
-    and the components ``Q^T vectors`` (n, k) of a few vectors in its eigenbasis, without
-    forming ``Q``: ``dsytrd``, the reflectors on the vectors, ``dstevd`` of the tridiagonal
-    matrix (docs/model.md, "Curves: one decomposition per replicate", "Cost"). O(n^3 + n^2
-    k)."""
+    """All eigenvalues (ascending, (n,)) of the symmetric matrix in ``lower`` (overwritten) and the
+    components ``Q^T vectors`` (n, k) of a few vectors in its eigenbasis, without forming ``Q``:
+    ``dsytrd``, the reflectors on the vectors, ``dstevd`` of the tridiagonal matrix (docs/model.md,
+    "Curves: one decomposition per replicate"). O(n^3 + n^2 k)."""
     vectors = np.asarray(vectors, dtype=np.float64).reshape(lower.shape[0], -1)
     factored, diagonal, offdiagonal, tau = _tridiagonalize(lower)
     reduced = _apply_householder(factored, tau, vectors, transpose=True)
@@ -736,23 +711,16 @@ def deflate_family(
 _Evaluation = tuple[np.ndarray, ...]
 
 
-def _secular_step(
-    value: np.ndarray,
-    slope: np.ndarray,
-    delta_origin: np.ndarray,
-    delta_other: np.ndarray,
-    weight_origin: np.ndarray,
-    weight_other: np.ndarray,
-    fixed: bool,
-) -> tuple[np.ndarray, np.ndarray]:
-    """The two candidate corrections ``eta`` of a rational model of ``f`` with poles at
-    the origin pole (``delta_origin = lambda_o - mu``) and the other end of the interval
-    (``delta_other``; for the top interval the pole below the origin): the model
-    ``c + a/(delta_origin - eta) + b/(delta_other - eta)`` matches ``f`` (``value``) and,
-    for the middle way (Li 1993, LAPACK ``dlaed4``; ``fixed`` False), its slope, with the
-    origin pole's exact weight ``a``; the fixed-weight model (``fixed``: both exact weights,
-    ``c`` from ``f`` alone) gives the initial guess. Its roots solve ``C eta^2 - A eta + B =
-    0``; the caller keeps the one inside its bracket."""
+def _secular_step(evaluation: _Evaluation, fixed: bool) -> tuple[np.ndarray, np.ndarray]:
+    """The two candidate corrections ``eta`` of a rational model of ``f`` (``evaluation``, as
+    :class:`_SecularEvaluator` returns it) with poles at the origin pole (``delta_origin =
+    lambda_o - mu``) and the other end of the interval (``delta_other``; for the top interval
+    the pole below the origin): the model ``c + a/(delta_origin - eta) + b/(delta_other -
+    eta)`` matches ``f`` (``value``) and, for the middle way (Li 1993, LAPACK ``dlaed4``;
+    ``fixed`` False), its slope, with the origin pole's exact weight ``a``; the fixed-weight
+    model (``fixed``: both exact weights, ``c`` from ``f`` alone) gives the initial guess. Its
+    roots solve ``C eta^2 - A eta + B = 0``; the caller keeps the one inside its bracket."""
+    value, slope, _, delta_origin, delta_other, weight_origin, weight_other, _ = evaluation
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         if fixed:
             c = value - weight_origin / delta_origin - weight_other / delta_other
@@ -793,7 +761,7 @@ def _secular_iterate(
     """Roots of secular equations, one per pair, each in its interval ``(lambda_j, lambda_j +
     width)`` (the pole ``lambda_{j+1}`` at its upper end unless ``top``), ``evaluate`` a
     :class:`_SecularEvaluator` of the same pairs, as LAPACK ``dlaed4`` (docs/model.md,
-    "Curves: one decomposition per replicate", "Secular equation"); LinAlgError beyond
+    "Curves: one decomposition per replicate"); LinAlgError beyond
     ``_SECULAR_MAX_STEPS`` (unreachable: the bisection bound). Returns (upper (bool), tau)
     per pair, the root ``lambda_origin + tau``. O(steps x cost of ``evaluate``)."""
     n_pairs = width.size
@@ -804,18 +772,10 @@ def _secular_iterate(
     upper = (value < 0.0) & ~top
     beyond = top & (value < 0.0)
     # the midpoint seen from the chosen origin: swap the roles of the two poles
-    delta_lower, delta_upper = evaluation[3], evaluation[4]
-    weight_lower, weight_upper = evaluation[5], evaluation[6]
-    evaluation = (
-        evaluation[0],
-        evaluation[1],
-        evaluation[2],
-        np.where(upper, delta_upper, delta_lower),
-        np.where(upper, delta_lower, delta_upper),
-        np.where(upper, weight_upper, weight_lower),
-        np.where(upper, weight_lower, weight_upper),
-        evaluation[7],
-    )
+    swapped = []
+    for below, above in (evaluation[3:5], evaluation[5:7]):
+        swapped += [np.where(upper, above, below), np.where(upper, below, above)]
+    evaluation = (*evaluation[:3], *swapped, evaluation[7])
     tau = np.where(upper, -half, half)
     low = np.where(upper, -half, np.where(beyond, half, 0.0))
     high = np.where(upper, 0.0, np.where(beyond, width, half))
@@ -838,15 +798,7 @@ def _secular_iterate(
             evaluation = tuple(part[going] for part in evaluation)
             held, size, before = held[going], size[going], before[going]
             bisect, going = bisect[going], going[going]
-        first, second = _secular_step(
-            evaluation[0],
-            evaluation[1],
-            evaluation[3],
-            evaluation[4],
-            evaluation[5],
-            evaluation[6],
-            fixed,
-        )
+        first, second = _secular_step(evaluation, fixed)
         fixed = False
         lo, hi, current = low[held], high[held], tau[held]
         first, second = current + first, current + second
@@ -855,15 +807,9 @@ def _secular_iterate(
         with np.errstate(divide="ignore", invalid="ignore"):
             rest = evaluation[0] - evaluation[5] / evaluation[3]
             third = evaluation[5] / rest
-        step = np.where(
-            (second > lo) & (second < hi),
-            second,
-            np.where(
-                (first > lo) & (first < hi),
-                first,
-                np.where((third > lo) & (third < hi), third, 0.5 * (lo + hi)),
-            ),
-        )
+        candidates = (second, first, third)  # the first inside the bracket, else bisection
+        inside = [(candidate > lo) & (candidate < hi) for candidate in candidates]
+        step = np.select(inside, candidates, 0.5 * (lo + hi))
         step = np.where(bisect, 0.5 * (lo + hi), step)
         step = np.where(going, step, current)
         tau[held] = step
@@ -928,15 +874,11 @@ class _DirectEvaluator(_SecularEvaluator):
             total = terms.sum(axis=1)
             slope = (terms / delta).sum(axis=1)
             value = 1.0 + total
+            rounding = 8.0 * (1.0 + np.abs(terms).sum(axis=1)) + 3.0 * np.abs(value)
             out[:, part] = (
                 value,
                 slope,
-                _EPS
-                * (
-                    8.0 * (1.0 + np.abs(terms).sum(axis=1))
-                    + 3.0 * np.abs(value)
-                    + np.abs(shift) * slope
-                ),
+                _EPS * (rounding + np.abs(shift) * slope),
                 -shift,
                 (poles[other] - poles[origin]) - shift,
                 self.weights[rows, origin],
@@ -946,13 +888,9 @@ class _DirectEvaluator(_SecularEvaluator):
         return tuple(out)
 
 
-# Far-field acceleration of :func:`family_spectra` (cost in docs/model.md,
-# "Curves: one decomposition per replicate"): in interval j the ``NEAR_POLES`` poles on each side
-# are summed exactly and the others through ``FAR_TERMS`` Taylor coefficients about the
-# interval's midpoint, shared by every member of the family; the truncation error is at
-# most ``r^FAR_TERMS / (1 - r)`` of the far poles' absolute sum, with ``r`` the interval's
-# half-width over the distance to its nearest far pole, so intervals with ``r > FAR_RATIO``
-# (1.1e-16 at 0.1) are solved by the direct sum instead.
+# Far field of :func:`family_spectra`: ``NEAR_POLES`` poles on each side summed exactly, the
+# others through ``FAR_TERMS`` Taylor coefficients; intervals with ``r > FAR_RATIO`` by the
+# direct sum (the error bound: docs/model.md, "Curves: one decomposition per replicate").
 NEAR_POLES = 12
 FAR_TERMS = 16
 FAR_RATIO = 0.1
@@ -1017,6 +955,7 @@ class _FarEvaluator(_SecularEvaluator):
         middle: np.ndarray,
         coefficients: np.ndarray,
         absolute: np.ndarray,
+        *,
         near: int,
     ) -> None:
         n = poles.size
@@ -1058,16 +997,9 @@ class _FarEvaluator(_SecularEvaluator):
         weight_other = np.where(
             upper, weight_lower, np.where(top, self.near_weights[:, max(near - 2, 0)], weight_upper)
         )
-        return (
-            value,
-            slope,
-            bound,
-            -tau,
-            (poles[other] - origin_pole) - tau,
-            np.where(upper, weight_upper, weight_lower),
-            weight_other,
-            origin_pole + tau,
-        )
+        deltas = (-tau, (poles[other] - origin_pole) - tau)
+        weights = (np.where(upper, weight_upper, weight_lower), weight_other)
+        return (value, slope, bound, *deltas, *weights, origin_pole + tau)
 
 
 def _far_ratios(poles: np.ndarray, near: int) -> np.ndarray:
@@ -1152,17 +1084,11 @@ def family_spectra(
         absolute_sum = np.einsum("pc,cp->p", absolute[position], np.abs(mix[:, rows]))
         middle = 0.5 * (poles_active[intervals] + poles_active[intervals + 1])
 
+        per_pair = (rows, intervals, middle, coefficients, absolute_sum)
+
         def factory(subset: np.ndarray) -> _SecularEvaluator:
-            return _FarEvaluator(
-                poles_active,
-                weights,
-                rows[subset],
-                intervals[subset],
-                middle[subset],
-                coefficients[subset],
-                absolute_sum[subset],
-                NEAR_POLES,
-            )
+            picked = [part[subset] for part in per_pair]
+            return _FarEvaluator(poles_active, weights, *picked, near=NEAR_POLES)
 
         origin, tau = _root_pairs(poles_active, weights, rows, intervals, factory)
         roots[rows, intervals] = poles_active[origin] + tau
@@ -1245,24 +1171,15 @@ def family_lanczos_steps(
 ) -> Generator[np.ndarray, np.ndarray, Any]:
     """Block Lanczos on ``A'`` for a whole family ``A(s) = A' + w(s) w(s)^T`` from a
     ``start`` holding ``w0`` and ``w1`` (one basis serves every member: docs/model.md,
-    "Curves", "Krylov routes"), as a generator for :func:`run_lanczos_together`: the
-    recurrence of :func:`_lanczos_recurrence` keeping ``Q^T tracked`` (n, c), ``check(T, Q^T
-    tracked, B_m, low)`` every ``check_every`` columns. Returns its result, or None when
-    ``max_columns`` (or n) did not suffice. O(m (cost of a product) + n m^2) time, O(n m)
-    memory."""
-    return (
-        yield from _lanczos_recurrence(
-            start,
-            rng,
-            max_columns,
-            tracked,
-            check_every,
-            0,
-            lambda _basis, projected, projections, coupling, low: check(
-                projected, cast(np.ndarray, projections), coupling, low
-            ),
-        )
+    "Curves: one decomposition per replicate"), as a generator for
+    :func:`run_lanczos_together`: the recurrence of :func:`_lanczos_recurrence` keeping ``Q^T
+    tracked`` (n, c), ``check(T, Q^T tracked, B_m, low)`` every ``check_every`` columns.
+    Returns its result, or None when ``max_columns`` (or n) did not suffice. O(m (cost of a
+    product) + n m^2) time, O(n m) memory."""
+    steps = _lanczos_recurrence(
+        start, rng, max_columns, tracked, check_every, 0, lambda _basis, *parts: check(*parts)
     )
+    return (yield from steps)
 
 
 __all__ = [

@@ -1,17 +1,9 @@
 """One simulation cell of the exact generative model, and the one simulation door
-(docs/model.md, "The generative model", "Population covariance given the table").
-
-:func:`simulate_cell` draws a table, signs and tokens, pools, forms ``S`` and measures its
-spectrum and top eigenpairs (as overlaps, never raw eigenvectors), and the same for the
-population matrix given the table, ``Sigma_E = kappa (1/V) E E^T - kappa mbar mbar^T +
-(alpha - kappa) Dlt Dlt^T`` (plus ``sigma^2 mbar mbar^T`` for uncentred ``S``; for
-``causal_attention`` with the measured mean weights). Routes chosen by its parameters:
-``full`` (:func:`_measure_full`: one tridiagonalisation of ``S``, Lanczos for the
-population matrix, each in the smaller dimension when ``N`` or ``V`` is below ``d``,
-docs/model.md, "Full cells"), ``top`` (:func:`_measure_top`, matrix-free, "Top-k cells"),
-a list of ``snr`` (:mod:`attnrmt.model._curve`) and K classes
-(:func:`attnrmt.model.classes.simulate_classes`). The kernels: :mod:`attnrmt.model._linalg`.
-"""
+:func:`simulate_cell` (docs/model.md, "The generative model", "Population covariance given
+the table"): the spectrum and top eigenpairs (as overlaps) of ``S`` and of the population
+matrix, by the routes its parameters choose: ``full`` ("Full cells"), ``top`` ("Top-k
+cells"), a list of ``snr`` (:mod:`attnrmt.model._curve`), K classes
+(:func:`attnrmt.model.classes.simulate_classes`); kernels in :mod:`attnrmt.model._linalg`."""
 
 from __future__ import annotations
 
@@ -361,21 +353,16 @@ def simulate_cell(
     else:
         sizes = check_cell_arguments(d, delta, gamma, T, snr, centered, top_k)
         values, classes = _simulate_signs(sizes, positional, weights, seed, spectrum, table), None
-    fields_of: dict[str, Any] = {
-        name: readonly(value) if isinstance(value, np.ndarray) else value
-        for name, value in values.items()
-    }
+    seconds = time.perf_counter() - start_time
+    frozen = _frozen(classes) if classes else None
     return CellResult(
-        **fields_of,
-        V=sizes[7],
-        N=sizes[8],
-        compute_seconds=time.perf_counter() - start_time,
-        classes=classes
-        and {
-            name: readonly(value) if isinstance(value, np.ndarray) else value
-            for name, value in classes.items()
-        },
+        **_frozen(values), V=sizes[7], N=sizes[8], compute_seconds=seconds, classes=frozen
     )
+
+
+def _frozen(fields: Mapping[str, Any]) -> dict[str, Any]:
+    """``fields`` with every array read-only (:func:`readonly`). O(fields)."""
+    return {name: readonly(v) if isinstance(v, np.ndarray) else v for name, v in fields.items()}
 
 
 class Draws(NamedTuple):
@@ -420,23 +407,11 @@ def draw_cell(
         effective_weights = token_weights.mean(axis=0)
     else:
         effective_weights = token_weights = pooling_weights(weights_spec, T, R)
-    alpha, kappa, sigma = pooling_scalars(effective_weights, R)
-    terms = population_rank_one_terms(
-        drawn.table_mean, drawn.class_mean_difference, alpha, kappa, sigma, centered
-    )
-    return Draws(
-        drawn,
-        tokens,
-        labels,
-        effective_weights,
-        token_weights,
-        alpha,
-        kappa,
-        sigma,
-        terms,
-        solver_stream,
-        centered,
-    )
+    scalars = pooling_scalars(effective_weights, R)
+    means = (drawn.table_mean, drawn.class_mean_difference)
+    terms = population_rank_one_terms(*means, *scalars, centered)
+    sampled = (drawn, tokens, labels, effective_weights, token_weights)
+    return Draws(*sampled, *scalars, terms, solver_stream, centered)
 
 
 def _simulate_signs(
@@ -595,8 +570,7 @@ def _population_top_from_tokens(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Top-k eigenpairs of the population matrix through ``K = Y Y^T`` (V x V,
     :func:`population_rows`) for ``V < d``: an eigenvector ``z`` of ``K`` gives ``Y^T z``
-    (normalised); the Lanczos start is ``Y start``. O(V^2 d + V^2 m) time, O(V d + V^2)
-    memory."""
+    (normalised); the Lanczos start is ``Y start``. O(V^2 d + V^2 m) time, O(V d + V^2) memory."""
     rows = population_rows(table, population_terms, kappa)
     values, small_vectors = top_eigenpairs(lower_gram(rows.T, 1.0), top_k, rows @ start)
     vectors = rows.T @ small_vectors
@@ -657,19 +631,18 @@ def _measure_top(drawn: Draws, top_k: int) -> _Measured:
     )
     n_values = stored_eigenvalue_count("top", d, top_k)
     widths = (min(TOP_BLOCK_WIDTH, d), min(POP_BLOCK_WIDTH, d))
+    operator_args = (incidence, table, centered, population_terms, kappa)
+    # the dense route (small d) has no rounds to warm
+    rough = _warm_start_operators(*operator_args) if uses_krylov(d) else None
+    spikes = unit_columns(table.signal_direction, table.class_mean_difference, table.table_mean)
     (values, top_vectors), (pop_values, pop_vectors) = shared_operator_top_eigenpairs(
         table_operators(incidence, table.embeddings, centered, population_terms, kappa),
         [_spike_start(d, table, drawn.solver_stream, width) for width in widths],
         [n_values, min(top_k + 1, d)],
         [top_k, top_k],
         drawn.solver_stream,
-        [
-            unit_columns(table.signal_direction, table.class_mean_difference, table.table_mean),
-            unit_columns(table.signal_direction),
-        ],
-        _warm_start_operators(incidence, table, centered, population_terms, kappa)
-        if uses_krylov(d)
-        else None,  # the dense route (small d) has no rounds to warm
+        [spikes, unit_columns(table.signal_direction)],
+        rough,
     )
     return values[::-1].copy(), top_vectors, pop_values[:top_k], pop_vectors, downstream_accuracy
 

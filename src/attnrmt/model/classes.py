@@ -1,14 +1,7 @@
 """K token classes: class means from a Gram matrix, label models over the classes, the
 pooled label moments, and the K-class route of :func:`attnrmt.model.simulate_cell`
-(docs/model.md, "K classes", where the model, the label laws and the K = 2 reduction are
-written out).
-
-``V = K round(d / (K delta))`` tokens in ``K`` classes of ``V/K`` consecutive tokens
-(labels ``0 .. K-1``); class ``k`` has the mean ``mu_k = sqrt(snr) sum_j F_kj e_j`` with
-``F F^T = G`` (:func:`class_mean_gram`, :func:`class_mean_factor`), and row ``v`` of the
-table is ``mu_{k(v)} + z_v``. With ``K = 2``, ``means = "simplex"`` and the label models
-``iid``, ``prefix``, ``markov`` a cell draws the same numbers as the two-class sign
-models of the same seed (label 0 is sign +1; ``tests/model/test_classes.py``)."""
+(docs/model.md, "K classes", where the model, the label laws and the K = 2 reduction, the
+same numbers as the two-class cell of the same seed, are written out)."""
 
 from __future__ import annotations
 
@@ -367,13 +360,12 @@ def _top_spike(weights: np.ndarray, projected: np.ndarray) -> tuple[float, np.nd
 
 
 def optimal_class_weights(pairs: np.ndarray, mean_gram: np.ndarray) -> np.ndarray:
-    """Pooling that maximises the top spike strength ``theta_1(w)`` (docs/model.md, "K-class
-    optimal weights", where the biquadratic form and its alternating maximisation are
-    written out): ``pairs`` the label pair law, ``mean_gram`` the class-mean Gram the spike
-    sees (``snr G + K delta I``; only its centred part matters). Alternates the two exact
-    partial maximisations from ``_OPTIMAL_STARTS`` starts and returns
-    :func:`attnrmt.model.optimal_weights` of ``R^(x)`` at the best ``x``. O(T^3 K^3 + steps
-    (T^3 + T^2 K^2))."""
+    """Pooling that maximises the top spike strength ``theta_1(w)`` (docs/model.md, "K-class optimal
+    weights", where the biquadratic form and its alternating maximisation are written out):
+    ``pairs`` the label pair law, ``mean_gram`` the class-mean Gram the spike sees (``snr G + K
+    delta I``; only its centred part matters). Alternates the two exact partial maximisations from
+    ``_OPTIMAL_STARTS`` starts and returns :func:`attnrmt.model.optimal_weights` of ``R^(x)`` at the
+    best ``x``. O(T^3 K^3 + steps (T^3 + T^2 K^2))."""
     T, K = pairs.shape[0], pairs.shape[-1]
     marginals = label_marginals(pairs)
     centred_pairs = pairs - np.einsum("tk,sl->tskl", marginals, marginals)

@@ -172,12 +172,10 @@ def _signs_with_probability(
 def sample_signs(
     positional: Mapping[str, Any] | str, T: int, n: int, rng: np.random.Generator
 ) -> tuple[np.ndarray, np.ndarray | None]:
-    """``n`` sign sequences of length ``T`` of a positional model from ``rng``
-    (docs/model.md, "Positional models"), vectorised over ``n``: ``signs`` int8 (n, T),
-    ``xi in {-1, +1}`` with ``E[xi] = 0`` and ``E[xi xi^T] = R`` exactly, and the labels
-    ``y`` int8 (n,) of a ``label`` model (uniform ±1, ``E[xi_t y] = rho_t``), else None.
-    O(n T) (O(n T^2) for ``custom``).
-    """
+    """``n`` sign sequences of length ``T`` of a positional model from ``rng`` (docs/model.md,
+    "Positional models"), vectorised over ``n``: ``signs`` int8 (n, T), ``xi in {-1, +1}`` with
+    ``E[xi] = 0`` and ``E[xi xi^T] = R`` exactly, and the labels ``y`` int8 (n,) of a ``label``
+    model (uniform ±1, ``E[xi_t y] = rho_t``), else None. O(n T) (O(n T^2) for ``custom``)."""
     spec = validate_positional(positional, T)
     n = check_int("n", n, minimum=0)
     if not isinstance(rng, np.random.Generator):

@@ -86,13 +86,11 @@ def _ridge_coefficients(x_train: np.ndarray, target: np.ndarray, penalty: float)
     """Ridge coefficients ``(X^T X + penalty I)^{-1} X^T y`` for ``X = x_train`` (n, p) and
     targets ``y`` (n,) or (n, K), solved in the smaller dimension: the primal system when
     ``p <= n``, else the dual ``X^T (X X^T + penalty I)^{-1} y``. O(n p min(n, p))."""
-    n_train, n_features = x_train.shape
-    if n_features <= n_train:
-        gram = x_train.T @ x_train
-        gram[np.diag_indices_from(gram)] += penalty
-        return np.linalg.solve(gram, x_train.T @ target)
-    gram = x_train @ x_train.T
+    primal = x_train.shape[1] <= x_train.shape[0]
+    gram = x_train.T @ x_train if primal else x_train @ x_train.T
     gram[np.diag_indices_from(gram)] += penalty
+    if primal:
+        return np.linalg.solve(gram, x_train.T @ target)
     return x_train.T @ np.linalg.solve(gram, target)
 
 

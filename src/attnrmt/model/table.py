@@ -159,8 +159,8 @@ def _table_covariance(
 def _fill_rows_with_rough_copy(
     rows: np.ndarray,
     rough_rows: np.ndarray,
-    generator: np.random.Generator,
     shift: float,
+    generator: np.random.Generator,
     law: Mapping[str, Any] | None = None,
     auxiliary: np.random.Generator | None = None,
     covariance: Covariance | None = None,
@@ -228,19 +228,12 @@ def sample_table(
 
     def fill(index: int) -> tuple[np.ndarray, float]:
         start, stop = blocks[index]
-        rows = embeddings[start:stop]
+        rows, shift = embeddings[start:stop], amplitude * token_class[start]
+        noise = (generators[index], law, auxiliaries[index], covariance)
         if rough is not None:
-            return _fill_rows_with_rough_copy(
-                rows,
-                rough[start:stop],
-                generators[index],
-                amplitude * token_class[start],
-                law,
-                auxiliaries[index],
-                covariance,
-            )
-        _draw_noise(rows, generators[index], law, auxiliaries[index], covariance)
-        rows[:, 0] += amplitude * token_class[start]
+            return _fill_rows_with_rough_copy(rows, rough[start:stop], shift, *noise)
+        _draw_noise(rows, *noise)
+        rows[:, 0] += shift
         return rows.sum(axis=0), float("nan")
 
     filled = in_threads(fill, len(blocks))
@@ -248,17 +241,9 @@ def sample_table(
     n_plus = len(blocks) // 2
     mean_plus = np.sum(block_sums[:n_plus], axis=0) / half
     mean_minus = np.sum(block_sums[n_plus:], axis=0) / half
-    signal_direction = np.zeros(d)
-    signal_direction[0] = 1.0
-    return EmbeddingTable(
-        embeddings=embeddings,
-        token_class=token_class,
-        signal_direction=signal_direction,
-        table_mean=0.5 * (mean_plus + mean_minus),
-        class_mean_difference=0.5 * (mean_plus - mean_minus),
-        rough_embeddings=rough,
-        rough_max_abs=max(largest for _, largest in filled) if rough is not None else float("nan"),
-    )
+    means = (0.5 * (mean_plus + mean_minus), 0.5 * (mean_plus - mean_minus))  # mbar, Dlt
+    largest = max(largest for _, largest in filled) if rough is not None else float("nan")
+    return EmbeddingTable(embeddings, token_class, np.eye(1, d)[0], *means, rough, largest)
 
 
 def file_table(

@@ -1,15 +1,7 @@
 """Laws of the embedding table's noise ``z_v`` (docs/model.md, "Table laws", where the
-laws, their entries as functions of the Gaussian table's normals ``g`` and their
-moments are listed; "Anisotropic tables"; "Tables from a file").
-
-A law is a spec like the positional and weights models: a bare name (``"gaussian"``,
-``"rademacher"``, ``"uniform"``) or a dict (``student_t`` ``nu``, ``sparse`` ``p``,
-``anisotropic`` ``spectrum`` and ``signal``, ``file`` ``path`` and ``labels``). Each
-entry is a function of the normal the Gaussian table draws at its place (plus one
-auxiliary draw for ``student_t`` and ``sparse``), so the laws are coupled at one seed.
-
-This module imports only numpy (``scipy.special.erf`` on first use of ``uniform``), so a
-sweep config can validate a law without importing the simulator."""
+laws, their entries as functions of the Gaussian table's normals and their moments are
+listed; "Anisotropic tables"; "Tables from a file"). Imports only numpy (scipy on first
+use of ``uniform``), so a sweep config validates a law without importing the simulator."""
 
 from __future__ import annotations
 
