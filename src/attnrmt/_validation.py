@@ -119,15 +119,3 @@ def check_numeric(name: str, value: Any) -> np.ndarray:
     if kind not in "iuf":
         raise _fail(name, value, "must be numeric")
     return check_finite_array(name, value)
-
-
-__all__ = [
-    "check_choice",
-    "check_finite_array",
-    "check_int",
-    "check_numeric",
-    "check_open_interval",
-    "check_positive",
-    "spec_dict",
-    "split_model_spec",
-]

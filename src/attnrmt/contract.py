@@ -361,38 +361,3 @@ RUN_FIGURES: tuple[str, ...] = ("universality",)
 #: rules' outputs stay fixed); the report leaves such figures out.
 PLACEHOLDER_FIGURE = "attnrmt: placeholder, no data for this figure"
 SWEEP_FIGURES: tuple[str, ...] = tuple(name for name in FIGURES if name not in RUN_FIGURES)
-
-
-__all__ = [
-    "ABSENT_INT",
-    "ACROSS_SWEEP_TABLES",
-    "ALL_AXES",
-    "AXES",
-    "BUILTIN_POSITIONAL",
-    "BUILTIN_WEIGHTS",
-    "CURVE_AXES",
-    "FAILURE_CAUSES",
-    "FIGURES",
-    "LONG_NAME_WIDTH",
-    "PLACEHOLDER_FIGURE",
-    "POOLING_FIELDS",
-    "PROVENANCE_ABSENT",
-    "PROVENANCE_FIELDS",
-    "RUN_FIGURES",
-    "SIGNIFICANT_DIGITS",
-    "SIZE_FIELDS",
-    "SPECTRA",
-    "SPIKE_FIELDS",
-    "SWEEP_FIGURES",
-    "SWEEP_TABLES",
-    "TABLES",
-    "TABLE_AXIS",
-    "TOP_K_FIELDS",
-    "TRANSITIONS",
-    "VARIABLE_ATTRS",
-    "VARIANTS",
-    "round_significant",
-    "stored_eigenvalue_count",
-    "sweep_axes",
-    "with_variable_attrs",
-]

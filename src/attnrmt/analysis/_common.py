@@ -154,17 +154,3 @@ def stored_spectrum(cells: xr.Dataset) -> str:
     top_k = cells.sizes.get("k", 1)
     stored = int(finite.max()) if finite.size else 0
     return "top" if 0 < stored <= 2 * top_k < int(np.max(cells["d"].values)) else "full"
-
-
-__all__ = [
-    "BULK_SKIPPED_NOTE",
-    "at_signal",
-    "drop_variant",
-    "effective_ratios",
-    "mean_ci",
-    "plain",
-    "replicate_mean_sem",
-    "signal_index",
-    "stored_spectrum",
-    "tidy",
-]

@@ -111,12 +111,3 @@ def causal_verdict(table: pd.DataFrame) -> pd.DataFrame:
     group = [k for k in keys if k != "reference"]
     best = out.loc[out.groupby(group)["distance_at_d_max"].idxmin(), [*group, "reference"]]
     return out.merge(best.rename(columns={"reference": "closest_reference"}), on=group)
-
-
-__all__ = [
-    "attention_weight_models",
-    "causal_verdict",
-    "causal_weights_table",
-    "reference_weights",
-    "relative_distance",
-]

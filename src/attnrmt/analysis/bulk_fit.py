@@ -194,11 +194,3 @@ def bulk_fit(cells: xr.Dataset, *, margin: float, zero_tol: float = DEFAULT_ZERO
         attrs={"outlier_margin": margin, "zero_tol": zero_tol},
     )
     return own_bulk_fit(cells, fit, margin=margin, zero_tol=zero_tol)
-
-
-__all__ = [
-    "DEFAULT_ZERO_TOL",
-    "bulk_fit",
-    "ks_distance",
-    "ks_distances",
-]

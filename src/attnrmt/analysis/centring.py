@@ -52,8 +52,3 @@ def centring_table(sweep: str, cells: xr.Dataset, theory: xr.Dataset) -> pd.Data
         *[c for c in frame if c not in ALL_AXES and c != "sweep"],
     ]
     return frame.loc[:, cols]
-
-
-__all__ = [
-    "centring_table",
-]

@@ -20,14 +20,6 @@ from attnrmt.analysis.thresholds import fit_threshold
 from attnrmt.contract import CURVE_AXES, TRANSITIONS, VARIANTS
 from attnrmt.theory import critical_theta, theta_from_population, theta_from_sample
 
-__all__ = [
-    "classes_of",
-    "spike_comparison",
-    "spike_theta_hat",
-    "spike_threshold_dataset",
-    "spike_thresholds",
-]
-
 #: Measured quantity -> (cells variable, theory variable, variants it is compared with).
 #: An overlap is compared with the variant whose spike direction it is measured against
 #: (finite_vocab: the table's class means; paper: the true means, docs/model.md,

@@ -334,16 +334,3 @@ def variant_summary(
         summary = summary.drop(columns="fraction")
     summary["n"] = summary["n"].fillna(0).astype(int)
     return summary
-
-
-__all__ = [
-    "COMPARISON_COLUMNS",
-    "SPIKE_QUANTITIES",
-    "SUMMARY_QUANTITIES",
-    "THRESHOLD_COLUMNS",
-    "comparison_table",
-    "complete_theory",
-    "theory_from_cells",
-    "thresholds_table",
-    "variant_summary",
-]

@@ -742,27 +742,3 @@ def make_run_figures(
     universality = pd.DataFrame() if "note" in frame else frame
     builders = {"universality": lambda: figure_universality(universality)}
     return _write_figures(builders, figure_dir, run_dir, settings, log_path)
-
-
-__all__ = [
-    "FSS_MAX_CURVES",
-    "PHASE_MIN_SNR",
-    "SNR_LABEL",
-    "STYLE",
-    "Data",
-    "figure_causal_weights",
-    "figure_centring",
-    "figure_classes_spikes",
-    "figure_downstream",
-    "figure_finite_size",
-    "figure_outlier_vs_snr",
-    "figure_phase_diagram",
-    "figure_pooling",
-    "figure_spectra",
-    "figure_universality",
-    "law_label",
-    "make_figures",
-    "make_run_figures",
-    "outlier_panels",
-    "save",
-]

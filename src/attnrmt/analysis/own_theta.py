@@ -170,6 +170,3 @@ def own_bulk_fit(
             values = xr.DataArray(found[key].reshape(shape), dims=dims)
             fit[variable].loc[at] = values.transpose(*fit[variable].loc[at].dims).values
     return fit
-
-
-__all__ = ["CRITICAL", "GENERAL_KINDS", "own_bulk_fit", "own_critical", "own_theta"]

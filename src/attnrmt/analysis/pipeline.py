@@ -410,28 +410,3 @@ def write_tables(
         run_dir, outputs.values(), log_path, f"tables for {len(sweeps)} sweeps in {seconds:.2f} s"
     )
     return result
-
-
-__all__ = [
-    "BOUND_CODES",
-    "LAZY_CELL_VARIABLES",
-    "across_sweep_tables",
-    "analysis_dataset",
-    "analyze_sweep",
-    "append_log",
-    "bulk_table",
-    "ci_settings",
-    "classes_sweep_tables",
-    "decode_bounds",
-    "objectify_strings",
-    "open_store",
-    "open_sweep",
-    "placeholder_note",
-    "pooling_tables",
-    "read_table",
-    "record",
-    "settings_sha256",
-    "sweep_tables",
-    "write_sweep_tables",
-    "write_tables",
-]

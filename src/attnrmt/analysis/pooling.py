@@ -154,13 +154,3 @@ def downstream_ranking(table: pd.DataFrame) -> pd.DataFrame:
         record["spearman"] = spearman(frame["alpha_over_kappa"], frame["accuracy"])
         rows.append(record)
     return pd.DataFrame(rows)
-
-
-__all__ = [
-    "GROUP",
-    "downstream_ranking",
-    "downstream_table",
-    "ordering_table",
-    "pooling_table",
-    "spearman",
-]

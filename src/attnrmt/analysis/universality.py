@@ -376,21 +376,3 @@ def universality_verdict(table: pd.DataFrame) -> pd.DataFrame:
         if mask.any():
             out.loc[mask, "family"] = _family_sentence(kind, out[mask])
     return out
-
-
-__all__ = [
-    "FAMILY_ALPHA",
-    "INPUT_COLUMNS",
-    "POINT_COLUMNS",
-    "REFERENCE_VARIANT",
-    "UNIVERSALITY_COLUMNS",
-    "UNIVERSALITY_QUANTITIES",
-    "VERDICT_COLUMNS",
-    "fisher_combined",
-    "sweep_laws",
-    "threshold_p_values",
-    "universality_inputs",
-    "universality_table",
-    "universality_verdict",
-    "welch_p_values",
-]

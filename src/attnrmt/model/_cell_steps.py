@@ -124,15 +124,3 @@ def sample_through_tokens(d: int, V: int, n_samples: int, top_k: int) -> bool:
 MAX_SNR = 1e100
 """Largest ``snr`` simulated: from about 1e130 on, sums of squares of the embeddings
 overflow float64 (the transitions are at snr of order 1)."""
-
-__all__ = [
-    "MAX_SNR",
-    "add_rank_one_terms",
-    "cell_readout",
-    "cell_streams",
-    "check_cell_arguments",
-    "check_seed",
-    "readonly",
-    "sample_spectrum_from_samples",
-    "sample_through_tokens",
-]

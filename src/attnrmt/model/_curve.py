@@ -612,6 +612,3 @@ def _measure_top(
         list(pop_values), _population_overlaps(roots, pop_values, pop_inner, False)
     )
     return sample, population, accuracy
-
-
-__all__ = ["simulate_curve"]

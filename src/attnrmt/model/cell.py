@@ -645,16 +645,3 @@ def _measure_top(drawn: Draws, top_k: int) -> _Measured:
         rough,
     )
     return values[::-1].copy(), top_vectors, pop_values[:top_k], pop_vectors, downstream_accuracy
-
-
-__all__ = [
-    "CellResult",
-    "pool",
-    "population_matrix",
-    "population_rows",
-    "simulate_cell",
-    "spectrum_and_top_eigenvectors",
-    "squared_overlaps",
-    "token_incidence",
-    "top_eigenpairs",
-]

@@ -207,12 +207,3 @@ def sample_signs(
         gaussian = rng.standard_normal((n, T)) @ factor.T
         signs = np.where(gaussian >= 0, 1, -1).astype(np.int8)
     return signs, labels
-
-
-__all__ = [
-    "POSITIONAL_KINDS",
-    "label_correlations",
-    "positional_correlation",
-    "sample_signs",
-    "validate_positional",
-]

@@ -112,11 +112,3 @@ def _standardised_split(
     spread = train.std(axis=0)
     spread[spread == 0] = 1.0
     return (train - mean) / spread, (test - mean) / spread, n_train
-
-
-__all__ = [
-    "DEFAULT_RIDGE",
-    "DEFAULT_TRAIN_FRACTION",
-    "ridge_readout_accuracy",
-    "ridge_readout_accuracy_multiclass",
-]

@@ -294,18 +294,3 @@ def sample_tokens(signs: np.ndarray, V: int, rng: np.random.Generator) -> np.nda
     half = V // 2
     within_class = rng.integers(0, half, size=signs.shape, dtype=np.int64)
     return np.where(signs > 0, within_class, within_class + half)
-
-
-__all__ = [
-    "TABLE_BLOCKS_PER_CLASS",
-    "EmbeddingTable",
-    "child_seeds",
-    "class_means",
-    "file_table",
-    "helper_threads",
-    "in_threads",
-    "realised_sizes",
-    "row_blocks",
-    "sample_table",
-    "sample_tokens",
-]

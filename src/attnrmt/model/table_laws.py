@@ -288,17 +288,3 @@ def apply_table_law(
             drawn[...] = np.where(drawn < p, 1.0 / math.sqrt(p), 0.0)
         part *= drawn
     return normals
-
-
-__all__ = [
-    "AUXILIARY_KINDS",
-    "SIGNALS",
-    "TABLE_KINDS",
-    "apply_covariance",
-    "apply_table_law",
-    "covariance_spectrum",
-    "load_file_table",
-    "table_moments",
-    "table_no_theory",
-    "validate_table",
-]

@@ -183,16 +183,3 @@ def causal_attention_weights(
         attention /= attention.sum(axis=2, keepdims=True)
         effective[start : start + chunk] = attention.sum(axis=1) / T
     return effective
-
-
-__all__ = [
-    "BUILTIN_WEIGHTS",
-    "WEIGHT_KINDS",
-    "causal_attention_weights",
-    "causal_limit_weights",
-    "harmonic_weights",
-    "optimal_weights",
-    "pooling_scalars",
-    "pooling_weights",
-    "validate_weights",
-]

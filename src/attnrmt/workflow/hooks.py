@@ -11,19 +11,6 @@ import threading
 from collections.abc import Iterable
 from typing import Any
 
-__all__ = [
-    "END_SUMMARY_VARIABLE",
-    "after_block",
-    "file_contains",
-    "preload_imports",
-    "print_end_summary",
-    "print_max_failures_message",
-    "prune_cell_cache",
-    "report_finished_cells",
-    "skip_exit_collection",
-    "table_has_data",
-]
-
 #: ``later``: the driver prints the end summary itself, after the report.
 END_SUMMARY_VARIABLE = "ATTNRMT_END_SUMMARY"
 

@@ -38,6 +38,3 @@ def write_starter(
         dst.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(src, dst)
     return [dst for _, dst in copies]
-
-
-__all__ = ["CONFIG_NAME", "STARTER_CONFIG", "write_starter"]
