@@ -17,6 +17,7 @@ Cost: O(threshold rows + sweeps) per round, plus one small YAML and CSV write.
 from __future__ import annotations
 
 import itertools
+import math
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -28,7 +29,13 @@ import yaml
 
 from attnrmt.sweep.spec.config import ResolvedSweep, ValidConfig, read_config_source
 from attnrmt.sweep.spec.cost import estimated_cell_seconds, estimated_curve_seconds
-from attnrmt.sweep.spec.target import distance, next_design, parse_target, replicates_per_d
+from attnrmt.sweep.spec.target import (
+    SAFETY,
+    distance,
+    next_design,
+    parse_target,
+    replicates_per_d,
+)
 from attnrmt.sweep.store.atomic import write_text_atomically
 
 __all__ = [
@@ -121,15 +128,20 @@ def _per_d(
     variance share of ``d`` is ``(w_d s_d)^2``: ``s_d`` the per-``d`` CI half-width / 1.96,
     ``w_d`` the limit's derivative in that ``d``'s threshold (``finite_size_fit`` with
     inverse-variance weights, by finite differences; docs/thresholds.md, "The finite-size
-    study"). None with one ``d`` or a per-``d`` CI that is not finite. O(d^2 laws)."""
+    study"); a limit with a per-``d`` CI that is not finite (a bound) grows every ``d`` by
+    ``distance^2`` (:func:`~attnrmt.sweep.spec.target.next_design`'s rule). None with one
+    ``d``. O(d^2 laws)."""
     from attnrmt.analysis.thresholds import finite_size_fit
 
     d = np.asarray(sweep.axes["d"], dtype=float)
+    if d.size < 2:
+        return None
     snr = sweep.axes["snr"]
     cost = [design_seconds(sweep, list(np.eye(d.size, dtype=int)[i]), snr) for i in range(d.size)]
     wanted, names = list(reps), ("delta", "gamma", "T", "positional", "weights", "centered")
     for row in rows:
-        if not 1 < distance(target, row) < np.inf or d.size < 2:
+        far = distance(target, row)
+        if not 1 < far < np.inf:
             continue
         per = table[(table["sweep"] == sweep.name) & (table["transition"] == row["transition"])]
         per = per[per["finite_size"].fillna("none") == "none"]
@@ -138,14 +150,18 @@ def _per_d(
         per = per.set_index(per["d"].astype(float)).reindex(d)
         sd = ((per["ci_high"] - per["ci_low"]) / 2 / 1.96).to_numpy(float)
         if not np.all(np.isfinite(sd) & (sd > 0)):
-            return None
+            growth = min(far**2 * SAFETY, target.max_growth)
+            wanted = [
+                max(w, r + 1, math.ceil(r * growth)) for w, r in zip(wanted, reps, strict=True)
+            ]
+            continue
         est = per["extrapolated"].fillna(per["estimate"]).to_numpy(float)
         a = lambda e, w=sd**-2: finite_size_fit(d, e, weights=w)["a"]  # noqa: E731
         lever = [
             (a(est + 1e-3 * sd * e) - a(est)) / (1e-3 * sd[i]) for i, e in enumerate(np.eye(d.size))
         ]
         share = list((np.asarray(lever) * sd) ** 2)
-        alloc = replicates_per_d(reps, share, cost, distance(target, row), target.max_growth)
+        alloc = replicates_per_d(reps, share, cost, far, target.max_growth)
         wanted = [max(w, x) for w, x in zip(wanted, alloc, strict=True)]
     return None if wanted == reps else wanted
 
