@@ -17,7 +17,6 @@ Cost: O(threshold rows + sweeps) per round, plus one small YAML and CSV write.
 from __future__ import annotations
 
 import itertools
-import math
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -29,13 +28,7 @@ import yaml
 
 from attnrmt.sweep.spec.config import ResolvedSweep, ValidConfig, read_config_source
 from attnrmt.sweep.spec.cost import estimated_cell_seconds, estimated_curve_seconds
-from attnrmt.sweep.spec.target import (
-    SAFETY,
-    distance,
-    next_design,
-    parse_target,
-    replicates_per_d,
-)
+from attnrmt.sweep.spec.target import distance, next_design, parse_target, replicates_per_d
 from attnrmt.sweep.store.atomic import write_text_atomically
 
 __all__ = [
@@ -128,9 +121,8 @@ def _per_d(
     variance share of ``d`` is ``(w_d s_d)^2``: ``s_d`` the per-``d`` CI half-width / 1.96,
     ``w_d`` the limit's derivative in that ``d``'s threshold (``finite_size_fit`` with
     inverse-variance weights, by finite differences; docs/thresholds.md, "The finite-size
-    study"); a limit with a per-``d`` CI that is not finite (a bound) grows every ``d`` by
-    ``distance^2`` (:func:`~attnrmt.sweep.spec.target.next_design`'s rule). None with one
-    ``d``. O(d^2 laws)."""
+    study"); one with a per-``d`` CI that is not finite (a bound) grows every ``d`` by
+    ``distance^2`` (shares ``R_d``, equal prices). None with one ``d``. O(d^2 laws)."""
     from attnrmt.analysis.thresholds import finite_size_fit
 
     d = np.asarray(sweep.axes["d"], dtype=float)
@@ -149,19 +141,14 @@ def _per_d(
             per = per[per[name].astype(str) == str(row[name])]
         per = per.set_index(per["d"].astype(float)).reindex(d)
         sd = ((per["ci_high"] - per["ci_low"]) / 2 / 1.96).to_numpy(float)
-        if not np.all(np.isfinite(sd) & (sd > 0)):
-            growth = min(far**2 * SAFETY, target.max_growth)
-            wanted = [
-                max(w, r + 1, math.ceil(r * growth)) for w, r in zip(wanted, reps, strict=True)
-            ]
-            continue
-        est = per["extrapolated"].fillna(per["estimate"]).to_numpy(float)
-        a = lambda e, w=sd**-2: finite_size_fit(d, e, weights=w)["a"]  # noqa: E731
-        lever = [
-            (a(est + 1e-3 * sd * e) - a(est)) / (1e-3 * sd[i]) for i, e in enumerate(np.eye(d.size))
-        ]
-        share = list((np.asarray(lever) * sd) ** 2)
-        alloc = replicates_per_d(reps, share, cost, far, target.max_growth)
+        share, price = [float(r) for r in reps], [1.0] * d.size  # a bound: R_d distance^2
+        if np.all(np.isfinite(sd) & (sd > 0)):
+            est = per["extrapolated"].fillna(per["estimate"]).to_numpy(float)
+            a = lambda e, w=sd**-2: finite_size_fit(d, e, weights=w)["a"]  # noqa: E731
+            # (w_d s_d)^2, w_d by a step of 1e-3 s_d
+            share = [((a(est + e) - a(est)) / 1e-3) ** 2 for e in 1e-3 * sd * np.eye(d.size)]
+            price = cost
+        alloc = replicates_per_d(reps, share, price, far, target.max_growth)
         wanted = [max(w, x) for w, x in zip(wanted, alloc, strict=True)]
     return None if wanted == reps else wanted
 
