@@ -172,8 +172,9 @@ def test_replicates_per_d_buy_the_limit_at_the_least_price() -> None:
     # 0.2 must fall 4x (distance 2) to 0.05; Lagrange gives 60 and 30 (price 180, variance
     # 10/60 + 10/30 = 0.5 of the 10-replicate units), one R at every d would need 40 (200)
     assert replicates_per_d([10, 10], [1.0, 1.0], [1.0, 4.0], 2.0, 10.0) == [60, 30]
-    # growth capped at 4x: the first d stops at 40, the second takes the variance left
-    assert replicates_per_d([10, 10], [1.0, 1.0], [1.0, 4.0], 2.0, 4.0) == [40, 40]
+    # growth capped at 4x: the round stops the first d at 40 on its way to 60 and keeps
+    # the second at its design's 30 (a round never goes past the design at any d)
+    assert replicates_per_d([10, 10], [1.0, 1.0], [1.0, 4.0], 2.0, 4.0) == [40, 30]
     assert replicates_per_d([10, 10], [1.0, 0.0], [1.0, 4.0], 2.0, 10.0) == [40, 10]  # kept
 
 
@@ -213,7 +214,7 @@ def test_a_limit_spreads_its_replicates_over_d_by_leverage_and_price(tmp_path: P
     sweep = config["sweeps"]["s"]
     sweep.update(d=LADDER, replicates=12, noise="shared", spectrum="top", top_k=3)
     sweep["snr"] = [1.0, 1.2, 1.4, 1.6, 1.8, 2.0]
-    sweep["target"] = {"threshold_halfwidth": 0.05, "transitions": ["sample"], "max_growth": 8}
+    sweep["target"] = {"threshold_halfwidth": 0.05, "transitions": ["sample"], "max_growth": 50}
     run_dir, d = tmp_path / "run", np.array(LADDER, dtype=float)
     estimate = 1.28 + 0.16 * d ** (-1 / 3)
     halfwidth = np.array([0.03, 0.035, 0.04, 0.045, 0.05])

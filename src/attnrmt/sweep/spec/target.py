@@ -174,23 +174,22 @@ def replicates_per_d(
     (``share_d``: ``d``'s part of it now, ``w_d^2 var_d`` with ``w_d`` the limit's weight
     on ``d``'s threshold; ``1/sqrt(R)`` law) and the price ``sum_d cost_d R'_d`` (``cost_d``:
     one replicate at ``d``); Lagrange gives ``R'_d = sqrt(share_d R_d / cost_d) K`` with
-    ``K`` fixing the variance at ``SAFETY sum share / distance^2``. Each ``R'_d`` is kept
-    between ``R_d`` (cells are never dropped) and ``max_growth R_d``, the others re-solved
-    for the variance left (the bounded optimum). docs/architecture.md, "Rounds". O(d^2)."""
+    ``K`` fixing the variance at ``SAFETY sum share / distance^2``, re-solved for the ``d``
+    left when a ``d`` would fall below ``R_d`` (cells are never dropped). Then each is cut
+    to ``max_growth R_d``: a round's step towards that design, never past it at any ``d``.
+    docs/architecture.md, "Rounds". O(d^2)."""
     a = [s * r for s, r in zip(share, replicates, strict=True)]
-    bounds = [(float(r), r * max_growth) for r in replicates]
-    fixed: dict[int, float] = {}
-    for _ in range(len(a) + 1):
-        free = [i for i in range(len(a)) if i not in fixed]
-        left = sum(share) / distance**2 / SAFETY - sum(a[i] / fixed[i] for i in fixed)
+    kept: set[int] = set()  # the d held at R_d
+    for _ in range(len(a)):
+        free = [i for i in range(len(a)) if i not in kept]
+        left = sum(share) / distance**2 / SAFETY - sum(share[i] for i in kept)
         k = sum(math.sqrt(a[i] * cost[i]) for i in free) / left if left > 0 else math.inf
-        want = {i: math.sqrt(a[i] / cost[i]) * k if a[i] else 0.0 for i in free}
-        out = {i: x for i, x in want.items() if not bounds[i][0] <= x <= bounds[i][1]}
-        fixed |= {i: min(max(x, bounds[i][0]), bounds[i][1]) for i, x in out.items()}
-        if not out:
+        want = [math.sqrt(a[i] / cost[i]) * k if i in free else 0.0 for i in range(len(a))]
+        low = {i for i in free if want[i] < replicates[i]}
+        kept |= low
+        if not low:
             break
-    sizes = [fixed.get(i, want.get(i, 0.0)) for i in range(len(a))]
     return [
         min(max(r, math.ceil(x - 1e-9)), math.floor(r * max_growth))
-        for x, r in zip(sizes, replicates, strict=True)
+        for x, r in zip(want, replicates, strict=True)
     ]
