@@ -1023,28 +1023,3 @@ FSS_FIELDS = {
     "fss_law": "law",
     "fss_law_weight": "law_weight",
 }
-
-
-__all__ = [
-    "CURVE_RESAMPLING",
-    "DEFAULT_LEVEL",
-    "DEFAULT_MARGIN",
-    "DEFAULT_N_BOOT",
-    "FREE_SLOPE",
-    "FSS_FIELDS",
-    "FSS_LAWS",
-    "MIN_FSS_D",
-    "SHARED_SLOPE",
-    "SLOPES_DIFFER",
-    "SLOPE_CONSISTENCY_P",
-    "estimate_thresholds",
-    "finite_size_fit",
-    "finite_size_thresholds",
-    "finite_size_weights",
-    "fit_threshold",
-    "fit_thresholds_shared_slope",
-    "law_weights",
-    "mixture_interval",
-    "shares_noise",
-    "theta_hat",
-]

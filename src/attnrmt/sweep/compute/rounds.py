@@ -31,16 +31,6 @@ from attnrmt.sweep.spec.cost import estimated_cell_seconds, estimated_curve_seco
 from attnrmt.sweep.spec.target import distance, next_design, parse_target, replicates_per_d
 from attnrmt.sweep.store.atomic import write_text_atomically
 
-__all__ = [
-    "advance",
-    "current_round",
-    "design_seconds",
-    "latest_round",
-    "round_status_lines",
-    "rounds_figure",
-    "targeted",
-]
-
 _ROUND = re.compile(r"round-(\d+)\.yaml")
 COLUMNS = "round sweep transition setting halfwidth goal distance replicates snr_points"
 COLUMNS += " design_cpu_hours next"

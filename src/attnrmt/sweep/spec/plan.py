@@ -654,18 +654,3 @@ def plan_run(
             for name, sweep in resolved.items()
         },
     )
-
-
-__all__ = [
-    "Block",
-    "Cell",
-    "CellGrid",
-    "CellSequence",
-    "RunPlan",
-    "SweepPlan",
-    "grid_blocks",
-    "line_block_size",
-    "plan_run",
-    "plan_sweep",
-    "sweep_config_sha256",
-]

@@ -36,16 +36,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = [
-    "MIN_DETECTED",
-    "SAFETY",
-    "Target",
-    "distance",
-    "next_design",
-    "parse_target",
-    "replicates_per_d",
-]
-
 #: Fewest detected snr points a crossing's line may rest on before points are added.
 MIN_DETECTED = 3
 #: Replicates are sized for ``SAFETY`` times the variance the ``1/sqrt(R)`` law predicts
