@@ -79,3 +79,38 @@ def test_a_d_fitted_alone_is_its_curves_in_a_square_grid() -> None:
         )
         for key in KEYS:
             np.testing.assert_array_equal(ragged[key][i], alone[key])
+
+
+def test_the_limit_is_widened_for_the_fewest_curves_at_a_d() -> None:
+    """finite_size_thresholds on a ragged grid: the limit's CI is finite_size_fit's with
+    ``n_replicates`` = the fewest curves a d has (5 here, not the grid's 12 columns)."""
+    import xarray as xr
+
+    from attnrmt.analysis.thresholds import (
+        finite_size_fit,
+        finite_size_thresholds,
+        finite_size_weights,
+    )
+
+    reps = ragged_curves(5)
+    one = fit(reps)
+    theta = xr.DataArray(reps[:, None], dims=("d", "transition", "snr", "replicate"))
+    data = xr.Dataset(
+        {
+            "threshold_extrapolated": (("d", "transition"), one["extrapolated"][:, None]),
+            "threshold_boot": (("d", "transition", "boot"), one["boot"][:, None]),
+            "theta_hat": theta,
+        },
+        coords={"d": PLANTED_D, "transition": ["sample"]},
+    )
+    limit = finite_size_thresholds(data)
+    assert limit is not None
+    expected = finite_size_fit(
+        PLANTED_D,
+        one["extrapolated"],
+        one["boot"],
+        weights=finite_size_weights(one["boot"], PLANTED_D.size),
+        n_replicates=5,
+    )
+    assert float(limit["fss_ci_low"].item()) == expected["ci_low"]
+    assert float(limit["fss_ci_high"].item()) == expected["ci_high"]
