@@ -254,3 +254,13 @@ def test_a_limit_spreads_its_replicates_over_d_by_leverage_and_price(tmp_path: P
         for x in LADDER
     ]
     assert np.dot(counts, price) < 0.9 * 48 * np.sum(price)  # (3)
+
+
+@pytest.mark.parametrize("counts", [{40: 3, 80: 2}, {"d40": 3}, {41: 3}])
+def test_replicates_per_d_must_name_every_d(counts: dict) -> None:
+    config = copy.deepcopy(CONFIG)
+    config["sweeps"]["s"]["replicates"] = counts
+    with pytest.raises(ConfigError, match=r"sweeps\.s\.replicates=.*must give every d of \[40\]"):
+        validate_config(config)
+    config["sweeps"]["s"]["replicates"] = {"40": 3}  # a JSON config's keys
+    assert validate_config(config).sweeps["s"].per_d == (3,)

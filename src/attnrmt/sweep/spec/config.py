@@ -574,7 +574,8 @@ def _replicates_per_d(prefix: str, replicates: Any, d: Sequence[int]) -> tuple[i
     for one count); it must name every ``d``, no other. O(d)."""
     if not isinstance(replicates, Mapping):
         return None
-    counts = {int(key): int(value) for key, value in replicates.items()}
+    numbers = all(str(key).isdigit() for key in replicates)
+    counts = {int(key): int(value) for key, value in replicates.items()} if numbers else {}
     if set(counts) != set(d):
         raise ConfigError(f"{prefix}.replicates={dict(replicates)!r}: must give every d of {d}")
     return tuple(counts[value] for value in d)
