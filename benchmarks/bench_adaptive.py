@@ -228,43 +228,36 @@ def adaptive(cells: Cells) -> dict:
     price: its cells' cost-model seconds), else grows every d alike."""
     total, rounds, reached, designs, cpu = 0, 0, [], {}, 0.0
     for study, (setting, ds) in STUDIES.items():
-        reps, snr, spent = dict.fromkeys(ds, 2), SETTINGS[setting][2], 0.0
+        reps, snr, spent = [2] * len(ds), SETTINGS[setting][2], 0.0
         cost = [cell_seconds(setting, d) for d in ds]
 
-        def price(r: int, xs: Sequence[float], cost: list = cost) -> float:
-            return r * len(xs) * sum(cost)
+        def price(r: list[int], xs: Sequence[float], cost: list = cost) -> float:
+            return len(xs) * float(np.dot(r, cost))
 
         while True:
-            rows = thresholds(study, grid_data(cells, study, snr, reps))
-            top = max(reps.values())
-            design = next_design(TARGET, top, snr, rows, price, spent)
-            if design is None:
-                break
-            unmet = [row for row in rows if distance(TARGET, row) > 1]
-            if len(ds) > 1 and all(math.isfinite(distance(TARGET, row)) for row in unmet):
+            rows = thresholds(study, grid_data(cells, study, snr, dict(zip(ds, reps, strict=True))))
+            per_d = None
+            if len(ds) > 1 and all(math.isfinite(distance(TARGET, row)) for row in rows):
                 wanted = [
                     replicates_per_d(
-                        list(reps.values()),
-                        row["share"],
-                        [c * len(design[1]) for c in cost],
-                        distance(TARGET, row),
-                        TARGET.max_growth,
+                        reps, row["share"], cost, distance(TARGET, row), TARGET.max_growth
                     )
-                    for row in unmet
+                    for row in rows
+                    if distance(TARGET, row) > 1
                 ]
-                new = dict(zip(ds, np.max(wanted, axis=0).tolist(), strict=True))
-            else:
-                new = {d: math.ceil(r * design[0] / top) for d, r in reps.items()}
-            spent += sum(
-                (new[d] - reps[d]) * c * len(design[1]) for d, c in zip(ds, cost, strict=True)
-            )
-            reps, snr = new, design[1]
+                per_d = np.max(wanted, axis=0).tolist() if wanted else None
+            design = next_design(TARGET, reps, snr, rows, price, spent, per_d)
+            if design is None:
+                break
+            spent += price(design[0], design[1]) - price(reps, snr)
+            reps, snr = design
             rounds += 1
-        total += sum(reps.values()) * len(snr)
-        reached.append(met(study, grid_data(cells, study, snr, reps)))
-        designs[study] = {"replicates": {f"d={d}": r for d, r in reps.items()}}
+        total += sum(reps) * len(snr)
+        per = dict(zip(ds, reps, strict=True))
+        reached.append(met(study, grid_data(cells, study, snr, per)))
+        designs[study] = {"replicates": {f"d={d}": r for d, r in per.items()}}
         designs[study] |= {"snr_points": len(snr)}
-        cpu += cells.design_cpu(study, snr, reps)
+        cpu += cells.design_cpu(study, snr, per)
     out = {"cells": total, "cpu_seconds": cpu, "rounds": rounds, "reached": all(reached)}
     return out | {"designs": designs}
 

@@ -178,21 +178,26 @@ def _split_fit(
     points the other half detects, the two averaged in proportion to their replicates (so
     when the halves detect the same points it is the line of all replicates' means), so no
     point is kept for the noise it brings to the fit (docs/thresholds.md, step 3); one
-    replicate is its own half. ``fit(mean, detected)`` fits one line; ``x``, ``pairs`` as in
-    :func:`_point_means`. O(fit + size of y)."""
-    half, n = y.shape[-1] // 2, y.shape[-1]
-    cuts = (slice(0, half), slice(half, None)) if half else (slice(None), slice(None))
-    means = [_point_means(y[..., c], None if x is None else x[..., c], pairs) for c in cuts]
+    replicate is its own half. Each curve's replicates are its leading columns with a value
+    (a ragged grid: fewer at some ``d``), halved by their own count. ``fit(mean, detected)``
+    fits one line; ``x``, ``pairs`` as in :func:`_point_means`. O(fit + size of y)."""
+    n = np.isfinite(y).any(-2).sum(-1)  # replicates of each curve
+    half, column = n // 2, np.arange(y.shape[-1])
+    first = (column < half[..., None, None]) | (half[..., None, None] == 0)
+    cuts = (first, (column >= half[..., None, None]))
+    means = [
+        _point_means(np.where(c, y, np.nan), None if x is None else np.where(c, x, np.nan), pairs)
+        for c in cuts
+    ]
     lines = [
         fit(mean, _contiguous_from_top(np.isfinite(other) & (other > level)))
         for mean, other in zip(means, means[::-1], strict=True)
     ]
     out = []
+    sizes = np.stack([np.maximum(half, 1), np.maximum(n - half, 1)])
     for one, two in zip(*lines, strict=True):
-        both = np.stack([one, two])
-        w = np.where(
-            np.isfinite(both), np.reshape([half or 1, n - half or 1], (2,) + (1,) * one.ndim), 0
-        )
+        both = np.stack([one, two])  # a line shared over d (fewer axes): the halves' mean size
+        w = np.where(np.isfinite(both), sizes if one.ndim == half.ndim else sizes.mean(-1), 0)
         with np.errstate(invalid="ignore", divide="ignore"):
             out.append((np.where(w > 0, both, 0.0) * w).sum(0) / w.sum(0))
     return tuple(out)
@@ -253,6 +258,8 @@ def fit_threshold(
     order = np.argsort(s)
     s, y = s[order], y[order]
     x = None if outliers is None else np.asarray(outliers, dtype=float).reshape(y.shape)[order]
+    kept = np.isfinite(y).any(0)  # replicates with a value (a ragged grid's d has fewer)
+    y, x = y[:, kept], None if x is None else x[:, kept]
     level_c = theta_c * (1.0 + margin)
     mean = _point_means(y, x, (x, y))
     detected = _contiguous_from_top(np.isfinite(mean) & (mean > level_c))
@@ -531,6 +538,13 @@ def fit_thresholds_shared_slope(
     s = s[order]
     y = np.asarray(theta_reps, dtype=float)[:, order, :]
     x = None if outliers is None else np.asarray(outliers, dtype=float)[:, order, :]
+    # each d's replicates with a value first (a ragged grid has fewer at some d): counts[i]
+    counts = np.isfinite(y).any(1).sum(-1)
+    first = np.argsort(~np.isfinite(y).any(1), axis=-1, kind="stable")[
+        :, None, : max(counts.max(), 1)
+    ]
+    y = np.take_along_axis(y, first, -1)
+    x = None if x is None else np.take_along_axis(x, first, -1)
     tc = np.asarray(theta_c, dtype=float).reshape(-1)
     n_d, _, n_rep = y.shape
     level_c = (tc * (1.0 + margin))[:, None]
@@ -576,11 +590,15 @@ def fit_thresholds_shared_slope(
         ]
         out = {key: np.array([fit[key] for fit in fits]) for key in fits[0]}
         return {**out, "shared_slope": slope, "slope_p": p_value, "shared": False}
-    idx = rng.integers(0, n_rep, size=(n_boot, n_d, 1, n_rep) if curves else (n_boot, *y.shape))
+    high = np.maximum(counts, 1)[:, None, None]  # resample among each d's own replicates
+    idx = rng.integers(0, high, size=(n_boot, n_d, 1, n_rep) if curves else (n_boot, *y.shape))
     idx = np.broadcast_to(idx, (n_boot, *y.shape))
-    samples = np.take_along_axis(np.broadcast_to(y, (n_boot, *y.shape)), idx, axis=-1)
+    real = np.arange(n_rep) < counts[:, None, None]
+    samples = np.where(real, np.take_along_axis(np.broadcast_to(y, idx.shape), idx, -1), np.nan)
     x_samples = (
-        None if x is None else np.take_along_axis(np.broadcast_to(x, samples.shape), idx, -1)
+        None
+        if x is None
+        else np.where(real, np.take_along_axis(np.broadcast_to(x, idx.shape), idx, -1), np.nan)
     )
     boot = lines(samples, x_samples)[0].T  # (D, n_boot)
     per_d = [
@@ -588,7 +606,7 @@ def fit_thresholds_shared_slope(
             s,
             detected[i],
             float(crossing[i]),
-            _crossing_ci(boot[i], float(crossing[i]), n_rep, n_boot, level),
+            _crossing_ci(boot[i], float(crossing[i]), int(counts[i]), n_boot, level),
         )
         for i in range(n_d)
     ]
@@ -963,7 +981,10 @@ def finite_size_thresholds(
     other = [dim for dim in est.dims if dim != "d"]
     est = est.transpose("d", *other)
     boot = thresholds["threshold_boot"].transpose("d", *other, "boot")
-    n_rep = int(thresholds.sizes["replicate"]) if "replicate" in thresholds.dims else None
+    n_rep = np.full(est.shape[1:], thresholds.sizes.get("replicate", 0))
+    if "theta_hat" in thresholds:  # the fewest replicates at a d (a ragged grid)
+        counts = thresholds["theta_hat"].notnull().any("snr").sum("replicate").min("d")
+        n_rep = counts.broadcast_like(est.isel(d=0)).transpose(*other).values
     d = np.asarray(est["d"].values, dtype=float)
     shape = tuple(est.sizes[o] for o in other)
     out = {name: np.full(shape, np.nan) for name in FSS_FIELDS}
@@ -975,7 +996,7 @@ def finite_size_thresholds(
             boot.values[sel],
             level=level,
             weights=finite_size_weights(boot.values[sel], d.size),
-            n_replicates=n_rep,
+            n_replicates=int(n_rep[index]),
         )
         for name, key in FSS_FIELDS.items():
             out[name][index] = fit[key]
@@ -1002,28 +1023,3 @@ FSS_FIELDS = {
     "fss_law": "law",
     "fss_law_weight": "law_weight",
 }
-
-
-__all__ = [
-    "CURVE_RESAMPLING",
-    "DEFAULT_LEVEL",
-    "DEFAULT_MARGIN",
-    "DEFAULT_N_BOOT",
-    "FREE_SLOPE",
-    "FSS_FIELDS",
-    "FSS_LAWS",
-    "MIN_FSS_D",
-    "SHARED_SLOPE",
-    "SLOPES_DIFFER",
-    "SLOPE_CONSISTENCY_P",
-    "estimate_thresholds",
-    "finite_size_fit",
-    "finite_size_thresholds",
-    "finite_size_weights",
-    "fit_threshold",
-    "fit_thresholds_shared_slope",
-    "law_weights",
-    "mixture_interval",
-    "shares_noise",
-    "theta_hat",
-]

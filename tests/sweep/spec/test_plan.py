@@ -405,3 +405,39 @@ def test_plan_memory_is_a_few_bytes_per_cell() -> None:
     configs = [load_config(tiny_sweep_config(n_gamma)) for n_gamma in (5, 20)]
     peaks = [_traced_peak(plan_run, config) for config in configs]
     assert (peaks[1] - peaks[0]) / 60_000 <= 48, peaks
+
+
+@pytest.mark.parametrize("noise", ["independent", "shared"])
+def test_replicates_per_d_keep_every_cell_when_another_d_grows(noise: str) -> None:
+    """``replicates: {d: count}`` (rounds write it): the cells at each d are those of a
+    square grid of that count (key, seed words, block params), a d growing leaves every
+    other d's cells and block keys as they were, and the blocks are make_blocks of the
+    cells (lines of their own length; independent noise)."""
+    config = sweep_config(d=[10, 20], snr=[0.0, 1.0, 2.0], noise=noise, weights=["mean"])
+    ragged = plan_of(
+        {**config, "sweeps": {"s": {**config["sweeps"]["s"], "replicates": {10: 5, 20: 2}}}}
+    )
+    grown = plan_of(
+        {**config, "sweeps": {"s": {**config["sweeps"]["s"], "replicates": {10: 5, 20: 4}}}}
+    )
+    square = plan_of({**config, "sweeps": {"s": {**config["sweeps"]["s"], "replicates": 5}}})
+    cells = list(ragged.cells)
+    assert ragged.n_cells == len(cells) == 3 * (5 + 2)
+    assert sorted({(c.d, c.replicate) for c in cells}) == [(10, r) for r in range(5)] + [
+        (20, 0),
+        (20, 1),
+    ]
+    in_square = {cell.key: cell for cell in square.cells}
+    for cell in cells:
+        assert cell == in_square[cell.key]
+        assert cell.seed_words(5) == in_square[cell.key].seed_words(5)
+    assert set(ragged.cell_keys()) < set(grown.cell_keys())
+    at_10 = [b.key for b in ragged.blocks if b.cells[0].d == 10]
+    assert at_10 == [b.key for b in grown.blocks if b.cells[0].d == 10]
+    assert at_10 == [b.key for b in square.blocks if b.cells[0].d == 10]
+    if noise == "shared":  # whole curves in a block: make_blocks does not know them
+        return
+    by_objects = make_blocks(cells, 5, 4)
+    assert [b.key for b in ragged.blocks] == [b.key for b in by_objects]
+    for block, reference in zip(ragged.blocks, by_objects, strict=True):
+        assert block.cells.block_params(5) == cell_block_params(list(reference.cells), 5)

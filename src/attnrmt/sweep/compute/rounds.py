@@ -7,8 +7,10 @@ as written; a placed axis spelled out). The driver runs each round as an increme
 (cells are content-keyed, so a round computes only the cells its design adds), then
 :func:`advance` reads ``thresholds.csv``, appends the round's rows to
 ``rounds/rounds.csv`` (how each CI narrowed) and writes the next round's config from
-:func:`attnrmt.sweep.spec.target.next_design`, or nothing when every target is met or its
-budget is spent. A killed run resumes its latest round (:func:`current_round`).
+:func:`attnrmt.sweep.spec.target.next_design` (a ``d -> inf`` limit's replicates spread
+over its ``d`` by :func:`~attnrmt.sweep.spec.target.replicates_per_d`, written as
+``replicates: {d: count}``), or nothing when every target is met or its budget is
+spent. A killed run resumes its latest round (:func:`current_round`).
 Cost: O(threshold rows + sweeps) per round, plus one small YAML and CSV write.
 """
 
@@ -20,23 +22,14 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import yaml
 
 from attnrmt.sweep.spec.config import ResolvedSweep, ValidConfig, read_config_source
 from attnrmt.sweep.spec.cost import estimated_cell_seconds, estimated_curve_seconds
-from attnrmt.sweep.spec.target import distance, next_design, parse_target
+from attnrmt.sweep.spec.target import distance, next_design, parse_target, replicates_per_d
 from attnrmt.sweep.store.atomic import write_text_atomically
-
-__all__ = [
-    "advance",
-    "current_round",
-    "design_seconds",
-    "latest_round",
-    "round_status_lines",
-    "rounds_figure",
-    "targeted",
-]
 
 _ROUND = re.compile(r"round-(\d+)\.yaml")
 COLUMNS = "round sweep transition setting halfwidth goal distance replicates snr_points"
@@ -84,23 +77,23 @@ def _write_round(folder: Path, n: int, raw: Mapping[str, Any]) -> Path:
     return path
 
 
-def design_seconds(sweep: ResolvedSweep, replicates: int, snr: Sequence[float]) -> float:
-    """Cost-model CPU seconds of ``sweep`` with ``replicates`` and the ``snr`` axis
-    (:mod:`attnrmt.sweep.spec.cost`, its built-in constant). O(settings)."""
+def design_seconds(sweep: ResolvedSweep, replicates: Sequence[int], snr: Sequence[float]) -> float:
+    """Cost-model CPU seconds of ``sweep`` with ``replicates`` at each ``d`` of its axis
+    and the ``snr`` axis (:mod:`attnrmt.sweep.spec.cost`, its built-in constant). O(settings)."""
     a = sweep.axes
     total = 0.0
-    for d, delta, gamma, T, w in itertools.product(
-        a["d"], a["delta"], a["gamma"], a["T"], a["weights"]
+    for (d, count), delta, gamma, T, w in itertools.product(
+        zip(a["d"], replicates, strict=True), a["delta"], a["gamma"], a["T"], a["weights"]
     ):
         kw = {"d": d, "delta": delta, "gamma": gamma, "T": T}
         kw |= {"weights": sweep.weights_specs[(w, T)], "spectrum": sweep.spectrum}
         shared = sweep.noise == "shared"
-        total += (
+        total += count * (
             estimated_curve_seconds(kw, len(snr))
             if shared
             else len(snr) * estimated_cell_seconds(kw)
         )
-    return total * replicates * len(a["positional"]) * len(a["centered"])
+    return total * len(a["positional"]) * len(a["centered"])
 
 
 def _rows(table: pd.DataFrame, sweep: ResolvedSweep, transitions: Sequence[str]) -> pd.DataFrame:
@@ -108,6 +101,46 @@ def _rows(table: pd.DataFrame, sweep: ResolvedSweep, transitions: Sequence[str])
     rows = table[(table["sweep"] == sweep.name) & table["transition"].isin(transitions)]
     limit = rows["finite_size"].fillna("none") != "none"
     return rows[limit] if len(sweep.axes["d"]) > 1 else rows[~limit]
+
+
+def _per_d(
+    table: pd.DataFrame, sweep: ResolvedSweep, target: Any, rows: Sequence[Any], reps: list[int]
+) -> list[int] | None:
+    """Replicates per ``d`` that bring the unmet ``d -> inf`` limits ``rows`` to their goals
+    at the least price: :func:`replicates_per_d` of each, the most at every ``d``. A limit's
+    variance share of ``d`` is ``(w_d s_d)^2``: ``s_d`` the per-``d`` CI half-width / 1.96,
+    ``w_d`` the limit's derivative in that ``d``'s threshold (``finite_size_fit`` with
+    inverse-variance weights, by finite differences; docs/thresholds.md, "The finite-size
+    study"); one with a per-``d`` CI that is not finite (a bound) grows every ``d`` by
+    ``distance^2`` (shares ``R_d``, equal prices). None with one ``d``. O(d^2 laws)."""
+    from attnrmt.analysis.thresholds import finite_size_fit
+
+    d = np.asarray(sweep.axes["d"], dtype=float)
+    if d.size < 2:
+        return None
+    snr = sweep.axes["snr"]
+    cost = [design_seconds(sweep, list(np.eye(d.size, dtype=int)[i]), snr) for i in range(d.size)]
+    wanted, names = list(reps), ("delta", "gamma", "T", "positional", "weights", "centered")
+    for row in rows:
+        far = distance(target, row)
+        if not 1 < far < np.inf:
+            continue
+        per = table[(table["sweep"] == sweep.name) & (table["transition"] == row["transition"])]
+        per = per[per["finite_size"].fillna("none") == "none"]
+        for name in (name for name in names if name in per):
+            per = per[per[name].astype(str) == str(row[name])]
+        per = per.set_index(per["d"].astype(float)).reindex(d)
+        sd = ((per["ci_high"] - per["ci_low"]) / 2 / 1.96).to_numpy(float)
+        share, price = [float(r) for r in reps], [1.0] * d.size  # a bound: R_d distance^2
+        if np.all(np.isfinite(sd) & (sd > 0)):
+            est = per["extrapolated"].fillna(per["estimate"]).to_numpy(float)
+            a = lambda e, w=sd**-2: finite_size_fit(d, e, weights=w)["a"]  # noqa: E731
+            # (w_d s_d)^2, w_d by a step of 1e-3 s_d
+            share = [((a(est + e) - a(est)) / 1e-3) ** 2 for e in 1e-3 * sd * np.eye(d.size)]
+            price = cost
+        alloc = replicates_per_d(reps, share, price, far, target.max_growth)
+        wanted = [max(w, x) for w, x in zip(wanted, alloc, strict=True)]
+    return None if wanted == reps else wanted
 
 
 def advance(
@@ -121,14 +154,19 @@ def advance(
     records, changed = [], False
     for name, target in targets.items():
         sweep = round_config.sweeps[name]
-        snr, reps = [float(x) for x in sweep.axes["snr"]], sweep.replicates
+        snr, reps = [float(x) for x in sweep.axes["snr"]], list(sweep.per_d or [])
+        reps = reps or [sweep.replicates] * len(sweep.axes["d"])
         rows: list[Any] = _rows(table, sweep, target.transitions).to_dict("records")
         price = lambda r, xs, s=sweep: design_seconds(s, r, xs)  # noqa: E731
-        design = next_design(target, reps, snr, rows, price, price(reps, snr))
+        per_d = _per_d(table, sweep, target, rows, reps)
+        design = next_design(target, reps, snr, rows, price, price(reps, snr), per_d)
         if design is not None:
-            raw["sweeps"][name] = {**raw["sweeps"][name], "replicates": design[0], "snr": design[1]}
+            per = dict(zip(sweep.axes["d"], design[0], strict=True))
+            count = per if len(set(design[0])) > 1 else design[0][0]
+            raw["sweeps"][name] = {**raw["sweeps"][name], "replicates": count, "snr": design[1]}
             changed = True
-        after = (reps, len(snr), price(reps, snr) / 3600, _next_text(design, rows, target))
+        shown = "/".join(map(str, reps if len(set(reps)) > 1 else reps[:1]))  # per d
+        after = (shown, len(snr), price(reps, snr) / 3600, _next_text(design, rows, target))
         for row in rows:
             limit = str(row.get("finite_size", "none")) not in ("none", "nan")
             setting = "d->inf" if limit else f"d={row['d']}"
@@ -147,7 +185,7 @@ def advance(
 
 def _next_text(design: Any, rows: Sequence[Any], target: Any) -> str:
     if design is not None:
-        return f"{design[0]} replicates, {len(design[1])} snr"
+        return f"{'/'.join(map(str, design[0]))} replicates, {len(design[1])} snr"
     return "met" if all(distance(target, row) <= 1 for row in rows) else "budget spent"
 
 

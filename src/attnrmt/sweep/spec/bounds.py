@@ -42,7 +42,8 @@ def sweep_problems(
     config's ``execution`` block); empty when it fits."""
     max_cells, max_core_days = int(ceilings["max_cells"]), float(ceilings["max_core_days"])
     lengths = {axis: len(sweep.get(axis) or [None]) for axis in AXES}
-    replicates = int(sweep["replicates"])
+    replicates = sweep["replicates"]
+    replicates = max(replicates.values()) if isinstance(replicates, Mapping) else int(replicates)
     n_cells = math.prod(lengths.values()) * replicates
     if n_cells > max_cells:
         shape = " x ".join(f"{lengths[axis]} {axis}" for axis in AXES if lengths[axis] > 1)

@@ -316,6 +316,9 @@ class ResolvedSweep:
     #: Groups of axes that vary together (config key ``zip``; :func:`_check_zip`); () for
     #: the Cartesian product.
     zip: tuple[tuple[str, ...], ...] = ()
+    #: Replicates of each ``d`` of ``axes["d"]`` (config ``replicates: {d: count}``), None
+    #: when one count serves every ``d``; ``replicates`` is then their largest.
+    per_d: tuple[int, ...] | None = None
 
     @property
     def table(self) -> tuple[str, ...] | None:
@@ -520,7 +523,9 @@ def resolve_sweep(config: Mapping[str, Any], name: str) -> ResolvedSweep:
     sweep = config["sweeps"][name]
     placed_spec = sweep["snr"] if is_placed(sweep.get("snr")) else None
     axes = _sweep_axes(prefix, sweep if placed_spec is None else {**sweep, "snr": 0.0})
-    replicates, top_k = int(sweep["replicates"]), int(sweep["top_k"])
+    replicates, top_k = sweep["replicates"], int(sweep["top_k"])
+    per_d = _replicates_per_d(prefix, replicates, axes["d"])
+    replicates = max(per_d) if per_d else int(replicates)
     specs: dict[str, Any] = {}
 
     def check_top_k() -> None:
@@ -560,7 +565,20 @@ def resolve_sweep(config: Mapping[str, Any], name: str) -> ResolvedSweep:
         noise=sweep["noise"],
         snr_placed=placed,
         zip=zipped,
+        per_d=per_d,
     )
+
+
+def _replicates_per_d(prefix: str, replicates: Any, d: Sequence[int]) -> tuple[int, ...] | None:
+    """Counts of a ``replicates: {d: count}`` mapping in the order of the ``d`` axis (None
+    for one count); it must name every ``d``, no other. O(d)."""
+    if not isinstance(replicates, Mapping):
+        return None
+    numbers = all(str(key).isdigit() for key in replicates)
+    counts = {int(key): int(value) for key, value in replicates.items()} if numbers else {}
+    if set(counts) != set(d):
+        raise ConfigError(f"{prefix}.replicates={dict(replicates)!r}: must give every d of {d}")
+    return tuple(counts[value] for value in d)
 
 
 def _check_target(prefix: str, sweep: Mapping[str, Any]) -> None:

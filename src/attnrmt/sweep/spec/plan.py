@@ -149,8 +149,13 @@ class CellGrid:
         #: the axes of each group have the same index (docs/getting-started.md, "Zipped
         #: axes"); () for the Cartesian product.
         self.zip: tuple[tuple[str, ...], ...] = tuple(resolved.zip)
+        #: Replicates of each ``d`` index (config ``replicates: {d: count}``): replicate
+        #: ``r`` exists at ``d`` when ``r < per_d[d]``; None: ``replicates`` at every ``d``.
+        self.per_d = None if resolved.per_d is None else np.asarray(resolved.per_d)
         #: Flat positions of the cells that exist, ascending; None: every position.
-        self.present: np.ndarray | None = self._present_positions() if self.zip else None
+        self.present: np.ndarray | None = None
+        if self.zip or self.per_d is not None:
+            self.present = self._present_positions()
         #: Number of cells (positions that exist).
         self.n_cells = self.size if self.present is None else int(self.present.size)
         snr_axis = self.axis_names.index("snr")
@@ -158,7 +163,6 @@ class CellGrid:
         self.snr_stride = math.prod(self.shape[snr_axis + 1 :])
         #: snr indices sorted by value (stable, as ``sorted`` of ``(snr, replicate)``).
         self.snr_order = np.argsort(np.asarray(self.axes["snr"], dtype=np.float64), kind="stable")
-        self.line_length = len(self.axes["snr"]) * self.replicates
         #: Raw keys, and the bytes the seed words come from: each cell's key, or with shared
         #: noise its curve's key, ``(cells, 16)`` uint8 (:meth:`_hash_lines`).
         self.keys, self.seed_bytes = self._hash_lines()
@@ -166,9 +170,13 @@ class CellGrid:
     # ------------------------------------------------------------------ zipped axes
 
     def _present_positions(self) -> np.ndarray:
-        """Flat positions where each :attr:`zip` group's axes share one index. O(size)."""
+        """Flat positions where each :attr:`zip` group's axes share one index and the
+        replicate is below its ``d``'s count (:attr:`per_d`). O(size)."""
         mask = np.ones(self.shape, dtype=bool)
         ndim = len(self.shape)
+        if self.per_d is not None:
+            at = [-1 if axis == self.axis_names.index("d") else 1 for axis in range(ndim - 1)]
+            mask &= np.arange(self.replicates) < self.per_d.reshape([*at, 1])
         for group in self.zip:
             dims = [self.axis_names.index(axis) for axis in group]
             first = np.arange(self.shape[dims[0]]).reshape(
@@ -197,6 +205,16 @@ class CellGrid:
 
     # ------------------------------------------------------------------ lines
 
+    def line_replicates(self, base: int) -> int:
+        """Replicates of the line at ``base`` (its ``d``'s, :attr:`per_d`). O(axes)."""
+        if self.per_d is None:
+            return self.replicates
+        return int(self.per_d[np.unravel_index(base, self.shape)[self.axis_names.index("d")]])
+
+    def line_length(self, base: int) -> int:
+        """Cells of the line at ``base``: snr values x its replicates. O(axes)."""
+        return len(self.axes["snr"]) * self.line_replicates(base)
+
     def line_bases(self) -> Iterator[int]:
         """Flat position of each existing line's first cell (snr index 0, replicate 0), in grid
         order. O(lines)."""
@@ -212,28 +230,30 @@ class CellGrid:
     def line_positions(self, base: int, start: int = 0, stop: int | None = None) -> np.ndarray:
         """Flat positions of members ``start:stop`` of the line at ``base``, in block order.
         O(stop - start)."""
-        stop = self.line_length if stop is None else stop
+        stop = self.line_length(base) if stop is None else stop
         member = np.arange(start, stop, dtype=np.int64)
         if self.noise == "shared":  # whole curves: replicate, then snr ascending
             n_snr = len(self.axes["snr"])
             snr_index = self.snr_order[member % n_snr]
             return base + snr_index * self.snr_stride + member // n_snr
-        snr_index = self.snr_order[member // self.replicates]
-        return base + snr_index * self.snr_stride + member % self.replicates
+        replicates = self.line_replicates(base)
+        snr_index = self.snr_order[member // replicates]
+        return base + snr_index * self.snr_stride + member % replicates
 
     def line_position(self, base: int, member: int) -> int:
         """Flat position of one member of a line (O(1))."""
         if self.noise == "shared":
             replicate, snr_index = divmod(member, len(self.axes["snr"]))
         else:
-            snr_index, replicate = divmod(member, self.replicates)
+            snr_index, replicate = divmod(member, self.line_replicates(base))
         return base + int(self.snr_order[snr_index]) * self.snr_stride + replicate
 
     # ------------------------------------------------------------------ keys
 
     def _hash_lines(self) -> tuple[np.ndarray, np.ndarray]:
         """Raw keys of every cell (:func:`cell_key`, a line's prefix hashed once) and the seed
-        bytes (the keys' first 16, or with shared noise the curve key's). O(cells)."""
+        bytes (the keys' first 16, or with shared noise the curve key's); a key does not depend
+        on the replicate counts, so every line hashes :attr:`replicates`. O(size)."""
         keys = np.zeros((self.size, KEY_DIGEST_BYTES), dtype=np.uint8)
         shared = self.noise == "shared"
         seeds = np.zeros((self.size, 16), dtype=np.uint8) if shared else keys[:, :16]
@@ -255,7 +275,7 @@ class CellGrid:
                 for replicate in replicate_json
             )
             keys[base + in_grid_order] = np.frombuffer(
-                line_digests(prefix, tails, self.line_length), dtype=np.uint8
+                line_digests(prefix, tails, in_grid_order.size), dtype=np.uint8
             ).reshape(-1, KEY_DIGEST_BYTES)
             for replicate, text in enumerate(replicate_json if shared else ()):
                 digest = hashlib.sha256(curve_key_text(prefix, text, suffix).encode("ascii"))
@@ -389,7 +409,9 @@ class CellSequence(Sequence):
         self.grid = grid
         self.line = line
         self.start = start
-        self.stop = (grid.n_cells if line is None else grid.line_length) if stop is None else stop
+        self.stop = (
+            (grid.n_cells if line is None else grid.line_length(line)) if stop is None else stop
+        )
 
     def __len__(self) -> int:
         return self.stop - self.start
@@ -534,8 +556,8 @@ def grid_blocks(
     """Blocks of a :class:`CellGrid` by index arithmetic (as ``tests/sweep/oracles.make_blocks``
     without an object per cell). O(lines + blocks) objects, O(cells) hashing."""
     blocks = []
-    length = grid.line_length
     for base in grid.line_bases():
+        length = grid.line_length(base)
         n_snr = len(grid.axes["snr"]) if grid.noise == "shared" else 0
         first = grid.cell(grid.line_position(base, 0))
         size = line_block_size(first, length, block_size, block_seconds, n_snr)
@@ -571,7 +593,7 @@ def sweep_config_sha256(resolved: ResolvedSweep, root_seed: int) -> str:
     payload = {
         "axes": {axis: resolved.axes[axis] for axis in AXES},
         "models": specs,
-        "replicates": resolved.replicates,
+        "replicates": resolved.replicates if resolved.per_d is None else list(resolved.per_d),
         "top_k": resolved.top_k,
         "seed": int(root_seed),
         "model_version": MODEL_VERSION,
@@ -632,18 +654,3 @@ def plan_run(
             for name, sweep in resolved.items()
         },
     )
-
-
-__all__ = [
-    "Block",
-    "Cell",
-    "CellGrid",
-    "CellSequence",
-    "RunPlan",
-    "SweepPlan",
-    "grid_blocks",
-    "line_block_size",
-    "plan_run",
-    "plan_sweep",
-    "sweep_config_sha256",
-]

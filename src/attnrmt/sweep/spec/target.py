@@ -7,7 +7,7 @@ of the estimate when ``relative``; each one value or a mapping per transition): 
 ``d -> inf`` limit when the sweep has several ``d``, each ``d``'s threshold otherwise. A
 threshold's *distance* is its half-width over the goal (``<= 1``: met; a bound or a failed
 fit: infinite). :func:`next_design` turns the last round's thresholds into the next
-round's ``(replicates, snr)``:
+round's ``(replicates per d, snr)``:
 
 * a CI that is a bound gets an snr point past the end of the axis it leaves (one spacing
   below the lowest point, never below 0, or above the highest); a crossing fitted on fewer
@@ -16,7 +16,9 @@ round's ``(replicates, snr)``:
   halfway (the crossing is extrapolated: a nearer point shrinks the line's leverage,
   docs/thresholds.md);
 * the replicates grow so that the widest finite CI meets its goal under the ``1/sqrt(R)``
-  law (``R (distance)^2``), at most ``max_growth`` times per round;
+  law (``R (distance)^2``), at most ``max_growth`` times per round: by one factor at every
+  ``d``, or spread over the ``d`` by :func:`replicates_per_d` when the caller gives that
+  allocation (a ``d -> inf`` limit);
 * the round's price (``price(replicates, snr)``: CPU seconds of the whole design, the cost
   model's) must fit the budget left, else the replicates shrink to what it affords.
 
@@ -33,16 +35,6 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
-
-__all__ = [
-    "MIN_DETECTED",
-    "SAFETY",
-    "Target",
-    "distance",
-    "next_design",
-    "parse_target",
-    "replicates_per_d",
-]
 
 #: Fewest detected snr points a crossing's line may rest on before points are added.
 MIN_DETECTED = 3
@@ -129,30 +121,33 @@ def _new_points(snr: list[float], rows: Sequence[Mapping[str, Any]]) -> set[floa
 
 def next_design(
     target: Target,
-    replicates: int,
+    replicates: Sequence[int],
     snr: Sequence[float],
     rows: Sequence[Mapping[str, Any]],
-    price: Callable[[int, Sequence[float]], float],
+    price: Callable[[list[int], Sequence[float]], float],
     spent_seconds: float,
-) -> tuple[int, list[float]] | None:
-    """The next round's ``(replicates, snr)`` of a sweep whose last round gave the
-    threshold ``rows`` of its target (module docstring), or ``None`` when every row is met
-    or the budget affords nothing more. O(points + rows + log replicates) prices."""
-    points = sorted(float(x) for x in snr)
+    per_d: Sequence[int] | None = None,
+) -> tuple[list[int], list[float]] | None:
+    """The next round's ``(replicates per d, snr)`` of a sweep with ``replicates`` per d
+    whose last round gave the threshold ``rows`` of its target (module docstring; ``per_d``:
+    the :func:`replicates_per_d` allocation, else one factor), or ``None`` when every row
+    is met or the budget affords nothing more. O(d (points + rows + log replicates))."""
+    points, now = sorted(float(x) for x in snr), list(replicates)
     unmet = [row for row in rows if distance(target, row) > 1]
     if not unmet:
         return None
     grown = points if len(points) < 2 else sorted({*points, *_new_points(points, unmet)})
     finite = [distance(target, row) for row in unmet if math.isfinite(distance(target, row))]
-    wanted = replicates
+    wanted = now
     if finite or grown == points:  # a round must add something
         growth = min(max(finite, default=2.0) ** 2 * SAFETY, target.max_growth)
-        wanted = max(replicates + 1, math.ceil(replicates * growth))
+        wanted = [max(r + 1, math.ceil(r * growth)) for r in now]
+        wanted = list(per_d) if per_d is not None and finite and per_d != now else wanted
     left = target.budget_cpu_hours * 3600 - spent_seconds
-    base = price(replicates, points)
-    while wanted > replicates and price(wanted, grown) - base > left:
-        wanted = replicates + (wanted - replicates) // 2
-    if price(wanted, grown) - base > left or (wanted, grown) == (replicates, points):
+    base = price(now, points)
+    while wanted != now and price(wanted, grown) - base > left:
+        wanted = [r + (w - r) // 2 for r, w in zip(now, wanted, strict=True)]
+    if price(wanted, grown) - base > left or (wanted, grown) == (now, points):
         return None
     return wanted, grown
 
@@ -169,13 +164,22 @@ def replicates_per_d(
     (``share_d``: ``d``'s part of it now, ``w_d^2 var_d`` with ``w_d`` the limit's weight
     on ``d``'s threshold; ``1/sqrt(R)`` law) and the price ``sum_d cost_d R'_d`` (``cost_d``:
     one replicate at ``d``); Lagrange gives ``R'_d = sqrt(share_d R_d / cost_d) K`` with
-    ``K`` fixing the variance at ``SAFETY sum share / distance^2``. Each ``R'_d`` is
-    kept between ``R_d`` (cells are never dropped) and ``max_growth R_d``.
-    docs/architecture.md, "Rounds". O(number of d)."""
+    ``K`` fixing the variance at ``SAFETY sum share / distance^2``, re-solved for the ``d``
+    left when a ``d`` would fall below ``R_d`` (cells are never dropped). Then each is cut
+    to ``max_growth R_d``: a round's step towards that design, never past it at any ``d``.
+    docs/architecture.md, "Rounds". O(d^2)."""
     a = [s * r for s, r in zip(share, replicates, strict=True)]
-    goal = sum(share) / distance**2 / SAFETY
-    k = sum(math.sqrt(x * c) for x, c in zip(a, cost, strict=True)) / goal
+    kept: set[int] = set()  # the d held at R_d
+    for _ in range(len(a)):
+        free = [i for i in range(len(a)) if i not in kept]
+        left = sum(share) / distance**2 / SAFETY - sum(share[i] for i in kept)
+        k = sum(math.sqrt(a[i] * cost[i]) for i in free) / left if left > 0 else math.inf
+        want = [math.sqrt(a[i] / cost[i]) * k if i in free else 0.0 for i in range(len(a))]
+        low = {i for i in free if want[i] < replicates[i]}
+        kept |= low
+        if not low:
+            break
     return [
-        min(max(r, math.ceil(math.sqrt(x / c) * k - 1e-9)), math.floor(r * max_growth))
-        for x, c, r in zip(a, cost, replicates, strict=True)
+        min(max(r, math.ceil(x - 1e-9)), math.floor(r * max_growth))
+        for x, r in zip(want, replicates, strict=True)
     ]
