@@ -624,24 +624,3 @@ class TaskSalvage:
         if n_finished == 0:
             return "no cell had finished"
         return f"{self.cells} of its {n_finished} finished cells kept in {self.directory}"
-
-
-__all__ = [
-    "STOP_BEFORE_WALLTIME_SECONDS",
-    "TASK_TARGET_SECONDS",
-    "BlockCell",
-    "BlockLog",
-    "FinishedTask",
-    "ImplausibleCellValues",
-    "Task",
-    "TaskSalvage",
-    "bundle_by_cost",
-    "compute_cell",
-    "compute_group",
-    "compute_missing",
-    "compute_task",
-    "eigenvalue_bound",
-    "implausible_values",
-    "run_block",
-    "task_groups",
-]
