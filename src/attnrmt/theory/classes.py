@@ -297,11 +297,12 @@ def file_class_spikes(
     per nonzero eigenvalue of ``B`` (``r``), descending: the population matrix given the
     table is known, so its top ``r`` eigenvalues (``population_outlier``) and their
     eigenvectors' squared projections on the span of the table's spike directions
-    (``population_overlap``) are exact; the sample stage maps each by the generalised spiked
-    model over the other eigenvalues ``lam_i`` of ``P``, ``psi(l) = l (1 + sum_i lam_i / (l -
-    lam_i) / N)``, an outlier where ``psi'(l) > 0`` (``sample_outlier``, else NaN) whose
-    projection is ``l psi'(l) / psi(l)`` times the population one (``sample_overlap``, else 0).
-    ``gamma`` gives ``N = round(d / gamma)``. O(V d^2 + d^3)."""
+    (``population_overlap``; on its own direction ``population_overlap_spike``) are exact;
+    the sample stage maps each by the generalised spiked model over the other eigenvalues
+    ``lam_i`` of ``P``, ``psi(l) = l (1 + sum_i lam_i / (l - lam_i) / N)``, an outlier where
+    ``psi'(l) > 0`` (``sample_outlier``, else NaN) whose projections are ``l psi'(l) /
+    psi(l)`` times the population ones (``sample_overlap``, ``sample_overlap_spike``; else
+    0). ``gamma`` gives ``N = round(d / gamma)``. O(V d^2 + d^3)."""
     from attnrmt.model import classes as model
     from attnrmt.model.table_laws import load_file_table, validate_table
 
@@ -317,14 +318,18 @@ def file_class_spikes(
     rank = int(np.sum(np.linalg.eigvalsh(core) > _RANK_RTOL * np.abs(core).max()))
     _, directions = model.spike_directions(means, core, rank)
     ell, rest = lam[::-1][:rank, None], lam[: d - rank]
-    overlap = np.sum((vectors[:, ::-1][:, :rank].T @ directions) ** 2, axis=1)
+    cross = (vectors[:, ::-1][:, :rank].T @ directions) ** 2
+    overlap, own = np.clip(np.sum(cross, axis=1), 0, 1), np.clip(np.diagonal(cross), 0, 1)
     n_samples = round(d / float(check_positive("gamma", gamma)))
     psi = ell[:, 0] * (1 + np.sum(rest / (ell - rest), axis=1) / n_samples)
     slope = 1 - np.sum((rest / (ell - rest)) ** 2, axis=1) / n_samples
     out = slope > 0
+    factor = np.where(out, np.clip(ell[:, 0] * slope / psi, 0, 1), 0.0)
     return {
         "population_outlier": ell[:, 0],
-        "population_overlap": np.clip(overlap, 0.0, 1.0),
+        "population_overlap": overlap,
+        "population_overlap_spike": own,
         "sample_outlier": np.where(out, psi, np.nan),
-        "sample_overlap": np.where(out, np.clip(ell[:, 0] * slope / psi * overlap, 0, 1), 0.0),
+        "sample_overlap": np.clip(factor * overlap, 0, 1),
+        "sample_overlap_spike": np.clip(factor * own, 0, 1),
     }

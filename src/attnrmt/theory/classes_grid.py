@@ -82,13 +82,44 @@ def _point(
     return out
 
 
+def _file_point(
+    law: Mapping[str, Any],
+    spec: Mapping[str, Any],
+    weights: Mapping[str, Any],
+    T: int,
+    snr: float,
+    centered: bool,
+    gamma: float,
+    spikes: int,
+) -> dict[str, np.ndarray]:
+    """:func:`attnrmt.theory.classes.file_class_spikes` at one grid point, the same in both
+    variants (the table is given: no finite-vocabulary correction to make); no ``theta`` and
+    no thresholds (NaN); the sample eigenvalue of a spike without outlier is NaN; overlaps on
+    each spike's own direction (as the cells' ``spike_*overlap_*``)."""
+    from attnrmt.theory.classes import file_class_spikes
+
+    found = file_class_spikes(law, spec["labels"], weights, T, snr, gamma, centered)
+    out = {name: np.full((len(VARIANTS), spikes), np.nan) for name in CLASS_THEORY_FIELDS}
+    r = min(spikes, found["population_outlier"].size)
+    for name, key in (
+        ("spike_pop_outlier", "population_outlier"), ("spike_pop_eigenvalue", "population_outlier"),
+        ("spike_sample_outlier", "sample_outlier"), ("spike_sample_eigenvalue", "sample_outlier"),
+        ("spike_pop_overlap", "population_overlap_spike"),
+        ("spike_sample_overlap", "sample_overlap_spike"),
+    ):  # fmt: skip
+        out[name][:, :r] = found[key][:r]
+    return out
+
+
 def predict_classes_grid(
     axes: Mapping[str, Sequence[Any]],
     positional: Mapping[tuple[str, int], Mapping[str, Any]],
     weights: Mapping[tuple[str, int], Mapping[str, Any]],
     spikes: int,
+    table: Mapping[str, Any] | None = None,
 ) -> xr.Dataset:
-    """K-class predictions on a sweep's axes (module docstring).
+    """K-class predictions on a sweep's axes (module docstring); of a ``file`` table law
+    ``table`` (canonical spec) by :func:`_file_point` instead.
 
     Parameters
     ----------
@@ -125,11 +156,13 @@ def predict_classes_grid(
         V, N = class_sizes(int(d), float(delta), float(gamma), int(spec["K"]))
         delta_eff, gamma_eff = d / V, d / N
         ratios[index[:3]] = (delta_eff, gamma_eff)
+        args = (weights[(weight, T)], int(T), float(snr), bool(centered))
         try:
-            predicted = _point(
-                spec, weights[(weight, T)], int(T), float(snr), bool(centered),
-                delta_eff, gamma_eff, spikes,
-            )  # fmt: skip
+            predicted = (
+                _file_point(table, spec, *args, float(gamma), spikes)
+                if table is not None
+                else _point(spec, *args, delta_eff, gamma_eff, spikes)
+            )
         except ValueError as error:
             refused.setdefault(str(name), str(error))
             continue

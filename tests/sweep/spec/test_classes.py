@@ -211,3 +211,27 @@ def test_a_k_class_cell_refuses_a_non_gaussian_table() -> None:
     assert np.isfinite(
         simulate_cell(**{**params["kwargs"], "table": "gaussian"}, seed=params["seed"]).kappa
     )
+
+
+def test_a_k_class_sweep_takes_gaussian_tables_and_file_tables_of_its_shape() -> None:
+    """A ``file`` law of K = 3 classes at (V, d) = (180, 60) is accepted; a Rademacher law,
+    another K or another d is refused naming the key, the file's K and shape."""
+    from pathlib import Path
+
+    data = Path(__file__).parents[2] / "data"
+    laws = {
+        "t3": {"kind": "file", "path": str(data / "small_table3.npy")},
+        "r": {"kind": "rademacher"},
+    }
+    laws["t3"]["labels"] = str(data / "small_table3_labels.npy")
+    shape = {"d": [60], "delta": [1 / 3], "top_k": 2}
+    valid = validate_config({**k_config(**shape, table=["gaussian", "t3"]), "table_models": laws})
+    assert valid.sweeps["k"].table_specs["t3"]["kind"] == "file"
+    text = problems({**k_config(**shape, table=["r"]), "table_models": laws})
+    assert "sweeps.k.table='r': a sweep with classes has Gaussian or file tables only" in text
+    text = problems({**k_config(table="t3"), "table_models": laws})
+    assert "sweeps.k.table='t3': its file has 3 classes and (V, d) = (180, 60)" in text
+    assert "(V, d) in [(24, 12)]" in text
+    four = {"K": 4, "means": "simplex"}
+    text = problems({**k_config(**shape, classes=four, table="t3"), "table_models": laws})
+    assert "the sweep needs K = 4" in text

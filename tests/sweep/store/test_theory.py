@@ -48,3 +48,64 @@ def test_theory_matches_spike_predictions(tmp_path: Path) -> None:
         expected_mean.population_outlier,
     )
     assert (theory.alpha.sel(weights="causal1") > 0).all()  # causal_attention -> its limit
+
+
+def test_a_k_class_sweep_on_the_shipped_k3_file_table_has_its_theory(tmp_path: Path) -> None:
+    """plan -> cells -> update_cell_table -> theory.zarr -> classes_spikes rows on the shipped
+    180 x 60 K = 3 table (docs/model.md, "Tables from a file"): population rows exact (1e-9),
+    the two sample outliers' mean within 4 SE + 1% (at N = 120 sorting the two close
+    outliers biases each apart by ~ +3% / -5%, their mean ~ -1%: tests/theory/
+    test_file_table.py); sample overlaps on each spike's direction at most the theory's (the
+    two close spikes' eigenvectors turn in their plane: docs/model.md); thresholds NaN."""
+    from attnrmt.analysis.classes import spike_comparison
+    from attnrmt.sweep.compute.blocks import compute_cell
+    from attnrmt.sweep.spec import identity
+    from attnrmt.sweep.spec.config import validate_config
+    from attnrmt.sweep.spec.plan import plan_run
+    from attnrmt.sweep.store import fragments
+    from attnrmt.sweep.store.cell_table.reader import open_results
+    from attnrmt.sweep.store.cell_table.writer import update_cell_table
+    from tests.conftest import build_tiny_config
+
+    data = Path(__file__).parents[2] / "data"
+    law = {"kind": "file", "path": str(data / "small_table3.npy")}
+    law["labels"] = str(data / "small_table3_labels.npy")
+    config = build_tiny_config(run="k3file", table_models={"t3": law})
+    config["sweeps"] = {"k3": {
+        "classes": {"K": 3}, "d": [60], "delta": [1 / 3], "gamma": [0.5], "T": [8],
+        "positional": ["iid"], "weights": ["mean"], "snr": [4.0], "replicates": 24,
+        "top_k": 3, "table": ["t3"],
+    }}  # fmt: skip
+    valid = validate_config(config)
+    plan = plan_run(valid.config, valid.sweeps)
+    sweep_dir = tmp_path / "k3file" / "k3"
+    for block in plan.sweeps["k3"].blocks:
+        params = block.cells.block_params(plan.seed)
+        keys, seeds = [p["key"] for p in params], [identity.seed_token(p["seed"]) for p in params]
+        records = [compute_cell(p["kwargs"], p["seed"]) for p in params]
+        path = sweep_dir / fragments.FRAGMENTS_DIRNAME / f"{block.key}.npz"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        arrays = fragments.encode_fragment(keys, seeds, [True] * len(params), records)
+        fragments.write_fragment(path, arrays)
+    update_cell_table(plan.sweeps["k3"], [], sweep_dir, plan.seed)
+    store.write_theory(plan.sweeps["k3"], sweep_dir / "theory.zarr", plan.seed)
+    tree = open_results(tmp_path / "k3file")
+    cells, theory = tree["k3/cells"].to_dataset().load(), tree["k3/theory"].to_dataset().load()
+    assert theory["spike_threshold_sample"].isnull().all()
+    rows = spike_comparison("k3", cells, theory).set_index(["quantity", "variant", "spike"])
+    rows = rows.sort_index()
+    assert rows["theory"].notna().all() and len(rows) == 2 * 6 + 2 * 2
+    for variant in ("paper", "finite_vocab"):
+        pop = rows.loc[("pop_eigenvalue", variant)]
+        np.testing.assert_allclose(pop["measured"], pop["theory"], rtol=1e-9)
+        sample = rows.loc[("sample_eigenvalue", variant)]
+        error = abs(sample["measured"].mean() - sample["theory"].mean())
+        assert error < 4 * sample["sem"].max() + 0.01 * sample["theory"].mean(), sample
+    for quantity in ("pop_overlap_table", "pop_overlap_signal"):
+        pop = rows.xs(quantity, level="quantity")
+        np.testing.assert_allclose(pop["measured"], pop["theory"], atol=1e-9)
+    for quantity in ("sample_overlap_table", "sample_overlap_signal"):  # mixing only lowers
+        sample = rows.xs(quantity, level="quantity")
+        pop = rows.xs(quantity.replace("sample", "pop"), level="quantity")["theory"]
+        assert (sample["theory"] > 0.8).all() and (sample["theory"] < pop.values - 0.05).all()
+        assert (sample["measured"] < sample["theory"] + 4 * sample["sem"]).all()

@@ -39,7 +39,42 @@ def spike_count(classes: Mapping[str, Any] | None, centered: list[bool]) -> int:
     return K if not all(centered) else K - 1
 
 
-def resolve_classes(prefix: str, sweep: Mapping[str, Any], axes: Mapping[str, list]) -> Any:
+def _table_problems(
+    key: str, name: Any, config: Mapping[str, Any], K: int, axes: Mapping[str, list]
+) -> list[str]:
+    """Why the table law ``name`` cannot serve a sweep of ``K`` classes: Gaussian or a ``file``
+    of ``K`` classes whose ``(V, d)`` every ``(d, delta)`` of the sweep realises (docs/model.md,
+    "Tables from a file"). An unknown name is left to the ``table`` axis' check. O(V d)."""
+    from attnrmt.model.classes import class_sizes
+    from attnrmt.model.table_laws import load_file_table
+    from attnrmt.sweep.spec.config import resolve_table_law
+
+    try:
+        law = resolve_table_law(config, key, name)
+    except ConfigError:
+        return []
+    if law["kind"] == "gaussian":
+        return []
+    if law["kind"] != "file":
+        return [f"{key}={name!r}: a sweep with classes has Gaussian or file tables only"]
+    try:
+        rows, index = load_file_table(law)
+    except ValueError as error:
+        return [f"{key}={name!r}: {error}"]
+    (V, d), classes = rows.shape, int(index[-1]) + 1
+    sizes = {(e, class_sizes(e, delta, 1.0, K)[0]) for e in axes["d"] for delta in axes["delta"]}
+    if classes != K or sizes != {(d, V)}:
+        return [
+            f"{key}={name!r}: its file has {classes} classes and (V, d) = {(V, d)}; the sweep "
+            f"needs K = {K} and has (V, d) in {sorted((v, e) for e, v in sizes)} (d = {d}, "
+            f"delta = {d}/{V})"
+        ]
+    return []
+
+
+def resolve_classes(
+    prefix: str, sweep: Mapping[str, Any], axes: Mapping[str, list], config: Mapping[str, Any]
+) -> Any:
     """The checked ``classes`` setting ``{"K", "means" (K x K lists), "means_name"}``, or None;
     :class:`ConfigError` naming ``<prefix>.classes.<key>`` and the value."""
     raw = sweep.get("classes")
@@ -71,10 +106,8 @@ def resolve_classes(prefix: str, sweep: Mapping[str, Any], axes: Mapping[str, li
             "full route (spectrum: full)"
         )
     tables = sweep.get("table")
-    if tables is not None and any(
-        value != "gaussian" for value in (tables if isinstance(tables, list) else [tables])
-    ):
-        problems.append(f"{prefix}.table={tables!r}: a sweep with classes has Gaussian tables only")
+    for name in tables if isinstance(tables, list) else [] if tables is None else [tables]:
+        problems += _table_problems(f"{prefix}.table", name, config, K, axes)
     spikes = spike_count({"K": K}, axes["centered"])
     top_k = sweep["top_k"]
     if isinstance(top_k, int) and top_k < spikes:

@@ -538,7 +538,7 @@ def resolve_sweep(config: Mapping[str, Any], name: str) -> ResolvedSweep:
     def resolve_classes() -> None:  # K classes: label models on the positional axis
         from attnrmt.sweep.spec import classes as k
 
-        specs["classes"] = k.resolve_classes(prefix, sweep, axes)
+        specs["classes"] = k.resolve_classes(prefix, sweep, axes, config)
         specs["positional"] = k.resolve_label_models(config, prefix, axes, specs["classes"])
 
     def resolve_table() -> None:

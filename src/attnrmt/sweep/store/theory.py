@@ -59,14 +59,17 @@ def _classes_theory_dataset(sweep_plan: Any, root_seed: int) -> Any:
     grid = sweep_plan.grid
     spikes = int(sweep_plan.classes["spikes"])  # computed once by the plan
     axes = axis_coordinates(sweep_plan.axes)
-    predicted = predict_classes_grid(
-        {axis: values for axis, values in axes.items() if axis != TABLE_AXIS},
-        grid.positional_specs,
-        grid.weights_specs,
-        spikes,
-    )
-    if grid.table_specs is not None:  # a table axis (gaussian only: classes.py refuses others)
-        predicted = along_table_laws(predicted, grid.table_specs)
+    axes = {axis: values for axis, values in axes.items() if axis != TABLE_AXIS}
+    inputs = (axes, grid.positional_specs, grid.weights_specs, spikes)
+    predicted = predict_classes_grid(*inputs)
+    if grid.table_specs is not None:  # a table axis: gaussian or file (classes.py)
+        laws = grid.table_specs
+        own = {
+            n: predict_classes_grid(*inputs, law)
+            for n, law in laws.items()
+            if law["kind"] == "file"
+        }
+        predicted = along_table_laws(predicted, laws, own)
     out = _text_as_object(predicted)
     out.attrs = {
         **dataset_attrs(sweep_plan, root_seed, "attnrmt K-class theory predictions"),
