@@ -54,6 +54,8 @@ def _file_affine(theta: np.ndarray, ratio: np.ndarray, norm: float) -> np.ndarra
 def _general_laws(cells: xr.Dataset) -> dict[str, dict[str, Any]]:
     from attnrmt.analysis.universality import sweep_laws
 
+    if cells.attrs.get("classes"):  # K classes: the two-class bulk of a file does not apply
+        return {}
     laws = sweep_laws(cells.attrs)
     present = set(cells[TABLE_AXIS].values) if TABLE_AXIS in cells.dims else set(laws)
     return {n: law for n, law in laws.items() if law["kind"] in GENERAL_KINDS and n in present}

@@ -302,7 +302,8 @@ def file_class_spikes(
     ``lam_i`` of ``P``, ``psi(l) = l (1 + sum_i lam_i / (l - lam_i) / N)``, an outlier where
     ``psi'(l) > 0`` (``sample_outlier``, else NaN) whose projections are ``l psi'(l) /
     psi(l)`` times the population ones (``sample_overlap``, ``sample_overlap_spike``; else
-    0). ``gamma`` gives ``N = round(d / gamma)``. O(V d^2 + d^3)."""
+    0); ``sample_edge`` the bulk's top edge ``psi(a)``, ``psi'(a) = 0`` above the ``lam_i``
+    (Silverstein, Choi 1995). ``gamma`` gives ``N = round(d / gamma)``. O(V d^2 + d^3)."""
     from attnrmt.model import classes as model
     from attnrmt.model.table_laws import load_file_table, validate_table
 
@@ -325,6 +326,11 @@ def file_class_spikes(
     slope = 1 - np.sum((rest / (ell - rest)) ** 2, axis=1) / n_samples
     out = slope > 0
     factor = np.where(out, np.clip(ell[:, 0] * slope / psi, 0, 1), 0.0)
+    low, high = rest[-1] * (1 + 1e-12), 2 * rest[-1] + d / n_samples + 1.0  # psi' < 0, > 0
+    for _ in range(100):  # bisection for the edge's point psi'(a) = 0 above the bulk
+        a = (low + high) / 2
+        low, high = (low, a) if np.sum((rest / (a - rest)) ** 2) < n_samples else (a, high)
+    edge = high * (1 + np.sum(rest / (high - rest)) / n_samples)
     return {
         "population_outlier": ell[:, 0],
         "population_overlap": overlap,
@@ -332,4 +338,5 @@ def file_class_spikes(
         "sample_outlier": np.where(out, psi, np.nan),
         "sample_overlap": np.clip(factor * overlap, 0, 1),
         "sample_overlap_spike": np.clip(factor * own, 0, 1),
+        "sample_edge": np.asarray(edge),
     }

@@ -94,8 +94,9 @@ def _file_point(
 ) -> dict[str, np.ndarray]:
     """:func:`attnrmt.theory.classes.file_class_spikes` at one grid point, the same in both
     variants (the table is given: no finite-vocabulary correction to make); no ``theta`` and
-    no thresholds (NaN); the sample eigenvalue of a spike without outlier is NaN; overlaps on
-    each spike's own direction (as the cells' ``spike_*overlap_*``)."""
+    no thresholds (NaN); the sample eigenvalue of a spike without outlier is the bulk edge
+    ``sample_edge``; overlaps on each spike's own direction (as the cells'
+    ``spike_*overlap_*``)."""
     from attnrmt.theory.classes import file_class_spikes
 
     found = file_class_spikes(law, spec["labels"], weights, T, snr, gamma, centered)
@@ -108,6 +109,8 @@ def _file_point(
         ("spike_sample_overlap", "sample_overlap_spike"),
     ):  # fmt: skip
         out[name][:, :r] = found[key][:r]
+    below = np.isnan(out["spike_sample_eigenvalue"][:, :r])
+    out["spike_sample_eigenvalue"][:, :r][below] = found["sample_edge"]
     return out
 
 

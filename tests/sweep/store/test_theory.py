@@ -56,12 +56,16 @@ def test_a_k_class_sweep_on_the_shipped_k3_file_table_has_its_theory(tmp_path: P
     the two sample outliers' mean within 4 SE + 1% (at N = 120 sorting the two close
     outliers biases each apart by ~ +3% / -5%, their mean ~ -1%: tests/theory/
     test_file_table.py); sample overlaps on each spike's direction at most the theory's (the
-    two close spikes' eigenvectors turn in their plane: docs/model.md); thresholds NaN."""
+    two close spikes' eigenvectors turn in their plane: docs/model.md); thresholds NaN; the
+    analysis runs (no two-class file bulk). At snr 0 (no outlier) the top eigenvalue is the
+    bulk edge within 4 SE + 2% (finite-N edge fluctuations, ~ N^(-2/3))."""
     from attnrmt.analysis.classes import spike_comparison
+    from attnrmt.analysis.pipeline import analysis_dataset
     from attnrmt.sweep.compute.blocks import compute_cell
     from attnrmt.sweep.spec import identity
     from attnrmt.sweep.spec.config import validate_config
     from attnrmt.sweep.spec.plan import plan_run
+    from attnrmt.sweep.spec.schema import with_defaults
     from attnrmt.sweep.store import fragments
     from attnrmt.sweep.store.cell_table.reader import open_results
     from attnrmt.sweep.store.cell_table.writer import update_cell_table
@@ -73,7 +77,7 @@ def test_a_k_class_sweep_on_the_shipped_k3_file_table_has_its_theory(tmp_path: P
     config = build_tiny_config(run="k3file", table_models={"t3": law})
     config["sweeps"] = {"k3": {
         "classes": {"K": 3}, "d": [60], "delta": [1 / 3], "gamma": [0.5], "T": [8],
-        "positional": ["iid"], "weights": ["mean"], "snr": [4.0], "replicates": 24,
+        "positional": ["iid"], "weights": ["mean"], "snr": [0.0, 4.0], "replicates": 24,
         "top_k": 3, "table": ["t3"],
     }}  # fmt: skip
     valid = validate_config(config)
@@ -92,8 +96,13 @@ def test_a_k_class_sweep_on_the_shipped_k3_file_table_has_its_theory(tmp_path: P
     tree = open_results(tmp_path / "k3file")
     cells, theory = tree["k3/cells"].to_dataset().load(), tree["k3/theory"].to_dataset().load()
     assert theory["spike_threshold_sample"].isnull().all()
+    analysis = analysis_dataset(cells, theory, with_defaults({"bootstrap": 20}, "analysis"))
+    assert analysis["spike_threshold_estimate"].dims[-2:] == ("spike", "transition")
     rows = spike_comparison("k3", cells, theory).set_index(["quantity", "variant", "spike"])
     rows = rows.sort_index()
+    edge = rows[rows["snr"] == 0].loc[("sample_eigenvalue", "paper", 0)]  # no outlier: the edge
+    assert abs(edge["measured"] - edge["theory"]) < 4 * edge["sem"] + 0.02 * edge["theory"]
+    rows = rows[rows["snr"] == 4.0]
     assert rows["theory"].notna().all() and len(rows) == 2 * 6 + 2 * 2
     for variant in ("paper", "finite_vocab"):
         pop = rows.loc[("pop_eigenvalue", variant)]
