@@ -17,7 +17,7 @@ import xarray as xr
 
 from attnrmt.analysis._common import effective_ratios, plain, replicate_mean_sem, setting_rng
 from attnrmt.analysis.thresholds import fit_threshold
-from attnrmt.contract import CURVE_AXES, TRANSITIONS, VARIANTS
+from attnrmt.contract import CURVE_AXES, TABLE_AXIS, TRANSITIONS, VARIANTS
 from attnrmt.theory import critical_theta, theta_from_population, theta_from_sample
 
 #: Measured quantity -> (cells variable, theory variable, variants it is compared with).
@@ -94,7 +94,12 @@ def spike_thresholds(
 ) -> pd.DataFrame:
     """Successive thresholds: one estimate with CI (or bound) per curve, spike and transition beside
     both variants' thresholds and whether the CI contains them (``classes_thresholds.csv``,
-    docs/data-contract.md, "Tables"). O(curves x spikes x n_boot)."""
+    docs/data-contract.md, "Tables"); none for a table from a file, whose thresholds the
+    Gaussian inverse maps do not give (docs/model.md, "Tables from a file").
+    O(curves x spikes x n_boot)."""
+    from attnrmt.analysis.universality import sweep_laws
+
+    laws = sweep_laws(cells.attrs)
     theta = spike_theta_hat(cells)
     delta, gamma = effective_ratios(cells)
     snr = np.asarray(cells["snr"].values, dtype=float)
@@ -103,6 +108,8 @@ def spike_thresholds(
     rows = []
     for index in np.ndindex(*(theta.sizes[dim] for dim in dims)):
         point = {dim: plain(theta[dim].values[i]) for dim, i in zip(dims, index, strict=True)}
+        if laws.get(str(point.get(TABLE_AXIS, next(iter(laws)))), {}).get("kind") == "file":
+            continue
         delta_eff, gamma_eff = (_at_curve(ratio, point) for ratio in (delta, gamma))
         for spike in range(theta.sizes["spike"]):
             for t_index, transition in enumerate(TRANSITIONS):

@@ -97,7 +97,7 @@ def test_a_k_class_sweep_on_the_shipped_k3_file_table_has_its_theory(tmp_path: P
     cells, theory = tree["k3/cells"].to_dataset().load(), tree["k3/theory"].to_dataset().load()
     assert theory["spike_threshold_sample"].isnull().all()
     analysis = analysis_dataset(cells, theory, with_defaults({"bootstrap": 20}, "analysis"))
-    assert analysis["spike_threshold_estimate"].dims[-2:] == ("spike", "transition")
+    assert "spike_threshold_estimate" not in analysis  # the Gaussian maps are not this table's
     rows = spike_comparison("k3", cells, theory).set_index(["quantity", "variant", "spike"])
     rows = rows.sort_index()
     edge = rows[rows["snr"] == 0].loc[("sample_eigenvalue", "paper", 0)]  # no outlier: the edge
