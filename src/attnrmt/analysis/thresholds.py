@@ -171,6 +171,12 @@ def _point_means(y: np.ndarray, x: np.ndarray | None, pairs: tuple | None) -> np
     return out
 
 
+def _with_value(y: np.ndarray) -> np.ndarray:
+    """Which replicates (last axis) have a value at some snr (the axis before): a ragged
+    grid's ``d`` has fewer than the grid's replicate axis. O(size of y)."""
+    return np.isfinite(y).any(-2)
+
+
 def _split_fit(
     y: np.ndarray, x: np.ndarray | None, pairs: tuple, level: Any, fit: Any
 ) -> tuple[np.ndarray, ...]:
@@ -181,7 +187,7 @@ def _split_fit(
     replicate is its own half. Each curve's replicates are its leading columns with a value
     (a ragged grid: fewer at some ``d``), halved by their own count. ``fit(mean, detected)``
     fits one line; ``x``, ``pairs`` as in :func:`_point_means`. O(fit + size of y)."""
-    n = np.isfinite(y).any(-2).sum(-1)  # replicates of each curve
+    n = _with_value(y).sum(-1)  # replicates of each curve
     half, column = n // 2, np.arange(y.shape[-1])
     first = (column < half[..., None, None]) | (half[..., None, None] == 0)
     cuts = (first, (column >= half[..., None, None]))
@@ -258,7 +264,7 @@ def fit_threshold(
     order = np.argsort(s)
     s, y = s[order], y[order]
     x = None if outliers is None else np.asarray(outliers, dtype=float).reshape(y.shape)[order]
-    kept = np.isfinite(y).any(0)  # replicates with a value (a ragged grid's d has fewer)
+    kept = _with_value(y)
     y, x = y[:, kept], None if x is None else x[:, kept]
     level_c = theta_c * (1.0 + margin)
     mean = _point_means(y, x, (x, y))
@@ -539,10 +545,9 @@ def fit_thresholds_shared_slope(
     y = np.asarray(theta_reps, dtype=float)[:, order, :]
     x = None if outliers is None else np.asarray(outliers, dtype=float)[:, order, :]
     # each d's replicates with a value first (a ragged grid has fewer at some d): counts[i]
-    counts = np.isfinite(y).any(1).sum(-1)
-    first = np.argsort(~np.isfinite(y).any(1), axis=-1, kind="stable")[
-        :, None, : max(counts.max(), 1)
-    ]
+    with_value = _with_value(y)
+    counts = with_value.sum(-1)
+    first = np.argsort(~with_value, axis=-1, kind="stable")[:, None, : max(counts.max(), 1)]
     y = np.take_along_axis(y, first, -1)
     x = None if x is None else np.take_along_axis(x, first, -1)
     tc = np.asarray(theta_c, dtype=float).reshape(-1)
