@@ -7,13 +7,11 @@ import json
 
 import numpy as np
 import pytest
-import xarray as xr
 
 from attnrmt.model import simulate_cell
 from attnrmt.theory import bulk_density, bulk_edges, predict_grid, predict_point, spike
 from attnrmt.theory.finite_t import (
     FINITE_T_BOUND,
-    finite_d_edges,
     finite_t_spike,
     finite_t_stieltjes,
     large_t_bulk_holds,
@@ -95,22 +93,6 @@ def test_the_noise_top_sits_at_the_large_t_edge_at_many_tokens() -> None:
     # 0.06 Tracy-Widom units (~0.5% at d = 150) and the mean's MC error (~1%)
     mean, sd = noise_top(150, 300, 300, np.full(16, 1 / 16), samples=12)
     assert mean + sd == pytest.approx(float(bulk_edges(0.5, 0.5)[1]), rel=0.03)
-
-
-def test_finite_d_edges_only_below_the_bound() -> None:
-    # T = 2 (N T / V = 2) gets an edge, T = 8 (N T / V = 8) keeps the large-T one (NaN);
-    # the padded positions of the shorter T are ignored
-    grid = xr.Dataset(
-        {
-            "V": ("T", [200, 200]),
-            "N": ("T", [200, 200]),
-            "effective_weights": (("T", "position"), [[0.5, 0.5] + [np.nan] * 6, [1 / 8] * 8]),
-        },
-        coords={"d": 100, "T": [2, 8]},
-    )
-    edges = finite_d_edges(grid)
-    assert np.isnan(edges.sel(T=8)) and np.isfinite(edges.sel(T=2))
-    assert float(edges.sel(T=2)) > float(bulk_edges(0.5, 0.5)[1])
 
 
 def test_a_dense_token_law_gives_the_population_spike() -> None:

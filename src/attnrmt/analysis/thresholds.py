@@ -51,9 +51,9 @@ import numpy as np
 import xarray as xr
 
 from attnrmt.analysis._common import at_signal, effective_ratios, plain, setting_rng
+from attnrmt.analysis.noise_edge import finite_d_edges
 from attnrmt.analysis.own_theta import own_critical, own_theta
 from attnrmt.contract import CURVE_AXES, TABLE_AXIS, TRANSITIONS
-from attnrmt.theory.finite_t import finite_d_edges
 from attnrmt.theory.spike import critical_theta, theta_from_population, theta_from_sample
 
 DEFAULT_MARGIN = 0.1
