@@ -360,3 +360,18 @@ def test_listing_the_models_in_another_order_changes_no_value() -> None:
     assert not tables["thresholds"].empty and not tables["pooling"].empty
     for name, table in tables.items():
         pd.testing.assert_frame_equal(_sorted_rows(others[name]), _sorted_rows(table))
+
+
+def test_the_spectra_panel_counts_the_replicates_its_d_has() -> None:
+    """A ragged sweep (``replicates: {d: count}``) has NaN cells beyond a ``d``'s count: the
+    panel's label names the replicates drawn at its ``d`` (2 of 3), not the grid's 3."""
+    from attnrmt.analysis.figures import Data, figure_spectra
+
+    cells, theory = make_synthetic(replicates=3, **SPECS["transition"])
+    eigenvalues = cells["eigenvalues"].where(cells["replicate"] < 2)
+    ragged = cells.assign(eigenvalues=eigenvalues)
+    figure = figure_spectra(
+        Data("transition", ragged, theory, analysis_dataset(cells, theory, SETTINGS))
+    )
+    labels = figure.axes[0].get_legend_handles_labels()[1]
+    assert any("2 reps" in label for label in labels), labels

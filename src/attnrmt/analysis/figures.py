@@ -133,7 +133,9 @@ def figure_spectra(data: Data | None, max_panels: int = 9) -> Figure:
         lower = float(a["bulk_lower_edge_th"].mean()) / kappa
         bins = np.linspace(0, upper * 1.15, 60)
         weights = np.full(nonzero.size, 1.0 / lam.size / np.diff(bins)[0])
-        label = f"simulated (d={int(c['d'])}, {int(c.sizes['replicate'])} reps)"
+        drawn = c["eigenvalues"].notnull()  # a ragged sweep's d has its own replicates
+        reps = int(drawn.any([dim for dim in drawn.dims if dim != "replicate"]).sum())
+        label = f"simulated (d={int(c['d'])}, {reps} reps)"
         heights, _, _ = ax.hist(nonzero, bins=bins, weights=weights, color="0.7", label=label)
         x = np.linspace(1e-4, upper * 1.15, 600)
         ax.plot(x, bulk_density(x, de, ge), color="C3", label="theory density")

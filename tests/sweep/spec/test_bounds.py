@@ -70,3 +70,18 @@ def test_the_ceilings_are_the_configs(tmp_path: Path, capsys: pytest.CaptureFixt
     path.write_text(yaml.safe_dump(config))
     assert cli.main(["validate", str(path)]) == cli.EXIT_USAGE
     assert "execution.max_core_days" in capsys.readouterr().err
+
+
+def test_a_sweep_with_replicates_per_d_counts_each_d_its_own(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``replicates: {d: count}``: 2 weights x 3 snr x (4 + 1) replicates = 30 cells, not
+    the 48 of the largest count at every ``d``; a ceiling of 30 passes, 29 is refused."""
+    config = tiny_config(run="bounded")
+    config["sweeps"]["grid"].update(d=[20, 24], replicates={20: 4, 24: 1})
+    path = tmp_path / "c.yaml"
+    for ceiling, code in ((30, cli.EXIT_OK), (29, cli.EXIT_USAGE)):
+        config["execution"] = {**config.get("execution", {}), "max_cells": ceiling}
+        path.write_text(yaml.safe_dump(config))
+        assert cli.main(["validate", str(path)]) == code
+    assert "30 cells (2 d x 2 weights x 3 snr x 1-4 replicates)" in capsys.readouterr().err

@@ -43,12 +43,20 @@ def sweep_problems(
     max_cells, max_core_days = int(ceilings["max_cells"]), float(ceilings["max_core_days"])
     lengths = {axis: len(sweep.get(axis) or [None]) for axis in AXES}
     replicates = sweep["replicates"]
-    replicates = max(replicates.values()) if isinstance(replicates, Mapping) else int(replicates)
-    n_cells = math.prod(lengths.values()) * replicates
+    per_d = (
+        {int(d_): int(count) for d_, count in replicates.items()}
+        if isinstance(replicates, Mapping)
+        else dict.fromkeys(sweep["d"], int(replicates))
+    )
+    line_axes = ("d", "delta", "gamma", "T", "weights")
+    per_line = math.prod(lengths[axis] for axis in AXES if axis not in line_axes)
+    n_cells = per_line * math.prod(lengths[a] for a in line_axes[1:]) * sum(per_d.values())
     if n_cells > max_cells:
         shape = " x ".join(f"{lengths[axis]} {axis}" for axis in AXES if lengths[axis] > 1)
+        counts = sorted(set(per_d.values()))
+        counted = f"{counts[0]}" if len(counts) == 1 else f"{counts[0]}-{counts[-1]}"
         return [
-            f"sweeps.{name}: {n_cells:,} cells ({shape} x {replicates} replicates); at most "
+            f"sweeps.{name}: {n_cells:,} cells ({shape} x {counted} replicates); at most "
             f"{max_cells:,} a sweep (execution.max_cells; attnrmt run --force to plan them "
             "anyway)"
         ]
@@ -63,14 +71,13 @@ def sweep_problems(
             f"{gamma:g} needs about {peak / 2**30:,.1f} GiB; this machine has "
             f"{memory / 2**30:,.1f} GiB (attnrmt run --force to try anyway)"
         )
-    per_line = n_cells / math.prod(lengths[a] for a in ("d", "delta", "gamma", "T", "weights"))
     seconds = 0.0
     for d_, delta_, gamma_, t_, weights in itertools.product(
         sweep["d"], sweep["delta"], sweep["gamma"], sweep["T"], sweep["weights"]
     ):
         spec = weight_models.get(weights, weights)
         work = cell_work(d_, delta_, gamma_, t_, spec, str(sweep["spectrum"]))
-        seconds += per_line * work * DEFAULT_SECONDS_PER_WORK
+        seconds += per_line * per_d[int(d_)] * work * DEFAULT_SECONDS_PER_WORK
     if seconds / 86400 > max_core_days:
         problems.append(
             f"sweeps.{name}: about {seconds / 86400:,.0f} one-core days by the cost model "
