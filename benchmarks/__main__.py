@@ -332,6 +332,16 @@ TARGETS: tuple[Target, ...] = (
         ok_key="density_point_ok",
         constant="bench_free.POINT_SECONDS_TARGET",
     ),
+    Target(
+        "bench_freealg",
+        ("monte_carlo_sides_freealg",),
+        "<=",
+        0,
+        "bulk density points where freealg differs by > 10% and a sampled spectrum sides "
+        "with it (4 laws)",
+        ok_key="monte_carlo_sides_freealg_ok",
+        constant="bench_freealg.FREEALG_RIGHT_TARGET",
+    ),
 )
 
 
