@@ -34,7 +34,14 @@ def _pyproject_requirements() -> dict[str, str]:
 def _conda_requirements() -> dict[str, str]:
     environment = yaml.safe_load((ROOT / "environment.yml").read_text())
     entries = [e for e in environment["dependencies"] if isinstance(e, str)]
-    pinned = dict(_split(e) for e in entries)
+    from_pypi = [
+        e
+        for group in environment["dependencies"]
+        if isinstance(group, dict)
+        for e in group.get("pip", [])
+        if not e.startswith("-")
+    ]
+    pinned = dict(_split(e) for e in entries + from_pypi)
     pinned.pop("python", None)
     pinned.pop("pip", None)
     return pinned
