@@ -200,7 +200,10 @@ bulk_zero_fraction :: zero eigenvalues :: fraction of zero eigenvalues; {F}
 bulk_lower_edge_emp :: measured bulk lower edge :: smallest non-zero eigenvalue; {S}
 bulk_upper_edge_emp :: measured bulk upper edge :: largest bulk eigenvalue; {S}
 bulk_lower_edge_th :: theory bulk lower edge :: {S}
-bulk_upper_edge_th :: theory bulk upper edge :: {S}
+bulk_upper_edge_th :: theory bulk upper edge :: below the large-T bound bulk_noise_top_mean; {S}
+bulk_noise_top_mean :: expected top noise eigenvalue :: mean largest noise eigenvalue at finite d
+    (NaN where the large-T edge holds); {S}
+bulk_noise_top_sd :: sd of top noise eigenvalue :: its standard deviation; {S}
 bulk_atom_th :: theory atom at 0 :: mass of the atom at 0; {F}
 threshold_estimate :: threshold snr :: empirical threshold (NaN when a bound); {SNR}
 threshold_ci_low :: threshold CI low :: lower end of the threshold's CI or bound; {SNR}

@@ -43,6 +43,21 @@ def test_outliers_above_the_edge_margin_are_excluded() -> None:
     assert fit["upper_edge"] < float(upper) * 1.05
 
 
+def test_the_outlier_cutoff_follows_a_given_edge() -> None:
+    # below the large-T bound the edge is the finite-d one (docs/model.md, "What replaces the
+    # edge"): an eigenvalue 10% above f(u*) is bulk against an edge 10% above it, NaN keeps f(u*)
+    spectrum = bulk_quantiles(300, 0.5, 0.5)
+    upper = float(bulk_edges(0.5, 0.5)[1])
+    spectrum[-1] = 1.1 * upper
+    ratios = (np.array([0.5]), np.array([0.5]), np.array([1.0]))
+
+    def outliers(edge: float | None) -> float:
+        given = None if edge is None else np.array([edge])
+        return ks_distances(spectrum[None], *ratios, margin=MARGIN, edge=given)["n_outliers"][0]
+
+    assert outliers(None) == outliers(np.nan) == 1 and outliers(1.1 * upper) == 0
+
+
 def test_wrong_scale_gives_a_large_distance() -> None:
     spectrum = bulk_quantiles(300, 0.5, 0.5)
     assert ks_distance(1.3 * spectrum, 0.5, 0.5, 1.0, margin=MARGIN)["ks"] > 0.04

@@ -3,7 +3,9 @@
 theoretical upper edge by the relative ``margin`` is an outlier (docs/thresholds.md);
 those at or below ``zero_tol max|lambda|`` are the atom at 0; the KS distance compares
 the rest with the continuous part of the law,
-``F_c(x) = (F(x/kappa) - atom) / (1 - atom)`` (``F`` = :func:`attnrmt.theory.bulk_cdf`)."""
+``F_c(x) = (F(x/kappa) - atom) / (1 - atom)`` (``F`` = :func:`attnrmt.theory.bulk_cdf`).
+Where the realised ``N T / V`` is below the large-T bound the upper edge is the expected
+largest noise eigenvalue at the cell's sizes (docs/model.md, "What replaces the edge")."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ import numpy as np
 import xarray as xr
 
 from attnrmt.analysis._common import effective_ratios
+from attnrmt.analysis.noise_edge import finite_d_edges
 from attnrmt.analysis.own_theta import own_bulk_fit
 from attnrmt.theory import bulk_atom, bulk_cdf, bulk_edges
 
@@ -49,11 +52,13 @@ def ks_distances(
     margin: float,
     zero_tol: float = DEFAULT_ZERO_TOL,
     law: tuple[Callable[[np.ndarray], np.ndarray], float] | None = None,
+    edge: np.ndarray | None = None,
 ) -> dict[str, np.ndarray]:
     """:func:`ks_distance` of many spectra at once (``spectra`` (n, m) NaN-padded rows;
     ``delta``, ``gamma``, ``kappa`` (n,)), each field an (n,) array; ``law`` another bulk of
-    ``S/kappa`` (its CDF, upper edge) for every row. Vectorised over the rows, the CDF
-    evaluated once on all retained eigenvalues: the values of one call per row. O(n m log m)."""
+    ``S/kappa`` (its CDF, upper edge) for every row; ``edge`` (n,) the upper edge of ``S/kappa``
+    of the outlier cutoff where finite. Vectorised over the rows, the CDF evaluated once on all
+    retained eigenvalues: the values of one call per row. O(n m log m)."""
     spectra = np.asarray(spectra, dtype=float)
     n_rows, width = spectra.shape
     fields = {name: np.full(n_rows, np.nan) for name in _FIELDS}
@@ -61,6 +66,7 @@ def ks_distances(
     if n_rows == 0 or width == 0:
         return fields
     upper = bulk_edges(delta, gamma)[1] if law is None else law[1]
+    upper = upper if edge is None else np.where(np.isfinite(edge), edge, upper)
     cutoffs = kappa * np.asarray(upper, dtype=float) * (1.0 + margin)
     atoms = np.broadcast_to(np.asarray(bulk_atom(delta, gamma), dtype=float), (n_rows,))
     lam = np.sort(spectra, axis=1)  # ascending, NaN last
@@ -105,15 +111,16 @@ def _fit_block(
     spectra: np.ndarray, *blocks: np.ndarray, margin: float, zero_tol: float
 ) -> np.ndarray:
     """:func:`ks_distances` of a block of spectra ``(..., eig)`` with its ``delta``, ``gamma``,
-    ``kappa`` blocks ``(..., 1)``: ``(..., len(_FIELDS))``, NaN where a ratio is not finite
-    or ``kappa <= 0`` (an absent cell)."""
-    ratios = [np.asarray(a, dtype=float).reshape(-1) for a in blocks]
+    ``kappa``, upper ``edge`` blocks ``(..., 1)``: ``(..., len(_FIELDS))``, NaN where a ratio is
+    not finite or ``kappa <= 0`` (an absent cell)."""
+    *ratios, edge = [np.asarray(a, dtype=float).reshape(-1) for a in blocks]
     usable = np.all(np.isfinite(ratios), axis=0) & (ratios[2] > 0)
     fits = ks_distances(
         np.asarray(spectra, dtype=float).reshape(-1, spectra.shape[-1])[usable],
         *(a[usable] for a in ratios),
         margin=margin,
         zero_tol=zero_tol,
+        edge=edge[usable],
     )
     out = np.full((usable.size, len(_FIELDS)), np.nan)
     for index, name in enumerate(_FIELDS):
@@ -125,8 +132,8 @@ def _fit_by_setting(
     spectra: Any, values: tuple[np.ndarray, ...], *, margin: float, zero_tol: float
 ) -> np.ndarray:
     """:func:`_fit_block` over ``spectra`` ``(settings..., snr, centered, replicate, eig)`` with
-    ``values`` its ``(delta, gamma, kappa)`` (a Dask array, read chunk by chunk: one setting per
-    chunk in ``cells.zarr``'s view; a NumPy array is split one setting per chunk), the chunks
+    ``values`` its ``(delta, gamma, kappa, edge)`` (a Dask array, read chunk by chunk: one setting
+    per chunk in ``cells.zarr``'s view; a NumPy array is split one setting per chunk), the chunks
     computed by Dask's scheduler in parallel. Memory O(one chunk per thread + the fields of every
     cell); time O(cells x eig log eig)."""
     import dask.array as da
@@ -156,20 +163,24 @@ def bulk_fit(cells: xr.Dataset, *, margin: float, zero_tol: float = DEFAULT_ZERO
     """Per-cell bulk fit of ``cells`` (docs/model.md, "What the pipeline tests"):
     :func:`ks_distances` of every cell's ``eigenvalues`` with its realised ratios and
     ``kappa`` (anisotropic and file laws against their own bulk,
-    :func:`attnrmt.analysis.own_theta.own_bulk_fit`). Returns ``bulk_ks``,
+    :func:`attnrmt.analysis.own_theta.own_bulk_fit`; below the large-T bound the upper edge
+    is the mean of :func:`attnrmt.analysis.noise_edge.finite_d_edges`). Returns ``bulk_ks``,
     ``bulk_n_outliers``, ``bulk_zero_fraction``, ``bulk_{lower,upper}_edge_emp`` on the
     cells' dims but ``eig``, and the theory's ``bulk_{lower,upper}_edge_th``, ``bulk_atom_th``
-    (units of ``S``). O(cells x d log d)."""
+    (units of ``S``); where some cell is below the bound also ``bulk_noise_top_{mean,sd}``
+    (``kappa`` times :func:`finite_d_edges`, NaN elsewhere). O(cells x d log d)."""
     eig = cells["eigenvalues"]
     delta, gamma = effective_ratios(cells)
-    kappa = cells["kappa"]
-    delta, gamma, kappa, eig = xr.broadcast(delta, gamma, kappa, eig, exclude=["eig"])
+    kappa = kappa0 = cells["kappa"]
+    mean, sd = finite_d_edges(cells)
+    delta, gamma, kappa, top, eig = xr.broadcast(delta, gamma, kappa, mean, eig, exclude=["eig"])
     dims = [d for d in eig.dims if d != "eig"]
     eig = eig.transpose(*dims, "eig")
-    delta, gamma, kappa = (a.transpose(*dims) for a in (delta, gamma, kappa))
+    delta, gamma, kappa, top = (a.transpose(*dims) for a in (delta, gamma, kappa, top))
     shape = tuple(eig.sizes[d] for d in dims)
-    dv, gv, kv = (np.asarray(a.values, dtype=float) for a in (delta, gamma, kappa))
-    fitted = _fit_by_setting(eig.data, (dv, gv, kv), margin=margin, zero_tol=zero_tol)
+    values = tuple(np.asarray(a.values, dtype=float) for a in (delta, gamma, kappa, top))
+    fitted = _fit_by_setting(eig.data, values, margin=margin, zero_tol=zero_tol)
+    dv, gv, kv, tv = values
     out = {name: fitted[..., index] for index, name in enumerate(_FIELDS)}
     coords = {d: eig[d] for d in dims if d in eig.coords}
     ratios = [np.where(np.isfinite(v), v, 1.0) for v in (dv, gv)]
@@ -188,9 +199,13 @@ def bulk_fit(cells: xr.Dataset, *, margin: float, zero_tol: float = DEFAULT_ZERO
             "bulk_lower_edge_emp": da(out["lower_edge"], "smallest non-zero eigenvalue"),
             "bulk_upper_edge_emp": da(out["upper_edge"], "largest bulk eigenvalue"),
             "bulk_lower_edge_th": da(kv * np.asarray(lower), "kappa * theory lower edge"),
-            "bulk_upper_edge_th": da(kv * np.asarray(upper), "kappa * theory upper edge"),
+            "bulk_upper_edge_th": da(
+                kv * np.where(np.isfinite(tv), tv, upper), "kappa * theory upper edge"
+            ),
             "bulk_atom_th": da(np.broadcast_to(np.asarray(atom), shape).copy(), "theory atom", "1"),
         },
         attrs={"outlier_margin": margin, "zero_tol": zero_tol},
     )
+    if np.isfinite(tv).any():  # below the large-T bound (docs/model.md, "What replaces the edge")
+        fit["bulk_noise_top_mean"], fit["bulk_noise_top_sd"] = mean * kappa0, sd * kappa0
     return own_bulk_fit(cells, fit, margin=margin, zero_tol=zero_tol)

@@ -91,8 +91,8 @@ def theta_hat(cells: xr.Dataset) -> xr.DataArray:
     delta, gamma = effective_ratios(cells)
     pop, sam = outlier_ratios(cells)
     pop_theta = xr.apply_ufunc(theta_from_population, pop, delta, 1.0)
-    edge = finite_d_edges(cells)  # finite T: the finite-d edge (docs/model.md)
-    sam_theta = xr.apply_ufunc(theta_from_sample, sam, delta, gamma, 1.0, edge)
+    mean, sd = finite_d_edges(cells)  # finite T: the finite-d edge, mean + sd (docs/model.md)
+    sam_theta = xr.apply_ufunc(theta_from_sample, sam, delta, gamma, 1.0, mean + sd)
     out = xr.concat([pop_theta, sam_theta], dim="transition", join="outer")
     out = out.assign_coords(transition=list(TRANSITIONS))
     out.attrs = {"long_name": "spike strength inferred from the outlier", "units": "kappa"}
