@@ -83,8 +83,9 @@ _FSS_COLUMNS = ("fss_law", "fss_law_weight", "fss_slope")
 def theory_from_cells(cells: xr.Dataset) -> xr.Dataset:
     """Every variable of ``theory.zarr`` (docs/data-contract.md) on the cells' axes from
     :func:`attnrmt.theory.predict` fed with the cells' realised ratios and replicate-mean
-    ``alpha``, ``kappa``, ``sigma``: the fallback for a variable ``theory.zarr`` lacks. O(grid
-    points x variants)."""
+    ``alpha``, ``kappa``, ``sigma``: the fallback for a variable ``theory.zarr`` lacks, with the
+    large-T closed forms only (docs/thresholds.md, "3. Comparison with theory", says why).
+    O(grid points x variants)."""
     delta, gamma = effective_ratios(cells)
     alpha, kappa, sigma = (
         cells[name].mean("replicate") if "replicate" in cells[name].dims else cells[name]
