@@ -33,6 +33,10 @@ _COMPARED = {
     "pop_overlap_signal": ("spike_pop_overlap_signal", "spike_pop_overlap", ("paper",)),
 }
 
+#: A file table's sample overlaps are compared on the span of the spike directions
+#: (docs/model.md, "Tables from a file"): the cells' span projections.
+_SPAN = {"sample_overlap_table": "overlap_class_mean", "sample_overlap_signal": "overlap_signal"}
+
 
 def classes_of(dataset: xr.Dataset) -> dict[str, Any] | None:
     """The ``classes`` attribute of a K-class sweep's store (``{"K", "means",
@@ -197,13 +201,23 @@ def spike_comparison(sweep: str, cells: xr.Dataset, theory: xr.Dataset) -> pd.Da
     classes = classes_of(cells)
     if classes is None:
         return pd.DataFrame()
+    from attnrmt.analysis.universality import sweep_laws
+
     spikes = int(classes["spikes"])
+    laws = sweep_laws(cells.attrs)
+    names = cells[TABLE_AXIS].values if TABLE_AXIS in cells.dims else [next(iter(laws))]
+    is_file = xr.DataArray([laws[str(n)].get("kind") == "file" for n in names], dims=TABLE_AXIS)
+    if TABLE_AXIS in cells.dims:
+        is_file = is_file.assign_coords({TABLE_AXIS: cells[TABLE_AXIS].values})
     frames = []
     for quantity, (cell_name, theory_name, variants) in _COMPARED.items():
         measured = (
             _on_spikes(cells, cell_name, spikes) if "k" in cells[cell_name].dims
             else cells[cell_name]
         )  # fmt: skip
+        if quantity in _SPAN and bool(is_file.any()):  # a file table's: on the span
+            span = _on_spikes(cells, _SPAN[quantity], spikes)
+            measured = xr.where(is_file if TABLE_AXIS in cells.dims else is_file[0], span, measured)
         mean, sem, _ = replicate_mean_sem(measured)
         for variant in variants:
             predicted = theory[theory_name].sel(variant=variant, drop=True)

@@ -385,6 +385,10 @@ def _spikes_at(
     W, weight = np.hstack([G, top]), np.concatenate([np.ones(r), -ell[:r]])
     cross = (top.T @ directions) ** 2
     overlap, own = np.clip(np.sum(cross, axis=1), 0, 1), np.clip(np.diagonal(cross), 0, 1)
+    centred = np.linalg.svd(Z - Z.mean(axis=1, keepdims=True), full_matrices=False)
+    signal = np.clip(
+        np.sum((top.T @ centred[0][:, centred[1] > _RANK_RTOL * centred[1][0]]) ** 2, 1), 0, 1
+    )
     first, second = _rest_sums(noise, W, weight, ell[:r])
     psi, slope = ell[:r] * (1 + first / n_samples), 1 - second / n_samples
     out = slope > 0
@@ -396,6 +400,7 @@ def _spikes_at(
         "sample_outlier": np.where(out, psi, np.nan),
         "sample_overlap": np.clip(factor * overlap, 0, 1),
         "sample_overlap_spike": np.clip(factor * own, 0, 1),
+        "sample_overlap_signal": factor * signal,
         "sample_slope": slope,
     }
     if edge:  # psi'(a) = 0 above the bulk: psi' < 0 below a, > 0 above (psi(a) is stationary)
@@ -436,7 +441,8 @@ def file_class_spikes(
     ``lam_i`` of ``P``, ``psi(l) = l (1 + sum_i lam_i / (l - lam_i) / N)``, an outlier where
     ``psi'(l) > 0`` (``sample_outlier``, else NaN) whose projections are ``l psi'(l) /
     psi(l)`` times the population ones (``sample_overlap``, ``sample_overlap_spike``; else
-    0); ``sample_edge`` the bulk's top edge ``psi(a)``, ``psi'(a) = 0`` above the ``lam_i``
+    0; ``sample_overlap_signal`` on the span of the centred class means, the signal);
+    ``sample_edge`` the bulk's top edge ``psi(a)``, ``psi'(a) = 0`` above the ``lam_i``
     (Silverstein, Choi 1995); ``sample_threshold`` the snr where ``psi'(l_j) = 0`` at these
     weights (negative ``-snr*`` below the table's own means, ``+-inf`` when never / always
     out). ``gamma`` gives ``N = round(d / gamma)``. ``P`` is the noise part, decomposed

@@ -55,8 +55,9 @@ def test_a_k_class_sweep_on_the_shipped_k3_file_table_has_its_theory(tmp_path: P
     180 x 60 K = 3 table (docs/model.md, "Tables from a file"): population rows exact (1e-9),
     the two sample outliers' mean within 4 SE + 1% (at N = 120 sorting the two close
     outliers biases each apart by ~ +3% / -5%, their mean ~ -1%: tests/theory/
-    test_file_table.py); sample overlaps on each spike's direction at most the theory's (the
-    two close spikes' eigenvectors turn in their plane: docs/model.md); sample thresholds
+    test_file_table.py); sample overlaps on the spike span within 4 SE + 0.01 (on each spike's
+    own direction the two close spikes' eigenvectors turn in their plane: docs/model.md);
+    sample thresholds
     those of file_class_spikes, population NaN; the analysis fits sample thresholds only
     (no two-class file bulk). At snr 0 (no outlier) the top eigenvalue is the
     bulk edge within 4 SE + 2% (finite-N edge fluctuations, ~ N^(-2/3))."""
@@ -122,8 +123,7 @@ def test_a_k_class_sweep_on_the_shipped_k3_file_table_has_its_theory(tmp_path: P
     for quantity in ("pop_overlap_table", "pop_overlap_signal"):
         pop = rows.xs(quantity, level="quantity")
         np.testing.assert_allclose(pop["measured"], pop["theory"], atol=1e-9)
-    for quantity in ("sample_overlap_table", "sample_overlap_signal"):  # mixing only lowers
+    for quantity in ("sample_overlap_table", "sample_overlap_signal"):  # on the span
         sample = rows.xs(quantity, level="quantity")
-        pop = rows.xs(quantity.replace("sample", "pop"), level="quantity")["theory"]
-        assert (sample["theory"] > 0.8).all() and (sample["theory"] < pop.values - 0.05).all()
-        assert (sample["measured"] < sample["theory"] + 4 * sample["sem"]).all()
+        error = (sample["measured"] - sample["theory"]).abs()
+        assert (sample["theory"] > 0.8).all() and (error < 4 * sample["sem"] + 0.01).all(), sample
