@@ -201,14 +201,20 @@ def test_k3_file_theory_equals_the_dense_eigendecomposition(
         psi = ell[:, 0] * (1 + np.sum(rest / (ell - rest), axis=1) / N)
         slope = 1 - np.sum((rest / (ell - rest)) ** 2, axis=1) / N
         own = (vectors[:, ::-1][:, :r] * model.spike_directions(means, core, r)[1]).sum(0) ** 2
-        return ell[:, 0], np.where(slope > 0, psi, np.nan), own, slope, w
+        low, high = rest[-1] * (1 + 1e-12), 2 * rest[-1] + 2.0  # the edge: psi'(a) = 0
+        for _ in range(100):
+            a = (low + high) / 2
+            low, high = (low, a) if np.sum((rest / (a - rest)) ** 2) < N else (a, high)
+        edge = high * (1 + np.sum(rest / (high - rest)) / N)
+        return ell[:, 0], np.where(slope > 0, psi, np.nan), own, slope, w, edge
 
     for snr in (0.0, 1.0, 4.0):
         found = file_class_spikes(law, labels, weights, 8, snr, 0.5, centered)
-        ell, psi, own, _, w = dense(snr)
+        ell, psi, own, _, w, edge = dense(snr)
         np.testing.assert_allclose(found["population_outlier"], ell, rtol=1e-9)
         np.testing.assert_allclose(found["sample_outlier"], psi, rtol=1e-9)
         np.testing.assert_allclose(found["population_overlap_spike"], own, atol=1e-9)
+        np.testing.assert_allclose(found["sample_edge"], edge, rtol=1e-9)
     for j, star in enumerate(found["sample_threshold"]):
         if 1e-2 < star < np.inf:  # the threshold at the point's weights w (snr >= 0)
             below, above = (dense(star + step, w)[3][j] for step in (-1e-3, 1e-3))

@@ -465,7 +465,7 @@ def file_class_spikes(
     n_samples = round(d / float(check_positive("gamma", gamma)))
     found = _spikes_at(noise * q.sum(), Z0, core, shift, n_samples, edge=True)
     args = (key, tuple(np.round(q / q.sum(), 12)), float(q.sum()), tuple(core.ravel()))
-    found["sample_threshold"] = _file_thresholds(*args, rho, n_samples)
+    found["sample_threshold"] = _file_thresholds(*args, rho, n_samples).copy()  # cached
     return found
 
 
