@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike
+from scipy.optimize import brentq
 
 from attnrmt._validation import check_choice, check_finite_array, check_positive
 from attnrmt.contract import VARIANTS
@@ -287,8 +288,9 @@ def class_spikes(
 
 
 # Multisection of the secular roots (to rounding) and of the sample edge (``psi`` is
-# stationary there: 16^-6 of the bracket is ~1e-14 in the edge), bisection of a threshold.
-_POINTS, _ROOT_ROUNDS, _EDGE_ROUNDS, _THRESHOLD_STEPS = 16, 15, 6, 40
+# stationary there: 16^-6 of the bracket is ~1e-14 in the edge); a threshold's root in
+# ``sqrt(snr)`` to this fraction of ``rho`` (Brent).
+_POINTS, _ROOT_ROUNDS, _EDGE_ROUNDS, _THRESHOLD_XTOL = 16, 15, 6, 1e-12
 
 
 @lru_cache(maxsize=2)
@@ -481,8 +483,8 @@ def _file_thresholds(
     """Per spike, the snr where ``psi'(l_j) = 0`` (docs/model.md, "Tables from a file"):
     ``psi'(l_j)`` grows with the means' size ``rho + sqrt(snr)``, so the sign of ``psi'``
     brackets the root (from ``sqrt(snr) = -rho``, the means all equal, by doubling up to
-    ``2^30``) and bisection finds it; ``-inf`` / ``inf`` when out / in throughout.
-    O(d r^3 x _THRESHOLD_STEPS)."""
+    ``2^30``) and Brent's method finds it; ``-inf`` / ``inf`` when out / in throughout.
+    O(d r^2 x multisection x Brent steps)."""
     noise, Z0 = _file_noise(law, shares)
     K = Z0.shape[1]
     matrix = np.reshape(core, (K, K))
@@ -501,8 +503,6 @@ def _file_thresholds(
         if (slope(low)[j] > 0) or (slope(high)[j] <= 0):
             out[j] = -np.inf if above else np.inf
             continue
-        for _ in range(_THRESHOLD_STEPS):
-            middle = (low + high) / 2
-            low, high = (low, middle) if slope(middle)[j] > 0 else (middle, high)
-        out[j] = np.sign(high) * high**2
+        root = brentq(lambda x, j=j: float(slope(x)[j]), low, high, xtol=_THRESHOLD_XTOL * rho)
+        out[j] = np.sign(root) * root**2
     return out
