@@ -166,3 +166,19 @@ def test_each_overlap_is_compared_with_its_own_variant(
         "pop_overlap_table",
         "pop_overlap_signal",
     }
+
+
+def test_a_file_tables_theta_hat_inverts_the_theorys_eigenvalue_map() -> None:
+    """The theory's own eigenvalues at the swept snr map back to ``rho^2 + snr``; at or
+    inside the edge to ``theta_c = rho^2 + snr*``; beyond the last point linearly."""
+    from attnrmt.analysis.classes import _file_theta_hat
+
+    snr = np.array([0.0, 0.5, 1.0, 2.0, 3.0])
+    forward = np.array([0.5, 0.5, 0.52, 0.6, 0.7])  # edge 0.5 below snr* = 0.8
+    measured = np.column_stack([forward, [0.4, 0.5, 0.56, 0.8, np.nan]])
+    theta, theta_c = _file_theta_hat(measured, forward, np.full(5, 0.8), snr, 1.5)
+    assert theta_c == 2.3
+    np.testing.assert_allclose(theta[2:, 0], 1.5 + snr[2:])
+    np.testing.assert_allclose(theta[:2, 0], 2.3)  # the edge: theta_c
+    np.testing.assert_allclose(theta[:4, 1], [2.3, 2.3, 1.5 + 1.5, 1.5 + 4.0])
+    assert np.isnan(theta[4, 1])

@@ -173,3 +173,49 @@ def test_k3_file_table_theory_agrees_with_its_cells(labels: Any, weights: str) -
     se_overlap = overlaps.std(axis=0, ddof=1) / np.sqrt(len(drawn))
     error = np.abs(overlaps.mean(axis=0) - theory["sample_overlap"])
     assert np.all(error < 4 * se_overlap + 0.01), (error, se_overlap)
+
+
+@pytest.mark.parametrize(
+    ("labels", "weights", "centered"), [("iid", "mean", True), (CYCLIC, "optimal", False)]
+)
+def test_k3_file_theory_equals_the_dense_eigendecomposition(
+    labels: Any, weights: str, centered: bool
+) -> None:
+    """file_class_spikes decomposes the noise once and adds the rank-r signal by its secular
+    equation; the dense route (eigh of P at every snr) gives the same numbers (1e-9; measured
+    2e-12), and at each sample threshold psi'(l_j) of the dense route changes sign."""
+    from attnrmt.model import classes as model
+    from attnrmt.theory.classes import file_class_spikes
+
+    law, N = validate_table(LAW3), 120
+
+    def dense(snr: float, w: np.ndarray | None = None) -> tuple[np.ndarray, ...]:
+        rows, means, _ = model.file_class_table(law, 3, snr, (180, 60))
+        pairs = model.label_pair_law(model.validate_label_model(labels, 8, 3), 8, 3)
+        w = model.class_pooling_weights(weights, 8, pairs, means.T @ means) if w is None else w
+        moments = model.pooled_label_moments(w, pairs)
+        core = model.signal_matrix(w, pairs, centered)
+        lam, vectors = np.linalg.eigh(model.class_population_matrix(rows, means, moments, centered))
+        r = int(np.sum(np.linalg.eigvalsh(core) > 1e-10 * np.abs(core).max()))
+        ell, rest = lam[::-1][:r, None], lam[: 60 - r]
+        psi = ell[:, 0] * (1 + np.sum(rest / (ell - rest), axis=1) / N)
+        slope = 1 - np.sum((rest / (ell - rest)) ** 2, axis=1) / N
+        own = (vectors[:, ::-1][:, :r] * model.spike_directions(means, core, r)[1]).sum(0) ** 2
+        low, high = rest[-1] * (1 + 1e-12), 2 * rest[-1] + 2.0  # the edge: psi'(a) = 0
+        for _ in range(100):
+            a = (low + high) / 2
+            low, high = (low, a) if np.sum((rest / (a - rest)) ** 2) < N else (a, high)
+        edge = high * (1 + np.sum(rest / (high - rest)) / N)
+        return ell[:, 0], np.where(slope > 0, psi, np.nan), own, slope, w, edge
+
+    for snr in (0.0, 1.0, 4.0):
+        found = file_class_spikes(law, labels, weights, 8, snr, 0.5, centered)
+        ell, psi, own, _, w, edge = dense(snr)
+        np.testing.assert_allclose(found["population_outlier"], ell, rtol=1e-9)
+        np.testing.assert_allclose(found["sample_outlier"], psi, rtol=1e-9)
+        np.testing.assert_allclose(found["population_overlap_spike"], own, atol=1e-9)
+        np.testing.assert_allclose(found["sample_edge"], edge, rtol=1e-9)
+    for j, star in enumerate(found["sample_threshold"]):
+        if 1e-2 < star < np.inf:  # the threshold at the point's weights w (snr >= 0)
+            below, above = (dense(star + step, w)[3][j] for step in (-1e-3, 1e-3))
+            assert below < 0 < above, (j, star, below, above)

@@ -33,6 +33,10 @@ _COMPARED = {
     "pop_overlap_signal": ("spike_pop_overlap_signal", "spike_pop_overlap", ("paper",)),
 }
 
+#: A file table's sample overlaps are compared on the span of the spike directions
+#: (docs/model.md, "Tables from a file"): the cells' span projections.
+_SPAN = {"sample_overlap_table": "overlap_class_mean", "sample_overlap_signal": "overlap_signal"}
+
 
 def classes_of(dataset: xr.Dataset) -> dict[str, Any] | None:
     """The ``classes`` attribute of a K-class sweep's store (``{"K", "means",
@@ -82,6 +86,37 @@ def _at_curve(ratio: xr.DataArray, point: dict[str, Any]) -> float:
     return float(finite[0]) if finite.size else float("nan")
 
 
+def _file_theta_hat(
+    eigenvalues: np.ndarray,
+    forward: np.ndarray,
+    threshold: np.ndarray,
+    snr: np.ndarray,
+    size: float,
+) -> tuple[np.ndarray, float]:
+    """A ``file`` table's ``theta_hat`` of one spike (docs/model.md, "Tables from a file"):
+    the sample eigenvalues (snr, replicate) through the inverse of the theory's monotone map
+    ``snr -> sample eigenvalue`` (``forward`` along ``snr``, above the threshold, with the
+    edge at the threshold ``snr*``), piecewise linear, linear beyond the last point, ``snr*``
+    at or inside the edge; shifted by the class means' size ``rho^2`` (``size``), so
+    ``theta = rho^2 + snr`` and ``theta_c = rho^2 + snr*`` are positive for the detection
+    margin. ``snr*`` is the theory's at the middle snr. O(snr x replicates)."""
+    star = _theory_at(threshold, snr, float("nan"))
+    out = np.full(eigenvalues.shape, np.nan)
+    above, edge = (snr > star) & np.isfinite(forward), snr <= star
+    knots_snr = np.concatenate([[star] if edge.any() else [], snr[above]])
+    knots = np.concatenate([forward[edge][-1:], np.maximum.accumulate(forward[above])])
+    if knots.size < 2 or not np.isfinite(star):
+        return out, star + size
+    slope = (knots_snr[-1] - knots_snr[-2]) / max(knots[-1] - knots[-2], 1e-300)
+    with np.errstate(invalid="ignore"):
+        out = np.where(
+            eigenvalues > knots[-1],
+            knots_snr[-1] + (eigenvalues - knots[-1]) * slope,
+            np.interp(eigenvalues, knots, knots_snr),
+        )
+    return np.where(np.isfinite(eigenvalues), out + size, np.nan), star + size
+
+
 def spike_thresholds(
     sweep: str,
     cells: xr.Dataset,
@@ -94,10 +129,11 @@ def spike_thresholds(
 ) -> pd.DataFrame:
     """Successive thresholds: one estimate with CI (or bound) per curve, spike and transition beside
     both variants' thresholds and whether the CI contains them (``classes_thresholds.csv``,
-    docs/data-contract.md, "Tables"); none for a table from a file, whose thresholds the
-    Gaussian inverse maps do not give (docs/model.md, "Tables from a file").
+    docs/data-contract.md, "Tables"); of a table from a file the sample transition only,
+    through :func:`_file_theta_hat` (docs/model.md, "Tables from a file").
     O(curves x spikes x n_boot)."""
     from attnrmt.analysis.universality import sweep_laws
+    from attnrmt.theory.classes import file_mean_size
 
     laws = sweep_laws(cells.attrs)
     theta = spike_theta_hat(cells)
@@ -105,18 +141,30 @@ def spike_thresholds(
     snr = np.asarray(cells["snr"].values, dtype=float)
     dims = [axis for axis in CURVE_AXES if axis in theta.dims]
     theta = theta.transpose(*dims, "spike", "transition", "snr", "replicate")
+    spikes = theta.sizes["spike"]
+    measured = _on_spikes(cells, "top_eigenvalues", spikes).transpose(*theta.dims[:-3], "snr", ...)
     rows = []
     for index in np.ndindex(*(theta.sizes[dim] for dim in dims)):
         point = {dim: plain(theta[dim].values[i]) for dim, i in zip(dims, index, strict=True)}
-        if laws.get(str(point.get(TABLE_AXIS, next(iter(laws)))), {}).get("kind") == "file":
-            continue
+        law = laws.get(str(point.get(TABLE_AXIS, next(iter(laws)))), {})
         delta_eff, gamma_eff = (_at_curve(ratio, point) for ratio in (delta, gamma))
-        for spike in range(theta.sizes["spike"]):
+        for spike in range(spikes):
             for t_index, transition in enumerate(TRANSITIONS):
                 reps = theta.values[(*index, spike, t_index)]
-                if not np.isfinite(reps).any():
-                    continue
                 theta_c = float(critical_theta(delta_eff, gamma_eff, transition))
+                if law.get("kind") == "file":
+                    if transition == "population":  # a given table has none
+                        continue
+                    at = theory.sel({**point, "variant": "paper", "spike": spike}).transpose("snr")
+                    reps, theta_c = _file_theta_hat(
+                        measured.values[(*index, spike)],
+                        np.asarray(at["spike_sample_eigenvalue"].values, dtype=float),
+                        np.asarray(at["spike_threshold_sample"].values, dtype=float),
+                        snr,
+                        file_mean_size(law),
+                    )
+                if not np.isfinite(reps).any() or not np.isfinite(theta_c):
+                    continue
                 rng = setting_rng(seed, {**point, "spike": spike, "transition": transition})
                 fit = fit_threshold(
                     snr, reps, theta_c, margin=margin, n_boot=n_boot, level=level, rng=rng
@@ -153,13 +201,23 @@ def spike_comparison(sweep: str, cells: xr.Dataset, theory: xr.Dataset) -> pd.Da
     classes = classes_of(cells)
     if classes is None:
         return pd.DataFrame()
+    from attnrmt.analysis.universality import sweep_laws
+
     spikes = int(classes["spikes"])
+    laws = sweep_laws(cells.attrs)
+    names = cells[TABLE_AXIS].values if TABLE_AXIS in cells.dims else [next(iter(laws))]
+    is_file = xr.DataArray([laws[str(n)].get("kind") == "file" for n in names], dims=TABLE_AXIS)
+    if TABLE_AXIS in cells.dims:
+        is_file = is_file.assign_coords({TABLE_AXIS: cells[TABLE_AXIS].values})
     frames = []
     for quantity, (cell_name, theory_name, variants) in _COMPARED.items():
         measured = (
             _on_spikes(cells, cell_name, spikes) if "k" in cells[cell_name].dims
             else cells[cell_name]
         )  # fmt: skip
+        if quantity in _SPAN and bool(is_file.any()):  # a file table's: on the span
+            span = _on_spikes(cells, _SPAN[quantity], spikes)
+            measured = xr.where(is_file if TABLE_AXIS in cells.dims else is_file[0], span, measured)
         mean, sem, _ = replicate_mean_sem(measured)
         for variant in variants:
             predicted = theory[theory_name].sel(variant=variant, drop=True)

@@ -9,13 +9,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike
+from scipy.optimize import brentq
 
 from attnrmt._validation import check_choice, check_finite_array, check_positive
 from attnrmt.contract import VARIANTS
+from attnrmt.model._linalg import lower_gram
 from attnrmt.theory.spike import critical_theta, spike_outliers
 
 # Eigenvalues of B below this times its largest are zero (its rank r).
@@ -284,6 +287,144 @@ def class_spikes(
     )
 
 
+# Multisection of the secular roots (to rounding) and of the sample edge (``psi`` is
+# stationary there: 16^-6 of the bracket is ~1e-14 in the edge); a threshold's root in
+# ``sqrt(snr)`` to this fraction of ``rho`` (Brent).
+_POINTS, _ROOT_ROUNDS, _EDGE_ROUNDS, _THRESHOLD_XTOL = 16, 15, 6, 1e-12
+
+
+@lru_cache(maxsize=2)
+def _file_rows(law: tuple[tuple[str, Any], ...]) -> tuple[np.ndarray, np.ndarray]:
+    """The canonical ``file`` law's rows by class (V, d) and class means (d, K), checked
+    against its ``sha256`` once per process. O(V d)."""
+    from attnrmt.model.table_laws import load_file_table, validate_table
+
+    rows, index = load_file_table(validate_table(dict(law)))
+    return rows, rows.reshape(int(index[-1]) + 1, -1, rows.shape[1]).mean(axis=1).T
+
+
+@lru_cache(maxsize=4)
+def _file_noise(
+    law: tuple[tuple[str, Any], ...], shares: tuple[float, ...]
+) -> tuple[np.ndarray, np.ndarray]:
+    """Eigenvalues (ascending) of the noise part ``sum_k shares_k W_k`` of ``P`` (class
+    scatters ``W_k``; docs/model.md, "Tables from a file") and the class means in its
+    eigenbasis (d, K). O(V d^2 + d^3), once per table and class shares."""
+    rows, means = _file_rows(law)
+    K, V = means.shape[1], rows.shape[0]
+    scale = np.sqrt(K * np.repeat(shares, V // K) / V)[:, None]
+    noise, basis = np.linalg.eigh(lower_gram((rows - np.repeat(means.T, V // K, 0)) * scale, 1))
+    return noise, basis.T @ means
+
+
+def _secular(lam: np.ndarray, G: np.ndarray, z: np.ndarray) -> np.ndarray:
+    """``F(z) = I - G^T (z - diag(lam))^(-1) G`` at each ``z`` (p, r, r). O(p d r^2)."""
+    gap = z[:, None] - lam
+    gap[gap == 0] = 1e-300
+    return np.eye(G.shape[1]) - _quadratic(G, 1 / gap)
+
+
+def _quadratic(G: np.ndarray, R: np.ndarray) -> np.ndarray:
+    """``G^T diag(R_p) G`` for each row ``R_p`` of ``R`` (p, r, r): one GEMM. O(p d r^2)."""
+    r = G.shape[1]
+    return (R @ (G[:, :, None] * G[:, None, :]).reshape(-1, r * r)).reshape(-1, r, r)
+
+
+def _top_pairs(lam: np.ndarray, G: np.ndarray, count: int) -> tuple[np.ndarray, np.ndarray]:
+    """The ``count`` largest eigenvalues of ``diag(lam) + G G^T`` (descending) by
+    multisection on its inertia, ``#{eig > z} = #{lam > z} + #{eig F(z) <= 0}``
+    (Haynsworth), and the unit eigenvectors ``(z - lam)^(-1) G c``, ``F(z) c = 0``, of the
+    first ``G.shape[1]`` (d, r). O(_ROOT_ROUNDS x _POINTS x count d r^2)."""
+    low = np.full(count, lam[0] - 1.0)
+    high = np.full(count, lam[-1] + float(np.sum(G**2)) + 1.0)
+    rows, target = np.arange(count), np.arange(1, count + 1)[:, None]
+    for _ in range(_ROOT_ROUNDS):  # count(z) >= j on a prefix of each grid
+        grid = low[:, None] + (high - low)[:, None] * np.linspace(0, 1, _POINTS + 1)
+        z = grid.ravel()
+        above = (
+            lam.size
+            - np.searchsorted(lam, z, "right")
+            + np.sum(np.linalg.eigvalsh(_secular(lam, G, z)) <= 0, 1)
+        )
+        prefix = np.sum(above.reshape(grid.shape) >= target, axis=1)
+        low, high = grid[rows, prefix - 1], grid[rows, np.minimum(prefix, _POINTS)]
+    r = G.shape[1]
+    values, vectors = np.linalg.eigh(_secular(lam, G, high[:r]))
+    null = vectors[np.arange(r), :, np.argmin(np.abs(values), axis=1)]  # (r, r)
+    top = (G @ null.T) / (high[:r] - lam[:, None])
+    return high, top / np.linalg.norm(top, axis=0)
+
+
+def _rest_sums(
+    lam: np.ndarray, W: np.ndarray, weight: np.ndarray, z: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """``sum_i x_i / (z - x_i)`` and ``sum_i x_i^2 / (z - x_i)^2`` over the eigenvalues ``x_i``
+    of ``P`` below its top ``r``: the traces of the resolvent of the deflated ``diag(lam) +
+    W diag(weight) W^T`` (top ``r`` moved to 0) by Woodbury, less the ``r`` zeros. O(p d r^2)."""
+    R = 1 / (z[:, None] - lam)
+    X = np.diag(1 / weight) - _quadratic(W, R)
+    XY1, XY2 = (np.linalg.solve(X, _quadratic(W, R**power)) for power in (2, 3))
+    r, n = W.shape[1] // 2, lam.size - W.shape[1] // 2
+    h1 = R.sum(1) + np.trace(XY1, axis1=1, axis2=2) - r / z
+    h2 = (R**2).sum(1) + np.einsum("pij,pji->p", XY1, XY1) + 2 * np.trace(XY2, axis1=1, axis2=2)
+    return z * h1 - n, z**2 * (h2 - r / z**2) - 2 * z * h1 + n
+
+
+def _spikes_at(
+    noise: np.ndarray, Z0: np.ndarray, core: np.ndarray, shift: float, n_samples: int, edge: bool
+) -> dict[str, np.ndarray]:
+    """``file_class_spikes`` in the noise eigenbasis: ``P = diag(noise) + Z C Z^T``, ``Z = Z0
+    (I + shift J)`` the class means, ``C = core``; ``edge`` adds ``sample_edge``. O(d r^2 steps)."""
+    from attnrmt.model.classes import spike_directions
+
+    K = Z0.shape[1]
+    Z = Z0 @ (np.eye(K) + shift * (np.eye(K) - 1 / K))
+    values, vectors = np.linalg.eigh(core)
+    keep = values > _RANK_RTOL * np.abs(core).max()
+    G, r = Z @ vectors[:, keep] * np.sqrt(values[keep]), int(keep.sum())
+    _, directions = spike_directions(Z, core, r)
+    ell, top = _top_pairs(noise, G, r + 1)
+    W, weight = np.hstack([G, top]), np.concatenate([np.ones(r), -ell[:r]])
+    cross = (top.T @ directions) ** 2
+    overlap, own = np.clip(np.sum(cross, axis=1), 0, 1), np.clip(np.diagonal(cross), 0, 1)
+    centred = np.linalg.svd(Z - Z.mean(axis=1, keepdims=True), full_matrices=False)
+    signal = np.clip(
+        np.sum((top.T @ centred[0][:, centred[1] > _RANK_RTOL * centred[1][0]]) ** 2, 1), 0, 1
+    )
+    first, second = _rest_sums(noise, W, weight, ell[:r])
+    psi, slope = ell[:r] * (1 + first / n_samples), 1 - second / n_samples
+    out = slope > 0
+    factor = np.where(out, np.clip(ell[:r] * slope / psi, 0, 1), 0.0)
+    found = {
+        "population_outlier": ell[:r],
+        "population_overlap": overlap,
+        "population_overlap_spike": own,
+        "sample_outlier": np.where(out, psi, np.nan),
+        "sample_overlap": np.clip(factor * overlap, 0, 1),
+        "sample_overlap_spike": np.clip(factor * own, 0, 1),
+        "sample_overlap_signal": factor * signal,
+        "sample_slope": slope,
+    }
+    if edge:  # psi'(a) = 0 above the bulk: psi' < 0 below a, > 0 above (psi(a) is stationary)
+        low, high = float(ell[r]) * (1 + 1e-12), 2 * float(ell[r]) + noise.size / n_samples + 1
+        for _ in range(_EDGE_ROUNDS):
+            grid = np.linspace(low, high, _POINTS + 1)
+            cut = int(np.argmax(_rest_sums(noise, W, weight, grid)[1] < n_samples))
+            low, high = float(grid[cut - 1]), float(grid[cut])
+        psi_edge = 1 + _rest_sums(noise, W, weight, np.array([high]))[0] / n_samples
+        found["sample_edge"] = np.asarray(high * psi_edge[0])
+    return found
+
+
+def file_mean_size(law: Mapping[str, Any]) -> float:
+    """``rho^2 = sum_k ||c_k||^2 / K`` of a canonical ``file`` law's centred class means
+    ``c_k`` (docs/model.md, "Tables from a file"; ``snr`` makes their size ``rho +
+    sqrt(snr)``). O(V d) once."""
+    means = _file_rows(tuple(sorted(law.items())))[1]
+    centred = means - means.mean(axis=1, keepdims=True)
+    return max(float(np.sum(centred**2)) / means.shape[1], 1e-300)
+
+
 def file_class_spikes(
     law: Mapping[str, Any],
     labels: Mapping[str, Any] | str,
@@ -302,41 +443,66 @@ def file_class_spikes(
     ``lam_i`` of ``P``, ``psi(l) = l (1 + sum_i lam_i / (l - lam_i) / N)``, an outlier where
     ``psi'(l) > 0`` (``sample_outlier``, else NaN) whose projections are ``l psi'(l) /
     psi(l)`` times the population ones (``sample_overlap``, ``sample_overlap_spike``; else
-    0); ``sample_edge`` the bulk's top edge ``psi(a)``, ``psi'(a) = 0`` above the ``lam_i``
-    (Silverstein, Choi 1995). ``gamma`` gives ``N = round(d / gamma)``. O(V d^2 + d^3)."""
+    0; ``sample_overlap_signal`` on the span of the centred class means, the signal);
+    ``sample_edge`` the bulk's top edge ``psi(a)``, ``psi'(a) = 0`` above the ``lam_i``
+    (Silverstein, Choi 1995); ``sample_threshold`` the snr where ``psi'(l_j) = 0`` at these
+    weights (negative ``-snr*`` below the table's own means, ``+-inf`` when never / always
+    out). ``gamma`` gives ``N = round(d / gamma)``. ``P`` is the noise part, decomposed
+    once per table and class shares (O(V d^2 + d^3)), plus the rank-``r`` signal: O(d r^2)
+    bisection steps a point, the thresholds O(d r^3 x bisection steps) a weight vector."""
     from attnrmt.model import classes as model
-    from attnrmt.model.table_laws import load_file_table, validate_table
+    from attnrmt.model.table_laws import validate_table
 
-    law = validate_table(law)
-    rows, index = load_file_table(law)
-    (V, d), K = rows.shape, int(index[-1]) + 1
-    table, means, _ = model.file_class_table(law, K, snr, (V, d))
+    key = tuple(sorted((law if "sha256" in law else validate_table(law)).items()))
+    d, K = _file_rows(key)[1].shape
+    rho = np.sqrt(file_mean_size(dict(key)))
+    snr_value = float(check_positive("snr", snr, allow_zero=True))
+    shift = np.sqrt(snr_value) / rho
     pairs = model.label_pair_law(model.validate_label_model(labels, T, K), T, K)
-    w = model.class_pooling_weights(weights, T, pairs, means.T @ means)
-    core = model.signal_matrix(w, pairs, centered)
-    moments = model.pooled_label_moments(w, pairs)
-    lam, vectors = np.linalg.eigh(model.class_population_matrix(table, means, moments, centered))
-    rank = int(np.sum(np.linalg.eigvalsh(core) > _RANK_RTOL * np.abs(core).max()))
-    _, directions = model.spike_directions(means, core, rank)
-    ell, rest = lam[::-1][:rank, None], lam[: d - rank]
-    cross = (vectors[:, ::-1][:, :rank].T @ directions) ** 2
-    overlap, own = np.clip(np.sum(cross, axis=1), 0, 1), np.clip(np.diagonal(cross), 0, 1)
+    stretched = _file_rows(key)[1] @ (np.eye(K) + shift * (np.eye(K) - 1 / K))
+    w = model.class_pooling_weights(weights, T, pairs, stretched.T @ stretched)
+    mean, second, q = model.pooled_label_moments(w, pairs)
+    core = second - np.outer(mean, mean) if centered else second
+    noise, Z0 = _file_noise(key, tuple(np.round(q / q.sum(), 12)))
     n_samples = round(d / float(check_positive("gamma", gamma)))
-    psi = ell[:, 0] * (1 + np.sum(rest / (ell - rest), axis=1) / n_samples)
-    slope = 1 - np.sum((rest / (ell - rest)) ** 2, axis=1) / n_samples
-    out = slope > 0
-    factor = np.where(out, np.clip(ell[:, 0] * slope / psi, 0, 1), 0.0)
-    low, high = rest[-1] * (1 + 1e-12), 2 * rest[-1] + d / n_samples + 1.0  # psi' < 0, > 0
-    for _ in range(100):  # bisection for the edge's point psi'(a) = 0 above the bulk
-        a = (low + high) / 2
-        low, high = (low, a) if np.sum((rest / (a - rest)) ** 2) < n_samples else (a, high)
-    edge = high * (1 + np.sum(rest / (high - rest)) / n_samples)
-    return {
-        "population_outlier": ell[:, 0],
-        "population_overlap": overlap,
-        "population_overlap_spike": own,
-        "sample_outlier": np.where(out, psi, np.nan),
-        "sample_overlap": np.clip(factor * overlap, 0, 1),
-        "sample_overlap_spike": np.clip(factor * own, 0, 1),
-        "sample_edge": np.asarray(edge),
-    }
+    found = _spikes_at(noise * q.sum(), Z0, core, shift, n_samples, edge=True)
+    args = (key, tuple(np.round(q / q.sum(), 12)), float(q.sum()), tuple(core.ravel()))
+    found["sample_threshold"] = _file_thresholds(*args, rho, n_samples).copy()  # cached
+    return found
+
+
+@lru_cache(maxsize=64)
+def _file_thresholds(
+    law: tuple[tuple[str, Any], ...],
+    shares: tuple[float, ...],
+    kappa: float,
+    core: tuple[float, ...],
+    rho: float,
+    n_samples: int,
+) -> np.ndarray:
+    """Per spike, the snr where ``psi'(l_j) = 0`` (docs/model.md, "Tables from a file"):
+    ``psi'(l_j)`` grows with the means' size ``rho + sqrt(snr)``, so the sign of ``psi'``
+    brackets the root (from ``sqrt(snr) = -rho``, the means all equal, by doubling up to
+    ``2^30``) and Brent's method finds it; ``-inf`` / ``inf`` when out / in throughout.
+    O(d r^2 x multisection x Brent steps)."""
+    noise, Z0 = _file_noise(law, shares)
+    K = Z0.shape[1]
+    matrix = np.reshape(core, (K, K))
+
+    def slope(root_snr: float) -> np.ndarray:
+        return _spikes_at(noise * kappa, Z0, matrix, root_snr / rho, n_samples, False)[
+            "sample_slope"
+        ]
+
+    at_zero = slope(0.0) > 0
+    out = np.full(at_zero.size, np.nan)
+    for j, above in enumerate(at_zero):
+        low, high = (-0.999 * rho, 0.0) if above else (0.0, 1.0)
+        while not above and slope(high)[j] <= 0 and high < 2**30:
+            low, high = high, 2 * high
+        if (slope(low)[j] > 0) or (slope(high)[j] <= 0):
+            out[j] = -np.inf if above else np.inf
+            continue
+        root = brentq(lambda x, j=j: float(slope(x)[j]), low, high, xtol=_THRESHOLD_XTOL * rho)
+        out[j] = np.sign(root) * root**2
+    return out

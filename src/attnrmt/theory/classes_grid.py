@@ -94,9 +94,12 @@ def _file_point(
 ) -> dict[str, np.ndarray]:
     """:func:`attnrmt.theory.classes.file_class_spikes` at one grid point, the same in both
     variants (the table is given: no finite-vocabulary correction to make); no ``theta`` and
-    no thresholds (NaN); the sample eigenvalue of a spike without outlier is the bulk edge
-    ``sample_edge``; overlaps on each spike's own direction (as the cells'
-    ``spike_*overlap_*``)."""
+    no population threshold (NaN: a given table has no population transition); the sample
+    eigenvalue of a spike without outlier is the bulk edge ``sample_edge``; population
+    overlaps on each spike's own direction (as the cells' ``spike_pop_overlap_*``), sample
+    overlaps on the span of the spike directions (``finite_vocab``: the table's, ``paper``:
+    the centred class means; the cells' ``overlap_class_mean``, ``overlap_signal``): at
+    finite ``N`` close spikes' sample eigenvectors turn within that span."""
     from attnrmt.theory.classes import file_class_spikes
 
     found = file_class_spikes(law, spec["labels"], weights, T, snr, gamma, centered)
@@ -106,9 +109,11 @@ def _file_point(
         ("spike_pop_outlier", "population_outlier"), ("spike_pop_eigenvalue", "population_outlier"),
         ("spike_sample_outlier", "sample_outlier"), ("spike_sample_eigenvalue", "sample_outlier"),
         ("spike_pop_overlap", "population_overlap_spike"),
-        ("spike_sample_overlap", "sample_overlap_spike"),
+        ("spike_threshold_sample", "sample_threshold"),
     ):  # fmt: skip
         out[name][:, :r] = found[key][:r]
+    for row, key in enumerate(("sample_overlap_signal", "sample_overlap")):  # VARIANTS' order
+        out["spike_sample_overlap"][row, :r] = found[key][:r]
     below = np.isnan(out["spike_sample_eigenvalue"][:, :r])
     out["spike_sample_eigenvalue"][:, :r][below] = found["sample_edge"]
     return out
