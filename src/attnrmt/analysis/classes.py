@@ -194,30 +194,35 @@ def spike_thresholds(
     return pd.DataFrame(rows)
 
 
+def measured_spikes(cells: xr.Dataset, quantity: str) -> xr.DataArray:
+    """The cells' per-spike ``quantity`` of :data:`_COMPARED` (dim ``spike``) as its theory
+    predicts it: a file table's sample overlaps on the span of the spike directions
+    (:data:`_SPAN`, docs/model.md, "Tables from a file"). O(cells x spikes)."""
+    from attnrmt.analysis.universality import sweep_laws
+
+    spikes = int(classes_of(cells)["spikes"])  # type: ignore[index]
+    name = _COMPARED[quantity][0]
+    measured = _on_spikes(cells, name, spikes) if "k" in cells[name].dims else cells[name]
+    laws = sweep_laws(cells.attrs)
+    here = cells[TABLE_AXIS].values if TABLE_AXIS in cells.coords else next(iter(laws))
+    is_file = [laws[str(name)].get("kind") == "file" for name in np.atleast_1d(here)]
+    if quantity not in _SPAN or not any(is_file):
+        return measured
+    span = _on_spikes(cells, _SPAN[quantity], spikes)
+    if TABLE_AXIS not in cells.dims:
+        return span
+    return xr.where(xr.DataArray(is_file, coords={TABLE_AXIS: here}), span, measured)
+
+
 def spike_comparison(sweep: str, cells: xr.Dataset, theory: xr.Dataset) -> pd.DataFrame:
     """Replicate mean and standard error of every per-spike quantity of :data:`_COMPARED` at
     every grid point beside its theory (``classes_spikes.csv``, docs/data-contract.md,
     "Tables"). O(cells x spikes)."""
-    classes = classes_of(cells)
-    if classes is None:
+    if classes_of(cells) is None:
         return pd.DataFrame()
-    from attnrmt.analysis.universality import sweep_laws
-
-    spikes = int(classes["spikes"])
-    laws = sweep_laws(cells.attrs)
-    names = cells[TABLE_AXIS].values if TABLE_AXIS in cells.dims else [next(iter(laws))]
-    is_file = xr.DataArray([laws[str(n)].get("kind") == "file" for n in names], dims=TABLE_AXIS)
-    if TABLE_AXIS in cells.dims:
-        is_file = is_file.assign_coords({TABLE_AXIS: cells[TABLE_AXIS].values})
     frames = []
-    for quantity, (cell_name, theory_name, variants) in _COMPARED.items():
-        measured = (
-            _on_spikes(cells, cell_name, spikes) if "k" in cells[cell_name].dims
-            else cells[cell_name]
-        )  # fmt: skip
-        if quantity in _SPAN and bool(is_file.any()):  # a file table's: on the span
-            span = _on_spikes(cells, _SPAN[quantity], spikes)
-            measured = xr.where(is_file if TABLE_AXIS in cells.dims else is_file[0], span, measured)
+    for quantity, (_, theory_name, variants) in _COMPARED.items():
+        measured = measured_spikes(cells, quantity)
         mean, sem, _ = replicate_mean_sem(measured)
         for variant in variants:
             predicted = theory[theory_name].sel(variant=variant, drop=True)

@@ -615,10 +615,11 @@ def _threshold_bands(ax: Any, rows: pd.DataFrame, spike: int, color: str) -> Non
 
 
 def figure_classes_spikes(data: Data | None, thresholds: pd.DataFrame) -> Figure:
-    """Top K-1 eigenvalues and own-direction overlaps against snr of a K-class
-    sweep, one column per label model (up to three), with both variants' theory per
-    spike and the estimated sample thresholds (docs/model.md, "K-class spikes")."""
-    from attnrmt.analysis.classes import classes_of
+    """Top K-1 eigenvalues and own-direction overlaps (a file table's: on the spike span)
+    against snr of a K-class sweep, one column per label model (up to three), with both
+    variants' theory per spike and the estimated sample thresholds (docs/model.md, "K-class
+    spikes")."""
+    from attnrmt.analysis.classes import classes_of, measured_spikes
 
     if data is None or classes_of(data.cells) is None:
         return _empty("K-class spikes", "no sweep with classes")
@@ -635,12 +636,11 @@ def figure_classes_spikes(data: Data | None, thresholds: pd.DataFrame) -> Figure
         if "d" in here and "d" in c.coords:  # the bands of the d drawn (the largest)
             here = here[here["d"] == int(c["d"].values)]
         ax_e, ax_o = axes[0, column], axes[1, column]
+        overlaps = measured_spikes(c, "sample_overlap_table")  # a file table's: on the span
         for j in range(spikes):
             color = f"C{j + 1}"
             _points(ax_e, snr, c["top_eigenvalues"].isel(k=j), color=color, label=f"spike {j}")
-            _points(
-                ax_o, snr, c["spike_overlap_table"].isel(spike=j), color=color, label=f"spike {j}"
-            )
+            _points(ax_o, snr, overlaps.isel(spike=j), color=color, label=f"spike {j}")
             for variant in ("finite_vocab", "paper"):
                 ls = STYLE[variant]["ls"]
                 curve = t["spike_sample_eigenvalue"].sel(variant=variant).isel(spike=j)
@@ -652,7 +652,8 @@ def figure_classes_spikes(data: Data | None, thresholds: pd.DataFrame) -> Figure
         ax_e.set_title(f"{sweep}: labels {label} (solid finite_vocab, dashed paper)")
         ax_e.set_ylabel("eigenvalue j+1 of S (units of S)")
         ax_o.set(
-            ylabel="squared overlap with own table spike direction (fraction)", ylim=(-0.02, 1.02)
+            ylabel="squared overlap with own spike direction or span (fraction)",
+            ylim=(-0.02, 1.02),
         )
         for ax in (ax_e, ax_o):
             ax.set_xlabel(SNR_LABEL)

@@ -127,3 +127,11 @@ def test_a_k_class_sweep_on_the_shipped_k3_file_table_has_its_theory(tmp_path: P
         sample = rows.xs(quantity, level="quantity")
         error = (sample["measured"] - sample["theory"]).abs()
         assert (sample["theory"] > 0.8).all() and (error < 4 * sample["sem"] + 0.01).all(), sample
+    from attnrmt.analysis.classes import spike_thresholds
+    from attnrmt.analysis.figures import Data, figure_classes_spikes
+
+    bands = spike_thresholds("k3", cells, theory, margin=0.1, n_boot=20, level=0.95, seed=0)
+    figure = figure_classes_spikes(Data("k3", cells, theory, analysis), bands)
+    plotted = figure.axes[1].lines[0].get_ydata()  # spike 0's overlap points against snr
+    span = cells["overlap_class_mean"].isel(k=0).squeeze().mean("replicate")
+    np.testing.assert_allclose(plotted, span.transpose("snr").values, rtol=1e-12)
