@@ -259,7 +259,8 @@ spike_sample_eigenvalue :: sample eigenvalue j+1 :: predicted eigenvalue j+1 of 
 spike_pop_overlap :: predicted pop. overlap j :: predicted squared overlap of population
     eigenvector j with its spike direction; {F}
 spike_sample_overlap :: predicted sample overlap j :: predicted squared overlap of sample
-    eigenvector j with its spike direction; {F}
+    eigenvector j with its spike direction (a file table's: with the span of the spike
+    directions); {F}
 spike_threshold_population :: population threshold j :: snr at which spike j crosses the
     population threshold; {SNR}
 spike_threshold_sample :: sample threshold j :: snr at which spike j crosses the sample
