@@ -18,7 +18,7 @@ from attnrmt.theory.finite_t import (
     finite_t_stieltjes,
     large_t_bulk_holds,
     noise_top,
-    realised_atoms,
+    realised_rules,
     token_rules,
     tokens_per_vocab,
 )
@@ -179,17 +179,22 @@ def test_the_grid_takes_the_finite_t_values_from_d_100() -> None:
 
 
 @pytest.mark.parametrize(("V", "N"), [(40, 24), (24, 40)])
-def test_the_realised_atoms_are_the_spectrum_of_the_drawn_token_matrix(V: int, N: int) -> None:
-    # the smaller Gram matrix's eigenpairs (either side) give every non-zero eigenvalue of
-    # A~ = V/(N kappa) Q (I - 1 1^T/N) Q^T and the squared projections of s / sqrt(V)
+def test_the_realised_rules_are_the_spectral_measures_of_the_drawn_token_matrix(
+    V: int, N: int
+) -> None:
+    # nu: every eigenvalue of A~ = V/(N kappa) Q (I - 1 1^T/N) Q^T from the smaller Gram
+    # matrix (either side); mu_s's Gauss rule: the transform u_s at s / sqrt(V), exactly
     spec = ('{"kind": "markov", "r": 0.3}', '"harmonic"')
-    (atoms, weights), *_ = realised_atoms(5, *spec, V, N, draws=1)
+    (a_s, w_s, a_nu, w_nu), *_ = realised_rules(5, *spec, V, N, draws=1)
     Q, s, _, scale, _ = _token_matrix(5, *spec, V, N, 0)
     centred = Q.toarray() - Q.toarray().mean(axis=1, keepdims=True)
     values, vectors = np.linalg.eigh(scale * centred @ centred.T)
     top = values > 1e-9 * values[-1]
-    np.testing.assert_allclose(atoms, values[top], rtol=1e-9)
-    np.testing.assert_allclose(weights, (s @ vectors[:, top]) ** 2 / V, rtol=1e-7, atol=1e-12)
+    np.testing.assert_allclose(a_nu[a_nu > 1e-9 * a_nu.max()], values[top], rtol=1e-9)
+    np.testing.assert_allclose(w_nu, 1 / V)
+    for y in (1.01 * values[-1], 3 * values[-1]):
+        exact = (s @ vectors) ** 2 / V @ (values / (y - values))
+        assert w_s @ (a_s / (y - a_s)) == pytest.approx(exact, rel=1e-9)
 
 
 def test_the_finite_d_spike_solves_the_equation_of_the_d_minus_1_other_rows() -> None:
@@ -197,8 +202,8 @@ def test_the_finite_d_spike_solves_the_equation_of_the_d_minus_1_other_rows() ->
     # u_s = r / (y - r) = delta / snr at y = r (snr + delta) / delta, delta = (d - 1) / V
     # (d - 1 rows besides the signal's), and x = y (delta + u_nu(y)) by hand
     d, V, N, r, snr = 300, 750, 150, 1.4, np.array([1.5, 3.0, 6.0])
-    atoms = np.r_[np.ones(V - 1), r]
-    x, overlap = finite_d_spike(d, V, N, snr, ((atoms, np.r_[np.zeros(V - 1), 1.0]),), r)
+    rules = (np.array([r]), np.array([1.0]), np.r_[np.ones(V - 1), r], np.full(V, 1 / V))
+    x, overlap = finite_d_spike(d, V, N, snr, (rules,), r)
     delta = (d - 1) / V
     y = r * (snr + delta) / delta
     u_nu, slope_nu = (1 - 1 / V) / (y - 1) + r / V / (y - r), -(1 - 1 / V) / (y - 1) ** 2
@@ -211,7 +216,9 @@ def test_the_control_variate_removes_the_drawn_first_moment() -> None:
     # two draws whose class weights differ only in s^T A~ s / V: the mean is the draws'
     # linear interpolation to its expectation r (1 - 1/N), not their plain mean
     d, V, N, r, snr = 300, 750, 150, 1.4, np.array([3.0])
-    draws = [(np.r_[np.ones(V - 1), a], np.r_[np.zeros(V - 1), 1.0]) for a in (1.3, 1.5)]
+    draws = [
+        (np.r_[a], np.r_[1.0], np.r_[np.ones(V - 1), a], np.full(V, 1 / V)) for a in (1.3, 1.5)
+    ]
     x = [finite_d_spike(d, V, N, snr, (draw,), r)[0][0] for draw in draws]
     c = 1.4 * (1 - 1 / N)
     np.testing.assert_allclose(

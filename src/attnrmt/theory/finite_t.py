@@ -182,6 +182,12 @@ def _token_matrix(
     return Q, s, float(w @ R @ w / kappa), V / (N * kappa), rng
 
 
+def _operator(Q: Any, scale: float) -> Any:
+    """``v -> A~ v`` for ``A~ = scale Q (I - 1 1^T / N) Q^T``, never formed; O(nnz(Q))."""
+    QT, total = Q.T.tocsr(), np.asarray(Q.sum(axis=1)).ravel()
+    return lambda v: scale * (Q @ (QT @ v) - np.outer(total, total @ v) / Q.shape[1])
+
+
 @lru_cache(maxsize=64)
 def token_rules(
     T: int, positional: str, weights: str, ratio: float, nonzeros: int = 2**18, seed: int = 0
@@ -194,55 +200,48 @@ def token_rules(
     N = max(nonzeros // T, 4096)
     V = 2 * max(round(N * ratio / 2), 2048)
     Q, s, r, scale, rng = _token_matrix(T, positional, weights, V, N, seed)
-    QT, mean = Q.T.tocsr(), np.asarray(Q.sum(axis=1)).ravel() / N
-
-    def matvec(v: NDArray) -> NDArray:
-        return scale * (Q @ (QT @ v) - N * np.outer(mean, mean @ v))
-
+    matvec = _operator(Q, scale)
     starts = np.stack([s, rng.choice([-1.0, 1.0], V)], axis=1) / np.sqrt(V)
     a_s, w_s, a_nu, w_nu = _gauss_rules(matvec, starts, 40, np.array([r, np.nan]))
     return a_s, w_s, a_nu, w_nu
 
 
 @lru_cache(maxsize=16)
-def realised_atoms(
+def realised_rules(
     T: int, positional: str, weights: str, V: int, N: int, draws: int = 64
-) -> tuple[tuple[NDArray, NDArray], ...]:
-    """Per draw of the tokens at the realised ``V``, ``N``: the non-zero eigenvalues ``a_j``
-    of ``A~`` (centred; each of mass ``1/V`` in ``nu``) and the weights ``(s . v_j)^2 / V``
-    of ``mu_s`` (docs/model.md, "Outliers and overlaps at finite T"), from the smaller Gram
-    matrix of ``Q (I - 1 1^T / N)``. Cached; O(draws x min(V, N)^3)."""
+) -> tuple[tuple[NDArray, ...], ...]:
+    """Per draw of the tokens at the realised ``V``, ``N``, the rules ``(a_s, w_s, a_nu,
+    w_nu)`` of :func:`finite_t_spike` for the drawn ``A~`` (centred): ``nu`` its eigenvalues
+    (from the smaller Gram matrix of ``Q (I - 1 1^T / N)``), each of mass ``1/V``, and
+    ``mu_s`` a 60-step Gauss rule at ``s / sqrt(V)`` (docs/model.md, "Outliers and overlaps at
+    finite T"). Cached; O(draws x min(V, N)^3)."""
     out = []
     for seed in range(draws):
         Q, s, _, scale, _ = _token_matrix(T, positional, weights, V, N, seed)
-        if N <= V:  # Q_c^T Q_c: double centring; v_j = Q_c e_j / sqrt(mu_j)
-            gram = np.asarray((Q.T @ Q).todense())
+        gram = np.asarray((Q.T @ Q if N <= V else Q @ Q.T).todense())
+        if N <= V:  # Q_c^T Q_c: double centring
             gram += gram.mean() - gram.mean(0) - gram.mean(1)[:, None]
-            start = Q.T @ s - np.mean(Q.T @ s)
         else:
-            total = np.asarray(Q.sum(axis=1)).ravel()
-            gram, start = np.asarray((Q @ Q.T).todense()) - np.outer(total, total) / N, s
-        mu, vectors = np.linalg.eigh(gram)
-        keep = mu > 1e-9 * mu[-1]
-        weight = (start @ vectors[:, keep]) ** 2 / (mu[keep] if N <= V else 1.0)
-        out.append((scale * mu[keep], weight / V))
+            gram -= np.outer(Q.sum(axis=1), Q.sum(axis=1)) / N
+        a_nu = scale * np.linalg.eigvalsh(gram)
+        matvec = _operator(Q, scale)
+        a_s, w_s = _gauss_rules(matvec, s[:, None] / np.sqrt(V), 60, np.array([np.nan]))
+        out.append((a_s, w_s, a_nu, np.full(a_nu.size, 1 / V)))
     return tuple(out)
 
 
 def finite_d_spike(
-    d: int, V: int, N: int, snr: ArrayLike, atoms: tuple[tuple[NDArray, NDArray], ...], r: float
+    d: int, V: int, N: int, snr: ArrayLike, draws: tuple[tuple[NDArray, ...], ...], r: float
 ) -> tuple[NDArray, NDArray]:
     """Mean sample outlier of ``S / kappa`` and squared overlap with ``u`` at the realised
     ``d, V, N`` (docs/model.md, "Outliers and overlaps at finite T", the tail regime): the
     equation of :func:`finite_t_spike` with ``delta = (d - 1) / V`` solved exactly given each
-    draw of :func:`realised_atoms`, averaged with ``s^T A~ s / V`` (mean ``r (1 - 1/N)``)
+    draw of :func:`realised_rules`, averaged with ``s^T A~ s / V`` (mean ``r (1 - 1/N)``)
     as a control variate; NaN where fewer than 90% of the draws have a separated root.
     O(draws x snr x atoms x 100)."""
     snr_arr = np.atleast_1d(np.asarray(snr, dtype=float))
-    pairs = [
-        finite_t_spike((d - 1) / V, snr_arr, (a, w, a, np.full(a.size, 1 / V)), 0) for a, w in atoms
-    ]
-    first = np.array([w @ a for a, w in atoms]) - r * (1 - 1 / N)
+    pairs = [finite_t_spike((d - 1) / V, snr_arr, rules, 0) for rules in draws]
+    first = np.array([rules[1] @ rules[0] for rules in draws]) - r * (1 - 1 / N)
     out = []
     for values in np.array(pairs).transpose(1, 2, 0):  # (quantity, snr, draws)
         for row in values:
@@ -296,8 +295,8 @@ def with_finite_t(out: xr.Dataset, positional: Any, weights: Any) -> xr.Dataset:
     realised sizes when ``out`` has ``d`` (docs/model.md, "Outliers and overlaps at finite
     T"). ``out`` has a ``T`` coordinate; ``positional``/``weights`` map ``(name, T)`` to a
     spec, or are one spec when ``out`` has no such dimension. O(settings x 1 s) for the rules
-    and O(tail settings x 128 min(V, N)^3) for the atoms (both cached), then O(points x nodes
-    x 100); O(grid) where no setting qualifies."""
+    and O(tail settings x max(min(128 n^3, 2e10), 8 n^3)), ``n = min(V, N)``, for the draws
+    (both cached), then O(points x nodes x 100); O(grid) where no setting qualifies."""
     if "finite_vocab" not in out["variant"].values:
         return out
     ratio = out["gamma_effective"] / out["delta_effective"]
@@ -330,7 +329,8 @@ def with_finite_t(out: xr.Dataset, positional: Any, weights: Any) -> xr.Dataset:
         if "d" in out.coords and tail.any():
             d, r = int(pick("d", at)), pick("alpha", at) / pick("kappa", at)
             V, N = (round(d / pick(f"{k}_effective", at)) for k in ("delta", "gamma"))
-            atoms = realised_atoms(T, *keys, V, N, 128 if min(V, N) <= 400 else 32)
+            draws = int(np.clip(2e10 / min(V, N) ** 3, 8, 128))  # a few seconds a setting
+            atoms = realised_rules(T, *keys, V, N, draws)
             x_d, overlap_d = finite_d_spike(d, V, N, snr.values, atoms, r)
             x, overlap = np.where(tail, x_d, x), np.where(tail, overlap_d, overlap)
         found = point["sample_outlier"].notnull() & xr.DataArray(np.isfinite(x), dims=snr.dims)
