@@ -228,6 +228,19 @@ def test_the_control_variate_removes_the_drawn_first_moment() -> None:
     )
 
 
+def test_the_finite_d_spike_needs_three_quarters_of_the_draws_separated() -> None:
+    # a draw with a large atom of nu that s does not see has no separated root at snr 3:
+    # with 3 of 4 draws separated the value is theirs, with 2 of 4 there is none
+    d, V, N, r, snr = 300, 750, 150, 1.4, np.array([3.0])
+    ones = np.ones(V - 1)
+    good = (np.array([r]), np.array([1.0]), np.r_[ones, r], np.full(V, 1 / V))
+    bad = (np.array([r]), np.array([1.0]), np.r_[ones, 50.0], np.full(V, 1 / V))
+    alone = finite_d_spike(d, V, N, snr, (good,), r)
+    assert np.isnan(finite_d_spike(d, V, N, snr, (bad,), r)[0]).all()
+    np.testing.assert_allclose(finite_d_spike(d, V, N, snr, (good,) * 3 + (bad,), r), alone)
+    assert np.isnan(finite_d_spike(d, V, N, snr, (good, good, bad, bad), r)).all()
+
+
 def test_in_the_tail_regime_the_finite_d_theory_is_the_simulated_spike() -> None:
     # T = 1, delta = gamma = 0.5 (N T / V = 1), snr 2.5, d = 300: the limit equation has no
     # separated root (closed forms: overlap 0.533); predict_point at d takes the realised

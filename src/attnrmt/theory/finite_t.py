@@ -32,6 +32,10 @@ FINITE_T_BOUND = 8.0
 #: eigenvalue's own fluctuations (``O(d^(-2/3))``, ~5% at ``d`` = 100) exceed the tail the
 #: measurement finds (+2.2% at ``N T / V`` = 1, ``d`` = 400; docs/model.md).
 FINITE_T_MIN_D = 100
+#: Fraction of the token draws at the realised sizes whose spike root must be separated for
+#: :func:`finite_d_spike` to give a value (docs/model.md, "The tail regime at the realised
+#: sizes": below it the separated draws' mean misses the simulated overlap).
+SEPARATED = 0.75
 
 
 def tokens_per_vocab(delta: ArrayLike, gamma: ArrayLike, T: ArrayLike) -> NDArray[np.float64]:
@@ -237,7 +241,8 @@ def finite_d_spike(
     ``d, V, N`` (docs/model.md, "Outliers and overlaps at finite T", the tail regime): the
     equation of :func:`finite_t_spike` with ``delta = (d - 1) / V`` solved exactly given each
     draw of :func:`realised_rules`, averaged with ``s^T A~ s / V`` (mean ``r (1 - 1/N)``)
-    as a control variate; NaN where fewer than 90% of the draws have a separated root.
+    as a control variate; NaN where fewer than :data:`SEPARATED` of the draws have a
+    separated root.
     O(draws x snr x atoms x 100)."""
     snr_arr = np.atleast_1d(np.asarray(snr, dtype=float))
     pairs = [finite_t_spike((d - 1) / V, snr_arr, rules, 0) for rules in draws]
@@ -247,8 +252,8 @@ def finite_d_spike(
         for row in values:
             ok = np.isfinite(row)
             c, y = first[ok], row[ok]
-            slope = (c - c.mean()) @ y / max((c - c.mean()) @ c, 1e-300) if ok.mean() >= 0.9 else 0
-            out.append(y.mean() - slope * c.mean() if ok.mean() >= 0.9 else np.nan)
+            slope = (c - c.mean()) @ y / max((c - c.mean()) @ c, 1e-300) if ok.any() else 0
+            out.append(y.mean() - slope * c.mean() if ok.mean() >= SEPARATED else np.nan)
     x, overlap = np.reshape(out, (2, *np.shape(snr)))
     return x, overlap
 
