@@ -32,9 +32,9 @@ FINITE_T_BOUND = 8.0
 #: eigenvalue's own fluctuations (``O(d^(-2/3))``, ~5% at ``d`` = 100) exceed the tail the
 #: measurement finds (+2.2% at ``N T / V`` = 1, ``d`` = 400; docs/model.md).
 FINITE_T_MIN_D = 100
-#: Fraction of the token draws at the realised sizes whose spike root must be separated for
-#: :func:`finite_d_spike` to give a value (docs/model.md, "The tail regime at the realised
-#: sizes": below it the separated draws' mean misses the simulated overlap).
+#: Fraction of the token draws at the realised sizes whose spike root must be separated
+#: for :func:`finite_d_spike` to give a value: below it the separated draws' mean misses
+#: the simulated overlap (docs/model.md, "Outliers and overlaps at finite T").
 SEPARATED = 0.75
 
 
