@@ -12,10 +12,13 @@ from attnrmt.model import simulate_cell
 from attnrmt.theory import bulk_density, bulk_edges, predict_grid, predict_point, spike
 from attnrmt.theory.finite_t import (
     FINITE_T_BOUND,
+    _token_matrix,
+    finite_d_spike,
     finite_t_spike,
     finite_t_stieltjes,
     large_t_bulk_holds,
     noise_top,
+    realised_rules,
     token_rules,
     tokens_per_vocab,
 )
@@ -173,3 +176,87 @@ def test_the_grid_takes_the_finite_t_values_from_d_100() -> None:
     np.testing.assert_array_equal(
         grid["sample_outlier"].sel(variant="paper"), point["sample_outlier"].sel(variant="paper")
     )
+
+
+@pytest.mark.parametrize(("V", "N"), [(40, 24), (24, 40)])
+def test_the_realised_rules_are_the_spectral_measures_of_the_drawn_token_matrix(
+    V: int, N: int
+) -> None:
+    # nu: every eigenvalue of A~ = V/(N kappa) Q (I - 1 1^T/N) Q^T from the smaller Gram
+    # matrix (either side); mu_s's Gauss rule: the transform u_s at s / sqrt(V), exactly
+    spec = ('{"kind": "markov", "r": 0.3}', '"harmonic"')
+    (a_s, w_s, a_nu, w_nu), *_ = realised_rules(5, *spec, V, N, draws=1)
+    Q, s, _, scale, _ = _token_matrix(5, *spec, V, N, 0)
+    centred = Q.toarray() - Q.toarray().mean(axis=1, keepdims=True)
+    values, vectors = np.linalg.eigh(scale * centred @ centred.T)
+    top = values > 1e-9 * values[-1]
+    np.testing.assert_allclose(a_nu[a_nu > 1e-9 * a_nu.max()], values[top], rtol=1e-9)
+    np.testing.assert_allclose(w_nu, 1 / V)
+    for y in (1.01 * values[-1], 3 * values[-1]):
+        exact = (s @ vectors) ** 2 / V @ (values / (y - values))
+        assert w_s @ (a_s / (y - a_s)) == pytest.approx(exact, rel=1e-9)
+
+
+def test_the_finite_d_spike_solves_the_equation_of_the_d_minus_1_other_rows() -> None:
+    # A~ = I + (r - 1) s s^T / V: atoms 1 (V - 1 times) and r, all of s / sqrt(V) on r, so
+    # u_s = r / (y - r) = delta / snr at y = r (snr + delta) / delta, delta = (d - 1) / V
+    # (d - 1 rows besides the signal's), and x = y (delta + u_nu(y)) by hand
+    d, V, N, r, snr = 300, 750, 150, 1.4, np.array([1.5, 3.0, 6.0])
+    rules = (np.array([r]), np.array([1.0]), np.r_[np.ones(V - 1), r], np.full(V, 1 / V))
+    x, overlap = finite_d_spike(d, V, N, snr, (rules,), r)
+    delta = (d - 1) / V
+    y = r * (snr + delta) / delta
+    u_nu, slope_nu = (1 - 1 / V) / (y - 1) + r / V / (y - r), -(1 - 1 / V) / (y - 1) ** 2
+    slope_x = delta + u_nu + y * (slope_nu - r / V / (y - r) ** 2)
+    np.testing.assert_allclose(x, y * (delta + u_nu), rtol=1e-9)
+    np.testing.assert_allclose(overlap, slope_x * (y - r) ** 2 / (y * snr * r), rtol=1e-9)
+
+
+def test_the_control_variate_removes_the_drawn_first_moment() -> None:
+    # two draws whose class weights differ only in s^T A~ s / V: the mean is the draws'
+    # linear interpolation to its expectation r (1 - 1/N), not their plain mean
+    d, V, N, r, snr = 300, 750, 150, 1.4, np.array([3.0])
+    draws = [
+        (np.r_[a], np.r_[1.0], np.r_[np.ones(V - 1), a], np.full(V, 1 / V)) for a in (1.3, 1.5)
+    ]
+    x = [finite_d_spike(d, V, N, snr, (draw,), r)[0][0] for draw in draws]
+    c = 1.4 * (1 - 1 / N)
+    np.testing.assert_allclose(
+        finite_d_spike(d, V, N, snr, tuple(draws), r)[0],
+        x[0] + (x[1] - x[0]) * (c - 1.3) / 0.2,
+        rtol=1e-9,
+    )
+
+
+def test_the_finite_d_spike_needs_three_quarters_of_the_draws_separated() -> None:
+    # a draw with a large atom of nu that s does not see has no separated root at snr 3:
+    # with 3 of 4 draws separated the value is theirs, with 2 of 4 there is none
+    d, V, N, r, snr = 300, 750, 150, 1.4, np.array([3.0])
+    ones = np.ones(V - 1)
+    good = (np.array([r]), np.array([1.0]), np.r_[ones, r], np.full(V, 1 / V))
+    bad = (np.array([r]), np.array([1.0]), np.r_[ones, 50.0], np.full(V, 1 / V))
+    alone = finite_d_spike(d, V, N, snr, (good,), r)
+    assert np.isnan(finite_d_spike(d, V, N, snr, (bad,), r)[0]).all()
+    np.testing.assert_allclose(finite_d_spike(d, V, N, snr, (good,) * 3 + (bad,), r), alone)
+    assert np.isnan(finite_d_spike(d, V, N, snr, (good, good, bad, bad), r)).all()
+
+
+def test_in_the_tail_regime_the_finite_d_theory_is_the_simulated_spike() -> None:
+    # T = 1, delta = gamma = 0.5 (N T / V = 1), snr 2.5, d = 300: the limit equation has no
+    # separated root (closed forms: overlap 0.533); predict_point at d takes the realised
+    # token matrices. 100 cells: overlap SE ~0.010, outlier SE ~0.3%; within 3 SE
+    snr, d = 2.5, 300
+    cells = [
+        simulate_cell(d, 0.5, 0.5, 1, "iid", "mean", snr, top_k=1, seed=[r, 38], spectrum="top")
+        for r in range(100)
+    ]
+    theory = predict_point(0.5, 0.5, snr, 1, "iid", "mean", d=d).sel(variant="finite_vocab")
+    for found, predicted in (
+        (
+            [c.top_eigenvalues[0] / c.kappa for c in cells],
+            theory["sample_outlier"] / theory["kappa"],
+        ),
+        ([c.overlap_signal[0] for c in cells], theory["sample_overlap_signal"]),
+    ):
+        se = np.std(found, ddof=1) / np.sqrt(len(found))
+        assert abs(np.mean(found) - float(predicted)) < 3 * se

@@ -32,6 +32,10 @@ FINITE_T_BOUND = 8.0
 #: eigenvalue's own fluctuations (``O(d^(-2/3))``, ~5% at ``d`` = 100) exceed the tail the
 #: measurement finds (+2.2% at ``N T / V`` = 1, ``d`` = 400; docs/model.md).
 FINITE_T_MIN_D = 100
+#: Fraction of the token draws at the realised sizes whose spike root must be separated
+#: for :func:`finite_d_spike` to give a value: below it the separated draws' mean misses
+#: the simulated overlap (docs/model.md, "Outliers and overlaps at finite T").
+SEPARATED = 0.75
 
 
 def tokens_per_vocab(delta: ArrayLike, gamma: ArrayLike, T: ArrayLike) -> NDArray[np.float64]:
@@ -161,6 +165,33 @@ def _gauss_rules(matvec: Any, starts: NDArray, steps: int, first: NDArray) -> li
     return rules
 
 
+def _token_matrix(
+    T: int, positional: str, weights: str, V: int, N: int, seed: int
+) -> tuple[Any, NDArray, float, float, np.random.Generator]:
+    """One token model's sparse ``Q`` (``V x N``), class vector ``s``, ``alpha / kappa``,
+    ``V / (N kappa)`` (so ``A~ = scale Q (I - 1 1^T / N) Q^T``) and its generator, from JSON
+    specs ``positional``, ``weights`` (docs/model.md, "Outliers and overlaps at finite T").
+    O(N T)."""
+    from scipy.sparse import csr_matrix
+
+    from attnrmt.model import pooling_weights, positional_correlation, sample_signs
+    from attnrmt.model.table import sample_tokens
+
+    pos, R = json.loads(positional), positional_correlation(json.loads(positional), T)
+    w = pooling_weights(json.loads(weights), T, R)
+    kappa, rng = float(w @ w), np.random.default_rng(seed)
+    tokens = sample_tokens(sample_signs(pos, T, N, rng)[0], V, rng)
+    Q = csr_matrix((np.tile(w, N), (tokens.ravel(), np.repeat(np.arange(N), T))), (V, N))
+    s = np.where(np.arange(V) < V // 2, 1.0, -1.0)
+    return Q, s, float(w @ R @ w / kappa), V / (N * kappa), rng
+
+
+def _operator(Q: Any, scale: float) -> Any:
+    """``v -> A~ v`` for ``A~ = scale Q (I - 1 1^T / N) Q^T``, never formed; O(nnz(Q))."""
+    QT, total = Q.T.tocsr(), np.asarray(Q.sum(axis=1)).ravel()
+    return lambda v: scale * (Q @ (QT @ v) - np.outer(total, total @ v) / Q.shape[1])
+
+
 @lru_cache(maxsize=64)
 def token_rules(
     T: int, positional: str, weights: str, ratio: float, nonzeros: int = 2**18, seed: int = 0
@@ -170,29 +201,61 @@ def token_rules(
     token model (JSON specs ``positional``, ``weights``) with ``V / N = ratio`` and
     ``N T = nonzeros`` (docs/model.md, "Outliers and overlaps at finite T"). Cached;
     O(nonzeros x 40)."""
-    from scipy.sparse import csr_matrix
-
-    from attnrmt.model import pooling_weights, positional_correlation, sample_signs
-    from attnrmt.model.table import sample_tokens
-
-    pos, R = json.loads(positional), positional_correlation(json.loads(positional), T)
-    w = pooling_weights(json.loads(weights), T, R)
-    kappa = float(w @ w)
     N = max(nonzeros // T, 4096)
     V = 2 * max(round(N * ratio / 2), 2048)
-    rng = np.random.default_rng(seed)
-    tokens = sample_tokens(sample_signs(pos, T, N, rng)[0], V, rng)
-    Q = csr_matrix((np.tile(w, N), (tokens.ravel(), np.repeat(np.arange(N), T))), (V, N))
-    QT, mean = Q.T.tocsr(), np.asarray(Q.sum(axis=1)).ravel() / N
-    scale = V / (N * kappa)
-
-    def matvec(v: NDArray) -> NDArray:
-        return scale * (Q @ (QT @ v) - N * np.outer(mean, mean @ v))
-
-    s = np.where(np.arange(V) < V // 2, 1.0, -1.0)
+    Q, s, r, scale, rng = _token_matrix(T, positional, weights, V, N, seed)
+    matvec = _operator(Q, scale)
     starts = np.stack([s, rng.choice([-1.0, 1.0], V)], axis=1) / np.sqrt(V)
-    a_s, w_s, a_nu, w_nu = _gauss_rules(matvec, starts, 40, np.array([w @ R @ w / kappa, np.nan]))
+    a_s, w_s, a_nu, w_nu = _gauss_rules(matvec, starts, 40, np.array([r, np.nan]))
     return a_s, w_s, a_nu, w_nu
+
+
+@lru_cache(maxsize=16)
+def realised_rules(
+    T: int, positional: str, weights: str, V: int, N: int, draws: int = 64
+) -> tuple[tuple[NDArray, ...], ...]:
+    """Per draw of the tokens at the realised ``V``, ``N``, the rules ``(a_s, w_s, a_nu,
+    w_nu)`` of :func:`finite_t_spike` for the drawn ``A~`` (centred): ``nu`` its eigenvalues
+    (from the smaller Gram matrix of ``Q (I - 1 1^T / N)``), each of mass ``1/V``, and
+    ``mu_s`` a 60-step Gauss rule at ``s / sqrt(V)`` (docs/model.md, "Outliers and overlaps at
+    finite T"). Cached; O(draws x min(V, N)^3)."""
+    out = []
+    for seed in range(draws):
+        Q, s, _, scale, _ = _token_matrix(T, positional, weights, V, N, seed)
+        gram = np.asarray((Q.T @ Q if N <= V else Q @ Q.T).todense())
+        if N <= V:  # Q_c^T Q_c: double centring
+            gram += gram.mean() - gram.mean(0) - gram.mean(1)[:, None]
+        else:
+            gram -= np.outer(Q.sum(axis=1), Q.sum(axis=1)) / N
+        a_nu = scale * np.linalg.eigvalsh(gram)
+        matvec = _operator(Q, scale)
+        a_s, w_s = _gauss_rules(matvec, s[:, None] / np.sqrt(V), 60, np.array([np.nan]))
+        out.append((a_s, w_s, a_nu, np.full(a_nu.size, 1 / V)))
+    return tuple(out)
+
+
+def finite_d_spike(
+    d: int, V: int, N: int, snr: ArrayLike, draws: tuple[tuple[NDArray, ...], ...], r: float
+) -> tuple[NDArray, NDArray]:
+    """Mean sample outlier of ``S / kappa`` and squared overlap with ``u`` at the realised
+    ``d, V, N`` (docs/model.md, "Outliers and overlaps at finite T", the tail regime): the
+    equation of :func:`finite_t_spike` with ``delta = (d - 1) / V`` solved exactly given each
+    draw of :func:`realised_rules`, averaged with ``s^T A~ s / V`` (mean ``r (1 - 1/N)``)
+    as a control variate; NaN where fewer than :data:`SEPARATED` of the draws have a
+    separated root.
+    O(draws x snr x atoms x 100)."""
+    snr_arr = np.atleast_1d(np.asarray(snr, dtype=float))
+    pairs = [finite_t_spike((d - 1) / V, snr_arr, rules, 0) for rules in draws]
+    first = np.array([rules[1] @ rules[0] for rules in draws]) - r * (1 - 1 / N)
+    out = []
+    for values in np.array(pairs).transpose(1, 2, 0):  # (quantity, snr, draws)
+        for row in values:
+            ok = np.isfinite(row)
+            c, y = first[ok], row[ok]
+            slope = (c - c.mean()) @ y / max((c - c.mean()) @ c, 1e-300) if ok.any() else 0
+            out.append(y.mean() - slope * c.mean() if ok.mean() >= SEPARATED else np.nan)
+    x, overlap = np.reshape(out, (2, *np.shape(snr)))
+    return x, overlap
 
 
 def _transform(nodes: NDArray, weights: NDArray, y: NDArray) -> tuple[NDArray, NDArray]:
@@ -202,13 +265,14 @@ def _transform(nodes: NDArray, weights: NDArray, y: NDArray) -> tuple[NDArray, N
 
 
 def finite_t_spike(
-    delta: float, snr: ArrayLike, rules: tuple[NDArray, ...]
+    delta: float, snr: ArrayLike, rules: tuple[NDArray, ...], rare: float = 1e-4
 ) -> tuple[NDArray, NDArray]:
     """Sample outlier of ``S / kappa`` and squared overlap of its eigenvector with ``u`` at
     finite ``T`` (docs/model.md, "Outliers and overlaps at finite T"): ``u_s(y) = delta/snr``
     above every node, ``x = y (delta + u_nu(y))``, overlap ``x'(y) / (y snr |u_s'(y)|)``; NaN
-    where there is no such root with ``x'(y) > 0`` stable to 2% without the rare atoms (below
-    the threshold, or inside the tail of ``A~``). Broadcast over ``snr``; O(snr x nodes x 100).
+    where there is no such root with ``x'(y) > 0`` stable to 2% without the rare atoms (nodes
+    of mass below ``rare``; below the threshold, or inside the tail of ``A~``). Broadcast over
+    ``snr``; O(snr x nodes x 100).
     """
     a_s, w_s, a_nu, w_nu = rules
     snr_arr = np.asarray(snr, dtype=float)
@@ -220,7 +284,7 @@ def finite_t_spike(
     slope_s = _transform(a_s, w_s, y)[1]
     u_nu, slope_nu = _transform(a_nu, w_nu, y)
     x, slope_x = y * (delta + u_nu), delta + u_nu + y * slope_nu
-    bulk = w_nu > 1e-4 * w_nu.sum()  # x'(y) without the nodes of the tail's rare atoms
+    bulk = w_nu > rare * w_nu.sum()  # x'(y) without the nodes of the tail's rare atoms
     smooth = delta + u_nu + y * _transform(a_nu[bulk], w_nu[bulk], y)[1]
     ok = (slope_x > 0) & (np.abs(smooth - slope_x) < 0.02 * slope_x) & np.isfinite(target)
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -232,10 +296,12 @@ def with_finite_t(out: xr.Dataset, positional: Any, weights: Any) -> xr.Dataset:
     """``predict``'s dataset ``out`` with the finite_vocab sample outlier, top eigenvalue and
     overlap replaced by :func:`finite_t_spike` where ``N T / V <`` :data:`FINITE_T_BOUND`,
     ``d >=`` :data:`FINITE_T_MIN_D` (when ``out`` has ``d``), the closed forms have an
-    outlier and it has a root (docs/model.md, "Outliers and overlaps at finite T"). ``out``
-    has a ``T`` coordinate; ``positional``/``weights`` map ``(name, T)`` to a spec, or are one
-    spec when ``out`` has no such dimension. O(settings x 1 s) for the rules (cached), then
-    O(points x nodes x 100); O(grid) where no setting qualifies."""
+    outlier and it has a root; in the tail regime (no root) by :func:`finite_d_spike` at the
+    realised sizes when ``out`` has ``d`` (docs/model.md, "Outliers and overlaps at finite
+    T"). ``out`` has a ``T`` coordinate; ``positional``/``weights`` map ``(name, T)`` to a
+    spec, or are one spec when ``out`` has no such dimension. O(settings x 1 s) for the rules
+    and O(tail settings x max(min(128 n^3, 2e10), 8 n^3)), ``n = min(V, N)``, for the draws
+    (both cached), then O(points x nodes x 100); O(grid) where no setting qualifies."""
     if "finite_vocab" not in out["variant"].values:
         return out
     ratio = out["gamma_effective"] / out["delta_effective"]
@@ -257,12 +323,21 @@ def with_finite_t(out: xr.Dataset, positional: Any, weights: Any) -> xr.Dataset:
         T = int(pick("T", at))
         names = ("positional", "weights")
         specs = (m[(at[k], T)] if k in at else m for k, m in zip(names, models, strict=True))
-        keys = (json.dumps(spec, sort_keys=True, default=np.ndarray.tolist) for spec in specs)
+        keys = [json.dumps(spec, sort_keys=True, default=np.ndarray.tolist) for spec in specs]
         rules = token_rules(T, *keys, float(f"{pick(ratio, at):.3g}"))
         at["variant"] = "finite_vocab"
         point = out.sel(at)
         snr = point["snr"]
         x, overlap = finite_t_spike(pick("delta_effective", at), snr.values, rules)
+        closed = point["sample_outlier"].notnull()
+        tail = closed.any([k for k in closed.dims if k not in snr.dims]).values & np.isnan(x)
+        if "d" in out.coords and tail.any():
+            d, r = int(pick("d", at)), pick("alpha", at) / pick("kappa", at)
+            V, N = (round(d / pick(f"{k}_effective", at)) for k in ("delta", "gamma"))
+            draws = int(np.clip(2e10 / min(V, N) ** 3, 8, 128))  # a few seconds a setting
+            atoms = realised_rules(T, *keys, V, N, draws)
+            x_d, overlap_d = finite_d_spike(d, V, N, snr.values, atoms, r)
+            x, overlap = np.where(tail, x_d, x), np.where(tail, overlap_d, overlap)
         found = point["sample_outlier"].notnull() & xr.DataArray(np.isfinite(x), dims=snr.dims)
         for name in ("sample_outlier", "sample_top_eigenvalue", "sample_overlap_signal"):
             value = overlap if "overlap" in name else x * pick("kappa", at)

@@ -432,8 +432,9 @@ def predict_point(
     (ValueError naming the spec). ``causal_attention`` is predicted with its deterministic
     limit ``causal_limit(tau)``: the dataset's ``weights_substituted`` attribute then names
     the substitution (empty otherwise). The weight vector used is the ``pooling_weights``
-    variable (dimension ``position``, 1-based). ``delta``, ``gamma`` are used as given (no
-    realised sizes: there is no ``d``). ``table`` is the table law, as in :func:`predict`
+    variable (dimension ``position``, 1-based). ``delta``, ``gamma`` are used as given (the
+    finite-T tail regime with ``d`` takes ``V = d / delta``, ``N = d / gamma``: docs/model.md,
+    "Outliers and overlaps at finite T"). ``table`` is the table law, as in :func:`predict`
     (None: ``gaussian``; a non-Gaussian law adds ``table`` and, without theory,
     ``no_theory`` to the attributes); an anisotropic law needs the dimension ``d``.
     """
@@ -466,8 +467,9 @@ def predict_point(
         d,
     )
     if _gaussian_theory(table):
-        at = out.assign_coords(T=int(T), snr=float(snr))
-        out = with_finite_t(at, positional_spec, weights_spec).drop_vars(["T", "snr"])
+        extra = {"T": int(T), "snr": float(snr)} | ({} if d is None else {"d": d})
+        out = with_finite_t(out.assign_coords(extra), positional_spec, weights_spec)
+        out = out.drop_vars(list(extra))
     R = positional_correlation(positional_spec, int(T))
     w = pooling_weights(weights_spec, int(T), R)
     out["pooling_weights"] = xr.DataArray(
