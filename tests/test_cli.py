@@ -220,6 +220,23 @@ def test_theory_json_is_strict_and_consistent(capsys: pytest.CaptureFixture[str]
     assert report["bulk"]["upper_edge"] == pytest.approx(4.409 * report["kappa"], rel=1e-3)
 
 
+def test_theory_at_a_given_d_is_the_finite_size_spike(capsys: pytest.CaptureFixture[str]) -> None:
+    """``--d``: in the finite-T tail regime (T = 1, N T / V = 1, snr 2.5: the limit has no
+    separated root) the report is ``predict_point(..., d=300)``, not the closed forms
+    (docs/model.md, "Outliers and overlaps at finite T")."""
+    from attnrmt.theory import predict_point
+
+    args = ["theory", "--T", "1", "--snr", "2.5", "--variant", "finite_vocab", "--json"]
+    overlaps = []
+    for extra in ([], ["--d", "300"]):
+        assert cli.main([*args, *extra]) == 0
+        overlaps.append(json.loads(capsys.readouterr().out)["variants"]["finite_vocab"])
+    at_d = predict_point(0.5, 0.5, 2.5, 1, "iid", "mean", False, ("finite_vocab",), d=300)
+    assert overlaps[0]["sample_overlap"] == pytest.approx(0.5333, abs=1e-4)  # closed form
+    assert overlaps[1]["sample_overlap"] == float(at_d["sample_overlap_signal"].squeeze())
+    assert overlaps[1]["sample_overlap"] < overlaps[0]["sample_overlap"] - 0.02
+
+
 # --------------------------------------------------------------------------- first hour
 
 

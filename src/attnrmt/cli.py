@@ -433,24 +433,24 @@ def _theory_report(
     positional: str | dict[str, Any],
     weights: str | dict[str, Any],
     variants: Sequence[str],
+    d: int | None = None,
 ) -> dict[str, Any]:
     """Pooling scalars, bulk edges and spike predictions for one parameter point, in the units
-    of ``S`` (docs/model.md, "Pooling scalars", "Bulk law", "Spikes")."""
+    of ``S`` (docs/model.md, "Pooling scalars", "Bulk law", "Spikes"); ``d`` gives the
+    finite-size spike where the finite-T limit has none ("Outliers and overlaps at finite T")."""
     from attnrmt import model
     from attnrmt.theory import predict_point
 
     positional_spec = _validated("positional", model.validate_positional, positional, T)
     weights_spec = _validated("weights", model.validate_weights, weights, T)
-    point = predict_point(
-        delta, gamma, snr, T, positional_spec, weights_spec, centered=False, variants=variants
-    )
+    point = predict_point(delta, gamma, snr, T, positional_spec, weights_spec, False, variants, d=d)
     alpha, kappa, sigma = (float(point[name]) for name in ("alpha", "kappa", "sigma"))
     first = point.isel(variant=0)  # the bulk is the same law in both variants
 
     def floats(at: Any, names: Mapping[str, str]) -> dict[str, float]:
         return {name: float(at[stored]) for name, stored in names.items()}
 
-    inputs = dict(delta=delta, gamma=gamma, snr=snr, T=T)
+    inputs = dict(delta=delta, gamma=gamma, snr=snr, T=T) | ({} if d is None else {"d": d})
     return {
         "inputs": {**inputs, "positional": positional_spec, "weights": weights_spec},
         "weights_vector": [float(x) for x in point["pooling_weights"].values],
@@ -548,6 +548,7 @@ def _command_theory(args: argparse.Namespace) -> int:
         _parse_model_argument(args.positional, named.get("positional_models")),
         _parse_model_argument(args.weights, named.get("weight_models")),
         variants,
+        args.d,
     )
     if args.json:
         print(json.dumps(_json_safe(report), indent=2, allow_nan=False))
@@ -687,6 +688,13 @@ def build_parser() -> argparse.ArgumentParser:
         ("--gamma", float, 0.5, "d/N (default 0.5)"),
         ("--snr", float, 1.0, "||mu||^2 (default 1)"),
         ("--T", int, 8, "sequence length (default 8)"),
+        (
+            "--d",
+            int,
+            None,
+            "embedding dimension: the finite-size spike where few tokens per "
+            "sequence leave the limit without one (docs/model.md; default: the limit)",
+        ),
     ):
         theory.add_argument(flag, type=kind, default=default, help=help)
     weights = "weights: mean, last, optimal, harmonic"

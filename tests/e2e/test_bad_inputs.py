@@ -622,6 +622,13 @@ CASES: tuple[Case, ...] = (
         "cli-theory-T-zero", "cli", "`attnrmt theory --T 0`", ("T=0",), argv=("theory", "--T", "0")
     ),
     Case(
+        "cli-theory-d-negative",
+        "cli",
+        "`attnrmt theory --d -5`",
+        ("d=-5",),
+        argv=("theory", "--d", "-5"),
+    ),
+    Case(
         "cli-theory-positional-bad-json",
         "cli",
         "`--positional` that is broken JSON",

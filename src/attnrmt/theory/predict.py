@@ -448,6 +448,8 @@ def predict_point(
     check_positive("delta", delta)  # validation up front: ValueError naming the argument
     check_positive("gamma", gamma)
     check_positive("snr", snr, allow_zero=True)
+    if d is not None:
+        check_positive("d", d)
     positional_spec = validate_positional(positional, int(T))
     weights_spec = validate_weights(weights, int(T))
     scalars = pooling_inputs(
