@@ -132,3 +132,26 @@ def test_laws_refuse_non_positive_ratios_and_mismatched_weights() -> None:
         MarchenkoPastur(-0.5)
     with pytest.raises(ValueError, match="weights"):
         DiscreteLaw.of([1.0, 2.0], [1.0])
+
+
+@pytest.mark.parametrize("ratios", [(0.5,), (0.5, 0.5), (2.0, 0.3)])
+def test_skipping_intervals_without_a_physical_turn_keeps_every_edge(
+    ratios: tuple[float, ...], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The scan skips the intervals between poles where ``1 - c g(s)`` is negative
+    throughout: the critical points equal those of the full scan to round-off, for power
+    spectra (``i^-beta``, 300 atoms: isolated atoms, gaps between them and a dense bulk) and
+    a two-level one with a lone atom."""
+    import attnrmt.theory.free as free
+
+    spectra = [np.arange(1, 301) ** -beta for beta in (0.25, 0.5, 1.0)]
+    spectra.append(np.r_[np.full(75, 4.0), np.full(224, 1.0), 9.0])
+    for atoms in spectra:
+        law = FreeProduct(ratios, DiscreteLaw.of(atoms))
+        found = free.critical_points(law)
+        with monkeypatch.context() as patch:
+            patch.setattr(free, "_may_turn", lambda law, low, high: np.ones(low.shape, bool))
+            full = free.critical_points(law)
+        assert found[0].size == full[0].size and found[0].size >= 2
+        np.testing.assert_allclose(found[0], full[0], rtol=1e-12, atol=1e-14)
+        np.testing.assert_array_equal(found[1], full[1])

@@ -21,7 +21,7 @@ _GRID = 64  # samples of x'(s) per interval between poles when bracketing critic
 _GRID_UNBOUNDED = 4096  # the same on the (at most two) unbounded intervals
 _LOGIT = 32.0  # samples reach exp(-_LOGIT) of an interval's ends
 _BISECTION_STEPS = 80
-_CHUNK = 2_000_000  # array elements per evaluation of x' on the intervals
+_BLOCK = 2**17  # array elements per block of a discrete transform (fits in cache)
 _BRANCH_TOL = 1e-4  # relative distance of a critical point to the physical s(x)
 
 
@@ -42,10 +42,17 @@ class DiscreteLaw:
         return cls(atoms=a, weights=w / w.sum())
 
     def transform(self, s: NDArray) -> tuple[NDArray, NDArray]:
-        """``u(s) = sum_j w_j t_j/(s - t_j)`` and ``u'(s)``; O(s.size x atoms)."""
-        diff = s[..., None] - self.atoms
-        ratio = self.atoms / diff
-        return ratio @ self.weights, -(ratio / diff) @ self.weights
+        """``u(s) = sum_j w_j t_j/(s - t_j)`` and ``u'(s)``, in blocks of :data:`_BLOCK`
+        elements; O(s.size x atoms)."""
+        flat, pull = np.asarray(s).ravel(), self.weights * self.atoms
+        u = np.empty(flat.shape, np.result_type(flat, float))
+        du = np.empty_like(u)
+        step = max(1, _BLOCK // self.atoms.size)
+        for i in range(0, flat.size, step):
+            inverse = 1.0 / (flat[i : i + step, None] - self.atoms)
+            u[i : i + step] = inverse @ pull
+            du[i : i + step] = -(np.square(inverse, out=inverse) @ pull)
+        return u.reshape(np.shape(s)), du.reshape(np.shape(s))
 
     def poles(self) -> NDArray[np.float64]:
         """Sorted distinct positive atoms (where ``u`` is singular)."""
@@ -202,6 +209,24 @@ def _intervals(law: FreeProduct) -> tuple[NDArray, NDArray]:
     return ends[:-1], ends[1:]
 
 
+def _may_turn(law: FreeProduct, low: NDArray, high: NDArray) -> NDArray[np.bool_]:
+    """Which bounded intervals ``(low, high)`` between poles can hold a critical point that
+    passes :func:`critical_points`' test ``1 + c u + c s u' = 1 - c g(s) > -tol`` for every
+    ratio ``c``, ``g(s) = sum_j w_j t_j^2/(s - t_j)^2``: ``g`` is at least its two end
+    poles' terms ``A/(s - low)^2 + B/(high - s)^2``, whose minimum on the interval is
+    ``(A^(1/3) + B^(1/3))^3 / (high - low)^2`` (docs/model.md, "A general bulk by
+    subordination"). O(atoms)."""
+    population = law.population
+    if not isinstance(population, DiscreteLaw) or not law.ratios:
+        return np.ones(low.shape, dtype=bool)
+    poles, inverse = np.unique(population.atoms, return_inverse=True)
+    pull = np.bincount(inverse, weights=population.weights) * poles**2  # w_j t_j^2 per pole
+    at = np.searchsorted(poles, low)  # low is a pole; high the next one
+    least = (np.cbrt(pull[at]) + np.cbrt(pull[np.minimum(at + 1, poles.size - 1)])) ** 3
+    with np.errstate(divide="ignore"):
+        return max(law.ratios) * least / (high - low) ** 2 <= 1.0 + 10.0 * _BRANCH_TOL
+
+
 def _on_intervals(low: NDArray, high: NDArray, y: NDArray, scale: float) -> NDArray:
     """Map the logit-like ``y`` onto ``(low, high)`` (broadcast), dense at finite ends."""
     finite_low, finite_high = np.isfinite(low), np.isfinite(high)
@@ -237,17 +262,14 @@ def critical_points(law: FreeProduct) -> tuple[NDArray, NDArray]:
     ends, los, his, rising = [], [], [], []
     low_all, high_all = _intervals(law)
     bounded = np.isfinite(low_all) & np.isfinite(high_all)
+    keep = ~bounded | _may_turn(
+        law, np.where(bounded, low_all, 0.0), np.where(bounded, high_all, 1.0)
+    )
+    low_all, high_all, bounded = low_all[keep], high_all[keep], bounded[keep]
     for group, size in ((bounded, _GRID), (~bounded, _GRID_UNBOUNDED)):
         low, high = low_all[group], high_all[group]
         y = np.linspace(-_LOGIT, _LOGIT, size)
-        rows = max(1, _CHUNK // (size * np.size(getattr(law.population, "atoms", 1))))
-        d = np.concatenate(
-            [np.zeros((0, size))]
-            + [
-                slope(low[i : i + rows, None], high[i : i + rows, None], y)
-                for i in range(0, low.size, rows)
-            ]
-        )
+        d = slope(low[:, None], high[:, None], y)
         interval, column = np.nonzero(np.sign(d[:, :-1]) * np.sign(d[:, 1:]) < 0)
         ends.append((low[interval], high[interval]))
         los.append(y[column])
