@@ -26,7 +26,9 @@ class AnisotropicBulk:
     population ``MP_delta ⊠ nu`` and sample ``MP_gamma ⊠ MP_delta ⊠ nu`` laws of the
     eigenvalues ``nu`` of ``Sigma`` that are not isolated, their top critical points
     ``s_pop``, ``s_sample``, the largest isolated eigenvalue ``floor`` (-inf: none), the
-    sample edges and the largest population noise eigenvalue (units of kappa)."""
+    sample edges and the largest population noise eigenvalue (units of kappa); ``outer`` and
+    ``outer_sample`` give ``x(s)`` above a floor beyond ``s_pop``: the laws of every
+    eigenvalue but the floor's (the isolated eigenvalue is a spike of the others)."""
 
     population: FreeProduct
     sample: FreeProduct
@@ -39,6 +41,8 @@ class AnisotropicBulk:
     floor: float
     edges: NDArray[np.float64]
     pop_edge: float
+    outer: FreeProduct
+    outer_sample: FreeProduct
 
     def transform(self, weights: NDArray, s: NDArray) -> tuple[NDArray, NDArray]:
         """``U_w(s)`` and ``U_w'(s)`` for weights on the atoms. O(s.size x atoms)."""
@@ -100,10 +104,14 @@ def anisotropic_bulk(
         top_pop = pop_edge = float(atoms[~alone].max())
     top_smp = float(s_smp[kind_smp == 1].max())
     floor = float(atoms[alone].max()) if alone.any() else -np.inf
+    outer = population
+    if floor > top_pop:  # leave the floor's atom out, keep every other isolated one
+        outer = FreeProduct(ratios, DiscreteLaw(atoms[atoms != floor], weights[atoms != floor]))
+    outer_sample = outer.sampled(float(gamma))
     if alone.any():
-        pop_edge = max(pop_edge, float(population.inverse_map(np.array(floor))[0]))
+        pop_edge = max(pop_edge, float(outer.inverse_map(np.array(floor))[0]))
         if floor > top_smp:
-            edges[-1, 1] = max(edges[-1, 1], float(sample.inverse_map(np.array(floor))[0]))
+            edges[-1, 1] = max(edges[-1, 1], float(outer_sample.inverse_map(np.array(floor))[0]))
     return AnisotropicBulk(
         population=population,
         sample=sample,
@@ -116,6 +124,8 @@ def anisotropic_bulk(
         floor=floor,
         edges=edges,
         pop_edge=pop_edge,
+        outer=outer,
+        outer_sample=outer_sample,
     )
 
 
@@ -155,7 +165,7 @@ def spike_solution(
     strength, target, rest = np.broadcast_arrays(strength, target, rest)
 
     def parts(s: NDArray) -> tuple[NDArray, ...]:
-        x, dx, _ = bulk.population.inverse_map(s)
+        x, dx, _ = bulk.outer.inverse_map(s)
         u_w, du_w = bulk.transform(weight, s)
         u_r, du_r = bulk.transform(bulk.sized, s)
         return x, dx, target * (1 + u_w) + rest * (1 + u_r), target * du_w + rest * du_r, u_w
@@ -179,7 +189,7 @@ def spike_solution(
 
     s = bisect(below, low, high, _BISECTION_STEPS)
     x, dx, dd, ddd, u_w = parts(s)
-    x_smp, dx_smp, _ = bulk.sample.inverse_map(s)
+    x_smp, dx_smp, _ = bulk.outer_sample.inverse_map(s)
     sampled = present & (s > bulk.s_sample)
     with np.errstate(all="ignore"):
         slope = dd / x**2 - ddd / (x * dx)  # (target + rest) m_v'(ell)
@@ -227,13 +237,13 @@ def spike_strength(
 
     def strength(s: NDArray) -> NDArray:
         u_u, u_r = bulk.transform(bulk.signal, s)[0], bulk.transform(bulk.sized, s)[0]
-        return (bulk.population.inverse_map(s)[0] + noise * (u_u - u_r)) / (1 + u_u)
+        return (bulk.outer.inverse_map(s)[0] + noise * (u_u - u_r)) / (1 + u_u)
 
     out: list[NDArray] = []
     with np.errstate(all="ignore"):  # a known population's edge is a pole (file tables)
         for law, edge, x in (
-            (bulk.population, bulk.s_pop, pop),
-            (bulk.sample, bulk.s_sample, sample),
+            (bulk.outer, bulk.s_pop, pop),
+            (bulk.outer_sample, bulk.s_sample, sample),
         ):
             x = np.asarray(x, dtype=float)
             start = max(edge, bulk.floor * (1 + 1e-12) + 1e-300)
