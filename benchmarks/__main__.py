@@ -342,6 +342,15 @@ TARGETS: tuple[Target, ...] = (
         ok_key="monte_carlo_sides_freealg_ok",
         constant="bench_freealg.FREEALG_RIGHT_TARGET",
     ),
+    Target(
+        "bench_anisotropic",
+        ("bulk_seconds", "d=2000"),
+        "<=",
+        3.0,
+        "seconds of one anisotropic bulk (power spectrum, d = 2000, three scans)",
+        ok_key="bulk_ok",
+        constant="bench_anisotropic.BULK_SECONDS_TARGET",
+    ),
 )
 
 

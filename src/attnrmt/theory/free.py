@@ -248,10 +248,10 @@ def critical_points(law: FreeProduct) -> tuple[NDArray, NDArray]:
     ``+1`` (local min: an upper edge) or ``-1`` (local max: a lower edge).
 
     ``x'`` is sampled at :data:`_GRID` logit-spaced points of every interval between poles
-    (:data:`_GRID_UNBOUNDED` on the unbounded ones, where critical points can sit close
-    together near ``s = 0``), sign changes are bisected to round-off, and a point is kept
-    when ``s(x(s*))`` (:func:`subordination`) returns to it.
-    O(atoms x (intervals x _GRID + _GRID_UNBOUNDED + brackets x _BISECTION_STEPS)).
+    that :func:`_may_turn` keeps (:data:`_GRID_UNBOUNDED` on the unbounded ones, where
+    critical points can sit close together near ``s = 0``), sign changes are bisected to
+    round-off, and a point is kept when ``s(x(s*))`` (:func:`subordination`) returns to it.
+    O(atoms x (kept intervals x _GRID + _GRID_UNBOUNDED + brackets x _BISECTION_STEPS)).
     """
     scale = law.scale()
 
