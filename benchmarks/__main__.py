@@ -351,6 +351,27 @@ TARGETS: tuple[Target, ...] = (
         ok_key="bulk_ok",
         constant="bench_anisotropic.BULK_SECONDS_TARGET",
     ),
+    Target(
+        "bench_theory_grid",
+        ("closed_form_part_over_previous",),
+        "<=",
+        1.05,
+        "default run's theory grid, sweeps without a finite-T setting: seconds with the "
+        "finite-T route / without it (the closed forms alone), median of paired ratios",
+        ok_key="closed_form_part_over_previous_ok",
+        constant="bench_theory_grid.CLOSED_FORM_RATIO_TARGET",
+    ),
+    Target(
+        "bench_theory_grid",
+        ("token_rules_seconds", "*"),
+        "<=",
+        2.0,
+        "finite-T Gauss rules (token_rules) of one setting, cold cache, every setting of "
+        "config.yaml and configs/finite-T.yaml",
+        unit="s",
+        ok_key="token_rules_ok",
+        constant="bench_theory_grid.RULES_SECONDS_TARGET",
+    ),
 )
 
 

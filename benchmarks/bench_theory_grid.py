@@ -1,0 +1,208 @@
+"""Benchmark of the default run's theory grid (issue 37's acceptance: the full theory grid
+no slower than the closed forms where those apply; the finite-T route's own cost).
+
+Every sweep of ``config.yaml`` goes through :func:`attnrmt.sweep.store.theory.theory_dataset`
+(what the ``theory`` rule writes to ``theory.zarr``), planned by ``plan_run`` as the
+Snakefile does, in one process after one discarded warm-up pass (imports, first calls). Each
+of :data:`REPEATS` rounds times, sweep by sweep: the grid as the pipeline computes it
+(finite-T rules cold: ``token_rules``' cache cleared at the start of the round, kept across
+sweeps as in one run), the same with the rules cached, and the closed forms alone (the same
+code with ``with_finite_t`` as the identity: the code before the finite-T route).
+
+``grid_seconds``, ``closed_forms_grid_seconds``, ``grid_over_closed_forms``
+    Medians over rounds of the whole grid's seconds, and the median of the paired ratios.
+``closed_form_part_over_previous``
+    The sweeps without a finite-T setting (``N T / V >= 8`` or no outlier everywhere):
+    their seconds with the finite-T route over those without it, median of paired ratios.
+    Target <= :data:`CLOSED_FORM_RATIO_TARGET` (the closed forms stay the fast path).
+``sweeps``
+    Per sweep: finite-T settings (calls of ``token_rules``), median seconds cold, with the
+    rules cached, and closed forms only.
+``token_rules_seconds``
+    ``token_rules`` of each setting of the default grid and of ``configs/finite-T.yaml``
+    (cache cleared before each call), median of :data:`RULES_REPEATS`. Target <=
+    :data:`RULES_SECONDS_TARGET` a setting.
+``finite_t_spike_point_seconds``, ``finite_t_spike_16_points_seconds``
+    ``finite_t_spike`` at one ``snr`` and at 16, with the default grid's first rules.
+``finite_t_config_*``
+    The same grid times for ``configs/finite-T.yaml`` (the route at 9 settings), no target.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, nullcontext
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+
+import attnrmt.theory.finite_t as finite_t
+from attnrmt.sweep import load_config, plan_run
+from attnrmt.sweep.store.theory import theory_dataset
+from benchmarks.bench_theory import median_seconds
+
+#: The module (its name is shadowed by the function in ``attnrmt.theory``).
+predict_module: Any = importlib.import_module("attnrmt.theory.predict")
+REPO = Path(__file__).resolve().parents[1]
+REPEATS = 15
+RULES_REPEATS = 3
+#: Target: the default grid's sweeps without a finite-T setting, with the finite-T route /
+#: without it (the closed forms alone), median of paired ratios.
+CLOSED_FORM_RATIO_TARGET = 1.05
+#: Target: seconds of ``token_rules`` for one setting, cold cache.
+RULES_SECONDS_TARGET = 2.0
+
+
+def _plan(config: str) -> Any:
+    """The run plan of a config file of the repository, as the Snakefile builds it."""
+    return plan_run(load_config(yaml.safe_load((REPO / config).read_text())))
+
+
+@contextmanager
+def _closed_forms_only() -> Iterator[None]:
+    """``predict_grid`` without the finite-T route (the closed forms everywhere)."""
+    saved = predict_module.with_finite_t
+    predict_module.with_finite_t = lambda out, *_: out
+    try:
+        yield
+    finally:
+        predict_module.with_finite_t = saved
+
+
+@contextmanager
+def _recording_rules(calls: list[tuple[Any, ...]]) -> Iterator[None]:
+    """``token_rules`` (still cached) appending its arguments to ``calls``."""
+    rules = finite_t.token_rules
+
+    def recorded(*args: Any) -> Any:
+        calls.append(args)
+        return rules(*args)
+
+    finite_t.token_rules = recorded  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        finite_t.token_rules = rules
+
+
+def _seconds(call: Callable[[], object]) -> float:
+    start = time.perf_counter()
+    call()
+    return time.perf_counter() - start
+
+
+def grid_times(plan: Any, repeats: int = REPEATS) -> dict[str, Any]:
+    """Rounds of (cold rules, closed forms only, cached rules) per sweep of ``plan``, each
+    sweep's three back to back (load drift hits them alike), the first two in alternating
+    order; the settings each sweep passes to ``token_rules``. O(repeats x grid)."""
+    settings: dict[str, list[tuple[Any, ...]]] = {}
+    for name, sweep in plan.sweeps.items():  # warm-up pass, recording the settings
+        with _recording_rules(settings.setdefault(name, [])):
+            theory_dataset(sweep, plan.seed)
+    rounds: dict[str, list[dict[str, float]]] = {"cold": [], "cached": [], "closed": []}
+    for repeat in range(repeats):
+        finite_t.token_rules.cache_clear()
+        for kind in rounds:
+            rounds[kind].append({})
+        order = ("cold", "closed") if repeat % 2 else ("closed", "cold")
+        for name, sweep in plan.sweeps.items():
+
+            def call(sweep: Any = sweep) -> object:
+                return theory_dataset(sweep, plan.seed)
+
+            for kind in (*order, "cached"):
+                with _closed_forms_only() if kind == "closed" else nullcontext():
+                    rounds[kind][-1][name] = _seconds(call)
+    return {"settings": settings, "rounds": rounds}
+
+
+def summary(times: dict[str, Any]) -> dict[str, Any]:
+    """Medians and paired ratios of :func:`grid_times`' rounds."""
+    settings, rounds = times["settings"], times["rounds"]
+    plain = [name for name, calls in settings.items() if not calls]
+
+    def total(kind: str, names: list[str] | None = None) -> np.ndarray:
+        return np.array([sum(r[n] for n in names or r) for r in rounds[kind]])
+
+    sweeps = {
+        name: {
+            "finite_t_settings": len(settings[name]),
+            **{
+                f"{kind}_seconds": round(float(np.median([r[name] for r in rounds[kind]])), 4)
+                for kind in rounds
+            },
+        }
+        for name in settings
+    }
+    return {
+        "grid_seconds": float(np.median(total("cold"))),
+        "grid_cached_rules_seconds": float(np.median(total("cached"))),
+        "closed_forms_grid_seconds": float(np.median(total("closed"))),
+        "grid_over_closed_forms": float(np.median(total("cold") / total("closed"))),
+        "closed_form_part_sweeps": ", ".join(plain),
+        "closed_form_part_over_previous": float(
+            np.median(total("cold", plain) / total("closed", plain))
+        ),
+        "sweeps": sweeps,
+    }
+
+
+def rules_seconds(settings: list[tuple[Any, ...]]) -> dict[str, float]:
+    """Cold ``token_rules`` seconds of each distinct setting, median of
+    :data:`RULES_REPEATS`."""
+
+    def cold(args: tuple[Any, ...]) -> Callable[[], object]:
+        def call() -> object:
+            finite_t.token_rules.cache_clear()
+            return finite_t.token_rules(*args)
+
+        return call
+
+    return {
+        f"T={args[0]}, {json.loads(args[1])['kind']}, {json.loads(args[2])['kind']}, "
+        f"V/N={args[3]}": median_seconds(cold(args), RULES_REPEATS)
+        for args in dict.fromkeys(settings)
+    }
+
+
+def main() -> dict[str, Any]:
+    """Run the benchmarks, print and return the results."""
+    default = grid_times(_plan("config.yaml"))
+    finite = grid_times(_plan("configs/finite-T.yaml"), RULES_REPEATS)
+    found = summary(default)
+    other = summary(finite)
+    settings = [args for calls in default["settings"].values() for args in calls]
+    every = settings + [args for calls in finite["settings"].values() for args in calls]
+    rules = finite_t.token_rules(*settings[0])
+    snr = np.linspace(0.5, 3.0, 16)
+    results: dict[str, Any] = {
+        **found,
+        "closed_form_part_over_previous_ok": (
+            found["closed_form_part_over_previous"] <= CLOSED_FORM_RATIO_TARGET
+        ),
+        "token_rules_seconds": rules_seconds(every),
+        "finite_t_spike_point_seconds": median_seconds(
+            lambda: finite_t.finite_t_spike(0.5, snr[:1], rules), 50
+        ),
+        "finite_t_spike_16_points_seconds": median_seconds(
+            lambda: finite_t.finite_t_spike(0.5, snr, rules), 50
+        ),
+        "finite_t_config_grid_seconds": other["grid_seconds"],
+        "finite_t_config_grid_cached_rules_seconds": other["grid_cached_rules_seconds"],
+        "finite_t_config_closed_forms_grid_seconds": other["closed_forms_grid_seconds"],
+        "finite_t_config_sweeps": other["sweeps"],
+    }
+    results["token_rules_ok"] = max(results["token_rules_seconds"].values()) <= (
+        RULES_SECONDS_TARGET
+    )
+    print(json.dumps(results, indent=1))
+    return results
+
+
+if __name__ == "__main__":
+    main()
