@@ -407,7 +407,7 @@ def predict_grid(
     )
     # the closed forms' fast path: with_finite_t's own test (N T / V below the bound), on
     # the (d, delta, gamma, T) inputs in O(their size) instead of O(grid)
-    tokens = np.asarray(axes["T"]) / (ratios["gamma"] / ratios["delta"]).values[..., None]
+    tokens = np.asarray(axes["T"]) / (ratios["gamma"].values / ratios["delta"].values)[..., None]
     if _gaussian_theory(table) and np.any(tokens < FINITE_T_BOUND):
         out = with_finite_t(out, positional, weights)
     ordered = {
