@@ -5,7 +5,7 @@ Every sweep of ``config.yaml`` goes through :func:`attnrmt.sweep.store.theory.th
 (what the ``theory`` rule writes to ``theory.zarr``), planned by ``plan_run`` as the
 Snakefile does, in one process after one discarded warm-up pass (imports, first calls). Each
 of :data:`REPEATS` rounds times, sweep by sweep: the grid as the pipeline computes it
-(finite-T rules cold: ``token_rules``' cache cleared at the start of the round, kept across
+(finite-T rules cold: ``finite_t``'s caches cleared at the start of the round, kept across
 sweeps as in one run), the same with the rules cached, and the closed forms alone (the same
 code with ``with_finite_t`` as the identity: the code before the finite-T route).
 
@@ -16,16 +16,18 @@ code with ``with_finite_t`` as the identity: the code before the finite-T route)
     their seconds with the finite-T route over those without it, median of paired ratios.
     Target <= :data:`CLOSED_FORM_RATIO_TARGET` (the closed forms stay the fast path).
 ``sweeps``
-    Per sweep: finite-T settings (calls of ``token_rules``), median seconds cold, with the
-    rules cached, and closed forms only.
-``token_rules_seconds``
-    ``token_rules`` of each setting of the default grid and of ``configs/finite-T.yaml``
-    (cache cleared before each call), median of :data:`RULES_REPEATS`. Target <=
-    :data:`RULES_SECONDS_TARGET` a setting.
+    Per sweep: finite-T settings (calls of ``token_rules``), tail-regime settings (calls of
+    ``realised_rules``), median seconds cold, with the rules cached, and closed forms only.
+``token_rules_seconds``, ``realised_rules_seconds``
+    ``token_rules`` (target <= :data:`RULES_SECONDS_TARGET` a setting) and the tail regime's
+    ``realised_rules`` (no target) at each setting of the default grid and of
+    ``configs/finite-T.yaml`` (caches cleared before each call), medians of
+    :data:`RULES_REPEATS`.
 ``finite_t_spike_point_seconds``, ``finite_t_spike_16_points_seconds``
     ``finite_t_spike`` at one ``snr`` and at 16, with the default grid's first rules.
 ``finite_t_config_*``
-    The same grid times for ``configs/finite-T.yaml`` (the route at 9 settings), no target.
+    The same grid times for ``configs/finite-T.yaml`` (the route at 9 setting points), no
+    target.
 """
 
 from __future__ import annotations
@@ -75,19 +77,26 @@ def _closed_forms_only() -> Iterator[None]:
 
 
 @contextmanager
-def _recording_rules(calls: list[tuple[Any, ...]]) -> Iterator[None]:
-    """``token_rules`` (still cached) appending its arguments to ``calls``."""
-    rules = finite_t.token_rules
+def _recording(name: str, calls: list[tuple[Any, ...]]) -> Iterator[None]:
+    """``finite_t``'s function ``name`` (still cached) appending its arguments to ``calls``."""
+    function = getattr(finite_t, name)
 
     def recorded(*args: Any) -> Any:
         calls.append(args)
-        return rules(*args)
+        return function(*args)
 
-    finite_t.token_rules = recorded  # type: ignore[assignment]
+    setattr(finite_t, name, recorded)
     try:
         yield
     finally:
-        finite_t.token_rules = rules
+        setattr(finite_t, name, function)
+
+
+def _clear_caches() -> None:
+    """Empty every cache of ``finite_t`` (the Gauss rules of each regime)."""
+    for value in vars(finite_t).values():
+        if hasattr(value, "cache_clear"):
+            value.cache_clear()
 
 
 def _seconds(call: Callable[[], object]) -> float:
@@ -101,12 +110,14 @@ def grid_times(plan: Any, repeats: int = REPEATS) -> dict[str, Any]:
     sweep's three back to back (load drift hits them alike), the first two in alternating
     order; the settings each sweep passes to ``token_rules``. O(repeats x grid)."""
     settings: dict[str, list[tuple[Any, ...]]] = {}
+    tail: dict[str, list[tuple[Any, ...]]] = {}
     for name, sweep in plan.sweeps.items():  # warm-up pass, recording the settings
-        with _recording_rules(settings.setdefault(name, [])):
-            theory_dataset(sweep, plan.seed)
+        with _recording("token_rules", settings.setdefault(name, [])):
+            with _recording("realised_rules", tail.setdefault(name, [])):
+                theory_dataset(sweep, plan.seed)
     rounds: dict[str, list[dict[str, float]]] = {"cold": [], "cached": [], "closed": []}
     for repeat in range(repeats):
-        finite_t.token_rules.cache_clear()
+        _clear_caches()
         for kind in rounds:
             rounds[kind].append({})
         order = ("cold", "closed") if repeat % 2 else ("closed", "cold")
@@ -118,7 +129,7 @@ def grid_times(plan: Any, repeats: int = REPEATS) -> dict[str, Any]:
             for kind in (*order, "cached"):
                 with _closed_forms_only() if kind == "closed" else nullcontext():
                     rounds[kind][-1][name] = _seconds(call)
-    return {"settings": settings, "rounds": rounds}
+    return {"settings": settings, "tail": tail, "rounds": rounds}
 
 
 def summary(times: dict[str, Any]) -> dict[str, Any]:
@@ -132,6 +143,7 @@ def summary(times: dict[str, Any]) -> dict[str, Any]:
     sweeps = {
         name: {
             "finite_t_settings": len(settings[name]),
+            "tail_settings": len(times["tail"][name]),
             **{
                 f"{kind}_seconds": round(float(np.median([r[name] for r in rounds[kind]])), 4)
                 for kind in rounds
@@ -152,21 +164,23 @@ def summary(times: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def rules_seconds(settings: list[tuple[Any, ...]]) -> dict[str, float]:
-    """Cold ``token_rules`` seconds of each distinct setting, median of
-    :data:`RULES_REPEATS`."""
+def rules_seconds(name: str, settings: list[tuple[Any, ...]]) -> dict[str, float]:
+    """Cold seconds of ``finite_t``'s cached function ``name`` at each distinct setting
+    (arguments), median of :data:`RULES_REPEATS`."""
 
     def cold(args: tuple[Any, ...]) -> Callable[[], object]:
         def call() -> object:
-            finite_t.token_rules.cache_clear()
-            return finite_t.token_rules(*args)
+            _clear_caches()
+            return getattr(finite_t, name)(*args)
 
         return call
 
+    def label(args: tuple[Any, ...]) -> str:
+        sizes = f"V/N={args[3]}" if len(args) == 4 else f"V={args[3]}, N={args[4]}, {args[5]} draws"
+        return f"T={args[0]}, {json.loads(args[1])['kind']}, {json.loads(args[2])['kind']}, {sizes}"
+
     return {
-        f"T={args[0]}, {json.loads(args[1])['kind']}, {json.loads(args[2])['kind']}, "
-        f"V/N={args[3]}": median_seconds(cold(args), RULES_REPEATS)
-        for args in dict.fromkeys(settings)
+        label(args): median_seconds(cold(args), RULES_REPEATS) for args in dict.fromkeys(settings)
     }
 
 
@@ -176,8 +190,10 @@ def main() -> dict[str, Any]:
     finite = grid_times(_plan("configs/finite-T.yaml"), RULES_REPEATS)
     found = summary(default)
     other = summary(finite)
+    runs = (default, finite)
     settings = [args for calls in default["settings"].values() for args in calls]
-    every = settings + [args for calls in finite["settings"].values() for args in calls]
+    every = [args for run in runs for calls in run["settings"].values() for args in calls]
+    tail = [args for run in runs for calls in run["tail"].values() for args in calls]
     rules = finite_t.token_rules(*settings[0])
     snr = np.linspace(0.5, 3.0, 16)
     results: dict[str, Any] = {
@@ -185,7 +201,8 @@ def main() -> dict[str, Any]:
         "closed_form_part_over_previous_ok": (
             found["closed_form_part_over_previous"] <= CLOSED_FORM_RATIO_TARGET
         ),
-        "token_rules_seconds": rules_seconds(every),
+        "token_rules_seconds": rules_seconds("token_rules", every),
+        "realised_rules_seconds": rules_seconds("realised_rules", tail),
         "finite_t_spike_point_seconds": median_seconds(
             lambda: finite_t.finite_t_spike(0.5, snr[:1], rules), 50
         ),
