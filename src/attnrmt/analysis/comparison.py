@@ -36,6 +36,11 @@ SPIKE_QUANTITIES: tuple[str, ...] = (
 #: The quantities of :func:`variant_summary` (and of the universality study, with the bulk).
 SUMMARY_QUANTITIES = (*SPIKE_QUANTITIES, *(f"threshold_{t}" for t in TRANSITIONS))
 
+#: Relative spread of a threshold's theory across a curve's ``d`` beyond which its d -> inf
+#: row has no verdict (a table law whose spectrum depends on ``d``; docs/thresholds.md,
+#: "General bulks"): the finite-``d`` theories have no common limit to compare with.
+THEORY_DRIFT = 0.01
+
 #: Columns of comparison.csv in order (parameter columns last; ``table`` after ``weights``
 #: only for a sweep with that axis, :func:`_finalise`).
 COMPARISON_COLUMNS = (
@@ -237,7 +242,8 @@ def thresholds_table(
     transition, plus with several ``d`` a ``finite_size = "d->inf"`` row (``d = inf``);
     ``consistent_<variant>``: the variant's threshold in ``[ci_low, ci_high]`` (empty for a
     d -> inf row from fewer than :data:`attnrmt.analysis.thresholds.MIN_FSS_D` values of
-    ``d``). O(curves)."""
+    ``d`` or whose theory moves by more than :data:`THEORY_DRIFT` across ``d``, and for
+    bound ``hidden``). O(curves)."""
     theory = complete_theory(theory, cells)
     multi_d = "slope_consistency_p" in analysis
     rows = []
@@ -260,7 +266,14 @@ def thresholds_table(
             n_d = a["fss_n_d"] if "fss_n_d" in a else xr.full_like(limit, np.inf)
             fits = {name: a[name] for name in _FSS_COLUMNS if name in a}
             ends = {"ci_low": a["fss_ci_low"], "ci_high": a["fss_ci_high"], "fss_n_d": n_d}
-            thd = _by_variant(th.mean("d") if "d" in th.dims else th)
+            drift = xr.zeros_like(limit, dtype=bool)
+            if "d" in th.dims:  # a theory that depends on d (a table's spectrum): no d -> inf
+                drift = ((th.max("d") - th.min("d")) > THEORY_DRIFT * abs(th).max("d")).any(
+                    "variant"
+                )
+                th = th.mean("d").where(~drift)
+            thd = _by_variant(th)
+            ends["drift"] = drift.broadcast_like(limit)
             fs = xr.Dataset({"estimate": limit, **ends, **fits, **slope_p, **thd})
             fframe = tidy(fs)
             fframe["d"] = np.inf
@@ -276,10 +289,13 @@ def thresholds_table(
                     for count in counts
                 ],
             )
+            fframe["finite_size"] = fframe["finite_size"].where(
+                ~fframe.pop("drift").astype(bool), "d->inf: no verdict (the theory depends on d)"
+            )
             rows.append(fframe.assign(transition=transition))
     frame = pd.concat(rows, ignore_index=True)
     frame.insert(0, "sweep", sweep)
-    no_verdict = frame["finite_size"].str.contains("no verdict")
+    no_verdict = frame["finite_size"].str.contains("no verdict") | (frame["bound"] == "hidden")
     for variant in VARIANTS:
         predicted = frame[f"theory_{variant}"]
         consistent = (predicted >= frame["ci_low"]) & (predicted <= frame["ci_high"])

@@ -51,6 +51,16 @@ def _file_affine(theta: np.ndarray, ratio: np.ndarray, norm: float) -> np.ndarra
     return ratio * np.sign(root) * root**2
 
 
+def hidden_signal(bulk: AnisotropicBulk) -> tuple[bool, bool]:
+    """Whether the population (sample) signal eigenvalue is out of reach of the top
+    eigenvalue: the largest isolated eigenvalue of ``Sigma`` (``floor``) lies above the
+    edge ``s_pop`` (``s_sample``) and carries less than half of ``u``, so its noise outlier
+    outranks the signal's eigenvalue while that leaves the bulk of the others
+    (docs/thresholds.md, "General bulks"). O(atoms)."""
+    noise = float(bulk.signal[bulk.atoms == bulk.floor].sum()) < 0.5
+    return noise and bulk.floor > bulk.s_pop, noise and bulk.floor > bulk.s_sample
+
+
 def _general_laws(cells: xr.Dataset) -> dict[str, dict[str, Any]]:
     from attnrmt.analysis.universality import sweep_laws
 
@@ -104,6 +114,9 @@ def own_theta(cells: xr.Dataset, theta: xr.DataArray) -> xr.DataArray:
                 norm = file_bulk(law, float(flat[4][rows][0]))[1]
                 found[:, rows] = _file_affine(found[:, rows], noise / flat[3][rows], norm)
                 found[::2, rows] = np.nan  # a given population has no transition
+            for t, hidden in enumerate(hidden_signal(bulk)):
+                if hidden:  # the top eigenvalue is a noise outlier: no estimate (inf theta_c)
+                    found[t::2, rows] = [[np.nan], [np.inf]]
         shape = arrays[0].loc[at].drop_vars("k", errors="ignore").transpose(*dims).shape
         for target, first in ((theta, 0), (critical, 2)):
             values = np.stack([found[first].reshape(shape), found[first + 1].reshape(shape)])
@@ -116,13 +129,14 @@ def own_critical(
     theta: xr.DataArray, curve_dims: list[str], theta_c: np.ndarray
 ) -> tuple[np.ndarray, xr.DataArray]:
     """``theta_c`` (curve axes then ``transition``) with the general laws' own critical
-    values from ``theta``'s :data:`CRITICAL` coordinate, and ``theta`` without it. O(cells)."""
+    values from ``theta``'s :data:`CRITICAL` coordinate (inf: a signal out of reach, see
+    :func:`hidden_signal`), and ``theta`` without it. O(cells)."""
     if CRITICAL not in theta.coords:
         return theta_c, theta
     keep = [*curve_dims, "transition"]
     mean = theta[CRITICAL].mean([d for d in theta[CRITICAL].dims if d not in keep])
     own = np.asarray(mean.transpose(*curve_dims, "transition").values, dtype=float)
-    return np.where(np.isfinite(own), own, theta_c), theta.drop_vars(CRITICAL)
+    return np.where(np.isnan(own), theta_c, own), theta.drop_vars(CRITICAL)
 
 
 def _cdf(bulk: AnisotropicBulk, atom: float) -> Callable[[np.ndarray], np.ndarray]:

@@ -46,7 +46,7 @@ from attnrmt.analysis.universality import (
 from attnrmt.contract import PROVENANCE_FIELDS, SWEEP_TABLES, TABLES, with_variable_attrs
 
 #: Bound codes of ``threshold_bound`` in analysis.zarr (CF flag_values / flag_meanings).
-BOUND_CODES = ("none", "below", "above", "interval", "failed")
+BOUND_CODES = ("none", "below", "above", "interval", "failed", "hidden")
 
 
 def settings_sha256(settings: Mapping[str, Any] | None) -> str:

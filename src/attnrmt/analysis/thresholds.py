@@ -765,6 +765,7 @@ def estimate_thresholds(
                 for name in (*_SCALARS, "bound", "boot"):
                     target = bound if name == "bound" else boot if name == "boot" else out[name]
                     target[i] = fit[name][row]
+    bound[np.isposinf(theta_c)] = "hidden"  # a general law's signal out of reach: no estimate
     dims = [*curve_dims, "transition"]
     coords = {d: th[d] for d in dims}
 
@@ -780,7 +781,7 @@ def estimate_thresholds(
             "threshold_ci_high": da(out["ci_high"], "upper end of CI or bound"),
             "threshold_extrapolated": da(out["extrapolated"], "line crossing theta_c"),
             "threshold_bound": da(
-                bound.astype(str), "none | below | above | interval | failed", "1"
+                bound.astype(str), "none | below | above | interval | failed | hidden", "1"
             ),
             "theta_slope": da(out["slope"], "d theta_hat / d snr", "kappa per snr"),
             "theta_intercept": da(out["intercept"], "theta_hat at snr = 0", "kappa"),

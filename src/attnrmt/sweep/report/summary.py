@@ -118,20 +118,27 @@ def variant_errors(summary: pd.DataFrame) -> dict[str, float]:
     return {v: e for v, e in errors.items() if math.isfinite(e)}
 
 
+#: A threshold family whose every curve has a signal out of reach (bound ``hidden``).
+HIDDEN_NOTE = "(no estimate: a noise outlier of Sigma outranks the signal's eigenvalue)"
+
+
 def threshold_lines(thresholds: pd.DataFrame) -> list[str]:
     """Per (sweep or ``sweep/law``, transition): how many finite-``d`` curves' CI or bound
-    contains each variant's value, and the largest ``d``'s estimate. O(rows)."""
+    contains each variant's value (curves without an estimate, bound ``hidden``, left out),
+    and the largest ``d``'s estimate. O(rows)."""
     if thresholds.empty or "finite_size" not in thresholds:
         return []
     finite = thresholds[thresholds["finite_size"] == "none"]
     law = finite[TABLE_AXIS].fillna("") if TABLE_AXIS in finite else pd.Series("", finite.index)
     name = finite["sweep"].astype(str).where(law == "", finite["sweep"].astype(str) + "/" + law)
     lines = []
-    for (sweep, transition), frame in finite.groupby([name, "transition"], sort=False):
+    for (sweep, transition), every in finite.groupby([name, "transition"], sort=False):
+        frame = every[every["bound"] != "hidden"]  # no estimate: out of the counts
         counts = "  ".join(
             f"{v} {int(frame[f'consistent_{v}'].astype(bool).sum())}/{len(frame)}" for v in VARIANTS
         )
-        lines.append(f"  {sweep:<16} {transition:<10}  {counts}  {_example(frame)}")
+        example = _example(frame) if len(frame) else HIDDEN_NOTE
+        lines.append(f"  {sweep:<16} {transition:<10}  {counts}  {example}")
     return lines
 
 
