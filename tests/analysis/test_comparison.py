@@ -119,6 +119,21 @@ def test_thresholds_table_contains_both_variants_and_finite_size(planted_variant
     np.testing.assert_allclose(iid["estimate"], iid[f"theory_{variant}"], atol=0.08)
 
 
+def test_a_theory_that_moves_with_d_has_no_d_to_inf_row(planted_variant) -> None:
+    """A sample threshold theory doubling from d = 120 to 240 (a table law's spectrum that
+    depends on d) has no d -> inf value to compare with; the population one still has."""
+    _, cells, theory, analysis = planted_variant
+    moved = theory.assign(threshold_snr_sample=theory["threshold_snr_sample"] * theory["d"] / 120)
+    table = thresholds_table("s", cells, moved, analysis)
+    limit = table[np.isinf(table["d"])]
+    sample = limit[limit["transition"] == "sample"]
+    assert sample["finite_size"].str.contains("the theory depends on d").all()
+    assert sample[["theory_paper", "theory_finite_vocab"]].isna().all().all()
+    population = limit[limit["transition"] == "population"]
+    assert population[["theory_paper", "theory_finite_vocab"]].notna().all().all()
+    assert not population["finite_size"].str.contains("depends").any()
+
+
 def test_settings_below_the_large_t_bound_are_flagged() -> None:
     # N T/V = T delta / gamma is 8 (the bound: large_T) at gamma 0.5 and 4 at gamma 1
     cells, theory = make_synthetic(d=(120,), gamma=(0.5, 1.0), snr=SNR, replicates=2)
