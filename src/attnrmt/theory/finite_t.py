@@ -301,13 +301,16 @@ def with_finite_t(out: xr.Dataset, positional: Any, weights: Any) -> xr.Dataset:
     T"). ``out`` has a ``T`` coordinate; ``positional``/``weights`` map ``(name, T)`` to a
     spec, or are one spec when ``out`` has no such dimension. O(settings x 1 s) for the rules
     and O(tail settings x max(min(128 n^3, 2e10), 8 n^3)), ``n = min(V, N)``, for the draws
-    (both cached), then O(points x nodes x 100); O(grid) where no setting qualifies."""
-    if "finite_vocab" not in out["variant"].values:
-        return out
+    (both cached), then O(points x nodes x 100); O(d x delta x gamma) where ``N T / V``
+    is nowhere below the bound."""
+    v = {k: out.variables[k].values for k in ("T", "delta_effective", "gamma_effective")}
+    fewest = v["T"].min() / (v["gamma_effective"].max() / v["delta_effective"].min())  # N T/V
+    if "finite_vocab" not in out.variables["variant"].values or fewest >= FINITE_T_BOUND:
+        return out  # the closed forms' fast path
     ratio = out["gamma_effective"] / out["delta_effective"]
+    small = (out["T"] / ratio < FINITE_T_BOUND) & (out["kappa"] > 0)
     above = out["sample_outlier"].sel(variant="finite_vocab").notnull()
-    above = above.any([dim for dim in above.dims if dim not in ratio.dims + out["kappa"].dims])
-    small = (out["T"] / ratio < FINITE_T_BOUND) & (out["kappa"] > 0) & above
+    small = small & above.any([dim for dim in above.dims if dim not in small.dims])
     if "d" in out.coords:
         small = small & (out["d"] >= FINITE_T_MIN_D)
     if not bool(small.any()):

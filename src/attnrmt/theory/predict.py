@@ -20,7 +20,7 @@ from attnrmt.contract import ALL_AXES, TABLE_AXIS, VARIANTS, with_variable_attrs
 from attnrmt.model.table_laws import table_no_theory, validate_table
 from attnrmt.theory.anisotropic import anisotropic_parts
 from attnrmt.theory.bulk import bulk_atom, bulk_edges
-from attnrmt.theory.finite_t import FINITE_T_BOUND, with_finite_t
+from attnrmt.theory.finite_t import with_finite_t
 from attnrmt.theory.spike import mean_spike, spike
 
 #: Variables of :func:`predict` that carry the ``variant`` dimension, in store order.
@@ -405,10 +405,7 @@ def predict_grid(
         table,
         xr.DataArray(np.asarray(axes["d"], dtype=float), dims="d", coords={"d": list(axes["d"])}),
     )
-    # the closed forms' fast path: with_finite_t's own test (N T / V below the bound), on
-    # the (d, delta, gamma, T) inputs in O(their size) instead of O(grid)
-    tokens = np.asarray(axes["T"]) / (ratios["gamma"].values / ratios["delta"].values)[..., None]
-    if _gaussian_theory(table) and np.any(tokens < FINITE_T_BOUND):
+    if _gaussian_theory(table):
         out = with_finite_t(out, positional, weights)
     ordered = {
         name: [d for d in (*ALL_AXES, "variant") if d in out[name].dims] for name in out.data_vars
