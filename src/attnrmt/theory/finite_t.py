@@ -144,24 +144,26 @@ def noise_top(
 def _gauss_rules(matvec: Any, starts: NDArray, steps: int, first: NDArray) -> list[NDArray]:
     """Gauss quadrature rules (nodes, weights, per column) of the spectral measures of a
     symmetric operator at the columns of ``starts``, from ``steps`` three-term Lanczos steps
-    run in lockstep; a finite ``first`` replaces a column's first moment (docs/model.md,
-    "Outliers and overlaps at finite T"). O(steps x matvec of the block)."""
+    on each (contiguous vectors, in-place BLAS updates); a finite ``first`` replaces a
+    column's first moment (docs/model.md, "Outliers and overlaps at finite T").
+    O(columns x steps x (matvec + length))."""
     from scipy.linalg import eigh_tridiagonal
+    from scipy.linalg.blas import daxpy
 
-    norm = np.linalg.norm(starts, axis=0)
-    q, previous = starts / norm, np.zeros_like(starts)
-    a, b = np.zeros((steps, starts.shape[1])), np.zeros((steps, starts.shape[1]))
-    for j in range(steps):
-        r = matvec(q) - (b[j - 1] * previous if j else 0.0)
-        a[j] = np.sum(q * r, axis=0)
-        r -= a[j] * q  # then the exact first moment: a rank-one change of the operator at q_0
-        a[0] = np.where(np.isfinite(first), first, a[0])
-        b[j] = np.linalg.norm(r, axis=0)
-        previous, q = q, r / np.where(b[j] > 0, b[j], 1.0)
     rules = []
-    for column in range(starts.shape[1]):
-        nodes, vectors = eigh_tridiagonal(a[:, column], b[:-1, column])
-        rules += [nodes, vectors[0] ** 2 * norm[column] ** 2]
+    for start, known in zip(starts.T, first, strict=True):
+        norm = float(np.linalg.norm(start))
+        q, previous = start / norm, np.zeros(start.size)
+        a, b = np.zeros(steps), np.zeros(steps)
+        for j in range(steps):
+            r = daxpy(previous, matvec(q), a=-b[j - 1])  # b[-1] = 0 at j = 0
+            a[j] = q @ r
+            r = daxpy(q, r, a=-a[j])
+            b[j] = np.linalg.norm(r)
+            previous, q = q, r / (b[j] if b[j] > 0 else 1.0)
+        a[0] = known if np.isfinite(known) else a[0]  # exact first moment: rank one at q_0
+        nodes, vectors = eigh_tridiagonal(a, b[:-1])
+        rules += [nodes, vectors[0] ** 2 * norm**2]
     return rules
 
 
@@ -187,9 +189,10 @@ def _token_matrix(
 
 
 def _operator(Q: Any, scale: float) -> Any:
-    """``v -> A~ v`` for ``A~ = scale Q (I - 1 1^T / N) Q^T``, never formed; O(nnz(Q))."""
-    QT, total = Q.T.tocsr(), np.asarray(Q.sum(axis=1)).ravel()
-    return lambda v: scale * (Q @ (QT @ v) - np.outer(total, total @ v) / Q.shape[1])
+    """``v -> A~ v`` for ``A~ = scale Q (I - 1 1^T / N) Q^T``, never formed (the centring on
+    the ``N`` side); O(nnz(Q) + V + N)."""
+    QT = Q.T.tocsr()
+    return lambda v: scale * (Q @ ((w := QT @ v) - w.mean()))
 
 
 @lru_cache(maxsize=64)
