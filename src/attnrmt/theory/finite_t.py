@@ -123,8 +123,11 @@ def noise_top(
     """Mean and standard deviation of the largest eigenvalue of the centred noise part
     ``S0 / kappa`` at the realised ``d, V, N`` (docs/model.md, "What replaces the edge"),
     over ``samples`` draws of ``N`` sequences of uniform tokens and a Gaussian table.
-    Lanczos on ``C C^T`` with ``C = Z Q (I - 1 1^T / N)``. O(samples x d (V + N T + N m))
-    for ``m`` Lanczos vectors."""
+    Uniform tokens are the iid positional model's law exactly and, for a correlated one,
+    its bulk: the classes add a rank-one part along ``s`` (the spike formulas' ``r delta``)
+    and change two positions' chance of sharing a token from ``1/V`` to ``(1 + R_tt')/V``
+    (docs/model.md, "What replaces the edge"). Lanczos on ``C C^T`` with
+    ``C = Z Q (I - 1 1^T / N)``. O(samples x d (V + N T + N m)) for ``m`` Lanczos vectors."""
     from scipy.sparse.linalg import LinearOperator, eigsh
 
     w = check_finite_array("weights", weights)
