@@ -122,12 +122,11 @@ def noise_top(
 ) -> tuple[float, float]:
     """Mean and standard deviation of the largest eigenvalue of the centred noise part
     ``S0 / kappa`` at the realised ``d, V, N`` (docs/model.md, "What replaces the edge"),
-    over ``samples`` draws of ``N`` sequences of uniform tokens and a Gaussian table.
-    Uniform tokens are the iid positional model's law exactly and, for a correlated one,
-    its bulk: the classes add a rank-one part along ``s`` (the spike formulas' ``r delta``)
-    and change two positions' chance of sharing a token from ``1/V`` to ``(1 + R_tt')/V``
-    (docs/model.md, "What replaces the edge"). Lanczos on ``C C^T`` with
-    ``C = Z Q (I - 1 1^T / N)``. O(samples x d (V + N T + N m)) for ``m`` Lanczos vectors."""
+    over ``samples`` draws of ``N`` sequences of uniform tokens and a Gaussian table: the iid
+    positional model's law, and a correlated one's bulk (its classes add the spike formulas'
+    rank-one part along ``s`` and change a repeat's chance ``1/V`` to ``(1 + R_tt')/V``).
+    Lanczos on ``C C^T`` with ``C = Z Q (I - 1 1^T / N)``. O(samples x d (V + N T + N m))
+    for ``m`` Lanczos vectors."""
     from scipy.sparse.linalg import LinearOperator, eigsh
 
     w = check_finite_array("weights", weights)
@@ -147,9 +146,8 @@ def noise_top(
 def _gauss_rules(matvec: Any, starts: NDArray, steps: int, first: NDArray) -> list[NDArray]:
     """Gauss quadrature rules (nodes, weights, per column) of the spectral measures of a
     symmetric operator at the columns of ``starts``, from ``steps`` three-term Lanczos steps
-    on each (contiguous vectors, in-place BLAS updates); a finite ``first`` replaces a
-    column's first moment (docs/model.md, "Outliers and overlaps at finite T").
-    O(columns x steps x (matvec + length))."""
+    on each; a finite ``first`` replaces a column's first moment (docs/model.md, "Outliers
+    and overlaps at finite T"). O(columns x steps x (matvec + length))."""
     from scipy.linalg import eigh_tridiagonal
     from scipy.linalg.blas import daxpy
 
@@ -307,8 +305,7 @@ def with_finite_t(out: xr.Dataset, positional: Any, weights: Any) -> xr.Dataset:
     T"). ``out`` has a ``T`` coordinate; ``positional``/``weights`` map ``(name, T)`` to a
     spec, or are one spec when ``out`` has no such dimension. O(settings x 1 s) for the rules
     and O(tail settings x max(min(128 n^3, 2e10), 8 n^3)), ``n = min(V, N)``, for the draws
-    (both cached), then O(points x nodes x 100); O(d x delta x gamma) where ``N T / V``
-    is nowhere below the bound."""
+    (both cached), then O(points x nodes x 100); O(d x delta x gamma) where none qualifies."""
     v = {k: out.variables[k].values for k in ("T", "delta_effective", "gamma_effective")}
     fewest = v["T"].min() / (v["gamma_effective"].max() / v["delta_effective"].min())  # N T/V
     if "finite_vocab" not in out.variables["variant"].values or fewest >= FINITE_T_BOUND:
@@ -317,8 +314,7 @@ def with_finite_t(out: xr.Dataset, positional: Any, weights: Any) -> xr.Dataset:
     small = (out["T"] / ratio < FINITE_T_BOUND) & (out["kappa"] > 0)
     above = out["sample_outlier"].sel(variant="finite_vocab").notnull()
     small = small & above.any([dim for dim in above.dims if dim not in small.dims])
-    if "d" in out.coords:
-        small = small & (out["d"] >= FINITE_T_MIN_D)
+    small = small & (out["d"] >= FINITE_T_MIN_D) if "d" in out.coords else small
     if not bool(small.any()):
         return out
     out, models = out.copy(deep=True), (positional, weights)
