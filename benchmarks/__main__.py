@@ -372,6 +372,17 @@ TARGETS: tuple[Target, ...] = (
         ok_key="token_rules_ok",
         constant="bench_theory_grid.RULES_SECONDS_TARGET",
     ),
+    Target(
+        "bench_theory_grid",
+        ("realised_rules_seconds", "*"),
+        "<=",
+        8.0,
+        "finite-T tail regime's draws at the realised sizes (realised_rules) of one setting, "
+        "cold cache, every tail setting of config.yaml and configs/finite-T.yaml",
+        unit="s",
+        ok_key="realised_rules_ok",
+        constant="bench_theory_grid.REALISED_SECONDS_TARGET",
+    ),
 )
 
 

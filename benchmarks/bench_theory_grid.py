@@ -20,9 +20,9 @@ code with ``with_finite_t`` as the identity: the code before the finite-T route)
     ``realised_rules``), median seconds cold, with the rules cached, and closed forms only.
 ``token_rules_seconds``, ``realised_rules_seconds``
     ``token_rules`` (target <= :data:`RULES_SECONDS_TARGET` a setting) and the tail regime's
-    ``realised_rules`` (no target) at each setting of the default grid and of
-    ``configs/finite-T.yaml`` (caches cleared before each call), medians of
-    :data:`RULES_REPEATS`.
+    ``realised_rules`` (target <= :data:`REALISED_SECONDS_TARGET`) at each setting of the
+    default grid and of ``configs/finite-T.yaml`` (caches cleared before each call), medians
+    of :data:`RULES_REPEATS`.
 ``finite_t_spike_point_seconds``, ``finite_t_spike_16_points_seconds``
     ``finite_t_spike`` at one ``snr`` and at 16, with the default grid's first rules.
 ``finite_t_config_*``
@@ -58,6 +58,12 @@ RULES_REPEATS = 3
 CLOSED_FORM_RATIO_TARGET = 1.05
 #: Target: seconds of ``token_rules`` for one setting, cold cache.
 RULES_SECONDS_TARGET = 2.0
+#: Target: seconds of the tail regime's ``realised_rules`` for one setting, cold cache: its
+#: draws (``2e10 / min(V, N)^3`` clipped to [8, 128]) aim at a few seconds; where the floor
+#: of 8 draws binds (``min(V, N) = 1600``, the largest here) 3.1 s on a quiet machine, and
+#: a loaded 2-core machine multiplies single-threaded times by up to ~2.4 (``token_rules``
+#: 0.84 -> 2 s), so 2.5x the quiet maximum.
+REALISED_SECONDS_TARGET = 8.0
 
 
 def _plan(config: str) -> Any:
@@ -216,6 +222,9 @@ def main() -> dict[str, Any]:
     }
     results["token_rules_ok"] = max(results["token_rules_seconds"].values()) <= (
         RULES_SECONDS_TARGET
+    )
+    results["realised_rules_ok"] = max(results["realised_rules_seconds"].values()) <= (
+        REALISED_SECONDS_TARGET
     )
     print(json.dumps(results, indent=1))
     return results
