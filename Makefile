@@ -67,7 +67,7 @@ test: $(STAMP)
 	$(BIN)/mypy
 	$(BIN)/snakemake --lint --cores 1
 	$(MKDOCS)
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest --durations=25
 
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks

@@ -298,12 +298,12 @@ SLOW_CELLS = 24
 
 
 def slow_block_config(run: str = "salvage") -> dict[str, Any]:
-    """One block of 24 cells at d = 800: ~0.4 s each on a quiet machine, estimated at
-    ~0.5 s by the cost model, so two cells make a task (12 tasks) and reach the disk
-    together as the task finishes."""
+    """One block of 24 cells at d = 1000: ~0.8 s each on a quiet machine (long enough that
+    the refused second run of the test ends well before the block), so two cells make a
+    task (12 tasks) and reach the disk together as the task finishes."""
     config = tiny_config(run=run, execution={"block_size": SLOW_CELLS})
     config["sweeps"]["grid"].update(
-        d=[800],
+        d=[1000],
         weights=["mean"],
         replicates=2,
         snr=[0.25 * index for index in range(SLOW_CELLS // 2)],
