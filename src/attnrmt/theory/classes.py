@@ -18,7 +18,6 @@ from scipy.optimize import brentq
 
 from attnrmt._validation import check_choice, check_finite_array, check_positive
 from attnrmt.contract import VARIANTS
-from attnrmt.model._linalg import lower_gram
 from attnrmt.theory.spike import critical_theta, spike_outliers
 
 # Eigenvalues of B below this times its largest are zero (its rank r).
@@ -313,7 +312,8 @@ def _file_noise(
     rows, means = _file_rows(law)
     K, V = means.shape[1], rows.shape[0]
     scale = np.sqrt(K * np.repeat(shares, V // K) / V)[:, None]
-    noise, basis = np.linalg.eigh(lower_gram((rows - np.repeat(means.T, V // K, 0)) * scale, 1))
+    centred = (rows - np.repeat(means.T, V // K, 0)) * scale
+    noise, basis = np.linalg.eigh(centred.T @ centred)
     return noise, basis.T @ means
 
 
